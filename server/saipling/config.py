@@ -1,0 +1,220 @@
+"""One typed, defaulted settings tree and the precedence of SPEC 11 in one function."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+INDEX_DIR = ".saipling"
+INDEX_FILE = "index.db"
+CONFIG_FILE = "config.toml"
+
+
+@dataclass
+class ChunkingSettings:
+    max_tokens: int = 1000
+    target_tokens: int = 500
+    overlap_tokens: int = 50
+
+
+@dataclass
+class Settings:
+    enabled: bool = True
+    provider: str = "auto"  # auto | voyage | openai | local | none
+    model: str = ""
+    base_url: str = ""
+    dimensions: int = 0
+    model_path: str = ""
+    local_threads: int = 0  # 0 = onnxruntime default
+    auto_index: bool = True
+    watch: bool = True
+    quiet_period_seconds: float = 120.0
+    tick_seconds: float = 10.0
+    batch_size: int = 128
+    max_results_default: int = 5
+    max_search_tokens_default: int = 15000
+    include: list[str] = field(default_factory=lambda: ["**/*.md"])
+    include_json: bool = False
+    exclude: list[str] = field(default_factory=list)
+    max_file_bytes: int = 5 * 1024 * 1024
+    chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
+    skills_dir: str = "skills"
+    corpora: dict[str, list[str]] = field(default_factory=dict)
+    roles: dict[str, list[str]] = field(default_factory=dict)
+    analytics: bool = True
+    request_timeout_seconds: float = 30.0
+    max_retries: int = 3
+    # Secrets: from the environment or the editor only, never from project files.
+    voyage_api_key: str = dataclasses.field(default="", repr=False)
+    openai_api_key: str = dataclasses.field(default="", repr=False)
+
+
+_ALIASES = {
+    # camelCase (SPEC, LSP clients) -> field name
+    "baseUrl": "base_url",
+    "modelPath": "model_path",
+    "localThreads": "local_threads",
+    "autoIndex": "auto_index",
+    "quietPeriodSeconds": "quiet_period_seconds",
+    "tickSeconds": "tick_seconds",
+    "batchSize": "batch_size",
+    "maxResultsDefault": "max_results_default",
+    "maxSearchTokensDefault": "max_search_tokens_default",
+    "includeJson": "include_json",
+    "maxFileBytes": "max_file_bytes",
+    "skillsDir": "skills_dir",
+    "requestTimeoutSeconds": "request_timeout_seconds",
+    "maxRetries": "max_retries",
+    "maxTokens": "max_tokens",
+    "targetTokens": "target_tokens",
+    "overlapTokens": "overlap_tokens",
+    "voyageApiKey": "voyage_api_key",
+    "openaiApiKey": "openai_api_key",
+}
+_SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
+_PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
+
+
+def _field_name(key: str) -> str:
+    return _ALIASES.get(key, key.replace("-", "_"))
+
+
+def _coerce(value: Any, default: Any, key: str) -> Any:
+    if isinstance(default, bool):
+        if isinstance(value, str):
+            low = value.strip().lower()
+            if low in {"1", "true", "yes", "on"}:
+                return True
+            if low in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(f"{key}: expected a boolean, got {value!r}")
+        if isinstance(value, bool):
+            return value
+        raise ValueError(f"{key}: expected a boolean, got {value!r}")
+    if isinstance(default, int) and not isinstance(default, bool):
+        if isinstance(value, bool):
+            raise ValueError(f"{key}: expected an integer, got {value!r}")
+        return int(value)
+    if isinstance(default, float):
+        if isinstance(value, bool):
+            raise ValueError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ValueError(f"{key}: expected a string, got {value!r}")
+        return value
+    if isinstance(default, list):
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{key}: expected a list, got {value!r}")
+        return [str(v) for v in value]
+    if isinstance(default, dict):
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{key}: expected a table, got {value!r}")
+        return {str(k): (list(v) if isinstance(v, list | tuple) else v) for k, v in value.items()}
+    return value
+
+
+def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, allow_secrets: bool) -> list[str]:
+    """Merge one source into settings in place; returns warnings for keys or values it ignored."""
+    warnings: list[str] = []
+    for raw_key, value in layer.items():
+        if value is None:
+            continue
+        name = _field_name(str(raw_key))
+        if name == "chunking":
+            if not isinstance(value, Mapping):
+                warnings.append(f"{source}: chunking must be a table")
+                continue
+            for ck, cv in value.items():
+                cname = _field_name(str(ck))
+                if not hasattr(settings.chunking, cname):
+                    warnings.append(f"{source}: unknown setting chunking.{ck}")
+                    continue
+                try:
+                    setattr(settings.chunking, cname, _coerce(cv, getattr(settings.chunking, cname), f"chunking.{ck}"))
+                except (TypeError, ValueError) as exc:
+                    warnings.append(f"{source}: {exc}")
+            continue
+        if not hasattr(settings, name) or name == "chunking":
+            warnings.append(f"{source}: unknown setting {raw_key}")
+            continue
+        if name in _SECRET_FIELDS and not allow_secrets:
+            warnings.append(f"{source}: API keys are never read from project files ({raw_key} ignored)")
+            continue
+        try:
+            coerced = _coerce(value, getattr(settings, name), str(raw_key))
+        except (TypeError, ValueError) as exc:
+            warnings.append(f"{source}: {exc}")
+            continue
+        if name == "provider" and coerced not in _PROVIDERS:
+            warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {coerced!r}")
+            continue
+        setattr(settings, name, coerced)
+    return warnings
+
+
+def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from SAIPLING_* variables and the provider keys."""
+    layer: dict[str, Any] = {}
+    for key, value in env.items():
+        if key.startswith("SAIPLING_") and key not in {"SAIPLING_LOG_LEVEL"}:
+            layer[key[len("SAIPLING_"):].lower()] = value
+    if env.get("VOYAGE_API_KEY"):
+        layer["voyage_api_key"] = env["VOYAGE_API_KEY"]
+    if env.get("OPENAI_API_KEY"):
+        layer["openai_api_key"] = env["OPENAI_API_KEY"]
+    if env.get("OPENAI_BASE_URL") and "base_url" not in layer:
+        layer["base_url"] = env["OPENAI_BASE_URL"]
+    return layer
+
+
+def project_layer(root: Path) -> tuple[dict[str, Any], list[str]]:
+    path = root / INDEX_DIR / CONFIG_FILE
+    if not path.is_file():
+        return {}, []
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return {}, [f"{path}: invalid TOML ({exc}); using defaults"]
+    data = data.get("saipling", data)
+    return data, []
+
+
+def load_settings(
+    root: Path,
+    env: Mapping[str, str] | None = None,
+    init_options: Mapping[str, Any] | None = None,
+    workspace_config: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> tuple[Settings, list[str]]:
+    """defaults < project config.toml < environment < initializationOptions < workspace/configuration < overrides."""
+    settings = Settings()
+    warnings: list[str] = []
+    layer, w = project_layer(root)
+    warnings += w
+    warnings += apply_layer(settings, layer, "config.toml", allow_secrets=False)
+    warnings += apply_layer(settings, env_layer(os.environ if env is None else env), "environment", allow_secrets=True)
+    for source, lay in (
+        ("initializationOptions", init_options),
+        ("workspace/configuration", workspace_config),
+        ("overrides", overrides),
+    ):
+        if lay:
+            warnings += apply_layer(settings, lay, source, allow_secrets=source != "config.toml")
+    for w in warnings:
+        log.warning("%s", w)
+    return settings, warnings
+
+
+def index_path(root: Path) -> Path:
+    return root / INDEX_DIR / INDEX_FILE

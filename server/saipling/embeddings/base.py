@@ -1,0 +1,137 @@
+"""The embedding provider interface shared by every backend."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class EmbeddingResult:
+    """Vectors (float32, shape (n, dims), L2-normalised) and the tokens the provider billed."""
+
+    vectors: np.ndarray
+    tokens: int = 0
+
+
+@dataclass
+class ProviderInfo:
+    """What status reports about the active provider."""
+
+    name: str
+    model: str
+    dimensions: int
+    reason: str = ""
+    cost_per_million_tokens: float = 0.0
+    failed: str | None = None  # set after an auth failure: reason shown to the user
+
+
+class EmbeddingProvider(abc.ABC):
+    """Turns texts into unit vectors.
+
+    Subclasses implement `_embed_batch`; batching by `batch_size` and the token cap lives here.
+    """
+
+    name: str = "base"
+    model: str = ""
+    dimensions: int = 0
+    max_input_tokens: int = 512
+    cost_per_million_tokens: float = 0.0
+    batch_size: int = 128
+    max_batch_tokens: int = 120_000
+    query_prefix: str = ""
+    document_prefix: str = ""
+
+    def __init__(self) -> None:
+        self.failed: str | None = None
+        self.reason: str = ""
+
+    @abc.abstractmethod
+    def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
+        """Embed one batch (already within the batch limits). input_type is 'document' or 'query'."""
+
+    def embed_documents(self, texts: Sequence[str]) -> EmbeddingResult:
+        """Embed documents in batches; returns all vectors in input order."""
+        return self._embed_all([self.document_prefix + t for t in texts], "document")
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one search query; returns a 1-D float32 unit vector."""
+        return self._embed_all([self.query_prefix + text], "query").vectors[0]
+
+    def _embed_all(self, texts: list[str], input_type: str) -> EmbeddingResult:
+        for t in texts:
+            if not t or not t.strip():
+                raise ValueError("cannot embed empty text")
+        if not texts:
+            return EmbeddingResult(np.zeros((0, self.dimensions), dtype=np.float32), 0)
+        out: list[np.ndarray] = []
+        tokens = 0
+        for batch in self._batches(texts):
+            res = self._embed_batch(batch, input_type)
+            out.append(np.asarray(res.vectors, dtype=np.float32))
+            tokens += res.tokens
+        return EmbeddingResult(normalise(np.vstack(out)), tokens)
+
+    def _batches(self, texts: list[str]) -> list[list[str]]:
+        batches: list[list[str]] = []
+        cur: list[str] = []
+        cur_tokens = 0
+        for t in texts:
+            est = estimate_tokens(t)
+            if cur and (len(cur) >= self.batch_size or cur_tokens + est > self.max_batch_tokens):
+                batches.append(cur)
+                cur, cur_tokens = [], 0
+            cur.append(t)
+            cur_tokens += est
+        if cur:
+            batches.append(cur)
+        return batches
+
+    def info(self) -> ProviderInfo:
+        return ProviderInfo(
+            name=self.name,
+            model=self.model,
+            dimensions=self.dimensions,
+            reason=self.reason,
+            cost_per_million_tokens=self.cost_per_million_tokens,
+            failed=self.failed,
+        )
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release network clients or sessions."""
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise rows (zero rows stay zero)."""
+    v = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return v / norms
+
+
+def estimate_tokens(text: str) -> int:
+    """Cheap token estimate (about 4 characters a token), used for budgets and batching."""
+    return max(1, (len(text) + 3) // 4)
+
+
+@dataclass
+class NoneProvider:
+    """Keyword-only mode: no vectors at all."""
+
+    name: str = "none"
+    model: str = ""
+    dimensions: int = 0
+    max_input_tokens: int = 1_000_000
+    cost_per_million_tokens: float = 0.0
+    reason: str = ""
+    failed: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def info(self) -> ProviderInfo:
+        return ProviderInfo("none", "", 0, self.reason, 0.0, None)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,47 @@
+"""Typed errors raised by the engine; the edges (CLI, LSP) turn them into messages."""
+
+from __future__ import annotations
+
+
+class SaiplingError(Exception):
+    """Base class for every error the engine raises on purpose."""
+
+
+class ConfigError(SaiplingError):
+    """Configuration is invalid (the caller falls back to defaults and tells the user)."""
+
+
+class InvalidRequest(SaiplingError):
+    """A request parameter is invalid; `field` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class PathOutsideRoot(InvalidRequest):
+    """A path resolves outside the project root or is not an indexable file."""
+
+
+class IndexCorrupted(SaiplingError):
+    """The index file failed its integrity check."""
+
+
+class ProviderError(SaiplingError):
+    """An embedding provider failed. Messages never contain API keys."""
+
+
+class ProviderAuthError(ProviderError):
+    """The provider rejected the credentials (401/403): do not retry."""
+
+
+class ProviderRateLimited(ProviderError):
+    """The provider kept answering 429 after every retry."""
+
+
+class ProviderUnavailable(ProviderError):
+    """Timeouts, connection errors or 5xx after every retry."""
+
+
+class IndexCancelled(SaiplingError):
+    """An indexing run was cancelled; the index is consistent (every file old or new)."""
