@@ -1,0 +1,230 @@
+---@mod saipling.picker Show search results in Telescope, fzf-lua, snacks or vim.ui.select.
+local M = {}
+
+local function notify(msg, level)
+  vim.notify("saipling: " .. msg, level or vim.log.levels.INFO, { title = "saipling" })
+end
+
+local function present(v)
+  return v ~= nil and v ~= vim.NIL and v ~= ""
+end
+
+--- Absolute path and 1-based line of a result.
+---@param item table search result
+---@param root? string project root, for a relative filePath
+---@return string? fname, integer line
+function M.location(item, root)
+  local fname
+  if present(item.uri) then
+    fname = vim.uri_to_fname(item.uri)
+  elseif present(item.filePath) then
+    fname = item.filePath
+    if root and not vim.startswith(fname, "/") and not fname:match("^%a:[/\\]") then
+      fname = vim.fs.joinpath(root, fname)
+    end
+  end
+  local line = tonumber(item.startLine)
+  if not line and type(item.range) == "table" and type(item.range.start) == "table" then
+    line = tonumber(item.range.start.line) and item.range.start.line + 1
+  end
+  return fname, math.max(1, line or 1)
+end
+
+--- `file § section  score`, the file relative to the project root.
+---@param item table search result
+---@param root? string
+---@return string
+function M.format(item, root)
+  local fname = M.location(item, root) or "?"
+  local shown = present(item.filePath) and item.filePath or fname
+  if root and vim.startswith(shown, root .. "/") then
+    shown = shown:sub(#root + 2)
+  end
+  local section = item.sectionHeading
+  if not present(section) and type(item.headingPath) == "table" and #item.headingPath > 0 then
+    section = item.headingPath[#item.headingPath]
+  end
+  local text = shown
+  if present(section) then
+    text = text .. " § " .. section:gsub("^#+%s*", "")
+  end
+  if tonumber(item.score) then
+    text = ("%s  %.2f"):format(text, item.score)
+  end
+  return text
+end
+
+--- Open a result's file and put the cursor on its first line.
+---@param item table search result
+---@param root? string
+function M.open(item, root)
+  local fname, line = M.location(item, root)
+  if not fname then
+    notify("result has no file", vim.log.levels.WARN)
+    return
+  end
+  local ok, err = pcall(vim.cmd.edit, vim.fn.fnameescape(fname))
+  if not ok then
+    notify("could not open " .. fname .. ": " .. tostring(err), vim.log.levels.ERROR)
+    return
+  end
+  line = math.min(line, vim.api.nvim_buf_line_count(0))
+  vim.api.nvim_win_set_cursor(0, { line, 0 })
+  vim.cmd("normal! zvzz")
+end
+
+--- Name of the picker to use: the configured one if installed, else the first installed.
+---@param wanted? string "auto"|"telescope"|"fzf-lua"|"snacks"|"select"
+---@param quiet? boolean do not warn when the wanted picker is missing
+---@return "telescope"|"fzf-lua"|"snacks"|"select"
+function M.resolve(wanted, quiet)
+  local available = {
+    telescope = function()
+      return (pcall(require, "telescope"))
+    end,
+    ["fzf-lua"] = function()
+      return (pcall(require, "fzf-lua"))
+    end,
+    snacks = function()
+      local ok, snacks = pcall(require, "snacks")
+      return ok and type(snacks) == "table" and snacks.picker ~= nil
+    end,
+  }
+  wanted = wanted or "auto"
+  if wanted == "select" then
+    return "select"
+  end
+  if wanted ~= "auto" then
+    if available[wanted] and available[wanted]() then
+      return wanted
+    end
+    if not quiet then
+      notify(("picker %q is not installed; using vim.ui.select"):format(wanted), vim.log.levels.WARN)
+    end
+    return "select"
+  end
+  for _, name in ipairs({ "telescope", "fzf-lua", "snacks" }) do
+    if available[name]() then
+      return name
+    end
+  end
+  return "select"
+end
+
+local backends = {}
+
+function backends.select(items, opts, open)
+  vim.ui.select(items, {
+    prompt = opts.title,
+    kind = "saipling",
+    format_item = function(item)
+      return M.format(item, opts.root)
+    end,
+  }, function(choice)
+    if choice then
+      open(choice)
+    end
+  end)
+end
+
+function backends.telescope(items, opts, open)
+  local pickers = require("telescope.pickers")
+  local finders = require("telescope.finders")
+  local conf = require("telescope.config").values
+  local actions = require("telescope.actions")
+  local action_state = require("telescope.actions.state")
+  pickers
+    .new({}, {
+      prompt_title = opts.title,
+      finder = finders.new_table({
+        results = items,
+        entry_maker = function(item)
+          local fname, line = M.location(item, opts.root)
+          local display = M.format(item, opts.root)
+          return { value = item, display = display, ordinal = display, filename = fname, lnum = line }
+        end,
+      }),
+      sorter = conf.generic_sorter({}),
+      previewer = conf.grep_previewer({}),
+      attach_mappings = function(prompt_bufnr)
+        actions.select_default:replace(function()
+          local entry = action_state.get_selected_entry()
+          actions.close(prompt_bufnr)
+          if entry then
+            open(entry.value)
+          end
+        end)
+        return true
+      end,
+    })
+    :find()
+end
+
+function backends.fzf_lua(items, opts, open)
+  local lines, by_line = {}, {}
+  for i, item in ipairs(items) do
+    local line = ("%d. %s"):format(i, M.format(item, opts.root))
+    lines[i] = line
+    by_line[line] = item
+  end
+  require("fzf-lua").fzf_exec(lines, {
+    prompt = opts.title .. "> ",
+    actions = {
+      ["default"] = function(selected)
+        local item = selected and by_line[selected[1]]
+        if item then
+          open(item)
+        end
+      end,
+    },
+  })
+end
+
+function backends.snacks(items, opts, open)
+  local entries = {}
+  for i, item in ipairs(items) do
+    local fname, line = M.location(item, opts.root)
+    entries[i] = { idx = i, text = M.format(item, opts.root), file = fname, pos = { line, 0 }, result = item }
+  end
+  require("snacks").picker.pick({
+    title = opts.title,
+    items = entries,
+    format = function(entry)
+      return { { entry.text } }
+    end,
+    preview = "file",
+    confirm = function(picker, entry)
+      picker:close()
+      if entry then
+        open(entry.result)
+      end
+    end,
+  })
+end
+backends["fzf-lua"] = backends.fzf_lua
+
+--- Let the user pick one of `results` and jump to it.
+---@param results table[] search results
+---@param opts? {title?: string, root?: string, picker?: string}
+function M.pick(results, opts)
+  opts = opts or {}
+  opts.title = opts.title or "Saipling"
+  if not results or #results == 0 then
+    notify("no results", vim.log.levels.INFO)
+    return
+  end
+  local name = M.resolve(opts.picker or require("saipling.config").options.picker)
+  local function open(item)
+    M.open(item, opts.root)
+  end
+  local ok, err = pcall(backends[name], results, opts, open)
+  if not ok and name ~= "select" then
+    notify(name .. " picker failed (" .. tostring(err) .. "); using vim.ui.select", vim.log.levels.WARN)
+    ok, err = pcall(backends.select, results, opts, open)
+  end
+  if not ok then
+    notify("picker failed: " .. tostring(err), vim.log.levels.ERROR)
+  end
+end
+
+return M

@@ -1,0 +1,11 @@
+if vim.g.loaded_saipling then
+  return
+end
+vim.g.loaded_saipling = true
+
+local cmd = vim.api.nvim_create_user_command
+cmd("SaiplingSearch", function(a) require("saipling").search(a.args) end, { nargs = "*", desc = "Saipling: search the project" })
+cmd("SaiplingRelated", function() require("saipling").related() end, { desc = "Saipling: passages related to this file" })
+cmd("SaiplingReindex", function(a) require("saipling").reindex(a.bang) end, { bang = true, desc = "Saipling: reindex (! = full)" })
+cmd("SaiplingStatus", function() require("saipling").status() end, { desc = "Saipling: index status" })
+cmd("SaiplingClearIndex", function() require("saipling").clear_index() end, { desc = "Saipling: clear the index" })

@@ -1,0 +1,29 @@
+-- The picker without a server: fake results through vim.ui.select, jump to file:line.
+-- Env: SAIPLING_TEST_ROOT (a directory holding a.md with at least 6 lines).
+local T = SaiplingTest
+T.run(function()
+  local root = assert(os.getenv("SAIPLING_TEST_ROOT"))
+  require("saipling").setup({ cmd = { "saipling-not-installed-anywhere" } })
+  local picker = require("saipling.picker")
+  T.result.resolved = picker.resolve("auto")
+  local results = {
+    { filePath = "a.md", uri = vim.uri_from_fname(root .. "/a.md"), sectionHeading = "## Second",
+      startLine = 5, endLine = 6, score = 0.875 },
+    { filePath = "b.md", sectionHeading = vim.NIL, headingPath = { "Top", "Inner" }, startLine = 2, score = 0.5 },
+    { filePath = root .. "/a.md", range = { start = { line = 2, character = 0 } } },
+  }
+  T.result.formatted = {}
+  for i, item in ipairs(results) do
+    T.result.formatted[i] = picker.format(item, root)
+  end
+  local _, range_line = picker.location(results[3], root)
+  T.result.range_line = range_line
+  T.auto_select()
+  picker.pick(results, { title = "Saipling: fake", root = root })
+  T.result.position = T.position()
+  -- Commands without a running server notify instead of raising.
+  vim.cmd("enew")
+  vim.cmd("SaiplingStatus")
+  vim.cmd("SaiplingSearch anything")
+  picker.pick({}, {})
+end)
