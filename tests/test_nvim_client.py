@@ -91,7 +91,9 @@ def run_nvim(nvim: Path, tmp_path: Path, script: str, **env_extra: str) -> tuple
             "XDG_CACHE_HOME": str(home / "cache"),
             "SAIPLING_NVIM_PLUGIN": str(PLUGIN),
             "SAIPLING_TEST_OUT": str(out),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "server"), os.environ.get("PYTHONPATH")) if p),
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(REPO / "server"), os.environ.get("PYTHONPATH")) if p
+            ),
             **env_extra,
         }
     )
@@ -176,6 +178,37 @@ def test_picker_formats_and_jumps_without_server(nvim: Path, tmp_path: Path) -> 
     assert any("no server running" in t for t in texts), msg  # :SaiplingStatus / :SaiplingSearch
     assert any("no results" in t for t in texts), msg
     assert not any("stack traceback" in t for t in texts), msg
+
+
+def test_picker_backends_with_stand_ins(nvim: Path, tmp_path: Path) -> None:
+    """Telescope, fzf-lua and snacks code paths, against stand-in modules with their call shapes."""
+    root = tmp_path / "fake"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\none\n\n## Second\n\ntwo\n", encoding="utf-8")
+    result, detail = run_nvim(
+        nvim,
+        tmp_path,
+        "backends_test.lua",
+        SAIPLING_TEST_ROOT=str(root),
+        SAIPLING_TEST_STUBS=str(HELPERS / "stubs"),
+    )
+    msg = show(result, detail)
+    assert not result.get("error"), msg
+    assert result["auto"] == "telescope", msg
+    assert [c["picker"] for c in result["calls"]] == ["telescope", "fzf-lua", "snacks"], msg
+    for name, pos in result["runs"].items():
+        assert pos == {"bufname": str(root / "a.md"), "line": 5}, (name, msg)
+    telescope, fzf, snacks = result["calls"]
+    assert telescope["entries"][0] == {
+        "display": "a.md § Second  0.88",
+        "filename": str(root / "a.md"),
+        "lnum": 5,
+    }
+    assert fzf["lines"] == ["1. a.md § Second  0.88"], msg
+    assert snacks["items"][0] == {"text": "a.md § Second  0.88", "file": str(root / "a.md"), "pos": [5, 0]}, (
+        msg
+    )
+    assert not [n for n in result["notifications"] if "picker" in n["msg"]], msg
 
 
 def test_checkhealth_passes(nvim: Path, tmp_path: Path) -> None:

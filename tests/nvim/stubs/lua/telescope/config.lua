@@ -1,0 +1,1 @@
+return { values = { generic_sorter = function() return {} end, grep_previewer = function() return {} end } }
