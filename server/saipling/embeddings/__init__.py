@@ -16,8 +16,10 @@ __all__ = ["EmbeddingProvider", "EmbeddingResult", "NoneProvider", "Provider", "
 
 def local_available() -> bool:
     """True when the optional local extra (onnxruntime + packaged weights) is importable."""
-    from .local import local_available as _available
-
+    try:
+        from .local import local_available as _available
+    except ImportError:
+        return False
     return _available()
 
 

@@ -1,0 +1,3 @@
+from saipling.cli import main
+
+main()

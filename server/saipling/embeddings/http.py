@@ -1,0 +1,297 @@
+"""HTTP machinery shared by the hosted embedding providers (Voyage, OpenAI-compatible).
+
+The retry policy follows openai-python: one function decides whether an outcome is worth another try
+(`should_retry`), another how long to wait (`retry_delay`). 408/409/429/5xx, timeouts and connection
+errors are retried with exponential backoff and jitter, `Retry-After` is honoured up to a cap, and at
+most `settings.max_retries` retries are made. 401/403 are never retried: they raise ProviderAuthError
+and mark the provider failed. API keys appear only in the Authorization header, which is never logged,
+and are redacted from any server text quoted in an error message.
+"""
+
+from __future__ import annotations
+
+import abc
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import numpy as np
+
+from .. import __version__
+from ..errors import ProviderAuthError, ProviderError, ProviderRateLimited, ProviderUnavailable
+from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens
+
+log = logging.getLogger(__name__)
+
+INITIAL_RETRY_DELAY = 0.5  # seconds before the first retry when the server gives no Retry-After
+MAX_BACKOFF = 8.0  # cap on the computed exponential backoff
+MAX_RETRY_AFTER = 60.0  # cap on a server-requested Retry-After
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+USER_AGENT = f"saipling-search/{__version__}"
+
+Outcome = httpx.Response | Exception
+
+
+def should_retry(outcome: Outcome) -> bool:
+    """True if a response or transport error is worth another attempt."""
+    if isinstance(outcome, httpx.Response):
+        return outcome.status_code in RETRYABLE_STATUS or outcome.status_code >= 500
+    return isinstance(outcome, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError)
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` value (delta seconds or an HTTP date); None if absent/invalid."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    when = email.utils.mktime_tz(parsed)
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def retry_delay(
+    attempt: int, retry_after: str | None = None, *, jitter: Callable[[], float] = random.random
+) -> float:
+    """Seconds to sleep before retry number `attempt + 1` (attempt counts retries already made).
+
+    A server-provided Retry-After wins (capped at MAX_RETRY_AFTER); otherwise exponential backoff from
+    INITIAL_RETRY_DELAY, capped at MAX_BACKOFF, minus up to 25 % jitter.
+    """
+    requested = parse_retry_after(retry_after)
+    if requested is not None:
+        return min(requested, MAX_RETRY_AFTER)
+    backoff = min(INITIAL_RETRY_DELAY * 2.0**attempt, MAX_BACKOFF)
+    return backoff * (1.0 - 0.25 * jitter())
+
+
+def _retry_after_header(outcome: Outcome) -> str | None:
+    if not isinstance(outcome, httpx.Response):
+        return None
+    ms = outcome.headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return str(float(ms) / 1000.0)
+        except ValueError:
+            pass
+    return outcome.headers.get("retry-after")
+
+
+class HTTPClient:
+    """Owns an httpx.Client and POSTs JSON with bearer auth, retrying per `should_retry`/`retry_delay`.
+
+    `label` names the service in messages ("Voyage"); `key_env` is the variable the user should set.
+    `sleep` is the function used between retries (tests replace it to record the delays).
+    """
+
+    def __init__(
+        self,
+        *,
+        label: str,
+        base_url: str,
+        api_key: str,
+        key_env: str,
+        timeout: float,
+        max_retries: int,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.label = label
+        self.base_url = base_url.rstrip("/")
+        self.key_env = key_env
+        self.max_retries = max(0, int(max_retries))
+        self.sleep: Callable[[float], None] = time.sleep if sleep is None else sleep
+        self._api_key = api_key
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout if timeout and timeout > 0 else None),
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"HTTPClient(label={self.label!r}, base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body` to base_url + path and return the decoded JSON object, retrying transient failures."""
+        url = self.base_url + path
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        retries = 0
+        while True:
+            outcome: Outcome
+            try:
+                outcome = self._client.post(url, json=body, headers=headers)
+            except httpx.TransportError as exc:
+                outcome = exc
+            if isinstance(outcome, httpx.Response):
+                if outcome.is_success:
+                    return self._decode(outcome)
+                if outcome.status_code in (401, 403):
+                    raise ProviderAuthError(self._auth_message(outcome.status_code))
+            if not should_retry(outcome) or retries >= self.max_retries:
+                raise self._final_error(outcome, retries)
+            delay = retry_delay(retries, _retry_after_header(outcome))
+            retries += 1
+            log.warning(
+                "%s: %s; retry %d/%d in %.1f s",
+                self.label,
+                _describe(outcome),
+                retries,
+                self.max_retries,
+                delay,
+            )
+            self.sleep(delay)
+
+    def _decode(self, response: httpx.Response) -> dict[str, Any]:
+        try:
+            data = response.json()
+        except ValueError:
+            raise ProviderError(f"{self.label} returned a response that is not JSON") from None
+        if not isinstance(data, dict):
+            raise ProviderError(f"{self.label} returned unexpected JSON (expected an object)")
+        return data
+
+    def _auth_message(self, status: int) -> str:
+        if not self._api_key:
+            return f"{self.label} requires an API key (HTTP {status}); set {self.key_env}"
+        if status == 401:
+            return f"{self.label} rejected the API key (HTTP 401); set {self.key_env} to a valid key"
+        return (
+            f"{self.label} refused the request (HTTP 403); check that the key in {self.key_env} "
+            "is valid and has access to this model"
+        )
+
+    def _final_error(self, outcome: Outcome, retries: int) -> ProviderError:
+        after = f" after {retries} retries" if retries else ""
+        if isinstance(outcome, httpx.Response):
+            status = outcome.status_code
+            detail = self._server_message(outcome)
+            suffix = f": {detail}" if detail else ""
+            if status == 429:
+                return ProviderRateLimited(
+                    f"{self.label} is rate limiting requests (HTTP 429){after}{suffix}"
+                )
+            if should_retry(outcome):
+                return ProviderUnavailable(f"{self.label} failed (HTTP {status}){after}{suffix}")
+            return ProviderError(f"{self.label} rejected the request (HTTP {status}){suffix}")
+        if isinstance(outcome, httpx.TimeoutException):
+            return ProviderUnavailable(f"{self.label} timed out{after} ({self.base_url})")
+        return ProviderUnavailable(
+            f"{self.label} is unreachable{after} ({self.base_url}): {_describe(outcome)}"
+        )
+
+    def _server_message(self, response: httpx.Response, limit: int = 300) -> str:
+        """The server's error text, shortened and with the key redacted (some servers echo it)."""
+        try:
+            data = response.json()
+        except ValueError:
+            text = response.text
+        else:
+            text = ""
+            if isinstance(data, dict):
+                err = data.get("error", data.get("detail", data.get("message")))
+                if isinstance(err, dict):
+                    err = err.get("message", err)
+                text = str(err) if err is not None else str(data)
+            else:
+                text = str(data)
+        text = " ".join(text.split())
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        return text[:limit]
+
+
+def _describe(outcome: Outcome) -> str:
+    if isinstance(outcome, httpx.Response):
+        return f"HTTP {outcome.status_code}"
+    if isinstance(outcome, httpx.TimeoutException):
+        return "timed out"
+    return type(outcome).__name__
+
+
+class HTTPEmbeddingProvider(EmbeddingProvider):
+    """Common `_embed_batch` for JSON embedding APIs answering `{data: [{embedding, index}], usage}`.
+
+    Subclasses set name/model/limits in `__init__`, create `self.http`, and build the request body.
+    `dimensions` is 0 when it cannot be known in advance (unknown model on a custom server); it is then
+    learned from the first response, or up front with `ensure_dimensions()`.
+    """
+
+    path: str = "/embeddings"
+    http: HTTPClient
+
+    @abc.abstractmethod
+    def _request_body(self, texts: list[str], input_type: str) -> dict[str, Any]:
+        """The JSON body for one batch."""
+
+    def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
+        if self.failed:
+            raise ProviderAuthError(self.failed)
+        try:
+            payload = self.http.post_json(self.path, self._request_body(texts, input_type))
+        except ProviderAuthError as exc:
+            self.failed = str(exc)
+            log.error("%s", exc)
+            raise
+        vectors = self._parse_vectors(payload, len(texts))
+        tokens = self._parse_tokens(payload, texts)
+        log.debug(
+            "%s %s: embedded %d texts, %d tokens ($%.6f)",
+            self.name,
+            self.model,
+            len(texts),
+            tokens,
+            tokens * self.cost_per_million_tokens / 1e6,
+        )
+        return EmbeddingResult(vectors, tokens)
+
+    def ensure_dimensions(self) -> int:
+        """Return `dimensions`, embedding a one-word probe first if it is not known yet."""
+        if not self.dimensions:
+            self._embed_batch(["dimension probe"], "query")
+        return self.dimensions
+
+    def _parse_vectors(self, payload: dict[str, Any], expected: int) -> np.ndarray:
+        label = self.http.label
+        data = payload.get("data")
+        if not isinstance(data, list) or len(data) != expected:
+            got = len(data) if isinstance(data, list) else "no"
+            raise ProviderError(f"{label} returned {got} embeddings for {expected} inputs")
+        try:
+            items = sorted(enumerate(data), key=lambda p: int(p[1].get("index", p[0])))
+            vectors = np.asarray([item["embedding"] for _, item in items], dtype=np.float32)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise ProviderError(f"{label} returned embeddings in an unexpected format") from None
+        if vectors.ndim != 2 or vectors.shape[1] == 0:
+            raise ProviderError(f"{label} returned embeddings in an unexpected format")
+        dims = int(vectors.shape[1])
+        if not self.dimensions:
+            log.info("%s %s: %d dimensions (learned from the first response)", self.name, self.model, dims)
+            self.dimensions = dims
+        elif dims != self.dimensions:
+            raise ProviderError(
+                f"{label} returned {dims}-dimensional vectors for model {self.model}, expected "
+                f"{self.dimensions}; set `dimensions` to match the model"
+            )
+        return vectors
+
+    @staticmethod
+    def _parse_tokens(payload: dict[str, Any], texts: list[str]) -> int:
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            for key in ("total_tokens", "prompt_tokens"):
+                value = usage.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    return int(value)
+        return sum(estimate_tokens(t) for t in texts)  # servers that report no usage
+
+    def close(self) -> None:
+        self.http.close()

@@ -1,0 +1,145 @@
+"""File types from paths and entity metadata from YAML frontmatter (SPEC 3)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+import frontmatter
+import yaml
+
+log = logging.getLogger(__name__)
+
+# (regex over the relative path, file_type), first match wins: SAiPLING defaults.
+FILE_TYPE_RULES: list[tuple[str, str]] = [
+    (r"overview/overview\.md", "overview"),
+    (r"overview/brainstorm\.md", "brainstorm"),
+    (r"characters/(?:.+/)?profile\.md", "character"),
+    (r"characters/(?:.+/)?brainstorm\.md", "brainstorm"),
+    (r"world/.+\.md", "world"),
+    (r"notes/[^/]+\.md", "notes"),
+    (r"books/[^/]+/overview/[^/]+\.md", "book_overview"),
+    (r"books/[^/]+/phase-1-seed/.+", "seed"),
+    (r"books/[^/]+/phase-2-root/.+", "structure"),
+    (r"books/[^/]+/phase-3-sprout/.+", "character_arc"),
+    (r"books/[^/]+/phase-4-flourish/.+", "scene_outline"),
+    (r"books/[^/]+/phase-5-bloom/.+", "scene_draft"),
+    (r"books/[^/]+/front-matter/[^/]+\.md", "front_matter"),
+    (r"books/[^/]+/back-matter/.+", "back_matter"),
+    (r"books/[^/]+/notes/[^/]+\.md", "notes"),
+    (r".*\.json", "config"),
+]
+_COMPILED = [(re.compile(p + r"\Z"), t) for p, t in FILE_TYPE_RULES]
+_BOOK_RE = re.compile(r"(?:^|/)books/([^/]+)/")
+_CHAPTER_RE = re.compile(r"(?:^|/)(ch(?:apter)?-?(\d+))(?:/|$|[-_.])", re.IGNORECASE)
+_SCENE_RE = re.compile(r"(?:^|/)scene-?(\d+)[^/]*\.md\Z", re.IGNORECASE)
+BOOKKEEPING_KEYS = {"id", "uuid", "created", "updated", "modified", "date", "last_modified", "cssclass", "cssclasses"}
+
+
+@dataclass
+class FileMeta:
+    file_type: str = "document"
+    entity_type: str = "document"
+    entity_name: str | None = None
+    display_name: str | None = None
+    aliases: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    chapter_id: str | None = None
+    chapter_num: int | None = None
+    visibility: str = "public"
+    status: str | None = None
+    frontmatter: dict[str, Any] = field(default_factory=dict)
+    body_start_line: int = 1  # first on-disk line (1-based) of the body after frontmatter
+    warning: str | None = None
+
+
+def file_type_for(rel_path: str) -> str:
+    for regex, ftype in _COMPILED:
+        if regex.match(rel_path):
+            return ftype
+    return "document"
+
+
+def slugify(value: str) -> str:
+    norm = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[^a-z0-9]+", "-", norm.lower()).strip("-")
+
+
+def split_frontmatter(text: str, rel_path: str = "") -> tuple[dict[str, Any], int, str | None]:
+    """Return (metadata, first body line, warning). Malformed YAML -> ({}, 1, warning): body is the whole file."""
+    handler = frontmatter.YAMLHandler()
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return {}, 1, None
+    end = next((j for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), None)
+    if end is None:
+        return {}, 1, None
+    fm_text = "\n".join(lines[1:end])
+    body_start = end + 2
+    try:
+        data = handler.load(fm_text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        warning = f"{rel_path}: malformed YAML frontmatter{where}; indexed as plain text"
+        log.warning("%s", warning)
+        return {}, 1, warning
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        warning = f"{rel_path}: frontmatter is not a mapping; indexed as plain text"
+        log.warning("%s", warning)
+        return {}, 1, warning
+    return data, body_start, None
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value if v is not None and str(v).strip()]
+    return [str(value)]
+
+
+def extract_metadata(rel_path: str, text: str) -> FileMeta:
+    ftype = file_type_for(rel_path)
+    fm, body_start, warning = split_frontmatter(text, rel_path)
+    meta = FileMeta(file_type=ftype, frontmatter=fm, body_start_line=body_start, warning=warning)
+    meta.entity_type = str(fm.get("type") or ftype)
+    name = fm.get("name") or fm.get("title")
+    parts = rel_path.split("/")
+    if fm.get("name"):
+        meta.entity_name = slugify(str(fm["name"]))
+        meta.display_name = str(fm["name"])
+    elif ftype == "character" and len(parts) >= 3:
+        meta.entity_name = slugify(parts[-2])
+        meta.display_name = parts[-2].replace("-", " ").title()
+    meta.aliases = _as_list(fm.get("aliases") or fm.get("alias"))
+    scope = fm.get("scope")
+    book = _BOOK_RE.search(rel_path)
+    if isinstance(scope, str) and scope.startswith("book"):
+        meta.book_id = scope
+    elif book:
+        meta.book_id = book.group(1)
+    elif fm.get("book") is not None and not isinstance(fm.get("book"), dict | list):
+        meta.book_id = slugify(str(fm["book"])) or None
+    chap = _CHAPTER_RE.search("/".join(parts[:-1]) + "/") if len(parts) > 1 else None
+    if chap:
+        meta.chapter_num = int(chap.group(2))
+        meta.chapter_id = f"ch-{meta.chapter_num:02d}"
+    elif isinstance(fm.get("chapter"), int) and not isinstance(fm.get("chapter"), bool):
+        meta.chapter_num = int(fm["chapter"])
+        meta.chapter_id = f"ch-{meta.chapter_num:02d}"
+    scene = _SCENE_RE.search(rel_path)
+    if meta.entity_name is None and scene and meta.chapter_id:
+        meta.entity_name = f"{meta.chapter_id}-scene-{int(scene.group(1)):02d}"
+    if meta.display_name is None and name:
+        meta.display_name = str(name)
+    meta.visibility = str(fm.get("visibility") or "public")
+    meta.status = str(fm["status"]) if fm.get("status") is not None else None
+    return meta

@@ -1,0 +1,88 @@
+"""Project-relative paths and glob matching (`**` aware), shared by scanning and filters."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+
+from .errors import PathOutsideRoot
+
+
+@functools.lru_cache(maxsize=512)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a gitignore-like glob: `**` crosses folders, `*` and `?` do not."""
+    pat = pattern.replace("\\", "/").lstrip("/")
+    out: list[str] = []
+    i = 0
+    while i < len(pat):
+        c = pat[i]
+        if pat.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pat.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = pat.find("]", i + 1)
+            if j == -1:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = pat[i + 1 : j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    # A pattern without a slash matches a basename anywhere (like .gitignore).
+    prefix = "" if "/" in pat else "(?:.*/)?"
+    return re.compile(prefix + "".join(out) + r"(?:/.*)?\Z" if pat.endswith("/") else prefix + "".join(out) + r"\Z")
+
+
+def glob_match(rel_path: str, pattern: str) -> bool:
+    return glob_regex(pattern).match(rel_path) is not None
+
+
+def any_match(rel_path: str, patterns: list[str]) -> bool:
+    return any(glob_match(rel_path, p) for p in patterns)
+
+
+def to_rel(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def normalise_rel(path: str) -> str:
+    """A user-given relative path with backslashes and `./` normalised."""
+    p = path.replace("\\", "/")
+    while p.startswith("./"):
+        p = p[2:]
+    return p.lstrip("/")
+
+
+def resolve_inside(root: Path, path: str) -> tuple[Path, str]:
+    """Resolve a user path (relative or absolute, or file:// URI) to a real file inside root.
+
+    Raises PathOutsideRoot when it escapes (.., absolute elsewhere, symlinks leaving the root).
+    """
+    if path.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        path = unquote(urlparse(path).path)
+    root_real = Path(os.path.realpath(root))
+    candidate = Path(path) if os.path.isabs(path) else root / normalise_rel(path)
+    real = Path(os.path.realpath(candidate))
+    try:
+        rel = real.relative_to(root_real).as_posix()
+    except ValueError:
+        raise PathOutsideRoot("path", f"{path!r} is outside the project root") from None
+    return real, rel

@@ -1,0 +1,159 @@
+"""A project: its root, settings, index and provider: the engine facade the CLI and the server share."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import INDEX_DIR, Settings, index_path, load_settings
+from .embeddings import Provider, create_provider
+from .embeddings.base import EmbeddingProvider
+from .errors import ProviderError
+from .indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+
+def find_root(start: Path) -> Path:
+    """The nearest ancestor holding `.saipling/`, else `start` itself."""
+    start = start.resolve()
+    for candidate in (start, *start.parents):
+        if (candidate / INDEX_DIR).is_dir():
+            return candidate
+    return start
+
+
+@dataclass
+class RunState:
+    """What status reports about a run in progress."""
+
+    is_indexing: bool = False
+    progress: IndexProgress | None = None
+    last_summary: IndexSummary | None = None
+    pending_files: int = 0
+    messages: list[str] = field(default_factory=list)
+
+
+class Project:
+    """Everything about one project root."""
+
+    def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider, warnings: list[str]):
+        self.root = root
+        self.settings = settings
+        self.store = store
+        self.provider = provider
+        self.warnings = warnings
+        self.indexer = Indexer(root, settings, store, provider)
+        self.state = RunState()
+        self._state_lock = threading.Lock()
+        self._searcher = None
+
+    @classmethod
+    def open(
+        cls,
+        root: Path | str,
+        settings: Settings | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        init_options: Mapping[str, Any] | None = None,
+        workspace_config: Mapping[str, Any] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        provider: Provider | None = None,
+    ) -> Project:
+        root = Path(root).resolve()
+        warnings: list[str] = []
+        if settings is None:
+            settings, warnings = load_settings(root, env, init_options, workspace_config, overrides)
+        store = Store.open(index_path(root))
+        if store.rebuilt:
+            warnings.append(store.rebuilt)
+        if provider is None:
+            try:
+                provider = create_provider(settings)
+            except ProviderError as exc:
+                from .embeddings.base import NoneProvider
+
+                warnings.append(f"embedding provider unavailable, keyword search only: {exc}")
+                provider = NoneProvider(reason=f"failed: {exc}")
+        return cls(root, settings, store, provider, warnings)
+
+    def close(self) -> None:
+        self.provider.close()
+        self.store.close()
+
+    # -- indexing ------------------------------------------------------------------------------------------
+    def index(
+        self,
+        full: bool = False,
+        paths: list[str] | None = None,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> IndexSummary:
+        def on_progress(p: IndexProgress) -> None:
+            self.state.progress = p
+            if progress:
+                progress(p)
+
+        with self._state_lock:
+            self.state.is_indexing = True
+        try:
+            summary = self.indexer.run(full=full, paths=paths, progress=on_progress, cancel=cancel)
+        finally:
+            with self._state_lock:
+                self.state.is_indexing = False
+        self.state.last_summary = summary
+        return summary
+
+    def estimate(self) -> dict[str, Any]:
+        return self.indexer.estimate()
+
+    def clear(self) -> None:
+        self.store.clear()
+
+    # -- status --------------------------------------------------------------------------------------------
+    def degraded(self) -> str | None:
+        if self.provider.name == "none":
+            return "keyword search only: " + (self.provider.reason or "no embedding provider")
+        if self.provider.failed:
+            return f"keyword search only: {self.provider.failed}"
+        summary = self.state.last_summary
+        if summary is not None and summary.degraded:
+            return f"some chunks have no embeddings yet: {summary.degraded}"
+        return None
+
+    def status(self) -> dict[str, Any]:
+        stats = self.store.stats()
+        last = stats["lastIndexed"]
+        p = self.state.progress if self.state.is_indexing else None
+        price = self.provider.cost_per_million_tokens if isinstance(self.provider, EmbeddingProvider) else 0.0
+        return {
+            "root": str(self.root),
+            "indexPath": str(index_path(self.root)),
+            "totalFiles": stats["totalFiles"],
+            "totalChunks": stats["totalChunks"],
+            "embeddedChunks": stats["embeddedChunks"],
+            "lastIndexed": dt.datetime.fromtimestamp(last, dt.UTC).isoformat() if last else None,
+            "provider": self.provider.name,
+            "model": self.provider.model or None,
+            "dimensions": self.provider.dimensions or None,
+            "providerReason": self.provider.reason,
+            "indexedWith": self.store.get_meta("model") or self.store.get_meta("provider"),
+            "totalCostUsd": round(stats["totalCostUsd"], 6),
+            "totalTokens": stats["totalTokens"],
+            "estimatedReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
+            "pendingFiles": self.state.pending_files,
+            "isIndexing": self.state.is_indexing,
+            "progress": {
+                "filesProcessed": p.files_done if p else 0,
+                "filesTotal": p.files_total if p else 0,
+                "currentFile": p.current_file if p else None,
+            },
+            "degraded": self.degraded(),
+            "warnings": list(self.warnings),
+        }

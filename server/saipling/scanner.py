@@ -1,0 +1,121 @@
+"""Finding the files to index (SPEC 2): include/exclude globs and every skip rule."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import INDEX_DIR, Settings
+from .paths import any_match
+
+log = logging.getLogger(__name__)
+
+SKIP_DIRS = {"node_modules"}
+
+
+@dataclass
+class ScanEntry:
+    rel: str
+    abs_path: Path
+    mtime_ns: int
+    size: int
+    corpus: str = "content"
+
+
+@dataclass
+class ScanResult:
+    entries: list[ScanEntry] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
+
+
+def include_patterns(settings: Settings) -> list[str]:
+    pats = list(settings.include)
+    if settings.include_json and "**/*.json" not in pats:
+        pats.append("**/*.json")
+    return pats
+
+
+def corpus_for(rel: str, settings: Settings) -> str:
+    for name, patterns in settings.corpora.items():
+        if any_match(rel, list(patterns)):
+            return name
+    return "content"
+
+
+def is_indexable(root: Path, rel: str, settings: Settings) -> str | None:
+    """None if `rel` would be indexed, else the reason it is skipped (without touching the disk)."""
+    parts = rel.split("/")
+    if any(p.startswith(".") for p in parts):
+        return "hidden"
+    if any(p in SKIP_DIRS for p in parts[:-1]):
+        return "node_modules"
+    if not any_match(rel, include_patterns(settings)):
+        return "not included"
+    if settings.exclude and any_match(rel, settings.exclude):
+        return "excluded by config"
+    return None
+
+
+def scan(root: Path, settings: Settings) -> ScanResult:
+    """Walk the root; symlinks are followed only while they stay inside it."""
+    root = Path(root)
+    root_real = os.path.realpath(root)
+    result = ScanResult()
+    includes = include_patterns(settings)
+    stack = [("", str(root))]
+    seen_dirs = {root_real}
+    while stack:
+        rel_dir, abs_dir = stack.pop()
+        try:
+            it = list(os.scandir(abs_dir))
+        except OSError as exc:
+            result.skipped.append((rel_dir or ".", f"unreadable folder ({exc.strerror})"))
+            continue
+        for entry in sorted(it, key=lambda e: e.name):
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.name.startswith("."):
+                if entry.name != INDEX_DIR:
+                    result.skipped.append((rel, "hidden"))
+                continue
+            try:
+                if entry.is_symlink():
+                    real = os.path.realpath(entry.path)
+                    if real != root_real and not real.startswith(root_real + os.sep):
+                        result.skipped.append((rel, "symlink leaves the project root"))
+                        log.info("skipping %s: symlink leaves the project root", rel)
+                        continue
+                is_dir = entry.is_dir()
+            except OSError as exc:
+                result.skipped.append((rel, f"unreadable ({exc.strerror})"))
+                continue
+            if is_dir:
+                if entry.name in SKIP_DIRS:
+                    result.skipped.append((rel, "node_modules"))
+                    continue
+                real = os.path.realpath(entry.path)
+                if real in seen_dirs:
+                    continue  # symlink loop
+                seen_dirs.add(real)
+                stack.append((rel, entry.path))
+                continue
+            if not any_match(rel, includes):
+                if not rel.endswith((".md", ".json")):
+                    result.skipped.append((rel, "not included"))
+                continue
+            if settings.exclude and any_match(rel, settings.exclude):
+                result.skipped.append((rel, "excluded by config"))
+                continue
+            try:
+                st = entry.stat()
+            except OSError as exc:
+                result.skipped.append((rel, f"unreadable ({exc.strerror})"))
+                continue
+            if st.st_size > settings.max_file_bytes:
+                result.skipped.append((rel, f"too large ({st.st_size} bytes > maxFileBytes {settings.max_file_bytes})"))
+                log.warning("skipping %s: %d bytes is over maxFileBytes", rel, st.st_size)
+                continue
+            result.entries.append(ScanEntry(rel, Path(entry.path), st.st_mtime_ns, st.st_size, corpus_for(rel, settings)))
+    result.entries.sort(key=lambda e: e.rel)
+    return result

@@ -1,0 +1,598 @@
+"""The SQLite index (SPEC 5): one class owns the connection; no SQL lives anywhere else.
+
+apsw bundles a SQLite that can load extensions (many stdlib builds cannot), sqlite-vec holds the vectors
+(vec0, cosine), FTS5 the keywords. Vector KNN runs on an in-memory float32 matrix loaded from vec0 and
+kept in step with writes: exact, and faster than vec0's non-SIMD scan (see benchmarks/).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+import sqlite_vec
+
+from .errors import IndexCorrupted
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+_MIGRATIONS: list[str] = [
+    # 1: initial schema
+    f"""
+    CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+    CREATE TABLE IF NOT EXISTS files(
+        path TEXT PRIMARY KEY, content_hash TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
+        file_type TEXT, encoding TEXT, last_indexed REAL, chunk_count INTEGER DEFAULT 0,
+        entity_type TEXT, entity_name TEXT, display_name TEXT, aliases TEXT, book_id TEXT, chapter_id TEXT,
+        visibility TEXT, corpus TEXT, warning TEXT);
+    CREATE TABLE IF NOT EXISTS chunks(
+        id INTEGER PRIMARY KEY, path TEXT NOT NULL, chunk_index INTEGER NOT NULL, kind TEXT,
+        section_heading TEXT, heading_path TEXT, start_line INTEGER, end_line INTEGER, content_hash TEXT,
+        preview TEXT, token_count INTEGER, text TEXT, file_type TEXT, entity_type TEXT, entity_name TEXT,
+        book_id TEXT, chapter_id TEXT, chapter_num INTEGER, visibility TEXT, corpus TEXT,
+        UNIQUE(path, chunk_index));
+    CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(content_hash);
+    CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+        text, heading_path, content='chunks', content_rowid='id', tokenize='{FTS_TOKENIZE}');
+    CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path)
+        VALUES ('delete', old.id, old.text, old.heading_path);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path)
+        VALUES ('delete', old.id, old.text, old.heading_path);
+        INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
+    END;
+    CREATE TABLE IF NOT EXISTS embedding_cache(
+        model TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL, created REAL,
+        PRIMARY KEY(model, content_hash)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS embedding_log(
+        id INTEGER PRIMARY KEY, timestamp REAL, provider TEXT, model TEXT, tokens INTEGER, chunks INTEGER,
+        cost_usd REAL);
+    CREATE TABLE IF NOT EXISTS search_log(
+        id INTEGER PRIMARY KEY, timestamp REAL, query TEXT, source TEXT, mode TEXT, results INTEGER,
+        top_score REAL, elapsed_ms REAL);
+    CREATE VIEW IF NOT EXISTS search_analytics AS SELECT * FROM search_log WHERE source != 'eval';
+    """,
+]
+
+CHUNK_COLUMNS = (
+    "id", "path", "chunk_index", "kind", "section_heading", "heading_path", "start_line", "end_line",
+    "content_hash", "preview", "token_count", "text", "file_type", "entity_type", "entity_name", "book_id",
+    "chapter_id", "chapter_num", "visibility", "corpus",
+)  # fmt: skip
+
+
+@dataclass
+class FileState:
+    content_hash: str
+    mtime_ns: int
+    size: int
+
+
+@dataclass
+class FileRecord:
+    path: str
+    content_hash: str
+    mtime_ns: int
+    size: int
+    file_type: str
+    encoding: str
+    entity_type: str | None = None
+    entity_name: str | None = None
+    display_name: str | None = None
+    aliases: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    chapter_id: str | None = None
+    visibility: str = "public"
+    corpus: str = "content"
+    warning: str | None = None
+
+
+@dataclass
+class ChunkRow:
+    chunk_index: int
+    kind: str
+    section_heading: str | None
+    heading_path: str
+    start_line: int
+    end_line: int
+    content_hash: str
+    preview: str
+    token_count: int
+    text: str
+    file_type: str
+    entity_type: str | None
+    entity_name: str | None
+    book_id: str | None
+    chapter_id: str | None
+    chapter_num: int | None
+    visibility: str
+    corpus: str
+
+
+@dataclass
+class ChunkFilter:
+    """Conditions applied in SQL before ranking."""
+
+    entity_types: list[str] = field(default_factory=list)
+    file_types: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    chapter_id: str | None = None
+    max_chapter: int | None = None
+    path_prefix: str | None = None
+    glob: str | None = None
+    corpus: str | None = None
+    visibility: list[str] | None = None  # None = no restriction
+    exclude_paths: list[str] = field(default_factory=list)
+    only_paths: list[str] | None = None
+
+    def is_empty(self) -> bool:
+        return self.where() == ("", [])
+
+    def where(self) -> tuple[str, list[Any]]:
+        """SQL condition over `chunks` (alias c) and its parameters."""
+        conds: list[str] = []
+        params: list[Any] = []
+        if self.entity_types:
+            conds.append(f"c.entity_type IN ({','.join('?' * len(self.entity_types))})")
+            params += self.entity_types
+        if self.file_types:
+            conds.append(f"c.file_type IN ({','.join('?' * len(self.file_types))})")
+            params += self.file_types
+        if self.book_id:
+            conds.append("c.book_id = ?")
+            params.append(self.book_id)
+        if self.chapter_id:
+            conds.append("c.chapter_id = ?")
+            params.append(self.chapter_id)
+        if self.max_chapter is not None:
+            conds.append("(c.chapter_num IS NULL OR c.chapter_num <= ?)")
+            params.append(self.max_chapter)
+        if self.path_prefix:
+            conds.append("substr(c.path, 1, ?) = ?")
+            params += [len(self.path_prefix), self.path_prefix]
+        if self.glob:
+            conds.append("saipling_glob(c.path, ?)")
+            params.append(self.glob)
+        if self.corpus:
+            conds.append("c.corpus = ?")
+            params.append(self.corpus)
+        if self.visibility is not None:
+            conds.append(f"c.visibility IN ({','.join('?' * len(self.visibility)) or 'NULL'})")
+            params += self.visibility
+        if self.exclude_paths:
+            conds.append("c.path NOT IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(self.exclude_paths))
+        if self.only_paths is not None:
+            conds.append("c.path IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(self.only_paths))
+        return " AND ".join(conds), params
+
+
+def connect(path: Path | str) -> apsw.Connection:
+    """A connection with sqlite-vec loaded and our SQL functions registered."""
+    conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    conn.set_busy_timeout(10_000)
+    from .paths import glob_match
+
+    conn.create_scalar_function("saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True)
+    return conn
+
+
+def vector_blob(vec: np.ndarray) -> bytes:
+    return np.asarray(vec, dtype=np.float32).tobytes()
+
+
+class Store:
+    """The index of one project."""
+
+    def __init__(self, conn: apsw.Connection, path: str, rebuilt: str | None = None) -> None:
+        self.conn = conn
+        self.path = path
+        self.rebuilt = rebuilt  # reason, when a corrupted index was moved aside at open
+        self._lock = threading.RLock()
+        self._matrix: tuple[np.ndarray, np.ndarray] | None = None
+        self._matrix_version: tuple[int, int] | None = None
+        self._generation = 0
+
+    # -- opening -------------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path | str) -> Store:
+        """Open or create the index; a corrupted file is moved aside and rebuilt empty."""
+        path = str(path)
+        rebuilt = None
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            gi = Path(path).parent / ".gitignore"
+            if not gi.exists():
+                gi.write_text("*\n", encoding="utf-8")
+        try:
+            conn = connect(path)
+            cls._check(conn)
+        except (apsw.CorruptError, apsw.NotADBError, IndexCorrupted, apsw.SQLError) as exc:
+            with contextlib.suppress(Exception):
+                conn.close()
+            if path == ":memory:":
+                raise
+            moved = cls._move_aside(Path(path))
+            rebuilt = f"the index was corrupted ({exc}); moved it to {moved.name} and rebuilt it"
+            log.warning("%s", rebuilt)
+            conn = connect(path)
+        store = cls(conn, path, rebuilt)
+        store._configure()
+        store._migrate()
+        return store
+
+    @staticmethod
+    def _check(conn: apsw.Connection) -> None:
+        rows = list(conn.execute("PRAGMA quick_check"))
+        if not rows or rows[0][0] != "ok":
+            raise IndexCorrupted("; ".join(str(r[0]) for r in rows[:3]))
+
+    @staticmethod
+    def _move_aside(path: Path) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = path.with_name(f"{path.name}.corrupt-{stamp}")
+        path.replace(target)
+        for suffix in ("-wal", "-shm"):
+            side = Path(str(path) + suffix)
+            if side.exists():
+                side.replace(Path(str(target) + suffix))
+        return target
+
+    def _configure(self) -> None:
+        if self.path != ":memory:":
+            self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self.conn.execute("PRAGMA cache_size=-65536")
+        self.conn.execute("PRAGMA mmap_size=268435456")
+        self.conn.execute("PRAGMA temp_store=MEMORY")
+
+    def _migrate(self) -> None:
+        version = self._scalar("PRAGMA user_version") or 0
+        for number in range(version, len(_MIGRATIONS)):
+            with self.conn:
+                self.conn.execute(_MIGRATIONS[number])
+                self.conn.execute(f"PRAGMA user_version={number + 1}")
+        self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def close(self) -> None:
+        with self._lock:
+            with contextlib.suppress(Exception):
+                self.conn.execute("PRAGMA optimize")
+            self.conn.close()
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One transaction (savepoint when nested); rolled back on any exception."""
+        with self._lock, self.conn:
+            yield
+
+    # -- small helpers -------------------------------------------------------------------------------------
+    def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        with self._lock:
+            for row in self.conn.execute(sql, params):
+                return row[0]
+        return None
+
+    def _dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            cur = self.conn.execute(sql, params)
+            try:
+                names = [d[0] for d in cur.get_description()]
+            except apsw.ExecutionCompleteError:
+                return []
+            return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        value = self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
+        return default if value is None else value
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.atomic():
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # -- vectors configuration -----------------------------------------------------------------------------
+    def has_vectors(self) -> bool:
+        return bool(self._scalar("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'"))
+
+    def vector_model(self) -> tuple[str | None, int]:
+        return self.get_meta("model"), int(self.get_meta("dimensions", "0") or 0)
+
+    def configure_vectors(self, provider: str, model: str, dimensions: int) -> bool:
+        """Record the provider; a different model or dimension drops the vectors (never mixed). True if reset."""
+        old_model, old_dims = self.vector_model()
+        reset = False
+        with self.atomic():
+            if self.has_vectors() and (old_model != model or old_dims != dimensions):
+                self.conn.execute("DROP TABLE chunks_vec")
+                reset = True
+            if dimensions > 0 and not self.has_vectors():
+                self.conn.execute(
+                    f"CREATE VIRTUAL TABLE chunks_vec USING vec0("
+                    f"chunk_id INTEGER PRIMARY KEY, embedding float[{int(dimensions)}] distance_metric=cosine)"
+                )
+            for key, value in (("provider", provider), ("model", model), ("dimensions", str(dimensions))):
+                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        if reset:
+            log.info("embedding model changed (%s/%s -> %s/%s): vectors rebuilt", old_model, old_dims, model, dimensions)
+        self._invalidate()
+        return reset
+
+    # -- files ---------------------------------------------------------------------------------------------
+    def file_states(self) -> dict[str, FileState]:
+        with self._lock:
+            return {
+                p: FileState(h, m, s) for p, h, m, s in self.conn.execute("SELECT path, content_hash, mtime_ns, size FROM files")
+            }
+
+    def get_file(self, path: str) -> dict[str, Any] | None:
+        rows = self._dicts("SELECT * FROM files WHERE path = ?", (path,))
+        return rows[0] if rows else None
+
+    def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
+        with self.atomic():
+            self.conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
+
+    def replace_file(
+        self,
+        record: FileRecord,
+        chunks: Sequence[ChunkRow],
+        vectors: dict[str, np.ndarray] | None = None,
+        model: str | None = None,
+    ) -> None:
+        """Swap a file's chunks (and vectors) in one transaction. `vectors` maps content_hash -> vector."""
+        vectors = vectors or {}
+        with self.atomic():
+            self._delete_chunks(record.path)
+            has_vec = self.has_vectors()
+            for ch in chunks:
+                cur = self.conn.execute(
+                    "INSERT INTO chunks(path, chunk_index, kind, section_heading, heading_path, start_line, end_line,"
+                    " content_hash, preview, token_count, text, file_type, entity_type, entity_name, book_id,"
+                    " chapter_id, chapter_num, visibility, corpus) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (record.path, ch.chunk_index, ch.kind, ch.section_heading, ch.heading_path, ch.start_line,
+                     ch.end_line, ch.content_hash, ch.preview, ch.token_count, ch.text, ch.file_type,
+                     ch.entity_type, ch.entity_name, ch.book_id, ch.chapter_id, ch.chapter_num, ch.visibility,
+                     ch.corpus),
+                )  # fmt: skip
+                del cur
+                vec = vectors.get(ch.content_hash)
+                if has_vec and vec is not None:
+                    chunk_id = self.conn.last_insert_rowid()
+                    self.conn.execute(
+                        "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)", (chunk_id, vector_blob(vec))
+                    )
+            if model:
+                now = time.time()
+                self.conn.executemany(
+                    "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                    [(model, h, vector_blob(v), now) for h, v in vectors.items()],
+                )
+            self.conn.execute(
+                "INSERT OR REPLACE INTO files(path, content_hash, mtime_ns, size, file_type, encoding, last_indexed,"
+                " chunk_count, entity_type, entity_name, display_name, aliases, book_id, chapter_id, visibility,"
+                " corpus, warning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (record.path, record.content_hash, record.mtime_ns, record.size, record.file_type, record.encoding,
+                 time.time(), len(chunks), record.entity_type, record.entity_name, record.display_name,
+                 json.dumps(record.aliases), record.book_id, record.chapter_id, record.visibility, record.corpus,
+                 record.warning),
+            )  # fmt: skip
+        self._invalidate()
+
+    def _delete_chunks(self, path: str) -> None:
+        if self.has_vectors():
+            self.conn.execute(
+                "DELETE FROM chunks_vec WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ?)", (path,)
+            )
+        self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+
+    def delete_file(self, path: str) -> bool:
+        with self.atomic():
+            existed = bool(self._scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
+            self._delete_chunks(path)
+            self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        self._invalidate()
+        return existed
+
+    def clear(self) -> None:
+        """Forget every file, chunk and vector (the embedding cache and logs stay: they cost money)."""
+        with self.atomic():
+            if self.has_vectors():
+                self.conn.execute("DELETE FROM chunks_vec")
+            self.conn.execute("DELETE FROM chunks")
+            self.conn.execute("DELETE FROM files")
+        self._invalidate()
+
+    # -- embedding cache -----------------------------------------------------------------------------------
+    def cached_vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        hashes = list(dict.fromkeys(hashes))
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for i in range(0, len(hashes), 500):
+                part = hashes[i : i + 500]
+                for h, blob in self.conn.execute(
+                    "SELECT content_hash, vector FROM embedding_cache WHERE model = ? AND content_hash IN"
+                    " (SELECT value FROM json_each(?))",
+                    (model, json.dumps(part)),
+                ):
+                    out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
+        if not self.has_vectors():
+            return []
+        return self._dicts(
+            "SELECT c.id, c.path, c.heading_path, c.text, c.content_hash FROM chunks c"
+            " WHERE c.id NOT IN (SELECT chunk_id FROM chunks_vec) ORDER BY c.path, c.chunk_index LIMIT ?",
+            (limit,),
+        )
+
+    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
+        """Add vectors for existing chunks: (chunk_id, content_hash, vector)."""
+        with self.atomic():
+            now = time.time()
+            for chunk_id, h, vec in items:
+                self.conn.execute("DELETE FROM chunks_vec WHERE chunk_id = ?", (chunk_id,))
+                self.conn.execute("INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)", (chunk_id, vector_blob(vec)))
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                    (model, h, vector_blob(vec), now),
+                )
+        self._invalidate()
+
+    # -- logs and stats ------------------------------------------------------------------------------------
+    def log_embedding(self, provider: str, model: str, tokens: int, chunks: int, cost_usd: float) -> None:
+        with self.atomic():
+            self.conn.execute(
+                "INSERT INTO embedding_log(timestamp, provider, model, tokens, chunks, cost_usd) VALUES (?,?,?,?,?,?)",
+                (time.time(), provider, model, tokens, chunks, cost_usd),
+            )
+
+    def log_search(self, query: str, source: str, mode: str, results: int, top_score: float, elapsed_ms: float) -> None:
+        with self.atomic():
+            self.conn.execute(
+                "INSERT INTO search_log(timestamp, query, source, mode, results, top_score, elapsed_ms)"
+                " VALUES (?,?,?,?,?,?,?)",
+                (time.time(), query, source, mode, results, top_score, elapsed_ms),
+            )
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "totalFiles": self._scalar("SELECT count(*) FROM files") or 0,
+                "totalChunks": self._scalar("SELECT count(*) FROM chunks") or 0,
+                "embeddedChunks": (self._scalar("SELECT count(*) FROM chunks_vec") or 0) if self.has_vectors() else 0,
+                "lastIndexed": self._scalar("SELECT max(last_indexed) FROM files"),
+                "totalCostUsd": float(self._scalar("SELECT coalesce(sum(cost_usd), 0) FROM embedding_log") or 0.0),
+                "totalTokens": int(self._scalar("SELECT coalesce(sum(tokens), 0) FROM embedding_log") or 0),
+                "cachedEmbeddings": self._scalar("SELECT count(*) FROM embedding_cache") or 0,
+            }
+
+    def total_tokens_indexed(self) -> int:
+        return int(self._scalar("SELECT coalesce(sum(token_count), 0) FROM chunks") or 0)
+
+    # -- reads for search ----------------------------------------------------------------------------------
+    def fts_search(self, match: str, limit: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
+        """(chunk id, bm25) best first; bm25 is lower-is-better, headings weigh double."""
+        where, params = (flt or ChunkFilter()).where()
+        sql = (
+            "SELECT c.id, bm25(chunks_fts, 1.0, 2.0) AS rank FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            " WHERE chunks_fts MATCH ?" + (f" AND {where}" if where else "") + " ORDER BY rank LIMIT ?"
+        )
+        with self._lock:
+            return [(int(i), float(r)) for i, r in self.conn.execute(sql, [match, *params, limit])]
+
+    def filtered_ids(self, flt: ChunkFilter) -> np.ndarray:
+        where, params = flt.where()
+        with self._lock:
+            ids = [r[0] for r in self.conn.execute(f"SELECT c.id FROM chunks c WHERE {where}", params)]
+        return np.asarray(ids, dtype=np.int64)
+
+    def _data_version(self) -> tuple[int, int]:
+        return (int(self._scalar("PRAGMA data_version") or 0), self._generation)
+
+    def _invalidate(self) -> None:
+        self._generation += 1
+
+    def vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, unit vectors) of every embedded chunk, cached until the index changes."""
+        with self._lock:
+            version = self._data_version()
+            if self._matrix is not None and self._matrix_version == version:
+                return self._matrix
+            if not self.has_vectors():
+                dims = 0
+                ids, mat = np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32)
+            else:
+                rows = list(self.conn.execute("SELECT chunk_id, embedding FROM chunks_vec"))
+                dims = int(self.get_meta("dimensions", "0") or 0)
+                ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dims)
+            self._matrix = (ids, mat)
+            self._matrix_version = version
+            return self._matrix
+
+    def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
+        """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
+        ids, mat = self.vector_matrix()
+        if len(ids) == 0 or k <= 0:
+            return []
+        q = np.asarray(query, dtype=np.float32)
+        if flt is not None and not flt.is_empty():
+            allowed = self.filtered_ids(flt)
+            pos = np.nonzero(np.isin(ids, allowed, assume_unique=True))[0]
+            if len(pos) == 0:
+                return []
+            sims = mat[pos] @ q
+            cand_ids = ids[pos]
+        else:
+            sims = mat @ q
+            cand_ids = ids
+        k = min(k, len(sims))
+        top = np.argpartition(-sims, k - 1)[:k]
+        top = top[np.argsort(-sims[top])]
+        return [(int(cand_ids[i]), float(sims[i])) for i in top]
+
+    def knn_vec0(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """KNN through sqlite-vec itself (kept for comparison in benchmarks)."""
+        with self._lock:
+            rows = self.conn.execute(
+                "SELECT chunk_id, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (vector_blob(query), k)
+            )
+            return [(int(i), 1.0 - float(d)) for i, d in rows]
+
+    def chunk_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        ids, mat = self.vector_matrix()
+        if len(ids) == 0:
+            return {}
+        index = {int(i): n for n, i in enumerate(ids)}
+        return {cid: mat[index[cid]] for cid in chunk_ids if cid in index}
+
+    def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        if not chunk_ids:
+            return {}
+        rows = self._dicts(
+            f"SELECT {', '.join(CHUNK_COLUMNS)} FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps([int(i) for i in chunk_ids]),),
+        )
+        return {r["id"]: r for r in rows}
+
+    def chunks_for_path(self, path: str) -> list[dict[str, Any]]:
+        return self._dicts(f"SELECT {', '.join(CHUNK_COLUMNS)} FROM chunks WHERE path = ? ORDER BY chunk_index", (path,))
+
+    def entities(self) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT path, entity_type, entity_name, display_name, aliases, file_type FROM files"
+            " WHERE display_name IS NOT NULL OR (aliases IS NOT NULL AND aliases != '[]')"
+        )
+
+    def headings(self) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT path, section_heading, heading_path, start_line, end_line FROM chunks"
+            " WHERE section_heading IS NOT NULL ORDER BY path, chunk_index"
+        )
+
+    def search_log(self, include_eval: bool = False, limit: int = 100) -> list[dict[str, Any]]:
+        table = "search_log" if include_eval else "search_analytics"
+        return self._dicts(f"SELECT * FROM {table} ORDER BY id DESC LIMIT ?", (limit,))

@@ -1,0 +1,65 @@
+"""Reading project files: binary detection, encodings, BOM, newline normalisation."""
+
+from __future__ import annotations
+
+import codecs
+import logging
+from dataclasses import dataclass
+
+from .errors import SaiplingError
+
+log = logging.getLogger(__name__)
+
+
+class BinaryFile(SaiplingError):
+    """The file holds NUL bytes or cannot be decoded as text."""
+
+
+@dataclass
+class DecodedText:
+    text: str  # newlines normalised to \n; line N here is line N on disk
+    encoding: str
+    warning: str | None = None
+
+
+def decode(data: bytes, name: str = "") -> DecodedText:
+    """Decode file bytes: UTF-8 (BOM stripped), else a detected encoding, else latin-1 (logged)."""
+    if b"\x00" in data:
+        raise BinaryFile(f"{name}: binary file (NUL bytes)")
+    warning = None
+    if data.startswith(codecs.BOM_UTF8):
+        text, encoding = data[len(codecs.BOM_UTF8) :].decode("utf-8", errors="replace"), "utf-8-sig"
+    else:
+        try:
+            text, encoding = data.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            text, encoding = _fallback(data, name)
+            warning = f"{name}: not UTF-8, decoded as {encoding}"
+            log.info("%s", warning)
+    if _looks_binary(text):
+        raise BinaryFile(f"{name}: binary file (control characters)")
+    return DecodedText(normalise_newlines(text), encoding, warning)
+
+
+def _fallback(data: bytes, name: str) -> tuple[str, str]:
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data[:200_000]).best()
+    if best is not None and best.encoding:
+        try:
+            return data.decode(best.encoding), best.encoding
+        except (UnicodeDecodeError, LookupError):
+            pass
+    return data.decode("latin-1"), "latin-1"
+
+
+def _looks_binary(text: str) -> bool:
+    sample = text[:8192]
+    if not sample:
+        return False
+    bad = sum(1 for ch in sample if ord(ch) < 32 and ch not in "\n\r\t\f\v\x1b")
+    return bad / len(sample) > 0.05
+
+
+def normalise_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -1,0 +1,70 @@
+// Starts `saipling serve` as a language server for markdown files; features live in their own files.
+import * as vscode from 'vscode';
+import { State, TransportKind, type LanguageClientOptions, type ServerOptions } from 'vscode-languageclient/node';
+import { COMMANDS, resolveCommandOrExplain, SaiplingLanguageClient, type Session } from './client';
+import { registerIndexCommands } from './indexCommands';
+import { registerRelated } from './related';
+import { registerSearchPicker } from './searchPicker';
+import { readApiKeys, registerSetApiKey } from './secrets';
+import { buildInitializationOptions, needsRestart, serverSettings } from './settings';
+import { StatusBar } from './statusBar';
+
+let client: SaiplingLanguageClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<Session> {
+  const output = vscode.window.createOutputChannel('Saipling Search');
+  const session: Session = { get client() { return client; }, restart: () => restart(context, output, statusBar) };
+  const statusBar = new StatusBar(session, COMMANDS.showStatus);
+  context.subscriptions.push(output, statusBar, registerSearchPicker(session), registerRelated(session),
+    ...registerIndexCommands(session), registerSetApiKey(context, session),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (needsRestart((setting) => e.affectsConfiguration(setting))) void session.restart();
+    }));
+  await startClient(context, output, statusBar);
+  return session;
+}
+
+async function startClient(context: vscode.ExtensionContext, output: vscode.OutputChannel, statusBar: StatusBar) {
+  const config = vscode.workspace.getConfiguration('saipling');
+  const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  const command = config.get<boolean>('enabled', true) ? await resolveCommandOrExplain(config, folder) : undefined;
+  if (command === undefined) return statusBar.stopped('Saipling: the server is disabled or was not found');
+  const serverOptions: ServerOptions = {
+    command: command.command, args: command.args, transport: TransportKind.stdio, options: { cwd: folder },
+  };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [{ scheme: 'file', language: 'markdown' }],
+    synchronize: { configurationSection: 'saipling' },
+    initializationOptions: buildInitializationOptions(
+      vscode.workspace.getConfiguration().get('saipling'), await readApiKeys(context.secrets)),
+    outputChannel: output,
+    middleware: {
+      handleWorkDoneProgress: (token, params, next) => { statusBar.onProgress(token, params); next(token, params); },
+      // The server gets only its own keys, without the unset (null/empty) ones.
+      workspace: { configuration: async (params, token, next) => {
+        const values = await next(params, token);
+        return Array.isArray(values)
+          ? values.map((value, i) => (params.items[i]?.section === 'saipling' ? serverSettings(value) : value))
+          : values;
+      } },
+    },
+  };
+  client = new SaiplingLanguageClient('saipling', 'Saipling Search', serverOptions, clientOptions);
+  client.onDidChangeState((e) => statusBar.setRunning(e.newState === State.Running));
+  try {
+    await client.start();
+  } catch (error) {
+    statusBar.stopped(`Saipling: the server did not start: ${error instanceof Error ? error.message : error}`);
+  }
+}
+
+async function restart(context: vscode.ExtensionContext, output: vscode.OutputChannel, statusBar: StatusBar) {
+  const previous = client;
+  client = undefined;
+  await previous?.stop().catch(() => undefined);
+  await startClient(context, output, statusBar);
+}
+
+export function deactivate(): Thenable<void> | undefined {
+  return client?.stop();
+}

@@ -1,0 +1,153 @@
+// The saipling custom requests (SPEC 8 and 10): method names, payload types and
+// the functions that build request params. No `vscode` import: unit-tested with node.
+
+export const Methods = {
+  search: 'saipling/search',
+  related: 'saipling/related',
+  status: 'saipling/status',
+  reindex: 'saipling/reindex',
+  clearIndex: 'saipling/clearIndex',
+} as const;
+
+export type SearchMode = 'hybrid' | 'semantic' | 'lexical';
+
+export const MAX_QUERY_CHARS = 2000;
+export const MAX_RESULTS_LIMIT = 100;
+
+export interface LspPosition {
+  line: number;
+  character: number;
+}
+
+export interface LspRange {
+  start: LspPosition;
+  end: LspPosition;
+}
+
+export interface SearchFilter {
+  entityTypes?: string[];
+  fileTypes?: string[];
+  bookId?: string;
+  chapterId?: string;
+  pathPrefix?: string;
+  glob?: string;
+  corpus?: string;
+  maxChapter?: number;
+}
+
+export interface SearchParams {
+  query: string;
+  maxResults?: number;
+  mode?: SearchMode;
+  filter?: SearchFilter;
+  source?: 'editor';
+}
+
+export interface SearchResult {
+  filePath: string;
+  uri: string;
+  sectionHeading: string | null;
+  headingPath: string[] | string | null;
+  startLine: number;
+  endLine: number;
+  range: LspRange;
+  snippet: string;
+  preview: string;
+  score: number;
+  tokenCount: number;
+  fileType: string | null;
+  entityType: string | null;
+  entityName: string | null;
+  matchedBy: string[] | string | null;
+}
+
+export interface SearchResponse {
+  query: string;
+  mode: SearchMode;
+  results: SearchResult[];
+  degraded: string | null;
+  indexing: boolean;
+  elapsedMs: number;
+}
+
+export interface RelatedParams {
+  uri: string;
+  maxResults?: number;
+}
+
+export interface RelatedResponse {
+  results: SearchResult[];
+}
+
+export interface StatusProgress {
+  filesProcessed: number;
+  filesTotal: number;
+  currentFile: string | null;
+}
+
+export interface StatusResponse {
+  root: string;
+  totalFiles: number;
+  totalChunks: number;
+  lastIndexed: string | null;
+  provider: string | null;
+  model: string | null;
+  dimensions: number | null;
+  providerReason: string | null;
+  totalCostUsd: number | null;
+  pendingFiles: number;
+  isIndexing: boolean;
+  progress: StatusProgress | null;
+  degraded: string | null;
+}
+
+export interface ReindexParams {
+  full?: boolean;
+}
+
+export interface ReindexResponse {
+  started: boolean;
+}
+
+export interface ClearIndexResponse {
+  cleared: boolean;
+}
+
+/** The subset of a language client the features need; LanguageClient satisfies it. */
+export interface CancellationTokenLike {
+  readonly isCancellationRequested: boolean;
+}
+
+/** Clamp a configured result count into the range the server accepts. */
+export function clampMaxResults(value: unknown, fallback = 20): number {
+  const n = typeof value === 'number' && Number.isFinite(value) ? Math.trunc(value) : fallback;
+  return Math.min(MAX_RESULTS_LIMIT, Math.max(1, n));
+}
+
+/** Params for `saipling/search`, or undefined when the query is blank (nothing to ask). */
+export function buildSearchParams(
+  query: string,
+  options: { maxResults?: unknown; mode?: unknown; filter?: SearchFilter } = {},
+): SearchParams | undefined {
+  const trimmed = query.trim();
+  if (trimmed.length === 0) {
+    return undefined;
+  }
+  const params: SearchParams = {
+    query: trimmed.slice(0, MAX_QUERY_CHARS),
+    maxResults: clampMaxResults(options.maxResults),
+    source: 'editor',
+  };
+  if (options.mode === 'hybrid' || options.mode === 'semantic' || options.mode === 'lexical') {
+    params.mode = options.mode;
+  }
+  if (options.filter && Object.keys(options.filter).length > 0) {
+    params.filter = options.filter;
+  }
+  return params;
+}
+
+/** Params for `saipling/related` for the document at `uri`. */
+export function buildRelatedParams(uri: string, maxResults?: unknown): RelatedParams {
+  return { uri, maxResults: clampMaxResults(maxResults) };
+}

@@ -1,0 +1,74 @@
+// Maps the `saipling.*` settings to what the server reads (SPEC 11). No `vscode` import.
+
+/** Settings only the extension uses; never sent to the server. */
+export const CLIENT_ONLY_KEYS: ReadonlySet<string> = new Set([
+  'serverCommand',
+  'serverArgs',
+  'pythonPath',
+  'maxResults',
+  'searchMode',
+]);
+
+/** Settings whose change needs a new server process rather than `didChangeConfiguration`. */
+export const RESTART_KEYS: readonly string[] = ['enabled', 'serverCommand', 'serverArgs', 'pythonPath'];
+
+export interface ApiKeyProvider {
+  /** Provider id as in `saipling.provider`. */
+  id: 'voyage' | 'openai';
+  label: string;
+  /** Key of the secret in the editor's SecretStorage. */
+  secretKey: string;
+  /** Key the server expects in `initializationOptions`. */
+  optionKey: 'voyageApiKey' | 'openaiApiKey';
+}
+
+export const API_KEY_PROVIDERS: readonly ApiKeyProvider[] = [
+  { id: 'voyage', label: 'Voyage AI', secretKey: 'saipling.voyageApiKey', optionKey: 'voyageApiKey' },
+  { id: 'openai', label: 'OpenAI (or compatible)', secretKey: 'saipling.openaiApiKey', optionKey: 'openaiApiKey' },
+];
+
+export type ApiKeys = Partial<Record<ApiKeyProvider['optionKey'], string>>;
+
+function isUnset(value: unknown): boolean {
+  return (
+    value === undefined ||
+    value === null ||
+    (typeof value === 'string' && value.trim() === '') ||
+    (Array.isArray(value) && value.length === 0)
+  );
+}
+
+/**
+ * The `saipling` settings section as the server should see it: client-only keys dropped and
+ * unset values (null, "", []) left out so the server's own defaults and config.toml apply.
+ */
+export function serverSettings(section: Record<string, unknown> | null | undefined): Record<string, unknown> {
+  const result: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(section ?? {})) {
+    if (CLIENT_ONLY_KEYS.has(key) || isUnset(value) || typeof value === 'function') {
+      continue;
+    }
+    result[key] = value;
+  }
+  return result;
+}
+
+/** `initializationOptions`: the server settings plus any API keys from SecretStorage. */
+export function buildInitializationOptions(
+  section: Record<string, unknown> | null | undefined,
+  keys: ApiKeys = {},
+): Record<string, unknown> {
+  const options = serverSettings(section);
+  for (const provider of API_KEY_PROVIDERS) {
+    const key = keys[provider.optionKey];
+    if (key !== undefined && key.trim() !== '') {
+      options[provider.optionKey] = key.trim();
+    }
+  }
+  return options;
+}
+
+/** Whether a configuration change (given `affects("saipling.<key>")`) needs a server restart. */
+export function needsRestart(affects: (setting: string) => boolean): boolean {
+  return RESTART_KEYS.some((key) => affects(`saipling.${key}`));
+}
