@@ -161,5 +161,14 @@ def clear(root: str | None, as_json: bool) -> None:
         project.close()
 
 
+@main.command()
+@click.option("--tcp", default=None, help="Listen on HOST:PORT instead of stdio (debugging).")
+def serve(tcp: str | None) -> None:
+    """Run the language server on stdio (what editors start)."""
+    from .lsp.server import run
+
+    run(tcp=tcp)
+
+
 if __name__ == "__main__":
     main()

@@ -157,3 +157,34 @@ class Project:
             "degraded": self.degraded(),
             "warnings": list(self.warnings),
         }
+
+    # -- retrieval (implemented in search.py / context.py / reading.py) ------------------------------------
+    def search(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """SPEC 8 request dict (camelCase) -> SPEC 8 response dict. Raises InvalidRequest naming the field."""
+        from .search import search
+
+        return search(self, params)
+
+    def enrich(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """SPEC 9 request -> SPEC 9 response."""
+        from .context import enrich_context
+
+        return enrich_context(self, params)
+
+    def related(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """{uri | path, maxResults} -> {results: [...]} (passages from other files most like this file)."""
+        from .search import related
+
+        return related(self, params)
+
+    def get(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """{path, startLine?, lines?} -> {path, startLine, endLine, text}; PathOutsideRoot/InvalidRequest on bad input."""
+        from .reading import get_lines
+
+        return get_lines(self, params)
+
+    def symbols(self, query: str) -> list[dict[str, Any]]:
+        """Entities then headings fuzzy-matching query: [{name, kind: entity|heading, path, startLine, endLine, ...}]."""
+        from .symbols import find_symbols
+
+        return find_symbols(self, query)
