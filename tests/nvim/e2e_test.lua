@@ -13,6 +13,16 @@ local function mark(step)
   table.insert(r.steps, { step = step, ms = elapsed() })
 end
 
+-- The server process ended (Neovim notifies "Client saipling quit with exit code ..."): stop waiting.
+local function server_quit()
+  for _, n in ipairs(r.notifications) do
+    if n.msg:find("quit with exit code", 1, true) then
+      return true
+    end
+  end
+  return false
+end
+
 T.run(function()
   local timeout = tonumber(os.getenv("SAIPLING_TEST_TIMEOUT_MS")) or 60000
   local saipling = require("saipling")
@@ -33,11 +43,11 @@ T.run(function()
   local client
   r.attached = vim.wait(timeout, function()
     client = vim.lsp.get_clients({ bufnr = 0, name = "saipling" })[1]
-    return client ~= nil and client.initialized == true
+    return (client ~= nil and client.initialized == true) or server_quit()
   end, 50)
   mark("attached")
-  if not r.attached then
-    r.error = "the saipling client did not attach"
+  if not r.attached or server_quit() then
+    r.error = server_quit() and "the server quit (see lsp.log)" or "the saipling client did not attach"
     return
   end
   r.root_dir = client.root_dir
@@ -71,12 +81,12 @@ T.run(function()
       r.reindex_requested_at_ms = elapsed()
       saipling.reindex()
     end
-    return status ~= nil and (status.totalFiles or 0) > 0 and not status.isIndexing
+    return (status ~= nil and (status.totalFiles or 0) > 0 and not status.isIndexing) or server_quit()
   end, 200)
   r.status = status
   mark("indexed")
-  if not r.indexed then
-    r.error = "the index did not become ready"
+  if not r.indexed or server_quit() then
+    r.error = server_quit() and "the server quit (see lsp.log)" or "the index did not become ready"
     return
   end
 

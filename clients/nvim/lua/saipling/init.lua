@@ -49,7 +49,7 @@ function M.start(bufnr)
     cmd_env = opts.cmd_env,
     root_dir = root,
     init_options = vim.tbl_deep_extend("force", opts.init_options or {}, opts.settings or {}),
-    settings = { saipling = opts.settings or {} },
+    settings = not vim.tbl_isempty(opts.settings or {}) and { saipling = opts.settings } or nil,
     on_attach = opts.on_attach,
   }, { bufnr = bufnr })
   if not ok then
@@ -90,6 +90,9 @@ function M.request(method, params, cb, bufnr)
       notify(("%s failed: %s"):format(method, err.message or vim.inspect(err)), vim.log.levels.ERROR)
       return
     end
+    if result == vim.NIL then
+      result = nil
+    end
     if cb then
       local ok, cb_err = pcall(cb, result, client)
       if not ok then
@@ -123,14 +126,16 @@ function M.search(query)
     local params = { query = q, maxResults = config.options.max_results, source = "editor", mode = config.options.mode }
     M.request("saipling/search", params, function(result, client)
       local results = result and result.results or {}
-      local note = result and result.degraded and type(result.degraded) == "string" and result.degraded or nil
-      if result and result.indexing then
-        note = (note and note .. "; " or "") .. "indexing in progress, results may be incomplete"
+      -- Degraded (e.g. keyword-only) or still indexing: say so in the picker title.
+      local notes = {}
+      if result and type(result.degraded) == "string" and result.degraded ~= "" then
+        notes[#notes + 1] = result.degraded
       end
-      if note then
-        notify(note, vim.log.levels.WARN)
+      if result and result.indexing == true then
+        notes[#notes + 1] = "indexing, results may be incomplete"
       end
-      picker.pick(results, { title = "Saipling: " .. q, root = client.root_dir })
+      local title = "Saipling: " .. q .. (#notes > 0 and (" (" .. table.concat(notes, "; ") .. ")") or "")
+      picker.pick(results, { title = title, root = client.root_dir })
     end)
   end
   if query and vim.trim(query) ~= "" then
@@ -165,35 +170,39 @@ function M.reindex(full)
   end)
 end
 
+--- A JSON value, with null (vim.NIL) and "" as nil.
+local function val(x)
+  if x == vim.NIL or x == "" then
+    return nil
+  end
+  return x
+end
+
 --- Format a `saipling/status` result as lines.
 ---@param s table
 ---@return string[]
 function M.format_status(s)
+  local model = val(s.model) and (" (" .. s.model .. ")") or ""
+  local reason = val(s.providerReason) and (" - " .. s.providerReason) or ""
   local lines = {
-    ("root:     %s"):format(s.root or "?"),
-    ("files:    %s   chunks: %s"):format(s.totalFiles or 0, s.totalChunks or 0),
-    ("indexed:  %s"):format(s.lastIndexed or "never"),
-    ("provider: %s%s%s"):format(
-      s.provider or "?",
-      (s.model and s.model ~= "") and (" (" .. s.model .. ")") or "",
-      (s.providerReason and s.providerReason ~= vim.NIL and s.providerReason ~= "") and (" - " .. s.providerReason)
-        or ""
-    ),
+    ("root:     %s"):format(val(s.root) or "?"),
+    ("files:    %s   chunks: %s"):format(val(s.totalFiles) or 0, val(s.totalChunks) or 0),
+    ("indexed:  %s"):format(val(s.lastIndexed) or "never"),
+    ("provider: %s%s%s"):format(val(s.provider) or "?", model, reason),
   }
-  if s.isIndexing then
+  if s.isIndexing == true then
     local p = type(s.progress) == "table" and s.progress or {}
     lines[#lines + 1] = ("indexing: %s/%s %s"):format(
-      p.filesProcessed or "?",
-      p.filesTotal or "?",
-      (p.currentFile and p.currentFile ~= vim.NIL) and p.currentFile or ""
+      val(p.filesProcessed) or "?",
+      val(p.filesTotal) or "?",
+      val(p.currentFile) or ""
     )
   end
-  if s.pendingFiles and s.pendingFiles ~= vim.NIL and s.pendingFiles ~= 0 then
-    lines[#lines + 1] = ("pending:  %s"):format(
-      type(s.pendingFiles) == "table" and #s.pendingFiles or tostring(s.pendingFiles)
-    )
+  local pending = val(s.pendingFiles)
+  if pending and pending ~= 0 then
+    lines[#lines + 1] = ("pending:  %s"):format(type(pending) == "table" and #pending or tostring(pending))
   end
-  if s.degraded and s.degraded ~= vim.NIL then
+  if val(s.degraded) then
     lines[#lines + 1] = ("degraded: %s"):format(tostring(s.degraded))
   end
   return lines
@@ -206,7 +215,7 @@ function M.status(cb)
     if cb then
       cb(result)
     else
-      notify("\n" .. table.concat(M.format_status(result or {}), "\n"))
+      notify("status\n" .. table.concat(M.format_status(result or {}), "\n"))
     end
   end)
 end
