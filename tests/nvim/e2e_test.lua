@@ -68,9 +68,9 @@ T.run(function()
       end
     end
     if vim.fn.has("nvim-0.11") == 1 then
-      client:request("saipling/status", {}, handler, 0)
+      client:request("saipling/status", vim.empty_dict(), handler, 0)
     else
-      client.request("saipling/status", {}, handler, 0)
+      client.request("saipling/status", vim.empty_dict(), handler, 0)
     end
   end
   r.indexed = vim.wait(timeout, function()

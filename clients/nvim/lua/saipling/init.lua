@@ -43,12 +43,14 @@ function M.start(bufnr)
     return nil
   end
   local root = M.root_dir(fname)
+  local init_options = vim.tbl_deep_extend("force", opts.init_options or {}, opts.settings or {})
   local ok, id = pcall(vim.lsp.start, {
     name = M.name,
     cmd = opts.cmd,
     cmd_env = opts.cmd_env,
     root_dir = root,
-    init_options = vim.tbl_deep_extend("force", opts.init_options or {}, opts.settings or {}),
+    -- nil rather than {}: an empty Lua table is encoded as a JSON array
+    init_options = not vim.tbl_isempty(init_options) and init_options or nil,
     settings = not vim.tbl_isempty(opts.settings or {}) and { saipling = opts.settings } or nil,
     on_attach = opts.on_attach,
   }, { bufnr = bufnr })
@@ -211,7 +213,7 @@ end
 --- Show the index status; with `cb`, pass the raw result to it instead.
 ---@param cb? fun(status: table)
 function M.status(cb)
-  M.request("saipling/status", {}, function(result)
+  M.request("saipling/status", vim.empty_dict(), function(result)
     if cb then
       cb(result)
     else
@@ -222,7 +224,7 @@ end
 
 --- Drop the whole index (rebuilt by the next reindex).
 function M.clear_index()
-  M.request("saipling/clearIndex", {}, function()
+  M.request("saipling/clearIndex", vim.empty_dict(), function()
     notify("index cleared")
   end)
 end
