@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import SaiplingError
+from .errors import InvalidRequest, SaiplingError
 from .project import Project, find_root
 
 log = logging.getLogger("saipling")
@@ -45,6 +45,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except InvalidRequest as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
         except SaiplingError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
@@ -157,6 +160,194 @@ def clear(root: str | None, as_json: bool) -> None:
             _emit_json({"cleared": True, "root": str(project.root)})
         else:
             click.echo(f"cleared the index of {project.root}")
+    finally:
+        project.close()
+
+
+def _print_results(response: dict, explain: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if response.get("degraded"):
+        click.echo(f"note: {response['degraded']}", err=True)
+    if not response["results"]:
+        click.echo("no results")
+        return
+    table = Table(show_header=True, header_style="bold", expand=True)
+    table.add_column("score", justify="right", width=6)
+    table.add_column("file § section", ratio=2)
+    table.add_column("lines", width=9)
+    table.add_column("snippet", ratio=4)
+    for r in response["results"]:
+        where = r["filePath"] + (f" § {r['sectionHeading'].lstrip('# ')}" if r["sectionHeading"] else "")
+        snippet = r["snippet"].replace("[", "\\[").replace("**", "")
+        if explain and "explain" in r:
+            e = r["explain"]
+            snippet += f"\n[dim]keyword rank {e['keywordRank']}, vector rank {e['vectorRank']}, fused {e['fusedScore']}[/dim]"
+        table.add_row(f"{r['score']:.3f}", where, f"{r['startLine']}-{r['endLine']}", snippet)
+    console.print(table)
+
+
+def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
+    """PATH[:START[-END]]"""
+    import re
+
+    m = re.fullmatch(r"(.+?):(\d+)(?:-(\d+))?", spec)
+    if not m:
+        return spec, None, None
+    start = int(m.group(2))
+    end = int(m.group(3)) if m.group(3) else None
+    return m.group(1), start, (end - start + 1 if end else None)
+
+
+@main.command()
+@click.argument("query")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None, help="How many results.")
+@click.option("--mode", type=click.Choice(["hybrid", "semantic", "lexical"]), default="hybrid")
+@click.option("--type", "entity_types", multiple=True, help="Entity type filter (repeatable).")
+@click.option("--file-type", "file_types", multiple=True, help="File type filter (repeatable).")
+@click.option("--book", default=None, help="Book id filter.")
+@click.option("--chapter", default=None, help="Chapter id filter (ch-NN).")
+@click.option("--max-chapter", type=int, default=None, help="Spoiler horizon: nothing after chapter N.")
+@click.option("--path", "path_prefix", default=None, help="Path prefix filter.")
+@click.option("--glob", default=None, help="Path glob filter.")
+@click.option("--role", default=None, help="Visibility role.")
+@click.option("--min-score", type=click.FloatRange(0, 1), default=None)
+@click.option("--all-files", is_flag=True, help="Ignore .context_settings.json exclusions.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--explain", is_flag=True, help="Show each result's keyword rank, vector rank and fused score.")
+def search(query, root, k, mode, entity_types, file_types, book, chapter, max_chapter, path_prefix, glob, role,
+           min_score, all_files, as_json, explain) -> None:  # fmt: skip
+    """Search the project by meaning and by words."""
+    project = _open(root)
+    try:
+        flt = {"entityTypes": list(entity_types) or None, "fileTypes": list(file_types) or None, "bookId": book,
+               "chapterId": chapter, "maxChapter": max_chapter, "pathPrefix": path_prefix, "glob": glob}  # fmt: skip
+        params = {"query": query, "maxResults": k, "mode": mode, "filter": {a: b for a, b in flt.items() if b is not None},
+                  "role": role, "minScore": min_score, "respectContextSettings": not all_files, "source": "cli",
+                  "explain": explain}  # fmt: skip
+        response = project.search({a: b for a, b in params.items() if b is not None})
+        if as_json:
+            _emit_json(response)
+        else:
+            _print_results(response, explain)
+    finally:
+        project.close()
+
+
+@main.command()
+@click.argument("location")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def get(location: str, root: str | None, as_json: bool) -> None:
+    """Print lines of a project file: PATH[:START[-END]]."""
+    project = _open(root)
+    try:
+        path, start, lines = _parse_location(location)
+        params = {"path": path, "startLine": start or 1}
+        if lines:
+            params["lines"] = lines
+        got = project.get(params)
+        if as_json:
+            _emit_json(got)
+        else:
+            click.echo(got["text"])
+    finally:
+        project.close()
+
+
+@main.command()
+@click.argument("path")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def related(path: str, root: str | None, k: int | None, as_json: bool) -> None:
+    """Passages in other files most similar to PATH."""
+    project = _open(root)
+    try:
+        params: dict = {"path": path}
+        if k:
+            params["maxResults"] = k
+        response = project.related(params)
+        if as_json:
+            _emit_json(response)
+        else:
+            if not response["indexed"]:
+                click.echo(f"{response['path']} is not indexed yet", err=True)
+            _print_results(response, False)
+    finally:
+        project.close()
+
+
+@main.command()
+@click.argument("query")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--skill", default=None, help="Skill TOML name in the skills folder.")
+@click.option("--loaded", multiple=True, help="A file already in the agent's context (repeatable).")
+@click.option("--book", default=None)
+@click.option("--max-tokens", type=int, default=None, help="Search token budget.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
+def enrich(query, root, skill, loaded, book, max_tokens, as_json) -> None:
+    """Assemble search results into an agent context block (what saipling/enrichContext returns)."""
+    project = _open(root)
+    try:
+        params = {"query": query, "skill": skill, "loadedFiles": list(loaded), "bookId": book, "maxSearchTokens": max_tokens}
+        response = project.enrich({a: b for a, b in params.items() if b is not None})
+        if as_json:
+            _emit_json(response)
+        else:
+            click.echo(response["contextBlock"] or f"(nothing added: {response['reason']})")
+    finally:
+        project.close()
+
+
+@main.command(name="eval")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False))
+@click.option("--split", default="test", show_default=True, help="qrels split (tune on train, report test).")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["hybrid", "semantic", "lexical"]),
+              help="Modes to score (repeatable; default all three).")  # fmt: skip
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Where the corpus is written and indexed (default ~/.cache/saipling/eval/<name>).")  # fmt: skip
+@click.option("--limit", type=int, default=None, help="Only the first N queries (quick checks).")
+@provider_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def eval_cmd(dataset, split, modes, workdir, limit, provider, as_json) -> None:
+    """Score retrieval on a BEIR-format DATASET: nDCG@10, recall@10, recall@100, MRR."""
+    from .evaluation import load_beir, materialise_corpus, run_eval
+    from .search import SearchRequest, run_search
+
+    ds = load_beir(Path(dataset), split)
+    if limit:
+        keep = list(ds.queries)[:limit]
+        ds.queries = {q: ds.queries[q] for q in keep}
+    name = Path(dataset).resolve().name
+    wd = Path(workdir) if workdir else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saipling" / "eval" / name
+    materialise_corpus(ds, wd)
+    project = Project.open(wd, overrides={k: v for k, v in {"provider": provider}.items() if v} or None)
+    try:
+        from .cli_progress import IndexBar
+
+        with IndexBar(enabled=not as_json and sys.stderr.isatty()) as bar:
+            summary = project.index(progress=bar.update)
+        click.echo(f"indexed {summary.files} documents ({summary.chunks} chunks) with {project.provider.name}", err=True)
+        out = {"dataset": name, "split": split, "provider": project.provider.name, "model": project.provider.model,
+               "modes": {}}  # fmt: skip
+        for mode in modes or ("lexical", "semantic", "hybrid"):
+            def run(text: str, mode: str = mode) -> list[dict]:
+                req = SearchRequest(query=text[:2000], max_results=200, mode=mode, source="eval",
+                                    respect_context_settings=False)  # fmt: skip
+                return run_search(project, req)["results"]
+
+            scores = run_eval(run, ds)
+            out["modes"][mode] = {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}
+            if not as_json:
+                s = out["modes"][mode]
+                click.echo(f"{mode:9s} nDCG@10 {s['ndcg@10']:.4f}  recall@10 {s['recall@10']:.4f}  "
+                           f"recall@100 {s['recall@100']:.4f}  MRR {s['mrr']:.4f}  ({s['queries']} queries)")  # fmt: skip
+        if as_json:
+            _emit_json(out)
     finally:
         project.close()
 

@@ -133,6 +133,7 @@ class ChunkFilter:
     entity_types: list[str] = field(default_factory=list)
     file_types: list[str] = field(default_factory=list)
     book_id: str | None = None
+    book_scope: str | None = None  # this book's chunks plus those that belong to no book
     chapter_id: str | None = None
     max_chapter: int | None = None
     path_prefix: str | None = None
@@ -158,6 +159,9 @@ class ChunkFilter:
         if self.book_id:
             conds.append("c.book_id = ?")
             params.append(self.book_id)
+        if self.book_scope:
+            conds.append("(c.book_id IS NULL OR c.book_id = ?)")
+            params.append(self.book_scope)
         if self.chapter_id:
             conds.append("c.chapter_id = ?")
             params.append(self.chapter_id)

@@ -1,0 +1,171 @@
+"""Context enrichment for AI agents (SPEC 9): search results assembled under a token budget."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .context_settings import load_context_settings
+from .embeddings.base import estimate_tokens
+from .errors import InvalidRequest
+from .paths import normalise_rel
+from .search import STOPWORDS, SearchRequest, parse_filter, run_search
+from .skills import VectorSearchConfig, load_skill, parse_block
+from .textio import BinaryFile, decode
+
+if TYPE_CHECKING:
+    from .project import Project
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EnrichRequest:
+    query: str
+    config: VectorSearchConfig
+    loaded_files: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    want_search: bool | None = None
+    max_results: int = 5
+    max_search_tokens: int = 15000
+    total_budget_tokens: int | None = None
+    loaded_tokens: int = 0
+
+
+def _int(params: Mapping[str, Any], key: str, minimum: int = 0) -> int | None:
+    value = params.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidRequest(key, f"must be an integer >= {minimum}")
+    return value
+
+
+def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
+    if not isinstance(params, Mapping):
+        raise InvalidRequest("params", "must be an object")
+    query = params.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidRequest("query", "is required and must be a non-empty string")
+    skill, inline = params.get("skill"), params.get("skillConfig")
+    if skill is not None and not isinstance(skill, str):
+        raise InvalidRequest("skill", "must be a string")
+    if inline is not None and not isinstance(inline, Mapping):
+        raise InvalidRequest("skillConfig", "must be an object")
+    if inline is not None:
+        block = inline.get("context", {}).get("vector_search", inline) if "context" in inline else inline
+        config = parse_block(block, "skillConfig")
+    elif skill:
+        config = load_skill(project.root / project.settings.skills_dir, skill)
+    else:
+        config = VectorSearchConfig(enabled=True, max_results=project.settings.max_results_default,
+                                    max_search_tokens=project.settings.max_search_tokens_default)  # fmt: skip
+    loaded = params.get("loadedFiles") or []
+    if not isinstance(loaded, list) or not all(isinstance(p, str) for p in loaded):
+        raise InvalidRequest("loadedFiles", "must be a list of paths")
+    book_id = params.get("bookId")
+    if book_id is not None and not isinstance(book_id, str):
+        raise InvalidRequest("bookId", "must be a string")
+    want = params.get("wantSearch")
+    if want is not None and not isinstance(want, bool):
+        raise InvalidRequest("wantSearch", "must be a boolean")
+    max_results = _int(params, "maxResults", 1)
+    max_tokens = _int(params, "maxSearchTokens", 0)
+    return EnrichRequest(
+        query=query.strip()[:2000],
+        config=config,
+        loaded_files=[_rel(project, p) for p in loaded],
+        book_id=book_id,
+        want_search=want,
+        max_results=min(100, max_results or config.max_results),
+        max_search_tokens=config.max_search_tokens if max_tokens is None else max_tokens,
+        total_budget_tokens=_int(params, "totalBudgetTokens", 0),
+        loaded_tokens=_int(params, "loadedTokens", 0) or 0,
+    )
+
+
+def _rel(project: Project, path: str) -> str:
+    p = normalise_rel(path)
+    root = project.root.as_posix().lstrip("/") + "/"
+    return p[len(root) :] if p.startswith(root) else p
+
+
+def should_search(req: EnrichRequest) -> tuple[bool, str]:
+    """Whether to run, and why. With mode auto and no wantSearch: run when the query has 2+ content words."""
+    cfg = req.config
+    if not cfg.enabled:
+        return False, "vector search is not enabled for this skill"
+    if cfg.mode == "never":
+        return False, "skill mode is never"
+    if cfg.mode == "always":
+        return True, "skill mode is always"
+    if req.want_search is not None:
+        return req.want_search, f"auto: wantSearch is {str(req.want_search).lower()}"
+    words = [w for w in re.findall(r"\w+", req.query.lower()) if w not in STOPWORDS and len(w) > 2]
+    if len(words) >= 2:
+        return True, "auto: the query has enough content words to search"
+    return False, "auto: the query is too short to search usefully"
+
+
+def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+    req = parse_enrich(project, params)
+    ran, reason = should_search(req)
+    out: dict[str, Any] = {"contextBlock": "", "searchResults": [], "tokensUsed": 0, "skipped": [], "ran": ran,
+                           "reason": reason, "degraded": None}  # fmt: skip
+    if not ran:
+        return out
+    budget = req.max_search_tokens
+    if req.total_budget_tokens is not None:
+        budget = max(0, min(budget, req.total_budget_tokens - req.loaded_tokens))
+    flt = parse_filter({"entityTypes": req.config.filter_entity_types} if req.config.filter_entity_types else None)
+    flt.book_scope = req.book_id
+    cs = load_context_settings(project.root)
+    loaded = set(req.loaded_files)
+    forced = set(cs.forced())
+    sreq = SearchRequest(query=req.query, max_results=min(100, req.max_results * 3 + len(loaded) + len(forced)),
+                         filter=flt, source="agent")  # fmt: skip
+    response = run_search(project, sreq)
+    out["degraded"] = response["degraded"]
+    blocks: list[str] = []
+    used = 0
+    taken = 0
+    for r in response["results"]:
+        path = r["filePath"]
+        if path in loaded:
+            out["skipped"].append({"path": path, "reason": "already_loaded"})
+            continue
+        if path in forced or cs.mode_for(path) == "force":
+            out["skipped"].append({"path": path, "reason": "already_loaded"})
+            continue
+        if taken >= req.max_results:
+            break
+        text = _read_lines(project, path, r["startLine"], r["endLine"])
+        if text is None:
+            out["skipped"].append({"path": path, "reason": "missing"})
+            continue
+        heading = r["sectionHeading"] or r["headingPath"] or "(start of file)"
+        block = f"=== FILE: {path} (SEARCH) ===\n(matched section: {heading})\n{text.rstrip()}\n"
+        cost = estimate_tokens(block)
+        if used + cost > budget:
+            out["skipped"].append({"path": path, "reason": "over_budget"})
+            continue
+        blocks.append(block)
+        used += cost
+        taken += 1
+        out["searchResults"].append({"filePath": path, "section": heading, "similarityScore": r["score"],
+                                     "tokensEst": cost, "contentPreview": r["preview"],
+                                     "startLine": r["startLine"], "endLine": r["endLine"]})  # fmt: skip
+    out["contextBlock"] = "\n".join(blocks)
+    out["tokensUsed"] = used
+    return out
+
+
+def _read_lines(project: Project, rel: str, start: int, end: int) -> str | None:
+    try:
+        text = decode((project.root / rel).read_bytes(), rel).text
+    except (OSError, BinaryFile):
+        return None
+    return "\n".join(text.split("\n")[start - 1 : end])

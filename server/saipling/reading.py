@@ -1,0 +1,47 @@
+"""`get`: a line range read from disk, confined to the project root and to indexable files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidRequest, PathOutsideRoot
+from .paths import resolve_inside
+from .scanner import is_indexable
+from .textio import BinaryFile, decode
+
+if TYPE_CHECKING:
+    from .project import Project
+
+MAX_LINES = 5000
+
+
+def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(params, Mapping):
+        raise InvalidRequest("params", "must be an object")
+    path = params.get("path") or params.get("uri")
+    if not isinstance(path, str) or not path:
+        raise InvalidRequest("path", "is required and must be a string")
+    start = params.get("startLine", 1)
+    lines = params.get("lines")
+    if isinstance(start, bool) or not isinstance(start, int) or start < 1:
+        raise InvalidRequest("startLine", "must be an integer >= 1")
+    if lines is not None and (isinstance(lines, bool) or not isinstance(lines, int) or lines < 1):
+        raise InvalidRequest("lines", "must be an integer >= 1")
+    real, rel = resolve_inside(project.root, path)
+    reason = is_indexable(project.root, rel, project.settings)
+    if reason is not None:
+        raise PathOutsideRoot("path", f"{rel} is not an indexable project file ({reason})")
+    if not real.is_file():
+        raise InvalidRequest("path", f"{rel} does not exist")
+    try:
+        text = decode(real.read_bytes(), rel).text
+    except BinaryFile as exc:
+        raise InvalidRequest("path", str(exc)) from None
+    all_lines = text.split("\n")
+    if all_lines and all_lines[-1] == "":
+        all_lines.pop()
+    count = min(lines or MAX_LINES, MAX_LINES)
+    chosen = all_lines[start - 1 : start - 1 + count]
+    return {"path": rel, "startLine": start, "endLine": start + len(chosen) - 1 if chosen else start - 1,
+            "totalLines": len(all_lines), "text": "\n".join(chosen)}  # fmt: skip
