@@ -6,7 +6,7 @@ import { registerIndexCommands } from './indexCommands';
 import { registerRelated } from './related';
 import { registerSearchPicker } from './searchPicker';
 import { readApiKeys, registerSetApiKey } from './secrets';
-import { buildInitializationOptions, needsRestart, serverSettings } from './settings';
+import { buildInitializationOptions, cleanConfigurationValues, needsRestart } from './settings';
 import { StatusBar } from './statusBar';
 
 let client: SaiplingLanguageClient | undefined;
@@ -43,9 +43,7 @@ async function startClient(context: vscode.ExtensionContext, output: vscode.Outp
       // The server gets only its own keys, without the unset (null/empty) ones.
       workspace: { configuration: async (params, token, next) => {
         const values = await next(params, token);
-        return Array.isArray(values)
-          ? values.map((value, i) => (params.items[i]?.section === 'saipling' ? serverSettings(value) : value))
-          : values;
+        return Array.isArray(values) ? cleanConfigurationValues(params.items, values) : values;
       } },
     },
   };
@@ -54,7 +52,7 @@ async function startClient(context: vscode.ExtensionContext, output: vscode.Outp
   try {
     await client.start();
   } catch (error) {
-    statusBar.stopped(`Saipling: the server did not start: ${error instanceof Error ? error.message : error}`);
+    statusBar.stopped(`Saipling: the server did not start: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
 

@@ -72,3 +72,15 @@ export function buildInitializationOptions(
 export function needsRestart(affects: (setting: string) => boolean): boolean {
   return RESTART_KEYS.some((key) => affects(`saipling.${key}`));
 }
+
+/** A `workspace/configuration` answer with the `saipling` sections reduced to `serverSettings`. */
+export function cleanConfigurationValues(
+  items: readonly { section?: string | null }[],
+  values: readonly unknown[],
+): unknown[] {
+  return values.map((value, i) =>
+    items[i]?.section === 'saipling' && typeof value === 'object' && value !== null
+      ? serverSettings(value as Record<string, unknown>)
+      : value,
+  );
+}

@@ -1,0 +1,107 @@
+// "Saipling: Search Project": a QuickPick that queries the server as you type.
+import * as vscode from 'vscode';
+import { COMMANDS, isCancellation, requestErrorMessage, requireClient, type Session } from './client';
+import { searchNotice, selectionRange, toResultItem } from './format';
+import { LiveQuery } from './liveQuery';
+import { buildSearchParams, Methods, type SearchResponse, type SearchResult } from './protocol';
+
+export interface ResultPickItem extends vscode.QuickPickItem {
+  result?: SearchResult;
+}
+
+export function registerSearchPicker(session: Session): vscode.Disposable {
+  return vscode.commands.registerCommand(COMMANDS.searchProject, (query?: unknown) =>
+    showSearchPicker(session, typeof query === 'string' ? query : undefined),
+  );
+}
+
+/** Quick-pick rows for a search response: a notice row (indexing, degraded, none) then the results. */
+export function toPickItems(response: SearchResponse, root?: string): ResultPickItem[] {
+  // alwaysShow: the server already ranked them; VS Code must not filter them by label.
+  const items: ResultPickItem[] = response.results.map((r) => ({ ...toResultItem(r, root), alwaysShow: true }));
+  const notice = searchNotice(response);
+  if (notice !== undefined) {
+    items.unshift({ label: `$(info) ${notice}`, alwaysShow: true });
+  }
+  return items;
+}
+
+export async function openResult(result: SearchResult): Promise<vscode.TextEditor> {
+  const uri = result.uri ? vscode.Uri.parse(result.uri) : vscode.Uri.file(result.filePath);
+  const r = selectionRange(result);
+  const range = new vscode.Range(r.start.line, r.start.character, r.end.line, r.end.character);
+  const editor = await vscode.window.showTextDocument(uri, { selection: range, preview: true });
+  editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+  return editor;
+}
+
+/** The selected text of the active editor, if short enough to be a query. */
+function selectedText(): string | undefined {
+  const editor = vscode.window.activeTextEditor;
+  if (editor === undefined || editor.selection.isEmpty) {
+    return undefined;
+  }
+  const text = editor.document.getText(editor.selection).trim();
+  return text.length > 0 && text.length <= 200 && !text.includes('\n') ? text : undefined;
+}
+
+export function showSearchPicker(session: Session, initialQuery?: string): vscode.QuickPick<ResultPickItem> | undefined {
+  const client = requireClient(session);
+  if (client === undefined) {
+    return undefined;
+  }
+  const config = vscode.workspace.getConfiguration('saipling');
+  const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  const picker = vscode.window.createQuickPick<ResultPickItem>();
+  picker.title = 'Saipling: Search Project';
+  picker.placeholder = 'Describe a passage, or type words to find';
+  picker.matchOnDescription = false;
+  picker.matchOnDetail = false;
+
+  const live = new LiveQuery<SearchResponse | undefined, vscode.CancellationToken>({
+    createTokenSource: () => new vscode.CancellationTokenSource(),
+    run: (value, token) => {
+      const params = buildSearchParams(value, {
+        maxResults: config.get('maxResults'),
+        mode: config.get('searchMode'),
+      });
+      return params === undefined
+        ? Promise.resolve(undefined)
+        : client.sendRequest<SearchResponse>(Methods.search, params, token);
+    },
+    onResult: (_value, response) => {
+      picker.items = response === undefined ? [] : toPickItems(response, root);
+    },
+    onError: (_value, error) => {
+      if (!isCancellation(error)) {
+        picker.items = [{ label: `$(error) ${requestErrorMessage('search', error)}`, alwaysShow: true }];
+      }
+    },
+    onBusy: (busy) => {
+      picker.busy = busy;
+    },
+  });
+
+  picker.onDidChangeValue((value) => live.update(value));
+  picker.onDidAccept(() => {
+    const item = picker.selectedItems[0] ?? picker.activeItems[0];
+    if (item?.result !== undefined) {
+      picker.hide();
+      void openResult(item.result).then(undefined, (error: unknown) =>
+        vscode.window.showErrorMessage(requestErrorMessage('opening the result', error)),
+      );
+    }
+  });
+  picker.onDidHide(() => {
+    live.dispose();
+    picker.dispose();
+  });
+  picker.show();
+
+  const initial = initialQuery ?? selectedText();
+  if (initial !== undefined) {
+    picker.value = initial;
+    void live.now(initial);
+  }
+  return picker;
+}

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { buildRelatedParams, buildSearchParams, clampMaxResults, MAX_QUERY_CHARS } from '../src/protocol';
+import {
+  buildInitializationOptions,
+  cleanConfigurationValues,
+  needsRestart,
+  serverSettings,
+} from '../src/settings';
+
+describe('buildSearchParams', () => {
+  it('builds the editor request with trimmed query and clamped count', () => {
+    assert.deepEqual(buildSearchParams('  the lighthouse keeper ', { maxResults: 20, mode: 'lexical' }), {
+      query: 'the lighthouse keeper',
+      maxResults: 20,
+      mode: 'lexical',
+      source: 'editor',
+    });
+  });
+
+  it('returns undefined for a blank query, so nothing is sent', () => {
+    assert.equal(buildSearchParams('   '), undefined);
+    assert.equal(buildSearchParams(''), undefined);
+  });
+
+  it('drops an unknown mode and an empty filter', () => {
+    const params = buildSearchParams('storm', { mode: 'fuzzy', filter: {} });
+    assert.equal(params?.mode, undefined);
+    assert.equal(params?.filter, undefined);
+  });
+
+  it('keeps a filter', () => {
+    const params = buildSearchParams('storm', { filter: { entityTypes: ['character'], maxChapter: 3 } });
+    assert.deepEqual(params?.filter, { entityTypes: ['character'], maxChapter: 3 });
+  });
+
+  it('cuts the query to the server limit', () => {
+    assert.equal(buildSearchParams('x'.repeat(5000))?.query.length, MAX_QUERY_CHARS);
+  });
+});
+
+describe('clampMaxResults', () => {
+  for (const [input, expected] of [
+    [5, 5],
+    [0, 1],
+    [-3, 1],
+    [1000, 100],
+    [7.9, 7],
+    ['12', 20],
+    [undefined, 20],
+    [Number.NaN, 20],
+  ] as const) {
+    it(`${String(input)} -> ${expected}`, () => assert.equal(clampMaxResults(input), expected));
+  }
+});
+
+describe('buildRelatedParams', () => {
+  it('passes the uri through', () => {
+    assert.deepEqual(buildRelatedParams('file:///p/a.md', 3), { uri: 'file:///p/a.md', maxResults: 3 });
+  });
+});
+
+describe('settings sent to the server', () => {
+  const section = {
+    serverCommand: 'saipling',
+    serverArgs: ['serve'],
+    pythonPath: '',
+    enabled: true,
+    provider: 'none',
+    model: null,
+    baseUrl: '',
+    dimensions: null,
+    quietPeriodSeconds: 120,
+    autoIndex: true,
+    watch: false,
+    include: null,
+    exclude: [],
+    maxResults: 20,
+    searchMode: 'hybrid',
+  };
+
+  it('drops client-only keys and unset values', () => {
+    assert.deepEqual(serverSettings(section), {
+      enabled: true,
+      provider: 'none',
+      quietPeriodSeconds: 120,
+      autoIndex: true,
+      watch: false,
+    });
+  });
+
+  it('adds stored API keys to initializationOptions, never empty ones', () => {
+    const options = buildInitializationOptions({ provider: 'voyage' }, { voyageApiKey: ' pa-123 ', openaiApiKey: '' });
+    assert.deepEqual(options, { provider: 'voyage', voyageApiKey: 'pa-123' });
+  });
+
+  it('cleans only the saipling section of a workspace/configuration answer', () => {
+    const cleaned = cleanConfigurationValues(
+      [{ section: 'saipling' }, { section: 'files' }],
+      [{ provider: 'none', model: '', serverCommand: 'x' }, { exclude: [] }],
+    );
+    assert.deepEqual(cleaned, [{ provider: 'none' }, { exclude: [] }]);
+  });
+
+  it('restarts the server only for command settings', () => {
+    assert.equal(needsRestart((s) => s === 'saipling.pythonPath'), true);
+    assert.equal(needsRestart((s) => s === 'saipling.provider'), false);
+  });
+});
