@@ -19,6 +19,11 @@ from .store import Store
 
 log = logging.getLogger(__name__)
 
+_PROVIDER_KEYS = (
+    "provider", "model", "base_url", "dimensions", "model_path", "local_threads", "batch_size",
+    "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key",
+)  # fmt: skip
+
 
 def find_root(start: Path) -> Path:
     """The nearest ancestor holding `.saipling/`, else `start` itself."""
@@ -86,6 +91,31 @@ class Project:
     def close(self) -> None:
         self.provider.close()
         self.store.close()
+
+    def apply_settings(self, settings: Settings) -> str | None:
+        """Switch to new settings between runs (LSP didChangeConfiguration); returns the reindex they need:
+        "full" (files must be re-chunked), "incremental" (new provider or scope; SPEC 5 rebuild), or None."""
+        old, self.settings = self.settings, settings
+        self.indexer.settings = settings
+        if any(getattr(old, k) != getattr(settings, k) for k in _PROVIDER_KEYS):
+            self.provider.close()
+            try:
+                self.provider = create_provider(settings)
+            except ProviderError as exc:
+                from .embeddings.base import NoneProvider
+
+                self.warnings.append(f"embedding provider unavailable, keyword search only: {exc}")
+                self.provider = NoneProvider(reason=f"failed: {exc}")
+            self.indexer.provider = self.provider
+            self.query_cache = None  # query vectors of the old provider
+            return "incremental"
+        if old.chunking != settings.chunking or old.corpora != settings.corpora:
+            return "full"
+        if (old.include, old.exclude, old.include_json, old.max_file_bytes) != (
+            settings.include, settings.exclude, settings.include_json, settings.max_file_bytes,
+        ):  # fmt: skip
+            return "incremental"
+        return None
 
     # -- indexing ------------------------------------------------------------------------------------------
     def index(

@@ -1,0 +1,152 @@
+"""Engine results -> LSP shapes: URIs and root-relative paths, ranges, symbols, progress, multi-root merges.
+
+Every conversion between what the engine speaks (root-relative POSIX paths, 1-based inclusive lines, plain
+dicts) and what the protocol speaks lives here, so handlers stay a few lines long.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.uris import from_fs_path, to_fs_path
+
+from ..errors import InvalidRequest
+from ..indexer import IndexProgress, IndexSummary
+from ..paths import normalise_rel
+
+SYMBOL_KINDS = {
+    "character": types.SymbolKind.Class,
+    "place": types.SymbolKind.Namespace,
+    "location": types.SymbolKind.Namespace,
+    "faction": types.SymbolKind.Module,
+    "organization": types.SymbolKind.Module,
+}
+
+
+# -- paths ---------------------------------------------------------------------------------------------
+def uri_to_path(uri: str) -> Path | None:
+    """The absolute path of a file:// URI (None for other schemes)."""
+    if not uri.startswith("file:"):
+        return None
+    fs = to_fs_path(uri)
+    return Path(fs) if fs else None
+
+
+def path_to_uri(path: Path | str) -> str:
+    return from_fs_path(str(path)) or Path(path).as_uri()
+
+
+def relative_to(root: Path, path: Path) -> str | None:
+    """`path` relative to `root` in POSIX form, or None when it is not inside."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        try:
+            return path.resolve().relative_to(root).as_posix()
+        except (ValueError, OSError):
+            return None
+
+
+def to_rel(root: Path, path: str, name: str = "path") -> str:
+    """A request's path (root-relative, absolute or file URI) -> root-relative; InvalidRequest if outside."""
+    if path.startswith("file:") or os.path.isabs(path):
+        absolute = uri_to_path(path) if path.startswith("file:") else Path(path)
+        rel = relative_to(root, absolute) if absolute is not None else None
+        if rel is None:
+            raise InvalidRequest(name, f"{path!r} is outside the workspace folder {root}")
+        return rel
+    return normalise_rel(path)
+
+
+def file_uri(root: Path, rel: str) -> str:
+    return path_to_uri(root / rel)
+
+
+# -- ranges and symbols --------------------------------------------------------------------------------
+def lsp_range(start_line: int, end_line: int) -> types.Range:
+    """1-based inclusive lines -> a 0-based LSP range covering them whole (end = start of the next line)."""
+    start = max(0, int(start_line) - 1)
+    return types.Range(types.Position(start, 0), types.Position(max(start, int(end_line)), 0))
+
+
+def symbol_kind(sym: dict[str, Any]) -> types.SymbolKind:
+    if sym.get("kind") == "heading":
+        return types.SymbolKind.String
+    return SYMBOL_KINDS.get(str(sym.get("entityType") or "").lower(), types.SymbolKind.Object)
+
+
+def symbol_information(sym: dict[str, Any], root: Path) -> types.SymbolInformation:
+    """An engine symbol {name, kind, path, startLine, endLine, entityType?} -> SymbolInformation."""
+    container = sym.get("entityType") if sym.get("kind") == "entity" else sym.get("path")
+    return types.SymbolInformation(
+        name=str(sym["name"]),
+        kind=symbol_kind(sym),
+        location=types.Location(file_uri(root, sym["path"]), lsp_range(sym["startLine"], sym["endLine"])),
+        container_name=container or None,
+    )
+
+
+# -- progress ------------------------------------------------------------------------------------------
+def percentage(p: IndexProgress) -> int:
+    return int(100 * p.files_done / p.files_total) if p.files_total else 100
+
+
+def progress_report(p: IndexProgress) -> types.WorkDoneProgressReport:
+    if p.phase == "embedding":
+        message = f"embedding remaining chunks ({p.chunks_embedded} embedded)"
+    elif p.current_file:
+        message = f"{p.current_file} ({p.files_done + 1}/{p.files_total})"
+    else:
+        message = f"{p.files_done}/{p.files_total} files"
+    return types.WorkDoneProgressReport(message=message, percentage=percentage(p), cancellable=True)
+
+
+def summary_message(s: IndexSummary | None, cancelled: bool = False) -> str:
+    if s is None:
+        return "indexing failed (see the log)"
+    text = (
+        f"{s.files} files, {s.chunks} chunks ({s.changed} changed, {s.deleted} removed, "
+        f"{s.embedded} embedded, {s.reused} reused) in {s.seconds:.1f} s"
+    )
+    if s.cancelled or cancelled:
+        return "cancelled; the index is consistent: " + text
+    return text + (f"; keyword search only: {s.degraded}" if s.degraded else "")
+
+
+# -- multi-root ----------------------------------------------------------------------------------------
+def tag_folder(items: list[dict[str, Any]], folder_uri: str) -> list[dict[str, Any]]:
+    return [{**item, "workspaceFolder": folder_uri} for item in items]
+
+
+def merge_search(responses: list[tuple[str, dict[str, Any]]], max_results: int | None) -> dict[str, Any]:
+    """Search responses of several folders -> one response, best scores first, each result tagged."""
+    first = responses[0][1]
+    results = [r for uri, resp in responses for r in tag_folder(resp.get("results") or [], uri)]
+    if len(responses) > 1:
+        results.sort(key=lambda r: r.get("score") or 0.0, reverse=True)
+        results = results[:max_results] if max_results else results
+    return {
+        **first,
+        "results": results,
+        "degraded": next((resp.get("degraded") for _, resp in responses if resp.get("degraded")), None),
+        "indexing": any(bool(resp.get("indexing")) for _, resp in responses),
+        "elapsedMs": max(float(resp.get("elapsedMs") or 0.0) for _, resp in responses),
+    }
+
+
+SUMMED_STATUS = ("totalFiles", "totalChunks", "embeddedChunks", "pendingFiles", "totalCostUsd", "totalTokens")
+
+
+def merge_status(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One folder: its status. Several: the first folder's status with totals summed, plus `folders`."""
+    first = {**statuses[0][1], "workspaceFolder": statuses[0][0]}
+    if len(statuses) == 1:
+        return first
+    for key in SUMMED_STATUS:
+        first[key] = sum(s.get(key) or 0 for _, s in statuses)
+    first["isIndexing"] = any(s.get("isIndexing") for _, s in statuses)
+    first["folders"] = [{**s, "workspaceFolder": uri} for uri, s in statuses]
+    return first

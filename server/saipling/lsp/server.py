@@ -1,0 +1,893 @@
+"""The language server (`saipling serve`): thin wiring from the protocol to the engine (SPEC 7, 9, 10, 11).
+
+`create_server()` builds a `SaiplingServer` and registers one short handler per method; handlers validate
+params (`params.py`), call one engine function off the event loop (`SaiplingServer.call`), and convert
+the result (`convert.py`). State lives on the server object: one `Folder` per workspace folder, each with
+its `Project`, `SyncQueue`, optional `Watcher` and one index run at a time.
+
+Test-only requests, registered only when the environment has SAIPLING_TEST_CLOCK=1:
+`saipling/_test/advanceClock {seconds}` moves the sync clock forward (quiet periods pass instantly) and
+`saipling/_test/tick` runs one sync tick now and waits for the passes it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import cattrs
+from lsprotocol import types
+from pygls.capabilities import get_capability
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
+
+from .. import __version__
+from ..config import load_settings
+from ..errors import InvalidRequest, SaiplingError
+from ..indexer import IndexProgress, IndexSummary
+from ..project import Project
+from ..scanner import is_indexable
+from ..sync import Batch, Clock, SyncQueue
+from ..watcher import Watcher, ignored_folder
+from . import convert, params
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+TEST_CLOCK_ENV = "SAIPLING_TEST_CLOCK"
+SERVER_ONLY_ENV = {TEST_CLOCK_ENV, "SAIPLING_LOG_LEVEL"}  # not settings: kept away from the engine
+REQUEST_FAILED = -32803  # LSP RequestFailed: the engine refused or failed a valid request
+SYNC_PROGRESS_MIN_FILES = 50  # sync passes this large (or rescans) show $/progress
+READY_TIMEOUT = 120.0  # seconds a request waits for start-up before failing
+CLIENT_TIMEOUT = 10.0  # seconds to wait for the client to answer our requests
+SHUTDOWN_GRACE = 10.0  # seconds to wait for index threads to stop after a cancel
+MARKDOWN_GLOB = "**/*.md"
+
+FILE_OPERATIONS = types.FileOperationRegistrationOptions(
+    filters=[
+        types.FileOperationFilter(
+            types.FileOperationPattern(MARKDOWN_GLOB, types.FileOperationPatternKind.File), scheme="file"
+        ),
+        types.FileOperationFilter(
+            types.FileOperationPattern("**/*", types.FileOperationPatternKind.Folder), scheme="file"
+        ),
+    ]
+)
+
+
+class TestClock:
+    """A monotonic clock that tests can move forward (the quiet period passes without sleeping)."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+    def advance(self, seconds: float) -> float:
+        self.offset += seconds
+        return self.offset
+
+
+def engine_env() -> dict[str, str]:
+    """The environment the engine reads settings from, without the server's own variables."""
+    return {k: v for k, v in os.environ.items() if k not in SERVER_ONLY_ENV}
+
+
+@contextlib.contextmanager
+def engine_errors() -> Iterator[None]:
+    """The dispatch guard: InvalidRequest -> InvalidParams naming the field, other engine errors ->
+    RequestFailed with their message, anything unexpected -> InternalError (logged); never a crash."""
+    try:
+        yield
+    except InvalidRequest as exc:
+        raise JsonRpcInvalidParams(f"Invalid params: {exc}", data={"field": exc.field}) from exc
+    except SaiplingError as exc:
+        raise JsonRpcException(str(exc), code=REQUEST_FAILED) from exc
+    except JsonRpcException:
+        raise
+    except Exception as exc:
+        log.exception("request failed")
+        raise JsonRpcInternalError(f"{type(exc).__name__}: {exc}") from exc
+
+
+@dataclass
+class Folder:
+    """One workspace folder: its project (index), sync queue, watcher and its one index run at a time."""
+
+    uri: str
+    name: str
+    project: Project
+    queue: SyncQueue
+    watcher: Watcher | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    cancel: threading.Event | None = None  # of the run in progress
+    worker: threading.Thread | None = None  # the thread of the last run
+    passes: int = 0  # index passes finished (initial, sync, manual)
+
+    def accepts(self, rel: str) -> bool:
+        return is_indexable(self.project.root, rel, self.project.settings) is None
+
+
+class ProgressReporter:
+    """`$/progress` for one run: reports come from the index thread, throttled and sent on the loop."""
+
+    def __init__(self, server: SaiplingServer, token: str) -> None:
+        self.server = server
+        self.token = token
+        self._last: tuple[int, str] | None = None
+        self._last_at = 0.0
+
+    def update(self, p: IndexProgress) -> None:
+        key = (convert.percentage(p), p.phase)
+        now = time.monotonic()
+        if key == self._last and now - self._last_at < 0.5:
+            return
+        self._last, self._last_at = key, now
+        self.server.post(self.server.work_done_progress.report, self.token, convert.progress_report(p))
+
+    def end(self, message: str) -> None:
+        self.server.progress_cancels.pop(self.token, None)
+        self.server.work_done_progress.tokens.pop(self.token, None)
+        self.server.post(
+            self.server.work_done_progress.end, self.token, types.WorkDoneProgressEnd(message=message)
+        )
+
+
+class _ClientLogHandler(logging.Handler):
+    """Engine log records (INFO and up) -> `window/logMessage`."""
+
+    LEVELS = ((logging.ERROR, types.MessageType.Error), (logging.WARNING, types.MessageType.Warning))
+
+    def __init__(self, server: SaiplingServer) -> None:
+        super().__init__(logging.INFO)
+        self.server = server
+
+    def emit(self, record: logging.LogRecord) -> None:
+        kind = next((t for level, t in self.LEVELS if record.levelno >= level), types.MessageType.Info)
+        with contextlib.suppress(Exception):
+            self.server.log_to_client(self.format(record), kind)
+
+
+_REJECTED = JsonRPCNotification(method="", jsonrpc="rejected", params=None)
+
+
+class SaiplingProtocol(LanguageServerProtocol):
+    """Validates params at the message boundary and answers bad ones with InvalidParams.
+
+    pygls would otherwise drop a request whose params fail to structure (and the client would hang), and
+    lsprotocol quietly coerces some wrong types (`query: 5` -> "5"). Custom requests reach their handlers
+    as validated plain dicts instead of namedtuples.
+    """
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if "jsonrpc" not in data or "method" not in data or "id" not in data:
+            return super().structure_message(data)
+        method = data["method"]
+        try:
+            if method in params.SCHEMAS and method in self.fm.features:
+                checked = params.validate(method, data.get("params"))
+                if method.startswith("saipling/"):
+                    return JsonRPCRequestMessage(
+                        id=data["id"], method=method, jsonrpc=data["jsonrpc"], params=checked
+                    )
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(exc, JsonRpcInvalidParams) and isinstance(
+                exc.__cause__, cattrs.ClassValidationError
+            ):
+                exc = JsonRpcInvalidParams(
+                    "Invalid params: " + "; ".join(cattrs.transform_error(exc.__cause__))
+                )
+            self._send_response(data["id"], error=exc.to_response_error())
+            return _REJECTED
+
+    def handle_message(self, message: Any) -> None:
+        if message is not _REJECTED:
+            super().handle_message(message)
+
+
+class SaiplingServer(LanguageServer):
+    """The server and all its state (no module globals)."""
+
+    def __init__(self, *, test_clock: bool = False) -> None:
+        super().__init__(
+            "saipling",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.None_,
+            protocol_cls=SaiplingProtocol,
+            max_workers=2,  # pygls' pool: the stdin reader holds one worker for good
+        )
+        self.test_clock: TestClock | None = TestClock() if test_clock else None
+        self.clock: Clock = self.test_clock or time.monotonic
+        self.folders: dict[str, Folder] = {}
+        self.init_options: dict[str, Any] = {}
+        self.engine_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="saipling-request")
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop_thread: int | None = None
+        self.ready = asyncio.Event()
+        self.progress_cancels: dict[str, threading.Event] = {}
+        self.shown: set[str] = set()
+        self.tick_task: asyncio.Task[None] | None = None
+        self.stopping = False
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._tokens = itertools.count(1)
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- plumbing ------------------------------------------------------------------------------------------
+    def bind_loop(self) -> None:
+        """Remember the event loop (called on it) so other threads can post to the client."""
+        self.loop, self.loop_thread = asyncio.get_running_loop(), threading.get_ident()
+
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Call `fn(*args)` on the event loop (the protocol writer is not thread-safe)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        if threading.get_ident() == self.loop_thread:
+            fn(*args)
+            return
+        with contextlib.suppress(RuntimeError):  # loop closing: nobody listens any more
+            loop.call_soon_threadsafe(fn, *args)
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """A background task that is kept alive and whose failure is logged, never raised."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._background.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("background task failed", exc_info=t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run blocking engine work in the request pool; engine errors become JSON-RPC errors."""
+        with engine_errors():
+            return await asyncio.get_running_loop().run_in_executor(self.engine_pool, partial(fn, *args))
+
+    async def wait_ready(self) -> None:
+        try:
+            await asyncio.wait_for(self.ready.wait(), READY_TIMEOUT)
+        except TimeoutError:
+            raise JsonRpcException("the server is still starting", code=REQUEST_FAILED) from None
+
+    # -- user feedback -------------------------------------------------------------------------------------
+    def log_to_client(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
+        self.post(self.window_log_message, types.LogMessageParams(type=kind, message=message))
+
+    def show_once(
+        self, cause: str, message: str, kind: types.MessageType = types.MessageType.Warning
+    ) -> None:
+        """`window/showMessage` the first time a cause occurs; later occurrences go to the log."""
+        if cause in self.shown:
+            self.log_to_client(message, kind)
+            return
+        self.shown.add(cause)
+        log.warning("%s", message)
+        self.post(
+            self.window_show_message, types.ShowMessageParams(type=kind, message=f"saipling: {message}")
+        )
+
+    def report_warnings(self, folder: Folder, warnings: list[str]) -> None:
+        for w in warnings:
+            self.show_once(f"warning:{folder.uri}:{w}", f"{folder.name}: {w}")
+
+    def check_provider(self, folder: Folder, degraded: str | None = None) -> None:
+        failed = folder.project.provider.failed
+        if failed or degraded:
+            kind = types.MessageType.Error if failed else types.MessageType.Warning
+            reason = failed or degraded
+            self.show_once(
+                f"provider:{folder.uri}",
+                f"{folder.name}: embeddings failed, keyword search only: {reason}",
+                kind,
+            )
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls' default shows every notification error to the user; log it instead."""
+        log.error("%s: %s", getattr(source, "__name__", source), error)
+
+    # -- folders -------------------------------------------------------------------------------------------
+    def folder_specs(self) -> list[tuple[str, str]]:
+        folders = [(f.uri, f.name) for f in self.workspace.folders.values()]
+        if not folders and self.workspace.root_uri:
+            uri = self.workspace.root_uri
+            folders = [(uri, Path(convert.uri_to_path(uri) or uri).name)]
+        return folders
+
+    async def read_configuration(self, uris: list[str]) -> list[dict[str, Any] | None]:
+        """`workspace/configuration` section `saipling` for each folder (None when unsupported or failed)."""
+        if not uris or not get_capability(self.client_capabilities, "workspace.configuration", False):
+            return [None] * len(uris)
+        items = [types.ConfigurationItem(scope_uri=uri, section="saipling") for uri in uris]
+        try:
+            got = await asyncio.wait_for(
+                self.workspace_configuration_async(types.ConfigurationParams(items=items)), CLIENT_TIMEOUT
+            )
+        except Exception as exc:  # noqa: BLE001 - a client that cannot answer: use the other sources
+            log.warning("workspace/configuration failed: %s", exc)
+            return [None] * len(uris)
+        values = [params.to_plain(v) for v in (got or [])] + [None] * len(uris)
+        return [v if isinstance(v, dict) else None for v in values[: len(uris)]]
+
+    async def open_folder(self, uri: str, name: str, config: dict[str, Any] | None) -> Folder | None:
+        root = convert.uri_to_path(uri)
+        if root is None or not root.is_dir():
+            self.show_once(f"folder:{uri}", f"cannot index {uri}: not a local folder")
+            return None
+        try:
+            project = await self.call(
+                partial(
+                    Project.open,
+                    root,
+                    env=engine_env(),
+                    init_options=self.init_options,
+                    workspace_config=config,
+                )
+            )
+        except JsonRpcException as exc:
+            self.show_once(
+                f"folder:{uri}", f"cannot open the index of {root}: {exc.message}", types.MessageType.Error
+            )
+            return None
+        folder = Folder(uri, name, project, SyncQueue(project.settings.quiet_period_seconds, self.clock))
+        project.on_missing_file = folder.queue.deleted  # type: ignore[attr-defined] - search drops vanished files
+        self.folders[uri] = folder
+        self.report_warnings(folder, project.warnings)
+        await self.set_watching(folder, project.settings.watch)
+        return folder
+
+    async def set_watching(self, folder: Folder, on: bool) -> None:
+        if on and folder.watcher is None:
+            folder.watcher = Watcher.for_project(folder.project, folder.queue)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, folder.watcher.start)
+            except Exception as exc:  # noqa: BLE001 - e.g. inotify watch limit reached
+                folder.watcher = None
+                self.show_once(
+                    f"watch:{folder.uri}",
+                    f"{folder.name}: cannot watch files ({exc}); editor saves still sync",
+                )
+        elif not on and folder.watcher is not None:
+            watcher, folder.watcher = folder.watcher, None
+            await asyncio.get_running_loop().run_in_executor(None, watcher.stop)
+
+    def folders_for(self, p: dict[str, Any]) -> list[Folder]:
+        """The folder named by `workspaceFolder` (uri or name), else every folder."""
+        if not self.folders:
+            raise JsonRpcException("no workspace folder is open", code=REQUEST_FAILED)
+        wanted = p.pop("workspaceFolder", None)
+        if wanted is None:
+            return list(self.folders.values())
+        found = [f for f in self.folders.values() if wanted in (f.uri, f.name)]
+        if not found:
+            raise params.invalid("workspaceFolder", f"{wanted!r} is not an open workspace folder")
+        return found
+
+    def folder_for(self, p: dict[str, Any], key: str = "path") -> Folder:
+        """The folder for a one-file request: named, or containing the absolute path/uri, or the first."""
+        folders = self.folders_for(p)
+        target = p.get("uri") or p.get(key)
+        path = convert.uri_to_path(target) if isinstance(target, str) and target.startswith("file:") else None
+        if path is None and isinstance(target, str) and os.path.isabs(target):
+            path = Path(target)
+        if path is not None:
+            return self.folder_of(path) or folders[0]
+        return folders[0]
+
+    def folder_of(self, path: Path) -> Folder | None:
+        best: Folder | None = None
+        for f in self.folders.values():
+            if convert.relative_to(f.project.root, path) is not None:
+                if best is None or len(str(f.project.root)) > len(str(best.project.root)):
+                    best = f
+        return best
+
+    def locate(self, uri: str) -> tuple[Folder, str] | None:
+        """The folder holding a file URI and the path relative to it."""
+        path = convert.uri_to_path(uri)
+        folder = self.folder_of(path) if path is not None else None
+        if folder is None or path is None:
+            return None
+        rel = convert.relative_to(folder.project.root, path)
+        return (folder, rel) if rel else None
+
+    # -- sync ----------------------------------------------------------------------------------------------
+    def file_changed(self, uri: str, folders_too: bool = False) -> None:
+        """A saved or created file is indexed once quiet; a created folder asks for a rescan."""
+        if not (hit := self.locate(uri)):
+            return
+        folder, rel = hit
+        if folder.accepts(rel):
+            folder.queue.changed(rel)
+        elif folders_too and not ignored_folder(rel) and (folder.project.root / rel).is_dir():
+            folder.queue.rescan()
+
+    def file_deleted(self, uri: str, folders_too: bool = False) -> None:
+        """A deleted file leaves the index on the next tick; a deleted folder asks for a rescan."""
+        if not (hit := self.locate(uri)):
+            return
+        folder, rel = hit
+        if folder.accepts(rel):
+            folder.queue.deleted(rel)
+        elif folders_too and not ignored_folder(rel):
+            folder.queue.rescan()
+
+    def tick_interval(self) -> float:
+        return max(0.05, min((f.project.settings.tick_seconds for f in self.folders.values()), default=10.0))
+
+    async def tick_loop(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(self.tick_interval())
+            try:
+                self.tick()
+            except Exception:
+                log.exception("sync tick failed")
+
+    def tick(self) -> list[asyncio.Task[Any]]:
+        """Start one batched pass per folder with due changes (skipped while that folder is indexing)."""
+        tasks = []
+        for folder in list(self.folders.values()):
+            if not folder.lock.locked() and (batch := folder.queue.due()):
+                tasks.append(self.spawn(self.sync_pass(folder, batch)))
+        return tasks
+
+    async def sync_pass(self, folder: Folder, batch: Batch) -> IndexSummary | None:
+        big = batch.rescan or len(batch) >= SYNC_PROGRESS_MIN_FILES
+        paths = None if batch.rescan else batch.paths
+        summary = await self.run_index(folder, paths=paths, title="Syncing", progress=big)
+        if (summary is None or summary.cancelled) and not self.stopping:
+            folder.queue.requeue(batch.paths, batch.rescan)
+        return summary
+
+    # -- index runs ----------------------------------------------------------------------------------------
+    async def begin_progress(self, title: str, cancel: threading.Event) -> ProgressReporter | None:
+        if not get_capability(self.client_capabilities, "window.work_done_progress", False):
+            return None
+        token = f"saipling/index/{next(self._tokens)}"
+        try:
+            await asyncio.wait_for(self.work_done_progress.create_async(token), CLIENT_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - no progress UI; the run still happens
+            log.warning("window/workDoneProgress/create failed: %s", exc)
+            return None
+        self.progress_cancels[token] = cancel
+        begin = types.WorkDoneProgressBegin(title=title, cancellable=True, message="scanning", percentage=0)
+        self.work_done_progress.begin(token, begin)
+        return ProgressReporter(self, token)
+
+    def in_thread(self, folder: Folder, fn: Callable[[], T]) -> asyncio.Future[T]:
+        """Run `fn` on a daemon thread (an index run must not keep a closing process alive)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+
+        def settle(result: Any, error: BaseException | None) -> None:
+            if not fut.done():
+                fut.set_exception(error) if error is not None else fut.set_result(result)
+
+        def target() -> None:
+            try:
+                result, error = fn(), None
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                result, error = None, exc
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, result, error)
+
+        folder.worker = threading.Thread(target=target, name=f"saipling-index-{folder.name}", daemon=True)
+        folder.worker.start()
+        return fut
+
+    async def run_index(
+        self, folder: Folder, *, full: bool = False, paths: list[str] | None = None, title: str = "Indexing",
+        progress: bool = True,
+    ) -> IndexSummary | None:  # fmt: skip
+        """One index run of a folder (runs of a folder queue behind each other), with `$/progress`."""
+        async with folder.lock:
+            if self.stopping:
+                return None
+            folder.cancel = cancel = threading.Event()
+            reporter = await self.begin_progress(title, cancel) if progress else None
+            summary: IndexSummary | None = None
+            run = partial(folder.project.index, full, paths, reporter.update if reporter else None, cancel)
+            try:
+                summary = await self.in_thread(folder, run)
+            except Exception:
+                log.exception("indexing %s failed", folder.project.root)
+            finally:
+                folder.cancel = None
+                folder.passes += 1
+                if reporter:
+                    reporter.end(convert.summary_message(summary))
+            self.after_index(folder, summary, title)
+            return summary
+
+    def after_index(self, folder: Folder, summary: IndexSummary | None, title: str) -> None:
+        self.log_to_client(
+            f"{title} {folder.name}: {convert.summary_message(summary)}", types.MessageType.Info
+        )
+        for warning in (summary.warnings if summary else [])[:50]:
+            self.log_to_client(f"{folder.name}: {warning}", types.MessageType.Warning)
+        self.check_provider(folder, summary.degraded if summary else None)
+
+    # -- life cycle ----------------------------------------------------------------------------------------
+    async def start_up(self) -> None:
+        """After `initialized`: configuration, one project per folder, registrations, watcher, tick, index."""
+        self.bind_loop()
+        try:
+            specs = self.folder_specs()
+            configs = await self.read_configuration([uri for uri, _ in specs])
+            for (uri, name), config in zip(specs, configs, strict=True):
+                await self.open_folder(uri, name, config)
+            await self.register_watched_files()
+            self.tick_task = self.spawn(self.tick_loop())
+        finally:
+            self.ready.set()
+        if not self.folders:
+            self.log_to_client("saipling: no workspace folder to index", types.MessageType.Warning)
+        for folder in self.folders.values():
+            if folder.project.settings.auto_index and folder.project.settings.enabled:
+                self.spawn(self.run_index(folder))
+
+    async def register_watched_files(self) -> None:
+        """Ask the client to send `workspace/didChangeWatchedFiles` for markdown files (dynamic only)."""
+        if not get_capability(
+            self.client_capabilities, "workspace.did_change_watched_files.dynamic_registration", False
+        ):
+            return
+        globs = [MARKDOWN_GLOB] + (
+            ["**/*.json"] if any(f.project.settings.include_json for f in self.folders.values()) else []
+        )
+        options = types.DidChangeWatchedFilesRegistrationOptions(
+            watchers=[types.FileSystemWatcher(g) for g in globs]
+        )
+        registration = types.Registration(
+            str(uuid.uuid4()), types.WORKSPACE_DID_CHANGE_WATCHED_FILES, options
+        )
+        try:
+            await asyncio.wait_for(
+                self.client_register_capability_async(types.RegistrationParams([registration])),
+                CLIENT_TIMEOUT,
+            )
+        except Exception as exc:  # noqa: BLE001 - the watcher and didSave still sync
+            log.warning("client/registerCapability failed: %s", exc)
+
+    async def reconfigure(self, pushed: Any) -> None:
+        """`workspace/didChangeConfiguration`: re-read settings; a provider or scope change reindexes."""
+        pushed = params.to_plain(pushed)
+        fallback = pushed.get("saipling") if isinstance(pushed, dict) else None
+        folders = list(self.folders.values())
+        configs = await self.read_configuration([f.uri for f in folders])
+        for folder, config in zip(folders, configs, strict=True):
+            cfg = config if config is not None else (fallback if isinstance(fallback, dict) else None)
+            settings, warnings = load_settings(folder.project.root, engine_env(), self.init_options, cfg)
+            self.report_warnings(folder, warnings)
+            self.spawn(self.apply_settings(folder, settings))
+
+    async def apply_settings(self, folder: Folder, settings: Any) -> None:
+        interrupted = folder.cancel is not None
+        if folder.cancel is not None:
+            folder.cancel.set()  # never switch providers under a running pass
+        async with folder.lock:
+            reindex = await self.call(folder.project.apply_settings, settings)
+        folder.queue.quiet_period = settings.quiet_period_seconds
+        await self.set_watching(folder, settings.watch)
+        if reindex or interrupted:
+            await self.run_index(folder, full=reindex == "full", title="Reindexing")
+
+    async def stop(self) -> None:
+        """`shutdown`: cancel runs (each file stays old or new), stop watchers and timers, close stores."""
+        self.stopping = True
+        if self.tick_task is not None:
+            self.tick_task.cancel()
+        await asyncio.get_running_loop().run_in_executor(None, self.close_all)
+
+    def close_all(self, grace: float = SHUTDOWN_GRACE) -> None:
+        """Idempotent, from any thread: also runs when the client vanished without `shutdown`."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = self.stopping = True
+        folders = list(self.folders.values())
+        for f in folders:
+            if f.cancel is not None:
+                f.cancel.set()
+        for f in folders:
+            if f.watcher is not None:
+                f.watcher.stop()
+        deadline = time.monotonic() + grace
+        for f in folders:
+            if f.worker is not None:
+                f.worker.join(max(0.0, deadline - time.monotonic()))
+        self.engine_pool.shutdown(wait=True, cancel_futures=True)
+        for f in folders:
+            if f.worker is not None and f.worker.is_alive():
+                log.warning("%s: an index run is still finishing; the next start resumes it", f.name)
+                continue
+            with contextlib.suppress(Exception):
+                f.project.close()
+
+
+# -- handlers: life cycle ----------------------------------------------------------------------------------
+def on_initialize(ls: SaiplingServer, p: types.InitializeParams) -> None:
+    ls.bind_loop()
+    opts = params.to_plain(p.initialization_options) or {}
+    if isinstance(opts, dict) and isinstance(opts.get("saipling"), dict):
+        opts = opts["saipling"]
+    if not isinstance(opts, dict):
+        ls.show_once("initializationOptions", "initializationOptions must be an object; ignored")
+        opts = {}
+    ls.init_options = opts
+
+
+async def on_initialized(ls: SaiplingServer, p: types.InitializedParams) -> None:
+    await ls.start_up()
+
+
+async def on_shutdown(ls: SaiplingServer, p: Any) -> None:
+    await ls.stop()
+
+
+def on_progress_cancel(ls: SaiplingServer, p: types.WorkDoneProgressCancelParams) -> None:
+    if (cancel := ls.progress_cancels.get(str(p.token))) is not None:
+        cancel.set()
+
+
+async def on_did_change_configuration(ls: SaiplingServer, p: types.DidChangeConfigurationParams) -> None:
+    await ls.wait_ready()
+    await ls.reconfigure(p.settings)
+
+
+async def on_did_change_workspace_folders(
+    ls: SaiplingServer, p: types.DidChangeWorkspaceFoldersParams
+) -> None:
+    await ls.wait_ready()
+    for removed in p.event.removed:
+        if (folder := ls.folders.pop(removed.uri, None)) is not None:
+            if folder.cancel is not None:
+                folder.cancel.set()
+            await ls.set_watching(folder, False)
+            async with folder.lock:
+                await ls.call(folder.project.close)
+    for added in p.event.added:
+        (config,) = await ls.read_configuration([added.uri])
+        if (folder := await ls.open_folder(added.uri, added.name, config)) is not None:
+            ls.spawn(ls.run_index(folder))
+
+
+# -- handlers: sync ----------------------------------------------------------------------------------------
+async def on_did_save(ls: SaiplingServer, p: types.DidSaveTextDocumentParams) -> None:
+    await ls.wait_ready()
+    ls.file_changed(p.text_document.uri)
+
+
+async def on_did_create_files(ls: SaiplingServer, p: types.CreateFilesParams) -> None:
+    await ls.wait_ready()
+    for f in p.files:
+        ls.file_changed(f.uri, folders_too=True)
+
+
+async def on_did_rename_files(ls: SaiplingServer, p: types.RenameFilesParams) -> None:
+    await ls.wait_ready()
+    for f in p.files:
+        ls.file_deleted(f.old_uri, folders_too=True)
+        ls.file_changed(f.new_uri, folders_too=True)
+
+
+async def on_did_delete_files(ls: SaiplingServer, p: types.DeleteFilesParams) -> None:
+    await ls.wait_ready()
+    for f in p.files:
+        ls.file_deleted(f.uri, folders_too=True)
+
+
+async def on_did_change_watched_files(ls: SaiplingServer, p: types.DidChangeWatchedFilesParams) -> None:
+    await ls.wait_ready()
+    for change in p.changes:
+        if change.type == types.FileChangeType.Deleted:
+            ls.file_deleted(change.uri)
+        else:
+            ls.file_changed(change.uri)
+
+
+# -- handlers: requests ------------------------------------------------------------------------------------
+async def search(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    await ls.wait_ready()
+    folders = ls.folders_for(p)
+    responses = await ls.call(lambda: [(f.uri, f.project.search(p)) for f in folders])
+    for folder in folders:
+        ls.check_provider(folder)
+    return convert.merge_search(
+        responses, p.get("maxResults") or folders[0].project.settings.max_results_default
+    )
+
+
+async def enrich_context(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    await ls.wait_ready()
+    folder = ls.folders_for(p)[0]
+    result = await ls.call(folder.project.enrich, p)
+    ls.check_provider(folder)
+    return {**result, "workspaceFolder": folder.uri}
+
+
+async def related(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    await ls.wait_ready()
+    folder = ls.folder_for(p, "uri")
+    result = await ls.call(folder.project.related, p)
+    return {**result, "results": convert.tag_folder(result.get("results") or [], folder.uri)}
+
+
+async def get(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    await ls.wait_ready()
+    folder = ls.folder_for(p)
+    return {**await ls.call(folder.project.get, p), "workspaceFolder": folder.uri}
+
+
+async def status(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    await ls.wait_ready()
+    folders = ls.folders_for(p)
+    for f in folders:
+        f.project.state.pending_files = len(f.queue)
+    statuses = await ls.call(
+        lambda: [(f.uri, {**f.project.status(), "indexPasses": f.passes}) for f in folders]
+    )
+    return convert.merge_status(statuses)
+
+
+async def reindex(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """Background run that bypasses the quiet period: pending changes are included now."""
+    await ls.wait_ready()
+    for folder in ls.folders_for(p):
+        pending = folder.queue.drain()
+        with engine_errors():
+            wanted = [
+                convert.to_rel(folder.project.root, x, f"paths[{i}]")
+                for i, x in enumerate(p.get("paths", []))
+            ]
+        paths = None if "paths" not in p or pending.rescan else list(dict.fromkeys(wanted + pending.paths))
+        ls.spawn(ls.run_index(folder, full=bool(p.get("full")), paths=paths, title="Reindexing"))
+    return {"started": True}
+
+
+async def clear_index(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    await ls.wait_ready()
+    for folder in ls.folders_for(p):
+        if folder.cancel is not None:
+            folder.cancel.set()
+        async with folder.lock:
+            await ls.call(folder.project.clear)
+    return {"cleared": True}
+
+
+async def workspace_symbol(
+    ls: SaiplingServer, p: types.WorkspaceSymbolParams
+) -> list[types.SymbolInformation]:
+    await ls.wait_ready()
+    folders = list(ls.folders.values())
+    found = await ls.call(lambda: [(f, s) for f in folders for s in f.project.symbols(p.query)])
+    found.sort(key=lambda fs: fs[1].get("kind") != "entity")  # stable: entities of every folder first
+    return [convert.symbol_information(s, f.project.root) for f, s in found]
+
+
+async def test_advance_clock(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """Test only: move the sync clock forward."""
+    assert ls.test_clock is not None
+    return {"offset": ls.test_clock.advance(float(p["seconds"]))}
+
+
+async def test_tick(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """Test only: one sync tick now (after any run in progress), waiting for the passes it starts."""
+    await ls.wait_ready()
+    out = []
+    for folder in list(ls.folders.values()):
+        async with folder.lock:
+            batch = folder.queue.due()
+        summary = await ls.sync_pass(folder, batch) if batch else None
+        out.append({"workspaceFolder": folder.uri, "paths": len(batch), "rescan": batch.rescan,
+                    "ran": summary is not None, "passes": folder.passes, "pending": len(folder.queue)})  # fmt: skip
+    return {"folders": out}
+
+
+# -- commands ----------------------------------------------------------------------------------------------
+async def cmd_reindex(ls: SaiplingServer, *args: Any) -> dict[str, Any]:
+    return await reindex(ls, params.command_params("saipling.reindex", args))
+
+
+async def cmd_clear_index(ls: SaiplingServer, *args: Any) -> dict[str, Any]:
+    return await clear_index(ls, params.command_params("saipling.clearIndex", args))
+
+
+async def cmd_status(ls: SaiplingServer, *args: Any) -> dict[str, Any]:
+    return await status(ls, params.command_params("saipling.status", args))
+
+
+FEATURES: list[tuple[str, Callable[..., Any], Any]] = [
+    (types.INITIALIZE, on_initialize, None),
+    (types.INITIALIZED, on_initialized, None),
+    (types.SHUTDOWN, on_shutdown, None),
+    (types.WINDOW_WORK_DONE_PROGRESS_CANCEL, on_progress_cancel, None),
+    (types.WORKSPACE_DID_CHANGE_CONFIGURATION, on_did_change_configuration, None),
+    (types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS, on_did_change_workspace_folders, None),
+    (types.TEXT_DOCUMENT_DID_SAVE, on_did_save, types.SaveOptions(include_text=False)),
+    (types.WORKSPACE_DID_CREATE_FILES, on_did_create_files, FILE_OPERATIONS),
+    (types.WORKSPACE_DID_RENAME_FILES, on_did_rename_files, FILE_OPERATIONS),
+    (types.WORKSPACE_DID_DELETE_FILES, on_did_delete_files, FILE_OPERATIONS),
+    (types.WORKSPACE_DID_CHANGE_WATCHED_FILES, on_did_change_watched_files, None),
+    (types.WORKSPACE_SYMBOL, workspace_symbol, None),
+    ("saipling/search", search, None),
+    ("saipling/enrichContext", enrich_context, None),
+    ("saipling/related", related, None),
+    ("saipling/get", get, None),
+    ("saipling/status", status, None),
+    ("saipling/reindex", reindex, None),
+    ("saipling/clearIndex", clear_index, None),
+]
+TEST_FEATURES = [
+    ("saipling/_test/advanceClock", test_advance_clock, None),
+    ("saipling/_test/tick", test_tick, None),
+]
+COMMANDS = {
+    "saipling.reindex": cmd_reindex,
+    "saipling.clearIndex": cmd_clear_index,
+    "saipling.status": cmd_status,
+}
+
+
+def create_server(*, test_clock: bool | None = None) -> SaiplingServer:
+    """A new server with every handler registered (test requests only with SAIPLING_TEST_CLOCK=1)."""
+    if test_clock is None:
+        test_clock = os.environ.get(TEST_CLOCK_ENV) == "1"
+    server = SaiplingServer(test_clock=test_clock)
+    for method, handler, options in FEATURES + (TEST_FEATURES if test_clock else []):
+        server.feature(method, options)(handler)
+    for name, handler in COMMANDS.items():
+        server.command(name)(handler)
+    return server
+
+
+def configure_logging(server: SaiplingServer) -> None:
+    """Logs go to stderr (stdout is the protocol); engine records also reach the client's log."""
+    level = os.environ.get("SAIPLING_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("saipling").setLevel(level)
+    handler = _ClientLogHandler(server)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.getLogger("saipling").addHandler(handler)
+
+
+def run(tcp: str | None = None) -> None:
+    """`saipling serve`: stdio (what editors start), or `--tcp HOST:PORT` for debugging."""
+    server = create_server()
+    configure_logging(server)
+    try:
+        if tcp:
+            host, _, port = tcp.rpartition(":")
+            server.start_tcp(host or "127.0.0.1", int(port))
+        else:
+            protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+            os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not corrupt the protocol
+            sys.stdout = sys.stderr
+            server.start_io(sys.stdin.buffer, protocol_out)
+    finally:
+        server.close_all()
