@@ -78,6 +78,7 @@ def run_nvim(nvim: Path, tmp_path: Path, script: str, **env_extra: str) -> tuple
     """Run a helper script in an isolated headless nvim; return its JSON result and diagnostics."""
     home = tmp_path / "nvim-home"
     out = tmp_path / f"{Path(script).stem}.json"
+    # Test variables are NVIMTEST_*: the server reads SAIPLING_* from its environment as settings.
     env = {
         k: v
         for k, v in os.environ.items()
@@ -89,8 +90,8 @@ def run_nvim(nvim: Path, tmp_path: Path, script: str, **env_extra: str) -> tuple
             "XDG_DATA_HOME": str(home / "data"),
             "XDG_STATE_HOME": str(home / "state"),
             "XDG_CACHE_HOME": str(home / "cache"),
-            "SAIPLING_NVIM_PLUGIN": str(PLUGIN),
-            "SAIPLING_TEST_OUT": str(out),
+            "NVIMTEST_PLUGIN": str(PLUGIN),
+            "NVIMTEST_OUT": str(out),
             "PYTHONPATH": os.pathsep.join(
                 p for p in (str(REPO / "server"), os.environ.get("PYTHONPATH")) if p
             ),
@@ -143,10 +144,10 @@ def test_search_jumps_to_file_and_line(nvim: Path, project: Path, tmp_path: Path
         nvim,
         tmp_path,
         "e2e_test.lua",
-        SAIPLING_TEST_PYTHON=sys.executable,
-        SAIPLING_TEST_OPEN=str(project / "notes" / "ideas.md"),
-        SAIPLING_TEST_QUERY="lighthouse",
-        SAIPLING_TEST_TIMEOUT_MS="60000",
+        NVIMTEST_PYTHON=sys.executable,
+        NVIMTEST_OPEN=str(project / "notes" / "ideas.md"),
+        NVIMTEST_QUERY="lighthouse",
+        NVIMTEST_TIMEOUT_MS="60000",
     )
     msg = show(result, detail)
     assert not result.get("error"), msg
@@ -166,11 +167,11 @@ def test_picker_formats_and_jumps_without_server(nvim: Path, tmp_path: Path) -> 
     root = tmp_path / "fake"
     root.mkdir()
     (root / "a.md").write_text("# A\n\none\n\n## Second\n\ntwo\n", encoding="utf-8")
-    result, detail = run_nvim(nvim, tmp_path, "picker_test.lua", SAIPLING_TEST_ROOT=str(root))
+    result, detail = run_nvim(nvim, tmp_path, "picker_test.lua", NVIMTEST_ROOT=str(root))
     msg = show(result, detail)
     assert not result.get("error"), msg
     assert result["resolved"] == "select", msg
-    assert result["formatted"] == ["a.md § Second  0.88", "b.md § Inner  0.50", "a.md"], msg
+    assert result["formatted"] == ["a.md § Second  0.88", "b.md § Inner  0.50", "a.md", "c.md § Leaf  1.00"], msg
     assert result["range_line"] == 3, msg
     assert result["select_items"][0] == "a.md § Second  0.88", msg
     assert result["position"] == {"bufname": str(root / "a.md"), "line": 5}, msg
@@ -189,8 +190,8 @@ def test_picker_backends_with_stand_ins(nvim: Path, tmp_path: Path) -> None:
         nvim,
         tmp_path,
         "backends_test.lua",
-        SAIPLING_TEST_ROOT=str(root),
-        SAIPLING_TEST_STUBS=str(HELPERS / "stubs"),
+        NVIMTEST_ROOT=str(root),
+        NVIMTEST_STUBS=str(HELPERS / "stubs"),
     )
     msg = show(result, detail)
     assert not result.get("error"), msg
@@ -212,7 +213,7 @@ def test_picker_backends_with_stand_ins(nvim: Path, tmp_path: Path) -> None:
 
 
 def test_checkhealth_passes(nvim: Path, tmp_path: Path) -> None:
-    result, detail = run_nvim(nvim, tmp_path, "health_test.lua", SAIPLING_TEST_PYTHON=sys.executable)
+    result, detail = run_nvim(nvim, tmp_path, "health_test.lua", NVIMTEST_PYTHON=sys.executable)
     msg = show(result, detail)
     assert not result.get("error"), msg
     health = result["health"]
@@ -222,7 +223,7 @@ def test_checkhealth_passes(nvim: Path, tmp_path: Path) -> None:
 
 
 def test_checkhealth_reports_missing_server(nvim: Path, tmp_path: Path) -> None:
-    result, detail = run_nvim(nvim, tmp_path, "health_test.lua", SAIPLING_TEST_PYTHON="")
+    result, detail = run_nvim(nvim, tmp_path, "health_test.lua", NVIMTEST_PYTHON="")
     msg = show(result, detail)
     assert not result.get("error"), msg
     assert any("ERROR" in line and "not executable" in line for line in result["health"]), msg

@@ -1,9 +1,9 @@
 -- The Telescope / fzf-lua / snacks backends, driven through stand-in modules (tests/nvim/stubs).
--- Env: SAIPLING_TEST_ROOT (a directory holding a.md with at least 6 lines), SAIPLING_TEST_STUBS.
+-- Env: NVIMTEST_ROOT (a directory holding a.md with at least 6 lines), NVIMTEST_STUBS.
 local T = SaiplingTest
 T.run(function()
-  local root = assert(os.getenv("SAIPLING_TEST_ROOT"))
-  vim.opt.runtimepath:append(assert(os.getenv("SAIPLING_TEST_STUBS")))
+  local root = assert(os.getenv("NVIMTEST_ROOT"))
+  vim.opt.runtimepath:append(assert(os.getenv("NVIMTEST_STUBS")))
   local picker = require("saipling.picker")
   local results = {
     { filePath = "a.md", sectionHeading = "## Second", startLine = 5, endLine = 6, score = 0.875 },

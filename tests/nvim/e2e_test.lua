@@ -1,7 +1,7 @@
 -- End to end against the real server: open a fixture file, wait for the index,
 -- :SaiplingSearch through vim.ui.select, record where the cursor lands.
--- Env: SAIPLING_TEST_PYTHON, SAIPLING_TEST_OPEN (file to open), SAIPLING_TEST_QUERY,
---      SAIPLING_TEST_TIMEOUT_MS (index wait).
+-- Env: NVIMTEST_PYTHON, NVIMTEST_OPEN (file to open), NVIMTEST_QUERY,
+--      NVIMTEST_TIMEOUT_MS (index wait).
 local T = SaiplingTest
 local r = T.result
 local t0 = vim.uv.hrtime()
@@ -24,10 +24,10 @@ local function server_quit()
 end
 
 T.run(function()
-  local timeout = tonumber(os.getenv("SAIPLING_TEST_TIMEOUT_MS")) or 60000
+  local timeout = tonumber(os.getenv("NVIMTEST_TIMEOUT_MS")) or 60000
   local saipling = require("saipling")
   saipling.setup({
-    cmd = { assert(os.getenv("SAIPLING_TEST_PYTHON")), "-m", "saipling", "serve" },
+    cmd = { assert(os.getenv("NVIMTEST_PYTHON")), "-m", "saipling", "serve" },
     init_options = { provider = "none" },
   })
   r.progress = {}
@@ -37,7 +37,7 @@ T.run(function()
       table.insert(r.progress, { kind = v.kind, title = v.title, message = v.message, percentage = v.percentage })
     end,
   })
-  vim.cmd.edit(vim.fn.fnameescape(assert(os.getenv("SAIPLING_TEST_OPEN"))))
+  vim.cmd.edit(vim.fn.fnameescape(assert(os.getenv("NVIMTEST_OPEN"))))
   r.filetype = vim.bo.filetype
 
   local client
@@ -92,7 +92,7 @@ T.run(function()
 
   T.auto_select()
   local before = vim.api.nvim_get_current_buf()
-  vim.cmd("SaiplingSearch " .. assert(os.getenv("SAIPLING_TEST_QUERY")))
+  vim.cmd("SaiplingSearch " .. assert(os.getenv("NVIMTEST_QUERY")))
   r.jumped = vim.wait(20000, function()
     return r.select_items ~= nil and vim.api.nvim_get_current_buf() ~= before
   end, 50)

@@ -1,8 +1,8 @@
--- :checkhealth saipling, the report written to $SAIPLING_TEST_HEALTH.
--- Env: SAIPLING_TEST_PYTHON (empty: use a command that does not exist).
+-- :checkhealth saipling, the report written to $NVIMTEST_HEALTH.
+-- Env: NVIMTEST_PYTHON (empty: use a command that does not exist).
 local T = SaiplingTest
 T.run(function()
-  local python = os.getenv("SAIPLING_TEST_PYTHON") or ""
+  local python = os.getenv("NVIMTEST_PYTHON") or ""
   local cmd = python ~= "" and { python, "-m", "saipling", "serve" } or { "saipling-not-installed-anywhere", "serve" }
   require("saipling").setup({ cmd = cmd })
   vim.cmd("checkhealth saipling")

@@ -1,6 +1,6 @@
 -- Isolated init for the headless tests: only the plugin under test on the runtimepath.
 -- Run as: nvim --headless --clean -u tests/nvim/minimal_init.lua ...
-local plugin = assert(os.getenv("SAIPLING_NVIM_PLUGIN"), "SAIPLING_NVIM_PLUGIN is not set")
+local plugin = assert(os.getenv("NVIMTEST_PLUGIN"), "NVIMTEST_PLUGIN is not set")
 vim.opt.runtimepath:prepend(plugin)
 vim.opt.swapfile = false
 vim.opt.shadafile = "NONE"
@@ -16,9 +16,9 @@ vim.notify = function(msg, level)
   table.insert(SaiplingTest.result.notifications, { msg = tostring(msg), level = level })
 end
 
---- Write the result table as JSON to $SAIPLING_TEST_OUT and quit.
+--- Write the result table as JSON to $NVIMTEST_OUT and quit.
 function SaiplingTest.finish()
-  local out = assert(os.getenv("SAIPLING_TEST_OUT"), "SAIPLING_TEST_OUT is not set")
+  local out = assert(os.getenv("NVIMTEST_OUT"), "NVIMTEST_OUT is not set")
   local ok, encoded = pcall(vim.json.encode, SaiplingTest.result)
   if not ok then
     encoded = vim.json.encode({ error = "could not encode result: " .. tostring(encoded) })

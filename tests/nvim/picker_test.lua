@@ -1,8 +1,8 @@
 -- The picker without a server: fake results through vim.ui.select, jump to file:line.
--- Env: SAIPLING_TEST_ROOT (a directory holding a.md with at least 6 lines).
+-- Env: NVIMTEST_ROOT (a directory holding a.md with at least 6 lines).
 local T = SaiplingTest
 T.run(function()
-  local root = assert(os.getenv("SAIPLING_TEST_ROOT"))
+  local root = assert(os.getenv("NVIMTEST_ROOT"))
   require("saipling").setup({ cmd = { "saipling-not-installed-anywhere" } })
   local picker = require("saipling.picker")
   T.result.resolved = picker.resolve("auto")
@@ -11,6 +11,7 @@ T.run(function()
       startLine = 5, endLine = 6, score = 0.875 },
     { filePath = "b.md", sectionHeading = vim.NIL, headingPath = { "Top", "Inner" }, startLine = 2, score = 0.5 },
     { filePath = root .. "/a.md", range = { start = { line = 2, character = 0 } } },
+    { filePath = "c.md", sectionHeading = vim.NIL, headingPath = "Top > Middle > Leaf", startLine = 1, score = 1 },
   }
   T.result.formatted = {}
   for i, item in ipairs(results) do

@@ -207,6 +207,9 @@ function M.format_status(s)
   if val(s.degraded) then
     lines[#lines + 1] = ("degraded: %s"):format(tostring(s.degraded))
   end
+  for _, w in ipairs(type(s.warnings) == "table" and s.warnings or {}) do
+    lines[#lines + 1] = "warning:  " .. tostring(w)
+  end
   return lines
 end
 

@@ -41,8 +41,15 @@ function M.format(item, root)
     shown = shown:sub(#root + 2)
   end
   local section = item.sectionHeading
-  if not present(section) and type(item.headingPath) == "table" and #item.headingPath > 0 then
-    section = item.headingPath[#item.headingPath]
+  if not present(section) then
+    -- headingPath: "Top > Inner" (or a list of headings)
+    local path = item.headingPath
+    if type(path) == "table" then
+      section = path[#path]
+    elseif present(path) then
+      section = vim.split(path, " > ", { plain = true })
+      section = section[#section]
+    end
   end
   local text = shown
   if present(section) then
