@@ -171,7 +171,12 @@ def test_picker_formats_and_jumps_without_server(nvim: Path, tmp_path: Path) -> 
     msg = show(result, detail)
     assert not result.get("error"), msg
     assert result["resolved"] == "select", msg
-    assert result["formatted"] == ["a.md § Second  0.88", "b.md § Inner  0.50", "a.md", "c.md § Leaf  1.00"], msg
+    assert result["formatted"] == [
+        "a.md § Second  0.88",
+        "b.md § Inner  0.50",
+        "a.md",
+        "c.md § Leaf  1.00",
+    ], msg
     assert result["range_line"] == 3, msg
     assert result["select_items"][0] == "a.md § Second  0.88", msg
     assert result["position"] == {"bufname": str(root / "a.md"), "line": 5}, msg
