@@ -146,7 +146,10 @@ def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, al
                     warnings.append(f"{source}: {exc}")
             continue
         if not hasattr(settings, name) or name == "chunking":
-            warnings.append(f"{source}: unknown setting {raw_key}")
+            if source == "environment":
+                log.debug("ignoring environment variable SAIPLING_%s: not a setting", str(raw_key).upper())
+            else:
+                warnings.append(f"{source}: unknown setting {raw_key}")
             continue
         if name in _SECRET_FIELDS and not allow_secrets:
             warnings.append(f"{source}: API keys are never read from project files ({raw_key} ignored)")
@@ -167,7 +170,7 @@ def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
     """Settings from SAIPLING_* variables and the provider keys."""
     layer: dict[str, Any] = {}
     for key, value in env.items():
-        if key.startswith("SAIPLING_") and key not in {"SAIPLING_LOG_LEVEL"}:
+        if key.startswith("SAIPLING_") and key not in {"SAIPLING_LOG_LEVEL", "SAIPLING_TEST_CLOCK", "SAIPLING_PROGRESS"}:
             layer[key[len("SAIPLING_"):].lower()] = value
     if env.get("VOYAGE_API_KEY"):
         layer["voyage_api_key"] = env["VOYAGE_API_KEY"]
