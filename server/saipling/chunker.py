@@ -117,6 +117,10 @@ def chunk_document(
     sections = _sections(lines, body_start)
     has_headings = any(s[2] is not None for s in sections)
     for start, end, heading, path in sections:
+        while end > start and not lines[end - 1].strip():  # ranges end on text, not on trailing blank lines
+            end -= 1
+        while start < end and not lines[start - 1].strip():
+            start += 1
         body_units = _paragraphs(lines, start, end, count_tokens)
         if not body_units:
             continue
@@ -130,7 +134,7 @@ def chunk_document(
         units = _split_units(body_units, budget, target, count_tokens)
         for u_start, u_end, u_text in _pack(units, target, budget, limits.overlap_tokens, lines, count_tokens):
             pieces.append(_Piece(u_start, u_end, u_text, heading, path, kind))
-    pieces = _merge_tiny(pieces, lines)
+    pieces = _merge_tiny(pieces, lines, limits, count_tokens)
     chunks = []
     for i, p in enumerate(pieces):
         etext = embed_text_for(p.path, p.text)
@@ -319,18 +323,74 @@ def _window_text(w: list[_Unit], lines: list[str]) -> str:
     return "".join(parts)
 
 
-def _merge_tiny(pieces: list[_Piece], lines: list[str]) -> list[_Piece]:
+def _merge_tiny(
+    pieces: list[_Piece], lines: list[str], limits: ChunkLimits, count: TokenCounter
+) -> list[_Piece]:
+    """Fold pieces under MIN_CHUNK_CHARS into a neighbour so no line is lost.
+
+    A tiny piece joins the previous chunk, else the next one, as long as the result stays within the chunk
+    limit; tiny pieces that fit nowhere gather together, and one that still fits nowhere is kept as it is
+    (coverage wins over the size rule). Tiny pieces are dropped only when nothing else is left.
+    """
+
+    def fits(p: _Piece) -> bool:
+        return count(p.text) <= max(8, limits.max_tokens - (count(p.path) if p.path else 0))
+
+    def tiny(p: _Piece) -> bool:
+        return p.kind != "frontmatter" and len(p.text.strip()) < MIN_CHUNK_CHARS
+
     out: list[_Piece] = []
     pending: _Piece | None = None
+
+    def place(p: _Piece) -> None:
+        if out and out[-1].kind != "frontmatter":
+            joined = _join(out[-1], p, lines, keep=out[-1])
+            if fits(joined):
+                out[-1] = joined
+                return
+        out.append(p)
+
     for p in pieces:
         if pending is not None and p.kind != "frontmatter":
-            p = _Piece(pending.start, p.end, "\n".join(lines[pending.start - 1 : p.end]), p.heading, p.path, p.kind)
+            joined = _join(pending, p, lines, keep=p)
+            if fits(joined) or tiny(joined):
+                p = joined
+            else:
+                place(pending)
             pending = None
-        if len(p.text.strip()) >= MIN_CHUNK_CHARS or p.kind == "frontmatter":
+        if not tiny(p):
             out.append(p)
-        elif out and out[-1].kind != "frontmatter" and out[-1].end <= p.start:
-            last = out[-1]
-            out[-1] = _Piece(last.start, p.end, "\n".join(lines[last.start - 1 : p.end]), last.heading, last.path, last.kind)
-        else:
-            pending = p
+            continue
+        if out and out[-1].kind != "frontmatter":
+            joined = _join(out[-1], p, lines, keep=out[-1])
+            if fits(joined):
+                out[-1] = joined
+                continue
+        pending = p
+    if pending is not None and any(p.kind != "frontmatter" for p in out):
+        place(pending)
     return [p for p in out if p.text.strip()]
+
+
+def _is_whole_lines(p: _Piece, lines: list[str]) -> bool:
+    return p.text == "\n".join(lines[p.start - 1 : p.end])
+
+
+def _join(a: _Piece, b: _Piece, lines: list[str], keep: _Piece) -> _Piece:
+    """`a` followed by `b` as one piece (heading and kind of `keep`).
+
+    Pieces made of whole lines are re-read from the file (overlapping windows are not doubled); a piece
+    cut from inside a line (sentence or word split) keeps its own text, so a merge never pulls in the
+    rest of a long line.
+    """
+    start, end = min(a.start, b.start), max(a.end, b.end)
+    gap_blank = all(not lines[k - 1].strip() for k in range(a.end + 1, b.start))
+    if _is_whole_lines(a, lines) and _is_whole_lines(b, lines) and gap_blank:
+        text = "\n".join(lines[start - 1 : end])
+    elif b.text in a.text:
+        text = a.text
+    elif a.text in b.text:
+        text = b.text
+    else:
+        text = a.text + (" " if b.start <= a.end else "\n\n") + b.text
+    return _Piece(start, end, text, keep.heading, keep.path, keep.kind)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -15,7 +16,7 @@ import numpy as np
 from .chunker import Chunk, ChunkLimits, chunk_document, embed_text_for, limits_for
 from .config import Settings
 from .embeddings import Provider
-from .embeddings.base import EmbeddingProvider
+from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderAuthError, ProviderError
 from .metadata import FileMeta, extract_metadata
 from .scanner import ScanEntry, corpus_for, is_indexable, scan
@@ -122,10 +123,15 @@ class Indexer:
             return None
         if decoded.warning:
             summary.warnings.append(decoded.warning)
-        meta = extract_metadata(entry.rel, decoded.text)
+        try:
+            meta = extract_metadata(entry.rel, decoded.text)
+            chunks = chunk_document(decoded.text, meta, self.limits())
+        except Exception as exc:  # one odd file must never stop a run over thousands
+            log.exception("skipping %s: it could not be chunked", entry.rel)
+            summary.skipped.append((entry.rel, f"could not be chunked ({type(exc).__name__}: {exc})"))
+            return None
         if meta.warning:
             summary.warnings.append(meta.warning)
-        chunks = chunk_document(decoded.text, meta, self.limits())
         summary.timings["chunk"] += time.perf_counter() - t0
         record = FileRecord(
             path=entry.rel, content_hash=hashlib.sha256(data).hexdigest(), mtime_ns=entry.mtime_ns, size=entry.size,
@@ -244,9 +250,15 @@ class Indexer:
     def _entries_for(self, paths: list[str], summary: IndexSummary) -> tuple[list[ScanEntry], list[str]]:
         entries: list[ScanEntry] = []
         stale: list[str] = []
+        root_real = os.path.realpath(self.root)
         for rel in dict.fromkeys(paths):
             abs_path = self.root / rel
             reason = is_indexable(self.root, rel, self.settings)
+            real = os.path.realpath(abs_path)
+            if reason is None and real != root_real and not real.startswith(root_real + os.sep):
+                summary.skipped.append((rel, "symlink leaves the project root"))  # as scan() decides
+                stale.append(rel)
+                continue
             if reason is None and abs_path.is_file():
                 st = abs_path.stat()
                 if st.st_size > self.settings.max_file_bytes:
@@ -343,10 +355,19 @@ class Indexer:
         result = scan(self.root, self.settings)
         states = self.store.file_states()
         model = self.provider.model
-        chunks_total = tokens_new = chunks_new = 0
+        # Unchanged files cost nothing only if their vectors come from this very model; after a model or
+        # dimension change the run re-embeds everything the cache does not hold.
+        stored_model, stored_dims = self.store.vector_model()
+        dims = self.provider.dimensions
+        same_model = stored_model == model and (not dims or stored_dims == dims)
+        vectors_current = self.store.has_vectors() and same_model
+        chunks_total = 0
+        to_embed: dict[str, int] = {}  # content hash -> tokens (a text in several chunks is embedded once)
+        unchanged: set[str] = set()
         for e in result.entries:
             st = states.get(e.rel)
-            if st is not None and st.mtime_ns == e.mtime_ns and st.size == e.size and self.store.has_vectors():
+            if st is not None and st.mtime_ns == e.mtime_ns and st.size == e.size and vectors_current:
+                unchanged.add(e.rel)
                 continue
             try:
                 prep = self.prepare(e, self.read_bytes(e.abs_path), summary)
@@ -358,8 +379,16 @@ class Indexer:
             cached = self.store.cached_vectors(model, [c.content_hash for c in prep.chunks]) if model else {}
             for c in prep.chunks:
                 if c.content_hash not in cached:
-                    chunks_new += 1
-                    tokens_new += c.token_count
+                    to_embed[c.content_hash] = c.token_count
+        if vectors_current and unchanged:
+            # chunks of unchanged files still without a vector (an earlier provider failure) are backfilled
+            rows = [r for r in self.store.chunks_missing_vectors() if r["path"] in unchanged]
+            cached = self.store.cached_vectors(model, [r["content_hash"] for r in rows])
+            for r in rows:
+                if r["content_hash"] not in cached:
+                    text = embed_text_for(r["heading_path"] or "", r["text"] or "")
+                    to_embed[r["content_hash"]] = estimate_tokens(text)
+        chunks_new, tokens_new = len(to_embed), sum(to_embed.values())
         price = self.provider.cost_per_million_tokens
         return {
             "provider": self.provider.name, "model": model, "files": len(result.entries),

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import frontmatter
-import yaml
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +80,9 @@ def split_frontmatter(text: str, rel_path: str = "") -> tuple[dict[str, Any], in
     body_start = end + 2
     try:
         data = handler.load(fm_text)
-    except yaml.YAMLError as exc:
+    except Exception as exc:  # YAMLError, and ValueError etc. from values like `date: 2024-02-30`
         mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 2})" if mark is not None else ""
+        where = f" (line {mark.line + 2})" if mark is not None else f" ({exc})" if str(exc) else ""
         warning = f"{rel_path}: malformed YAML frontmatter{where}; indexed as plain text"
         log.warning("%s", warning)
         return {}, 1, warning

@@ -14,6 +14,8 @@ from .errors import PathOutsideRoot
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a gitignore-like glob: `**` crosses folders, `*` and `?` do not."""
     pat = pattern.replace("\\", "/").lstrip("/")
+    folder = pat.endswith("/")  # `drafts/`: everything under a folder of that name
+    pat = pat.rstrip("/")
     out: list[str] = []
     i = 0
     while i < len(pat):
@@ -46,7 +48,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
             i += 1
     # A pattern without a slash matches a basename anywhere (like .gitignore).
     prefix = "" if "/" in pat else "(?:.*/)?"
-    return re.compile(prefix + "".join(out) + r"(?:/.*)?\Z" if pat.endswith("/") else prefix + "".join(out) + r"\Z")
+    return re.compile(prefix + "".join(out) + (r"/.*\Z" if folder else r"\Z"))
 
 
 def glob_match(rel_path: str, pattern: str) -> bool:

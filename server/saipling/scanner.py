@@ -101,8 +101,9 @@ def scan(root: Path, settings: Settings) -> ScanResult:
                 stack.append((rel, entry.path))
                 continue
             if not any_match(rel, includes):
-                if not rel.endswith((".md", ".json")):
-                    result.skipped.append((rel, "not included"))
+                json_off = rel.endswith(".json") and not settings.include_json
+                reason = "config file (includeJson is off)" if json_off else "not included"
+                result.skipped.append((rel, reason))
                 continue
             if settings.exclude and any_match(rel, settings.exclude):
                 result.skipped.append((rel, "excluded by config"))

@@ -24,9 +24,22 @@ class DecodedText:
 
 def decode(data: bytes, name: str = "") -> DecodedText:
     """Decode file bytes: UTF-8 (BOM stripped), else a detected encoding, else latin-1 (logged)."""
+    warning = None
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) and not data.startswith(
+        codecs.BOM_UTF32_LE
+    ):
+        # UTF-16 with a BOM (Windows Notepad's "Unicode") holds NUL bytes but is text
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError:
+            raise BinaryFile(f"{name}: binary file (invalid UTF-16)") from None
+        warning = f"{name}: not UTF-8, decoded as utf-16"
+        log.info("%s", warning)
+        if "\x00" in text or _looks_binary(text):
+            raise BinaryFile(f"{name}: binary file (control characters)")
+        return DecodedText(normalise_newlines(text), "utf-16", warning)
     if b"\x00" in data:
         raise BinaryFile(f"{name}: binary file (NUL bytes)")
-    warning = None
     if data.startswith(codecs.BOM_UTF8):
         text, encoding = data[len(codecs.BOM_UTF8) :].decode("utf-8", errors="replace"), "utf-8-sig"
     else:
@@ -43,14 +56,21 @@ def decode(data: bytes, name: str = "") -> DecodedText:
 
 def _fallback(data: bytes, name: str) -> tuple[str, str]:
     from charset_normalizer import from_bytes
+    from charset_normalizer.utils import is_multi_byte_encoding
 
     best = from_bytes(data[:200_000]).best()
-    if best is not None and best.encoding:
+    # Trust the detector when it recognised a language or a multi-byte encoding; on a few accented letters
+    # in mostly-ASCII text it guesses an arbitrary code page (cp1006 for latin-1 "Café"), so fall back to
+    # Windows-1252 / latin-1, what such files almost always are.
+    if best is not None and best.encoding and (best.coherence > 0 or is_multi_byte_encoding(best.encoding)):
         try:
             return data.decode(best.encoding), best.encoding
         except (UnicodeDecodeError, LookupError):
             pass
-    return data.decode("latin-1"), "latin-1"
+    try:
+        return data.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"
 
 
 def _looks_binary(text: str) -> bool:

@@ -1,0 +1,406 @@
+"""Chunker (SPEC 4): property tests for the invariants, plus examples for each chunking rule."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fixtures import words
+from saipling.chunker import MIN_CHUNK_CHARS, Chunk, ChunkLimits, chunk_document, content_hash, limits_for
+from saipling.embeddings.base import estimate_tokens
+from saipling.metadata import extract_metadata
+from saipling.textio import decode
+
+# -- generated markdown ------------------------------------------------------------------------------------
+
+VOCAB = ["the", "harbor", "Marcus", "sister", "lantern", "ledger", "storm", "ferry", "green", "signal",
+         "salt", "rope", "copper", "gulls", "winter", "night", "c++", "self-driving", "naïve", "城市"]  # fmt: skip
+
+word = st.sampled_from(VOCAB)
+
+
+@st.composite
+def sentence(draw) -> str:
+    ws = draw(st.lists(word, min_size=1, max_size=12))
+    end = draw(st.sampled_from([".", "!", "?", "", ","]))
+    return " ".join(ws) + end
+
+
+@st.composite
+def paragraph(draw) -> list[str]:
+    """1-4 lines of sentences."""
+    return [
+        " ".join(draw(st.lists(sentence(), min_size=1, max_size=4))) for _ in range(draw(st.integers(1, 4)))
+    ]
+
+
+@st.composite
+def long_paragraph(draw) -> list[str]:
+    """One very long line (no sentence ends at all, or many sentences)."""
+    n = draw(st.integers(150, 900))
+    if draw(st.booleans()):
+        return [words(n, seed=draw(st.integers(0, 50)))]
+    return [" ".join(words(draw(st.integers(3, 30)), seed=i) + "." for i in range(n // 10))]
+
+
+@st.composite
+def heading(draw) -> list[str]:
+    level = draw(st.integers(1, 6))
+    title = " ".join(draw(st.lists(word, min_size=0, max_size=draw(st.sampled_from([5, 5, 5, 40])))))
+    indent = draw(st.sampled_from(["", "", " ", "   "]))
+    closing = draw(st.sampled_from(["", "", " ##"]))
+    return [f"{indent}{'#' * level} {title}{closing}".rstrip() or "#" * level]
+
+
+@st.composite
+def code_fence(draw) -> list[str]:
+    marker = draw(st.sampled_from(["```", "~~~", "````"]))
+    body = draw(
+        st.lists(
+            st.sampled_from(
+                ["# not a heading", "## also not", "x = 1", "", "    indented", "#!/bin/sh", "~~", "``"]
+            ),
+            max_size=6,
+        )
+    )
+    lang = draw(st.sampled_from(["", "python", "sh"]))
+    return [marker + lang, *body, marker]
+
+
+@st.composite
+def blank(draw) -> list[str]:
+    return [draw(st.sampled_from(["", "", "   ", "\t"]))] * draw(st.integers(1, 3))
+
+
+@st.composite
+def tiny_section(draw) -> list[str]:
+    """A heading with a body of a word or two (the tiny-chunk merge rules)."""
+    return [
+        *draw(heading()),
+        *draw(st.sampled_from([[], [""]])),
+        " ".join(draw(st.lists(word, min_size=1, max_size=2))),
+    ]
+
+
+block = st.one_of(
+    paragraph(),
+    paragraph(),
+    paragraph(),
+    heading(),
+    heading(),
+    code_fence(),
+    blank(),
+    long_paragraph(),
+    tiny_section(),
+)
+
+
+@st.composite
+def frontmatter_lines(draw) -> list[str]:
+    kind = draw(st.sampled_from(["none", "none", "good", "bookkeeping", "malformed", "empty"]))
+    if kind == "none":
+        return []
+    if kind == "good":
+        return ["---", "name: Marcus Cole", "aliases: [Marc, The Ferryman]", "type: character", "---"]
+    if kind == "bookkeeping":
+        return ["---", "id: 42", "created: 2024-01-01", "---"]
+    if kind == "empty":
+        return ["---", "---"]
+    return ["---", "name: [unclosed", "aliases: {", "---"]
+
+
+@st.composite
+def markdown_file(draw) -> tuple[bytes, str]:
+    """(bytes on disk, relative path)."""
+    lines = draw(frontmatter_lines())
+    for b in draw(st.lists(block, min_size=0, max_size=14)):
+        lines.extend(b)
+    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    trailing = draw(st.sampled_from(["", newline]))
+    rel = draw(
+        st.sampled_from(
+            ["notes/a.md", "characters/marcus-cole/profile.md", "books/b1/phase-5-bloom/ch-03/scene-02.md"]
+        )
+    )
+    return (newline.join(lines) + trailing).encode("utf-8"), rel
+
+
+@st.composite
+def chunk_limits(draw) -> ChunkLimits:
+    mx = draw(st.integers(16, 400))
+    return limits_for(
+        mx, draw(st.integers(8, mx)), draw(st.integers(0, 80)), draw(st.sampled_from([0, 0, 256, 512]))
+    )
+
+
+def _disk_lines(data: bytes) -> list[str]:
+    """Lines as an editor shows them on disk (CRLF or LF)."""
+    return data.decode("utf-8").replace("\r\n", "\n").split("\n")
+
+
+def _body_lines(lines: list[str], body_start: int) -> list[int]:
+    return [n for n in range(body_start, len(lines) + 1) if lines[n - 1].strip()]
+
+
+def _chunk(data: bytes, rel: str, limits: ChunkLimits) -> tuple[list[str], object, list[Chunk]]:
+    decoded = decode(data, rel)
+    meta = extract_metadata(rel, decoded.text)
+    return decoded.text.split("\n"), meta, chunk_document(decoded.text, meta, limits)
+
+
+# -- properties (SPEC 4 invariants) ------------------------------------------------------------------------
+
+PROPS = settings(
+    max_examples=int(os.environ.get("SAIPLING_HYPOTHESIS_EXAMPLES", "250")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@PROPS
+@given(markdown_file(), chunk_limits())
+def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits) -> None:
+    data, rel = doc
+    lines, meta, chunks = _chunk(data, rel, limits)
+    disk = _disk_lines(data)
+    assert len(lines) == len(disk), "normalising newlines must not change line numbers"
+
+    # chunks are in file order; indexes are 0..n-1
+    assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
+    starts = [c.start_line for c in chunks]
+    assert starts == sorted(starts)
+
+    n_lines = len(disk) - 1 if disk and disk[-1] == "" else len(disk)  # a final newline ends a line
+    for i, c in enumerate(chunks):
+        # line ranges lie inside the file
+        assert 1 <= c.start_line <= c.end_line <= n_lines, (c.start_line, c.end_line, n_lines)
+        # no chunk is empty
+        assert c.text.strip()
+        if c.kind != "frontmatter":
+            # ranges start and end on text
+            assert disk[c.start_line - 1].strip() and disk[c.end_line - 1].strip(), (c.start_line, c.end_line)
+            # a tiny chunk survives only when no neighbour has room for it
+            if len(c.text.strip()) < MIN_CHUNK_CHARS:
+                near = [x for x in chunks[max(0, i - 1) : i + 2] if x is not c and x.kind != "frontmatter"]
+                assert near and all(
+                    estimate_tokens(x.text) + estimate_tokens(c.text) + 1
+                    > limits.max_tokens - estimate_tokens(x.heading_path)
+                    for x in near
+                ), (c, near)
+            # the text comes from the lines it claims
+            span = "\n".join(disk[c.start_line - 1 : c.end_line])
+            for tok in c.text.split():
+                assert tok in span, (tok, c.start_line, c.end_line)
+        # token counts: the embedded text stays within the limit (plus the heading path it carries)
+        assert c.token_count == estimate_tokens(c.embed_text)
+        assert c.token_count <= max(limits.max_tokens, estimate_tokens(c.heading_path) + 8) + 2, (
+            c.token_count,
+            limits,
+            c.heading_path,
+        )
+        assert c.content_hash == content_hash(c.embed_text)
+        assert len(c.preview) <= 200
+        if c.heading_path:
+            assert c.embed_text.startswith(c.heading_path)
+
+    # every non-blank body line is covered by some chunk that holds its words
+    body = _body_lines(disk, meta.body_start_line)
+    body_chars = sum(len(disk[n - 1].strip()) for n in body)
+    if body_chars >= MIN_CHUNK_CHARS:
+        for n in body:
+            covering = [c for c in chunks if c.kind != "frontmatter" and c.start_line <= n <= c.end_line]
+            assert covering, f"line {n} {disk[n - 1]!r} not covered"
+            text = " ".join(c.text for c in covering)
+            for tok in disk[n - 1].split():
+                assert tok in text, (n, tok)
+
+
+@PROPS
+@given(markdown_file(), chunk_limits())
+def test_crlf_and_lf_chunk_identically(doc: tuple[bytes, str], limits: ChunkLimits) -> None:
+    data, rel = doc
+    lf = data.replace(b"\r\n", b"\n")
+    crlf = lf.replace(b"\n", b"\r\n")
+    a = _chunk(lf, rel, limits)[2]
+    b = _chunk(crlf, rel, limits)[2]
+    assert [(c.start_line, c.end_line, c.content_hash) for c in a] == [
+        (c.start_line, c.end_line, c.content_hash) for c in b
+    ]
+
+
+# -- examples ----------------------------------------------------------------------------------------------
+
+PROFILE = """---
+name: Marcus Cole
+aliases: [Marc]
+type: character
+---
+# Marcus Cole
+
+Marcus runs the night ferry across the harbor.
+
+## Background
+
+### Childhood
+
+He grew up above his father's chandlery, counting rope.
+
+## Defining Flaw
+
+He cannot let a debt stand, even one nobody remembers.
+"""
+
+
+def test_heading_paths_and_frontmatter_chunk() -> None:
+    meta = extract_metadata("characters/marcus-cole/profile.md", PROFILE)
+    chunks = chunk_document(PROFILE, meta)
+    fm = chunks[0]
+    assert fm.kind == "frontmatter"
+    assert (fm.start_line, fm.end_line) == (1, 5)
+    assert "name: Marcus Cole" in fm.text and "aliases: Marc" in fm.text
+    by_heading = {c.section_heading: c for c in chunks[1:]}
+    assert set(by_heading) == {"# Marcus Cole", "### Childhood", "## Defining Flaw"}
+    child = by_heading["### Childhood"]
+    assert child.heading_path == "Marcus Cole > Background > Childhood"
+    # the heading-only "## Background" line folds into the next section's chunk
+    assert (child.start_line, child.end_line) == (10, 14)
+    assert child.embed_text.startswith("Marcus Cole > Background > Childhood\n\n")
+    flaw = by_heading["## Defining Flaw"]
+    assert flaw.heading_path == "Marcus Cole > Defining Flaw"
+    lines = PROFILE.split("\n")
+    assert lines[flaw.start_line - 1] == "## Defining Flaw"
+    assert "debt" in lines[flaw.end_line - 1] or not lines[flaw.end_line - 1].strip()
+
+
+def test_bookkeeping_only_frontmatter_makes_no_chunk() -> None:
+    text = "---\nid: 7\ncreated: 2024-01-01\n---\n# Title\n\nA body long enough to be kept as a chunk.\n"
+    chunks = chunk_document(text, extract_metadata("notes/x.md", text))
+    assert [c.kind for c in chunks] == ["section"]
+    assert chunks[0].start_line == 5
+
+
+def test_section_over_limit_split_at_paragraphs_with_heading_in_each_piece() -> None:
+    paras = [f"Paragraph {i} " + words(40, seed=i) + "." for i in range(12)]
+    text = "# Big Section\n\n" + "\n\n".join(paras) + "\n"
+    limits = ChunkLimits(max_tokens=150, target_tokens=100, overlap_tokens=0)
+    chunks = chunk_document(text, extract_metadata("notes/big.md", text), limits)
+    assert len(chunks) > 3
+    lines = text.split("\n")
+    for c in chunks:
+        assert c.section_heading == "# Big Section"
+        assert c.embed_text.startswith("Big Section\n\n")
+        assert c.token_count <= limits.max_tokens + 2
+        # split at paragraph boundaries: each piece starts at a paragraph's first line, ends at its last
+        assert lines[c.start_line - 1].startswith(("Paragraph", "# Big Section"))
+        assert lines[c.end_line].strip() == "" if c.end_line < len(lines) else True
+    assert all(p.split()[1] in " ".join(c.text for c in chunks) for p in paras)
+
+
+def test_prose_without_headings_becomes_overlapping_windows() -> None:
+    paras = [f"Para{i} " + " ".join(words(8, seed=i + k) + "." for k in range(3)) for i in range(20)]
+    text = "\n\n".join(paras) + "\n"
+    limits = ChunkLimits(max_tokens=200, target_tokens=120, overlap_tokens=60)
+    chunks = chunk_document(text, extract_metadata("draft.md", text), limits)
+    assert len(chunks) >= 4
+    assert {c.kind for c in chunks} == {"window"}
+    assert all(c.section_heading is None and c.heading_path == "" for c in chunks)
+    overlaps = [a.end_line >= b.start_line for a, b in zip(chunks, chunks[1:], strict=False)]
+    assert all(overlaps), [(c.start_line, c.end_line) for c in chunks]
+    # the overlapping paragraph text is really repeated in both windows
+    a, b = chunks[0], chunks[1]
+    shared = text.split("\n")[b.start_line - 1]
+    assert shared in a.text and shared in b.text
+
+
+def test_thirty_thousand_word_single_paragraph() -> None:
+    text = words(30_000) + "\n"
+    limits = ChunkLimits()  # 1000 / 500 / 50
+    chunks = chunk_document(text, extract_metadata("huge.md", text), limits)
+    assert len(chunks) > 50
+    assert all(c.token_count <= limits.max_tokens for c in chunks)
+    assert all(c.start_line == c.end_line == 1 for c in chunks)
+    joined = " ".join(c.text for c in chunks)
+    assert all(w in joined for w in text.split()[::997])
+
+
+def test_giant_word_is_cut_without_exceeding_the_limit() -> None:
+    text = "x" * 20_000 + "\n"
+    limits = ChunkLimits(max_tokens=100, target_tokens=80, overlap_tokens=10)
+    chunks = chunk_document(text, None, limits)
+    assert chunks and all(c.token_count <= limits.max_tokens for c in chunks)
+    assert sum(len(c.text) for c in chunks) >= 20_000
+
+
+def test_code_fence_hash_lines_are_not_headings() -> None:
+    text = (
+        "# Real Heading\n\nSome prose before the code block here.\n\n"
+        "```python\n# not a heading\ndef f():\n    return 1\n\n## still code\n```\n\n"
+        "More prose after the code block, still in the real section.\n"
+    )
+    chunks = chunk_document(text, None)
+    assert len(chunks) == 1
+    c = chunks[0]
+    assert c.section_heading == "# Real Heading" and c.heading_path == "Real Heading"
+    assert "# not a heading" in c.text and "## still code" in c.text
+    assert (c.start_line, c.end_line) == (1, 13)
+
+
+def test_tilde_fence_and_unclosed_fence() -> None:
+    text = "# A\n\nIntro paragraph of the first section.\n\n~~~\n# inside tilde fence\n```\n~~~\n\n# B\n\nSecond section body text here.\n"
+    heads = [c.section_heading for c in chunk_document(text, None)]
+    assert heads == ["# A", "# B"]
+    unclosed = "# A\n\nIntro paragraph of the first section.\n\n```\n# swallowed by the open fence\n\nstill code text here\n"
+    assert [c.section_heading for c in chunk_document(unclosed, None)] == ["# A"]
+
+
+def test_crlf_line_numbers_match_disk() -> None:
+    data = b"# One\r\n\r\nFirst section text, long enough.\r\n\r\n## Two\r\n\r\nSecond section text, long enough.\r\n"
+    decoded = decode(data)
+    chunks = chunk_document(decoded.text, extract_metadata("a.md", decoded.text))
+    disk = data.split(b"\r\n")
+    two = next(c for c in chunks if c.section_heading == "## Two")
+    assert disk[two.start_line - 1] == b"## Two"
+    assert disk[two.end_line - 1].startswith(b"Second section")
+    assert "\r" not in two.text
+
+
+def test_tiny_and_empty_inputs() -> None:
+    assert chunk_document("", None) == []
+    assert chunk_document("\n\n   \n", None) == []
+    assert chunk_document("# Hi\n", None) == []  # < 20 chars: dropped
+    tiny_then_real = "# A\n\nok\n\n# B\n\nThis section has a real body of text.\n"
+    chunks = chunk_document(tiny_then_real, None)
+    # the tiny section is merged into a neighbour, never lost
+    assert chunks and chunks[0].start_line == 1
+    assert "ok" in chunks[0].text
+
+
+def test_heading_without_space_is_text_and_closing_hashes_are_stripped() -> None:
+    text = (
+        "#hashtag is not a heading, just text in the preamble\n\n## Title ##\n\nBody of the titled section.\n"
+    )
+    chunks = chunk_document(text, None)
+    assert chunks[0].section_heading is None
+    assert chunks[-1].section_heading == "## Title"
+    assert chunks[-1].heading_path == "Title"
+
+
+@pytest.mark.parametrize("window", [256, 512, 8191])
+def test_limits_never_exceed_model_window(window: int) -> None:
+    lim = limits_for(1000, 500, 50, window)
+    assert lim.max_tokens < window
+    assert lim.target_tokens <= lim.max_tokens
+    assert lim.overlap_tokens < lim.target_tokens
+    text = "# H\n\n" + "\n\n".join(words(120, seed=i) + "." for i in range(30))
+    assert all(c.token_count <= window for c in chunk_document(text, None, lim))
+
+
+def test_preview_is_flat_and_short() -> None:
+    text = "# H\n\n" + "line one\nline two " + words(200) + "\n"
+    c = chunk_document(text, None)[0]
+    assert "\n" not in c.preview and len(c.preview) <= 200
+    assert re.match(r"# H line one line two", c.preview)

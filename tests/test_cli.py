@@ -1,0 +1,255 @@
+"""The CLI (SPEC 12): index/status/clear/estimate, human and --json output, help, exit codes, the SRD corpus."""
+
+# ruff: noqa: F811  (the `api_server` fixture is imported, then requested as a parameter)
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from fixtures import SRD_CORPUS, bump_mtime, copy_corpus, saipling_project
+from saipling.cli import main
+
+# A hermetic environment: no real keys, keyword-only unless a test says otherwise.
+BASE_ENV = {"VOYAGE_API_KEY": None, "OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "SAIPLING_PROVIDER": "none",
+            "SAIPLING_PROGRESS": None, "SAIPLING_LOG_LEVEL": None}  # fmt: skip
+
+STATUS_FIELDS = {"root", "totalFiles", "totalChunks", "lastIndexed", "provider", "model", "dimensions", "providerReason",
+                 "totalCostUsd", "estimatedReindexCostUsd", "pendingFiles", "isIndexing", "progress", "degraded"}  # fmt: skip
+
+
+def run(*args: str, env: dict | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), env={**BASE_ENV, **(env or {})}, catch_exceptions=False)
+
+
+def run_json(*args: str, env: dict | None = None) -> dict:
+    result = run(*args, "--json", env=env)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # the whole of stdout is one JSON document
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in BASE_ENV}
+    env.update({k: v for k, v in BASE_ENV.items() if v is not None}, **extra)
+    return env
+
+
+# -- index / status / clear / estimate ---------------------------------------------------------------------
+
+
+def test_index_json_then_status_json(tmp_path: Path) -> None:
+    root = saipling_project(tmp_path)
+    summary = run_json("index", str(root))
+    for key in (
+        "files",
+        "chunks",
+        "embedded",
+        "reused",
+        "costUsd",
+        "seconds",
+        "filesRead",
+        "skipped",
+        "degraded",
+    ):
+        assert key in summary
+    assert summary["files"] == 6 and summary["chunks"] > 6 and summary["filesRead"] == 6
+    assert summary["provider"] == "none" and summary["embedded"] == 0
+    assert {"path": ".context_settings.json", "reason": "hidden"} in summary["skipped"]
+
+    status = run_json("status", str(root))
+    assert STATUS_FIELDS <= set(status)
+    assert status["root"] == str(root.resolve())
+    assert (status["totalFiles"], status["totalChunks"]) == (6, summary["chunks"])
+    assert dt.datetime.fromisoformat(status["lastIndexed"]).tzinfo is not None
+    assert (status["provider"], status["model"], status["dimensions"]) == ("none", None, None)
+    assert "provider = none" in status["providerReason"]
+    assert status["totalCostUsd"] == 0 and status["estimatedReindexCostUsd"] == 0
+    assert (status["pendingFiles"], status["isIndexing"]) == (0, False)
+    assert status["progress"] == {"filesProcessed": 0, "filesTotal": 0, "currentFile": None}
+    assert status["degraded"].startswith("keyword search only")
+
+    again = run_json("index", str(root))
+    assert (again["embedded"], again["filesRead"], again["files"]) == (0, 0, 6)
+
+
+def test_index_human_output(tmp_path: Path) -> None:
+    root = saipling_project(tmp_path)
+    result = run("index", str(root))
+    assert result.exit_code == 0, result.output
+    assert "indexed 6 files" in result.stdout and "with none" in result.stdout
+    assert "embedded 0 chunks" in result.stdout
+    assert "skipped 2 files" in result.stdout
+    status = run("status", str(root))
+    assert status.exit_code == 0
+    assert "files:      6" in status.stdout and "provider:   none" in status.stdout
+
+
+def test_commands_find_the_project_from_a_subfolder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = saipling_project(tmp_path)
+    run_json("index", str(root))
+    monkeypatch.chdir(root / "characters" / "marcus-cole")
+    assert run_json("status")["root"] == str(root.resolve())
+    assert run_json("index")["filesRead"] == 0
+
+
+def test_clear(tmp_path: Path) -> None:
+    root = saipling_project(tmp_path)
+    run_json("index", str(root))
+    assert run_json("clear", str(root)) == {"cleared": True, "root": str(root.resolve())}
+    assert run_json("status", str(root))["totalFiles"] == 0
+    human = run("clear", str(root))
+    assert human.exit_code == 0 and "cleared" in human.stdout
+    assert run_json("index", str(root))["files"] == 6  # everything comes back
+
+
+def test_estimate_keyword_only(tmp_path: Path) -> None:
+    root = saipling_project(tmp_path)
+    est = run_json("estimate", str(root))
+    assert est["provider"] == "none" and est["files"] == 6
+    assert (est["chunksToEmbed"], est["estimatedCostUsd"]) == (0, 0.0)
+    human = run("estimate", str(root))
+    assert human.exit_code == 0 and "6 files" in human.stdout
+    assert not run_json("status", str(root))["totalFiles"]  # estimating indexes nothing
+
+
+def test_estimate_then_index_with_a_paid_provider(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
+    root = saipling_project(tmp_path)
+    env = {"SAIPLING_PROVIDER": "voyage", "SAIPLING_BASE_URL": api_server.url, "VOYAGE_API_KEY": "vk-test"}
+    est = run_json("estimate", str(root), env=env)
+    assert api_server.count == 0  # estimating never calls the provider
+    assert est["provider"] == "voyage" and est["model"] == "voyage-4"
+    assert est["chunksToEmbed"] > 0 and est["tokensToEmbed"] > 0 and est["estimatedCostUsd"] > 0
+
+    summary = run_json("index", str(root), env=env)
+    assert summary["embedded"] == summary["chunks"] == est["chunksToEmbed"]
+    assert summary["costUsd"] > 0 and summary["provider"] == "voyage"
+    status = run_json("status", str(root), env=env)
+    assert status["embeddedChunks"] == status["totalChunks"]
+    assert (status["provider"], status["model"], status["dimensions"]) == ("voyage", "voyage-4", 1024)
+    assert status["totalCostUsd"] > 0 and status["estimatedReindexCostUsd"] > 0
+    assert status["degraded"] is None
+
+    after = run_json("estimate", str(root), env=env)
+    assert (after["chunksToEmbed"], after["estimatedCostUsd"]) == (0, 0.0)
+    bump_mtime(root / "notes/ideas.md")
+    assert run_json("estimate", str(root), env=env)["chunksToEmbed"] == 0  # cached: nothing new to pay for
+    api_server.requests.clear()
+    again = run_json("index", str(root), env=env)
+    assert (again["embedded"], again["filesRead"]) == (0, 1) and api_server.count == 0
+
+
+def test_provider_option_overrides_config(tmp_path: Path) -> None:
+    root = saipling_project(tmp_path)
+    (root / ".saipling").mkdir()
+    (root / ".saipling" / "config.toml").write_text('provider = "voyage"\n')
+    summary = run_json("index", str(root), "--provider", "none", env={"SAIPLING_PROVIDER": None})
+    assert summary["provider"] == "none"
+
+
+def test_index_json_stdout_is_only_json_in_a_real_process(tmp_path: Path) -> None:
+    root = saipling_project(tmp_path)
+    (root / "notes" / "bad.md").write_text("---\nname: [oops\n---\nBody text of the note.\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "saipling", "-v", "index", str(root), "--json"],
+        capture_output=True, text=True, env=subprocess_env(SAIPLING_PROGRESS="1"), timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["files"] == 7
+    assert any("bad.md" in w for w in data["warnings"])
+    assert "bad.md" in proc.stderr  # logs and warnings go to stderr
+
+
+# -- help and usage errors ---------------------------------------------------------------------------------
+
+
+def test_every_command_has_help() -> None:
+    top = run("--help")
+    assert top.exit_code == 0 and "Usage" in top.stdout
+    assert {"index", "status", "clear", "estimate"} <= set(main.commands)
+    for name in main.commands:
+        for flag in ("--help", "-h"):
+            result = run(name, flag)
+            assert result.exit_code == 0, (name, result.output)
+            assert "Usage" in result.stdout and name in result.stdout
+    assert "--json" in run("index", "--help").stdout and "--full" in run("index", "--help").stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["nosuchcommand"],
+        ["index", "--bogus-flag"],
+        ["index", "--provider", "bogus"],
+        ["status", "a", "b"],
+        ["index", "/definitely/not/a/folder/here"],
+    ],
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+
+
+def test_root_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    f = tmp_path / "file.md"
+    f.write_text("# x\n")
+    assert run("status", str(f)).exit_code == 2
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert result.exit_code == 0 and "saipling" in result.stdout
+
+
+# -- the must-show corpus check (issue 2) ------------------------------------------------------------------
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not SRD_CORPUS.is_dir(), reason=f"shared corpus not present: {SRD_CORPUS}")
+def test_srd_corpus_index_status_and_noop_reindex(tmp_path: Path) -> None:
+    # ../shared is read-only and the index lives in the root: index a copy
+    root = copy_corpus(SRD_CORPUS, tmp_path / "13th-age-srd")
+    md_files = sum(
+        1 for p in root.rglob("*.md") if not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    images = {
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.suffix.lower() in {".png", ".jpg", ".jpeg"}
+    }
+    configs = {p.relative_to(root).as_posix() for p in root.rglob("*.json")}
+
+    def cli(*args: str) -> dict:
+        proc = subprocess.run(
+            [shutil.which("saipling") or sys.executable, *([] if shutil.which("saipling") else ["-m", "saipling"]),
+             *args, "--json"],
+            capture_output=True, text=True, env=subprocess_env(), timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    first = cli("index", str(root), "--provider", "none")
+    assert 900 <= first["files"] <= 1100 and first["files"] == md_files
+    assert first["chunks"] > first["files"]
+    skipped = {s["path"]: s["reason"] for s in first["skipped"]}
+    assert images and images <= set(skipped)
+    assert configs and configs <= set(skipped)
+    assert all(skipped[p] for p in images | configs)
+
+    status = cli("status", str(root))
+    assert (status["totalFiles"], status["totalChunks"]) == (first["files"], first["chunks"])
+    assert status["lastIndexed"]
+
+    second = cli("index", str(root), "--provider", "none")
+    assert (second["embedded"], second["filesRead"], second["changed"]) == (0, 0, 0)
+    assert (second["files"], second["chunks"]) == (first["files"], first["chunks"])

@@ -1,0 +1,308 @@
+"""The SQLite store (SPEC 5) on real files: schema, FTS sync, vectors, cache, corruption, transactions."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import apsw
+import numpy as np
+import pytest
+
+from saipling.store import SCHEMA_VERSION, ChunkRow, FileRecord, Store
+
+
+def unit(seed: int, dims: int = 8) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=dims).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def h(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def record(path: str, content: str = "x") -> FileRecord:
+    return FileRecord(path=path, content_hash=h(content), mtime_ns=1, size=len(content), file_type="document",
+                      encoding="utf-8", entity_name=None, display_name=None)  # fmt: skip
+
+
+def row(i: int, text: str, heading: str = "") -> ChunkRow:
+    return ChunkRow(chunk_index=i, kind="section", section_heading=f"# {heading}" if heading else None,
+                    heading_path=heading, start_line=i * 10 + 1, end_line=i * 10 + 5, content_hash=h(text),
+                    preview=text[:200], token_count=len(text) // 4 + 1, text=text, file_type="document",
+                    entity_type="document", entity_name=None, book_id=None, chapter_id=None, chapter_num=None,
+                    visibility="public", corpus="content")  # fmt: skip
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "proj" / ".saipling" / "index.db"
+
+
+@pytest.fixture
+def store(db_path: Path):
+    s = Store.open(db_path)
+    yield s
+    s.close()
+
+
+def fts_paths(store: Store, word: str) -> list[str]:
+    ids = [i for i, _ in store.fts_search(f'"{word}"', 50)]
+    return sorted(r["path"] for r in store.chunks_by_id(ids).values())
+
+
+def fts_integrity(store: Store) -> None:
+    store.conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+
+
+# -- schema ------------------------------------------------------------------------------------------------
+
+
+def test_new_store_schema(store: Store, db_path: Path) -> None:
+    assert store.rebuilt is None
+    assert store._scalar("PRAGMA user_version") == SCHEMA_VERSION
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert str(store._scalar("PRAGMA journal_mode")).lower() == "wal"
+    names = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}
+    assert {
+        "meta",
+        "files",
+        "chunks",
+        "chunks_fts",
+        "embedding_cache",
+        "embedding_log",
+        "search_log",
+    } <= names
+    assert (db_path.parent / ".gitignore").read_text() == "*\n"
+    assert store.stats()["totalFiles"] == 0
+
+
+def test_reopen_keeps_data_and_version(db_path: Path) -> None:
+    s = Store.open(db_path)
+    s.replace_file(record("a.md"), [row(0, "alpha lighthouse text")])
+    s.close()
+    s = Store.open(db_path)
+    try:
+        assert s.rebuilt is None
+        assert s._scalar("PRAGMA user_version") == SCHEMA_VERSION
+        assert set(s.file_states()) == {"a.md"}
+        assert fts_paths(s, "lighthouse") == ["a.md"]
+    finally:
+        s.close()
+
+
+def test_migrates_forward_from_older_user_version(db_path: Path) -> None:
+    conn = apsw.Connection(str(db_path.parent.mkdir(parents=True) or db_path))
+    conn.execute("PRAGMA user_version=0")
+    conn.close()
+    s = Store.open(db_path)
+    try:
+        assert s._scalar("PRAGMA user_version") == SCHEMA_VERSION
+    finally:
+        s.close()
+
+
+# -- files, chunks, FTS ------------------------------------------------------------------------------------
+
+
+def test_fts_in_sync_on_replace_and_delete(store: Store) -> None:
+    store.replace_file(
+        record("a.md", "1"), [row(0, "The lighthouse keeper", "Keeper"), row(1, "salt and rope")]
+    )
+    store.replace_file(record("b.md"), [row(0, "another lighthouse story")])
+    assert fts_paths(store, "lighthouse") == ["a.md", "b.md"]
+    assert fts_paths(store, "keeper") == ["a.md"]  # heading text is searchable too
+
+    store.replace_file(record("a.md", "2"), [row(0, "now about the ferry only")])
+    assert fts_paths(store, "lighthouse") == ["b.md"]
+    assert fts_paths(store, "rope") == []
+    assert fts_paths(store, "ferry") == ["a.md"]
+    assert [c["text"] for c in store.chunks_for_path("a.md")] == ["now about the ferry only"]
+    assert store.get_file("a.md")["content_hash"] == h("2")
+    fts_integrity(store)
+
+    assert store.delete_file("b.md") is True
+    assert store.delete_file("b.md") is False
+    assert fts_paths(store, "lighthouse") == []
+    assert store.chunks_for_path("b.md") == []
+    fts_integrity(store)
+    st = store.stats()
+    assert (st["totalFiles"], st["totalChunks"]) == (1, 1)
+
+
+def test_fts_porter_stemming_and_diacritics(store: Store) -> None:
+    store.replace_file(record("a.md"), [row(0, "The keepers were running past the café")])
+    assert fts_paths(store, "keeper") == ["a.md"]
+    assert fts_paths(store, "run") == ["a.md"]
+    assert fts_paths(store, "cafe") == ["a.md"]
+
+
+def test_touch_and_clear(store: Store) -> None:
+    store.replace_file(record("a.md"), [row(0, "alpha text here")])
+    store.touch_file("a.md", 99, 123)
+    st = store.file_states()["a.md"]
+    assert (st.mtime_ns, st.size) == (99, 123)
+    store.configure_vectors("fake", "m", 8)
+    store.replace_file(record("b.md"), [row(0, "beta text here")], {h("beta text here"): unit(1)}, "m")
+    store.clear()
+    stats = store.stats()
+    assert (stats["totalFiles"], stats["totalChunks"], stats["embeddedChunks"]) == (0, 0, 0)
+    assert stats["cachedEmbeddings"] == 1  # the cache survives a clear: it cost money
+    assert fts_paths(store, "beta") == []
+    fts_integrity(store)
+
+
+# -- vectors and the embedding cache -----------------------------------------------------------------------
+
+
+def test_vectors_and_cache_by_model_and_hash(store: Store) -> None:
+    assert store.configure_vectors("fake", "m1", 8) is False
+    texts = ["first chunk text", "second chunk text"]
+    vecs = {h(t): unit(i) for i, t in enumerate(texts)}
+    store.replace_file(record("a.md"), [row(i, t) for i, t in enumerate(texts)], vecs, "m1")
+    assert store.stats()["embeddedChunks"] == 2
+    cached = store.cached_vectors("m1", [h(t) for t in texts] + [h("unknown")])
+    assert set(cached) == set(vecs)
+    np.testing.assert_allclose(cached[h(texts[0])], vecs[h(texts[0])])
+    assert store.cached_vectors("m2", [h(t) for t in texts]) == {}
+    # knn finds the exact vector first
+    ids = [r["id"] for r in store.chunks_for_path("a.md")]
+    top = store.knn(vecs[h(texts[1])], 2)
+    assert top[0][0] == ids[1] and top[0][1] == pytest.approx(1.0, abs=1e-5)
+    vec0 = store.knn_vec0(vecs[h(texts[1])], 1)
+    assert vec0[0][0] == ids[1]
+    # the same text in another file (a rename) is served from the cache
+    assert set(store.cached_vectors("m1", [h(texts[0])])) == {h(texts[0])}
+
+
+def test_configure_vectors_with_other_model_or_dims_resets(store: Store) -> None:
+    store.configure_vectors("fake", "m1", 8)
+    store.replace_file(record("a.md"), [row(0, "some chunk text")], {h("some chunk text"): unit(0)}, "m1")
+    assert store.configure_vectors("fake", "m1", 8) is False
+    assert store.stats()["embeddedChunks"] == 1
+
+    assert store.configure_vectors("fake", "m2", 8) is True  # other model, same dims
+    assert store.stats()["embeddedChunks"] == 0
+    assert [r["path"] for r in store.chunks_missing_vectors()] == ["a.md"]
+    assert store.vector_model() == ("m2", 8)
+
+    assert store.configure_vectors("fake", "m2", 16) is True  # other dims
+    rows = store.chunks_missing_vectors()
+    store.set_vectors([(rows[0]["id"], rows[0]["content_hash"], unit(3, 16))], "m2")
+    assert store.stats()["embeddedChunks"] == 1
+    ids, mat = store.vector_matrix()
+    assert mat.shape == (1, 16)
+    # the old model's cache entry is still there for a switch back
+    assert set(store.cached_vectors("m1", [h("some chunk text")])) == {h("some chunk text")}
+
+
+def test_switch_to_keyword_only_drops_vectors(store: Store) -> None:
+    store.configure_vectors("fake", "m1", 8)
+    store.configure_vectors("none", "", 0)
+    assert not store.has_vectors()
+    assert store.chunks_missing_vectors() == []
+
+
+# -- one transaction per file ------------------------------------------------------------------------------
+
+
+def test_failed_replace_leaves_old_file_intact(store: Store) -> None:
+    store.configure_vectors("fake", "m", 8)
+    old = [row(0, "old lighthouse chunk"), row(1, "old harbor chunk")]
+    store.replace_file(record("a.md", "old"), old, {c.content_hash: unit(i) for i, c in enumerate(old)}, "m")
+    before = store.chunks_for_path("a.md")
+
+    new = [row(0, "new ferry chunk"), row(1, "new storm chunk")]
+    # the second vector has the wrong dimension: vec0 refuses it half-way through the file
+    bad = {new[0].content_hash: unit(5), new[1].content_hash: unit(6, dims=5)}
+    with pytest.raises(apsw.Error):
+        store.replace_file(record("a.md", "new"), new, bad, "m")
+
+    assert store.chunks_for_path("a.md") == before
+    assert store.get_file("a.md")["content_hash"] == h("old")
+    assert fts_paths(store, "lighthouse") == ["a.md"]
+    assert fts_paths(store, "ferry") == []
+    assert store.stats()["embeddedChunks"] == 2
+    assert store.cached_vectors("m", [new[0].content_hash]) == {}  # cache writes rolled back too
+    fts_integrity(store)
+    # and the store still works afterwards
+    store.replace_file(record("a.md", "new"), new, {c.content_hash: unit(i) for i, c in enumerate(new)}, "m")
+    assert fts_paths(store, "ferry") == ["a.md"]
+
+
+def test_logs_and_stats(store: Store) -> None:
+    store.log_embedding("voyage", "voyage-4", 1000, 10, 0.00006)
+    store.log_embedding("voyage", "voyage-4", 500, 5, 0.00003)
+    store.log_search("q", "cli", "hybrid", 3, 0.9, 12.0)
+    store.log_search("q2", "eval", "hybrid", 0, 0.0, 5.0)
+    st = store.stats()
+    assert st["totalTokens"] == 1500 and st["totalCostUsd"] == pytest.approx(0.00009)
+    assert [r["query"] for r in store.search_log()] == ["q"]
+    assert [r["query"] for r in store.search_log(include_eval=True)] == ["q2", "q"]
+
+
+# -- corruption --------------------------------------------------------------------------------------------
+
+
+def _filled(db_path: Path) -> None:
+    s = Store.open(db_path)
+    s.configure_vectors("fake", "m", 8)
+    for n in range(40):
+        text = f"chunk number {n} " + "filler words " * 60
+        s.replace_file(record(f"f{n}.md", text), [row(0, text)], {h(text): unit(n)}, "m")
+    s.close()
+
+
+def _assert_rebuilt(db_path: Path) -> None:
+    s = Store.open(db_path)
+    try:
+        assert s.rebuilt and "corrupt" in s.rebuilt
+        moved = [p for p in db_path.parent.iterdir() if p.name.startswith("index.db.corrupt-")]
+        assert len(moved) >= 1
+        assert moved[0].name in s.rebuilt
+        assert s._scalar("PRAGMA user_version") == SCHEMA_VERSION
+        assert s.stats()["totalFiles"] == 0
+        s.replace_file(record("new.md"), [row(0, "fresh start after rebuild")])
+        assert fts_paths(s, "fresh") == ["new.md"]
+    finally:
+        s.close()
+    again = Store.open(db_path)
+    try:
+        assert again.rebuilt is None and set(again.file_states()) == {"new.md"}
+    finally:
+        again.close()
+
+
+def test_garbage_index_is_moved_aside_and_rebuilt(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    garbage = os.urandom(8192)
+    db_path.write_bytes(garbage)
+    _assert_rebuilt(db_path)
+    moved = next(p for p in db_path.parent.iterdir() if p.name.startswith("index.db.corrupt-"))
+    assert moved.read_bytes() == garbage  # the original is kept, untouched
+
+
+def test_truncated_index_is_rebuilt(db_path: Path) -> None:
+    _filled(db_path)
+    size = db_path.stat().st_size
+    assert size > 50_000
+    with open(db_path, "r+b") as f:
+        f.truncate(size // 3)
+    _assert_rebuilt(db_path)
+
+
+def test_index_with_damaged_pages_is_rebuilt(db_path: Path) -> None:
+    _filled(db_path)
+    data = bytearray(db_path.read_bytes())
+    page = 4096
+    for p in range(2, len(data) // page):  # scribble over every page but the header page
+        data[p * page + 8 : p * page + 64] = b"\xff" * 56
+    db_path.write_bytes(bytes(data))
+    _assert_rebuilt(db_path)
+
+
+def test_header_only_garbage_is_rebuilt(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    db_path.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    _assert_rebuilt(db_path)
