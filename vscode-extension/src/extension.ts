@@ -1,6 +1,6 @@
 // Starts `saipling serve` as a language server for markdown files; features live in their own files.
 import * as vscode from 'vscode';
-import { State, TransportKind, type LanguageClientOptions, type ServerOptions } from 'vscode-languageclient/node';
+import { State, type LanguageClientOptions, type ServerOptions } from 'vscode-languageclient/node';
 import { COMMANDS, resolveCommandOrExplain, SaiplingLanguageClient, type Session } from './client';
 import { registerIndexCommands } from './indexCommands';
 import { registerRelated } from './related';
@@ -29,9 +29,8 @@ async function startClient(context: vscode.ExtensionContext, output: vscode.Outp
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
   const command = config.get<boolean>('enabled', true) ? await resolveCommandOrExplain(config, folder) : undefined;
   if (command === undefined) return statusBar.stopped('Saipling: the server is disabled or was not found');
-  const serverOptions: ServerOptions = {
-    command: command.command, args: command.args, transport: TransportKind.stdio, options: { cwd: folder },
-  };
+  // No `transport`: with TransportKind.stdio the client would append `--stdio` to the arguments.
+  const serverOptions: ServerOptions = { command: command.command, args: command.args, options: { cwd: folder } };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file', language: 'markdown' }],
     synchronize: { configurationSection: 'saipling' },

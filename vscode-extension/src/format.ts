@@ -35,8 +35,10 @@ export function displayPath(filePath: string, root?: string): string {
 
 /** The heading to show: the section heading, else the last part of the heading path. */
 export function sectionOf(result: Pick<SearchResult, 'sectionHeading' | 'headingPath'>): string | undefined {
-  if (result.sectionHeading && result.sectionHeading.trim() !== '') {
-    return result.sectionHeading.trim();
+  // The server may send the heading line itself ("## The Lighthouse"): show the text only.
+  const heading = result.sectionHeading?.replace(/^\s*#{1,6}\s+/, '').trim();
+  if (heading) {
+    return heading;
   }
   const headingPath = result.headingPath;
   if (Array.isArray(headingPath) && headingPath.length > 0) {
@@ -79,13 +81,19 @@ export function selectionRange(result: Pick<SearchResult, 'range' | 'startLine' 
   return { start: { line: start, character: 0 }, end: { line: end, character: 0 } };
 }
 
-/** A line under the results saying why they may be incomplete, or undefined. */
-export function searchNotice(response: Pick<SearchResponse, 'degraded' | 'indexing' | 'results'>): string | undefined {
+/**
+ * A line above the results saying why they may be incomplete, or undefined. `keywordOnlyByChoice`
+ * (the user set provider "none") hides the "degraded" reason: keyword search is what they asked for.
+ */
+export function searchNotice(
+  response: Pick<SearchResponse, 'degraded' | 'indexing' | 'results'>,
+  keywordOnlyByChoice = false,
+): string | undefined {
   const notes: string[] = [];
   if (response.indexing) {
     notes.push('indexing in progress, results may be incomplete');
   }
-  if (response.degraded) {
+  if (response.degraded && !keywordOnlyByChoice) {
     notes.push(`degraded: ${response.degraded}`);
   }
   if (notes.length === 0) {
@@ -123,7 +131,7 @@ export function indexingPercentage(progress?: ProgressState, status?: StatusResp
   return undefined;
 }
 
-export function statusTooltip(status: StatusResponse): string {
+export function statusTooltip(status: StatusResponse, keywordOnlyByChoice = false): string {
   const lines = [
     `Saipling: ${plural(status.totalFiles, 'file')}, ${plural(status.totalChunks, 'chunk')}`,
     `Root: ${status.root}`,
@@ -135,19 +143,23 @@ export function statusTooltip(status: StatusResponse): string {
     lines.push(`Pending: ${plural(status.pendingFiles, 'file')}`);
   }
   if (status.degraded) {
-    lines.push(`Degraded: ${status.degraded}`);
+    lines.push(`${keywordOnlyByChoice ? 'Note' : 'Degraded'}: ${status.degraded}`);
   }
   return lines.join('\n');
 }
 
-/** The status-bar view for the server state; `progress` is the live `$/progress`, if any. */
+/**
+ * The status-bar view for the server state; `progress` is the live `$/progress`, if any;
+ * `keywordOnlyByChoice` (provider "none" configured) keeps keyword-only search from looking degraded.
+ */
 export function statusView(input: {
   running: boolean;
   status?: StatusResponse;
   progress?: ProgressState;
   error?: string;
+  keywordOnlyByChoice?: boolean;
 }): StatusView {
-  const { running, status, progress, error } = input;
+  const { running, status, progress, error, keywordOnlyByChoice = false } = input;
   if (!running) {
     return {
       text: '$(circle-slash) Saipling',
@@ -167,18 +179,15 @@ export function statusView(input: {
   if (status === undefined) {
     return { text: '$(sync~spin) Saipling', tooltip: 'Saipling: starting the language server', state: 'starting' };
   }
-  if (status.degraded) {
-    return {
-      text: `$(warning) Saipling: ${plural(status.totalFiles, 'file')}`,
-      tooltip: statusTooltip(status),
-      state: 'degraded',
-    };
+  const tooltip = statusTooltip(status, keywordOnlyByChoice);
+  if (status.degraded && !keywordOnlyByChoice) {
+    return { text: `$(warning) Saipling: ${plural(status.totalFiles, 'file')}`, tooltip, state: 'degraded' };
   }
-  return { text: `$(search) Saipling: ${plural(status.totalFiles, 'file')}`, tooltip: statusTooltip(status), state: 'idle' };
+  return { text: `$(search) Saipling: ${plural(status.totalFiles, 'file')}`, tooltip, state: 'idle' };
 }
 
 /** The message and detail of "Show Index Status". */
-export function statusReport(status: StatusResponse): { message: string; detail: string } {
+export function statusReport(status: StatusResponse, keywordOnlyByChoice = false): { message: string; detail: string } {
   const cost = status.totalCostUsd ?? 0;
   const detail = [
     `Root: ${status.root}`,
@@ -194,9 +203,9 @@ export function statusReport(status: StatusResponse): { message: string; detail:
     status.isIndexing
       ? `Indexing: ${status.progress ? `${status.progress.filesProcessed}/${status.progress.filesTotal} files` : 'yes'}`
       : undefined,
-    status.degraded ? `Degraded: ${status.degraded}` : undefined,
+    status.degraded ? `${keywordOnlyByChoice ? 'Note' : 'Degraded'}: ${status.degraded}` : undefined,
   ].filter((line): line is string => line !== undefined);
-  const state = status.isIndexing ? 'indexing' : status.degraded ? 'degraded' : 'ready';
+  const state = status.isIndexing ? 'indexing' : status.degraded && !keywordOnlyByChoice ? 'degraded' : 'ready';
   return {
     message: `Saipling index ${state}: ${plural(status.totalFiles, 'file')}, ${plural(status.totalChunks, 'chunk')}`,
     detail: detail.join('\n'),

@@ -3,6 +3,7 @@ import * as vscode from 'vscode';
 import { COMMANDS, requireClient, showRequestError, type Session } from './client';
 import { statusReport } from './format';
 import { Methods, type ClearIndexResponse, type ReindexResponse, type StatusResponse } from './protocol';
+import { keywordOnlyByChoice } from './settings';
 
 export function registerIndexCommands(session: Session): vscode.Disposable[] {
   return [
@@ -83,7 +84,7 @@ export async function showStatus(session: Session): Promise<StatusResponse | und
     showRequestError('status', error);
     return undefined;
   }
-  const report = statusReport(status);
+  const report = statusReport(status, keywordOnlyByChoice(vscode.workspace.getConfiguration('saipling').get('provider')));
   void vscode.window
     .showInformationMessage(report.message, { modal: true, detail: report.detail }, 'Reindex', 'Show Output')
     .then((choice) => {

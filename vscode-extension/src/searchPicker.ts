@@ -4,6 +4,7 @@ import { COMMANDS, isCancellation, requestErrorMessage, requireClient, type Sess
 import { searchNotice, selectionRange, toResultItem } from './format';
 import { LiveQuery } from './liveQuery';
 import { buildSearchParams, Methods, type SearchResponse, type SearchResult } from './protocol';
+import { keywordOnlyByChoice } from './settings';
 
 export interface ResultPickItem extends vscode.QuickPickItem {
   result?: SearchResult;
@@ -16,10 +17,10 @@ export function registerSearchPicker(session: Session): vscode.Disposable {
 }
 
 /** Quick-pick rows for a search response: a notice row (indexing, degraded, none) then the results. */
-export function toPickItems(response: SearchResponse, root?: string): ResultPickItem[] {
+export function toPickItems(response: SearchResponse, root?: string, keywordOnly = false): ResultPickItem[] {
   // alwaysShow: the server already ranked them; VS Code must not filter them by label.
   const items: ResultPickItem[] = response.results.map((r) => ({ ...toResultItem(r, root), alwaysShow: true }));
-  const notice = searchNotice(response);
+  const notice = searchNotice(response, keywordOnly);
   if (notice !== undefined) {
     items.unshift({ label: `$(info) ${notice}`, alwaysShow: true });
   }
@@ -70,7 +71,8 @@ export function showSearchPicker(session: Session, initialQuery?: string): vscod
         : client.sendRequest<SearchResponse>(Methods.search, params, token);
     },
     onResult: (_value, response) => {
-      picker.items = response === undefined ? [] : toPickItems(response, root);
+      picker.items =
+        response === undefined ? [] : toPickItems(response, root, keywordOnlyByChoice(config.get('provider')));
     },
     onError: (_value, error) => {
       if (!isCancellation(error)) {

@@ -84,3 +84,8 @@ export function cleanConfigurationValues(
       : value,
   );
 }
+
+/** True when the user chose keyword-only search (provider "none"), so it is not shown as degraded. */
+export function keywordOnlyByChoice(provider: unknown): boolean {
+  return provider === 'none';
+}

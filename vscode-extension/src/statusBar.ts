@@ -5,6 +5,7 @@ import type { ProgressToken, WorkDoneProgressBegin, WorkDoneProgressEnd, WorkDon
 import type { Session } from './client';
 import { statusView, type ProgressState } from './format';
 import { Methods, type StatusResponse } from './protocol';
+import { keywordOnlyByChoice } from './settings';
 
 export const POLL_INDEXING_MS = 1500;
 export const POLL_PENDING_MS = 10000;
@@ -102,6 +103,7 @@ export class StatusBar implements vscode.Disposable {
       status: this.status,
       progress: this.currentProgress(),
       error: this.error,
+      keywordOnlyByChoice: keywordOnlyByChoice(vscode.workspace.getConfiguration('saipling').get('provider')),
     });
     this.item.text = view.text;
     this.item.tooltip = this.error && view.state !== 'stopped' ? `${view.tooltip}\n${this.error}` : view.tooltip;

@@ -66,6 +66,11 @@ describe('toResultItem', () => {
     assert.equal(sectionOf({ sectionHeading: null, headingPath: 'Part One > Storm' }), 'Storm');
   });
 
+  it('shows the heading text when the server sends the markdown heading line', () => {
+    assert.equal(toResultItem(result({ sectionHeading: '## The Lighthouse' })).label, 'scenes/ch01-arrival.md § The Lighthouse');
+    assert.equal(sectionOf({ sectionHeading: '#hashtag title', headingPath: null }), '#hashtag title');
+  });
+
   it('shows a single line as "line N"', () => {
     assert.equal(toResultItem(result({ startLine: 3, endLine: 3 })).description, '0.87 · line 3');
   });
@@ -106,6 +111,7 @@ describe('searchNotice', () => {
       'degraded: no embedding provider: keyword only',
     );
     assert.equal(searchNotice({ indexing: false, degraded: null, results: [] }), 'No results');
+    assert.equal(searchNotice({ indexing: false, degraded: 'keyword search only', results: [result()] }, true), undefined);
     assert.equal(searchNotice({ indexing: false, degraded: null, results: [result()] }), undefined);
   });
 });
@@ -138,6 +144,14 @@ describe('statusView', () => {
 
   it('indexing without numbers has no percentage', () => {
     assert.equal(statusView({ running: true, progress: { title: 'Indexing' } }).text, '$(sync~spin) Saipling: indexing');
+  });
+
+  it('keyword-only by choice (provider none) is not shown as degraded', () => {
+    const view = statusView({ running: true, status: status({ degraded: 'keyword search only' }), keywordOnlyByChoice: true });
+    assert.equal(view.state, 'idle');
+    assert.match(view.tooltip, /Note: keyword search only/);
+    assert.match(statusReport(status({ degraded: 'keyword search only' }), true).message, /ready/);
+    assert.match(statusReport(status({ degraded: 'keyword search only' })).message, /degraded/);
   });
 
   it('degraded, starting and stopped', () => {

@@ -162,6 +162,104 @@ export class RelativePattern {
   ) {}
 }
 
+// Classes vscode-languageclient subclasses when its modules load; only their shape matters here.
+export class CompletionItem {
+  constructor(
+    public label: unknown,
+    public kind?: number,
+  ) {}
+}
+export class CodeLens {
+  constructor(
+    public range: Range,
+    public command?: unknown,
+  ) {}
+}
+export class DocumentLink {
+  constructor(
+    public range: Range,
+    public target?: Uri,
+  ) {}
+}
+export class InlayHint {
+  constructor(
+    public position: Position,
+    public label: unknown,
+    public kind?: number,
+  ) {}
+}
+export class SymbolInformation {
+  constructor(
+    public name: string,
+    public kind: number,
+    public containerName: string,
+    public location: Location,
+  ) {}
+}
+export class CallHierarchyItem {
+  constructor(
+    public kind: number,
+    public name: string,
+    public detail: string,
+    public uri: Uri,
+    public range: Range,
+    public selectionRange: Range,
+  ) {}
+}
+export class TypeHierarchyItem extends CallHierarchyItem {}
+export class CodeAction {
+  constructor(
+    public title: string,
+    public kind?: unknown,
+  ) {}
+}
+export class Diagnostic {
+  constructor(
+    public range: Range,
+    public message: string,
+    public severity?: number,
+  ) {}
+}
+
+export class CodeActionKind {
+  static readonly Empty = new CodeActionKind('');
+  static readonly QuickFix = new CodeActionKind('quickfix');
+  static readonly Refactor = new CodeActionKind('refactor');
+  static readonly RefactorExtract = new CodeActionKind('refactor.extract');
+  static readonly RefactorInline = new CodeActionKind('refactor.inline');
+  static readonly RefactorMove = new CodeActionKind('refactor.move');
+  static readonly RefactorRewrite = new CodeActionKind('refactor.rewrite');
+  static readonly Source = new CodeActionKind('source');
+  static readonly SourceOrganizeImports = new CodeActionKind('source.organizeImports');
+  static readonly SourceFixAll = new CodeActionKind('source.fixAll');
+  static readonly Notebook = new CodeActionKind('notebook');
+  constructor(readonly value: string) {}
+  append(part: string): CodeActionKind {
+    return new CodeActionKind(this.value ? `${this.value}.${part}` : part);
+  }
+}
+
+export enum DiagnosticTag {
+  Unnecessary = 1,
+  Deprecated = 2,
+}
+export enum SymbolTag {
+  Deprecated = 1,
+}
+export enum CompletionItemTag {
+  Deprecated = 1,
+}
+export enum DocumentHighlightKind {
+  Text = 0,
+  Read = 1,
+  Write = 2,
+}
+export enum SymbolKind {
+  File = 0, Module, Namespace, Package, Class, Method, Property, Field, Constructor, Enum, Interface,
+  Function, Variable, Constant, String, Number, Boolean, Array, Object, Key, Null, EnumMember, Struct,
+  Event, Operator, TypeParameter,
+}
+
 export enum StatusBarAlignment {
   Left = 1,
   Right = 2,
@@ -257,8 +355,8 @@ export const stub = {
     inputBox: () => undefined,
   } as Responders,
   settings: new Map<string, unknown>(),
-  /** Prints every output-channel line to stderr as well (SAIPLING_TEST_VERBOSE=1). */
-  verbose: process.env.SAIPLING_TEST_VERBOSE === '1',
+  /** Prints every output-channel line to stderr as well (VSCODE_E2E_VERBOSE=1). */
+  verbose: process.env.VSCODE_E2E_VERBOSE === '1',
 
   /** Sets `saipling.<key>` (or any full key) and fires onDidChangeConfiguration like the editor. */
   setSetting(key: string, value: unknown): void {
@@ -272,6 +370,7 @@ export const stub = {
     this.statusBarItems.length = 0;
     this.executedCommands.length = 0;
     this.output.length = 0;
+    progressLog.length = 0;
     this.settings.clear();
     this.responders = { message: () => undefined, quickPick: () => undefined, inputBox: () => undefined };
     commandRegistry.clear();
@@ -399,8 +498,22 @@ function openDocument(uri: Uri): StubTextDocument {
 // ---------------------------------------------------------------------------------------------
 // window
 
+/** What window.withProgress showed (the LanguageClient shows `$/progress` through it). */
+export const progressLog: { kind: 'begin' | 'report' | 'end'; title?: string; message?: string; increment?: number }[] = [];
+
 export class StubStatusBarItem {
-  text = '';
+  /** Every text the item showed, oldest first. */
+  readonly textHistory: string[] = [];
+  private _text = '';
+  get text(): string {
+    return this._text;
+  }
+  set text(value: string) {
+    this._text = value;
+    if (this.textHistory.at(-1) !== value) {
+      this.textHistory.push(value);
+    }
+  }
   tooltip: unknown = undefined;
   command: unknown = undefined;
   name: string | undefined;
@@ -572,13 +685,16 @@ export const window = {
     return picker;
   },
   async withProgress<R>(
-    _options: unknown,
-    task: (progress: { report(value: unknown): void }, token: CancellationToken) => Thenable<R>,
+    options: { title?: string },
+    task: (progress: { report(value: { message?: string; increment?: number }): void }, token: CancellationToken) => Thenable<R>,
   ): Promise<R> {
+    const title = options.title;
     const source = new CancellationTokenSource();
+    progressLog.push({ kind: 'begin', title });
     try {
-      return await task({ report: () => undefined }, source.token);
+      return await task({ report: (value) => progressLog.push({ kind: 'report', title, ...value }) }, source.token);
     } finally {
+      progressLog.push({ kind: 'end', title });
       source.dispose();
     }
   },
