@@ -28,6 +28,8 @@ const OWN_COMMANDS: ReadonlySet<string> = new Set(Object.values(COMMANDS));
 export interface Session {
   readonly client: LanguageClient | undefined;
   restart(): Promise<void>;
+  /** The index changed (reindex started, index cleared): refresh the status bar now. */
+  indexChanged(): void;
 }
 
 /**

@@ -13,7 +13,11 @@ let client: SaiplingLanguageClient | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<Session> {
   const output = vscode.window.createOutputChannel('Saipling Search');
-  const session: Session = { get client() { return client; }, restart: () => restart(context, output, statusBar) };
+  const session: Session = {
+    get client() { return client; },
+    restart: () => restart(context, output, statusBar),
+    indexChanged: () => statusBar.poke(),
+  };
   const statusBar = new StatusBar(session, COMMANDS.showStatus);
   context.subscriptions.push(output, statusBar, registerSearchPicker(session), registerRelated(session),
     ...registerIndexCommands(session), registerSetApiKey(context, session),

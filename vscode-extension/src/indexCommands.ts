@@ -36,7 +36,9 @@ export async function reindex(session: Session, options?: { full?: boolean }): P
     full = pick.full;
   }
   try {
-    return await client.sendRequest<ReindexResponse>(Methods.reindex, { full });
+    const response = await client.sendRequest<ReindexResponse>(Methods.reindex, { full });
+    session.indexChanged();
+    return response;
   } catch (error) {
     showRequestError('reindex', error);
     return undefined;
@@ -64,6 +66,7 @@ export async function clearIndex(
   }
   try {
     const response = await client.sendRequest<ClearIndexResponse>(Methods.clearIndex, {});
+    session.indexChanged();
     void vscode.window.showInformationMessage('Saipling: the index was cleared.');
     return response;
   } catch (error) {

@@ -84,6 +84,11 @@ export function showSearchPicker(session: Session, initialQuery?: string): vscod
     },
   });
 
+  // The initial value is set before listening, so it is queried once, at once.
+  const initial = initialQuery ?? selectedText();
+  if (initial !== undefined) {
+    picker.value = initial;
+  }
   picker.onDidChangeValue((value) => live.update(value));
   picker.onDidAccept(() => {
     const item = picker.selectedItems[0] ?? picker.activeItems[0];
@@ -99,10 +104,7 @@ export function showSearchPicker(session: Session, initialQuery?: string): vscod
     picker.dispose();
   });
   picker.show();
-
-  const initial = initialQuery ?? selectedText();
   if (initial !== undefined) {
-    picker.value = initial;
     void live.now(initial);
   }
   return picker;

@@ -7,6 +7,7 @@ export const CLIENT_ONLY_KEYS: ReadonlySet<string> = new Set([
   'pythonPath',
   'maxResults',
   'searchMode',
+  'trace', // saipling.trace.server: read by vscode-languageclient itself
 ]);
 
 /** Settings whose change needs a new server process rather than `didChangeConfiguration`. */
@@ -45,7 +46,8 @@ function isUnset(value: unknown): boolean {
 export function serverSettings(section: Record<string, unknown> | null | undefined): Record<string, unknown> {
   const result: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(section ?? {})) {
-    if (CLIENT_ONLY_KEYS.has(key) || isUnset(value) || typeof value === 'function') {
+    const isClientOnly = CLIENT_ONLY_KEYS.has(key) || CLIENT_ONLY_KEYS.has(key.split('.')[0]);
+    if (isClientOnly || isUnset(value) || typeof value === 'function') {
       continue;
     }
     result[key] = value;

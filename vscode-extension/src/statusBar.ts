@@ -65,6 +65,13 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
+  /** Refreshes soon and resumes polling (after a reindex or a clear). */
+  poke(): void {
+    if (this.running) {
+      this.schedule(0);
+    }
+  }
+
   /** Asks the server for its status now and renders it. */
   async refresh(): Promise<StatusResponse | undefined> {
     const client = this.session.client;

@@ -213,6 +213,8 @@ function serverSettings(): Record<string, unknown> {
     'saipling.serverCommand': command,
     'saipling.serverArgs': [...args, 'serve'],
     'saipling.provider': 'none',
+    // VSCODE_E2E_TRACE=verbose logs every JSON-RPC message to the output (seen with VSCODE_E2E_VERBOSE=1).
+    ...(process.env.VSCODE_E2E_TRACE ? { 'saipling.trace.server': process.env.VSCODE_E2E_TRACE } : {}),
   };
 }
 
@@ -356,6 +358,21 @@ describe('extension against the real saipling server', { timeout: 180000 }, () =
     }
   });
 
+  it('Search Project with a query argument searches at once, and shows why a search found nothing', async () => {
+    await vscode.commands.executeCommand('saipling.searchProject', 'harbour');
+    const picker = stub.quickPicks.at(-1);
+    assert.ok(picker);
+    assert.equal(picker.value, 'harbour');
+    const items = await waitFor('results for the initial query', () =>
+      picker.items.length > 0 ? picker.items : undefined);
+    assert.ok(items.some((i) => i.label.startsWith('places/harbour-town.md')), JSON.stringify(items));
+    picker.type('zeppelin');
+    const none = await waitFor('the no-results row', () => picker.items.find((i) => /No results/.test(i.label)));
+    assert.equal((none as { result?: unknown }).result, undefined);
+    picker.hide();
+    assert.ok(picker.disposed);
+  });
+
   it('Find Related Passages for the active file: results from other files, opened on pick', async () => {
     const client = runningClient(session);
     const uri = vscode.Uri.file(path.join(root, EXPECTED_FILE));
@@ -457,6 +474,18 @@ describe('extension against the real saipling server', { timeout: 180000 }, () =
     assert.deepEqual(stub.messages.slice(messagesBefore), []);
   });
 
+  it('a settings change reaches the running server (didChangeConfiguration, workspace/configuration)', async () => {
+    const client = runningClient(session);
+    stub.setSetting('saipling.exclude', ['notes/**']);
+    const status = await waitFor('the index without notes/', async () => {
+      const s = await client.sendRequest<StatusResponse>(Methods.status, {});
+      return s.totalFiles === Object.keys(FIXTURE).length - 1 && !s.isIndexing ? s : undefined;
+    });
+    assert.equal(status.totalFiles, 3);
+    const response = await client.sendRequest<SearchResponse>(Methods.search, buildSearchParams('trawler reef rescue'));
+    assert.ok(response.results.every((r) => !r.filePath.startsWith('notes/')), JSON.stringify(response.results));
+  });
+
   it('Clear Index asks first, then clears', async () => {
     stub.responders.message = (m) => (m.items.includes('Clear Index') ? 'Clear Index' : undefined);
     const response = await vscode.commands.executeCommand<{ cleared: boolean }>('saipling.clearIndex');
@@ -464,6 +493,9 @@ describe('extension against the real saipling server', { timeout: 180000 }, () =
     assert.ok(stub.messages.some((m) => m.kind === 'warning' && m.items.includes('Clear Index')));
     const status = await runningClient(session).sendRequest<StatusResponse>(Methods.status, {});
     assert.equal(status.totalChunks, 0, JSON.stringify(status));
+    // The status bar is refreshed at once, not at the next idle poll.
+    await waitFor('the status bar after clearing', () =>
+      stub.statusBarItems[0].text === `$(search) Saipling: ${status.totalFiles} files` || undefined, 5000);
   });
 
   it('Set API Key stores the key in SecretStorage and restarts the server with it', async () => {

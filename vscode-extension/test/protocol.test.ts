@@ -77,6 +77,8 @@ describe('settings sent to the server', () => {
     exclude: [],
     maxResults: 20,
     searchMode: 'hybrid',
+    trace: { server: 'off' },
+    'trace.server': 'off',
   };
 
   it('drops client-only keys and unset values', () => {

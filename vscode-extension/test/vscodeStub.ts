@@ -396,9 +396,15 @@ function settingValue(fullKey: string): unknown {
   if (keys.size === 0) {
     return undefined;
   }
+  // Dotted keys nest, as in VS Code: saipling.trace.server -> { trace: { server } }.
   const result: Record<string, unknown> = {};
   for (const key of keys) {
-    result[key.slice(prefix.length)] = settingValue(key);
+    const parts = key.slice(prefix.length).split('.');
+    let target = result;
+    for (const part of parts.slice(0, -1)) {
+      target = (target[part] ??= {}) as Record<string, unknown>;
+    }
+    target[parts[parts.length - 1]] = stub.settings.has(key) ? stub.settings.get(key) : configurationDefaults[key];
   }
   return result;
 }
