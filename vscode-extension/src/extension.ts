@@ -62,7 +62,7 @@ async function startClient(context: vscode.ExtensionContext, output: vscode.Outp
 async function restart(context: vscode.ExtensionContext, output: vscode.OutputChannel, statusBar: StatusBar) {
   const previous = client;
   client = undefined;
-  await previous?.stop().catch(() => undefined);
+  await previous?.stop().catch((error: unknown) => output.appendLine(`Saipling: stopping the server failed: ${String(error)}`));
   await startClient(context, output, statusBar);
 }
 

@@ -58,6 +58,8 @@ export interface SearchResult {
   fileType: string | null;
   entityType: string | null;
   entityName: string | null;
+  bookId?: string | null;
+  chapterId?: string | null;
   matchedBy: string[] | string | null;
 }
 
@@ -111,11 +113,6 @@ export interface ReindexResponse {
 
 export interface ClearIndexResponse {
   cleared: boolean;
-}
-
-/** The subset of a language client the features need; LanguageClient satisfies it. */
-export interface CancellationTokenLike {
-  readonly isCancellationRequested: boolean;
 }
 
 /** Clamp a configured result count into the range the server accepts. */

@@ -108,7 +108,7 @@ const STATUS_FIELDS = [
 // Helpers
 
 /** Splits "cmd arg 'a b'" like a POSIX shell (quotes only), or parses a JSON array. */
-export function splitCommand(value: string): string[] {
+function splitCommand(value: string): string[] {
   const trimmed = value.trim();
   if (trimmed.startsWith('[')) {
     return JSON.parse(trimmed) as string[];
