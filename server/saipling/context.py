@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Mapping
@@ -12,7 +13,7 @@ from .context_settings import load_context_settings
 from .embeddings.base import estimate_tokens
 from .errors import InvalidRequest
 from .paths import normalise_rel
-from .search import STOPWORDS, SearchRequest, parse_filter, run_search
+from .search import STOPWORDS, SearchRequest, check_query_text, parse_filter, run_search
 from .skills import VectorSearchConfig, load_skill, parse_block
 from .textio import BinaryFile, decode
 
@@ -48,15 +49,21 @@ def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
     if not isinstance(params, Mapping):
         raise InvalidRequest("params", "must be an object")
     query = params.get("query")
-    if not isinstance(query, str) or not query.strip():
+    if not isinstance(query, str):
         raise InvalidRequest("query", "is required and must be a non-empty string")
+    query = check_query_text(query)
     skill, inline = params.get("skill"), params.get("skillConfig")
     if skill is not None and not isinstance(skill, str):
         raise InvalidRequest("skill", "must be a string")
     if inline is not None and not isinstance(inline, Mapping):
         raise InvalidRequest("skillConfig", "must be an object")
     if inline is not None:
-        block = inline.get("context", {}).get("vector_search", inline) if "context" in inline else inline
+        block: Any = inline
+        if "context" in inline:  # a whole skill document: take its [context.vector_search] table
+            context = inline["context"]
+            block = context.get("vector_search", {}) if isinstance(context, Mapping) else None
+        if not isinstance(block, Mapping):
+            raise InvalidRequest("skillConfig", "context.vector_search must be an object")
         config = parse_block(block, "skillConfig")
     elif skill:
         config = load_skill(project.root / project.settings.skills_dir, skill)
@@ -75,7 +82,7 @@ def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
     max_results = _int(params, "maxResults", 1)
     max_tokens = _int(params, "maxSearchTokens", 0)
     return EnrichRequest(
-        query=query.strip()[:2000],
+        query=query[:2000],
         config=config,
         loaded_files=[_rel(project, p) for p in loaded],
         book_id=book_id,
@@ -125,32 +132,43 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
     cs = load_context_settings(project.root)
     loaded = set(req.loaded_files)
     forced = set(cs.forced())
-    sreq = SearchRequest(query=req.query, max_results=min(100, req.max_results * 3 + len(loaded) + len(forced)),
-                         filter=flt, source="agent")  # fmt: skip
-    response = run_search(project, sreq)
+
+    def already_loaded(path: str) -> bool:
+        return path in loaded or path in forced or cs.mode_for(path) == "force"
+
+    def search(exclude: list[str], log: bool) -> dict[str, Any]:
+        f = dataclasses.replace(flt, exclude_paths=list(exclude))
+        sreq = SearchRequest(query=req.query, max_results=min(100, req.max_results * 3), filter=f,
+                             source="agent", log=log)  # fmt: skip
+        return run_search(project, sreq)
+
+    response = search([], log=True)
     out["degraded"] = response["degraded"]
+    results = response["results"]
+    dropped = sorted({r["filePath"] for r in results if already_loaded(r["filePath"])})
+    skipped: dict[tuple[str, str], None] = {(path, "already_loaded"): None for path in dropped}
+    if dropped and sum(not already_loaded(r["filePath"]) for r in results) < req.max_results:
+        # Loaded files crowded the page: search again with them excluded before ranking.
+        dup = loaded | {p for p in project.store.file_states() if already_loaded(p)}
+        results = search(sorted(dup), log=False)["results"]
     blocks: list[str] = []
     used = 0
     taken = 0
-    for r in response["results"]:
+    for r in results:
         path = r["filePath"]
-        if path in loaded:
-            out["skipped"].append({"path": path, "reason": "already_loaded"})
-            continue
-        if path in forced or cs.mode_for(path) == "force":
-            out["skipped"].append({"path": path, "reason": "already_loaded"})
+        if already_loaded(path):
             continue
         if taken >= req.max_results:
             break
         text = _read_lines(project, path, r["startLine"], r["endLine"])
         if text is None:
-            out["skipped"].append({"path": path, "reason": "missing"})
+            skipped[(path, "missing")] = None
             continue
         heading = r["sectionHeading"] or r["headingPath"] or "(start of file)"
         block = f"=== FILE: {path} (SEARCH) ===\n(matched section: {heading})\n{text.rstrip()}\n"
         cost = estimate_tokens(block)
         if used + cost > budget:
-            out["skipped"].append({"path": path, "reason": "over_budget"})
+            skipped[(path, "over_budget")] = None
             continue
         blocks.append(block)
         used += cost
@@ -158,6 +176,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
         out["searchResults"].append({"filePath": path, "section": heading, "similarityScore": r["score"],
                                      "tokensEst": cost, "contentPreview": r["preview"],
                                      "startLine": r["startLine"], "endLine": r["endLine"]})  # fmt: skip
+    out["skipped"] = [{"path": path, "reason": reason} for path, reason in skipped]
     out["contextBlock"] = "\n".join(blocks)
     out["tokensUsed"] = used
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequest, PathOutsideRoot
@@ -14,6 +15,14 @@ if TYPE_CHECKING:
     from .project import Project
 
 MAX_LINES = 5000
+
+
+def resolve_path(root: Path, path: str) -> tuple[Path, str]:
+    """`resolve_inside`, rejecting paths the OS cannot represent (NUL bytes, lone surrogates, too long)."""
+    try:
+        return resolve_inside(root, path)
+    except (ValueError, UnicodeError, OSError) as exc:  # PathOutsideRoot is none of these
+        raise InvalidRequest("path", f"not a usable path ({type(exc).__name__})") from None
 
 
 def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -28,16 +37,18 @@ def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidRequest("startLine", "must be an integer >= 1")
     if lines is not None and (isinstance(lines, bool) or not isinstance(lines, int) or lines < 1):
         raise InvalidRequest("lines", "must be an integer >= 1")
-    real, rel = resolve_inside(project.root, path)
+    real, rel = resolve_path(project.root, path)
     reason = is_indexable(project.root, rel, project.settings)
     if reason is not None:
         raise PathOutsideRoot("path", f"{rel} is not an indexable project file ({reason})")
-    if not real.is_file():
-        raise InvalidRequest("path", f"{rel} does not exist")
     try:
+        if not real.is_file():
+            raise InvalidRequest("path", f"{rel} does not exist")
         text = decode(real.read_bytes(), rel).text
     except BinaryFile as exc:
         raise InvalidRequest("path", str(exc)) from None
+    except OSError as exc:
+        raise InvalidRequest("path", f"{rel} cannot be read ({exc.strerror or exc})") from None
     all_lines = text.split("\n")
     if all_lines and all_lines[-1] == "":
         all_lines.pop()

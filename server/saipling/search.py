@@ -17,7 +17,8 @@ import numpy as np
 from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider
 from .errors import InvalidRequest, ProviderError
-from .paths import normalise_rel, resolve_inside
+from .paths import normalise_rel
+from .reading import resolve_path
 from .store import ChunkFilter
 
 if TYPE_CHECKING:
@@ -102,6 +103,18 @@ def parse_filter(raw: Any, prefix: str = "filter.") -> ChunkFilter:
     return out
 
 
+def check_query_text(query: str) -> str:
+    """The stripped query; InvalidRequest('query') if it is empty or not encodable text (lone surrogates)."""
+    query = query.strip()
+    if not query:
+        raise InvalidRequest("query", "must not be empty")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest("query", "is not valid Unicode text (it holds a lone surrogate)") from None
+    return query
+
+
 def parse_request(params: Mapping[str, Any], default_max: int = 5) -> SearchRequest:
     """Validate a SPEC 8 request; InvalidRequest names the offending field."""
     if not isinstance(params, Mapping):
@@ -109,9 +122,7 @@ def parse_request(params: Mapping[str, Any], default_max: int = 5) -> SearchRequ
     query = params.get("query")
     if not isinstance(query, str):
         raise InvalidRequest("query", "is required and must be a string")
-    query = query.strip()
-    if not query:
-        raise InvalidRequest("query", "must not be empty")
+    query = check_query_text(query)
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidRequest("query", f"is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
     max_results = _want(params, "maxResults", int, default_max)
@@ -248,7 +259,7 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
     mode = req.mode
     degraded: str | None = None
     qvec = None
-    if mode != "lexical":
+    if mode != "lexical" and req.query.strip():  # (requests built in code skip parse_request's checks)
         degraded = vector_unavailable(project)
         if degraded is None:
             try:
@@ -420,7 +431,7 @@ def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
     max_results = _want(params, "maxResults", int, project.settings.max_results_default)
     if not 1 <= max_results <= 100:
         raise InvalidRequest("maxResults", "must be between 1 and 100")
-    _, rel = resolve_inside(project.root, target)
+    _, rel = resolve_path(project.root, target)
     t0 = time.perf_counter()
     chunks = project.store.chunks_for_path(rel)
     flt = ChunkFilter(exclude_paths=[rel])

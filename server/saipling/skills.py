@@ -60,7 +60,8 @@ def load_skill(skills_dir: Path, name: str) -> VectorSearchConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InvalidRequest("skill", f"{path.name} is not valid TOML: {exc}") from None
-    block = data.get("context", {}).get("vector_search", {})
+    context = data.get("context", {})
+    block = context.get("vector_search", {}) if isinstance(context, Mapping) else None
     if not isinstance(block, Mapping):
         raise InvalidRequest("skill", f"{path.name}: [context.vector_search] must be a table")
     return parse_block(block, f"skill {path.name}: context.vector_search")

@@ -1,0 +1,213 @@
+"""CLI (SPEC 12): `search` (table and --json), `get PATH:START-END`, `related`, `enrich`, and usage errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from fixtures import retrieval_project
+from saipling.cli import main
+
+ENV = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1"}
+MARCUS = "characters/marcus-cole/profile.md"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = retrieval_project(tmp_path_factory.mktemp("cli"))
+    result = CliRunner(env=ENV).invoke(main, ["index", str(root), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["files"] == 12
+    return root
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner(env=ENV | (env or {})).invoke(main, list(args))
+
+
+def search_json(root: Path, *args: str) -> dict[str, Any]:
+    result = run("search", *args, "--root", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+# -- search ----------------------------------------------------------------------------------------------------
+def test_search_table(root: Path) -> None:
+    result = run("search", "chandlery", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "score" in out and "file § section" in out and "lines" in out and "snippet" in out
+    assert f"{MARCUS} § Childhood" in out
+    assert "1.000" in out and "chandlery" in out and "**" not in out
+    response = search_json(root, "chandlery")
+    r = response["results"][0]
+    assert f"{r['startLine']}-{r['endLine']}" in out
+    assert "note: keyword search only" in result.stderr  # provider none: said so, on stderr
+
+
+def test_search_json_fields(root: Path) -> None:
+    response = search_json(root, "quillfeather", "-k", "3", "--mode", "lexical")
+    assert (response["query"], response["mode"], response["degraded"]) == ("quillfeather", "lexical", None)
+    (r,) = response["results"]
+    assert r["filePath"] == "characters/elena-vance/profile.md" and r["matchedBy"] == ["keyword"]
+    assert r["range"]["start"]["line"] == r["startLine"] - 1
+    assert "explain" not in r
+
+
+def test_search_explain(root: Path) -> None:
+    response = search_json(root, "quillfeather", "--explain")
+    assert response["results"][0]["explain"]["keywordRank"] == 1
+    table = run("search", "quillfeather", "--root", str(root), "--explain")
+    assert table.exit_code == 0 and "keyword rank 1, vector rank None, fused 1.0" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "check"),
+    [
+        (["--type", "character"], lambda r: r["entityType"] == "character"),
+        (["--type", "place", "--type", "faction"], lambda r: r["entityType"] in ("place", "faction")),
+        (["--file-type", "scene_draft"], lambda r: r["fileType"] == "scene_draft"),
+        (["--book", "book-02"], lambda r: r["bookId"] == "book-02"),
+        (["--chapter", "ch-03"], lambda r: r["chapterId"] == "ch-03"),
+        (["--max-chapter", "2"], lambda r: r["chapterId"] in (None, "ch-01", "ch-02")),
+        (["--path", "world"], lambda r: r["filePath"].startswith("world/")),
+        (["--glob", "books/**/*.md"], lambda r: r["filePath"].startswith("books/")),
+        (["--role", "public"], lambda r: r["filePath"] != "characters/elena-vance/profile.md"),
+        (["--min-score", "0.5"], lambda r: r["score"] >= 0.5),
+    ],
+)
+def test_search_filters(root: Path, args: list[str], check: Any) -> None:
+    results = search_json(root, "harbor ferry ledger marcus storm elena guild marigold", "-k", "100", *args)[
+        "results"
+    ]
+    assert results and all(check(r) for r in results)
+
+
+def test_search_respects_exclusion_unless_all_files(root: Path) -> None:
+    assert search_json(root, "wolfsbane cipher")["results"] == []
+    found = {r["filePath"] for r in search_json(root, "wolfsbane cipher", "--all-files")["results"]}
+    assert found == {"notes/ideas.md", "notes/secret/plan.md"}
+    table = run("search", "wolfsbane cipher", "--root", str(root))
+    assert table.exit_code == 0 and "no results" in table.stdout
+
+
+def test_search_finds_the_root_from_the_current_folder(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(root / "characters" / "marcus-cole")
+    result = run("search", "chandlery", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["results"][0]["filePath"] == MARCUS
+
+
+# -- get / related / enrich ------------------------------------------------------------------------------------
+def test_get_line_ranges(root: Path) -> None:
+    lines = (root / MARCUS).read_text(encoding="utf-8").split("\n")
+    result = run("get", f"{MARCUS}:9-10", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "\n".join(lines[8:10]) + "\n"
+    assert run("get", f"{MARCUS}:24", "--root", str(root)).stdout == "\n".join(lines[23:]).rstrip("\n") + "\n"
+    assert run("get", MARCUS, "--root", str(root)).stdout == (root / MARCUS).read_text(encoding="utf-8")
+    got = json.loads(run("get", f"{MARCUS}:2-3", "--root", str(root), "--json").stdout)
+    assert got == {"path": MARCUS, "startLine": 2, "endLine": 3, "totalLines": len(lines) - 1,
+                   "text": "\n".join(lines[1:3])}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["../outside.md", "/etc/passwd", ".saipling/index.db", ".context_settings.json", "skills/writer.toml",
+     "characters/nobody.md", f"{MARCUS}:5-2"],
+)  # fmt: skip
+def test_get_rejections_exit_2(root: Path, location: str) -> None:
+    result = run("get", location, "--root", str(root))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.output
+
+
+def test_related(root: Path) -> None:
+    result = run("related", MARCUS, "--root", str(root), "--json", "-k", "20")
+    assert result.exit_code == 0, result.output
+    response = json.loads(result.stdout)
+    got = {r["filePath"] for r in response["results"]}
+    assert got and MARCUS not in got and not got & {"notes/ideas.md", "notes/secret/plan.md"}
+    table = run("related", MARCUS, "--root", str(root))
+    assert table.exit_code == 0 and "file § section" in table.stdout
+    unknown = run("related", "characters/nobody/profile.md", "--root", str(root))
+    assert unknown.exit_code == 0 and "is not indexed yet" in unknown.stderr
+    assert run("related", "../x.md", "--root", str(root)).exit_code == 2
+
+
+def test_enrich(root: Path) -> None:
+    result = run("enrich", "storm ledger sister", "--root", str(root), "--skill", "writer")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("=== FILE: ") and "(SEARCH) ===\n(matched section: " in result.stdout
+    assert "cipher" not in result.stdout and "wolfsbane" not in result.stdout
+    response = json.loads(
+        run("enrich", "storm ledger sister", "--root", str(root), "--loaded", MARCUS, "--json").stdout
+    )
+    assert response["ran"] and MARCUS not in {r["filePath"] for r in response["searchResults"]}
+    assert {"path": MARCUS, "reason": "already_loaded"} in response["skipped"]
+    empty = run("enrich", "storm ledger sister", "--root", str(root), "--max-tokens", "0")
+    assert empty.exit_code == 0 and empty.stdout.startswith("(nothing added: ")
+    never = run("enrich", "storm ledger sister", "--root", str(root), "--skill", "never")
+    assert never.stdout.strip() == "(nothing added: skill mode is never)"
+    missing = run("enrich", "storm ledger", "--root", str(root), "--skill", "nope")
+    assert missing.exit_code == 2 and missing.stderr.startswith("error: skill: ")
+
+
+# -- usage errors ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search"],
+        ["search", ""],
+        ["search", "   "],
+        ["search", "x" * 2001],
+        ["search", "storm", "-k", "0"],
+        ["search", "storm", "-k", "101"],
+        ["search", "storm", "--mode", "fuzzy"],
+        ["search", "storm", "--max-chapter", "three"],
+        ["search", "storm", "--min-score", "2"],
+        ["search", "storm", "--no-such-flag"],
+        ["get"],
+        ["related"],
+        ["enrich"],
+        ["enrich", ""],
+        ["no-such-command"],
+    ],
+)
+def test_usage_errors_exit_2(root: Path, args: list[str]) -> None:
+    result = run(*args, *(["--root", str(root)] if len(args) > 1 and args[0] != "no-such-command" else []))
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_root_is_a_usage_error(tmp_path: Path) -> None:
+    result = run("search", "storm", "--root", str(tmp_path / "missing"))
+    assert result.exit_code == 2 and "not a folder" in result.stderr
+
+
+def test_every_retrieval_command_has_help() -> None:
+    for command in ("search", "get", "related", "enrich", "eval"):
+        result = run(command, "--help")
+        assert result.exit_code == 0 and "Usage:" in result.stdout
+
+
+def test_installed_entry_point(root: Path) -> None:
+    exe = shutil.which("saipling")
+    cmd = [exe] if exe else [sys.executable, "-m", "saipling"]
+    env = os.environ | ENV
+    done = subprocess.run([*cmd, "search", "chandlery", "--root", str(root), "--json"], capture_output=True,
+                          text=True, env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["results"][0]["filePath"] == MARCUS
+    bad = subprocess.run(
+        [*cmd, "search", "", "--root", str(root)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("error: query: ") and "Traceback" not in bad.stderr

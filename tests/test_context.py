@@ -1,0 +1,358 @@
+"""Context enrichment (SPEC 9): skill TOML parsing, modes and wantSearch, dedup against loadedFiles and force files,
+exclusion, token budget shedding, the delimiter format, skipped reasons, book scope."""
+
+# ruff: noqa: F811  (the `api_server` fixture is imported, then requested as a parameter)
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from fixtures import make_project, open_project, retrieval_project, write_file
+from saipling.context import EnrichRequest, should_search
+from saipling.embeddings.base import estimate_tokens
+from saipling.errors import InvalidRequest
+from saipling.skills import VectorSearchConfig, load_skill, parse_block
+
+MARCUS = "characters/marcus-cole/profile.md"
+HARBOR = "world/places/harbor.md"  # "force" in .context_settings.json (written with backslashes)
+EXCLUDED = {"notes/ideas.md", "notes/secret/plan.md"}
+ALWAYS = {"enabled": True, "mode": "always"}
+
+
+@pytest.fixture(scope="module")
+def novel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    root = retrieval_project(tmp_path_factory.mktemp("context"))
+    with open_project(root) as p:
+        p.index()
+        yield p
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[Any]:
+    """A project of its own, for tests that change files."""
+    with open_project(retrieval_project(tmp_path)) as p:
+        p.index()
+        yield p
+
+
+def blocks_of(response: dict[str, Any]) -> list[str]:
+    return [b for b in response["contextBlock"].split("\n=== FILE: ") if b]
+
+
+# -- skills ----------------------------------------------------------------------------------------------------
+def test_skill_defaults(tmp_path: Path) -> None:
+    root = retrieval_project(tmp_path)
+    assert load_skill(root / "skills", "bare") == VectorSearchConfig(False, "auto", 5, 15000, [])
+    assert load_skill(root / "skills", "disabled") == VectorSearchConfig(False, "always", 5, 15000, [])
+    assert load_skill(root / "skills", "writer.toml") == VectorSearchConfig(True, "auto", 5, 15000, [])
+    assert load_skill(root / "skills", "always") == VectorSearchConfig(True, "always", 3, 15000, [])
+    assert load_skill(root / "skills", "characters").filter_entity_types == ["character"]
+    write_file(root, "skills/empty.toml", "")
+    assert load_skill(root / "skills", "empty") == VectorSearchConfig()
+
+
+def test_parse_block_accepts_camel_case_and_caps_max_results() -> None:
+    cfg = parse_block({"enabled": True, "maxResults": 500, "maxSearchTokens": 0, "filterEntityTypes": ["place"],
+                       "unknown_key": 1}, "skillConfig")  # fmt: skip
+    assert cfg == VectorSearchConfig(True, "auto", 100, 0, ["place"])
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[context.vector_search\nenabled = true", "not valid TOML"),
+        ("context = 3", "must be a table"),
+        ("[context]\nvector_search = 3", "must be a table"),
+        ('[context.vector_search]\nenabled = "yes"', "enabled"),
+        ('[context.vector_search]\nmode = "sometimes"', "mode"),
+        ("[context.vector_search]\nmax_results = 0", "max_results"),
+        ('[context.vector_search]\nmax_results = "5"', "max_results"),
+        ("[context.vector_search]\nmax_search_tokens = -1", "max_search_tokens"),
+        ('[context.vector_search]\nfilter_entity_types = "character"', "filter_entity_types"),
+        ("[context.vector_search]\nfilter_entity_types = [1]", "filter_entity_types"),
+        (b"\xff\xfe[context]", "not valid TOML"),
+    ],
+)
+def test_bad_skill_files_are_invalid_requests(tmp_path: Path, toml: str | bytes, message: str) -> None:
+    write_file(tmp_path, "skills/bad.toml", toml)
+    with pytest.raises(InvalidRequest) as info:
+        load_skill(tmp_path / "skills", "bad")
+    assert message in str(info.value)
+    assert info.value.field.startswith("skill")
+
+
+@pytest.mark.parametrize("name", ["missing", "../skills/writer", ".hidden", "a/b", "", " "])
+def test_unknown_or_unsafe_skill_names(novel: Any, name: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        load_skill(novel.root / "skills", name)
+    assert info.value.field == "skill"
+
+
+def test_enrich_with_a_missing_skill_names_the_field(novel: Any) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        novel.enrich({"query": "storm ledger", "skill": "no-such-skill"})
+    assert info.value.field == "skill"
+
+
+# -- when to search --------------------------------------------------------------------------------------------
+def _req(mode: str, want: bool | None, query: str = "storm ledger", enabled: bool = True) -> EnrichRequest:
+    return EnrichRequest(query=query, config=VectorSearchConfig(enabled=enabled, mode=mode), want_search=want)
+
+
+@pytest.mark.parametrize(
+    ("mode", "want", "ran"),
+    [
+        ("never", True, False), ("never", False, False), ("never", None, False),
+        ("always", True, True), ("always", False, True), ("always", None, True),
+        ("auto", True, True), ("auto", False, False),
+    ],
+)  # fmt: skip
+def test_modes_and_want_search(mode: str, want: bool | None, ran: bool) -> None:
+    assert should_search(_req(mode, want))[0] is ran
+    assert should_search(_req(mode, want, enabled=False)) == (
+        False,
+        "vector search is not enabled for this skill",
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "ran"),
+    [("storm", False), ("the storm", False), ("a an the of it", False), ("go to ch", False),
+     ("the storm ledger", True), ("where did Marcus lose his sister?", True)],
+)  # fmt: skip
+def test_auto_heuristic_without_want_search(query: str, ran: bool) -> None:
+    """Documented heuristic: search when the query has two or more content words (not stopwords, 3+ letters)."""
+    result, reason = should_search(_req("auto", None, query))
+    assert result is ran and reason.startswith("auto:")
+
+
+def test_not_running_returns_an_empty_plan(novel: Any) -> None:
+    for params in ({"skill": "never"}, {"skill": "disabled"}, {"skill": "bare"}, {"skill": "writer", "wantSearch": False},
+                   {"skillConfig": {"mode": "always"}}):  # fmt: skip
+        response = novel.enrich({"query": "storm ledger sister"} | params)
+        assert response["ran"] is False and response["reason"]
+        assert (response["contextBlock"], response["searchResults"], response["tokensUsed"], response["skipped"]) == (
+            "", [], 0, [],
+        )  # fmt: skip
+    assert novel.enrich({"query": "storm ledger sister", "skill": "writer"})["ran"] is True
+    assert novel.enrich({"query": "storm", "skill": "writer", "wantSearch": True})["ran"] is True
+    assert novel.enrich({"query": "storm", "skill": "writer"})["ran"] is False  # heuristic: too short
+    assert novel.enrich({"query": "storm ledger sister"})["ran"] is True  # no skill: enabled, auto
+
+
+# -- the plan --------------------------------------------------------------------------------------------------
+def test_delimiter_format_and_text_from_disk(novel: Any) -> None:
+    response = novel.enrich(
+        {"query": "storm ledger sister chandlery", "skillConfig": ALWAYS, "maxResults": 4}
+    )
+    assert response["ran"] and response["degraded"]  # provider none: keyword search, said so
+    results = response["searchResults"]
+    assert len(results) == 4
+    expected = []
+    for r in results:
+        assert set(r) >= {"filePath", "section", "similarityScore", "tokensEst", "contentPreview"}
+        lines = (novel.root / r["filePath"]).read_text(encoding="utf-8").split("\n")
+        text = "\n".join(lines[r["startLine"] - 1 : r["endLine"]]).rstrip()
+        block = f"=== FILE: {r['filePath']} (SEARCH) ===\n(matched section: {r['section']})\n{text}\n"
+        assert r["tokensEst"] == estimate_tokens(block)
+        assert 0 <= r["similarityScore"] <= 1
+        expected.append(block)
+    assert response["contextBlock"] == "\n".join(expected)
+    assert response["tokensUsed"] == sum(r["tokensEst"] for r in results)
+    assert response["contextBlock"].startswith("=== FILE: ")
+    one = novel.enrich({"query": "chandlery counting rope", "skillConfig": ALWAYS, "maxResults": 1})
+    block = one["contextBlock"]
+    assert block.startswith(
+        "=== FILE: characters/marcus-cole/profile.md (SEARCH) ===\n(matched section: ### Childhood)\n"
+    )
+    assert block.endswith(
+        "### Childhood\n\nHe grew up above his father's chandlery, counting rope and listening to the gulls.\n"
+    )
+    scores = [r["similarityScore"] for r in results]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_dedup_against_loaded_files(novel: Any) -> None:
+    query = {"query": "Marcus ledger storm sister chandlery", "skillConfig": ALWAYS, "maxResults": 10}
+    assert MARCUS in {r["filePath"] for r in novel.enrich(query)["searchResults"]}
+    for loaded in (MARCUS, "./characters\\marcus-cole\\profile.md", str(novel.root / MARCUS)):
+        response = novel.enrich(query | {"loadedFiles": [loaded]})
+        assert MARCUS not in {r["filePath"] for r in response["searchResults"]}
+        assert f"=== FILE: {MARCUS}" not in response["contextBlock"]
+        assert response["skipped"].count({"path": MARCUS, "reason": "already_loaded"}) == 1
+        assert response["searchResults"]
+
+
+def test_force_files_are_never_added(novel: Any) -> None:
+    query = {"query": "Greyhaven harbor docks quay lighthouse", "skillConfig": ALWAYS, "maxResults": 10}
+    response = novel.enrich(query)
+    assert HARBOR not in {r["filePath"] for r in response["searchResults"]}
+    assert {"path": HARBOR, "reason": "already_loaded"} in response["skipped"]
+    assert (
+        novel.search({"query": "Greyhaven quay"})["results"][0]["filePath"] == HARBOR
+    )  # search still finds it
+
+
+def test_force_folder_entries(fresh: Any) -> None:
+    write_file(
+        fresh.root, ".context_settings.json", json.dumps({"characters\\": "force", "notes/": "exclude"})
+    )
+    response = fresh.enrich({"query": "Marcus Elena ledger quillfeather journal", "skillConfig": ALWAYS})
+    assert not [r for r in response["searchResults"] if r["filePath"].startswith("characters/")]
+    assert {s["path"] for s in response["skipped"]} <= {MARCUS, "characters/elena-vance/profile.md"}
+
+
+def test_loaded_files_do_not_crowd_out_results(tmp_path: Path) -> None:
+    files = {
+        "notes/big.md": "\n\n".join(f"## Part {i}\n\nThe zircon lamp glows zircon {i}." for i in range(40))
+    }
+    for i in range(8):
+        files[f"world/z{i}.md"] = (
+            f"# Z{i}\n\nA single zircon appears in this long world text about other things {i}."
+        )
+    with open_project(make_project(tmp_path, files)) as p:
+        p.index()
+        response = p.enrich({"query": "zircon lamp", "loadedFiles": ["notes/big.md"], "skillConfig": ALWAYS,
+                             "maxResults": 5})  # fmt: skip
+        assert [r["filePath"] for r in response["searchResults"]] == [f"world/z{i}.md" for i in range(5)]
+        assert response["skipped"] == [{"path": "notes/big.md", "reason": "already_loaded"}]
+        assert len(p.store.search_log(include_eval=True)) == 1  # one logged search per enrich
+
+
+def test_excluded_files_never_enter_the_context(novel: Any) -> None:
+    for query in (
+        "cipher",
+        "wolfsbane poison tea",
+        "ledger could be a cipher",
+        "lighthouse keeper knew the sister",
+    ):
+        for extra in ({}, {"loadedFiles": list(EXCLUDED)}, {"maxResults": 100}):
+            response = novel.enrich({"query": query, "skillConfig": ALWAYS} | extra)
+            assert not EXCLUDED & {r["filePath"] for r in response["searchResults"]}
+            assert not EXCLUDED & {s["path"] for s in response["skipped"]} - set(extra.get("loadedFiles", []))
+            assert "cipher" not in response["contextBlock"] and "wolfsbane" not in response["contextBlock"]
+
+
+def test_budget_sheds_search_results(novel: Any) -> None:
+    query = {"query": "Marcus ferry ledger storm harbor lantern", "skillConfig": ALWAYS, "maxResults": 10}
+    full = novel.enrich(query)
+    sizes = [r["tokensEst"] for r in full["searchResults"]]
+    assert len(sizes) >= 3 and not [s for s in full["skipped"] if s["reason"] == "over_budget"]
+    budget = sizes[0] + min(sizes[1:]) - 1  # room for the first and not for everything else
+    tight = novel.enrich(query | {"maxSearchTokens": budget})
+    assert 0 < tight["tokensUsed"] <= budget
+    assert len(tight["searchResults"]) < len(full["searchResults"])
+    assert tight["searchResults"][0] == full["searchResults"][0]
+    assert [s for s in tight["skipped"] if s["reason"] != "over_budget"] == [
+        {"path": HARBOR, "reason": "already_loaded"}  # a force file
+    ]
+    shed = [s["path"] for s in tight["skipped"] if s["reason"] == "over_budget"]
+    assert shed and set(shed) <= {r["filePath"] for r in full["searchResults"]}
+    assert len(shed) == len(set(shed))  # one entry per file and reason
+    nothing = novel.enrich(query | {"maxSearchTokens": 0})
+    assert (nothing["contextBlock"], nothing["searchResults"], nothing["tokensUsed"]) == ("", [], 0)
+    assert {s["reason"] for s in nothing["skipped"]} == {"already_loaded", "over_budget"}
+    # total budget: what the agent already loaded counts against it
+    rest = novel.enrich(query | {"totalBudgetTokens": 10_000, "loadedTokens": 10_000 - budget})
+    assert rest["tokensUsed"] == tight["tokensUsed"]
+    assert novel.enrich(query | {"totalBudgetTokens": 100, "loadedTokens": 500})["tokensUsed"] == 0
+
+
+def test_skill_budget_and_max_results_with_overrides(novel: Any) -> None:
+    response = novel.enrich({"query": "Marcus ferry ledger storm harbor", "skill": "always"})
+    assert len(response["searchResults"]) == 3  # always.toml: max_results = 3
+    response = novel.enrich({"query": "Marcus ferry ledger storm harbor", "skill": "always", "maxResults": 1})
+    assert len(response["searchResults"]) == 1
+
+
+def test_skill_entity_type_filter(novel: Any) -> None:
+    response = novel.enrich({"query": "Marcus Elena harbor ferry ledger journal", "skill": "characters",
+                             "maxResults": 10})  # fmt: skip
+    files = {r["filePath"] for r in response["searchResults"]}
+    assert files and all(f.startswith("characters/") for f in files)
+
+
+def test_inline_skill_config(novel: Any) -> None:
+    for inline in ({"enabled": True, "mode": "always", "max_results": 2},
+                   {"context": {"vector_search": {"enabled": True, "mode": "always", "maxResults": 2}}}):  # fmt: skip
+        response = novel.enrich({"query": "Marcus ferry ledger storm", "skillConfig": inline})
+        assert response["ran"] and len(response["searchResults"]) == 2
+    response = novel.enrich({"query": "Marcus ferry ledger", "skillConfig": {"context": {}}})
+    assert response["ran"] is False  # an empty block: the defaults (disabled)
+
+
+def test_book_scope(novel: Any) -> None:
+    query = {"query": "marigold fields harbor road ferry", "skillConfig": ALWAYS, "maxResults": 20}
+    book_two = "books/book-02/phase-5-bloom/ch-01/scene-01.md"
+    assert book_two in {r["filePath"] for r in novel.enrich(query)["searchResults"]}
+    scoped = {r["filePath"] for r in novel.enrich(query | {"bookId": "book-01"})["searchResults"]}
+    assert book_two not in scoped
+    assert {p for p in scoped if p.startswith("books/")} and {p for p in scoped if not p.startswith("books/")}
+    assert book_two in {r["filePath"] for r in novel.enrich(query | {"bookId": "book-02"})["searchResults"]}
+
+
+def test_missing_or_unreadable_files(fresh: Any) -> None:
+    gone = "books/book-01/phase-5-bloom/ch-03/scene-01.md"
+    binary = "books/book-01/phase-5-bloom/ch-01/scene-01.md"
+    (fresh.root / gone).unlink()
+    write_file(fresh.root, binary, b"\x00\x01binary now\x00")
+    response = fresh.enrich(
+        {"query": "Marcus steers lantern ferry ledger", "skillConfig": ALWAYS, "maxResults": 10}
+    )
+    files = {r["filePath"] for r in response["searchResults"]}
+    assert gone not in files and binary not in files
+    assert {"path": binary, "reason": "missing"} in response["skipped"]
+    assert gone not in {s["path"] for s in response["skipped"] if s["reason"] != "missing"}
+    assert fresh.store.get_file(gone) is None  # dropped by the search and deindexed
+    assert response["searchResults"]
+
+
+def test_enrich_with_vectors(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
+    root = retrieval_project(tmp_path)
+    opts = {"base_url": api_server.url + "/v1", "model": "text-embedding-3-small", "max_retries": 0}
+    with open_project(root, provider="openai", **opts) as p:
+        p.index()
+        response = p.enrich(
+            {"query": "who lost a sister to the storm", "skill": "always", "loadedFiles": [MARCUS]}
+        )
+        assert response["ran"] and response["degraded"] is None
+        files = {r["filePath"] for r in response["searchResults"]}
+        assert len(response["searchResults"]) == 3 and not files & ({MARCUS, HARBOR} | EXCLUDED)
+        source = {r["source"] for r in p.store.search_log(include_eval=True)}
+        assert source == {"agent"}
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({}, "query"), ({"query": ""}, "query"), ({"query": "  "}, "query"), ({"query": 3}, "query"),
+        ({"query": "a \ud800"}, "query"),
+        ({"query": "q", "skill": 3}, "skill"), ({"query": "q", "skillConfig": "x"}, "skillConfig"),
+        ({"query": "q", "skillConfig": {"context": 3}}, "skillConfig"),
+        ({"query": "q", "skillConfig": {"context": {"vector_search": []}}}, "skillConfig"),
+        ({"query": "q", "skillConfig": {"enabled": "yes"}}, "skillConfig.enabled"),
+        ({"query": "q", "skillConfig": {"mode": "sometimes"}}, "skillConfig.mode"),
+        ({"query": "q", "loadedFiles": "a.md"}, "loadedFiles"), ({"query": "q", "loadedFiles": [3]}, "loadedFiles"),
+        ({"query": "q", "bookId": 1}, "bookId"), ({"query": "q", "wantSearch": "yes"}, "wantSearch"),
+        ({"query": "q", "maxResults": 0}, "maxResults"), ({"query": "q", "maxResults": "3"}, "maxResults"),
+        ({"query": "q", "maxSearchTokens": -1}, "maxSearchTokens"),
+        ({"query": "q", "maxSearchTokens": True}, "maxSearchTokens"),
+        ({"query": "q", "totalBudgetTokens": 1.5}, "totalBudgetTokens"),
+    ],
+)  # fmt: skip
+def test_enrich_validation_names_the_field(novel: Any, params: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        novel.enrich(params)
+    assert info.value.field == field
+
+
+def test_enrich_rejects_non_object(novel: Any) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        novel.enrich("storm")  # type: ignore[arg-type]
+    assert info.value.field == "params"

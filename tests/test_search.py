@@ -1,0 +1,716 @@
+"""Search (SPEC 8): request validation, ranking modes, filters before ranking, exclusion, visibility, spoiler
+horizon, result fields, degraded fallback, the query-embedding LRU, hostile queries, the search log, related.
+
+Vectors come from the real local HTTP test server (`apiserver.FakeEmbeddingAPI`: hash vectors, fine for
+plumbing, meaningless for semantics); semantic quality is checked with the local model when it is installed.
+"""
+
+# ruff: noqa: F811  (the `api_server` fixture is imported, then requested as a parameter)
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from fixtures import make_project, open_project, retrieval_project, write_file
+from saipling.errors import InvalidRequest, PathOutsideRoot
+from saipling.search import MODES, QueryCache, fts_query, parse_request, query_type
+
+ROLES = {"public": ["public"], "author": ["public", "private"]}
+CORPORA = {"lore": ["world/**"]}
+EXCLUDED = {"notes/ideas.md", "notes/secret/plan.md"}
+SPEC_RESULT_FIELDS = {
+    "filePath", "uri", "sectionHeading", "headingPath", "startLine", "endLine", "range", "snippet", "preview",
+    "score", "tokenCount", "fileType", "entityType", "entityName", "bookId", "chapterId", "matchedBy",
+}  # fmt: skip
+CRLF_FILE = (
+    "---\r\nname: Obsidian Gate\r\ntype: place\r\n---\r\n# Obsidian Gate\r\n\r\nA gate of black glass.\r\n\r\n"
+    "## Inscription\r\n\r\nThe runes read: the basalt token opens every door.\r\n"
+)
+
+
+def api_settings(api: FakeEmbeddingAPI) -> dict[str, Any]:
+    return {"base_url": api.url + "/v1", "model": "text-embedding-3-small", "max_retries": 0}
+
+
+def paths(response: dict[str, Any]) -> list[str]:
+    return [r["filePath"] for r in response["results"]]
+
+
+@pytest.fixture(scope="module")
+def module_api() -> Iterator[FakeEmbeddingAPI]:
+    with FakeEmbeddingAPI() as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def novel(tmp_path_factory: pytest.TempPathFactory, module_api: FakeEmbeddingAPI) -> Iterator[Any]:
+    """The retrieval project indexed with vectors from the test API server (read-only for the tests)."""
+    root = retrieval_project(tmp_path_factory.mktemp("search"), extra={"world/places/gate.md": CRLF_FILE})
+    with open_project(root, provider="openai", roles=ROLES, corpora=CORPORA, **api_settings(module_api)) as p:
+        summary = p.index()
+        assert summary.embedded == summary.chunks > 0 and summary.degraded is None
+        yield p
+
+
+@pytest.fixture(scope="module")
+def keyword_novel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The same project with provider none (keyword search only)."""
+    root = retrieval_project(tmp_path_factory.mktemp("keyword"))
+    with open_project(root, roles=ROLES) as p:
+        p.index()
+        yield p
+
+
+# -- parse_request ---------------------------------------------------------------------------------------------
+BAD_REQUESTS = [
+    pytest.param({"maxResults": 5}, "query", id="query-missing"),
+    pytest.param({"query": 5}, "query", id="query-int"),
+    pytest.param({"query": ["a"]}, "query", id="query-list"),
+    pytest.param({"query": ""}, "query", id="query-empty"),
+    pytest.param({"query": " \t\n "}, "query", id="query-blank"),
+    pytest.param({"query": "x" * 10_000}, "query", id="query-10000"),
+    pytest.param({"query": "x" * 2001}, "query", id="query-2001"),
+    pytest.param({"query": "lone \ud800 surrogate"}, "query", id="query-surrogate"),
+    pytest.param({"query": "q", "maxResults": "5"}, "maxResults", id="maxResults-str"),
+    pytest.param({"query": "q", "maxResults": 5.0}, "maxResults", id="maxResults-float"),
+    pytest.param({"query": "q", "maxResults": True}, "maxResults", id="maxResults-bool"),
+    pytest.param({"query": "q", "maxResults": 0}, "maxResults", id="maxResults-0"),
+    pytest.param({"query": "q", "maxResults": 101}, "maxResults", id="maxResults-101"),
+    pytest.param({"query": "q", "minScore": "0.5"}, "minScore", id="minScore-str"),
+    pytest.param({"query": "q", "minScore": True}, "minScore", id="minScore-bool"),
+    pytest.param({"query": "q", "minScore": 1.5}, "minScore", id="minScore-range"),
+    pytest.param({"query": "q", "mode": "fuzzy"}, "mode", id="mode-unknown"),
+    pytest.param({"query": "q", "mode": 3}, "mode", id="mode-int"),
+    pytest.param({"query": "q", "source": "web"}, "source", id="source-unknown"),
+    pytest.param({"query": "q", "role": 3}, "role", id="role-int"),
+    pytest.param(
+        {"query": "q", "respectContextSettings": "false"}, "respectContextSettings", id="respect-str"
+    ),
+    pytest.param({"query": "q", "explain": "yes"}, "explain", id="explain-str"),
+    pytest.param({"query": "q", "filter": "characters"}, "filter", id="filter-str"),
+    pytest.param({"query": "q", "filter": ["x"]}, "filter", id="filter-list"),
+    pytest.param({"query": "q", "filter": {"maxChapter": "3"}}, "filter.maxChapter", id="maxChapter-str"),
+    pytest.param({"query": "q", "filter": {"maxChapter": 2.5}}, "filter.maxChapter", id="maxChapter-float"),
+    pytest.param({"query": "q", "filter": {"maxChapter": True}}, "filter.maxChapter", id="maxChapter-bool"),
+    pytest.param({"query": "q", "filter": {"entityTypes": 3}}, "filter.entityTypes", id="entityTypes-int"),
+    pytest.param({"query": "q", "filter": {"entityTypes": [1]}}, "filter.entityTypes", id="entityTypes-ints"),
+    pytest.param({"query": "q", "filter": {"fileTypes": {"a": 1}}}, "filter.fileTypes", id="fileTypes-dict"),
+    pytest.param({"query": "q", "filter": {"bookId": 1}}, "filter.bookId", id="bookId-int"),
+    pytest.param({"query": "q", "filter": {"chapterId": 2}}, "filter.chapterId", id="chapterId-int"),
+    pytest.param({"query": "q", "filter": {"pathPrefix": ["a"]}}, "filter.pathPrefix", id="pathPrefix-list"),
+    pytest.param({"query": "q", "filter": {"glob": None, "corpus": 7}}, "filter.corpus", id="corpus-int"),
+    pytest.param({"query": "q", "filter": {"glob": False}}, "filter.glob", id="glob-bool"),
+]
+
+
+@pytest.mark.parametrize(("params", "field"), BAD_REQUESTS)
+def test_parse_request_names_the_bad_field(params: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        parse_request(params)
+    assert info.value.field == field
+    assert str(info.value).startswith(field + ":")
+
+
+def test_parse_request_rejects_non_object() -> None:
+    with pytest.raises(InvalidRequest) as info:
+        parse_request(["query"])  # type: ignore[arg-type]
+    assert info.value.field == "params"
+
+
+def test_parse_request_defaults_and_conversions() -> None:
+    req = parse_request({"query": "  storm  "}, default_max=7)
+    assert (req.query, req.max_results, req.min_score, req.mode, req.source) == (
+        "storm",
+        7,
+        0.0,
+        "hybrid",
+        "cli",
+    )
+    assert req.respect_context_settings is True and req.role is None and req.filter.is_empty()
+    req = parse_request(
+        {"query": "x", "minScore": 0, "filter": {"entityTypes": "character", "pathPrefix": ".\\world\\"}}
+    )
+    assert req.min_score == 0.0 and isinstance(req.min_score, float)
+    assert req.filter.entity_types == ["character"]  # a single string is a one-item list
+    assert req.filter.path_prefix == "world/"
+    req = parse_request(
+        {"query": "x", "filter": {"maxChapter": 3, "bookId": "book-01"}, "mode": "lexical", "source": "eval"}
+    )
+    assert (req.filter.max_chapter, req.filter.book_id, req.mode, req.source) == (
+        3,
+        "book-01",
+        "lexical",
+        "eval",
+    )
+    assert parse_request({"query": "x" * 2000}).query == "x" * 2000
+
+
+# -- query analysis --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("query", "kind"),
+    [
+        ('"green signal"', "exact"),
+        ("NASA", "exact"),
+        ("marcusCole", "exact"),
+        ("chapter_03", "exact"),
+        ("ch-03/scene-01.md", "exact"),
+        ("where did Marcus lose his sister?", "semantic"),
+        ("sister storm night ferry", "semantic"),
+        ("marcus sister", "mixed"),
+        ("ledger", "mixed"),
+    ],
+)
+def test_query_type(query: str, kind: str) -> None:
+    assert query_type(query) == kind
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("storm", '"storm"'),
+        ("the storm and the ledger", '"storm" OR "ledger"'),
+        ('"green signal" storm', '"green signal" OR "storm"'),
+        ("c++", '"c"'),
+        ("self-driving", '"self" OR "driving"'),
+        ("col:val", '"col" OR "val"'),
+        ("a AND OR", '"a" OR "and" OR "or"'),  # all stopwords: all kept
+        ("the", '"the"'),  # only stopwords: keep them rather than search nothing
+        ("!!!", None),
+        ("*", None),
+        ('""', None),
+    ],
+)
+def test_fts_query_quotes_every_term(query: str, expected: str | None) -> None:
+    assert fts_query(query) == expected
+
+
+HOSTILE = [
+    "!!!", "?", "*", "NEAR(", "NEAR(a b", "a AND OR", "AND", "OR OR", "NOT", '"unbalanced', 'un"balanced"', '"""',
+    "c++", "self-driving", "col:val", "text:marcus", "heading_path:storm", "^marcus", "marcus*", "-marcus", "+",
+    "(storm", "storm)", "{a b}", "[x]", "a:b:c", "'; DROP TABLE chunks; --", "1 OR 1=1", "\" OR \"\"=\"",
+    "Robert'); DROP TABLE files;--", "%", "_", "a_b", "\\", "\x00", "\x00marcus", "😀", "😀 marcus", "👩‍👩‍👧",
+    "مرحبا بالعالم", "שלום עולם", "\u202eevil\u202c", "İstanbul", "straße", "ﬁre", "e\u0301", "①②", "Ⅻ", "٣",
+    "中文搜索 测试", "\u200b", "\ufeff", "\u2028marcus", "x" * 2000, " ".join(f"w{i}" for i in range(400)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_fts_query_is_always_valid_fts5(keyword_novel: Any, query: str) -> None:
+    match = fts_query(query)
+    if match is not None:
+        keyword_novel.store.fts_search(match, 5)  # raises apsw.SQLError if the expression is not valid
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("query", [*HOSTILE, "", "   ", "x" * 10_000, "\ud800", "a\udfffb"])
+def test_hostile_queries_give_results_or_a_query_error(novel: Any, query: str, mode: str) -> None:
+    try:
+        response = novel.search({"query": query, "mode": mode})
+    except InvalidRequest as exc:
+        assert exc.field == "query"
+        return
+    assert isinstance(response["results"], list)
+    assert response["degraded"] is None
+    assert not EXCLUDED & set(paths(response))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.text(alphabet=st.characters(blacklist_categories=()), max_size=300)
+    | st.text(alphabet="\"'()*:^+-~ ANDORNEAR{}[]%_\\", max_size=40),
+    mode=st.sampled_from(MODES),
+)
+def test_random_text_never_raises_anything_but_a_query_error(novel: Any, text: str, mode: str) -> None:
+    try:
+        response = novel.search({"query": text, "mode": mode, "maxResults": 3})
+    except InvalidRequest as exc:
+        assert exc.field == "query"
+    else:
+        assert len(response["results"]) <= 3
+
+
+# -- query embedding LRU ---------------------------------------------------------------------------------------
+class CountingProvider:
+    model = "m"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.calls.append(text)
+        return np.full(3, float(len(text)), dtype=np.float32)
+
+
+def test_query_cache_is_an_lru_keyed_by_model_and_text() -> None:
+    cache, p = QueryCache(size=2), CountingProvider()
+    cache.get(p, "a")  # type: ignore[arg-type]
+    cache.get(p, "bb")  # type: ignore[arg-type]
+    assert cache.get(p, "a")[0] == 1.0  # type: ignore[arg-type]
+    cache.get(p, "ccc")  # type: ignore[arg-type]  # evicts "bb", the least recently used
+    cache.get(p, "a")  # type: ignore[arg-type]
+    cache.get(p, "bb")  # type: ignore[arg-type]
+    assert p.calls == ["a", "bb", "ccc", "bb"]
+    assert (cache.hits, cache.misses) == (2, 4)
+    p.model = "other"
+    cache.get(p, "a")  # type: ignore[arg-type]
+    assert p.calls[-1] == "a"  # another model: not a hit
+
+
+def test_second_identical_query_makes_no_http_request(novel: Any, module_api: FakeEmbeddingAPI) -> None:
+    before = module_api.count
+    first = novel.search({"query": "who keeps the lighthouse ledger now"})
+    assert module_api.count == before + 1
+    for mode in ("hybrid", "semantic"):
+        again = novel.search({"query": "who keeps the lighthouse ledger now", "mode": mode})
+        assert again["degraded"] is None and again["results"]
+    assert module_api.count == before + 1
+    assert paths(novel.search({"query": "who keeps the lighthouse ledger now"})) == paths(first)
+    novel.search({"query": "who keeps the lighthouse ledger now", "mode": "lexical"})
+    novel.search({"query": "a different question about the ledger"})
+    assert module_api.count == before + 2
+
+
+# -- result fields ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+def test_result_fields_exactly_as_spec(novel: Any, mode: str) -> None:
+    response = novel.search({"query": "ferry harbor ledger storm", "mode": mode, "maxResults": 20})
+    assert {"query", "mode", "results", "degraded", "indexing", "elapsedMs"} <= set(response)
+    assert (response["query"], response["mode"], response["degraded"], response["indexing"]) == (
+        "ferry harbor ledger storm", mode, None, False,
+    )  # fmt: skip
+    assert response["elapsedMs"] >= 0 and len(response["results"]) >= 5
+    scores = [r["score"] for r in response["results"]]
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    assert scores == sorted(scores, reverse=True)
+    for r in response["results"]:
+        assert set(r) == SPEC_RESULT_FIELDS
+        assert r["uri"] == (novel.root / r["filePath"]).as_uri()
+        assert 1 <= r["startLine"] <= r["endLine"]
+        assert r["range"] == {"start": {"line": r["startLine"] - 1, "character": 0},
+                              "end": {"line": r["endLine"], "character": 0}}  # fmt: skip
+        assert isinstance(r["tokenCount"], int) and r["tokenCount"] > 0
+        assert r["matchedBy"] and set(r["matchedBy"]) <= {"vector", "keyword"}
+        assert r["fileType"] and r["entityType"] and isinstance(r["preview"], str)
+
+
+def test_result_metadata(novel: Any) -> None:
+    (top, *_) = novel.search({"query": "zephyrine", "mode": "lexical"})["results"]
+    assert (top["filePath"], top["fileType"], top["entityType"], top["entityName"], top["bookId"], top["chapterId"]) == (
+        "books/book-01/phase-5-bloom/ch-05/scene-01.md", "scene_draft", "scene_draft", "ch-05-scene-01", "book-01",
+        "ch-05",
+    )  # fmt: skip
+    assert (top["sectionHeading"], top["headingPath"]) == ("# Chapter 5, Scene 1", "Chapter 5, Scene 1")
+    (flaw, *_) = novel.search({"query": "debt nobody remembers", "mode": "lexical"})["results"]
+    assert (flaw["filePath"], flaw["sectionHeading"], flaw["entityName"]) == (
+        "characters/marcus-cole/profile.md", "## Defining Flaw", "marcus-cole",
+    )  # fmt: skip
+    assert flaw["headingPath"] == "Marcus Cole > Defining Flaw"
+
+
+@pytest.mark.parametrize(
+    ("query", "word"),
+    [("basalt", "basalt"), ("childhood chandlery", "chandlery"), ("debt", "debt"), ("quillfeather", "quillfeather"),
+     ("green signal", "signal")],
+)  # fmt: skip
+def test_lines_on_disk_hold_the_matched_text(novel: Any, query: str, word: str) -> None:
+    for r in novel.search({"query": query, "mode": "lexical"})["results"]:
+        lines = (novel.root / r["filePath"]).read_bytes().decode("utf-8").splitlines()
+        assert r["endLine"] <= len(lines)
+        passage = "\n".join(lines[r["startLine"] - 1 : r["endLine"]])
+        assert word in passage.lower()
+        assert f"**{word}" in r["snippet"].lower()
+        # the range (0-based) selects the same lines
+        assert lines[r["range"]["start"]["line"]] == lines[r["startLine"] - 1]
+
+
+def test_crlf_file_with_frontmatter_uses_on_disk_line_numbers(novel: Any) -> None:
+    (r,) = [r for r in novel.search({"query": "basalt", "mode": "lexical"})["results"]]
+    assert (r["filePath"], r["sectionHeading"], r["startLine"], r["endLine"]) == (
+        "world/places/gate.md", "## Inscription", 9, 11,
+    )  # fmt: skip
+    assert r["snippet"].startswith("## Inscription The runes read: the **basalt** token")
+
+
+def test_snippet_marks_every_matched_term(novel: Any) -> None:
+    (r, *_) = novel.search({"query": "Copper coin", "mode": "lexical"})["results"]
+    assert "**copper**" in r["snippet"] and "**coin**" in r["snippet"]
+    assert "**" not in r["preview"]
+
+
+def test_matched_by_per_mode(novel: Any) -> None:
+    q = {"query": "quillfeather journal", "maxResults": 10}
+    assert all(r["matchedBy"] == ["keyword"] for r in novel.search(q | {"mode": "lexical"})["results"])
+    assert all(r["matchedBy"] == ["vector"] for r in novel.search(q | {"mode": "semantic"})["results"])
+    hybrid = novel.search(q | {"mode": "hybrid"})["results"]
+    assert hybrid[0]["filePath"] == "characters/elena-vance/profile.md"
+    assert set(hybrid[0]["matchedBy"]) == {"vector", "keyword"}
+    assert any(r["matchedBy"] == ["vector"] for r in hybrid)  # the rest come from vector KNN only
+
+
+def test_explain_fields(novel: Any) -> None:
+    plain = novel.search({"query": "quillfeather journal"})["results"]
+    assert all("explain" not in r for r in plain)
+    results = novel.search({"query": "quillfeather journal", "explain": True, "maxResults": 10})["results"]
+    for r in results:
+        e = r["explain"]
+        assert set(e) == {"keywordRank", "vectorRank", "bm25", "cosine", "fusedScore"}
+        assert e["fusedScore"] == r["score"]
+        assert (e["keywordRank"] is not None) == ("keyword" in r["matchedBy"]) == (e["bm25"] is not None)
+        assert (e["vectorRank"] is not None) == ("vector" in r["matchedBy"]) == (e["cosine"] is not None)
+    top = results[0]["explain"]
+    assert top["keywordRank"] == 1 and top["vectorRank"] >= 1
+    lexical = novel.search({"query": "quillfeather", "mode": "lexical", "explain": True})["results"][0][
+        "explain"
+    ]
+    assert (lexical["keywordRank"], lexical["vectorRank"], lexical["fusedScore"]) == (1, None, 1.0)
+
+
+def test_min_score_and_max_results(novel: Any) -> None:
+    all_results = novel.search({"query": "ferry harbor ledger", "mode": "lexical", "maxResults": 100})[
+        "results"
+    ]
+    assert len(all_results) > 3
+    cut = all_results[2]["score"]
+    kept = novel.search(
+        {"query": "ferry harbor ledger", "mode": "lexical", "maxResults": 100, "minScore": cut}
+    )
+    assert all(r["score"] >= cut for r in kept["results"]) and len(kept["results"]) >= 3
+    assert (
+        len(novel.search({"query": "ferry harbor ledger", "mode": "semantic", "maxResults": 2})["results"])
+        == 2
+    )
+
+
+def test_searches_during_indexing_say_so(keyword_novel: Any) -> None:
+    keyword_novel.state.is_indexing = True
+    try:
+        response = keyword_novel.search({"query": "quillfeather"})
+    finally:
+        keyword_novel.state.is_indexing = False
+    assert response["indexing"] is True and paths(response) == ["characters/elena-vance/profile.md"]
+
+
+# -- degraded --------------------------------------------------------------------------------------------------
+def test_provider_none_degrades_to_keywords(keyword_novel: Any) -> None:
+    for mode in ("semantic", "hybrid"):
+        response = keyword_novel.search({"query": "quillfeather", "mode": mode})
+        assert response["degraded"] and response["degraded"].startswith("keyword search only")
+        assert response["mode"] == mode
+        assert paths(response) == ["characters/elena-vance/profile.md"]
+        assert response["results"][0]["matchedBy"] == ["keyword"]
+    assert keyword_novel.search({"query": "quillfeather", "mode": "lexical"})["degraded"] is None
+
+
+def test_index_without_vectors_degrades_for_a_real_provider(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = retrieval_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+    with open_project(root, provider="openai", **api_settings(api_server)) as p:
+        response = p.search({"query": "quillfeather", "mode": "semantic"})
+        assert "no text-embedding-3-small embeddings" in response["degraded"]
+        assert paths(response) == ["characters/elena-vance/profile.md"]
+
+
+@pytest.mark.parametrize("status", [500, 503, 429, 401])
+def test_provider_failing_at_query_time_gives_keyword_results(
+    tmp_path: Path, api_server: FakeEmbeddingAPI, status: int
+) -> None:
+    root = retrieval_project(tmp_path)
+    with open_project(root, provider="openai", **api_settings(api_server)) as p:
+        p.index()
+        if status == 401:
+            api_server.require_key("sk-not-configured")
+        else:
+            api_server.fail(status, times=2)
+        for mode in ("hybrid", "semantic"):
+            response = p.search({"query": f"quillfeather {mode}", "mode": mode})
+            assert (
+                response["degraded"].startswith("keyword search only") and str(status) in response["degraded"]
+            )
+            assert paths(response) == ["characters/elena-vance/profile.md"]
+            assert response["results"][0]["matchedBy"] == ["keyword"]
+        count = api_server.count
+        api_server.require_key(None)
+        response = p.search({"query": "quillfeather again"})
+        if status == 401:  # auth failures stop the provider: no more requests, still degraded
+            assert api_server.count == count and response["degraded"]
+            assert p.provider.failed
+        else:  # transient failures: the next query embeds again
+            assert api_server.count == count + 1 and response["degraded"] is None
+
+
+# -- filters ---------------------------------------------------------------------------------------------------
+def _chapter(r: dict[str, Any]) -> int | None:
+    return int(r["chapterId"].split("-")[1]) if r["chapterId"] else None
+
+
+FILTERS = [
+    pytest.param({"entityTypes": ["character"]}, lambda r: r["entityType"] == "character", id="entityTypes"),
+    pytest.param({"entityTypes": "faction"}, lambda r: r["entityType"] == "faction", id="entityTypes-str"),
+    pytest.param(
+        {"entityTypes": ["place", "faction"]},
+        lambda r: r["entityType"] in ("place", "faction"),
+        id="entityTypes-two",
+    ),
+    pytest.param({"fileTypes": ["scene_draft"]}, lambda r: r["fileType"] == "scene_draft", id="fileTypes"),
+    pytest.param({"bookId": "book-02"}, lambda r: r["bookId"] == "book-02", id="bookId"),
+    pytest.param({"chapterId": "ch-02"}, lambda r: r["chapterId"] == "ch-02", id="chapterId"),
+    pytest.param({"pathPrefix": "world\\"}, lambda r: r["filePath"].startswith("world/"), id="pathPrefix"),
+    pytest.param(
+        {"pathPrefix": "characters/elena"},
+        lambda r: r["filePath"].startswith("characters/elena"),
+        id="pathPrefix-partial",
+    ),
+    pytest.param(
+        {"glob": "books/*/phase-5-bloom/ch-0[12]/*.md"},
+        lambda r: r["chapterId"] in ("ch-01", "ch-02"),
+        id="glob",
+    ),
+    pytest.param({"glob": "profile.md"}, lambda r: r["filePath"].endswith("/profile.md"), id="glob-basename"),
+    pytest.param({"corpus": "lore"}, lambda r: r["filePath"].startswith("world/"), id="corpus"),
+    pytest.param(
+        {"corpus": "content"}, lambda r: not r["filePath"].startswith("world/"), id="corpus-default"
+    ),
+    pytest.param({"maxChapter": 2}, lambda r: _chapter(r) is None or _chapter(r) <= 2, id="maxChapter"),
+    pytest.param(
+        {"bookId": "book-01", "maxChapter": 3, "fileTypes": ["scene_draft"]},
+        lambda r: r["bookId"] == "book-01" and _chapter(r) <= 3,
+        id="combined",
+    ),
+]
+
+
+@pytest.mark.parametrize(("flt", "keep"), FILTERS)
+def test_filter_returns_exactly_the_matching_chunks(novel: Any, flt: dict[str, Any], keep: Any) -> None:
+    # Semantic KNN ranks every embedded chunk, so the filtered list must be the unfiltered list minus the rest.
+    everything = novel.search({"query": "anything at all", "mode": "semantic", "maxResults": 100})["results"]
+    expected = [(r["filePath"], r["startLine"]) for r in everything if keep(r)]
+    assert expected, "the filter should keep something"
+    got = novel.search({"query": "anything at all", "mode": "semantic", "maxResults": 100, "filter": flt})
+    assert [(r["filePath"], r["startLine"]) for r in got["results"]] == expected
+    for mode in ("hybrid", "lexical"):
+        got = novel.search({"query": "harbor ferry ledger storm lantern the", "mode": mode, "maxResults": 100,
+                            "filter": flt})  # fmt: skip
+        assert all(keep(r) for r in got["results"])
+
+
+def test_unknown_filter_values_give_no_results_not_errors(novel: Any) -> None:
+    for flt in ({"bookId": "book-99"}, {"entityTypes": []}, {"corpus": "nope"}, {"glob": "[unclosed"}):
+        response = novel.search({"query": "harbor", "filter": flt})
+        assert isinstance(response["results"], list)
+    assert novel.search({"query": "harbor", "filter": {"bookId": "book-99"}})["results"] == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_max_chapter_is_a_spoiler_horizon(novel: Any, mode: str) -> None:
+    spoiler = "books/book-01/phase-5-bloom/ch-05/scene-01.md"
+    query = {"query": "zephyrine betrayal of the lighthouse keeper", "mode": mode, "maxResults": 100}
+    assert spoiler in paths(novel.search(query))
+    for horizon in (4, 1, 0):
+        results = novel.search(query | {"filter": {"maxChapter": horizon}})["results"]
+        assert results
+        assert all(_chapter(r) is None or _chapter(r) <= horizon for r in results)
+        assert spoiler not in [r["filePath"] for r in results]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_role_visibility(novel: Any, mode: str) -> None:
+    private = "characters/elena-vance/profile.md"
+    query = {"query": "quillfeather journal Elena Vance", "mode": mode, "maxResults": 100}
+    assert private in paths(novel.search(query))  # no role: no restriction
+    assert private in paths(novel.search(query | {"role": "author"}))
+    for role in ("public", "stranger"):  # unknown roles see public files only
+        results = novel.search(query | {"role": role})["results"]
+        assert private not in [r["filePath"] for r in results]
+        if mode != "lexical":
+            assert results
+
+
+def crowded_project(tmp_path: Path) -> Path:
+    """Thirty notes that say "zircon" three times, six world files that say it once, inside longer text."""
+    files: dict[str, str] = {}
+    for i in range(30):
+        files[f"notes/n{i:02d}.md"] = f"# Note {i}\n\nzircon zircon zircon lamp {i}\n"
+    for i in range(6):
+        files[f"world/w{i}.md"] = (
+            f"# World {i}\n\nA single zircon lies among the harbor stones, the rope, the tar, the gulls and the "
+            f"endless grey water that nobody in the village has ever crossed, number {i}.\n"
+        )
+    return make_project(tmp_path, files, "crowded")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_filters_apply_before_ranking(tmp_path: Path, api_server: FakeEmbeddingAPI, mode: str) -> None:
+    root = crowded_project(tmp_path)
+    with open_project(root, provider="openai", **api_settings(api_server)) as p:
+        p.index()
+        if mode != "semantic":  # (hash vectors rank arbitrarily; the keyword ranking is the crowded one)
+            top = p.search({"query": "zircon", "mode": mode, "maxResults": 5})
+            assert all(path.startswith("notes/") for path in paths(top))
+        for flt in ({"fileTypes": ["world"]}, {"pathPrefix": "world/"}, {"glob": "world/*.md"}):
+            got = p.search({"query": "zircon", "mode": mode, "maxResults": 5, "filter": flt})
+            assert len(got["results"]) == 5
+            assert all(path.startswith("world/") for path in paths(got))
+        # exclusion happens before ranking too
+        write_file(root, ".context_settings.json", json.dumps({"notes": "exclude"}))
+        got = p.search({"query": "zircon", "mode": mode, "maxResults": 5})
+        assert len(got["results"]) == 5 and all(path.startswith("world/") for path in paths(got))
+
+
+# -- exclusion -------------------------------------------------------------------------------------------------
+EXCLUDED_QUERIES = ["cipher", "wolfsbane", "ledger could be a cipher", "poison the wolfsbane tea", "Ideas", "Plan",
+                    '"wolfsbane tea"', "lighthouse keeper knew the sister", "notes/ideas.md"]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("query", EXCLUDED_QUERIES)
+def test_excluded_files_never_appear(novel: Any, query: str, mode: str) -> None:
+    response = novel.search({"query": query, "mode": mode, "maxResults": 100})
+    assert not EXCLUDED & set(paths(response))
+    assert not EXCLUDED & set(paths(novel.search({"query": query, "mode": mode, "role": "author"})))
+
+
+def test_excluded_files_are_indexed_and_shown_when_settings_are_ignored(novel: Any) -> None:
+    for query, path in (("cipher", "notes/ideas.md"), ("wolfsbane", "notes/secret/plan.md")):
+        response = novel.search({"query": query, "mode": "lexical", "respectContextSettings": False})
+        assert paths(response) == [path]
+    everything = novel.search(
+        {"query": "x y z", "mode": "semantic", "maxResults": 100, "respectContextSettings": False}
+    )
+    assert EXCLUDED <= set(paths(everything))
+
+
+def test_related_never_returns_excluded_files(novel: Any) -> None:
+    indexed = set(novel.store.file_states())
+    for path in sorted(indexed):
+        response = novel.related({"path": path, "maxResults": 100})
+        assert response["indexed"] and response["degraded"] is None
+        got = set(paths(response))
+        assert path not in got, "related returns other files only"
+        assert not EXCLUDED & got
+        assert got  # there is always some other file
+
+
+def test_exclusion_follows_the_settings_file(tmp_path: Path) -> None:
+    root = retrieval_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+        marcus = "characters/marcus-cole/profile.md"
+        assert marcus in paths(p.search({"query": "chandlery", "mode": "lexical"}))
+        for entry in ("characters/*/profile.md", "characters\\marcus-cole", "./characters/marcus-cole/profile.md",
+                      "characters/"):  # fmt: skip
+            write_file(
+                root, ".context_settings.json", json.dumps({entry: "exclude", "padding" * len(entry): "auto"})
+            )
+            assert p.search({"query": "chandlery", "mode": "lexical"})["results"] == [], entry
+            assert marcus not in paths(
+                p.related({"path": "characters/elena-vance/profile.md", "maxResults": 100})
+            )
+        # a more specific "auto" entry wins over its folder's "exclude"
+        write_file(root, ".context_settings.json", json.dumps({"characters/": "exclude", marcus: "auto"}))
+        assert paths(p.search({"query": "chandlery", "mode": "lexical"})) == [marcus]
+        write_file(root, ".context_settings.json", "{}")
+        assert paths(p.search({"query": "chandlery", "mode": "lexical"})) == [marcus]
+
+
+# -- disk checks -----------------------------------------------------------------------------------------------
+def test_deleted_file_is_dropped_and_deindexed(tmp_path: Path) -> None:
+    root = retrieval_project(tmp_path)
+    gone = "books/book-01/phase-5-bloom/ch-03/scene-01.md"
+    with open_project(root) as p:
+        p.index()
+        assert paths(p.search({"query": "steers marcus ferry", "mode": "lexical"}))[0] == gone
+        (root / gone).unlink()
+        response = p.search({"query": "steers marcus ferry", "mode": "lexical", "maxResults": 3})
+        assert gone not in paths(response)
+        assert len(response["results"]) == 3  # filled from further down the ranking
+        assert p.store.get_file(gone) is None and p.store.chunks_for_path(gone) == []
+        assert gone not in paths(p.search({"query": "remembers", "mode": "lexical"}))
+
+
+# -- search log ------------------------------------------------------------------------------------------------
+def test_search_log_records_source_and_hides_eval(tmp_path: Path) -> None:
+    root = retrieval_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+        p.search({"query": "ledger", "source": "editor"})
+        p.search({"query": "nothing matches zzqx", "source": "agent", "mode": "lexical"})
+        p.search({"query": "storm"})
+        p.search({"query": "benchmark query", "source": "eval"})
+        rows = p.store.search_log(include_eval=True)
+        assert [(r["query"], r["source"]) for r in reversed(rows)] == [
+            ("ledger", "editor"), ("nothing matches zzqx", "agent"), ("storm", "cli"), ("benchmark query", "eval"),
+        ]  # fmt: skip
+        by_query = {r["query"]: r for r in rows}
+        assert (
+            by_query["nothing matches zzqx"]["results"] == 0
+            and by_query["nothing matches zzqx"]["top_score"] == 0
+        )
+        assert by_query["ledger"]["results"] > 0 and 0 < by_query["ledger"]["top_score"] <= 1
+        assert by_query["ledger"]["mode"] == "hybrid" and by_query["ledger"]["elapsed_ms"] >= 0
+        assert "eval" not in {r["source"] for r in p.store.search_log()}
+        assert len(p.store.search_log()) == 3
+    with open_project(root, analytics=False) as p:
+        p.search({"query": "ledger"})
+        assert len(p.store.search_log(include_eval=True)) == 4
+
+
+# -- related ---------------------------------------------------------------------------------------------------
+def test_related_keyword_fallback_and_bad_paths(keyword_novel: Any) -> None:
+    response = keyword_novel.related(
+        {"path": "books/book-01/phase-5-bloom/ch-01/scene-01.md", "maxResults": 3}
+    )
+    assert response["indexed"] and response["degraded"] is not None  # no vectors: keyword fallback
+    assert 0 < len(response["results"]) <= 3
+    assert "books/book-01/phase-5-bloom/ch-01/scene-01.md" not in paths(response)
+    assert not EXCLUDED & set(paths(keyword_novel.related({"path": "notes/ideas.md", "maxResults": 100})))
+    uri = (keyword_novel.root / "characters/marcus-cole/profile.md").as_uri()
+    assert keyword_novel.related({"uri": uri})["path"] == "characters/marcus-cole/profile.md"
+    unknown = keyword_novel.related({"path": "characters/nobody/profile.md"})
+    assert (unknown["results"], unknown["indexed"]) == ([], False)
+    for bad in ("../outside.md", "/etc/passwd", "a\x00b.md", "\ud800.md"):
+        with pytest.raises(InvalidRequest) as info:
+            keyword_novel.related({"path": bad})
+        assert info.value.field == "path"
+    with pytest.raises(PathOutsideRoot):
+        keyword_novel.related({"path": "../../x.md"})
+    for params, field in (({}, "path"), ({"path": 3}, "path"), ({"path": "a.md", "maxResults": 0}, "maxResults"),
+                          ({"path": "a.md", "maxResults": "3"}, "maxResults")):  # fmt: skip
+        with pytest.raises(InvalidRequest) as info:
+            keyword_novel.related(params)
+        assert info.value.field == field
+
+
+# -- semantic quality (real local model) -----------------------------------------------------------------------
+def test_local_model_finds_passages_by_meaning(tmp_path: Path) -> None:
+    from saipling.embeddings import local_available
+
+    if not local_available():
+        pytest.skip("the local embedding model is not installed")
+    root = retrieval_project(tmp_path)
+    with open_project(root, provider="local") as p:
+        p.index()
+        response = p.search({"query": "which family member died at sea in bad weather?", "mode": "semantic"})
+        assert response["degraded"] is None
+        assert response["results"][0]["filePath"] == "characters/marcus-cole/profile.md"
+        assert response["results"][0]["sectionHeading"] == "### The Storm"
+        hybrid = p.search({"query": "where did I mention Marcus's sister?", "maxResults": 3})
+        assert "### The Storm" in [r["sectionHeading"] for r in hybrid["results"]]
+        # the excluded note is the best match by meaning, and still never returned
+        query = {"query": "a plan to poison someone's tea", "mode": "semantic", "maxResults": 100}
+        assert paths(p.search(query | {"respectContextSettings": False}))[0] == "notes/secret/plan.md"
+        assert not EXCLUDED & set(paths(p.search(query)))
+        assert not EXCLUDED & set(paths(p.search(query | {"mode": "hybrid"})))
+        enriched = p.enrich({"query": query["query"], "skill": "always"})
+        assert enriched["searchResults"] and "wolfsbane" not in enriched["contextBlock"]

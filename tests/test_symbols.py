@@ -1,0 +1,69 @@
+"""`workspace/symbol` (SPEC 10): entities (frontmatter name + aliases) first, then headings, fuzzy matched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fixtures import open_project, retrieval_project
+from saipling.symbols import MAX_SYMBOLS, fuzzy_score
+
+
+@pytest.fixture(scope="module")
+def novel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with open_project(retrieval_project(tmp_path_factory.mktemp("symbols"))) as p:
+        p.index()
+        yield p
+
+
+def test_fuzzy_score_order() -> None:
+    name = "Marcus Cole"
+    scores = [fuzzy_score(q, name) for q in ("marcus cole", "marc", "cole", "cus c", "mcl", "zzz")]
+    assert scores[0] > scores[1] > scores[2] > scores[3] > scores[4] > scores[5] == 0.0
+    assert fuzzy_score("", name) > 0  # an empty query lists everything
+    assert fuzzy_score("(", "a (b)") > 0 and fuzzy_score("[", "x") == 0.0  # regex characters are literal
+
+
+def test_entities_by_name_and_alias(novel: Any) -> None:
+    found = novel.symbols("marc")
+    assert found[0]["kind"] == "entity"
+    assert (found[0]["name"], found[0]["entityType"], found[0]["entityName"], found[0]["path"]) == (
+        "Marcus Cole", "character", "marcus-cole", "characters/marcus-cole/profile.md",
+    )  # fmt: skip
+    (ferryman, *_) = novel.symbols("ferryman")
+    assert (ferryman["name"], ferryman["matched"], ferryman["kind"]) == (
+        "Marcus Cole",
+        "The Ferryman",
+        "entity",
+    )
+    (harbor, *_) = novel.symbols("greyhaven")
+    assert (harbor["name"], harbor["entityType"]) == ("Greyhaven Harbor", "place")
+
+
+def test_entities_come_before_headings(novel: Any) -> None:
+    found = novel.symbols("marcus")
+    kinds = [f["kind"] for f in found]
+    assert kinds == sorted(kinds, key=lambda k: k != "entity")
+    assert {"entity", "heading"} <= set(kinds)
+    heading = next(f for f in found if f["kind"] == "heading")
+    assert (heading["name"], heading["path"], heading["startLine"] >= 1) == (
+        "Marcus Cole", "characters/marcus-cole/profile.md", True,
+    )  # fmt: skip
+
+
+def test_headings_with_line_ranges(novel: Any) -> None:
+    (flaw,) = [f for f in novel.symbols("defining flaw") if f["kind"] == "heading"]
+    assert flaw["name"] == "Defining Flaw" and flaw["headingPath"] == "Marcus Cole > Defining Flaw"
+    lines = (novel.root / flaw["path"]).read_text(encoding="utf-8").split("\n")
+    assert lines[flaw["startLine"] - 1] == "## Defining Flaw"
+    assert flaw["startLine"] <= flaw["endLine"] <= len(lines)
+
+
+def test_no_match_and_limits(novel: Any) -> None:
+    assert novel.symbols("qqqqzzzz") == []
+    assert len(novel.symbols("")) <= MAX_SYMBOLS
+    assert novel.symbols("") and novel.symbols("")[0]["kind"] == "entity"
+    for hostile in ("(", "*", "\\", "'; DROP TABLE files; --", "😀", "\x00"):
+        assert isinstance(novel.symbols(hostile), list)
