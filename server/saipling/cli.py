@@ -354,7 +354,8 @@ def eval_cmd(dataset, split, modes, workdir, limit, provider, as_json) -> None:
 
 @main.command()
 @click.option("--tcp", default=None, help="Listen on HOST:PORT instead of stdio (debugging).")
-def serve(tcp: str | None) -> None:
+@click.option("--stdio", is_flag=True, help="Use stdio (the default; accepted because LSP clients add it).")
+def serve(tcp: str | None, stdio: bool) -> None:
     """Run the language server on stdio (what editors start)."""
     from .lsp.server import run
 
