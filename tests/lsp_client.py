@@ -16,7 +16,9 @@ import contextlib
 import os
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +106,16 @@ async def lsp_session(
         yield client
         await asyncio.wait_for(client.shutdown_session(), 30)
     finally:
-        await client.stop()
+        await _stop(client)
+
+
+async def _stop(client: LanguageClient) -> None:
+    """Stop the client; a server still running (a test failed mid-session) is killed, never waited on."""
+    server = client._server
+    if server is not None and server.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            server.kill()
+    await asyncio.wait_for(client.stop(), 15)
 
 
 async def request(client: LanguageClient, method: str, params: Any = None, timeout: float = 30.0) -> Any:
@@ -172,3 +183,18 @@ def did_save(client: LanguageClient, path: Path) -> None:
     client.text_document_did_save(
         types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(path.as_uri()))
     )
+
+
+async def search_paths(client: LanguageClient, query: str, **params: Any) -> list[str]:
+    """File paths of a saipling/search, best first, without repeats."""
+    found = await request(client, "saipling/search", {"query": query, **params})
+    return list(dict.fromkeys(r["filePath"] for r in found["results"]))
+
+
+async def raw_request(client: LanguageClient, method: str, params: Any, timeout: float = 30.0) -> Any:
+    """Send params exactly as given (even ones lsprotocol could not serialize for a typed method)."""
+    msg_id = f"raw-{uuid.uuid4()}"
+    future: Future[Any] = Future()
+    client.protocol._request_futures[msg_id] = future
+    client.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    return await asyncio.wait_for(asyncio.wrap_future(future), timeout)

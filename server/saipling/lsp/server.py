@@ -868,9 +868,11 @@ def configure_logging(server: SaiplingServer) -> None:
     """Logs go to stderr (stdout is the protocol); engine records also reach the client's log."""
     level = os.environ.get("SAIPLING_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(
-        stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("saipling").setLevel(level)
+    for noisy in ("pygls", "watchdog", "httpx", "httpcore"):  # pygls logs every message at INFO
+        logging.getLogger(noisy).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
     handler = _ClientLogHandler(server)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.getLogger("saipling").addHandler(handler)

@@ -1,0 +1,40 @@
+"""The retrieval requests over LSP: search filters, get, related, enrichContext (plain JSON in and out)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsp_client import STORY, lsp_session, request, search_paths, wait_for_index, write_project
+
+
+async def test_search_get_related_enrich(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "story", STORY)
+    async with lsp_session(root) as client:
+        await wait_for_index(client)
+        assert await search_paths(client, "Fenwick", filter={"entityTypes": ["place"]}) == [
+            "places/fenwick.md"
+        ]
+        assert await search_paths(client, "Fenwick", filter={"pathPrefix": "chapters/"}) == [
+            "chapters/ch01.md"
+        ]
+        one = await request(
+            client, "saipling/search", {"query": "Fenwick", "maxResults": 1, "source": "agent"}
+        )
+        assert len(one["results"]) == 1 and one["mode"] == "hybrid"
+
+        got = await request(client, "saipling/get", {"path": "chapters/ch01.md", "startLine": 3, "lines": 1})
+        assert got["text"].startswith("The dragon woke") and got["workspaceFolder"] == root.as_uri()
+        by_uri = await request(client, "saipling/get", {"path": (root / "notes/ideas.md").as_uri()})
+        assert "lighthouse" in by_uri["text"]
+
+        related = await request(client, "saipling/related", {"uri": (root / "characters/alice.md").as_uri()})
+        assert related["results"] and all(r["filePath"] != "characters/alice.md" for r in related["results"])
+        assert all(r["workspaceFolder"] == root.as_uri() for r in related["results"])
+
+        skill = {"enabled": True, "mode": "always", "max_results": 2}
+        enriched = await request(
+            client, "saipling/enrichContext",
+            {"query": "dragon", "skillConfig": skill, "loadedFiles": ["chapters/ch01.md"]},
+        )  # fmt: skip
+        assert enriched["ran"] and "=== FILE: characters/alice.md (SEARCH) ===" in enriched["contextBlock"]
+        assert {"path": "chapters/ch01.md", "reason": "already_loaded"} in enriched["skipped"]

@@ -1,0 +1,118 @@
+"""Editor sync (SPEC 7) with the injected clock: quiet period, deletions on the next tick, batched passes.
+
+Embeddings go to the real local OpenAI-compatible test server (tests/apiserver.py), which records every
+request, so "exactly one re-embed" is counted at the HTTP level.
+"""
+
+# ruff: noqa: F811  (fixture imported, then requested as a parameter)
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+
+from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from lsp_client import did_save, lsp_session, request, search_paths, status, wait_for_index, write_project
+
+QUIET = 120.0
+
+
+def api_options(api: FakeEmbeddingAPI, **extra: Any) -> dict[str, Any]:
+    return {
+        "provider": "openai", "baseUrl": api.url + "/v1", "model": "fake-embed", "quietPeriodSeconds": QUIET,
+        "tickSeconds": 3600, "watch": False, **extra,
+    }  # fmt: skip
+
+
+def embedded_texts(api: FakeEmbeddingAPI, since: int = 0) -> list[str]:
+    return [t for r in api.requests[since:] if isinstance(r.body, dict) for t in r.body.get("input") or []]
+
+
+async def advance(client, seconds: float) -> None:
+    await request(client, "saipling/_test/advanceClock", {"seconds": seconds})
+
+
+async def tick(client) -> dict[str, Any]:
+    (folder,) = (await request(client, "saipling/_test/tick", {}))["folders"]
+    return folder
+
+
+async def test_120_saves_30s_apart_embed_once_after_the_quiet_period(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = write_project(
+        tmp_path / "p", {"draft.md": "# Draft\n\nMarker-start text.\n", "other.md": "# Other\n\nStill.\n"}
+    )
+    draft = root / "draft.md"
+    async with lsp_session(root, api_options(api_server)) as client:
+        await wait_for_index(client)
+        before = len(api_server.requests)
+        for i in range(120):
+            draft.write_text(f"# Draft\n\nRevision Marker-{i} of the scene.\n", encoding="utf-8")
+            did_save(client, draft)
+            await advance(client, 30)
+            assert (await tick(client))["paths"] == 0  # every save restarted the quiet period
+        assert (await status(client))["pendingFiles"] == 1
+        await advance(client, QUIET - 30 - 1)
+        assert (await tick(client))["paths"] == 0
+        await advance(client, 2)
+        done = await tick(client)
+        assert done["paths"] == 1 and done["ran"] and done["pending"] == 0
+
+        texts = [t for t in embedded_texts(api_server, before) if "Marker-" in t]
+        assert len(texts) == 1 and "Marker-119" in texts[0]
+        assert (
+            len([r for r in api_server.requests[before:] if any("Marker-" in t for t in r.body["input"])])
+            == 1
+        )
+        assert await search_paths(client, "Marker-119 revision") == ["draft.md"]
+
+
+async def test_delete_on_next_tick_and_rename_reuses_embeddings(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    files = {"a.md": "# A\n\nThe amber lantern glows.\n", "b.md": "# B\n\nThe brass compass spins.\n"}
+    root = write_project(tmp_path / "p", files)
+    async with lsp_session(root, api_options(api_server)) as client:
+        await wait_for_index(client)
+        (root / "b.md").unlink()
+        client.workspace_did_delete_files(
+            types.DeleteFilesParams([types.FileDelete((root / "b.md").as_uri())])
+        )
+        done = await tick(client)  # no clock advance: deletions skip the quiet period
+        assert done["paths"] == 1 and (await status(client))["totalFiles"] == 1
+        assert await search_paths(client, "brass compass", mode="lexical") == []
+
+        before = len(api_server.requests)
+        (root / "a.md").rename(root / "renamed.md")
+        rename = types.FileRename((root / "a.md").as_uri(), (root / "renamed.md").as_uri())
+        client.workspace_did_rename_files(types.RenameFilesParams([rename]))
+        assert (await tick(client))["paths"] == 1  # the old name leaves now
+        assert (await status(client))["totalFiles"] == 0
+        await advance(client, QUIET)
+        assert (await tick(client))["paths"] == 1  # the new name after its quiet period
+        assert await search_paths(client, "amber lantern", mode="lexical") == ["renamed.md"]
+        assert not [t for t in embedded_texts(api_server, before) if "amber" in t]  # reused from the cache
+
+
+async def test_burst_of_500_saves_over_200_files_is_one_batched_pass(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "p", {f"ch/{i:03}.md": f"# Chapter {i}\n\nWord{i} text.\n" for i in range(200)}
+    )
+    async with lsp_session(
+        root, {"provider": "none", "quietPeriodSeconds": QUIET, "tickSeconds": 3600}
+    ) as client:
+        await wait_for_index(client)
+        passes = (await status(client))["indexPasses"]
+        for n in range(500):
+            i = n % 200
+            (root / f"ch/{i:03}.md").write_text(f"# Chapter {i}\n\nWord{i} edit {n}.\n", encoding="utf-8")
+            did_save(client, root / f"ch/{i:03}.md")
+        st = await status(client)
+        assert st["pendingFiles"] == 200
+        await advance(client, QUIET)
+        done = await tick(client)
+        assert done["paths"] == 200 and done["pending"] == 0
+        assert done["passes"] == passes + 1  # one pass, not 500
+        assert (await search_paths(client, "Word7 edit 407", mode="lexical"))[0] == "ch/007.md"
