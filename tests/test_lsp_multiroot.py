@@ -17,7 +17,7 @@ B = {"notes.md": "# Notes\n\nA dragon kite over the harbour.\n"}
 
 async def test_one_index_per_folder_and_results_name_their_folder(tmp_path: Path) -> None:
     a, b = write_project(tmp_path / "a", A), write_project(tmp_path / "b", B)
-    async with lsp_session([a, b], {"provider": "none", "tickSeconds": 3600}) as client:
+    async with lsp_session([a, b], {"provider": "none", "tickSeconds": 3600, "watch": False}) as client:
         await wait_for_index(client, runs=2)
         assert (a / ".saipling" / "index.db").is_file() and (b / ".saipling" / "index.db").is_file()
 

@@ -101,7 +101,7 @@ async def test_burst_of_500_saves_over_200_files_is_one_batched_pass(tmp_path: P
         tmp_path / "p", {f"ch/{i:03}.md": f"# Chapter {i}\n\nWord{i} text.\n" for i in range(200)}
     )
     async with lsp_session(
-        root, {"provider": "none", "quietPeriodSeconds": QUIET, "tickSeconds": 3600}
+        root, {"provider": "none", "quietPeriodSeconds": QUIET, "tickSeconds": 3600, "watch": False}
     ) as client:
         await wait_for_index(client)
         passes = (await status(client))["indexPasses"]

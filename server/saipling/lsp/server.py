@@ -17,24 +17,25 @@ import contextlib
 import itertools
 import logging
 import os
+import stat
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import cattrs
 from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.io_ import StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 
 from .. import __version__
 from ..config import load_settings
@@ -90,6 +91,17 @@ class TestClock:
 def engine_env() -> dict[str, str]:
     """The environment the engine reads settings from, without the server's own variables."""
     return {k: v for k, v in os.environ.items() if k not in SERVER_ONLY_ENV}
+
+
+def _watchable(stdin: BinaryIO, stdout: BinaryIO) -> bool:
+    """True when asyncio can watch stdin (a pipe, socket or tty) without affecting stdout."""
+    try:
+        st_in, st_out = os.fstat(stdin.fileno()), os.fstat(stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not (stat.S_ISFIFO(st_in.st_mode) or stat.S_ISSOCK(st_in.st_mode) or stat.S_ISCHR(st_in.st_mode)):
+        return False
+    return (st_in.st_dev, st_in.st_ino) != (st_out.st_dev, st_out.st_ino)
 
 
 @contextlib.contextmanager
@@ -204,6 +216,11 @@ class SaiplingProtocol(LanguageServerProtocol):
         if message is not _REJECTED:
             super().handle_message(message)
 
+    def _serialize_message(self, data: Any) -> Any:
+        if type(data) is JsonRPCResponseMessage:  # a custom request's result is plain JSON already
+            return {"id": data.id, "jsonrpc": data.jsonrpc, "result": data.result}
+        return super()._serialize_message(data)
+
 
 class SaiplingServer(LanguageServer):
     """The server and all its state (no module globals)."""
@@ -214,16 +231,16 @@ class SaiplingServer(LanguageServer):
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.None_,
             protocol_cls=SaiplingProtocol,
-            max_workers=2,  # pygls' pool: the stdin reader holds one worker for good
+            max_workers=4,  # engine requests (and pygls' stdin reader when stdin is not a pipe)
         )
         self.test_clock: TestClock | None = TestClock() if test_clock else None
         self.clock: Clock = self.test_clock or time.monotonic
         self.folders: dict[str, Folder] = {}
         self.init_options: dict[str, Any] = {}
-        self.engine_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="saipling-request")
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
-        self.ready = asyncio.Event()
+        self.ready = asyncio.Event()  # start-up done (for coroutines) ...
+        self.ready_threads = threading.Event()  # ... and for handlers running on worker threads
         self.progress_cancels: dict[str, threading.Event] = {}
         self.shown: set[str] = set()
         self.tick_task: asyncio.Task[None] | None = None
@@ -232,6 +249,35 @@ class SaiplingServer(LanguageServer):
         self._close_lock = threading.Lock()
         self._tokens = itertools.count(1)
         self._background: set[asyncio.Task[Any]] = set()
+
+    # -- transport -----------------------------------------------------------------------------------------
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve on stdio, reading stdin on the event loop itself.
+
+        pygls reads every header line and body in its thread pool (three thread hops per message); watching
+        the pipe with asyncio is faster. Falls back to pygls when stdin cannot be watched (a regular file)
+        or shares its open file with stdout (non-blocking reads would make its writes non-blocking too).
+        """
+        stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout.buffer
+        if not _watchable(stdin, stdout):
+            return super().start_io(stdin, stdout)
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout))
+        try:
+            asyncio.run(self._serve(stdin))
+        except (BrokenPipeError, ConnectionResetError, asyncio.IncompleteReadError):
+            log.info("the client closed the connection")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    async def _serve(self, stdin: BinaryIO) -> None:
+        reader = asyncio.StreamReader(limit=1 << 20)
+        loop = asyncio.get_running_loop()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+        assert self._stop_event is not None
+        await run_async(self._stop_event, reader, self.protocol, log, self.report_server_error)
 
     # -- plumbing ------------------------------------------------------------------------------------------
     def bind_loop(self) -> None:
@@ -263,11 +309,21 @@ class SaiplingServer(LanguageServer):
         return task
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run blocking engine work in the request pool; engine errors become JSON-RPC errors."""
+        """Run blocking engine work in the worker pool; engine errors become JSON-RPC errors."""
         with engine_errors():
-            return await asyncio.get_running_loop().run_in_executor(self.engine_pool, partial(fn, *args))
+            return await asyncio.get_running_loop().run_in_executor(self.thread_pool, partial(fn, *args))
+
+    @contextlib.contextmanager
+    def engine_call(self) -> Iterator[None]:
+        """For handlers on worker threads: wait for start-up, then guard like `call`."""
+        if not self.ready_threads.wait(READY_TIMEOUT):
+            raise JsonRpcException("the server is still starting", code=REQUEST_FAILED)
+        with engine_errors():
+            yield
 
     async def wait_ready(self) -> None:
+        if self.ready.is_set():
+            return
         try:
             await asyncio.wait_for(self.ready.wait(), READY_TIMEOUT)
         except TimeoutError:
@@ -543,6 +599,7 @@ class SaiplingServer(LanguageServer):
             self.tick_task = self.spawn(self.tick_loop())
         finally:
             self.ready.set()
+            self.ready_threads.set()
         if not self.folders:
             self.log_to_client("saipling: no workspace folder to index", types.MessageType.Warning)
         for folder in self.folders.values():
@@ -619,7 +676,8 @@ class SaiplingServer(LanguageServer):
         for f in folders:
             if f.worker is not None:
                 f.worker.join(max(0.0, deadline - time.monotonic()))
-        self.engine_pool.shutdown(wait=True, cancel_futures=True)
+        if self._thread_pool is not None:  # requests in flight finish before the stores close
+            self._thread_pool.shutdown(wait=True, cancel_futures=True)
         for f in folders:
             if f.worker is not None and f.worker.is_alive():
                 log.warning("%s: an index run is still finishing; the next start resumes it", f.name)
@@ -710,10 +768,12 @@ async def on_did_change_watched_files(ls: SaiplingServer, p: types.DidChangeWatc
 
 
 # -- handlers: requests ------------------------------------------------------------------------------------
-async def search(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
-    await ls.wait_ready()
-    folders = ls.folders_for(p)
-    responses = await ls.call(lambda: [(f.uri, f.project.search(p)) for f in folders])
+# Read-only requests run on a worker thread (pygls `thread()`), which also writes the response: one thread
+# hop fewer than awaiting the work from the event loop.
+def search(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    with ls.engine_call():
+        folders = ls.folders_for(p)
+        responses = [(f.uri, f.project.search(p)) for f in folders]
     for folder in folders:
         ls.check_provider(folder)
     return convert.merge_search(
@@ -721,35 +781,33 @@ async def search(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-async def enrich_context(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
-    await ls.wait_ready()
-    folder = ls.folders_for(p)[0]
-    result = await ls.call(folder.project.enrich, p)
+def enrich_context(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    with ls.engine_call():
+        folder = ls.folders_for(p)[0]
+        result = folder.project.enrich(p)
     ls.check_provider(folder)
     return {**result, "workspaceFolder": folder.uri}
 
 
-async def related(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
-    await ls.wait_ready()
-    folder = ls.folder_for(p, "uri")
-    result = await ls.call(folder.project.related, p)
+def related(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    with ls.engine_call():
+        folder = ls.folder_for(p, "uri")
+        result = folder.project.related(p)
     return {**result, "results": convert.tag_folder(result.get("results") or [], folder.uri)}
 
 
-async def get(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
-    await ls.wait_ready()
-    folder = ls.folder_for(p)
-    return {**await ls.call(folder.project.get, p), "workspaceFolder": folder.uri}
+def get(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    with ls.engine_call():
+        folder = ls.folder_for(p)
+        return {**folder.project.get(p), "workspaceFolder": folder.uri}
 
 
-async def status(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
-    await ls.wait_ready()
-    folders = ls.folders_for(p)
-    for f in folders:
-        f.project.state.pending_files = len(f.queue)
-    statuses = await ls.call(
-        lambda: [(f.uri, {**f.project.status(), "indexPasses": f.passes}) for f in folders]
-    )
+def status(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    with ls.engine_call():
+        folders = ls.folders_for(p)
+        for f in folders:
+            f.project.state.pending_files = len(f.queue)
+        statuses = [(f.uri, {**f.project.status(), "indexPasses": f.passes}) for f in folders]
     return convert.merge_status(statuses)
 
 
@@ -778,12 +836,10 @@ async def clear_index(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     return {"cleared": True}
 
 
-async def workspace_symbol(
-    ls: SaiplingServer, p: types.WorkspaceSymbolParams
-) -> list[types.SymbolInformation]:
-    await ls.wait_ready()
-    folders = list(ls.folders.values())
-    found = await ls.call(lambda: [(f, s) for f in folders for s in f.project.symbols(p.query)])
+def workspace_symbol(ls: SaiplingServer, p: types.WorkspaceSymbolParams) -> list[types.SymbolInformation]:
+    with ls.engine_call():
+        folders = list(ls.folders.values())
+        found = [(f, s) for f in folders for s in f.project.symbols(p.query)]
     found.sort(key=lambda fs: fs[1].get("kind") != "entity")  # stable: entities of every folder first
     return [convert.symbol_information(s, f.project.root) for f, s in found]
 
@@ -816,8 +872,8 @@ async def cmd_clear_index(ls: SaiplingServer, *args: Any) -> dict[str, Any]:
     return await clear_index(ls, params.command_params("saipling.clearIndex", args))
 
 
-async def cmd_status(ls: SaiplingServer, *args: Any) -> dict[str, Any]:
-    return await status(ls, params.command_params("saipling.status", args))
+def cmd_status(ls: SaiplingServer, *args: Any) -> dict[str, Any]:
+    return status(ls, params.command_params("saipling.status", args))
 
 
 FEATURES: list[tuple[str, Callable[..., Any], Any]] = [
@@ -851,16 +907,19 @@ COMMANDS = {
     "saipling.status": cmd_status,
 }
 
+THREADED = {search, enrich_context, related, get, status, workspace_symbol, cmd_status}
+
 
 def create_server(*, test_clock: bool | None = None) -> SaiplingServer:
     """A new server with every handler registered (test requests only with SAIPLING_TEST_CLOCK=1)."""
     if test_clock is None:
         test_clock = os.environ.get(TEST_CLOCK_ENV) == "1"
     server = SaiplingServer(test_clock=test_clock)
+    threaded = server.thread()
     for method, handler, options in FEATURES + (TEST_FEATURES if test_clock else []):
-        server.feature(method, options)(handler)
+        server.feature(method, options)(threaded(handler) if handler in THREADED else handler)
     for name, handler in COMMANDS.items():
-        server.command(name)(handler)
+        server.command(name)(threaded(handler) if handler in THREADED else handler)
     return server
 
 

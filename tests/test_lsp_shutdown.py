@@ -1,0 +1,61 @@
+"""Graceful shutdown: a running index is cancelled (every file old or new), the process exits promptly,
+the next start resumes by hash; a client that vanishes without `shutdown` does not leave a server behind."""
+
+# ruff: noqa: F811  (fixture imported, then requested as a parameter)
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from lsp_client import lsp_session, status, wait_for_index, wait_until, write_project
+from saipling.project import Project
+
+FILES = 200
+
+
+async def test_shutdown_during_indexing_exits_promptly_and_the_next_start_resumes(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = write_project(
+        tmp_path / "big", {f"f{i:03}.md": f"# File {i}\n\nToken{i} beta.\n" for i in range(FILES)}
+    )
+    api_server.slow(0.5, times=1000)
+    options = {
+        "provider": "openai",
+        "baseUrl": api_server.url + "/v1",
+        "model": "fake-embed",
+        "batchSize": 32,
+    }
+    async with lsp_session(root, options) as client:
+        await wait_until(lambda: api_server.count >= 3)  # mid-run
+        assert (await status(client))["isIndexing"]
+        server = client._server
+        t0 = time.perf_counter()
+        await client.shutdown_session()  # shutdown + exit, then waits for the process
+        assert time.perf_counter() - t0 < 5 and server.returncode == 0
+        client.capabilities = None  # already shut down: the session helper must not do it again
+
+    project = Project.open(root, init_options={"provider": "none"})
+    try:
+        assert list(project.store.conn.execute("PRAGMA integrity_check")) == [("ok",)]
+        assert 0 < project.store.stats()["totalFiles"] < FILES
+    finally:
+        project.close()
+
+    api_server.reset()
+    async with lsp_session(root, options) as client:
+        await wait_for_index(client)
+        st = await status(client)
+        assert st["totalFiles"] == FILES and st["embeddedChunks"] == st["totalChunks"]
+
+
+async def test_server_exits_when_the_client_vanishes(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "p", {"a.md": "# A\n\nalpha\n"})
+    async with lsp_session(root) as client:
+        await wait_for_index(client)
+        server = client._server
+        server.stdin.close()  # the editor crashed: no shutdown, no exit
+        await asyncio.wait_for(server.wait(), 10)
+        client.capabilities = None
