@@ -229,7 +229,7 @@ def measure(contenders: dict[str, Callable[[], object]], repeats: int) -> dict[s
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--chunks", type=int, default=64, help="texts per timed call (default 64)")
+    ap.add_argument("--chunks", type=int, default=32, help="texts per timed call (default 32)")
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats per contender (median reported)")
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = all cores, both engines)")
     ap.add_argument("--fp32-dir", help="folder with all-MiniLM-L6-v2 model.safetensors + config.json")

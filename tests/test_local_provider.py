@@ -148,10 +148,13 @@ def test_query_equals_document_for_minilm(provider: LocalProvider) -> None:
 def test_lazy_load_and_threads() -> None:
     p = LocalProvider(Settings(provider="local", local_threads=1))
     assert not p.is_loaded
-    assert p._session is None
-    p.embed_query("hello")
-    assert p.is_loaded
+    assert p.session is None
+    first = p.embed_query("hello")
+    assert p.is_loaded and p.session is not None
     assert p.raw_session().get_session_options().intra_op_num_threads == 1
+    p.close()
+    assert p.session is None
+    np.testing.assert_array_equal(p.embed_query("hello"), first)  # loads again
 
 
 def test_concurrent_first_use_loads_once() -> None:

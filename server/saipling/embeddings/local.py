@@ -161,6 +161,18 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
         raise ProviderError(f"model_path {folder}: invalid model config ({exc})") from exc
 
 
+@dataclass(frozen=True)
+class _Loaded:
+    """Everything a load produces, swapped in and out as one reference (no torn reads across threads)."""
+
+    session: Any  # onnxruntime.InferenceSession
+    tokenizer: Any  # tokenizers.Tokenizer, truncating to the window, not padding
+    counter: Any  # the same tokenizer, not truncating (count_tokens)
+    feeds: tuple[str, ...]
+    output: str
+    pooled: bool  # the output is already one vector per text
+
+
 class LocalProvider(EmbeddingProvider):
     """In-process sentence encoder: tokenize, run ONNX, mean-pool with the attention mask, L2-normalise.
 
@@ -176,12 +188,7 @@ class LocalProvider(EmbeddingProvider):
         self.threads = max(0, int(settings.local_threads))
         self.batch_size = max(1, int(settings.batch_size))
         self.files: ModelFiles | None = None
-        self._session: Any = None
-        self._tokenizer: Any = None
-        self._counter: Any = None
-        self._feeds: tuple[str, ...] = ()
-        self._output: str = ""
-        self._pooled = False
+        self._state: _Loaded | None = None
         self._lock = threading.Lock()
         self.model = DEFAULT_MODEL
         if settings.model_path:
@@ -209,20 +216,30 @@ class LocalProvider(EmbeddingProvider):
 
     @property
     def is_loaded(self) -> bool:
-        return self._session is not None
+        return self._state is not None
+
+    @property
+    def session(self) -> Any:
+        """The onnxruntime session if loaded, else None (does not load; see raw_session)."""
+        state = self._state
+        return state.session if state else None
 
     def load(self) -> None:
         """Load the tokenizer and the ONNX session (once; later calls return at once)."""
-        if self._session is not None:
-            return
-        with self._lock:
-            if self._session is not None:
-                return
-            if self.files is None:
-                raise ProviderError(self.failed or "local model is not available")
-            self._load(self.files)
+        self._loaded()
 
-    def _load(self, files: ModelFiles) -> None:
+    def _loaded(self) -> _Loaded:
+        state = self._state
+        if state is not None:
+            return state
+        with self._lock:
+            if self._state is None:
+                if self.files is None:
+                    raise ProviderError(self.failed or "local model is not available")
+                self._state = self._load(self.files)
+            return self._state
+
+    def _load(self, files: ModelFiles) -> _Loaded:
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
@@ -257,14 +274,13 @@ class LocalProvider(EmbeddingProvider):
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... classes
             raise ProviderError(f"cannot load local model {files.onnx}: {exc}") from exc
 
-        names = [i.name for i in session.get_inputs()]
+        names = tuple(i.name for i in session.get_inputs())
         unknown = [n for n in names if n not in ("input_ids", "attention_mask", "token_type_ids")]
         if "input_ids" not in names or unknown:
-            raise ProviderError(f"local model {files.onnx}: unsupported inputs {names}")
+            raise ProviderError(f"local model {files.onnx}: unsupported inputs {list(names)}")
         outputs = session.get_outputs()
         by_name = {o.name: o for o in outputs}
         out = by_name.get("sentence_embedding") or by_name.get("last_hidden_state") or outputs[0]
-        self._pooled = len(out.shape) == 2
         last = out.shape[-1]
         if isinstance(last, int) and last > 0:
             if files.dimensions and files.dimensions != last:
@@ -272,11 +288,6 @@ class LocalProvider(EmbeddingProvider):
                     f"local model {files.onnx} has {last} dimensions, config says {files.dimensions}"
                 )
             self.dimensions = last
-        self._feeds = tuple(names)
-        self._output = out.name
-        self._tokenizer = tokenizer
-        self._counter = counter
-        self._session = session
         log.info(
             "local model %s loaded (%s, %d dims, %d threads)",
             files.model,
@@ -284,39 +295,36 @@ class LocalProvider(EmbeddingProvider):
             self.dimensions,
             options.intra_op_num_threads,
         )
+        return _Loaded(session, tokenizer, counter, names, out.name, pooled=len(out.shape) == 2)
 
     def raw_session(self) -> Any:
         """The onnxruntime InferenceSession (loads the model); for benchmarks and diagnostics."""
-        self.load()
-        return self._session
+        return self._loaded().session
 
     @property
     def tokenizer(self) -> Any:
         """The `tokenizers.Tokenizer` used for embedding (truncating, not padding); loads the model."""
-        self.load()
-        return self._tokenizer
+        return self._loaded().tokenizer
 
     @property
     def input_names(self) -> tuple[str, ...]:
-        self.load()
-        return self._feeds
+        return self._loaded().feeds
 
     def count_tokens(self, text: str) -> int:
         """Word pieces in text, [CLS] and [SEP] included, before truncation (compare with max_input_tokens)."""
-        self.load()
-        return len(self._counter.encode(text).ids)
+        return len(self._loaded().counter.encode(text).ids)
 
     def close(self) -> None:
         """Drop the session and tokenizer; the next embed loads them again."""
         with self._lock:
-            self._session = self._tokenizer = self._counter = None
+            self._state = None
 
     # -- embedding ----------------------------------------------------------------------------------------
 
     def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
-        self.load()
+        state = self._loaded()
         try:
-            encodings = self._tokenizer.encode_batch(texts)
+            encodings = state.tokenizer.encode_batch(texts)
         except Exception as exc:
             raise ProviderError(f"local tokenizer failed: {exc}") from exc
         lengths = [len(e.ids) for e in encodings]
@@ -326,7 +334,7 @@ class LocalProvider(EmbeddingProvider):
         while start < len(order):
             width = lengths[order[start]]  # longest in this run: the others pad to it
             run = order[start : start + max(1, RUN_TOKEN_BUDGET // max(width, 1))]
-            vectors[run] = self._run([encodings[i] for i in run], width)
+            vectors[run] = self._run(state, [encodings[i] for i in run], width)
             start += len(run)
         truncated = sum(1 for e in encodings if e.overflowing)
         if truncated:
@@ -335,7 +343,7 @@ class LocalProvider(EmbeddingProvider):
             )
         return EmbeddingResult(normalise(vectors), sum(lengths))
 
-    def _run(self, encodings: list[Any], width: int) -> np.ndarray:
+    def _run(self, state: _Loaded, encodings: list[Any], width: int) -> np.ndarray:
         """One ONNX run over encodings padded to width; returns pooled (n, dims) float32 vectors."""
         ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
@@ -347,7 +355,7 @@ class LocalProvider(EmbeddingProvider):
             types[row, :n] = enc.type_ids
         arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         try:
-            (out,) = self._session.run([self._output], {name: arrays[name] for name in self._feeds})
+            (out,) = state.session.run([state.output], {name: arrays[name] for name in state.feeds})
         except Exception as exc:  # onnxruntime's errors have no common public base class
             raise ProviderError(f"local model failed to run: {exc}") from exc
         out = np.asarray(out, dtype=np.float32)
@@ -355,7 +363,7 @@ class LocalProvider(EmbeddingProvider):
             raise ProviderError(
                 f"local model returned {out.shape[-1]} dimensions, expected {self.dimensions}"
             )
-        if self._pooled:
+        if state.pooled:
             return out
         weights = mask[:, :, None].astype(np.float32)
         return (out * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
