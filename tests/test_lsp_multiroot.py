@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from lsp_client import did_save, lsp_session, request, status, wait_for_index, write_project
+from lsp_client import did_save, folder, lsp_session, request, status, wait_for_index, write_project
 
 A = {
     "saga.md": "# Saga\n\nThe dragon of the north sleeps under ice.\n",
@@ -47,3 +47,10 @@ async def test_one_index_per_folder_and_results_name_their_folder(tmp_path: Path
 
         symbols = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="brenna"))
         assert symbols[0].name == "Brenna" and symbols[0].location.uri == (a / "hero.md").as_uri()
+
+        c = write_project(tmp_path / "c", {"map.md": "# Map\n\nThe dragon roads of the south.\n"})
+        change = types.WorkspaceFoldersChangeEvent(added=[folder(c)], removed=[folder(b)])
+        client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(change))
+        await wait_for_index(client, runs=3)  # a, b, then c (small sync passes show no progress)
+        found = await request(client, "saipling/search", {"query": "dragon"})
+        assert {r["workspaceFolder"] for r in found["results"]} == {a.as_uri(), c.as_uri()}

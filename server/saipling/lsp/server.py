@@ -1,9 +1,11 @@
 """The language server (`saipling serve`): thin wiring from the protocol to the engine (SPEC 7, 9, 10, 11).
 
-`create_server()` builds a `SaiplingServer` and registers one short handler per method; handlers validate
-params (`params.py`), call one engine function off the event loop (`SaiplingServer.call`), and convert
-the result (`convert.py`). State lives on the server object: one `Folder` per workspace folder, each with
-its `Project`, `SyncQueue`, optional `Watcher` and one index run at a time.
+`create_server()` builds a `SaiplingServer` and registers one short handler per method. Params arrive
+validated (`protocol.py` + `params.py`); a handler calls one engine function off the event loop (read-only
+requests run on a worker thread, the rest await `SaiplingServer.call`), guarded so engine errors become
+JSON-RPC errors, and converts the result (`convert.py`). State lives on the server object: one `Folder`
+per workspace folder (`folders.py`) with its `Project`, `SyncQueue`, optional `Watcher` and one index run
+at a time; what the user is told goes through `Feedback` (`feedback.py`).
 
 Test-only requests, registered only when the environment has SAIPLING_TEST_CLOCK=1:
 `saipling/_test/advanceClock {seconds}` moves the sync clock forward (quiet periods pass instantly) and
@@ -17,35 +19,31 @@ import contextlib
 import itertools
 import logging
 import os
-import stat
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
-import cattrs
 from lsprotocol import types
 from pygls.capabilities import get_capability
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
-from pygls.io_ import StdoutWriter, run_async
+from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 
 from .. import __version__
 from ..config import load_settings
-from ..errors import InvalidRequest, SaiplingError
-from ..indexer import IndexProgress, IndexSummary
+from ..indexer import IndexSummary
 from ..project import Project
-from ..scanner import is_indexable
 from ..sync import Batch, Clock, SyncQueue
 from ..watcher import Watcher, ignored_folder
-from . import convert, params
+from . import convert, params, protocol
+from .feedback import ClientLogHandler, Feedback
+from .folders import Folder, ProgressReporter, TestClock
+from .protocol import engine_errors, request_failed
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +51,6 @@ T = TypeVar("T")
 
 TEST_CLOCK_ENV = "SAIPLING_TEST_CLOCK"
 SERVER_ONLY_ENV = {TEST_CLOCK_ENV, "SAIPLING_LOG_LEVEL"}  # not settings: kept away from the engine
-REQUEST_FAILED = -32803  # LSP RequestFailed: the engine refused or failed a valid request
 SYNC_PROGRESS_MIN_FILES = 50  # sync passes this large (or rescans) show $/progress
 READY_TIMEOUT = 120.0  # seconds a request waits for start-up before failing
 CLIENT_TIMEOUT = 10.0  # seconds to wait for the client to answer our requests
@@ -72,154 +69,9 @@ FILE_OPERATIONS = types.FileOperationRegistrationOptions(
 )
 
 
-class TestClock:
-    """A monotonic clock that tests can move forward (the quiet period passes without sleeping)."""
-
-    __test__ = False  # not a pytest class
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.monotonic() + self.offset
-
-    def advance(self, seconds: float) -> float:
-        self.offset += seconds
-        return self.offset
-
-
 def engine_env() -> dict[str, str]:
     """The environment the engine reads settings from, without the server's own variables."""
     return {k: v for k, v in os.environ.items() if k not in SERVER_ONLY_ENV}
-
-
-def _watchable(stdin: BinaryIO, stdout: BinaryIO) -> bool:
-    """True when asyncio can watch stdin (a pipe, socket or tty) without affecting stdout."""
-    try:
-        st_in, st_out = os.fstat(stdin.fileno()), os.fstat(stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        return False
-    if not (stat.S_ISFIFO(st_in.st_mode) or stat.S_ISSOCK(st_in.st_mode) or stat.S_ISCHR(st_in.st_mode)):
-        return False
-    return (st_in.st_dev, st_in.st_ino) != (st_out.st_dev, st_out.st_ino)
-
-
-@contextlib.contextmanager
-def engine_errors() -> Iterator[None]:
-    """The dispatch guard: InvalidRequest -> InvalidParams naming the field, other engine errors ->
-    RequestFailed with their message, anything unexpected -> InternalError (logged); never a crash."""
-    try:
-        yield
-    except InvalidRequest as exc:
-        raise JsonRpcInvalidParams(f"Invalid params: {exc}", data={"field": exc.field}) from exc
-    except SaiplingError as exc:
-        raise JsonRpcException(str(exc), code=REQUEST_FAILED) from exc
-    except JsonRpcException:
-        raise
-    except Exception as exc:
-        log.exception("request failed")
-        raise JsonRpcInternalError(f"{type(exc).__name__}: {exc}") from exc
-
-
-@dataclass
-class Folder:
-    """One workspace folder: its project (index), sync queue, watcher and its one index run at a time."""
-
-    uri: str
-    name: str
-    project: Project
-    queue: SyncQueue
-    watcher: Watcher | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    cancel: threading.Event | None = None  # of the run in progress
-    worker: threading.Thread | None = None  # the thread of the last run
-    passes: int = 0  # index passes finished (initial, sync, manual)
-
-    def accepts(self, rel: str) -> bool:
-        return is_indexable(self.project.root, rel, self.project.settings) is None
-
-
-class ProgressReporter:
-    """`$/progress` for one run: reports come from the index thread, throttled and sent on the loop."""
-
-    def __init__(self, server: SaiplingServer, token: str) -> None:
-        self.server = server
-        self.token = token
-        self._last: tuple[int, str] | None = None
-        self._last_at = 0.0
-
-    def update(self, p: IndexProgress) -> None:
-        key = (convert.percentage(p), p.phase)
-        now = time.monotonic()
-        if key == self._last and now - self._last_at < 0.5:
-            return
-        self._last, self._last_at = key, now
-        self.server.post(self.server.work_done_progress.report, self.token, convert.progress_report(p))
-
-    def end(self, message: str) -> None:
-        self.server.progress_cancels.pop(self.token, None)
-        self.server.work_done_progress.tokens.pop(self.token, None)
-        self.server.post(
-            self.server.work_done_progress.end, self.token, types.WorkDoneProgressEnd(message=message)
-        )
-
-
-class _ClientLogHandler(logging.Handler):
-    """Engine log records (INFO and up) -> `window/logMessage`."""
-
-    LEVELS = ((logging.ERROR, types.MessageType.Error), (logging.WARNING, types.MessageType.Warning))
-
-    def __init__(self, server: SaiplingServer) -> None:
-        super().__init__(logging.INFO)
-        self.server = server
-
-    def emit(self, record: logging.LogRecord) -> None:
-        kind = next((t for level, t in self.LEVELS if record.levelno >= level), types.MessageType.Info)
-        with contextlib.suppress(Exception):
-            self.server.log_to_client(self.format(record), kind)
-
-
-_REJECTED = JsonRPCNotification(method="", jsonrpc="rejected", params=None)
-
-
-class SaiplingProtocol(LanguageServerProtocol):
-    """Validates params at the message boundary and answers bad ones with InvalidParams.
-
-    pygls would otherwise drop a request whose params fail to structure (and the client would hang), and
-    lsprotocol quietly coerces some wrong types (`query: 5` -> "5"). Custom requests reach their handlers
-    as validated plain dicts instead of namedtuples.
-    """
-
-    def structure_message(self, data: dict[str, Any]) -> Any:
-        if "jsonrpc" not in data or "method" not in data or "id" not in data:
-            return super().structure_message(data)
-        method = data["method"]
-        try:
-            if method in params.SCHEMAS and method in self.fm.features:
-                checked = params.validate(method, data.get("params"))
-                if method.startswith("saipling/"):
-                    return JsonRPCRequestMessage(
-                        id=data["id"], method=method, jsonrpc=data["jsonrpc"], params=checked
-                    )
-            return super().structure_message(data)
-        except JsonRpcException as exc:
-            if isinstance(exc, JsonRpcInvalidParams) and isinstance(
-                exc.__cause__, cattrs.ClassValidationError
-            ):
-                exc = JsonRpcInvalidParams(
-                    "Invalid params: " + "; ".join(cattrs.transform_error(exc.__cause__))
-                )
-            self._send_response(data["id"], error=exc.to_response_error())
-            return _REJECTED
-
-    def handle_message(self, message: Any) -> None:
-        if message is not _REJECTED:
-            super().handle_message(message)
-
-    def _serialize_message(self, data: Any) -> Any:
-        if type(data) is JsonRPCResponseMessage:  # a custom request's result is plain JSON already
-            return {"id": data.id, "jsonrpc": data.jsonrpc, "result": data.result}
-        return super()._serialize_message(data)
 
 
 class SaiplingServer(LanguageServer):
@@ -230,7 +82,7 @@ class SaiplingServer(LanguageServer):
             "saipling",
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.None_,
-            protocol_cls=SaiplingProtocol,
+            protocol_cls=protocol.SaiplingProtocol,
             max_workers=4,  # engine requests (and pygls' stdin reader when stdin is not a pipe)
         )
         self.test_clock: TestClock | None = TestClock() if test_clock else None
@@ -242,7 +94,7 @@ class SaiplingServer(LanguageServer):
         self.ready = asyncio.Event()  # start-up done (for coroutines) ...
         self.ready_threads = threading.Event()  # ... and for handlers running on worker threads
         self.progress_cancels: dict[str, threading.Event] = {}
-        self.shown: set[str] = set()
+        self.feedback = Feedback(self, self.post)
         self.tick_task: asyncio.Task[None] | None = None
         self.stopping = False
         self._closed = False
@@ -259,12 +111,12 @@ class SaiplingServer(LanguageServer):
         or shares its open file with stdout (non-blocking reads would make its writes non-blocking too).
         """
         stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout.buffer
-        if not _watchable(stdin, stdout):
+        if not protocol.watchable(stdin, stdout):
             return super().start_io(stdin, stdout)
         self._stop_event = threading.Event()
         self.protocol.set_writer(StdoutWriter(stdout))
         try:
-            asyncio.run(self._serve(stdin))
+            asyncio.run(protocol.serve_pipe(self, stdin))
         except (BrokenPipeError, ConnectionResetError, asyncio.IncompleteReadError):
             log.info("the client closed the connection")
         except (KeyboardInterrupt, SystemExit):
@@ -272,20 +124,13 @@ class SaiplingServer(LanguageServer):
         finally:
             self.shutdown()
 
-    async def _serve(self, stdin: BinaryIO) -> None:
-        reader = asyncio.StreamReader(limit=1 << 20)
-        loop = asyncio.get_running_loop()
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-        assert self._stop_event is not None
-        await run_async(self._stop_event, reader, self.protocol, log, self.report_server_error)
-
     # -- plumbing ------------------------------------------------------------------------------------------
     def bind_loop(self) -> None:
         """Remember the event loop (called on it) so other threads can post to the client."""
         self.loop, self.loop_thread = asyncio.get_running_loop(), threading.get_ident()
 
     def post(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Call `fn(*args)` on the event loop (the protocol writer is not thread-safe)."""
+        """Call `fn(*args)` on the event loop: notifications from threads keep their order there."""
         loop = self.loop
         if loop is None or loop.is_closed():
             return
@@ -317,7 +162,7 @@ class SaiplingServer(LanguageServer):
     def engine_call(self) -> Iterator[None]:
         """For handlers on worker threads: wait for start-up, then guard like `call`."""
         if not self.ready_threads.wait(READY_TIMEOUT):
-            raise JsonRpcException("the server is still starting", code=REQUEST_FAILED)
+            raise request_failed("the server is still starting")
         with engine_errors():
             yield
 
@@ -327,43 +172,15 @@ class SaiplingServer(LanguageServer):
         try:
             await asyncio.wait_for(self.ready.wait(), READY_TIMEOUT)
         except TimeoutError:
-            raise JsonRpcException("the server is still starting", code=REQUEST_FAILED) from None
-
-    # -- user feedback -------------------------------------------------------------------------------------
-    def log_to_client(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
-        self.post(self.window_log_message, types.LogMessageParams(type=kind, message=message))
-
-    def show_once(
-        self, cause: str, message: str, kind: types.MessageType = types.MessageType.Warning
-    ) -> None:
-        """`window/showMessage` the first time a cause occurs; later occurrences go to the log."""
-        if cause in self.shown:
-            self.log_to_client(message, kind)
-            return
-        self.shown.add(cause)
-        log.warning("%s", message)
-        self.post(
-            self.window_show_message, types.ShowMessageParams(type=kind, message=f"saipling: {message}")
-        )
-
-    def report_warnings(self, folder: Folder, warnings: list[str]) -> None:
-        for w in warnings:
-            self.show_once(f"warning:{folder.uri}:{w}", f"{folder.name}: {w}")
-
-    def check_provider(self, folder: Folder, degraded: str | None = None) -> None:
-        failed = folder.project.provider.failed
-        if failed or degraded:
-            kind = types.MessageType.Error if failed else types.MessageType.Warning
-            reason = failed or degraded
-            self.show_once(
-                f"provider:{folder.uri}",
-                f"{folder.name}: embeddings failed, keyword search only: {reason}",
-                kind,
-            )
+            raise request_failed("the server is still starting") from None
 
     def report_server_error(self, error: Exception, source: Any) -> None:
-        """pygls' default shows every notification error to the user; log it instead."""
-        log.error("%s: %s", getattr(source, "__name__", source), error)
+        """pygls' default shows every failed notification to the user; log it. A failed request already
+        carries its error in the response."""
+        request = getattr(source, "__name__", "") == "FeatureRequestError"
+        log.log(
+            logging.DEBUG if request else logging.ERROR, "%s: %s", getattr(source, "__name__", source), error
+        )
 
     # -- folders -------------------------------------------------------------------------------------------
     def folder_specs(self) -> list[tuple[str, str]]:
@@ -391,7 +208,7 @@ class SaiplingServer(LanguageServer):
     async def open_folder(self, uri: str, name: str, config: dict[str, Any] | None) -> Folder | None:
         root = convert.uri_to_path(uri)
         if root is None or not root.is_dir():
-            self.show_once(f"folder:{uri}", f"cannot index {uri}: not a local folder")
+            self.feedback.show_once(f"folder:{uri}", f"cannot index {uri}: not a local folder")
             return None
         try:
             project = await self.call(
@@ -404,14 +221,14 @@ class SaiplingServer(LanguageServer):
                 )
             )
         except JsonRpcException as exc:
-            self.show_once(
+            self.feedback.show_once(
                 f"folder:{uri}", f"cannot open the index of {root}: {exc.message}", types.MessageType.Error
             )
             return None
         folder = Folder(uri, name, project, SyncQueue(project.settings.quiet_period_seconds, self.clock))
         project.on_missing_file = folder.queue.deleted  # type: ignore[attr-defined] - search drops vanished files
         self.folders[uri] = folder
-        self.report_warnings(folder, project.warnings)
+        self.feedback.warnings(folder, project.warnings)
         await self.set_watching(folder, project.settings.watch)
         return folder
 
@@ -422,7 +239,7 @@ class SaiplingServer(LanguageServer):
                 await asyncio.get_running_loop().run_in_executor(None, folder.watcher.start)
             except Exception as exc:  # noqa: BLE001 - e.g. inotify watch limit reached
                 folder.watcher = None
-                self.show_once(
+                self.feedback.show_once(
                     f"watch:{folder.uri}",
                     f"{folder.name}: cannot watch files ({exc}); editor saves still sync",
                 )
@@ -433,7 +250,7 @@ class SaiplingServer(LanguageServer):
     def folders_for(self, p: dict[str, Any]) -> list[Folder]:
         """The folder named by `workspaceFolder` (uri or name), else every folder."""
         if not self.folders:
-            raise JsonRpcException("no workspace folder is open", code=REQUEST_FAILED)
+            raise request_failed("no workspace folder is open")
         wanted = p.pop("workspaceFolder", None)
         if wanted is None:
             return list(self.folders.values())
@@ -531,28 +348,9 @@ class SaiplingServer(LanguageServer):
         self.progress_cancels[token] = cancel
         begin = types.WorkDoneProgressBegin(title=title, cancellable=True, message="scanning", percentage=0)
         self.work_done_progress.begin(token, begin)
-        return ProgressReporter(self, token)
-
-    def in_thread(self, folder: Folder, fn: Callable[[], T]) -> asyncio.Future[T]:
-        """Run `fn` on a daemon thread (an index run must not keep a closing process alive)."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
-
-        def settle(result: Any, error: BaseException | None) -> None:
-            if not fut.done():
-                fut.set_exception(error) if error is not None else fut.set_result(result)
-
-        def target() -> None:
-            try:
-                result, error = fn(), None
-            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-                result, error = None, exc
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(settle, result, error)
-
-        folder.worker = threading.Thread(target=target, name=f"saipling-index-{folder.name}", daemon=True)
-        folder.worker.start()
-        return fut
+        return ProgressReporter(
+            self.work_done_progress, token, self.post, lambda t: self.progress_cancels.pop(t, None)
+        )
 
     async def run_index(
         self, folder: Folder, *, full: bool = False, paths: list[str] | None = None, title: str = "Indexing",
@@ -567,7 +365,7 @@ class SaiplingServer(LanguageServer):
             summary: IndexSummary | None = None
             run = partial(folder.project.index, full, paths, reporter.update if reporter else None, cancel)
             try:
-                summary = await self.in_thread(folder, run)
+                summary = await folder.run_in_thread(run)
             except Exception:
                 log.exception("indexing %s failed", folder.project.root)
             finally:
@@ -575,16 +373,8 @@ class SaiplingServer(LanguageServer):
                 folder.passes += 1
                 if reporter:
                     reporter.end(convert.summary_message(summary))
-            self.after_index(folder, summary, title)
+            self.feedback.index_done(folder, summary, title)
             return summary
-
-    def after_index(self, folder: Folder, summary: IndexSummary | None, title: str) -> None:
-        self.log_to_client(
-            f"{title} {folder.name}: {convert.summary_message(summary)}", types.MessageType.Info
-        )
-        for warning in (summary.warnings if summary else [])[:50]:
-            self.log_to_client(f"{folder.name}: {warning}", types.MessageType.Warning)
-        self.check_provider(folder, summary.degraded if summary else None)
 
     # -- life cycle ----------------------------------------------------------------------------------------
     async def start_up(self) -> None:
@@ -601,7 +391,7 @@ class SaiplingServer(LanguageServer):
             self.ready.set()
             self.ready_threads.set()
         if not self.folders:
-            self.log_to_client("saipling: no workspace folder to index", types.MessageType.Warning)
+            self.feedback.log("saipling: no workspace folder to index", types.MessageType.Warning)
         for folder in self.folders.values():
             if folder.project.settings.auto_index and folder.project.settings.enabled:
                 self.spawn(self.run_index(folder))
@@ -638,7 +428,7 @@ class SaiplingServer(LanguageServer):
         for folder, config in zip(folders, configs, strict=True):
             cfg = config if config is not None else (fallback if isinstance(fallback, dict) else None)
             settings, warnings = load_settings(folder.project.root, engine_env(), self.init_options, cfg)
-            self.report_warnings(folder, warnings)
+            self.feedback.warnings(folder, warnings)
             self.spawn(self.apply_settings(folder, settings))
 
     async def apply_settings(self, folder: Folder, settings: Any) -> None:
@@ -693,7 +483,7 @@ def on_initialize(ls: SaiplingServer, p: types.InitializeParams) -> None:
     if isinstance(opts, dict) and isinstance(opts.get("saipling"), dict):
         opts = opts["saipling"]
     if not isinstance(opts, dict):
-        ls.show_once("initializationOptions", "initializationOptions must be an object; ignored")
+        ls.feedback.show_once("initializationOptions", "initializationOptions must be an object; ignored")
         opts = {}
     ls.init_options = opts
 
@@ -775,7 +565,7 @@ def search(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
         folders = ls.folders_for(p)
         responses = [(f.uri, f.project.search(p)) for f in folders]
     for folder in folders:
-        ls.check_provider(folder)
+        ls.feedback.provider(folder)
     return convert.merge_search(
         responses, p.get("maxResults") or folders[0].project.settings.max_results_default
     )
@@ -785,7 +575,7 @@ def enrich_context(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     with ls.engine_call():
         folder = ls.folders_for(p)[0]
         result = folder.project.enrich(p)
-    ls.check_provider(folder)
+    ls.feedback.provider(folder)
     return {**result, "workspaceFolder": folder.uri}
 
 
@@ -932,7 +722,7 @@ def configure_logging(server: SaiplingServer) -> None:
     logging.getLogger("saipling").setLevel(level)
     for noisy in ("pygls", "watchdog", "httpx", "httpcore"):  # pygls logs every message at INFO
         logging.getLogger(noisy).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
-    handler = _ClientLogHandler(server)
+    handler = ClientLogHandler(server.feedback)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.getLogger("saipling").addHandler(handler)
 
