@@ -531,3 +531,30 @@ def test_estimate_counts_what_the_next_run_embeds(tmp_path: Path, api_server: Fa
         est = project.estimate()
         s = project.index()
         assert s.embedded == est["chunksToEmbed"] == 1
+
+
+# -- chunk limits in the model's own tokens ----------------------------------------------------------------
+
+DENSE_TEXT = {
+    "ja.md": "# 嵐\n\n"
+    + "".join(f"港の灯りが{n}回揺れ、マーカスは南の階段からフェリーを引き離した。" for n in range(12))
+    + "\n",
+    "table.md": "# Table\n\n" + " ".join(f"{i * 7919 % 100000}.{i % 97}" for i in range(500)) + "\n",
+}
+
+
+def test_local_model_chunks_fit_its_word_piece_window(tmp_path: Path) -> None:
+    """Text the 4-characters estimate undercounts (Japanese, numbers) is chunked by the model's tokenizer."""
+    from saipling.embeddings import local_available
+
+    if not local_available():
+        pytest.skip("the local model extra is not installed")
+    root = make_project(tmp_path, DENSE_TEXT)
+    with open_project(root, "local") as project:
+        s = project.index()
+        assert s.files == 2 and s.degraded is None and project.store.stats()["embeddedChunks"] == s.chunks
+        window = project.provider.max_input_tokens
+        for rel in DENSE_TEXT:
+            texts = embed_texts(project, rel)
+            assert len(texts) > 2
+            assert max(project.provider.count_tokens(t) for t in texts) <= window, rel

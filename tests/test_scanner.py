@@ -349,6 +349,16 @@ def test_bad_input_each_indexed_or_skipped(tmp_path: Path, caplog: pytest.LogCap
         assert store.fts_search('"café"', 5)
 
 
+def test_file_name_that_is_not_utf8_is_skipped(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {"good.md": "# Good\n\nA normal note in the project.\n"})
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.md"), "wb") as f:  # a latin-1 name on a UTF-8 system
+        f.write(b"# Named in latin-1\n\nThe name cannot be stored as text.\n")
+    with open_project(root) as project:
+        s = project.index()
+        assert set(project.store.file_states()) == {"good.md"}
+        assert ("caf\\udce9.md", "file name is not valid UTF-8") in s.skipped
+
+
 def test_binary_file_that_was_text_is_removed(tmp_path: Path) -> None:
     root = make_project(tmp_path, {"a.md": "# A\n\nOnce upon a time it was text.\n"})
     with open_project(root) as project:

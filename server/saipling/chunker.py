@@ -7,6 +7,7 @@ overlap. Tiny pieces are merged into a neighbour so every non-blank body line st
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from collections.abc import Callable
@@ -19,7 +20,8 @@ MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
 _HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?。！？])[\"')\]]*\s+")
+# a sentence ends at . ! ? before whitespace; CJK full stops need no space after them
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?。！？])[\"')\]]*\s+|(?<=[。！？])(?=[^\s\"')\]」』）])")
 
 TokenCounter = Callable[[str], int]
 
@@ -113,7 +115,8 @@ def chunk_document(
     if meta and meta.frontmatter and body_start > 1:
         rendered = render_frontmatter(meta.frontmatter)
         if len(rendered) >= MIN_CHUNK_CHARS or (rendered and meta.display_name):
-            pieces.append(_Piece(1, body_start - 1, rendered, None, "", "frontmatter"))
+            for part in _fit_lines(rendered, limits.max_tokens, count_tokens):  # a long `description:` too
+                pieces.append(_Piece(1, body_start - 1, part, None, "", "frontmatter"))
     sections = _sections(lines, body_start)
     has_headings = any(s[2] is not None for s in sections)
     for start, end, heading, path in sections:
@@ -237,44 +240,79 @@ def _split_units(units: list[_Unit], budget: int, target: int, count: TokenCount
     return out
 
 
-def _line_at(u: _Unit, offset: int) -> int:
-    return u.start + u.text.count("\n", 0, offset)
+def _line_finder(u: _Unit) -> Callable[[int], int]:
+    """offset in u.text -> on-disk line; a bisect over the unit's newlines (linear time for huge units)."""
+    newlines = [m.start() for m in re.finditer("\n", u.text)]
+    return lambda offset: u.start + bisect.bisect_left(newlines, offset)
 
 
 def _split_text(u: _Unit, sep: re.Pattern[str], count: TokenCounter) -> list[_Unit]:
     out: list[_Unit] = []
+    line_at = _line_finder(u)
     pos = 0
     for m in sep.finditer(u.text):
         seg = u.text[pos : m.start()]
         if seg.strip():
-            out.append(_Unit(_line_at(u, pos), _line_at(u, m.start()), seg, count(seg)))
+            out.append(_Unit(line_at(pos), line_at(m.start()), seg, count(seg)))
         pos = m.end()
     seg = u.text[pos:]
     if seg.strip():
-        out.append(_Unit(_line_at(u, pos), _line_at(u, len(u.text)), seg, count(seg)))
+        out.append(_Unit(line_at(pos), line_at(len(u.text)), seg, count(seg)))
     return out or [u]
 
 
 def _split_words(u: _Unit, budget: int, count: TokenCounter) -> list[_Unit]:
     out: list[_Unit] = []
+    line_at = _line_finder(u)
     words = list(re.finditer(r"\S+", u.text))
     i = 0
     while i < len(words):
-        j = i
         a = words[i].start()
-        # grow the piece while it fits (estimate by characters first, then exact count)
-        while j + 1 < len(words) and count(u.text[a : words[j + 1].end()]) <= budget:
-            j += 1
+        # the longest run of words from i that fits the budget (counts grow with length): binary search
+        j, hi = i, min(len(words) - 1, i + 4 * budget + 8)
+        while j < hi:
+            mid = (j + hi + 1) // 2
+            if count(u.text[a : words[mid].end()]) <= budget:
+                j = mid
+            else:
+                hi = mid - 1
         b = words[j].end()
         if j == i and count(u.text[a:b]) > budget:  # a single giant "word": cut by characters
-            step = max(1, budget * 3)
-            for k in range(a, b, step):
-                seg = u.text[k : min(b, k + step)]
-                out.append(_Unit(_line_at(u, k), _line_at(u, min(b, k + step)), seg, count(seg)))
+            k = a
+            while k < b:
+                e, hi = k + 1, min(b, k + 4 * budget)  # the longest slice that fits (a real tokenizer may
+                while e < hi:  # count a token per character: CJK text has no spaces to split at)
+                    mid = (e + hi + 1) // 2
+                    if count(u.text[k:mid]) <= budget:
+                        e = mid
+                    else:
+                        hi = mid - 1
+                seg = u.text[k:e]
+                out.append(_Unit(line_at(k), line_at(e), seg, count(seg)))
+                k = e
         else:
             seg = u.text[a:b]
-            out.append(_Unit(_line_at(u, a), _line_at(u, b), seg, count(seg)))
+            out.append(_Unit(line_at(a), line_at(b), seg, count(seg)))
         i = j + 1
+    return out
+
+
+def _fit_lines(text: str, budget: int, count: TokenCounter) -> list[str]:
+    """`text` in pieces of whole lines within `budget` (a line over it is split at words)."""
+    if count(text) <= budget:
+        return [text]
+    out: list[str] = []
+    cur = ""
+    for line in text.split("\n"):
+        u = _Unit(1, 1, line, count(line))
+        for part in [u] if u.tokens <= budget else _split_words(u, budget, count):
+            joined = f"{cur}\n{part.text}" if cur else part.text
+            if cur and count(joined) > budget:
+                out.append(cur)
+                joined = part.text
+            cur = joined
+    if cur:
+        out.append(cur)
     return out
 
 
@@ -353,7 +391,7 @@ def _merge_tiny(
     for p in pieces:
         if pending is not None and p.kind != "frontmatter":
             joined = _join(pending, p, lines, keep=p)
-            if fits(joined) or tiny(joined):
+            if fits(joined):
                 p = joined
             else:
                 place(pending)
@@ -381,16 +419,12 @@ def _join(a: _Piece, b: _Piece, lines: list[str], keep: _Piece) -> _Piece:
 
     Pieces made of whole lines are re-read from the file (overlapping windows are not doubled); a piece
     cut from inside a line (sentence or word split) keeps its own text, so a merge never pulls in the
-    rest of a long line.
+    rest of a long line (a tiny piece's overlap with its neighbour may then repeat: a few characters).
     """
     start, end = min(a.start, b.start), max(a.end, b.end)
     gap_blank = all(not lines[k - 1].strip() for k in range(a.end + 1, b.start))
     if _is_whole_lines(a, lines) and _is_whole_lines(b, lines) and gap_blank:
         text = "\n".join(lines[start - 1 : end])
-    elif b.text in a.text:
-        text = a.text
-    elif a.text in b.text:
-        text = b.text
     else:
         text = a.text + (" " if b.start <= a.end else "\n\n") + b.text
     return _Piece(start, end, text, keep.heading, keep.path, keep.kind)

@@ -99,6 +99,22 @@ class Indexer:
         window = self.provider.max_input_tokens if isinstance(self.provider, EmbeddingProvider) else 0
         return limits_for(c.max_tokens, c.target_tokens, c.overlap_tokens, window)
 
+    def token_counter(self) -> Callable[[str], int]:
+        """The provider's own tokenizer when it has one (local models count word pieces), else the estimate.
+
+        Chunk limits are in the model's tokens: with the ~4-characters estimate, Japanese text or a table
+        of numbers makes chunks of twice MiniLM's 256 word pieces, and the model silently drops the rest.
+        """
+        count = getattr(self.provider, "count_tokens", None)
+        if not self.embeds or not callable(count):
+            return estimate_tokens
+        try:
+            count("probe")
+        except Exception as exc:  # the model cannot load: chunk by the estimate, embedding will report it
+            log.warning("%s cannot count tokens (%s); chunking by estimate", self.provider.name, exc)
+            return estimate_tokens
+        return count
+
     def ensure_vector_table(self) -> bool:
         """Match the store's vector table to the provider. True when vectors were reset (model changed)."""
         p = self.provider
@@ -125,7 +141,7 @@ class Indexer:
             summary.warnings.append(decoded.warning)
         try:
             meta = extract_metadata(entry.rel, decoded.text)
-            chunks = chunk_document(decoded.text, meta, self.limits())
+            chunks = chunk_document(decoded.text, meta, self.limits(), self.token_counter())
         except Exception as exc:  # one odd file must never stop a run over thousands
             log.exception("skipping %s: it could not be chunked", entry.rel)
             summary.skipped.append((entry.rel, f"could not be chunked ({type(exc).__name__}: {exc})"))

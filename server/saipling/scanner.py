@@ -75,6 +75,13 @@ def scan(root: Path, settings: Settings) -> ScanResult:
             continue
         for entry in sorted(it, key=lambda e: e.name):
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                entry.name.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8 (surrogate-escaped): cannot be stored
+                shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
+                result.skipped.append((shown, "file name is not valid UTF-8"))
+                log.warning("skipping %s: file name is not valid UTF-8", shown)
+                continue
             if entry.name.startswith("."):
                 if entry.name != INDEX_DIR:
                     result.skipped.append((rel, "hidden"))
