@@ -105,3 +105,15 @@ async def test_provider_401_is_shown_once_and_search_falls_back_to_keywords(
         assert st["degraded"] and st["totalFiles"] == 4
         assert len(client.messages) == 1  # once per cause, however often it happens
         assert all(r.response_status == 401 for r in api_server.requests)
+
+
+async def test_corrupted_index_is_rebuilt_and_the_user_told_once(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "story", STORY)
+    (root / ".saipling").mkdir()
+    (root / ".saipling" / "index.db").write_bytes(b"this is not a database" * 100)
+    async with lsp_session(root) as client:
+        await wait_for_index(client)
+        (message,) = client.messages
+        assert "corrupt" in message.message and "rebuilt" in message.message
+        assert (await status(client))["totalFiles"] == 4
+        assert any(p.name.startswith("index.db.corrupt-") for p in (root / ".saipling").iterdir())

@@ -229,7 +229,7 @@ class SaiplingServer(LanguageServer):
         project.on_missing_file = folder.queue.deleted  # type: ignore[attr-defined] - search drops vanished files
         self.folders[uri] = folder
         self.feedback.warnings(folder, project.warnings)
-        await self.set_watching(folder, project.settings.watch)
+        await self.set_watching(folder, project.settings.watch and project.settings.enabled)
         return folder
 
     async def set_watching(self, folder: Folder, on: bool) -> None:
@@ -323,7 +323,7 @@ class SaiplingServer(LanguageServer):
         """Start one batched pass per folder with due changes (skipped while that folder is indexing)."""
         tasks = []
         for folder in list(self.folders.values()):
-            if not folder.lock.locked() and (batch := folder.queue.due()):
+            if folder.project.settings.enabled and not folder.lock.locked() and (batch := folder.queue.due()):
                 tasks.append(self.spawn(self.sync_pass(folder, batch)))
         return tasks
 
@@ -438,7 +438,7 @@ class SaiplingServer(LanguageServer):
         async with folder.lock:
             reindex = await self.call(folder.project.apply_settings, settings)
         folder.queue.quiet_period = settings.quiet_period_seconds
-        await self.set_watching(folder, settings.watch)
+        await self.set_watching(folder, settings.watch and settings.enabled)
         if reindex or interrupted:
             await self.run_index(folder, full=reindex == "full", title="Reindexing")
 
