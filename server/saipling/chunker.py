@@ -368,7 +368,7 @@ def _merge_tiny(
 
     A tiny piece joins the previous chunk, else the next one, as long as the result stays within the chunk
     limit; tiny pieces that fit nowhere gather together, and one that still fits nowhere is kept as it is
-    (coverage wins over the size rule). Tiny pieces are dropped only when nothing else is left.
+    (coverage wins over the size rule). Tiny pieces are dropped only when the whole body is tiny.
     """
 
     def fits(p: _Piece) -> bool:
@@ -405,8 +405,10 @@ def _merge_tiny(
                 out[-1] = joined
                 continue
         pending = p
-    if pending is not None and any(p.kind != "frontmatter" for p in out):
+    if pending is not None:
         place(pending)
+    if sum(len(p.text.strip()) for p in out if p.kind != "frontmatter") < MIN_CHUNK_CHARS:
+        out = [p for p in out if p.kind == "frontmatter"]  # the whole body is tiny: nothing worth a chunk
     return [p for p in out if p.text.strip()]
 
 
