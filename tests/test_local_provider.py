@@ -18,6 +18,7 @@ from saipling.embeddings.local import (  # noqa: E402
     DEFAULT_MODEL,
     TOKENIZER_FILE,
     LocalProvider,
+    int8_matmul_model,
     local_available,
     resolve_model,
 )
@@ -88,6 +89,36 @@ def test_batching_equals_one_by_one(provider: LocalProvider) -> None:
     batched = provider.embed_documents(texts).vectors
     single = np.vstack([provider.embed_documents([t]).vectors for t in texts])
     np.testing.assert_allclose(batched, single, atol=1e-5)
+
+
+def test_batching_equals_one_by_one_on_shipped_graph() -> None:
+    """Without the int8 rewrite, texts share padded runs: still the same vectors as one by one."""
+    p = LocalProvider(Settings(provider="local"), int8_matmuls=False)
+    assert not p.one_text_per_run
+    texts = ["short", "word " * 300, "a medium sentence about a dragon", "# Heading\n\n- item", "x " * 40] * 3
+    np.testing.assert_allclose(
+        p.embed_documents(texts).vectors,
+        np.vstack([p.embed_documents([t]).vectors for t in texts]),
+        atol=1e-5,
+    )
+
+
+def test_int8_matmuls_close_to_shipped_graph(provider: LocalProvider) -> None:
+    assert provider.one_text_per_run
+    shipped = LocalProvider(Settings(provider="local"), int8_matmuls=False)
+    texts = ["a cat rests outdoors", "The white whale rammed the Pequod.", "word " * 300]
+    agree = (provider.embed_documents(texts).vectors * shipped.embed_documents(texts).vectors).sum(axis=1)
+    assert agree.min() > 0.98
+
+
+def test_int8_rewrite_of_the_bundled_graph() -> None:
+    src = resolve_model(Settings()).onnx.read_bytes()
+    out, n = int8_matmul_model(src)
+    assert n == 36  # 6 layers x (q, k, v, attention out, intermediate, output)
+    assert len(out) < len(src)
+    again, n2 = int8_matmul_model(out)
+    assert n2 == 0 and again == out  # nothing left to rewrite
+    assert int8_matmul_model(b"")[1] == 0
 
 
 def test_batching_across_base_batches() -> None:
@@ -185,7 +216,7 @@ def test_auto_picks_local_without_keys() -> None:
     assert p.info().reason == p.reason
 
 
-def test_model_path_folder_with_prefixes(tmp_path: Path, provider: LocalProvider) -> None:
+def test_model_path_folder_with_prefixes(tmp_path: Path) -> None:
     folder = tmp_path / "my-minilm"
     folder.mkdir()
     (folder / "model.onnx").symlink_to(resolve_model(Settings()).onnx)
@@ -200,6 +231,8 @@ def test_model_path_folder_with_prefixes(tmp_path: Path, provider: LocalProvider
     assert p.failed is None
     assert p.is_loaded  # no config.json: loaded at once to read the dimensions from the output shape
     assert p.dimensions == 384
+    assert not p.one_text_per_run  # a user's graph runs as it is
+    provider = LocalProvider(Settings(provider="local"), int8_matmuls=False)  # the same graph, bundled
     text = "a quiet harbour town"
     np.testing.assert_allclose(
         p.embed_documents([text]).vectors[0],

@@ -54,6 +54,7 @@ class ModelFiles:
     max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
     query_prefix: str = ""
     document_prefix: str = ""
+    int8_matmuls: bool = False  # rewrite dequantize-then-MatMul into int8 GEMMs (bundled model only)
 
 
 def _has_module(name: str) -> bool:
@@ -121,7 +122,13 @@ def resolve_model(settings: Settings) -> ModelFiles:
         raise ProviderError(f"local model weights are not installed ({WEIGHTS_PACKAGE}); {INSTALL_HINT}")
     if not TOKENIZER_FILE.is_file():
         raise ProviderError(f"bundled tokenizer missing: {TOKENIZER_FILE} (reinstall saipling-search)")
-    return ModelFiles(onnx=onnx, tokenizer=TOKENIZER_FILE, model=DEFAULT_MODEL, dimensions=DEFAULT_DIMENSIONS)
+    return ModelFiles(
+        onnx=onnx,
+        tokenizer=TOKENIZER_FILE,
+        model=DEFAULT_MODEL,
+        dimensions=DEFAULT_DIMENSIONS,
+        int8_matmuls=True,
+    )
 
 
 def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
@@ -161,6 +168,174 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
         raise ProviderError(f"model_path {folder}: invalid model config ({exc})") from exc
 
 
+# -- int8 matmuls ----------------------------------------------------------------------------------------------
+# The bundled model stores int8 weights that it dequantizes at run time (Cast + Mul) before fp32 MatMuls, so
+# by itself it computes no faster than fp32. Rewriting each `MatMul(x, Mul(Cast(Wq), scale))` into ONNX
+# Runtime's `DynamicQuantizeMatMul(x, Wq, scale)` runs those matmuls as int8 GEMMs on the same weights (x is
+# quantized per run). Measured on 256-token chunks, one thread: 86 -> 47 ms of CPU a chunk; cosine to the
+# fp32 model's vectors 0.988 min / 0.993 mean (0.999 before). Activations are quantized per run (one scale
+# for the whole input tensor), so each text then runs alone: its vector never depends on its batch (for
+# 256-token chunks batching gained nothing measurable anyway). Done on the serialized bytes with a few lines
+# of protobuf wire format, so the `onnx` package is not needed.
+
+_INT8, _FLOAT = 3, 1  # TensorProto.DataType
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _enc_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # negative int64 as two's complement, like protobuf
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _fields(buf: bytes) -> list[tuple[int, int, bytes | int, bytes]]:
+    """(field number, wire type, payload, the field's raw bytes) for each field of a message, in order."""
+    out: list[tuple[int, int, bytes | int, bytes]] = []
+    pos = 0
+    while pos < len(buf):
+        start = pos
+        key, pos = _varint(buf, pos)
+        num, wt = key >> 3, key & 7
+        payload: bytes | int
+        if wt == 0:
+            payload, pos = _varint(buf, pos)
+        elif wt == 1:
+            payload, pos = buf[pos : pos + 8], pos + 8
+        elif wt == 2:
+            n, pos = _varint(buf, pos)
+            payload, pos = buf[pos : pos + n], pos + n
+        elif wt == 5:
+            payload, pos = buf[pos : pos + 4], pos + 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wt}")
+        out.append((num, wt, payload, buf[start:pos]))
+    return out
+
+
+def _ld(num: int, payload: bytes) -> bytes:
+    return _enc_varint(num << 3 | 2) + _enc_varint(len(payload)) + payload
+
+
+def _strings(fields: list[tuple[int, int, bytes | int, bytes]], num: int) -> list[str]:
+    return [f[2].decode() for f in fields if f[0] == num and isinstance(f[2], bytes)]
+
+
+def _dims(fields: list[tuple[int, int, bytes | int, bytes]]) -> list[int]:
+    dims: list[int] = []
+    for num, wt, payload, _ in fields:
+        if num != 1:
+            continue
+        if wt == 0 and isinstance(payload, int):
+            dims.append(payload)
+        elif isinstance(payload, bytes):  # packed
+            pos = 0
+            while pos < len(payload):
+                v, pos = _varint(payload, pos)
+                dims.append(v)
+    return dims
+
+
+def int8_matmul_model(model: bytes) -> tuple[bytes, int]:
+    """The model with its dequantize-then-MatMul patterns as DynamicQuantizeMatMul; (bytes, patterns rewritten)."""
+    top = _fields(model)
+    graph_fields = [f for f in top if f[0] == 7]
+    if len(graph_fields) != 1 or not isinstance(graph_fields[0][2], bytes):
+        return model, 0
+    graph = _fields(graph_fields[0][2])
+    nodes = [(i, _fields(f[2])) for i, f in enumerate(graph) if f[0] == 1 and isinstance(f[2], bytes)]
+    inits: dict[str, tuple[int, list[tuple[int, int, bytes | int, bytes]]]] = {}
+    for i, f in enumerate(graph):
+        if f[0] == 5 and isinstance(f[2], bytes):
+            tf = _fields(f[2])
+            names = _strings(tf, 8)
+            if names:
+                inits[names[0]] = (i, tf)
+    producer: dict[str, tuple[int, list[tuple[int, int, bytes | int, bytes]]]] = {}
+    uses: dict[str, int] = {}
+    for i, nf in nodes:
+        for out in _strings(nf, 2):
+            producer[out] = (i, nf)
+        for name in _strings(nf, 1):
+            uses[name] = uses.get(name, 0) + 1
+    for f in graph:
+        if f[0] == 12 and isinstance(f[2], bytes):  # graph outputs count as uses
+            for name in _strings(_fields(f[2]), 1):
+                uses[name] = uses.get(name, 0) + 1
+
+    def op(nf: list[tuple[int, int, bytes | int, bytes]]) -> str:
+        ops = _strings(nf, 4)
+        return ops[0] if ops else ""
+
+    def dtype(tf: list[tuple[int, int, bytes | int, bytes]]) -> int:
+        return next((int(f[2]) for f in tf if f[0] == 2 and isinstance(f[2], int)), 0)
+
+    replace: dict[int, bytes] = {}  # graph field index -> new raw field bytes (b"" = drop)
+    count = 0
+    for i, nf in nodes:
+        ins = _strings(nf, 1)
+        if op(nf) != "MatMul" or len(ins) != 2 or uses.get(ins[1]) != 1 or ins[1] not in producer:
+            continue
+        mul_i, mul = producer[ins[1]]
+        if op(mul) != "Mul":
+            continue
+        for deq, scale in (_strings(mul, 1), _strings(mul, 1)[::-1]):
+            if deq in producer and op(producer[deq][1]) == "Cast" and scale in inits:
+                break
+        else:
+            continue
+        cast_i, cast = producer[deq]
+        q = _strings(cast, 1)[0]
+        if uses.get(deq) != 1 or q not in inits or uses.get(scale) != 1:
+            continue
+        q_tf, s_i, s_tf = inits[q][1], *inits[scale]
+        q_dims, s_dims = _dims(q_tf), _dims(s_tf)
+        if dtype(q_tf) != _INT8 or dtype(s_tf) != _FLOAT or len(q_dims) != 2:
+            continue
+        n_cols = q_dims[1]
+        if s_dims not in ([n_cols], [1, n_cols]):
+            continue
+        # b_scale must be 1-D (per column): rewrite the scale's dims in place.
+        s_rest = b"".join(raw for num, _, _, raw in s_tf if num != 1)
+        replace[s_i] = _ld(5, _ld(1, _enc_varint(n_cols)) + s_rest)
+        new_node = (
+            b"".join(_ld(1, name.encode()) for name in (ins[0], q, scale))
+            + b"".join(_ld(2, name.encode()) for name in _strings(nf, 2))
+            + _ld(3, ((_strings(nf, 3) or ["matmul"])[0] + "_int8").encode())
+            + _ld(4, b"DynamicQuantizeMatMul")
+            + _ld(7, b"com.microsoft")
+        )
+        replace[i] = _ld(1, new_node)
+        replace[mul_i] = replace[cast_i] = b""
+        count += 1
+    if not count:
+        return model, 0
+    new_graph = b"".join(replace.get(i, f[3]) for i, f in enumerate(graph))
+    has_ms = any(
+        f[0] == 8 and isinstance(f[2], bytes) and "com.microsoft" in _strings(_fields(f[2]), 1) for f in top
+    )
+    out = b"".join(_ld(7, new_graph) if f[0] == 7 else f[3] for f in top)
+    if not has_ms:
+        out += _ld(8, _ld(1, b"com.microsoft") + _enc_varint(2 << 3 | 0) + _enc_varint(1))
+    return out, count
+
+
 @dataclass(frozen=True)
 class _Loaded:
     """Everything a load produces, swapped in and out as one reference (no torn reads across threads)."""
@@ -171,6 +346,9 @@ class _Loaded:
     feeds: tuple[str, ...]
     output: str
     pooled: bool  # the output is already one vector per text
+    one_per_run: (
+        bool  # int8 matmuls quantize activations per run: batching would make vectors batch-dependent
+    )
 
 
 class LocalProvider(EmbeddingProvider):
@@ -183,8 +361,10 @@ class LocalProvider(EmbeddingProvider):
     name = "local"
     cost_per_million_tokens = 0.0
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, int8_matmuls: bool = True) -> None:
+        """int8_matmuls=False runs the bundled graph as shipped (fp32 matmuls; for comparisons)."""
         super().__init__()
+        self.int8_matmuls = int8_matmuls
         self.threads = max(0, int(settings.local_threads))
         self.batch_size = max(1, int(settings.batch_size))
         self.files: ModelFiles | None = None
@@ -264,15 +444,24 @@ class LocalProvider(EmbeddingProvider):
         if self.threads:
             options.intra_op_num_threads = self.threads
         options.log_severity_level = 3
+        model: str | bytes = str(files.onnx)
+        rewritten = 0
+        if files.int8_matmuls and self.int8_matmuls:
+            try:
+                model, rewritten = int8_matmul_model(files.onnx.read_bytes())
+            except (OSError, ValueError, IndexError) as exc:
+                raise ProviderError(f"cannot read local model {files.onnx}: {exc}") from exc
+            log.debug("local model: %d matmuls run as int8", rewritten)
         try:
             session = ort.InferenceSession(
-                str(files.onnx),
+                model,
                 sess_options=options,
                 providers=["CPUExecutionProvider"],
                 disabled_optimizers=DISABLED_OPTIMIZERS,
             )
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... classes
             raise ProviderError(f"cannot load local model {files.onnx}: {exc}") from exc
+        del model
 
         names = tuple(i.name for i in session.get_inputs())
         unknown = [n for n in names if n not in ("input_ids", "attention_mask", "token_type_ids")]
@@ -295,7 +484,7 @@ class LocalProvider(EmbeddingProvider):
             self.dimensions,
             options.intra_op_num_threads,
         )
-        return _Loaded(session, tokenizer, counter, names, out.name, pooled=len(out.shape) == 2)
+        return _Loaded(session, tokenizer, counter, names, out.name, len(out.shape) == 2, rewritten > 0)
 
     def raw_session(self) -> Any:
         """The onnxruntime InferenceSession (loads the model); for benchmarks and diagnostics."""
@@ -309,6 +498,11 @@ class LocalProvider(EmbeddingProvider):
     @property
     def input_names(self) -> tuple[str, ...]:
         return self._loaded().feeds
+
+    @property
+    def one_text_per_run(self) -> bool:
+        """True when each text runs alone (int8 matmuls), so a vector never depends on its batch."""
+        return self._loaded().one_per_run
 
     def count_tokens(self, text: str) -> int:
         """Word pieces in text, [CLS] and [SEP] included, before truncation (compare with max_input_tokens)."""
@@ -333,7 +527,8 @@ class LocalProvider(EmbeddingProvider):
         start = 0
         while start < len(order):
             width = lengths[order[start]]  # longest in this run: the others pad to it
-            run = order[start : start + max(1, RUN_TOKEN_BUDGET // max(width, 1))]
+            size = 1 if state.one_per_run else max(1, RUN_TOKEN_BUDGET // max(width, 1))
+            run = order[start : start + size]
             vectors[run] = self._run(state, [encodings[i] for i in run], width)
             start += len(run)
         truncated = sum(1 for e in encodings if e.overflowing)
