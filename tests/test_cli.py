@@ -253,3 +253,16 @@ def test_srd_corpus_index_status_and_noop_reindex(tmp_path: Path) -> None:
     second = cli("index", str(root), "--provider", "none")
     assert (second["embedded"], second["filesRead"], second["changed"]) == (0, 0, 0)
     assert (second["files"], second["chunks"]) == (first["files"], first["chunks"])
+
+
+def test_read_only_commands_do_not_create_an_index_folder(tmp_path):
+    from click.testing import CliRunner
+
+    from saipling.cli import main
+
+    (tmp_path / "a.md").write_text("# A\n\nSome text about a lighthouse keeper.\n", encoding="utf-8")
+    runner = CliRunner()
+    for args in (["status", str(tmp_path)], ["search", "lighthouse", "--root", str(tmp_path)]):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 0, result.output
+    assert not (tmp_path / ".saipling").exists()

@@ -384,3 +384,12 @@ def test_saipling_project_scan(tmp_path: Path) -> None:
     skipped = dict(result.skipped)
     assert skipped[".context_settings.json"] == "hidden"
     assert skipped["skills/writer.toml"] == "not included"
+
+
+def test_folder_name_exclude_matches_everything_under_it(tmp_path):
+    from saipling.paths import glob_match
+
+    assert glob_match("drafts/a.md", "drafts")
+    assert glob_match("book/drafts/deep/a.md", "drafts")
+    assert not glob_match("drafts.md", "drafts")
+    assert not glob_match("notes/sub/x.md", "notes/*.md")

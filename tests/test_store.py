@@ -306,3 +306,26 @@ def test_header_only_garbage_is_rebuilt(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
     db_path.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
     _assert_rebuilt(db_path)
+
+
+def test_newer_schema_version_is_moved_aside_and_rebuilt(tmp_path):
+    from saipling.store import Store
+
+    path = tmp_path / "index.db"
+    store = Store.open(path)
+    store.conn.execute("PRAGMA user_version=99")
+    store.close()
+    reopened = Store.open(path)
+    assert reopened.rebuilt and "schema version 99" in reopened.rebuilt
+    assert reopened._scalar("PRAGMA user_version") == 1
+    reopened.close()
+
+
+def test_two_corruptions_in_one_second_keep_both_copies(tmp_path):
+    from saipling.store import Store
+
+    path = tmp_path / "index.db"
+    for _ in range(2):
+        path.write_bytes(b"not a database" * 100)
+        Store.open(path).close()
+    assert len(list(tmp_path.glob("index.db.corrupt-*"))) == 2

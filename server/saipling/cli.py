@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import apsw
 import click
 
 from . import __version__
@@ -27,11 +28,13 @@ def _root(root: str | None) -> Path:
     return Path(root).resolve() if root else find_root(Path.cwd())
 
 
-def _open(root: str | None, **overrides: Any) -> Project:
+def _open(root: str | None, create: bool = False, **overrides: Any) -> Project:
+    """Open the project; only commands that index (create=True) may create `.saipling/`."""
     path = _root(root)
     if not path.is_dir():
         raise click.UsageError(f"not a folder: {path}")
-    project = Project.open(path, overrides={k: v for k, v in overrides.items() if v is not None} or None)
+    layers = {k: v for k, v in overrides.items() if v is not None} or None
+    project = Project.open(path, overrides=layers, create=create)
     for w in project.warnings:
         click.echo(f"warning: {w}", err=True)
     return project
@@ -50,6 +53,9 @@ class _Group(click.Group):
             ctx.exit(2)
         except SaiplingError as exc:
             click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+        except (OSError, apsw.Error) as exc:
+            click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             ctx.exit(1)
 
 
@@ -76,7 +82,7 @@ def index(root: str | None, full: bool, as_json: bool, provider: str | None) -> 
     """Index ROOT (default: the nearest project above the current folder)."""
     from .cli_progress import IndexBar
 
-    project = _open(root, provider=provider)
+    project = _open(root, create=True, provider=provider)
     try:
         with IndexBar(enabled=not as_json and sys.stderr.isatty() or os.environ.get("SAIPLING_PROGRESS") == "1") as bar:
             try:

@@ -52,7 +52,12 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def glob_match(rel_path: str, pattern: str) -> bool:
-    return glob_regex(pattern).match(rel_path) is not None
+    """True if the path or one of its folders matches (gitignore-like: `drafts` excludes `drafts/a.md`)."""
+    rx = glob_regex(pattern)
+    if rx.match(rel_path) is not None:
+        return True
+    parts = rel_path.split("/")
+    return any(rx.match("/".join(parts[:i])) is not None for i in range(1, len(parts)))
 
 
 def any_match(rel_path: str, patterns: list[str]) -> bool:

@@ -70,12 +70,15 @@ class Project:
         workspace_config: Mapping[str, Any] | None = None,
         overrides: Mapping[str, Any] | None = None,
         provider: Provider | None = None,
+        create: bool = True,
     ) -> Project:
+        """Open a project; with create=False a folder never indexed gets an empty in-memory index (no files written)."""
         root = Path(root).resolve()
         warnings: list[str] = []
         if settings is None:
             settings, warnings = load_settings(root, env, init_options, workspace_config, overrides)
-        store = Store.open(index_path(root))
+        exists = index_path(root).is_file()
+        store = Store.open(index_path(root) if exists or create else ":memory:")
         if store.rebuilt:
             warnings.append(store.rebuilt)
         if provider is None:

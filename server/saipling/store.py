@@ -232,13 +232,16 @@ class Store:
         try:
             conn = connect(path)
             cls._check(conn)
+            version = next(iter(conn.execute("PRAGMA user_version")))[0]
+            if version > len(_MIGRATIONS):
+                raise IndexCorrupted(f"it has schema version {version}, newer than this saipling knows ({len(_MIGRATIONS)})")
         except (apsw.CorruptError, apsw.NotADBError, IndexCorrupted, apsw.SQLError) as exc:
             with contextlib.suppress(Exception):
                 conn.close()
             if path == ":memory:":
                 raise
             moved = cls._move_aside(Path(path))
-            rebuilt = f"the index was corrupted ({exc}); moved it to {moved.name} and rebuilt it"
+            rebuilt = f"the index was unusable ({exc}); moved it to {moved.name} and rebuilt it"
             log.warning("%s", rebuilt)
             conn = connect(path)
         store = cls(conn, path, rebuilt)
@@ -256,6 +259,10 @@ class Store:
     def _move_aside(path: Path) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         target = path.with_name(f"{path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists():  # two corruptions in the same second keep both copies
+            n += 1
+            target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
         path.replace(target)
         for suffix in ("-wal", "-shm"):
             side = Path(str(path) + suffix)
