@@ -267,5 +267,9 @@ def test_corrupt_model_raises_provider_error(tmp_path: Path) -> None:
     (tmp_path / "tokenizer.json").symlink_to(TOKENIZER_FILE)
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 384}))
     p = LocalProvider(Settings(provider="local", model_path=str(tmp_path)))
+    assert p.failed is None  # found; not loaded yet
     with pytest.raises(ProviderError, match="cannot load local model"):
         p.embed_query("anything")
+    assert p.failed and "cannot load local model" in p.failed  # status shows it
+    with pytest.raises(ProviderError, match="cannot load local model"):  # no reload per batch
+        p.embed_documents(["more"])

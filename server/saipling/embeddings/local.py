@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -414,6 +415,7 @@ class _Loaded:
     # their batch); then texts run side by side on `pool`, one single-threaded run per worker.
     one_per_run: bool
     pool: ThreadPoolExecutor | None
+    workers: int
 
 
 class LocalProvider(EmbeddingProvider):
@@ -479,9 +481,14 @@ class LocalProvider(EmbeddingProvider):
             return state
         with self._lock:
             if self._state is None:
-                if self.files is None:
+                if self.files is None or self.failed:
                     raise ProviderError(self.failed or "local model is not available")
-                self._state = self._load(self.files)
+                try:
+                    self._state = self._load(self.files)
+                except ProviderError as exc:
+                    self.failed = str(exc)  # status shows it; no reload attempt per batch
+                    log.warning("local provider failed: %s", exc)
+                    raise
             return self._state
 
     def _load(self, files: ModelFiles) -> _Loaded:
@@ -559,7 +566,8 @@ class LocalProvider(EmbeddingProvider):
             if one_per_run
             else f"{options.intra_op_num_threads or 'default'} threads",
         )
-        return _Loaded(session, tokenizer, counter, names, out.name, len(out.shape) == 2, one_per_run, pool)
+        pooled = len(out.shape) == 2
+        return _Loaded(session, tokenizer, counter, names, out.name, pooled, one_per_run, pool, workers)
 
     def raw_session(self) -> Any:
         """The onnxruntime InferenceSession (loads the model); for benchmarks and diagnostics."""
@@ -582,8 +590,7 @@ class LocalProvider(EmbeddingProvider):
     @property
     def workers(self) -> int:
         """Texts embedded side by side (1 when runs are batched and use intra-op threads instead)."""
-        pool = self._loaded().pool
-        return pool._max_workers if pool else 1
+        return self._loaded().workers
 
     def count_tokens(self, text: str) -> int:
         """Word pieces in text, [CLS] and [SEP] included, before truncation (compare with max_input_tokens)."""
@@ -612,7 +619,12 @@ class LocalProvider(EmbeddingProvider):
             def one(i: int) -> np.ndarray:
                 return self._run(state, [encodings[i]], lengths[i])[0]
 
-            rows = state.pool.map(one, order) if state.pool and len(order) > 1 else map(one, order)
+            rows: Iterator[np.ndarray] = map(one, order)
+            if state.pool is not None and len(order) > 1:
+                try:
+                    rows = state.pool.map(one, order)
+                except RuntimeError:  # close() shut the pool down meanwhile: run here
+                    pass
             for i, row in zip(order, rows, strict=True):
                 vectors[i] = row
         else:
