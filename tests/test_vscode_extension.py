@@ -28,7 +28,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def npm(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def npm(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """Runs `npm <args>` in vscode-extension/; on failure the assertion shows its output."""
     assert NPM is not None
     proc = subprocess.run(
@@ -87,7 +89,9 @@ def test_package(tmp_path: Path) -> None:
         assert vsix.is_file(), f"no .vsix written to {vsix}"
         names = set(zipfile.ZipFile(vsix).namelist())
         assert {"extension/package.json", "extension/dist/extension.js", "extension.vsixmanifest"} <= names
-        assert not any(n.startswith(("extension/src/", "extension/node_modules/", "extension/test/")) for n in names)
+        assert not any(
+            n.startswith(("extension/src/", "extension/node_modules/", "extension/test/")) for n in names
+        )
     finally:
         vsix.unlink(missing_ok=True)
 

@@ -135,7 +135,9 @@ def chunk_document(
             continue
         target = min(limits.target_tokens, budget)
         units = _split_units(body_units, budget, target, count_tokens)
-        for u_start, u_end, u_text in _pack(units, target, budget, limits.overlap_tokens, lines, count_tokens):
+        for u_start, u_end, u_text in _pack(
+            units, target, budget, limits.overlap_tokens, lines, count_tokens
+        ):
             pieces.append(_Piece(u_start, u_end, u_text, heading, path, kind))
     pieces = _merge_tiny(pieces, lines, limits, count_tokens)
     chunks = []

@@ -20,7 +20,9 @@ log = logging.getLogger("saipling")
 
 
 def _setup_logging(verbose: int) -> None:
-    level = os.environ.get("SAIPLING_LOG_LEVEL") or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
+    level = os.environ.get("SAIPLING_LOG_LEVEL") or (
+        "DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING"
+    )
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 
 
@@ -75,7 +77,9 @@ provider_option = click.option(
 
 @main.command()
 @click.argument("root", required=False, type=click.Path(file_okay=False))
-@click.option("--full", is_flag=True, help="Re-read and re-chunk every file (embeddings still come from the cache).")
+@click.option(
+    "--full", is_flag=True, help="Re-read and re-chunk every file (embeddings still come from the cache)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
 @provider_option
 def index(root: str | None, full: bool, as_json: bool, provider: str | None) -> None:
@@ -84,14 +88,20 @@ def index(root: str | None, full: bool, as_json: bool, provider: str | None) -> 
 
     project = _open(root, create=True, provider=provider)
     try:
-        with IndexBar(enabled=not as_json and sys.stderr.isatty() or os.environ.get("SAIPLING_PROGRESS") == "1") as bar:
+        with IndexBar(
+            enabled=not as_json and sys.stderr.isatty() or os.environ.get("SAIPLING_PROGRESS") == "1"
+        ) as bar:
             try:
                 summary = project.index(full=full, progress=bar.update)
             except KeyboardInterrupt:
-                click.echo("\ninterrupted: the index is consistent; run `saipling index` again to resume", err=True)
+                click.echo(
+                    "\ninterrupted: the index is consistent; run `saipling index` again to resume", err=True
+                )
                 sys.exit(130)
         if as_json:
-            _emit_json(summary.to_json() | {"provider": project.provider.name, "model": project.provider.model})
+            _emit_json(
+                summary.to_json() | {"provider": project.provider.name, "model": project.provider.model}
+            )
             return
         s = summary
         click.echo(
@@ -123,11 +133,18 @@ def status(root: str | None, as_json: bool) -> None:
             _emit_json(st)
             return
         click.echo(f"root:       {st['root']}")
-        click.echo(f"files:      {st['totalFiles']}   chunks: {st['totalChunks']}   embedded: {st['embeddedChunks']}")
-        click.echo(f"provider:   {st['provider']}" + (f" / {st['model']} ({st['dimensions']} dims)" if st["model"] else ""))
+        click.echo(
+            f"files:      {st['totalFiles']}   chunks: {st['totalChunks']}   embedded: {st['embeddedChunks']}"
+        )
+        click.echo(
+            f"provider:   {st['provider']}"
+            + (f" / {st['model']} ({st['dimensions']} dims)" if st["model"] else "")
+        )
         click.echo(f"why:        {st['providerReason']}")
         click.echo(f"indexed:    {st['lastIndexed'] or 'never'}")
-        click.echo(f"cost:       ${st['totalCostUsd']:.4f} so far; a full re-embed would cost ${st['estimatedReindexCostUsd']:.4f}")
+        click.echo(
+            f"cost:       ${st['totalCostUsd']:.4f} so far; a full re-embed would cost ${st['estimatedReindexCostUsd']:.4f}"
+        )
         if st["degraded"]:
             click.echo(f"degraded:   {st['degraded']}")
     finally:
@@ -299,7 +316,13 @@ def enrich(query, root, skill, loaded, book, max_tokens, as_json) -> None:
     """Assemble search results into an agent context block (what saipling/enrichContext returns)."""
     project = _open(root)
     try:
-        params = {"query": query, "skill": skill, "loadedFiles": list(loaded), "bookId": book, "maxSearchTokens": max_tokens}
+        params = {
+            "query": query,
+            "skill": skill,
+            "loadedFiles": list(loaded),
+            "bookId": book,
+            "maxSearchTokens": max_tokens,
+        }
         response = project.enrich({a: b for a, b in params.items() if b is not None})
         if as_json:
             _emit_json(response)
@@ -329,7 +352,11 @@ def eval_cmd(dataset, split, modes, workdir, limit, provider, as_json) -> None:
         keep = list(ds.queries)[:limit]
         ds.queries = {q: ds.queries[q] for q in keep}
     name = Path(dataset).resolve().name
-    wd = Path(workdir) if workdir else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saipling" / "eval" / name
+    wd = (
+        Path(workdir)
+        if workdir
+        else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saipling" / "eval" / name
+    )
     materialise_corpus(ds, wd)
     project = Project.open(wd, overrides={k: v for k, v in {"provider": provider}.items() if v} or None)
     try:
@@ -337,10 +364,14 @@ def eval_cmd(dataset, split, modes, workdir, limit, provider, as_json) -> None:
 
         with IndexBar(enabled=not as_json and sys.stderr.isatty()) as bar:
             summary = project.index(progress=bar.update)
-        click.echo(f"indexed {summary.files} documents ({summary.chunks} chunks) with {project.provider.name}", err=True)
+        click.echo(
+            f"indexed {summary.files} documents ({summary.chunks} chunks) with {project.provider.name}",
+            err=True,
+        )
         out = {"dataset": name, "split": split, "provider": project.provider.name, "model": project.provider.model,
                "modes": {}}  # fmt: skip
         for mode in modes or ("lexical", "semantic", "hybrid"):
+
             def run(text: str, mode: str = mode) -> list[dict]:
                 req = SearchRequest(query=text[:2000], max_results=200, mode=mode, source="eval",
                                     respect_context_settings=False)  # fmt: skip

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from .indexer import IndexProgress
 
@@ -35,7 +42,9 @@ class IndexBar:
         if self._progress is None or self._task is None:
             return
         current = (p.current_file or p.phase)[-50:]
-        self._progress.update(self._task, total=p.files_total or None, completed=p.files_done, current=current)
+        self._progress.update(
+            self._task, total=p.files_total or None, completed=p.files_done, current=current
+        )
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:

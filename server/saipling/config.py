@@ -124,7 +124,9 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
     return value
 
 
-def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, allow_secrets: bool) -> list[str]:
+def apply_layer(
+    settings: Settings, layer: Mapping[str, Any], source: str, *, allow_secrets: bool
+) -> list[str]:
     """Merge one source into settings in place; returns warnings for keys or values it ignored."""
     warnings: list[str] = []
     for raw_key, value in layer.items():
@@ -141,7 +143,11 @@ def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, al
                     warnings.append(f"{source}: unknown setting chunking.{ck}")
                     continue
                 try:
-                    setattr(settings.chunking, cname, _coerce(cv, getattr(settings.chunking, cname), f"chunking.{ck}"))
+                    setattr(
+                        settings.chunking,
+                        cname,
+                        _coerce(cv, getattr(settings.chunking, cname), f"chunking.{ck}"),
+                    )
                 except (TypeError, ValueError) as exc:
                     warnings.append(f"{source}: {exc}")
             continue
@@ -170,8 +176,12 @@ def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
     """Settings from SAIPLING_* variables and the provider keys."""
     layer: dict[str, Any] = {}
     for key, value in env.items():
-        if key.startswith("SAIPLING_") and key not in {"SAIPLING_LOG_LEVEL", "SAIPLING_TEST_CLOCK", "SAIPLING_PROGRESS"}:
-            layer[key[len("SAIPLING_"):].lower()] = value
+        if key.startswith("SAIPLING_") and key not in {
+            "SAIPLING_LOG_LEVEL",
+            "SAIPLING_TEST_CLOCK",
+            "SAIPLING_PROGRESS",
+        }:
+            layer[key[len("SAIPLING_") :].lower()] = value
     if env.get("VOYAGE_API_KEY"):
         layer["voyage_api_key"] = env["VOYAGE_API_KEY"]
     if env.get("OPENAI_API_KEY"):
@@ -206,7 +216,9 @@ def load_settings(
     layer, w = project_layer(root)
     warnings += w
     warnings += apply_layer(settings, layer, "config.toml", allow_secrets=False)
-    warnings += apply_layer(settings, env_layer(os.environ if env is None else env), "environment", allow_secrets=True)
+    warnings += apply_layer(
+        settings, env_layer(os.environ if env is None else env), "environment", allow_secrets=True
+    )
     for source, lay in (
         ("initializationOptions", init_options),
         ("workspace/configuration", workspace_config),

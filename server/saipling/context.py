@@ -127,7 +127,9 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
     budget = req.max_search_tokens
     if req.total_budget_tokens is not None:
         budget = max(0, min(budget, req.total_budget_tokens - req.loaded_tokens))
-    flt = parse_filter({"entityTypes": req.config.filter_entity_types} if req.config.filter_entity_types else None)
+    flt = parse_filter(
+        {"entityTypes": req.config.filter_entity_types} if req.config.filter_entity_types else None
+    )
     flt.book_scope = req.book_id
     cs = load_context_settings(project.root)
     loaded = set(req.loaded_files)

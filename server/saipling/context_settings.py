@@ -25,7 +25,9 @@ class ContextSettings:
         best, best_len = "auto", -1
         for key, mode in self.modes.items():
             folder = key.rstrip("/") + "/"
-            if (rel.startswith(folder) or (any(c in key for c in "*?[") and glob_match(rel, key))) and len(key) > best_len:
+            if (rel.startswith(folder) or (any(c in key for c in "*?[") and glob_match(rel, key))) and len(
+                key
+            ) > best_len:
                 best, best_len = mode, len(key)
         return best
 

@@ -57,7 +57,9 @@ class IndexSummary:
     degraded: str | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=lambda: {"scan": 0.0, "read": 0.0, "chunk": 0.0, "embed": 0.0, "store": 0.0})
+    timings: dict[str, float] = field(
+        default_factory=lambda: {"scan": 0.0, "read": 0.0, "chunk": 0.0, "embed": 0.0, "store": 0.0}
+    )
     embedded_paths: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -162,9 +164,24 @@ class Indexer:
         m = prep.meta
         return [
             ChunkRow(
-                c.chunk_index, c.kind, c.section_heading, c.heading_path, c.start_line, c.end_line, c.content_hash,
-                c.preview, c.token_count, c.text, m.file_type, m.entity_type, m.entity_name, m.book_id,
-                m.chapter_id, m.chapter_num, m.visibility, prep.entry.corpus,
+                c.chunk_index,
+                c.kind,
+                c.section_heading,
+                c.heading_path,
+                c.start_line,
+                c.end_line,
+                c.content_hash,
+                c.preview,
+                c.token_count,
+                c.text,
+                m.file_type,
+                m.entity_type,
+                m.entity_name,
+                m.book_id,
+                m.chapter_id,
+                m.chapter_num,
+                m.visibility,
+                prep.entry.corpus,
             )  # fmt: skip
             for c in prep.chunks
         ]
@@ -187,7 +204,9 @@ class Indexer:
         if self.embeds:
             try:
                 if self.ensure_vector_table():
-                    summary.warnings.append("embedding model changed: vectors rebuilt from cache or re-embedded")
+                    summary.warnings.append(
+                        "embedding model changed: vectors rebuilt from cache or re-embedded"
+                    )
             except ProviderError as exc:
                 self._provider_failed(exc, summary)
         t0 = time.perf_counter()
@@ -281,7 +300,9 @@ class Indexer:
                     summary.skipped.append((rel, "too large"))
                     stale.append(rel)
                     continue
-                entries.append(ScanEntry(rel, abs_path, st.st_mtime_ns, st.st_size, corpus_for(rel, self.settings)))
+                entries.append(
+                    ScanEntry(rel, abs_path, st.st_mtime_ns, st.st_size, corpus_for(rel, self.settings))
+                )
             else:
                 stale.append(rel)
         return entries, stale
@@ -296,7 +317,9 @@ class Indexer:
             missing = [h for h in wanted if h not in vectors]
             if missing:
                 vectors.update(self._embed(missing, [wanted[h] for h in missing], summary))
-                summary.embedded_paths += [p.record.path for p in batch if any(c.content_hash in missing for c in p.chunks)]
+                summary.embedded_paths += [
+                    p.record.path for p in batch if any(c.content_hash in missing for c in p.chunks)
+                ]
         t0 = time.perf_counter()
         for prep in batch:
             self.store.replace_file(prep.record, self._rows(prep), vectors, model)
@@ -338,7 +361,9 @@ class Indexer:
                 return
             if cancel is not None and cancel.is_set():
                 raise IndexCancelled("indexing cancelled")
-            texts = {r["content_hash"]: embed_text_for(r["heading_path"] or "", r["text"] or "") for r in rows}
+            texts = {
+                r["content_hash"]: embed_text_for(r["heading_path"] or "", r["text"] or "") for r in rows
+            }
             vectors = self.store.cached_vectors(self.provider.model, texts)
             summary.reused += len(vectors)
             missing = [h for h in texts if h not in vectors]
@@ -347,7 +372,11 @@ class Indexer:
                 if not got:
                     return
                 vectors.update(got)
-            items = [(r["id"], r["content_hash"], vectors[r["content_hash"]]) for r in rows if r["content_hash"] in vectors]
+            items = [
+                (r["id"], r["content_hash"], vectors[r["content_hash"]])
+                for r in rows
+                if r["content_hash"] in vectors
+            ]
             t0 = time.perf_counter()
             self.store.set_vectors(items, self.provider.model)
             summary.timings["store"] += time.perf_counter() - t0

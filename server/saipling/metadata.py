@@ -35,7 +35,17 @@ _COMPILED = [(re.compile(p + r"\Z"), t) for p, t in FILE_TYPE_RULES]
 _BOOK_RE = re.compile(r"(?:^|/)books/([^/]+)/")
 _CHAPTER_RE = re.compile(r"(?:^|/)(ch(?:apter)?-?(\d+))(?:/|$|[-_.])", re.IGNORECASE)
 _SCENE_RE = re.compile(r"(?:^|/)scene-?(\d+)[^/]*\.md\Z", re.IGNORECASE)
-BOOKKEEPING_KEYS = {"id", "uuid", "created", "updated", "modified", "date", "last_modified", "cssclass", "cssclasses"}
+BOOKKEEPING_KEYS = {
+    "id",
+    "uuid",
+    "created",
+    "updated",
+    "modified",
+    "date",
+    "last_modified",
+    "cssclass",
+    "cssclasses",
+}
 
 
 @dataclass

@@ -121,9 +121,13 @@ def scan(root: Path, settings: Settings) -> ScanResult:
                 result.skipped.append((rel, f"unreadable ({exc.strerror})"))
                 continue
             if st.st_size > settings.max_file_bytes:
-                result.skipped.append((rel, f"too large ({st.st_size} bytes > maxFileBytes {settings.max_file_bytes})"))
+                result.skipped.append(
+                    (rel, f"too large ({st.st_size} bytes > maxFileBytes {settings.max_file_bytes})")
+                )
                 log.warning("skipping %s: %d bytes is over maxFileBytes", rel, st.st_size)
                 continue
-            result.entries.append(ScanEntry(rel, Path(entry.path), st.st_mtime_ns, st.st_size, corpus_for(rel, settings)))
+            result.entries.append(
+                ScanEntry(rel, Path(entry.path), st.st_mtime_ns, st.st_size, corpus_for(rel, settings))
+            )
     result.entries.sort(key=lambda e: e.rel)
     return result

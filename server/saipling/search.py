@@ -244,7 +244,9 @@ def build_filter(project: Project, req: SearchRequest) -> ChunkFilter:
     if req.respect_context_settings:
         cs = load_context_settings(project.root)
         if cs.has("exclude"):
-            flt.exclude_paths = sorted(set(flt.exclude_paths) | set(cs.excluded(list(project.store.file_states()))))
+            flt.exclude_paths = sorted(
+                set(flt.exclude_paths) | set(cs.excluded(list(project.store.file_states())))
+            )
     return flt
 
 
@@ -278,7 +280,9 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
     elapsed = (time.perf_counter() - t0) * 1000
     if req.log and project.settings.analytics:
         try:
-            project.store.log_search(req.query, req.source, mode, len(results), results[0]["score"] if results else 0.0, elapsed)
+            project.store.log_search(
+                req.query, req.source, mode, len(results), results[0]["score"] if results else 0.0, elapsed
+            )
         except Exception:  # noqa: BLE001 - logging a search must never fail it
             log.debug("search log write failed", exc_info=True)
     return {
@@ -302,7 +306,9 @@ class _Ranked:
     cosine: float | None = None
 
 
-def _rank(project: Project, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int) -> list[_Ranked]:
+def _rank(
+    project: Project, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
+) -> list[_Ranked]:
     kw: list[tuple[int, float]] = []
     vec: list[tuple[int, float]] = []
     if mode in ("hybrid", "lexical") or qvec is None:
@@ -313,7 +319,10 @@ def _rank(project: Project, req: SearchRequest, flt: ChunkFilter, qvec, mode: st
         vec = project.store.knn(qvec, n_cand, flt)
     if qvec is None or mode == "lexical":
         best = abs(kw[0][1]) if kw and kw[0][1] else 1.0
-        return [_Ranked(cid, min(1.0, abs(b) / best) if best else 0.0, i + 1, None, b, None) for i, (cid, b) in enumerate(kw)]
+        return [
+            _Ranked(cid, min(1.0, abs(b) / best) if best else 0.0, i + 1, None, b, None)
+            for i, (cid, b) in enumerate(kw)
+        ]
     if mode == "semantic":
         return [_Ranked(cid, max(0.0, min(1.0, s)), None, i + 1, None, s) for i, (cid, s) in enumerate(vec)]
     w_kw, w_vec = WEIGHTS[query_type(req.query)]
@@ -333,7 +342,9 @@ def _rank(project: Project, req: SearchRequest, flt: ChunkFilter, qvec, mode: st
     return out
 
 
-def _materialise(project: Project, req: SearchRequest, ranked: list[_Ranked], want: int) -> tuple[list[dict], int]:
+def _materialise(
+    project: Project, req: SearchRequest, ranked: list[_Ranked], want: int
+) -> tuple[list[dict], int]:
     rows = project.store.chunks_by_id([r.chunk_id for r in ranked[: want * 3 + 20]])
     out: list[dict[str, Any]] = []
     missing = 0
@@ -445,14 +456,22 @@ def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
         if vecs:
             mean = np.mean(np.stack(list(vecs.values())), axis=0)
             mean /= np.linalg.norm(mean) or 1.0
-            ranked = [_Ranked(cid, max(0.0, s), None, i + 1, None, s) for i, (cid, s) in enumerate(project.store.knn(mean, max_results * 3, flt))]
+            ranked = [
+                _Ranked(cid, max(0.0, s), None, i + 1, None, s)
+                for i, (cid, s) in enumerate(project.store.knn(mean, max_results * 3, flt))
+            ]
     elif chunks:
-        words = collections.Counter(w.lower() for c in chunks for w in _WORD_RE.findall(c["text"] or "") if len(w) > 4)
+        words = collections.Counter(
+            w.lower() for c in chunks for w in _WORD_RE.findall(c["text"] or "") if len(w) > 4
+        )
         match = fts_query(" ".join(w for w, _ in words.most_common(24)))
         if match:
             hits = project.store.fts_search(match, max_results * 3, flt)
             best = abs(hits[0][1]) if hits else 1.0
-            ranked = [_Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b) for i, (cid, b) in enumerate(hits)]
+            ranked = [
+                _Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b)
+                for i, (cid, b) in enumerate(hits)
+            ]
     req = SearchRequest(query=" ", max_results=max_results)
     results, _ = _materialise(project, req, ranked, max_results)
     return {"path": rel, "results": results, "degraded": degraded if chunks else None,

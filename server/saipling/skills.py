@@ -26,7 +26,11 @@ class VectorSearchConfig:
 def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConfig:
     """Validate a `[context.vector_search]` table (snake_case keys; camelCase accepted)."""
     cfg = VectorSearchConfig()
-    aliases = {"maxResults": "max_results", "maxSearchTokens": "max_search_tokens", "filterEntityTypes": "filter_entity_types"}
+    aliases = {
+        "maxResults": "max_results",
+        "maxSearchTokens": "max_search_tokens",
+        "filterEntityTypes": "filter_entity_types",
+    }
     for raw_key, value in block.items():
         key = aliases.get(raw_key, raw_key)
         name = f"{field_prefix}.{raw_key}"
@@ -39,7 +43,11 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
                 raise InvalidRequest(name, f"must be one of {', '.join(SEARCH_MODES)}")
             cfg.mode = value
         elif key in ("max_results", "max_search_tokens"):
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "max_results" else 0):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < (1 if key == "max_results" else 0)
+            ):
                 raise InvalidRequest(name, "must be a positive integer")
             setattr(cfg, key, min(value, 100) if key == "max_results" else value)
         elif key == "filter_entity_types":

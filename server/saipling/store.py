@@ -198,7 +198,9 @@ def connect(path: Path | str) -> apsw.Connection:
     conn.set_busy_timeout(10_000)
     from .paths import glob_match
 
-    conn.create_scalar_function("saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True)
+    conn.create_scalar_function(
+        "saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True
+    )
     return conn
 
 
@@ -234,7 +236,9 @@ class Store:
             cls._check(conn)
             version = next(iter(conn.execute("PRAGMA user_version")))[0]
             if version > len(_MIGRATIONS):
-                raise IndexCorrupted(f"it has schema version {version}, newer than this saipling knows ({len(_MIGRATIONS)})")
+                raise IndexCorrupted(
+                    f"it has schema version {version}, newer than this saipling knows ({len(_MIGRATIONS)})"
+                )
         except (apsw.CorruptError, apsw.NotADBError, IndexCorrupted, apsw.SQLError) as exc:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -346,7 +350,13 @@ class Store:
             for key, value in (("provider", provider), ("model", model), ("dimensions", str(dimensions))):
                 self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
         if reset:
-            log.info("embedding model changed (%s/%s -> %s/%s): vectors rebuilt", old_model, old_dims, model, dimensions)
+            log.info(
+                "embedding model changed (%s/%s -> %s/%s): vectors rebuilt",
+                old_model,
+                old_dims,
+                model,
+                dimensions,
+            )
         self._invalidate()
         return reset
 
@@ -354,7 +364,8 @@ class Store:
     def file_states(self) -> dict[str, FileState]:
         with self._lock:
             return {
-                p: FileState(h, m, s) for p, h, m, s in self.conn.execute("SELECT path, content_hash, mtime_ns, size FROM files")
+                p: FileState(h, m, s)
+                for p, h, m, s in self.conn.execute("SELECT path, content_hash, mtime_ns, size FROM files")
             }
 
     def get_file(self, path: str) -> dict[str, Any] | None:
@@ -363,7 +374,9 @@ class Store:
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         with self.atomic():
-            self.conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
+            self.conn.execute(
+                "UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path)
+            )
 
     def replace_file(
         self,
@@ -392,7 +405,8 @@ class Store:
                 if has_vec and vec is not None:
                     chunk_id = self.conn.last_insert_rowid()
                     self.conn.execute(
-                        "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)", (chunk_id, vector_blob(vec))
+                        "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
+                        (chunk_id, vector_blob(vec)),
                     )
             if model:
                 now = time.time()
@@ -465,7 +479,9 @@ class Store:
             now = time.time()
             for chunk_id, h, vec in items:
                 self.conn.execute("DELETE FROM chunks_vec WHERE chunk_id = ?", (chunk_id,))
-                self.conn.execute("INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)", (chunk_id, vector_blob(vec)))
+                self.conn.execute(
+                    "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)", (chunk_id, vector_blob(vec))
+                )
                 self.conn.execute(
                     "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                     (model, h, vector_blob(vec), now),
@@ -480,7 +496,9 @@ class Store:
                 (time.time(), provider, model, tokens, chunks, cost_usd),
             )
 
-    def log_search(self, query: str, source: str, mode: str, results: int, top_score: float, elapsed_ms: float) -> None:
+    def log_search(
+        self, query: str, source: str, mode: str, results: int, top_score: float, elapsed_ms: float
+    ) -> None:
         with self.atomic():
             self.conn.execute(
                 "INSERT INTO search_log(timestamp, query, source, mode, results, top_score, elapsed_ms)"
@@ -493,9 +511,13 @@ class Store:
             return {
                 "totalFiles": self._scalar("SELECT count(*) FROM files") or 0,
                 "totalChunks": self._scalar("SELECT count(*) FROM chunks") or 0,
-                "embeddedChunks": (self._scalar("SELECT count(*) FROM chunks_vec") or 0) if self.has_vectors() else 0,
+                "embeddedChunks": (self._scalar("SELECT count(*) FROM chunks_vec") or 0)
+                if self.has_vectors()
+                else 0,
                 "lastIndexed": self._scalar("SELECT max(last_indexed) FROM files"),
-                "totalCostUsd": float(self._scalar("SELECT coalesce(sum(cost_usd), 0) FROM embedding_log") or 0.0),
+                "totalCostUsd": float(
+                    self._scalar("SELECT coalesce(sum(cost_usd), 0) FROM embedding_log") or 0.0
+                ),
                 "totalTokens": int(self._scalar("SELECT coalesce(sum(tokens), 0) FROM embedding_log") or 0),
                 "cachedEmbeddings": self._scalar("SELECT count(*) FROM embedding_cache") or 0,
             }
@@ -569,7 +591,8 @@ class Store:
         """KNN through sqlite-vec itself (kept for comparison in benchmarks)."""
         with self._lock:
             rows = self.conn.execute(
-                "SELECT chunk_id, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (vector_blob(query), k)
+                "SELECT chunk_id, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
+                (vector_blob(query), k),
             )
             return [(int(i), 1.0 - float(d)) for i, d in rows]
 
@@ -590,7 +613,9 @@ class Store:
         return {r["id"]: r for r in rows}
 
     def chunks_for_path(self, path: str) -> list[dict[str, Any]]:
-        return self._dicts(f"SELECT {', '.join(CHUNK_COLUMNS)} FROM chunks WHERE path = ? ORDER BY chunk_index", (path,))
+        return self._dicts(
+            f"SELECT {', '.join(CHUNK_COLUMNS)} FROM chunks WHERE path = ? ORDER BY chunk_index", (path,)
+        )
 
     def entities(self) -> list[dict[str, Any]]:
         return self._dicts(

@@ -11,7 +11,14 @@ log = logging.getLogger(__name__)
 
 Provider = EmbeddingProvider | NoneProvider
 
-__all__ = ["EmbeddingProvider", "EmbeddingResult", "NoneProvider", "Provider", "ProviderInfo", "create_provider"]
+__all__ = [
+    "EmbeddingProvider",
+    "EmbeddingResult",
+    "NoneProvider",
+    "Provider",
+    "ProviderInfo",
+    "create_provider",
+]
 
 
 def local_available() -> bool:
@@ -34,7 +41,10 @@ def create_provider(settings: Settings) -> Provider:
         elif local_available():
             choice, reason = "local", "auto: no API key set; local model installed"
         else:
-            choice, reason = "none", "auto: no API key set and the local model is not installed (keyword search only)"
+            choice, reason = (
+                "none",
+                "auto: no API key set and the local model is not installed (keyword search only)",
+            )
     else:
         reason = f"configured: provider = {choice}"
     provider: Provider
