@@ -427,9 +427,9 @@ class Store:
 
     def _delete_chunks(self, path: str) -> None:
         if self.has_vectors():
-            self.conn.execute(
-                "DELETE FROM chunks_vec WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ?)", (path,)
-            )
+            # vec0 answers `chunk_id IN (subquery)` with a full scan; deleting by primary key is a lookup each
+            ids = [(r[0],) for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
+            self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", ids)
         self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
 
     def delete_file(self, path: str) -> bool:
