@@ -279,8 +279,8 @@ class Store:
             self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA foreign_keys=ON")
-        self.conn.execute("PRAGMA cache_size=-65536")
-        self.conn.execute("PRAGMA mmap_size=268435456")
+        self.conn.execute("PRAGMA cache_size=-16384")  # 16 MB: KNN runs on the in-memory matrix, not on pages
+        self.conn.execute("PRAGMA mmap_size=67108864")  # mapped pages count as RSS; 64 MB is plenty for FTS
         self.conn.execute("PRAGMA temp_store=MEMORY")
 
     def _migrate(self) -> None:

@@ -21,13 +21,13 @@ __all__ = [
 ]
 
 
-def local_available() -> bool:
-    """True when the optional local extra (onnxruntime + packaged weights) is importable."""
+def local_available(settings: Settings | None = None) -> bool:
+    """True when the optional local extra is importable and a model (packaged or `modelPath`) is there."""
     try:
         from .local import local_available as _available
     except ImportError:
         return False
-    return _available()
+    return _available(settings)
 
 
 def create_provider(settings: Settings) -> Provider:
@@ -38,7 +38,7 @@ def create_provider(settings: Settings) -> Provider:
             choice, reason = "voyage", "auto: VOYAGE_API_KEY is set"
         elif settings.openai_api_key or settings.base_url:
             choice, reason = "openai", "auto: OpenAI key or baseUrl is set"
-        elif local_available():
+        elif local_available(settings):
             choice, reason = "local", "auto: no API key set; local model installed"
         else:
             choice, reason = (
