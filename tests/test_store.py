@@ -329,3 +329,66 @@ def test_two_corruptions_in_one_second_keep_both_copies(tmp_path):
         path.write_bytes(b"not a database" * 100)
         Store.open(path).close()
     assert len(list(tmp_path.glob("index.db.corrupt-*"))) == 2
+
+
+def test_cached_matrix_is_patched_by_writes_and_matches_a_fresh_reload(tmp_path):
+    """Our own writes patch the in-memory KNN matrix; the result equals what a new connection loads."""
+    import numpy as np
+
+    from saipling.store import ChunkRow, FileRecord, Store
+
+    rng = np.random.default_rng(7)
+    store = Store.open(tmp_path / "index.db")
+    store.configure_vectors("test", "m", 16)
+
+    def write(path: str, n: int, salt: str, with_vectors: bool = True) -> None:
+        rows = [
+            ChunkRow(
+                i,
+                "section",
+                None,
+                "",
+                i + 1,
+                i + 1,
+                f"{path}-{salt}-{i}",
+                "p",
+                5,
+                "text",
+                "document",
+                None,
+                None,
+                None,
+                None,
+                None,
+                "public",
+                "content",
+            )  # fmt: skip
+            for i in range(n)
+        ]
+        vecs = (
+            {r.content_hash: rng.standard_normal(16).astype("float32") for r in rows} if with_vectors else {}
+        )
+        store.replace_file(FileRecord(path, salt, 1, 1, "document", "utf-8"), rows, vecs, "m")
+
+    for f in range(40):
+        write(f"f{f}.md", 5, "a")
+    before = store.vector_matrix()
+    for f in range(0, 40, 3):
+        write(f"f{f}.md", 7, "b")
+    for f in range(1, 40, 5):
+        store.delete_file(f"f{f}.md")
+    write("k.md", 3, "c", with_vectors=False)
+    missing = store.chunks_missing_vectors()
+    store.set_vectors(
+        [(m["id"], m["content_hash"], rng.standard_normal(16).astype("float32")) for m in missing], "m"
+    )
+    ids, mat = store.vector_matrix()
+    assert ids is not before[0]  # patched, not the stale arrays
+
+    fresh = Store.open(tmp_path / "index.db")
+    ids2, mat2 = fresh.vector_matrix()
+    o1, o2 = np.argsort(ids), np.argsort(ids2)
+    assert np.array_equal(ids[o1], ids2[o2])
+    np.testing.assert_allclose(mat[o1], mat2[o2])
+    fresh.close()
+    store.close()
