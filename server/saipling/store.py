@@ -337,12 +337,13 @@ class Store:
     def configure_vectors(self, provider: str, model: str, dimensions: int) -> bool:
         """Record the provider; a different model or dimension drops the vectors (never mixed). True if reset."""
         old_model, old_dims = self.vector_model()
-        reset = False
+        reset = created = False
         with self.atomic():
             if self.has_vectors() and (old_model != model or old_dims != dimensions):
                 self.conn.execute("DROP TABLE chunks_vec")
                 reset = True
             if dimensions > 0 and not self.has_vectors():
+                created = True
                 self.conn.execute(
                     f"CREATE VIRTUAL TABLE chunks_vec USING vec0("
                     f"chunk_id INTEGER PRIMARY KEY, embedding float[{int(dimensions)}] distance_metric=cosine)"
@@ -357,7 +358,9 @@ class Store:
                 model,
                 dimensions,
             )
-        self._invalidate()
+        if reset or created:
+            self._matrix = None  # the vector table itself changed
+            self._invalidate()
         return reset
 
     # -- files ---------------------------------------------------------------------------------------------
