@@ -5,6 +5,8 @@ Each scenario runs in its own subprocess (so none inherits another's heap), read
   python        bare interpreter + numpy (the floor)
   idle          import saipling, Project.open on the indexed fiction corpus (keyword-only index)
   idle+search   the same plus one hybrid search (loads what a first query loads)
+  local+search  a restarted server: Project.open on the fiction index built with the local model (the cache
+                bench_index.py/bench_search.py keep), one hybrid search (loads the model and the vector matrix)
   index none    index a fresh copy of the fiction corpus with provider none, then one search
   local loaded  Project.open with provider local and one query embedded (model loaded, nothing indexed)
   index local   index a fresh copy of the fiction corpus with provider local, then one search
@@ -67,7 +69,7 @@ def child(scenario: str, root: str | None, sqlite: list[str]) -> None:
             s = project.index()
             out.update(files=s.files, chunks=s.chunks, embedded=s.embedded, index_s=round(s.seconds, 1))
             out["after_index"] = bu.proc_status_mb()
-        if scenario in ("idle+search",) or scenario.startswith("index"):
+        if scenario in ("idle+search", "local+search") or scenario.startswith("index"):
             project.search({"query": "a ship caught in a storm at sea", "maxResults": 5})
         out["provider"] = project.provider.name
     out["seconds"] = round(time.perf_counter() - t0, 1)
@@ -125,6 +127,18 @@ def main() -> None:
     for scenario in ("idle", "idle+search"):
         if wanted(scenario):
             results.append(run_child(scenario, idle_root, env, args.sqlite))
+    if wanted("local+search"):
+        local_root = bu.CACHE_ROOT / "fiction-local"
+        if not have_local:
+            results.append(
+                {"scenario": "local+search", "error": "skipped: local provider not installed or --no-local"}
+            )
+        elif not (local_root / ".bench-complete").exists() or args.quick:
+            results.append(
+                {"scenario": "local+search", "error": f"skipped: {local_root} not built (full runs only)"}
+            )
+        else:
+            results.append(run_child("local+search", local_root, env, args.sqlite))
     tmp = Path(tempfile.mkdtemp(prefix="saipling-bench-mem-"))
     try:
         for scenario in ("index none", "local loaded", "index local"):
