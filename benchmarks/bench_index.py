@@ -107,6 +107,9 @@ def edit_sweep(project: Project, root: Path, n: int, seed: int = 7) -> None:
     rng = random.Random(seed)
     files = sorted(root.rglob("*.md"))
     limits = project.indexer.limits()
+    counter = getattr(project.indexer, "token_counter", None)
+    count = counter() if callable(counter) else None  # the indexer's own token counter (model word pieces)
+    extra = {"count_tokens": count} if count is not None else {}
     changed, totals, tail = [], [], []
     for f in rng.sample(files, min(n, len(files))):
         rel = f.relative_to(root).as_posix()
@@ -121,8 +124,8 @@ def edit_sweep(project: Project, root: Path, n: int, seed: int = 7) -> None:
             continue
         i = rng.choice(prose)
         edited = "\n".join(lines[:i] + [lines[i].rstrip() + " " + EDIT_MARKER] + lines[i + 1 :])
-        old = chunk_document(text, extract_metadata(rel, text), limits)
-        new = chunk_document(edited, extract_metadata(rel, edited), limits)
+        old = chunk_document(text, extract_metadata(rel, text), limits, **extra)
+        new = chunk_document(edited, extract_metadata(rel, edited), limits, **extra)
         old_h = {c.content_hash for c in old}
         diff = [c for c in new if c.content_hash not in old_h]
         changed.append(len(diff))
@@ -272,8 +275,8 @@ def main() -> None:
     revert = project.index()
     print(f"revert the edit: files_read {revert.files_read}, embedded {revert.embedded}, "
           f"reused from cache {revert.reused}, {revert.seconds:.3f} s")  # fmt: skip
-    project.close()
     edit_sweep(project, root, 10 if args.quick else 50)
+    project.close()
 
     cache = bu.CACHE_ROOT / f"fiction-{provider}"
     if not args.quick and not (cache / ".bench-complete").exists() and not args.keep:

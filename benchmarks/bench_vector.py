@@ -131,11 +131,46 @@ def blas_one_thread():
     return run
 
 
+def write_costs(store: Store, db: Path, q: np.ndarray, reps: int = 5) -> tuple[float, float]:
+    """Median time of Store.replace_file rewriting one 100-chunk file with the same content (what a sync pass
+    does): on a store whose KNN matrix is loaded (the store patches it after each write) vs on a fresh Store on
+    the same file (no matrix loaded: e.g. the CLI indexing). Runs after the timed queries: chunk ids change."""
+    paths = [r[0] for r in store.conn.execute("SELECT path FROM files ORDER BY path")]
+    fresh = Store.open(db)
+    warm, cold = [], []
+    try:
+        for i in range(2 * reps):
+            target, acc = (store, warm) if i % 2 == 0 else (fresh, cold)
+            path = paths[(i * 37) % len(paths)]
+            rows = target.chunks_for_path(path)
+            vecs = {
+                h: np.frombuffer(b, dtype=np.float32)
+                for h, b in target.conn.execute(
+                    "SELECT c.content_hash, v.embedding FROM chunks c JOIN chunks_vec v ON v.chunk_id = c.id"
+                    " WHERE c.path = ?",
+                    (path,),
+                )
+            }
+            f = target.get_file(path)
+            record = FileRecord(
+                f["path"], f["content_hash"], f["mtime_ns"], f["size"], f["file_type"], f["encoding"]
+            )
+            chunks = [ChunkRow(**{k: r[k] for k in ChunkRow.__dataclass_fields__}) for r in rows]
+            if target is store:
+                store.knn(q, K)  # (re)load: the fresh store's writes made the cached matrix stale
+            t, _ = bu.timed(lambda target=target, record=record, chunks=chunks, vecs=vecs: target.replace_file(
+                record, chunks, vecs, None))  # fmt: skip
+            acc.append(t)
+    finally:
+        fresh.close()
+    return bu.median(warm), bu.median(cold)
+
+
 def delete_costs(store: Store, reps: int = 9) -> tuple[float, float]:
     """Median cost of removing one file's vectors before writing it (what replace_file does for every file):
-    the store's current statement (vec0 `chunk_id IN (subquery)`) vs looking the ids up first and deleting each
-    with `chunk_id = ?`. Measured on a path with no chunks (a new file) and on a real 100-chunk file, in rolled-back
-    transactions so the data is untouched."""
+    vec0 `chunk_id IN (subquery)` (store.py until 2026-11-21 10:57: sqlite-vec answers it with a full scan) vs
+    looking the ids up first and deleting each with `chunk_id = ?` (store.py since). Measured on a path with no
+    chunks (a new file) and on a real 100-chunk file, in rolled-back transactions so the data is untouched."""
     path = store.conn.execute("SELECT path FROM files LIMIT 1").fetchone()[0]
     cur, new = [], []
 
@@ -185,9 +220,17 @@ def run_size(n: int, d: int, n_queries: int, bin_candidates: list[int], seed: in
         del_cur, del_new = delete_costs(store)
         store.knn(queries[0], K)  # warm the cache of the store we time
         rows = compare(store, data, ids, queries, bin_candidates)
+        w_warm, w_cold = write_costs(store, db, queries[0])
         store.close()
     for r in rows:
-        r.update(insert_s=t_ins, load_s=bu.median(loads), del_cur=del_cur, del_new=del_new)
+        r.update(
+            insert_s=t_ins,
+            load_s=bu.median(loads),
+            del_cur=del_cur,
+            del_new=del_new,
+            w_warm=w_warm,
+            w_cold=w_cold,
+        )
     return rows
 
 
@@ -290,6 +333,8 @@ def main() -> None:
                 bu.fmt_ms(r0["del_cur"]),
                 bu.fmt_ms(r0["del_new"]),
                 f"{r0['del_cur'] / r0['del_new']:.0f}x",
+                bu.fmt_ms(r0["w_cold"]),
+                bu.fmt_ms(r0["w_warm"]),
             )
         )
         gc.collect()
@@ -316,17 +361,21 @@ def main() -> None:
                 "insert s (replace_file)",
                 "chunks/s",
                 "matrix load ms (one-off)",
-                "drop a file's vectors ms: current",
-                "proposed",
+                "drop a file's vectors ms: IN (subquery)",
+                "per id",
                 "ratio",
+                "rewrite one file ms: no matrix",
+                "matrix loaded",
             ],
             setup_rows,
         )
     )
     print(
-        "drop a file's vectors: what replace_file/delete_file run first for every file. Current: vec0"
-        " `chunk_id IN (SELECT ...)`, which sqlite-vec answers with a full scan of chunks_vec (O(N) per file, so"
-        " indexing is O(files x chunks)); proposed: select the ids, then `DELETE ... WHERE chunk_id = ?` each."
+        "drop a file's vectors: what replace_file/delete_file run first for every file. vec0 answers"
+        " `chunk_id IN (SELECT ...)` with a full scan of chunks_vec (O(N) per file: indexing O(files x chunks));"
+        " `DELETE ... WHERE chunk_id = ?` per id is a lookup (store.py uses it since 2026-11-21).\n"
+        "rewrite one file: Store.replace_file of a 100-chunk file with the same content, on a Store with no KNN"
+        " matrix loaded vs one whose cached matrix it patches in place (vector_matrix.py: freed rows refilled)."
     )
     if blas_one_thread() is None:
         print("(threadpoolctl not installed: the 1-BLAS-thread rows are missing; pip install threadpoolctl)")

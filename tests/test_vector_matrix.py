@@ -1,0 +1,93 @@
+"""VectorMatrix: the in-place patched KNN matrix must always answer exactly like brute force over what is live."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from saipling.vector_matrix import VectorMatrix
+
+DIMS = 8
+
+
+def unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIMS)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def brute(model: dict[int, np.ndarray], q: np.ndarray, k: int, allowed: set[int] | None = None):
+    items = [(cid, float(v @ q)) for cid, v in model.items() if allowed is None or cid in allowed]
+    items.sort(key=lambda t: -t[1])
+    return items[:k]
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(st.integers(1, 60), min_size=1, max_size=12, unique=True)),
+        st.tuples(st.just("remove"), st.lists(st.integers(1, 60), max_size=12, unique=True)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=ops, seed=st.integers(0, 2**16), k=st.integers(1, 15))
+def test_knn_matches_brute_force_after_any_sequence_of_writes(ops, seed, k) -> None:
+    rng = np.random.default_rng(seed)
+    start = unit(rng, 10)
+    matrix = VectorMatrix(np.arange(1, 11, dtype=np.int64), start.copy(), min_compact=4)  # compaction too
+    model = {i + 1: start[i] for i in range(10)}
+    for op, cids in ops:
+        if op == "add":
+            vecs = unit(rng, len(cids))
+            matrix.add(list(zip(cids, vecs, strict=True)))
+            model.update(zip(cids, vecs, strict=True))
+        else:
+            matrix.remove(cids)
+            for c in cids:
+                model.pop(c, None)
+        assert len(matrix) == len(model)
+        q = unit(rng, 1)[0]  # query between writes too: cached state (the holes) must follow every write
+        assert [c for c, _ in matrix.knn(q, k)] == [c for c, _ in brute(model, q, k)]
+    q = unit(rng, 1)[0]
+    got = matrix.knn(q, k)
+    want = brute(model, q, k)
+    assert [c for c, _ in got] == [c for c, _ in want]
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-5, atol=1e-6)
+    allowed = {c for c in model if c % 2 == 0} | {999}
+    got_f = matrix.knn(q, k, np.asarray(sorted(allowed), dtype=np.int64))
+    assert [c for c, _ in got_f] == [c for c, _ in brute(model, q, k, allowed)]
+    ids, mat = matrix.arrays()
+    assert sorted(ids.tolist()) == sorted(model)
+    for cid, row in zip(ids.tolist(), mat, strict=True):
+        np.testing.assert_array_equal(row, model[cid])
+    assert set(matrix.vectors(list(model) + [999])) == set(model)
+
+
+def test_rewriting_a_file_reuses_its_rows_instead_of_growing() -> None:
+    rng = np.random.default_rng(1)
+    matrix = VectorMatrix(np.arange(1, 1001, dtype=np.int64), unit(rng, 1000))
+    capacity = len(matrix._mat)
+    for step in range(50):  # a sync pass rewriting one 20-chunk file: old ids out, new ids in
+        old = range(1 + step * 20, 21 + step * 20)
+        matrix.remove(old)
+        matrix.add([(10_000 + step * 20 + i, v) for i, v in enumerate(unit(rng, 20))])
+    assert len(matrix) == 1000
+    assert len(matrix._mat) == capacity  # holes refilled: no reallocation, no copy of the matrix
+
+
+def test_never_returns_a_removed_row_even_when_every_live_score_is_negative() -> None:
+    q = np.ones(DIMS, dtype=np.float32) / np.sqrt(DIMS)
+    matrix = VectorMatrix(np.array([1, 2, 3]), np.stack([-q, -q, -q]))
+    matrix.remove([2])  # its row is now zeros: similarity 0 would beat every live row
+    assert [c for c, _ in matrix.knn(q, 3)] in ([1, 3], [3, 1])
+    matrix.remove([1, 3])
+    assert matrix.knn(q, 3) == []
+
+
+def test_dimension_mismatch_is_refused() -> None:
+    matrix = VectorMatrix.empty(DIMS)
+    with pytest.raises(ValueError):
+        matrix.add([(1, np.zeros(DIMS + 1, dtype=np.float32))])
