@@ -17,12 +17,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
+import json
 import os
 import random
 import shutil
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -150,35 +156,135 @@ async def start_server(root: Path, options: dict[str, Any]) -> LanguageClient:
     return client
 
 
+class RawClient:
+    """A minimal JSON-RPC client over the server's stdio: Content-Length framing and the stdlib json module,
+    nothing else (roughly what an editor's native client costs). pygls' LanguageClient adds its own asyncio
+    machinery and message objects on the client side of every round trip; this measures the server and the
+    transport without them. Requests the server sends (progress tokens, registrations) get a null result."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.ids = itertools.count(1)
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.progress_ended = asyncio.Event()
+        self.reader = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def start(cls, root: Path, options: dict[str, Any]) -> RawClient:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "saipling", "serve",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            env={**env, "SAIPLING_LOG_LEVEL": "WARNING"}, limit=1 << 24,
+        )  # fmt: skip
+        client = cls(proc)
+        await client.request("initialize", {
+            "processId": os.getpid(), "rootUri": root.as_uri(), "initializationOptions": options,
+            "capabilities": {"window": {"workDoneProgress": True}},
+            "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
+        })  # fmt: skip
+        client.notify("initialized", {})
+        await asyncio.wait_for(client.progress_ended.wait(), 300)
+        return client
+
+    def _write(self, message: dict[str, Any]) -> None:
+        body = json.dumps(message).encode()
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    def notify(self, method: str, params: Any) -> None:
+        self._write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: Any) -> Any:
+        rid = next(self.ids)
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[rid] = fut
+        self._write({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return await fut
+
+    async def _read(self) -> None:
+        out = self.proc.stdout
+        while True:
+            length = 0
+            while (line := await out.readline()) not in (b"\r\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if not line:
+                return
+            msg = json.loads(await out.readexactly(length))
+            if "method" in msg:
+                if "id" in msg:  # a server -> client request
+                    self._write({"jsonrpc": "2.0", "id": msg["id"], "result": None})
+                elif msg["method"] == "$/progress" and msg["params"]["value"].get("kind") == "end":
+                    self.progress_ended.set()
+            elif (fut := self.pending.pop(msg["id"], None)) is not None:
+                if "error" in msg:
+                    fut.set_exception(RuntimeError(msg["error"]))
+                else:
+                    fut.set_result(msg["result"])
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.request("shutdown", None), 10)
+            self.notify("exit", None)
+            await asyncio.wait_for(self.proc.wait(), 10)
+        if self.proc.returncode is None:
+            self.proc.kill()
+        self.reader.cancel()
+
+
 def timed_local(project: Project, p: dict[str, Any]) -> float:
     t0 = time.perf_counter()
     project.search(p)
     return time.perf_counter() - t0
 
 
-async def measure_remote(
-    client: LanguageClient, p: dict[str, Any], remote: list[float], engine: list[float]
-) -> dict:
-    t0 = time.perf_counter()
-    b = await client.protocol.send_request_async("saipling/search", p)
-    remote.append(time.perf_counter() - t0)
-    engine.append(b["elapsedMs"] / 1000)
-    return b
+Send = Callable[[str, Any], Awaitable[Any]]
 
 
-async def measure_pair(
-    project: Project, client: LanguageClient, p: dict[str, Any], local, remote, engine
-) -> None:
-    t0 = time.perf_counter()
-    a = project.search(p)
-    local.append(time.perf_counter() - t0)
-    b = await measure_remote(client, p, remote, engine)
-    assert [r["filePath"] for r in a["results"]] == [r["filePath"] for r in b["results"]], p
+def pygls_send(client: LanguageClient) -> Send:
+    return client.protocol.send_request_async
 
 
 def summary(xs: list[float]) -> tuple[float, float]:
     s = sorted(xs)
     return statistics.median(s), s[min(len(s) - 1, int(0.95 * len(s)))]
+
+
+ECHO_SERVER = r"""
+import asyncio, json, sys
+async def main():
+    responses = json.load(open(sys.argv[1]))
+    reader = asyncio.StreamReader(limit=1 << 24)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = sys.stdout.buffer
+    while True:
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            if line.lower().startswith(b"content-length"):
+                length = int(line.split(b":")[1])
+        if not line:
+            return
+        msg = json.loads(await reader.readexactly(length))
+        if "id" in msg:
+            result = responses[msg["params"]["i"]] if msg.get("method") == "echo" else None
+            body = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}).encode()
+            out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            out.flush()
+asyncio.run(main())
+"""
+
+
+async def start_echo(responses: list[dict[str, Any]], tmp: Path) -> RawClient:
+    """The floor: a minimal Python stdio JSON-RPC server that answers request i with the search response the
+    engine gave for query i (same bytes to encode, pipe and decode), doing no work."""
+    data = tmp / "responses.json"
+    data.write_text(json.dumps(responses), encoding="utf-8")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", ECHO_SERVER, str(data),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 24,
+    )  # fmt: skip
+    return RawClient(proc)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -188,45 +294,98 @@ async def run(args: argparse.Namespace) -> None:
     queries = sample_queries(root, args.queries)
     options = {"provider": args.provider, "watch": False, "analytics": False}
     project = Project.open(root, init_options=options)
-    client = await start_server(root, options)
+    clients: dict[str, Send] = {}
+    closers: list[Callable[[], Awaitable[None]]] = []
+    params = [{"query": q, "maxResults": 10} for q in queries]
+    tmp = Path(tempfile.mkdtemp(prefix="saipling-bench-lsp-"))
     try:
-        params = [{"query": q, "maxResults": 10} for q in queries]
-        for p in params:  # warm (query-embedding LRU, vector matrix, SQLite pages); same answers both ways
-            await measure_pair(project, client, p, [], [], [])
-        local: list[float] = []
-        remote: list[float] = []
-        engine: list[float] = []  # the server's own elapsedMs: remote - engine = protocol overhead
-        for _ in range(args.rounds):
-            if args.interleave:
-                for p in params:
-                    await measure_pair(project, client, p, local, remote, engine)
-            else:  # alternate whole passes: the client is idle between requests, as an editor is
-                for p in params:
-                    local.append(timed_local(project, p))
-                for p in params:
-                    await measure_remote(client, p, remote, engine)
+        if args.client in ("raw", "both"):
+            raw = await RawClient.start(root, options)
+            closers.append(raw.close)
+            clients["LSP, raw JSON-RPC client"] = raw.request
+        if args.client in ("pygls", "both"):
+            pygls_client = await start_server(root, options)
+            closers.append(partial(stop_pygls, pygls_client))
+            clients["LSP, pygls LanguageClient"] = pygls_send(pygls_client)
+        responses = []
+        for p in params:  # warm (query-embedding LRU, vector matrix, SQLite pages); same answers every way
+            responses.append(project.search(p))
+            want = [r["filePath"] for r in responses[-1]["results"]]
+            for send in clients.values():
+                got = await send("saipling/search", p)
+                assert [r["filePath"] for r in got["results"]] == want, p
+        echo = await start_echo(responses, tmp)
+        closers.append(echo.close)
+        floor = "floor: echo server, raw client"
+        sends: dict[str, Send] = {**clients, floor: echo.request}
+        requests = {name: params for name in clients} | {floor: [{"i": i} for i in range(len(params))]}
+        methods = {name: "saipling/search" for name in clients} | {floor: "echo"}
+        times: dict[str, dict[str, list[float]]] = {}
+        for order in ("alternating passes", "interleaved"):
+            local: list[float] = []
+            remote: dict[str, list[float]] = {name: [] for name in sends}
+            engine: dict[str, list[float]] = {name: [] for name in clients}  # the server's own elapsedMs
+            for _ in range(args.rounds):
+                if order == "alternating passes":  # each side runs its whole pass with warm caches
+                    for p in params:
+                        local.append(timed_local(project, p))
+                    for name, send in sends.items():
+                        for i, _p in enumerate(params):
+                            await timed_remote(send, methods[name], requests[name][i], name, remote, engine)
+                else:  # each query in-process then over every path, back to back: same cache conditions
+                    for i, p in enumerate(params):
+                        local.append(timed_local(project, p))
+                        for name, send in sends.items():
+                            await timed_remote(send, methods[name], requests[name][i], name, remote, engine)
+            times[order] = {"in-process Project.search": local, **remote}
+            times[order + " elapsed"] = engine
+    finally:
+        for close in reversed(closers):
+            with contextlib.suppress(Exception):
+                await close()
+        project.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"   project: {source}; {len(queries)} queries x {args.rounds} rounds per order, maxResults 10,"
+          f" responses ~{len(json.dumps(responses)) // max(1, len(responses)) / 1024:.1f} KiB")  # fmt: skip
+    print(f"   load average {load()} (other processes share the cores)")
+    print("| order | path | median ms | p95 ms | ratio of medians | median per-query ratio |"
+          " overhead ms (round trip - server elapsedMs) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    verdicts = []
+    for order in ("alternating passes", "interleaved"):
+        local = times[order]["in-process Project.search"]
+        lm, _ = summary(local)
+        for name, xs in times[order].items():
+            m, p95 = summary(xs)
+            per_query = statistics.median(x / y for x, y in zip(xs, local, strict=True))
+            el = times[order + " elapsed"].get(name)
+            overhead = (
+                f"{statistics.median(x - e for x, e in zip(xs, el, strict=True)) * 1000:.2f}" if el else ""
+            )
+            print(f"| {order} | {name} | {m * 1000:.2f} | {p95 * 1000:.2f} | {m / lm:.2f}x | {per_query:.2f}x |"
+                  f" {overhead} |")  # fmt: skip
+            if name.startswith("LSP"):
+                verdicts.append(f"{order}, {name}: {m / lm:.2f}x {'MET' if m / lm <= TARGET else 'MISSED'}")
+    print(f"   target: round trip <= {TARGET}x the in-process median")
+    for v in verdicts:
+        print(f"   {v}")
+
+
+async def stop_pygls(client: LanguageClient) -> None:
+    with contextlib.suppress(Exception):
         await client.shutdown_async(None)
         client.exit(None)
-    finally:
-        await client.stop()
-        project.close()
-    (lm, lp), (rm, rp) = summary(local), summary(remote)
-    overhead = statistics.median(r - e for r, e in zip(remote, engine, strict=True))
-    ratio = rm / lm
-    mode = "interleaved per query" if args.interleave else "alternating passes"
-    print(f"   project: {source}; {len(queries)} queries x {args.rounds} rounds ({mode}), maxResults 10")
-    print(f"   load average {load()} (other processes share the cores)")
-    print("| path | median ms | p95 ms |")
-    print("|---|---|---|")
-    print(f"| in-process Project.search | {lm * 1000:.2f} | {lp * 1000:.2f} |")
-    print(f"| LSP saipling/search round trip | {rm * 1000:.2f} | {rp * 1000:.2f} |")
-    verdict = "MET" if ratio <= TARGET else "MISSED"
-    print(
-        f"   ratio of medians {ratio:.2f}x (difference {(rm - lm) * 1000:.2f} ms); target <= {TARGET}x: {verdict}"
-    )
-    print(
-        f"   median protocol overhead per request (round trip - server's elapsedMs): {overhead * 1000:.2f} ms"
-    )
+    await client.stop()
+
+
+async def timed_remote(
+    send: Send, method: str, params: dict[str, Any], name: str, remote: dict, engine: dict
+) -> None:
+    t0 = time.perf_counter()
+    b = await send(method, params)
+    remote[name].append(time.perf_counter() - t0)
+    if name in engine:
+        engine[name].append(b["elapsedMs"] / 1000)
 
 
 def load() -> str:
@@ -243,9 +402,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2, help="timed passes over the queries on each side")
     parser.add_argument(
-        "--interleave", action="store_true",
-        help="time each query in-process then over LSP back to back (on a loaded machine the client's CPU "
-        "burst before each request delays its own wake-up; see the README figures)",
+        "--client", default="both", choices=["both", "raw", "pygls"],
+        help="raw: a minimal stdlib JSON-RPC client (what an editor's native client costs); pygls: pygls'"
+        " LanguageClient (adds its own Python-side cost to each round trip)",
     )  # fmt: skip
     asyncio.run(run(parser.parse_args()))
 
