@@ -166,6 +166,21 @@ def fiction_index(provider: str, quick: bool, log: Callable[[str], None] = print
 
 
 # -- memory ----------------------------------------------------------------------------------------------------
+def blas_one_thread():
+    """Run a call with BLAS limited to one thread (threadpoolctl), or None when it is not installed."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    controller = ThreadpoolController()
+
+    def run(fn):
+        with controller.limit(limits=1, user_api="blas"):
+            return fn()
+
+    return run
+
+
 def proc_status_mb(pid: int | str = "self") -> dict[str, float]:
     """VmRSS, VmHWM (peak RSS), RssAnon (heap) and RssFile (mapped files, e.g. the index via mmap) in MB from
     /proc/<pid>/status (Linux)."""

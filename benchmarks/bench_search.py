@@ -171,21 +171,6 @@ def rewrite_one_file(project: Project, path: str) -> None:
     )
 
 
-def blas_one_thread():
-    """Run a call with BLAS limited to one thread (threadpoolctl), or None when it is not installed."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return None
-    controller = ThreadpoolController()
-
-    def run(fn):
-        with controller.limit(limits=1, user_api="blas"):
-            return fn()
-
-    return run
-
-
 def measure(project: Project, queries: list[str], label: str) -> list[tuple]:
     modes = ["hybrid", "lexical", "semantic"]
     degraded = None
@@ -194,7 +179,7 @@ def measure(project: Project, queries: list[str], label: str) -> list[tuple]:
             res = project.search({"query": q, "mode": m, "maxResults": 5})
             degraded = degraded or (res["degraded"] if m == "hybrid" else None)
     times: dict[str, list[float]] = {m: [] for m in modes}
-    one = blas_one_thread()
+    one = bu.blas_one_thread()
     if one is not None:
         times["hybrid, 1 BLAS thread"] = []
     times["store.knn (100)"] = []
@@ -284,7 +269,7 @@ def main() -> None:
     print()
     print(f"{ROUNDS} rounds x queries per row, query embedding cached, maxResults 5; p95 = nearest rank")
     print(bu.table(["corpus", "size", "operation", "samples", "p50 ms", "p95 ms", "note"], rows))
-    if blas_one_thread() is not None:
+    if bu.blas_one_thread() is not None:
         print(
             "'1 BLAS thread' rows: the same call inside threadpoolctl.limit(1, 'blas'). OpenBLAS's 2-thread sgemv is"
         )

@@ -116,21 +116,6 @@ class BinaryRescore:
         return [int(self.ids[cand[i]]) for i in top]
 
 
-def blas_one_thread():
-    """A wrapper running a call with BLAS limited to one thread, or None without threadpoolctl."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return None
-    controller = ThreadpoolController()
-
-    def run(fn):
-        with controller.limit(limits=1, user_api="blas"):
-            return fn()
-
-    return run
-
-
 def write_costs(store: Store, db: Path, q: np.ndarray, reps: int = 5) -> tuple[float, float]:
     """Median time of Store.replace_file rewriting one 100-chunk file with the same content (what a sync pass
     does): on a store whose KNN matrix is loaded (the store patches it after each write) vs on a fresh Store on
@@ -244,7 +229,7 @@ def compare(
         "ours store.knn": lambda q: [i for i, _ in store.knn(q, K)],
         "numpy exact": lambda q: numpy_exact(q, K),
     }
-    one = blas_one_thread()
+    one = bu.blas_one_thread()
     if one is not None:
         methods["ours store.knn, 1 BLAS thread"] = lambda q: one(lambda: [i for i, _ in store.knn(q, K)])
         methods["numpy exact, 1 BLAS thread"] = lambda q: one(lambda: numpy_exact(q, K))
@@ -377,7 +362,7 @@ def main() -> None:
         "rewrite one file: Store.replace_file of a 100-chunk file with the same content, on a Store with no KNN"
         " matrix loaded vs one whose cached matrix it patches in place (vector_matrix.py: freed rows refilled)."
     )
-    if blas_one_thread() is None:
+    if bu.blas_one_thread() is None:
         print("(threadpoolctl not installed: the 1-BLAS-thread rows are missing; pip install threadpoolctl)")
     print()
     for r in all_rows:

@@ -13,7 +13,8 @@ from .context_settings import load_context_settings
 from .embeddings.base import estimate_tokens
 from .errors import InvalidRequest
 from .paths import normalise_rel
-from .search import STOPWORDS, SearchRequest, check_query_text, parse_filter, run_search
+from .request_fields import bounded_int, query_text, require_object, typed
+from .search import MAX_RESULTS, STOPWORDS, SearchRequest, parse_filter, run_search
 from .skills import VectorSearchConfig, load_skill, parse_block
 from .textio import BinaryFile, decode
 
@@ -36,27 +37,10 @@ class EnrichRequest:
     loaded_tokens: int = 0
 
 
-def _int(params: Mapping[str, Any], key: str, minimum: int = 0) -> int | None:
-    value = params.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidRequest(key, f"must be an integer >= {minimum}")
-    return value
-
-
 def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
-    if not isinstance(params, Mapping):
-        raise InvalidRequest("params", "must be an object")
-    query = params.get("query")
-    if not isinstance(query, str):
-        raise InvalidRequest("query", "is required and must be a non-empty string")
-    query = check_query_text(query)
-    skill, inline = params.get("skill"), params.get("skillConfig")
-    if skill is not None and not isinstance(skill, str):
-        raise InvalidRequest("skill", "must be a string")
-    if inline is not None and not isinstance(inline, Mapping):
-        raise InvalidRequest("skillConfig", "must be an object")
+    params = require_object(params)
+    query = query_text(params.get("query"))
+    skill, inline = typed(params, "skill", str), typed(params, "skillConfig", Mapping)
     if inline is not None:
         block: Any = inline
         if "context" in inline:  # a whole skill document: take its [context.vector_search] table
@@ -73,24 +57,20 @@ def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
     loaded = params.get("loadedFiles") or []
     if not isinstance(loaded, list) or not all(isinstance(p, str) for p in loaded):
         raise InvalidRequest("loadedFiles", "must be a list of paths")
-    book_id = params.get("bookId")
-    if book_id is not None and not isinstance(book_id, str):
-        raise InvalidRequest("bookId", "must be a string")
-    want = params.get("wantSearch")
-    if want is not None and not isinstance(want, bool):
-        raise InvalidRequest("wantSearch", "must be a boolean")
-    max_results = _int(params, "maxResults", 1)
-    max_tokens = _int(params, "maxSearchTokens", 0)
+    book_id = typed(params, "bookId", str)
+    want = typed(params, "wantSearch", bool)
+    max_results = bounded_int(params, "maxResults", None, 1)
+    max_tokens = bounded_int(params, "maxSearchTokens", None, 0)
     return EnrichRequest(
         query=query[:2000],
         config=config,
         loaded_files=[_rel(project, p) for p in loaded],
         book_id=book_id,
         want_search=want,
-        max_results=min(100, max_results or config.max_results),
+        max_results=min(MAX_RESULTS, max_results or config.max_results),
         max_search_tokens=config.max_search_tokens if max_tokens is None else max_tokens,
-        total_budget_tokens=_int(params, "totalBudgetTokens", 0),
-        loaded_tokens=_int(params, "loadedTokens", 0) or 0,
+        total_budget_tokens=bounded_int(params, "totalBudgetTokens", None, 0),
+        loaded_tokens=bounded_int(params, "loadedTokens", 0, 0) or 0,
     )
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequest, PathOutsideRoot
 from .paths import resolve_inside
+from .request_fields import bounded_int, require_object, required_str
 from .scanner import is_indexable
 from .textio import BinaryFile, decode
 
@@ -26,17 +27,10 @@ def resolve_path(root: Path, path: str) -> tuple[Path, str]:
 
 
 def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(params, Mapping):
-        raise InvalidRequest("params", "must be an object")
-    path = params.get("path") or params.get("uri")
-    if not isinstance(path, str) or not path:
-        raise InvalidRequest("path", "is required and must be a string")
-    start = params.get("startLine", 1)
-    lines = params.get("lines")
-    if isinstance(start, bool) or not isinstance(start, int) or start < 1:
-        raise InvalidRequest("startLine", "must be an integer >= 1")
-    if lines is not None and (isinstance(lines, bool) or not isinstance(lines, int) or lines < 1):
-        raise InvalidRequest("lines", "must be an integer >= 1")
+    params = require_object(params)
+    path = required_str(params, "path", "uri")
+    start = bounded_int(params, "startLine", 1, 1)
+    lines = bounded_int(params, "lines", None, 1)
     real, rel = resolve_path(project.root, path)
     reason = is_indexable(project.root, rel, project.settings)
     if reason is not None:

@@ -19,6 +19,7 @@ from .embeddings.base import EmbeddingProvider
 from .errors import InvalidRequest, ProviderError
 from .paths import normalise_rel
 from .reading import resolve_path
+from .request_fields import bounded_int, query_text, require_object, required_str, str_list, typed
 from .store import ChunkFilter
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ MODES = ("hybrid", "semantic", "lexical")
 SOURCES = ("editor", "agent", "cli", "eval")
 RRF_K = 60
 MAX_QUERY_CHARS = 2000
+MAX_RESULTS = 100  # the most results one request may ask for
 # (keyword weight, vector weight) per query type (SPEC 8)
 WEIGHTS = {"exact": (0.7, 0.3), "semantic": (0.15, 0.85), "mixed": (0.4, 0.6)}
 STOPWORDS = frozenset(
@@ -55,31 +57,6 @@ class SearchRequest:
     log: bool = True
 
 
-def _want(params: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
-    value = params.get(key, default)
-    if value is None:
-        return default
-    if kind in (int, float) and isinstance(value, bool):
-        raise InvalidRequest(key, f"must be a {getattr(kind, '__name__', kind)}, got a boolean")
-    if kind is float and isinstance(value, int):
-        return float(value)
-    if not isinstance(value, kind):
-        name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise InvalidRequest(key, f"must be a {name}, got {type(value).__name__}")
-    return value
-
-
-def _str_list(params: Mapping[str, Any], key: str, prefix: str) -> list[str]:
-    value = params.get(key)
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise InvalidRequest(prefix + key, "must be a list of strings")
-    return list(value)
-
-
 def parse_filter(raw: Any, prefix: str = "filter.") -> ChunkFilter:
     if raw is None:
         return ChunkFilter()
@@ -89,8 +66,8 @@ def parse_filter(raw: Any, prefix: str = "filter.") -> ChunkFilter:
     if max_chapter is not None and (isinstance(max_chapter, bool) or not isinstance(max_chapter, int)):
         raise InvalidRequest(prefix + "maxChapter", "must be an integer")
     out = ChunkFilter(
-        entity_types=_str_list(raw, "entityTypes", prefix),
-        file_types=_str_list(raw, "fileTypes", prefix),
+        entity_types=str_list(raw, "entityTypes", prefix),
+        file_types=str_list(raw, "fileTypes", prefix),
         max_chapter=max_chapter,
     )
     for key, attr in (("bookId", "book_id"), ("chapterId", "chapter_id"), ("pathPrefix", "path_prefix"),
@@ -103,38 +80,18 @@ def parse_filter(raw: Any, prefix: str = "filter.") -> ChunkFilter:
     return out
 
 
-def check_query_text(query: str) -> str:
-    """The stripped query; InvalidRequest('query') if it is empty or not encodable text (lone surrogates)."""
-    query = query.strip()
-    if not query:
-        raise InvalidRequest("query", "must not be empty")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidRequest("query", "is not valid Unicode text (it holds a lone surrogate)") from None
-    return query
-
-
 def parse_request(params: Mapping[str, Any], default_max: int = 5) -> SearchRequest:
     """Validate a SPEC 8 request; InvalidRequest names the offending field."""
-    if not isinstance(params, Mapping):
-        raise InvalidRequest("params", "must be an object")
-    query = params.get("query")
-    if not isinstance(query, str):
-        raise InvalidRequest("query", "is required and must be a string")
-    query = check_query_text(query)
-    if len(query) > MAX_QUERY_CHARS:
-        raise InvalidRequest("query", f"is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
-    max_results = _want(params, "maxResults", int, default_max)
-    if not 1 <= max_results <= 100:
-        raise InvalidRequest("maxResults", "must be between 1 and 100")
-    min_score = _want(params, "minScore", float, 0.0)
+    params = require_object(params)
+    query = query_text(params.get("query"), MAX_QUERY_CHARS)
+    max_results = bounded_int(params, "maxResults", default_max, 1, MAX_RESULTS)
+    min_score = typed(params, "minScore", float, 0.0)
     if not 0.0 <= min_score <= 1.0:
         raise InvalidRequest("minScore", "must be between 0 and 1")
-    mode = _want(params, "mode", str, "hybrid")
+    mode = typed(params, "mode", str, "hybrid")
     if mode not in MODES:
         raise InvalidRequest("mode", f"must be one of {', '.join(MODES)}")
-    source = _want(params, "source", str, "cli")
+    source = typed(params, "source", str, "cli")
     if source not in SOURCES:
         raise InvalidRequest("source", f"must be one of {', '.join(SOURCES)}")
     return SearchRequest(
@@ -143,10 +100,10 @@ def parse_request(params: Mapping[str, Any], default_max: int = 5) -> SearchRequ
         min_score=min_score,
         mode=mode,
         filter=parse_filter(params.get("filter")),
-        role=_want(params, "role", str, None),
-        respect_context_settings=_want(params, "respectContextSettings", bool, True),
+        role=typed(params, "role", str, None),
+        respect_context_settings=typed(params, "respectContextSettings", bool, True),
         source=source,
-        explain=_want(params, "explain", bool, False),
+        explain=typed(params, "explain", bool, False),
     )
 
 
@@ -434,14 +391,9 @@ def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
 # -- related ---------------------------------------------------------------------------------------------------
 def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
     """Passages from other files most similar to this file (mean of its chunk vectors)."""
-    if not isinstance(params, Mapping):
-        raise InvalidRequest("params", "must be an object")
-    target = params.get("path") or params.get("uri")
-    if not isinstance(target, str) or not target:
-        raise InvalidRequest("path", "a path or uri (string) is required")
-    max_results = _want(params, "maxResults", int, project.settings.max_results_default)
-    if not 1 <= max_results <= 100:
-        raise InvalidRequest("maxResults", "must be between 1 and 100")
+    params = require_object(params)
+    target = required_str(params, "path", "uri")
+    max_results = bounded_int(params, "maxResults", project.settings.max_results_default, 1, MAX_RESULTS)
     _, rel = resolve_path(project.root, target)
     t0 = time.perf_counter()
     chunks = project.store.chunks_for_path(rel)
