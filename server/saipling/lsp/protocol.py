@@ -106,4 +106,9 @@ async def serve_pipe(server: Any, stdin: BinaryIO) -> None:
     reader = asyncio.StreamReader(limit=1 << 20)
     loop = asyncio.get_running_loop()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+    await serve_stream(server, reader)
+
+
+async def serve_stream(server: Any, reader: asyncio.StreamReader) -> None:
+    """pygls' message loop over a stream (a pipe or a socket)."""
     await run_async(server._stop_event, reader, server.protocol, log, server.report_server_error)

@@ -74,6 +74,31 @@ def engine_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in SERVER_ONLY_ENV}
 
 
+class LoopWriter:
+    """pygls' writer interface over an asyncio StreamWriter, safe to call from worker threads (responses are
+    written from the thread that ran the request; asyncio transports may only be used on their loop)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._loop = asyncio.get_running_loop()
+
+    def write(self, data: bytes) -> None:
+        if self._writer.is_closing():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._writer.write(data)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the client is gone
+                self._loop.call_soon_threadsafe(self._writer.write, data)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
 class SaiplingServer(LanguageServer):
     """The server and all its state (no module globals)."""
 
@@ -119,6 +144,40 @@ class SaiplingServer(LanguageServer):
             asyncio.run(protocol.serve_pipe(self, stdin))
         except (BrokenPipeError, ConnectionResetError, asyncio.IncompleteReadError):
             log.info("the client closed the connection")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve one client on a TCP socket (debugging: `saipling serve --tcp HOST:PORT`; port 0 picks a free
+        one). Logs the address it listens on; ends when that client exits or disconnects, like stdio."""
+        self._stop_event = threading.Event()
+
+        async def serve() -> None:
+            finished = asyncio.get_running_loop().create_future()
+
+            async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                if finished.done():  # one client per server process, as on stdio
+                    writer.close()
+                    return
+                self.protocol.set_writer(LoopWriter(writer))  # type: ignore[arg-type]
+                try:
+                    await protocol.serve_stream(self, reader)
+                except (SystemExit, ConnectionError, asyncio.IncompleteReadError):
+                    pass  # `exit` (pygls ends with sys.exit) or the client went away
+                finally:
+                    if not finished.done():
+                        finished.set_result(None)
+
+            tcp = await asyncio.start_server(connection, host, port)
+            for sock in tcp.sockets:
+                log.info("listening on %s:%s", *sock.getsockname()[:2])
+            async with tcp:
+                await finished
+
+        try:
+            asyncio.run(serve())
         except (KeyboardInterrupt, SystemExit):
             pass
         finally:
