@@ -74,6 +74,12 @@ def engine_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in SERVER_ONLY_ENV}
 
 
+def folder_depth(uri: str) -> int:
+    """How deep a folder URI is (outer folders sort first)."""
+    path = convert.uri_to_path(uri)
+    return len(path.resolve().parts) if path is not None else 0
+
+
 class LoopWriter:
     """pygls' writer interface over an asyncio StreamWriter, safe to call from worker threads (responses are
     written from the thread that ran the request; asyncio transports may only be used on their loop)."""
@@ -113,6 +119,9 @@ class SaiplingServer(LanguageServer):
         self.test_clock: TestClock | None = TestClock() if test_clock else None
         self.clock: Clock = self.test_clock or time.monotonic
         self.folders: dict[str, Folder] = {}
+        # workspace folders inside another open folder: searched through that folder's index (uri -> (name,
+        # enclosing folder uri)), never indexed twice
+        self.covered: dict[str, tuple[str, str]] = {}
         self.init_options: dict[str, Any] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
@@ -291,6 +300,55 @@ class SaiplingServer(LanguageServer):
         await self.set_watching(folder, project.settings.watch and project.settings.enabled)
         return folder
 
+    def enclosing(self, root: Path, exclude: Folder | None = None) -> Folder | None:
+        """The open folder whose root holds `root` (or is it)."""
+        for f in self.folders.values():
+            if f is not exclude and convert.relative_to(f.project.root, root) is not None:
+                return f
+        return None
+
+    async def add_folder(self, uri: str, name: str, config: dict[str, Any] | None) -> Folder | None:
+        """Open a workspace folder, unless an open folder already holds it (then it is searched through that
+        folder's index: a nested folder indexed twice would cost its embeddings twice and repeat its results).
+        A folder that holds open folders takes them over."""
+        root = convert.uri_to_path(uri)
+        outer = self.enclosing(root.resolve()) if root is not None else None
+        if outer is not None:
+            self.covered[uri] = (name, outer.uri)
+            self.feedback.log(f"{name} is inside {outer.name}: searched through its index, not indexed twice")
+            return None
+        folder = await self.open_folder(uri, name, config)
+        if folder is not None:
+            for inner in [f for f in self.folders.values() if f is not folder]:
+                if convert.relative_to(folder.project.root, inner.project.root) is not None:
+                    await self.close_folder(inner.uri)
+                    self.covered[inner.uri] = (inner.name, folder.uri)
+                    self.feedback.log(f"{inner.name} is inside {folder.name}: now searched through its index")
+        return folder
+
+    async def close_folder(self, uri: str) -> None:
+        folder = self.folders.pop(uri, None)
+        if folder is None:
+            return
+        if folder.cancel is not None:
+            folder.cancel.set()
+        await self.set_watching(folder, False)
+        async with folder.lock:
+            await self.call(folder.project.close)
+
+    async def remove_folder(self, uri: str) -> list[Folder]:
+        """Close a workspace folder; folders it held are opened on their own again (returned, to be indexed)."""
+        self.covered.pop(uri, None)
+        await self.close_folder(uri)
+        reopened = []
+        for inner_uri, (name, outer) in sorted(self.covered.items(), key=lambda kv: folder_depth(kv[0])):
+            if outer == uri:
+                del self.covered[inner_uri]
+                (config,) = await self.read_configuration([inner_uri])
+                if (f := await self.add_folder(inner_uri, name, config)) is not None:
+                    reopened.append(f)
+        return reopened
+
     async def set_watching(self, folder: Folder, on: bool) -> None:
         if on and folder.watcher is None:
             folder.watcher = Watcher.for_project(folder.project, folder.queue)
@@ -314,6 +372,9 @@ class SaiplingServer(LanguageServer):
         if wanted is None:
             return list(self.folders.values())
         found = [f for f in self.folders.values() if wanted in (f.uri, f.name)]
+        if not found:  # a nested folder: its enclosing folder's index holds it
+            outer = [o for uri, (name, o) in self.covered.items() if wanted in (uri, name)]
+            found = [self.folders[o] for o in outer[:1] if o in self.folders]
         if not found:
             raise params.invalid("workspaceFolder", f"{wanted!r} is not an open workspace folder")
         return found
@@ -442,8 +503,10 @@ class SaiplingServer(LanguageServer):
         try:
             specs = self.folder_specs()
             configs = await self.read_configuration([uri for uri, _ in specs])
-            for (uri, name), config in zip(specs, configs, strict=True):
-                await self.open_folder(uri, name, config)
+            for (uri, name), config in sorted(
+                zip(specs, configs, strict=True), key=lambda sc: folder_depth(sc[0][0])
+            ):
+                await self.add_folder(uri, name, config)  # outer folders first: nested ones are never opened
             await self.register_watched_files()
             self.tick_task = self.spawn(self.tick_loop())
         finally:
@@ -570,15 +633,11 @@ async def on_did_change_workspace_folders(
 ) -> None:
     await ls.wait_ready()
     for removed in p.event.removed:
-        if (folder := ls.folders.pop(removed.uri, None)) is not None:
-            if folder.cancel is not None:
-                folder.cancel.set()
-            await ls.set_watching(folder, False)
-            async with folder.lock:
-                await ls.call(folder.project.close)
-    for added in p.event.added:
+        for folder in await ls.remove_folder(removed.uri):
+            ls.spawn(ls.run_index(folder))
+    for added in sorted(p.event.added, key=lambda f: folder_depth(f.uri)):
         (config,) = await ls.read_configuration([added.uri])
-        if (folder := await ls.open_folder(added.uri, added.name, config)) is not None:
+        if (folder := await ls.add_folder(added.uri, added.name, config)) is not None:
             ls.spawn(ls.run_index(folder))
 
 
