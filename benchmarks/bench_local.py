@@ -255,7 +255,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = all cores, both engines)")
     ap.add_argument("--fp32-dir", help="folder with all-MiniLM-L6-v2 model.safetensors + config.json")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 8 texts, 2 repeats")
     args = ap.parse_args()
+    if args.quick:
+        args.chunks, args.repeats = min(args.chunks, 8), min(args.repeats, 2)
     threads = args.threads or os.cpu_count() or 1
 
     t_start = time.perf_counter()
@@ -312,6 +315,7 @@ def main() -> int:
     print(
         f"overhead of ours over raw: {overhead:+.1f}% wall (raw/ours time ratio "
         f"{med['raw'][0] / med['ours'][0]:.3f}), {cpu_overhead:+.1f}% CPU; target <= 10%"
+        + (" (--quick: too few texts and repeats to judge it)" if args.quick else "")
     )
     print(
         f"(a') runs the weight-only int8 graph as shipped (fp32 matmuls, runs of {RUN_TOKEN_BUDGET // 256}); "

@@ -170,7 +170,7 @@ class RawClient:
         self.reader = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def start(cls, root: Path, options: dict[str, Any]) -> RawClient:
+    async def start(cls, root: Path, options: dict[str, Any], index_timeout: float = 300) -> RawClient:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")}
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "saipling", "serve",
@@ -184,7 +184,7 @@ class RawClient:
             "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
         })  # fmt: skip
         client.notify("initialized", {})
-        await asyncio.wait_for(client.progress_ended.wait(), 300)
+        await asyncio.wait_for(client.progress_ended.wait(), index_timeout)  # the initial index
         return client
 
     def _write(self, message: dict[str, Any]) -> None:
