@@ -56,17 +56,24 @@ async def test_one_index_per_folder_and_results_name_their_folder(tmp_path: Path
         assert {r["workspaceFolder"] for r in found["results"]} == {a.as_uri(), c.as_uri()}
 
 
-async def test_a_nested_folder_is_searched_through_the_enclosing_index_not_indexed_twice(tmp_path: Path) -> None:
+async def test_a_nested_folder_is_searched_through_the_enclosing_index_not_indexed_twice(
+    tmp_path: Path,
+) -> None:
     outer = write_project(tmp_path / "saga", A)
     inner = write_project(outer / "drafts", {"draft.md": "# Draft\n\nThe dragon wakes in the last draft.\n"})
     # the nested folder listed first: the outer one must still be opened first
-    async with lsp_session([inner, outer], {"provider": "none", "tickSeconds": 3600, "watch": False}) as client:
+    async with lsp_session(
+        [inner, outer], {"provider": "none", "tickSeconds": 3600, "watch": False}
+    ) as client:
         await wait_for_index(client, runs=1)
         assert not (inner / ".saipling").exists()  # never opened on its own
 
         found = await request(client, "saipling/search", {"query": "dragon", "maxResults": 10})
         pairs = [(r["workspaceFolder"], r["filePath"]) for r in found["results"]]
-        assert sorted(pairs) == [(outer.as_uri(), "drafts/draft.md"), (outer.as_uri(), "saga.md")]  # once each
+        assert sorted(pairs) == [
+            (outer.as_uri(), "drafts/draft.md"),
+            (outer.as_uri(), "saga.md"),
+        ]  # once each
         assert (await status(client))["totalFiles"] == 3
         by_name = await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": "drafts"})
         assert {r["workspaceFolder"] for r in by_name["results"]} == {outer.as_uri()}
@@ -76,7 +83,9 @@ async def test_a_nested_folder_is_searched_through_the_enclosing_index_not_index
         client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(change))
         await wait_for_index(client, runs=2)
         found = await request(client, "saipling/search", {"query": "dragon"})
-        assert [(r["workspaceFolder"], r["filePath"]) for r in found["results"]] == [(inner.as_uri(), "draft.md")]
+        assert [(r["workspaceFolder"], r["filePath"]) for r in found["results"]] == [
+            (inner.as_uri(), "draft.md")
+        ]
 
         # and the enclosing folder added again takes it over
         change = types.WorkspaceFoldersChangeEvent(added=[folder(outer)], removed=[])
