@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 
-from lsp_client import did_save, folder, lsp_session, request, status, wait_for_index, write_project
+from lsp_client import (
+    did_save,
+    folder,
+    lsp_session,
+    request,
+    status,
+    wait_for_index,
+    wait_for_status,
+    write_project,
+)
 
 A = {
     "saga.md": "# Saga\n\nThe dragon of the north sleeps under ice.\n",
@@ -93,3 +105,82 @@ async def test_a_nested_folder_is_searched_through_the_enclosing_index_not_index
         await wait_for_index(client, runs=3)
         st = await status(client)
         assert st["workspaceFolder"] == outer.as_uri() and "folders" not in st and st["totalFiles"] == 3
+
+
+def folders_change(added: list[Path], removed: list[Path]) -> types.DidChangeWorkspaceFoldersParams:
+    event = types.WorkspaceFoldersChangeEvent(
+        added=[folder(a) for a in added], removed=[folder(r) for r in removed]
+    )
+    return types.DidChangeWorkspaceFoldersParams(event)
+
+
+async def test_a_named_nested_folder_is_limited_to_its_own_files(tmp_path: Path) -> None:
+    outer = write_project(tmp_path / "saga", A)
+    inner = write_project(outer / "drafts", {"draft.md": "# Draft\n\nThe dragon wakes in the last draft.\n"})
+    async with lsp_session(
+        [outer, inner], {"provider": "none", "tickSeconds": 3600, "watch": False}
+    ) as client:
+        await wait_for_index(client, runs=1)
+        scoped = await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": "drafts"})
+        assert [r["filePath"] for r in scoped["results"]] == ["drafts/draft.md"]
+        narrowed = await request(
+            client, "saipling/search",
+            {"query": "dragon", "workspaceFolder": inner.as_uri(), "filter": {"pathPrefix": "nothing-here/"}},
+        )  # fmt: skip
+        assert narrowed["results"] == []  # the caller's own prefix applies inside the nested folder
+        got = await request(client, "saipling/get", {"path": "draft.md", "workspaceFolder": "drafts"})
+        assert "last draft" in got["text"]
+        with pytest.raises(JsonRpcException) as info:
+            await request(client, "saipling/clearIndex", {"workspaceFolder": "drafts"})
+        assert "saga" in info.value.message
+        assert (await status(client))["totalFiles"] == 3  # the enclosing index was not cleared
+
+
+async def test_three_levels_and_a_late_outermost_folder(tmp_path: Path) -> None:
+    top = write_project(tmp_path / "top", {"top.md": "# Top\n\nA lantern.\n"})
+    mid = write_project(top / "mid", {"mid.md": "# Mid\n\nA kettle.\n"})
+    low = write_project(mid / "low", {"low.md": "# Low\n\nA dragon egg.\n"})
+    async with lsp_session([mid, low], {"provider": "none", "tickSeconds": 3600, "watch": False}) as client:
+        await wait_for_index(client, runs=1)
+        client.workspace_did_change_workspace_folders(folders_change([top], []))
+        await wait_for_index(client, runs=2)
+        st = await status(client)
+        assert st["workspaceFolder"] == top.as_uri() and st["totalFiles"] == 3
+        found = await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": "low"})
+        assert [r["filePath"] for r in found["results"]] == ["mid/low/low.md"]
+
+
+async def test_folder_changes_sent_back_to_back_never_open_a_nested_folder(tmp_path: Path) -> None:
+    base = write_project(tmp_path / "x", {"x.md": "# X\n\nAn anchor.\n"})
+    outer = write_project(tmp_path / "saga", A)
+    inner = write_project(outer / "drafts", {"draft.md": "# Draft\n\nThe dragon wakes.\n"})
+    async with lsp_session([base], {"provider": "none", "tickSeconds": 3600, "watch": False}) as client:
+        await wait_for_index(client, runs=1)
+        client.workspace_did_change_workspace_folders(folders_change([outer], []))
+        client.workspace_did_change_workspace_folders(folders_change([inner], []))
+        st = await wait_for_status(client, lambda s: s["totalFiles"] >= 4 and not s["isIndexing"])
+        await asyncio.sleep(0.5)  # both changes applied
+        st = await status(client)
+        assert not (inner / ".saipling").exists()  # the nested folder was never opened on its own
+        assert sorted(f["workspaceFolder"] for f in st["folders"]) == sorted([base.as_uri(), outer.as_uri()])
+        found = await request(client, "saipling/search", {"query": "dragon", "maxResults": 10})
+        paths = [r["filePath"] for r in found["results"]]
+        assert sorted(paths) == ["drafts/draft.md", "saga.md"]  # each file once
+
+
+async def test_closing_a_folder_and_its_nested_folder_together(tmp_path: Path) -> None:
+    keep = write_project(tmp_path / "keep", B)
+    outer = write_project(tmp_path / "saga", A)
+    inner = write_project(outer / "drafts", {"draft.md": "# Draft\n\nThe dragon wakes.\n"})
+    async with lsp_session(
+        [keep, outer, inner], {"provider": "none", "tickSeconds": 3600, "watch": False}
+    ) as client:
+        await wait_for_index(client, runs=2)
+        client.workspace_did_change_workspace_folders(folders_change([], [outer, inner]))
+        st = await wait_for_status(
+            client, lambda s: s["workspaceFolder"] == keep.as_uri() and "folders" not in s
+        )
+        assert st["totalFiles"] == 1
+        await asyncio.sleep(0.5)  # an index run wrongly started for the nested folder would fail by now
+        assert not (inner / ".saipling").exists()
+        assert [m for m in client.messages if m.type == types.MessageType.Error] == []

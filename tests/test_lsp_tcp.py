@@ -109,6 +109,11 @@ async def test_tcp_mode_serves_a_client_and_exits_cleanly(tmp_path: Path) -> Non
         client.send({"method": "initialized", "params": {}})
         await client.wait_for_index()
 
+        # a second client is refused; the first keeps its session and its answers
+        r2, w2 = await asyncio.open_connection(host, port)
+        assert await asyncio.wait_for(r2.read(), 10) == b""  # closed by the server
+        w2.close()
+
         found = await client.request("saipling/search", {"query": "lighthouse keeper"})
         assert [r["filePath"] for r in found["result"]["results"]] == ["world/harbor.md"]
         bad = await client.request("saipling/search", {"query": 5})
@@ -126,3 +131,4 @@ async def test_tcp_mode_serves_a_client_and_exits_cleanly(tmp_path: Path) -> Non
     assert proc.stdout is not None and proc.stdout.read() == ""  # nothing on stdout in TCP mode either
     log = "".join(stderr)
     assert "Traceback" not in log and "ERROR" not in log, log
+    assert "refused a second TCP client" in log

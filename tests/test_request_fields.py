@@ -21,6 +21,8 @@ def test_bounded_int() -> None:
     for bad in (0, 101, True, 2.0, "3"):
         assert refused(bounded_int, {"n": bad}, "n", 5, 1, 100) == "n"
     assert bounded_int({"n": 10**9}, "n", None, 0) == 10**9  # no maximum
+    # a default from the user's settings is brought into range, never trusted blindly
+    assert bounded_int({}, "n", 0, 1, 100) == 1 and bounded_int({}, "n", 500, 1, 100) == 100
 
 
 def test_typed() -> None:

@@ -373,6 +373,7 @@ def test_cached_matrix_is_patched_by_writes_and_matches_a_fresh_reload(tmp_path)
     for f in range(40):
         write(f"f{f}.md", 5, "a")
     before = store.vector_matrix()
+    loaded = store._matrix  # the cached matrix: later writes must patch this object, not drop it
     for f in range(0, 40, 3):
         write(f"f{f}.md", 7, "b")
     for f in range(1, 40, 5):
@@ -382,8 +383,9 @@ def test_cached_matrix_is_patched_by_writes_and_matches_a_fresh_reload(tmp_path)
     store.set_vectors(
         [(m["id"], m["content_hash"], rng.standard_normal(16).astype("float32")) for m in missing], "m"
     )
+    assert store._matrix is loaded  # patched in place (a reload would build a new one)
     ids, mat = store.vector_matrix()
-    assert ids is not before[0]  # patched, not the stale arrays
+    assert len(ids) != len(before[0])
 
     fresh = Store.open(tmp_path / "index.db")
     ids2, mat2 = fresh.vector_matrix()

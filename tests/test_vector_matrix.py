@@ -91,3 +91,23 @@ def test_dimension_mismatch_is_refused() -> None:
     matrix = VectorMatrix.empty(DIMS)
     with pytest.raises(ValueError):
         matrix.add([(1, np.zeros(DIMS + 1, dtype=np.float32))])
+
+
+def test_an_id_added_twice_in_one_call_keeps_its_last_vector_and_one_row() -> None:
+    rng = np.random.default_rng(3)
+    a, b, other = unit(rng, 3)
+    matrix = VectorMatrix(np.array([1]), other[None, :])
+    matrix.add([(5, a), (5, b)])
+    assert len(matrix) == 2 and sorted(matrix.arrays()[0].tolist()) == [1, 5]
+    np.testing.assert_array_equal(matrix.vectors([5])[5], b)
+    matrix.remove([5])
+    assert matrix.arrays()[0].tolist() == [1]
+    assert [c for c, _ in matrix.knn(a, 10)] == [1]
+
+
+def test_a_refused_add_changes_nothing() -> None:
+    rng = np.random.default_rng(4)
+    matrix = VectorMatrix(np.array([1, 2]), unit(rng, 2))
+    with pytest.raises(ValueError):
+        matrix.add([(1, np.zeros(DIMS + 1, dtype=np.float32))])
+    assert sorted(matrix.arrays()[0].tolist()) == [1, 2]

@@ -38,10 +38,13 @@ def typed(params: Mapping[str, Any], key: str, kind: type | tuple[type, ...], de
 def bounded_int(
     params: Mapping[str, Any], key: str, default: int | None, minimum: int, maximum: int | None = None
 ) -> int | None:
-    """An integer field within [minimum, maximum]; `default` when missing or null."""
+    """An integer field within [minimum, maximum]; `default` (brought into the range: it may come from a
+    user's settings) when missing or null."""
     value = params.get(key)
     if value is None:
-        return default
+        if default is None:
+            return None
+        return max(minimum, default if maximum is None else min(default, maximum))
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidRequest(
             key, f"must be an integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")

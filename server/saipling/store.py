@@ -338,6 +338,10 @@ class Store:
 
     def configure_vectors(self, provider: str, model: str, dimensions: int) -> bool:
         """Record the provider; a different model or dimension drops the vectors (never mixed). True if reset."""
+        with self._lock:  # readers never see the new table with the old matrix
+            return self._configure_vectors(provider, model, dimensions)
+
+    def _configure_vectors(self, provider: str, model: str, dimensions: int) -> bool:
         old_model, old_dims = self.vector_model()
         reset = created = False
         with self.atomic():
@@ -391,46 +395,47 @@ class Store:
         model: str | None = None,
     ) -> None:
         """Swap a file's chunks (and vectors) in one transaction. `vectors` maps content_hash -> vector."""
-        vectors = vectors or {}
-        added: list[tuple[int, np.ndarray]] = []
-        with self.atomic():
-            removed = self._delete_chunks(record.path)
-            has_vec = self.has_vectors()
-            for ch in chunks:
-                cur = self.conn.execute(
-                    "INSERT INTO chunks(path, chunk_index, kind, section_heading, heading_path, start_line, end_line,"
-                    " content_hash, preview, token_count, text, file_type, entity_type, entity_name, book_id,"
-                    " chapter_id, chapter_num, visibility, corpus) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (record.path, ch.chunk_index, ch.kind, ch.section_heading, ch.heading_path, ch.start_line,
-                     ch.end_line, ch.content_hash, ch.preview, ch.token_count, ch.text, ch.file_type,
-                     ch.entity_type, ch.entity_name, ch.book_id, ch.chapter_id, ch.chapter_num, ch.visibility,
-                     ch.corpus),
-                )  # fmt: skip
-                del cur
-                vec = vectors.get(ch.content_hash)
-                if has_vec and vec is not None:
-                    chunk_id = self.conn.last_insert_rowid()
-                    self.conn.execute(
-                        "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
-                        (chunk_id, vector_blob(vec)),
+        with self._lock:  # the write and the matrix patch are one step for readers
+            vectors = vectors or {}
+            added: list[tuple[int, np.ndarray]] = []
+            with self.atomic():
+                removed = self._delete_chunks(record.path)
+                has_vec = self.has_vectors()
+                for ch in chunks:
+                    cur = self.conn.execute(
+                        "INSERT INTO chunks(path, chunk_index, kind, section_heading, heading_path, start_line, end_line,"
+                        " content_hash, preview, token_count, text, file_type, entity_type, entity_name, book_id,"
+                        " chapter_id, chapter_num, visibility, corpus) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (record.path, ch.chunk_index, ch.kind, ch.section_heading, ch.heading_path, ch.start_line,
+                         ch.end_line, ch.content_hash, ch.preview, ch.token_count, ch.text, ch.file_type,
+                         ch.entity_type, ch.entity_name, ch.book_id, ch.chapter_id, ch.chapter_num, ch.visibility,
+                         ch.corpus),
+                    )  # fmt: skip
+                    del cur
+                    vec = vectors.get(ch.content_hash)
+                    if has_vec and vec is not None:
+                        chunk_id = self.conn.last_insert_rowid()
+                        self.conn.execute(
+                            "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
+                            (chunk_id, vector_blob(vec)),
+                        )
+                        added.append((chunk_id, vec))
+                if model:
+                    now = time.time()
+                    self.conn.executemany(
+                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                        [(model, h, vector_blob(v), now) for h, v in vectors.items()],
                     )
-                    added.append((chunk_id, vec))
-            if model:
-                now = time.time()
-                self.conn.executemany(
-                    "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
-                    [(model, h, vector_blob(v), now) for h, v in vectors.items()],
-                )
-            self.conn.execute(
-                "INSERT OR REPLACE INTO files(path, content_hash, mtime_ns, size, file_type, encoding, last_indexed,"
-                " chunk_count, entity_type, entity_name, display_name, aliases, book_id, chapter_id, visibility,"
-                " corpus, warning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (record.path, record.content_hash, record.mtime_ns, record.size, record.file_type, record.encoding,
-                 time.time(), len(chunks), record.entity_type, record.entity_name, record.display_name,
-                 json.dumps(record.aliases), record.book_id, record.chapter_id, record.visibility, record.corpus,
-                 record.warning),
-            )  # fmt: skip
-        self._apply_delta(removed, added)
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO files(path, content_hash, mtime_ns, size, file_type, encoding, last_indexed,"
+                    " chunk_count, entity_type, entity_name, display_name, aliases, book_id, chapter_id, visibility,"
+                    " corpus, warning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (record.path, record.content_hash, record.mtime_ns, record.size, record.file_type, record.encoding,
+                     time.time(), len(chunks), record.entity_type, record.entity_name, record.display_name,
+                     json.dumps(record.aliases), record.book_id, record.chapter_id, record.visibility, record.corpus,
+                     record.warning),
+                )  # fmt: skip
+            self._apply_delta(removed, added)
 
     def _delete_chunks(self, path: str) -> list[int]:
         """Delete a file's chunks and vectors; returns the chunk ids whose vectors were removed."""
@@ -443,11 +448,12 @@ class Store:
         return ids
 
     def delete_file(self, path: str) -> bool:
-        with self.atomic():
-            existed = bool(self._scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
-            removed = self._delete_chunks(path)
-            self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
-        self._apply_delta(removed, [])
+        with self._lock:  # the write and the matrix patch are one step for readers
+            with self.atomic():
+                existed = bool(self._scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
+                removed = self._delete_chunks(path)
+                self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+            self._apply_delta(removed, [])
         return existed
 
     def clear(self) -> None:
@@ -485,18 +491,20 @@ class Store:
 
     def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
         """Add vectors for existing chunks: (chunk_id, content_hash, vector)."""
-        with self.atomic():
-            now = time.time()
-            for chunk_id, h, vec in items:
-                self.conn.execute("DELETE FROM chunks_vec WHERE chunk_id = ?", (chunk_id,))
-                self.conn.execute(
-                    "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)", (chunk_id, vector_blob(vec))
-                )
-                self.conn.execute(
-                    "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
-                    (model, h, vector_blob(vec), now),
-                )
-        self._apply_delta([cid for cid, _, _ in items], [(cid, vec) for cid, _, vec in items])
+        with self._lock:  # the write and the matrix patch are one step for readers
+            with self.atomic():
+                now = time.time()
+                for chunk_id, h, vec in items:
+                    self.conn.execute("DELETE FROM chunks_vec WHERE chunk_id = ?", (chunk_id,))
+                    self.conn.execute(
+                        "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
+                        (chunk_id, vector_blob(vec)),
+                    )
+                    self.conn.execute(
+                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                        (model, h, vector_blob(vec), now),
+                    )
+            self._apply_delta([cid for cid, _, _ in items], [(cid, vec) for cid, _, vec in items])
 
     # -- logs and stats ------------------------------------------------------------------------------------
     def log_embedding(self, provider: str, model: str, tokens: int, chunks: int, cost_usd: float) -> None:

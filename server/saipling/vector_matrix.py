@@ -60,10 +60,14 @@ class VectorMatrix:
         """Add or replace vectors: (chunk id, vector)."""
         if not items:
             return
-        self.remove(cid for cid, _ in items if int(cid) in self._row)
+        latest = {int(cid): v for cid, v in items}  # an id given twice: its last vector wins
+        items = list(latest.items())
         vecs = np.asarray(np.stack([np.asarray(v, dtype=np.float32) for _, v in items]), dtype=np.float32)
-        if vecs.shape[1] != self.dims:
-            raise ValueError(f"vectors have {vecs.shape[1]} dimensions, the matrix {self.dims}")
+        if vecs.ndim != 2 or vecs.shape[1] != self.dims:
+            raise ValueError(
+                f"vectors have {vecs.shape[1:]} dimensions, the matrix {self.dims}"
+            )  # nothing changed
+        self.remove([cid for cid in latest if cid in self._row])
         reuse = min(len(items), len(self._holes))
         rows = [self._holes.pop() for _ in range(reuse)]
         extra = len(items) - reuse

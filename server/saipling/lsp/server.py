@@ -74,6 +74,22 @@ def engine_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in SERVER_ONLY_ENV}
 
 
+def scope_to_folder(p: dict[str, Any], rel: str) -> None:
+    """Limit a request to the files under `rel` (a nested workspace folder inside the folder that serves it):
+    search results by path prefix, and relative paths (`path`, `paths`) taken as relative to the nested folder."""
+    flt = p.get("filter") if isinstance(p.get("filter"), dict) else {}
+    inner = flt.get("pathPrefix")
+    flt["pathPrefix"] = f"{rel}/{inner.lstrip('/')}" if isinstance(inner, str) and inner else f"{rel}/"
+    p["filter"] = flt
+    if isinstance(p.get("path"), str) and not p["path"].startswith("file:") and not os.path.isabs(p["path"]):
+        p["path"] = f"{rel}/{p['path']}"
+    if isinstance(p.get("paths"), list):
+        p["paths"] = [
+            f"{rel}/{x}" if isinstance(x, str) and not x.startswith("file:") and not os.path.isabs(x) else x
+            for x in p["paths"]
+        ]
+
+
 def folder_depth(uri: str) -> int:
     """How deep a folder URI is (outer folders sort first)."""
     path = convert.uri_to_path(uri)
@@ -122,6 +138,7 @@ class SaiplingServer(LanguageServer):
         # workspace folders inside another open folder: searched through that folder's index (uri -> (name,
         # enclosing folder uri)), never indexed twice
         self.covered: dict[str, tuple[str, str]] = {}
+        self.folders_lock = asyncio.Lock()  # opening/closing folders: one change at a time
         self.init_options: dict[str, Any] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
@@ -165,17 +182,22 @@ class SaiplingServer(LanguageServer):
 
         async def serve() -> None:
             finished = asyncio.get_running_loop().create_future()
+            served = False
 
             async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-                if finished.done():  # one client per server process, as on stdio
+                nonlocal served
+                if served:  # one client per server process, as on stdio: later connections are refused
+                    log.warning("refused a second TCP client: this server already serves one")
                     writer.close()
                     return
+                served = True
                 self.protocol.set_writer(LoopWriter(writer))  # type: ignore[arg-type]
                 try:
                     await protocol.serve_stream(self, reader)
                 except (SystemExit, ConnectionError, asyncio.IncompleteReadError):
                     pass  # `exit` (pygls ends with sys.exit) or the client went away
                 finally:
+                    writer.close()
                     if not finished.done():
                         finished.set_result(None)
 
@@ -300,17 +322,17 @@ class SaiplingServer(LanguageServer):
         await self.set_watching(folder, project.settings.watch and project.settings.enabled)
         return folder
 
-    def enclosing(self, root: Path, exclude: Folder | None = None) -> Folder | None:
+    def enclosing(self, root: Path) -> Folder | None:
         """The open folder whose root holds `root` (or is it)."""
-        for f in self.folders.values():
-            if f is not exclude and convert.relative_to(f.project.root, root) is not None:
+        for f in list(self.folders.values()):
+            if convert.relative_to(f.project.root, root) is not None:
                 return f
         return None
 
     async def add_folder(self, uri: str, name: str, config: dict[str, Any] | None) -> Folder | None:
         """Open a workspace folder, unless an open folder already holds it (then it is searched through that
         folder's index: a nested folder indexed twice would cost its embeddings twice and repeat its results).
-        A folder that holds open folders takes them over."""
+        A folder that holds open folders takes them over. Callers hold `folders_lock`."""
         root = convert.uri_to_path(uri)
         outer = self.enclosing(root.resolve()) if root is not None else None
         if outer is not None:
@@ -324,6 +346,9 @@ class SaiplingServer(LanguageServer):
                     await self.close_folder(inner.uri)
                     self.covered[inner.uri] = (inner.name, folder.uri)
                     self.feedback.log(f"{inner.name} is inside {folder.name}: now searched through its index")
+                    for nested, (nested_name, by) in list(self.covered.items()):
+                        if by == inner.uri:  # what the taken-over folder held, the new one holds
+                            self.covered[nested] = (nested_name, folder.uri)
         return folder
 
     async def close_folder(self, uri: str) -> None:
@@ -336,18 +361,32 @@ class SaiplingServer(LanguageServer):
         async with folder.lock:
             await self.call(folder.project.close)
 
-    async def remove_folder(self, uri: str) -> list[Folder]:
-        """Close a workspace folder; folders it held are opened on their own again (returned, to be indexed)."""
-        self.covered.pop(uri, None)
-        await self.close_folder(uri)
+    async def remove_folders(self, uris: list[str]) -> list[Folder]:
+        """Close workspace folders. Folders they held that stay in the workspace are opened on their own again
+        (returned, to be indexed). Callers hold `folders_lock`."""
+        gone = set(uris)
+        for uri in uris:
+            self.covered.pop(uri, None)
+            await self.close_folder(uri)
         reopened = []
         for inner_uri, (name, outer) in sorted(self.covered.items(), key=lambda kv: folder_depth(kv[0])):
-            if outer == uri:
+            if outer in gone and inner_uri in self.covered:
                 del self.covered[inner_uri]
                 (config,) = await self.read_configuration([inner_uri])
                 if (f := await self.add_folder(inner_uri, name, config)) is not None:
                     reopened.append(f)
         return reopened
+
+    def covered_by(self, wanted: str) -> tuple[Folder, str] | None:
+        """For a nested workspace folder (by URI or name): the open folder holding it and its path there."""
+        for uri, (name, outer_uri) in list(self.covered.items()):
+            outer = self.folders.get(outer_uri)
+            if wanted in (uri, name) and outer is not None:
+                path = convert.uri_to_path(uri)
+                rel = convert.relative_to(outer.project.root, path.resolve()) if path is not None else None
+                if rel is not None:
+                    return outer, rel
+        return None
 
     async def set_watching(self, folder: Folder, on: bool) -> None:
         if on and folder.watcher is None:
@@ -371,10 +410,11 @@ class SaiplingServer(LanguageServer):
         wanted = p.pop("workspaceFolder", None)
         if wanted is None:
             return list(self.folders.values())
-        found = [f for f in self.folders.values() if wanted in (f.uri, f.name)]
-        if not found:  # a nested folder: its enclosing folder's index holds it
-            outer = [o for uri, (name, o) in self.covered.items() if wanted in (uri, name)]
-            found = [self.folders[o] for o in outer[:1] if o in self.folders]
+        found = [f for f in list(self.folders.values()) if wanted in (f.uri, f.name)]
+        if not found and (held := self.covered_by(wanted)) is not None:
+            outer, rel = held  # a nested folder: its enclosing folder's index, limited to its files
+            scope_to_folder(p, rel)
+            found = [outer]
         if not found:
             raise params.invalid("workspaceFolder", f"{wanted!r} is not an open workspace folder")
         return found
@@ -478,7 +518,7 @@ class SaiplingServer(LanguageServer):
     ) -> IndexSummary | None:  # fmt: skip
         """One index run of a folder (runs of a folder queue behind each other), with `$/progress`."""
         async with folder.lock:
-            if self.stopping:
+            if self.stopping or self.folders.get(folder.uri) is not folder:  # shutting down, or closed
                 return None
             folder.cancel = cancel = threading.Event()
             reporter = await self.begin_progress(title, cancel) if progress else None
@@ -503,10 +543,11 @@ class SaiplingServer(LanguageServer):
         try:
             specs = self.folder_specs()
             configs = await self.read_configuration([uri for uri, _ in specs])
-            for (uri, name), config in sorted(
-                zip(specs, configs, strict=True), key=lambda sc: folder_depth(sc[0][0])
-            ):
-                await self.add_folder(uri, name, config)  # outer folders first: nested ones are never opened
+            async with self.folders_lock:
+                for (uri, name), config in sorted(
+                    zip(specs, configs, strict=True), key=lambda sc: folder_depth(sc[0][0])
+                ):
+                    await self.add_folder(uri, name, config)  # outer folders first: nested ones never open
             await self.register_watched_files()
             self.tick_task = self.spawn(self.tick_loop())
         finally:
@@ -632,13 +673,15 @@ async def on_did_change_workspace_folders(
     ls: SaiplingServer, p: types.DidChangeWorkspaceFoldersParams
 ) -> None:
     await ls.wait_ready()
-    for removed in p.event.removed:
-        for folder in await ls.remove_folder(removed.uri):
-            ls.spawn(ls.run_index(folder))
-    for added in sorted(p.event.added, key=lambda f: folder_depth(f.uri)):
-        (config,) = await ls.read_configuration([added.uri])
-        if (folder := await ls.add_folder(added.uri, added.name, config)) is not None:
-            ls.spawn(ls.run_index(folder))
+    async with ls.folders_lock:  # pygls runs notifications concurrently: folder changes apply in order
+        opened = await ls.remove_folders([f.uri for f in p.event.removed])
+        for added in sorted(p.event.added, key=lambda f: folder_depth(f.uri)):
+            (config,) = await ls.read_configuration([added.uri])
+            if (folder := await ls.add_folder(added.uri, added.name, config)) is not None:
+                opened.append(folder)
+        for folder in opened:
+            if ls.folders.get(folder.uri) is folder:  # not taken over by a folder added after it
+                ls.spawn(ls.run_index(folder))
 
 
 # -- handlers: sync ----------------------------------------------------------------------------------------
@@ -736,6 +779,12 @@ async def reindex(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
 
 async def clear_index(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     await ls.wait_ready()
+    wanted = p.get("workspaceFolder")
+    if isinstance(wanted, str) and wanted not in {n for f in ls.folders.values() for n in (f.uri, f.name)}:
+        if (held := ls.covered_by(wanted)) is not None:
+            raise request_failed(
+                f"{wanted} is searched through the index of {held[0].name}: clear that folder's index instead"
+            )
     for folder in ls.folders_for(p):
         if folder.cancel is not None:
             folder.cancel.set()
