@@ -211,3 +211,30 @@ def test_installed_entry_point(root: Path) -> None:
         [*cmd, "search", "", "--root", str(root)], capture_output=True, text=True, env=env, timeout=60
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: query: ") and "Traceback" not in bad.stderr
+
+
+def test_brackets_in_paths_and_headings_are_shown_as_text(tmp_path: Path) -> None:
+    root = tmp_path / "brackets"
+    root.mkdir()
+    (root / "plan.md").write_text(
+        "# Plan [/draft]\n\nThe harbor plan for the winter storm season.\n", "utf-8"
+    )
+    (root / "[red]x.md").write_text("# X\n\nAnother harbor note about the winter storm.\n", "utf-8")
+    assert run("index", str(root)).exit_code == 0
+    result = run("search", "harbor", "--root", str(root), "--explain")
+    assert result.exit_code == 0, result.output
+    assert "plan.md § Plan [/draft]" in result.stdout and "[red]x.md" in result.stdout
+
+
+def test_a_malformed_glob_is_refused_or_ignored_never_a_crash(tmp_path: Path) -> None:
+    root = tmp_path / "globs"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "a.md").write_text(
+        "# A\n\nThe storm at sea raged all night over the harbour.\n", "utf-8"
+    )
+    (root / ".context_settings.json").write_text('{"notes/[z-a]*.md": "exclude"}', "utf-8")
+    assert run("index", str(root)).exit_code == 0
+    found = search_json(root, "storm")  # the bad settings entry matches nothing: the file is still found
+    assert [r["filePath"] for r in found["results"]] == ["notes/a.md"]
+    refused = run("search", "storm", "--root", str(root), "--glob", "[z-a]")
+    assert refused.exit_code == 2 and "filter.glob" in refused.output and "Traceback" not in refused.output

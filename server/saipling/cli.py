@@ -190,6 +190,7 @@ def clear(root: str | None, as_json: bool) -> None:
 def _print_results(response: dict, explain: bool) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     if response.get("degraded"):
@@ -202,13 +203,16 @@ def _print_results(response: dict, explain: bool) -> None:
     table.add_column("file § section", ratio=2)
     table.add_column("lines", width=9)
     table.add_column("snippet", ratio=4)
-    for r in response["results"]:
+    for r in response["results"]:  # cells are Text, never markup: paths and headings may hold `[...]`
         where = r["filePath"] + (f" § {r['sectionHeading'].lstrip('# ')}" if r["sectionHeading"] else "")
-        snippet = r["snippet"].replace("[", "\\[").replace("**", "")
+        snippet = Text(r["snippet"].replace("**", ""))
         if explain and "explain" in r:
             e = r["explain"]
-            snippet += f"\n[dim]keyword rank {e['keywordRank']}, vector rank {e['vectorRank']}, fused {e['fusedScore']}[/dim]"
-        table.add_row(f"{r['score']:.3f}", where, f"{r['startLine']}-{r['endLine']}", snippet)
+            snippet.append(
+                f"\nkeyword rank {e['keywordRank']}, vector rank {e['vectorRank']}, fused {e['fusedScore']}",
+                style="dim",
+            )
+        table.add_row(f"{r['score']:.3f}", Text(where), f"{r['startLine']}-{r['endLine']}", snippet)
     console.print(table)
 
 

@@ -10,6 +10,25 @@ from pathlib import Path
 from .errors import PathOutsideRoot
 
 
+def _valid_class(body: str) -> bool:
+    try:
+        re.compile(f"[{body}]")
+    except re.error:
+        return False
+    return True
+
+
+def glob_problem(pattern: str) -> str | None:
+    """Why a glob can never match (a reversed range like `[z-a]`, an empty class), or None."""
+    for m in re.finditer(r"\[([^\]]*)\]", pattern.replace("\\", "/")):
+        body = m.group(1)
+        if body.startswith("!"):
+            body = "^" + body[1:]
+        if not body or not _valid_class(body):
+            return f"{m.group(0)} is not a valid character class"
+    return None
+
+
 @functools.lru_cache(maxsize=512)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a gitignore-like glob: `**` crosses folders, `*` and `?` do not."""
@@ -41,7 +60,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
                 body = pat[i + 1 : j].replace("\\", "\\\\")
                 if body.startswith("!"):
                     body = "^" + body[1:]
-                out.append(f"[{body}]")
+                out.append(f"[{body}]" if _valid_class(body) else "(?!)")  # `[z-a]` matches nothing, like git
                 i = j + 1
         else:
             out.append(re.escape(c))

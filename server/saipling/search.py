@@ -17,7 +17,7 @@ import numpy as np
 from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider
 from .errors import InvalidRequest, ProviderError
-from .paths import normalise_rel
+from .paths import glob_problem, normalise_rel
 from .reading import resolve_path
 from .request_fields import bounded_int, query_text, require_object, required_str, str_list, typed
 from .store import ChunkFilter
@@ -76,6 +76,8 @@ def parse_filter(raw: Any, prefix: str = "filter.") -> ChunkFilter:
         if value is not None:
             if not isinstance(value, str):
                 raise InvalidRequest(prefix + key, "must be a string")
+            if key == "glob" and (problem := glob_problem(value)) is not None:
+                raise InvalidRequest(prefix + key, problem)
             setattr(out, attr, normalise_rel(value) if key == "pathPrefix" else value)
     return out
 
