@@ -714,3 +714,27 @@ def test_local_model_finds_passages_by_meaning(tmp_path: Path) -> None:
         assert not EXCLUDED & set(paths(p.search(query | {"mode": "hybrid"})))
         enriched = p.enrich({"query": query["query"], "skill": "always"})
         assert enriched["searchResults"] and "wolfsbane" not in enriched["contextBlock"]
+
+
+def test_a_deleted_file_queued_for_deindexing_does_not_crowd_out_live_results(tmp_path: Path) -> None:
+    from saipling.project import Project
+
+    root = tmp_path / "zoo"
+    root.mkdir()
+    big = "\n\n".join(f"## Zebra {i}\n\n" + "Zebra, zebra and zebra. " * 30 for i in range(60))
+    (root / "big.md").write_text("# Big\n\n" + big + "\n", encoding="utf-8")
+    for i in range(5):
+        (root / f"small{i}.md").write_text(f"# Small {i}\n\nOne zebra walks alone on the plain.\n", "utf-8")
+    project = Project.open(root, init_options={"provider": "none"})
+    try:
+        project.index()
+        before = project.search({"query": "zebra", "maxResults": 5})
+        assert [r["filePath"] for r in before["results"]] == ["big.md"] * 5  # its chunks rank first
+        queued: list[str] = []
+        project.on_missing_file = queued.append  # what the language server does: deindex on the next tick
+        (root / "big.md").unlink()
+        found = project.search({"query": "zebra", "maxResults": 5})
+        assert sorted(r["filePath"] for r in found["results"]) == [f"small{i}.md" for i in range(5)]
+        assert set(queued) == {"big.md"}
+    finally:
+        project.close()

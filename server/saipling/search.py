@@ -235,7 +235,9 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
         results, missing = _materialise(project, req, ranked, want)
         if not missing or len(results) >= want:
             break
-        n_cand *= 2  # files vanished from disk: look further down the list
+        # files vanished from disk (queued for deindexing, maybe still in the index): rank again without them
+        flt.exclude_paths = sorted(set(flt.exclude_paths) | missing)
+        n_cand *= 2
     elapsed = (time.perf_counter() - t0) * 1000
     if req.log and project.settings.analytics:
         try:
@@ -303,17 +305,21 @@ def _rank(
 
 def _materialise(
     project: Project, req: SearchRequest, ranked: list[_Ranked], want: int
-) -> tuple[list[dict], int]:
-    rows = project.store.chunks_by_id([r.chunk_id for r in ranked[: want * 3 + 20]])
+) -> tuple[list[dict], set[str]]:
+    """The first `want` ranked chunks whose files still exist, as result dicts; and the paths found missing."""
+    page = want * 3 + 20
+    rows: dict[int, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
-    missing = 0
+    missing: set[str] = set()
     checked: dict[str, bool] = {}
     terms = highlight_terms(req.query)
-    for r in ranked:
+    for i, r in enumerate(ranked):
         if len(out) >= want:
             break
         if r.score < req.min_score:
             break
+        if i % page == 0:  # rows are fetched a page at a time, as far down the list as needed
+            rows.update(project.store.chunks_by_id([x.chunk_id for x in ranked[i : i + page]]))
         row = rows.get(r.chunk_id)
         if row is None:
             continue
@@ -321,7 +327,7 @@ def _materialise(
         if path not in checked:
             checked[path] = os.path.isfile(project.root / path)
             if not checked[path]:
-                missing += 1
+                missing.add(path)
                 project_missing(project, path)
         if not checked[path]:
             continue
