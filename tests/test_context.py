@@ -181,7 +181,14 @@ def test_delimiter_format_and_text_from_disk(novel: Any) -> None:
 def test_dedup_against_loaded_files(novel: Any) -> None:
     query = {"query": "Marcus ledger storm sister chandlery", "skillConfig": ALWAYS, "maxResults": 10}
     assert MARCUS in {r["filePath"] for r in novel.enrich(query)["searchResults"]}
-    for loaded in (MARCUS, "./characters\\marcus-cole\\profile.md", str(novel.root / MARCUS)):
+    for loaded in (
+        MARCUS,
+        "./characters\\marcus-cole\\profile.md",
+        str(novel.root / MARCUS),
+        (novel.root / MARCUS).as_uri(),
+        f"../{novel.root.name}/{MARCUS}",
+        f"characters/../{MARCUS}",
+    ):
         response = novel.enrich(query | {"loadedFiles": [loaded]})
         assert MARCUS not in {r["filePath"] for r in response["searchResults"]}
         assert f"=== FILE: {MARCUS}" not in response["contextBlock"]
@@ -356,3 +363,36 @@ def test_enrich_rejects_non_object(novel: Any) -> None:
     with pytest.raises(InvalidRequest) as info:
         novel.enrich("storm")  # type: ignore[arg-type]
     assert info.value.field == "params"
+
+
+def test_passages_come_from_the_file_as_it_is_now_or_are_reported_missing(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {
+        "big.md": "# Big\n\n" + "\n\n".join(f"## Section {i}\n\nThe lighthouse keeper logs storm {i} at dawn."
+                                             for i in range(6)) + "\n",
+        "other.md": "# Other\n\nA second lighthouse keeper writes of a storm at dawn too.\n",
+    })  # fmt: skip
+    query = {"query": "lighthouse keeper storm dawn", "skillConfig": ALWAYS, "maxResults": 10}
+    with open_project(root) as p:
+        p.index()
+        before = p.enrich(query)
+        assert any(r["filePath"] == "big.md" for r in before["searchResults"])
+        (root / "big.md").write_text("# Big\n\nShort now.\n", encoding="utf-8")  # edited, not yet reindexed
+        after = p.enrich(query)
+        assert {"path": "big.md", "reason": "missing"} in after["skipped"]
+        assert "=== FILE: big.md" not in after["contextBlock"]
+        assert "=== FILE: other.md" in after["contextBlock"]
+
+
+def test_a_paragraph_on_one_long_line_is_given_once_per_chunk_not_whole_each_time(tmp_path: Path) -> None:
+    sentences = " ".join(f"The harbour pilot number {i} guides the ship past the reef." for i in range(400))
+    root = make_project(tmp_path, {"oneline.md": "# One\n\n" + sentences + "\n"})
+    with open_project(root) as p:
+        p.index()
+        n_chunks = len(p.store.chunks_for_path("oneline.md"))
+        assert n_chunks > 2  # the line was split
+        response = p.enrich({"query": "harbour pilot reef ship", "skillConfig": ALWAYS, "maxResults": 10,
+                             "maxSearchTokens": 100_000})  # fmt: skip
+        blocks = blocks_of(response)
+        assert blocks and len(set(blocks)) == len(blocks)  # no block repeated
+        assert all(len(b) < len(sentences) / 2 for b in blocks)  # each block is its chunk, not the whole line
+        assert response["tokensUsed"] < estimate_tokens(sentences) * 1.5

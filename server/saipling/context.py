@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from .context_settings import load_context_settings
 from .embeddings.base import estimate_tokens
@@ -75,9 +78,19 @@ def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
 
 
 def _rel(project: Project, path: str) -> str:
-    p = normalise_rel(path)
-    root = project.root.as_posix().lstrip("/") + "/"
-    return p[len(root) :] if p.startswith(root) else p
+    """A loaded file as the agent names it (root-relative, absolute, `file://` URI, `./` or `..` segments,
+    backslashes) -> its root-relative path; a path outside the project is kept as given (it matches nothing)."""
+    if path.startswith("file:"):
+        path = unquote(urlparse(path).path)
+    p = normalise_rel(path) if not os.path.isabs(path) else path
+    target = Path(p) if os.path.isabs(p) else project.root / p
+    try:
+        return Path(os.path.normpath(target)).relative_to(project.root).as_posix()
+    except ValueError:
+        try:
+            return target.resolve().relative_to(project.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            return path
 
 
 def should_search(req: EnrichRequest) -> tuple[bool, str]:
@@ -134,6 +147,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
         dup = loaded | {p for p in project.store.file_states() if already_loaded(p)}
         results = search(sorted(dup), log=False)["results"]
     blocks: list[str] = []
+    seen: set[tuple[str, str]] = set()
     used = 0
     taken = 0
     for r in results:
@@ -142,10 +156,13 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
             continue
         if taken >= req.max_results:
             break
-        text = _read_lines(project, path, r["startLine"], r["endLine"])
+        text = _passage(project, r)
         if text is None:
             skipped[(path, "missing")] = None
             continue
+        if (path, text) in seen:  # chunks of one long line share its range: one copy
+            continue
+        seen.add((path, text))
         heading = r["sectionHeading"] or r["headingPath"] or "(start of file)"
         block = f"=== FILE: {path} (SEARCH) ===\n(matched section: {heading})\n{text.rstrip()}\n"
         cost = estimate_tokens(block)
@@ -162,6 +179,31 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
     out["contextBlock"] = "\n".join(blocks)
     out["tokensUsed"] = used
     return out
+
+
+def _passage(project: Project, r: Mapping[str, Any]) -> str | None:
+    """The text of a search result as the file holds it now, or None when the file no longer holds it.
+
+    Lines are read from disk (the source of truth), then checked against the indexed chunk: after an edit not
+    yet indexed, the recorded line range can point at other text or past the end of the file. A chunk that is
+    only part of a long line (a paragraph written on one line) is given as its own text, not the whole line."""
+    path = r["filePath"]
+    current = _read_lines(project, path, r["startLine"], r["endLine"])
+    if current is None:
+        return None
+    chunk = next(
+        (c for c in project.store.chunks_for_path(path)
+         if c["start_line"] == r["startLine"] and c["end_line"] == r["endLine"] and c["preview"] == r["preview"]),
+        None,
+    )  # fmt: skip
+    if chunk is None or chunk.get("kind") == "frontmatter":
+        return current if current.strip() else None
+    indexed, now = " ".join(chunk["text"].split()), " ".join(current.split())
+    if indexed not in now:
+        return None  # changed since it was indexed: the passage is gone or moved
+    if len(now) > 1.5 * len(indexed) + 200:
+        return chunk["text"]
+    return current
 
 
 def _read_lines(project: Project, rel: str, start: int, end: int) -> str | None:
