@@ -173,6 +173,9 @@ def test_eval_cli_prints_all_three_modes(tmp_path: Path) -> None:
         assert "nDCG@10 1.0000" in line and "recall@10 1.0000" in line and "recall@100 1.0000" in line
         assert "MRR 1.0000" in line and "(2 queries)" in line
     assert "indexed 6 documents" in result.stderr
+    # provider none: semantic and hybrid ran keyword-only, and the output says so
+    assert [line.endswith("[keyword only]") for line in lines] == [False, True, True]
+    assert "note: semantic ran as keyword search only" in result.stderr
 
     result = runner.invoke(main, ["eval", str(dataset), "--split", "train", "--mode", "lexical", "--json",
                                   "--workdir", str(tmp_path / "work"), "--provider", "none"])  # fmt: skip
@@ -202,3 +205,17 @@ def test_eval_cli_usage_errors(tmp_path: Path) -> None:
     assert missing_split.exit_code == 2 and "split" in missing_split.stderr
     assert runner.invoke(main, ["eval", str(tmp_path / "nope")]).exit_code == 2
     assert runner.invoke(main, ["eval", str(dataset), "--mode", "fuzzy"]).exit_code == 2
+
+
+def test_eval_never_writes_into_a_folder_of_the_users_files(tmp_path: Path) -> None:
+    dataset = write_beir(tmp_path / "tiny")
+    mine = tmp_path / "mine" / "docs"
+    mine.mkdir(parents=True)
+    precious = mine / "d1.md"  # the same name a corpus document would get
+    precious.write_text("# My precious notes\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["eval", str(dataset), "--workdir", str(tmp_path / "mine"), "--provider", "none"]
+    )
+    assert result.exit_code == 2 and "workdir" in result.stderr
+    assert precious.read_text(encoding="utf-8") == "# My precious notes\n"
+    assert sorted(p.name for p in (tmp_path / "mine").rglob("*")) == ["d1.md", "docs"]  # nothing added

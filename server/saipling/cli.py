@@ -375,18 +375,26 @@ def eval_cmd(dataset, split, modes, workdir, limit, provider, as_json) -> None:
         out = {"dataset": name, "split": split, "provider": project.provider.name, "model": project.provider.model,
                "modes": {}}  # fmt: skip
         for mode in modes or ("lexical", "semantic", "hybrid"):
+            degraded: set[str] = set()
 
-            def run(text: str, mode: str = mode) -> list[dict]:
+            def run(text: str, mode: str = mode, degraded: set[str] = degraded) -> list[dict]:
                 req = SearchRequest(query=text[:2000], max_results=200, mode=mode, source="eval",
                                     respect_context_settings=False)  # fmt: skip
-                return run_search(project, req)["results"]
+                response = run_search(project, req)
+                if response.get("degraded"):
+                    degraded.add(response["degraded"])
+                return response["results"]
 
             scores = run_eval(run, ds)
             out["modes"][mode] = {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}
+            if degraded:  # the scores of this mode are really keyword-only: say so
+                out["modes"][mode]["degraded"] = sorted(degraded)[0]
+                click.echo(f"note: {mode} ran as {sorted(degraded)[0]}", err=True)
             if not as_json:
                 s = out["modes"][mode]
                 click.echo(f"{mode:9s} nDCG@10 {s['ndcg@10']:.4f}  recall@10 {s['recall@10']:.4f}  "
-                           f"recall@100 {s['recall@100']:.4f}  MRR {s['mrr']:.4f}  ({s['queries']} queries)")  # fmt: skip
+                           f"recall@100 {s['recall@100']:.4f}  MRR {s['mrr']:.4f}  ({s['queries']} queries)"
+                           + ("  [keyword only]" if degraded else ""))  # fmt: skip
         if as_json:
             _emit_json(out)
     finally:

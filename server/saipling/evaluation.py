@@ -92,10 +92,25 @@ def score_run(run: Mapping[str, list[str]], qrels: Mapping[str, Mapping[str, int
     }
 
 
+EVAL_MARKER = ".saipling-eval"  # in a workdir this command created: only such a folder is written into
+
+
 def materialise_corpus(ds: BeirDataset, workdir: Path) -> Path:
-    """Write each document as `<workdir>/docs/<id>.md` (title + blank line + text); unchanged files are kept."""
-    docs = Path(workdir) / "docs"
+    """Write each document as `<workdir>/docs/<id>.md` (title + blank line + text); unchanged files are kept.
+
+    The workdir must be new, empty, or one made by an earlier eval (it holds EVAL_MARKER): eval never writes
+    into a folder of the user's own files."""
+    workdir = Path(workdir)
+    marker = workdir / EVAL_MARKER
+    if workdir.is_dir() and not marker.is_file() and any(workdir.iterdir()):
+        raise InvalidRequest(
+            "workdir",
+            f"{workdir} already holds files that saipling eval did not write: choose a new or empty folder",
+        )
+    docs = workdir / "docs"
     docs.mkdir(parents=True, exist_ok=True)
+    if not marker.is_file():
+        marker.write_text("a BEIR corpus written by `saipling eval`; safe to delete\n", encoding="utf-8")
     for did, (title, text) in ds.corpus.items():
         path = docs / f"{doc_stem(did)}.md"
         body = f"{title}\n\n{text}\n" if title else f"{text}\n"
