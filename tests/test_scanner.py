@@ -149,10 +149,12 @@ def test_decode_utf8_and_bom() -> None:
         "na\xefve",
         "# Café\n\nLe garçon était naïve à Noël.\n",
         "# Über Straße\n\nGrüße aus München.\n",
+        "Café au lait with résumé and a naïve piñata.\n",  # a single-byte detector read this as mac_latin2
+        "— “Quoted” words… and 5 € in cp1252 punctuation.\n",
     ],
 )
 def test_decode_latin1_with_warning(text: str) -> None:
-    d = decode(text.encode("latin-1"), "x.md")
+    d = decode(text.encode("cp1252"), "x.md")
     assert d.text == text
     assert d.warning and "not UTF-8" in d.warning and "x.md" in d.warning
 

@@ -58,6 +58,8 @@ def _fallback(data: bytes, name: str) -> tuple[str, str]:
     from charset_normalizer import from_bytes
     from charset_normalizer.utils import is_multi_byte_encoding
 
+    if _western(data):
+        return data.decode("cp1252"), "cp1252"
     best = from_bytes(data[:200_000]).best()
     # Trust the detector when it recognised a language or a multi-byte encoding; on a few accented letters
     # in mostly-ASCII text it guesses an arbitrary code page (cp1006 for latin-1 "Café"), so fall back to
@@ -71,6 +73,26 @@ def _fallback(data: bytes, name: str) -> tuple[str, str]:
         return data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
         return data.decode("latin-1"), "latin-1"
+
+
+_WESTERN_EXTRA = set("\u2018\u2019\u201c\u201d\u2013\u2014\u2026\u20ac\u00a0\u00ab\u00bb\u00b0\u00a9")
+
+
+def _western(data: bytes) -> bool:
+    """True for text that is plainly Windows-1252 prose: mostly ASCII letters with a few accented Latin letters
+    (é, ñ, ü...) and typographic punctuation. Single-byte detectors guess wildly on such files (cp1252 "Café"
+    read as mac_latin2 "Cafť"); text in a non-Latin script (cp1251 Russian, say) has mostly non-ASCII letters."""
+    try:
+        text = data[:200_000].decode("cp1252")
+    except UnicodeDecodeError:
+        return False
+    letters = [c for c in text if c.isalpha()]
+    high = [c for c in text if ord(c) > 127]
+    if not letters or not high:
+        return False
+    if any(not ("\u00c0" <= c <= "\u00ff" and c.isalpha()) and c not in _WESTERN_EXTRA for c in high):
+        return False
+    return sum(1 for c in letters if ord(c) > 127) / len(letters) < 0.2
 
 
 def _looks_binary(text: str) -> bool:
