@@ -738,3 +738,20 @@ def test_a_deleted_file_queued_for_deindexing_does_not_crowd_out_live_results(tm
         assert set(queued) == {"big.md"}
     finally:
         project.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "marked"),
+    [("drowning", "**drowned**"), ("cafe", "**Café**"), ("zoe", "**Zoë**"), ("naive", "**naïve**"),
+     ("storms", "**storm**")],
+)  # fmt: skip
+def test_snippet_marks_what_fts_matched_after_stemming_and_accent_folding(
+    tmp_path: Path, query: str, marked: str
+) -> None:
+    filler = " ".join(f"Line {i} of quiet harbour prose without the word." for i in range(40))  # ~2,000 chars
+    text = f"# Log\n\n{filler} The fisherman drowned near the Café Zoë in a storm, a naïve man.\n"
+    root = make_project(tmp_path, {"log.md": text})
+    with open_project(root) as p:
+        p.index()
+        (r,) = p.search({"query": query, "mode": "lexical"})["results"]
+        assert marked in r["snippet"], r["snippet"]  # the window is where the match is, not the chunk's start

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
 import re
 import threading
 import time
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import snowballstemmer
 
 from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider
@@ -381,19 +384,46 @@ def result_dict(project: Project, row: Mapping[str, Any], score: float, terms: l
 
 
 def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
-    """About `width` characters around the first matched term, matched words wrapped in **."""
+    """About `width` characters around the first matched word, matched words wrapped in **.
+
+    A word matches a query term the way FTS5 matched it (`porter unicode61 remove_diacritics`): same Porter
+    stem after folding case and accents, so "drowning" marks "drowned" and "cafe" marks "Café"."""
     flat = " ".join(text.split())
-    if not terms:
+    keys = {match_key(t) for t in terms}
+    folded = _fold(flat.lower())
+    if not keys or not any(k[:3] in folded for k in keys):  # a stem starts like the word it came from
         return flat[:width]
-    pattern = re.compile(r"\b(" + "|".join(re.escape(t) for t in terms) + r")\w*", re.IGNORECASE)
-    m = pattern.search(flat)
+    m = next((w for w in _WORD_RE.finditer(flat) if match_key(w.group(0)) in keys), None)
     start = 0 if m is None else max(0, m.start() - width // 3)
     if start > 0:
         space = flat.find(" ", start)
         start = space + 1 if 0 <= space < m.start() else start  # type: ignore[union-attr]
     piece = flat[start : start + width]
-    marked = pattern.sub(lambda mm: f"**{mm.group(0)}**", piece)
+    marked = _WORD_RE.sub(
+        lambda w: f"**{w.group(0)}**" if match_key(w.group(0)) in keys else w.group(0), piece
+    )
     return ("…" if start > 0 else "") + marked + ("…" if start + width < len(flat) else "")
+
+
+_COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
+
+
+def _fold(text: str) -> str:
+    """Accents removed (é -> e), as the FTS5 tokenizer's remove_diacritics does."""
+    return _COMBINING.sub("", unicodedata.normalize("NFKD", text))
+
+
+_stemmers = threading.local()  # snowball stemmer objects keep state between calls: one per thread
+
+
+@functools.lru_cache(maxsize=65536)
+def match_key(word: str) -> str:
+    """What FTS5's porter + unicode61 (remove_diacritics) tokenizer makes of a word: folded, then stemmed."""
+    folded = _fold(word.lower())
+    stemmer = getattr(_stemmers, "porter", None)
+    if stemmer is None:
+        stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
+    return stemmer.stemWord(folded)
 
 
 # -- related ---------------------------------------------------------------------------------------------------
