@@ -122,12 +122,20 @@ def test_get_line_ranges(root: Path) -> None:
 @pytest.mark.parametrize(
     "location",
     ["../outside.md", "/etc/passwd", ".saipling/index.db", ".context_settings.json", "skills/writer.toml",
-     "characters/nobody.md", f"{MARCUS}:5-2"],
+     "characters/nobody.md"],
 )  # fmt: skip
 def test_get_rejections_exit_2(root: Path, location: str) -> None:
     result = run("get", location, "--root", str(root))
     assert result.exit_code == 2
     assert result.stderr.startswith("error: ") and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("location", "says"), [(f"{MARCUS}:0-2", "numbered from 1"), (f"{MARCUS}:5-2", "before it starts")]
+)
+def test_get_impossible_ranges_say_why(root: Path, location: str, says: str) -> None:
+    result = run("get", location, "--root", str(root))
+    assert result.exit_code == 2 and says in result.stderr and "Traceback" not in result.output
 
 
 def test_related(root: Path) -> None:

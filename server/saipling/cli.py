@@ -225,6 +225,12 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
         return spec, None, None
     start = int(m.group(2))
     end = int(m.group(3)) if m.group(3) else None
+    if start < 1:
+        raise click.BadParameter(f"{spec}: lines are numbered from 1", param_hint="LOCATION")
+    if end is not None and end < start:
+        raise click.BadParameter(
+            f"{spec}: the range ends ({end}) before it starts ({start})", param_hint="LOCATION"
+        )
     return m.group(1), start, (end - start + 1 if end else None)
 
 
