@@ -45,7 +45,7 @@ def messy(tmp_path: Path) -> Path:
     )
     os.symlink(outside / "secret.md", root / "leak.md")
     os.symlink(outside, root / "linked-out")
-    os.symlink(root / "a.md", root / "alias.md")  # stays inside: followed
+    os.symlink(root / "a.md", root / "alias.md")  # stays inside: indexed once, under its real path
     os.symlink(root / "sub", root / "sub-again")  # a folder link inside the root
     os.symlink(root, root / "sub" / "loop")  # a loop back to the root
     os.symlink(root / "missing.md", root / "dangling.md")
@@ -57,9 +57,13 @@ def test_scan_applies_every_skip_rule(messy: Path) -> None:
     result = scan(messy, settings)
     rels = [e.rel for e in result.entries]
     assert rels == sorted(rels)
-    # the folder link inside the root is not walked twice (nor is the loop back to the root)
-    assert rels == ["a.md", "alias.md", "empty.md", "sub/deep/b.md"]
+    # links whose target is inside the root are not followed: their targets are indexed under their real
+    # paths (no file twice, no folder walked twice, no loop back to the root)
+    assert rels == ["a.md", "empty.md", "sub/deep/b.md"]
     skipped = dict(result.skipped)
+    assert skipped["alias.md"] == "symlink to a.md (indexed under its real path)"
+    assert skipped["sub-again"] == "symlink to sub (indexed under its real path)"
+    assert skipped["sub/loop"] == "symlink to . (indexed under its real path)"
     assert skipped["leak.md"] == "symlink leaves the project root"
     assert skipped["linked-out"] == "symlink leaves the project root"
     assert skipped[".hidden"] == "hidden"

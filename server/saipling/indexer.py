@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -19,11 +21,30 @@ from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderAuthError, ProviderError
 from .metadata import FileMeta, extract_metadata
-from .scanner import ScanEntry, corpus_for, is_indexable, scan
-from .store import ChunkRow, FileRecord, Store
+from .scanner import ScanEntry, corpus_for, is_indexable, scan, symlink_reason, utf8_name
+from .store import ChunkRow, FileRecord, Store, cache_key
 from .textio import BinaryFile, decode
 
 log = logging.getLogger(__name__)
+
+# Racy (mtime, size) (git's "racy clean"): a file read within one timestamp tick of its mtime can be written
+# again in that same tick with the same size, and the fast path would skip the edit forever. Such a file is
+# stored with mtime_ns 0 so the next run hashes it again. Whole-second mtimes come from coarse file systems
+# (FAT/exFAT 2 s, HFS+/SMB/many NFS 1 s): a 2 s window; finer ones (ns, µs, Linux jiffies of <= 10 ms) 50 ms,
+# and those are settled at the end of the run: once the window has passed, a file hashed again to the same
+# digest keeps its real mtime (a later write can no longer share it).
+RACY_WINDOW_COARSE_NS = 2_000_000_000
+RACY_WINDOW_FINE_NS = 50_000_000
+CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
+
+
+def racy_window(mtime_ns: int) -> int:
+    return RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_FINE_NS
+
+
+def is_racy(mtime_ns: int, read_ns: int) -> bool:
+    """True when a same-size write in the same timestamp tick as `mtime_ns` could follow a read at `read_ns`."""
+    return abs(read_ns - mtime_ns) < racy_window(mtime_ns)
 
 
 @dataclass
@@ -100,6 +121,33 @@ class Indexer:
         c = self.settings.chunking
         window = self.provider.max_input_tokens if isinstance(self.provider, EmbeddingProvider) else 0
         return limits_for(c.max_tokens, c.target_tokens, c.overlap_tokens, window)
+
+    def chunking_signature(self) -> str:
+        """What the chunks depend on besides the text: the effective limits and whose tokens they count.
+
+        Stored in the meta table after a full run; a run that finds another signature re-chunks every file
+        (switching to a model with a smaller input window must not leave chunks it silently truncates).
+        """
+        lim = self.limits()
+        p = self.provider
+        counts = isinstance(p, EmbeddingProvider) and callable(getattr(p, "count_tokens", None))
+        tokenizer = f"{p.name}:{p.model}" if counts else "estimate"
+        return json.dumps(
+            {
+                "max": lim.max_tokens,
+                "target": lim.target_tokens,
+                "overlap": lim.overlap_tokens,
+                "tokenizer": tokenizer,
+            },
+            sort_keys=True,
+        )
+
+    def needs_rechunk(self) -> bool:
+        """True when the indexed chunks were made with other limits (or a tokenizer) than the current ones."""
+        stored = self.store.get_meta(CHUNKING_META)
+        if stored is None:  # an index written before the limits were recorded: unknown unless it is empty
+            return bool(self.store.file_states())
+        return stored != self.chunking_signature()
 
     def token_counter(self) -> Callable[[str], int]:
         """The provider's own tokenizer when it has one (local models count word pieces), else the estimate.
@@ -209,6 +257,15 @@ class Indexer:
                     )
             except ProviderError as exc:
                 self._provider_failed(exc, summary)
+        signature = self.chunking_signature()
+        rechunk = self.needs_rechunk()
+        if not rechunk:
+            self.store.set_meta(CHUNKING_META, signature)  # (an empty index: every chunk will use these)
+        elif paths is None:
+            # other chunk limits than the indexed chunks were made with: re-chunk every file (vectors of
+            # unchanged chunk texts come back from the embedding cache); recorded once the run completes
+            log.info("chunk limits changed: every file is re-chunked")
+            full = True
         t0 = time.perf_counter()
         if paths is None:
             result = scan(self.root, self.settings)
@@ -229,35 +286,31 @@ class Indexer:
             else:
                 todo.append(e)
         for rel in stale:
-            if self.store.delete_file(rel):
-                summary.deleted += 1
+            try:
+                if self.store.delete_file(rel):
+                    summary.deleted += 1
+            except Exception as exc:  # one odd path must never stop the run
+                self._file_failed(rel, exc, summary)
         total = len(todo)
         batch: list[_Prepared] = []
         batch_chunks = 0
+        racy: list[
+            tuple[ScanEntry, str]
+        ] = []  # files stored with mtime 0, and the digest they were read with
         try:
             for n, e in enumerate(todo):
                 if cancel is not None and cancel.is_set():
                     raise IndexCancelled("indexing cancelled")
                 if progress:
                     progress(IndexProgress(n, total, e.rel, summary.embedded))
-                t0 = time.perf_counter()
                 try:
-                    data = self.read_bytes(e.abs_path)
-                except OSError as exc:
-                    summary.skipped.append((e.rel, f"unreadable ({exc.strerror or exc})"))
+                    prep = self._prepare_one(e, states, full, summary, racy)
+                except (IndexCancelled, KeyboardInterrupt):
+                    raise
+                except Exception as exc:  # one odd path must never stop a run over thousands
+                    self._file_failed(e.rel, exc, summary)
                     continue
-                summary.files_read += 1
-                summary.timings["read"] += time.perf_counter() - t0
-                st = states.get(e.rel)
-                digest = hashlib.sha256(data).hexdigest()
-                if st is not None and st.content_hash == digest and not full:
-                    self.store.touch_file(e.rel, e.mtime_ns, e.size)
-                    summary.unchanged += 1
-                    continue
-                prep = self.prepare(e, data, summary)
                 if prep is None:
-                    if st is not None:
-                        self.store.delete_file(e.rel)
                     continue
                 summary.changed += 1
                 batch.append(prep)
@@ -265,11 +318,13 @@ class Indexer:
                 if batch_chunks >= max(self.settings.batch_size, 32) or len(batch) >= 64:
                     self._flush(batch, summary)
                     batch, batch_chunks = [], 0
+                    self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
             if batch:
                 self._flush(batch, summary)
                 batch = []
             if progress:
                 progress(IndexProgress(total, total, None, summary.embedded, "embedding"))
+            self._settle_racy(racy)
             self._backfill(summary, cancel)
         except (IndexCancelled, KeyboardInterrupt) as exc:
             summary.cancelled = True
@@ -278,41 +333,131 @@ class Indexer:
                 raise
         finally:
             self._finish(summary, start)
+        if rechunk and paths is None and not summary.cancelled:
+            self.store.set_meta(CHUNKING_META, signature)  # every file was re-chunked with these limits
         if progress:
             progress(IndexProgress(total, total, None, summary.embedded, "done"))
         return summary
 
+    def _prepare_one(
+        self, e: ScanEntry, states: dict, full: bool, summary: IndexSummary, racy: list[tuple[ScanEntry, str]]
+    ) -> _Prepared | None:
+        """Read one file; None when it needs no new chunks (unchanged content, unreadable, skipped)."""
+        t0 = time.perf_counter()
+        try:
+            data = self.read_bytes(e.abs_path)
+        except OSError as exc:
+            summary.skipped.append((e.rel, f"unreadable ({exc.strerror or exc})"))
+            return None
+        read_ns = time.time_ns()
+        summary.files_read += 1
+        summary.timings["read"] += time.perf_counter() - t0
+        # a racy mtime is stored as 0: the next run hashes the file again instead of trusting (mtime, size)
+        mtime_ns = 0 if is_racy(e.mtime_ns, read_ns) else e.mtime_ns
+        st = states.get(e.rel)
+        digest = hashlib.sha256(data).hexdigest()
+        if mtime_ns == 0:
+            racy.append((e, digest))
+        if st is not None and st.content_hash == digest and not full:
+            self.store.touch_file(e.rel, mtime_ns, e.size)
+            summary.unchanged += 1
+            return None
+        prep = self.prepare(e, data, summary)
+        if prep is None:
+            if st is not None:
+                self.store.delete_file(e.rel)
+            return None
+        prep.record.mtime_ns = mtime_ns
+        return prep
+
+    def _settle_racy(self, racy: list[tuple[ScanEntry, str]]) -> None:
+        """Give files read within a fine-grained timestamp tick their real mtime back, when still unchanged.
+
+        Once the racy window has passed, any later write gets a later mtime; so a file whose (mtime, size)
+        and content still match what was indexed can be trusted by the fast path again. Coarse (whole
+        second) timestamps are left at 0: the next run hashes those files again.
+        """
+        fine = [(e, d) for e, d in racy if racy_window(e.mtime_ns) == RACY_WINDOW_FINE_NS]
+        racy.clear()
+        if not fine:
+            return
+        wait_ns = max(e.mtime_ns for e, _ in fine) + RACY_WINDOW_FINE_NS - time.time_ns()
+        if wait_ns > 0:
+            time.sleep(min(wait_ns, RACY_WINDOW_FINE_NS) / 1e9)
+        for e, digest in fine:
+            try:
+                st = e.abs_path.stat()
+                if (st.st_mtime_ns, st.st_size) != (e.mtime_ns, e.size) or is_racy(
+                    e.mtime_ns, time.time_ns()
+                ):
+                    continue
+                row = self.store.get_file(e.rel)
+                if row is None or row["content_hash"] != digest or row["mtime_ns"] != 0:
+                    continue
+                if hashlib.sha256(self.read_bytes(e.abs_path)).hexdigest() == digest:
+                    self.store.touch_file(e.rel, e.mtime_ns, e.size)
+            except Exception:  # left at mtime 0: the next run hashes it again
+                log.debug("could not settle the racy mtime of %s", e.rel, exc_info=True)
+
+    def _file_failed(self, rel: str, exc: BaseException, summary: IndexSummary) -> None:
+        shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
+        log.error("skipping %s: it could not be indexed", shown, exc_info=exc)
+        summary.skipped.append((shown, f"could not be indexed ({type(exc).__name__}: {exc})"))
+
     def _entries_for(self, paths: list[str], summary: IndexSummary) -> tuple[list[ScanEntry], list[str]]:
+        """Scan entries for explicit relative paths (a save, a watcher event); the rest is stale or skipped."""
         entries: list[ScanEntry] = []
         stale: list[str] = []
         root_real = os.path.realpath(self.root)
         for rel in dict.fromkeys(paths):
+            if not utf8_name(rel):  # as scan() decides: such a name cannot be stored
+                shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
+                summary.skipped.append((shown, "file name is not valid UTF-8"))
+                log.warning("skipping %s: file name is not valid UTF-8", shown)
+                continue
             abs_path = self.root / rel
             reason = is_indexable(self.root, rel, self.settings)
+            if reason is not None:
+                stale.append(rel)
+                continue
             real = os.path.realpath(abs_path)
-            if reason is None and real != root_real and not real.startswith(root_real + os.sep):
+            if real != root_real and not real.startswith(root_real + os.sep):
                 summary.skipped.append((rel, "symlink leaves the project root"))  # as scan() decides
                 stale.append(rel)
                 continue
-            if reason is None and abs_path.is_file():
-                st = abs_path.stat()
-                if st.st_size > self.settings.max_file_bytes:
-                    summary.skipped.append((rel, "too large"))
-                    stale.append(rel)
-                    continue
-                entries.append(
-                    ScanEntry(rel, abs_path, st.st_mtime_ns, st.st_size, corpus_for(rel, self.settings))
-                )
-            else:
+            link = symlink_reason(root_real, rel, real)
+            if link is not None:  # reached through a link inside the root: indexed under the real path
+                summary.skipped.append((rel, link))
                 stale.append(rel)
+                continue
+            try:
+                st = abs_path.stat()
+            except (FileNotFoundError, NotADirectoryError):
+                stale.append(rel)  # deleted
+                continue
+            except OSError as exc:  # e.g. a parent folder lost its x bit: as scan() does, not indexed
+                summary.skipped.append((rel, f"unreadable ({exc.strerror or exc})"))
+                stale.append(rel)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                stale.append(rel)
+                continue
+            if st.st_size > self.settings.max_file_bytes:
+                summary.skipped.append((rel, "too large"))
+                stale.append(rel)
+                continue
+            entries.append(
+                ScanEntry(rel, abs_path, st.st_mtime_ns, st.st_size, corpus_for(rel, self.settings))
+            )
         return entries, stale
 
     def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
         vectors: dict[str, np.ndarray] = {}
         model = self.provider.model if self.embeds else None
         if self.embeds:
+            model = self._cache_key()
             wanted = {c.content_hash: c.embed_text for p in batch for c in p.chunks}
-            vectors = self.store.cached_vectors(self.provider.model, wanted)
+            vectors = self.store.cached_vectors(self.provider.model, wanted, self.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
             missing = [h for h in wanted if h not in vectors]
             if missing:
@@ -322,9 +467,18 @@ class Indexer:
                 ]
         t0 = time.perf_counter()
         for prep in batch:
-            self.store.replace_file(prep.record, self._rows(prep), vectors, model)
+            try:
+                self.store.replace_file(prep.record, self._rows(prep), vectors, model)
+            except Exception as exc:  # one odd path must never lose the rest of the batch
+                summary.changed -= 1
+                self._file_failed(prep.record.path, exc, summary)
+                continue
             summary.new_chunks += len(prep.chunks)
         summary.timings["store"] += time.perf_counter() - t0
+
+    def _cache_key(self) -> str:
+        """The embedding-cache key vectors are written under: the model and their size."""
+        return cache_key(self.provider.model, self.provider.dimensions)
 
     def _embed(self, hashes: list[str], texts: list[str], summary: IndexSummary) -> dict[str, np.ndarray]:
         if not self.embeds:
@@ -364,7 +518,7 @@ class Indexer:
             texts = {
                 r["content_hash"]: embed_text_for(r["heading_path"] or "", r["text"] or "") for r in rows
             }
-            vectors = self.store.cached_vectors(self.provider.model, texts)
+            vectors = self.store.cached_vectors(self.provider.model, texts, self.provider.dimensions)
             summary.reused += len(vectors)
             missing = [h for h in texts if h not in vectors]
             if missing:
@@ -378,7 +532,7 @@ class Indexer:
                 if r["content_hash"] in vectors
             ]
             t0 = time.perf_counter()
-            self.store.set_vectors(items, self.provider.model)
+            self.store.set_vectors(items, self._cache_key())
             summary.timings["store"] += time.perf_counter() - t0
             if len(items) < len(rows):
                 return
@@ -405,7 +559,8 @@ class Indexer:
         stored_model, stored_dims = self.store.vector_model()
         dims = self.provider.dimensions
         same_model = stored_model == model and (not dims or stored_dims == dims)
-        vectors_current = self.store.has_vectors() and same_model
+        # other chunk limits than the index was made with: the next run re-chunks every file
+        vectors_current = self.store.has_vectors() and same_model and not self.needs_rechunk()
         chunks_total = 0
         to_embed: dict[str, int] = {}  # content hash -> tokens (a text in several chunks is embedded once)
         unchanged: set[str] = set()
@@ -421,14 +576,16 @@ class Indexer:
             if prep is None:
                 continue
             chunks_total += len(prep.chunks)
-            cached = self.store.cached_vectors(model, [c.content_hash for c in prep.chunks]) if model else {}
+            cached = (
+                self.store.cached_vectors(model, [c.content_hash for c in prep.chunks], dims) if model else {}
+            )
             for c in prep.chunks:
                 if c.content_hash not in cached:
                     to_embed[c.content_hash] = c.token_count
         if vectors_current and unchanged:
             # chunks of unchanged files still without a vector (an earlier provider failure) are backfilled
             rows = [r for r in self.store.chunks_missing_vectors() if r["path"] in unchanged]
-            cached = self.store.cached_vectors(model, [r["content_hash"] for r in rows])
+            cached = self.store.cached_vectors(model, [r["content_hash"] for r in rows], dims)
             for r in rows:
                 if r["content_hash"] not in cached:
                     text = embed_text_for(r["heading_path"] or "", r["text"] or "")

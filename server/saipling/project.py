@@ -111,7 +111,8 @@ class Project:
                 self.provider = NoneProvider(reason=f"failed: {exc}")
             self.indexer.provider = self.provider
             self.query_cache = None  # query vectors of the old provider
-            return "incremental"
+            # another input window (or tokenizer) means other chunk limits: every file must be re-chunked
+            return "full" if self.indexer.needs_rechunk() else "incremental"
         if old.chunking != settings.chunking or old.corpora != settings.corpora:
             return "full"
         if (old.include, old.exclude, old.include_json, old.max_file_bytes) != (
@@ -155,6 +156,11 @@ class Project:
             return "keyword search only: " + (self.provider.reason or "no embedding provider")
         if self.provider.failed:
             return f"keyword search only: {self.provider.failed}"
+        from .search import vector_unavailable
+
+        unavailable = vector_unavailable(self)  # e.g. no vectors of the active model in the index yet
+        if unavailable:
+            return unavailable
         summary = self.state.last_summary
         if summary is not None and summary.degraded:
             return f"some chunks have no embeddings yet: {summary.degraded}"

@@ -44,6 +44,29 @@ def corpus_for(rel: str, settings: Settings) -> str:
     return "content"
 
 
+def utf8_name(rel: str) -> bool:
+    """False for a name holding bytes that are not UTF-8 (surrogate-escaped by os.fsdecode): never stored."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def symlink_reason(root_real: str, rel: str, real: str) -> str | None:
+    """The skip reason of `rel` when it reaches `real` (inside the root) through a symlink, else None.
+
+    Content reached through a link that stays inside the root is indexed once, under its real path: the
+    link would index it twice (or only under the link's name, while edits arrive for the real one), and a
+    link to an excluded file would bypass the exclusion.
+    """
+    expected = os.path.normpath(os.path.join(root_real, *rel.split("/")))
+    if real == expected:
+        return None
+    target = Path(os.path.relpath(real, root_real)).as_posix()
+    return f"symlink to {target} (indexed under its real path)"
+
+
 def is_indexable(root: Path, rel: str, settings: Settings) -> str | None:
     """None if `rel` would be indexed, else the reason it is skipped (without touching the disk)."""
     parts = rel.split("/")
@@ -59,7 +82,8 @@ def is_indexable(root: Path, rel: str, settings: Settings) -> str | None:
 
 
 def scan(root: Path, settings: Settings) -> ScanResult:
-    """Walk the root; symlinks are followed only while they stay inside it."""
+    """Walk the root. Symlinks are never followed: one leaving the root is skipped, and so is one whose
+    target is inside it (that content is indexed under its real path)."""
     root = Path(root)
     root_real = os.path.realpath(root)
     result = ScanResult()
@@ -75,9 +99,7 @@ def scan(root: Path, settings: Settings) -> ScanResult:
             continue
         for entry in sorted(it, key=lambda e: e.name):
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            try:
-                entry.name.encode("utf-8")
-            except UnicodeEncodeError:  # bytes that are not UTF-8 (surrogate-escaped): cannot be stored
+            if not utf8_name(entry.name):  # bytes that are not UTF-8 (surrogate-escaped): cannot be stored
                 shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
                 result.skipped.append((shown, "file name is not valid UTF-8"))
                 log.warning("skipping %s: file name is not valid UTF-8", shown)
@@ -92,6 +114,11 @@ def scan(root: Path, settings: Settings) -> ScanResult:
                     if real != root_real and not real.startswith(root_real + os.sep):
                         result.skipped.append((rel, "symlink leaves the project root"))
                         log.info("skipping %s: symlink leaves the project root", rel)
+                        continue
+                    if os.path.exists(real):  # (a dangling link is reported unreadable below)
+                        reason = symlink_reason(root_real, rel, real) or "symlink"
+                        result.skipped.append((rel, reason))
+                        log.info("skipping %s: %s", rel, reason)
                         continue
                 is_dir = entry.is_dir()
             except OSError as exc:

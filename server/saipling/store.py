@@ -206,6 +206,11 @@ def connect(path: Path | str) -> apsw.Connection:
     return conn
 
 
+def cache_key(model: str, dims: int) -> str:
+    """The embedding-cache key of `model` embedding at `dims` dimensions (one model name, several sizes)."""
+    return f"{model}@{int(dims)}" if dims else model
+
+
 def vector_blob(vec: np.ndarray) -> bytes:
     return np.asarray(vec, dtype=np.float32).tobytes()
 
@@ -466,16 +471,25 @@ class Store:
         self._invalidate()
 
     # -- embedding cache -----------------------------------------------------------------------------------
-    def cached_vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+    def cached_vectors(self, model: str, hashes: Iterable[str], dims: int = 0) -> dict[str, np.ndarray]:
+        """Cached vectors of `model` by content hash.
+
+        With `dims`, only vectors of that size count: the same model name can embed at several sizes (the
+        `dimensions` setting of text-embedding-3-* or voyage), and a vector of the old size must never reach
+        the new vector table. Entries are then looked up under both `model` (index files written before
+        the key carried the size) and `cache_key(model, dims)` (what the indexer writes now).
+        """
         hashes = list(dict.fromkeys(hashes))
         out: dict[str, np.ndarray] = {}
+        keys = [model, cache_key(model, dims)] if dims else [model]
+        size = int(dims) * 4 if dims else -1
         with self._lock:
             for i in range(0, len(hashes), 500):
                 part = hashes[i : i + 500]
                 for h, blob in self.conn.execute(
-                    "SELECT content_hash, vector FROM embedding_cache WHERE model = ? AND content_hash IN"
-                    " (SELECT value FROM json_each(?))",
-                    (model, json.dumps(part)),
+                    "SELECT content_hash, vector FROM embedding_cache WHERE model IN (SELECT value FROM json_each(?))"
+                    " AND content_hash IN (SELECT value FROM json_each(?)) AND (? < 0 OR length(vector) = ?)",
+                    (json.dumps(keys), json.dumps(part), size, size),
                 ):
                     out[h] = np.frombuffer(blob, dtype=np.float32)
         return out

@@ -15,7 +15,7 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from .scanner import SKIP_DIRS, is_indexable
+from .scanner import SKIP_DIRS, is_indexable, utf8_name
 from .sync import SyncQueue
 
 log = logging.getLogger(__name__)
@@ -78,11 +78,17 @@ class Watcher:
 
     # -- events --------------------------------------------------------------------------------------------
     def _rel(self, path: str | bytes) -> str | None:
+        """The root-relative path of an event, or None (outside the root, or a name that cannot be stored)."""
         path = os.fsdecode(path)
         try:
-            return Path(path).relative_to(self.root).as_posix()
+            rel = Path(path).relative_to(self.root).as_posix()
         except ValueError:
             return None
+        if not utf8_name(rel):  # as scan() decides: bytes that are not UTF-8 are never indexed
+            shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
+            log.info("watcher: ignoring %s: file name is not valid UTF-8", shown)
+            return None
+        return rel
 
     def handle(self, event: FileSystemEvent) -> None:
         kind = event.event_type

@@ -1,0 +1,284 @@
+"""Indexing runs that meet odd file systems: names that are not UTF-8, unreadable folders, symlinks inside
+the root, coarse timestamps, and provider changes (embedding size, input window) between runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import pathlib
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixtures import make_project, open_project, write_file
+from saipling.embeddings.base import EmbeddingProvider, EmbeddingResult
+from saipling.indexer import is_racy
+from saipling.store import cache_key
+from saipling.sync import SyncQueue
+from saipling.watcher import Watcher
+
+HOUR_AGO_NS = time.time_ns() - 3600 * 10**9
+
+
+class FakeProvider(EmbeddingProvider):
+    """Deterministic vectors (a hash of the text), no network; counts the texts it embeds."""
+
+    name = "openai"
+
+    def __init__(self, model: str = "fake-embed", dims: int = 8, window: int = 8191) -> None:
+        super().__init__()
+        self.model, self.dimensions, self.max_input_tokens = model, dims, window
+        self.texts: list[str] = []
+
+    def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
+        if input_type == "document":
+            self.texts += texts
+        digests = [hashlib.sha256(t.encode()).digest() for t in texts]
+        vectors = np.array([[b + 1 for b in d[: self.dimensions]] for d in digests], dtype=np.float32)
+        return EmbeddingResult(vectors, sum(len(t) // 4 for t in texts))
+
+
+def age(root: Path) -> None:
+    """Every file under root an hour old (clear of the racy-timestamp window)."""
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            os.utime(os.path.join(dirpath, name), ns=(HOUR_AGO_NS, HOUR_AGO_NS))
+
+
+# -- 1. names that are not UTF-8 ---------------------------------------------------------------------------
+
+needs_bytes_names = pytest.mark.skipif(os.name == "nt", reason="file names are UTF-16 on Windows")
+
+
+@needs_bytes_names
+def test_non_utf8_name_in_explicit_paths_is_skipped_and_the_rest_indexed(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {"good.md": "# Good\n\nA lantern of amber.\n"})
+    with open(os.fsencode(root) + b"/caf\xe9.md", "wb") as f:
+        f.write(b"# Cafe\n\nlatin-1 named file\n")
+    bad = os.fsdecode(b"caf\xe9.md")
+    with open_project(root) as project:
+        project.index()
+        write_file(root, "good.md", "# Good\n\nA compass of brass.\n")
+        s = project.index(paths=[bad, "good.md"])  # what the watcher / a sync pass queues
+        assert dict(s.skipped)["caf\\udce9.md"] == "file name is not valid UTF-8"
+        assert set(project.store.file_states()) == {"good.md"}
+        assert [r["filePath"] for r in project.search({"query": "brass"})["results"]] == ["good.md"]
+
+
+@needs_bytes_names
+def test_watcher_ignores_non_utf8_names(tmp_path: Path) -> None:
+    from watchdog.events import FileCreatedEvent, FileModifiedEvent
+
+    root = make_project(tmp_path, {"good.md": "# Good\n"})
+    queue = SyncQueue(0.0)
+    watcher = Watcher(root, queue, lambda rel: True)
+    bad = os.fsencode(root) + b"/caf\xe9.md"
+    assert watcher._rel(bad) is None and watcher._rel(os.fsdecode(bad)) is None
+    watcher.handle(FileCreatedEvent(os.fsdecode(bad)))
+    watcher.handle(FileModifiedEvent(bad))
+    assert len(queue) == 0
+    watcher.handle(FileModifiedEvent(str(root / "good.md")))
+    assert len(queue) == 1
+
+
+def test_one_file_that_cannot_be_stored_does_not_abort_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_project(tmp_path, {f"n{i}.md": f"# Note {i}\n\nText {i}.\n" for i in range(5)})
+    with open_project(root) as project:
+        real = project.store.replace_file
+
+        def flaky(record, *args, **kwargs):
+            if record.path == "n2.md":
+                raise UnicodeEncodeError("utf-8", "x", 0, 1, "simulated")
+            return real(record, *args, **kwargs)
+
+        monkeypatch.setattr(project.store, "replace_file", flaky)
+        s = project.index()
+        assert set(project.store.file_states()) == {"n0.md", "n1.md", "n3.md", "n4.md"}
+        assert "could not be indexed" in dict(s.skipped)["n2.md"]
+        assert s.changed == 4
+
+
+# -- 2. unreadable paths given explicitly ------------------------------------------------------------------
+
+
+def test_explicit_path_that_cannot_be_stat_ed_is_skipped_not_fatal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_project(tmp_path, {"locked/x.md": "# X\n\nsecret amber\n", "good.md": "# Good\n\namber\n"})
+    with open_project(root) as project:
+        project.index()
+        write_file(root, "good.md", "# Good\n\nThe brass compass.\n")
+        real_stat = pathlib.Path.stat
+        locked = str(root / "locked")
+
+        def stat(self, *args, **kwargs):  # the folder lost its x bit (tests may run as root: simulated)
+            if str(self).startswith(locked + os.sep):
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_stat(self, *args, **kwargs)
+
+        monkeypatch.setattr(pathlib.Path, "stat", stat)
+        s = project.index(paths=["locked/x.md", "good.md", "gone.md"])
+        monkeypatch.undo()
+        assert dict(s.skipped)["locked/x.md"].startswith("unreadable")
+        assert set(project.store.file_states()) == {"good.md"}  # as a full scan would leave it
+        assert [r["filePath"] for r in project.search({"query": "brass"})["results"]] == ["good.md"]
+
+
+# -- 3. same model, another embedding size -----------------------------------------------------------------
+
+
+def test_dimension_change_for_the_same_model_never_reuses_old_size_vectors(tmp_path: Path) -> None:
+    root = make_project(
+        tmp_path,
+        {"a.md": "# A\n\nThe amber lantern glows.\n", "b.md": "# B\n\nThe brass compass points north.\n"},
+    )
+    eight = FakeProvider(dims=8)
+    with open_project(root, eight) as project:
+        assert project.index().embedded == 2
+        four = FakeProvider(dims=4)
+        project.provider = project.indexer.provider = four
+        for _ in range(2):
+            s = project.index()
+            assert s.degraded is None
+            st = project.status()
+            assert st["embeddedChunks"] == st["totalChunks"] == 2
+        assert len(four.texts) == 2  # embedded once at the new size, then cached under model and size
+        hashes = [c["content_hash"] for p in ("a.md", "b.md") for c in project.store.chunks_for_path(p)]
+        assert {len(v) for v in project.store.cached_vectors("fake-embed", hashes, 4).values()} == {4}
+        assert {len(v) for v in project.store.cached_vectors("fake-embed", hashes, 8).values()} == {8}
+        assert project.search({"query": "amber lantern"})["results"][0]["filePath"] == "a.md"
+        # and back to 8: every vector comes from the cache (written under the model name alone: old files)
+        again = FakeProvider(dims=8)
+        project.provider = project.indexer.provider = again
+        s = project.index()
+        assert (s.embedded, again.texts) == (0, [])
+        assert project.status()["embeddedChunks"] == 2
+        assert cache_key("fake-embed", 8) == "fake-embed@8"
+
+
+# -- 4. chunk limits follow the provider's input window ----------------------------------------------------
+
+LONG = (
+    "# Long\n\n"
+    + " ".join(f"Sentence {i} tells of the amber lantern and the compass." for i in range(150))
+    + "\n"
+)
+
+
+def test_switching_to_a_smaller_window_rechunks_unchanged_files(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {"long.md": LONG, "short.md": "# Short\n\nA line.\n"})
+    age(root)
+    with open_project(root) as project:
+        project.index()
+        assert max(c["token_count"] for c in project.store.chunks_for_path("long.md")) > 300
+        small = FakeProvider(model="minilm", dims=8, window=256)
+        project.provider = project.indexer.provider = small
+        s = project.index()  # an incremental run: nothing changed on disk
+        limit = project.indexer.limits().max_tokens
+        assert limit < 256 and s.files_read == 2
+        assert max(c["token_count"] for c in project.store.chunks_for_path("long.md")) <= limit
+        assert max(len(t) // 4 for t in small.texts) <= limit
+        assert project.status()["embeddedChunks"] == project.status()["totalChunks"]
+        s = project.index()  # the new limits were recorded: a no-op again
+        assert (s.files_read, s.embedded) == (0, 0)
+
+
+def test_apply_settings_asks_for_a_full_reindex_when_the_window_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import saipling.project as project_module
+
+    root = make_project(tmp_path, {"long.md": LONG})
+    with open_project(root) as project:
+        project.index()
+        monkeypatch.setattr(project_module, "create_provider", lambda s: FakeProvider("minilm", 8, 256))
+        new = dataclasses.replace(project.settings, provider="local", model="minilm")
+        assert project.apply_settings(new) == "full"
+        project.index()
+        # another provider with the limits the index now has: incremental is enough
+        monkeypatch.setattr(project_module, "create_provider", lambda s: FakeProvider("minilm", 8, 256))
+        assert project.apply_settings(dataclasses.replace(new, dimensions=8)) == "incremental"
+
+
+# -- 5. symlinks that stay inside the root -----------------------------------------------------------------
+
+
+def test_symlinks_inside_the_root_are_indexed_under_the_real_path_only(tmp_path: Path) -> None:
+    root = make_project(
+        tmp_path,
+        {"zreal/note.md": "# Note\n\nThe amber lantern.\n", "real.md": "# Real\n\nCopper.\n",
+         "drafts/secret.md": "# Secret\n\nExcluded text.\n"},
+    )  # fmt: skip
+    os.symlink("zreal", root / "alink")  # sorts before the real folder
+    os.symlink("real.md", root / "alias.md")
+    os.symlink("drafts/secret.md", root / "leak.md")  # a link to an excluded file
+    with open_project(root, exclude=["drafts/**"]) as project:
+        s = project.index()
+        assert set(project.store.file_states()) == {"zreal/note.md", "real.md"}
+        skipped = dict(s.skipped)
+        assert skipped["alink"] == "symlink to zreal (indexed under its real path)"
+        assert skipped["alias.md"] == "symlink to real.md (indexed under its real path)"
+        assert skipped["leak.md"] == "symlink to drafts/secret.md (indexed under its real path)"
+        write_file(root, "zreal/note.md", "# Note\n\nThe brass compass.\n")
+        s = project.index(paths=["zreal/note.md", "alink/note.md", "leak.md"])
+        assert dict(s.skipped)["alink/note.md"] == "symlink to zreal/note.md (indexed under its real path)"
+        assert set(project.store.file_states()) == {"zreal/note.md", "real.md"}
+        assert [r["filePath"] for r in project.search({"query": "brass"})["results"]] == ["zreal/note.md"]
+        assert project.search({"query": "amber"})["results"] == []
+        assert project.search({"query": "excluded"})["results"] == []
+
+
+# -- 6. racy (mtime, size) ---------------------------------------------------------------------------------
+
+
+def test_same_size_edit_in_the_same_timestamp_tick_is_not_missed(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {"scene.md": "# Scene\n\nThe amber lantern.\n"})
+    f = root / "scene.md"
+    tick = (f.stat().st_mtime_ns // 10**9) * 10**9  # a file system with 1-second timestamps
+    os.utime(f, ns=(tick, tick))
+    with open_project(root) as project:
+        project.index()
+        f.write_text("# Scene\n\nThe brass compass.\n")  # same size, same second
+        os.utime(f, ns=(tick, tick))
+        s = project.index()
+        assert s.files_read == 1 and s.changed == 1
+        assert [r["filePath"] for r in project.search({"query": "brass"})["results"]] == ["scene.md"]
+        assert project.search({"query": "amber"})["results"] == []
+
+
+def test_racy_window() -> None:
+    now = time.time_ns()
+    whole = (now // 10**9) * 10**9
+    assert is_racy(whole, whole + 1_500_000_000)  # coarse timestamps: 2 s
+    assert not is_racy(whole - 3 * 10**9, now)
+    assert is_racy(now - 10_000_000 + 1, now)  # fine timestamps: a jiffy or so
+    assert not is_racy(now - 10**9 + 1, now)
+
+
+def test_noop_reindex_of_many_old_files_reads_nothing(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {f"d{i % 10}/n{i}.md": f"# N{i}\n\nText {i}.\n" for i in range(1000)})
+    age(root)
+    with open_project(root) as project:
+        assert project.index().files_read == 1000
+        s = project.index()
+        assert (s.files_read, s.unchanged) == (0, 1000)
+
+
+# -- 7. status says why search is keyword-only -------------------------------------------------------------
+
+
+def test_status_degraded_when_the_index_has_no_vectors_of_the_active_model(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {"a.md": "# A\n\nThe amber lantern.\n"})
+    with open_project(root) as project:
+        project.index()  # keyword only
+    with open_project(root, FakeProvider(model="other-model")) as project:
+        degraded = project.status()["degraded"]
+        assert degraded and "no other-model embeddings" in degraded
+        assert project.search({"query": "amber"})["degraded"] == degraded
+        project.index()
+        assert project.status()["degraded"] is None
