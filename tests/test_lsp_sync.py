@@ -7,13 +7,24 @@ request, so "exactly one re-embed" is counted at the HTTP level.
 # ruff: noqa: F811  (fixture imported, then requested as a parameter)
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
-from lsp_client import did_save, lsp_session, request, search_paths, status, wait_for_index, write_project
+from lsp_client import (
+    did_save,
+    lsp_session,
+    request,
+    search_paths,
+    status,
+    wait_for_index,
+    wait_for_status,
+    wait_until,
+    write_project,
+)
 
 QUIET = 120.0
 
@@ -116,3 +127,70 @@ async def test_burst_of_500_saves_over_200_files_is_one_batched_pass(tmp_path: P
         assert done["paths"] == 200 and done["pending"] == 0
         assert done["passes"] == passes + 1  # one pass, not 500
         assert (await search_paths(client, "Word7 edit 407", mode="lexical"))[0] == "ch/007.md"
+
+
+async def test_cancelled_reindex_puts_the_pending_edits_back(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = write_project(tmp_path / "p", {"zz.md": "# Z\n\nThe amber lantern glows.\n"})
+    async with lsp_session(root, api_options(api_server, batchSize=8)) as client:
+        await wait_for_index(client)
+        # new files the reindex run embeds first (in batches of 32 chunks), then the saved edit (sorted last)
+        write_project(root, {f"new/f{i:02}.md": f"# New {i}\n\nFresh{i} words.\n" for i in range(40)})
+        (root / "zz.md").write_text("# Z\n\nThe brass compass spins.\n", encoding="utf-8")
+        did_save(client, root / "zz.md")
+        await wait_for_status(client, lambda st: st["pendingFiles"] == 1)  # status may overtake the save
+        tokens, sent = set(client.progress_reports), len(api_server.requests)
+        api_server.slow(3.0)  # the run's first embedding request: long enough to cancel the run meanwhile
+        assert await request(client, "saipling/reindex", {}) == {"started": True}
+        token = await wait_until(lambda: next((t for t in client.progress_reports if t not in tokens), None))
+        await wait_until(lambda: len(api_server.requests) > sent)
+        client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+        await wait_for_index(client, runs=2)
+        assert "cancelled" in client.progress_reports[token][-1].message
+        assert (await status(client))["pendingFiles"] == 1  # the drained edit is pending again ...
+        done = await tick(client)  # ... and due at once (it already waited out its quiet period)
+        assert done["paths"] == 1 and done["ran"] and done["pending"] == 0
+        assert await search_paths(client, "brass compass", mode="lexical") == ["zz.md"]
+
+
+async def test_folder_events_with_an_include_that_names_folders(tmp_path: Path) -> None:
+    files = {
+        "manuscript/part1/ch1.md": "# Ch1\n\nThe amber lantern glows.\n",
+        "manuscript/part1/ch2.md": "# Ch2\n\nThe brass compass spins.\n",
+    }
+    root = write_project(tmp_path / "p", files)
+    options = {
+        "provider": "none", "include": ["manuscript/**"], "quietPeriodSeconds": QUIET, "tickSeconds": 3600,
+        "watch": False,
+    }  # fmt: skip
+    async with lsp_session(root, options) as client:
+        await wait_for_index(client)
+        assert (await status(client))["totalFiles"] == 2
+        ms = root / "manuscript"
+
+        (ms / "part1").rename(ms / "part2")
+        rename = types.FileRename((ms / "part1").as_uri(), (ms / "part2").as_uri())
+        client.workspace_did_rename_files(types.RenameFilesParams([rename]))
+        done = await tick(client)  # the files of the old folder leave now ...
+        assert done["paths"] == 2 and not done["rescan"] and (await status(client))["totalFiles"] == 0
+        await advance(client, QUIET)
+        done = await tick(client)  # ... the new folder is scanned after its quiet period
+        assert done["rescan"] and (await status(client))["totalFiles"] == 2
+        assert await search_paths(client, "amber lantern", mode="lexical") == ["manuscript/part2/ch1.md"]
+
+        write_project(root, {"manuscript/part3/ch3.md": "# Ch3\n\nThe copper kettle sings.\n"})
+        client.workspace_did_create_files(
+            types.CreateFilesParams([types.FileCreate((ms / "part3").as_uri())])
+        )
+        await advance(client, QUIET)
+        assert (await tick(client))["rescan"]
+        assert await search_paths(client, "copper kettle", mode="lexical") == ["manuscript/part3/ch3.md"]
+
+        shutil.rmtree(ms / "part2")
+        client.workspace_did_delete_files(
+            types.DeleteFilesParams([types.FileDelete((ms / "part2").as_uri())])
+        )
+        assert (await tick(client))["paths"] == 2  # no quiet period for deletions
+        assert (await status(client))["totalFiles"] == 1
+        assert await search_paths(client, "amber lantern", mode="lexical") == []

@@ -453,10 +453,12 @@ class SaiplingServer(LanguageServer):
         if not (hit := self.locate(uri)):
             return
         folder, rel = hit
-        if folder.accepts(rel):
+        if folders_too and (folder.project.root / rel).is_dir():
+            # a folder (even one `include` names: globs match a path's folders) is no file to index
+            if not ignored_folder(rel):
+                folder.queue.rescan()
+        elif folder.accepts(rel):
             folder.queue.changed(rel)
-        elif folders_too and not ignored_folder(rel) and (folder.project.root / rel).is_dir():
-            folder.queue.rescan()
 
     def file_deleted(self, uri: str, folders_too: bool = False) -> None:
         """A deleted file leaves the index on the next tick; a deleted folder asks for a rescan."""
@@ -464,9 +466,22 @@ class SaiplingServer(LanguageServer):
             return
         folder, rel = hit
         if folder.accepts(rel):
-            folder.queue.deleted(rel)
+            inside = self.stored_under(folder, rel) if folders_too else []
+            for path in inside or [rel]:  # a deleted folder `include` names: the files it held leave
+                folder.queue.deleted(path)
         elif folders_too and not ignored_folder(rel):
             folder.queue.rescan()
+
+    def stored_under(self, folder: Folder, rel: str) -> list[str]:
+        """The indexed files inside `rel` when `rel` is no indexed file itself (it was a folder)."""
+        store = folder.project.store
+        try:
+            if store.get_file(rel) is not None:
+                return []
+            return [p for p in store.file_states() if p.startswith(rel + "/")]
+        except Exception:  # noqa: BLE001 - the store is closing: a rescan finds what is gone
+            folder.queue.rescan()
+            return []
 
     def tick_interval(self) -> float:
         return max(0.05, min((f.project.settings.tick_seconds for f in self.folders.values()), default=10.0))
@@ -766,15 +781,24 @@ async def reindex(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     """Background run that bypasses the quiet period: pending changes are included now."""
     await ls.wait_ready()
     for folder in ls.folders_for(p):
-        pending = folder.queue.drain()
         with engine_errors():
             wanted = [
                 convert.to_rel(folder.project.root, x, f"paths[{i}]")
                 for i, x in enumerate(p.get("paths", []))
             ]
+        pending = folder.queue.drain()  # after the checks: a rejected request leaves the queue as it was
         paths = None if "paths" not in p or pending.rescan else list(dict.fromkeys(wanted + pending.paths))
-        ls.spawn(ls.run_index(folder, full=bool(p.get("full")), paths=paths, title="Reindexing"))
+        ls.spawn(reindex_run(ls, folder, pending, full=bool(p.get("full")), paths=paths))
     return {"started": True}
+
+
+async def reindex_run(
+    ls: SaiplingServer, folder: Folder, pending: Batch, *, full: bool, paths: list[str] | None
+) -> None:
+    """A manual run; the pending changes it took go back to the queue if it is cancelled or fails."""
+    summary = await ls.run_index(folder, full=full, paths=paths, title="Reindexing")
+    if (summary is None or summary.cancelled) and not ls.stopping:
+        folder.queue.requeue(pending.paths, pending.rescan)
 
 
 async def clear_index(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
