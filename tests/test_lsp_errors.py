@@ -117,3 +117,33 @@ async def test_corrupted_index_is_rebuilt_and_the_user_told_once(tmp_path: Path)
         assert "corrupt" in message.message and "rebuilt" in message.message
         assert (await status(client))["totalFiles"] == 4
         assert any(p.name.startswith("index.db.corrupt-") for p in (root / ".saipling").iterdir())
+
+
+async def test_embeddings_that_failed_are_retried_with_backoff_without_a_save(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = write_project(tmp_path / "story", STORY)
+    api_server.fail(503, times=1000)  # the provider is down
+    options = {"provider": "openai", "baseUrl": api_server.url + "/v1", "model": "fake-embed",
+               "openaiApiKey": "sk-test", "maxRetries": 0, "tickSeconds": 3600}  # fmt: skip
+    async with lsp_session(root, options) as client:
+        await wait_for_index(client)
+        st = await status(client)
+        assert st["degraded"] and st["embeddedChunks"] == 0 and st["totalChunks"] > 0
+
+        async def tick() -> dict[str, Any]:
+            return (await request(client, "saipling/_test/tick", {}))["folders"][0]
+
+        assert (await tick())["retried"] is False  # not before the delay
+        await request(client, "saipling/_test/advanceClock", {"seconds": 61})
+        assert (await tick())["retried"] is True  # the provider is still down: the delay doubles
+        assert (await status(client))["embeddedChunks"] == 0
+        await request(client, "saipling/_test/advanceClock", {"seconds": 61})
+        assert (await tick())["retried"] is False
+        await request(client, "saipling/_test/advanceClock", {"seconds": 60})
+        api_server.reset()  # the provider is back
+        assert (await tick())["retried"] is True  # every chunk gets its vector, and no file was saved
+        st = await status(client)
+        assert st["embeddedChunks"] == st["totalChunks"] and not st["degraded"]
+        await request(client, "saipling/_test/advanceClock", {"seconds": 3600})
+        assert (await tick())["retried"] is False  # nothing left to retry

@@ -21,6 +21,8 @@ from ..watcher import Watcher
 from . import convert
 
 T = TypeVar("T")
+EMBED_RETRY_FIRST = 60.0  # seconds before the first retry of failed embeddings; doubles up to
+EMBED_RETRY_MAX = 1800.0
 
 
 class TestClock:
@@ -52,6 +54,18 @@ class Folder:
     cancel: threading.Event | None = None  # of the run in progress
     worker: threading.Thread | None = None  # the thread of the last run
     passes: int = 0  # index passes finished (initial, sync, manual)
+    # embeddings that failed (provider down, rate limited, timed out) are retried with backoff, without a save
+    retry_at: float | None = None
+    retry_delay: float = EMBED_RETRY_FIRST
+
+    def schedule_retry(self, summary: Any, now: float) -> None:
+        """After a run: retry its missing embeddings later if it ran keyword-only for a reason that can pass
+        (not a rejected API key: that waits for the user), else forget any retry."""
+        if summary is not None and summary.degraded and self.project.indexer.embeds:
+            self.retry_at = now + self.retry_delay
+            self.retry_delay = min(self.retry_delay * 2, EMBED_RETRY_MAX)
+        elif summary is not None and not summary.cancelled:
+            self.retry_at, self.retry_delay = None, EMBED_RETRY_FIRST
 
     def accepts(self, rel: str) -> bool:
         """True for a path the project indexes (under its current settings)."""

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -498,9 +498,24 @@ class SaiplingServer(LanguageServer):
         """Start one batched pass per folder with due changes (skipped while that folder is indexing)."""
         tasks = []
         for folder in list(self.folders.values()):
-            if folder.project.settings.enabled and not folder.lock.locked() and (batch := folder.queue.due()):
-                tasks.append(self.spawn(self.sync_pass(folder, batch)))
+            if (
+                folder.project.settings.enabled
+                and not folder.lock.locked()
+                and (work := self.due_work(folder))
+            ):
+                tasks.append(self.spawn(work))
         return tasks
+
+    def due_work(self, folder: Folder) -> Coroutine[Any, Any, IndexSummary | None] | None:
+        """The pass a folder needs now: its due changes, else a retry of embeddings that failed earlier."""
+        if batch := folder.queue.due():
+            return self.sync_pass(folder, batch)
+        if folder.retry_at is not None and self.clock() >= folder.retry_at:
+            folder.retry_at = None  # set again by the run if the provider still fails
+            return self.run_index(
+                folder, paths=[], title="Embedding", progress=False
+            )  # chunks without vectors
+        return None
 
     async def sync_pass(self, folder: Folder, batch: Batch) -> IndexSummary | None:
         big = batch.rescan or len(batch) >= SYNC_PROGRESS_MIN_FILES
@@ -548,6 +563,7 @@ class SaiplingServer(LanguageServer):
                 folder.passes += 1
                 if reporter:
                     reporter.end(convert.summary_message(summary))
+            folder.schedule_retry(summary, self.clock())
             self.feedback.index_done(folder, summary, title)
             return summary
 
@@ -838,9 +854,17 @@ async def test_tick(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     for folder in list(ls.folders.values()):
         async with folder.lock:
             batch = folder.queue.due()
-        summary = await ls.sync_pass(folder, batch) if batch else None
+            retry = not batch and folder.retry_at is not None and ls.clock() >= folder.retry_at
+        if batch:
+            summary = await ls.sync_pass(folder, batch)
+        elif retry:
+            folder.retry_at = None
+            summary = await ls.run_index(folder, paths=[], title="Embedding", progress=False)
+        else:
+            summary = None
         out.append({"workspaceFolder": folder.uri, "paths": len(batch), "rescan": batch.rescan,
-                    "ran": summary is not None, "passes": folder.passes, "pending": len(folder.queue)})  # fmt: skip
+                    "ran": summary is not None, "retried": retry, "passes": folder.passes,
+                    "pending": len(folder.queue)})  # fmt: skip
     return {"folders": out}
 
 
