@@ -282,3 +282,27 @@ def test_status_degraded_when_the_index_has_no_vectors_of_the_active_model(tmp_p
         assert project.search({"query": "amber"})["degraded"] == degraded
         project.index()
         assert project.status()["degraded"] is None
+
+
+def test_a_file_that_can_no_longer_be_read_leaves_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_project(
+        tmp_path, {"a.md": "# A\n\nThe amber lantern glows all night.\n", "b.md": "# B\n\nBrass.\n"}
+    )
+    with open_project(root) as project:
+        project.index()
+        assert [r["filePath"] for r in project.search({"query": "amber lantern"})["results"]] == ["a.md"]
+        real = project.indexer.read_bytes
+
+        def denied(path):
+            if Path(path).name == "a.md":
+                raise PermissionError(13, "Permission denied")
+            return real(path)
+
+        monkeypatch.setattr(project.indexer, "read_bytes", denied)
+        (root / "a.md").write_text("# A\n\nThe amber lantern is gone now, replaced.\n", encoding="utf-8")
+        s = project.index(paths=["a.md"])
+        assert dict(s.skipped)["a.md"].startswith("unreadable")
+        assert "a.md" not in project.store.file_states()  # its old text is not searchable any more
+        assert project.search({"query": "amber lantern"})["results"] == []

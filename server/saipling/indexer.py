@@ -348,6 +348,8 @@ class Indexer:
             data = self.read_bytes(e.abs_path)
         except OSError as exc:
             summary.skipped.append((e.rel, f"unreadable ({exc.strerror or exc})"))
+            if e.rel in states:  # gone or unreadable now: its old text must not stay searchable
+                self.store.delete_file(e.rel)
             return None
         read_ns = time.time_ns()
         summary.files_read += 1
