@@ -16,6 +16,7 @@ from lsprotocol import types
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from lsp_client import (
     did_save,
+    ended_tokens,
     lsp_session,
     request,
     search_paths,
@@ -194,3 +195,25 @@ async def test_folder_events_with_an_include_that_names_folders(tmp_path: Path) 
         assert (await tick(client))["paths"] == 2  # no quiet period for deletions
         assert (await status(client))["totalFiles"] == 1
         assert await search_paths(client, "amber lantern", mode="lexical") == []
+
+
+async def test_a_full_reindex_interrupted_by_a_settings_change_resumes_as_a_full_one(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = write_project(
+        tmp_path / "p", {f"f{i:02}.md": f"# F{i}\n\nThe amber lantern number {i}.\n" for i in range(20)}
+    )
+    async with lsp_session(root, api_options(api_server, batchSize=8)) as client:
+        await wait_for_index(client)
+        for i in range(10):  # edited outside the editor (no watcher): the full run has these to embed
+            (root / f"f{i:02}.md").write_text(f"# F{i}\n\nThe brass compass number {i}.\n", encoding="utf-8")
+        tokens, sent = set(client.progress_reports), len(api_server.requests)
+        api_server.slow(3.0)  # holds the full run's first embedding request
+        assert await request(client, "saipling/reindex", {"full": True}) == {"started": True}
+        await wait_until(lambda: next((t for t in client.progress_reports if t not in tokens), None))
+        await wait_until(lambda: len(api_server.requests) > sent)
+        client.set_configuration({"quietPeriodSeconds": 30}, section="saipling")  # any settings change
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await wait_for_index(client, runs=3)  # initial, the interrupted full run, its resumption
+        last = client.progress_reports[ended_tokens(client)[-1]][-1].message
+        assert "20 changed" in last, last  # every file re-chunked, not just the 10 edited ones

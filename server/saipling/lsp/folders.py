@@ -52,6 +52,7 @@ class Folder:
     watcher: Watcher | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held by the run in progress
     cancel: threading.Event | None = None  # of the run in progress
+    running_full: bool = False  # the run in progress re-chunks every file
     worker: threading.Thread | None = None  # the thread of the last run
     passes: int = 0  # index passes finished (initial, sync, manual)
     # embeddings that failed (provider down, rate limited, timed out) are retried with backoff, without a save

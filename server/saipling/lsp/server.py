@@ -551,6 +551,7 @@ class SaiplingServer(LanguageServer):
             if self.stopping or self.folders.get(folder.uri) is not folder:  # shutting down, or closed
                 return None
             folder.cancel = cancel = threading.Event()
+            folder.running_full = full
             reporter = await self.begin_progress(title, cancel) if progress else None
             summary: IndexSummary | None = None
             run = partial(folder.project.index, full, paths, reporter.update if reporter else None, cancel)
@@ -627,14 +628,15 @@ class SaiplingServer(LanguageServer):
 
     async def apply_settings(self, folder: Folder, settings: Any) -> None:
         interrupted = folder.cancel is not None
+        interrupted_full = interrupted and folder.running_full
         if folder.cancel is not None:
             folder.cancel.set()  # never switch providers under a running pass
         async with folder.lock:
             reindex = await self.call(folder.project.apply_settings, settings)
         folder.queue.quiet_period = settings.quiet_period_seconds
         await self.set_watching(folder, settings.watch and settings.enabled)
-        if reindex or interrupted:
-            await self.run_index(folder, full=reindex == "full", title="Reindexing")
+        if reindex or interrupted:  # an interrupted full reindex resumes as a full one
+            await self.run_index(folder, full=reindex == "full" or interrupted_full, title="Reindexing")
 
     async def stop(self) -> None:
         """`shutdown`: cancel runs (each file stays old or new), stop watchers and timers, close stores."""
