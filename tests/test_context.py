@@ -396,3 +396,22 @@ def test_a_paragraph_on_one_long_line_is_given_once_per_chunk_not_whole_each_tim
         assert blocks and len(set(blocks)) == len(blocks)  # no block repeated
         assert all(len(b) < len(sentences) / 2 for b in blocks)  # each block is its chunk, not the whole line
         assert response["tokensUsed"] < estimate_tokens(sentences) * 1.5
+
+
+def test_token_estimates_count_cjk_characters_as_tokens() -> None:
+    assert estimate_tokens("a" * 400) == 100  # about 4 characters a token
+    assert estimate_tokens("東京タワー" * 20) == 100  # a token a character, not 25
+    assert estimate_tokens("Café " * 80) == 100  # accented Latin is not wide
+
+
+def test_a_cjk_context_block_stays_within_its_budget(tmp_path: Path) -> None:
+    body = "\n\n".join(f"## 第{i}章\n\n" + "灯台守は毎晩嵐の海を見張っている。" * 12 for i in range(8))
+    root = make_project(tmp_path, {"灯台.md": "# 灯台\n\n" + body + "\n"})
+    with open_project(root) as p:
+        p.index()
+        response = p.enrich({"query": "灯台守は毎晩嵐の海を見張っている 灯台", "skillConfig": ALWAYS,
+                             "maxSearchTokens": 300})  # fmt: skip
+        text = response["contextBlock"]
+        assert text and response["tokensUsed"] <= 300
+        cjk = sum(1 for c in text if "\u3040" <= c <= "\u9fff")
+        assert cjk <= 300  # at most a token of budget per character

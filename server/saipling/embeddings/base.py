@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -112,9 +113,19 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     return v / norms
 
 
+# CJK ideographs, kana, hangul and their punctuation: BPE tokenizers spend about a token on each character
+_WIDE = re.compile(
+    r"[\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff]"
+)
+
+
 def estimate_tokens(text: str) -> int:
-    """Cheap token estimate (about 4 characters a token), used for budgets and batching."""
-    return max(1, (len(text) + 3) // 4)
+    """Cheap token estimate, used for budgets and batching: about 4 characters a token, and a token for each
+    CJK character (counting those at 4 a token undercounted Chinese or Japanese text several times over)."""
+    if text.isascii():
+        return max(1, (len(text) + 3) // 4)
+    rest, wide = _WIDE.subn("", text)
+    return max(1, wide + (len(rest) + 3) // 4)
 
 
 @dataclass
