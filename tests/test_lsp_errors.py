@@ -28,6 +28,11 @@ WRONG_TYPES: list[tuple[str, Any, str]] = [
     ("saipling/search", {"query": 5}, "query"),
     ("saipling/search", {"query": "x", "maxResults": "3"}, "maxResults"),
     ("saipling/search", {"query": "x", "minScore": True}, "minScore"),
+    (
+        "saipling/search",
+        {"query": "x", "filter": {"bookID": "book-01"}},
+        "filter.bookID",
+    ),  # a misspelt filter
     ("saipling/search", {"query": "x", "filter": {"entityTypes": "character"}}, "filter.entityTypes"),
     ("saipling/search", {"query": "x", "filter": {"maxChapter": "3"}}, "filter.maxChapter"),
     ("saipling/search", ["dragon"], "params"),

@@ -755,3 +755,10 @@ def test_snippet_marks_what_fts_matched_after_stemming_and_accent_folding(
         p.index()
         (r,) = p.search({"query": query, "mode": "lexical"})["results"]
         assert marked in r["snippet"], r["snippet"]  # the window is where the match is, not the chunk's start
+
+
+def test_a_misspelt_filter_is_refused_with_a_suggestion_not_ignored() -> None:
+    with pytest.raises(InvalidRequest) as info:
+        parse_request({"query": "storm", "filter": {"bookID": "book-01"}})
+    assert info.value.field == "filter.bookID" and "bookId" in str(info.value)
+    assert parse_request({"query": "storm", "filter": {"bookId": "book-01"}}).filter.book_id == "book-01"

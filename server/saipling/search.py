@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import difflib
 import functools
 import logging
 import os
@@ -35,6 +36,16 @@ SOURCES = ("editor", "agent", "cli", "eval")
 RRF_K = 60
 MAX_QUERY_CHARS = 2000
 MAX_RESULTS = 100  # the most results one request may ask for
+FILTER_FIELDS = (
+    "entityTypes",
+    "fileTypes",
+    "bookId",
+    "chapterId",
+    "pathPrefix",
+    "glob",
+    "corpus",
+    "maxChapter",
+)
 # (keyword weight, vector weight) per query type (SPEC 8)
 WEIGHTS = {"exact": (0.7, 0.3), "semantic": (0.15, 0.85), "mixed": (0.4, 0.6)}
 STOPWORDS = frozenset(
@@ -65,6 +76,11 @@ def parse_filter(raw: Any, prefix: str = "filter.") -> ChunkFilter:
         return ChunkFilter()
     if not isinstance(raw, Mapping):
         raise InvalidRequest(prefix.rstrip("."), "must be an object")
+    for key in raw:  # a misspelt filter would otherwise filter nothing, silently
+        if key not in FILTER_FIELDS:
+            close = difflib.get_close_matches(str(key), FILTER_FIELDS, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else f"filters are {', '.join(FILTER_FIELDS)}"
+            raise InvalidRequest(f"{prefix}{key}", f"is not a filter ({hint})")
     max_chapter = raw.get("maxChapter")
     if max_chapter is not None and (isinstance(max_chapter, bool) or not isinstance(max_chapter, int)):
         raise InvalidRequest(prefix + "maxChapter", "must be an integer")
