@@ -762,3 +762,16 @@ def test_a_misspelt_filter_is_refused_with_a_suggestion_not_ignored() -> None:
         parse_request({"query": "storm", "filter": {"bookID": "book-01"}})
     assert info.value.field == "filter.bookID" and "bookId" in str(info.value)
     assert parse_request({"query": "storm", "filter": {"bookId": "book-01"}}).filter.book_id == "book-01"
+
+
+def test_a_cjk_query_word_matches_the_start_of_a_longer_run(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {"tokyo.md": "# 旅\n\n東京タワーは高い。夜の港は静かだ。\n",
+                                   "other.md": "# Other\n\nNothing to see in this harbour note at all.\n"})  # fmt: skip
+    with open_project(root) as p:
+        p.index()
+        assert [r["filePath"] for r in p.search({"query": "東京", "mode": "lexical"})["results"]] == [
+            "tokyo.md"
+        ]
+        assert [r["filePath"] for r in p.search({"query": "夜の港", "mode": "lexical"})["results"]] == [
+            "tokyo.md"
+        ]

@@ -153,8 +153,15 @@ def fts_query(query: str) -> str | None:
     words = [w.lower() for w in _WORD_RE.findall(rest)]
     content = [w for w in words if w not in STOPWORDS]
     words = list(dict.fromkeys(content or words))
-    terms = [_quote(" ".join(_WORD_RE.findall(p))) for p in phrases] + [_quote(w) for w in words[:64]]
+    terms = [_quote(" ".join(_WORD_RE.findall(p))) for p in phrases] + [
+        _quote(w) + ("*" if _CJK_RE.search(w) else "") for w in words[:64]
+    ]
     return " OR ".join(terms) if terms else None
+
+
+# The unicode61 tokenizer keeps a run of CJK characters (up to punctuation) as one token: a CJK query word
+# matches as a prefix of such runs, so "東京" finds "東京タワーは高い".
+_CJK_RE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7ff\uf900-\ufaff]")
 
 
 def _quote(term: str) -> str:
