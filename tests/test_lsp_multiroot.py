@@ -25,11 +25,12 @@ A = {
     "hero.md": "---\nname: Brenna\ntype: character\n---\n# Brenna\n\nA smith.\n",
 }
 B = {"notes.md": "# Notes\n\nA dragon kite over the harbour.\n"}
+OPTIONS = {"provider": "none", "tickSeconds": 3600, "watch": False}
 
 
 async def test_one_index_per_folder_and_results_name_their_folder(tmp_path: Path) -> None:
     a, b = write_project(tmp_path / "a", A), write_project(tmp_path / "b", B)
-    async with lsp_session([a, b], {"provider": "none", "tickSeconds": 3600, "watch": False}) as client:
+    async with lsp_session([a, b], OPTIONS) as client:
         await wait_for_index(client, runs=2)
         assert (a / ".saipling" / "index.db").is_file() and (b / ".saipling" / "index.db").is_file()
 
@@ -68,15 +69,26 @@ async def test_one_index_per_folder_and_results_name_their_folder(tmp_path: Path
         assert {r["workspaceFolder"] for r in found["results"]} == {a.as_uri(), c.as_uri()}
 
 
+def folders_change(added: list[Path], removed: list[Path]) -> types.DidChangeWorkspaceFoldersParams:
+    event = types.WorkspaceFoldersChangeEvent(
+        added=[folder(a) for a in added], removed=[folder(r) for r in removed]
+    )
+    return types.DidChangeWorkspaceFoldersParams(event)
+
+
+def saga_with_drafts(tmp_path: Path) -> tuple[Path, Path]:
+    """A project (A) with a nested workspace folder `drafts` inside it."""
+    outer = write_project(tmp_path / "saga", A)
+    inner = write_project(outer / "drafts", {"draft.md": "# Draft\n\nThe dragon wakes in the last draft.\n"})
+    return outer, inner
+
+
 async def test_a_nested_folder_is_searched_through_the_enclosing_index_not_indexed_twice(
     tmp_path: Path,
 ) -> None:
-    outer = write_project(tmp_path / "saga", A)
-    inner = write_project(outer / "drafts", {"draft.md": "# Draft\n\nThe dragon wakes in the last draft.\n"})
+    outer, inner = saga_with_drafts(tmp_path)
     # the nested folder listed first: the outer one must still be opened first
-    async with lsp_session(
-        [inner, outer], {"provider": "none", "tickSeconds": 3600, "watch": False}
-    ) as client:
+    async with lsp_session([inner, outer], OPTIONS) as client:
         await wait_for_index(client, runs=1)
         assert not (inner / ".saipling").exists()  # never opened on its own
 
@@ -91,8 +103,7 @@ async def test_a_nested_folder_is_searched_through_the_enclosing_index_not_index
         assert {r["workspaceFolder"] for r in by_name["results"]} == {outer.as_uri()}
 
         # the enclosing folder closes: the nested one is opened and indexed on its own
-        change = types.WorkspaceFoldersChangeEvent(added=[], removed=[folder(outer)])
-        client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(change))
+        client.workspace_did_change_workspace_folders(folders_change([], [outer]))
         await wait_for_index(client, runs=2)
         found = await request(client, "saipling/search", {"query": "dragon"})
         assert [(r["workspaceFolder"], r["filePath"]) for r in found["results"]] == [
@@ -100,26 +111,15 @@ async def test_a_nested_folder_is_searched_through_the_enclosing_index_not_index
         ]
 
         # and the enclosing folder added again takes it over
-        change = types.WorkspaceFoldersChangeEvent(added=[folder(outer)], removed=[])
-        client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(change))
+        client.workspace_did_change_workspace_folders(folders_change([outer], []))
         await wait_for_index(client, runs=3)
         st = await status(client)
         assert st["workspaceFolder"] == outer.as_uri() and "folders" not in st and st["totalFiles"] == 3
 
 
-def folders_change(added: list[Path], removed: list[Path]) -> types.DidChangeWorkspaceFoldersParams:
-    event = types.WorkspaceFoldersChangeEvent(
-        added=[folder(a) for a in added], removed=[folder(r) for r in removed]
-    )
-    return types.DidChangeWorkspaceFoldersParams(event)
-
-
 async def test_a_named_nested_folder_is_limited_to_its_own_files(tmp_path: Path) -> None:
-    outer = write_project(tmp_path / "saga", A)
-    inner = write_project(outer / "drafts", {"draft.md": "# Draft\n\nThe dragon wakes in the last draft.\n"})
-    async with lsp_session(
-        [outer, inner], {"provider": "none", "tickSeconds": 3600, "watch": False}
-    ) as client:
+    outer, inner = saga_with_drafts(tmp_path)
+    async with lsp_session([outer, inner], OPTIONS) as client:
         await wait_for_index(client, runs=1)
         scoped = await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": "drafts"})
         assert [r["filePath"] for r in scoped["results"]] == ["drafts/draft.md"]
@@ -140,7 +140,7 @@ async def test_three_levels_and_a_late_outermost_folder(tmp_path: Path) -> None:
     top = write_project(tmp_path / "top", {"top.md": "# Top\n\nA lantern.\n"})
     mid = write_project(top / "mid", {"mid.md": "# Mid\n\nA kettle.\n"})
     low = write_project(mid / "low", {"low.md": "# Low\n\nA dragon egg.\n"})
-    async with lsp_session([mid, low], {"provider": "none", "tickSeconds": 3600, "watch": False}) as client:
+    async with lsp_session([mid, low], OPTIONS) as client:
         await wait_for_index(client, runs=1)
         client.workspace_did_change_workspace_folders(folders_change([top], []))
         await wait_for_index(client, runs=2)
@@ -152,9 +152,8 @@ async def test_three_levels_and_a_late_outermost_folder(tmp_path: Path) -> None:
 
 async def test_folder_changes_sent_back_to_back_never_open_a_nested_folder(tmp_path: Path) -> None:
     base = write_project(tmp_path / "x", {"x.md": "# X\n\nAn anchor.\n"})
-    outer = write_project(tmp_path / "saga", A)
-    inner = write_project(outer / "drafts", {"draft.md": "# Draft\n\nThe dragon wakes.\n"})
-    async with lsp_session([base], {"provider": "none", "tickSeconds": 3600, "watch": False}) as client:
+    outer, inner = saga_with_drafts(tmp_path)
+    async with lsp_session([base], OPTIONS) as client:
         await wait_for_index(client, runs=1)
         client.workspace_did_change_workspace_folders(folders_change([outer], []))
         client.workspace_did_change_workspace_folders(folders_change([inner], []))
@@ -170,11 +169,8 @@ async def test_folder_changes_sent_back_to_back_never_open_a_nested_folder(tmp_p
 
 async def test_closing_a_folder_and_its_nested_folder_together(tmp_path: Path) -> None:
     keep = write_project(tmp_path / "keep", B)
-    outer = write_project(tmp_path / "saga", A)
-    inner = write_project(outer / "drafts", {"draft.md": "# Draft\n\nThe dragon wakes.\n"})
-    async with lsp_session(
-        [keep, outer, inner], {"provider": "none", "tickSeconds": 3600, "watch": False}
-    ) as client:
+    outer, inner = saga_with_drafts(tmp_path)
+    async with lsp_session([keep, outer, inner], OPTIONS) as client:
         await wait_for_index(client, runs=2)
         client.workspace_did_change_workspace_folders(folders_change([], [outer, inner]))
         st = await wait_for_status(

@@ -333,42 +333,16 @@ def test_two_corruptions_in_one_second_keep_both_copies(tmp_path):
 
 def test_cached_matrix_is_patched_by_writes_and_matches_a_fresh_reload(tmp_path):
     """Our own writes patch the in-memory KNN matrix; the result equals what a new connection loads."""
-    import numpy as np
-
-    from saipling.store import ChunkRow, FileRecord, Store
-
     rng = np.random.default_rng(7)
     store = Store.open(tmp_path / "index.db")
     store.configure_vectors("test", "m", 16)
 
     def write(path: str, n: int, salt: str, with_vectors: bool = True) -> None:
-        rows = [
-            ChunkRow(
-                i,
-                "section",
-                None,
-                "",
-                i + 1,
-                i + 1,
-                f"{path}-{salt}-{i}",
-                "p",
-                5,
-                "text",
-                "document",
-                None,
-                None,
-                None,
-                None,
-                None,
-                "public",
-                "content",
-            )  # fmt: skip
-            for i in range(n)
-        ]
+        rows = [row(i, f"{path}-{salt}-{i}") for i in range(n)]
         vecs = (
             {r.content_hash: rng.standard_normal(16).astype("float32") for r in rows} if with_vectors else {}
         )
-        store.replace_file(FileRecord(path, salt, 1, 1, "document", "utf-8"), rows, vecs, "m")
+        store.replace_file(record(path, salt), rows, vecs, "m")
 
     for f in range(40):
         write(f"f{f}.md", 5, "a")

@@ -148,6 +148,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
         results = search(sorted(dup), log=False)["results"]
     blocks: list[str] = []
     seen: set[tuple[str, str]] = set()
+    files: dict[str, _FileView] = {}
     used = 0
     taken = 0
     for r in results:
@@ -156,7 +157,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
             continue
         if taken >= req.max_results:
             break
-        text = _passage(project, r)
+        text = _passage(project, r, files)
         if text is None:
             skipped[(path, "missing")] = None
             continue
@@ -181,18 +182,22 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def _passage(project: Project, r: Mapping[str, Any]) -> str | None:
+def _passage(project: Project, r: Mapping[str, Any], files: dict[str, _FileView]) -> str | None:
     """The text of a search result as the file holds it now, or None when the file no longer holds it.
 
     Lines are read from disk (the source of truth), then checked against the indexed chunk: after an edit not
     yet indexed, the recorded line range can point at other text or past the end of the file. A chunk that is
-    only part of a long line (a paragraph written on one line) is given as its own text, not the whole line."""
+    only part of a long line (a paragraph written on one line) is given as its own text, not the whole line.
+    `files` keeps each file's lines and chunks for the request: several results often share a file."""
     path = r["filePath"]
-    current = _read_lines(project, path, r["startLine"], r["endLine"])
-    if current is None:
+    if path not in files:
+        files[path] = _FileView(_file_lines(project, path), project.store.chunks_for_path(path))
+    view = files[path]
+    if view.lines is None:
         return None
+    current = "\n".join(view.lines[r["startLine"] - 1 : r["endLine"]])
     chunk = next(
-        (c for c in project.store.chunks_for_path(path)
+        (c for c in view.chunks
          if c["start_line"] == r["startLine"] and c["end_line"] == r["endLine"] and c["preview"] == r["preview"]),
         None,
     )  # fmt: skip
@@ -206,9 +211,14 @@ def _passage(project: Project, r: Mapping[str, Any]) -> str | None:
     return current
 
 
-def _read_lines(project: Project, rel: str, start: int, end: int) -> str | None:
+@dataclass
+class _FileView:
+    lines: list[str] | None  # None: the file is gone or unreadable
+    chunks: list[dict[str, Any]]
+
+
+def _file_lines(project: Project, rel: str) -> list[str] | None:
     try:
-        text = decode((project.root / rel).read_bytes(), rel).text
+        return decode((project.root / rel).read_bytes(), rel).text.split("\n")
     except (OSError, BinaryFile):
         return None
-    return "\n".join(text.split("\n")[start - 1 : end])

@@ -21,7 +21,7 @@ from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderAuthError, ProviderError
 from .metadata import FileMeta, extract_metadata
-from .scanner import ScanEntry, corpus_for, is_indexable, scan, symlink_reason, utf8_name
+from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import ChunkRow, FileRecord, Store, cache_key
 from .textio import BinaryFile, decode
 
@@ -294,9 +294,8 @@ class Indexer:
         total = len(todo)
         batch: list[_Prepared] = []
         batch_chunks = 0
-        racy: list[
-            tuple[ScanEntry, str]
-        ] = []  # files stored with mtime 0, and the digest they were read with
+        # files stored with mtime 0, and the digest they were read with
+        racy: list[tuple[ScanEntry, str]] = []
         try:
             for n, e in enumerate(todo):
                 if cancel is not None and cancel.is_set():
@@ -402,7 +401,7 @@ class Indexer:
                 log.debug("could not settle the racy mtime of %s", e.rel, exc_info=True)
 
     def _file_failed(self, rel: str, exc: BaseException, summary: IndexSummary) -> None:
-        shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
+        shown = shown_name(rel)
         log.error("skipping %s: it could not be indexed", shown, exc_info=exc)
         summary.skipped.append((shown, f"could not be indexed ({type(exc).__name__}: {exc})"))
 
@@ -413,7 +412,7 @@ class Indexer:
         root_real = os.path.realpath(self.root)
         for rel in dict.fromkeys(paths):
             if not utf8_name(rel):  # as scan() decides: such a name cannot be stored
-                shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
+                shown = shown_name(rel)
                 summary.skipped.append((shown, "file name is not valid UTF-8"))
                 log.warning("skipping %s: file name is not valid UTF-8", shown)
                 continue

@@ -53,6 +53,11 @@ def utf8_name(rel: str) -> bool:
     return True
 
 
+def shown_name(rel: str) -> str:
+    """A path safe to print and store in reports: undecodable bytes shown as \\xNN escapes."""
+    return rel.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def symlink_reason(root_real: str, rel: str, real: str) -> str | None:
     """The skip reason of `rel` when it reaches `real` (inside the root) through a symlink, else None.
 
@@ -100,7 +105,7 @@ def scan(root: Path, settings: Settings) -> ScanResult:
         for entry in sorted(it, key=lambda e: e.name):
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             if not utf8_name(entry.name):  # bytes that are not UTF-8 (surrogate-escaped): cannot be stored
-                shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
+                shown = shown_name(rel)
                 result.skipped.append((shown, "file name is not valid UTF-8"))
                 log.warning("skipping %s: file name is not valid UTF-8", shown)
                 continue

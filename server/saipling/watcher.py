@@ -15,7 +15,7 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from .scanner import SKIP_DIRS, is_indexable, utf8_name
+from .scanner import SKIP_DIRS, is_indexable, shown_name, utf8_name
 from .sync import SyncQueue
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class Watcher:
         except ValueError:
             return None
         if not utf8_name(rel):  # as scan() decides: bytes that are not UTF-8 are never indexed
-            shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
+            shown = shown_name(rel)
             log.info("watcher: ignoring %s: file name is not valid UTF-8", shown)
             return None
         return rel
