@@ -54,7 +54,9 @@ class CodeServer:
     chromium: Path
 
 
-def _run(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float) -> str:
+def _run(
+    cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float
+) -> str:
     proc = subprocess.run(
         cmd,
         cwd=cwd,

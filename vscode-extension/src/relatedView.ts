@@ -103,6 +103,8 @@ export class RelatedView implements vscode.TreeDataProvider<RelatedNode>, vscode
     const item = new vscode.TreeItem(node.label, vscode.TreeItemCollapsibleState.None);
     item.description = node.description;
     item.tooltip = node.tooltip;
+    // Screen readers (and the list's aria-label) read the row as shown, not the tooltip.
+    item.accessibilityInformation = { label: [node.label, node.description].filter(Boolean).join(', ') };
     if (node.result !== undefined) {
       item.iconPath = new vscode.ThemeIcon('note');
       item.command = { command: OPEN_RESULT_COMMAND, title: 'Open Passage', arguments: [node.result] };

@@ -36,9 +36,10 @@ export async function openResult(result: SearchResult): Promise<vscode.TextEdito
   const uri = result.uri ? vscode.Uri.parse(result.uri) : vscode.Uri.file(result.filePath);
   const r = selectionRange(result);
   const range = new vscode.Range(r.start.line, r.start.character, r.end.line, r.end.character);
-  // The passage selected with the cursor on its first line (anchor at the end, active at the start).
-  const selection = new vscode.Selection(range.end, range.start);
-  const editor = await vscode.window.showTextDocument(uri, { selection, preview: true });
+  const editor = await vscode.window.showTextDocument(uri, { selection: range, preview: true });
+  // The passage stays selected with the cursor on its first line (anchor at the end, active at the start):
+  // `showTextDocument` would leave the cursor at the passage's end.
+  editor.selection = new vscode.Selection(range.end, range.start);
   editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
   return editor;
 }

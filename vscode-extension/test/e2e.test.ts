@@ -354,7 +354,8 @@ describe('extension against the real saipling server', { timeout: 180000 }, () =
       assert.equal(shown.selection?.start.line, LIGHTHOUSE_HEADING_LINE - 1);
       assert.equal(shown.selection?.end.line, lighthouse.range.end.line);
       // The cursor (the selection's active end) is on the passage's first line.
-      assert.equal((shown.selection as vscode.Selection | undefined)?.active.line, LIGHTHOUSE_HEADING_LINE - 1);
+      assert.equal(vscode.window.activeTextEditor?.selection.active.line, LIGHTHOUSE_HEADING_LINE - 1);
+      assert.equal(vscode.window.activeTextEditor?.selection.end.line, lighthouse.range.end.line);
       assert.equal(shown.revealed.length, 1);
       assert.ok(picker.disposed, 'the picker closes on Enter');
     } finally {

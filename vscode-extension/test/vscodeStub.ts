@@ -170,6 +170,7 @@ export class TreeItem {
   description?: string;
   tooltip?: unknown;
   iconPath?: unknown;
+  accessibilityInformation?: { label: string; role?: string };
   command?: { command: string; title: string; arguments?: unknown[] };
   constructor(
     public label: string,
