@@ -99,7 +99,10 @@ def ensure_debian_packages() -> None:
     cmd = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
     try:
         _run(cmd, env=env, timeout=900)
-    except RuntimeError:  # stale package lists: update once, then try again
+    except (
+        RuntimeError,
+        Unavailable,
+    ):  # stale or no package lists ("Unable to locate package"): update, retry
         _run(["apt-get", "update"], env=env, timeout=600)
         _run(cmd, env=env, timeout=900)
 

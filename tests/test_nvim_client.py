@@ -312,7 +312,9 @@ def test_search_filter_prefixes(novel_run: tuple[dict, str, Path]) -> None:
     result, msg, _ = novel_run
     searches = result["searches"]
     plain = searches["plain"]["items"]
-    assert any(r.startswith("books/book-1/chapters/ch-15/") for r in plain), msg  # unfiltered: the spoiler too
+    assert any(r.startswith("books/book-1/chapters/ch-15/") for r in plain), (
+        msg
+    )  # unfiltered: the spoiler too
     filtered = searches["filtered"]
     assert filtered["items"] and all(r.startswith("characters/") for r in filtered["items"]), msg
     assert "type character" in filtered["prompt"] and "up to chapter 12" in filtered["prompt"], msg

@@ -495,6 +495,10 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, tmp_path: Pa
             assert ui.wait_for(lambda: ui.saipling_status().endswith(f"{md_files + 1} files"), 60_000), (
                 ui.status_history()
             )
+            # The Related Passages view refreshes after indexing: the new file is a neighbour now.
+            assert ui.wait_for(lambda: any(r.startswith("notes/zeppelin.md") for r in view_rows()), 20_000), (
+                view_rows()
+            )
             ui.shot("08-after-reindex")
             timings[step] = time.monotonic() - t
 
