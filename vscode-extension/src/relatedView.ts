@@ -139,6 +139,8 @@ function toNode(result: SearchResult, root?: string): RelatedNode {
     result,
     label: section ? `${file} § ${section}` : file,
     description: `${formatScore(result.score)} · ${formatLines(result.startLine, result.endLine)}`,
-    tooltip: oneLine(result.preview || result.snippet, 400),
+    // The row is cut to the sidebar's width: the tooltip has it whole, with the passage's text.
+    tooltip: `${section ? `${file} § ${section}` : file}\n${formatLines(result.startLine, result.endLine)}\n\n` +
+      oneLine(result.preview || result.snippet, 400),
   };
 }
