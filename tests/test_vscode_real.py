@@ -375,7 +375,8 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, tmp_path: Pa
             toast.wait_for(timeout=30_000)
             ui.shot("01-exclude-hint")
             explorer = page.locator(".explorer-folders-view")
-            assert ".saipling" in list_rows(explorer), list_rows(explorer)  # the server made it at the root
+            # The server made it at the root (the Explorer shows it once its file watcher reports it).
+            assert ui.wait_for(lambda: ".saipling" in list_rows(explorer), 20_000), list_rows(explorer)
             toast.get_by_role("button", name="Hide").click()
             workspace_settings = folder / ".vscode" / "settings.json"
             assert ui.wait_for(
