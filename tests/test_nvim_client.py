@@ -411,3 +411,22 @@ def test_no_root_outside_the_working_directory(nvim: Path, tmp_path: Path) -> No
     assert any("no root for" in line for line in result["health"]), msg
     assert saipling_dirs(tmp_path) == [], msg
     assert result["file_fallback_root"] == str(folder / "characters"), msg
+
+
+def test_home_folder_is_never_the_root(nvim: Path, tmp_path: Path) -> None:
+    """Neovim started in the home folder: a markerless file under it does not make the whole home a project."""
+    folder = write_novel(tmp_path / "novel")
+    result, detail = run_nvim(
+        nvim,
+        tmp_path,
+        "noroot_test.lua",
+        cwd=tmp_path,
+        HOME=str(tmp_path),
+        NVIMTEST_PYTHON=sys.executable,
+        NVIMTEST_OPEN=str(folder / "characters" / "marcus.md"),
+    )
+    msg = show(result, detail)
+    assert not result.get("error"), msg
+    assert result["find_root"].get("root") is None and "home folder" in result["find_root"]["how"], msg
+    assert result["clients"] == 0, msg
+    assert saipling_dirs(tmp_path) == [], msg

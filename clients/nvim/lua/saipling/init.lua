@@ -40,6 +40,10 @@ function M.find_root(fname)
     return dir, "the file's folder (root_fallback = \"file\")"
   elseif fallback == "cwd" then
     local cwd = vim.fs.normalize(vim.fn.getcwd())
+    if cwd == home or cwd == "/" then
+      return nil, ("no root marker (%s) above the file, and the working directory is %s (never indexed whole)")
+        :format(table.concat(opts.root_markers or {}, ", "), cwd == "/" and "/" or "your home folder")
+    end
     if vim.startswith(fname, cwd .. "/") then
       return cwd, "the working directory (no root marker)"
     end
