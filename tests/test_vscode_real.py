@@ -533,8 +533,10 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, tmp_path: Pa
             )
             raise
         finally:
+            history = ui.status_history() if not page.is_closed() else []
             browser.close()
     total = time.monotonic() - started
     print(f"\nreal VS Code run: {total:.1f}s; screenshots in {shots}")
+    print(f"  status bar: {' -> '.join(history)}")
     for name, secs in timings.items():
         print(f"  {secs:6.1f}s  {name}")
