@@ -351,6 +351,7 @@ def test_related_window_follows_the_current_file(novel_run: tuple[dict, str, Pat
     assert not any(line.startswith("characters/marcus.md") for line in result["related_first"][2:]), msg
     assert result["related_second_ok"], msg  # :edit another file -> the window follows
     assert not any(line.startswith("world/harbor.md") for line in result["related_second"][2:]), msg
+    assert result["related_after_reindex_ok"], msg  # refreshed when the reindex ended: the new file is there
     first = result["related_second_first_result"]
     opened = result["related_opened"]
     assert opened["bufname"] == str(folder / first["filePath"]), msg
@@ -363,7 +364,7 @@ def test_checkhealth_reports_root_provider_index_and_last_error(novel_run: tuple
     health = "\n".join(result["health"])
     assert f"root: {folder}" in health, msg
     assert "provider: none" in health, msg
-    assert f"index: {len(NOVEL)} files" in health and "on disk" in health, msg
+    assert f"index: {len(NOVEL) + 1} files" in health and "on disk" in health, msg  # + notes/market.md
     assert "pending work: none" in health, msg
     assert "last error" in health and "maxResults" in health, msg
 

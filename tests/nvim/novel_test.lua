@@ -90,7 +90,21 @@ T.run(function()
     return lines[1] == second_header and #lines > 2 and lines[3]:find(" § ", 1, true) ~= nil
   end, 50)
   r.related_second = rows_of(buf)
-  r.related_second_first_result = related.state.results[1]
+  -- A file written outside the editor, then :SaiplingReindex: when indexing ends the window refreshes.
+  local new_file = r.cwd .. "/notes/market.md"
+  vim.fn.mkdir(r.cwd .. "/notes", "p")
+  vim.fn.writefile({ "# Market Day", "", "Fishmongers crowd the quay again, and the rope sellers shout." }, new_file)
+  vim.cmd("SaiplingReindex")
+  r.related_after_reindex_ok = vim.wait(30000, function()
+    for _, line in ipairs(rows_of(buf)) do
+      if vim.startswith(line, "notes/market.md") then
+        return true
+      end
+    end
+    return false
+  end, 50)
+  r.related_after_reindex = rows_of(buf)
+  r.related_second_first_result = related.state.results[1] -- what <CR> on the first row opens
   vim.api.nvim_set_current_win(related.state.win)
   vim.api.nvim_win_set_cursor(related.state.win, { 3, 0 })
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<CR>", true, false, true), "x", false)
