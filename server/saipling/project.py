@@ -8,14 +8,16 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
 from .errors import ProviderError
-from .indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
 from .store import Store
+
+if TYPE_CHECKING:  # the indexer (numpy, the chunker, frontmatter) loads only when a run needs it
+    from .indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +56,19 @@ class Project:
         self.store = store
         self.provider = provider
         self.warnings = warnings
-        self.indexer = Indexer(root, settings, store, provider)
+        self._indexer: Indexer | None = None
         self.state = RunState()
         self._state_lock = threading.Lock()
         self._searcher = None
+
+    @property
+    def indexer(self) -> Indexer:
+        """Built on first use: a one-shot search or status never imports the indexing machinery."""
+        if self._indexer is None:
+            from .indexer import Indexer
+
+            self._indexer = Indexer(self.root, self.settings, self.store, self.provider)
+        return self._indexer
 
     @classmethod
     def open(

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import snowballstemmer
 
 from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider
 from .errors import InvalidRequest, ProviderError
+from .lazy import np  # numpy loads on first use (cold CLI path)
 from .paths import glob_problem, normalise_rel
 from .reading import resolve_path
 from .request_fields import bounded_int, query_text, require_object, required_str, str_list, typed

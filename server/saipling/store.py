@@ -8,6 +8,7 @@ kept in step with writes: exact, and faster than vec0's non-SIMD scan (see bench
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import itertools
 import json
 import logging
@@ -19,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import numpy as np
-import sqlite_vec
 
 from .errors import IndexCorrupted
+from .lazy import np  # numpy loads on first use (cold CLI path)
 from .vector_matrix import VectorMatrix
 
 log = logging.getLogger(__name__)
@@ -191,11 +191,21 @@ class ChunkFilter:
         return " AND ".join(conds), params
 
 
+def _vec0_path() -> str:
+    """sqlite-vec's loadable extension, found without importing the package (its __init__ imports numpy)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or spec.origin is None:
+        import sqlite_vec  # raises the clear ImportError
+
+        return sqlite_vec.loadable_path()
+    return str(Path(spec.origin).parent / "vec0")
+
+
 def connect(path: Path | str) -> apsw.Connection:
     """A connection with sqlite-vec loaded and our SQL functions registered."""
     conn = apsw.Connection(str(path))
     conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
+    conn.load_extension(_vec0_path())
     conn.enable_load_extension(False)
     conn.set_busy_timeout(10_000)
     from .paths import glob_match

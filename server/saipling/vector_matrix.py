@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import numpy as np
+from .lazy import np  # numpy loads on first use (cold CLI path)
 
 MIN_COMPACT = 1024  # holes tolerated before compaction is considered
 GROWTH = 1.5

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
+from ..lazy import np  # numpy loads on first use (cold CLI path)
 
 
 @dataclass

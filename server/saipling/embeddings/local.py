@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..config import Settings
 from ..errors import ProviderError
+from ..lazy import np  # numpy loads on first use (cold CLI path)
 from .base import EmbeddingProvider, EmbeddingResult, normalise
 
 log = logging.getLogger(__name__)

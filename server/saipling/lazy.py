@@ -1,0 +1,28 @@
+"""Deferred imports for the cold path: a one-shot `saipling search --mode lexical` should not pay for numpy.
+
+`np` below is a stand-in module that imports numpy on first attribute access and then copies numpy's namespace
+into itself, so later lookups are plain attribute hits (no per-call overhead). Annotations such as `np.ndarray`
+are strings under `from __future__ import annotations` and never trigger the import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from typing import Any
+
+
+class LazyModule(types.ModuleType):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._lazy_target = name
+
+    def __getattr__(self, attr: str) -> Any:  # only called for names not yet in __dict__
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        module = importlib.import_module(self._lazy_target)
+        self.__dict__.update(module.__dict__)
+        return getattr(module, attr)
+
+
+np: Any = LazyModule("numpy")
