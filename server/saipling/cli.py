@@ -36,7 +36,8 @@ def _open(root: str | None, create: bool = False, **overrides: Any) -> Project:
     if not path.is_dir():
         raise click.UsageError(f"not a folder: {path}")
     layers = {k: v for k, v in overrides.items() if v is not None} or None
-    project = Project.open(path, overrides=layers, create=create)
+    # only indexing verifies every page of the index (and rebuilds a corrupted one); a read skips that cost
+    project = Project.open(path, overrides=layers, create=create, verify=create)
     for w in project.warnings:
         click.echo(f"warning: {w}", err=True)
     return project

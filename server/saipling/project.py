@@ -82,14 +82,16 @@ class Project:
         overrides: Mapping[str, Any] | None = None,
         provider: Provider | None = None,
         create: bool = True,
+        verify: bool = True,
     ) -> Project:
-        """Open a project; with create=False a folder never indexed gets an empty in-memory index (no files written)."""
+        """Open a project; with create=False a folder never indexed gets an empty in-memory index (no files written).
+        verify=False skips the full integrity check of the index file (Store.open): for one-shot readers."""
         root = Path(root).resolve()
         warnings: list[str] = []
         if settings is None:
             settings, warnings = load_settings(root, env, init_options, workspace_config, overrides)
         exists = index_path(root).is_file()
-        store = Store.open(index_path(root) if exists or create else ":memory:")
+        store = Store.open(index_path(root) if exists or create else ":memory:", verify=verify)
         if store.rebuilt:
             warnings.append(store.rebuilt)
         if provider is None:
