@@ -236,6 +236,7 @@ class Store:
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (vector_matrix.py)
         self._matrix_version: tuple[int, int] | None = None
         self._generation = 0
+        self._vgen_written: int | None = None  # the vector generation our last write committed
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
@@ -379,6 +380,8 @@ class Store:
                 )
             for key, value in (("provider", provider), ("model", model), ("dimensions", str(dimensions))):
                 self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+            if reset or created:
+                self._bump_vector_generation()
         if reset:
             log.info(
                 "embedding model changed (%s/%s -> %s/%s): vectors rebuilt",
@@ -389,6 +392,7 @@ class Store:
             )
         if reset or created:
             self._matrix = None  # the vector table itself changed
+            self._vgen_written = None
             self._invalidate()
         return reset
 
@@ -458,6 +462,8 @@ class Store:
                      json.dumps(record.aliases), record.book_id, record.chapter_id, record.visibility, record.corpus,
                      record.warning),
                 )  # fmt: skip
+                if removed or added:
+                    self._bump_vector_generation()
             self._apply_delta(removed, added)
 
     def _delete_chunks(self, path: str) -> list[int]:
@@ -476,6 +482,8 @@ class Store:
                 existed = bool(self._scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
                 removed = self._delete_chunks(path)
                 self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+                if removed:
+                    self._bump_vector_generation()
             self._apply_delta(removed, [])
         return existed
 
@@ -484,8 +492,10 @@ class Store:
         with self.atomic():
             if self.has_vectors():
                 self.conn.execute("DELETE FROM chunks_vec")
+                self._bump_vector_generation()
             self.conn.execute("DELETE FROM chunks")
             self.conn.execute("DELETE FROM files")
+        self._vgen_written = None
         self._invalidate()
 
     # -- embedding cache -----------------------------------------------------------------------------------
@@ -536,6 +546,8 @@ class Store:
                         "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         (model, h, vector_blob(vec), now),
                     )
+                if items:
+                    self._bump_vector_generation()
             self._apply_delta([cid for cid, _, _ in items], [(cid, vec) for cid, _, vec in items])
 
     # -- logs and stats ------------------------------------------------------------------------------------
@@ -593,7 +605,23 @@ class Store:
         return np.asarray(ids, dtype=np.int64)
 
     def _data_version(self) -> tuple[int, int]:
-        return (int(self._scalar("PRAGMA data_version") or 0), self._generation)
+        """What the cached matrix depends on: the index's vector generation (bumped by every vector write, in
+        any process) and our own write counter. Not SQLite's data_version: that changes with every commit of
+        another process, and a CLI search logging to search_log would make the server reload every vector."""
+        return (self._vector_generation(), self._generation)
+
+    def _vector_generation(self) -> int:
+        return int(self._scalar("SELECT value FROM meta WHERE key = 'vector_generation'") or 0)
+
+    def _bump_vector_generation(self) -> None:
+        """Inside a write transaction that changes vectors: other processes' matrices go stale, ours is patched."""
+        rows = list(
+            self.conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('vector_generation', '1') ON CONFLICT(key)"
+                " DO UPDATE SET value = CAST(value AS INTEGER) + 1 RETURNING value"
+            )
+        )
+        self._vgen_written = int(rows[0][0])
 
     def _invalidate(self) -> None:
         self._generation += 1
@@ -603,7 +631,11 @@ class Store:
         reloading it (a reload of 34k vectors took ~250 ms, paid by the first search after every editor save).
         A matrix that was already stale (another process wrote) is dropped and reloaded on the next search."""
         with self._lock:
-            current = self._matrix is not None and self._matrix_version == self._data_version()
+            written, self._vgen_written = self._vgen_written, None
+            if written is None:  # no vector changed: the matrix (current or not) stays as it is
+                return
+            # our transaction bumped the generation by exactly one: the matrix was current if it had the one before
+            current = self._matrix is not None and self._matrix_version == (written - 1, self._generation)
             self._generation += 1
             if not current or self._matrix is None:
                 self._matrix = None
