@@ -41,15 +41,19 @@ def _write(store: Store, path: str, seed: int) -> None:
 
 def _in_other_process(db: Path, body: str) -> None:
     """Run `body` with `store` open on db in a new Python process (a real second writer)."""
-    code = textwrap.dedent(
-        f"""
+    code = (
+        textwrap.dedent(
+            f"""
         import sys
         sys.path[:0] = {[str(Path(__file__).parent)]!r}
         from test_store_crossprocess import _write
         from saipling.store import Store
         store = Store.open({str(db)!r})
         """
-    ) + textwrap.dedent(body) + "\nstore.close()\n"
+        )
+        + textwrap.dedent(body)
+        + "\nstore.close()\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, capture_output=True)
 
 

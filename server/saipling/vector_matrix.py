@@ -11,12 +11,55 @@ Not thread-safe on its own: the store calls it under its lock.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .lazy import np  # numpy loads on first use (cold CLI path)
 
 MIN_COMPACT = 1024  # holes tolerated before compaction is considered
 GROWTH = 1.5
+# Products up to this many floats (~10k x 384) always run on one BLAS thread: a second thread saves ~0.05 ms
+# on a quiet machine, but on a busy one it waits for a core and a 6k x 384 product went from 0.1 ms to a p95 of
+# 86 ms (benchmarks/bench_knn_load.py). Larger ones use every thread only while the machine has a core to spare.
+ONE_THREAD_FLOATS = 4_000_000
+
+_blas: Any = None  # threadpoolctl's controller of numpy's BLAS, False when unavailable; built on first use
+
+
+def _blas_controller() -> Any:
+    global _blas
+    if _blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas = ThreadpoolController().select(user_api="blas") or False
+        except Exception:  # not installed, or an unknown BLAS: numpy's own threads
+            _blas = False
+    return _blas
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _busy() -> bool:
+    try:
+        return os.getloadavg()[0] >= _cores() - 0.5
+    except (AttributeError, OSError):  # no load average on this platform
+        return False
+
+
+def blas_threads_for(floats: int) -> contextlib.AbstractContextManager[Any]:
+    """A context in which a matrix-vector product over `floats` elements runs on the right number of BLAS
+    threads: one for small products or when the load average says the cores are taken, else BLAS's default."""
+    one = floats <= ONE_THREAD_FLOATS or _busy()
+    blas = _blas_controller() if one else False
+    return blas.limit(limits=1) if blas else contextlib.nullcontext()
 
 
 class VectorMatrix:
@@ -113,10 +156,13 @@ class VectorMatrix:
             pos = np.nonzero(np.isin(ids, allowed, assume_unique=True))[
                 0
             ]  # holes are negative: never allowed
-            sims = self._mat[pos] @ q
+            sub = self._mat[pos]
+            with blas_threads_for(sub.size):
+                sims = sub @ q
             cand = ids[pos]
         else:
-            sims = self._mat[: self._n] @ q
+            with blas_threads_for(self._n * self.dims):
+                sims = self._mat[: self._n] @ q
             cand = ids
             if self._holes:
                 if self._holes_arr is None:
