@@ -27,7 +27,7 @@ from .vector_matrix import VectorMatrix
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 _MIGRATIONS: list[str] = [
@@ -70,6 +70,17 @@ _MIGRATIONS: list[str] = [
         id INTEGER PRIMARY KEY, timestamp REAL, query TEXT, source TEXT, mode TEXT, results INTEGER,
         top_score REAL, elapsed_ms REAL);
     CREATE VIEW IF NOT EXISTS search_analytics AS SELECT * FROM search_log WHERE source != 'eval';
+    """,
+    # 2: a file-level keyword index (whole-file BM25: search.py's lexical signal for short files), rowid =
+    # files.rowid; contentless (the text lives in chunks) and filled from the chunks already indexed.
+    f"""
+    CREATE VIRTUAL TABLE IF NOT EXISTS files_fts USING fts5(
+        text, content='', contentless_delete=1, tokenize='{FTS_TOKENIZE}');
+    INSERT INTO files_fts(rowid, text)
+        SELECT f.rowid, (SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c
+                         WHERE c.path = f.path)
+        FROM files f;
+    CREATE INDEX IF NOT EXISTS chunks_heading ON chunks(section_heading COLLATE NOCASE);
     """,
 ]
 
@@ -226,6 +237,7 @@ class Store:
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (vector_matrix.py)
         self._matrix_version: tuple[int, int] | None = None
         self._generation = 0
+        self._vocab = False  # the temp fts5vocab table over chunks_fts exists on this connection
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
@@ -431,6 +443,7 @@ class Store:
                         "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         [(model, h, vector_blob(v), now) for h, v in vectors.items()],
                     )
+                self._drop_file_text(record.path)
                 self.conn.execute(
                     "INSERT OR REPLACE INTO files(path, content_hash, mtime_ns, size, file_type, encoding, last_indexed,"
                     " chunk_count, entity_type, entity_name, display_name, aliases, book_id, chapter_id, visibility,"
@@ -440,7 +453,17 @@ class Store:
                      json.dumps(record.aliases), record.book_id, record.chapter_id, record.visibility, record.corpus,
                      record.warning),
                 )  # fmt: skip
+                self.conn.execute(
+                    "INSERT INTO files_fts(rowid, text) VALUES (?, ?)",
+                    (self.conn.last_insert_rowid(), "\n".join(ch.text for ch in chunks)),
+                )
             self._apply_delta(removed, added)
+
+    def _drop_file_text(self, path: str) -> None:
+        """Remove a file's row from the file-level keyword index (before its files row goes or is replaced)."""
+        rowid = self._scalar("SELECT rowid FROM files WHERE path = ?", (path,))
+        if rowid is not None:
+            self.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
 
     def _delete_chunks(self, path: str) -> list[int]:
         """Delete a file's chunks and vectors; returns the chunk ids whose vectors were removed."""
@@ -457,6 +480,7 @@ class Store:
             with self.atomic():
                 existed = bool(self._scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
                 removed = self._delete_chunks(path)
+                self._drop_file_text(path)
                 self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
             self._apply_delta(removed, [])
         return existed
@@ -467,6 +491,7 @@ class Store:
             if self.has_vectors():
                 self.conn.execute("DELETE FROM chunks_vec")
             self.conn.execute("DELETE FROM chunks")
+            self.conn.execute("DELETE FROM files_fts")
             self.conn.execute("DELETE FROM files")
         self._invalidate()
 
@@ -567,6 +592,88 @@ class Store:
         )
         with self._lock:
             return [(int(i), float(r)) for i, r in self.conn.execute(sql, [match, *params, limit])]
+
+    def file_fts_search(
+        self, match: str, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[str, float, int]]:
+        """(path, whole-file bm25, chunk count) best first; a file counts when one of its chunks passes `flt`."""
+        where, params = (flt or ChunkFilter()).where()
+        cond = f" AND f.path IN (SELECT c.path FROM chunks c WHERE {where})" if where else ""
+        sql = (
+            "SELECT f.path, bm25(files_fts) AS rank, f.chunk_count FROM files_fts JOIN files f"
+            " ON f.rowid = files_fts.rowid WHERE files_fts MATCH ?" + cond + " ORDER BY rank LIMIT ?"
+        )
+        with self._lock:
+            return [
+                (str(p), float(r), int(n or 0)) for p, r, n in self.conn.execute(sql, [match, *params, limit])
+            ]
+
+    def chunk_ids_for_paths(
+        self, paths: Sequence[str], flt: ChunkFilter | None = None
+    ) -> list[tuple[int, str]]:
+        """(chunk id, path) of every chunk of `paths` that passes `flt`."""
+        where, params = (flt or ChunkFilter()).where()
+        sql = "SELECT c.id, c.path FROM chunks c WHERE c.path IN (SELECT value FROM json_each(?))" + (
+            f" AND {where}" if where else ""
+        )
+        with self._lock:
+            return [(int(i), str(p)) for i, p in self.conn.execute(sql, [json.dumps(list(paths)), *params])]
+
+    def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """({term: number of chunks holding it}, number of chunks), terms as the keyword index stems them."""
+        with self._lock:
+            if not self._vocab:
+                self.conn.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row)"
+                )
+                self._vocab = True
+            df = {
+                str(t): int(d)
+                for t, d in self.conn.execute(
+                    "SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(terms)),),
+                )
+            }
+            n = int(self._scalar("SELECT count(*) FROM chunks") or 0)
+        return df, n
+
+    def chunk_paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        with self._lock:
+            return {
+                int(i): str(p)
+                for i, p in self.conn.execute(
+                    "SELECT id, path FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps([int(i) for i in chunk_ids]),),
+                )
+            }
+
+    def chunks_with_heading(self, heading: str, flt: ChunkFilter | None = None) -> list[int]:
+        """Chunks whose own heading is `heading` (ASCII case ignored), in file order."""
+        where, params = (flt or ChunkFilter()).where()
+        sql = "SELECT c.id FROM chunks c WHERE c.section_heading = ? COLLATE NOCASE" + (
+            f" AND {where}" if where else ""
+        )
+        with self._lock:
+            return [
+                int(r[0])
+                for r in self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [heading, *params])
+            ]
+
+    def entity_chunks(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
+        """For each file whose entity name, display name or an alias is `name` (ASCII case ignored): its first
+        chunk that passes `flt` (the frontmatter chunk only when it is all there is)."""
+        where, params = (flt or ChunkFilter()).where()
+        sql = (
+            "SELECT (SELECT c.id FROM chunks c WHERE c.path = f.path"
+            + (f" AND {where}" if where else "")
+            + " ORDER BY c.kind = 'frontmatter', c.chunk_index LIMIT 1) FROM files f"
+            " WHERE f.display_name = ? COLLATE NOCASE OR f.entity_name = ? COLLATE NOCASE"
+            " OR (instr(lower(f.aliases), lower(?)) > 0"
+            "     AND EXISTS (SELECT 1 FROM json_each(f.aliases) a WHERE a.value = ? COLLATE NOCASE))"
+        )
+        with self._lock:
+            rows = self.conn.execute(sql, [*params, name, name, json.dumps(name)[1:-1], name])
+            return [int(r[0]) for r in rows if r[0] is not None]
 
     def filtered_ids(self, flt: ChunkFilter) -> np.ndarray:
         where, params = flt.where()
