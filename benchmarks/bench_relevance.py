@@ -89,14 +89,18 @@ def pct(a: int, b: int) -> str:
 def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
     p.add_argument("--fiction", type=Path, default=None, help="an indexed copy of the fiction corpus")
-    p.add_argument("--fiction-devset", type=Path, default=None, help="real fiction questions (jsonl: query, file)")
+    p.add_argument(
+        "--fiction-devset", type=Path, default=None, help="real fiction questions (jsonl: query, file)"
+    )
     p.add_argument("--scifact-workdir", type=Path,
                    default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saipling" / "eval" / "scifact")  # fmt: skip
     p.add_argument("--scifact", type=Path, default=SCIFACT, help="the BEIR SciFact folder")
     p.add_argument("--split", default="test")
     p.add_argument("--provider", default="local")
     args = p.parse_args()
-    bu.banner("bench_relevance: off-topic questions get an empty context; real ones keep their top hit", args.quick)
+    bu.banner(
+        "bench_relevance: off-topic questions get an empty context; real ones keep their top hit", args.quick
+    )
     queries = load_jsonl(OFFTOPIC)[: 20 if args.quick else None]
     rows = []
     fiction = args.fiction or bu.fiction_index(bu.provider_choice(args.provider), args.quick)

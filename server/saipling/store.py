@@ -80,7 +80,7 @@ _MIGRATIONS: list[str] = [
         SELECT f.rowid, (SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c
                          WHERE c.path = f.path)
         FROM files f;
-    CREATE INDEX IF NOT EXISTS chunks_heading ON chunks(section_heading COLLATE NOCASE);
+    CREATE INDEX IF NOT EXISTS chunks_heading ON chunks(trim(ltrim(section_heading, '#')) COLLATE NOCASE);
     """,
 ]
 
@@ -584,10 +584,15 @@ class Store:
 
     # -- reads for search ----------------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
-        """(chunk id, bm25) best first; bm25 is lower-is-better, headings weigh double."""
+        """(chunk id, bm25) best first; bm25 is lower-is-better.
+
+        The heading path column weighs the same as the text: FTS5 saturates each column separately and adds
+        them, and a section's own heading is in both (its text starts with it), so a weight of 2 counted it
+        three times and put tiny sub-sections (`##### Epic Feat` under `#### Fireball`) above the section a
+        query names (README "Retrieval quality"). Exact heading matches are handled in search.py."""
         where, params = (flt or ChunkFilter()).where()
         sql = (
-            "SELECT c.id, bm25(chunks_fts, 1.0, 2.0) AS rank FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            "SELECT c.id, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
             " WHERE chunks_fts MATCH ?" + (f" AND {where}" if where else "") + " ORDER BY rank LIMIT ?"
         )
         with self._lock:
@@ -677,9 +682,9 @@ class Store:
             }
 
     def chunks_with_heading(self, heading: str, flt: ChunkFilter | None = None) -> list[int]:
-        """Chunks whose own heading is `heading` (ASCII case ignored), in file order."""
+        """Chunks whose own heading (without its markdown `#`s) is `heading` (ASCII case ignored), in file order."""
         where, params = (flt or ChunkFilter()).where()
-        sql = "SELECT c.id FROM chunks c WHERE c.section_heading = ? COLLATE NOCASE" + (
+        sql = "SELECT c.id FROM chunks c WHERE trim(ltrim(c.section_heading, '#')) = ? COLLATE NOCASE" + (
             f" AND {where}" if where else ""
         )
         with self._lock:
