@@ -60,10 +60,9 @@ FILTER_FIELDS = (
 # Fusion (tuned on SciFact train only; figures in README "Retrieval quality")
 FUSION_VECTOR_WEIGHT = 0.55  # weight of the vector z-score in hybrid mode; keywords get the rest
 SHORT_FILE_CHUNKS = 3  # files of at most this many chunks are scored lexically as a whole (whole-file BM25)
-LONG_FILE_MIX = (
-    0.0  # longer files: this share of their lexical score is whole-file BM25, the rest the chunk's
-)
+LONG_FILE_MIX = 0.5  # longer files: this share of their keyword score is whole-file BM25, the rest the chunk's
 REL_SCALE = 2.0  # a result trailing the top one by this many fused z-units scores 1/e of the top's score
+NORM_POOL = 100  # z-score statistics come from the top this-many candidates of each list
 CONFIDENCE_DEPTH = 10  # the query's confidence is the best confidence among this many top results
 CONFIDENT = 0.5  # below this (every result): noConfidentMatch
 
@@ -347,14 +346,13 @@ class _Ranked:
     fused: float = 0.0  # the ranking key (weighted z-scores); `score` becomes the 0..1 score
 
 
-def _zmap(items: list[tuple[Any, float]]) -> tuple[dict[Any, float], float]:
-    """Values -> z-scores over the list (higher is better); also the list's lowest z."""
-    if not items:
-        return {}, 0.0
-    vals = np.asarray([v for _, v in items], dtype=np.float64)
-    sd = float(vals.std())
-    zs = (vals - vals.mean()) / (sd if sd > 1e-9 else 1.0)
-    return {k: float(z) for (k, _), z in zip(items, zs, strict=True)}, float(zs.min())
+def _stats(values: list[float]) -> tuple[float, float]:
+    """Mean and standard deviation (1 when there is no spread) for z-scores."""
+    if not values:
+        return 0.0, 1.0
+    arr = np.asarray(values, dtype=np.float64)
+    sd = float(arr.std())
+    return float(arr.mean()), (sd if sd > 1e-9 else 1.0)
 
 
 def _rank(
@@ -396,17 +394,17 @@ def _rank(
         need = [cid for cid, r in ranked.items() if r.cosine is None]
         for cid, v in store.chunk_vectors(need).items():
             ranked[cid].cosine = float(np.dot(v, qvec))
-    # Each signal is z-normalised over the whole candidate set, a candidate without a keyword match at 0
-    # (-bm25 of no match): over the matching list alone, a query whose rare word only two chunks hold gave
-    # them z = +-1 and let any vector candidate outrank them.
+    # Each signal is z-normalised over the candidates, a candidate without a keyword match at 0 (-bm25 of no
+    # match): over the matching list alone, a query whose rare word only two chunks hold gave them z = +-1 and
+    # let any vector candidate outrank them. The mean and spread come from the candidates of the top NORM_POOL
+    # of each list, however many were fetched: the order must not depend on maxResults.
+    pool_files = {p for p, _, _ in files[:NORM_POOL]}
+    pool = {cid for cid, _ in kw[:NORM_POOL]} | {cid for cid, _ in vec[:NORM_POOL]} | set(exact)
+    pool |= {cid for cid in ranked if paths.get(cid) in pool_files and paths.get(cid) in short}
     chunk_bm25 = dict(kw)
-    zk = _zmap([(cid, -chunk_bm25.get(cid, 0.0)) for cid in ranked])[0]
-    cand_paths = {p for p in paths.values()}
-    zf = _zmap([(p, -file_bm25.get(p, 0.0)) for p in cand_paths])[0]
-    cosines = [r.cosine for r in ranked.values() if r.cosine is not None]
-    vec_mu = float(np.mean(cosines)) if cosines else 0.0
-    vec_sd = float(np.std(cosines)) if len(cosines) > 1 else 1.0
-    vec_sd = vec_sd if vec_sd > 1e-9 else 1.0
+    k_mu, k_sd = _stats([-chunk_bm25.get(cid, 0.0) for cid in pool])
+    f_mu, f_sd = _stats([-file_bm25.get(p, 0.0) for p in {paths.get(cid) for cid in pool} if p is not None])
+    v_mu, v_sd = _stats([ranked[cid].cosine for cid in pool if cid in ranked and ranked[cid].cosine is not None])
     use_vec = qvec is not None and mode in ("hybrid", "semantic") and bool(vec)
     use_lex = lexical and bool(kw or files)
     w_vec = (FUSION_VECTOR_WEIGHT if use_lex else 1.0) if use_vec else 0.0
@@ -415,11 +413,13 @@ def _rank(
         r.file_bm25 = file_bm25.get(path) if path else None
         lex = 0.0
         if use_lex:
+            zk = (-chunk_bm25.get(cid, 0.0) - k_mu) / k_sd
+            zf = (-file_bm25.get(path, 0.0) - f_mu) / f_sd if path is not None else 0.0
             if path in short:  # the file's score; its own chunks' scores only break ties within the file
-                lex = zf.get(path, 0.0) + 0.01 * zk.get(cid, 0.0)
+                lex = zf + 0.01 * zk
             else:
-                lex = (1 - LONG_FILE_MIX) * zk.get(cid, 0.0) + LONG_FILE_MIX * zf.get(path, 0.0)
-        v = (r.cosine - vec_mu) / vec_sd if use_vec and r.cosine is not None else 0.0
+                lex = (1 - LONG_FILE_MIX) * zk + LONG_FILE_MIX * zf
+        v = (r.cosine - v_mu) / v_sd if use_vec and r.cosine is not None else 0.0
         r.fused = r.score = w_vec * v + (1 - w_vec) * lex
         r.exact = exact.get(cid)
     out = sorted(ranked.values(), key=lambda r: (r.exact is None, -r.score))
