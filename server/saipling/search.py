@@ -60,7 +60,7 @@ FILTER_FIELDS = (
 # Fusion (tuned on SciFact train only; figures in README "Retrieval quality")
 FUSION_VECTOR_WEIGHT = 0.55  # weight of the vector z-score in hybrid mode; keywords get the rest
 SHORT_FILE_CHUNKS = 3  # files of at most this many chunks are scored lexically as a whole (whole-file BM25)
-LONG_FILE_MIX = 0.5  # longer files: this share of their keyword score is whole-file BM25, the rest the chunk's
+LONG_FILE_MIX = 0.5  # longer files: this share of their keyword score is whole-file BM25, the rest their own
 REL_SCALE = 2.0  # a result trailing the top one by this many fused z-units scores 1/e of the top's score
 NORM_POOL = 100  # z-score statistics come from the top this-many candidates of each list
 CONFIDENCE_DEPTH = 10  # the query's confidence is the best confidence among this many top results
@@ -404,7 +404,9 @@ def _rank(
     chunk_bm25 = dict(kw)
     k_mu, k_sd = _stats([-chunk_bm25.get(cid, 0.0) for cid in pool])
     f_mu, f_sd = _stats([-file_bm25.get(p, 0.0) for p in {paths.get(cid) for cid in pool} if p is not None])
-    v_mu, v_sd = _stats([ranked[cid].cosine for cid in pool if cid in ranked and ranked[cid].cosine is not None])
+    v_mu, v_sd = _stats(
+        [ranked[cid].cosine for cid in pool if cid in ranked and ranked[cid].cosine is not None]
+    )
     use_vec = qvec is not None and mode in ("hybrid", "semantic") and bool(vec)
     use_lex = lexical and bool(kw or files)
     w_vec = (FUSION_VECTOR_WEIGHT if use_lex else 1.0) if use_vec else 0.0
