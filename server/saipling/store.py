@@ -591,10 +591,13 @@ class Store:
         three times and put tiny sub-sections (`##### Epic Feat` under `#### Fireball`) above the section a
         query names (README "Retrieval quality"). Exact heading matches are handled in search.py."""
         where, params = (flt or ChunkFilter()).where()
-        sql = (
-            "SELECT c.id, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-            " WHERE chunks_fts MATCH ?" + (f" AND {where}" if where else "") + " ORDER BY rank LIMIT ?"
-        )
+        if where:
+            sql = (
+                "SELECT c.id, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts JOIN chunks c"
+                f" ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
+            )
+        else:  # no join: ~3x faster (a join row per match before the sort), the rowid is the chunk id
+            sql = "SELECT rowid, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?"
         with self._lock:
             return [(int(i), float(r)) for i, r in self.conn.execute(sql, [match, *params, limit])]
 
