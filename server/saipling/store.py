@@ -238,6 +238,9 @@ class Store:
         self._matrix_version: tuple[int, int] | None = None
         self._generation = 0
         self._vocab = False  # the temp fts5vocab table over chunks_fts exists on this connection
+        self._df_cache: dict[str, int] = {}  # term -> chunks holding it, for _df_version of the index
+        self._df_version: tuple[int, int] | None = None
+        self._df_total = 0
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
@@ -606,15 +609,55 @@ class Store:
     ) -> list[tuple[str, float, int]]:
         """(path, whole-file bm25, chunk count) best first; a file counts when one of its chunks passes `flt`."""
         where, params = (flt or ChunkFilter()).where()
-        cond = f" AND f.path IN (SELECT c.path FROM chunks c WHERE {where})" if where else ""
-        sql = (
-            "SELECT f.path, bm25(files_fts) AS rank, f.chunk_count FROM files_fts JOIN files f"
-            " ON f.rowid = files_fts.rowid WHERE files_fts MATCH ?" + cond + " ORDER BY rank LIMIT ?"
-        )
         with self._lock:
-            return [
-                (str(p), float(r), int(n or 0)) for p, r, n in self.conn.execute(sql, [match, *params, limit])
-            ]
+            if where:
+                sql = (
+                    "SELECT f.path, bm25(files_fts) AS rank, f.chunk_count FROM files_fts JOIN files f"
+                    " ON f.rowid = files_fts.rowid WHERE files_fts MATCH ?"
+                    f" AND f.path IN (SELECT c.path FROM chunks c WHERE {where}) ORDER BY rank LIMIT ?"
+                )
+                rows = list(self.conn.execute(sql, [match, *params, limit]))
+            else:  # rank first, then look the few winners up (a join row per match costs more than the ranking)
+                ranked = list(self.conn.execute(
+                    "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ? ORDER BY rank LIMIT ?",
+                    (match, limit),
+                ))  # fmt: skip
+                files = {
+                    r: (p, n)
+                    for r, p, n in self.conn.execute(
+                        "SELECT rowid, path, chunk_count FROM files WHERE rowid IN (SELECT value FROM json_each(?))",
+                        (json.dumps([r for r, _ in ranked]),),
+                    )
+                }
+                rows = [(*files[r][:1], b, files[r][1]) for r, b in ranked if r in files]
+        return [(str(p), float(r), int(n or 0)) for p, r, n in rows]
+
+    def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """({term: number of chunks holding it}, number of chunks), terms as the keyword index stems them.
+        Kept per term until the index changes (queries repeat their words)."""
+        with self._lock:
+            version = self._data_version()
+            if self._df_version != version:
+                self._df_cache.clear()
+                self._df_version = version
+                self._df_total = int(self._scalar("SELECT count(*) FROM chunks") or 0)
+            missing = [t for t in terms if t not in self._df_cache]
+            if missing:
+                if not self._vocab:
+                    self.conn.execute(
+                        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row)"
+                    )
+                    self._vocab = True
+                found = dict.fromkeys(missing, 0)
+                for t, d in self.conn.execute(
+                    "SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
+                    (json.dumps(missing),),
+                ):
+                    found[str(t)] = int(d)
+                if len(self._df_cache) > 10_000:
+                    self._df_cache.clear()
+                self._df_cache.update(found)
+            return {t: self._df_cache[t] for t in terms}, self._df_total
 
     def chunk_ids_for_paths(
         self, paths: Sequence[str], flt: ChunkFilter | None = None
@@ -626,53 +669,6 @@ class Store:
         )
         with self._lock:
             return [(int(i), str(p)) for i, p in self.conn.execute(sql, [json.dumps(list(paths)), *params])]
-
-    def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """({term: number of chunks holding it}, number of chunks), terms as the keyword index stems them."""
-        with self._lock:
-            if not self._vocab:
-                self.conn.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row)"
-                )
-                self._vocab = True
-            df = {
-                str(t): int(d)
-                for t, d in self.conn.execute(
-                    "SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
-                    (json.dumps(list(terms)),),
-                )
-            }
-            n = int(self._scalar("SELECT count(*) FROM chunks") or 0)
-        return df, n
-
-    def embedded_count(self) -> int:
-        """Vectors in the search-time matrix (0 without vectors)."""
-        with self._lock:
-            return len(self._vectors()) if self.has_vectors() else 0
-
-    def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
-        """(embedded chunks, for a fixed random sample of them: the cosine of each one's nearest chunk in another
-        file): how similar "related" passages are for this model on this project (search.py's fallback)."""
-        with self._lock:
-            ids, mat = self._vectors().arrays() if self.has_vectors() else (np.zeros(0), np.zeros((0, 0)))
-        n = len(ids)
-        if n < 2:
-            return n, []
-        rows = np.random.default_rng(seed).choice(n, min(sample, n), replace=False)
-        sims = mat[rows] @ mat.T
-        k = min(12, n)
-        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(sims, top, axis=1), axis=1), axis=1)
-        paths = self.chunk_paths([int(i) for i in np.unique(np.concatenate([ids[top].ravel(), ids[rows]]))])
-        out: list[float] = []
-        for k, r in enumerate(rows):
-            own = paths.get(int(ids[r]))
-            other = next(
-                (float(sims[k, j]) for j in top[k] if paths.get(int(ids[j])) not in (None, own)), None
-            )
-            if other is not None:
-                out.append(other)
-        return n, out
 
     def chunk_paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
         with self._lock:
