@@ -670,6 +670,35 @@ class Store:
         with self._lock:
             return [(int(i), str(p)) for i, p in self.conn.execute(sql, [json.dumps(list(paths)), *params])]
 
+    def embedded_count(self) -> int:
+        """Vectors in the search-time matrix (0 without vectors)."""
+        with self._lock:
+            return len(self._vectors()) if self.has_vectors() else 0
+
+    def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
+        """(embedded chunks, for a fixed random sample of them: the cosine of each one's nearest chunk in another
+        file): how similar "related" passages are for this model on this project (search.py's fallback)."""
+        with self._lock:
+            ids, mat = self._vectors().arrays() if self.has_vectors() else (np.zeros(0), np.zeros((0, 0)))
+        n = len(ids)
+        if n < 2:
+            return n, []
+        rows = np.random.default_rng(seed).choice(n, min(sample, n), replace=False)
+        sims = mat[rows] @ mat.T
+        k = min(12, n)
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(sims, top, axis=1), axis=1), axis=1)
+        paths = self.chunk_paths([int(i) for i in np.unique(np.concatenate([ids[top].ravel(), ids[rows]]))])
+        out: list[float] = []
+        for k, r in enumerate(rows):
+            own = paths.get(int(ids[r]))
+            other = next(
+                (float(sims[k, j]) for j in top[k] if paths.get(int(ids[j])) not in (None, own)), None
+            )
+            if other is not None:
+                out.append(other)
+        return n, out
+
     def chunk_paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
         with self._lock:
             return {
