@@ -270,7 +270,11 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 @click.option("--min-score", type=click.FloatRange(0, 1), default=None)
 @click.option("--all-files", is_flag=True, help="Ignore .context_settings.json exclusions.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--explain", is_flag=True, help="Show each result's keyword rank, vector rank and fused score.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each result's keyword and vector ranks, cosine, fused z-score, confidence and score.",
+)
 def search(query, root, k, mode, entity_types, file_types, book, chapter, max_chapter, path_prefix, glob, role,
            min_score, all_files, as_json, explain) -> None:  # fmt: skip
     """Search the project by meaning and by words."""
