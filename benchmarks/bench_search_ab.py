@@ -72,7 +72,10 @@ def main() -> None:
         for side, tree, root in (("old", args.old, args.old_root), ("new", args.new, args.new_root)):
             r = run_side(tree, root, args.provider, rounds)
             res[side].append(r)
-            print(f"   run {i + 1} {side}: p50 {bu.fmt_ms(r['p50'])} ms, p95 {bu.fmt_ms(r['p95'])} ms", flush=True)
+            print(
+                f"   run {i + 1} {side}: p50 {bu.fmt_ms(r['p50'])} ms, p95 {bu.fmt_ms(r['p95'])} ms",
+                flush=True,
+            )
     rows = []
     med = {s: {k: bu.median([r[k] for r in v]) for k in ("p50", "p95")} for s, v in res.items()}
     for side in ("old", "new"):
