@@ -677,24 +677,25 @@ class Store:
 
     def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
         """(embedded chunks, for a fixed random sample of them: the cosine of each one's nearest chunk in another
-        file): how similar "related" passages are for this model on this project (search.py's fallback)."""
+        file): how similar "related" passages are for this model on this project (search.py's fallback).
+        One KNN per sampled chunk on the search matrix: no copy of the vectors."""
         with self._lock:
-            ids, mat = self._vectors().arrays() if self.has_vectors() else (np.zeros(0), np.zeros((0, 0)))
+            if not self.has_vectors():
+                return 0, []
+            matrix = self._vectors()
+            ids = sorted(matrix.ids())
         n = len(ids)
         if n < 2:
             return n, []
-        rows = np.random.default_rng(seed).choice(n, min(sample, n), replace=False)
-        sims = mat[rows] @ mat.T
-        k = min(12, n)
-        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(sims, top, axis=1), axis=1), axis=1)
-        paths = self.chunk_paths([int(i) for i in np.unique(np.concatenate([ids[top].ravel(), ids[rows]]))])
+        picked = [ids[i] for i in np.random.default_rng(seed).choice(n, min(sample, n), replace=False)]
+        with self._lock:
+            vectors = self._vectors().vectors(picked)
+        neighbours = {cid: self.knn(vec, 12) for cid, vec in vectors.items()}
+        paths = self.chunk_paths(list({c for hits in neighbours.values() for c, _ in hits} | set(neighbours)))
         out: list[float] = []
-        for k, r in enumerate(rows):
-            own = paths.get(int(ids[r]))
-            other = next(
-                (float(sims[k, j]) for j in top[k] if paths.get(int(ids[j])) not in (None, own)), None
-            )
+        for cid, hits in neighbours.items():
+            own = paths.get(cid)
+            other = next((s for c, s in hits if paths.get(c) not in (None, own)), None)
             if other is not None:
                 out.append(other)
         return n, out
