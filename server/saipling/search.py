@@ -1,8 +1,8 @@
 """Hybrid search (SPEC 8): vector KNN + FTS5 BM25, fused on z-normalised scores; a calibrated confidence.
 
 Ranking: keyword candidates (chunk BM25, and whole-file BM25 for short files) and vector candidates (cosine) are
-unioned; each signal is z-normalised over its own candidate list and the two are added with fixed weights
-(measured on SciFact train: beats reciprocal rank fusion; query-type weights did not help). A query that is
+unioned; each signal is z-normalised over the candidates (no keyword match = BM25 0) and the two are added
+with fixed weights (measured on SciFact train: beats reciprocal rank fusion; query-type weights did not help). A query that is
 exactly a heading, or a file's entity name or alias, puts that section first.
 
 Scores: `confidence` (0..1) of a result comes from absolute signals, not ranks: its raw cosine mapped through a
