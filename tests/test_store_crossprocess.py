@@ -114,3 +114,24 @@ def test_our_own_writes_still_patch_after_another_process_logged(tmp_path: Path)
         np.testing.assert_allclose(mat[o1], mat2[o2])
     finally:
         store.close()
+
+
+def test_term_statistics_follow_every_text_write(tmp_path: Path) -> None:
+    """The keyword statistics cache is not keyed on vectors: a keyword-only write, ours or another process's,
+    refreshes it."""
+    db = tmp_path / "index.db"
+    store = Store.open(db)
+    try:
+        row = _row("lanterns over the harbour")
+        record = FileRecord(path="a.md", content_hash=row.content_hash, mtime_ns=1, size=1, file_type="note",
+                            encoding="utf-8")  # fmt: skip
+        store.replace_file(record, [row])
+        assert store.term_doc_freqs(["lantern"]) == ({"lantern": 1}, 1)
+        row2 = _row("a lantern again")
+        store.replace_file(FileRecord(path="b.md", content_hash=row2.content_hash, mtime_ns=1, size=1,
+                                      file_type="note", encoding="utf-8"), [row2])  # fmt: skip
+        assert store.term_doc_freqs(["lantern"]) == ({"lantern": 2}, 2)
+        _in_other_process(db, 'store.delete_file("a.md")')
+        assert store.term_doc_freqs(["lantern"]) == ({"lantern": 1}, 1)
+    finally:
+        store.close()
