@@ -27,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
+from saipling import vector_matrix as vmod  # noqa: E402
 from saipling.store import Store  # noqa: E402
 from saipling.vector_matrix import VectorMatrix  # noqa: E402
 
@@ -57,10 +58,14 @@ def knn_rows(n_queries: int, label: str) -> list[list[str]]:
         new_t: list[float] = []
         old_t: list[float] = []
         hits = 0
+        blas = vmod._blas_controller()
         for q in queries:  # interleaved: A B A B
             t = time.perf_counter()
-            got = vm.knn(q, K)
+            got = vm.knn(q, K)  # includes switching BLAS back to its own choice (real use rarely switches)
             new_t.append(time.perf_counter() - t)
+            if blas:  # `before`: numpy's default threads (set outside the timing)
+                blas.limit(limits=vmod._blas_default)
+                vmod._blas_now = vmod._blas_default
             t = time.perf_counter()
             exact = old_knn(mat, ids, q, K)
             old_t.append(time.perf_counter() - t)

@@ -115,16 +115,22 @@ def test_a_refused_add_changes_nothing() -> None:
 
 def test_small_knn_products_run_on_one_blas_thread() -> None:
     """Under CPU load a second BLAS thread waits for a core (a 6k x 384 product: p95 0.3 -> 86 ms): small
-    products are capped at one thread, and the cap is lifted afterwards."""
+    products run on one thread, large ones on BLAS's default while the machine has a core to spare."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from saipling.vector_matrix import ONE_THREAD_FLOATS, blas_threads_for
+    from saipling import vector_matrix as vm
 
     def blas_threads() -> int:
         return min(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
 
-    default = blas_threads()
+    vm._blas_controller()
+    default = vm._blas_default
     if default < 2:
         pytest.skip("BLAS runs one thread here already")
-    with blas_threads_for(ONE_THREAD_FLOATS):
+    try:
+        m = VectorMatrix(np.arange(1, 101, dtype=np.int64), np.eye(100, 384, dtype=np.float32))
+        m.knn(np.eye(1, 384, dtype=np.float32)[0], 3)
         assert blas_threads() == 1
-    assert blas_threads() == default
+        assert vm.set_blas_threads_for(vm.ONE_THREAD_FLOATS + 1) == (1 if vm._busy() else default)
+        assert blas_threads() == vm._blas_now
+    finally:
+        vm.set_blas_threads_for(0)
