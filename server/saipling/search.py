@@ -33,7 +33,7 @@ import snowballstemmer
 from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider
 from .errors import InvalidRequest, ProviderError
-from .lazy import np  # numpy loads on first use (cold CLI path)
+from .lazy import LazyPattern, np  # numpy loads on first use (cold CLI path)
 from .paths import glob_problem, normalise_rel
 from .reading import resolve_path
 from .request_fields import bounded_int, query_text, require_object, required_str, str_list, typed
@@ -193,14 +193,14 @@ def fts_query(query: str) -> str | None:
     content = [w for w in words if w not in STOPWORDS]
     words = list(dict.fromkeys(content or words))
     terms = [_quote(" ".join(_WORD_RE.findall(p))) for p in phrases] + [
-        _quote(w) + ("*" if _CJK_RE.search(w) else "") for w in words[:64]
+        _quote(w) + ("*" if not w.isascii() and _CJK_RE.search(w) else "") for w in words[:64]
     ]
     return " OR ".join(terms) if terms else None
 
 
 # The unicode61 tokenizer keeps a run of CJK characters (up to punctuation) as one token: a CJK query word
 # matches as a prefix of such runs, so "東京" finds "東京タワーは高い".
-_CJK_RE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7ff\uf900-\ufaff]")
+_CJK_RE = LazyPattern(r"[\u2e80-\u9fff\uac00-\ud7ff\uf900-\ufaff]")  # compiled only for non-ASCII words
 
 
 def _quote(term: str) -> str:
@@ -578,7 +578,7 @@ def lexical_coverage(idf: Mapping[str, float], row: Mapping[str, Any]) -> float:
         start = key[:3]
         if start not in folded:
             continue
-        if _CJK_RE.search(key):  # CJK words match inside the tokenizer's longer runs
+        if not key.isascii() and _CJK_RE.search(key):  # CJK words match inside the tokenizer's longer runs
             got += weight if key in folded else 0.0
         elif any(match_key(w) == key for w in set(re.findall(r"\b" + re.escape(start) + r"\w*", folded))):
             got += weight

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import abc
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..lazy import np  # numpy loads on first use (cold CLI path)
+from ..lazy import LazyPattern, np  # numpy loads on first use (cold CLI path)
 
 
 @dataclass
@@ -114,7 +113,7 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 # CJK ideographs, kana, hangul and their punctuation: BPE tokenizers spend about a token on each character
-_WIDE = re.compile(
+_WIDE = LazyPattern(  # compiled on the first non-ASCII text
     r"[\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff]"
 )
 
