@@ -9,7 +9,7 @@ Python process per round (so RSS per phase is its own), rounds interleaved A B C
            embed_documents, identical work for all); total/embed is the overhead
   no-op    index again with nothing changed. Peers get the obvious pipeline: hash every file, compare with the
            hashes stored at index time, rewrite nothing
-  edit     one note changed (a sentence appended), then re-indexed. saipling: its own incremental run (it
+  edit     one note changed (a sentence appended to the vault's largest note), then re-indexed. saipling: its own incremental run (it
            re-embeds only chunks whose hash is new). Peers: the obvious pipeline, replace the file's chunks:
            re-chunk the file, embed all its chunks, delete the file's rows, add the new ones (lancedb: and
            rebuild its FTS index so keyword search sees the edit)
@@ -55,6 +55,7 @@ EDIT_TEXT = "\n\nA late errata note: the gnoll war drums of Axis were heard agai
 class Timer:
     def __init__(self) -> None:
         self.seconds = 0.0
+        self.texts = 0
 
 
 def _provider(root: Path, embed_timer: Timer):
@@ -67,6 +68,7 @@ def _provider(root: Path, embed_timer: Timer):
 
     def timed(texts):
         t = time.perf_counter()
+        embed_timer.texts += len(texts)
         try:
             return inner(texts)
         finally:
@@ -255,7 +257,9 @@ def _pct(xs: list[float]) -> dict[str, float]:
     return {"p50": bu.percentile(xs, 50) * 1000, "p95": bu.percentile(xs, 95) * 1000}
 
 
-def worker(name: str, root: Path, data: Path, queries: list[dict], busy: int, passes: int) -> dict:
+def worker(
+    name: str, root: Path, data: Path, queries: list[dict], busy: int, passes: int, edited: str
+) -> dict:
     import numpy as np
 
     out: dict[str, Any] = {"system": name, "rss": {}}
@@ -276,13 +280,12 @@ def worker(name: str, root: Path, data: Path, queries: list[dict], busy: int, pa
     t = time.perf_counter()
     sys_.noop()
     out["noop"] = time.perf_counter() - t
-    edited = queries[0]["path"]
     with open(root / edited, "a", encoding="utf-8") as f:
         f.write(EDIT_TEXT)
-    embed.seconds = 0.0
+    embed.seconds, embed.texts = 0.0, 0
     t = time.perf_counter()
     sys_.edit(edited)
-    out["edit"] = {"total": time.perf_counter() - t, "embed": embed.seconds}
+    out["edit"] = {"total": time.perf_counter() - t, "embed": embed.seconds, "chunks": embed.texts}
     out["rss"]["edit"] = _rss()
 
     qv = [np.asarray(provider.embed_query(q["text"]), dtype=np.float32) for q in queries]
@@ -381,10 +384,13 @@ def main() -> None:
     p.add_argument("--data")
     p.add_argument("--queries")
     p.add_argument("--passes", type=int, default=5)
+    p.add_argument("--edit", help="the note to edit (default: the largest, where chunk reuse matters most)")
     args = p.parse_args()
     if args.worker:
         queries = json.loads(Path(args.queries).read_text())
-        res = worker(args.worker, Path(args.root), Path(args.data), queries, args.busy, args.passes)
+        res = worker(
+            args.worker, Path(args.root), Path(args.data), queries, args.busy, args.passes, args.edit
+        )
         print("RESULT " + json.dumps(res))
         return
     bu.banner("saipling vs chromadb vs lancedb (+ ripgrep) on the 13th Age vault", args.quick)
@@ -405,6 +411,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         base = make_corpus(args.corpus, Path(tmp) / "corpus", limit)
         queries = pick_queries(base, 20 if args.quick else 40)
+        edit = (
+            args.edit
+            or max((q for q in base.rglob("*.md")), key=lambda f: (f.stat().st_size, f.as_posix()))
+            .relative_to(base)
+            .as_posix()
+        )
+        print(f"   edited note: {edit} ({(base / edit).stat().st_size} bytes)")
         qfile = Path(tmp) / "queries.json"
         qfile.write_text(json.dumps(queries))
         rg = ripgrep(base, queries, passes)
@@ -417,7 +430,7 @@ def main() -> None:
                 print(f"   round {r + 1}/{rounds}: {s} ...", flush=True)
                 proc = subprocess.run(
                     [sys.executable, __file__, "--worker", s, "--root", str(root), "--data", str(data),
-                     "--queries", str(qfile), "--busy", str(args.busy), "--passes", str(passes)],
+                     "--queries", str(qfile), "--busy", str(args.busy), "--passes", str(passes), "--edit", edit],
                     capture_output=True, text=True, env=os.environ | {"SAIPLING_LOG_LEVEL": "WARNING"},
                 )  # fmt: skip
                 line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
@@ -466,11 +479,11 @@ def report(results: dict[str, list[dict]], rg: dict | None, rounds: int, notes: 
         rs = results[s]
         tot, emb = _med(rs, "index", "total"), _med(rs, "index", "embed")
         rows.append([s, bu.fmt_s(tot), bu.fmt_s(emb), f"{tot / emb:.3f}" if emb else "-",
-                     bu.fmt_ms(_med(rs, "noop")), bu.fmt_s(_med(rs, "edit", "total")),
+                     bu.fmt_ms(_med(rs, "noop")), bu.fmt_s(_med(rs, "edit", "total")), f"{_med(rs, 'edit', 'chunks'):.0f}",
                      f"{_med(rs, 'rss', 'index', 'rss'):.0f}", f"{_med(rs, 'rss', 'index', 'peak'):.0f}",
                      f"{_med(rs, 'rss', 'queries', 'rss'):.0f}", f"{_med(rs, 'recall@10'):.3f}"])  # fmt: skip
     print("\nIndexing (seconds; no-op in ms; RSS MB of the system's own fresh process, model included)")
-    print(bu.table(["system", "index total", "embed", "total/embed", "no-op ms", "one edit", "RSS index",
+    print(bu.table(["system", "index total", "embed", "total/embed", "no-op ms", "one edit", "re-embedded", "RSS index",
                     "peak", "RSS queries", "vector recall@10"], rows))  # fmt: skip
     qrows = []
     for s in systems:
