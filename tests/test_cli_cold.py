@@ -27,6 +27,7 @@ HEAVY = (
     "httpx",
     "sqlite_vec",
     "watchdog",
+    "mcp",
 )
 
 PROBE = """
