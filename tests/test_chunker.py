@@ -19,6 +19,7 @@ from saipling.chunker import (
     chunk_document,
     content_hash,
     limits_for,
+    parse_blocks,
 )
 from saipling.embeddings.base import estimate_tokens
 from saipling.metadata import extract_metadata
@@ -95,6 +96,34 @@ def tiny_section(draw) -> list[str]:
     ]
 
 
+@st.composite
+def setext_heading(draw) -> list[str]:
+    title = " ".join(draw(st.lists(word, min_size=1, max_size=6)))
+    return [title, draw(st.sampled_from(["===", "---", "=========", "  ---"]))]
+
+
+@st.composite
+def html_block(draw) -> list[str]:
+    inner = draw(st.lists(st.sampled_from(["# hidden heading", "", "note to self", "```", "[[Page|alias]]"]),
+                          max_size=4))  # fmt: skip
+    return draw(st.sampled_from([["<!--", *inner, "-->"], ["<div>", *[x for x in inner if x], "</div>"]]))
+
+
+@st.composite
+def wiki_paragraph(draw) -> list[str]:
+    links = ["[[Marcus Cole]]", "[[characters/marcus|Marc]]", "![[map.png]]", "[[Harbor#Docks]]", "[[a|]]",
+             "![[folder/scene 2.md]]", "[[Harbor#^block1]]"]  # fmt: skip
+    parts = draw(st.lists(st.one_of(word, st.sampled_from(links)), min_size=1, max_size=12))
+    return [" ".join(parts)] if draw(st.booleans()) else [draw(st.sampled_from(links))]
+
+
+@st.composite
+def list_block(draw) -> list[str]:
+    items = draw(st.lists(st.sampled_from(["- item one", "- # heading in a list", "  continued", "1. first",
+                                           "", "- [[Marcus Cole|Marc]] rows"]), min_size=1, max_size=5))  # fmt: skip
+    return items
+
+
 block = st.one_of(
     paragraph(),
     paragraph(),
@@ -105,6 +134,10 @@ block = st.one_of(
     blank(),
     long_paragraph(),
     tiny_section(),
+    setext_heading(),
+    html_block(),
+    wiki_paragraph(),
+    list_block(),
 )
 
 
@@ -190,8 +223,10 @@ PROPS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[He
 def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: TokenCounter) -> None:
     data, rel = doc
     lines, meta, chunks = _chunk(data, rel, limits, count)
-    disk = _disk_lines(data)
-    assert len(lines) == len(disk), "normalising newlines must not change line numbers"
+    raw = _disk_lines(data)
+    assert len(lines) == len(raw), "normalising newlines must not change line numbers"
+    disk = parse_blocks("\n".join(lines)).lines  # as indexed: wiki-links as display text, embeds dropped
+    assert len(disk) == len(raw), "showing wiki-links as display text must not change line numbers"
 
     # chunks are in file order; indexes are 0..n-1
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))

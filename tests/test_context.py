@@ -259,7 +259,9 @@ def test_frontmatter_and_wiki_links_reach_the_agent_as_readable_text(tmp_path: P
         p.index()
         response = p.enrich({"query": "Ferryman Marc harbor ferry", "skillConfig": ALWAYS, "maxResults": 5})
         context = response["contextBlock"]
-        assert "aliases: Marc, The Ferryman" in context and "name: Marcus Cole" in context
+        assert (
+            "--- (frontmatter) (lines 1-7) ---\nname: Marcus Cole\naliases: Marc, The Ferryman\n" in context
+        )
         assert "  - Marc" not in context and "id: 42" not in context  # not raw YAML, no bookkeeping
         assert "He rows the old harbor ferry past Greyhaven Light every night." in context
         assert "[[" not in context and ".png" not in context

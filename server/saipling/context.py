@@ -161,7 +161,10 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
             skipped[(path, "missing")] = None
             continue
         text, whole_lines = passage
-        heading = r["headingPath"] or r["sectionHeading"] or "(start of file)"
+        if whole_lines or r["headingPath"] or r["sectionHeading"]:
+            heading = r["headingPath"] or r["sectionHeading"] or "(start of file)"
+        else:
+            heading = "(frontmatter)" if files[path].is_frontmatter(r) else "(start of file)"
         span = _Span(r["startLine"], r["endLine"], text.rstrip(), [heading], whole_lines)
         added = ctx.add(path, span, files[path].lines or [], budget)
         if added is None:
@@ -286,6 +289,10 @@ def _passage(project: Project, r: Mapping[str, Any], files: dict[str, _FileView]
 class _FileView:
     lines: list[str] | None  # None: the file is gone or unreadable
     chunks: list[dict[str, Any]]
+
+    def is_frontmatter(self, r: Mapping[str, Any]) -> bool:
+        return any(c.get("kind") == "frontmatter" and c["start_line"] == r["startLine"] and c["preview"] == r["preview"]
+                   for c in self.chunks)  # fmt: skip
 
 
 def _file_lines(project: Project, rel: str) -> list[str] | None:
