@@ -22,6 +22,10 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 from .embeddings.base import estimate_tokens
 from .metadata import BOOKKEEPING_KEYS, FileMeta
 
+# Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
+# once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
+# as display text, frontmatter prose.
+CHUNKER_VERSION = 2
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
 # Obsidian wiki-links: `![[map.png]]` embeds are dropped, `[[page|alias]]` reads `alias`, `[[folder/page#Part]]`
