@@ -10,7 +10,8 @@ hybrid, lexical and semantic mode.
 Metrics, per kind and overall: files are ranked by their best chunk (distinct files in result order);
 recall@10 = share of queries whose evidence file is among the first 10 files; MRR@10 = mean of 1/rank of the
 evidence file (0 past 10); line@10 = share whose evidence line lies inside a returned chunk of that file among
-the first 10 chunks.
+the first 10 chunks; "file in top 50 results" = share whose evidence file is among the first 50 results at all
+(what a better ordering of the same results could reach).
 
     python benchmarks/bench_devset.py                       # local model when installed (cached index copy)
     python benchmarks/bench_devset.py --copy-of DIR         # start from a copy of an indexed corpus copy DIR
@@ -82,6 +83,7 @@ def check_devset(rows: list[Query], corpus: Path) -> list[str]:
 class Outcome:
     rank: int | None  # 1-based rank of the evidence file among distinct files, None past K
     line_hit: bool
+    in_pool: bool  # the evidence file is among the files of the first 50 results (what reranking could reach)
 
 
 def evaluate(project: Any, q: Query, mode: str) -> Outcome:
@@ -93,17 +95,17 @@ def evaluate(project: Any, q: Query, mode: str) -> Outcome:
             files.append(r["filePath"])
     rank = files.index(q.file) + 1 if q.file in files[:K] else None
     line_hit = any(r["filePath"] == q.file and r["startLine"] <= q.line <= r["endLine"] for r in results[:K])
-    return Outcome(rank, line_hit)
+    return Outcome(rank, line_hit, q.file in files)
 
 
-def summarise(outcomes: Iterable[Outcome]) -> tuple[int, float, float, float]:
+def summarise(outcomes: Iterable[Outcome]) -> tuple[int, float, float, float, float]:
     xs = list(outcomes)
     n = len(xs)
     if not n:
-        return 0, float("nan"), float("nan"), float("nan")
+        return 0, float("nan"), float("nan"), float("nan"), float("nan")
     recall = sum(o.rank is not None for o in xs) / n
     mrr = sum(1 / o.rank for o in xs if o.rank) / n
-    return n, recall, mrr, sum(o.line_hit for o in xs) / n
+    return n, recall, mrr, sum(o.line_hit for o in xs) / n, sum(o.in_pool for o in xs) / n
 
 
 def prepare_root(args: Any, provider: str) -> tuple[Path, Path | None]:
@@ -176,11 +178,13 @@ def main() -> None:
         figures["modes"][m] = {}
         for kind in (*KINDS, "overall"):
             sel = [results[m][q.id] for q in rows if kind == "overall" or q.kind == kind]
-            n, recall, mrr, line = summarise(sel)
-            figures["modes"][m][kind] = {"n": n, "recall@10": recall, "mrr@10": mrr, "line@10": line}
-            table_rows.append((m, kind, n, f"{recall:.3f}", f"{mrr:.3f}", f"{line:.3f}"))
+            n, recall, mrr, line, pool = summarise(sel)
+            figures["modes"][m][kind] = {"n": n, "recall@10": recall, "mrr@10": mrr, "line@10": line,
+                                         "in-top-50-results": pool}  # fmt: skip
+            table_rows.append((m, kind, n, f"{recall:.3f}", f"{mrr:.3f}", f"{line:.3f}", f"{pool:.3f}"))
     print()
-    print(bu.table(["mode", "kind", "queries", "recall@10 (file)", "MRR@10 (file)", "line@10"], table_rows))
+    print(bu.table(["mode", "kind", "queries", "recall@10 (file)", "MRR@10 (file)", "line@10",
+                    "file in top 50 results"], table_rows))  # fmt: skip
     main_mode = "hybrid" if "hybrid" in modes else modes[0]
     overall = figures["modes"][main_mode]["overall"]["recall@10"]
     para = figures["modes"][main_mode]["paraphrase"]["recall@10"]
