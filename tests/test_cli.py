@@ -74,7 +74,9 @@ def test_index_json_then_status_json(tmp_path: Path) -> None:
     assert "provider = none" in status["providerReason"]
     assert status["totalCostUsd"] == 0 and status["estimatedReindexCostUsd"] == 0
     assert (status["pendingFiles"], status["isIndexing"]) == (0, False)
-    assert status["progress"] == {"filesProcessed": 0, "filesTotal": 0, "currentFile": None}
+    assert status["progress"] == {"filesProcessed": 0, "filesTotal": 0, "currentFile": None, "phase": None,
+                                  "chunksEmbedded": 0, "chunksTotal": 0, "etaSeconds": None}  # fmt: skip
+    assert (status["unembeddedChunks"], status["indexPhase"], status["paused"]) == (0, "idle", False)
     assert status["degraded"].startswith("keyword search only")
 
     again = run_json("index", str(root))

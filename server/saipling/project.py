@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
+import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
 from .errors import ProviderError
-from .indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
+from .indexer import PENDING_META, Indexer, IndexProgress, IndexSummary, ProgressCallback
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ class RunState:
     """What status reports about a run in progress."""
 
     is_indexing: bool = False
+    phase: str = "idle"  # idle | keywords | embedding (of the run in progress)
     progress: IndexProgress | None = None
     last_summary: IndexSummary | None = None
     pending_files: int = 0
@@ -58,6 +61,10 @@ class Project:
         self.state = RunState()
         self._state_lock = threading.Lock()
         self._searcher = None
+        self._dirty: dict[str, None] = {}  # files saved since their text was last read (ordered set)
+        self._dirty_lock = threading.Lock()
+        # called with the paths a lazy sync found changed on disk (the server queues them for embedding)
+        self.on_refreshed: Callable[[list[str]], None] | None = None
 
     @classmethod
     def open(
@@ -128,21 +135,103 @@ class Project:
         paths: list[str] | None = None,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        *,
+        embed: bool = True,
+        hold: Iterable[str] = (),
+        first: Iterable[str] = (),
     ) -> IndexSummary:
+        """One run: text first (keyword-searchable at once), then embeddings (see Indexer.run)."""
+
         def on_progress(p: IndexProgress) -> None:
             self.state.progress = p
+            self.state.phase = "idle" if p.phase == "done" else p.phase
             if progress:
                 progress(p)
 
         with self._state_lock:
             self.state.is_indexing = True
+            self.state.phase = "keywords"
         try:
-            summary = self.indexer.run(full=full, paths=paths, progress=on_progress, cancel=cancel)
+            summary = self.indexer.run(
+                full=full, paths=paths, progress=on_progress, cancel=cancel, embed=embed, hold=hold, first=first
+            )
         finally:
             with self._state_lock:
                 self.state.is_indexing = False
+                self.state.phase = "idle"
         self.state.last_summary = summary
         return summary
+
+    # -- live text (SPEC 7: text and line ranges current at once, vectors when quiet) ----------------------
+    def mark_dirty(self, path: str) -> None:
+        """A file was saved or changed: its text is refreshed before the next search (or by `refresh_dirty`)."""
+        with self._dirty_lock:
+            self._dirty[path] = None
+
+    def refresh_dirty(self) -> IndexSummary | None:
+        """Refresh the text of every file marked dirty (the cheap pass; nothing embedded)."""
+        with self._dirty_lock:
+            paths, self._dirty = list(self._dirty), {}
+        if not paths:
+            return None
+        try:
+            return self.refresh(paths)
+        except Exception:
+            with self._dirty_lock:  # tried again by the next search or save
+                for p in paths:
+                    self._dirty.setdefault(p, None)
+            raise
+
+    def refresh(self, paths: Iterable[str]) -> IndexSummary:
+        summary = self.indexer.refresh(paths)
+        for warning in summary.warnings:
+            log.warning("%s", warning)
+        return summary
+
+    def stale_paths(self, paths: Iterable[str]) -> list[str]:
+        """The paths whose file on disk is not what was indexed: another (mtime, size), or, for a file stored
+        as racy (mtime 0: written within its timestamp tick when read), other content. Gone files are not
+        listed (the caller drops them)."""
+        paths = list(dict.fromkeys(paths))
+        states = self.store.file_states_for(paths)
+        stale = []
+        for p in paths:
+            st = states.get(p)
+            try:
+                now = os.stat(self.root / p)
+                if st is not None and st.mtime_ns == 0 and st.size == now.st_size:
+                    if hashlib.sha256((self.root / p).read_bytes()).hexdigest() == st.content_hash:
+                        continue
+            except OSError:
+                continue
+            if st is None or st.mtime_ns != now.st_mtime_ns or st.size != now.st_size:
+                stale.append(p)
+        return stale
+
+    def lazy_sync(self, paths: Iterable[str] = ()) -> list[str]:
+        """Before results are built from `paths` (reference 002, lazy sync): the dirty files and those of
+        `paths` changed on disk since they were read get their text refreshed. Returns the stale paths."""
+        self.refresh_dirty()
+        stale = self.stale_paths(paths)
+        if stale:
+            summary = self.refresh(stale)
+            if summary.changed and self.on_refreshed is not None:
+                self.on_refreshed(stale)  # changed outside any editor event: embed them once quiet
+        return stale
+
+    def pause(self) -> None:
+        """Stop embedding at the next round (the text index stays live); `resume` lets the next run embed."""
+        self.indexer.paused.set()
+
+    def resume(self) -> None:
+        self.indexer.paused.clear()
+
+    @property
+    def paused(self) -> bool:
+        return self.indexer.paused.is_set()
+
+    def embed_estimate(self, hold: Iterable[str] = ()) -> dict[str, Any]:
+        return self.indexer.embed_estimate(hold)
 
     def estimate(self) -> dict[str, Any]:
         return self.indexer.estimate()
@@ -186,16 +275,30 @@ class Project:
             "totalCostUsd": round(stats["totalCostUsd"], 6),
             "totalTokens": stats["totalTokens"],
             "estimatedReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
-            "pendingFiles": self.state.pending_files,
+            "pendingFiles": self.state.pending_files + (0 if self.state.is_indexing else self.unread_files()),
+            "unembeddedChunks": self.store.count_unembedded() if self.indexer.embeds else 0,
             "isIndexing": self.state.is_indexing,
+            "indexPhase": self.state.phase if self.state.is_indexing else "paused" if self.paused else "idle",
+            "paused": self.paused,
             "progress": {
                 "filesProcessed": p.files_done if p else 0,
                 "filesTotal": p.files_total if p else 0,
                 "currentFile": p.current_file if p else None,
+                "phase": p.phase if p else None,
+                "chunksEmbedded": p.chunks_done if p else 0,
+                "chunksTotal": p.chunks_total if p else 0,
+                "etaSeconds": round(p.eta_seconds, 1) if p and p.eta_seconds is not None else None,
             },
             "degraded": self.degraded(),
             "warnings": list(self.warnings),
         }
+
+    def unread_files(self) -> int:
+        """Files the last scan run did not get to read (it was cancelled or killed); 0 after a complete run."""
+        try:
+            return int(self.store.get_meta(PENDING_META, "0") or 0)
+        except ValueError:
+            return 0
 
     # -- retrieval (implemented in search.py / context.py / reading.py) ------------------------------------
     def search(self, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -256,9 +256,23 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
     want = req.max_results
     results: list[dict[str, Any]] = []
     n_cand = max(100, want * 4)
-    for _attempt in range(3):
+    sync = getattr(project, "lazy_sync", None)
+    synced = False
+    if sync is not None:
+        sync()  # files saved since their text was read (the server refreshes them at once; this is the race)
+    for _attempt in range(4):
         ranked = _rank(project, req, flt, qvec, mode, n_cand)
-        results, missing = _materialise(project, req, ranked, want)
+        results, missing, stale = _materialise(
+            project, req, ranked, want, check=sync is not None, vectors_used=qvec is not None
+        )
+        if stale:
+            if not synced and sync is not None:
+                sync(stale)  # changed on disk since they were read: refresh their text, then rank again
+                synced = True
+                continue
+            # (changed again while being refreshed: never point at lines that may have moved)
+            flt.exclude_paths = sorted(set(flt.exclude_paths) | stale)
+            continue
         if not missing or len(results) >= want:
             break
         # files vanished from disk (queued for deindexing, maybe still in the index): rank again without them
@@ -330,13 +344,20 @@ def _rank(
 
 
 def _materialise(
-    project: Project, req: SearchRequest, ranked: list[_Ranked], want: int
-) -> tuple[list[dict], set[str]]:
-    """The first `want` ranked chunks whose files still exist, as result dicts; and the paths found missing."""
+    project: Project,
+    req: SearchRequest,
+    ranked: list[_Ranked],
+    want: int,
+    check: bool = False,
+    vectors_used: bool = False,
+) -> tuple[list[dict], set[str], set[str]]:
+    """The first `want` ranked chunks whose files still exist, as result dicts; the paths found missing; and
+    (with `check`) the paths whose file changed on disk since it was indexed (their lines may have moved)."""
     page = want * 3 + 20
     rows: dict[int, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
     missing: set[str] = set()
+    stale: set[str] = set()
     checked: dict[str, bool] = {}
     terms = highlight_terms(req.query)
     for i, r in enumerate(ranked):
@@ -345,7 +366,11 @@ def _materialise(
         if r.score < req.min_score:
             break
         if i % page == 0:  # rows are fetched a page at a time, as far down the list as needed
-            rows.update(project.store.chunks_by_id([x.chunk_id for x in ranked[i : i + page]]))
+            fetched = project.store.chunks_by_id([x.chunk_id for x in ranked[i : i + page]])
+            rows.update(fetched)
+            if check:
+                new = {row["path"] for row in fetched.values()} - checked.keys()
+                stale.update(project.stale_paths(new))
         row = rows.get(r.chunk_id)
         if row is None:
             continue
@@ -355,10 +380,13 @@ def _materialise(
             if not checked[path]:
                 missing.add(path)
                 project_missing(project, path)
-        if not checked[path]:
+        if not checked[path] or path in stale:
             continue
-        out.append(result_dict(project, row, r.score, terms, r, req.explain))
-    return out, missing
+        res = result_dict(project, row, r.score, terms, r, req.explain)
+        if check and r.vec_rank is None and vectors_used and not project.store.has_vector(r.chunk_id):
+            res["embeddingPending"] = True  # new or edited text, embedded once the writer pauses
+        out.append(res)
+    return out, missing, stale
 
 
 def project_missing(project: Project, path: str) -> None:
@@ -486,6 +514,6 @@ def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
                 for i, (cid, b) in enumerate(hits)
             ]
     req = SearchRequest(query=" ", max_results=max_results)
-    results, _ = _materialise(project, req, ranked, max_results)
+    results, _, _ = _materialise(project, req, ranked, max_results)
     return {"path": rel, "results": results, "degraded": degraded if chunks else None,
             "indexed": bool(chunks), "elapsedMs": round((time.perf_counter() - t0) * 1000, 2)}  # fmt: skip
