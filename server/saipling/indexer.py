@@ -109,6 +109,7 @@ class IndexSummary:
     seconds: float = 0.0
     cancelled: bool = False
     paused: bool = False  # embedding stopped by pause(); the text index is complete
+    declined: bool = False  # the cost of embedding was not confirmed: keyword search only
     pending_files: int = 0  # files not read yet when the run was cancelled (the next run reads them)
     unembedded: int = 0  # chunks still without a vector after the run
     degraded: str | None = None
@@ -125,7 +126,7 @@ class IndexSummary:
             "unchanged": self.unchanged, "deleted": self.deleted, "filesRead": self.files_read,
             "newChunks": self.new_chunks, "embedded": self.embedded, "reused": self.reused, "tokens": self.tokens,
             "costUsd": round(self.cost_usd, 6), "seconds": round(self.seconds, 3), "cancelled": self.cancelled,
-            "paused": self.paused, "pendingFiles": self.pending_files, "unembeddedChunks": self.unembedded,
+            "paused": self.paused, "declined": self.declined, "pendingFiles": self.pending_files, "unembeddedChunks": self.unembedded,
             "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }  # fmt: skip
@@ -286,17 +287,18 @@ class Indexer:
         embed: bool = True,
         hold: Iterable[str] = (),
         first: Iterable[str] = (),
+        confirm: Callable[[dict], bool] | None = None,
     ) -> IndexSummary:
         """Index the project (or just `paths`, relative); only one run at a time per project.
 
         Two phases: every changed file is read, chunked and stored (keyword-searchable, with the vectors of
         chunks whose text did not change); then chunks without a vector are embedded, `first` files first,
         then the most recently modified, leaving out `hold` (files still in their quiet period). With
-        embed=False, or while paused, only the first phase runs."""
+        embed=False, or while paused, only the first phase runs. With a paid provider and `confirm`, an
+        embedding phase estimated above `confirmCostAboveUsd` runs only if confirm(estimate) says yes."""
         with self._lock:
-            return self._run(
-                full, None if paths is None else list(paths), progress, cancel, embed, set(hold), list(first)
-            )
+            return self._run(full, None if paths is None else list(paths), progress, cancel, embed, set(hold),
+                             list(first), confirm)  # fmt: skip
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:
         """The cheap text pass for files known (or suspected) to have changed: re-read, re-chunk and replace
@@ -328,7 +330,7 @@ class Indexer:
         summary.seconds = time.perf_counter() - start
         return summary
 
-    def _run(self, full, paths, progress, cancel, embed, hold, first) -> IndexSummary:
+    def _run(self, full, paths, progress, cancel, embed, hold, first, confirm) -> IndexSummary:
         summary = IndexSummary()
         start = time.perf_counter()
         if self.embeds and (embed or self.provider.dimensions):
@@ -379,9 +381,10 @@ class Indexer:
         try:
             self._text_phase(todo, states, full, summary, progress, cancel, stored)
             text_done = True
-            if embed and not self.paused.is_set():
-                self._embed_phase(summary, total, progress, cancel, hold, first)
-            elif embed and self.embeds:
+            if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
+                if self._confirmed(confirm, hold, summary):
+                    self._embed_phase(summary, total, progress, cancel, hold, first)
+            elif embed and self.embeds and self.paused.is_set():
                 summary.paused = True
         except (IndexCancelled, KeyboardInterrupt) as exc:
             summary.cancelled = True
@@ -413,7 +416,9 @@ class Indexer:
         """Read, chunk and store `todo` a batch at a time (the write lock is held per batch)."""
         total = len(todo)
         rate = Throughput()
-        racy: list[tuple[ScanEntry, str]] = []  # files stored with mtime 0, and the digest they were read with
+        racy: list[
+            tuple[ScanEntry, str]
+        ] = []  # files stored with mtime 0, and the digest they were read with
         n = 0
         while n < total:
             t0 = time.perf_counter()
@@ -680,6 +685,22 @@ class Indexer:
                                        chunks_done=done, chunks_total=done + len(todo) - pos,
                                        eta_seconds=rate.eta(total_tokens - done_tokens)))  # fmt: skip
 
+    def _confirmed(
+        self, confirm: Callable[[dict], bool] | None, hold: set[str], summary: IndexSummary
+    ) -> bool:
+        """False when a paid provider's estimate is over the setting and `confirm` declined it."""
+        limit = self.settings.confirm_cost_above_usd
+        if confirm is None or limit < 0 or not self.provider.cost_per_million_tokens:
+            return True
+        estimate = self.embed_estimate(hold)
+        if estimate["costUsd"] <= limit or estimate["chunks"] == 0:
+            return True
+        if confirm(estimate):
+            return True
+        summary.declined = True
+        log.info("embedding not confirmed (about $%.4f): keyword search only for now", estimate["costUsd"])
+        return False
+
     def embed_estimate(self, hold: Iterable[str] = ()) -> dict:
         """What embedding the chunks that have no vector yet would cost (none of them sent anywhere)."""
         held = set(hold)
@@ -688,7 +709,9 @@ class Indexer:
         else:  # no vectors of this model yet: every chunk (the embedding cache may still hold some)
             rows = [(0, p, h, t) for p, h, t in self.store.chunk_hashes() if p not in held]
         model = self.provider.model if self.embeds else ""
-        cached = self.store.cached_vectors(model, [r[2] for r in rows], self.provider.dimensions) if model else {}
+        cached = (
+            self.store.cached_vectors(model, [r[2] for r in rows], self.provider.dimensions) if model else {}
+        )
         tokens: dict[str, int] = {}
         files: set[str] = set()
         for _, path, h, t in rows:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import logging
@@ -25,6 +26,20 @@ _PROVIDER_KEYS = (
     "provider", "model", "base_url", "dimensions", "model_path", "local_threads", "batch_size",
     "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key",
 )  # fmt: skip
+
+
+API_PROVIDERS = ("voyage", "openai")
+
+
+def _probe(provider: EmbeddingProvider) -> str | None:
+    """None when the provider embeds a short text now, else why not (its dimensions are learned on the way)."""
+    try:
+        vec = provider.embed_query("saipling connection check")
+    except ProviderError as exc:
+        return str(exc)
+    if not provider.dimensions:
+        provider.dimensions = int(len(vec))
+    return None
 
 
 def find_root(start: Path) -> Path:
@@ -65,6 +80,9 @@ class Project:
         self._dirty_lock = threading.Lock()
         # called with the paths a lazy sync found changed on disk (the server queues them for embedding)
         self.on_refreshed: Callable[[list[str]], None] | None = None
+        # provider fallback (reference 002): the configured API provider while the local model stands in
+        self.fallback_from: EmbeddingProvider | None = None
+        self.fallback_reason: str | None = None
 
     @classmethod
     def open(
@@ -117,6 +135,7 @@ class Project:
                 self.warnings.append(f"embedding provider unavailable, keyword search only: {exc}")
                 self.provider = NoneProvider(reason=f"failed: {exc}")
             self.indexer.provider = self.provider
+            self.fallback_from = self.fallback_reason = None
             self.query_cache = None  # query vectors of the old provider
             # another input window (or tokenizer) means other chunk limits: every file must be re-chunked
             return "full" if self.indexer.needs_rechunk() else "incremental"
@@ -139,6 +158,7 @@ class Project:
         embed: bool = True,
         hold: Iterable[str] = (),
         first: Iterable[str] = (),
+        confirm: Callable[[dict], bool] | None = None,
     ) -> IndexSummary:
         """One run: text first (keyword-searchable at once), then embeddings (see Indexer.run)."""
 
@@ -152,8 +172,17 @@ class Project:
             self.state.is_indexing = True
             self.state.phase = "keywords"
         try:
+            if self.check_fallback():  # the provider changed: every file is checked, vectors rebuilt
+                paths = None
             summary = self.indexer.run(
-                full=full, paths=paths, progress=on_progress, cancel=cancel, embed=embed, hold=hold, first=first
+                full=full,
+                paths=paths,
+                progress=on_progress,
+                cancel=cancel,
+                embed=embed,
+                hold=hold,
+                first=first,
+                confirm=confirm,
             )
         finally:
             with self._state_lock:
@@ -161,6 +190,71 @@ class Project:
                 self.state.phase = "idle"
         self.state.last_summary = summary
         return summary
+
+    # -- provider fallback (reference 002) -------------------------------------------------------------------
+    def check_fallback(self) -> bool:
+        """Before a run. An API provider that cannot be used (key rejected, no network) on a project holding
+        no vectors of its model yet: index with the local model meanwhile (setting `fallback`). While the
+        local model stands in, each run first asks the API again and switches back once it answers: the
+        vectors are then rebuilt with the API model (two models' vectors are never mixed). Where vectors of
+        the API model exist, an outage stays keyword-only (degraded) instead. True when the provider changed.
+        """
+        if self.fallback_from is not None:
+            return self._switch_back()
+        p = self.provider
+        if (
+            not isinstance(p, EmbeddingProvider)
+            or p.name not in API_PROVIDERS
+            or self.settings.fallback != "local"
+        ):
+            return False
+        model, _ = self.store.vector_model()
+        if self.store.has_vectors() and model == p.model:
+            return False
+        from .embeddings import local_available
+
+        if not local_available(self.settings):
+            return False
+        reason = _probe(p)
+        if reason is None:
+            return False
+        from .embeddings.local import LocalProvider
+
+        local_settings = dataclasses.replace(
+            self.settings, provider="local", model="", dimensions=0, base_url=""
+        )
+        try:
+            local = LocalProvider(local_settings)
+        except Exception as exc:  # noqa: BLE001 - no fallback then: keyword-only, as without one
+            log.warning("the local model cannot stand in for %s: %s", p.name, exc)
+            return False
+        local.reason = f"fallback: {p.name} cannot be used ({reason})"
+        self.fallback_from, self.fallback_reason = p, reason
+        self._use_provider(local)
+        message = (f"{p.name} cannot be used ({reason}): indexing with the local model {local.model} until it "
+                   f"works again, then the vectors are rebuilt with {p.model}")  # fmt: skip
+        self.warnings.append(message)
+        log.warning("%s", message)
+        return True
+
+    def _switch_back(self) -> bool:
+        api = self.fallback_from
+        assert api is not None
+        api.failed = None  # asked again: a new key (or the network) may be back
+        reason = _probe(api)
+        if reason is not None:
+            self.fallback_reason = reason
+            return False
+        log.warning("%s works again: rebuilding the vectors with %s", api.name, api.model)
+        self.provider.close()
+        self.fallback_from = self.fallback_reason = None
+        self._use_provider(api)
+        return True
+
+    def _use_provider(self, provider: Provider) -> None:
+        self.provider = provider
+        self.indexer.provider = provider
+        self.query_cache = None
 
     # -- live text (SPEC 7: text and line ranges current at once, vectors when quiet) ----------------------
     def mark_dirty(self, path: str) -> None:
@@ -271,6 +365,13 @@ class Project:
             "model": self.provider.model or None,
             "dimensions": self.provider.dimensions or None,
             "providerReason": self.provider.reason,
+            "fallbackFrom": {
+                "provider": self.fallback_from.name,
+                "model": self.fallback_from.model,
+                "reason": self.fallback_reason,
+            }
+            if self.fallback_from is not None
+            else None,
             "indexedWith": self.store.get_meta("model") or self.store.get_meta("provider"),
             "totalCostUsd": round(stats["totalCostUsd"], 6),
             "totalTokens": stats["totalTokens"],

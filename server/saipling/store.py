@@ -447,7 +447,10 @@ class Store:
 
     def _file_vectors(self, path: str) -> dict[str, np.ndarray]:
         """The vectors a file's chunks have now, by content hash."""
-        ids = {r[0]: r[1] for r in self.conn.execute("SELECT id, content_hash FROM chunks WHERE path = ?", (path,))}
+        ids = {
+            r[0]: r[1]
+            for r in self.conn.execute("SELECT id, content_hash FROM chunks WHERE path = ?", (path,))
+        }
         out: dict[str, np.ndarray] = {}
         for cid, h in ids.items():  # (vec0 answers `IN (subquery)` with a full scan: one lookup per chunk)
             for (blob,) in self.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)):
@@ -523,7 +526,9 @@ class Store:
             total = int(self._scalar("SELECT count(*) FROM chunks") or 0)
             return max(0, total - int(self._scalar("SELECT count(*) FROM chunks_vec") or 0))
 
-    def unembedded(self, hold: Iterable[str] = (), first: Iterable[str] = ()) -> list[tuple[int, str, str, int]]:
+    def unembedded(
+        self, hold: Iterable[str] = (), first: Iterable[str] = ()
+    ) -> list[tuple[int, str, str, int]]:
         """(chunk id, path, content hash, tokens) of chunks without a vector, in the order to embed them: the
         files in `first` (open in an editor), then the most recently modified files; files in `hold` (still
         being edited: waiting for their quiet period) are left out."""
@@ -584,13 +589,13 @@ class Store:
                         (json.dumps([[int(cid), h] for cid, h, _ in items]),),
                     )
                 }
-                for chunk_id, h, vec in items:
+                for _, h, vec in items:
                     self.conn.execute(
                         "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         (model, h, vector_blob(vec), now),
                     )
                 items = [it for it in items if it[0] in current]
-                for chunk_id, h, vec in items:
+                for chunk_id, _, vec in items:
                     self.conn.execute("DELETE FROM chunks_vec WHERE chunk_id = ?", (chunk_id,))
                     self.conn.execute(
                         "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
