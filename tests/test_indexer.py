@@ -34,7 +34,7 @@ DIMS = 32
 def api_opts(api: FakeEmbeddingAPI, **kw: Any) -> dict[str, Any]:
     """Settings for the OpenAI-compatible provider pointed at the test server."""
     return {"provider": "openai", "base_url": api.url + "/v1", "model": "fake-embed", "dimensions": DIMS,
-            "max_retries": 0, "openai_api_key": "sk-good", **kw}  # fmt: skip
+            "max_retries": 0, "openai_api_key": "sk-good", "fallback": "none", **kw}  # fmt: skip
 
 
 def sent_texts(api: FakeEmbeddingAPI) -> list[str]:

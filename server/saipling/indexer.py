@@ -20,7 +20,7 @@ from .chunker import Chunk, ChunkLimits, chunk_document, embed_text_for, limits_
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
-from .errors import IndexCancelled, ProviderAuthError, ProviderError
+from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderUnavailable
 from .metadata import FileMeta, extract_metadata
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import ChunkRow, FileRecord, Store, cache_key
@@ -110,6 +110,7 @@ class IndexSummary:
     cancelled: bool = False
     paused: bool = False  # embedding stopped by pause(); the text index is complete
     declined: bool = False  # the cost of embedding was not confirmed: keyword search only
+    unusable: bool = False  # the provider failed for a reason that makes it unusable now (key, network, down)
     pending_files: int = 0  # files not read yet when the run was cancelled (the next run reads them)
     unembedded: int = 0  # chunks still without a vector after the run
     degraded: str | None = None
@@ -618,6 +619,7 @@ class Indexer:
 
     def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
         reason = str(exc)
+        summary.unusable = isinstance(exc, ProviderAuthError | ProviderUnavailable)
         if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
             self.provider.failed = reason
         summary.degraded = reason

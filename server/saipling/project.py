@@ -10,6 +10,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,7 @@ class Project:
         # provider fallback (reference 002): the configured API provider while the local model stands in
         self.fallback_from: EmbeddingProvider | None = None
         self.fallback_reason: str | None = None
+        self.fallback_notices: list[str] = []  # what the user must be told once (the server shows them)
 
     @classmethod
     def open(
@@ -172,18 +174,18 @@ class Project:
             self.state.is_indexing = True
             self.state.phase = "keywords"
         try:
-            if self.check_fallback():  # the provider changed: every file is checked, vectors rebuilt
-                paths = None
-            summary = self.indexer.run(
-                full=full,
-                paths=paths,
-                progress=on_progress,
-                cancel=cancel,
-                embed=embed,
-                hold=hold,
-                first=first,
-                confirm=confirm,
-            )
+            if self.fallback_from is not None and self._switch_back():
+                paths = None  # the provider changed: every file is checked, every vector rebuilt
+            run = partial(self.indexer.run, full=full, progress=on_progress, cancel=cancel, embed=embed,
+                          hold=hold, first=first, confirm=confirm)  # fmt: skip
+            summary = run(paths=paths)
+            if self._should_fall_back(summary) and self._fall_back(summary.degraded or "unusable"):
+                first_pass = summary
+                summary = run(paths=None)
+                summary.changed += first_pass.changed
+                summary.files_read += first_pass.files_read
+                summary.deleted += first_pass.deleted
+                summary.warnings = first_pass.warnings + summary.warnings
         finally:
             with self._state_lock:
                 self.state.is_indexing = False
@@ -192,48 +194,42 @@ class Project:
         return summary
 
     # -- provider fallback (reference 002) -------------------------------------------------------------------
-    def check_fallback(self) -> bool:
-        """Before a run. An API provider that cannot be used (key rejected, no network) on a project holding
-        no vectors of its model yet: index with the local model meanwhile (setting `fallback`). While the
-        local model stands in, each run first asks the API again and switches back once it answers: the
-        vectors are then rebuilt with the API model (two models' vectors are never mixed). Where vectors of
-        the API model exist, an outage stays keyword-only (degraded) instead. True when the provider changed.
-        """
-        if self.fallback_from is not None:
-            return self._switch_back()
+    def _should_fall_back(self, summary: IndexSummary) -> bool:
+        """True when this run's API provider proved unusable (key rejected, unreachable, down) on a project that
+        holds no vectors of its model: the local model stands in (setting `fallback`). Where vectors of the
+        API model exist, an outage stays keyword-only (degraded) instead."""
         p = self.provider
-        if (
-            not isinstance(p, EmbeddingProvider)
-            or p.name not in API_PROVIDERS
-            or self.settings.fallback != "local"
-        ):
+        if not summary.unusable or self.fallback_from is not None or self.settings.fallback != "local":
+            return False
+        if not isinstance(p, EmbeddingProvider) or p.name not in API_PROVIDERS:
             return False
         model, _ = self.store.vector_model()
-        if self.store.has_vectors() and model == p.model:
+        if model == p.model and self.store.stats()["embeddedChunks"] > 0:
             return False
         from .embeddings import local_available
 
-        if not local_available(self.settings):
-            return False
-        reason = _probe(p)
-        if reason is None:
-            return False
+        return local_available(self.settings)
+
+    def _fall_back(self, reason: str) -> bool:
+        """Index with the local model until the API provider works again (see `_switch_back`)."""
         from .embeddings.local import LocalProvider
 
+        api = self.provider
+        assert isinstance(api, EmbeddingProvider)
         local_settings = dataclasses.replace(
             self.settings, provider="local", model="", dimensions=0, base_url=""
         )
         try:
             local = LocalProvider(local_settings)
         except Exception as exc:  # noqa: BLE001 - no fallback then: keyword-only, as without one
-            log.warning("the local model cannot stand in for %s: %s", p.name, exc)
+            log.warning("the local model cannot stand in for %s: %s", api.name, exc)
             return False
-        local.reason = f"fallback: {p.name} cannot be used ({reason})"
-        self.fallback_from, self.fallback_reason = p, reason
+        local.reason = f"fallback: {api.name} cannot be used ({reason})"
+        self.fallback_from, self.fallback_reason = api, reason
         self._use_provider(local)
-        message = (f"{p.name} cannot be used ({reason}): indexing with the local model {local.model} until it "
-                   f"works again, then the vectors are rebuilt with {p.model}")  # fmt: skip
-        self.warnings.append(message)
+        message = (f"{api.name} cannot be used ({reason}): indexed with the local model {local.model} until it "
+                   f"works again; the vectors are then rebuilt with {api.model}")  # fmt: skip
+        self.fallback_notices.append(message)
         log.warning("%s", message)
         return True
 
@@ -245,7 +241,9 @@ class Project:
         if reason is not None:
             self.fallback_reason = reason
             return False
-        log.warning("%s works again: rebuilding the vectors with %s", api.name, api.model)
+        message = f"{api.name} works again: the vectors are rebuilt with {api.model} (the local ones are dropped)"
+        self.fallback_notices.append(message)
+        log.warning("%s", message)
         self.provider.close()
         self.fallback_from = self.fallback_reason = None
         self._use_provider(api)

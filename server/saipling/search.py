@@ -328,10 +328,13 @@ def _rank(
         return [_Ranked(cid, max(0.0, min(1.0, s)), None, i + 1, None, s) for i, (cid, s) in enumerate(vec)]
     w_kw, w_vec = WEIGHTS[query_type(req.query)]
     fused: dict[int, _Ranked] = {}
+    pending = project.store.without_vectors([cid for cid, _ in kw])
     for i, (cid, b) in enumerate(kw):
         r = fused.setdefault(cid, _Ranked(cid, 0.0))
         r.kw_rank, r.bm25 = i + 1, b
-        r.score += w_kw / (RRF_K + i + 1)
+        # text not embedded yet (written since the last quiet period) has no vector rank to lose: its keyword
+        # rank stands for both, or a word just written would rank below ~30 merely similar passages
+        r.score += (w_kw + (w_vec if cid in pending else 0.0)) / (RRF_K + i + 1)
     for i, (cid, s) in enumerate(vec):
         r = fused.setdefault(cid, _Ranked(cid, 0.0))
         r.vec_rank, r.cosine = i + 1, s

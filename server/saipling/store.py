@@ -740,6 +740,12 @@ class Store:
             )
             return [(int(i), 1.0 - float(d)) for i, d in rows]
 
+    def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
+        """Those of `chunk_ids` that have no vector (none when the index holds no vectors at all)."""
+        with self._lock:
+            matrix = self._vectors()
+            return {int(c) for c in chunk_ids if int(c) not in matrix} if len(matrix) else set()
+
     def has_vector(self, chunk_id: int) -> bool:
         with self._lock:
             return int(chunk_id) in self._vectors()
