@@ -155,7 +155,9 @@ def test_index_asks_before_a_paid_provider_embeds(tmp_path: Path, api_server: Fa
            "SAIPLING_CONFIRM_COST_ABOVE_USD": "0"}  # fmt: skip
 
     def documents() -> list[str]:  # texts sent to be embedded as documents (not the connection check)
-        return [t for r in api_server.requests if r.body.get("input_type") == "document" for t in r.body["input"]]
+        return [
+            t for r in api_server.requests if r.body.get("input_type") == "document" for t in r.body["input"]
+        ]
 
     no = CliRunner().invoke(main, ["index", str(root)], input="n\n", env=env, catch_exceptions=False)
     assert no.exit_code == 0, no.output

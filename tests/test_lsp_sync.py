@@ -101,9 +101,12 @@ async def test_delete_on_next_tick_and_rename_reuses_embeddings(
         rename = types.FileRename((root / "a.md").as_uri(), (root / "renamed.md").as_uri())
         client.workspace_did_rename_files(types.RenameFilesParams([rename]))
         assert (await tick(client))["paths"] == 1  # the old name leaves now
-        assert (await status(client))["totalFiles"] == 0
+        assert (await status(client))["totalFiles"] == 1  # ... and the new one is there at once (text pass)
+        assert await search_paths(client, "amber lantern", mode="lexical") == ["renamed.md"]
+        st = await status(client)
+        assert st["unembeddedChunks"] == 0  # its vectors came back from the embedding cache
         await advance(client, QUIET)
-        assert (await tick(client))["paths"] == 1  # the new name after its quiet period
+        assert (await tick(client))["paths"] == 1  # the quiet period's pass has nothing left to embed
         assert await search_paths(client, "amber lantern", mode="lexical") == ["renamed.md"]
         assert not [t for t in embedded_texts(api_server, before) if "amber" in t]  # reused from the cache
 

@@ -286,7 +286,7 @@ class Indexer:
         cancel: threading.Event | None = None,
         *,
         embed: bool = True,
-        hold: Iterable[str] = (),
+        hold: Iterable[str] | Callable[[], Iterable[str]] = (),
         first: Iterable[str] = (),
         confirm: Callable[[dict], bool] | None = None,
     ) -> IndexSummary:
@@ -294,11 +294,13 @@ class Indexer:
 
         Two phases: every changed file is read, chunked and stored (keyword-searchable, with the vectors of
         chunks whose text did not change); then chunks without a vector are embedded, `first` files first,
-        then the most recently modified, leaving out `hold` (files still in their quiet period). With
+        then the most recently modified, leaving out `hold` (files still in their quiet period; a callable
+        is asked again whenever the phase looks for more work). With
         embed=False, or while paused, only the first phase runs. With a paid provider and `confirm`, an
         embedding phase estimated above `confirmCostAboveUsd` runs only if confirm(estimate) says yes."""
         with self._lock:
-            return self._run(full, None if paths is None else list(paths), progress, cancel, embed, set(hold),
+            held = hold if callable(hold) else (lambda fixed=set(hold): fixed)
+            return self._run(full, None if paths is None else list(paths), progress, cancel, embed, held,
                              list(first), confirm)  # fmt: skip
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:
@@ -632,7 +634,7 @@ class Indexer:
         files_total: int,
         progress: ProgressCallback | None,
         cancel: threading.Event | None,
-        hold: set[str],
+        hold: Callable[[], Iterable[str]],
         first: list[str],
     ) -> None:
         """Embed every chunk without a vector (new or changed text, an earlier failure, a model change), a
@@ -640,7 +642,7 @@ class Indexer:
         wait. Stops between rounds when cancelled (IndexCancelled) or paused (summary.paused)."""
         if not self.embeds or summary.degraded:
             return
-        todo = self.store.unembedded(hold, first)
+        todo = self.store.unembedded(hold(), first)
         size = max(1, self.settings.batch_size)
         done = done_tokens = 0
         total_tokens = sum(t for *_, t in todo)
@@ -649,7 +651,7 @@ class Indexer:
         pos = 0
         while True:
             if pos >= len(todo):  # chunks stored meanwhile (a save, a lazy sync) are embedded too
-                todo = [r for r in self.store.unembedded(hold, first) if r[0] not in seen]
+                todo = [r for r in self.store.unembedded(hold(), first) if r[0] not in seen]
                 if not todo:
                     return
                 pos, total_tokens = 0, done_tokens + sum(t for *_, t in todo)
@@ -688,13 +690,13 @@ class Indexer:
                                        eta_seconds=rate.eta(total_tokens - done_tokens)))  # fmt: skip
 
     def _confirmed(
-        self, confirm: Callable[[dict], bool] | None, hold: set[str], summary: IndexSummary
+        self, confirm: Callable[[dict], bool] | None, hold: Callable[[], Iterable[str]], summary: IndexSummary
     ) -> bool:
         """False when a paid provider's estimate is over the setting and `confirm` declined it."""
         limit = self.settings.confirm_cost_above_usd
         if confirm is None or limit < 0 or not self.provider.cost_per_million_tokens:
             return True
-        estimate = self.embed_estimate(hold)
+        estimate = self.embed_estimate(hold())
         if estimate["costUsd"] <= limit or estimate["chunks"] == 0:
             return True
         if confirm(estimate):

@@ -241,7 +241,9 @@ class Project:
         if reason is not None:
             self.fallback_reason = reason
             return False
-        message = f"{api.name} works again: the vectors are rebuilt with {api.model} (the local ones are dropped)"
+        message = (
+            f"{api.name} works again: the vectors are rebuilt with {api.model} (the local ones are dropped)"
+        )
         self.fallback_notices.append(message)
         log.warning("%s", message)
         self.provider.close()
