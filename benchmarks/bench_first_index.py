@@ -8,6 +8,9 @@ that file) for a word of the last file the run reads, every 0.25 s. Measured:
   semantic ready   seconds until the run ends with every chunk embedded (semantic search complete)
   ETA error        at 10 / 25 / 50 % of the embedding phase: the ETA the run reported (measured throughput)
                    against the time that phase actually took from there
+  save -> current  afterwards, on the indexed project: a 10,000-word chapter gets 7 lines inserted at the top and
+                   is saved; the time of the text pass the server runs at once (Project.refresh: re-read,
+                   re-chunk with the model's tokenizer, replace chunks/keywords/line ranges; median of 5)
 
 The machine is shared: the load average before and after is printed with the figures.
 
@@ -93,15 +96,38 @@ def main() -> None:
         marks["done"] = time.perf_counter() - t0
         prober.join(5)
         st = project.status()
+        # a 10,000-word chapter (chapters of the corpus joined), indexed, then 7 lines inserted at the top
+        text, n_words = [], 0
+        for e in entries:
+            body = (tmp / e.rel).read_text(encoding="utf-8", errors="replace")
+            text.append(body)
+            n_words += len(body.split())
+            if n_words >= 10_000:
+                break
+        big = tmp / "zz-big-chapter.md"
+        big.write_text("\n\n".join(text), encoding="utf-8")
+        project.index(paths=[big.name])
+        refresh_times = []
+        for k in range(5):
+            big.write_text(
+                "".join(f"Inserted line {k}.{n}\n" for n in range(7)) + "\n\n".join(text), encoding="utf-8"
+            )
+            t, s = bu.timed(lambda: project.refresh([big.name]))
+            assert s.changed == 1 and s.embedded == 0
+            refresh_times.append(t)
         project.close()
         print()
         print(f"load average before {load_before}, after {load()} (2 cores, shared)")
         rows = [
             ("files / chunks", f"{summary.files} / {summary.chunks}"),
             ("keyword search finds a word of the last file", bu.fmt_s(marks.get("found", float("nan")))),
-            ("embedding phase started", bu.fmt_s(marks.get("embedding", float("nan")))),
+            ("first round of embeddings stored", bu.fmt_s(marks.get("embedding", float("nan")))),
             ("semantic search complete (run ended)", bu.fmt_s(marks["done"])),
             ("unembedded chunks left", st["unembeddedChunks"]),
+            (
+                f"save -> text current, {n_words:,}-word chapter (median of 5)",
+                bu.fmt_s(bu.median(refresh_times)),
+            ),
         ]
         for mark, (at, eta) in sorted(etas.items()):
             actual = marks["done"] - at
