@@ -135,3 +135,25 @@ def test_no_fallback_where_vectors_of_the_api_model_exist_or_fallback_is_none(
     with open_project(fresh, **api_opts(api_server, fallback="none")) as project:
         s = project.index()
         assert s.degraded and project.status()["provider"] == "openai" and project.fallback_from is None
+
+
+def test_embedding_order_open_files_then_the_most_recently_modified(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    import os
+
+    names = ("old", "mid", "new", "open")
+    root = make_project(
+        tmp_path, {f"{n}.md": f"# {n}\n\nThe {n} file tells of the harbour in winter.\n" for n in names}
+    )
+    for age, name in enumerate(("new", "mid", "old", "open")):  # "open" is the oldest file
+        t = 1_700_000_000 - 3600 * age
+        os.utime(root / f"{name}.md", (t, t))
+    with open_project(root, **api_opts(api_server)) as project:
+        project.index(embed=False)  # keywords only: every chunk waits for a vector
+        project.indexer.ensure_vector_table()
+        order = [path for _, path, _, _ in project.store.unembedded(first=["open.md"])]
+        assert list(dict.fromkeys(order)) == ["open.md", "new.md", "mid.md", "old.md"]
+        assert "new.md" not in [p for _, p, _, _ in project.store.unembedded(hold={"new.md"})]
+        s = project.index(first=["open.md"])
+        assert s.embedded == 4 and s.embedded_paths[0] == "open.md"

@@ -675,7 +675,7 @@ class Indexer:
                 if not got:
                     return  # the provider failed: summary.degraded says why
                 vectors.update(got)
-                summary.embedded_paths += sorted({r[1] for r in part if r[2] in got})
+                summary.embedded_paths += list(dict.fromkeys(r[1] for r in part if r[2] in got))
             items = [(cid, h, vectors[h]) for cid, (h, _, _) in rows.items() if h in vectors]
             t1 = time.perf_counter()
             self.store.set_vectors(items, self._cache_key())

@@ -80,6 +80,7 @@ class Folder:
     # embeddings that failed (provider down, rate limited, timed out) are retried with backoff, without a save
     retry_at: float | None = None
     retry_delay: float = EMBED_RETRY_FIRST
+    open_files: dict[str, None] = field(default_factory=dict)  # open in the editor: embedded first
     cost_confirmed: bool = False  # the user agreed to what embedding costs (asked once per session)
     pause_reason: str | None = None  # why embedding is paused (saipling/pauseIndexing, cost not confirmed)
 

@@ -84,6 +84,7 @@ async def run_index(
         run = partial(
             folder.project.index, full, paths, reporter.update if reporter else None, cancel,
             hold=folder.queue.waiting,  # files still in their quiet period: their new text waits
+            first=list(folder.open_files),  # then open files, then the most recently modified
             confirm=partial(confirm_cost, ls, folder, cancel),
         )  # fmt: skip
         try:
