@@ -79,6 +79,7 @@ class Project:
         self._searcher = None
         self._dirty: dict[str, None] = {}  # files saved since their text was last read (ordered set)
         self._dirty_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
         # called with the paths a lazy sync found changed on disk (the server queues them for embedding)
         self.on_refreshed: Callable[[list[str]], None] | None = None
         # provider fallback (reference 002): the configured API provider while the local model stands in
@@ -264,17 +265,18 @@ class Project:
 
     def refresh_dirty(self) -> IndexSummary | None:
         """Refresh the text of every file marked dirty (the cheap pass; nothing embedded)."""
-        with self._dirty_lock:
-            paths, self._dirty = list(self._dirty), {}
-        if not paths:
-            return None
-        try:
-            return self.refresh(paths)
-        except Exception:
-            with self._dirty_lock:  # tried again by the next search or save
-                for p in paths:
-                    self._dirty.setdefault(p, None)
-            raise
+        with self._refresh_lock:  # a search arriving while a save is being refreshed waits for it
+            with self._dirty_lock:
+                paths, self._dirty = list(self._dirty), {}
+            if not paths:
+                return None
+            try:
+                return self.refresh(paths)
+            except Exception:
+                with self._dirty_lock:  # tried again by the next search or save
+                    for p in paths:
+                        self._dirty.setdefault(p, None)
+                raise
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:
         summary = self.indexer.refresh(paths)
