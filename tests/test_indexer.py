@@ -458,6 +458,25 @@ def test_cancel_from_another_thread(tmp_path: Path, api_server: FakeEmbeddingAPI
         assert_consistent(project, all_embedded=True)
 
 
+def test_progress_phases_and_an_eta_from_measured_throughput(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = many_files(tmp_path)
+    seen: list[Any] = []
+    with open_project(root, **batched(api_server)) as project:
+        project.index(progress=seen.append)
+    phases = [p.phase for p in seen]
+    assert phases.index("embedding") > max(
+        i for i, ph in enumerate(phases) if ph == "keywords"
+    )  # keywords first
+    assert phases[-1] == "done"
+    embedding = [p for p in seen if p.phase == "embedding"]
+    assert [p.chunks_done for p in embedding] == [32, 64, 96] and {p.chunks_total for p in embedding} == {96}
+    assert all(p.eta_seconds is not None for p in embedding)  # measured from the rounds so far
+    assert embedding[-1].eta_seconds == 0.0 and embedding[0].eta_seconds > 0
+    assert [p.fraction for p in embedding] == [1 / 3, 2 / 3, 1.0]
+
+
 def test_pause_stops_embedding_and_keeps_the_text_live(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = many_files(tmp_path)
     with open_project(root, **batched(api_server)) as project:
