@@ -315,6 +315,18 @@ class Project:
                 self.on_refreshed(stale)  # changed outside any editor event: embed them once quiet
         return stale
 
+    def with_work_left(self, paths: Iterable[str]) -> list[str]:
+        """Those of `paths` (changed files in their quiet period) with work left: text not read since the change,
+        or chunks without a vector. A save whose text is already indexed and embedded (or keyword-only: no
+        provider) has nothing left, and status must not say otherwise."""
+        paths = list(dict.fromkeys(paths))
+        with self._dirty_lock:
+            dirty = set(self._dirty)
+        left = {p for p in paths if p in dirty} | set(self.stale_paths([p for p in paths if p not in dirty]))
+        if self.indexer.embeds:
+            left |= self.store.paths_without_vectors([p for p in paths if p not in left])
+        return [p for p in paths if p in left]
+
     def pause(self) -> None:
         """Stop embedding at the next round (the text index stays live); `resume` lets the next run embed."""
         self.indexer.paused.set()

@@ -746,6 +746,18 @@ class Store:
             matrix = self._vectors()
             return {int(c) for c in chunk_ids if int(c) not in matrix} if len(matrix) else set()
 
+    def paths_without_vectors(self, paths: Sequence[str]) -> set[str]:
+        """Those of `paths` with at least one chunk that has no vector (all of them without a vector table)."""
+        if not paths:
+            return set()
+        with self._lock:
+            rows = [(int(i), p) for i, p in self.conn.execute(
+                "SELECT id, path FROM chunks WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(list(paths)),))]  # fmt: skip
+            if not self.has_vectors():
+                return {p for _, p in rows}
+            matrix = self._vectors()
+            return {p for i, p in rows if i not in matrix}
+
     def has_vector(self, chunk_id: int) -> bool:
         with self._lock:
             return int(chunk_id) in self._vectors()

@@ -62,6 +62,11 @@ class SyncQueue:
         if self.listener is not None:
             self.listener(path)
 
+    def pending(self) -> tuple[list[str], int]:
+        """(changed paths, number of deletions) waiting for a tick."""
+        with self._lock:
+            return list(self._changed), len(self._deleted)
+
     def waiting(self) -> list[str]:
         """The changed files still in their quiet period (their new text is not embedded until it ends)."""
         with self._lock:

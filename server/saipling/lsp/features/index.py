@@ -30,12 +30,24 @@ def status(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     with ls.engine_call():
         folders = folders_for(ls, p)
         for f in folders:
-            f.project.state.pending_files = len(f.queue)
+            f.project.state.pending_files = pending_files(f)
         statuses = [
             (f.uri, {**f.project.status(), "indexPasses": f.passes, "pauseReason": f.pause_reason})
             for f in folders
         ]
     return convert.merge_status(statuses)
+
+
+PENDING_CHECK_MAX = 500  # queued files checked one by one for work left; beyond, every queued file counts
+
+
+def pending_files(folder: Folder) -> int:
+    """Deletions waiting for the tick, plus the changed files that still have work left (a save whose text is
+    current and embedded, e.g. a watcher event for what a reindex just read, is no pending work)."""
+    changed, deleted = folder.queue.pending()
+    if len(changed) > PENDING_CHECK_MAX:
+        return len(changed) + deleted
+    return len(folder.project.with_work_left(changed)) + deleted
 
 
 async def reindex(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
