@@ -117,6 +117,7 @@ async def test_a_save_is_searchable_at_once_and_embedded_once_when_quiet(
         did_save(client, root / "ch09.md")  # saved again unchanged: nothing to embed, so nothing pending
         await wait_for_status(client, lambda s: s["pendingFiles"] == 0 and s["unembeddedChunks"] == 0)
         await advance(client, QUIET)
+        await tick(client)
         assert len(requests_with(api_server, "hummed", sent)) == 1  # still one request
 
 
