@@ -176,6 +176,11 @@ def status(root: str | None, as_json: bool) -> None:
             + (f" / {st['model']} ({st['dimensions']} dims)" if st["model"] else "")
         )
         click.echo(f"why:        {st['providerReason']}")
+        if st.get("fallbackFrom"):
+            fb = st["fallbackFrom"]
+            click.echo(
+                f"fallback:   standing in for {fb['provider']}/{fb['model']} until it works ({fb['reason']})"
+            )
         click.echo(f"indexed:    {st['lastIndexed'] or 'never'}")
         if st["pendingFiles"] or st["unembeddedChunks"]:
             click.echo(
