@@ -117,7 +117,9 @@ class Project:
 
                 warnings.append(f"embedding provider unavailable, keyword search only: {exc}")
                 provider = NoneProvider(reason=f"failed: {exc}")
-        return cls(root, settings, store, provider, warnings)
+        project = cls(root, settings, store, provider, warnings)
+        project._resume_fallback()
+        return project
 
     def close(self) -> None:
         self.provider.close()
@@ -211,17 +213,45 @@ class Project:
 
         return local_available(self.settings)
 
+    def _resume_fallback(self) -> None:
+        """At open: an index whose vectors the local model made while standing in for the configured API
+        provider (and none of that provider's model) is used with the local model again, so that searches in a
+        new process (the CLI, a restarted server) still find by meaning; the next run asks the API again."""
+        p = self.provider
+        if (
+            not isinstance(p, EmbeddingProvider)
+            or p.name not in API_PROVIDERS
+            or self.settings.fallback != "local"
+        ):
+            return
+        model, _ = self.store.vector_model()
+        if self.store.get_meta("provider") != "local" or model == p.model or not self.store.has_vectors():
+            return
+        from .embeddings import local_available
+
+        if not local_available(self.settings):
+            return
+        from .embeddings.local import LocalProvider
+
+        local = LocalProvider(self._local_settings())
+        if local.failed or local.model != model:
+            return
+        reason = f"the index holds vectors of the local model {model}, made while {p.name} could not be used"
+        local.reason = f"fallback: {reason}"
+        self.fallback_from, self.fallback_reason = p, reason
+        self._use_provider(local)
+
+    def _local_settings(self) -> Settings:
+        return dataclasses.replace(self.settings, provider="local", model="", dimensions=0, base_url="")
+
     def _fall_back(self, reason: str) -> bool:
         """Index with the local model until the API provider works again (see `_switch_back`)."""
         from .embeddings.local import LocalProvider
 
         api = self.provider
         assert isinstance(api, EmbeddingProvider)
-        local_settings = dataclasses.replace(
-            self.settings, provider="local", model="", dimensions=0, base_url=""
-        )
         try:
-            local = LocalProvider(local_settings)
+            local = LocalProvider(self._local_settings())
         except Exception as exc:  # noqa: BLE001 - no fallback then: keyword-only, as without one
             log.warning("the local model cannot stand in for %s: %s", api.name, exc)
             return False
