@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(
-    os.environ.get("SAIPLING_SHARED") or REPO.parent / "shared"
-)  # a checkout elsewhere: point it here
+SHARED = Path(os.environ.get("SAIPLING_SHARED") or REPO.parent / "shared")  # (a worktree: set it)
 FICTION = SHARED / "corpora" / "fiction-chapters"
 CACHE_ROOT = Path(os.environ.get("SAIPLING_BENCH_CACHE", "/tmp/saipling-bench"))
 
