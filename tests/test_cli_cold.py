@@ -108,3 +108,9 @@ def test_keyword_only_project_search_imports_nothing_heavy(tmp_path: Path) -> No
         capture_output=True, text=True, env=_env("none"), timeout=120, check=True,
     )  # fmt: skip
     assert heavy_modules(root, "search", "harbor", "--json", provider="none") == []
+
+
+def test_status_reads_the_indexer_pending_key() -> None:
+    from saipling import indexer, project
+
+    assert project._PENDING_META == indexer.PENDING_META
