@@ -528,8 +528,9 @@ def test_max_chapter_is_a_spoiler_horizon(novel: Any, mode: str) -> None:
 def test_role_visibility(novel: Any, mode: str) -> None:
     private = "characters/elena-vance/profile.md"
     query = {"query": "quillfeather journal Elena Vance", "mode": mode, "maxResults": 100}
-    assert private in paths(novel.search(query))  # no role: no restriction
+    assert private in paths(novel.search(query))  # no role: the defaultRole's view (author, in config.toml)
     assert private in paths(novel.search(query | {"role": "author"}))
+    assert private in paths(novel.search(query | {"role": "AUTHOR"}))  # role names fold case
     for role in ("public", "stranger"):  # unknown roles see public files only
         results = novel.search(query | {"role": role})["results"]
         assert private not in [r["filePath"] for r in results]

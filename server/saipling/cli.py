@@ -81,18 +81,24 @@ provider_option = click.option(
     "--full", is_flag=True, help="Re-read and re-chunk every file (embeddings still come from the cache)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@click.option(
+    "--no-wait", is_flag=True, help="Fail at once when another process is indexing this project (default: wait)."
+)
 @provider_option
-def index(root: str | None, full: bool, as_json: bool, provider: str | None) -> None:
-    """Index ROOT (default: the nearest project above the current folder)."""
+def index(root: str | None, full: bool, as_json: bool, no_wait: bool, provider: str | None) -> None:
+    """Index ROOT (default: the nearest project above the current folder). Exits 1 when files failed."""
     from .cli_progress import IndexBar
 
     project = _open(root, create=True, provider=provider)
+    project.indexer.on_lock_wait = lambda pid: click.echo(
+        f"waiting: the index is in use by {f'PID {pid}' if pid else 'another process'}", err=True
+    )
     try:
         with IndexBar(
             enabled=not as_json and sys.stderr.isatty() or os.environ.get("SAIPLING_PROGRESS") == "1"
         ) as bar:
             try:
-                summary = project.index(full=full, progress=bar.update)
+                summary = project.index(full=full, progress=bar.update, wait=not no_wait)
             except KeyboardInterrupt:
                 click.echo(
                     "\ninterrupted: the index is consistent; run `saipling index` again to resume", err=True
@@ -102,6 +108,7 @@ def index(root: str | None, full: bool, as_json: bool, provider: str | None) -> 
             _emit_json(
                 summary.to_json() | {"provider": project.provider.name, "model": project.provider.model}
             )
+            _report_failures(summary)
             return
         s = summary
         click.echo(
@@ -117,8 +124,19 @@ def index(root: str | None, full: bool, as_json: bool, provider: str | None) -> 
             click.echo(f"skipped {len(s.skipped)} files (use --json for the list)")
         if s.degraded:
             click.echo(f"warning: {s.degraded}", err=True)
+        _report_failures(summary)
     finally:
         project.close()
+
+
+def _report_failures(summary: Any) -> None:
+    """Files an error kept out of the index: one line per cause on stderr, and exit 1."""
+    causes = summary.failure_causes()
+    if not causes:
+        return
+    for cause, n in causes.items():
+        click.echo(f"error: {n} file{'s' if n != 1 else ''} could not be indexed: {cause}", err=True)
+    raise SystemExit(1)
 
 
 @main.command()
@@ -147,6 +165,8 @@ def status(root: str | None, as_json: bool) -> None:
         )
         if st["degraded"]:
             click.echo(f"degraded:   {st['degraded']}")
+        if st["readOnly"]:
+            click.echo("read-only:  the index cannot be written (search and status only)")
     finally:
         project.close()
 
@@ -273,13 +293,17 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 @main.command()
 @click.argument("location")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--all-files", is_flag=True, help="Also read files .context_settings.json excludes.")
+@click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def get(location: str, root: str | None, as_json: bool) -> None:
+def get(location: str, root: str | None, all_files: bool, role: str | None, as_json: bool) -> None:
     """Print lines of a project file: PATH[:START[-END]]."""
     project = _open(root)
     try:
         path, start, lines = _parse_location(location)
-        params = {"path": path, "startLine": start or 1}
+        params: dict[str, Any] = {"path": path, "startLine": start or 1, "respectContextSettings": not all_files}
+        if role is not None:
+            params["role"] = role
         if lines:
             params["lines"] = lines
         got = project.get(params)

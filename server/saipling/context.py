@@ -38,6 +38,7 @@ class EnrichRequest:
     max_search_tokens: int = 15000
     total_budget_tokens: int | None = None
     loaded_tokens: int = 0
+    role: str | None = None
 
 
 def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
@@ -74,6 +75,7 @@ def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
         max_search_tokens=config.max_search_tokens if max_tokens is None else max_tokens,
         total_budget_tokens=bounded_int(params, "totalBudgetTokens", None, 0),
         loaded_tokens=bounded_int(params, "loadedTokens", 0, 0) or 0,
+        role=typed(params, "role", str),
     )
 
 
@@ -134,7 +136,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
     def search(exclude: list[str], log: bool) -> dict[str, Any]:
         f = dataclasses.replace(flt, exclude_paths=list(exclude))
         sreq = SearchRequest(query=req.query, max_results=min(100, req.max_results * 3), filter=f,
-                             source="agent", log=log)  # fmt: skip
+                             source="agent", log=log, role=req.role)  # fmt: skip
         return run_search(project, sreq)
 
     response = search([], log=True)

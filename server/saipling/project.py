@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
-from .errors import ProviderError
+from .errors import ProviderError, SaiplingError
 from .indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
 from .store import Store
 
@@ -43,6 +46,27 @@ class RunState:
     last_summary: IndexSummary | None = None
     pending_files: int = 0
     messages: list[str] = field(default_factory=list)
+
+
+def open_store(root: Path, create: bool, warnings: list[str]) -> Store:
+    """The project's index: created when `create`; a folder never indexed gets an empty in-memory one. An
+    index that cannot be written (a read-only folder or mount) is opened read-only, with a warning: search
+    and status work, indexing is refused and searches are not logged."""
+    path = index_path(root)
+    if not (os.path.lexists(path) or create):
+        return Store.open(":memory:")
+    try:
+        return Store.open(path)
+    except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.IOError, PermissionError) as exc:
+        if not path.is_file():
+            raise
+        store = Store.open(path, readonly=True)
+        reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
+        warnings.append(
+            f"the index {path} is read-only ({reason}): search and status work; indexing is off and "
+            "searches are not logged"
+        )
+        return store
 
 
 class Project:
@@ -77,8 +101,7 @@ class Project:
         warnings: list[str] = []
         if settings is None:
             settings, warnings = load_settings(root, env, init_options, workspace_config, overrides)
-        exists = index_path(root).is_file()
-        store = Store.open(index_path(root) if exists or create else ":memory:")
+        store = open_store(root, create, warnings)
         if store.rebuilt:
             warnings.append(store.rebuilt)
         if provider is None:
@@ -128,16 +151,20 @@ class Project:
         paths: list[str] | None = None,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        wait: bool = True,
     ) -> IndexSummary:
+        """One index run; another process writing this index is waited for (IndexBusy with wait=False)."""
+
         def on_progress(p: IndexProgress) -> None:
             self.state.progress = p
             if progress:
                 progress(p)
 
+        self.check_writable()
         with self._state_lock:
             self.state.is_indexing = True
         try:
-            summary = self.indexer.run(full=full, paths=paths, progress=on_progress, cancel=cancel)
+            summary = self.indexer.run(full=full, paths=paths, progress=on_progress, cancel=cancel, wait=wait)
         finally:
             with self._state_lock:
                 self.state.is_indexing = False
@@ -147,7 +174,12 @@ class Project:
     def estimate(self) -> dict[str, Any]:
         return self.indexer.estimate()
 
+    def check_writable(self) -> None:
+        if self.store.readonly:
+            raise SaiplingError(f"the index {self.store.path} is read-only: it cannot be changed")
+
     def clear(self) -> None:
+        self.check_writable()
         self.store.clear()
 
     # -- status --------------------------------------------------------------------------------------------
@@ -162,9 +194,24 @@ class Project:
         if unavailable:
             return unavailable
         summary = self.state.last_summary
-        if summary is not None and summary.degraded:
-            return f"some chunks have no embeddings yet: {summary.degraded}"
+        reason = summary.degraded if summary is not None else None
+        if self.state.is_indexing:  # (a pass in progress is still embedding: its own failures only)
+            return f"some chunks have no embeddings yet: {reason}" if reason else None
+        missing = self.unembedded()
+        if missing:
+            total = self.store.stats()["totalChunks"]
+            return (
+                f"{missing} of {total} chunks have no embeddings (semantic search cannot find them)"
+                + (f": {reason}" if reason else "; run `saipling index` to embed them")
+            )
         return None
+
+    def unembedded(self) -> int:
+        """Chunks with no vector of the active provider's model (every chunk without an embedding provider)."""
+        p = self.provider
+        if not isinstance(p, EmbeddingProvider):
+            return self.store.count_unembedded("", 0)
+        return self.store.count_unembedded(p.model, p.dimensions)
 
     def status(self) -> dict[str, Any]:
         stats = self.store.stats()
@@ -177,6 +224,7 @@ class Project:
             "totalFiles": stats["totalFiles"],
             "totalChunks": stats["totalChunks"],
             "embeddedChunks": stats["embeddedChunks"],
+            "unembeddedChunks": self.unembedded(),
             "lastIndexed": dt.datetime.fromtimestamp(last, dt.UTC).isoformat() if last else None,
             "provider": self.provider.name,
             "model": self.provider.model or None,
@@ -194,6 +242,7 @@ class Project:
                 "currentFile": p.current_file if p else None,
             },
             "degraded": self.degraded(),
+            "readOnly": self.store.readonly,
             "warnings": list(self.warnings),
         }
 
@@ -222,8 +271,9 @@ class Project:
 
         return get_lines(self, params)
 
-    def symbols(self, query: str) -> list[dict[str, Any]]:
-        """Entities then headings fuzzy-matching query: [{name, kind: entity|heading, path, startLine, endLine, ...}]."""
+    def symbols(self, query: str, role: str | None = None) -> list[dict[str, Any]]:
+        """Entities then headings fuzzy-matching query: [{name, kind: entity|heading, path, startLine, endLine, ...}]
+        of the files `role` (default: the defaultRole setting) may see."""
         from .symbols import find_symbols
 
-        return find_symbols(self, query)
+        return find_symbols(self, query, role)

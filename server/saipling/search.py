@@ -25,6 +25,7 @@ from .paths import glob_problem, normalise_rel
 from .reading import resolve_path
 from .request_fields import bounded_int, query_text, require_object, required_str, str_list, typed
 from .store import ChunkFilter
+from .visibility import role_levels
 
 if TYPE_CHECKING:
     from .project import Project
@@ -223,9 +224,7 @@ def vector_unavailable(project: Project) -> str | None:
 
 def build_filter(project: Project, req: SearchRequest) -> ChunkFilter:
     flt = req.filter
-    if req.role is not None:
-        levels = project.settings.roles.get(req.role)
-        flt.visibility = list(levels) if levels is not None else ["public"]
+    flt.visibility = role_levels(project.settings.roles, req.role, project.settings.default_role)
     if req.respect_context_settings:
         cs = load_context_settings(project.root)
         if cs.has("exclude"):
@@ -265,7 +264,7 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
         flt.exclude_paths = sorted(set(flt.exclude_paths) | missing)
         n_cand *= 2
     elapsed = (time.perf_counter() - t0) * 1000
-    if req.log and project.settings.analytics:
+    if req.log and project.settings.analytics and not project.store.readonly:
         try:
             project.store.log_search(
                 req.query, req.source, mode, len(results), results[0]["score"] if results else 0.0, elapsed
@@ -458,7 +457,11 @@ def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
     _, rel = resolve_path(project.root, target)
     t0 = time.perf_counter()
     chunks = project.store.chunks_for_path(rel)
-    flt = ChunkFilter(exclude_paths=[rel])
+    role = typed(params, "role", str, None)
+    flt = ChunkFilter(
+        exclude_paths=[rel],
+        visibility=role_levels(project.settings.roles, role, project.settings.default_role),
+    )
     cs = load_context_settings(project.root)
     if cs.has("exclude"):
         flt.exclude_paths += cs.excluded(list(project.store.file_states()))
