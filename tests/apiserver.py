@@ -89,7 +89,9 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None  # dict -> JSON; str -> text/plain
     delay: float = 0.0  # seconds to wait before answering
-    vectors: str | int | None = None  # a normal answer with bad vectors: "nan" | "inf" | "zero" | "garbage" | dims
+    vectors: str | int | None = (
+        None  # a normal answer with bad vectors: "nan" | "inf" | "zero" | "garbage" | dims
+    )
 
 
 @dataclass
@@ -256,7 +258,9 @@ class _Handler(BaseHTTPRequestHandler):
         if step.status == 200 and step.body is None:
             if not isinstance(body, dict):
                 return self._send(record, 400, {"error": {"message": "body must be a JSON object"}})
-            status, payload = api._embeddings(body, step.vectors if step.vectors is not None else api.poisoned)
+            status, payload = api._embeddings(
+                body, step.vectors if step.vectors is not None else api.poisoned
+            )
             return self._send(record, status, payload)
         return self._send(record, step.status, step.body, step.headers)
 

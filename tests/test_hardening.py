@@ -268,7 +268,9 @@ def test_item08_a_read_only_index_is_searched_read_only(tmp_path: Path) -> None:
 
 # -- 9: one writer per index ----------------------------------------------------------------------------------
 def test_item09_two_index_runs_embed_each_chunk_once(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
-    files = {f"notes/n{i:02d}.md": f"# Note {i}\n\nThe tide {i} turns the mill wheel {i}.\n" for i in range(40)}
+    files = {
+        f"notes/n{i:02d}.md": f"# Note {i}\n\nThe tide {i} turns the mill wheel {i}.\n" for i in range(40)
+    }
     root = make_project(tmp_path, files)
     env = api_env(api_server, SAIPLING_BATCH_SIZE="8")
     api_server.slow(1.5, times=8)  # the first run is still embedding when the second starts
@@ -314,7 +316,9 @@ def test_item10_a_full_disk_exits_1_with_one_line_per_cause(tmp_path: Path) -> N
         pytest.skip("needs root to mount a small tmpfs")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mnt)], capture_output=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mnt)], capture_output=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
     try:
@@ -332,7 +336,9 @@ def test_item10_a_full_disk_exits_1_with_one_line_per_cause(tmp_path: Path) -> N
 
 
 # -- 11: missing vectors are reported -------------------------------------------------------------------------
-def test_item11_wrong_size_vectors_leave_status_degraded(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
+def test_item11_wrong_size_vectors_leave_status_degraded(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
     root = make_project(tmp_path, FILES)
     env = api_env(api_server)
     cli_json("index", str(root), env=env)
@@ -341,9 +347,10 @@ def test_item11_wrong_size_vectors_leave_status_degraded(tmp_path: Path, api_ser
     (root / "notes" / "forest.md").write_text("# Forest\n\nOwls nest in the old oak.\n", encoding="utf-8")
     cli_json("index", str(root), env=env)
     status = cli_json("status", str(root), env=env)  # a new process: no memory of the failed run
-    assert status["unembeddedChunks"] >= 1 and status["embeddedChunks"] == status["totalChunks"] - status[
-        "unembeddedChunks"
-    ]
+    assert (
+        status["unembeddedChunks"] >= 1
+        and status["embeddedChunks"] == status["totalChunks"] - status["unembeddedChunks"]
+    )
     assert status["degraded"] and "no embeddings" in status["degraded"], status
     shown = cli("status", str(root), env=env)
     assert "degraded:" in shown.stdout

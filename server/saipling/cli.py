@@ -82,7 +82,9 @@ provider_option = click.option(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
 @click.option(
-    "--no-wait", is_flag=True, help="Fail at once when another process is indexing this project (default: wait)."
+    "--no-wait",
+    is_flag=True,
+    help="Fail at once when another process is indexing this project (default: wait).",
 )
 @provider_option
 def index(root: str | None, full: bool, as_json: bool, no_wait: bool, provider: str | None) -> None:
@@ -301,7 +303,11 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
     project = _open(root)
     try:
         path, start, lines = _parse_location(location)
-        params: dict[str, Any] = {"path": path, "startLine": start or 1, "respectContextSettings": not all_files}
+        params: dict[str, Any] = {
+            "path": path,
+            "startLine": start or 1,
+            "respectContextSettings": not all_files,
+        }
         if role is not None:
             params["role"] = role
         if lines:

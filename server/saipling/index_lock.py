@@ -76,7 +76,10 @@ def index_lock(
                     raise IndexBusy(pid, path) from None
                 if not told:
                     told = True
-                    log.warning("index in use by %s: waiting for it to finish", f"PID {pid}" if pid else "another process")
+                    log.warning(
+                        "index in use by %s: waiting for it to finish",
+                        f"PID {pid}" if pid else "another process",
+                    )
                     if on_wait is not None:
                         on_wait(pid)
                 if cancel is not None and cancel.wait(POLL_SECONDS):

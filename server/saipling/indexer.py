@@ -123,7 +123,9 @@ class Indexer:
         self.store = store
         self.provider = provider
         self._lock = threading.Lock()
-        self.on_lock_wait: Callable[[int | None], None] | None = None  # told when another process holds the index
+        self.on_lock_wait: Callable[[int | None], None] | None = (
+            None  # told when another process holds the index
+        )
 
     # -- configuration -------------------------------------------------------------------------------------
     @property
@@ -272,7 +274,9 @@ class Indexer:
         with self._lock, self._index_lock(wait, cancel):
             return self._run(full, None if paths is None else list(paths), progress, cancel)
 
-    def _index_lock(self, wait: bool, cancel: threading.Event | None) -> contextlib.AbstractContextManager[None]:
+    def _index_lock(
+        self, wait: bool, cancel: threading.Event | None
+    ) -> contextlib.AbstractContextManager[None]:
         if self.store.path == ":memory:":
             return contextlib.nullcontext()
         return index_lock(Path(self.store.path).parent, wait=wait, cancel=cancel, on_wait=self.on_lock_wait)
@@ -318,7 +322,9 @@ class Indexer:
                 and st is not None
                 and st.mtime_ns == e.mtime_ns
                 and st.size == e.size
-                and os.access(e.abs_path, os.R_OK)  # chmod changes no mtime: an unreadable file is read (and dropped)
+                and os.access(
+                    e.abs_path, os.R_OK
+                )  # chmod changes no mtime: an unreadable file is read (and dropped)
             ):
                 summary.unchanged += 1
             else:

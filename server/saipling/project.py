@@ -200,9 +200,8 @@ class Project:
         missing = self.unembedded()
         if missing:
             total = self.store.stats()["totalChunks"]
-            return (
-                f"{missing} of {total} chunks have no embeddings (semantic search cannot find them)"
-                + (f": {reason}" if reason else "; run `saipling index` to embed them")
+            return f"{missing} of {total} chunks have no embeddings (semantic search cannot find them)" + (
+                f": {reason}" if reason else "; run `saipling index` to embed them"
             )
         return None
 

@@ -6,15 +6,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidRequest, PathOutsideRoot
-from .paths import resolve_inside
 from .context_settings import FILE_NAME as CONTEXT_FILE
 from .context_settings import load_context_settings
+from .errors import InvalidRequest, PathOutsideRoot
 from .metadata import extract_metadata
-from .request_fields import bounded_int, require_object, required_str, typed
-from .visibility import role_levels, visible
+from .paths import resolve_inside
+from .requests import GetParams, parse
 from .scanner import is_indexable
 from .textio import BinaryFile, decode
+from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
     from .project import Project
@@ -31,12 +31,12 @@ def resolve_path(root: Path, path: str) -> tuple[Path, str]:
 
 
 def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
-    params = require_object(params)
-    path = required_str(params, "path", "uri")
-    start = bounded_int(params, "startLine", 1, 1)
-    lines = bounded_int(params, "lines", None, 1)
-    respect = typed(params, "respectContextSettings", bool, True)
-    role = typed(params, "role", str, None)
+    m = parse(GetParams, params)
+    path = m.path or m.uri
+    if not path:
+        raise InvalidRequest("path", "is required and must be a non-empty string")
+    start, lines, role = m.start_line or 1, m.lines, m.role
+    respect = m.respect_context_settings is not False
     real, rel = resolve_path(project.root, path)
     reason = is_indexable(project.root, rel, project.settings)
     if reason is not None:
@@ -56,7 +56,9 @@ def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidRequest("path", f"{rel} cannot be read ({exc.strerror or exc})") from None
     levels = role_levels(project.settings.roles, role, project.settings.default_role)
     if not visible(extract_metadata(rel, text).visibility, levels):  # as search would hide it
-        raise PathOutsideRoot("path", f"{rel} is not visible to {'role ' + repr(role) if role else 'this request'}")
+        raise PathOutsideRoot(
+            "path", f"{rel} is not visible to {'role ' + repr(role) if role else 'this request'}"
+        )
     all_lines = text.split("\n")
     if all_lines and all_lines[-1] == "":
         all_lines.pop()

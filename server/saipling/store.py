@@ -603,7 +603,9 @@ class Store:
                 for chunk_id, blob in self.conn.execute("SELECT chunk_id, embedding FROM chunks_vec"):
                     if not usable_vector(np.frombuffer(blob, dtype=np.float32)):
                         bad_ids.append(int(chunk_id))
-            for model, h, blob in self.conn.execute("SELECT model, content_hash, vector FROM embedding_cache"):
+            for model, h, blob in self.conn.execute(
+                "SELECT model, content_hash, vector FROM embedding_cache"
+            ):
                 if len(blob) % 4 or not usable_vector(np.frombuffer(blob, dtype=np.float32)):
                     bad_cache.append((model, h))
             with self.atomic():
@@ -635,7 +637,8 @@ class Store:
             if not model or not self.has_vectors() or stored_model != model or (dims and stored_dims != dims):
                 return total
             return int(
-                self._scalar("SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunks_vec)") or 0
+                self._scalar("SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunks_vec)")
+                or 0
             )
 
     def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:

@@ -94,7 +94,9 @@ class EmbeddingProvider(abc.ABC):
             try:
                 vectors = np.asarray(res.vectors, dtype=np.float32)
             except (TypeError, ValueError) as exc:  # ragged or non-numeric
-                raise ProviderBadVectors(f"{self.name} returned vectors that are not numbers ({exc})") from None
+                raise ProviderBadVectors(
+                    f"{self.name} returned vectors that are not numbers ({exc})"
+                ) from None
             problem = vector_problem(vectors, len(batch), self.dimensions)
             if problem is None:
                 return vectors, tokens
