@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 import click
 
-from . import __version__
+from . import __version__, redact
 from .errors import InvalidRequest, SaiplingError
 from .project import Project, find_root
 
@@ -24,6 +24,8 @@ def _setup_logging(verbose: int) -> None:
         "DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING"
     )
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
+    redact.install()  # API keys never reach a log line, at any level
 
 
 def _root(root: str | None) -> Path:
