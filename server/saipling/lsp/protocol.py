@@ -216,6 +216,27 @@ def envelope_problem(data: Any) -> tuple[str, Any] | None:
     return None
 
 
+_DECODER = json.JSONDecoder()
+
+
+def decode_body(body: bytes) -> tuple[Any, bytes] | None:
+    """(the JSON value a body starts with, the bytes after it), or None when it holds no valid JSON value.
+
+    Bytes after the value are what a client that counted its Content-Length too long made part of the
+    frame: the start of the next frame, given back to the reader."""
+    text = body.decode("utf-8", "surrogateescape")
+    try:
+        data, end = _DECODER.raw_decode(text, len(text) - len(text.lstrip()))
+    except ValueError:
+        return None
+    head = text[:end].encode("utf-8", "surrogateescape")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return data, body[len(head) :]
+
+
 def salvage_id(body: bytes) -> int | str | None:
     """The id of a request whose body cannot be parsed, when it can still be read (so the client's pending
     request gets its error instead of waiting for ever); None otherwise."""
@@ -339,20 +360,16 @@ async def serve_frames(server: Any, read: Callable[[int], Awaitable[bytes]], idl
         if body is None:
             log.info("the client closed its end of the connection")
             return
-        try:
-            data = json.loads(body)
-        except ValueError as exc:
-            at = body.lower().find(_CONTENT_LENGTH, 1)
-            if at > 0:  # counted too long: the next frame starts inside this one
-                frames.unread(body[at:])
-                try:
-                    data = json.loads(body[:at])
-                except ValueError:
-                    proto.parse_error(f"invalid JSON ({exc})", salvage_id(body[:at]))
-                    continue
-            else:
-                proto.parse_error(f"invalid JSON ({exc})", salvage_id(body))
-                continue
+        decoded = decode_body(body)
+        if decoded is None:
+            proto.parse_error("the body is not valid JSON", salvage_id(body))
+            continue
+        data, rest = decoded
+        if rest.strip():  # counted too long: the next frame (or part of its header) is inside this one
+            log.warning(
+                "a message was followed by %d bytes inside its frame: read again as what follows", len(rest)
+            )
+            frames.unread(rest)
         proto.receive(data)
 
 
