@@ -157,6 +157,7 @@ def status(root: str | None, as_json: bool) -> None:
         click.echo(f"root:       {st['root']}")
         click.echo(
             f"files:      {st['totalFiles']}   chunks: {st['totalChunks']}   embedded: {st['embeddedChunks']}"
+            + (f"   without vectors: {st['unembeddedChunks']}" if st["unembeddedChunks"] else "")
         )
         click.echo(
             f"provider:   {st['provider']}"
