@@ -124,8 +124,8 @@ def index(root: str | None, full: bool, as_json: bool, no_wait: bool, provider: 
             f"embedded {s.embedded} chunks, reused {s.reused} from cache, {s.tokens} tokens, "
             f"${s.cost_usd:.4f}, {s.seconds:.1f}s"
         )
-        if s.skipped:
-            click.echo(f"skipped {len(s.skipped)} files (use --json for the list)")
+        if len(s.skipped) > len(s.failed):  # (failures are reported below, one line per cause)
+            click.echo(f"skipped {len(s.skipped) - len(s.failed)} files (use --json for the list)")
         if s.degraded:
             click.echo(f"warning: {s.degraded}", err=True)
         _report_failures(summary)
