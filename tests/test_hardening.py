@@ -223,6 +223,11 @@ def test_item05_a_file_made_unreadable_leaves_the_index(tmp_path: Path) -> None:
         search = ["search", "dragon", "--root", str(root), "--json"]
         assert "notes/mountain.md" in _paths(json.loads(cli(*search, user=NOBODY).stdout))
         (root / "notes/mountain.md").chmod(0o000)  # mtime and size unchanged
+        assert "notes/mountain.md" not in _paths(json.loads(cli(*search, user=NOBODY).stdout))  # not served
+        (root / "notes/mountain.md").chmod(0o644)
+        assert cli("index", str(root), user=NOBODY).returncode == 0  # (the search dropped it: back again)
+        assert "notes/mountain.md" in _paths(json.loads(cli(*search, user=NOBODY).stdout))
+        (root / "notes/mountain.md").chmod(0o000)
         done = cli("index", str(root), "--json", user=NOBODY)
         assert done.returncode == 0, done.stderr
         assert any(s["path"] == "notes/mountain.md" for s in json.loads(done.stdout)["skipped"])

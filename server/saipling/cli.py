@@ -328,12 +328,15 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
 @click.argument("path")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None)
+@click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def related(path: str, root: str | None, k: int | None, as_json: bool) -> None:
+def related(path: str, root: str | None, k: int | None, role: str | None, as_json: bool) -> None:
     """Passages in other files most similar to PATH."""
     project = _open(root)
     try:
         params: dict = {"path": path}
+        if role is not None:
+            params["role"] = role
         if k:
             params["maxResults"] = k
         response = project.related(params)
@@ -354,8 +357,9 @@ def related(path: str, root: str | None, k: int | None, as_json: bool) -> None:
 @click.option("--loaded", multiple=True, help="A file already in the agent's context (repeatable).")
 @click.option("--book", default=None)
 @click.option("--max-tokens", type=int, default=None, help="Search token budget.")
+@click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
-def enrich(query, root, skill, loaded, book, max_tokens, as_json) -> None:
+def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
     """Assemble search results into an agent context block (what saipling/enrichContext returns)."""
     project = _open(root)
     try:
@@ -365,6 +369,7 @@ def enrich(query, root, skill, loaded, book, max_tokens, as_json) -> None:
             "loadedFiles": list(loaded),
             "bookId": book,
             "maxSearchTokens": max_tokens,
+            "role": role,
         }
         response = project.enrich({a: b for a, b in params.items() if b is not None})
         if as_json:

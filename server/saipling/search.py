@@ -318,8 +318,9 @@ def _materialise(
         if row is None:
             continue
         path = row["path"]
-        if path not in checked:
-            checked[path] = os.path.isfile(project.root / path)
+        if path not in checked:  # gone, or made unreadable (a chmod changes no mtime): not served
+            full = project.root / path
+            checked[path] = os.path.isfile(full) and os.access(full, os.R_OK)
             if not checked[path]:
                 missing.add(path)
                 project_missing(project, path)
@@ -334,7 +335,7 @@ def project_missing(project: Project, path: str) -> None:
     hook = getattr(project, "on_missing_file", None)
     if hook is not None:
         hook(path)
-    else:
+    elif not project.store.readonly:
         project.store.delete_file(path)
 
 
