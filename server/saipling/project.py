@@ -206,10 +206,11 @@ class Project:
         return None
 
     def unembedded(self) -> int:
-        """Chunks with no vector of the active provider's model (every chunk without an embedding provider)."""
+        """Chunks with no vector of the active provider's model: work still to do (0 in keyword-only mode,
+        where no chunk is meant to have one; `degraded` says that mode is on)."""
         p = self.provider
         if not isinstance(p, EmbeddingProvider):
-            return self.store.count_unembedded("", 0)
+            return 0
         return self.store.count_unembedded(p.model, p.dimensions)
 
     def status(self) -> dict[str, Any]:
