@@ -190,8 +190,10 @@ def test_item03_no_role_sees_public_only_and_levels_fold_case(tmp_path: Path) ->
     search = ["search", "quillfeather archive", "--root", str(root)]
     assert _paths(cli_json(*search)) == {"open.md"}  # no role: public only (private was returned)
     assert _paths(cli_json(*search, "--role", "member")) == {"open.md", "members.md"}  # MEMBERS == members
-    enrich = cli_json("enrich", "quillfeather archive secrets", "--root", str(root))
+    enrich = cli_json("enrich", "quillfeather archive", "--root", str(root))
     assert _paths(enrich, "searchResults") == {"open.md"}
+    enrich = cli_json("enrich", "quillfeather archive", "--root", str(root), "--role", "member")
+    assert "members.md" in _paths(enrich, "searchResults") and "private.md" not in json.dumps(enrich)
     related = cli_json("related", "open.md", "--root", str(root))
     assert _paths(related) <= {"open.md"} and "private.md" not in json.dumps(related)
     refused = cli("get", "private.md", "--root", str(root))

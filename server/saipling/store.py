@@ -323,9 +323,7 @@ class Store:
                         f"it has schema version {version}, this saipling needs {len(_MIGRATIONS)} and cannot "
                         "migrate a read-only index"
                     )
-                store = cls(conn, path, None, readonly=True)
-                conn.execute("PRAGMA query_only=1")
-                return store
+                return cls(conn, path, None, readonly=True)  # (temp tables still work: searches use one)
             except IndexCorrupted:
                 if conn is not None:
                     conn.close()
