@@ -271,7 +271,11 @@ class Indexer:
     ) -> IndexSummary:
         """Index the project (or just `paths`, relative); one run at a time per index, across processes too
         (index_lock.py): a run finding another in progress waits for it (IndexBusy instead with wait=False)."""
-        with self._lock, self._index_lock(wait, cancel):
+        with self._lock, contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self._index_lock(wait, cancel))
+            except IndexCancelled:  # cancelled while another process held the index: nothing was done
+                return IndexSummary(cancelled=True)
             return self._run(full, None if paths is None else list(paths), progress, cancel)
 
     def _index_lock(

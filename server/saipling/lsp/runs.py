@@ -15,6 +15,7 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.progress import Progress
 
+from ..errors import SaiplingError
 from ..indexer import IndexProgress, IndexSummary
 from . import convert
 from .folders import CLIENT_TIMEOUT, Folder
@@ -83,6 +84,8 @@ async def run_index(
         run = partial(folder.project.index, full, paths, reporter.update if reporter else None, cancel)
         try:
             summary = await folder.run_in_thread(run)
+        except SaiplingError as exc:  # refused on purpose (a read-only index): said once, no traceback
+            ls.feedback.show_once(f"index:{folder.uri}:{exc}", f"cannot index {folder.project.root}: {exc}")
         except Exception:
             log.exception("indexing %s failed", folder.project.root)
         finally:
