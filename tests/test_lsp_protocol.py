@@ -6,7 +6,6 @@ streams mixing valid and broken frames (every valid request after a broken one i
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -275,4 +274,3 @@ def test_property_every_valid_request_after_a_broken_frame_is_answered(root: Pat
 def test_rawlsp_helpers_send_exact_bytes() -> None:
     assert frame("é") == b"Content-Length: 2\r\n\r\n\xc3\xa9"
     assert frame("é", 1) == b"Content-Length: 1\r\n\r\n\xc3\xa9"
-    assert os.linesep  # (platform sanity)
