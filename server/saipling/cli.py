@@ -84,13 +84,22 @@ provider_option = click.option(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
 @click.option(
+    "--yes", "-y", is_flag=True, help="Embed without asking, whatever a paid provider's estimate says."
+)
+@click.option(
     "--no-wait",
     is_flag=True,
     help="Fail at once when another process is indexing this project (default: wait).",
 )
 @provider_option
-def index(root: str | None, full: bool, as_json: bool, no_wait: bool, provider: str | None) -> None:
-    """Index ROOT (default: the nearest project above the current folder). Exits 1 when files failed."""
+def index(
+    root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool, provider: str | None
+) -> None:
+    """Index ROOT (default: the nearest project above the current folder). Exits 1 when files failed.
+
+    Every file is made keyword-searchable first, then embedded. With a paid provider, when the estimate is
+    over `confirmCostAboveUsd` (default $0.10), the estimate is printed and the CLI asks before embedding
+    (unless --yes); answering no keeps the keyword index. Another process indexing the project is waited for."""
     from .cli_progress import IndexBar
 
     project = _open(root, create=True, provider=provider)
@@ -101,11 +110,31 @@ def index(root: str | None, full: bool, as_json: bool, no_wait: bool, provider: 
         with IndexBar(
             enabled=not as_json and sys.stderr.isatty() or os.environ.get("SAIPLING_PROGRESS") == "1"
         ) as bar:
-            try:
-                summary = project.index(full=full, progress=bar.update, wait=not no_wait)
-            except KeyboardInterrupt:
+
+            def confirm(est: dict[str, Any]) -> bool:
+                if yes:
+                    return True
+                bar.pause()
                 click.echo(
-                    "\ninterrupted: the index is consistent; run `saipling index` again to resume", err=True
+                    f"Embedding {est['chunks']:,} chunks of {est['files']:,} files (~{est['tokens']:,} tokens) "
+                    f"with {est['provider']}/{est['model']} costs about ${est['costUsd']:.2f}.",
+                    err=True,
+                )
+                try:
+                    answer = click.confirm("Embed them now?", default=False, err=True)
+                except click.Abort:  # no answer (stdin closed): no money spent
+                    answer = False
+                bar.resume()
+                return answer
+
+            try:
+                summary = project.index(full=full, progress=bar.update, confirm=confirm, wait=not no_wait)
+            except KeyboardInterrupt:
+                st = project.status()
+                click.echo(
+                    f"\ninterrupted: the index is consistent ({st['pendingFiles']} files not read yet, "
+                    f"{st['unembeddedChunks']} chunks not embedded yet); run `saipling index` again to resume",
+                    err=True,
                 )
                 sys.exit(130)
         if as_json:
@@ -128,6 +157,14 @@ def index(root: str | None, full: bool, as_json: bool, no_wait: bool, provider: 
             click.echo(f"skipped {len(s.skipped) - len(s.failed)} files (use --json for the list)")
         if s.degraded:
             click.echo(f"warning: {s.degraded}", err=True)
+        if s.declined:
+            click.echo(
+                f"not embedded: {s.unembedded} chunks are keyword-searchable only; run `saipling index --yes` "
+                "to embed them",
+                err=True,
+            )
+        if project.fallback_from is not None:
+            click.echo(f"note: {project.provider.reason}; the next `saipling index` tries it again", err=True)
         _report_failures(summary)
     finally:
         project.close()
@@ -164,7 +201,17 @@ def status(root: str | None, as_json: bool) -> None:
             + (f" / {st['model']} ({st['dimensions']} dims)" if st["model"] else "")
         )
         click.echo(f"why:        {st['providerReason']}")
+        if st.get("fallbackFrom"):
+            fb = st["fallbackFrom"]
+            click.echo(
+                f"fallback:   standing in for {fb['provider']}/{fb['model']} until it works ({fb['reason']})"
+            )
         click.echo(f"indexed:    {st['lastIndexed'] or 'never'}")
+        if st["pendingFiles"] or st["unembeddedChunks"]:
+            click.echo(
+                f"left:       {st['pendingFiles']} files not read yet, {st['unembeddedChunks']} chunks not "
+                "embedded yet (`saipling index` finishes them)"
+            )
         click.echo(
             f"cost:       ${st['totalCostUsd']:.4f} so far; a full re-embed would cost ${st['estimatedReindexCostUsd']:.4f}"
         )

@@ -161,6 +161,14 @@ class ClearIndexParams(Request):
     """`saipling/clearIndex`."""
 
 
+class PauseIndexingParams(Request):
+    """`saipling/pauseIndexing`: stop embedding (the text index stays live)."""
+
+
+class ResumeIndexingParams(Request):
+    """`saipling/resumeIndexing`."""
+
+
 class AdvanceClockParams(Request):
     """`saipling/_test/advanceClock` (test builds only)."""
 
@@ -187,6 +195,8 @@ REQUESTS: dict[str, type[Request]] = {
     "saipling/status": StatusParams,
     "saipling/reindex": ReindexParams,
     "saipling/clearIndex": ClearIndexParams,
+    "saipling/pauseIndexing": PauseIndexingParams,
+    "saipling/resumeIndexing": ResumeIndexingParams,
     "saipling/_test/advanceClock": AdvanceClockParams,
     "saipling/_test/tick": TickParams,
     "workspace/symbol": WorkspaceSymbolParams,
