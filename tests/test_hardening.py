@@ -263,10 +263,15 @@ def test_item08_a_read_only_index_is_searched_read_only(tmp_path: Path) -> None:
     with nobody_project(FILES) as root:
         assert cli("index", str(root), user=NOBODY).returncode == 0
         (root / ".saipling").chmod(0o555)
+        (root / "notes/harbor.md").write_text("# Harbor\n\nA dragon boat, changed since indexing.\n")  # stale
         found = cli("search", "dragon", "--root", str(root), "--json", user=NOBODY)
         assert found.returncode == 0, found.stderr  # was ReadOnlyError
         assert "notes/mountain.md" in _paths(json.loads(found.stdout))
         assert found.stderr.count("read-only") == 1  # said once
+        stale = cli("search", "fishing boats herring", "--root", str(root), "--json", user=NOBODY)
+        assert stale.returncode == 0 and "could not be indexed" not in stale.stderr, (
+            stale.stderr
+        )  # no write tried
         status = cli("status", str(root), "--json", user=NOBODY)
         assert status.returncode == 0 and json.loads(status.stdout)["readOnly"] is True
         assert json.loads(status.stdout)["totalFiles"] == len(FILES)

@@ -334,6 +334,8 @@ class Project:
                 raise
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:
+        if self.store.readonly:  # nothing can be written: searches leave out files changed since (stale)
+            return IndexSummary()
         summary = self.indexer.refresh(paths)
         for warning in summary.warnings:
             log.warning("%s", warning)
