@@ -356,6 +356,8 @@ class Project:
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:
         if self.store.readonly:  # nothing can be written: searches leave out files changed since (stale)
+            from .indexer import IndexSummary
+
             return IndexSummary()
         summary = self.indexer.refresh(paths)
         for warning in summary.warnings:
