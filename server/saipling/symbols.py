@@ -13,7 +13,9 @@ MAX_SYMBOLS = 200
 
 
 def fuzzy_score(query: str, name: str) -> float:
-    """0 = no match; higher is better: exact > prefix > word prefix > substring > subsequence."""
+    """0 = no match; higher is better: exact > prefix > word prefix > substring > subsequence.
+
+    Tiers, not a similarity ratio: rapidfuzz scores closeness of the whole strings, so it would reorder results."""
     q, n = query.lower().strip(), name.lower()
     if not q:
         return 0.1
