@@ -22,7 +22,7 @@ from .skills import VectorSearchConfig, load_skill, parse_block
 from .textio import BinaryFile, decode
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .project_view import ProjectView
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class EnrichRequest:
     loaded_tokens: int = 0
 
 
-def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
+def parse_enrich(project: ProjectView, params: Mapping[str, Any]) -> EnrichRequest:
     params = require_object(params)
     query = query_text(params.get("query"))
     skill, inline = typed(params, "skill", str), typed(params, "skillConfig", Mapping)
@@ -77,7 +77,7 @@ def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
     )
 
 
-def _rel(project: Project, path: str) -> str:
+def _rel(project: ProjectView, path: str) -> str:
     """A loaded file as the agent names it (root-relative, absolute, `file://` URI, `./` or `..` segments,
     backslashes) -> its root-relative path; a path outside the project is kept as given (it matches nothing)."""
     if path.startswith("file:"):
@@ -110,7 +110,7 @@ def should_search(req: EnrichRequest) -> tuple[bool, str]:
     return False, "auto: the query is too short to search usefully"
 
 
-def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     req = parse_enrich(project, params)
     ran, reason = should_search(req)
     out: dict[str, Any] = {"contextBlock": "", "searchResults": [], "tokensUsed": 0, "skipped": [], "ran": ran,
@@ -182,7 +182,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def _passage(project: Project, r: Mapping[str, Any], files: dict[str, _FileView]) -> str | None:
+def _passage(project: ProjectView, r: Mapping[str, Any], files: dict[str, _FileView]) -> str | None:
     """The text of a search result as the file holds it now, or None when the file no longer holds it.
 
     Lines are read from disk (the source of truth), then checked against the indexed chunk: after an edit not
@@ -217,7 +217,7 @@ class _FileView:
     chunks: list[dict[str, Any]]
 
 
-def _file_lines(project: Project, rel: str) -> list[str] | None:
+def _file_lines(project: ProjectView, rel: str) -> list[str] | None:
     try:
         return decode((project.root / rel).read_bytes(), rel).text.split("\n")
     except (OSError, BinaryFile):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,8 +56,9 @@ class Project:
         self.warnings = warnings
         self.indexer = Indexer(root, settings, store, provider)
         self.state = RunState()
+        self.query_cache: Any = None  # search's cache of query vectors (search.QueryCache)
+        self.on_missing_file: Callable[[str], None] | None = None  # told of indexed files gone from disk
         self._state_lock = threading.Lock()
-        self._searcher = None
 
     @classmethod
     def open(

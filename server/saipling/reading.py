@@ -13,7 +13,7 @@ from .scanner import is_indexable
 from .textio import BinaryFile, decode
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .project_view import ProjectView
 
 MAX_LINES = 5000
 
@@ -26,7 +26,7 @@ def resolve_path(root: Path, path: str) -> tuple[Path, str]:
         raise InvalidRequest("path", f"not a usable path ({type(exc).__name__})") from None
 
 
-def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+def get_lines(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     params = require_object(params)
     path = required_str(params, "path", "uri")
     start = bounded_int(params, "startLine", 1, 1)

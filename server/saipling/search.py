@@ -27,7 +27,7 @@ from .request_fields import bounded_int, query_text, require_object, required_st
 from .store import ChunkFilter
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .project_view import ProjectView
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ class QueryCache:
         return vec
 
 
-def _cache_for(project: Project) -> QueryCache:
+def _cache_for(project: ProjectView) -> QueryCache:
     cache = getattr(project, "query_cache", None)
     if cache is None:
         cache = QueryCache()
@@ -208,7 +208,7 @@ def _cache_for(project: Project) -> QueryCache:
 
 
 # -- search ----------------------------------------------------------------------------------------------------
-def vector_unavailable(project: Project) -> str | None:
+def vector_unavailable(project: ProjectView) -> str | None:
     """Why vector search cannot run now, or None."""
     p = project.provider
     if not isinstance(p, EmbeddingProvider):
@@ -221,7 +221,7 @@ def vector_unavailable(project: Project) -> str | None:
     return None
 
 
-def build_filter(project: Project, req: SearchRequest) -> ChunkFilter:
+def build_filter(project: ProjectView, req: SearchRequest) -> ChunkFilter:
     flt = req.filter
     if req.role is not None:
         levels = project.settings.roles.get(req.role)
@@ -235,12 +235,12 @@ def build_filter(project: Project, req: SearchRequest) -> ChunkFilter:
     return flt
 
 
-def search(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+def search(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     req = parse_request(params, project.settings.max_results_default)
     return run_search(project, req)
 
 
-def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
+def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
     t0 = time.perf_counter()
     flt = build_filter(project, req)
     mode = req.mode
@@ -294,7 +294,7 @@ class _Ranked:
 
 
 def _rank(
-    project: Project, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
+    project: ProjectView, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
 ) -> list[_Ranked]:
     kw: list[tuple[int, float]] = []
     vec: list[tuple[int, float]] = []
@@ -330,7 +330,7 @@ def _rank(
 
 
 def _materialise(
-    project: Project, req: SearchRequest, ranked: list[_Ranked], want: int
+    project: ProjectView, req: SearchRequest, ranked: list[_Ranked], want: int
 ) -> tuple[list[dict], set[str]]:
     """The first `want` ranked chunks whose files still exist, as result dicts; and the paths found missing."""
     page = want * 3 + 20
@@ -361,7 +361,7 @@ def _materialise(
     return out, missing
 
 
-def project_missing(project: Project, path: str) -> None:
+def project_missing(project: ProjectView, path: str) -> None:
     """A result's file is gone from disk: drop it and queue it for deindex."""
     hook = getattr(project, "on_missing_file", None)
     if hook is not None:
@@ -370,7 +370,7 @@ def project_missing(project: Project, path: str) -> None:
         project.store.delete_file(path)
 
 
-def result_dict(project: Project, row: Mapping[str, Any], score: float, terms: list[str], r: _Ranked | None = None,
+def result_dict(project: ProjectView, row: Mapping[str, Any], score: float, terms: list[str], r: _Ranked | None = None,
                 explain: bool = False) -> dict[str, Any]:  # fmt: skip
     matched = []
     if r is not None:
@@ -450,7 +450,7 @@ def match_key(word: str) -> str:
 
 
 # -- related ---------------------------------------------------------------------------------------------------
-def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     """Passages from other files most similar to this file (mean of its chunk vectors)."""
     params = require_object(params)
     target = required_str(params, "path", "uri")

@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .project_view import ProjectView
 
 MAX_SYMBOLS = 200
 
@@ -33,7 +33,7 @@ def fuzzy_score(query: str, name: str) -> float:
     return 0.0
 
 
-def find_symbols(project: Project, query: str) -> list[dict[str, Any]]:
+def find_symbols(project: ProjectView, query: str) -> list[dict[str, Any]]:
     found: list[tuple[float, int, dict[str, Any]]] = []
     for row in project.store.entities():
         names = [row["display_name"]] if row["display_name"] else []

@@ -183,7 +183,7 @@ async def open_folder(
         )
         return None
     folder = Folder(uri, name, project, SyncQueue(project.settings.quiet_period_seconds, ls.clock))
-    project.on_missing_file = folder.queue.deleted  # type: ignore[attr-defined] - search drops vanished files
+    project.on_missing_file = folder.queue.deleted  # search drops vanished files
     ls.folders[uri] = folder
     ls.feedback.warnings(folder, project.warnings)
     await set_watching(ls, folder, project.settings.watch and project.settings.enabled)
