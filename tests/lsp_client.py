@@ -52,6 +52,11 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def fake_api_options(api: Any, **extra: Any) -> dict[str, Any]:
+    """Client settings (camelCase) for the OpenAI-compatible provider pointed at tests/apiserver.py."""
+    return {"provider": "openai", "baseUrl": api.url + "/v1", "model": "fake-embed", **extra}
+
+
 def _raw_results_converter():
     """pygls turns untyped results into namedtuples; keep them as JSON dicts instead."""
     converter = default_converter()
