@@ -6,7 +6,7 @@ with fixed weights (measured on SciFact train: beats reciprocal rank fusion; que
 exactly a heading, or a file's entity name or alias, puts that section first.
 
 Scores: `confidence` (0..1) of a result comes from absolute signals, not ranks: its raw cosine mapped through a
-per-model calibration (CALIBRATIONS) and the share of the query's rare terms (idf-weighted) it contains. A
+per-model calibration (CALIBRATIONS in confidence.py) and the share of the query's rare terms (idf-weighted) it contains. A
 result's `score` is the query's confidence (the best confidence among its top results) scaled by how far the
 result trails the top one in fused score: comparable across the queries of one project, and low everywhere when
 nothing relevant exists (`noConfidentMatch`).
