@@ -10,7 +10,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,14 @@ from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderAuthError, ProviderError
+from .index_records import (  # noqa: F401 - records re-exported: callers import them from the indexer
+    RACY_WINDOW_FINE_NS,
+    IndexProgress,
+    IndexSummary,
+    ProgressCallback,
+    is_racy,
+    racy_window,
+)
 from .metadata import FileMeta, extract_metadata
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import ChunkRow, FileRecord, Store, cache_key
@@ -27,71 +35,7 @@ from .textio import BinaryFile, decode
 
 log = logging.getLogger(__name__)
 
-# Racy (mtime, size) (git's "racy clean"): a file read within one timestamp tick of its mtime can be written
-# again in that same tick with the same size, and the fast path would skip the edit forever. Such a file is
-# stored with mtime_ns 0 so the next run hashes it again. Whole-second mtimes come from coarse file systems
-# (FAT/exFAT 2 s, HFS+/SMB/many NFS 1 s): a 2 s window; finer ones (ns, µs, Linux jiffies of <= 10 ms) 50 ms,
-# and those are settled at the end of the run: once the window has passed, a file hashed again to the same
-# digest keeps its real mtime (a later write can no longer share it).
-RACY_WINDOW_COARSE_NS = 2_000_000_000
-RACY_WINDOW_FINE_NS = 50_000_000
 CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
-
-
-def racy_window(mtime_ns: int) -> int:
-    return RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_FINE_NS
-
-
-def is_racy(mtime_ns: int, read_ns: int) -> bool:
-    """True when a same-size write in the same timestamp tick as `mtime_ns` could follow a read at `read_ns`."""
-    return abs(read_ns - mtime_ns) < racy_window(mtime_ns)
-
-
-@dataclass
-class IndexProgress:
-    files_done: int
-    files_total: int
-    current_file: str | None
-    chunks_embedded: int = 0
-    phase: str = "indexing"
-
-
-ProgressCallback = Callable[[IndexProgress], None]
-
-
-@dataclass
-class IndexSummary:
-    files: int = 0  # files in the index after the run
-    chunks: int = 0  # chunks in the index after the run
-    scanned: int = 0
-    changed: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    files_read: int = 0
-    new_chunks: int = 0
-    embedded: int = 0
-    reused: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    cancelled: bool = False
-    degraded: str | None = None
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(
-        default_factory=lambda: {"scan": 0.0, "read": 0.0, "chunk": 0.0, "embed": 0.0, "store": 0.0}
-    )
-    embedded_paths: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return {
-            "files": self.files, "chunks": self.chunks, "scanned": self.scanned, "changed": self.changed,
-            "unchanged": self.unchanged, "deleted": self.deleted, "filesRead": self.files_read,
-            "newChunks": self.new_chunks, "embedded": self.embedded, "reused": self.reused, "tokens": self.tokens,
-            "costUsd": round(self.cost_usd, 6), "seconds": round(self.seconds, 3), "cancelled": self.cancelled,
-            "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
-            "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
-        }  # fmt: skip
 
 
 @dataclass
