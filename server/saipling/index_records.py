@@ -28,11 +28,42 @@ def is_racy(mtime_ns: int, read_ns: int) -> bool:
 
 @dataclass
 class IndexProgress:
+    """Where a run is. Phases: "keywords" (files read, chunked and made keyword-searchable: files_done of
+    files_total), "embedding" (chunks_done of chunks_total vectors), "done". `eta_seconds` is the phase's
+    remaining time at the throughput measured so far in it (None until there is a measurement)."""
+
     files_done: int
     files_total: int
     current_file: str | None
     chunks_embedded: int = 0
-    phase: str = "indexing"
+    phase: str = "keywords"
+    chunks_done: int = 0
+    chunks_total: int = 0
+    eta_seconds: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        if self.phase == "embedding":
+            return self.chunks_done / self.chunks_total if self.chunks_total else 1.0
+        return self.files_done / self.files_total if self.files_total else 1.0
+
+
+class Throughput:
+    """The measured rate of a phase (units a second), weighted toward recent rounds (EWMA) so that the ETA
+    follows a machine that speeds up or slows down (this one is shared by several engineers' builds)."""
+
+    def __init__(self, smoothing: float = 0.3) -> None:
+        self.smoothing = smoothing
+        self.rate: float | None = None
+
+    def add(self, units: float, seconds: float) -> None:
+        if units <= 0 or seconds <= 0:
+            return
+        r = units / seconds
+        self.rate = r if self.rate is None else self.smoothing * r + (1 - self.smoothing) * self.rate
+
+    def eta(self, remaining: float) -> float | None:
+        return max(0.0, remaining) / self.rate if self.rate else None
 
 
 ProgressCallback = Callable[[IndexProgress], None]
@@ -54,6 +85,11 @@ class IndexSummary:
     cost_usd: float = 0.0
     seconds: float = 0.0
     cancelled: bool = False
+    paused: bool = False  # embedding stopped by pause(); the text index is complete
+    declined: bool = False  # the cost of embedding was not confirmed: keyword search only
+    unusable: bool = False  # the provider failed for a reason that makes it unusable now (key, network, down)
+    pending_files: int = 0  # files not read yet when the run was cancelled (the next run reads them)
+    unembedded: int = 0  # chunks still without a vector after the run
     degraded: str | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -68,6 +104,7 @@ class IndexSummary:
             "unchanged": self.unchanged, "deleted": self.deleted, "filesRead": self.files_read,
             "newChunks": self.new_chunks, "embedded": self.embedded, "reused": self.reused, "tokens": self.tokens,
             "costUsd": round(self.cost_usd, 6), "seconds": round(self.seconds, 3), "cancelled": self.cancelled,
+            "paused": self.paused, "declined": self.declined, "pendingFiles": self.pending_files, "unembeddedChunks": self.unembedded,
             "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }  # fmt: skip

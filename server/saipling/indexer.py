@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -15,27 +16,30 @@ from pathlib import Path
 
 import numpy as np
 
-from .chunker import Chunk, ChunkLimits, chunk_document, embed_text_for, limits_for
+from .chunker import Chunk, ChunkLimits, chunk_document, limits_for
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
-from .errors import IndexCancelled, ProviderAuthError, ProviderError
+from .errors import IndexCancelled, ProviderError
+from .index_embed import EmbeddingPhase
 from .index_records import (  # noqa: F401 - records re-exported: callers import them from the indexer
     RACY_WINDOW_FINE_NS,
     IndexProgress,
     IndexSummary,
     ProgressCallback,
+    Throughput,
     is_racy,
     racy_window,
 )
 from .metadata import FileMeta, extract_metadata
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
-from .store import ChunkRow, FileRecord, Store, cache_key
+from .store import ChunkRow, FileRecord, Store
 from .textio import BinaryFile, decode
 
 log = logging.getLogger(__name__)
 
 CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
+PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run did not get to read
 
 
 @dataclass
@@ -46,7 +50,7 @@ class _Prepared:
     meta: FileMeta
 
 
-class Indexer:
+class Indexer(EmbeddingPhase):
     """Brings the store in line with the files on disk."""
 
     def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider) -> None:
@@ -54,7 +58,11 @@ class Indexer:
         self.settings = settings
         self.store = store
         self.provider = provider
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one run at a time
+        # held while files are read and stored: a run's text phase takes it a batch at a time, so that a
+        # refresh of a saved file (or a search's lazy sync) waits for one batch, never for a whole run
+        self._write_lock = threading.Lock()
+        self.paused = threading.Event()  # set: runs stop embedding (the text index stays live)
 
     # -- configuration -------------------------------------------------------------------------------------
     @property
@@ -185,15 +193,59 @@ class Indexer:
         paths: Iterable[str] | None = None,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        *,
+        embed: bool = True,
+        hold: Iterable[str] | Callable[[], Iterable[str]] = (),
+        first: Iterable[str] = (),
+        confirm: Callable[[dict], bool] | None = None,
     ) -> IndexSummary:
-        """Index the project (or just `paths`, relative); only one run at a time per project."""
-        with self._lock:
-            return self._run(full, None if paths is None else list(paths), progress, cancel)
+        """Index the project (or just `paths`, relative); only one run at a time per project.
 
-    def _run(self, full, paths, progress, cancel) -> IndexSummary:
+        Two phases: every changed file is read, chunked and stored (keyword-searchable, with the vectors of
+        chunks whose text did not change); then chunks without a vector are embedded, `first` files first,
+        then the most recently modified, leaving out `hold` (files still in their quiet period; a callable
+        is asked again whenever the phase looks for more work). With
+        embed=False, or while paused, only the first phase runs. With a paid provider and `confirm`, an
+        embedding phase estimated above `confirmCostAboveUsd` runs only if confirm(estimate) says yes."""
+        with self._lock:
+            held = hold if callable(hold) else (lambda fixed=set(hold): fixed)
+            return self._run(full, None if paths is None else list(paths), progress, cancel, embed, held,
+                             list(first), confirm)  # fmt: skip
+
+    def refresh(self, paths: Iterable[str]) -> IndexSummary:
+        """The cheap text pass for files known (or suspected) to have changed: re-read, re-chunk and replace
+        their chunks, keywords, line ranges and metadata now; nothing is embedded (new or changed chunks wait
+        for the quiet period). Does not wait for a run in progress, only for the batch it is storing."""
         summary = IndexSummary()
         start = time.perf_counter()
-        if self.embeds:
+        with self._write_lock:
+            entries, stale = self._entries_for(list(paths), summary)
+            for rel in stale:
+                if self.store.delete_file(rel):
+                    summary.deleted += 1
+            states = self.store.file_states_for(e.rel for e in entries)
+            racy: list[tuple[ScanEntry, str]] = []
+            batch = []
+            for e in entries:
+                try:
+                    prep = self._prepare_one(e, states, True, summary, racy)
+                except Exception as exc:  # noqa: BLE001 - one odd path must never stop the others
+                    self._file_failed(e.rel, exc, summary)
+                    continue
+                if prep is not None:
+                    summary.changed += 1
+                    batch.append(prep)
+            if batch:
+                self._flush(batch, summary)
+        self._settle_racy(racy)
+        summary.scanned = len(entries)
+        summary.seconds = time.perf_counter() - start
+        return summary
+
+    def _run(self, full, paths, progress, cancel, embed, hold, first, confirm) -> IndexSummary:
+        summary = IndexSummary()
+        start = time.perf_counter()
+        if self.embeds and (embed or self.provider.dimensions):
             try:
                 if self.ensure_vector_table():
                     summary.warnings.append(
@@ -236,51 +288,83 @@ class Indexer:
             except Exception as exc:  # one odd path must never stop the run
                 self._file_failed(rel, exc, summary)
         total = len(todo)
-        batch: list[_Prepared] = []
-        batch_chunks = 0
-        # files stored with mtime 0, and the digest they were read with
-        racy: list[tuple[ScanEntry, str]] = []
+        stored = [0]  # files of `todo` stored so far (a cancelled run leaves the rest to the next one)
+        text_done = False
         try:
-            for n, e in enumerate(todo):
-                if cancel is not None and cancel.is_set():
-                    raise IndexCancelled("indexing cancelled")
-                if progress:
-                    progress(IndexProgress(n, total, e.rel, summary.embedded))
-                try:
-                    prep = self._prepare_one(e, states, full, summary, racy)
-                except (IndexCancelled, KeyboardInterrupt):
-                    raise
-                except Exception as exc:  # one odd path must never stop a run over thousands
-                    self._file_failed(e.rel, exc, summary)
-                    continue
-                if prep is None:
-                    continue
-                summary.changed += 1
-                batch.append(prep)
-                batch_chunks += len(prep.chunks)
-                if batch_chunks >= max(self.settings.batch_size, 32) or len(batch) >= 64:
-                    self._flush(batch, summary)
-                    batch, batch_chunks = [], 0
-                    self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
-            if batch:
-                self._flush(batch, summary)
-                batch = []
-            if progress:
-                progress(IndexProgress(total, total, None, summary.embedded, "embedding"))
-            self._settle_racy(racy)
-            self._backfill(summary, cancel)
+            self._text_phase(todo, states, full, summary, progress, cancel, stored)
+            text_done = True
+            if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
+                if self._confirmed(confirm, hold, summary):
+                    self._embed_phase(summary, total, progress, cancel, hold, first)
+            elif embed and self.embeds and self.paused.is_set():
+                summary.paused = True
         except (IndexCancelled, KeyboardInterrupt) as exc:
             summary.cancelled = True
             log.info("indexing cancelled; every file is either old or new (%s)", type(exc).__name__)
             if isinstance(exc, KeyboardInterrupt):
                 raise
         finally:
+            summary.pending_files = 0 if text_done else total - stored[0]
+            if paths is None:  # what status reports as pending after a cancel, until a run completes
+                with contextlib.suppress(Exception):
+                    self.store.set_meta(PENDING_META, str(summary.pending_files))
             self._finish(summary, start)
         if rechunk and paths is None and not summary.cancelled:
             self.store.set_meta(CHUNKING_META, signature)  # every file was re-chunked with these limits
         if progress:
             progress(IndexProgress(total, total, None, summary.embedded, "done"))
         return summary
+
+    def _text_phase(
+        self,
+        todo: list[ScanEntry],
+        states: dict,
+        full: bool,
+        summary: IndexSummary,
+        progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+        stored: list[int],
+    ) -> None:
+        """Read, chunk and store `todo` a batch at a time (the write lock is held per batch)."""
+        total = len(todo)
+        rate = Throughput()
+        racy: list[
+            tuple[ScanEntry, str]
+        ] = []  # files stored with mtime 0, and the digest they were read with
+        n = 0
+        while n < total:
+            t0 = time.perf_counter()
+            begin = n
+            with self._write_lock:
+                batch: list[_Prepared] = []
+                batch_chunks = 0
+                while n < total:
+                    if cancel is not None and cancel.is_set():
+                        raise IndexCancelled("indexing cancelled")
+                    e = todo[n]
+                    if progress:
+                        progress(IndexProgress(n, total, e.rel, summary.embedded, "keywords",
+                                               eta_seconds=rate.eta(total - n)))  # fmt: skip
+                    n += 1
+                    try:
+                        prep = self._prepare_one(e, states, full, summary, racy)
+                    except (IndexCancelled, KeyboardInterrupt):
+                        raise
+                    except Exception as exc:  # one odd path must never stop a run over thousands
+                        self._file_failed(e.rel, exc, summary)
+                        continue
+                    if prep is None:
+                        continue
+                    summary.changed += 1
+                    batch.append(prep)
+                    batch_chunks += len(prep.chunks)
+                    if batch_chunks >= max(self.settings.batch_size, 32) or len(batch) >= 64:
+                        break
+                if batch:
+                    self._flush(batch, summary)
+                stored[0] = n
+            self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
+            rate.add(n - begin, time.perf_counter() - t0)
 
     def _prepare_one(
         self, e: ScanEntry, states: dict, full: bool, summary: IndexSummary, racy: list[tuple[ScanEntry, str]]
@@ -397,90 +481,24 @@ class Indexer:
         return entries, stale
 
     def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
+        """Store prepared files: chunks, keywords, line ranges, metadata. Nothing is sent to the provider here:
+        chunks whose text did not change keep their vectors, texts embedded before (the cache) get theirs, the
+        rest wait for the embedding phase."""
         vectors: dict[str, np.ndarray] = {}
-        model = self.provider.model if self.embeds else None
-        if self.embeds:
-            model = self._cache_key()
-            wanted = {c.content_hash: c.embed_text for p in batch for c in p.chunks}
+        if self._vectors_current():
+            wanted = {c.content_hash for p in batch for c in p.chunks}
             vectors = self.store.cached_vectors(self.provider.model, wanted, self.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
-            missing = [h for h in wanted if h not in vectors]
-            if missing:
-                vectors.update(self._embed(missing, [wanted[h] for h in missing], summary))
-                summary.embedded_paths += [
-                    p.record.path for p in batch if any(c.content_hash in missing for c in p.chunks)
-                ]
         t0 = time.perf_counter()
         for prep in batch:
             try:
-                self.store.replace_file(prep.record, self._rows(prep), vectors, model)
+                self.store.replace_file(prep.record, self._rows(prep), vectors)
             except Exception as exc:  # one odd path must never lose the rest of the batch
                 summary.changed -= 1
                 self._file_failed(prep.record.path, exc, summary)
                 continue
             summary.new_chunks += len(prep.chunks)
         summary.timings["store"] += time.perf_counter() - t0
-
-    def _cache_key(self) -> str:
-        """The embedding-cache key vectors are written under: the model and their size."""
-        return cache_key(self.provider.model, self.provider.dimensions)
-
-    def _embed(self, hashes: list[str], texts: list[str], summary: IndexSummary) -> dict[str, np.ndarray]:
-        if not self.embeds:
-            return {}
-        assert isinstance(self.provider, EmbeddingProvider)
-        t0 = time.perf_counter()
-        try:
-            result = self.provider.embed_documents(texts)
-        except ProviderError as exc:
-            self._provider_failed(exc, summary)
-            return {}
-        finally:
-            summary.timings["embed"] += time.perf_counter() - t0
-        summary.embedded += len(texts)
-        summary.tokens += result.tokens
-        summary.cost_usd += result.tokens * self.provider.cost_per_million_tokens / 1e6
-        return dict(zip(hashes, result.vectors, strict=True))
-
-    def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
-        reason = str(exc)
-        if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
-            self.provider.failed = reason
-        summary.degraded = reason
-        summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
-        log.warning("embedding failed, indexed for keyword search only: %s", reason)
-
-    def _backfill(self, summary: IndexSummary, cancel: threading.Event | None) -> None:
-        """Embed chunks that have no vector yet (after a model change or an earlier provider failure)."""
-        if not self.embeds or summary.degraded:
-            return
-        while True:
-            rows = self.store.chunks_missing_vectors(limit=512)
-            if not rows:
-                return
-            if cancel is not None and cancel.is_set():
-                raise IndexCancelled("indexing cancelled")
-            texts = {
-                r["content_hash"]: embed_text_for(r["heading_path"] or "", r["text"] or "") for r in rows
-            }
-            vectors = self.store.cached_vectors(self.provider.model, texts, self.provider.dimensions)
-            summary.reused += len(vectors)
-            missing = [h for h in texts if h not in vectors]
-            if missing:
-                got = self._embed(missing, [texts[h] for h in missing], summary)
-                if not got:
-                    return
-                vectors.update(got)
-            items = [
-                (r["id"], r["content_hash"], vectors[r["content_hash"]])
-                for r in rows
-                if r["content_hash"] in vectors
-            ]
-            t0 = time.perf_counter()
-            self.store.set_vectors(items, self._cache_key())
-            summary.timings["store"] += time.perf_counter() - t0
-            if len(items) < len(rows):
-                return
 
     def _finish(self, summary: IndexSummary, start: float) -> None:
         if summary.tokens or summary.embedded:
@@ -489,58 +507,6 @@ class Indexer:
             )
         stats = self.store.stats()
         summary.files, summary.chunks = stats["totalFiles"], stats["totalChunks"]
+        summary.unembedded = self.store.count_unembedded() if self.embeds else 0
         summary.seconds = time.perf_counter() - start
         self.store.set_meta("last_run", str(time.time()))
-
-    # -- estimate ------------------------------------------------------------------------------------------
-    def estimate(self) -> dict:
-        """What `index` would embed now, and its cost, without calling the provider."""
-        summary = IndexSummary()
-        result = scan(self.root, self.settings)
-        states = self.store.file_states()
-        model = self.provider.model
-        # Unchanged files cost nothing only if their vectors come from this very model; after a model or
-        # dimension change the run re-embeds everything the cache does not hold.
-        stored_model, stored_dims = self.store.vector_model()
-        dims = self.provider.dimensions
-        same_model = stored_model == model and (not dims or stored_dims == dims)
-        # other chunk limits than the index was made with: the next run re-chunks every file
-        vectors_current = self.store.has_vectors() and same_model and not self.needs_rechunk()
-        chunks_total = 0
-        to_embed: dict[str, int] = {}  # content hash -> tokens (a text in several chunks is embedded once)
-        unchanged: set[str] = set()
-        for e in result.entries:
-            st = states.get(e.rel)
-            if st is not None and st.mtime_ns == e.mtime_ns and st.size == e.size and vectors_current:
-                unchanged.add(e.rel)
-                continue
-            try:
-                prep = self.prepare(e, self.read_bytes(e.abs_path), summary)
-            except OSError:
-                continue
-            if prep is None:
-                continue
-            chunks_total += len(prep.chunks)
-            cached = (
-                self.store.cached_vectors(model, [c.content_hash for c in prep.chunks], dims) if model else {}
-            )
-            for c in prep.chunks:
-                if c.content_hash not in cached:
-                    to_embed[c.content_hash] = c.token_count
-        if vectors_current and unchanged:
-            # chunks of unchanged files still without a vector (an earlier provider failure) are backfilled
-            rows = [r for r in self.store.chunks_missing_vectors() if r["path"] in unchanged]
-            cached = self.store.cached_vectors(model, [r["content_hash"] for r in rows], dims)
-            for r in rows:
-                if r["content_hash"] not in cached:
-                    text = embed_text_for(r["heading_path"] or "", r["text"] or "")
-                    to_embed[r["content_hash"]] = estimate_tokens(text)
-        chunks_new, tokens_new = len(to_embed), sum(to_embed.values())
-        price = self.provider.cost_per_million_tokens
-        return {
-            "provider": self.provider.name, "model": model, "files": len(result.entries),
-            "chunksToCheck": chunks_total, "chunksToEmbed": chunks_new if self.embeds else 0,
-            "tokensToEmbed": tokens_new if self.embeds else 0,
-            "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.embeds else 0.0,
-            "fullReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
-        }  # fmt: skip

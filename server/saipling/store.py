@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -191,8 +191,11 @@ class Store(VectorStore):
             vectors = vectors or {}
             added: list[tuple[int, np.ndarray]] = []
             with self.atomic():
-                removed = self._delete_chunks(record.path)
                 has_vec = self.has_vectors()
+                # vectors of chunks whose text is unchanged stay (an edit re-embeds only what it changed)
+                kept = self._file_vectors(record.path) if has_vec else {}
+                vectors = {**kept, **vectors}
+                removed = self._delete_chunks(record.path)
                 for ch in chunks:
                     cur = self.conn.execute(
                         "INSERT INTO chunks(path, chunk_index, kind, section_heading, heading_path, start_line, end_line,"
@@ -216,7 +219,7 @@ class Store(VectorStore):
                     now = time.time()
                     self.conn.executemany(
                         "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
-                        [(model, h, vector_blob(v), now) for h, v in vectors.items()],
+                        [(model, h, vector_blob(v), now) for h, v in vectors.items() if h not in kept],
                     )
                 self._drop_file_text(record.path)
                 self.conn.execute(
@@ -233,6 +236,18 @@ class Store(VectorStore):
                     (self.conn.last_insert_rowid(), "\n".join(ch.text for ch in chunks)),
                 )
             self._apply_delta(removed, added)
+
+    def _file_vectors(self, path: str) -> dict[str, np.ndarray]:
+        """The vectors a file's chunks have now, by content hash."""
+        ids = {
+            r[0]: r[1]
+            for r in self.conn.execute("SELECT id, content_hash FROM chunks WHERE path = ?", (path,))
+        }
+        out: dict[str, np.ndarray] = {}
+        for cid, h in ids.items():  # (vec0 answers `IN (subquery)` with a full scan: one lookup per chunk)
+            for (blob,) in self.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)):
+                out[h] = np.frombuffer(blob, dtype=np.float32).copy()
+        return out
 
     def _drop_file_text(self, path: str) -> None:
         """Remove a file's row from the file-level keyword index (before its files row goes or is replaced)."""
@@ -269,6 +284,31 @@ class Store(VectorStore):
             self.conn.execute("DELETE FROM files_fts")
             self.conn.execute("DELETE FROM files")
         self._invalidate()
+
+    def chunk_hashes(self) -> list[tuple[str, str, int]]:
+        """(path, content hash, tokens) of every chunk."""
+        with self._lock:
+            return [(p, h, int(t or 0)) for p, h, t in self.conn.execute(
+                "SELECT path, content_hash, token_count FROM chunks ORDER BY path, chunk_index")]  # fmt: skip
+
+    def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """chunk id -> (content hash, heading path, text)."""
+        rows = self._dicts(
+            "SELECT id, content_hash, heading_path, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps([int(i) for i in chunk_ids]),),
+        )
+        return {r["id"]: (r["content_hash"], r["heading_path"] or "", r["text"] or "") for r in rows}
+
+    def file_states_for(self, paths: Iterable[str]) -> dict[str, FileState]:
+        with self._lock:
+            return {
+                p: FileState(h, m, s)
+                for p, h, m, s in self.conn.execute(
+                    "SELECT path, content_hash, mtime_ns, size FROM files"
+                    " WHERE path IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(paths)),),
+                )
+            }
 
     # -- logs and stats ------------------------------------------------------------------------------------
     def log_embedding(self, provider: str, model: str, tokens: int, chunks: int, cost_usd: float) -> None:

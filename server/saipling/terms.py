@@ -97,6 +97,9 @@ def _fold(text: str) -> str:
     return _COMBINING.sub("", unicodedata.normalize("NFKD", text))
 
 
+_stemmers = threading.local()  # snowball stemmer objects keep state between calls: one per thread
+
+
 @functools.lru_cache(maxsize=65536)
 def match_key(word: str) -> str:
     """What FTS5's porter + unicode61 (remove_diacritics) tokenizer makes of a word: folded, then stemmed."""
@@ -105,6 +108,3 @@ def match_key(word: str) -> str:
     if stemmer is None:
         stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
     return stemmer.stemWord(folded)
-
-
-_stemmers = threading.local()  # snowball stemmer objects keep state between calls: one per thread
