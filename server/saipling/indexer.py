@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .chunker import Chunk, ChunkLimits, chunk_document, limits_for
+from .chunker import CHUNKER_VERSION, Chunk, ChunkLimits, chunk_document, limits_for
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
@@ -90,6 +90,7 @@ class Indexer(EmbeddingPhase):
                 "target": lim.target_tokens,
                 "overlap": lim.overlap_tokens,
                 "tokenizer": tokenizer,
+                "chunker": CHUNKER_VERSION,  # the same text can chunk differently after a chunker change
             },
             sort_keys=True,
         )
