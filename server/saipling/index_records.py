@@ -97,6 +97,14 @@ class IndexSummary:
         default_factory=lambda: {"scan": 0.0, "read": 0.0, "chunk": 0.0, "embed": 0.0, "store": 0.0}
     )
     embedded_paths: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, cause): errors, not skip rules
+
+    def failure_causes(self) -> dict[str, int]:
+        """Each distinct cause of a failed file and how many files it failed (one line each in reports)."""
+        causes: dict[str, int] = {}
+        for _, cause in self.failed:
+            causes[cause] = causes.get(cause, 0) + 1
+        return causes
 
     def to_json(self) -> dict:
         return {
@@ -107,4 +115,5 @@ class IndexSummary:
             "paused": self.paused, "declined": self.declined, "pendingFiles": self.pending_files, "unembeddedChunks": self.unembedded,
             "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "failed": [{"path": p, "cause": c} for p, c in self.failed],
         }  # fmt: skip

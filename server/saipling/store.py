@@ -26,6 +26,7 @@ from .store_schema import (  # noqa: F401 - records re-exported: callers import 
     CHUNK_COLUMNS,
     FTS_TOKENIZE,
     SCHEMA_VERSION,
+    VECTORS_CHECKED_META,
     ChunkFilter,
     ChunkRow,
     FileRecord,
@@ -41,10 +42,13 @@ log = logging.getLogger(__name__)
 class Store(VectorStore):
     """The index of one project."""
 
-    def __init__(self, conn: apsw.Connection, path: str, rebuilt: str | None = None) -> None:
+    def __init__(
+        self, conn: apsw.Connection, path: str, rebuilt: str | None = None, readonly: bool = False
+    ) -> None:
         self.conn = conn
         self.path = path
         self.rebuilt = rebuilt  # reason, when a corrupted index was moved aside at open
+        self.readonly = readonly  # opened read-only (a read-only folder or mount): reads only
         self._lock = threading.RLock()
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (vector_matrix.py)
         self._matrix_version: tuple[int, int] | None = None
@@ -56,15 +60,26 @@ class Store(VectorStore):
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: Path | str) -> Store:
-        """Open or create the index; a corrupted file is moved aside and rebuilt empty."""
+    def open(cls, path: Path | str, *, readonly: bool = False) -> Store:
+        """Open or create the index; a corrupted file (or a folder where the file should be) is moved aside
+        and rebuilt empty. `readonly` opens an existing index without writing anything (IndexReadOnly when
+        it cannot be read either)."""
         path = str(path)
+        if readonly:
+            return cls._open_readonly(path)
         rebuilt = None
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             gi = Path(path).parent / ".gitignore"
             if not gi.exists():
-                gi.write_text("*\n", encoding="utf-8")
+                with contextlib.suppress(OSError):  # (a read-only folder: opening fails below, clearly)
+                    gi.write_text("*\n", encoding="utf-8")
+            target = Path(path)
+            if (target.exists() or target.is_symlink()) and not target.is_file():
+                kind = "a folder" if target.is_dir() else "not a regular file"
+                moved = cls._move_aside(target)
+                rebuilt = f"the index {target} was {kind}; moved it to {moved.name} and rebuilt it"
+                log.warning("%s", rebuilt)
         try:
             conn = connect(path)
             cls._check(conn)
@@ -82,10 +97,47 @@ class Store(VectorStore):
             rebuilt = f"the index was unusable ({exc}); moved it to {moved.name} and rebuilt it"
             log.warning("%s", rebuilt)
             conn = connect(path)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
         store = cls(conn, path, rebuilt)
-        store._configure()
-        store._migrate()
+        try:
+            store._configure()
+            store._migrate()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
         return store
+
+    @classmethod
+    def _open_readonly(cls, path: str) -> Store:
+        """An existing index opened read-only: `mode=ro`, else `immutable=1` (a WAL index in a folder where
+        SQLite cannot create its shared-memory file). Nothing is written: no migration, no pragmas that write."""
+        last: Exception | None = None
+        for immutable in (False, True):
+            conn = None
+            try:
+                conn = connect(path, readonly=True, immutable=immutable)
+                cls._check(conn)
+                version = next(iter(conn.execute("PRAGMA user_version")))[0]
+                if version != len(_MIGRATIONS):
+                    raise IndexCorrupted(
+                        f"it has schema version {version}, this saipling needs {len(_MIGRATIONS)} and cannot "
+                        "migrate a read-only index"
+                    )
+                return cls(conn, path, None, readonly=True)  # (temp tables still work: searches use one)
+            except IndexCorrupted:
+                if conn is not None:
+                    conn.close()
+                raise
+            except apsw.Error as exc:
+                last = exc
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+        raise IndexCorrupted(f"cannot read the index {path} ({type(last).__name__}: {last})")
 
     @staticmethod
     def _check(conn: apsw.Connection) -> None:
@@ -127,15 +179,38 @@ class Store(VectorStore):
 
     def close(self) -> None:
         with self._lock:
-            with contextlib.suppress(Exception):
-                self.conn.execute("PRAGMA optimize")
+            if not self.readonly:
+                with contextlib.suppress(Exception):
+                    self.conn.execute("PRAGMA optimize")
             self.conn.close()
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
-        """One transaction (savepoint when nested); rolled back on any exception."""
-        with self._lock, self.conn:
-            yield
+        """One write transaction (a savepoint when nested); rolled back on any exception.
+
+        The outermost one starts with BEGIN IMMEDIATE: the write lock is taken (waiting up to the busy
+        timeout for another process's transaction) before anything is read. A deferred transaction that reads
+        first and then writes fails at once with BusyError when another process wrote in between (SQLite
+        cannot retry a stale snapshot), which made a server fail files while `saipling index` ran beside it."""
+        with self._lock:
+            if self.conn.in_transaction:
+                with self.conn:
+                    yield
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:  # (a commit that failed, e.g. on a full disk, leaves it open)
+                    with contextlib.suppress(apsw.Error):
+                        self.conn.execute("ROLLBACK")
+                raise
 
     # -- small helpers -------------------------------------------------------------------------------------
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -218,7 +293,7 @@ class Store(VectorStore):
                 if model:
                     now = time.time()
                     self.conn.executemany(
-                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                        "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         [(model, h, vector_blob(v), now) for h, v in vectors.items() if h not in kept],
                     )
                 self._drop_file_text(record.path)
@@ -492,13 +567,13 @@ class Store(VectorStore):
 
     def entities(self) -> list[dict[str, Any]]:
         return self._dicts(
-            "SELECT path, entity_type, entity_name, display_name, aliases, file_type FROM files"
+            "SELECT path, entity_type, entity_name, display_name, aliases, file_type, visibility FROM files"
             " WHERE display_name IS NOT NULL OR (aliases IS NOT NULL AND aliases != '[]')"
         )
 
     def headings(self) -> list[dict[str, Any]]:
         return self._dicts(
-            "SELECT path, section_heading, heading_path, start_line, end_line FROM chunks"
+            "SELECT path, section_heading, heading_path, start_line, end_line, visibility FROM chunks"
             " WHERE section_heading IS NOT NULL ORDER BY path, chunk_index"
         )
 

@@ -179,8 +179,10 @@ class ChunkFilter:
         if self.corpus:
             conds.append("c.corpus = ?")
             params.append(self.corpus)
-        if self.visibility is not None:
-            conds.append(f"c.visibility IN ({','.join('?' * len(self.visibility)) or 'NULL'})")
+        if self.visibility is not None:  # levels compare case-insensitively (visibility.py); NULL is public
+            conds.append(
+                f"lower(trim(coalesce(c.visibility, 'public'))) IN ({','.join('?' * len(self.visibility)) or 'NULL'})"
+            )
             params += self.visibility
         if self.exclude_paths:
             conds.append("c.path NOT IN (SELECT value FROM json_each(?))")
@@ -191,9 +193,14 @@ class ChunkFilter:
         return " AND ".join(conds), params
 
 
-def connect(path: Path | str) -> apsw.Connection:
-    """A connection with sqlite-vec loaded and our SQL functions registered."""
-    conn = apsw.Connection(str(path))
+def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -> apsw.Connection:
+    """A connection with sqlite-vec loaded and our SQL functions registered (read-only: never writes, and
+    `immutable` also takes no locks: for a folder where SQLite cannot create its -shm file)."""
+    if readonly:
+        uri = Path(path).resolve().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    else:
+        conn = apsw.Connection(str(path))
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
@@ -204,3 +211,6 @@ def connect(path: Path | str) -> apsw.Connection:
         "saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True
     )
     return conn
+
+
+VECTORS_CHECKED_META = "vectors_checked"  # meta key: stored vectors were scanned for NaN/Inf/zero rows

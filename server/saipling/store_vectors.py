@@ -15,7 +15,8 @@ from typing import Any
 import apsw
 import numpy as np
 
-from .store_schema import ChunkFilter
+from .embeddings.base import usable_vector
+from .store_schema import VECTORS_CHECKED_META, ChunkFilter
 from .vector_matrix import VectorMatrix
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,9 @@ class VectorStore:
                     " AND content_hash IN (SELECT value FROM json_each(?)) AND (? < 0 OR length(vector) = ?)",
                     (json.dumps(keys), json.dumps(part), size, size),
                 ):
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if usable_vector(vec):  # a poisoned row (NaN, Inf, zero) is never served: re-embedded
+                        out[h] = vec
         return out
 
     def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
@@ -113,13 +116,56 @@ class VectorStore:
             (limit,),
         )
 
-    def count_unembedded(self) -> int:
-        """Chunks with no vector of the active model (all of them when no vector table exists yet)."""
-        if not self.has_vectors():
-            return int(self._scalar("SELECT count(*) FROM chunks") or 0)
+    def drop_unusable_vectors(self) -> int:
+        """Delete vectors (in the vector table and the embedding cache) that hold NaN, Inf or only zeros, so the
+        chunks are embedded again. Such rows came from providers before their answers were checked; the scan
+        runs once per index (recorded in meta)."""
+        if self.get_meta(VECTORS_CHECKED_META) == "1":
+            return 0
+        bad_ids: list[int] = []
+        bad_cache: list[tuple[str, str]] = []
+        with self._lock:
+            if self.has_vectors():
+                for chunk_id, blob in self.conn.execute("SELECT chunk_id, embedding FROM chunks_vec"):
+                    if not usable_vector(np.frombuffer(blob, dtype=np.float32)):
+                        bad_ids.append(int(chunk_id))
+            for model, h, blob in self.conn.execute(
+                "SELECT model, content_hash, vector FROM embedding_cache"
+            ):
+                if len(blob) % 4 or not usable_vector(np.frombuffer(blob, dtype=np.float32)):
+                    bad_cache.append((model, h))
+            with self.atomic():
+                self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in bad_ids])
+                self.conn.executemany(
+                    "DELETE FROM embedding_cache WHERE model = ? AND content_hash = ?", bad_cache
+                )
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (VECTORS_CHECKED_META,)
+                )
+            if bad_ids:
+                self._apply_delta(bad_ids, [])
+        if bad_ids or bad_cache:
+            log.warning(
+                "removed %d unusable vectors and %d unusable cache entries (NaN, Inf or zero): they are embedded again",
+                len(bad_ids),
+                len(bad_cache),
+            )
+        return len(bad_ids) + len(bad_cache)
+
+    def count_unembedded(self, model: str | None = None, dims: int = 0) -> int:
+        """Chunks with no vector for the active model (`model`/`dims`; default: the model the index records).
+        Every chunk counts when the index holds no vectors of that model."""
         with self._lock:
             total = int(self._scalar("SELECT count(*) FROM chunks") or 0)
-            return max(0, total - int(self._scalar("SELECT count(*) FROM chunks_vec") or 0))
+            stored_model, stored_dims = self.vector_model()
+            if model is None:
+                model, dims = stored_model, stored_dims
+            if not model or not self.has_vectors() or stored_model != model or (dims and stored_dims != dims):
+                return total
+            return int(
+                self._scalar("SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunks_vec)")
+                or 0
+            )
 
     def unembedded(
         self, hold: Iterable[str] = (), first: Iterable[str] = ()
@@ -161,7 +207,7 @@ class VectorStore:
                 }
                 for _, h, vec in items:
                     self.conn.execute(
-                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                        "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         (model, h, vector_blob(vec), now),
                     )
                 items = [it for it in items if it[0] in current]
@@ -266,7 +312,12 @@ class VectorStore:
                     -1, dims
                 )
                 filled = end
-        return ids[:filled], mat[:filled]
+        ids, mat = ids[:filled], mat[:filled]
+        good = np.isfinite(mat).all(axis=1) & (mat != 0).any(axis=1)
+        if not good.all():  # vectors stored before the provider boundary checked them: never served
+            log.warning("ignoring %d unusable vectors (NaN, Inf or zero) in the index", int((~good).sum()))
+            ids, mat = ids[good], mat[good]
+        return ids, mat
 
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
