@@ -138,6 +138,17 @@ async def request(client: LanguageClient, method: str, params: Any = None, timeo
     return await asyncio.wait_for(client.protocol.send_request_async(method, params), timeout)
 
 
+async def advance(client: LanguageClient, seconds: float) -> None:
+    """Move the server's sync clock forward (SAIPLING_TEST_CLOCK=1: quiet periods pass at once)."""
+    await request(client, "saipling/_test/advanceClock", {"seconds": seconds})
+
+
+async def tick(client: LanguageClient) -> dict[str, Any]:
+    """One sync tick now, for a server with one folder: what it did there."""
+    (folder,) = (await request(client, "saipling/_test/tick", {}))["folders"]
+    return folder
+
+
 async def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:
     """Poll `predicate` (sync) until it returns something truthy."""
     deadline = time.monotonic() + timeout
