@@ -52,6 +52,11 @@ class Settings:
     analytics: bool = True
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
+    # How texts are presented to the model (None: the known model family's, see embeddings/families.py).
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+    input_type_field: str = ""  # request field carrying "query" / "document" (e.g. input_type); "" = none
+    max_input_tokens: int = 0  # the model's input window in tokens; 0 = known model's, else a default
     # Secrets: from the environment or the editor only, never from project files.
     voyage_api_key: str = dataclasses.field(default="", repr=False)
     openai_api_key: str = dataclasses.field(default="", repr=False)
@@ -73,6 +78,10 @@ _ALIASES = {
     "skillsDir": "skills_dir",
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
+    "queryPrefix": "query_prefix",
+    "documentPrefix": "document_prefix",
+    "inputTypeField": "input_type_field",
+    "maxInputTokens": "max_input_tokens",
     "maxTokens": "max_tokens",
     "targetTokens": "target_tokens",
     "overlapTokens": "overlap_tokens",
@@ -80,6 +89,7 @@ _ALIASES = {
     "openaiApiKey": "openai_api_key",
 }
 _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
+_OPTIONAL_STRINGS = {"query_prefix", "document_prefix"}  # None = not set (the model family decides)
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
 
 
@@ -88,6 +98,10 @@ def _field_name(key: str) -> str:
 
 
 def _coerce(value: Any, default: Any, key: str) -> Any:
+    if default is None:  # an optional string (_OPTIONAL_STRINGS)
+        if not isinstance(value, str):
+            raise ValueError(f"{key}: expected a string, got {value!r}")
+        return value
     if isinstance(default, bool):
         if isinstance(value, str):
             low = value.strip().lower()
@@ -161,7 +175,8 @@ def apply_layer(
             warnings.append(f"{source}: API keys are never read from project files ({raw_key} ignored)")
             continue
         try:
-            coerced = _coerce(value, getattr(settings, name), str(raw_key))
+            default = None if name in _OPTIONAL_STRINGS else getattr(settings, name)
+            coerced = _coerce(value, default, str(raw_key))
         except (TypeError, ValueError) as exc:
             warnings.append(f"{source}: {exc}")
             continue

@@ -19,7 +19,7 @@ from .chunker import Chunk, ChunkLimits, chunk_document, embed_text_for, limits_
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
-from .errors import IndexCancelled, ProviderAuthError, ProviderError
+from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderRateLimited, ProviderUnavailable
 from .metadata import FileMeta, extract_metadata
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import ChunkRow, FileRecord, Store, cache_key
@@ -82,6 +82,8 @@ class IndexSummary:
         default_factory=lambda: {"scan": 0.0, "read": 0.0, "chunk": 0.0, "embed": 0.0, "store": 0.0}
     )
     embedded_paths: list[str] = field(default_factory=list)
+    # the provider is down or rate limiting: no more embedding calls in this pass (retried on the next one)
+    embedding_stopped: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -170,8 +172,12 @@ class Indexer:
         p = self.provider
         if isinstance(p, EmbeddingProvider):
             if not p.dimensions:
-                p.dimensions = int(len(p.embed_query("dimension probe")))
-            return self.store.configure_vectors(p.name, p.model, p.dimensions)
+                stored_key, stored_dims = self.store.vector_model()
+                if stored_key == p.vector_key and stored_dims and self.store.has_vectors():
+                    p.dimensions = stored_dims  # (a wrong guess is caught by the first response's size)
+                else:
+                    p.dimensions = int(len(p.embed_query("dimension probe")))
+            return self.store.configure_vectors(p.name, p.vector_key, p.dimensions)
         return False
 
     # -- one file ------------------------------------------------------------------------------------------
@@ -249,6 +255,8 @@ class Indexer:
     def _run(self, full, paths, progress, cancel) -> IndexSummary:
         summary = IndexSummary()
         start = time.perf_counter()
+        if isinstance(self.provider, EmbeddingProvider):
+            self.provider.begin_pass()  # a provider that stopped calling its server tries again
         if self.embeds:
             try:
                 if self.ensure_vector_table():
@@ -458,7 +466,7 @@ class Indexer:
         if self.embeds:
             model = self._cache_key()
             wanted = {c.content_hash: c.embed_text for p in batch for c in p.chunks}
-            vectors = self.store.cached_vectors(self.provider.model, wanted, self.provider.dimensions)
+            vectors = self.store.cached_vectors(self.provider.vector_key, wanted, self.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
             missing = [h for h in wanted if h not in vectors]
             if missing:
@@ -478,11 +486,12 @@ class Indexer:
         summary.timings["store"] += time.perf_counter() - t0
 
     def _cache_key(self) -> str:
-        """The embedding-cache key vectors are written under: the model and their size."""
-        return cache_key(self.provider.model, self.provider.dimensions)
+        """The embedding-cache key vectors are written under: the model (with its prefixes) and their size."""
+        p = self.provider
+        return cache_key(p.vector_key if isinstance(p, EmbeddingProvider) else p.model, p.dimensions)
 
     def _embed(self, hashes: list[str], texts: list[str], summary: IndexSummary) -> dict[str, np.ndarray]:
-        if not self.embeds:
+        if not self.embeds or summary.embedding_stopped:
             return {}
         assert isinstance(self.provider, EmbeddingProvider)
         t0 = time.perf_counter()
@@ -502,6 +511,8 @@ class Indexer:
         reason = str(exc)
         if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
             self.provider.failed = reason
+        if isinstance(exc, ProviderUnavailable | ProviderRateLimited):
+            summary.embedding_stopped = True  # the rest of the pass is keyword-indexed without calling it
         summary.degraded = reason
         summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
         log.warning("embedding failed, indexed for keyword search only: %s", reason)
@@ -519,7 +530,7 @@ class Indexer:
             texts = {
                 r["content_hash"]: embed_text_for(r["heading_path"] or "", r["text"] or "") for r in rows
             }
-            vectors = self.store.cached_vectors(self.provider.model, texts, self.provider.dimensions)
+            vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
             summary.reused += len(vectors)
             missing = [h for h in texts if h not in vectors]
             if missing:
@@ -554,7 +565,8 @@ class Indexer:
         summary = IndexSummary()
         result = scan(self.root, self.settings)
         states = self.store.file_states()
-        model = self.provider.model
+        p = self.provider
+        model = p.vector_key if isinstance(p, EmbeddingProvider) else p.model
         # Unchanged files cost nothing only if their vectors come from this very model; after a model or
         # dimension change the run re-embeds everything the cache does not hold.
         stored_model, stored_dims = self.store.vector_model()
@@ -594,7 +606,7 @@ class Indexer:
         chunks_new, tokens_new = len(to_embed), sum(to_embed.values())
         price = self.provider.cost_per_million_tokens
         return {
-            "provider": self.provider.name, "model": model, "files": len(result.entries),
+            "provider": self.provider.name, "model": self.provider.model, "files": len(result.entries),
             "chunksToCheck": chunks_total, "chunksToEmbed": chunks_new if self.embeds else 0,
             "tokensToEmbed": tokens_new if self.embeds else 0,
             "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.embeds else 0.0,

@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 _PROVIDER_KEYS = (
     "provider", "model", "base_url", "dimensions", "model_path", "local_threads", "batch_size",
-    "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key",
+    "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key", "query_prefix",
+    "document_prefix", "input_type_field", "max_input_tokens",
 )  # fmt: skip
 
 
@@ -170,7 +171,10 @@ class Project:
         stats = self.store.stats()
         last = stats["lastIndexed"]
         p = self.state.progress if self.state.is_indexing else None
-        price = self.provider.cost_per_million_tokens if isinstance(self.provider, EmbeddingProvider) else 0.0
+        provider = self.provider
+        price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
+        # the size of the vectors in the index (a custom server's model learns its size from a response)
+        stored_dims = self.store.vector_model()[1] if stats["embeddedChunks"] else 0
         return {
             "root": str(self.root),
             "indexPath": str(index_path(self.root)),
@@ -180,7 +184,7 @@ class Project:
             "lastIndexed": dt.datetime.fromtimestamp(last, dt.UTC).isoformat() if last else None,
             "provider": self.provider.name,
             "model": self.provider.model or None,
-            "dimensions": self.provider.dimensions or None,
+            "dimensions": stored_dims or provider.dimensions or None,
             "providerReason": self.provider.reason,
             "indexedWith": self.store.get_meta("model") or self.store.get_meta("provider"),
             "totalCostUsd": round(stats["totalCostUsd"], 6),
@@ -193,6 +197,7 @@ class Project:
                 "filesTotal": p.files_total if p else 0,
                 "currentFile": p.current_file if p else None,
             },
+            "embedding": provider.applied() if isinstance(provider, EmbeddingProvider) else None,
             "degraded": self.degraded(),
             "warnings": list(self.warnings),
         }
