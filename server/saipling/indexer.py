@@ -493,19 +493,28 @@ class Indexer:
     def _embed(self, hashes: list[str], texts: list[str], summary: IndexSummary) -> dict[str, np.ndarray]:
         if not self.embeds or summary.embedding_stopped:
             return {}
-        assert isinstance(self.provider, EmbeddingProvider)
+        p = self.provider
+        assert isinstance(p, EmbeddingProvider)
+        out: dict[str, np.ndarray] = {}
+        done = 0
         t0 = time.perf_counter()
         try:
-            result = self.provider.embed_documents(texts)
-        except ProviderError as exc:
-            self._provider_failed(exc, summary)
-            return {}
+            # a provider batch at a time: what was embedded before a failure is kept (and stored)
+            while done < len(texts):
+                part = slice(done, done + max(1, p.batch_size))
+                try:
+                    result = p.embed_documents(texts[part])
+                except ProviderError as exc:
+                    self._provider_failed(exc, summary)
+                    break
+                out.update(zip(hashes[part], result.vectors, strict=True))
+                done += len(result.vectors)
+                summary.tokens += result.tokens
+                summary.cost_usd += result.tokens * p.cost_per_million_tokens / 1e6
         finally:
             summary.timings["embed"] += time.perf_counter() - t0
-        summary.embedded += len(texts)
-        summary.tokens += result.tokens
-        summary.cost_usd += result.tokens * self.provider.cost_per_million_tokens / 1e6
-        return dict(zip(hashes, result.vectors, strict=True))
+        summary.embedded += done
+        return out
 
     def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
         reason = str(exc)
@@ -533,11 +542,8 @@ class Indexer:
             vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
             summary.reused += len(vectors)
             missing = [h for h in texts if h not in vectors]
-            if missing:
-                got = self._embed(missing, [texts[h] for h in missing], summary)
-                if not got:
-                    return
-                vectors.update(got)
+            if missing:  # (what fails stays missing: the loop ends below)
+                vectors.update(self._embed(missing, [texts[h] for h in missing], summary))
             items = [
                 (r["id"], r["content_hash"], vectors[r["content_hash"]])
                 for r in rows

@@ -400,7 +400,7 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
         """After a timeout, wait until the server has finished the request it was abandoned with.
 
         A one-word request queues behind it on a single-worker server, so its answer means the server is free;
-        it may take as long as the abandoned request had. If it times out too, the server is stuck: the
+        it may take twice as long as the abandoned request had. If it times out too, the server is stuck: the
         breaker opens with that cause (the pass ends; queries go keyword-only).
         """
         if self._abandoned is None:
@@ -411,7 +411,7 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
                 return
             log.info("%s: waiting for the server to finish the request that timed out", self.http.label)
             try:
-                self.http.post_json(self.path, self._request_body([PROBE_TEXT], "query"), timeout=budget)
+                self.http.post_json(self.path, self._request_body([PROBE_TEXT], "query"), timeout=2 * budget)
             except ProviderTimeout:
                 reason = (
                     f"{self.http.label} is still busy with a request that timed out ({self.http.base_url}); "
