@@ -126,7 +126,7 @@ def test_breaker_opens_after_connection_failures_and_refuses_without_a_request(
     p = provider(api_server, sleeps, max_retries=5)
     try:
         api_server.stop()  # connection refused from now on
-        with pytest.raises(ProviderUnavailable, match=r"unreachable .*ConnectError.*3 failures in a row"):
+        with pytest.raises(ProviderUnavailable, match=r"unreachable.*ConnectError.*3 failures in a row"):
             p.embed_documents(["alpha", "beta"])
         assert len(sleeps) == BREAKER_THRESHOLD - 1  # not max_retries = 5
         assert p.unavailable is not None and "unreachable" in p.unavailable

@@ -265,8 +265,9 @@ class HTTPClient:
         detail = _describe(outcome)
         if isinstance(outcome, Exception) and str(outcome):
             detail = f"{detail}: {' '.join(str(outcome).split())[:200]}"
+        where = "" if self.base_url in self.label else f" ({self.base_url})"
         return (
-            f"{self.label} is unreachable ({self.base_url}): {detail}; "
+            f"{self.label} is unreachable{where}: {detail}; "
             f"stopped calling it after {self.breaker.threshold} failures in a row"
         )
 
