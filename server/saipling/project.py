@@ -173,8 +173,12 @@ class Project:
         p = self.state.progress if self.state.is_indexing else None
         provider = self.provider
         price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
-        # the size of the vectors in the index (a custom server's model learns its size from a response)
-        stored_dims = self.store.vector_model()[1] if stats["embeddedChunks"] else 0
+        # the size of this model's vectors in the index (a custom server's model learns it from a response)
+        stored_key, stored_dims = self.store.vector_model()
+        if not stats["embeddedChunks"] or not isinstance(provider, EmbeddingProvider):
+            stored_dims = 0
+        elif stored_key != provider.vector_key:
+            stored_dims = 0  # vectors of another model: not this one's size
         return {
             "root": str(self.root),
             "indexPath": str(index_path(self.root)),
