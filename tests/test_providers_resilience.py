@@ -67,7 +67,7 @@ def test_timed_out_batch_is_halved_after_the_server_finished_it(single_worker: F
     api = single_worker
     p = provider(api, request_timeout_seconds=0.5, batch_size=8)
     try:
-        api.slow(1.5)  # the first batch takes longer than its timeout; the server cannot cancel it
+        api.slow(1.0)  # the first batch takes longer than its timeout (0.53 s); the server cannot cancel it
         texts = [f"text number {i}" for i in range(8)]
         res = p.embed_documents(texts)
         # the batch of 8, a one-word request that waits for the server to finish it, then two halves
