@@ -57,6 +57,10 @@ class Settings:
     document_prefix: str | None = None
     input_type_field: str = ""  # request field carrying "query" / "document" (e.g. input_type); "" = none
     max_input_tokens: int = 0  # the model's input window in tokens; 0 = known model's, else a default
+    # a paid provider asks before embedding more than this costs (0 = always ask; a negative value never asks)
+    confirm_cost_above_usd: float = 0.10
+    # an API provider unusable on a project without its vectors: index with `local` meanwhile, or `none`
+    fallback: str = "local"
     # Secrets: from the environment or the editor only, never from project files.
     voyage_api_key: str = dataclasses.field(default="", repr=False)
     openai_api_key: str = dataclasses.field(default="", repr=False)
@@ -82,6 +86,7 @@ _ALIASES = {
     "documentPrefix": "document_prefix",
     "inputTypeField": "input_type_field",
     "maxInputTokens": "max_input_tokens",
+    "confirmCostAboveUsd": "confirm_cost_above_usd",
     "maxTokens": "max_tokens",
     "targetTokens": "target_tokens",
     "overlapTokens": "overlap_tokens",
@@ -91,6 +96,7 @@ _ALIASES = {
 _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
 _OPTIONAL_STRINGS = {"query_prefix", "document_prefix"}  # None = not set (the model family decides)
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
+_FALLBACKS = {"local", "none"}
 
 
 def _field_name(key: str) -> str:
@@ -182,6 +188,9 @@ def apply_layer(
             continue
         if name == "provider" and coerced not in _PROVIDERS:
             warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {coerced!r}")
+            continue
+        if name == "fallback" and coerced not in _FALLBACKS:
+            warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {coerced!r}")
             continue
         setattr(settings, name, coerced)
     return warnings
