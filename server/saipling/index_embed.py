@@ -16,7 +16,7 @@ from .chunker import embed_text_for
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
-from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderUnavailable
+from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderRateLimited, ProviderUnavailable
 from .index_records import IndexProgress, IndexSummary, ProgressCallback, Throughput
 from .scanner import scan
 from .store import Store, cache_key
@@ -39,34 +39,46 @@ class EmbeddingPhase:
         if not self.embeds or not self.store.has_vectors():
             return False
         model, dims = self.store.vector_model()
-        return model == self.provider.model and dims == self.provider.dimensions
+        return model == self.provider.vector_key and dims == self.provider.dimensions
 
     def _cache_key(self) -> str:
-        """The embedding-cache key vectors are written under: the model and their size."""
-        return cache_key(self.provider.model, self.provider.dimensions)
+        """The embedding-cache key vectors are written under: the model (with its prefixes) and their size."""
+        p = self.provider
+        return cache_key(p.vector_key if isinstance(p, EmbeddingProvider) else p.model, p.dimensions)
 
     def _embed(self, hashes: list[str], texts: list[str], summary: IndexSummary) -> dict[str, np.ndarray]:
-        if not self.embeds:
+        if not self.embeds or summary.embedding_stopped:
             return {}
-        assert isinstance(self.provider, EmbeddingProvider)
+        p = self.provider
+        assert isinstance(p, EmbeddingProvider)
+        out: dict[str, np.ndarray] = {}
+        done = 0
         t0 = time.perf_counter()
         try:
-            result = self.provider.embed_documents(texts)
-        except ProviderError as exc:
-            self._provider_failed(exc, summary)
-            return {}
+            # a provider batch at a time: what was embedded before a failure is kept (and stored)
+            while done < len(texts):
+                part = slice(done, done + max(1, p.batch_size))
+                try:
+                    result = p.embed_documents(texts[part])
+                except ProviderError as exc:
+                    self._provider_failed(exc, summary)
+                    break
+                out.update(zip(hashes[part], result.vectors, strict=True))
+                done += len(result.vectors)
+                summary.tokens += result.tokens
+                summary.cost_usd += result.tokens * p.cost_per_million_tokens / 1e6
         finally:
             summary.timings["embed"] += time.perf_counter() - t0
-        summary.embedded += len(texts)
-        summary.tokens += result.tokens
-        summary.cost_usd += result.tokens * self.provider.cost_per_million_tokens / 1e6
-        return dict(zip(hashes, result.vectors, strict=True))
+        summary.embedded += done
+        return out
 
     def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
         reason = str(exc)
         summary.unusable = isinstance(exc, ProviderAuthError | ProviderUnavailable)
         if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
             self.provider.failed = reason
+        if isinstance(exc, ProviderUnavailable | ProviderRateLimited):
+            summary.embedding_stopped = True  # the rest of the pass is keyword-indexed without calling it
         summary.degraded = reason
         summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
         log.warning("embedding failed, indexed for keyword search only: %s", reason)
@@ -110,7 +122,7 @@ class EmbeddingPhase:
             t0 = time.perf_counter()
             rows = self.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
             texts = {h: embed_text_for(hp, text) for h, hp, text in rows.values()}
-            vectors = self.store.cached_vectors(self.provider.model, texts, self.provider.dimensions)
+            vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
             summary.reused += len(vectors)
             missing = [h for h in texts if h not in vectors]
             if missing:
@@ -156,8 +168,9 @@ class EmbeddingPhase:
         else:  # no vectors of this model yet: every chunk (the embedding cache may still hold some)
             rows = [(0, p, h, t) for p, h, t in self.store.chunk_hashes() if p not in held]
         model = self.provider.model if self.embeds else ""
+        key = self.provider.vector_key if isinstance(self.provider, EmbeddingProvider) else ""
         cached = (
-            self.store.cached_vectors(model, [r[2] for r in rows], self.provider.dimensions) if model else {}
+            self.store.cached_vectors(key, [r[2] for r in rows], self.provider.dimensions) if model else {}
         )
         tokens: dict[str, int] = {}
         files: set[str] = set()
@@ -176,7 +189,8 @@ class EmbeddingPhase:
         summary = IndexSummary()
         result = scan(self.root, self.settings)
         states = self.store.file_states()
-        model = self.provider.model
+        p = self.provider
+        model = p.vector_key if isinstance(p, EmbeddingProvider) else p.model
         # Unchanged files cost nothing only if their vectors come from this very model; after a model or
         # dimension change the run re-embeds everything the cache does not hold.
         stored_model, stored_dims = self.store.vector_model()
@@ -216,7 +230,7 @@ class EmbeddingPhase:
         chunks_new, tokens_new = len(to_embed), sum(to_embed.values())
         price = self.provider.cost_per_million_tokens
         return {
-            "provider": self.provider.name, "model": model, "files": len(result.entries),
+            "provider": self.provider.name, "model": self.provider.model, "files": len(result.entries),
             "chunksToCheck": chunks_total, "chunksToEmbed": chunks_new if self.embeds else 0,
             "tokensToEmbed": tokens_new if self.embeds else 0,
             "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.embeds else 0.0,

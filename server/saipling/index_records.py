@@ -106,6 +106,9 @@ class IndexSummary:
             causes[cause] = causes.get(cause, 0) + 1
         return causes
 
+    # the provider is down or rate limiting: no more embedding calls in this pass (retried on the next one)
+    embedding_stopped: bool = False
+
     def to_json(self) -> dict:
         return {
             "files": self.files, "chunks": self.chunks, "scanned": self.scanned, "changed": self.changed,

@@ -128,8 +128,12 @@ class Indexer(EmbeddingPhase):
         p = self.provider
         if isinstance(p, EmbeddingProvider):
             if not p.dimensions:
-                p.dimensions = int(len(p.embed_query("dimension probe")))
-            return self.store.configure_vectors(p.name, p.model, p.dimensions)
+                stored_key, stored_dims = self.store.vector_model()
+                if stored_key == p.vector_key and stored_dims and self.store.has_vectors():
+                    p.dimensions = stored_dims  # (a wrong guess is caught by the first response's size)
+                else:
+                    p.dimensions = int(len(p.embed_query("dimension probe")))
+            return self.store.configure_vectors(p.name, p.vector_key, p.dimensions)
         return False
 
     # -- one file ------------------------------------------------------------------------------------------
@@ -277,6 +281,8 @@ class Indexer(EmbeddingPhase):
     def _run(self, full, paths, progress, cancel, embed, hold, first, confirm) -> IndexSummary:
         summary = IndexSummary()
         start = time.perf_counter()
+        if isinstance(self.provider, EmbeddingProvider):
+            self.provider.begin_pass()  # a provider that stopped calling its server tries again
         if self.embeds and (embed or self.provider.dimensions):
             self.store.drop_unusable_vectors()  # once per index: rows stored before vectors were checked
             try:
@@ -534,7 +540,7 @@ class Indexer(EmbeddingPhase):
         vectors: dict[str, np.ndarray] = {}
         if self._vectors_current():
             wanted = {c.content_hash for p in batch for c in p.chunks}
-            vectors = self.store.cached_vectors(self.provider.model, wanted, self.provider.dimensions)
+            vectors = self.store.cached_vectors(self.provider.vector_key, wanted, self.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
         t0 = time.perf_counter()
         for prep in batch:
