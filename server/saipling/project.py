@@ -33,7 +33,8 @@ _PENDING_META = "pending_files"
 
 _PROVIDER_KEYS = (
     "provider", "model", "base_url", "dimensions", "model_path", "local_threads", "batch_size",
-    "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key",
+    "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key", "query_prefix",
+    "document_prefix", "input_type_field", "max_input_tokens",
 )  # fmt: skip
 
 
@@ -104,8 +105,9 @@ class Project:
         self.warnings = warnings
         self._indexer: Indexer | None = None
         self.state = RunState()
+        self.query_cache: Any = None  # search's cache of query vectors (search.QueryCache)
+        self.on_missing_file: Callable[[str], None] | None = None  # told of indexed files gone from disk
         self._state_lock = threading.Lock()
-        self._searcher = None
         self._dirty: dict[str, None] = {}  # files saved since their text was last read (ordered set)
         self._dirty_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
@@ -253,7 +255,7 @@ class Project:
         if not isinstance(p, EmbeddingProvider) or p.name not in API_PROVIDERS:
             return False
         model, _ = self.store.vector_model()
-        if model == p.model and self.store.stats()["embeddedChunks"] > 0:
+        if model == p.vector_key and self.store.stats()["embeddedChunks"] > 0:
             return False
         from .embeddings import local_available
 
@@ -271,7 +273,11 @@ class Project:
         ):
             return
         model, _ = self.store.vector_model()
-        if self.store.get_meta("provider") != "local" or model == p.model or not self.store.has_vectors():
+        if (
+            self.store.get_meta("provider") != "local"
+            or model == p.vector_key
+            or not self.store.has_vectors()
+        ):
             return
         from .embeddings import local_available
 
@@ -280,7 +286,7 @@ class Project:
         from .embeddings.local import LocalProvider
 
         local = LocalProvider(self._local_settings())
-        if local.failed or local.model != model:
+        if local.failed or local.vector_key != model:
             return
         reason = f"the index holds vectors of the local model {model}, made while {p.name} could not be used"
         local.reason = f"fallback: {reason}"
@@ -314,6 +320,7 @@ class Project:
         api = self.fallback_from
         assert api is not None
         api.failed = None  # asked again: a new key (or the network) may be back
+        api.begin_pass()  # (a run starts: its circuit breaker lets the probe through)
         reason = _probe(api)
         if reason is not None:
             self.fallback_reason = reason
@@ -461,13 +468,20 @@ class Project:
         p = self.provider
         if not isinstance(p, EmbeddingProvider):
             return 0
-        return self.store.count_unembedded(p.model, p.dimensions)
+        return self.store.count_unembedded(p.vector_key, p.dimensions)
 
     def status(self) -> dict[str, Any]:
         stats = self.store.stats()
         last = stats["lastIndexed"]
         p = self.state.progress if self.state.is_indexing else None
-        price = self.provider.cost_per_million_tokens if isinstance(self.provider, EmbeddingProvider) else 0.0
+        provider = self.provider
+        price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
+        # the size of this model's vectors in the index (a custom server's model learns it from a response)
+        stored_key, stored_dims = self.store.vector_model()
+        if not stats["embeddedChunks"] or not isinstance(provider, EmbeddingProvider):
+            stored_dims = 0
+        elif stored_key != provider.vector_key:
+            stored_dims = 0  # vectors of another model: not this one's size
         return {
             "root": str(self.root),
             "indexPath": str(index_path(self.root)),
@@ -478,7 +492,7 @@ class Project:
             "lastIndexed": dt.datetime.fromtimestamp(last, dt.UTC).isoformat() if last else None,
             "provider": self.provider.name,
             "model": self.provider.model or None,
-            "dimensions": self.provider.dimensions or None,
+            "dimensions": stored_dims or provider.dimensions or None,
             "providerReason": self.provider.reason,
             "fallbackFrom": {
                 "provider": self.fallback_from.name,
@@ -504,6 +518,7 @@ class Project:
                 "chunksTotal": p.chunks_total if p else 0,
                 "etaSeconds": round(p.eta_seconds, 1) if p and p.eta_seconds is not None else None,
             },
+            "embedding": provider.applied() if isinstance(provider, EmbeddingProvider) else None,
             "degraded": self.degraded(),
             "readOnly": self.store.readonly,
             "warnings": list(self.warnings),
