@@ -362,14 +362,18 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 def search(query, root, k, mode, entity_types, file_types, book, chapter, max_chapter, path_prefix, glob, role,
            min_score, all_files, as_json, explain) -> None:  # fmt: skip
     """Search the project by meaning and by words."""
+    from .search import cli_request, run_search
+
     project = _open(root)
     try:
-        flt = {"entityTypes": list(entity_types) or None, "fileTypes": list(file_types) or None, "bookId": book,
-               "chapterId": chapter, "maxChapter": max_chapter, "pathPrefix": path_prefix, "glob": glob}  # fmt: skip
-        params = {"query": query, "maxResults": k, "mode": mode, "filter": {a: b for a, b in flt.items() if b is not None},
-                  "role": role, "minScore": min_score, "respectContextSettings": not all_files, "source": "cli",
-                  "explain": explain}  # fmt: skip
-        response = project.search({a: b for a, b in params.items() if b is not None})
+        # click checked every option; cli_request checks the query and glob as the request schema would, without
+        # importing pydantic (the schema's other faces, the server and MCP, validate with it)
+        req = cli_request(query, max_results=k or project.settings.max_results_default, glob=glob,
+                          path_prefix=path_prefix, entity_types=list(entity_types), file_types=list(file_types),
+                          book_id=book, chapter_id=chapter, max_chapter=max_chapter, mode=mode, role=role,
+                          min_score=min_score or 0.0, respect_context_settings=not all_files, source="cli",
+                          explain=explain)  # fmt: skip
+        response = run_search(project, req)
         if as_json:
             _emit_json(response)
         else:

@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .context_settings import FILE_NAME as CONTEXT_FILE
 from .context_settings import load_context_settings
 from .errors import InvalidRequest, PathOutsideRoot
-from .metadata import extract_metadata
 from .paths import resolve_inside
-from .requests import GetParams, parse
 from .scanner import is_indexable
 from .textio import BinaryFile, decode
 from .visibility import role_levels, visible
@@ -31,6 +29,10 @@ def resolve_path(root: Path, path: str) -> tuple[Path, str]:
 
 
 def get_lines(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
+    # imported here: search imports this module (resolve_path), and a CLI search needs neither pydantic nor YAML
+    from .metadata import extract_metadata
+    from .requests import GetParams, parse
+
     m = parse(GetParams, params)
     path = m.path or m.uri
     if not path:

@@ -22,11 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from .errors import InvalidRequest
 from .paths import glob_problem
-
-MAX_QUERY_CHARS = 2000
-MAX_RESULTS = 100  # the most results one request may ask for
-MODES = ("hybrid", "semantic", "lexical")
-SOURCES = ("editor", "agent", "cli", "eval")
+from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
 
 Mode = Literal["hybrid", "semantic", "lexical"]
 Source = Literal["editor", "agent", "cli", "eval"]
@@ -48,17 +44,7 @@ class Request(BaseModel):
     workspace_folder: str | None = None
 
 
-def _query(value: str, max_chars: int | None) -> str:
-    query = value.strip()
-    if not query:
-        raise ValueError("must not be empty")
-    if max_chars is not None and len(query) > max_chars:
-        raise ValueError(f"is {len(query)} characters; the limit is {max_chars}")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("is not valid Unicode text (it holds a lone surrogate)") from None
-    return query
+_query = check_query  # (request_checks.py: the CLI's search checks its query without pydantic)
 
 
 class SearchFilter(BaseModel):

@@ -39,18 +39,9 @@ from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider
 from .errors import InvalidRequest, ProviderError
 from .lazy import np  # numpy loads on first use (cold CLI path)
-from .paths import normalise_rel
+from .paths import glob_problem, normalise_rel
 from .reading import resolve_path
-from .requests import (  # noqa: F401  (re-exported)
-    MAX_QUERY_CHARS,
-    MAX_RESULTS,
-    MODES,
-    SOURCES,
-    RelatedParams,
-    SearchFilter,
-    SearchParams,
-    parse,
-)
+from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
 from .store import ChunkFilter
 from .terms import (  # noqa: F401 - STOPWORDS re-exported for callers
     _WORD_RE,
@@ -65,6 +56,7 @@ from .visibility import role_levels
 
 if TYPE_CHECKING:
     from .project_view import ProjectView
+    from .requests import SearchFilter
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +103,8 @@ def chunk_filter(flt: SearchFilter | None) -> ChunkFilter:
 
 def parse_request(params: Mapping[str, Any], default_max: int = 5) -> SearchRequest:
     """Validate a SPEC 8 request (requests.SearchParams); InvalidRequest names the offending field."""
+    from .requests import SearchParams, parse  # (pydantic: not on the CLI's search path, see cli_request)
+
     m = parse(SearchParams, params)
     return SearchRequest(
         query=m.query,
@@ -123,6 +117,40 @@ def parse_request(params: Mapping[str, Any], default_max: int = 5) -> SearchRequ
         source=m.source or "cli",
         explain=bool(m.explain),
     )
+
+
+def cli_request(
+    query: str,
+    *,
+    max_results: int,
+    glob: str | None = None,
+    path_prefix: str | None = None,
+    entity_types: list[str] | None = None,
+    file_types: list[str] | None = None,
+    book_id: str | None = None,
+    chapter_id: str | None = None,
+    max_chapter: int | None = None,
+    **fields: Any,
+) -> SearchRequest:
+    """A request whose option values the caller already checked (the CLI: click's types, choices and ranges),
+    with the checks of requests.SearchParams that click cannot make (the query's text, the glob's syntax) and
+    the same errors, without importing pydantic: a one-shot `saipling search` stays cold."""
+    try:
+        query = check_query(query, MAX_QUERY_CHARS)
+    except ValueError as exc:
+        raise InvalidRequest("query", str(exc)) from None
+    if glob is not None and (problem := glob_problem(glob)) is not None:
+        raise InvalidRequest("filter.glob", problem)
+    flt = ChunkFilter(
+        entity_types=list(entity_types or []),
+        file_types=list(file_types or []),
+        book_id=book_id,
+        chapter_id=chapter_id,
+        max_chapter=max_chapter,
+        path_prefix=normalise_rel(path_prefix) if path_prefix else None,
+        glob=glob,
+    )
+    return SearchRequest(query=query, max_results=max(1, min(max_results, MAX_RESULTS)), filter=flt, **fields)
 
 
 # -- query embeddings ------------------------------------------------------------------------------------------
@@ -490,6 +518,8 @@ def result_dict(project: ProjectView, row: Mapping[str, Any], score: float, term
 # -- related ---------------------------------------------------------------------------------------------------
 def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     """Passages from other files most similar to this file (mean of its chunk vectors)."""
+    from .requests import RelatedParams, parse
+
     m = parse(RelatedParams, params)
     target = m.path or m.uri
     if not target:
