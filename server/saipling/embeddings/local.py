@@ -574,7 +574,9 @@ class LocalProvider(EmbeddingProvider):
         )
         pooled = len(out.shape) == 2
         count = WordPieceCounter(counter) if is_additive(counter) else _plain_counter(counter)
-        return _Loaded(session, tokenizer, counter, count, names, out.name, pooled, one_per_run, pool, workers)
+        return _Loaded(
+            session, tokenizer, counter, count, names, out.name, pooled, one_per_run, pool, workers
+        )
 
     def raw_session(self) -> Any:
         """The onnxruntime InferenceSession (loads the model); for benchmarks and diagnostics."""
