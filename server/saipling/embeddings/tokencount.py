@@ -51,9 +51,9 @@ class WordPieceCounter:
     def __call__(self, text: str) -> int:
         words = _WORDS.findall(text)
         memo = self._words
-        missing = {w for w in words if w not in memo}
+        missing = set(words).difference(memo)  # (C loops: this runs over ~4x the corpus text)
         if not missing:
-            return self.specials + sum(memo[w] for w in words)
+            return self.specials + sum(map(memo.__getitem__, words))
         fresh = self._learn(missing)
         return self.specials + sum(fresh[w] if w in fresh else memo[w] for w in words)
 
