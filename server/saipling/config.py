@@ -49,6 +49,7 @@ class Settings:
     skills_dir: str = "skills"
     corpora: dict[str, list[str]] = field(default_factory=dict)
     roles: dict[str, list[str]] = field(default_factory=dict)
+    mcp_role: str = ""  # the role `saipling mcp` searches as ("" = as a request without a role)
     analytics: bool = True
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
@@ -73,6 +74,7 @@ _ALIASES = {
     "skillsDir": "skills_dir",
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
+    "mcpRole": "mcp_role",
     "maxTokens": "max_tokens",
     "targetTokens": "target_tokens",
     "overlapTokens": "overlap_tokens",
