@@ -273,13 +273,18 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 @main.command()
 @click.argument("location")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--all-files", is_flag=True, help="Read files .context_settings.json excludes too.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def get(location: str, root: str | None, as_json: bool) -> None:
+def get(location: str, root: str | None, all_files: bool, as_json: bool) -> None:
     """Print lines of a project file: PATH[:START[-END]]."""
     project = _open(root)
     try:
         path, start, lines = _parse_location(location)
-        params = {"path": path, "startLine": start or 1}
+        params: dict[str, Any] = {
+            "path": path,
+            "startLine": start or 1,
+            "respectContextSettings": not all_files,
+        }
         if lines:
             params["lines"] = lines
         got = project.get(params)

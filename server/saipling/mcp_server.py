@@ -297,15 +297,19 @@ def check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any]:
 
 def _raise_typed(where: str, error: Any) -> dict[str, Any]:
     v, want = error.validator, error.validator_value
-    messages = {
-        "type": f"must be of type {want if isinstance(want, str) else ' or '.join(want)}",
-        "enum": f"must be one of {', '.join(map(str, want))}" if isinstance(want, list) else "",
-        "minimum": f"must be >= {want}",
-        "maximum": f"must be <= {want}",
-        "minLength": "must not be empty" if want == 1 else f"must be at least {want} characters",
-        "maxLength": f"must be at most {want} characters",
-    }
-    raise InvalidRequest(where, messages.get(v) or error.message)
+    if v == "type":
+        message = f"must be of type {want if isinstance(want, str) else ' or '.join(map(str, want))}"
+    elif v == "enum":
+        message = f"must be one of {', '.join(map(str, want))}"
+    elif v in ("minimum", "maximum"):
+        message = f"must be {'>=' if v == 'minimum' else '<='} {want}"
+    elif v == "minLength":
+        message = "must not be empty" if want == 1 else f"must be at least {want} characters"
+    elif v == "maxLength":
+        message = f"must be at most {want} characters"
+    else:
+        message = error.message
+    raise InvalidRequest(where, message)
 
 
 # -- the face ----------------------------------------------------------------------------------------------------
@@ -331,7 +335,12 @@ class McpFace:
     def _index_all(self) -> None:
         try:
             summary = self.project.index(cancel=self._cancel)
-            log.info("index ready: %d files, %d chunks (%d changed)", summary.files, summary.chunks, summary.changed)
+            log.info(
+                "index ready: %d files, %d chunks (%d changed)",
+                summary.files,
+                summary.chunks,
+                summary.changed,
+            )
         except Exception:  # noqa: BLE001 - the server keeps answering from the index it has
             log.exception("indexing %s failed", self.project.root)
 
@@ -446,7 +455,9 @@ def build_server(face: McpFace) -> Any:
         except Exception as exc:  # noqa: BLE001 - a tool call must never take the server down
             log.exception("tool %s failed", params.name)
             return error(f"internal error: {type(exc).__name__}: {exc}")
-        return types.CallToolResult(content=[types.TextContent(text=to_json(result))], structured_content=result)
+        return types.CallToolResult(
+            content=[types.TextContent(text=to_json(result))], structured_content=result
+        )
 
     return Server(
         SERVER_NAME,

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .context_settings import FILE_NAME, load_context_settings
 from .errors import InvalidRequest, PathOutsideRoot
 from .paths import resolve_inside
-from .request_fields import bounded_int, require_object, required_str
+from .request_fields import bounded_int, require_object, required_str, typed
 from .scanner import is_indexable
 from .textio import BinaryFile, decode
 
@@ -35,6 +36,13 @@ def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
     reason = is_indexable(project.root, rel, project.settings)
     if reason is not None:
         raise PathOutsideRoot("path", f"{rel} is not an indexable project file ({reason})")
+    if (
+        typed(params, "respectContextSettings", bool, True)
+        and load_context_settings(project.root).mode_for(rel) == "exclude"
+    ):
+        raise PathOutsideRoot(
+            "path", f"{rel} is excluded by {FILE_NAME} (respectContextSettings: false reads it)"
+        )
     try:
         if not real.is_file():
             raise InvalidRequest("path", f"{rel} does not exist")
