@@ -14,6 +14,7 @@ when the server starts, so other commands never pay for it.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import logging
 import threading
@@ -268,9 +269,15 @@ def _field(path: Any) -> str:
     return ".".join(str(p) for p in path)
 
 
+@functools.cache
+def _validator(tool: str) -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(_SPECS[tool].input_schema)
+
+
 def check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any]:
     """The arguments when they fit the tool's input schema; InvalidRequest naming the first bad field."""
-    from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
 
     if arguments is None:
@@ -278,7 +285,7 @@ def check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any]:
     if not isinstance(arguments, Mapping):
         raise InvalidRequest("arguments", "must be an object")
     arguments = dict(arguments)
-    error = best_match(Draft202012Validator(spec.input_schema).iter_errors(arguments))
+    error = best_match(_validator(spec.name).iter_errors(arguments))
     if error is None:
         return arguments
     where = _field(error.absolute_path)
