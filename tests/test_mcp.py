@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -184,6 +185,20 @@ async def test_a_file_edited_on_disk_is_found_after_the_edit(tmp_path: Path) -> 
         assert await paths(session, "quasar") == []
         status = await call(session, "status")
         assert status["totalFiles"] == len(list(root.rglob("*.md"))) and status["isIndexing"] is False
+
+
+async def test_the_watcher_indexes_an_edit_before_any_call_asks(tmp_path: Path) -> None:
+    root = retrieval_project(tmp_path)
+    async with mcp_session(root, SAIPLING_QUIET_PERIOD_SECONDS="0.2", SAIPLING_TICK_SECONDS="0.1"):
+        write_file(root, "notes/late.md", "# Late\n\nThe orrery ticks in the attic.\n")
+        db = sqlite3.connect(f"file:{root / '.saipling' / 'index.db'}?mode=ro", uri=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not db.execute("SELECT 1 FROM files WHERE path = 'notes/late.md'").fetchone():
+                assert time.monotonic() < deadline, "the watcher never indexed the new file"
+                await asyncio.sleep(0.1)
+        finally:
+            db.close()
 
 
 async def test_every_search_is_logged_with_source_agent(tmp_path: Path) -> None:

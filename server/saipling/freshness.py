@@ -48,16 +48,25 @@ class LazySync:
             del self._unindexable[p]
         return changed
 
-    def sync(self) -> IndexSummary | None:
+    def sync(self, cancel: threading.Event | None = None) -> IndexSummary | None:
         """Index what changed (None when nothing did). Concurrent callers wait for the check in progress."""
         with self._lock:
+            if cancel is not None and cancel.is_set():
+                return None
             changed = self.changed_paths()
             if not changed:
                 return None
-            log.info("syncing %d changed file(s) before answering", len(changed))
-            summary = self.project.index(paths=changed)
+            log.info("syncing %d changed file(s)", len(changed))
+            summary = self.project.index(paths=changed, cancel=cancel)
             self._remember_failures(changed)
             return summary
+
+    def idle(self, timeout: float) -> bool:
+        """Wait until no sync is running (True), or `timeout` seconds (False)."""
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        self._lock.release()
+        return True
 
     def _remember_failures(self, paths: list[str]) -> None:
         states = self.project.store.file_states()

@@ -26,6 +26,8 @@ from . import __version__
 from .errors import InvalidRequest, SaiplingError
 from .freshness import LazySync
 from .search import MAX_QUERY_CHARS, MAX_RESULTS, MODES
+from .sync import SyncQueue
+from .watcher import Watcher
 
 if TYPE_CHECKING:
     from .project import Project
@@ -329,15 +331,34 @@ class McpFace:
         self.role = project.settings.mcp_role or None
         self._cancel = threading.Event()
         self._background: threading.Thread | None = None
+        self._watcher: Watcher | None = None
+        self._watch_loop: threading.Thread | None = None
 
     # -- index life cycle ------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Bring the index up to date in the background (answers meanwhile come from the index as it stands)."""
+        """Bring the index up to date in the background (answers meanwhile come from the index as it stands),
+        and with `watch`, index files changed on disk once they have been quiet for `quietPeriodSeconds`."""
         s = self.project.settings
-        if not (s.enabled and s.auto_index):
+        if not s.enabled:
             return
-        self._background = threading.Thread(target=self._index_all, name="saipling-mcp-index", daemon=True)
-        self._background.start()
+        if s.auto_index:
+            self._background = threading.Thread(
+                target=self._index_all, name="saipling-mcp-index", daemon=True
+            )
+            self._background.start()
+        if s.watch:
+            queue = SyncQueue(s.quiet_period_seconds)
+            watcher = Watcher.for_project(self.project, queue)
+            try:
+                watcher.start()
+            except Exception as exc:  # noqa: BLE001 - e.g. the inotify watch limit: calls still sync lazily
+                log.warning("not watching %s (%s); files are synced before each call", self.project.root, exc)
+                return
+            self._watcher = watcher
+            self._watch_loop = threading.Thread(
+                target=self._sync_when_quiet, args=(queue,), name="saipling-mcp-watch", daemon=True
+            )
+            self._watch_loop.start()
 
     def _index_all(self) -> None:
         try:
@@ -351,26 +372,41 @@ class McpFace:
         except Exception:  # noqa: BLE001 - the server keeps answering from the index it has
             log.exception("indexing %s failed", self.project.root)
 
+    def _sync_when_quiet(self, queue: SyncQueue) -> None:
+        """The watcher's side: changes quiet for the quiet period are indexed before any call asks for them."""
+        tick = max(0.05, self.project.settings.tick_seconds)
+        while not self._cancel.wait(tick):
+            if self.indexing_in_background or not queue.due():
+                continue
+            self.refresh()
+
     @property
     def indexing_in_background(self) -> bool:
         return self._background is not None and self._background.is_alive()
 
     def refresh(self) -> None:
         """Index files changed on disk since the last call (skipped while the first full run is going)."""
-        if not self.project.settings.enabled or self.indexing_in_background:
+        if not self.project.settings.enabled or self.indexing_in_background or self._cancel.is_set():
             return
         try:
-            self.sync.sync()
+            self.sync.sync(self._cancel)
         except Exception:  # noqa: BLE001 - answer from the index as it stands rather than fail the call
             log.exception("syncing changed files failed")
 
     def close(self) -> None:
+        """Stop watching and indexing, then close the index (left open if a run does not stop in time)."""
         self._cancel.set()
-        if self._background is not None:
-            self._background.join(SHUTDOWN_GRACE)
-            if self._background.is_alive():
-                log.warning("the background index run did not stop within %.0f s", SHUTDOWN_GRACE)
-                return  # leave the store open to the thread that still uses it; the process is exiting
+        if self._watcher is not None:
+            self._watcher.stop()
+        for thread in (self._watch_loop, self._background):
+            if thread is not None:
+                thread.join(SHUTDOWN_GRACE)
+                if thread.is_alive():
+                    log.warning("%s did not stop within %.0f s", thread.name, SHUTDOWN_GRACE)
+                    return  # the process is exiting: leave the store to the thread that still uses it
+        if not self.sync.idle(SHUTDOWN_GRACE):
+            log.warning("a sync did not stop within %.0f s", SHUTDOWN_GRACE)
+            return
         self.project.close()
 
     # -- tools -----------------------------------------------------------------------------------------------
@@ -401,14 +437,13 @@ class McpFace:
         return self.project.get(self._visible({**args, "respectContextSettings": True}))
 
     def _tool_enrich_context(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self.project.enrich(args)
+        return self.project.enrich(self._visible(args))
 
     def _tool_related(self, args: dict[str, Any]) -> dict[str, Any]:
-        response = self.project.related(args)
+        response = self.project.related(self._visible(args))
         return {**response, "results": [_agent_result(r) for r in response["results"]]}
 
     def _tool_status(self, args: dict[str, Any]) -> dict[str, Any]:
-        self.project.state.pending_files = 0
         status = self.project.status()
         status["isIndexing"] = status["isIndexing"] or self.indexing_in_background
         return status
