@@ -83,8 +83,13 @@ class LazySync:
             return False
         if any(st.mtime_ns == 0 for st in states.values()):
             return False  # read in the same timestamp tick as a write: the indexer must hash it again
-        if folder_mtimes(str(self.project.root)) != snap.folders:
-            return False
+        for folder, mtime in snap.folders.items():  # (a new folder changes its parent's mtime)
+            try:
+                if os.stat(folder).st_mtime_ns != mtime:
+                    return False
+            except OSError:
+                if mtime != -1:
+                    return False
         return all(_stat(path) == st for path, st in snap.files.items())
 
     def changed_paths(self) -> list[str]:
