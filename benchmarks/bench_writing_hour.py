@@ -5,7 +5,7 @@ clock (no real waiting) we compare:
 
   debounced    the editor-sync path: every save -> SyncQueue.changed(path); a tick every `tickSeconds` (10 s)
                takes SyncQueue.due() (files quiet for `quietPeriodSeconds`, 120 s) and runs one index pass over
-               those paths, as the LSP server's tick does (server/saipling/sync.py + lsp/server.py tick/sync_pass).
+               those paths, as the LSP server's tick does (server/saipling/sync.py + lsp/features/sync.py tick/sync_pass).
   no debounce  an index pass right after every save (project.index(paths=[chapter])).
 
 Embedding calls are counted twice: a wrapper around the provider's embed_documents, and the requests recorded by

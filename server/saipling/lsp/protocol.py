@@ -27,9 +27,10 @@ _REJECTED = JsonRPCNotification(method="", jsonrpc="rejected", params=None)
 
 
 @contextlib.contextmanager
-def engine_errors() -> Iterator[None]:
+def engine_errors(what: str = "request") -> Iterator[None]:
     """The dispatch guard: InvalidRequest -> InvalidParams naming the field, other engine errors ->
-    RequestFailed with their message, anything unexpected -> InternalError (logged); never a crash."""
+    RequestFailed with their message, anything unexpected -> InternalError (logged with `what` failed,
+    e.g. the method); never a crash."""
     try:
         yield
     except InvalidRequest as exc:
@@ -39,7 +40,7 @@ def engine_errors() -> Iterator[None]:
     except JsonRpcException:
         raise
     except Exception as exc:
-        log.exception("request failed")
+        log.exception("%s failed", what)
         raise JsonRpcInternalError(f"{type(exc).__name__}: {exc}") from exc
 
 

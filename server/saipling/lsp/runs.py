@@ -1,0 +1,95 @@
+"""Index runs of a workspace folder: one at a time per folder, on a daemon thread, with `$/progress`
+(cancellable from the client) and what the user is told when a run ends."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from pygls.capabilities import get_capability
+from pygls.progress import Progress
+
+from ..indexer import IndexProgress, IndexSummary
+from . import convert
+from .folders import CLIENT_TIMEOUT, Folder
+
+if TYPE_CHECKING:
+    from .server import SaiplingServer
+
+log = logging.getLogger(__name__)
+
+
+class ProgressReporter:
+    """`$/progress` for one run: reports come from the index thread, throttled and sent via `post`."""
+
+    def __init__(
+        self, progress: Progress, token: str, post: Callable[..., None], done: Callable[[str], None]
+    ) -> None:
+        self.progress = progress
+        self.token = token
+        self.post = post
+        self.done = done
+        self._last: tuple[int, str] | None = None
+        self._last_at = 0.0
+
+    def update(self, p: IndexProgress) -> None:
+        key = (convert.percentage(p), p.phase)
+        now = time.monotonic()
+        if key == self._last and now - self._last_at < 0.5:
+            return
+        self._last, self._last_at = key, now
+        self.post(self.progress.report, self.token, convert.progress_report(p))
+
+    def end(self, message: str) -> None:
+        self.done(self.token)
+        self.progress.tokens.pop(self.token, None)
+        self.post(self.progress.end, self.token, types.WorkDoneProgressEnd(message=message))
+
+
+async def begin_progress(ls: SaiplingServer, title: str, cancel: threading.Event) -> ProgressReporter | None:
+    """Create a `$/progress` token for a run (None when the client has no progress UI or does not answer)."""
+    if not get_capability(ls.client_capabilities, "window.work_done_progress", False):
+        return None
+    token = f"saipling/index/{next(ls.progress_tokens)}"
+    try:
+        await asyncio.wait_for(ls.work_done_progress.create_async(token), CLIENT_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - no progress UI; the run still happens
+        log.warning("window/workDoneProgress/create failed: %s", exc)
+        return None
+    ls.progress_cancels[token] = cancel
+    begin = types.WorkDoneProgressBegin(title=title, cancellable=True, message="scanning", percentage=0)
+    ls.work_done_progress.begin(token, begin)
+    return ProgressReporter(ls.work_done_progress, token, ls.post, lambda t: ls.progress_cancels.pop(t, None))
+
+
+async def run_index(
+    ls: SaiplingServer, folder: Folder, *, full: bool = False, paths: list[str] | None = None,
+    title: str = "Indexing", progress: bool = True,
+) -> IndexSummary | None:  # fmt: skip
+    """One index run of a folder (runs of a folder queue behind each other), with `$/progress`."""
+    async with folder.lock:
+        if ls.stopping or ls.folders.get(folder.uri) is not folder:  # shutting down, or closed
+            return None
+        folder.cancel = cancel = threading.Event()
+        folder.running_full = full
+        reporter = await begin_progress(ls, title, cancel) if progress else None
+        summary: IndexSummary | None = None
+        run = partial(folder.project.index, full, paths, reporter.update if reporter else None, cancel)
+        try:
+            summary = await folder.run_in_thread(run)
+        except Exception:
+            log.exception("indexing %s failed", folder.project.root)
+        finally:
+            folder.cancel = None
+            folder.passes += 1
+            if reporter:
+                reporter.end(convert.summary_message(summary))
+        folder.schedule_retry(summary, ls.clock())
+        ls.feedback.index_done(folder, summary, title)
+        return summary
