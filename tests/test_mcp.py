@@ -29,12 +29,13 @@ TOOLS = {"search", "get", "enrich_context", "related", "status"}
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(root: Path, **env: str) -> AsyncIterator[ClientSession]:
-    """A session with `saipling mcp root`, once its first index run has finished."""
+async def mcp_session(root: Path | None, cwd: Path | None = None, **env: str) -> AsyncIterator[ClientSession]:
+    """A session with `saipling mcp root` (no ROOT argument when None), once its first index run has finished."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "saipling", "mcp", str(root), "--provider", "none"],
+        args=["-m", "saipling", "mcp", *([str(root)] if root else []), "--provider", "none"],
         env={k: v for k, v in server_env(**env).items() if k != "SAIPLING_TEST_CLOCK"},
+        cwd=cwd,
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -249,6 +250,17 @@ async def test_enrich_related_and_status(tmp_path: Path) -> None:
             and status["totalFiles"] == 12
             and status["provider"] == "none"
         )
+
+
+async def test_without_root_the_nearest_indexed_folder_above_is_served(tmp_path: Path) -> None:
+    root = retrieval_project(tmp_path)
+    async with mcp_session(root):  # indexes it: `.saipling/` now marks the project
+        pass
+    async with mcp_session(None, cwd=root / "books" / "book-01") as session:
+        assert (await call(session, "status"))["root"] == str(root.resolve())
+        assert await paths(session, "marigold") == [
+            "books/book-02/phase-5-bloom/ch-01/scene-01.md"
+        ]  # the whole project
 
 
 def test_a_missing_root_is_a_usage_error(tmp_path: Path) -> None:
