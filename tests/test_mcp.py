@@ -148,6 +148,8 @@ INVALID = [
     ("search", {"query": "ferry", "filter": {"glob": "[z-a].md"}}, "filter.glob"),  # the engine's own check
     ("get", {"path": SCENE_1, "lines": -1}, "lines"),
     ("get", {"path": "no/such/file.md"}, "path"),
+    ("get", {"path": "notes/a\u0000b.md"}, "path"),
+    ("get", {"path": SCENE_1, "startLine": 1.5}, "startLine"),
     ("enrich_context", {"query": "ferry", "skill": "no-such-skill"}, "skill"),
     ("enrich_context", {"query": "ferry", "loadedFiles": "a.md"}, "loadedFiles"),
     ("related", {"maxResults": 2}, "path"),
