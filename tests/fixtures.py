@@ -206,7 +206,8 @@ Merchants who own the harbor cranes and the copper weights of every scale.
 
 SKILLS = {
     "writer": '[context.vector_search]\nenabled = true\nmode = "auto"\nmax_results = 5\nmax_search_tokens = 15000\n',
-    "always": '[context.vector_search]\nenabled = true\nmode = "always"\nmax_results = 3\n',
+    # min_relevance = 0: the tests using it check assembly with hash vectors, not relevance
+    "always": '[context.vector_search]\nenabled = true\nmode = "always"\nmax_results = 3\nmin_relevance = 0\n',
     "never": '[context.vector_search]\nenabled = true\nmode = "never"\n',
     "disabled": '[context.vector_search]\nmode = "always"\n',
     "bare": "[context]\nfiles = []\n",

@@ -66,7 +66,8 @@ def test_search_explain(root: Path) -> None:
     response = search_json(root, "quillfeather", "--explain")
     assert response["results"][0]["explain"]["keywordRank"] == 1
     table = run("search", "quillfeather", "--root", str(root), "--explain")
-    assert table.exit_code == 0 and "keyword rank 1, vector rank None, fused 1.0" in table.stdout
+    assert table.exit_code == 0 and "keyword rank 1, vector rank None, cosine -," in table.stdout
+    assert "confidence 1.0, score 1.0" in table.stdout
 
 
 @pytest.mark.parametrize(
@@ -81,7 +82,7 @@ def test_search_explain(root: Path) -> None:
         (["--path", "world"], lambda r: r["filePath"].startswith("world/")),
         (["--glob", "books/**/*.md"], lambda r: r["filePath"].startswith("books/")),
         (["--role", "public"], lambda r: r["filePath"] != "characters/elena-vance/profile.md"),
-        (["--min-score", "0.5"], lambda r: r["score"] >= 0.5),
+        (["--min-score", "0.2"], lambda r: r["score"] >= 0.2),
     ],
 )
 def test_search_filters(root: Path, args: list[str], check: Any) -> None:

@@ -22,7 +22,11 @@ from saipling.skills import VectorSearchConfig, load_skill, parse_block
 MARCUS = "characters/marcus-cole/profile.md"
 HARBOR = "world/places/harbor.md"  # "force" in .context_settings.json (written with backslashes)
 EXCLUDED = {"notes/ideas.md", "notes/secret/plan.md"}
-ALWAYS = {"enabled": True, "mode": "always"}
+ALWAYS = {
+    "enabled": True,
+    "mode": "always",
+    "min_relevance": 0,
+}  # assembly tests: every passage, however weak
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +55,7 @@ def test_skill_defaults(tmp_path: Path) -> None:
     assert load_skill(root / "skills", "bare") == VectorSearchConfig(False, "auto", 5, 15000, [])
     assert load_skill(root / "skills", "disabled") == VectorSearchConfig(False, "always", 5, 15000, [])
     assert load_skill(root / "skills", "writer.toml") == VectorSearchConfig(True, "auto", 5, 15000, [])
-    assert load_skill(root / "skills", "always") == VectorSearchConfig(True, "always", 3, 15000, [])
+    assert load_skill(root / "skills", "always") == VectorSearchConfig(True, "always", 3, 15000, [], 0.0)
     assert load_skill(root / "skills", "characters").filter_entity_types == ["character"]
     write_file(root, "skills/empty.toml", "")
     assert load_skill(root / "skills", "empty") == VectorSearchConfig()

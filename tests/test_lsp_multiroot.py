@@ -39,6 +39,7 @@ async def test_one_index_per_folder_and_results_name_their_folder(tmp_path: Path
             (a.as_uri(), "saga.md"),
             (b.as_uri(), "notes.md"),
         }
+        assert found["noConfidentMatch"] is False and found["confidence"] == 1.0  # merged: the best folder's
         only_b = await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": "b"})
         assert [r["filePath"] for r in only_b["results"]] == ["notes.md"]
 

@@ -21,6 +21,11 @@ async def test_search_get_related_enrich(tmp_path: Path) -> None:
             client, "saipling/search", {"query": "Fenwick", "maxResults": 1, "source": "agent"}
         )
         assert len(one["results"]) == 1 and one["mode"] == "hybrid"
+        assert one["noConfidentMatch"] is False and 0 < one["results"][0]["confidence"] <= 1
+        off = await request(
+            client, "saipling/search", {"query": "nginx websocket reverse proxy", "minScore": 0.5}
+        )
+        assert off["noConfidentMatch"] is True and off["results"] == []
 
         got = await request(client, "saipling/get", {"path": "chapters/ch01.md", "startLine": 3, "lines": 1})
         assert got["text"].startswith("The dragon woke") and got["workspaceFolder"] == root.as_uri()

@@ -81,8 +81,11 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def run_nvim(nvim: Path, tmp_path: Path, script: str, **env_extra: str) -> tuple[dict, str]:
-    """Run a helper script in an isolated headless nvim; return its JSON result and diagnostics."""
+def run_nvim(
+    nvim: Path, tmp_path: Path, script: str, cwd: Path | None = None, **env_extra: str
+) -> tuple[dict, str]:
+    """Run a helper script in an isolated headless nvim (working directory `cwd`, default tmp_path); return its
+    JSON result and diagnostics."""
     home = tmp_path / "nvim-home"
     out = tmp_path / f"{Path(script).stem}.json"
     # Test variables are NVIMTEST_*: the server reads SAIPLING_* from its environment as settings.
@@ -116,7 +119,7 @@ def run_nvim(nvim: Path, tmp_path: Path, script: str, **env_extra: str) -> tuple
     ]
     proc = subprocess.Popen(
         cmd,
-        cwd=tmp_path,
+        cwd=cwd or tmp_path,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -185,7 +188,8 @@ def test_picker_formats_and_jumps_without_server(nvim: Path, tmp_path: Path) -> 
         "c.md § Leaf  1.00",
     ], msg
     assert result["range_line"] == 3, msg
-    assert result["select_items"][0] == "a.md § Second  0.88", msg
+    # vim.ui.select rows: section, lines, score and a snippet
+    assert result["select_items"][0] == "a.md § Second · lines 5–6 · 0.88 · The second section's text.", msg
     assert result["position"] == {"bufname": str(root / "a.md"), "line": 5}, msg
     texts = [n["msg"] for n in result["notifications"]]
     assert any("no server running" in t for t in texts), msg  # :SaiplingStatus / :SaiplingSearch
@@ -239,3 +243,191 @@ def test_checkhealth_reports_missing_server(nvim: Path, tmp_path: Path) -> None:
     msg = show(result, detail)
     assert not result.get("error"), msg
     assert any("ERROR" in line and "not executable" in line for line in result["health"]), msg
+
+
+# A plain novel folder (no .git, .saipling or .context_settings.json), as a writer has it. Characters carry
+# `type: character` in their frontmatter; chapters live under books/book-1/chapters/ch-NN/.
+NOVEL = {
+    "characters/marcus.md": (
+        "---\ntype: character\nname: Marcus Cole\n---\n# Marcus Cole\n\n## Background\n\n"
+        "Marcus grew up mending nets in the harbor town. His sister Elena left for the capital.\n"
+    ),
+    "characters/elena.md": (
+        "---\ntype: character\nname: Elena Cole\n---\n# Elena Cole\n\n## Background\n\n"
+        "Elena is the older sister of Marcus; she studies star charts at the academy.\n"
+    ),
+    "world/harbor.md": "# Harbor Town\n\n## Markets\n\nFishmongers crowd the quay; a sister sells rope.\n",
+    "books/book-1/chapters/ch-03/scene-1.md": (
+        "# Chapter 3\n\n## The Letter\n\nA letter from his sister arrives with the grain boat.\n"
+    ),
+    "books/book-1/chapters/ch-15/scene-1.md": (
+        "# Chapter 15\n\n## The Return\n\nAfter three winters his sister walks down the quay.\n"
+    ),
+}
+
+
+def write_novel(folder: Path, extra: dict[str, str] | None = None) -> Path:
+    for rel, text in {**NOVEL, **(extra or {})}.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+    return folder
+
+
+def saipling_dirs(top: Path) -> list[str]:
+    """Every .saipling folder under `top`, relative."""
+    return sorted(str(p.relative_to(top)) for p in top.rglob(".saipling"))
+
+
+@pytest.fixture(scope="module")
+def novel_run(nvim: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
+    """One Neovim session in a plain novel folder (the working directory), opening characters/marcus.md."""
+    tmp = tmp_path_factory.mktemp("novel-nvim")
+    folder = write_novel(tmp / "novel")
+    result, detail = run_nvim(
+        nvim,
+        tmp,
+        "novel_test.lua",
+        cwd=folder,
+        NVIMTEST_PYTHON=sys.executable,
+        NVIMTEST_OPEN=str(folder / "characters" / "marcus.md"),
+        NVIMTEST_OPEN_REL="characters/marcus.md",
+        NVIMTEST_OTHER=str(folder / "world" / "harbor.md"),
+        NVIMTEST_OTHER_REL="world/harbor.md",
+        NVIMTEST_TIMEOUT_MS="60000",
+    )
+    assert not result.get("error"), show(result, detail)
+    return result, show(result, detail), folder
+
+
+def test_plain_folder_root_is_the_working_directory(novel_run: tuple[dict, str, Path]) -> None:
+    """Not the file's own folder: the whole novel is indexed and `.saipling/` is made only at its root."""
+    result, msg, folder = novel_run
+    assert Path(result["root_dir"]).resolve() == folder.resolve(), msg
+    assert "working directory" in result["find_root"]["how"], msg
+    assert result["status"]["totalFiles"] == len(NOVEL), msg
+    assert saipling_dirs(folder.parent) == ["novel/.saipling"], msg
+
+
+def test_search_filter_prefixes(novel_run: tuple[dict, str, Path]) -> None:
+    result, msg, _ = novel_run
+    searches = result["searches"]
+    plain = searches["plain"]["items"]
+    assert any(r.startswith("books/book-1/chapters/ch-15/") for r in plain), (
+        msg
+    )  # unfiltered: the spoiler too
+    filtered = searches["filtered"]
+    assert filtered["items"] and all(r.startswith("characters/") for r in filtered["items"]), msg
+    assert "type character" in filtered["prompt"] and "up to chapter 12" in filtered["prompt"], msg
+    upto = searches["upto"]["items"]
+    assert any("ch-03" in r for r in upto) and not any("ch-15" in r for r in upto), msg
+    assert all(r.startswith("books/") for r in searches["path"]["items"]), msg
+    bad = searches["bad"]
+    assert "items" not in bad and any("upto: needs a chapter number" in n["msg"] for n in bad["notes"]), msg
+
+
+def test_search_completion(novel_run: tuple[dict, str, Path]) -> None:
+    result, msg, _ = novel_run
+    complete = result["complete"]
+    assert complete["prefixes"] == ["type:"], msg
+    assert complete["all"] == ["book:", "type:", "upto:", "path:"], msg
+    assert "type:character" in complete["type"], msg
+    assert complete["type_list"] == ["type:character,world"], msg
+    assert "path:characters/" in complete["path"], msg
+    assert complete["book"] == ["book:book-1"], msg
+
+
+def test_select_rows_show_section_lines_and_snippet(novel_run: tuple[dict, str, Path]) -> None:
+    result, msg, _ = novel_run
+    rows = result["searches"]["filtered"]["items"]
+    row = next(r for r in rows if r.startswith("characters/elena.md"))
+    assert row.startswith("characters/elena.md § Background · lines "), msg
+    assert "Elena is the older sister of Marcus" in row, msg
+
+
+def test_related_window_follows_the_current_file(novel_run: tuple[dict, str, Path]) -> None:
+    result, msg, folder = novel_run
+    assert result["related_first_ok"], msg
+    assert result["related_cursor_stayed"], msg  # opening the window keeps you in your file
+    assert not any(line.startswith("characters/marcus.md") for line in result["related_first"][2:]), msg
+    assert result["related_second_ok"], msg  # :edit another file -> the window follows
+    assert not any(line.startswith("world/harbor.md") for line in result["related_second"][2:]), msg
+    assert result["related_after_reindex_ok"], msg  # refreshed when the reindex ended: the new file is there
+    first = result["related_second_first_result"]
+    opened = result["related_opened"]
+    assert opened["bufname"] == str(folder / first["filePath"]), msg
+    assert opened["line"] == first["startLine"], msg
+    assert result["related_window_still_open"], msg
+
+
+def test_checkhealth_reports_root_provider_index_and_last_error(novel_run: tuple[dict, str, Path]) -> None:
+    result, msg, folder = novel_run
+    health = "\n".join(result["health"])
+    assert f"root: {folder}" in health, msg
+    assert "provider: none" in health, msg
+    assert f"index: {len(NOVEL) + 1} files" in health and "on disk" in health, msg  # + notes/market.md
+    assert "pending work: none" in health, msg
+    assert "last error" in health and "maxResults" in health, msg
+
+
+def test_project_json_marks_the_root(nvim: Path, tmp_path: Path) -> None:
+    """A SAiPLING project (project.json at its root) opened from a parent folder: the root is the project."""
+    folder = write_novel(tmp_path / "novel", {"project.json": '{"title": "Saltmarsh"}\n'})
+    result, detail = run_nvim(
+        nvim,
+        tmp_path,
+        "novel_test.lua",
+        cwd=tmp_path,
+        NVIMTEST_PYTHON=sys.executable,
+        NVIMTEST_OPEN=str(folder / "characters" / "marcus.md"),
+        NVIMTEST_QUICK="1",
+        NVIMTEST_TIMEOUT_MS="60000",
+    )
+    msg = show(result, detail)
+    assert not result.get("error"), msg
+    assert Path(result["root_dir"]).resolve() == folder.resolve(), msg
+    assert result["find_root"]["how"] == "marker project.json", msg
+    assert result["status"]["totalFiles"] == len(NOVEL), msg
+    assert saipling_dirs(tmp_path) == ["novel/.saipling"], msg
+
+
+def test_no_root_outside_the_working_directory(nvim: Path, tmp_path: Path) -> None:
+    """No marker and not under the working directory: no server, a clear warning, nothing written."""
+    folder = write_novel(tmp_path / "novel")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result, detail = run_nvim(
+        nvim,
+        tmp_path,
+        "noroot_test.lua",
+        cwd=elsewhere,
+        NVIMTEST_PYTHON=sys.executable,
+        NVIMTEST_OPEN=str(folder / "characters" / "marcus.md"),
+    )
+    msg = show(result, detail)
+    assert not result.get("error"), msg
+    assert result["find_root"].get("root") is None, msg
+    assert result["clients"] == 0, msg
+    warnings = [n["msg"] for n in result["notifications"] if n.get("level") == 3]  # vim.log.levels.WARN
+    assert any("no project root" in w and "project.json" in w for w in warnings), msg
+    assert any("no root for" in line for line in result["health"]), msg
+    assert saipling_dirs(tmp_path) == [], msg
+    assert result["file_fallback_root"] == str(folder / "characters"), msg
+
+
+def test_home_folder_is_never_the_root(nvim: Path, tmp_path: Path) -> None:
+    """Neovim started in the home folder: a markerless file under it does not make the whole home a project."""
+    folder = write_novel(tmp_path / "novel")
+    result, detail = run_nvim(
+        nvim,
+        tmp_path,
+        "noroot_test.lua",
+        cwd=tmp_path,
+        HOME=str(tmp_path),
+        NVIMTEST_PYTHON=sys.executable,
+        NVIMTEST_OPEN=str(folder / "characters" / "marcus.md"),
+    )
+    msg = show(result, detail)
+    assert not result.get("error"), msg
+    assert result["find_root"].get("root") is None and "home folder" in result["find_root"]["how"], msg
+    assert result["clients"] == 0, msg
+    assert saipling_dirs(tmp_path) == [], msg

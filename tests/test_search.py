@@ -29,7 +29,8 @@ CORPORA = {"lore": ["world/**"]}
 EXCLUDED = {"notes/ideas.md", "notes/secret/plan.md"}
 SPEC_RESULT_FIELDS = {
     "filePath", "uri", "sectionHeading", "headingPath", "startLine", "endLine", "range", "snippet", "preview",
-    "score", "tokenCount", "fileType", "entityType", "entityName", "bookId", "chapterId", "matchedBy",
+    "score", "confidence", "tokenCount", "fileType", "entityType", "entityName", "bookId", "chapterId",
+    "matchedBy",
 }  # fmt: skip
 CRLF_FILE = (
     "---\r\nname: Obsidian Gate\r\ntype: place\r\n---\r\n# Obsidian Gate\r\n\r\nA gate of black glass.\r\n\r\n"
@@ -362,10 +363,13 @@ def test_explain_fields(novel: Any) -> None:
     results = novel.search({"query": "quillfeather journal", "explain": True, "maxResults": 10})["results"]
     for r in results:
         e = r["explain"]
-        assert set(e) == {"keywordRank", "vectorRank", "bm25", "cosine", "fusedScore"}
-        assert e["fusedScore"] == r["score"]
-        assert (e["keywordRank"] is not None) == ("keyword" in r["matchedBy"]) == (e["bm25"] is not None)
-        assert (e["vectorRank"] is not None) == ("vector" in r["matchedBy"]) == (e["cosine"] is not None)
+        assert set(e) == {"keywordRank", "vectorRank", "bm25", "fileBm25", "cosine", "exactMatch", "fused",
+                          "confidence", "fusedScore"}  # fmt: skip
+        assert e["fusedScore"] == r["score"] and e["confidence"] == r["confidence"]
+        assert (e["keywordRank"] is not None) == (e["bm25"] is not None)
+        assert ("keyword" in r["matchedBy"]) == (e["bm25"] is not None or e["fileBm25"] is not None)
+        assert (e["vectorRank"] is not None) == ("vector" in r["matchedBy"])
+        assert e["cosine"] is not None  # every hybrid candidate gets its exact cosine
     top = results[0]["explain"]
     assert top["keywordRank"] == 1 and top["vectorRank"] >= 1
     lexical = novel.search({"query": "quillfeather", "mode": "lexical", "explain": True})["results"][0][

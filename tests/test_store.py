@@ -317,7 +317,7 @@ def test_newer_schema_version_is_moved_aside_and_rebuilt(tmp_path):
     store.close()
     reopened = Store.open(path)
     assert reopened.rebuilt and "schema version 99" in reopened.rebuilt
-    assert reopened._scalar("PRAGMA user_version") == 1
+    assert reopened._scalar("PRAGMA user_version") == SCHEMA_VERSION
     reopened.close()
 
 

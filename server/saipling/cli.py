@@ -198,22 +198,42 @@ def _print_results(response: dict, explain: bool) -> None:
     if not response["results"]:
         click.echo("no results")
         return
+    if response.get("noConfidentMatch"):
+        click.echo(
+            "note: no confident match: nothing here looks relevant to the query (results dimmed)", err=True
+        )
+    from .search import CONFIDENT
+
     table = Table(show_header=True, header_style="bold", expand=True)
     table.add_column("score", justify="right", width=6)
     table.add_column("file § section", ratio=2)
     table.add_column("lines", width=9)
     table.add_column("snippet", ratio=4)
+    weak_shown = False
     for r in response["results"]:  # cells are Text, never markup: paths and headings may hold `[...]`
+        weak = r["score"] < CONFIDENT  # scores fall down the list: the weak ones come last, under a divider
+        if weak and not weak_shown:
+            weak_shown = True
+            if table.row_count:
+                table.add_section()
+            table.add_row("", Text("low confidence", style="dim italic"), "", "", style="dim")
         where = r["filePath"] + (f" § {r['sectionHeading'].lstrip('# ')}" if r["sectionHeading"] else "")
         snippet = Text(r["snippet"].replace("**", ""))
         if explain and "explain" in r:
             e = r["explain"]
             snippet.append(
-                f"\nkeyword rank {e['keywordRank']}, vector rank {e['vectorRank']}, fused {e['fusedScore']}",
+                f"\nkeyword rank {e['keywordRank']}, vector rank {e['vectorRank']}, cosine {_num(e['cosine'])},"
+                f" fused {e['fused']}, confidence {e['confidence']}, score {e['fusedScore']}"
+                + (f", exact {e['exactMatch']} match" if e.get("exactMatch") else ""),
                 style="dim",
             )
-        table.add_row(f"{r['score']:.3f}", Text(where), f"{r['startLine']}-{r['endLine']}", snippet)
+        table.add_row(f"{r['score']:.3f}", Text(where), f"{r['startLine']}-{r['endLine']}", snippet,
+                      style="dim" if weak else None)  # fmt: skip
     console.print(table)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
@@ -250,7 +270,11 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 @click.option("--min-score", type=click.FloatRange(0, 1), default=None)
 @click.option("--all-files", is_flag=True, help="Ignore .context_settings.json exclusions.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--explain", is_flag=True, help="Show each result's keyword rank, vector rank and fused score.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each result's keyword and vector ranks, cosine, fused z-score, confidence and score.",
+)
 def search(query, root, k, mode, entity_types, file_types, book, chapter, max_chapter, path_prefix, glob, role,
            min_score, all_files, as_json, explain) -> None:  # fmt: skip
     """Search the project by meaning and by words."""

@@ -114,7 +114,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
     req = parse_enrich(project, params)
     ran, reason = should_search(req)
     out: dict[str, Any] = {"contextBlock": "", "searchResults": [], "tokensUsed": 0, "skipped": [], "ran": ran,
-                           "reason": reason, "degraded": None}  # fmt: skip
+                           "reason": reason, "degraded": None, "noConfidentMatch": False}  # fmt: skip
     if not ran:
         return out
     budget = req.max_search_tokens
@@ -146,6 +146,18 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
         # Loaded files crowded the page: search again with them excluded before ranking.
         dup = loaded | {p for p in project.store.file_states() if already_loaded(p)}
         results = search(sorted(dup), log=False)["results"]
+    floor = req.config.min_relevance
+    relevant = [r for r in results if r["score"] >= floor]
+    for r in results:
+        if r["score"] < floor and not already_loaded(r["filePath"]):
+            skipped.setdefault((r["filePath"], "low_relevance"), None)
+    if not any(not already_loaded(r["filePath"]) for r in relevant):
+        best = max((r["score"] for r in results), default=0.0)
+        out["reason"] = f"{reason}; the search found nothing relevant" + (
+            f" (best score {best:.2f} is below min_relevance {floor:.2f})" if results else ""
+        )
+    results = relevant
+    out["noConfidentMatch"] = bool(response.get("noConfidentMatch", not results))
     blocks: list[str] = []
     seen: set[tuple[str, str]] = set()
     files: dict[str, _FileView] = {}
@@ -174,6 +186,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
         used += cost
         taken += 1
         out["searchResults"].append({"filePath": path, "section": heading, "similarityScore": r["score"],
+                                     "confidence": r["confidence"],
                                      "tokensEst": cost, "contentPreview": r["preview"],
                                      "startLine": r["startLine"], "endLine": r["endLine"]})  # fmt: skip
     out["skipped"] = [{"path": path, "reason": reason} for path, reason in skipped]

@@ -1,4 +1,16 @@
-"""Hybrid search (SPEC 8): vector KNN + FTS5 BM25 fused by weighted reciprocal rank fusion."""
+"""Hybrid search (SPEC 8): vector KNN + FTS5 BM25, fused on z-normalised scores; a calibrated confidence.
+
+Ranking: keyword candidates (chunk BM25, and whole-file BM25 for short files) and vector candidates (cosine) are
+unioned; each signal is z-normalised over the candidates (no keyword match = BM25 0) and the two are added
+with fixed weights (measured on SciFact train: beats reciprocal rank fusion; query-type weights did not help). A query that is
+exactly a heading, or a file's entity name or alias, puts that section first.
+
+Scores: `confidence` (0..1) of a result comes from absolute signals, not ranks: its raw cosine mapped through a
+per-model calibration (CALIBRATIONS) and the share of the query's rare terms (idf-weighted) it contains. A
+result's `score` is the query's confidence (the best confidence among its top results) scaled by how far the
+result trails the top one in fused score: comparable across the queries of one project, and low everywhere when
+nothing relevant exists (`noConfidentMatch`).
+"""
 
 from __future__ import annotations
 
@@ -33,7 +45,6 @@ log = logging.getLogger(__name__)
 
 MODES = ("hybrid", "semantic", "lexical")
 SOURCES = ("editor", "agent", "cli", "eval")
-RRF_K = 60
 MAX_QUERY_CHARS = 2000
 MAX_RESULTS = 100  # the most results one request may ask for
 FILTER_FIELDS = (
@@ -46,8 +57,35 @@ FILTER_FIELDS = (
     "corpus",
     "maxChapter",
 )
-# (keyword weight, vector weight) per query type (SPEC 8)
-WEIGHTS = {"exact": (0.7, 0.3), "semantic": (0.15, 0.85), "mixed": (0.4, 0.6)}
+# Fusion (tuned on SciFact train only; figures in README "Retrieval quality")
+FUSION_VECTOR_WEIGHT = 0.55  # weight of the vector z-score in hybrid mode; keywords get the rest
+SHORT_FILE_CHUNKS = 3  # files of at most this many chunks are scored lexically as a whole (whole-file BM25)
+LONG_FILE_MIX = 0.5  # longer files: this share of their keyword score is whole-file BM25, the rest their own
+REL_SCALE = 2.0  # a result trailing the top one by this many fused z-units scores 1/e of the top's score
+NORM_POOL = 100  # z-score statistics come from the top this-many candidates of each list
+CONFIDENCE_DEPTH = 10  # the query's confidence is the best confidence among this many top results
+CONFIDENT = 0.5  # below this (every result): noConfidentMatch
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Raw cosine of a result -> vector confidence, linear between `low` (0) and `high` (1)."""
+
+    low: float
+    high: float
+
+
+# Per model, measured on the top hit of real questions (SciFact train) against off-topic questions (README).
+CALIBRATIONS: dict[str, Calibration] = {
+    "all-MiniLM-L6-v2": Calibration(0.34, 0.44),
+}
+# A model not in CALIBRATIONS: see fallback_calibration.
+FALLBACK_RATIO, FALLBACK_HALF_WIDTH, FALLBACK_SAMPLE = 0.6, 0.05, 64
+# Lexical confidence: the idf-weighted share of the query's terms found in the result, linear between these.
+# With vectors it only adds to the cosine's confidence for near-complete matches (names the model does not know);
+# keyword-only (no vectors) it is all there is, and the bar is lower (README "Search": measured separation).
+LEXICAL_LOW, LEXICAL_HIGH = 0.6, 0.95
+KEYWORD_ONLY_LOW, KEYWORD_ONLY_HIGH = 0.3, 0.6
 STOPWORDS = frozenset(
     "a an and are as at be but by for from has have he her his how i in into is it its of on or she that the their "
     "them then there these they this to was were what when where which who why will with you your".split()
@@ -254,16 +292,25 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
             except ProviderError as exc:
                 degraded = f"keyword search only: {exc}"
     want = req.max_results
-    results: list[dict[str, Any]] = []
+    pairs: list[tuple[dict[str, Any], _Ranked]] = []
+    depth = max(want, CONFIDENCE_DEPTH)  # the query's confidence looks this far down, whatever maxResults is
     n_cand = max(100, want * 4)
     for _attempt in range(3):
         ranked = _rank(project, req, flt, qvec, mode, n_cand)
-        results, missing = _materialise(project, req, ranked, want)
-        if not missing or len(results) >= want:
+        pairs, missing = _live_rows(project, ranked, depth)
+        if not missing or len(pairs) >= depth:
             break
         # files vanished from disk (queued for deindexing, maybe still in the index): rank again without them
         flt.exclude_paths = sorted(set(flt.exclude_paths) | missing)
         n_cand *= 2
+    used_vectors = qvec is not None and mode != "lexical"
+    confidence = _score(project, req.query, pairs, used_vectors)
+    terms = highlight_terms(req.query)
+    results = [
+        result_dict(project, row, r.score, terms, r, req.explain)
+        for row, r in pairs[:want]
+        if round(r.score, 4) >= req.min_score  # as shown: a score copied from a result keeps that result
+    ]
     elapsed = (time.perf_counter() - t0) * 1000
     if req.log and project.settings.analytics:
         try:
@@ -277,6 +324,8 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
         "mode": mode,
         "queryType": query_type(req.query),
         "results": results,
+        "confidence": round(confidence, 4),
+        "noConfidentMatch": confidence < CONFIDENT,
         "degraded": degraded,
         "indexing": bool(project.state.is_indexing),
         "elapsedMs": round(elapsed, 2),
@@ -286,63 +335,121 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
 @dataclass
 class _Ranked:
     chunk_id: int
-    score: float
+    score: float  # the fused ranking key (z-score units in hybrid); replaced by the 0..1 score in results
     kw_rank: int | None = None
     vec_rank: int | None = None
     bm25: float | None = None
     cosine: float | None = None
+    file_bm25: float | None = None
+    exact: str | None = None  # "heading" | "entity": the query is this chunk's heading or its file's name
+    confidence: float = 0.0
+    fused: float = 0.0  # the ranking key (weighted z-scores); `score` becomes the 0..1 score
+
+
+def _stats(values: list[float]) -> tuple[float, float]:
+    """Mean and standard deviation (1 when there is no spread) for z-scores."""
+    if not values:
+        return 0.0, 1.0
+    arr = np.asarray(values, dtype=np.float64)
+    sd = float(arr.std())
+    return float(arr.mean()), (sd if sd > 1e-9 else 1.0)
 
 
 def _rank(
     project: Project, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
 ) -> list[_Ranked]:
+    """Candidates best first. Hybrid: keyword and vector candidates unioned and ranked by a weighted sum of
+    z-normalised scores (x = -bm25 for keywords, cosine for vectors); see FUSION_* above."""
+    store = project.store
     kw: list[tuple[int, float]] = []
+    files: list[tuple[str, float, int]] = []
     vec: list[tuple[int, float]] = []
-    if mode in ("hybrid", "lexical") or qvec is None:
-        match = fts_query(req.query)
-        if match:
-            kw = project.store.fts_search(match, n_cand, flt)
+    lexical = mode in ("hybrid", "lexical") or qvec is None
+    match = fts_query(req.query) if lexical else None
+    if match:
+        kw = store.fts_search(match, n_cand, flt)
+        files = store.file_fts_search(match, n_cand, flt)
     if qvec is not None and mode in ("hybrid", "semantic"):
-        vec = project.store.knn(qvec, n_cand, flt)
-    if qvec is None or mode == "lexical":
-        best = abs(kw[0][1]) if kw and kw[0][1] else 1.0
-        return [
-            _Ranked(cid, min(1.0, abs(b) / best) if best else 0.0, i + 1, None, b, None)
-            for i, (cid, b) in enumerate(kw)
-        ]
-    if mode == "semantic":
-        return [_Ranked(cid, max(0.0, min(1.0, s)), None, i + 1, None, s) for i, (cid, s) in enumerate(vec)]
-    w_kw, w_vec = WEIGHTS[query_type(req.query)]
-    fused: dict[int, _Ranked] = {}
+        vec = store.knn(qvec, n_cand, flt)
+    short = {p: b for p, b, n in files if n <= SHORT_FILE_CHUNKS}
+    ranked: dict[int, _Ranked] = {}
     for i, (cid, b) in enumerate(kw):
-        r = fused.setdefault(cid, _Ranked(cid, 0.0))
-        r.kw_rank, r.bm25 = i + 1, b
-        r.score += w_kw / (RRF_K + i + 1)
-    for i, (cid, s) in enumerate(vec):
-        r = fused.setdefault(cid, _Ranked(cid, 0.0))
-        r.vec_rank, r.cosine = i + 1, s
-        r.score += w_vec / (RRF_K + i + 1)
-    top = (w_kw + w_vec) / (RRF_K + 1)
-    out = sorted(fused.values(), key=lambda r: -r.score)
-    for r in out:
-        r.score = r.score / top
+        ranked[cid] = _Ranked(cid, 0.0, kw_rank=i + 1, bm25=b)
+    for i, (cid, c) in enumerate(vec):
+        r = ranked.setdefault(cid, _Ranked(cid, 0.0))
+        r.vec_rank, r.cosine = i + 1, c
+    # with vectors, a short file that matches as a whole brings its chunks in even when no single chunk ranked
+    # (the vector side picks the file's best chunk); keywords alone only return chunks holding the words
+    if short and vec:
+        for cid, _path in store.chunk_ids_for_paths(list(short), flt):
+            ranked.setdefault(cid, _Ranked(cid, 0.0))
+    exact = _exact_matches(project, req.query, flt) if lexical or mode == "hybrid" else {}
+    for cid in exact:
+        ranked.setdefault(cid, _Ranked(cid, 0.0))
+    if not ranked:
+        return []
+    paths = store.chunk_paths(list(ranked))
+    file_bm25 = {p: b for p, b, _ in files}
+    if qvec is not None:  # exact cosines for candidates that only the keyword side found
+        need = [cid for cid, r in ranked.items() if r.cosine is None]
+        for cid, v in store.chunk_vectors(need).items():
+            ranked[cid].cosine = float(np.dot(v, qvec))
+    # Each signal is z-normalised over the candidates, a candidate without a keyword match at 0 (-bm25 of no
+    # match): over the matching list alone, a query whose rare word only two chunks hold gave them z = +-1 and
+    # let any vector candidate outrank them. The mean and spread come from the candidates of the top NORM_POOL
+    # of each list, however many were fetched: the order must not depend on maxResults.
+    pool_files = {p for p, _, _ in files[:NORM_POOL]}
+    pool = {cid for cid, _ in kw[:NORM_POOL]} | {cid for cid, _ in vec[:NORM_POOL]} | set(exact)
+    pool |= {cid for cid in ranked if paths.get(cid) in pool_files and paths.get(cid) in short}
+    chunk_bm25 = dict(kw)
+    k_mu, k_sd = _stats([-chunk_bm25.get(cid, 0.0) for cid in pool])
+    f_mu, f_sd = _stats([-file_bm25.get(p, 0.0) for p in {paths.get(cid) for cid in pool} if p is not None])
+    v_mu, v_sd = _stats(
+        [ranked[cid].cosine for cid in pool if cid in ranked and ranked[cid].cosine is not None]
+    )
+    use_vec = qvec is not None and mode in ("hybrid", "semantic") and bool(vec)
+    use_lex = lexical and bool(kw or files)
+    w_vec = (FUSION_VECTOR_WEIGHT if use_lex else 1.0) if use_vec else 0.0
+    for cid, r in ranked.items():
+        path = paths.get(cid)
+        r.file_bm25 = file_bm25.get(path) if path else None
+        lex = 0.0
+        if use_lex:
+            zk = (-chunk_bm25.get(cid, 0.0) - k_mu) / k_sd
+            zf = (-file_bm25.get(path, 0.0) - f_mu) / f_sd if path is not None else 0.0
+            if path in short:  # the file's score; its own chunks' scores only break ties within the file
+                lex = zf + 0.01 * zk
+            else:
+                lex = (1 - LONG_FILE_MIX) * zk + LONG_FILE_MIX * zf
+        v = (r.cosine - v_mu) / v_sd if use_vec and r.cosine is not None else 0.0
+        r.fused = r.score = w_vec * v + (1 - w_vec) * lex
+        r.exact = exact.get(cid)
+    out = sorted(ranked.values(), key=lambda r: (r.exact is None, -r.score))
     return out
 
 
-def _materialise(
-    project: Project, req: SearchRequest, ranked: list[_Ranked], want: int
-) -> tuple[list[dict], set[str]]:
-    """The first `want` ranked chunks whose files still exist, as result dicts; and the paths found missing."""
+def _exact_matches(project: Project, query: str, flt: ChunkFilter) -> dict[int, str]:
+    """Chunks whose heading is the query, or the first chunk of a file whose name or alias is the query."""
+    text = " ".join(query.strip().strip('"').split())
+    if not text or len(text) > 120 or len(text.split()) > 8:
+        return {}
+    out = {cid: "heading" for cid in project.store.chunks_with_heading(text, flt)}
+    for cid in project.store.entity_chunks(text, flt):
+        out.setdefault(cid, "entity")
+    return out
+
+
+def _live_rows(
+    project: Project, ranked: list[_Ranked], want: int
+) -> tuple[list[tuple[dict[str, Any], _Ranked]], set[str]]:
+    """The first `want` ranked chunks whose files still exist, with their rows; and the paths found missing."""
     page = want * 3 + 20
     rows: dict[int, dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
+    out: list[tuple[dict[str, Any], _Ranked]] = []
     missing: set[str] = set()
     checked: dict[str, bool] = {}
-    terms = highlight_terms(req.query)
     for i, r in enumerate(ranked):
         if len(out) >= want:
-            break
-        if r.score < req.min_score:
             break
         if i % page == 0:  # rows are fetched a page at a time, as far down the list as needed
             rows.update(project.store.chunks_by_id([x.chunk_id for x in ranked[i : i + page]]))
@@ -357,8 +464,124 @@ def _materialise(
                 project_missing(project, path)
         if not checked[path]:
             continue
-        out.append(result_dict(project, row, r.score, terms, r, req.explain))
+        out.append((row, r))
     return out, missing
+
+
+# -- confidence and scores -------------------------------------------------------------------------------------
+def calibration_for(model: str | None) -> Calibration | None:
+    """The cosine calibration of a model (names compared without an organisation prefix and case)."""
+    if not model:
+        return None
+    name = model.rsplit("/", 1)[-1].lower()
+    return next((c for m, c in CALIBRATIONS.items() if m.lower() == name), None)
+
+
+def _ramp(x: float, low: float, high: float) -> float:
+    return float(min(1.0, max(0.0, (x - low) / (high - low))))
+
+
+def _score(project: Project, query: str, pairs: list[tuple[dict[str, Any], _Ranked]], vectors: bool) -> float:
+    """Set each result's confidence and final 0..1 score (in place); return the query's confidence."""
+    if not pairs:
+        return 0.0
+    cal = vector_calibration(project) if vectors else None
+    idf = query_idf(project, query)
+    for row, r in pairs:
+        coverage = lexical_coverage(idf, row)
+        if r.exact:
+            conf = 1.0
+        elif cal is not None and r.cosine is not None:
+            conf = max(_ramp(r.cosine, cal.low, cal.high), _ramp(coverage, LEXICAL_LOW, LEXICAL_HIGH))
+        else:
+            conf = _ramp(coverage, KEYWORD_ONLY_LOW, KEYWORD_ONLY_HIGH)
+        r.confidence = conf
+    confidence = max(r.confidence for _, r in pairs[:CONFIDENCE_DEPTH])
+    top = max(r.fused for _, r in pairs)
+    running = 1.0
+    for _, r in pairs:
+        rel = 1.0 if r.exact else float(np.exp(-(top - r.fused) / REL_SCALE))
+        running = min(running, rel)
+        r.score = confidence * running
+    return confidence
+
+
+def vector_calibration(project: Project) -> Calibration | None:
+    """The calibration of the active model; a model without one gets `fallback_calibration`."""
+    model = getattr(project.provider, "model", None)
+    return calibration_for(model) or fallback_calibration(project, model or "")
+
+
+_fallbacks: dict[tuple[str, str], tuple[int, Calibration | None]] = {}
+_fallback_lock = threading.Lock()
+
+
+def fallback_calibration(project: Project, model: str) -> Calibration | None:
+    """For a model with no measured calibration: the bar scales with the model's own notion of "related",
+    measured on this project: FALLBACK_RATIO x the median cosine between a chunk and its nearest chunk in
+    another file (a sample of FALLBACK_SAMPLE chunks), +-FALLBACK_HALF_WIDTH around it.
+
+    Measured with all-MiniLM-L6-v2 standing in for an unknown model: that median is 0.64 on SciFact and 0.665 on
+    the fiction corpus (while the cosine of unrelated passage pairs differs: 0.11 vs 0.27), and the bar that
+    separates real from off-topic questions is ~0.39 on both, hence the ratio 0.6. A model whose cosines are
+    compressed (everything above 0.7) gets a bar nothing falls under: it fails open, as before calibration.
+    A small project has few truly related passages, so its bar comes out lower (0.24 on the 12-file test
+    project): it fails open there too.
+    Recomputed when the number of embedded chunks changes by more than a tenth."""
+    key = (str(project.store.path), model)
+    if not _fallback_stale(key, project):
+        return _fallbacks[key][1]
+    n, best = project.store.nearest_other_file_cosines(FALLBACK_SAMPLE)
+    cal = None
+    if n >= 20 and best:
+        bar = FALLBACK_RATIO * float(np.median(best))
+        cal = Calibration(bar - FALLBACK_HALF_WIDTH, bar + FALLBACK_HALF_WIDTH)
+    with _fallback_lock:
+        _fallbacks[key] = (n, cal)
+    return cal
+
+
+def _fallback_stale(key: tuple[str, str], project: Project) -> bool:
+    with _fallback_lock:
+        known = _fallbacks.get(key)
+    if known is None:
+        return True
+    n = project.store.embedded_count()
+    return abs(n - known[0]) > max(10, known[0] // 10)
+
+
+def query_idf(project: Project, query: str) -> dict[str, float]:
+    """The query's content terms (as the keyword index stems them) -> BM25 idf over the project's chunks.
+    A term absent from the project gets the highest idf: a query about something the project never mentions
+    cannot reach lexical confidence."""
+    words = [w.lower() for w in _WORD_RE.findall(query)]
+    content = [w for w in dict.fromkeys(words) if w not in STOPWORDS] or list(dict.fromkeys(words))
+    keys = list(dict.fromkeys(match_key(w) for w in content[:64]))
+    if not keys:
+        return {}
+    df, n = project.store.term_doc_freqs(keys)
+    return {k: float(np.log(1.0 + (n - df.get(k, 0) + 0.5) / (df.get(k, 0) + 0.5))) for k in keys}
+
+
+def lexical_coverage(idf: Mapping[str, float], row: Mapping[str, Any]) -> float:
+    """The idf-weighted share of the query's terms that this chunk (text or heading path) contains.
+
+    A Porter stem starts with the first three letters of its word, so only words starting like a term are
+    stemmed (tokenising and stemming every word of every result was most of the cost)."""
+    total = sum(idf.values())
+    if total <= 0:
+        return 0.0
+    folded = _fold(f"{row.get('text') or ''} {row.get('heading_path') or ''}".lower())
+    got = 0.0
+    for key, weight in idf.items():
+        start = key[:3]
+        if start not in folded:
+            continue
+        if _CJK_RE.search(key):  # CJK words match inside the tokenizer's longer runs
+            got += weight if key in folded else 0.0
+        elif any(match_key(w) == key for w in set(re.findall(r"\b" + re.escape(start) + r"\w*", folded))):
+            got += weight
+    return got / total
 
 
 def project_missing(project: Project, path: str) -> None:
@@ -373,11 +596,13 @@ def project_missing(project: Project, path: str) -> None:
 def result_dict(project: Project, row: Mapping[str, Any], score: float, terms: list[str], r: _Ranked | None = None,
                 explain: bool = False) -> dict[str, Any]:  # fmt: skip
     matched = []
+    confidence = score
     if r is not None:
+        confidence = r.confidence
         if r.vec_rank is not None:
             matched.append("vector")
-        if r.kw_rank is not None:
-            matched.append("keyword")
+        if r.kw_rank is not None or r.file_bm25 is not None or r.exact:
+            matched.append("keyword")  # the chunk, its whole (short) file, or its heading matched the words
     res = {
         "filePath": row["path"],
         "uri": (project.root / row["path"]).as_uri(),
@@ -392,6 +617,7 @@ def result_dict(project: Project, row: Mapping[str, Any], score: float, terms: l
         "snippet": make_snippet(row["text"] or "", terms),
         "preview": row["preview"],
         "score": round(float(score), 4),
+        "confidence": round(float(confidence), 4),
         "tokenCount": row["token_count"],
         "fileType": row["file_type"],
         "entityType": row["entity_type"],
@@ -401,7 +627,9 @@ def result_dict(project: Project, row: Mapping[str, Any], score: float, terms: l
         "matchedBy": matched,
     }
     if explain and r is not None:
-        res["explain"] = {"keywordRank": r.kw_rank, "vectorRank": r.vec_rank, "bm25": r.bm25, "cosine": r.cosine,
+        res["explain"] = {"keywordRank": r.kw_rank, "vectorRank": r.vec_rank, "bm25": r.bm25,
+                          "fileBm25": r.file_bm25, "cosine": r.cosine, "exactMatch": r.exact,
+                          "fused": round(float(r.fused), 4), "confidence": round(float(r.confidence), 4),
                           "fusedScore": round(float(score), 4)}  # fmt: skip
     return res
 
@@ -485,7 +713,10 @@ def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
                 _Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b)
                 for i, (cid, b) in enumerate(hits)
             ]
-    req = SearchRequest(query=" ", max_results=max_results)
-    results, _ = _materialise(project, req, ranked, max_results)
+    pairs, _ = _live_rows(project, ranked, max_results)
+    cal = vector_calibration(project)
+    for _, r in pairs:
+        r.confidence = _ramp(r.cosine, cal.low, cal.high) if cal and r.cosine is not None else r.score
+    results = [result_dict(project, row, r.score, [], r) for row, r in pairs]
     return {"path": rel, "results": results, "degraded": degraded if chunks else None,
             "indexed": bool(chunks), "elapsedMs": round((time.perf_counter() - t0) * 1000, 2)}  # fmt: skip

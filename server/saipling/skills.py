@@ -12,6 +12,8 @@ from typing import Any
 from .errors import InvalidRequest
 
 SEARCH_MODES = ("auto", "always", "never")
+# Passages scoring below this are not given to an agent (search.py's 0..1 score; see README "Search").
+MIN_RELEVANCE_DEFAULT = 0.5
 
 
 @dataclass
@@ -21,6 +23,7 @@ class VectorSearchConfig:
     max_results: int = 5
     max_search_tokens: int = 15000
     filter_entity_types: list[str] = field(default_factory=list)
+    min_relevance: float = MIN_RELEVANCE_DEFAULT
 
 
 def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConfig:
@@ -30,6 +33,7 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
         "maxResults": "max_results",
         "maxSearchTokens": "max_search_tokens",
         "filterEntityTypes": "filter_entity_types",
+        "minRelevance": "min_relevance",
     }
     for raw_key, value in block.items():
         key = aliases.get(raw_key, raw_key)
@@ -50,6 +54,10 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
             ):
                 raise InvalidRequest(name, "must be a positive integer")
             setattr(cfg, key, min(value, 100) if key == "max_results" else value)
+        elif key == "min_relevance":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+                raise InvalidRequest(name, "must be a number between 0 and 1")
+            cfg.min_relevance = float(value)
         elif key == "filter_entity_types":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise InvalidRequest(name, "must be a list of strings")

@@ -27,7 +27,7 @@ from .vector_matrix import VectorMatrix
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 _MIGRATIONS: list[str] = [
@@ -70,6 +70,17 @@ _MIGRATIONS: list[str] = [
         id INTEGER PRIMARY KEY, timestamp REAL, query TEXT, source TEXT, mode TEXT, results INTEGER,
         top_score REAL, elapsed_ms REAL);
     CREATE VIEW IF NOT EXISTS search_analytics AS SELECT * FROM search_log WHERE source != 'eval';
+    """,
+    # 2: a file-level keyword index (whole-file BM25: search.py's lexical signal for short files), rowid =
+    # files.rowid; contentless (the text lives in chunks) and filled from the chunks already indexed.
+    f"""
+    CREATE VIRTUAL TABLE IF NOT EXISTS files_fts USING fts5(
+        text, content='', contentless_delete=1, tokenize='{FTS_TOKENIZE}');
+    INSERT INTO files_fts(rowid, text)
+        SELECT f.rowid, (SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c
+                         WHERE c.path = f.path)
+        FROM files f;
+    CREATE INDEX IF NOT EXISTS chunks_heading ON chunks(trim(ltrim(section_heading, '#')) COLLATE NOCASE);
     """,
 ]
 
@@ -226,6 +237,10 @@ class Store:
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (vector_matrix.py)
         self._matrix_version: tuple[int, int] | None = None
         self._generation = 0
+        self._vocab = False  # the temp fts5vocab table over chunks_fts exists on this connection
+        self._df_cache: dict[str, int] = {}  # term -> chunks holding it, for _df_version of the index
+        self._df_version: tuple[int, int] | None = None
+        self._df_total = 0
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
@@ -431,6 +446,7 @@ class Store:
                         "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         [(model, h, vector_blob(v), now) for h, v in vectors.items()],
                     )
+                self._drop_file_text(record.path)
                 self.conn.execute(
                     "INSERT OR REPLACE INTO files(path, content_hash, mtime_ns, size, file_type, encoding, last_indexed,"
                     " chunk_count, entity_type, entity_name, display_name, aliases, book_id, chapter_id, visibility,"
@@ -440,7 +456,17 @@ class Store:
                      json.dumps(record.aliases), record.book_id, record.chapter_id, record.visibility, record.corpus,
                      record.warning),
                 )  # fmt: skip
+                self.conn.execute(
+                    "INSERT INTO files_fts(rowid, text) VALUES (?, ?)",
+                    (self.conn.last_insert_rowid(), "\n".join(ch.text for ch in chunks)),
+                )
             self._apply_delta(removed, added)
+
+    def _drop_file_text(self, path: str) -> None:
+        """Remove a file's row from the file-level keyword index (before its files row goes or is replaced)."""
+        rowid = self._scalar("SELECT rowid FROM files WHERE path = ?", (path,))
+        if rowid is not None:
+            self.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
 
     def _delete_chunks(self, path: str) -> list[int]:
         """Delete a file's chunks and vectors; returns the chunk ids whose vectors were removed."""
@@ -457,6 +483,7 @@ class Store:
             with self.atomic():
                 existed = bool(self._scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
                 removed = self._delete_chunks(path)
+                self._drop_file_text(path)
                 self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
             self._apply_delta(removed, [])
         return existed
@@ -467,6 +494,7 @@ class Store:
             if self.has_vectors():
                 self.conn.execute("DELETE FROM chunks_vec")
             self.conn.execute("DELETE FROM chunks")
+            self.conn.execute("DELETE FROM files_fts")
             self.conn.execute("DELETE FROM files")
         self._invalidate()
 
@@ -559,14 +587,156 @@ class Store:
 
     # -- reads for search ----------------------------------------------------------------------------------
     def fts_search(self, match: str, limit: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
-        """(chunk id, bm25) best first; bm25 is lower-is-better, headings weigh double."""
+        """(chunk id, bm25) best first; bm25 is lower-is-better.
+
+        The heading path column weighs the same as the text: FTS5 saturates each column separately and adds
+        them, and a section's own heading is in both (its text starts with it), so a weight of 2 counted it
+        three times and put tiny sub-sections (`##### Epic Feat` under `#### Fireball`) above the section a
+        query names (README "Retrieval quality"). Exact heading matches are handled in search.py."""
         where, params = (flt or ChunkFilter()).where()
-        sql = (
-            "SELECT c.id, bm25(chunks_fts, 1.0, 2.0) AS rank FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-            " WHERE chunks_fts MATCH ?" + (f" AND {where}" if where else "") + " ORDER BY rank LIMIT ?"
-        )
+        if where:
+            sql = (
+                "SELECT c.id, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts JOIN chunks c"
+                f" ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
+            )
+        else:  # no join: ~3x faster (a join row per match before the sort), the rowid is the chunk id
+            sql = "SELECT rowid, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?"
         with self._lock:
             return [(int(i), float(r)) for i, r in self.conn.execute(sql, [match, *params, limit])]
+
+    def file_fts_search(
+        self, match: str, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[str, float, int]]:
+        """(path, whole-file bm25, chunk count) best first; a file counts when one of its chunks passes `flt`."""
+        where, params = (flt or ChunkFilter()).where()
+        with self._lock:
+            if where:
+                sql = (
+                    "SELECT f.path, bm25(files_fts) AS rank, f.chunk_count FROM files_fts JOIN files f"
+                    " ON f.rowid = files_fts.rowid WHERE files_fts MATCH ?"
+                    f" AND f.path IN (SELECT c.path FROM chunks c WHERE {where}) ORDER BY rank LIMIT ?"
+                )
+                rows = list(self.conn.execute(sql, [match, *params, limit]))
+            else:  # rank first, then look the few winners up (a join row per match costs more than the ranking)
+                ranked = list(self.conn.execute(
+                    "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ? ORDER BY rank LIMIT ?",
+                    (match, limit),
+                ))  # fmt: skip
+                files = {
+                    r: (p, n)
+                    for r, p, n in self.conn.execute(
+                        "SELECT rowid, path, chunk_count FROM files WHERE rowid IN (SELECT value FROM json_each(?))",
+                        (json.dumps([r for r, _ in ranked]),),
+                    )
+                }
+                rows = [(*files[r][:1], b, files[r][1]) for r, b in ranked if r in files]
+        return [(str(p), float(r), int(n or 0)) for p, r, n in rows]
+
+    def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """({term: number of chunks holding it}, number of chunks), terms as the keyword index stems them.
+        Kept per term until the index changes (queries repeat their words)."""
+        with self._lock:
+            version = self._data_version()
+            if self._df_version != version:
+                self._df_cache.clear()
+                self._df_version = version
+                self._df_total = int(self._scalar("SELECT count(*) FROM chunks") or 0)
+            missing = [t for t in terms if t not in self._df_cache]
+            if missing:
+                if not self._vocab:
+                    self.conn.execute(
+                        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row)"
+                    )
+                    self._vocab = True
+                found = dict.fromkeys(missing, 0)
+                for t, d in self.conn.execute(
+                    "SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
+                    (json.dumps(missing),),
+                ):
+                    found[str(t)] = int(d)
+                if len(self._df_cache) > 10_000:
+                    self._df_cache.clear()
+                self._df_cache.update(found)
+            return {t: self._df_cache[t] for t in terms}, self._df_total
+
+    def chunk_ids_for_paths(
+        self, paths: Sequence[str], flt: ChunkFilter | None = None
+    ) -> list[tuple[int, str]]:
+        """(chunk id, path) of every chunk of `paths` that passes `flt`."""
+        where, params = (flt or ChunkFilter()).where()
+        sql = "SELECT c.id, c.path FROM chunks c WHERE c.path IN (SELECT value FROM json_each(?))" + (
+            f" AND {where}" if where else ""
+        )
+        with self._lock:
+            return [(int(i), str(p)) for i, p in self.conn.execute(sql, [json.dumps(list(paths)), *params])]
+
+    def embedded_count(self) -> int:
+        """Vectors in the search-time matrix (0 without vectors)."""
+        with self._lock:
+            return len(self._vectors()) if self.has_vectors() else 0
+
+    def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
+        """(embedded chunks, for a fixed random sample of them: the cosine of each one's nearest chunk in another
+        file): how similar "related" passages are for this model on this project (search.py's fallback).
+        One KNN per sampled chunk on the search matrix: no copy of the vectors."""
+        with self._lock:
+            if not self.has_vectors():
+                return 0, []
+            matrix = self._vectors()
+            ids = sorted(matrix.ids())
+        n = len(ids)
+        if n < 2:
+            return n, []
+        picked = [ids[i] for i in np.random.default_rng(seed).choice(n, min(sample, n), replace=False)]
+        with self._lock:
+            vectors = self._vectors().vectors(picked)
+        neighbours = {cid: self.knn(vec, 12) for cid, vec in vectors.items()}
+        paths = self.chunk_paths(list({c for hits in neighbours.values() for c, _ in hits} | set(neighbours)))
+        out: list[float] = []
+        for cid, hits in neighbours.items():
+            own = paths.get(cid)
+            other = next((s for c, s in hits if paths.get(c) not in (None, own)), None)
+            if other is not None:
+                out.append(other)
+        return n, out
+
+    def chunk_paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        with self._lock:
+            return {
+                int(i): str(p)
+                for i, p in self.conn.execute(
+                    "SELECT id, path FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps([int(i) for i in chunk_ids]),),
+                )
+            }
+
+    def chunks_with_heading(self, heading: str, flt: ChunkFilter | None = None) -> list[int]:
+        """Chunks whose own heading (without its markdown `#`s) is `heading` (ASCII case ignored), in file order."""
+        where, params = (flt or ChunkFilter()).where()
+        sql = "SELECT c.id FROM chunks c WHERE trim(ltrim(c.section_heading, '#')) = ? COLLATE NOCASE" + (
+            f" AND {where}" if where else ""
+        )
+        with self._lock:
+            return [
+                int(r[0])
+                for r in self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [heading, *params])
+            ]
+
+    def entity_chunks(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
+        """For each file whose entity name, display name or an alias is `name` (ASCII case ignored): its first
+        chunk that passes `flt` (the frontmatter chunk only when it is all there is)."""
+        where, params = (flt or ChunkFilter()).where()
+        sql = (
+            "SELECT (SELECT c.id FROM chunks c WHERE c.path = f.path"
+            + (f" AND {where}" if where else "")
+            + " ORDER BY c.kind = 'frontmatter', c.chunk_index LIMIT 1) FROM files f"
+            " WHERE f.display_name = ? COLLATE NOCASE OR f.entity_name = ? COLLATE NOCASE"
+            " OR (instr(lower(f.aliases), lower(?)) > 0"
+            "     AND EXISTS (SELECT 1 FROM json_each(f.aliases) a WHERE a.value = ? COLLATE NOCASE))"
+        )
+        with self._lock:
+            rows = self.conn.execute(sql, [*params, name, name, json.dumps(name)[1:-1], name])
+            return [int(r[0]) for r in rows if r[0] is not None]
 
     def filtered_ids(self, flt: ChunkFilter) -> np.ndarray:
         where, params = flt.where()

@@ -102,6 +102,10 @@ class VectorMatrix:
         live = np.nonzero(self._ids[: self._n] >= 0)[0]
         return self._ids[live], self._mat[live]
 
+    def ids(self) -> list[int]:
+        """The chunk ids of the live rows."""
+        return list(self._row)
+
     def vectors(self, chunk_ids: Iterable[int]) -> dict[int, np.ndarray]:
         return {int(c): self._mat[self._row[int(c)]].copy() for c in chunk_ids if int(c) in self._row}
 

@@ -57,3 +57,55 @@ function SaiplingTest.position()
     line = vim.api.nvim_win_get_cursor(0)[1],
   }
 end
+
+--- The server process ended (Neovim notifies "Client saipling quit with exit code ..."): stop waiting.
+function SaiplingTest.server_quit()
+  for _, n in ipairs(SaiplingTest.result.notifications) do
+    if n.msg:find("quit with exit code", 1, true) then
+      return true
+    end
+  end
+  return false
+end
+
+--- The initialized saipling client of the current buffer, or nil (and result.error set) after `timeout` ms.
+function SaiplingTest.wait_client(timeout)
+  local client
+  vim.wait(timeout, function()
+    client = vim.lsp.get_clients({ bufnr = 0, name = "saipling" })[1]
+    return (client ~= nil and client.initialized == true) or SaiplingTest.server_quit()
+  end, 50)
+  if not client or not client.initialized then
+    SaiplingTest.result.error = SaiplingTest.server_quit() and "the server quit (see lsp.log)"
+      or "the saipling client did not attach"
+    return nil
+  end
+  return client
+end
+
+--- A request through `client`, waited for; returns result, err.
+function SaiplingTest.request(client, method, params, timeout)
+  local done, result, err = false, nil, nil
+  local function handler(e, res)
+    done, result, err = true, res, e
+  end
+  if vim.fn.has("nvim-0.11") == 1 then
+    client:request(method, params, handler, 0)
+  else
+    client.request(method, params, handler, 0)
+  end
+  vim.wait(timeout or 20000, function()
+    return done
+  end, 20)
+  return result, err
+end
+
+--- Wait until `saipling/status` says files are indexed and nothing is indexing; returns the status.
+function SaiplingTest.wait_indexed(client, timeout)
+  local status
+  vim.wait(timeout, function()
+    status = SaiplingTest.request(client, "saipling/status", vim.empty_dict(), 5000)
+    return (status ~= nil and (status.totalFiles or 0) > 0 and not status.isIndexing) or SaiplingTest.server_quit()
+  end, 200)
+  return status
+end

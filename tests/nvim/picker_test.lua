@@ -8,7 +8,7 @@ T.run(function()
   T.result.resolved = picker.resolve("auto")
   local results = {
     { filePath = "a.md", uri = vim.uri_from_fname(root .. "/a.md"), sectionHeading = "## Second",
-      startLine = 5, endLine = 6, score = 0.875 },
+      startLine = 5, endLine = 6, score = 0.875, preview = "The   second **section's** text." },
     { filePath = "b.md", sectionHeading = vim.NIL, headingPath = { "Top", "Inner" }, startLine = 2, score = 0.5 },
     { filePath = root .. "/a.md", range = { start = { line = 2, character = 0 } } },
     { filePath = "c.md", sectionHeading = vim.NIL, headingPath = "Top > Middle > Leaf", startLine = 1, score = 1 },

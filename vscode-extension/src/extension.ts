@@ -2,14 +2,17 @@
 import * as vscode from 'vscode';
 import { State, type LanguageClientOptions, type ServerOptions } from 'vscode-languageclient/node';
 import { COMMANDS, resolveCommandOrExplain, SaiplingLanguageClient, type Session } from './client';
+import { suggestHidingIndex } from './excludeHint';
 import { registerIndexCommands } from './indexCommands';
 import { registerRelated } from './related';
+import { RelatedView } from './relatedView';
 import { registerSearchPicker } from './searchPicker';
 import { readApiKeys, registerSetApiKey } from './secrets';
 import { buildInitializationOptions, cleanConfigurationValues, needsRestart } from './settings';
 import { StatusBar } from './statusBar';
 
 let client: SaiplingLanguageClient | undefined;
+let relatedView: RelatedView | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<Session> {
   const output = vscode.window.createOutputChannel('Saipling Search');
@@ -19,12 +22,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<Sessio
     indexChanged: () => statusBar.poke(),
   };
   const statusBar = new StatusBar(session, COMMANDS.showStatus);
-  context.subscriptions.push(output, statusBar, registerSearchPicker(session), registerRelated(session),
+  relatedView = new RelatedView(session);
+  context.subscriptions.push(output, statusBar, relatedView, registerSearchPicker(session), registerRelated(session),
+    statusBar.onDidFinishIndexing(() => relatedView?.indexChanged()),
     ...registerIndexCommands(session), registerSetApiKey(context, session),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (needsRestart((setting) => e.affectsConfiguration(setting))) void session.restart();
     }));
   await startClient(context, output, statusBar);
+  relatedView.indexChanged();
+  void suggestHidingIndex(context).catch((error: unknown) =>
+    output.appendLine(`Saipling: the files.exclude hint failed: ${String(error)}`));
   return session;
 }
 
@@ -51,7 +59,10 @@ async function startClient(context: vscode.ExtensionContext, output: vscode.Outp
     },
   };
   client = new SaiplingLanguageClient('saipling', 'Saipling Search', serverOptions, clientOptions);
-  client.onDidChangeState((e) => statusBar.setRunning(e.newState === State.Running));
+  client.onDidChangeState((e) => {
+    statusBar.setRunning(e.newState === State.Running);
+    if (e.newState === State.Running) relatedView?.indexChanged();
+  });
   try {
     await client.start();
   } catch (error) {

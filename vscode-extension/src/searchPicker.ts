@@ -4,7 +4,12 @@ import { COMMANDS, isCancellation, requestErrorMessage, requireClient, type Sess
 import { searchNotice, selectionRange, toResultItem } from './format';
 import { LiveQuery } from './liveQuery';
 import { buildSearchParams, Methods, type SearchResponse, type SearchResult } from './protocol';
+import { describeFilter, parseQuery } from './query';
 import { keywordOnlyByChoice } from './settings';
+
+export const SEARCH_TITLE = 'Saipling: Search Project';
+export const SEARCH_PLACEHOLDER =
+  'Describe a passage, or type words to find. Filters: book:ID type:character upto:12 path:notes/';
 
 export interface ResultPickItem extends vscode.QuickPickItem {
   result?: SearchResult;
@@ -32,9 +37,15 @@ export async function openResult(result: SearchResult): Promise<vscode.TextEdito
   const r = selectionRange(result);
   const range = new vscode.Range(r.start.line, r.start.character, r.end.line, r.end.character);
   const editor = await vscode.window.showTextDocument(uri, { selection: range, preview: true });
+  // The passage stays selected with the cursor on its first line (anchor at the end, active at the start):
+  // `showTextDocument` would leave the cursor at the passage's end.
+  editor.selection = new vscode.Selection(range.end, range.start);
   editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
   return editor;
 }
+
+/** A filter prefix the user mistyped (`upto:x`): shown in the list, no request sent. */
+class FilterError extends Error {}
 
 /** The selected text of the active editor, if short enough to be a query. */
 function selectedText(): string | undefined {
@@ -54,17 +65,24 @@ export function showSearchPicker(session: Session, initialQuery?: string): vscod
   const config = vscode.workspace.getConfiguration('saipling');
   const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
   const picker = vscode.window.createQuickPick<ResultPickItem>();
-  picker.title = 'Saipling: Search Project';
-  picker.placeholder = 'Describe a passage, or type words to find';
+  picker.title = SEARCH_TITLE;
+  picker.placeholder = SEARCH_PLACEHOLDER;
   picker.matchOnDescription = false;
   picker.matchOnDetail = false;
 
   const live = new LiveQuery<SearchResponse | undefined, vscode.CancellationToken>({
     createTokenSource: () => new vscode.CancellationTokenSource(),
     run: (value, token) => {
-      const params = buildSearchParams(value, {
+      const parsed = parseQuery(value);
+      const filters = describeFilter(parsed.filter);
+      picker.title = filters ? `${SEARCH_TITLE} (${filters})` : SEARCH_TITLE;
+      if (parsed.errors.length > 0) {
+        return Promise.reject(new FilterError(parsed.errors.join('; ')));
+      }
+      const params = buildSearchParams(parsed.query, {
         maxResults: config.get('maxResults'),
         mode: config.get('searchMode'),
+        filter: parsed.filter,
       });
       return params === undefined
         ? Promise.resolve(undefined)
@@ -75,7 +93,9 @@ export function showSearchPicker(session: Session, initialQuery?: string): vscod
         response === undefined ? [] : toPickItems(response, root, keywordOnlyByChoice(config.get('provider')));
     },
     onError: (_value, error) => {
-      if (!isCancellation(error)) {
+      if (error instanceof FilterError) {
+        picker.items = [{ label: `$(warning) ${error.message}`, alwaysShow: true }];
+      } else if (!isCancellation(error)) {
         picker.items = [{ label: `$(error) ${requestErrorMessage('search', error)}`, alwaysShow: true }];
       }
     },

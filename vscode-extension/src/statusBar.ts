@@ -19,6 +19,9 @@ export class StatusBar implements vscode.Disposable {
   private error: string | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private disposed = false;
+  private readonly finished = new vscode.EventEmitter<void>();
+  /** Indexing ended (the `$/progress` end, or `isIndexing` turned false): the index has changed. */
+  readonly onDidFinishIndexing = this.finished.event;
 
   constructor(
     private readonly session: Session,
@@ -53,6 +56,7 @@ export class StatusBar implements vscode.Disposable {
   onProgress(token: ProgressToken, value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd): void {
     if (value.kind === 'end') {
       this.progress.delete(token);
+      this.finished.fire();
       this.schedule(0);
     } else {
       const previous = this.progress.get(token) ?? {};
@@ -79,8 +83,10 @@ export class StatusBar implements vscode.Disposable {
       return undefined;
     }
     try {
+      const wasIndexing = this.status?.isIndexing === true;
       this.status = await client.sendRequest<StatusResponse>(Methods.status, {});
       this.error = undefined;
+      if (wasIndexing && !this.status.isIndexing) this.finished.fire();
     } catch (error) {
       this.error = `Saipling: status request failed: ${error instanceof Error ? error.message : String(error)}`;
     }
@@ -94,6 +100,7 @@ export class StatusBar implements vscode.Disposable {
       clearTimeout(this.timer);
     }
     this.item.dispose();
+    this.finished.dispose();
   }
 
   private currentProgress(): ProgressState | undefined {

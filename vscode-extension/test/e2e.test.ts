@@ -179,6 +179,8 @@ async function startExtension(
   prepare?: () => void,
 ): Promise<{ session: Session; context: Context }> {
   stub.reset();
+  // The first-run hint about hiding .saipling would be one more message: tested in a real VS Code instead.
+  stub.settings.set('files.exclude', { '**/.saipling': true });
   prepare?.();
   vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(root), name: path.basename(root), index: 0 }];
   for (const [key, value] of Object.entries(settings)) {
@@ -351,6 +353,9 @@ describe('extension against the real saipling server', { timeout: 180000 }, () =
       assert.equal(shown.uri.fsPath, path.join(root, EXPECTED_FILE));
       assert.equal(shown.selection?.start.line, LIGHTHOUSE_HEADING_LINE - 1);
       assert.equal(shown.selection?.end.line, lighthouse.range.end.line);
+      // The cursor (the selection's active end) is on the passage's first line.
+      assert.equal(vscode.window.activeTextEditor?.selection.active.line, LIGHTHOUSE_HEADING_LINE - 1);
+      assert.equal(vscode.window.activeTextEditor?.selection.end.line, lighthouse.range.end.line);
       assert.equal(shown.revealed.length, 1);
       assert.ok(picker.disposed, 'the picker closes on Enter');
     } finally {

@@ -127,12 +127,21 @@ export class Range {
   }
 }
 
+/** As in VS Code: `start`/`end` ordered, `anchor`/`active` as given. */
 export class Selection extends Range {
-  get anchor(): Position {
-    return this.start;
+  readonly anchor: Position;
+  readonly active: Position;
+  constructor(anchorOrLine: Position | number, activeOrChar: Position | number, activeLine?: number, activeChar?: number) {
+    const anchor = typeof anchorOrLine === 'number' ? new Position(anchorOrLine, activeOrChar as number) : anchorOrLine;
+    const active =
+      typeof anchorOrLine === 'number' ? new Position(activeLine ?? anchorOrLine, activeChar ?? 0) : (activeOrChar as Position);
+    const [start, end] = active.isBefore(anchor) ? [active, anchor] : [anchor, active];
+    super(start, end);
+    this.anchor = anchor;
+    this.active = active;
   }
-  get active(): Position {
-    return this.end;
+  get isReversed(): boolean {
+    return this.active.isBefore(this.anchor);
   }
 }
 
@@ -149,6 +158,40 @@ export class ThemeColor {
 
 export class ThemeIcon {
   constructor(readonly id: string) {}
+}
+
+export enum TreeItemCollapsibleState {
+  None = 0,
+  Collapsed = 1,
+  Expanded = 2,
+}
+
+export class TreeItem {
+  description?: string;
+  tooltip?: unknown;
+  iconPath?: unknown;
+  accessibilityInformation?: { label: string; role?: string };
+  command?: { command: string; title: string; arguments?: unknown[] };
+  constructor(
+    public label: string,
+    public collapsibleState: TreeItemCollapsibleState = TreeItemCollapsibleState.None,
+  ) {}
+}
+
+/** A tree view that is never visible (the stub has no sidebar): providers it shows are not asked for data. */
+export class StubTreeView<T> {
+  readonly visible = false;
+  message: string | undefined;
+  description: string | undefined;
+  private readonly visibility = new EventEmitter<{ visible: boolean }>();
+  readonly onDidChangeVisibility = this.visibility.event;
+  constructor(
+    readonly id: string,
+    readonly options: { treeDataProvider: T },
+  ) {}
+  dispose(): void {
+    this.visibility.dispose();
+  }
 }
 
 export class MarkdownString {
@@ -685,6 +728,9 @@ export const window = {
   showInputBox(options: { password?: boolean; title?: string; prompt?: string } = {}): Promise<string | undefined> {
     return Promise.resolve(stub.responders.inputBox(options));
   },
+  createTreeView<T>(id: string, options: { treeDataProvider: T }): StubTreeView<T> {
+    return new StubTreeView(id, options);
+  },
   createQuickPick(): StubQuickPick {
     const picker = new StubQuickPick();
     stub.quickPicks.push(picker);
@@ -709,9 +755,9 @@ export const window = {
     options?: { selection?: Range; preview?: boolean },
   ): Promise<StubTextEditor> {
     const document = target instanceof StubTextDocument ? target : openDocument(target);
-    const selection = options?.selection
-      ? new Selection(options.selection.start, options.selection.end)
-      : new Selection(0, 0, 0, 0);
+    const given = options?.selection;
+    const selection =
+      given instanceof Selection ? given : given ? new Selection(given.start, given.end) : new Selection(0, 0, 0, 0);
     const editor = new StubTextEditor(document, selection);
     stub.shownDocuments.push({ uri: document.uri, selection: options?.selection, revealed: editor.revealed });
     window.activeTextEditor = editor;

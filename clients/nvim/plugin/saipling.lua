@@ -4,8 +4,15 @@ end
 vim.g.loaded_saipling = true
 
 local cmd = vim.api.nvim_create_user_command
-cmd("SaiplingSearch", function(a) require("saipling").search(a.args) end, { nargs = "*", desc = "Saipling: search the project" })
+cmd("SaiplingSearch", function(a) require("saipling").search(a.args) end, {
+  nargs = "*",
+  desc = "Saipling: search the project (filters: book:ID type:character upto:12 path:notes/)",
+  complete = function(arglead) return require("saipling").complete_search(arglead) end,
+})
 cmd("SaiplingRelated", function() require("saipling").related() end, { desc = "Saipling: passages related to this file" })
+cmd("SaiplingRelatedWindow", function() require("saipling.related").toggle() end, {
+  desc = "Saipling: toggle a window of passages related to the current file, following it",
+})
 cmd("SaiplingReindex", function(a) require("saipling").reindex(a.bang) end, { bang = true, desc = "Saipling: reindex (! = full)" })
 cmd("SaiplingStatus", function() require("saipling").status() end, { desc = "Saipling: index status" })
 cmd("SaiplingClearIndex", function() require("saipling").clear_index() end, { desc = "Saipling: clear the index" })

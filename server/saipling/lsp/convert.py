@@ -134,6 +134,9 @@ def merge_search(responses: list[tuple[str, dict[str, Any]]], max_results: int |
         "degraded": next((resp.get("degraded") for _, resp in responses if resp.get("degraded")), None),
         "indexing": any(bool(resp.get("indexing")) for _, resp in responses),
         "elapsedMs": max(float(resp.get("elapsedMs") or 0.0) for _, resp in responses),
+        # scores are calibrated per folder's model, so the best folder speaks for the whole workspace
+        "confidence": max(float(resp.get("confidence") or 0.0) for _, resp in responses),
+        "noConfidentMatch": all(bool(resp.get("noConfidentMatch")) for _, resp in responses),
     }
 
 

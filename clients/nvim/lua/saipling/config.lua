@@ -8,9 +8,12 @@ M.defaults = {
   cmd = { "saipling", "serve" },
   -- Extra environment for the server process (API keys, SAIPLING_* variables).
   cmd_env = nil,
-  -- The project root is the nearest ancestor directory holding one of these;
-  -- without one, the file's own directory is the root.
-  root_markers = { ".saipling", ".git", ".context_settings.json" },
+  -- The project root: the nearest ancestor directory holding the first of these markers found (tried in
+  -- this order; your home folder itself never counts), else `root_fallback`.
+  root_markers = { ".saipling", "project.json", ".context_settings.json", ".git" },
+  -- Without a marker: "cwd" (Neovim's working directory, when the file is under it), "file" (the file's own
+  -- folder), false (no root: the server does not start), or function(fname) -> root?.
+  root_fallback = "cwd", ---@type "cwd"|"file"|false|fun(fname: string): string?
   -- Buffers of these filetypes start (or attach to) the server.
   filetypes = { "markdown" },
   -- Sent as `initializationOptions` (SPEC 11 keys, camelCase), e.g.
@@ -27,6 +30,13 @@ M.defaults = {
   mode = nil,
   -- Echo indexing `$/progress` in the message area (off if you use fidget/noice).
   progress = true,
+  -- Offered by :SaiplingSearch completion after `type:` (frontmatter `type:` values work too).
+  entity_types = {
+    "character", "world", "location", "notes", "overview", "brainstorm", "book_overview", "seed", "structure",
+    "character_arc", "scene_outline", "scene_draft", "front_matter", "back_matter", "document",
+  },
+  -- The :SaiplingRelatedWindow split: "right" or "left" (vertical) or "below" (horizontal), and its size.
+  related_window = { position = "right", size = 50 },
   -- Called as on_attach(client, bufnr) when the client attaches to a buffer.
   on_attach = nil,
 }

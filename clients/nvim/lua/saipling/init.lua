@@ -14,13 +14,60 @@ local function notify(msg, level)
 end
 M.notify = notify
 
---- Project root for a file: nearest ancestor holding a root marker, else the file's directory.
+--- Project root for a file, and how it was found.
+--- The first of `root_markers` found upward (nearest one of that name) wins; the home folder itself never
+--- counts. Without a marker, `root_fallback` decides ("cwd": the working directory when the file is under it).
 ---@param fname string absolute path
----@return string
-function M.root_dir(fname)
-  local root = vim.fs.root(fname, config.options.root_markers)
-  return root or vim.fs.dirname(fname)
+---@return string? root, string reason
+function M.find_root(fname)
+  local opts = config.options
+  fname = vim.fs.normalize(fname)
+  local dir = vim.fs.dirname(fname)
+  local home = vim.fs.normalize(vim.uv.os_homedir() or "")
+  for _, marker in ipairs(opts.root_markers or {}) do
+    for _, found in ipairs(vim.fs.find(marker, { path = dir, upward = true, limit = math.huge })) do
+      local root = vim.fs.dirname(found)
+      if root ~= home then
+        return root, "marker " .. marker
+      end
+    end
+  end
+  local fallback = opts.root_fallback
+  if type(fallback) == "function" then
+    local root = fallback(fname)
+    return root and vim.fs.normalize(root) or nil, "root_fallback()"
+  elseif fallback == "file" then
+    return dir, "the file's folder (root_fallback = \"file\")"
+  elseif fallback == "cwd" then
+    local cwd = vim.fs.normalize(vim.fn.getcwd())
+    if cwd == home or cwd == "/" then
+      return nil, ("no root marker (%s) above the file, and the working directory is %s (never indexed whole)")
+        :format(table.concat(opts.root_markers or {}, ", "), cwd == "/" and "/" or "your home folder")
+    end
+    if vim.startswith(fname, cwd .. "/") then
+      return cwd, "the working directory (no root marker)"
+    end
+    return nil, ("no root marker (%s) above the file and it is not under the working directory %s"):format(
+      table.concat(opts.root_markers or {}, ", "), cwd)
+  end
+  return nil, ("no root marker (%s) above the file"):format(table.concat(opts.root_markers or {}, ", "))
 end
+
+--- Project root for a file (see find_root), or nil.
+---@param fname string absolute path
+---@return string?
+function M.root_dir(fname)
+  return (M.find_root(fname))
+end
+
+--- The last error the plugin saw (a failed request, an error from the server), for :checkhealth.
+---@type {msg: string, time: string}?
+M.last_error = nil
+
+local function record_error(msg)
+  M.last_error = { msg = msg, time = os.date("%Y-%m-%d %H:%M:%S") }
+end
+M._record_error = record_error
 
 --- Start the server for `bufnr` (or attach it to the running one for the same root).
 ---@param bufnr integer
@@ -42,7 +89,17 @@ function M.start(bufnr)
     end
     return nil
   end
-  local root = M.root_dir(fname)
+  local root, reason = M.find_root(fname)
+  if not root then
+    M._no_root_warned = M._no_root_warned or {}
+    local dir = vim.fs.dirname(fname)
+    if not M._no_root_warned[dir] then
+      M._no_root_warned[dir] = true
+      notify(("no project root for %s: %s. :cd to the project, or add a project.json or .saipling folder at its root")
+        :format(vim.fn.fnamemodify(fname, ":~"), reason), vim.log.levels.WARN)
+    end
+    return nil
+  end
   local init_options = vim.tbl_deep_extend("force", opts.init_options or {}, opts.settings or {})
   local ok, id = pcall(vim.lsp.start, {
     name = M.name,
@@ -53,6 +110,15 @@ function M.start(bufnr)
     init_options = not vim.tbl_isempty(init_options) and init_options or nil,
     settings = not vim.tbl_isempty(opts.settings or {}) and { saipling = opts.settings } or nil,
     on_attach = opts.on_attach,
+    handlers = {
+      -- Remember errors the server reports (for :checkhealth), then show them as usual.
+      ["window/showMessage"] = function(err, result, ctx, cfg)
+        if type(result) == "table" and result.type == vim.lsp.protocol.MessageType.Error then
+          record_error(tostring(result.message))
+        end
+        return vim.lsp.handlers["window/showMessage"](err, result, ctx, cfg)
+      end,
+    },
   }, { bufnr = bufnr })
   if not ok then
     notify("could not start the server: " .. tostring(id), vim.log.levels.ERROR)
@@ -89,7 +155,9 @@ function M.request(method, params, cb, bufnr)
   end
   local function handler(err, result)
     if err then
-      notify(("%s failed: %s"):format(method, err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      local msg = ("%s failed: %s"):format(method, err.message or vim.inspect(err))
+      record_error(msg)
+      notify(msg, vim.log.levels.ERROR)
       return
     end
     if result == vim.NIL then
@@ -118,25 +186,49 @@ function M.request(method, params, cb, bufnr)
 end
 
 --- Search the project; without `query`, ask for one. Opens the chosen result at its line.
+--- The query may hold filter prefixes: `book:ID type:character,world upto:12 path:notes/` (see saipling.query).
 ---@param query? string
-function M.search(query)
+---@param opts? {filter?: table}
+function M.search(query, opts)
   local picker = require("saipling.picker")
-  local function run(q)
-    if not q or vim.trim(q) == "" then
+  local q = require("saipling.query")
+  local function run(text)
+    if not text or vim.trim(text) == "" then
       return
     end
-    local params = { query = q, maxResults = config.options.max_results, source = "editor", mode = config.options.mode }
+    local words, filter, errors = q.parse(text)
+    filter = vim.tbl_extend("force", filter, opts and opts.filter or {})
+    if #errors > 0 then
+      notify(table.concat(errors, "; "), vim.log.levels.ERROR)
+      return
+    end
+    if words == "" then
+      -- Only filters: ask for the words, keeping the filters.
+      vim.ui.input({ prompt = ("Saipling search (%s): "):format(q.describe(filter)) }, function(more)
+        if more and vim.trim(more) ~= "" then
+          M.search(more, { filter = filter })
+        end
+      end)
+      return
+    end
+    local params = { query = words, maxResults = config.options.max_results, source = "editor", mode = config.options.mode }
+    if next(filter) ~= nil then
+      params.filter = filter
+    end
     M.request("saipling/search", params, function(result, client)
       local results = result and result.results or {}
-      -- Degraded (e.g. keyword-only) or still indexing: say so in the picker title.
+      -- Filters, degraded (e.g. keyword-only) or still indexing: say so in the picker title.
       local notes = {}
+      if next(filter) ~= nil then
+        notes[#notes + 1] = q.describe(filter)
+      end
       if result and type(result.degraded) == "string" and result.degraded ~= "" then
         notes[#notes + 1] = result.degraded
       end
       if result and result.indexing == true then
         notes[#notes + 1] = "indexing, results may be incomplete"
       end
-      local title = "Saipling: " .. q .. (#notes > 0 and (" (" .. table.concat(notes, "; ") .. ")") or "")
+      local title = "Saipling: " .. words .. (#notes > 0 and (" (" .. table.concat(notes, "; ") .. ")") or "")
       picker.pick(results, { title = title, root = client.root_dir })
     end)
   end
@@ -145,6 +237,19 @@ function M.search(query)
   else
     vim.ui.input({ prompt = "Saipling search: " }, run)
   end
+end
+
+--- Completion for :SaiplingSearch (filter prefixes and their values).
+---@param arglead string
+---@return string[]
+function M.complete_search(arglead)
+  local client = M.get_client()
+  local root = client and client.root_dir
+  if not root then
+    local name = vim.api.nvim_buf_get_name(0)
+    root = name ~= "" and M.root_dir(name) or vim.fn.getcwd()
+  end
+  return require("saipling.query").complete(arglead, root, config.options.entity_types or {})
 end
 
 --- Passages from other files most similar to the current file.

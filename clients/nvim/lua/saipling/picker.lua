@@ -30,11 +30,52 @@ function M.location(item, root)
   return fname, math.max(1, line or 1)
 end
 
---- `file § section  score`, the file relative to the project root.
+--- `lines a–b` (or `line a`) of a result.
+---@param item table search result
+---@return string
+function M.lines(item)
+  local _, first = M.location(item, nil)
+  local last = tonumber(item.endLine) or first
+  return last > first and ("lines %d–%d"):format(first, last) or ("line %d"):format(first)
+end
+
+--- The result's text on one line, cut to `max` characters.
+---@param item table search result
+---@param max? integer
+---@return string
+function M.snippet(item, max)
+  max = max or 80
+  local text = present(item.preview) and item.preview or present(item.snippet) and item.snippet or ""
+  text = tostring(text):gsub("</?[bB]>", ""):gsub("</?mark>", ""):gsub("%*%*", ""):gsub("%s+", " ")
+  text = vim.trim(text)
+  if vim.fn.strchars(text) > max then
+    text = vim.fn.strcharpart(text, 0, max - 1) .. "…"
+  end
+  return text
+end
+
+--- The vim.ui.select row: `file § section · lines a–b · score · snippet`.
 ---@param item table search result
 ---@param root? string
 ---@return string
-function M.format(item, root)
+function M.format_select(item, root)
+  local parts = { M.format(item, root, { score = false }), M.lines(item) }
+  if tonumber(item.score) then
+    parts[#parts + 1] = ("%.2f"):format(item.score)
+  end
+  local snippet = M.snippet(item)
+  if snippet ~= "" then
+    parts[#parts + 1] = snippet
+  end
+  return table.concat(parts, " · ")
+end
+
+--- `file § section  score`, the file relative to the project root.
+---@param item table search result
+---@param root? string
+---@param opts? {score?: boolean} score = false leaves the score out
+---@return string
+function M.format(item, root, opts)
   local fname = M.location(item, root) or "?"
   local shown = present(item.filePath) and item.filePath or fname
   if root and vim.startswith(shown, root .. "/") then
@@ -55,7 +96,7 @@ function M.format(item, root)
   if present(section) then
     text = text .. " § " .. section:gsub("^#+%s*", "")
   end
-  if tonumber(item.score) then
+  if tonumber(item.score) and not (opts and opts.score == false) then
     text = ("%s  %.2f"):format(text, item.score)
   end
   return text
@@ -125,7 +166,7 @@ function backends.select(items, opts, open)
     prompt = opts.title,
     kind = "saipling",
     format_item = function(item)
-      return M.format(item, opts.root)
+      return M.format_select(item, opts.root)
     end,
   }, function(choice)
     if choice then

@@ -1,0 +1,254 @@
+"""Ranking and scores (search.py): the file-level keyword index, exact heading and name matches, confidence and
+the 0..1 score, minScore in every mode, noConfidentMatch, the enrichContext relevance floor, the calibration of
+models without one, and the CLI's low-confidence divider.
+
+Semantic checks use the real local model and skip when it is not installed; plumbing uses keyword-only projects
+and real SQLite files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from fixtures import make_project, open_project, retrieval_project
+from saipling.errors import InvalidRequest
+from saipling.search import CONFIDENT, fallback_calibration
+from saipling.skills import MIN_RELEVANCE_DEFAULT, parse_block
+from saipling.store import ChunkRow, FileRecord, Store
+
+OFF_TOPIC = "how do I configure nginx as a reverse proxy for websockets"
+
+
+def _h(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _record(path: str) -> FileRecord:
+    return FileRecord(
+        path=path, content_hash=_h(path), mtime_ns=1, size=1, file_type="document", encoding="utf-8"
+    )
+
+
+def _row(i: int, text: str) -> ChunkRow:
+    return ChunkRow(chunk_index=i, kind="section", section_heading=None, heading_path="", start_line=i + 1,
+                    end_line=i + 1, content_hash=_h(text), preview=text[:50], token_count=5, text=text,
+                    file_type="document", entity_type="document", entity_name=None, book_id=None, chapter_id=None,
+                    chapter_num=None, visibility="public", corpus="content")  # fmt: skip
+
+
+def _local() -> None:
+    from saipling.embeddings import local_available
+
+    if not local_available():
+        pytest.skip("the local embedding model is not installed")
+
+
+# -- the file-level keyword index ------------------------------------------------------------------------------
+def test_file_index_follows_every_write(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "index.db")
+    try:
+        store.replace_file(_record("a.md"), [_row(0, "the amber lantern"), _row(1, "a quiet violet shore")])
+        store.replace_file(_record("b.md"), [_row(0, "violet only")])
+        hits = store.file_fts_search('"amber" OR "violet"', 10)
+        assert [p for p, _, _ in hits] == ["a.md", "b.md"]  # both words, in two chunks of one file
+        assert {p: n for p, _, n in hits} == {"a.md": 2, "b.md": 1}
+        store.replace_file(_record("a.md"), [_row(0, "now about copper")])  # rewritten: old words gone
+        assert [p for p, _, _ in store.file_fts_search('"amber"', 10)] == []
+        assert [p for p, _, _ in store.file_fts_search('"copper"', 10)] == ["a.md"]
+        store.delete_file("b.md")
+        assert store.file_fts_search('"violet"', 10) == []
+        store.clear()
+        assert store.file_fts_search('"copper"', 10) == []
+    finally:
+        store.close()
+
+
+def test_migration_fills_the_file_index_from_an_older_index(tmp_path: Path) -> None:
+    path = tmp_path / "index.db"
+    store = Store.open(path)
+    store.replace_file(_record("a.md"), [_row(0, "the amber lantern"), _row(1, "a violet shore")])
+    store.conn.execute("DROP TABLE files_fts")  # what a schema-1 index lacks
+    store.conn.execute("DROP INDEX chunks_heading")
+    store.conn.execute("PRAGMA user_version=1")
+    store.close()
+    store = Store.open(path)
+    try:
+        assert [p for p, _, _ in store.file_fts_search('"amber" AND "violet"', 10)] == ["a.md"]
+    finally:
+        store.close()
+
+
+# -- exact headings and names ----------------------------------------------------------------------------------
+SPELLS = {
+    "classes/wizard.md": "# Wizard\n\n## Spells\n\n#### Fireball\n\nRanged spell. Deals fire damage to a group.\n\n"
+    "##### Epic Feat\n\nThe fireball hits one more target.\n",
+    **{
+        f"monsters/imp-{i}.md": f"# Imp {i}\n\nFireball! The imp hurls a fireball, fireball after fireball.\n"
+        for i in range(6)
+    },
+    "people/marcus.md": "---\nname: Marcus Cole\naliases:\n  - The Ferryman\n---\n# Marcus Cole\n\n"
+    "He keeps the ledger of crossings.\n",
+    "notes/ferry.md": "# Crossings\n\nThe ferryman, the ferryman: the ferryman again rows the ferryman boat.\n",
+}
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+@pytest.mark.parametrize("query", ["fireball", "Fireball", '"fireball"', "  FIREBALL "])
+def test_a_query_that_is_a_heading_ranks_that_section_first(tmp_path: Path, query: str, mode: str) -> None:
+    with open_project(make_project(tmp_path, SPELLS)) as p:
+        p.index()
+        response = p.search({"query": query, "mode": mode, "maxResults": 5, "explain": True})
+        top = response["results"][0]
+        assert (top["filePath"], top["sectionHeading"].lstrip("# ")) == ("classes/wizard.md", "Fireball")
+        assert top["explain"]["exactMatch"] == "heading" and top["confidence"] == 1.0
+        assert not response["noConfidentMatch"]
+
+
+def test_a_query_that_is_an_entity_name_or_alias_ranks_its_file_first(tmp_path: Path) -> None:
+    with open_project(make_project(tmp_path, SPELLS)) as p:
+        p.index()
+        for query in ("the ferryman", "Marcus Cole"):
+            top = p.search({"query": query, "mode": "lexical", "explain": True})["results"][0]
+            assert top["filePath"] == "people/marcus.md" and top["explain"]["exactMatch"] in (
+                "entity",
+                "heading",
+            )
+        # an exact match still obeys the filters
+        found = p.search({"query": "the ferryman", "filter": {"pathPrefix": "notes/"}})["results"]
+        assert found and {r["filePath"] for r in found} == {"notes/ferry.md"}
+
+
+# -- scores and confidence (keyword only) ----------------------------------------------------------------------
+def test_keyword_only_confidence_comes_from_the_rare_words_a_passage_holds(tmp_path: Path) -> None:
+    root = retrieval_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+        exact = p.search({"query": "quillfeather journal"})
+        assert exact["confidence"] == 1.0 and exact["results"][0]["score"] == 1.0
+        assert not exact["noConfidentMatch"]
+        # words the project never uses: whatever matches "how" or "proxy" elsewhere is not a confident match
+        off = p.search({"query": OFF_TOPIC})
+        assert off["noConfidentMatch"] and all(r["score"] < CONFIDENT for r in off["results"])
+        assert p.search({"query": OFF_TOPIC, "minScore": CONFIDENT})["results"] == []
+
+
+def test_scores_fall_down_the_list_and_min_score_cuts_it_in_every_mode(tmp_path: Path) -> None:
+    root = retrieval_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+        for mode in ("hybrid", "lexical"):
+            full = p.search({"query": "ferry ledger harbor", "mode": mode, "maxResults": 20})["results"]
+            scores = [r["score"] for r in full]
+            assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+            assert all(0 <= r["confidence"] <= 1 for r in full)
+            cut = scores[len(scores) // 2]
+            kept = p.search({"query": "ferry ledger harbor", "mode": mode, "maxResults": 20, "minScore": cut})
+            assert [r["score"] for r in kept["results"]] == [s for s in scores if s >= cut]
+
+
+# -- the local model: calibrated confidence --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def local_novel(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    _local()
+    root = retrieval_project(tmp_path_factory.mktemp("ranking"))
+    with open_project(root, provider="local") as p:
+        p.index()
+        yield p
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+def test_an_off_topic_question_has_no_confident_match(local_novel: Any, mode: str) -> None:
+    off = local_novel.search({"query": OFF_TOPIC, "mode": mode, "maxResults": 10})
+    assert off["noConfidentMatch"] and off["confidence"] < CONFIDENT
+    assert off["results"] and all(r["score"] < CONFIDENT for r in off["results"])  # still listed, but weak
+    assert local_novel.search({"query": OFF_TOPIC, "mode": mode, "minScore": CONFIDENT})["results"] == []
+    real = local_novel.search({"query": "where did I mention Marcus's sister?", "mode": mode})
+    assert not real["noConfidentMatch"] and real["results"][0]["score"] >= CONFIDENT
+    assert real["results"][0]["filePath"] == "characters/marcus-cole/profile.md"
+
+
+def test_enrich_context_gives_an_agent_nothing_for_an_off_topic_question(local_novel: Any) -> None:
+    response = local_novel.enrich({"query": OFF_TOPIC, "wantSearch": True})
+    assert response["ran"] and response["contextBlock"] == "" and response["searchResults"] == []
+    assert response["noConfidentMatch"] and "nothing relevant" in response["reason"]
+    # harbor.md is forced into every context by the settings file: already loaded, not low relevance
+    assert {s["reason"] for s in response["skipped"]} == {"low_relevance", "already_loaded"}
+    # with the floor at 0 the same question fills the context with whatever came closest
+    anything = local_novel.enrich({"query": OFF_TOPIC, "skillConfig": {"enabled": True, "mode": "always",
+                                                                       "min_relevance": 0}})  # fmt: skip
+    assert anything["contextBlock"]
+
+
+def test_enrich_context_keeps_passages_that_answer(local_novel: Any) -> None:
+    response = local_novel.enrich({"query": "where did I mention Marcus's sister?", "wantSearch": True})
+    assert response["contextBlock"] and not response["noConfidentMatch"]
+    assert response["searchResults"][0]["filePath"] == "characters/marcus-cole/profile.md"
+    assert all(r["similarityScore"] >= MIN_RELEVANCE_DEFAULT for r in response["searchResults"])
+    assert "nothing relevant" not in response["reason"]
+
+
+# -- calibration -----------------------------------------------------------------------------------------------
+def test_a_model_without_a_calibration_gets_one_from_its_own_neighbours(tmp_path: Path) -> None:
+    """Pairs of files whose chunks have cosine 0.8: the bar is 0.6 x 0.8 = 0.48."""
+    store = Store.open(tmp_path / "index.db")
+    try:
+        store.configure_vectors("test", "unknown-model", 64)
+        rng = np.random.default_rng(1)
+        for pair in range(20):
+            base = rng.normal(size=64)
+            base /= np.linalg.norm(base)
+            noise = rng.normal(size=64)
+            noise -= noise.dot(base) * base
+            noise /= np.linalg.norm(noise)
+            twin = 0.8 * base + 0.6 * noise  # cosine 0.8 with base, unit length
+            for side, vec in (("a", base), ("b", twin)):
+                text = f"pair {pair} side {side}"
+                store.replace_file(
+                    _record(f"{pair}{side}.md"), [_row(0, text)], {_h(text): vec.astype(np.float32)}
+                )
+        project = SimpleNamespace(store=store)
+        cal = fallback_calibration(project, "unknown-model")  # type: ignore[arg-type]
+        assert cal is not None and (cal.low + cal.high) / 2 == pytest.approx(0.48, abs=0.01)
+        assert fallback_calibration(project, "unknown-model") == cal  # cached
+    finally:
+        store.close()
+
+
+# -- skill key -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", [-0.1, 1.5, "0.5", True, None])
+def test_min_relevance_must_be_a_number_between_0_and_1(value: Any) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        parse_block({"min_relevance": value}, "skill x")
+    assert info.value.field == "skill x.min_relevance"
+
+
+def test_min_relevance_default_and_spellings() -> None:
+    assert parse_block({}, "s").min_relevance == MIN_RELEVANCE_DEFAULT
+    assert parse_block({"min_relevance": 0}, "s").min_relevance == 0.0
+    assert parse_block({"minRelevance": 0.7}, "s").min_relevance == 0.7
+
+
+# -- CLI -------------------------------------------------------------------------------------------------------
+def test_cli_puts_weak_results_under_a_low_confidence_divider(tmp_path: Path) -> None:
+    from saipling.cli import main
+
+    root = make_project(tmp_path, SPELLS)
+    env = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1", "VOYAGE_API_KEY": None,
+           "OPENAI_API_KEY": None}  # fmt: skip
+    runner = CliRunner(env=env)
+    assert runner.invoke(main, ["index", str(root)]).exit_code == 0
+    strong = runner.invoke(main, ["search", "fireball", "--root", str(root)])
+    assert strong.exit_code == 0 and "low confidence" not in strong.stdout
+    weak = runner.invoke(main, ["search", "imp ledger copper websocket nginx", "--root", str(root)])
+    assert weak.exit_code == 0 and "low confidence" in weak.stdout and "no confident match" in weak.stderr
+    data = json.loads(runner.invoke(main, ["search", "imp ledger copper websocket nginx", "--root", str(root),
+                                           "--json"]).stdout)  # fmt: skip
+    assert data["noConfidentMatch"] is True and all(r["score"] < CONFIDENT for r in data["results"])
