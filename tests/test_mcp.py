@@ -94,6 +94,9 @@ async def test_search_finds_the_right_file_and_lines(tmp_path: Path) -> None:
         assert "**zephyrine**" in top["snippet"] and 0 < top["score"] <= 1
         assert top["headingPath"] and "uri" not in top and "range" not in top  # editor-only fields dropped
         assert response["degraded"] and response["indexing"] is False  # provider none: said so
+        assert response["noConfidentMatch"] is False and top["confidence"] > 0.5
+        off_topic = await call(session, "search", {"query": "quantum chromodynamics lattice"})
+        assert off_topic["noConfidentMatch"] is True
 
         # filters, as the schema describes them
         assert set(await paths(session, "harbor", filter={"entityTypes": ["place"]})) == {

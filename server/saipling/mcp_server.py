@@ -142,6 +142,7 @@ _RESULT = {
         "endLine": {"type": "integer"},
         "snippet": {"type": "string"},
         "score": {"type": "number"},
+        "confidence": {"type": "number"},
     },
     "required": ["filePath", "startLine", "endLine", "snippet", "score"],
 }
@@ -151,10 +152,12 @@ SEARCH_OUTPUT: dict[str, Any] = {
         "query": {"type": "string"},
         "mode": {"type": "string"},
         "results": {"type": "array", "items": _RESULT},
+        "confidence": {"type": "number"},
+        "noConfidentMatch": {"type": "boolean"},
         "degraded": _NULLABLE_STR,
         "indexing": {"type": "boolean"},
     },
-    "required": ["query", "mode", "results", "degraded", "indexing"],
+    "required": ["query", "mode", "results", "confidence", "noConfidentMatch", "degraded", "indexing"],
 }
 GET_OUTPUT: dict[str, Any] = {
     "type": "object",
@@ -220,9 +223,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         "answering or writing anything that depends on what the project already says: facts about a "
         "character, place or decision, earlier notes, a remembered conversation. Returns the best passages "
         "first, each with filePath, sectionHeading and headingPath, startLine/endLine (1-based, for `get`), a "
-        "snippet with the matched words in **bold**, and a score from 0 to 1. `degraded` is set when only "
-        "keyword search could run; `indexing` is true while the index is still being built. Read the lines "
-        "around a hit with `get` before quoting it.",
+        "snippet with the matched words in **bold**, a score from 0 to 1 and a confidence from 0 to 1 (how "
+        "likely the passage is relevant at all). `noConfidentMatch` is true when nothing in the project looks "
+        "relevant: say so rather than use the results. `degraded` is set when only keyword search could run; "
+        "`indexing` is true while the index is still being built. Read the lines around a hit with `get` "
+        "before quoting it.",
         SEARCH_INPUT, SEARCH_OUTPUT,
     ),
     ToolSpec(
