@@ -53,6 +53,10 @@ class Settings:
     analytics: bool = True
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
+    # a paid provider asks before embedding more than this costs (0 = always ask; a negative value never asks)
+    confirm_cost_above_usd: float = 0.10
+    # an API provider unusable on a project without its vectors: index with `local` meanwhile, or `none`
+    fallback: str = "local"
     # Secrets: from the environment or the editor only, never from project files.
     voyage_api_key: str = dataclasses.field(default="", repr=False)
     openai_api_key: str = dataclasses.field(default="", repr=False)
@@ -75,6 +79,7 @@ _ALIASES = {
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
     "mcpRole": "mcp_role",
+    "confirmCostAboveUsd": "confirm_cost_above_usd",
     "maxTokens": "max_tokens",
     "targetTokens": "target_tokens",
     "overlapTokens": "overlap_tokens",
@@ -83,6 +88,7 @@ _ALIASES = {
 }
 _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
+_FALLBACKS = {"local", "none"}
 
 
 def _field_name(key: str) -> str:
@@ -169,6 +175,9 @@ def apply_layer(
             continue
         if name == "provider" and coerced not in _PROVIDERS:
             warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {coerced!r}")
+            continue
+        if name == "fallback" and coerced not in _FALLBACKS:
+            warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {coerced!r}")
             continue
         setattr(settings, name, coerced)
     return warnings
