@@ -242,8 +242,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "enrich_context", "Assemble context for a task",
         "Assemble the project passages worth adding to your context for a task, within a token budget: it "
-        "searches with the query, drops excluded files and files you already have (loadedFiles), and formats "
-        "each passage as `=== FILE: <path> (SEARCH) ===` with its matched section. Use it once at the start "
+        "searches with the query, drops excluded files, files you already have (loadedFiles) and passages "
+        "that are not relevant, and lays out one block per file (`=== FILE: <path> (SEARCH) ===`), each "
+        "passage headed by its section's heading path and line numbers. Use it once at the start "
         "of a task instead of several searches when you want ready-to-use context. A skill (or skillConfig) "
         "sets the budget, filters and whether to search at all. Returns contextBlock (the text to add), "
         "searchResults (path, section, score, token estimate per passage), tokensUsed, skipped (path and "
