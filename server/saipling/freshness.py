@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .index_lock import IndexBusy
 from .indexer import IndexSummary
 from .scanner import SKIP_DIRS, scan
 from .store import FileState
@@ -125,13 +126,18 @@ class LazySync:
     def sync(self, cancel: threading.Event | None = None) -> IndexSummary | None:
         """Index what changed (None when nothing did). Concurrent callers wait for the check in progress."""
         with self._lock:
-            if cancel is not None and cancel.is_set():
-                return None
+            if (cancel is not None and cancel.is_set()) or self.project.store.readonly:
+                return None  # (a read-only index is searched as it is)
             changed = self.changed_paths()
             summary = None
             if changed:
                 log.info("syncing %d changed file(s)", len(changed))
-                summary = self.project.index(paths=changed, cancel=cancel)
+                try:  # another process writing the index (a server, `saipling index`) keeps it fresh itself
+                    summary = self.project.index(paths=changed, cancel=cancel, wait=False)
+                except IndexBusy as exc:
+                    log.info("not syncing now: %s", exc)
+                    self._pending = None
+                    return None
                 self._remember_failures(changed)
             if self._pending is not None and (summary is None or not summary.cancelled):
                 folders, files = self._pending
