@@ -243,11 +243,18 @@ async def test_visibility_follows_the_mcp_role_setting(tmp_path: Path) -> None:
     write_file(
         root, ".saipling/config.toml", '[roles]\nauthor = ["public", "private"]\nreader = ["public"]\n'
     )
+    elena = "characters/elena-vance/profile.md"
     async with mcp_session(root, SAIPLING_MCP_ROLE="reader") as session:
         assert await paths(session, "quillfeather") == []  # Elena's profile is private
         assert await paths(session, "zephyrine") == [SCENE_5]
+        assert "not visible" in await error(session, "get", {"path": elena})
     async with mcp_session(root, SAIPLING_MCP_ROLE="author") as session:
-        assert await paths(session, "quillfeather") == ["characters/elena-vance/profile.md"]
+        assert await paths(session, "quillfeather") == [elena]
+        assert "quillfeather" in (await call(session, "get", {"path": elena}))["text"]
+    async with mcp_session(root) as session:  # no mcpRole: what defaultRole sees (unset: public only)
+        assert await paths(session, "quillfeather") == []
+    async with mcp_session(root, SAIPLING_DEFAULT_ROLE="author") as session:
+        assert await paths(session, "quillfeather") == [elena]
 
 
 async def test_enrich_related_and_status(tmp_path: Path) -> None:
