@@ -50,6 +50,8 @@ class Settings:
     corpora: dict[str, list[str]] = field(default_factory=dict)
     roles: dict[str, list[str]] = field(default_factory=dict)
     analytics: bool = True
+    references_max_chapter: int = 0  # textDocument/references: mentions up to this chapter only (0 = all)
+    references_role: str = ""  # textDocument/references: only files this role may see ("" = every file)
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
     # Secrets: from the environment or the editor only, never from project files.
@@ -73,6 +75,8 @@ _ALIASES = {
     "skillsDir": "skills_dir",
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
+    "referencesMaxChapter": "references_max_chapter",
+    "referencesRole": "references_role",
     "maxTokens": "max_tokens",
     "targetTokens": "target_tokens",
     "overlapTokens": "overlap_tokens",

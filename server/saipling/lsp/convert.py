@@ -153,3 +153,61 @@ def merge_status(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     first["isIndexing"] = any(s.get("isIndexing") for _, s in statuses)
     first["folders"] = [{**s, "workspaceFolder": uri} for uri, s in statuses]
     return first
+
+
+# -- writer-aware features (entities.py) ---------------------------------------------------------------
+def client_range(codec: Any, line_text: str, line: int, start: int, end: int) -> types.Range:
+    """0-based line and code-point columns of `line_text` -> a range in the client's position encoding."""
+    return types.Range(
+        types.Position(line, codec.client_num_units(line_text[:start])),
+        types.Position(line, codec.client_num_units(line_text[:end])),
+    )
+
+
+def mention_location(root: Path, path: str, m: Any, codec: Any) -> types.Location:
+    return types.Location(file_uri(root, path), client_range(codec, m.line_text, m.line, m.start, m.end))
+
+
+def declaration_location(root: Path, card: Any) -> types.Location:
+    first, last = card.declaration
+    return types.Location(file_uri(root, card.entity.path), lsp_range(first + 1, last + 1))
+
+
+def hover_markdown(root: Path, cards: list[Any]) -> str:
+    """One card per entity: name and type, summary, aliases, a link to its file."""
+    parts = []
+    for c in cards:
+        e = c.entity
+        lines = [f"**{e.name}** · _{e.entity_type}_"]
+        if c.summary:
+            lines.append(c.summary)
+        if e.aliases:
+            lines.append("Also: " + ", ".join(e.aliases))
+        lines.append(f"[{e.path}]({file_uri(root, e.path)}#L{c.declaration[0] + 1})")
+        parts.append("\n\n".join(lines))
+    return "\n\n---\n\n".join(parts)
+
+
+def outline_symbols(items: list[Any], lines: list[str], codec: Any) -> list[types.DocumentSymbol]:
+    """Engine outline items {name, kind, detail, entityType, first, last, children} -> DocumentSymbols."""
+
+    def one(item: Any) -> types.DocumentSymbol:
+        first, last = item.first, item.last
+        end_char = codec.client_num_units(lines[last]) if 0 <= last < len(lines) else 0
+        full = types.Range(types.Position(first, 0), types.Position(last, end_char))
+        sel_end = codec.client_num_units(lines[first]) if 0 <= first < len(lines) else 0
+        kind = (
+            types.SymbolKind.String
+            if item.kind == "heading"
+            else SYMBOL_KINDS.get(item.entity_type.lower(), types.SymbolKind.Object)
+        )
+        return types.DocumentSymbol(
+            name=item.name or "(untitled)",
+            kind=kind,
+            range=full,
+            selection_range=types.Range(types.Position(first, 0), types.Position(first, sel_end)),
+            detail=item.detail or None,
+            children=[one(c) for c in item.children],
+        )
+
+    return [one(i) for i in items]

@@ -1,0 +1,377 @@
+"""Writer-aware language features (engine side): entities from frontmatter, their mentions in prose, hover
+cards, definitions, references in manuscript order and the document outline.
+
+An entity is a file whose frontmatter has a `name` (or `aliases`), or a character profile
+(`characters/<slug>/profile.md`); its names are the display name plus every alias. A mention is a whole-word
+occurrence of one of those names in a file's body: ASCII/Unicode case is ignored except that a capital in the
+name must be a capital in the text ("the Detective" matches "The Detective" and "THE DETECTIVE", not "the
+detective"; "Rose" never matches "rose"), a possessive (`Marcus's`, `Marcus'`) still counts, the longest name
+wins ("Marcus Cole" is one mention, never also "Marcus"), and nothing inside frontmatter, fenced or indented
+code, or inline code counts.
+
+References take their candidate files from the keyword index (FTS5: one phrase query over every name) and
+verify each candidate's current text (an open editor buffer, else the file on disk) for exact positions, so
+they cost one index query plus a scan of the files that mention a name. Positions are 0-based lines and
+code-point columns (the LSP edge converts them to the client's encoding).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .context_settings import load_context_settings
+from .metadata import slugify, split_frontmatter
+from .store import ChunkFilter
+from .textio import BinaryFile, decode
+
+if TYPE_CHECKING:
+    from .project import Project
+
+TextSource = Callable[[str], "str | None"]  # root-relative path -> its current text (None: unreadable)
+
+MIN_NAME_CHARS = 2
+SUMMARY_FIELDS = ("summary", "description")
+SUMMARY_MAX_CHARS = 600
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_INLINE_CODE_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
+_DIGITS_RE = re.compile(r"(\d+)")
+_HEADING_LINE_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
+
+
+@dataclass(frozen=True)
+class Entity:
+    path: str  # root-relative path of the profile / world entry
+    name: str
+    entity_type: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+@dataclass(frozen=True)
+class Mention:
+    line: int  # 0-based
+    start: int  # code-point columns, end exclusive
+    end: int
+    surface: str  # the name as written in the entity's frontmatter
+    entities: tuple[Entity, ...]
+    line_text: str = field(repr=False, compare=False, default="")
+
+
+@dataclass
+class EntityIndex:
+    """Every entity of a project and one regex over all their names."""
+
+    entities: list[Entity]
+    by_name: dict[str, list[tuple[str, Entity]]]  # casefolded name -> (name as written, entity)
+    pattern: re.Pattern[str] | None
+
+    @classmethod
+    def build(cls, entities: Iterable[Entity]) -> EntityIndex:
+        ents = sorted(entities, key=lambda e: e.path)
+        by_name: dict[str, list[tuple[str, Entity]]] = {}
+        for e in ents:
+            for n in dict.fromkeys(n.strip() for n in e.names):
+                if len(n) >= MIN_NAME_CHARS:
+                    by_name.setdefault(n.casefold(), []).append((n, e))
+        return cls(ents, by_name, names_pattern([s for pairs in by_name.values() for s, _ in pairs]))
+
+    def for_path(self, path: str) -> Entity | None:
+        return next((e for e in self.entities if e.path == path), None)
+
+    def mentions(self, text: str, only: set[str] | None = None) -> Iterator[Mention]:
+        """Mentions in a file's text (frontmatter and code skipped); with `only`, just those whose name (as
+        written) is in `only`."""
+        if self.pattern is None:
+            return
+        lines = text.split("\n")
+        _, body_start, _ = split_frontmatter(text)
+        skip = code_lines(lines)
+        for n in range(body_start - 1, len(lines)):
+            if n in skip:
+                continue
+            yield from self.line_mentions(lines[n], n, only)
+
+    def line_mentions(self, line: str, n: int, only: set[str] | None = None) -> Iterator[Mention]:
+        if self.pattern is None:
+            return
+        masked = _INLINE_CODE_RE.sub(lambda m: " " * len(m.group(0)), line) if "`" in line else line
+        for m in self.pattern.finditer(masked):
+            found = m.group(0)
+            pairs = [
+                (s, e)
+                for s, e in self.by_name.get(found.casefold(), [])
+                if capitals_match(s, found) and (only is None or s in only)
+            ]
+            if pairs:
+                ents = tuple(dict.fromkeys(e for _, e in pairs))
+                yield Mention(n, m.start(), m.end(), pairs[0][0], ents, line)
+
+    def at(self, text: str, line: int, col: int) -> Mention | None:
+        """The mention under (line, col) of `text` (0-based, code points), if any."""
+        lines = text.split("\n")
+        if not 0 <= line < len(lines):
+            return None
+        _, body_start, _ = split_frontmatter(text)
+        if line < body_start - 1 or line in code_lines(lines):
+            return None
+        return next((m for m in self.line_mentions(lines[line], line) if m.start <= col <= m.end), None)
+
+
+def names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
+    """Whole-word, case-insensitive alternation, longest names first (so "Marcus Cole" beats "Marcus")."""
+    unique = sorted(set(names), key=lambda s: (-len(s), s))
+    if not unique:
+        return None
+    alts = "|".join(r"\s+".join(re.escape(w) for w in s.split()) for s in unique)
+    return re.compile(rf"(?<!\w)(?:{alts})(?!\w)", re.IGNORECASE)
+
+
+def capitals_match(name: str, found: str) -> bool:
+    """Every capital letter of `name` is a capital in `found` (other letters may be any case)."""
+    a, b = name.split(), found.split()
+    if len(a) != len(b) or any(len(x) != len(y) for x, y in zip(a, b, strict=True)):
+        return True  # case folding changed the length (e.g. "ß"): the case-insensitive match stands
+    return all(
+        not c.isupper() or d.isupper() for x, y in zip(a, b, strict=True) for c, d in zip(x, y, strict=True)
+    )
+
+
+def code_lines(lines: list[str]) -> set[int]:
+    """0-based numbers of lines inside fenced code blocks (fence lines included)."""
+    out: set[int] = set()
+    fence: str | None = None
+    for n, line in enumerate(lines):
+        if fence is None:
+            m = _FENCE_RE.match(line)
+            if m:
+                fence = m.group(1)
+                out.add(n)
+        else:
+            out.add(n)
+            stripped = line.strip()
+            if stripped.startswith(fence) and set(stripped) == {fence[0]}:
+                fence = None
+    return out
+
+
+# -- the project's entities ----------------------------------------------------------------------------------
+def is_entity(row: dict[str, Any]) -> bool:
+    """A frontmatter `name` (its slug is the entity name), any alias, or a character profile; a chapter's
+    `title` alone makes no entity."""
+    display, aliases = row.get("display_name"), json.loads(row.get("aliases") or "[]")
+    if aliases:
+        return True
+    if not display:
+        return False
+    return row.get("file_type") == "character" or slugify(str(display)) == (row.get("entity_name") or "")
+
+
+_cache: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}
+
+
+def entity_index(project: Project) -> EntityIndex:
+    rows = project.store.entities()
+    key = tuple(tuple(sorted(r.items())) for r in rows)
+    hit = _cache.get(id(project))
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    ents = [
+        Entity(
+            path=r["path"],
+            name=str(r["display_name"] or json.loads(r["aliases"])[0]),
+            entity_type=str(r["entity_type"] or r["file_type"] or "entity"),
+            aliases=tuple(str(a) for a in json.loads(r["aliases"] or "[]")),
+        )
+        for r in rows
+        if is_entity(r)
+    ]
+    index = EntityIndex.build(ents)
+    _cache[id(project)] = (key, index)
+    return index
+
+
+def disk_reader(root: Path) -> TextSource:
+    def read(rel: str) -> str | None:
+        try:
+            return decode((root / rel).read_bytes(), rel).text
+        except (OSError, BinaryFile):
+            return None
+
+    return read
+
+
+def with_buffers(root: Path, buffers: Callable[[str], str | None] | None) -> TextSource:
+    """Open editor buffers first (unsaved text), else the file on disk."""
+    disk = disk_reader(root)
+    if buffers is None:
+        return disk
+    return lambda rel: text if (text := buffers(rel)) is not None else disk(rel)
+
+
+# -- hover and definition ------------------------------------------------------------------------------------
+@dataclass
+class Card:
+    entity: Entity
+    summary: str
+    declaration: tuple[int, int]  # 0-based first and last line of the frontmatter (the definition)
+
+
+def card(entity: Entity, read: TextSource) -> Card:
+    text = read(entity.path) or ""
+    fm, body_start, _ = split_frontmatter(text)
+    summary = ""
+    for key in SUMMARY_FIELDS:
+        value = fm.get(key)
+        if isinstance(value, str) and value.strip():
+            summary = value.strip()
+            break
+    if not summary:
+        summary = first_paragraph(text.split("\n")[body_start - 1 :])
+    if len(summary) > SUMMARY_MAX_CHARS:
+        summary = summary[:SUMMARY_MAX_CHARS].rsplit(" ", 1)[0] + " …"
+    return Card(entity, summary, declaration(text))
+
+
+def declaration(text: str) -> tuple[int, int]:
+    """The frontmatter block's lines (0-based, inclusive); line 0 alone when there is none."""
+    _, body_start, _ = split_frontmatter(text)
+    return (0, max(0, body_start - 2))
+
+
+def first_paragraph(lines: list[str]) -> str:
+    out: list[str] = []
+    skip = code_lines(lines)
+    for n, line in enumerate(lines):
+        if n in skip or _HEADING_LINE_RE.match(line) or re.fullmatch(r"\s*(=+|-+)\s*", line):
+            if out:
+                break
+            continue
+        if not line.strip():
+            if out:
+                break
+            continue
+        out.append(line.strip())
+    return " ".join(out)
+
+
+def entities_at(
+    project: Project, rel: str, text: str, line: int, col: int
+) -> tuple[Mention | None, list[Entity]]:
+    """The mention under the cursor and its entities; on no mention inside an entity's own file, that entity."""
+    index = entity_index(project)
+    mention = index.at(text, line, col)
+    if mention is not None:
+        return mention, list(mention.entities)
+    own = index.for_path(rel)
+    return None, [own] if own is not None else []
+
+
+# -- references ----------------------------------------------------------------------------------------------
+@dataclass
+class FileMentions:
+    path: str
+    mentions: list[Mention]
+
+
+def fts_phrases(names: Iterable[str]) -> str:
+    """One FTS5 query matching any of the names as a phrase."""
+    words = [re.findall(r"\w+", n) for n in names]
+    return " OR ".join('"' + " ".join(w) + '"' for w in dict.fromkeys(tuple(w) for w in words if w))
+
+
+def reference_filter(
+    project: Project, max_chapter: int | None = None, role: str | None = None
+) -> ChunkFilter:
+    """Excluded files (.context_settings.json), the role's visibility levels and a chapter limit."""
+    flt = ChunkFilter(max_chapter=max_chapter)
+    if role:
+        flt.visibility = list(project.settings.roles.get(role) or ["public"])
+    cs = load_context_settings(project.root)
+    if cs.has("exclude"):
+        flt.exclude_paths = cs.excluded(list(project.store.file_states()))
+    return flt
+
+
+def references(
+    project: Project,
+    entities: list[Entity],
+    read: TextSource,
+    *,
+    max_chapter: int | None = None,
+    role: str | None = None,
+) -> list[FileMentions]:
+    """Every mention of `entities` across the indexed project, grouped by file in manuscript order."""
+    names = {n for e in entities for n in e.names if len(n.strip()) >= MIN_NAME_CHARS}
+    match = fts_phrases(names)
+    if not match:
+        return []
+    index = entity_index(project)
+    wanted = set(entities)
+    out = []
+    for path, chapter in project.store.fts_paths(match, reference_filter(project, max_chapter, role)):
+        text = read(path)
+        if text is None:
+            continue
+        found = [m for m in index.mentions(text, only=names) if wanted & set(m.entities)]
+        if found:
+            out.append((manuscript_key(path, chapter), FileMentions(path, found)))
+    out.sort(key=lambda kv: kv[0])
+    return [fm for _, fm in out]
+
+
+def natural_key(path: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p.lower() for p in _DIGITS_RE.split(path))
+
+
+def manuscript_key(path: str, chapter: int | None) -> tuple[Any, ...]:
+    """Manuscript files (under books/, or with a chapter number) first in book, chapter, scene order (natural
+    order of their paths: chapter-2 before chapter-10), then every other file in natural path order."""
+    manuscript = path.startswith("books/") or "/books/" in path or chapter is not None
+    return (0 if manuscript else 1, natural_key(path))
+
+
+# -- document outline ----------------------------------------------------------------------------------------
+@dataclass
+class OutlineItem:
+    name: str
+    kind: str  # heading | entity
+    first: int  # 0-based lines, inclusive
+    last: int
+    detail: str = ""
+    entity_type: str = ""
+    children: list[OutlineItem] = field(default_factory=list)
+
+
+def outline(text: str, entity: Entity | None = None) -> list[OutlineItem]:
+    """The file's own entity (its frontmatter) then its headings nested by level, each spanning its section
+    (setext headings included: the chunker's CommonMark parse finds them)."""
+    from .chunker import parse_blocks
+
+    lines = text.split("\n")
+    while len(lines) > 1 and not lines[-1].strip():
+        lines.pop()
+    items: list[OutlineItem] = []
+    if entity is not None:
+        first, last = declaration(text)
+        detail = ", ".join(entity.aliases)
+        items.append(OutlineItem(entity.name, "entity", first, last, detail, entity.entity_type))
+    heads = parse_blocks("\n".join(lines)).headings
+    stack: list[tuple[int, OutlineItem]] = []
+    end = len(lines) - 1
+    for i, h in enumerate(heads):
+        # a section runs to the line before the next heading of the same or a higher level
+        nxt = next((g.start for g in heads[i + 1 :] if g.level <= h.level), end + 2)
+        item = OutlineItem(h.title, "heading", h.start - 1, max(h.end - 1, nxt - 2), f"h{h.level}")
+        while stack and stack[-1][0] >= h.level:
+            stack.pop()
+        (stack[-1][1].children if stack else items).append(item)
+        stack.append((h.level, item))
+    return items
