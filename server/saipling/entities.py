@@ -17,6 +17,8 @@ code-point columns (the LSP edge converts them to the client's encoding).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .context_settings import load_context_settings
 from .metadata import slugify, split_frontmatter
 from .store import ChunkFilter
-from .textio import BinaryFile, decode
+from .textio import BinaryFile, decode, normalise_newlines
 
 if TYPE_CHECKING:
     from .project import Project
@@ -88,39 +90,52 @@ class EntityIndex:
 
     def mentions(self, text: str, only: set[str] | None = None) -> Iterator[Mention]:
         """Mentions in a file's text (frontmatter and code skipped); with `only`, just those whose name (as
-        written) is in `only`."""
+        written) is in `only`, and only lines holding the longest word of one of them are scanned (a plain
+        substring search over the lower-cased text finds them)."""
         if self.pattern is None:
             return
         lines = text.split("\n")
-        _, body_start, _ = split_frontmatter(text)
-        skip = code_lines(lines)
-        for n in range(body_start - 1, len(lines)):
-            if n in skip:
-                continue
-            yield from self.line_mentions(lines[n], n, only)
+        skip = code_lines(lines) if ("```" in text or "~~~" in text) else set()
+        body = frontmatter_end(lines)
+        numbers: Iterable[int] = range(body, len(lines))
+        low = text.lower()
+        if only is not None and len(low) == len(text):  # (lower() kept every offset)
+            starts = list(itertools.accumulate((len(ln) + 1 for ln in lines[:-1]), initial=0))
+            hits: set[int] = set()
+            for word in {max(n.lower().split(), key=len) for n in only if n.split()}:
+                i = low.find(word)
+                while i != -1:
+                    hits.add(bisect.bisect_right(starts, i) - 1)
+                    i = low.find(word, i + 1)
+            numbers = sorted(n for n in hits if n >= body)
+        for n in numbers:
+            if n not in skip:
+                yield from self.line_mentions(lines[n], n, only)
+
+    def resolve(self, found: str, only: set[str] | None) -> tuple[str, tuple[Entity, ...]] | None:
+        """The name (as written) and entities a matched text stands for, after the capitals check."""
+        pairs = [
+            (s, e)
+            for s, e in self.by_name.get(" ".join(found.split()).casefold(), [])
+            if capitals_match(s, found) and (only is None or s in only)
+        ]
+        return (pairs[0][0], tuple(dict.fromkeys(e for _, e in pairs))) if pairs else None
 
     def line_mentions(self, line: str, n: int, only: set[str] | None = None) -> Iterator[Mention]:
         if self.pattern is None:
             return
         masked = _INLINE_CODE_RE.sub(lambda m: " " * len(m.group(0)), line) if "`" in line else line
         for m in self.pattern.finditer(masked):
-            found = m.group(0)
-            pairs = [
-                (s, e)
-                for s, e in self.by_name.get(found.casefold(), [])
-                if capitals_match(s, found) and (only is None or s in only)
-            ]
-            if pairs:
-                ents = tuple(dict.fromkeys(e for _, e in pairs))
-                yield Mention(n, m.start(), m.end(), pairs[0][0], ents, line)
+            found = self.resolve(m.group(0), only)
+            if found is not None:
+                yield Mention(n, m.start(), m.end(), found[0], found[1], line)
 
     def at(self, text: str, line: int, col: int) -> Mention | None:
         """The mention under (line, col) of `text` (0-based, code points), if any."""
         lines = text.split("\n")
         if not 0 <= line < len(lines):
             return None
-        _, body_start, _ = split_frontmatter(text)
-        if line < body_start - 1 or line in code_lines(lines):
+        if line < frontmatter_end(lines) or line in code_lines(lines):
             return None
         return next((m for m in self.line_mentions(lines[line], line) if m.start <= col <= m.end), None)
 
@@ -130,7 +145,7 @@ def names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
     unique = sorted(set(names), key=lambda s: (-len(s), s))
     if not unique:
         return None
-    alts = "|".join(r"\s+".join(re.escape(w) for w in s.split()) for s in unique)
+    alts = "|".join(r"[^\S\n]+".join(re.escape(w) for w in s.split()) for s in unique)  # within a line
     return re.compile(rf"(?<!\w)(?:{alts})(?!\w)", re.IGNORECASE)
 
 
@@ -142,6 +157,13 @@ def capitals_match(name: str, found: str) -> bool:
     return all(
         not c.isupper() or d.isupper() for x, y in zip(a, b, strict=True) for c, d in zip(x, y, strict=True)
     )
+
+
+def frontmatter_end(lines: list[str]) -> int:
+    """0-based number of the first line after a leading `---` frontmatter block (0 when there is none)."""
+    if not lines or lines[0].rstrip() != "---":
+        return 0
+    return next((j + 1 for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), 0)
 
 
 def code_lines(lines: list[str]) -> set[int]:
@@ -201,7 +223,13 @@ def entity_index(project: Project) -> EntityIndex:
 def disk_reader(root: Path) -> TextSource:
     def read(rel: str) -> str | None:
         try:
-            return decode((root / rel).read_bytes(), rel).text
+            data = (root / rel).read_bytes()
+            if b"\0" in data:
+                return None
+            try:  # the common case, without textio's slower checks (a NUL byte already ruled binary out)
+                return normalise_newlines(data.decode("utf-8-sig"))
+            except UnicodeDecodeError:
+                return decode(data, rel).text
         except (OSError, BinaryFile):
             return None
 
