@@ -43,6 +43,7 @@ _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INLINE_CODE_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 _DIGITS_RE = re.compile(r"(\d+)")
 _HEADING_LINE_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
+_SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
 
 
 @dataclass(frozen=True)
@@ -275,14 +276,12 @@ def declaration(text: str) -> tuple[int, int]:
 
 
 def first_paragraph(lines: list[str]) -> str:
+    """The first paragraph of a body, skipping headings (ATX and setext) and code."""
     out: list[str] = []
     skip = code_lines(lines)
     for n, line in enumerate(lines):
-        if n in skip or _HEADING_LINE_RE.match(line) or re.fullmatch(r"\s*(=+|-+)\s*", line):
-            if out:
-                break
-            continue
-        if not line.strip():
+        setext = not out and n + 1 < len(lines) and _SETEXT_RE.match(lines[n + 1]) is not None
+        if n in skip or _HEADING_LINE_RE.match(line) or _SETEXT_RE.match(line) or setext or not line.strip():
             if out:
                 break
             continue
