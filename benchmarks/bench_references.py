@@ -1,6 +1,6 @@
-"""`textDocument/references` latency on the fiction corpus (engine path: `entities.references`, what the LSP
-handler calls): p50/p95 per entity, with how many files the keyword index proposed and how many mentions the
-exact scan kept.
+"""`textDocument/references` latency on the fiction corpus: p50/p95 per entity, in-process (`entities.references`,
+what the LSP handler calls) and as an LSP round trip to a real `saipling serve` (pygls client over stdio),
+timed alternately; with how many files the keyword index proposed and how many mentions the exact scan kept.
 
 The corpus (1,129 chapters) is copied to a temp folder with three entity files added (a frequent main
 character, a very common first name, a place named in most frontmatter) and indexed keyword-only
@@ -11,14 +11,18 @@ character, a very common first name, a place named in most frontmatter) and inde
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
+from lsprotocol import types
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
+from bench_lsp import start_server, stop_pygls  # noqa: E402
 
 from saipling import entities  # noqa: E402
 from saipling.project import Project  # noqa: E402
@@ -54,39 +58,56 @@ def prepare(root: Path) -> None:
     done.write_text("ok")
 
 
+async def measure(root: Path, rounds: int) -> None:
+    project = Project.open(root, overrides={"provider": "none"})
+    client = await start_server(root, {"provider": "none"})
+    try:
+        index = entities.entity_index(project)
+        read = entities.disk_reader(project.root)
+        print(f"   {'entity':<16} {'candidates':>10} {'files':>6} {'mentions':>8}"
+              f" {'p50 ms':>8} {'p95 ms':>8} {'LSP p50':>8} {'LSP p95':>8}")  # fmt: skip
+        for rel in PROFILES:
+            entity = index.for_path(rel)
+            assert entity is not None, rel
+            candidates = len(project.store.fts_paths(entities.fts_phrases(entity.names)))
+            found = entities.references(project, [entity], read)  # warm-up (page cache)
+            first = found[0].mentions[0]  # ask from the first mention (BMP text: code points = UTF-16 units)
+            params = types.ReferenceParams(
+                text_document=types.TextDocumentIdentifier((root / found[0].path).as_uri()),
+                position=types.Position(first.line, first.start),
+                context=types.ReferenceContext(include_declaration=False),
+            )
+            mentions = sum(len(f.mentions) for f in found)
+            remote = await client.protocol.send_request_async(types.TEXT_DOCUMENT_REFERENCES, params)
+            assert len(remote) == mentions, (len(remote), mentions)
+            local_t, remote_t = [], []
+            for _ in range(rounds):  # alternating: machine load hits both alike
+                local_t.append(bu.timed(lambda e=entity: entities.references(project, [e], read))[0])
+                t0 = time.perf_counter()
+                await client.protocol.send_request_async(types.TEXT_DOCUMENT_REFERENCES, params)
+                remote_t.append(time.perf_counter() - t0)
+            print(
+                f"   {entity.name:<16} {candidates:>10} {len(found):>6} {mentions:>8}"
+                f" {bu.fmt_ms(bu.median(local_t)):>8} {bu.fmt_ms(bu.percentile(local_t, 95)):>8}"
+                f" {bu.fmt_ms(bu.median(remote_t)):>8} {bu.fmt_ms(bu.percentile(remote_t, 95)):>8}"
+            )
+    finally:
+        await stop_pygls(client)
+        project.close()
+
+
 def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=0, help="timed calls per entity (default 30, --quick 5)")
+    p.add_argument(
+        "--rounds", type=int, default=0, help="timed calls per entity and side (default 30, --quick 5)"
+    )
     args = p.parse_args()
     bu.banner("references latency (fiction corpus, keyword index)", args.quick)
     if not bu.need_shared(FICTION, "fiction corpus"):
         return
-    rounds = args.rounds or (5 if args.quick else 30)
     root = bu.CACHE_ROOT / "references-fiction"
     prepare(root)
-    project = Project.open(root, overrides={"provider": "none"})
-    try:
-        index = entities.entity_index(project)
-        read = entities.disk_reader(project.root)
-        print(
-            f"   {'entity':<16} {'candidates':>10} {'files':>6} {'mentions':>8} {'p50 ms':>8} {'p95 ms':>8}"
-        )
-        for rel in PROFILES:
-            entity = index.for_path(rel)
-            assert entity is not None, rel
-            match = entities.fts_phrases(entity.names)
-            candidates = len(project.store.fts_paths(match))
-            found = entities.references(project, [entity], read)  # warm-up (page cache)
-            times = [
-                bu.timed(lambda e=entity: entities.references(project, [e], read))[0] for _ in range(rounds)
-            ]
-            mentions = sum(len(f.mentions) for f in found)
-            print(
-                f"   {entity.name:<16} {candidates:>10} {len(found):>6} {mentions:>8}"
-                f" {bu.fmt_ms(bu.median(times)):>8} {bu.fmt_ms(bu.percentile(times, 95)):>8}"
-            )
-    finally:
-        project.close()
+    asyncio.run(measure(root, args.rounds or (5 if args.quick else 30)))
 
 
 if __name__ == "__main__":

@@ -136,12 +136,13 @@ async def test_unsaved_buffer_hover_and_outline(tmp_path: Path) -> None:
     async with lsp_session(root) as client:
         await wait_for_index(client)
         uri = (root / CH10).as_uri()
-        draft = "Draft\n-----\n\n## Night\n\nOnly Elena knew.\n"
+        draft = "Draft\n-----\n\n## Night\n\n\U0001f60b Elena knew.\n"  # an emoji: 2 UTF-16 units
         client.text_document_did_open(
             types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "markdown", 1, draft))
         )
-        hover = await client.text_document_hover_async(pos(types.HoverParams, root, CH10, 5, 6))
+        hover = await client.text_document_hover_async(pos(types.HoverParams, root, CH10, 5, 4))
         assert hover is not None and "**Elena Cole**" in hover.contents.value
+        assert (hover.range.start.character, hover.range.end.character) == (3, 8)  # UTF-16 columns
         client.text_document_did_change(
             types.DidChangeTextDocumentParams(
                 types.VersionedTextDocumentIdentifier(uri, 2),

@@ -156,16 +156,35 @@ def merge_status(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 # -- writer-aware features (entities.py) ---------------------------------------------------------------
+def client_units(codec: Any, text: str) -> int:
+    """Length of `text` in the client's position units (pygls counts them char by char in Python: too slow for
+    a thousand mentions on long prose lines)."""
+    if text.isascii():
+        return len(text)
+    encoding = str(codec.encoding or types.PositionEncodingKind.Utf16)
+    if encoding == types.PositionEncodingKind.Utf8:
+        return len(text.encode("utf-8"))
+    if encoding == types.PositionEncodingKind.Utf32:
+        return len(text)
+    return len(text.encode("utf-16-le")) // 2
+
+
 def client_range(codec: Any, line_text: str, line: int, start: int, end: int) -> types.Range:
     """0-based line and code-point columns of `line_text` -> a range in the client's position encoding."""
     return types.Range(
-        types.Position(line, codec.client_num_units(line_text[:start])),
-        types.Position(line, codec.client_num_units(line_text[:end])),
+        types.Position(line, client_units(codec, line_text[:start])),
+        types.Position(line, client_units(codec, line_text[:end])),
     )
 
 
-def mention_location(root: Path, path: str, m: Any, codec: Any) -> types.Location:
-    return types.Location(file_uri(root, path), client_range(codec, m.line_text, m.line, m.start, m.end))
+def mention_locations(root: Path, files: list[Any], codec: Any) -> list[types.Location]:
+    """Mentions grouped by file (entities.FileMentions) -> Locations in the client's position encoding."""
+    return [
+        types.Location(uri, client_range(codec, m.line_text, m.line, m.start, m.end))
+        for f in files
+        for uri in [file_uri(root, f.path)]
+        for m in f.mentions
+    ]
 
 
 def declaration_location(root: Path, card: Any) -> types.Location:
@@ -193,9 +212,9 @@ def outline_symbols(items: list[Any], lines: list[str], codec: Any) -> list[type
 
     def one(item: Any) -> types.DocumentSymbol:
         first, last = item.first, item.last
-        end_char = codec.client_num_units(lines[last]) if 0 <= last < len(lines) else 0
+        end_char = client_units(codec, lines[last]) if 0 <= last < len(lines) else 0
         full = types.Range(types.Position(first, 0), types.Position(last, end_char))
-        sel_end = codec.client_num_units(lines[first]) if 0 <= first < len(lines) else 0
+        sel_end = client_units(codec, lines[first]) if 0 <= first < len(lines) else 0
         kind = (
             types.SymbolKind.String
             if item.kind == "heading"

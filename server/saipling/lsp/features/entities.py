@@ -105,7 +105,7 @@ def references(ls: SaiplingServer, p: types.ReferenceParams) -> list[types.Locat
             if (p.context.include_declaration)
             else []
         )
-        return out + [convert.mention_location(root, f.path, m, codec) for f in files for m in f.mentions]
+        return out + convert.mention_locations(root, files, codec)
 
 
 def document_symbol(ls: SaiplingServer, p: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
