@@ -17,8 +17,6 @@ code-point columns (the LSP edge converts them to the client's encoding).
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -37,6 +35,7 @@ if TYPE_CHECKING:
 TextSource = Callable[[str], "str | None"]  # root-relative path -> its current text (None: unreadable)
 
 MIN_NAME_CHARS = 2
+FRONTMATTER_MAX_CHARS = 65536  # a longer frontmatter block is scanned as body
 SUMMARY_FIELDS = ("summary", "description")
 SUMMARY_MAX_CHARS = 600
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -95,23 +94,33 @@ class EntityIndex:
         substring search over the lower-cased text finds them)."""
         if self.pattern is None:
             return
-        lines = text.split("\n")
-        skip = code_lines(lines) if ("```" in text or "~~~" in text) else set()
-        body = frontmatter_end(lines)
-        numbers: Iterable[int] = range(body, len(lines))
         low = text.lower()
-        if only is not None and len(low) == len(text):  # (lower() kept every offset)
-            starts = list(itertools.accumulate((len(ln) + 1 for ln in lines[:-1]), initial=0))
-            hits: set[int] = set()
-            for word in {max(n.lower().split(), key=len) for n in only if n.split()}:
-                i = low.find(word)
-                while i != -1:
-                    hits.add(bisect.bisect_right(starts, i) - 1)
-                    i = low.find(word, i + 1)
-            numbers = sorted(n for n in hits if n >= body)
-        for n in numbers:
-            if n not in skip:
-                yield from self.line_mentions(lines[n], n, only)
+        if only is None or len(low) != len(text):  # (lower() must keep every offset)
+            lines = text.split("\n")
+            skip = code_lines(lines) if ("```" in text or "~~~" in text) else set()
+            for n in range(frontmatter_end(lines), len(lines)):
+                if n not in skip:
+                    yield from self.line_mentions(lines[n], n, only)
+            return
+        offsets = sorted(
+            i
+            for word in {max(n.lower().split(), key=len) for n in only if n.split()}
+            for i in _find_all(low, word)
+        )
+        if not offsets:
+            return
+        body = frontmatter_end(text[:FRONTMATTER_MAX_CHARS].split("\n")) if text.startswith("---") else 0
+        skip = code_lines(text.split("\n")) if ("```" in text or "~~~" in text) else set()
+        n, pos, last = 0, 0, -1
+        for i in offsets:
+            n += text.count("\n", pos, i)
+            pos = i
+            if n == last or n < body or n in skip:
+                continue
+            last = n
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            yield from self.line_mentions(text[start : end if end != -1 else len(text)], n, only)
 
     def resolve(self, found: str, only: set[str] | None) -> tuple[str, tuple[Entity, ...]] | None:
         """The name (as written) and entities a matched text stands for, after the capitals check."""
@@ -158,6 +167,13 @@ def capitals_match(name: str, found: str) -> bool:
     return all(
         not c.isupper() or d.isupper() for x, y in zip(a, b, strict=True) for c, d in zip(x, y, strict=True)
     )
+
+
+def _find_all(text: str, word: str) -> Iterator[int]:
+    i = text.find(word)
+    while i != -1:
+        yield i
+        i = text.find(word, i + 1)
 
 
 def frontmatter_end(lines: list[str]) -> int:

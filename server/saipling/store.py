@@ -605,7 +605,8 @@ class Store:
             return [(int(i), float(r)) for i, r in self.conn.execute(sql, [match, *params, limit])]
 
     def fts_paths(self, match: str, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
-        """Every file with a chunk matching the FTS5 query `match` that passes `flt`: (path, chapter number)."""
+        """Every file with a chunk matching the FTS5 query `match` that passes `flt`: (path, chapter number).
+        (Frontmatter chunks count: a short body may share the frontmatter's chunk.)"""
         where, params = (flt or ChunkFilter()).where()
         sql = (
             "SELECT c.path, min(c.chapter_num) FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
