@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+SHARED = Path(os.environ.get("SAIPLING_SHARED") or REPO.parent / "shared")  # (a worktree: set it)
 FICTION = SHARED / "corpora" / "fiction-chapters"
 CACHE_ROOT = Path(os.environ.get("SAIPLING_BENCH_CACHE", "/tmp/saipling-bench"))
 

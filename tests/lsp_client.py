@@ -72,6 +72,17 @@ def make_client() -> LanguageClient:
     def unregister_capability(params: types.UnregistrationParams) -> None:
         return None
 
+    # window/showMessageRequest: recorded, and answered with the action titled `client.message_answer` (None:
+    # dismissed, as when the user closes the notification)
+    client.message_requests: list[types.ShowMessageRequestParams] = []  # type: ignore[misc]
+    client.message_answer: str | None = None  # type: ignore[misc]
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    def show_message_request(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
+        client.message_requests.append(params)  # type: ignore[attr-defined]
+        answer = client.message_answer  # type: ignore[attr-defined]
+        return types.MessageActionItem(title=answer) if answer else None
+
     return client
 
 

@@ -74,7 +74,9 @@ def test_index_json_then_status_json(tmp_path: Path) -> None:
     assert "provider = none" in status["providerReason"]
     assert status["totalCostUsd"] == 0 and status["estimatedReindexCostUsd"] == 0
     assert (status["pendingFiles"], status["isIndexing"]) == (0, False)
-    assert status["progress"] == {"filesProcessed": 0, "filesTotal": 0, "currentFile": None}
+    assert status["progress"] == {"filesProcessed": 0, "filesTotal": 0, "currentFile": None, "phase": None,
+                                  "chunksEmbedded": 0, "chunksTotal": 0, "etaSeconds": None}  # fmt: skip
+    assert (status["unembeddedChunks"], status["indexPhase"], status["paused"]) == (0, "idle", False)
     assert status["degraded"].startswith("keyword search only")
 
     again = run_json("index", str(root))
@@ -145,6 +147,38 @@ def test_estimate_then_index_with_a_paid_provider(tmp_path: Path, api_server: Fa
     api_server.requests.clear()
     again = run_json("index", str(root), env=env)
     assert (again["embedded"], again["filesRead"]) == (0, 1) and api_server.count == 0
+
+
+def test_index_asks_before_a_paid_provider_embeds(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
+    root = saipling_project(tmp_path)
+    env = {**BASE_ENV, "SAIPLING_PROVIDER": "voyage", "SAIPLING_BASE_URL": api_server.url, "VOYAGE_API_KEY": "vk-test",
+           "SAIPLING_CONFIRM_COST_ABOVE_USD": "0"}  # fmt: skip
+
+    def documents() -> list[str]:  # texts sent to be embedded as documents (not the connection check)
+        return [
+            t for r in api_server.requests if r.body.get("input_type") == "document" for t in r.body["input"]
+        ]
+
+    no = CliRunner().invoke(main, ["index", str(root)], input="n\n", env=env, catch_exceptions=False)
+    assert no.exit_code == 0, no.output
+    assert "costs about $0.0" in no.stderr and "Embed them now?" in no.stderr
+    assert "not embedded" in no.stderr and documents() == []  # no money spent ...
+    status = run_json("status", str(root), env=env)
+    assert status["totalFiles"] == 6 and status["unembeddedChunks"] == status["totalChunks"] > 0
+    found = run_json("search", "chandlery", "--root", str(root), "--mode", "lexical", env=env)
+    assert found["results"]  # ... and the keyword index is there
+
+    closed = run_json("index", str(root), env=env)  # --json, nobody to answer: no is the answer
+    assert closed["declined"] and closed["embedded"] == 0 and documents() == []
+
+    yes = CliRunner().invoke(main, ["index", str(root)], input="y\n", env=env, catch_exceptions=False)
+    assert yes.exit_code == 0 and "Embed them now?" in yes.stderr
+    assert len(documents()) == status["totalChunks"]
+    assert run_json("status", str(root), env=env)["unembeddedChunks"] == 0
+
+    (root / "notes/ideas.md").write_text("# Ideas\n\nA brand new thought about the harbour bells.\n")
+    flag = run_json("index", str(root), "--yes", env=env)  # --yes: never asks
+    assert flag["embedded"] == 1 and not flag["declined"]
 
 
 def test_provider_option_overrides_config(tmp_path: Path) -> None:

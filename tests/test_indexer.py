@@ -34,7 +34,7 @@ DIMS = 32
 def api_opts(api: FakeEmbeddingAPI, **kw: Any) -> dict[str, Any]:
     """Settings for the OpenAI-compatible provider pointed at the test server."""
     return {"provider": "openai", "base_url": api.url + "/v1", "model": "fake-embed", "dimensions": DIMS,
-            "max_retries": 0, "openai_api_key": "sk-good", **kw}  # fmt: skip
+            "max_retries": 0, "openai_api_key": "sk-good", "fallback": "none", **kw}  # fmt: skip
 
 
 def sent_texts(api: FakeEmbeddingAPI) -> list[str]:
@@ -357,13 +357,15 @@ def texts_of(api: FakeEmbeddingAPI, file_no: int) -> list[str]:
 
 
 class StopAt:
-    """A progress callback that does something when the indexer is about to read file number `n`."""
+    """A progress callback that does something when the indexer is about to read file number `n` (phase
+    "keywords"), or has stored `n` vectors (phase "embedding")."""
 
-    def __init__(self, n: int, action) -> None:
-        self.n, self.action, self.fired = n, action, False
+    def __init__(self, n: int, action, phase: str = "keywords") -> None:
+        self.n, self.action, self.phase, self.fired = n, action, phase, False
 
     def __call__(self, p) -> None:
-        if p.phase == "indexing" and p.files_done == self.n and not self.fired:
+        done = p.files_done if self.phase == "keywords" else p.chunks_done
+        if p.phase == self.phase and done == self.n and not self.fired:
             self.fired = True
             self.action()
 
@@ -379,18 +381,43 @@ def test_killed_run_resumes_without_reembedding(
 
     with open_project(root, **batched(api_server)) as project:
         with pytest.raises(kill):
-            project.index(progress=StopAt(12, die))
-        done = set(project.store.file_states())
-        assert done == {f"chapters/f{f:02d}.md" for f in range(8)}  # the first flush is stored
-        assert_consistent(project, all_embedded=True)
-        first_run = len(sent_texts(api_server))
+            project.index(progress=StopAt(32, die, "embedding"))  # after the first round of vectors
+        assert len(project.store.file_states()) == N_FILES  # every file was keyword-searchable first
+        assert project.store.stats()["embeddedChunks"] == 32
+        assert project.status()["unembeddedChunks"] == N_FILES * SECTIONS - 32
+        assert_consistent(project, all_embedded=False)
+        first_run = sent_texts(api_server)
     api_server.requests.clear()
     with open_project(root, **batched(api_server)) as project:
         s = project.index()
-        assert s.files == N_FILES and s.files_read == N_FILES - 8
-        assert s.embedded == (N_FILES - 8) * SECTIONS
-        assert all(texts_of(api_server, f) == [] for f in range(8))  # nothing done earlier is embedded again
-        assert first_run + s.embedded == N_FILES * SECTIONS
+        assert s.files == N_FILES and s.files_read == 0
+        assert s.embedded == N_FILES * SECTIONS - 32
+        assert not set(first_run) & set(sent_texts(api_server))  # nothing done earlier is embedded again
+        assert project.status()["unembeddedChunks"] == 0
+        assert_consistent(project, all_embedded=True)
+
+
+@pytest.mark.parametrize("kill", [KeyboardInterrupt, RuntimeError])
+def test_run_killed_while_reading_says_what_is_left(
+    tmp_path: Path, api_server: FakeEmbeddingAPI, kill: type
+) -> None:
+    root = many_files(tmp_path)
+
+    def die() -> None:
+        raise kill("killed")
+
+    with open_project(root, **batched(api_server)) as project:
+        with pytest.raises(kill):
+            project.index(progress=StopAt(12, die))
+        assert set(project.store.file_states()) == {f"chapters/f{f:02d}.md" for f in range(8)}  # first batch
+        assert api_server.count == 0  # keywords first: nothing embedded before every file is searchable
+    with open_project(root, **batched(api_server)) as project:  # a later `saipling status`
+        st = project.status()
+        assert st["pendingFiles"] == N_FILES - 8 and st["unembeddedChunks"] == 8 * SECTIONS
+        s = project.index()
+        assert s.files_read == N_FILES - 8 and s.embedded == N_FILES * SECTIONS
+        st = project.status()
+        assert st["pendingFiles"] == 0 and st["unembeddedChunks"] == 0
         assert_consistent(project, all_embedded=True)
 
 
@@ -401,9 +428,9 @@ def test_cancel_leaves_consistent_index_and_next_run_completes(
     cancel = threading.Event()
     with open_project(root, **batched(api_server)) as project:
         s = project.index(progress=StopAt(10, cancel.set), cancel=cancel)
-        assert s.cancelled
+        assert s.cancelled and s.pending_files == N_FILES - 8
         assert 8 <= s.files < N_FILES
-        assert_consistent(project, all_embedded=True)
+        assert_consistent(project, all_embedded=False)
         assert not project.status()["isIndexing"]
     with open_project(root, **batched(api_server)) as project:
         s = project.index()
@@ -423,10 +450,46 @@ def test_cancel_from_another_thread(tmp_path: Path, api_server: FakeEmbeddingAPI
         timer.start()
         s = project.index(cancel=cancel)
         timer.join()
-        assert s.cancelled and s.files < N_FILES
-        assert_consistent(project, all_embedded=True)
+        assert s.cancelled and s.unembedded > 0
+        assert project.status()["unembeddedChunks"] == s.unembedded
+        assert_consistent(project, all_embedded=False)
         s = project.index()
-        assert s.files == N_FILES and not s.cancelled
+        assert s.files == N_FILES and not s.cancelled and s.unembedded == 0
+        assert_consistent(project, all_embedded=True)
+
+
+def test_progress_phases_and_an_eta_from_measured_throughput(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = many_files(tmp_path)
+    seen: list[Any] = []
+    with open_project(root, **batched(api_server)) as project:
+        project.index(progress=seen.append)
+    phases = [p.phase for p in seen]
+    assert phases.index("embedding") > max(
+        i for i, ph in enumerate(phases) if ph == "keywords"
+    )  # keywords first
+    assert phases[-1] == "done"
+    embedding = [p for p in seen if p.phase == "embedding"]
+    assert [p.chunks_done for p in embedding] == [32, 64, 96] and {p.chunks_total for p in embedding} == {96}
+    assert all(p.eta_seconds is not None for p in embedding)  # measured from the rounds so far
+    assert embedding[-1].eta_seconds == 0.0 and embedding[0].eta_seconds > 0
+    assert [p.fraction for p in embedding] == [1 / 3, 2 / 3, 1.0]
+
+
+def test_pause_stops_embedding_and_keeps_the_text_live(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
+    root = many_files(tmp_path)
+    with open_project(root, **batched(api_server)) as project:
+        s = project.index(progress=StopAt(32, project.pause, "embedding"))
+        assert s.paused and not s.cancelled and s.files == N_FILES
+        assert project.status()["paused"] and project.status()["unembeddedChunks"] == N_FILES * SECTIONS - 32
+        write_file(root, "chapters/f00.md", "# File 0\n\nA zebra crossing appeared.\n")
+        s = project.index(paths=["chapters/f00.md"])  # while paused: text only
+        assert s.paused and s.embedded == 0
+        assert project.store.fts_search('"zebra"', 5)
+        project.resume()
+        s = project.index()
+        assert not s.paused and project.status()["unembeddedChunks"] == 0
         assert_consistent(project, all_embedded=True)
 
 
@@ -461,16 +524,15 @@ def test_provider_401_keeps_keyword_index_then_backfills(
 def test_provider_401_in_the_middle_of_a_run(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = many_files(tmp_path)
     with open_project(root, **batched(api_server)) as project:
-        s = project.index(progress=StopAt(10, lambda: api_server.require_key("rotated-key")))
+        s = project.index(progress=StopAt(32, lambda: api_server.require_key("rotated-key"), "embedding"))
         assert s.degraded and s.files == N_FILES
-        assert project.store.stats()["embeddedChunks"] == 8 * SECTIONS
+        assert project.store.stats()["embeddedChunks"] == 32
         assert_consistent(project, all_embedded=False)
     api_server.require_key(None)
     api_server.requests.clear()
     with open_project(root, **batched(api_server)) as project:
         s = project.index()
-        assert s.files_read == 0 and s.embedded == (N_FILES - 8) * SECTIONS
-        assert all(texts_of(api_server, f) == [] for f in range(8))
+        assert s.files_read == 0 and s.embedded == N_FILES * SECTIONS - 32  # the first 32 are not sent again
         assert_consistent(project, all_embedded=True)
 
 

@@ -93,6 +93,7 @@ async def test_provider_401_is_shown_once_and_search_falls_back_to_keywords(
         "baseUrl": api_server.url + "/v1",
         "model": "fake-embed",
         "openaiApiKey": "sk-bad",
+        "fallback": "none",  # (the local model standing in: tests/test_lsp_live.py)
     }
     async with lsp_session(root, options) as client:
         await wait_for_index(client)
@@ -130,7 +131,7 @@ async def test_embeddings_that_failed_are_retried_with_backoff_without_a_save(
     root = write_project(tmp_path / "story", STORY)
     api_server.fail(503, times=1000)  # the provider is down
     options = {"provider": "openai", "baseUrl": api_server.url + "/v1", "model": "fake-embed",
-               "openaiApiKey": "sk-test", "maxRetries": 0, "tickSeconds": 3600}  # fmt: skip
+               "openaiApiKey": "sk-test", "maxRetries": 0, "tickSeconds": 3600, "fallback": "none"}  # fmt: skip
     async with lsp_session(root, options) as client:
         await wait_for_index(client)
         st = await status(client)

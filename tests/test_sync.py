@@ -98,3 +98,17 @@ def test_requeue_is_due_at_once_but_newer_changes_win(queue: SyncQueue, clock: C
     batch = queue.due()
     assert batch.paths == ["failed.md"] and batch.rescan
     assert queue.next_due() == clock.now + 120
+
+
+def test_listener_hears_every_change_and_waiting_lists_the_quiet_period(clock: Clock) -> None:
+    q = SyncQueue(quiet_period=120, clock=clock)
+    heard: list[str] = []
+    q.listener = heard.append
+    q.changed("a.md")
+    q.renamed("b.md", "c.md")
+    q.deleted("d.md")
+    assert heard == ["a.md", "c.md"]  # text refreshed at once; deletions wait for the tick
+    assert q.waiting() == ["a.md", "c.md"]
+    clock.now += 120
+    q.due()
+    assert q.waiting() == []

@@ -81,9 +81,16 @@ provider_option = click.option(
     "--full", is_flag=True, help="Re-read and re-chunk every file (embeddings still come from the cache)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@click.option(
+    "--yes", "-y", is_flag=True, help="Embed without asking, whatever a paid provider's estimate says."
+)
 @provider_option
-def index(root: str | None, full: bool, as_json: bool, provider: str | None) -> None:
-    """Index ROOT (default: the nearest project above the current folder)."""
+def index(root: str | None, full: bool, as_json: bool, yes: bool, provider: str | None) -> None:
+    """Index ROOT (default: the nearest project above the current folder).
+
+    Every file is made keyword-searchable first, then embedded. With a paid provider, when the estimate is
+    over `confirmCostAboveUsd` (default $0.10), the estimate is printed and the CLI asks before embedding
+    (unless --yes); answering no keeps the keyword index."""
     from .cli_progress import IndexBar
 
     project = _open(root, create=True, provider=provider)
@@ -91,11 +98,31 @@ def index(root: str | None, full: bool, as_json: bool, provider: str | None) -> 
         with IndexBar(
             enabled=not as_json and sys.stderr.isatty() or os.environ.get("SAIPLING_PROGRESS") == "1"
         ) as bar:
-            try:
-                summary = project.index(full=full, progress=bar.update)
-            except KeyboardInterrupt:
+
+            def confirm(est: dict[str, Any]) -> bool:
+                if yes:
+                    return True
+                bar.pause()
                 click.echo(
-                    "\ninterrupted: the index is consistent; run `saipling index` again to resume", err=True
+                    f"Embedding {est['chunks']:,} chunks of {est['files']:,} files (~{est['tokens']:,} tokens) "
+                    f"with {est['provider']}/{est['model']} costs about ${est['costUsd']:.2f}.",
+                    err=True,
+                )
+                try:
+                    answer = click.confirm("Embed them now?", default=False, err=True)
+                except click.Abort:  # no answer (stdin closed): no money spent
+                    answer = False
+                bar.resume()
+                return answer
+
+            try:
+                summary = project.index(full=full, progress=bar.update, confirm=confirm)
+            except KeyboardInterrupt:
+                st = project.status()
+                click.echo(
+                    f"\ninterrupted: the index is consistent ({st['pendingFiles']} files not read yet, "
+                    f"{st['unembeddedChunks']} chunks not embedded yet); run `saipling index` again to resume",
+                    err=True,
                 )
                 sys.exit(130)
         if as_json:
@@ -117,6 +144,14 @@ def index(root: str | None, full: bool, as_json: bool, provider: str | None) -> 
             click.echo(f"skipped {len(s.skipped)} files (use --json for the list)")
         if s.degraded:
             click.echo(f"warning: {s.degraded}", err=True)
+        if s.declined:
+            click.echo(
+                f"not embedded: {s.unembedded} chunks are keyword-searchable only; run `saipling index --yes` "
+                "to embed them",
+                err=True,
+            )
+        if project.fallback_from is not None:
+            click.echo(f"note: {project.provider.reason}; the next `saipling index` tries it again", err=True)
     finally:
         project.close()
 
@@ -141,7 +176,17 @@ def status(root: str | None, as_json: bool) -> None:
             + (f" / {st['model']} ({st['dimensions']} dims)" if st["model"] else "")
         )
         click.echo(f"why:        {st['providerReason']}")
+        if st.get("fallbackFrom"):
+            fb = st["fallbackFrom"]
+            click.echo(
+                f"fallback:   standing in for {fb['provider']}/{fb['model']} until it works ({fb['reason']})"
+            )
         click.echo(f"indexed:    {st['lastIndexed'] or 'never'}")
+        if st["pendingFiles"] or st["unembeddedChunks"]:
+            click.echo(
+                f"left:       {st['pendingFiles']} files not read yet, {st['unembeddedChunks']} chunks not "
+                "embedded yet (`saipling index` finishes them)"
+            )
         click.echo(
             f"cost:       ${st['totalCostUsd']:.4f} so far; a full re-embed would cost ${st['estimatedReindexCostUsd']:.4f}"
         )

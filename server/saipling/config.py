@@ -54,6 +54,10 @@ class Settings:
     references_role: str = ""  # textDocument/references: only files this role may see ("" = every file)
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
+    # a paid provider asks before embedding more than this costs (0 = always ask; a negative value never asks)
+    confirm_cost_above_usd: float = 0.10
+    # an API provider unusable on a project without its vectors: index with `local` meanwhile, or `none`
+    fallback: str = "local"
     # Secrets: from the environment or the editor only, never from project files.
     voyage_api_key: str = dataclasses.field(default="", repr=False)
     openai_api_key: str = dataclasses.field(default="", repr=False)
@@ -77,6 +81,7 @@ _ALIASES = {
     "maxRetries": "max_retries",
     "referencesMaxChapter": "references_max_chapter",
     "referencesRole": "references_role",
+    "confirmCostAboveUsd": "confirm_cost_above_usd",
     "maxTokens": "max_tokens",
     "targetTokens": "target_tokens",
     "overlapTokens": "overlap_tokens",
@@ -85,6 +90,7 @@ _ALIASES = {
 }
 _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
+_FALLBACKS = {"local", "none"}
 
 
 def _field_name(key: str) -> str:
@@ -171,6 +177,9 @@ def apply_layer(
             continue
         if name == "provider" and coerced not in _PROVIDERS:
             warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {coerced!r}")
+            continue
+        if name == "fallback" and coerced not in _FALLBACKS:
+            warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {coerced!r}")
             continue
         setattr(settings, name, coerced)
     return warnings

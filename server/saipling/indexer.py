@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -19,7 +20,7 @@ from .chunker import Chunk, ChunkLimits, chunk_document, embed_text_for, limits_
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
-from .errors import IndexCancelled, ProviderAuthError, ProviderError
+from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderUnavailable
 from .metadata import FileMeta, extract_metadata
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import ChunkRow, FileRecord, Store, cache_key
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 RACY_WINDOW_COARSE_NS = 2_000_000_000
 RACY_WINDOW_FINE_NS = 50_000_000
 CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
+PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run did not get to read
 
 
 def racy_window(mtime_ns: int) -> int:
@@ -49,11 +51,42 @@ def is_racy(mtime_ns: int, read_ns: int) -> bool:
 
 @dataclass
 class IndexProgress:
+    """Where a run is. Phases: "keywords" (files read, chunked and made keyword-searchable: files_done of
+    files_total), "embedding" (chunks_done of chunks_total vectors), "done". `eta_seconds` is the phase's
+    remaining time at the throughput measured so far in it (None until there is a measurement)."""
+
     files_done: int
     files_total: int
     current_file: str | None
     chunks_embedded: int = 0
-    phase: str = "indexing"
+    phase: str = "keywords"
+    chunks_done: int = 0
+    chunks_total: int = 0
+    eta_seconds: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        if self.phase == "embedding":
+            return self.chunks_done / self.chunks_total if self.chunks_total else 1.0
+        return self.files_done / self.files_total if self.files_total else 1.0
+
+
+class Throughput:
+    """The measured rate of a phase (units a second), weighted toward recent rounds (EWMA) so that the ETA
+    follows a machine that speeds up or slows down (this one is shared by several engineers' builds)."""
+
+    def __init__(self, smoothing: float = 0.3) -> None:
+        self.smoothing = smoothing
+        self.rate: float | None = None
+
+    def add(self, units: float, seconds: float) -> None:
+        if units <= 0 or seconds <= 0:
+            return
+        r = units / seconds
+        self.rate = r if self.rate is None else self.smoothing * r + (1 - self.smoothing) * self.rate
+
+    def eta(self, remaining: float) -> float | None:
+        return max(0.0, remaining) / self.rate if self.rate else None
 
 
 ProgressCallback = Callable[[IndexProgress], None]
@@ -75,6 +108,11 @@ class IndexSummary:
     cost_usd: float = 0.0
     seconds: float = 0.0
     cancelled: bool = False
+    paused: bool = False  # embedding stopped by pause(); the text index is complete
+    declined: bool = False  # the cost of embedding was not confirmed: keyword search only
+    unusable: bool = False  # the provider failed for a reason that makes it unusable now (key, network, down)
+    pending_files: int = 0  # files not read yet when the run was cancelled (the next run reads them)
+    unembedded: int = 0  # chunks still without a vector after the run
     degraded: str | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -89,6 +127,7 @@ class IndexSummary:
             "unchanged": self.unchanged, "deleted": self.deleted, "filesRead": self.files_read,
             "newChunks": self.new_chunks, "embedded": self.embedded, "reused": self.reused, "tokens": self.tokens,
             "costUsd": round(self.cost_usd, 6), "seconds": round(self.seconds, 3), "cancelled": self.cancelled,
+            "paused": self.paused, "declined": self.declined, "pendingFiles": self.pending_files, "unembeddedChunks": self.unembedded,
             "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }  # fmt: skip
@@ -110,7 +149,11 @@ class Indexer:
         self.settings = settings
         self.store = store
         self.provider = provider
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one run at a time
+        # held while files are read and stored: a run's text phase takes it a batch at a time, so that a
+        # refresh of a saved file (or a search's lazy sync) waits for one batch, never for a whole run
+        self._write_lock = threading.Lock()
+        self.paused = threading.Event()  # set: runs stop embedding (the text index stays live)
 
     # -- configuration -------------------------------------------------------------------------------------
     @property
@@ -241,15 +284,59 @@ class Indexer:
         paths: Iterable[str] | None = None,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        *,
+        embed: bool = True,
+        hold: Iterable[str] | Callable[[], Iterable[str]] = (),
+        first: Iterable[str] = (),
+        confirm: Callable[[dict], bool] | None = None,
     ) -> IndexSummary:
-        """Index the project (or just `paths`, relative); only one run at a time per project."""
-        with self._lock:
-            return self._run(full, None if paths is None else list(paths), progress, cancel)
+        """Index the project (or just `paths`, relative); only one run at a time per project.
 
-    def _run(self, full, paths, progress, cancel) -> IndexSummary:
+        Two phases: every changed file is read, chunked and stored (keyword-searchable, with the vectors of
+        chunks whose text did not change); then chunks without a vector are embedded, `first` files first,
+        then the most recently modified, leaving out `hold` (files still in their quiet period; a callable
+        is asked again whenever the phase looks for more work). With
+        embed=False, or while paused, only the first phase runs. With a paid provider and `confirm`, an
+        embedding phase estimated above `confirmCostAboveUsd` runs only if confirm(estimate) says yes."""
+        with self._lock:
+            held = hold if callable(hold) else (lambda fixed=set(hold): fixed)
+            return self._run(full, None if paths is None else list(paths), progress, cancel, embed, held,
+                             list(first), confirm)  # fmt: skip
+
+    def refresh(self, paths: Iterable[str]) -> IndexSummary:
+        """The cheap text pass for files known (or suspected) to have changed: re-read, re-chunk and replace
+        their chunks, keywords, line ranges and metadata now; nothing is embedded (new or changed chunks wait
+        for the quiet period). Does not wait for a run in progress, only for the batch it is storing."""
         summary = IndexSummary()
         start = time.perf_counter()
-        if self.embeds:
+        with self._write_lock:
+            entries, stale = self._entries_for(list(paths), summary)
+            for rel in stale:
+                if self.store.delete_file(rel):
+                    summary.deleted += 1
+            states = self.store.file_states_for(e.rel for e in entries)
+            racy: list[tuple[ScanEntry, str]] = []
+            batch = []
+            for e in entries:
+                try:
+                    prep = self._prepare_one(e, states, True, summary, racy)
+                except Exception as exc:  # noqa: BLE001 - one odd path must never stop the others
+                    self._file_failed(e.rel, exc, summary)
+                    continue
+                if prep is not None:
+                    summary.changed += 1
+                    batch.append(prep)
+            if batch:
+                self._flush(batch, summary)
+        self._settle_racy(racy)
+        summary.scanned = len(entries)
+        summary.seconds = time.perf_counter() - start
+        return summary
+
+    def _run(self, full, paths, progress, cancel, embed, hold, first, confirm) -> IndexSummary:
+        summary = IndexSummary()
+        start = time.perf_counter()
+        if self.embeds and (embed or self.provider.dimensions):
             try:
                 if self.ensure_vector_table():
                     summary.warnings.append(
@@ -292,51 +379,83 @@ class Indexer:
             except Exception as exc:  # one odd path must never stop the run
                 self._file_failed(rel, exc, summary)
         total = len(todo)
-        batch: list[_Prepared] = []
-        batch_chunks = 0
-        # files stored with mtime 0, and the digest they were read with
-        racy: list[tuple[ScanEntry, str]] = []
+        stored = [0]  # files of `todo` stored so far (a cancelled run leaves the rest to the next one)
+        text_done = False
         try:
-            for n, e in enumerate(todo):
-                if cancel is not None and cancel.is_set():
-                    raise IndexCancelled("indexing cancelled")
-                if progress:
-                    progress(IndexProgress(n, total, e.rel, summary.embedded))
-                try:
-                    prep = self._prepare_one(e, states, full, summary, racy)
-                except (IndexCancelled, KeyboardInterrupt):
-                    raise
-                except Exception as exc:  # one odd path must never stop a run over thousands
-                    self._file_failed(e.rel, exc, summary)
-                    continue
-                if prep is None:
-                    continue
-                summary.changed += 1
-                batch.append(prep)
-                batch_chunks += len(prep.chunks)
-                if batch_chunks >= max(self.settings.batch_size, 32) or len(batch) >= 64:
-                    self._flush(batch, summary)
-                    batch, batch_chunks = [], 0
-                    self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
-            if batch:
-                self._flush(batch, summary)
-                batch = []
-            if progress:
-                progress(IndexProgress(total, total, None, summary.embedded, "embedding"))
-            self._settle_racy(racy)
-            self._backfill(summary, cancel)
+            self._text_phase(todo, states, full, summary, progress, cancel, stored)
+            text_done = True
+            if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
+                if self._confirmed(confirm, hold, summary):
+                    self._embed_phase(summary, total, progress, cancel, hold, first)
+            elif embed and self.embeds and self.paused.is_set():
+                summary.paused = True
         except (IndexCancelled, KeyboardInterrupt) as exc:
             summary.cancelled = True
             log.info("indexing cancelled; every file is either old or new (%s)", type(exc).__name__)
             if isinstance(exc, KeyboardInterrupt):
                 raise
         finally:
+            summary.pending_files = 0 if text_done else total - stored[0]
+            if paths is None:  # what status reports as pending after a cancel, until a run completes
+                with contextlib.suppress(Exception):
+                    self.store.set_meta(PENDING_META, str(summary.pending_files))
             self._finish(summary, start)
         if rechunk and paths is None and not summary.cancelled:
             self.store.set_meta(CHUNKING_META, signature)  # every file was re-chunked with these limits
         if progress:
             progress(IndexProgress(total, total, None, summary.embedded, "done"))
         return summary
+
+    def _text_phase(
+        self,
+        todo: list[ScanEntry],
+        states: dict,
+        full: bool,
+        summary: IndexSummary,
+        progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+        stored: list[int],
+    ) -> None:
+        """Read, chunk and store `todo` a batch at a time (the write lock is held per batch)."""
+        total = len(todo)
+        rate = Throughput()
+        racy: list[
+            tuple[ScanEntry, str]
+        ] = []  # files stored with mtime 0, and the digest they were read with
+        n = 0
+        while n < total:
+            t0 = time.perf_counter()
+            begin = n
+            with self._write_lock:
+                batch: list[_Prepared] = []
+                batch_chunks = 0
+                while n < total:
+                    if cancel is not None and cancel.is_set():
+                        raise IndexCancelled("indexing cancelled")
+                    e = todo[n]
+                    if progress:
+                        progress(IndexProgress(n, total, e.rel, summary.embedded, "keywords",
+                                               eta_seconds=rate.eta(total - n)))  # fmt: skip
+                    n += 1
+                    try:
+                        prep = self._prepare_one(e, states, full, summary, racy)
+                    except (IndexCancelled, KeyboardInterrupt):
+                        raise
+                    except Exception as exc:  # one odd path must never stop a run over thousands
+                        self._file_failed(e.rel, exc, summary)
+                        continue
+                    if prep is None:
+                        continue
+                    summary.changed += 1
+                    batch.append(prep)
+                    batch_chunks += len(prep.chunks)
+                    if batch_chunks >= max(self.settings.batch_size, 32) or len(batch) >= 64:
+                        break
+                if batch:
+                    self._flush(batch, summary)
+                stored[0] = n
+            self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
+            rate.add(n - begin, time.perf_counter() - t0)
 
     def _prepare_one(
         self, e: ScanEntry, states: dict, full: bool, summary: IndexSummary, racy: list[tuple[ScanEntry, str]]
@@ -452,24 +571,26 @@ class Indexer:
             )
         return entries, stale
 
+    def _vectors_current(self) -> bool:
+        """True when the index holds vectors of the active model (so cached vectors of it may go in)."""
+        if not self.embeds or not self.store.has_vectors():
+            return False
+        model, dims = self.store.vector_model()
+        return model == self.provider.model and dims == self.provider.dimensions
+
     def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
+        """Store prepared files: chunks, keywords, line ranges, metadata. Nothing is sent to the provider here:
+        chunks whose text did not change keep their vectors, texts embedded before (the cache) get theirs, the
+        rest wait for the embedding phase."""
         vectors: dict[str, np.ndarray] = {}
-        model = self.provider.model if self.embeds else None
-        if self.embeds:
-            model = self._cache_key()
-            wanted = {c.content_hash: c.embed_text for p in batch for c in p.chunks}
+        if self._vectors_current():
+            wanted = {c.content_hash for p in batch for c in p.chunks}
             vectors = self.store.cached_vectors(self.provider.model, wanted, self.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
-            missing = [h for h in wanted if h not in vectors]
-            if missing:
-                vectors.update(self._embed(missing, [wanted[h] for h in missing], summary))
-                summary.embedded_paths += [
-                    p.record.path for p in batch if any(c.content_hash in missing for c in p.chunks)
-                ]
         t0 = time.perf_counter()
         for prep in batch:
             try:
-                self.store.replace_file(prep.record, self._rows(prep), vectors, model)
+                self.store.replace_file(prep.record, self._rows(prep), vectors)
             except Exception as exc:  # one odd path must never lose the rest of the batch
                 summary.changed -= 1
                 self._file_failed(prep.record.path, exc, summary)
@@ -500,43 +621,111 @@ class Indexer:
 
     def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
         reason = str(exc)
+        summary.unusable = isinstance(exc, ProviderAuthError | ProviderUnavailable)
         if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
             self.provider.failed = reason
         summary.degraded = reason
         summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
         log.warning("embedding failed, indexed for keyword search only: %s", reason)
 
-    def _backfill(self, summary: IndexSummary, cancel: threading.Event | None) -> None:
-        """Embed chunks that have no vector yet (after a model change or an earlier provider failure)."""
+    def _embed_phase(
+        self,
+        summary: IndexSummary,
+        files_total: int,
+        progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+        hold: Callable[[], Iterable[str]],
+        first: list[str],
+    ) -> None:
+        """Embed every chunk without a vector (new or changed text, an earlier failure, a model change), a
+        round of `batch_size` chunks at a time: `first` files, then the most recently modified; `hold` files
+        wait. Stops between rounds when cancelled (IndexCancelled) or paused (summary.paused)."""
         if not self.embeds or summary.degraded:
             return
+        todo = self.store.unembedded(hold(), first)
+        size = max(1, self.settings.batch_size)
+        done = done_tokens = 0
+        total_tokens = sum(t for *_, t in todo)
+        rate = Throughput()  # tokens a second: chunks differ in length, tokens are what the model works on
+        seen: set[int] = set()
+        pos = 0
         while True:
-            rows = self.store.chunks_missing_vectors(limit=512)
-            if not rows:
-                return
+            if pos >= len(todo):  # chunks stored meanwhile (a save, a lazy sync) are embedded too
+                todo = [r for r in self.store.unembedded(hold(), first) if r[0] not in seen]
+                if not todo:
+                    return
+                pos, total_tokens = 0, done_tokens + sum(t for *_, t in todo)
             if cancel is not None and cancel.is_set():
                 raise IndexCancelled("indexing cancelled")
-            texts = {
-                r["content_hash"]: embed_text_for(r["heading_path"] or "", r["text"] or "") for r in rows
-            }
+            if self.paused.is_set():
+                summary.paused = True
+                log.info("embedding paused; %d chunks wait", len(todo) - pos)
+                return
+            part = todo[pos : pos + size]
+            pos += len(part)
+            seen.update(r[0] for r in part)
+            t0 = time.perf_counter()
+            rows = self.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
+            texts = {h: embed_text_for(hp, text) for h, hp, text in rows.values()}
             vectors = self.store.cached_vectors(self.provider.model, texts, self.provider.dimensions)
             summary.reused += len(vectors)
             missing = [h for h in texts if h not in vectors]
             if missing:
                 got = self._embed(missing, [texts[h] for h in missing], summary)
                 if not got:
-                    return
+                    return  # the provider failed: summary.degraded says why
                 vectors.update(got)
-            items = [
-                (r["id"], r["content_hash"], vectors[r["content_hash"]])
-                for r in rows
-                if r["content_hash"] in vectors
-            ]
-            t0 = time.perf_counter()
+                summary.embedded_paths += list(dict.fromkeys(r[1] for r in part if r[2] in got))
+            items = [(cid, h, vectors[h]) for cid, (h, _, _) in rows.items() if h in vectors]
+            t1 = time.perf_counter()
             self.store.set_vectors(items, self._cache_key())
-            summary.timings["store"] += time.perf_counter() - t0
-            if len(items) < len(rows):
-                return
+            summary.timings["store"] += time.perf_counter() - t1
+            done += len(part)
+            done_tokens += sum(t for *_, t in part)
+            if missing:
+                rate.add(sum(t for *_, t in part), time.perf_counter() - t0)
+            if progress:
+                progress(IndexProgress(files_total, files_total, part[-1][1], summary.embedded, "embedding",
+                                       chunks_done=done, chunks_total=done + len(todo) - pos,
+                                       eta_seconds=rate.eta(total_tokens - done_tokens)))  # fmt: skip
+
+    def _confirmed(
+        self, confirm: Callable[[dict], bool] | None, hold: Callable[[], Iterable[str]], summary: IndexSummary
+    ) -> bool:
+        """False when a paid provider's estimate is over the setting and `confirm` declined it."""
+        limit = self.settings.confirm_cost_above_usd
+        if confirm is None or limit < 0 or not self.provider.cost_per_million_tokens:
+            return True
+        estimate = self.embed_estimate(hold())
+        if estimate["costUsd"] <= limit or estimate["chunks"] == 0:
+            return True
+        if confirm(estimate):
+            return True
+        summary.declined = True
+        log.info("embedding not confirmed (about $%.4f): keyword search only for now", estimate["costUsd"])
+        return False
+
+    def embed_estimate(self, hold: Iterable[str] = ()) -> dict:
+        """What embedding the chunks that have no vector yet would cost (none of them sent anywhere)."""
+        held = set(hold)
+        if self._vectors_current():
+            rows = self.store.unembedded(held)
+        else:  # no vectors of this model yet: every chunk (the embedding cache may still hold some)
+            rows = [(0, p, h, t) for p, h, t in self.store.chunk_hashes() if p not in held]
+        model = self.provider.model if self.embeds else ""
+        cached = (
+            self.store.cached_vectors(model, [r[2] for r in rows], self.provider.dimensions) if model else {}
+        )
+        tokens: dict[str, int] = {}
+        files: set[str] = set()
+        for _, path, h, t in rows:
+            if h not in cached:
+                tokens[h] = t
+                files.add(path)
+        price = self.provider.cost_per_million_tokens if self.embeds else 0.0
+        return {"provider": self.provider.name, "model": model or None, "files": len(files),
+                "chunks": len(tokens), "tokens": sum(tokens.values()),
+                "costUsd": round(sum(tokens.values()) * price / 1e6, 6)}  # fmt: skip
 
     def _finish(self, summary: IndexSummary, start: float) -> None:
         if summary.tokens or summary.embedded:
@@ -545,6 +734,7 @@ class Indexer:
             )
         stats = self.store.stats()
         summary.files, summary.chunks = stats["totalFiles"], stats["totalChunks"]
+        summary.unembedded = self.store.count_unembedded() if self.embeds else 0
         summary.seconds = time.perf_counter() - start
         self.store.set_meta("last_run", str(time.time()))
 

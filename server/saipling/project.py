@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import hashlib
 import logging
+import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +18,7 @@ from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
 from .errors import ProviderError
-from .indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
+from .indexer import PENDING_META, Indexer, IndexProgress, IndexSummary, ProgressCallback
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -23,6 +27,20 @@ _PROVIDER_KEYS = (
     "provider", "model", "base_url", "dimensions", "model_path", "local_threads", "batch_size",
     "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key",
 )  # fmt: skip
+
+
+API_PROVIDERS = ("voyage", "openai")
+
+
+def _probe(provider: EmbeddingProvider) -> str | None:
+    """None when the provider embeds a short text now, else why not (its dimensions are learned on the way)."""
+    try:
+        vec = provider.embed_query("saipling connection check")
+    except ProviderError as exc:
+        return str(exc)
+    if not provider.dimensions:
+        provider.dimensions = int(len(vec))
+    return None
 
 
 def find_root(start: Path) -> Path:
@@ -39,6 +57,7 @@ class RunState:
     """What status reports about a run in progress."""
 
     is_indexing: bool = False
+    phase: str = "idle"  # idle | keywords | embedding (of the run in progress)
     progress: IndexProgress | None = None
     last_summary: IndexSummary | None = None
     pending_files: int = 0
@@ -58,6 +77,15 @@ class Project:
         self.state = RunState()
         self._state_lock = threading.Lock()
         self._searcher = None
+        self._dirty: dict[str, None] = {}  # files saved since their text was last read (ordered set)
+        self._dirty_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+        # called with the paths a lazy sync found changed on disk (the server queues them for embedding)
+        self.on_refreshed: Callable[[list[str]], None] | None = None
+        # provider fallback (reference 002): the configured API provider while the local model stands in
+        self.fallback_from: EmbeddingProvider | None = None
+        self.fallback_reason: str | None = None
+        self.fallback_notices: list[str] = []  # what the user must be told once (the server shows them)
 
     @classmethod
     def open(
@@ -89,7 +117,9 @@ class Project:
 
                 warnings.append(f"embedding provider unavailable, keyword search only: {exc}")
                 provider = NoneProvider(reason=f"failed: {exc}")
-        return cls(root, settings, store, provider, warnings)
+        project = cls(root, settings, store, provider, warnings)
+        project._resume_fallback()
+        return project
 
     def close(self) -> None:
         self.provider.close()
@@ -110,6 +140,7 @@ class Project:
                 self.warnings.append(f"embedding provider unavailable, keyword search only: {exc}")
                 self.provider = NoneProvider(reason=f"failed: {exc}")
             self.indexer.provider = self.provider
+            self.fallback_from = self.fallback_reason = None
             self.query_cache = None  # query vectors of the old provider
             # another input window (or tokenizer) means other chunk limits: every file must be re-chunked
             return "full" if self.indexer.needs_rechunk() else "incremental"
@@ -128,21 +159,217 @@ class Project:
         paths: list[str] | None = None,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        *,
+        embed: bool = True,
+        hold: Iterable[str] = (),
+        first: Iterable[str] = (),
+        confirm: Callable[[dict], bool] | None = None,
     ) -> IndexSummary:
+        """One run: text first (keyword-searchable at once), then embeddings (see Indexer.run)."""
+
         def on_progress(p: IndexProgress) -> None:
             self.state.progress = p
+            self.state.phase = "idle" if p.phase == "done" else p.phase
             if progress:
                 progress(p)
 
         with self._state_lock:
             self.state.is_indexing = True
+            self.state.phase = "keywords"
         try:
-            summary = self.indexer.run(full=full, paths=paths, progress=on_progress, cancel=cancel)
+            if self.fallback_from is not None and self._switch_back():
+                paths = None  # the provider changed: every file is checked, every vector rebuilt
+            run = partial(self.indexer.run, full=full, progress=on_progress, cancel=cancel, embed=embed,
+                          hold=hold, first=first, confirm=confirm)  # fmt: skip
+            summary = run(paths=paths)
+            if self._should_fall_back(summary) and self._fall_back(summary.degraded or "unusable"):
+                first_pass = summary
+                summary = run(paths=None)
+                summary.changed += first_pass.changed
+                summary.files_read += first_pass.files_read
+                summary.deleted += first_pass.deleted
+                summary.warnings = first_pass.warnings + summary.warnings
         finally:
             with self._state_lock:
                 self.state.is_indexing = False
+                self.state.phase = "idle"
         self.state.last_summary = summary
         return summary
+
+    # -- provider fallback (reference 002) -------------------------------------------------------------------
+    def _should_fall_back(self, summary: IndexSummary) -> bool:
+        """True when this run's API provider proved unusable (key rejected, unreachable, down) on a project that
+        holds no vectors of its model: the local model stands in (setting `fallback`). Where vectors of the
+        API model exist, an outage stays keyword-only (degraded) instead."""
+        p = self.provider
+        if not summary.unusable or self.fallback_from is not None or self.settings.fallback != "local":
+            return False
+        if not isinstance(p, EmbeddingProvider) or p.name not in API_PROVIDERS:
+            return False
+        model, _ = self.store.vector_model()
+        if model == p.model and self.store.stats()["embeddedChunks"] > 0:
+            return False
+        from .embeddings import local_available
+
+        return local_available(self.settings)
+
+    def _resume_fallback(self) -> None:
+        """At open: an index whose vectors the local model made while standing in for the configured API
+        provider (and none of that provider's model) is used with the local model again, so that searches in a
+        new process (the CLI, a restarted server) still find by meaning; the next run asks the API again."""
+        p = self.provider
+        if (
+            not isinstance(p, EmbeddingProvider)
+            or p.name not in API_PROVIDERS
+            or self.settings.fallback != "local"
+        ):
+            return
+        model, _ = self.store.vector_model()
+        if self.store.get_meta("provider") != "local" or model == p.model or not self.store.has_vectors():
+            return
+        from .embeddings import local_available
+
+        if not local_available(self.settings):
+            return
+        from .embeddings.local import LocalProvider
+
+        local = LocalProvider(self._local_settings())
+        if local.failed or local.model != model:
+            return
+        reason = f"the index holds vectors of the local model {model}, made while {p.name} could not be used"
+        local.reason = f"fallback: {reason}"
+        self.fallback_from, self.fallback_reason = p, reason
+        self._use_provider(local)
+
+    def _local_settings(self) -> Settings:
+        return dataclasses.replace(self.settings, provider="local", model="", dimensions=0, base_url="")
+
+    def _fall_back(self, reason: str) -> bool:
+        """Index with the local model until the API provider works again (see `_switch_back`)."""
+        from .embeddings.local import LocalProvider
+
+        api = self.provider
+        assert isinstance(api, EmbeddingProvider)
+        try:
+            local = LocalProvider(self._local_settings())
+        except Exception as exc:  # noqa: BLE001 - no fallback then: keyword-only, as without one
+            log.warning("the local model cannot stand in for %s: %s", api.name, exc)
+            return False
+        local.reason = f"fallback: {api.name} cannot be used ({reason})"
+        self.fallback_from, self.fallback_reason = api, reason
+        self._use_provider(local)
+        message = (f"{api.name} cannot be used ({reason}): indexed with the local model {local.model} until it "
+                   f"works again; the vectors are then rebuilt with {api.model}")  # fmt: skip
+        self.fallback_notices.append(message)
+        log.warning("%s", message)
+        return True
+
+    def _switch_back(self) -> bool:
+        api = self.fallback_from
+        assert api is not None
+        api.failed = None  # asked again: a new key (or the network) may be back
+        reason = _probe(api)
+        if reason is not None:
+            self.fallback_reason = reason
+            return False
+        message = (
+            f"{api.name} works again: the vectors are rebuilt with {api.model} (the local ones are dropped)"
+        )
+        self.fallback_notices.append(message)
+        log.warning("%s", message)
+        self.provider.close()
+        self.fallback_from = self.fallback_reason = None
+        self._use_provider(api)
+        return True
+
+    def _use_provider(self, provider: Provider) -> None:
+        self.provider = provider
+        self.indexer.provider = provider
+        self.query_cache = None
+
+    # -- live text (SPEC 7: text and line ranges current at once, vectors when quiet) ----------------------
+    def mark_dirty(self, path: str) -> None:
+        """A file was saved or changed: its text is refreshed before the next search (or by `refresh_dirty`)."""
+        with self._dirty_lock:
+            self._dirty[path] = None
+
+    def refresh_dirty(self) -> IndexSummary | None:
+        """Refresh the text of every file marked dirty (the cheap pass; nothing embedded)."""
+        with self._refresh_lock:  # a search arriving while a save is being refreshed waits for it
+            with self._dirty_lock:
+                paths, self._dirty = list(self._dirty), {}
+            if not paths:
+                return None
+            try:
+                return self.refresh(paths)
+            except Exception:
+                with self._dirty_lock:  # tried again by the next search or save
+                    for p in paths:
+                        self._dirty.setdefault(p, None)
+                raise
+
+    def refresh(self, paths: Iterable[str]) -> IndexSummary:
+        summary = self.indexer.refresh(paths)
+        for warning in summary.warnings:
+            log.warning("%s", warning)
+        return summary
+
+    def stale_paths(self, paths: Iterable[str]) -> list[str]:
+        """The paths whose file on disk is not what was indexed: another (mtime, size), or, for a file stored
+        as racy (mtime 0: written within its timestamp tick when read), other content. Gone files are not
+        listed (the caller drops them)."""
+        paths = list(dict.fromkeys(paths))
+        states = self.store.file_states_for(paths)
+        stale = []
+        for p in paths:
+            st = states.get(p)
+            try:
+                now = os.stat(self.root / p)
+                if st is not None and st.mtime_ns == 0 and st.size == now.st_size:
+                    if hashlib.sha256((self.root / p).read_bytes()).hexdigest() == st.content_hash:
+                        continue
+            except OSError:
+                continue
+            if st is None or st.mtime_ns != now.st_mtime_ns or st.size != now.st_size:
+                stale.append(p)
+        return stale
+
+    def lazy_sync(self, paths: Iterable[str] = ()) -> list[str]:
+        """Before results are built from `paths` (reference 002, lazy sync): the dirty files and those of
+        `paths` changed on disk since they were read get their text refreshed. Returns the stale paths."""
+        self.refresh_dirty()
+        stale = self.stale_paths(paths)
+        if stale:
+            summary = self.refresh(stale)
+            if summary.changed and self.on_refreshed is not None:
+                self.on_refreshed(stale)  # changed outside any editor event: embed them once quiet
+        return stale
+
+    def with_work_left(self, paths: Iterable[str]) -> list[str]:
+        """Those of `paths` (changed files in their quiet period) with work left: text not read since the change,
+        or chunks without a vector. A save whose text is already indexed and embedded (or keyword-only: no
+        provider) has nothing left, and status must not say otherwise."""
+        paths = list(dict.fromkeys(paths))
+        with self._dirty_lock:
+            dirty = set(self._dirty)
+        left = {p for p in paths if p in dirty} | set(self.stale_paths([p for p in paths if p not in dirty]))
+        if self.indexer.embeds:
+            left |= self.store.paths_without_vectors([p for p in paths if p not in left])
+        return [p for p in paths if p in left]
+
+    def pause(self) -> None:
+        """Stop embedding at the next round (the text index stays live); `resume` lets the next run embed."""
+        self.indexer.paused.set()
+
+    def resume(self) -> None:
+        self.indexer.paused.clear()
+
+    @property
+    def paused(self) -> bool:
+        return self.indexer.paused.is_set()
+
+    def embed_estimate(self, hold: Iterable[str] = ()) -> dict[str, Any]:
+        return self.indexer.embed_estimate(hold)
 
     def estimate(self) -> dict[str, Any]:
         return self.indexer.estimate()
@@ -182,20 +409,41 @@ class Project:
             "model": self.provider.model or None,
             "dimensions": self.provider.dimensions or None,
             "providerReason": self.provider.reason,
+            "fallbackFrom": {
+                "provider": self.fallback_from.name,
+                "model": self.fallback_from.model,
+                "reason": self.fallback_reason,
+            }
+            if self.fallback_from is not None
+            else None,
             "indexedWith": self.store.get_meta("model") or self.store.get_meta("provider"),
             "totalCostUsd": round(stats["totalCostUsd"], 6),
             "totalTokens": stats["totalTokens"],
             "estimatedReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
-            "pendingFiles": self.state.pending_files,
+            "pendingFiles": self.state.pending_files + (0 if self.state.is_indexing else self.unread_files()),
+            "unembeddedChunks": self.store.count_unembedded() if self.indexer.embeds else 0,
             "isIndexing": self.state.is_indexing,
+            "indexPhase": self.state.phase if self.state.is_indexing else "paused" if self.paused else "idle",
+            "paused": self.paused,
             "progress": {
                 "filesProcessed": p.files_done if p else 0,
                 "filesTotal": p.files_total if p else 0,
                 "currentFile": p.current_file if p else None,
+                "phase": p.phase if p else None,
+                "chunksEmbedded": p.chunks_done if p else 0,
+                "chunksTotal": p.chunks_total if p else 0,
+                "etaSeconds": round(p.eta_seconds, 1) if p and p.eta_seconds is not None else None,
             },
             "degraded": self.degraded(),
             "warnings": list(self.warnings),
         }
+
+    def unread_files(self) -> int:
+        """Files the last scan run did not get to read (it was cancelled or killed); 0 after a complete run."""
+        try:
+            return int(self.store.get_meta(PENDING_META, "0") or 0)
+        except ValueError:
+            return 0
 
     # -- retrieval (implemented in search.py / context.py / reading.py) ------------------------------------
     def search(self, params: Mapping[str, Any]) -> dict[str, Any]:

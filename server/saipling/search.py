@@ -295,9 +295,21 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
     pairs: list[tuple[dict[str, Any], _Ranked]] = []
     depth = max(want, CONFIDENCE_DEPTH)  # the query's confidence looks this far down, whatever maxResults is
     n_cand = max(100, want * 4)
-    for _attempt in range(3):
+    sync = getattr(project, "lazy_sync", None)
+    synced = False
+    if sync is not None:
+        sync()  # files saved since their text was read (the server refreshes them at once; this is the race)
+    for _attempt in range(4):
         ranked = _rank(project, req, flt, qvec, mode, n_cand)
-        pairs, missing = _live_rows(project, ranked, depth)
+        pairs, missing, stale = _live_rows(project, ranked, depth, check=sync is not None)
+        if stale:
+            if not synced and sync is not None:
+                sync(stale)  # changed on disk since they were read: refresh their text, then rank again
+                synced = True
+                continue
+            # (changed again while being refreshed: never point at lines that may have moved)
+            flt.exclude_paths = sorted(set(flt.exclude_paths) | stale)
+            continue
         if not missing or len(pairs) >= depth:
             break
         # files vanished from disk (queued for deindexing, maybe still in the index): rank again without them
@@ -311,6 +323,11 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
         for row, r in pairs[:want]
         if round(r.score, 4) >= req.min_score  # as shown: a score copied from a result keeps that result
     ]
+    if used_vectors and results:  # new or edited text: found by keywords now, embedded once the writer pauses
+        pending = project.store.without_vectors([r.chunk_id for _, r in pairs[: len(results)]])
+        for res, (_, r) in zip(results, pairs, strict=False):
+            if r.chunk_id in pending:
+                res["embeddingPending"] = True
     elapsed = (time.perf_counter() - t0) * 1000
     if req.log and project.settings.analytics:
         try:
@@ -423,6 +440,10 @@ def _rank(
                 lex = (1 - LONG_FILE_MIX) * zk + LONG_FILE_MIX * zf
         v = (r.cosine - v_mu) / v_sd if use_vec and r.cosine is not None else 0.0
         r.fused = r.score = w_vec * v + (1 - w_vec) * lex
+        if use_vec and use_lex and r.cosine is None and r.kw_rank is not None:
+            # text with no vector yet (written since the last quiet period) has no cosine to lose: its keyword
+            # score stands for both, or a word just written would rank below merely similar passages
+            r.fused = r.score = lex
         r.exact = exact.get(cid)
     out = sorted(ranked.values(), key=lambda r: (r.exact is None, -r.score))
     return out
@@ -440,19 +461,25 @@ def _exact_matches(project: Project, query: str, flt: ChunkFilter) -> dict[int, 
 
 
 def _live_rows(
-    project: Project, ranked: list[_Ranked], want: int
-) -> tuple[list[tuple[dict[str, Any], _Ranked]], set[str]]:
-    """The first `want` ranked chunks whose files still exist, with their rows; and the paths found missing."""
+    project: Project, ranked: list[_Ranked], want: int, check: bool = False
+) -> tuple[list[tuple[dict[str, Any], _Ranked]], set[str], set[str]]:
+    """The first `want` ranked chunks whose files still exist, with their rows; the paths found missing; and
+    (with `check`) the paths whose file changed on disk since it was indexed (their lines may have moved)."""
     page = want * 3 + 20
     rows: dict[int, dict[str, Any]] = {}
     out: list[tuple[dict[str, Any], _Ranked]] = []
     missing: set[str] = set()
+    stale: set[str] = set()
     checked: dict[str, bool] = {}
     for i, r in enumerate(ranked):
         if len(out) >= want:
             break
         if i % page == 0:  # rows are fetched a page at a time, as far down the list as needed
-            rows.update(project.store.chunks_by_id([x.chunk_id for x in ranked[i : i + page]]))
+            fetched = project.store.chunks_by_id([x.chunk_id for x in ranked[i : i + page]])
+            rows.update(fetched)
+            if check:
+                new = {row["path"] for row in fetched.values()} - checked.keys()
+                stale.update(project.stale_paths(new))
         row = rows.get(r.chunk_id)
         if row is None:
             continue
@@ -462,10 +489,10 @@ def _live_rows(
             if not checked[path]:
                 missing.add(path)
                 project_missing(project, path)
-        if not checked[path]:
+        if not checked[path] or path in stale:
             continue
         out.append((row, r))
-    return out, missing
+    return out, missing, stale
 
 
 # -- confidence and scores -------------------------------------------------------------------------------------
@@ -713,7 +740,7 @@ def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
                 _Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b)
                 for i, (cid, b) in enumerate(hits)
             ]
-    pairs, _ = _live_rows(project, ranked, max_results)
+    pairs, _, _ = _live_rows(project, ranked, max_results)
     cal = vector_calibration(project)
     for _, r in pairs:
         r.confidence = _ramp(r.cosine, cal.low, cal.high) if cal and r.cosine is not None else r.score

@@ -419,8 +419,11 @@ class Store:
             vectors = vectors or {}
             added: list[tuple[int, np.ndarray]] = []
             with self.atomic():
-                removed = self._delete_chunks(record.path)
                 has_vec = self.has_vectors()
+                # vectors of chunks whose text is unchanged stay (an edit re-embeds only what it changed)
+                kept = self._file_vectors(record.path) if has_vec else {}
+                vectors = {**kept, **vectors}
+                removed = self._delete_chunks(record.path)
                 for ch in chunks:
                     cur = self.conn.execute(
                         "INSERT INTO chunks(path, chunk_index, kind, section_heading, heading_path, start_line, end_line,"
@@ -444,7 +447,7 @@ class Store:
                     now = time.time()
                     self.conn.executemany(
                         "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
-                        [(model, h, vector_blob(v), now) for h, v in vectors.items()],
+                        [(model, h, vector_blob(v), now) for h, v in vectors.items() if h not in kept],
                     )
                 self._drop_file_text(record.path)
                 self.conn.execute(
@@ -461,6 +464,18 @@ class Store:
                     (self.conn.last_insert_rowid(), "\n".join(ch.text for ch in chunks)),
                 )
             self._apply_delta(removed, added)
+
+    def _file_vectors(self, path: str) -> dict[str, np.ndarray]:
+        """The vectors a file's chunks have now, by content hash."""
+        ids = {
+            r[0]: r[1]
+            for r in self.conn.execute("SELECT id, content_hash FROM chunks WHERE path = ?", (path,))
+        }
+        out: dict[str, np.ndarray] = {}
+        for cid, h in ids.items():  # (vec0 answers `IN (subquery)` with a full scan: one lookup per chunk)
+            for (blob,) in self.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)):
+                out[h] = np.frombuffer(blob, dtype=np.float32).copy()
+        return out
 
     def _drop_file_text(self, path: str) -> None:
         """Remove a file's row from the file-level keyword index (before its files row goes or is replaced)."""
@@ -531,20 +546,88 @@ class Store:
             (limit,),
         )
 
+    def count_unembedded(self) -> int:
+        """Chunks with no vector of the active model (all of them when no vector table exists yet)."""
+        if not self.has_vectors():
+            return int(self._scalar("SELECT count(*) FROM chunks") or 0)
+        with self._lock:
+            total = int(self._scalar("SELECT count(*) FROM chunks") or 0)
+            return max(0, total - int(self._scalar("SELECT count(*) FROM chunks_vec") or 0))
+
+    def unembedded(
+        self, hold: Iterable[str] = (), first: Iterable[str] = ()
+    ) -> list[tuple[int, str, str, int]]:
+        """(chunk id, path, content hash, tokens) of chunks without a vector, in the order to embed them: the
+        files in `first` (open in an editor), then the most recently modified files; files in `hold` (still
+        being edited: waiting for their quiet period) are left out."""
+        if not self.has_vectors():
+            return []
+        with self._lock:
+            embedded = {r[0] for r in self.conn.execute("SELECT chunk_id FROM chunks_vec")}
+            rows = [
+                r
+                for r in self.conn.execute(
+                    "SELECT c.id, c.path, c.content_hash, c.token_count, f.mtime_ns FROM chunks c"
+                    " JOIN files f ON f.path = c.path ORDER BY c.path, c.chunk_index"
+                )
+                if r[0] not in embedded
+            ]
+        held, top = set(hold), {p: i for i, p in enumerate(dict.fromkeys(first))}
+        rows = [r for r in rows if r[1] not in held]
+        # mtime 0 marks a file read within its timestamp tick (see indexer.is_racy): just written, so recent
+        rows.sort(key=lambda r: (top.get(r[1], len(top)), -(r[4] or (1 << 62))))
+        return [(int(r[0]), r[1], r[2], int(r[3] or 0)) for r in rows]
+
+    def chunk_hashes(self) -> list[tuple[str, str, int]]:
+        """(path, content hash, tokens) of every chunk."""
+        with self._lock:
+            return [(p, h, int(t or 0)) for p, h, t in self.conn.execute(
+                "SELECT path, content_hash, token_count FROM chunks ORDER BY path, chunk_index")]  # fmt: skip
+
+    def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """chunk id -> (content hash, heading path, text)."""
+        rows = self._dicts(
+            "SELECT id, content_hash, heading_path, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps([int(i) for i in chunk_ids]),),
+        )
+        return {r["id"]: (r["content_hash"], r["heading_path"] or "", r["text"] or "") for r in rows}
+
+    def file_states_for(self, paths: Iterable[str]) -> dict[str, FileState]:
+        with self._lock:
+            return {
+                p: FileState(h, m, s)
+                for p, h, m, s in self.conn.execute(
+                    "SELECT path, content_hash, mtime_ns, size FROM files"
+                    " WHERE path IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(paths)),),
+                )
+            }
+
     def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
-        """Add vectors for existing chunks: (chunk_id, content_hash, vector)."""
+        """Add vectors for existing chunks: (chunk_id, content_hash, vector). A chunk replaced meanwhile (an
+        edit stored while its old text was being embedded) gets none; its vector still goes to the cache."""
         with self._lock:  # the write and the matrix patch are one step for readers
             with self.atomic():
                 now = time.time()
-                for chunk_id, h, vec in items:
+                current = {
+                    r[0]
+                    for r in self.conn.execute(
+                        "SELECT c.id FROM chunks c JOIN json_each(?) j ON c.id = j.value ->> 0"
+                        " AND c.content_hash = j.value ->> 1",
+                        (json.dumps([[int(cid), h] for cid, h, _ in items]),),
+                    )
+                }
+                for _, h, vec in items:
+                    self.conn.execute(
+                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                        (model, h, vector_blob(vec), now),
+                    )
+                items = [it for it in items if it[0] in current]
+                for chunk_id, _, vec in items:
                     self.conn.execute("DELETE FROM chunks_vec WHERE chunk_id = ?", (chunk_id,))
                     self.conn.execute(
                         "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
                         (chunk_id, vector_blob(vec)),
-                    )
-                    self.conn.execute(
-                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
-                        (model, h, vector_blob(vec), now),
                     )
             self._apply_delta([cid for cid, _, _ in items], [(cid, vec) for cid, _, vec in items])
 
@@ -839,6 +922,28 @@ class Store:
                 (vector_blob(query), k),
             )
             return [(int(i), 1.0 - float(d)) for i, d in rows]
+
+    def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
+        """Those of `chunk_ids` that have no vector (none when the index holds no vectors at all)."""
+        with self._lock:
+            matrix = self._vectors()
+            return {int(c) for c in chunk_ids if int(c) not in matrix} if len(matrix) else set()
+
+    def paths_without_vectors(self, paths: Sequence[str]) -> set[str]:
+        """Those of `paths` with at least one chunk that has no vector (all of them without a vector table)."""
+        if not paths:
+            return set()
+        with self._lock:
+            rows = [(int(i), p) for i, p in self.conn.execute(
+                "SELECT id, path FROM chunks WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(list(paths)),))]  # fmt: skip
+            if not self.has_vectors():
+                return {p for _, p in rows}
+            matrix = self._vectors()
+            return {p for i, p in rows if i not in matrix}
+
+    def has_vector(self, chunk_id: int) -> bool:
+        with self._lock:
+            return int(chunk_id) in self._vectors()
 
     def chunk_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         with self._lock:

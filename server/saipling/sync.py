@@ -41,6 +41,9 @@ class SyncQueue:
         self._deleted: dict[str, None] = {}  # ordered set
         self._rescan_at: float | None = None
         self._lock = threading.Lock()
+        # told every changed path at once (outside the lock): the server refreshes its text right away,
+        # while embedding waits for the quiet period
+        self.listener: Callable[[str], None] | None = None
 
     def __len__(self) -> int:
         with self._lock:
@@ -56,6 +59,18 @@ class SyncQueue:
             self._deleted.pop(path, None)
             self._changed.pop(path, None)  # re-insert so dict order follows the last change
             self._changed[path] = t
+        if self.listener is not None:
+            self.listener(path)
+
+    def pending(self) -> tuple[list[str], int]:
+        """(changed paths, number of deletions) waiting for a tick."""
+        with self._lock:
+            return list(self._changed), len(self._deleted)
+
+    def waiting(self) -> list[str]:
+        """The changed files still in their quiet period (their new text is not embedded until it ends)."""
+        with self._lock:
+            return list(self._changed)
 
     def deleted(self, path: str) -> None:
         """A file was deleted: remove it from the index on the next tick."""

@@ -91,16 +91,27 @@ def symbol_information(sym: dict[str, Any], root: Path) -> types.SymbolInformati
 
 # -- progress ------------------------------------------------------------------------------------------
 def percentage(p: IndexProgress) -> int:
-    return int(100 * p.files_done / p.files_total) if p.files_total else 100
+    return int(100 * p.fraction)
+
+
+def eta_text(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(round(seconds))
+    return f", about {s // 60}:{s % 60:02d} left" if s >= 60 else f", about {s} s left"
 
 
 def progress_report(p: IndexProgress) -> types.WorkDoneProgressReport:
+    """The phase, where it is, and the ETA measured from its throughput so far."""
     if p.phase == "embedding":
-        message = f"embedding remaining chunks ({p.chunks_embedded} embedded)"
+        message = f"embedding: {p.chunks_done}/{p.chunks_total} chunks{eta_text(p.eta_seconds)}"
+    elif p.phase == "done":
+        message = f"{p.files_total} files done"
     elif p.current_file:
-        message = f"{p.current_file} ({p.files_done + 1}/{p.files_total})"
+        message = (f"keywords: {p.current_file} ({p.files_done + 1}/{p.files_total})"
+                   f"{eta_text(p.eta_seconds)}")  # fmt: skip
     else:
-        message = f"{p.files_done}/{p.files_total} files"
+        message = f"keywords: {p.files_done}/{p.files_total} files"
     return types.WorkDoneProgressReport(message=message, percentage=percentage(p), cancellable=True)
 
 
@@ -112,7 +123,10 @@ def summary_message(s: IndexSummary | None, cancelled: bool = False) -> str:
         f"{s.embedded} embedded, {s.reused} reused) in {s.seconds:.1f} s"
     )
     if s.cancelled or cancelled:
-        return "cancelled; the index is consistent: " + text
+        left = f"; left: {s.pending_files} files to read, {s.unembedded} chunks to embed"
+        return "cancelled; the index is consistent: " + text + left
+    if s.paused or s.declined:
+        return text + f"; embedding paused ({s.unembedded} chunks keyword-searchable only)"
     return text + (f"; keyword search only: {s.degraded}" if s.degraded else "")
 
 

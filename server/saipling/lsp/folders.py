@@ -80,11 +80,17 @@ class Folder:
     # embeddings that failed (provider down, rate limited, timed out) are retried with backoff, without a save
     retry_at: float | None = None
     retry_delay: float = EMBED_RETRY_FIRST
+    open_files: dict[str, None] = field(default_factory=dict)  # open in the editor: embedded first
+    cost_confirmed: bool = False  # the user agreed to what embedding costs (asked once per session)
+    pause_reason: str | None = None  # why embedding is paused (saipling/pauseIndexing, cost not confirmed)
 
     def schedule_retry(self, summary: Any, now: float) -> None:
         """After a run: retry its missing embeddings later if it ran keyword-only for a reason that can pass
         (not a rejected API key: that waits for the user), else forget any retry."""
-        if summary is not None and summary.degraded and self.project.indexer.embeds:
+        # (while the local model stands in for an API provider, the retry asks that provider again)
+        if summary is not None and (
+            (summary.degraded and self.project.indexer.embeds) or self.project.fallback_from is not None
+        ):
             self.retry_at = now + self.retry_delay
             self.retry_delay = min(self.retry_delay * 2, EMBED_RETRY_MAX)
         elif summary is not None and not summary.cancelled:
@@ -114,6 +120,34 @@ class Folder:
         self.worker = threading.Thread(target=target, name=f"saipling-index-{self.name}", daemon=True)
         self.worker.start()
         return fut
+
+
+def text_changed(ls: SaiplingServer, folder: Folder, rel: str) -> None:
+    """A file was saved, created or changed (from the event loop or the watcher thread): its text, keywords
+    and line ranges are refreshed now on a worker thread (`Project.refresh_dirty`, the cheap pass; a search
+    meanwhile waits for it); its new text is embedded once the file is quiet (the sync queue)."""
+    folder.project.mark_dirty(rel)
+    if ls.stopping or not folder.project.settings.enabled:
+        return
+    try:
+        ls.thread_pool.submit(refresh_now, ls, folder)
+    except RuntimeError:  # the pool is shutting down: the server is closing
+        pass
+
+
+def refresh_now(ls: SaiplingServer, folder: Folder) -> None:
+    if ls.stopping or ls.folders.get(folder.uri) is not folder:
+        return
+    try:
+        folder.project.refresh_dirty()
+    except Exception:  # noqa: BLE001 - logged; the next save or search tries again
+        log.exception("refreshing the text of changed files in %s failed", folder.name)
+
+
+def queue_for_embedding(folder: Folder, paths: list[str]) -> None:
+    """Files a search found changed on disk (no editor or watcher event): embedded once quiet."""
+    for path in paths:
+        folder.queue.changed(path)
 
 
 def folder_depth(uri: str) -> int:
@@ -184,6 +218,8 @@ async def open_folder(
         return None
     folder = Folder(uri, name, project, SyncQueue(project.settings.quiet_period_seconds, ls.clock))
     project.on_missing_file = folder.queue.deleted  # type: ignore[attr-defined] - search drops vanished files
+    folder.queue.listener = partial(text_changed, ls, folder)  # every change: its text is refreshed at once
+    project.on_refreshed = partial(queue_for_embedding, folder)  # a search found a file changed on disk
     ls.folders[uri] = folder
     ls.feedback.warnings(folder, project.warnings)
     await set_watching(ls, folder, project.settings.watch and project.settings.enabled)

@@ -56,6 +56,8 @@ SCHEMAS: dict[str, dict[str, Field]] = {
     "saipling/status": {**FOLDER},
     "saipling/reindex": {"full": BOOL, "paths": STRS, **FOLDER},
     "saipling/clearIndex": {**FOLDER},
+    "saipling/pauseIndexing": {**FOLDER},
+    "saipling/resumeIndexing": {**FOLDER},
     "saipling/_test/advanceClock": {"seconds": Field("num", required=True)},
     "saipling/_test/tick": {},
     # LSP requests whose params lsprotocol would coerce instead of rejecting (5 -> "5"): checked raw.

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -80,7 +81,12 @@ async def run_index(
         folder.running_full = full
         reporter = await begin_progress(ls, title, cancel) if progress else None
         summary: IndexSummary | None = None
-        run = partial(folder.project.index, full, paths, reporter.update if reporter else None, cancel)
+        run = partial(
+            folder.project.index, full, paths, reporter.update if reporter else None, cancel,
+            hold=folder.queue.waiting,  # files still in their quiet period: their new text waits
+            first=list(folder.open_files),  # then open files, then the most recently modified
+            confirm=partial(confirm_cost, ls, folder, cancel),
+        )  # fmt: skip
         try:
             summary = await folder.run_in_thread(run)
         except Exception:
@@ -92,4 +98,56 @@ async def run_index(
                 reporter.end(convert.summary_message(summary))
         folder.schedule_retry(summary, ls.clock())
         ls.feedback.index_done(folder, summary, title)
+        notices, folder.project.fallback_notices = folder.project.fallback_notices, []
+        for notice in notices:  # the local model stands in for the API provider, or it works again
+            ls.feedback.show_once(f"fallback:{folder.uri}:{notice}", f"{folder.name}: {notice}")
         return summary
+
+
+COST_NOT_CONFIRMED = "the cost of embedding was not confirmed (resume indexing to embed)"
+
+
+def confirm_cost(ls: SaiplingServer, folder: Folder, cancel: threading.Event, estimate: dict) -> bool:
+    """On the index thread, between the keyword and the embedding phase of a paid provider's run whose estimate
+    is over `confirmCostAboveUsd`: ask the user once per session (`window/showMessageRequest`). "Not now" (or
+    no answer) pauses embedding; the keyword index is there either way."""
+    if folder.cost_confirmed:
+        return True
+    loop = ls.loop
+    if loop is None or loop.is_closed():
+        return False
+    future = asyncio.run_coroutine_threadsafe(ask_cost(ls, folder, estimate), loop)
+    while True:
+        try:
+            agreed = future.result(timeout=0.25)
+            break
+        except concurrent.futures.TimeoutError:
+            if cancel.is_set() or ls.stopping:
+                future.cancel()
+                return False
+    if agreed:
+        folder.cost_confirmed = True
+        return True
+    folder.pause_reason = COST_NOT_CONFIRMED
+    folder.project.pause()
+    return False
+
+
+async def ask_cost(ls: SaiplingServer, folder: Folder, estimate: dict) -> bool:
+    files, cost = estimate["files"], estimate["costUsd"]
+    message = (f"saipling: index {files:,} file{'s' if files != 1 else ''} of {folder.name} for about ${cost:.2f} "
+               f"({estimate['provider']}/{estimate['model']})? Keyword search works meanwhile.")  # fmt: skip
+    request = types.ShowMessageRequestParams(
+        type=types.MessageType.Info,
+        message=message,
+        actions=[types.MessageActionItem(title=INDEX), types.MessageActionItem(title=NOT_NOW)],
+    )
+    try:
+        answer = await ls.window_show_message_request_async(request)
+    except Exception as exc:  # noqa: BLE001 - a client that cannot ask: nothing is spent
+        log.warning("window/showMessageRequest failed (%s): embedding waits for saipling/resumeIndexing", exc)
+        return False
+    return getattr(answer, "title", None) == INDEX
+
+
+INDEX, NOT_NOW = "Index", "Not now"

@@ -9,7 +9,7 @@ from ...sync import Batch
 from .. import convert, params
 from ..folders import Folder, covered_by, folders_for
 from ..protocol import engine_errors, request_failed
-from ..runs import run_index
+from ..runs import COST_NOT_CONFIRMED, run_index
 
 if TYPE_CHECKING:
     from ..server import SaiplingServer
@@ -19,6 +19,8 @@ def register(server: SaiplingServer) -> None:
     server.handle("saipling/status", status, threaded=True)
     server.handle("saipling/reindex", reindex)
     server.handle("saipling/clearIndex", clear_index)
+    server.handle("saipling/pauseIndexing", pause_indexing)
+    server.handle("saipling/resumeIndexing", resume_indexing)
     server.handle_command("saipling.reindex", cmd_reindex)
     server.handle_command("saipling.clearIndex", cmd_clear_index)
     server.handle_command("saipling.status", cmd_status, threaded=True)
@@ -28,9 +30,24 @@ def status(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     with ls.engine_call():
         folders = folders_for(ls, p)
         for f in folders:
-            f.project.state.pending_files = len(f.queue)
-        statuses = [(f.uri, {**f.project.status(), "indexPasses": f.passes}) for f in folders]
+            f.project.state.pending_files = pending_files(f)
+        statuses = [
+            (f.uri, {**f.project.status(), "indexPasses": f.passes, "pauseReason": f.pause_reason})
+            for f in folders
+        ]
     return convert.merge_status(statuses)
+
+
+PENDING_CHECK_MAX = 500  # queued files checked one by one for work left; beyond, every queued file counts
+
+
+def pending_files(folder: Folder) -> int:
+    """Deletions waiting for the tick, plus the changed files that still have work left (a save whose text is
+    current and embedded, e.g. a watcher event for what a reindex just read, is no pending work)."""
+    changed, deleted = folder.queue.pending()
+    if len(changed) > PENDING_CHECK_MAX:
+        return len(changed) + deleted
+    return len(folder.project.with_work_left(changed)) + deleted
 
 
 async def reindex(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
@@ -71,6 +88,32 @@ async def clear_index(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
         async with folder.lock:
             await ls.call(folder.project.clear)
     return {"cleared": True}
+
+
+async def pause_indexing(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """Stop embedding (at the end of the round in progress) until resumed; saves still refresh the text index
+    at once, so search stays current: a writer on battery stops paying for embeddings, not for search."""
+    await ls.wait_ready()
+    for folder in folders_for(ls, p):
+        folder.project.pause()
+        folder.pause_reason = PAUSED_BY_REQUEST
+    return {"paused": True}
+
+
+async def resume_indexing(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """Embed again, and finish what a pause, a cancel or an unconfirmed cost left: a run that reads the files not
+    read yet and embeds every chunk without a vector (files in their quiet period still wait for it)."""
+    await ls.wait_ready()
+    for folder in folders_for(ls, p):
+        if folder.pause_reason == COST_NOT_CONFIRMED:
+            folder.cost_confirmed = True  # resuming after "Not now" is the go-ahead
+        folder.pause_reason = None
+        folder.project.resume()
+        ls.spawn(run_index(ls, folder, title="Indexing"))
+    return {"resumed": True}
+
+
+PAUSED_BY_REQUEST = "paused by saipling/pauseIndexing"
 
 
 # -- commands (`workspace/executeCommand`): the requests above, params from the command's arguments --------

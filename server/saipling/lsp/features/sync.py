@@ -37,6 +37,8 @@ FILE_OPERATIONS = types.FileOperationRegistrationOptions(
 
 
 def register(server: SaiplingServer) -> None:
+    server.handle(types.TEXT_DOCUMENT_DID_OPEN, on_did_open)
+    server.handle(types.TEXT_DOCUMENT_DID_CLOSE, on_did_close)
     server.handle(types.TEXT_DOCUMENT_DID_SAVE, on_did_save, types.SaveOptions(include_text=False))
     server.handle(types.WORKSPACE_DID_CREATE_FILES, on_did_create_files, FILE_OPERATIONS)
     server.handle(types.WORKSPACE_DID_RENAME_FILES, on_did_rename_files, FILE_OPERATIONS)
@@ -45,6 +47,21 @@ def register(server: SaiplingServer) -> None:
 
 
 # -- handlers ----------------------------------------------------------------------------------------------
+async def on_did_open(ls: SaiplingServer, p: types.DidOpenTextDocumentParams) -> None:
+    """Files open in the editor are embedded first (a first index, a resume)."""
+    await ls.wait_ready()
+    if hit := locate(ls, p.text_document.uri):
+        folder, rel = hit
+        folder.open_files[rel] = None
+
+
+async def on_did_close(ls: SaiplingServer, p: types.DidCloseTextDocumentParams) -> None:
+    await ls.wait_ready()
+    if hit := locate(ls, p.text_document.uri):
+        folder, rel = hit
+        folder.open_files.pop(rel, None)
+
+
 async def on_did_save(ls: SaiplingServer, p: types.DidSaveTextDocumentParams) -> None:
     await ls.wait_ready()
     file_changed(ls, p.text_document.uri)
