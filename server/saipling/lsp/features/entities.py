@@ -21,9 +21,8 @@ if TYPE_CHECKING:
 
 
 def register(server: SaiplingServer) -> None:
-    # open/close/change only keep pygls' copy of each buffer (its built-in handlers); these register them
-    server.handle(types.TEXT_DOCUMENT_DID_OPEN, lambda ls, p: None)
-    server.handle(types.TEXT_DOCUMENT_DID_CLOSE, lambda ls, p: None)
+    # buffers: pygls' built-in didOpen/didChange/didClose handlers keep a copy of each open document (full
+    # sync, announced by the server); features/sync.py registers open/close for its own use
     server.handle(types.TEXT_DOCUMENT_HOVER, hover, threaded=True)
     server.handle(types.TEXT_DOCUMENT_DEFINITION, definition, threaded=True)
     server.handle(types.TEXT_DOCUMENT_REFERENCES, references, threaded=True)
