@@ -3,12 +3,13 @@ character names and aliases (two characters share a surname; "the Detective" is 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 from lsprotocol import types
 
-from lsp_client import lsp_session, wait_for_index, write_project
+from lsp_client import did_save, lsp_session, wait_for_index, write_project
 
 MARCUS = "characters/marcus-cole/profile.md"
 ELENA = "characters/elena-cole/profile.md"
@@ -113,6 +114,19 @@ async def test_hover_definition_references_on_names_and_aliases(tmp_path: Path) 
         assert spots(root, found) == [(MARCUS, 0, 0, 0), *expected]
         elena = spots(root, await client.text_document_references_async(refs(root, CH1, 2, 33)))
         assert elena == [(CH1, 2, 31, 41), (CH10, 2, 11, 16), (ELENA, 5, 2, 12)]
+
+        # a save: the new mention is listed at once (live text), long before the quiet period ends
+        (root / CH10).write_text("# Ending\n\nElena left. The Detective stayed.\n", encoding="utf-8")
+        did_save(client, root / CH10)
+
+        async def marcus_in_ch10() -> list[tuple[str, int, int, int]]:
+            found = spots(root, await client.text_document_references_async(refs(root, CH2, 3, 3)))
+            return [s for s in found if s[0] == CH10]
+
+        deadline = asyncio.get_running_loop().time() + 20
+        while (now := await marcus_in_ch10()) != [(CH10, 2, 12, 25)]:
+            assert asyncio.get_running_loop().time() < deadline, now
+            await asyncio.sleep(0.05)
 
 
 async def test_max_chapter_and_role_limit_references(tmp_path: Path) -> None:

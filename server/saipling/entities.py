@@ -356,6 +356,7 @@ def references(
     match = fts_phrases(names)
     if not match:
         return []
+    project.refresh_dirty()  # files saved a moment ago: their text and keywords first (the live index)
     index = entity_index(project)
     wanted = set(entities)
     out = []
