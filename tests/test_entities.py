@@ -64,3 +64,15 @@ def test_manuscript_order() -> None:
 def test_first_paragraph_skips_headings() -> None:
     assert first_paragraph(["# Marcus", "", "Line one", "line two.", "", "Next."]) == "Line one line two."
     assert first_paragraph(["Title", "=====", "", "Body."]) == "Body."
+
+
+def test_windowed_scan_of_long_lines_finds_what_a_full_scan_finds() -> None:
+    filler = "and the rain kept falling over the harbour while nobody spoke " * 3
+    parts = ["Marcus Cole", "Elena Cole", "Marcus's", "`Marcus`", "the detective", "The Detective", "Marcusian",
+             "THE  DETECTIVE", "Elena", "marcus", "Rose"]  # fmt: skip
+    line = " ".join(f"{filler}{p}" for p in parts) + " Marcus"
+    text = f"---\nname: x\n---\n{line}\n\n{line}\n"
+    for only in (set(MARCUS.names), set(ELENA.names), {"Rose"}):
+        full = [(m.line, m.start, m.end) for m in INDEX.mentions(text) if m.surface in only]
+        assert [(m.line, m.start, m.end) for m in INDEX.mentions(text, only)] == full
+        assert full  # every entity is mentioned

@@ -39,6 +39,7 @@ FRONTMATTER_MAX_CHARS = 65536  # a longer frontmatter block is scanned as body
 SUMMARY_FIELDS = ("summary", "description")
 SUMMARY_MAX_CHARS = 600
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_WORD_CHAR_RE = re.compile(r"\w")
 _INLINE_CODE_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 _DIGITS_RE = re.compile(r"(\d+)")
 _HEADING_LINE_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
@@ -74,6 +75,7 @@ class EntityIndex:
     entities: list[Entity]
     by_name: dict[str, list[tuple[str, Entity]]]  # casefolded name -> (name as written, entity)
     pattern: re.Pattern[str] | None
+    longest: int = 0  # characters of the longest name
 
     @classmethod
     def build(cls, entities: Iterable[Entity]) -> EntityIndex:
@@ -83,7 +85,8 @@ class EntityIndex:
             for n in dict.fromkeys(n.strip() for n in e.names):
                 if len(n) >= MIN_NAME_CHARS:
                     by_name.setdefault(n.casefold(), []).append((n, e))
-        return cls(ents, by_name, names_pattern([s for pairs in by_name.values() for s, _ in pairs]))
+        names = [s for pairs in by_name.values() for s, _ in pairs]
+        return cls(ents, by_name, names_pattern(names), max((len(s) for s in names), default=0))
 
     def for_path(self, path: str) -> Entity | None:
         return next((e for e in self.entities if e.path == path), None)
@@ -111,16 +114,24 @@ class EntityIndex:
             return
         body = frontmatter_end(text[:FRONTMATTER_MAX_CHARS].split("\n")) if text.startswith("---") else 0
         skip = code_lines(text.split("\n")) if ("```" in text or "~~~" in text) else set()
-        n, pos, last = 0, 0, -1
+        n, pos, line_start, hits = 0, 0, -1, []
         for i in offsets:
-            n += text.count("\n", pos, i)
-            pos = i
-            if n == last or n < body or n in skip:
-                continue
-            last = n
-            start = text.rfind("\n", 0, i) + 1
-            end = text.find("\n", i)
-            yield from self.line_mentions(text[start : end if end != -1 else len(text)], n, only)
+            k = text.count("\n", pos, i)
+            if k and hits:  # the line before is complete
+                yield from self._hits(text, line_start, n, hits, only)
+                hits = []
+            n, pos = n + k, i
+            if n >= body and n not in skip:
+                line_start = text.rfind("\n", 0, i) + 1
+                hits.append(i - line_start)
+        if hits:
+            yield from self._hits(text, line_start, n, hits, only)
+
+    def _hits(
+        self, text: str, start: int, n: int, hits: list[int], only: set[str] | None
+    ) -> Iterator[Mention]:
+        end = text.find("\n", start)
+        yield from self.line_mentions(text[start : end if end != -1 else len(text)], n, only, hits)
 
     def resolve(self, found: str, only: set[str] | None) -> tuple[str, tuple[Entity, ...]] | None:
         """The name (as written) and entities a matched text stands for, after the capitals check."""
@@ -131,14 +142,35 @@ class EntityIndex:
         ]
         return (pairs[0][0], tuple(dict.fromkeys(e for _, e in pairs))) if pairs else None
 
-    def line_mentions(self, line: str, n: int, only: set[str] | None = None) -> Iterator[Mention]:
+    def line_mentions(
+        self, line: str, n: int, only: set[str] | None = None, hits: list[int] | None = None
+    ) -> Iterator[Mention]:
+        """Mentions in one line; with `hits` (columns where a wanted name's word was found), only mentions
+        covering one of them, looked for in a window around each (long prose lines are not scanned whole)."""
         if self.pattern is None:
             return
         masked = _INLINE_CODE_RE.sub(lambda m: " " * len(m.group(0)), line) if "`" in line else line
-        for m in self.pattern.finditer(masked):
-            found = self.resolve(m.group(0), only)
-            if found is not None:
-                yield Mention(n, m.start(), m.end(), found[0], found[1], line)
+        if hits is None or len(line) <= 8 * self.longest:
+            windows = [(0, len(line))]
+        else:
+            windows = []
+            for h in hits:  # every name covering column h starts within `longest` of it
+                a, b = max(0, h - self.longest), min(len(line), h + self.longest + 1)
+                if windows and a <= windows[-1][1]:
+                    windows[-1] = (windows[-1][0], b)
+                else:
+                    windows.append((a, b))
+        last_end = -1
+        for a, b in windows:
+            for m in self.pattern.finditer(masked, a, b):
+                if m.start() < last_end or (m.end() == b < len(line) and _WORD_CHAR_RE.match(line, b)):
+                    continue  # seen in the window before, or cut short by the window's end
+                if hits is not None and not any(m.start() <= h < m.end() for h in hits):
+                    continue
+                found = self.resolve(m.group(0), only)
+                if found is not None:
+                    last_end = m.end()
+                    yield Mention(n, m.start(), m.end(), found[0], found[1], line)
 
     def at(self, text: str, line: int, col: int) -> Mention | None:
         """The mention under (line, col) of `text` (0-based, code points), if any."""
