@@ -76,3 +76,11 @@ def test_windowed_scan_of_long_lines_finds_what_a_full_scan_finds() -> None:
         full = [(m.line, m.start, m.end) for m in INDEX.mentions(text) if m.surface in only]
         assert [(m.line, m.start, m.end) for m in INDEX.mentions(text, only)] == full
         assert full  # every entity is mentioned
+
+
+def test_frontmatter_lines_agrees_with_frontmatter_end() -> None:
+    from saipling.entities import frontmatter_end, frontmatter_lines
+
+    for text in ["---\na: 1\n---\nbody", "---\n---\n", "---  \nx\n...\nbody", "no\n---\n", "---\nnever closed\n",
+                 "---", "---\nx: 1\n---   \n\nMarcus", "---\nx\n----\n---\n"]:  # fmt: skip
+        assert frontmatter_lines(text) == frontmatter_end(text.split("\n")), text

@@ -40,6 +40,7 @@ SUMMARY_FIELDS = ("summary", "description")
 SUMMARY_MAX_CHARS = 600
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _WORD_CHAR_RE = re.compile(r"\w")
+_FRONTMATTER_CLOSE_RE = re.compile(r"(?<=\n)(?:---|\.\.\.)[ \t\r\f\v]*(?:\n|$)")
 _INLINE_CODE_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 _DIGITS_RE = re.compile(r"(\d+)")
 _HEADING_LINE_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
@@ -112,7 +113,7 @@ class EntityIndex:
         )
         if not offsets:
             return
-        body = frontmatter_end(text[:FRONTMATTER_MAX_CHARS].split("\n")) if text.startswith("---") else 0
+        body = frontmatter_lines(text)
         skip = code_lines(text.split("\n")) if ("```" in text or "~~~" in text) else set()
         n, pos, line_start, hits = 0, 0, -1, []
         for i in offsets:
@@ -208,6 +209,15 @@ def _find_all(text: str, word: str) -> Iterator[int]:
         i = text.find(word, i + 1)
 
 
+def frontmatter_lines(text: str) -> int:
+    """`frontmatter_end` of a whole text, without splitting more than the frontmatter into lines."""
+    nl = text.find("\n")
+    if nl == -1 or text[:nl].rstrip() != "---":
+        return 0
+    m = _FRONTMATTER_CLOSE_RE.search(text, nl + 1, FRONTMATTER_MAX_CHARS)
+    return text.count("\n", 0, m.start()) + 1 if m is not None else 0
+
+
 def frontmatter_end(lines: list[str]) -> int:
     """0-based number of the first line after a leading `---` frontmatter block (0 when there is none)."""
     if not lines or lines[0].rstrip() != "---":
@@ -276,7 +286,8 @@ def disk_reader(root: Path) -> TextSource:
             if b"\0" in data:
                 return None
             try:  # the common case, without textio's slower checks (a NUL byte already ruled binary out)
-                return normalise_newlines(data.decode("utf-8-sig"))
+                text = data.decode("utf-8-sig")
+                return normalise_newlines(text) if "\r" in text else text
             except UnicodeDecodeError:
                 return decode(data, rel).text
         except (OSError, BinaryFile):
