@@ -20,7 +20,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+# ../shared next to the repository (SAIPLING_SHARED points elsewhere, e.g. from a worktree)
+SHARED = Path(os.environ.get("SAIPLING_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
+FICTION_CORPUS = SHARED / "corpora" / "fiction-chapters"
 SRD_CORPUS = SHARED / "corpora" / "13th-age-srd"
 
 

@@ -19,6 +19,7 @@ from saipling.chunker import (
     chunk_document,
     content_hash,
     limits_for,
+    parse_blocks,
 )
 from saipling.embeddings.base import estimate_tokens
 from saipling.metadata import extract_metadata
@@ -95,6 +96,34 @@ def tiny_section(draw) -> list[str]:
     ]
 
 
+@st.composite
+def setext_heading(draw) -> list[str]:
+    title = " ".join(draw(st.lists(word, min_size=1, max_size=6)))
+    return [title, draw(st.sampled_from(["===", "---", "=========", "  ---"]))]
+
+
+@st.composite
+def html_block(draw) -> list[str]:
+    inner = draw(st.lists(st.sampled_from(["# hidden heading", "", "note to self", "```", "[[Page|alias]]"]),
+                          max_size=4))  # fmt: skip
+    return draw(st.sampled_from([["<!--", *inner, "-->"], ["<div>", *[x for x in inner if x], "</div>"]]))
+
+
+@st.composite
+def wiki_paragraph(draw) -> list[str]:
+    links = ["[[Marcus Cole]]", "[[characters/marcus|Marc]]", "![[map.png]]", "[[Harbor#Docks]]", "[[a|]]",
+             "![[folder/scene 2.md]]", "[[Harbor#^block1]]"]  # fmt: skip
+    parts = draw(st.lists(st.one_of(word, st.sampled_from(links)), min_size=1, max_size=12))
+    return [" ".join(parts)] if draw(st.booleans()) else [draw(st.sampled_from(links))]
+
+
+@st.composite
+def list_block(draw) -> list[str]:
+    items = draw(st.lists(st.sampled_from(["- item one", "- # heading in a list", "  continued", "1. first",
+                                           "", "- [[Marcus Cole|Marc]] rows"]), min_size=1, max_size=5))  # fmt: skip
+    return items
+
+
 block = st.one_of(
     paragraph(),
     paragraph(),
@@ -105,6 +134,10 @@ block = st.one_of(
     blank(),
     long_paragraph(),
     tiny_section(),
+    setext_heading(),
+    html_block(),
+    wiki_paragraph(),
+    list_block(),
 )
 
 
@@ -190,8 +223,10 @@ PROPS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[He
 def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: TokenCounter) -> None:
     data, rel = doc
     lines, meta, chunks = _chunk(data, rel, limits, count)
-    disk = _disk_lines(data)
-    assert len(lines) == len(disk), "normalising newlines must not change line numbers"
+    raw = _disk_lines(data)
+    assert len(lines) == len(raw), "normalising newlines must not change line numbers"
+    disk = parse_blocks("\n".join(lines)).lines  # as indexed: wiki-links as display text, embeds dropped
+    assert len(disk) == len(raw), "showing wiki-links as display text must not change line numbers"
 
     # chunks are in file order; indexes are 0..n-1
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
@@ -475,3 +510,122 @@ def test_preview_is_flat_and_short() -> None:
     c = chunk_document(text, None)[0]
     assert "\n" not in c.preview and len(c.preview) <= 200
     assert re.match(r"# H line one line two", c.preview)
+
+
+# -- markdown parsed by a parser (CommonMark via markdown-it-py) -------------------------------------------
+
+
+def _heads(text: str) -> list[tuple[str | None, str, int]]:
+    return [(c.section_heading, c.heading_path, c.start_line) for c in chunk_document(text, None)]
+
+
+def test_setext_headings_are_sections() -> None:
+    text = (
+        "Chapter One\n===========\n\nThe night ferry left the harbor without its captain.\n\n"
+        "The Storm\n---------\n\nRain came sideways across the copper water of the bay.\n"
+    )
+    assert _heads(text) == [
+        ("# Chapter One", "Chapter One", 1),
+        ("## The Storm", "Chapter One > The Storm", 6),
+    ]
+    lines = text.split("\n")
+    storm = chunk_document(text, None)[1]
+    assert lines[storm.end_line - 1].startswith("Rain came")
+
+
+def test_a_heading_only_setext_section_folds_into_the_next() -> None:
+    text = "Part One\n========\n\nChapter 1\n---------\n\nThe first chapter has a real body of text.\n"
+    chunks = chunk_document(text, None)
+    assert [(c.section_heading, c.heading_path, c.start_line) for c in chunks] == [
+        ("## Chapter 1", "Part One > Chapter 1", 1)
+    ]
+
+
+def test_hash_lines_in_html_blocks_lists_and_quotes_are_not_sections() -> None:
+    text = (
+        "# Real\n\nThe body of the real section, long enough.\n\n"
+        "<!--\n# commented-out heading\n\nstill inside the comment\n-->\n\n"
+        "<div>\n# inside a div\n</div>\n\n"
+        "- # a heading inside a list item\n- another item\n\n"
+        "> # a quoted heading\n\n"
+        "The end of the real section, after the blocks.\n"
+    )
+    chunks = chunk_document(text, None)
+    assert [c.section_heading for c in chunks] == ["# Real"]
+    assert "# commented-out heading" in chunks[0].text and "still inside the comment" in chunks[0].text
+
+
+def test_inline_triple_backticks_do_not_open_a_fence() -> None:
+    # an info string may not contain backticks: this line is inline code, not a fence that swallows the rest
+    text = "# One\n\n```python is nice``` says the note.\n\n# Two\n\nThe second section has its own body.\n"
+    assert [h for h, _, _ in _heads(text)] == ["# One", "# Two"]
+
+
+def test_indented_code_stays_whole_and_its_hash_lines_are_code() -> None:
+    code = ["    # install", *[f"    pip install package-{i} --quiet" for i in range(12)], "",
+            "    # run", *[f"    saipling index --root project-{i}" for i in range(12)]]  # fmt: skip
+    paras = [f"Para {i} " + words(30, seed=i) + "." for i in range(6)]
+    text = (
+        "# Setup\n\n"
+        + "\n\n".join(paras[:3])
+        + "\n\n"
+        + "\n".join(code)
+        + "\n\n"
+        + "\n\n".join(paras[3:])
+        + "\n"
+    )
+    limits = ChunkLimits(max_tokens=400, target_tokens=120, overlap_tokens=0)
+    chunks = chunk_document(text, None, limits)
+    assert {c.section_heading for c in chunks} == {"# Setup"}
+    lines = text.split("\n")
+    first = lines.index("    # install") + 1
+    holding = [c for c in chunks if c.start_line <= first <= c.end_line]
+    assert len(holding) == 1 and "project-11" in holding[0].text  # the blank line inside did not split it
+
+
+def test_malformed_frontmatter_yaml_makes_no_setext_heading() -> None:
+    text = "---\nname: [unclosed\naliases: {\n---\n# Title\n\nThe body of the note, long enough to keep.\n"
+    meta = extract_metadata("notes/x.md", text)
+    assert meta.body_start_line == 1 and meta.warning
+    assert [h for h, _, _ in ((c.section_heading, 0, 0) for c in chunk_document(text, meta)) if h] == [
+        "# Title"
+    ]
+
+
+def test_wiki_links_are_indexed_as_display_text_with_line_numbers_unchanged() -> None:
+    text = (
+        "# The [[spells/Fireball|Fireball]] Spell\n\n"
+        "Cast it with [[Compendium/13A/Classes/Wizard|wizard]] power, see [[Escalation-Die]] and [[Rules#Range]].\n"
+        "![[maps/blast-radius.png]]\n\n"
+        "```sh\nif [[ -f spell.md ]]; then echo ok; fi\n```\n\n"
+        "![[maps/area.png]]\n"
+    )
+    chunks = chunk_document(text, extract_metadata("spells/fireball.md", text))
+    assert len(chunks) == 1
+    c = chunks[0]
+    assert c.section_heading == "# The Fireball Spell" and c.heading_path == "The Fireball Spell"
+    assert "Cast it with wizard power, see Escalation-Die and Rules > Range." in c.text
+    assert "[[" not in c.text.replace("[[ -f spell.md ]]", "") and ".png" not in c.text
+    assert "if [[ -f spell.md ]]; then" in c.text  # code is left as written
+    assert "Compendium" not in c.embed_text and "Fireball" in c.preview
+    lines = text.split("\n")
+    assert (c.start_line, c.end_line) == (1, 8)  # ends on the code fence, not on the dropped embed (line 10)
+    assert lines[c.end_line - 1] == "```"
+
+
+def test_frontmatter_chunk_is_readable_prose_without_bookkeeping() -> None:
+    text = (
+        "---\nuid: 8f1c\ncreated_at: 2024-01-01\npermalink: /marcus\nname: Marcus Cole\n"
+        'aliases: [Marc, The Ferryman]\nfirst_appearance: "[[Book One|the first book]]"\n'
+        "stats: {strength: 12, cunning: 16}\nis_alive: true\ncssclasses: [wide]\nnotes: ''\n---\n"
+        "# Marcus\n\nThe body of the profile, long enough.\n"
+    )
+    fm = chunk_document(text, extract_metadata("characters/marcus/profile.md", text))[0]
+    assert fm.kind == "frontmatter"
+    assert fm.text.split("\n") == [
+        "name: Marcus Cole",
+        "aliases: Marc, The Ferryman",
+        "first appearance: the first book",
+        "stats: strength: 12; cunning: 16",
+        "is alive: yes",
+    ]

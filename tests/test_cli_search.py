@@ -155,7 +155,7 @@ def test_related(root: Path) -> None:
 def test_enrich(root: Path) -> None:
     result = run("enrich", "storm ledger sister", "--root", str(root), "--skill", "writer")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("=== FILE: ") and "(SEARCH) ===\n(matched section: " in result.stdout
+    assert result.stdout.startswith("=== FILE: ") and "(SEARCH) ===\n--- " in result.stdout
     assert "cipher" not in result.stdout and "wolfsbane" not in result.stdout
     response = json.loads(
         run("enrich", "storm ledger sister", "--root", str(root), "--loaded", MARCUS, "--json").stdout

@@ -6,6 +6,7 @@ exclusion, token budget shedding, the delimiter format, skipped reasons, book sc
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,28 +159,117 @@ def test_delimiter_format_and_text_from_disk(novel: Any) -> None:
     assert response["ran"] and response["degraded"]  # provider none: keyword search, said so
     results = response["searchResults"]
     assert len(results) == 4
-    expected = []
+    context = response["contextBlock"]
+    blocks = blocks_of(response)
+    files = list(dict.fromkeys(r["filePath"] for r in results))
+    assert [b.split(" (SEARCH) ===")[0].removeprefix("=== FILE: ") for b in blocks] == files  # one per file
     for r in results:
         assert set(r) >= {"filePath", "section", "similarityScore", "tokensEst", "contentPreview"}
+        assert 0 <= r["similarityScore"] <= 1
         lines = (novel.root / r["filePath"]).read_text(encoding="utf-8").split("\n")
         text = "\n".join(lines[r["startLine"] - 1 : r["endLine"]]).rstrip()
-        block = f"=== FILE: {r['filePath']} (SEARCH) ===\n(matched section: {r['section']})\n{text}\n"
-        assert r["tokensEst"] == estimate_tokens(block)
-        assert 0 <= r["similarityScore"] <= 1
-        expected.append(block)
-    assert response["contextBlock"] == "\n".join(expected)
-    assert response["tokensUsed"] == sum(r["tokensEst"] for r in results)
-    assert response["contextBlock"].startswith("=== FILE: ")
+        block = next(b for b in blocks if b.removeprefix("=== FILE: ").startswith(r["filePath"] + " "))
+        assert text in block and re.search(
+            rf"^--- (.* \| )?{re.escape(r['section'])}( \| .*)? \(line", block, re.M
+        )
+    for block in blocks:  # passages in file order, each headed by its heading path and lines
+        starts = [int(m) for m in re.findall(r"^--- .* \(lines? (\d+)", block, re.M)]
+        assert starts and starts == sorted(starts)
+    assert response["tokensUsed"] == estimate_tokens(context) == sum(r["tokensEst"] for r in results)
+    assert context.startswith("=== FILE: ")
     one = novel.enrich({"query": "chandlery counting rope", "skillConfig": ALWAYS, "maxResults": 1})
-    block = one["contextBlock"]
-    assert block.startswith(
-        "=== FILE: characters/marcus-cole/profile.md (SEARCH) ===\n(matched section: ### Childhood)\n"
-    )
-    assert block.endswith(
-        "### Childhood\n\nHe grew up above his father's chandlery, counting rope and listening to the gulls.\n"
+    assert one["contextBlock"] == (
+        "=== FILE: characters/marcus-cole/profile.md (SEARCH) ===\n"
+        "--- Marcus Cole > Background > Childhood (lines 13-17) ---\n"
+        "## Background\n\n### Childhood\n\n"
+        "He grew up above his father's chandlery, counting rope and listening to the gulls.\n"
     )
     scores = [r["similarityScore"] for r in results]
     assert scores == sorted(scores, reverse=True)
+
+
+WIZARD = """# Wizard
+
+The wizard class page.
+
+## Spells
+
+### Fireball
+
+A bead of flame that bursts into a sphere of fire: the classic evoker's spell.
+
+#### Epic Feat
+
+Your fireball ignores resistance to fire. The epic feat for evokers.
+
+### Lightning Bolt
+
+A stroke of lightning in a line, for the storm callers.
+
+## Talents
+
+### Evocation
+
+Evokers maximise the damage of one spell per battle.
+"""
+
+
+def test_one_block_per_file_with_heading_paths_in_file_order_adjacent_sections_merged(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {
+        "classes/wizard.md": WIZARD,
+        "classes/sorcerer.md": "# Sorcerer\n\n## Spells\n\nThe sorcerer's breath of fire is no evoker's spell.\n",
+    })  # fmt: skip
+    with open_project(root) as p:
+        p.index()
+        response = p.enrich({"query": "evoker epic feat fireball evocation", "skillConfig": ALWAYS,
+                             "maxResults": 10})  # fmt: skip
+        context = response["contextBlock"]
+        assert context.count("=== FILE: classes/wizard.md (SEARCH) ===") == 1
+        wizard = next(b for b in blocks_of(response) if "classes/wizard.md" in b.split("\n")[0])
+        headers = re.findall(r"^--- (.*) ---$", wizard, re.M)
+        # Fireball and its Epic Feat subsection are adjacent: one passage, named by the sections' full paths
+        assert (
+            headers
+            == [
+                "Wizard > Spells > Fireball | Wizard > Spells > Fireball > Epic Feat (lines 5-13)",  # `## Spells` too
+                "Wizard > Talents > Evocation (lines 19-23)",  # later in the file, later in the block
+            ]
+        )
+        assert "#### Epic Feat\n\nYour fireball ignores" in wizard
+        lines = WIZARD.split("\n")
+        assert "\n".join(lines[4:13]) in wizard and "Lightning" not in wizard
+        sections = {r["section"] for r in response["searchResults"] if r["filePath"] == "classes/wizard.md"}
+        assert "Wizard > Spells > Fireball > Epic Feat" in sections
+        assert response["tokensUsed"] == estimate_tokens(context)
+        # within budget: a smaller budget keeps whole passages only and never exceeds it
+        small = p.enrich({"query": "evoker epic feat fireball evocation", "skillConfig": ALWAYS,
+                          "maxResults": 10, "maxSearchTokens": response["tokensUsed"] // 2})  # fmt: skip
+        assert 0 < small["tokensUsed"] <= response["tokensUsed"] // 2
+        assert small["tokensUsed"] == estimate_tokens(small["contextBlock"])
+        assert {"path": "classes/wizard.md", "reason": "over_budget"} in small["skipped"] or small[
+            "tokensUsed"
+        ]
+
+
+def test_frontmatter_and_wiki_links_reach_the_agent_as_readable_text(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {
+        "characters/marcus/profile.md": (
+            "---\nname: Marcus Cole\nid: 42\naliases:\n  - Marc\n  - The Ferryman\n---\n# Marcus\n\n"
+            "He rows the [[world/harbor|old harbor]] ferry past [[Greyhaven Light]] every night.\n"
+            "![[maps/harbor.png]]\n"
+        ),
+    })  # fmt: skip
+    with open_project(root) as p:
+        p.index()
+        response = p.enrich({"query": "Ferryman Marc harbor ferry", "skillConfig": ALWAYS, "maxResults": 5})
+        context = response["contextBlock"]
+        assert (
+            "--- (frontmatter) (lines 1-7) ---\nname: Marcus Cole\naliases: Marc, The Ferryman\n" in context
+        )
+        assert "  - Marc" not in context and "id: 42" not in context  # not raw YAML, no bookkeeping
+        assert "He rows the old harbor ferry past Greyhaven Light every night." in context
+        assert "[[" not in context and ".png" not in context
+        assert not [s for s in response["skipped"] if s["reason"] == "missing"]
 
 
 def test_dedup_against_loaded_files(novel: Any) -> None:
@@ -406,9 +496,12 @@ def test_a_paragraph_on_one_long_line_is_given_once_per_chunk_not_whole_each_tim
         assert n_chunks > 2  # the line was split
         response = p.enrich({"query": "harbour pilot reef ship", "skillConfig": ALWAYS, "maxResults": 10,
                              "maxSearchTokens": 100_000})  # fmt: skip
-        blocks = blocks_of(response)
-        assert blocks and len(set(blocks)) == len(blocks)  # no block repeated
-        assert all(len(b) < len(sentences) / 2 for b in blocks)  # each block is its chunk, not the whole line
+        assert len(blocks_of(response)) == 1  # one block per file
+        passages = re.split(r"^--- .* ---$", response["contextBlock"], flags=re.M)[1:]
+        assert len(passages) > 1 and len(set(passages)) == len(passages)  # no passage repeated
+        assert all(
+            len(b) < len(sentences) / 2 for b in passages
+        )  # each passage is its chunk, not the whole line
         assert response["tokensUsed"] < estimate_tokens(sentences) * 1.5
 
 

@@ -190,6 +190,31 @@ def test_switching_to_a_smaller_window_rechunks_unchanged_files(tmp_path: Path) 
         assert (s.files_read, s.embedded) == (0, 0)
 
 
+def test_an_index_made_by_an_older_chunker_is_rechunked_once(tmp_path: Path) -> None:
+    """Upgrading the chunker (here: setext headings and wiki-links) re-chunks unchanged files on the next run."""
+    import json
+
+    from saipling.indexer import CHUNKING_META
+
+    note = "Chapter One\n===========\n\nThe [[harbor|old harbor]] at dawn, where the ferry waits.\n"
+    root = make_project(tmp_path, {"a.md": note})
+    age(root)
+    with open_project(root) as project:
+        project.index()
+        assert project.store.chunks_for_path("a.md")[0]["section_heading"] == "# Chapter One"
+        # as an older chunker left it: its signature (no chunker version) and its chunks
+        old = json.loads(project.store.get_meta(CHUNKING_META))
+        old.pop("chunker")
+        project.store.set_meta(CHUNKING_META, json.dumps(old, sort_keys=True))
+        with project.store.conn:
+            project.store.conn.execute("UPDATE chunks SET section_heading = NULL")
+        s = project.index()  # incremental: nothing changed on disk, yet every file is re-chunked
+        assert s.files_read == 1
+        chunk = project.store.chunks_for_path("a.md")[0]
+        assert chunk["section_heading"] == "# Chapter One" and "The old harbor at dawn" in chunk["text"]
+        assert (project.index().files_read, project.index().embedded) == (0, 0)  # recorded: a no-op again
+
+
 def test_apply_settings_asks_for_a_full_reindex_when_the_window_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

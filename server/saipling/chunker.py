@@ -8,18 +8,30 @@ overlap. Tiny pieces are merged into a neighbour so every non-blank body line st
 from __future__ import annotations
 
 import bisect
+import datetime
 import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from markdown_it import MarkdownIt
+from mdit_py_plugins.front_matter import front_matter_plugin
 
 from .embeddings.base import estimate_tokens
 from .metadata import BOOKKEEPING_KEYS, FileMeta
 
+# Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
+# once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
+# as display text, frontmatter prose.
+CHUNKER_VERSION = 2
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
-_HEADING_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# Obsidian wiki-links: `![[map.png]]` embeds are dropped, `[[page|alias]]` reads `alias`, `[[folder/page#Part]]`
+# reads `page > Part` (the display text, as a reader sees it). Never across lines: line numbers stay exact.
+_EMBED_RE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
+_WIKI_RE = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")
 # a sentence ends at . ! ? before whitespace; CJK full stops need no space after them
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?。！？])[\"')\]]*\s+|(?<=[。！？])(?=[^\s\"')\]」』）])")
 
@@ -75,6 +87,82 @@ class _Piece:
     kind: str
 
 
+@dataclass(frozen=True)
+class Heading:
+    start: int  # first on-disk line (1-based); a setext heading is its text line(s) plus the underline
+    end: int
+    level: int
+    title: str  # display text: inline markup kept, wiki-links as their display text
+
+
+@dataclass(frozen=True)
+class MarkdownBlocks:
+    """What the chunker needs from the markdown parse of one file (line numbers 1-based, on disk)."""
+
+    headings: list[
+        Heading
+    ]  # top-level headings only (a `#` line inside a list item or quote is not a section)
+    keep_whole: frozenset[
+        int
+    ]  # blank lines inside code, HTML and frontmatter blocks: never a paragraph break
+    code_lines: frozenset[int]  # lines of fenced/indented code blocks and frontmatter: wiki-links left alone
+    lines: list[str]  # the file's lines as indexed: wiki-links shown as their display text, embeds dropped
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    """CommonMark block parser. Inline parsing is off: the chunker needs block structure and line ranges only
+    (every block token carries `.map`, its [first, last) 0-based line range), and it halves the parse time."""
+    md = MarkdownIt("commonmark").use(front_matter_plugin)
+    md.disable("inline")
+    return md
+
+
+def parse_blocks(text: str) -> MarkdownBlocks:
+    """Parse normalised text (\\n newlines) into headings, unsplittable ranges and display lines."""
+    lines = text.split("\n")
+    tokens = _parser().parse(text)
+    headings: list[Heading] = []
+    keep: set[int] = set()
+    code: set[int] = set()
+    for i, tok in enumerate(tokens):
+        if tok.map is None:
+            continue
+        a, b = tok.map[0] + 1, tok.map[1]  # 1-based inclusive
+        if tok.type == "heading_open" and tok.level == 0:
+            raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
+            title = " ".join(display_text(raw).split())
+            headings.append(Heading(a, max(a, b), int(tok.tag[1]), title))
+        elif tok.type in ("fence", "code_block", "front_matter", "html_block"):
+            if tok.type != "html_block":
+                code.update(range(a, b + 1))
+            keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
+    shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
+    return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown)
+
+
+def display_text(text: str) -> str:
+    """Wiki-links as a reader sees them: `[[page|alias]]` -> `alias`, `[[a/page#Part]]` -> `page > Part`,
+    `![[map.png]]` (an embed) -> nothing. Never changes the number of lines."""
+    if "[[" not in text:
+        return text
+    text = _EMBED_RE.sub("", text)
+    return _WIKI_RE.sub(_link_text, text)
+
+
+def _link_text(m: re.Match[str]) -> str:
+    alias = (m.group(2) or "").strip()
+    if alias:
+        return alias
+    target = m.group(1).strip()
+    page, _, part = target.partition("#")
+    page = page.rstrip("/").rsplit("/", 1)[-1]
+    if page.lower().endswith(".md"):
+        page = page[:-3]
+    part = part.lstrip("^") if not part.startswith("^") else ""  # `#^block-id` is an anchor, not a heading
+    return f"{page} > {part}" if page and part else page or part
+
+
 def embed_text_for(heading_path: str, text: str) -> str:
     return f"{heading_path}\n\n{text}" if heading_path else text
 
@@ -89,16 +177,41 @@ def make_preview(text: str) -> str:
 
 
 def render_frontmatter(fm: dict) -> str:
+    """Frontmatter as readable `key: value` prose for embedding and keyword search, not YAML.
+
+    Bookkeeping keys (metadata.BOOKKEEPING_KEYS: ids, dates, created/updated, cssclass, ...) and empty values
+    are left out; `snake_case`/`kebab-case` keys read as words; lists are comma-separated; a nested mapping
+    reads `key: sub: value; sub: value`; booleans read yes/no; wiki-links read as their display text."""
     lines = []
     for key, value in fm.items():
-        if str(key).lower() in BOOKKEEPING_KEYS or value in (None, "", [], {}):
+        if str(key).lower() in BOOKKEEPING_KEYS or _empty(value):
             continue
-        if isinstance(value, list | tuple):
-            value = ", ".join(str(v) for v in value)
-        elif isinstance(value, dict):
-            value = ", ".join(f"{k}={v}" for k, v in value.items())
-        lines.append(f"{key}: {value}")
+        shown = _fm_value(value)
+        if shown:
+            lines.append(f"{_fm_key(key)}: {shown}")
     return "\n".join(lines)
+
+
+def _fm_key(key: Any) -> str:
+    return " ".join(re.sub(r"[_-]+", " ", str(key)).split()) or str(key)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str | list | tuple | dict) and not value)
+
+
+def _fm_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return ", ".join(s for v in value if not _empty(v) and (s := _fm_value(v)))
+    if isinstance(value, dict):
+        parts = (f"{_fm_key(k)}: {_fm_value(v)}" for k, v in value.items()
+                 if str(k).lower() not in BOOKKEEPING_KEYS and not _empty(v))  # fmt: skip
+        return "; ".join(p for p in parts if not p.endswith(": "))
+    return " ".join(display_text(str(value)).split())
 
 
 def chunk_document(
@@ -109,7 +222,8 @@ def chunk_document(
 ) -> list[Chunk]:
     """Chunk normalised text (\\n newlines; line N = on-disk line N)."""
     limits = limits or ChunkLimits()
-    lines = text.split("\n")
+    doc = parse_blocks(text)
+    lines = doc.lines  # as indexed: the same line numbers as on disk, wiki-links as display text
     body_start = meta.body_start_line if meta else 1
     pieces: list[_Piece] = []
     if meta and meta.frontmatter and body_start > 1:
@@ -117,14 +231,14 @@ def chunk_document(
         if len(rendered) >= MIN_CHUNK_CHARS or (rendered and meta.display_name):
             for part in _fit_lines(rendered, limits.max_tokens, count_tokens):  # a long `description:` too
                 pieces.append(_Piece(1, body_start - 1, part, None, "", "frontmatter"))
-    sections = _sections(lines, body_start)
+    sections = _sections(lines, body_start, doc)
     has_headings = any(s[2] is not None for s in sections)
     for start, end, heading, path in sections:
         while end > start and not lines[end - 1].strip():  # ranges end on text, not on trailing blank lines
             end -= 1
         while start < end and not lines[start - 1].strip():
             start += 1
-        body_units = _paragraphs(lines, start, end, count_tokens)
+        body_units = _paragraphs(lines, start, end, count_tokens, doc.keep_whole)
         if not body_units:
             continue
         kind = "section" if has_headings else "window"
@@ -161,65 +275,54 @@ def chunk_document(
     return chunks
 
 
-def _sections(lines: list[str], body_start: int) -> list[tuple[int, int, str | None, str]]:
+def _sections(
+    lines: list[str], body_start: int, doc: MarkdownBlocks
+) -> list[tuple[int, int, str | None, str]]:
     """(start, end, heading line text, heading path) per section; heading-only sections fold into the next."""
-    heads: list[tuple[int, int, str]] = []  # (line, level, title)
-    fence: str | None = None
-    for n in range(body_start, len(lines) + 1):
-        line = lines[n - 1]
-        fm = _FENCE_RE.match(line)
-        if fm:
-            marker = fm.group(1)
-            if fence is None:
-                fence = marker[0] * 3
-            elif marker.startswith(fence):
-                fence = None
-            continue
-        if fence is None:
-            hm = _HEADING_RE.match(line)
-            if hm:
-                heads.append((n, len(hm.group(1)), (hm.group(2) or "").strip()))
+    heads = [h for h in doc.headings if h.start >= body_start]
     out: list[tuple[int, int, str | None, str]] = []
-    first = heads[0][0] if heads else len(lines) + 1
+    first = heads[0].start if heads else len(lines) + 1
     if first > body_start:
         out.append((body_start, first - 1, None, ""))
     stack: list[tuple[int, str]] = []
     carry: int | None = None
-    for i, (n, level, title) in enumerate(heads):
-        end = heads[i + 1][0] - 1 if i + 1 < len(heads) else len(lines)
-        while stack and stack[-1][0] >= level:
+    for i, h in enumerate(heads):
+        end = heads[i + 1].start - 1 if i + 1 < len(heads) else len(lines)
+        while stack and stack[-1][0] >= h.level:
             stack.pop()
-        stack.append((level, title or "#" * level))
+        stack.append((h.level, h.title or "#" * h.level))
         path = " > ".join(t for _, t in stack)
-        heading_line = f"{'#' * level} {title}".rstrip()
-        start = carry if carry is not None else n
-        if not any(lines[k - 1].strip() for k in range(n + 1, end + 1)) and i + 1 < len(heads):
-            carry = start  # heading with no body: its line joins the next section's chunk
+        heading_line = f"{'#' * h.level} {h.title}".rstrip()
+        start = carry if carry is not None else h.start
+        if not any(lines[k - 1].strip() for k in range(h.end + 1, end + 1)) and i + 1 < len(heads):
+            carry = start  # heading with no body: its lines join the next section's chunk
             continue
         carry = None
         out.append((start, end, heading_line, path))
     return out
 
 
-def _paragraphs(lines: list[str], start: int, end: int, count: TokenCounter) -> list[_Unit]:
-    """Blank-line separated blocks (a fenced code block stays whole)."""
+def _paragraphs(
+    lines: list[str], start: int, end: int, count: TokenCounter, keep_whole: frozenset[int]
+) -> list[_Unit]:
+    """Blank-line separated blocks (a blank line inside a code block or HTML block does not split it)."""
     units: list[_Unit] = []
     cur: list[int] = []
-    fence: str | None = None
+
+    def flush() -> None:
+        while cur and not lines[cur[-1] - 1].strip():  # units start and end on text
+            cur.pop()
+        first = next((i for i, n in enumerate(cur) if lines[n - 1].strip()), None)
+        if first is not None:
+            units.append(_unit(lines, cur[first], cur[-1], count))
+        cur.clear()
+
     for n in range(start, end + 1):
-        line = lines[n - 1]
-        fm = _FENCE_RE.match(line)
-        if fm:
-            marker = fm.group(1)[0] * 3
-            fence = marker if fence is None else (None if fm.group(1).startswith(fence) else fence)
-        if not line.strip() and fence is None:
-            if cur:
-                units.append(_unit(lines, cur[0], cur[-1], count))
-                cur = []
+        if not lines[n - 1].strip() and n not in keep_whole:
+            flush()
             continue
         cur.append(n)
-    if cur:
-        units.append(_unit(lines, cur[0], cur[-1], count))
+    flush()
     return units
 
 

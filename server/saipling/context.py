@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from .chunker import parse_blocks
 from .context_settings import load_context_settings
 from .embeddings.base import estimate_tokens
 from .errors import InvalidRequest
@@ -158,10 +159,8 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
         )
     results = relevant
     out["noConfidentMatch"] = bool(response.get("noConfidentMatch", not results))
-    blocks: list[str] = []
-    seen: set[tuple[str, str]] = set()
+    ctx = _ContextBuilder()
     files: dict[str, _FileView] = {}
-    used = 0
     taken = 0
     for r in results:
         path = r["filePath"]
@@ -169,38 +168,111 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
             continue
         if taken >= req.max_results:
             break
-        text = _passage(project, r, files)
-        if text is None:
+        passage = _passage(project, r, files)
+        if passage is None:
             skipped[(path, "missing")] = None
             continue
-        if (path, text) in seen:  # chunks of one long line share its range: one copy
-            continue
-        seen.add((path, text))
-        heading = r["sectionHeading"] or r["headingPath"] or "(start of file)"
-        block = f"=== FILE: {path} (SEARCH) ===\n(matched section: {heading})\n{text.rstrip()}\n"
-        cost = estimate_tokens(block)
-        if used + cost > budget:
+        text, whole_lines = passage
+        if whole_lines or r["headingPath"] or r["sectionHeading"]:
+            heading = r["headingPath"] or r["sectionHeading"] or "(start of file)"
+        else:
+            heading = "(frontmatter)" if files[path].is_frontmatter(r) else "(start of file)"
+        span = _Span(r["startLine"], r["endLine"], text.rstrip(), [heading], whole_lines)
+        added = ctx.add(path, span, files[path].lines or [], budget)
+        if added is None:
+            continue  # already in the context (a chunk inside a section given before): nothing new
+        if added < 0:
             skipped[(path, "over_budget")] = None
             continue
-        blocks.append(block)
-        used += cost
         taken += 1
         out["searchResults"].append({"filePath": path, "section": heading, "similarityScore": r["score"],
                                      "confidence": r["confidence"],
-                                     "tokensEst": cost, "contentPreview": r["preview"],
+                                     "tokensEst": added, "contentPreview": r["preview"],
                                      "startLine": r["startLine"], "endLine": r["endLine"]})  # fmt: skip
     out["skipped"] = [{"path": path, "reason": reason} for path, reason in skipped]
-    out["contextBlock"] = "\n".join(blocks)
-    out["tokensUsed"] = used
+    out["contextBlock"] = ctx.render()
+    out["tokensUsed"] = ctx.tokens
     return out
 
 
-def _passage(project: Project, r: Mapping[str, Any], files: dict[str, _FileView]) -> str | None:
-    """The text of a search result as the file holds it now, or None when the file no longer holds it.
+@dataclass
+class _Span:
+    """One passage of a file in the context: a line range, its text, the heading paths it covers."""
 
-    Lines are read from disk (the source of truth), then checked against the indexed chunk: after an edit not
-    yet indexed, the recorded line range can point at other text or past the end of the file. A chunk that is
-    only part of a long line (a paragraph written on one line) is given as its own text, not the whole line.
+    start: int
+    end: int
+    text: str
+    headings: list[str]
+    whole_lines: bool  # the text is lines start..end as the file holds them (else part of one long line)
+
+
+class _ContextBuilder:
+    """The context block: one block per file (files in rank order of their best passage), its passages in file
+    order, each headed by its heading path and lines; passages that overlap or touch (only blank lines between)
+    merge into one. `add` keeps the whole rendering within the budget."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, list[_Span]] = {}
+        self.tokens = 0
+
+    def add(self, path: str, span: _Span, lines: list[str], budget: int) -> int | None:
+        """The tokens the passage adds (it is added); None when it adds nothing; -1 when it does not fit."""
+        spans = self.files.get(path, [])
+        merged = _merge([*spans, span], lines)
+        if [(x.start, x.end, x.text) for x in merged] == [(x.start, x.end, x.text) for x in spans]:
+            return None
+        trial = dict(self.files)
+        trial[path] = merged
+        cost = estimate_tokens(_render(trial))
+        if cost > budget:
+            return -1
+        added, self.files, self.tokens = cost - self.tokens, trial, cost
+        return added
+
+    def render(self) -> str:
+        return _render(self.files)
+
+
+def _merge(spans: list[_Span], lines: list[str]) -> list[_Span]:
+    out: list[_Span] = []
+    for sp in sorted(spans, key=lambda x: (x.start, x.end)):
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and prev.whole_lines
+            and sp.whole_lines
+            and sp.start
+            <= prev.end + 1 + sum(1 for k in range(prev.end + 1, sp.start) if not lines[k - 1].strip())
+        ):
+            start, end = prev.start, max(prev.end, sp.end)
+            heads = prev.headings + [h for h in sp.headings if h not in prev.headings]
+            out[-1] = _Span(start, end, "\n".join(lines[start - 1 : end]).rstrip(), heads, True)
+        elif prev is not None and (prev.start, prev.end, prev.text) == (sp.start, sp.end, sp.text):
+            continue  # chunks of one long line can share its range and text: one copy
+        else:
+            out.append(sp)
+    return out
+
+
+def _render(files: dict[str, list[_Span]]) -> str:
+    blocks = []
+    for path, spans in files.items():
+        parts = [f"=== FILE: {path} (SEARCH) ==="]
+        for sp in spans:
+            where = f"line {sp.start}" if sp.start == sp.end else f"lines {sp.start}-{sp.end}"
+            parts.append(f"--- {' | '.join(sp.headings)} ({where}) ---\n{sp.text}")
+        blocks.append("\n".join(parts) + "\n")
+    return "\n".join(blocks)
+
+
+def _passage(project: Project, r: Mapping[str, Any], files: dict[str, _FileView]) -> tuple[str, bool] | None:
+    """The text of a search result as the file holds it now (and whether it is whole lines of the file), or None
+    when the file no longer holds it.
+
+    Lines are read from disk (the source of truth; wiki-links shown as their display text, as indexed), then
+    checked against the indexed chunk: after an edit not yet indexed, the recorded line range can point at other
+    text or past the end of the file. A chunk that is only part of a long line (a paragraph written on one line)
+    is given as its own text, not the whole line; a frontmatter chunk as its readable `key: value` prose.
     `files` keeps each file's lines and chunks for the request: several results often share a file."""
     path = r["filePath"]
     if path not in files:
@@ -214,14 +286,16 @@ def _passage(project: Project, r: Mapping[str, Any], files: dict[str, _FileView]
          if c["start_line"] == r["startLine"] and c["end_line"] == r["endLine"] and c["preview"] == r["preview"]),
         None,
     )  # fmt: skip
-    if chunk is None or chunk.get("kind") == "frontmatter":
-        return current if current.strip() else None
+    if chunk is None:
+        return (current, True) if current.strip() else None
+    if chunk.get("kind") == "frontmatter":
+        return (chunk["text"], False) if chunk["text"].strip() else None
     indexed, now = " ".join(chunk["text"].split()), " ".join(current.split())
     if indexed not in now:
         return None  # changed since it was indexed: the passage is gone or moved
     if len(now) > 1.5 * len(indexed) + 200:
-        return chunk["text"]
-    return current
+        return chunk["text"], False
+    return current, True
 
 
 @dataclass
@@ -229,9 +303,13 @@ class _FileView:
     lines: list[str] | None  # None: the file is gone or unreadable
     chunks: list[dict[str, Any]]
 
+    def is_frontmatter(self, r: Mapping[str, Any]) -> bool:
+        return any(c.get("kind") == "frontmatter" and c["start_line"] == r["startLine"] and c["preview"] == r["preview"]
+                   for c in self.chunks)  # fmt: skip
+
 
 def _file_lines(project: Project, rel: str) -> list[str] | None:
     try:
-        return decode((project.root / rel).read_bytes(), rel).text.split("\n")
+        return parse_blocks(decode((project.root / rel).read_bytes(), rel).text).lines
     except (OSError, BinaryFile):
         return None

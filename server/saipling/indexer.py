@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .chunker import Chunk, ChunkLimits, chunk_document, embed_text_for, limits_for
+from .chunker import CHUNKER_VERSION, Chunk, ChunkLimits, chunk_document, embed_text_for, limits_for
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
@@ -181,6 +181,7 @@ class Indexer:
                 "target": lim.target_tokens,
                 "overlap": lim.overlap_tokens,
                 "tokenizer": tokenizer,
+                "chunker": CHUNKER_VERSION,  # the same text can chunk differently after a chunker change
             },
             sort_keys=True,
         )

@@ -35,16 +35,25 @@ _COMPILED = [(re.compile(p + r"\Z"), t) for p, t in FILE_TYPE_RULES]
 _BOOK_RE = re.compile(r"(?:^|/)books/([^/]+)/")
 _CHAPTER_RE = re.compile(r"(?:^|/)(ch(?:apter)?-?(\d+))(?:/|$|[-_.])", re.IGNORECASE)
 _SCENE_RE = re.compile(r"(?:^|/)scene-?(\d+)[^/]*\.md\Z", re.IGNORECASE)
+# Frontmatter keys left out of the frontmatter chunk (they say nothing a search should match; README "Chunking").
 BOOKKEEPING_KEYS = {
     "id",
+    "uid",
     "uuid",
     "created",
+    "created_at",
+    "date_created",
     "updated",
+    "updated_at",
     "modified",
-    "date",
+    "date_modified",
     "last_modified",
+    "lastmod",
+    "date",
     "cssclass",
     "cssclasses",
+    "permalink",
+    "publish",
 }
 
 

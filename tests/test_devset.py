@@ -1,0 +1,58 @@
+"""The fiction dev set (benchmarks/devsets/fiction.jsonl): its shape, and, when ../shared is present, that every
+evidence line is where it says and that paraphrase queries share no rare word with their evidence file."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fixtures import FICTION_CORPUS
+
+DEVSET = Path(__file__).resolve().parents[1] / "benchmarks" / "devsets" / "fiction.jsonl"
+ROWS = [json.loads(line) for line in DEVSET.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_devset_shape() -> None:
+    assert len(ROWS) >= 60
+    kinds = Counter(r["kind"] for r in ROWS)
+    assert set(kinds) == {"exact", "paraphrase", "mixed"} and min(kinds.values()) >= 20
+    assert len({r["id"] for r in ROWS}) == len(ROWS)
+    assert len({r["query"].lower() for r in ROWS}) == len(ROWS)
+    books = {r["file"].rsplit("/", 1)[0] for r in ROWS}
+    authors = {r["file"].split("/", 1)[0] for r in ROWS}
+    assert len(books) >= 20 and len(authors) >= 10  # many books and authors, not one
+    for r in ROWS:
+        assert set(r) == {"id", "kind", "query", "file", "line", "evidence"}
+        assert isinstance(r["line"], int) and r["line"] >= 1 and r["file"].endswith(".md")
+        assert not r["file"].startswith("/") and ".." not in r["file"].split("/")
+
+
+needs_corpus = pytest.mark.skipif(not FICTION_CORPUS.is_dir(), reason="../shared fiction corpus absent")
+
+
+@needs_corpus
+def test_every_evidence_line_holds_its_quote() -> None:
+    for r in ROWS:
+        lines = (FICTION_CORPUS / r["file"]).read_text(encoding="utf-8").split("\n")
+        assert lines[r["line"] - 1].strip().startswith(r["evidence"].rstrip("…")), r["id"]
+
+
+@needs_corpus
+def test_paraphrases_share_no_names_or_rare_words_with_their_evidence() -> None:
+    files = sorted(FICTION_CORPUS.rglob("*.md"))
+    df: Counter[str] = Counter()
+    vocab = {}
+    for f in files:
+        words = set(re.findall(r"[a-z]+", f.read_text(encoding="utf-8").lower()))
+        df.update(words)
+        vocab[f.relative_to(FICTION_CORPUS).as_posix()] = words
+    for r in ROWS:
+        if r["kind"] != "paraphrase":
+            continue
+        # names and rare words (in fewer than 40 of the 1,129 chapters) of the evidence chapter stay out
+        rare = {w for w in re.findall(r"[a-z]+", r["query"].lower()) if w in vocab[r["file"]] and df[w] < 40}
+        assert not rare, (r["id"], rare)
