@@ -39,6 +39,8 @@ def test_frontmatter_fences_and_inline_code_skipped() -> None:
     text = "---\nname: Marcus Cole\n---\n```\nMarcus\n```\n~~~md\nMarcus\n~~~\nUse `Marcus` or ``a `Marcus` b`` then Marcus."
     assert found(text) == [(9, "Marcus", "Marcus Cole")]
     assert found(text, only={"Marcus"}) == [(9, "Marcus", "Marcus Cole")]
+    indented = "Intro.\n\n    Marcus in an indented code block\n\nMarcus outside."
+    assert found(indented) == found(indented, only={"Marcus"}) == [(4, "Marcus", "Marcus Cole")]
 
 
 def test_at_cursor() -> None:

@@ -159,7 +159,7 @@ async def test_unsaved_buffer_hover_and_outline(tmp_path: Path) -> None:
         assert (hover.range.start.character, hover.range.end.character) == (3, 8)  # UTF-16 columns
         client.text_document_did_change(
             types.DidChangeTextDocumentParams(
-                types.VersionedTextDocumentIdentifier(uri, 2),
+                types.VersionedTextDocumentIdentifier(version=2, uri=uri),
                 [types.TextDocumentContentChangeWholeDocument("# Dawn\n\nThe Detective slept.\n")],
             )
         )

@@ -38,7 +38,6 @@ MIN_NAME_CHARS = 2
 FRONTMATTER_MAX_CHARS = 65536  # a longer frontmatter block is scanned as body
 SUMMARY_FIELDS = ("summary", "description")
 SUMMARY_MAX_CHARS = 600
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _WORD_CHAR_RE = re.compile(r"\w")
 _FRONTMATTER_CLOSE_RE = re.compile(r"(?<=\n)(?:---|\.\.\.)[ \t\r\f\v]*(?:\n|$)")
 _INLINE_CODE_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
@@ -101,7 +100,7 @@ class EntityIndex:
         low = text.lower()
         if only is None or len(low) != len(text):  # (lower() must keep every offset)
             lines = text.split("\n")
-            skip = code_lines(lines) if ("```" in text or "~~~" in text) else set()
+            skip = code_lines(text)
             for n in range(frontmatter_end(lines), len(lines)):
                 if n not in skip:
                     yield from self.line_mentions(lines[n], n, only)
@@ -114,7 +113,7 @@ class EntityIndex:
         if not offsets:
             return
         body = frontmatter_lines(text)
-        skip = code_lines(text.split("\n")) if ("```" in text or "~~~" in text) else set()
+        skip = code_lines(text)
         n, pos, line_start, hits = 0, 0, -1, []
         for i in offsets:
             k = text.count("\n", pos, i)
@@ -178,7 +177,7 @@ class EntityIndex:
         lines = text.split("\n")
         if not 0 <= line < len(lines):
             return None
-        if line < frontmatter_end(lines) or line in code_lines(lines):
+        if line < frontmatter_end(lines) or line in code_lines(text):
             return None
         return next((m for m in self.line_mentions(lines[line], line) if m.start <= col <= m.end), None)
 
@@ -225,22 +224,15 @@ def frontmatter_end(lines: list[str]) -> int:
     return next((j + 1 for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), 0)
 
 
-def code_lines(lines: list[str]) -> set[int]:
-    """0-based numbers of lines inside fenced code blocks (fence lines included)."""
-    out: set[int] = set()
-    fence: str | None = None
-    for n, line in enumerate(lines):
-        if fence is None:
-            m = _FENCE_RE.match(line)
-            if m:
-                fence = m.group(1)
-                out.add(n)
-        else:
-            out.add(n)
-            stripped = line.strip()
-            if stripped.startswith(fence) and set(stripped) == {fence[0]}:
-                fence = None
-    return out
+def code_lines(text: str) -> set[int]:
+    """0-based numbers of the lines in code blocks (fenced or indented; the chunker's CommonMark parse). Text
+    with no fence marker and no indented line has none, and is not parsed."""
+    if "```" not in text and "~~~" not in text and "\n    " not in text and "\n\t" not in text:
+        return set()
+    from .chunker import parse_blocks
+
+    fm = frontmatter_lines(text)
+    return {n - 1 for n in parse_blocks(text).code_lines if n > fm}
 
 
 # -- the project's entities ----------------------------------------------------------------------------------
@@ -337,7 +329,7 @@ def declaration(text: str) -> tuple[int, int]:
 def first_paragraph(lines: list[str]) -> str:
     """The first paragraph of a body, skipping headings (ATX and setext) and code."""
     out: list[str] = []
-    skip = code_lines(lines)
+    skip = code_lines("\n".join(lines))
     for n, line in enumerate(lines):
         setext = not out and n + 1 < len(lines) and _SETEXT_RE.match(lines[n + 1]) is not None
         if n in skip or _HEADING_LINE_RE.match(line) or _SETEXT_RE.match(line) or setext or not line.strip():
