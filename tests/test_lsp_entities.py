@@ -129,20 +129,20 @@ async def test_hover_definition_references_on_names_and_aliases(tmp_path: Path) 
             await asyncio.sleep(0.05)
 
 
-async def test_max_chapter_and_role_limit_references(tmp_path: Path) -> None:
-    files = {**PROJECT, CH2: "---\nvisibility: author\n---\n" + PROJECT[CH2]}
-    root = write_project(tmp_path / "novel", files)
-    options = {
-        "provider": "none",
-        "referencesMaxChapter": 2,
-        "referencesRole": "reader",
-        "roles": {"reader": ["public"]},
+async def test_max_chapter_and_visibility_limit_references(tmp_path: Path) -> None:
+    files = {
+        **PROJECT,
+        CH2: "---\nvisibility: author\n---\n" + PROJECT[CH2],  # the author sees it
+        "notes/diary.md": "---\nvisibility: private\n---\nMarcus is based on my uncle.\n",  # nobody's role
     }
+    root = write_project(tmp_path / "novel", files)
+    options = {"provider": "none", "referencesMaxChapter": 2, "defaultRole": "author",
+               "roles": {"author": ["public", "author"]}}  # fmt: skip
     async with lsp_session(root, options) as client:
         await wait_for_index(client)
         found = spots(root, await client.text_document_references_async(refs(root, CH1, 4, 1)))
     files_found = list(dict.fromkeys(f for f, *_ in found))
-    assert files_found == [CH1, ELENA, MARCUS, IDEAS]  # chapter 10 is past the limit, chapter 2 not public
+    assert files_found == [CH1, CH2, ELENA, MARCUS, IDEAS]  # chapter 10 is past the limit; the diary private
 
 
 async def test_unsaved_buffer_hover_and_outline(tmp_path: Path) -> None:

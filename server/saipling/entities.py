@@ -28,6 +28,7 @@ from .context_settings import load_context_settings
 from .metadata import slugify, split_frontmatter
 from .store import ChunkFilter
 from .textio import BinaryFile, decode, normalise_newlines
+from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
     from .project import Project
@@ -251,7 +252,15 @@ _cache: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}
 
 
 def entity_index(project: Project) -> EntityIndex:
-    rows = project.store.entities()
+    """The entities the editor may see: visible to the `defaultRole` and not excluded by
+    `.context_settings.json` (the rule of every request that returns content, as `workspace/symbol`)."""
+    levels = role_levels(project.settings.roles, None, project.settings.default_role)
+    cs = load_context_settings(project.root)
+    rows = [
+        r
+        for r in project.store.entities()
+        if visible(r.get("visibility"), levels) and cs.mode_for(r["path"]) != "exclude"
+    ]
     key = tuple(tuple(sorted(r.items())) for r in rows)
     hit = _cache.get(id(project))
     if hit is not None and hit[0] == key:
@@ -365,13 +374,13 @@ def fts_phrases(names: Iterable[str]) -> str:
     return " OR ".join('"' + " ".join(w) + '"' for w in dict.fromkeys(tuple(w) for w in words if w))
 
 
-def reference_filter(
-    project: Project, max_chapter: int | None = None, role: str | None = None
-) -> ChunkFilter:
-    """Excluded files (.context_settings.json), the role's visibility levels and a chapter limit."""
-    flt = ChunkFilter(max_chapter=max_chapter)
-    if role:
-        flt.visibility = list(project.settings.roles.get(role) or ["public"])
+def reference_filter(project: Project, max_chapter: int | None = None) -> ChunkFilter:
+    """Excluded files (.context_settings.json), what the `defaultRole` may see (visibility.py) and a chapter
+    limit."""
+    settings = project.settings
+    flt = ChunkFilter(
+        max_chapter=max_chapter, visibility=role_levels(settings.roles, None, settings.default_role)
+    )
     cs = load_context_settings(project.root)
     if cs.has("exclude"):
         flt.exclude_paths = cs.excluded(list(project.store.file_states()))
@@ -384,7 +393,6 @@ def references(
     read: TextSource,
     *,
     max_chapter: int | None = None,
-    role: str | None = None,
 ) -> list[FileMentions]:
     """Every mention of `entities` across the indexed project, grouped by file in manuscript order."""
     names = {n for e in entities for n in e.names if len(n.strip()) >= MIN_NAME_CHARS}
@@ -395,7 +403,7 @@ def references(
     index = entity_index(project)
     wanted = set(entities)
     out = []
-    for path, chapter in project.store.fts_paths(match, reference_filter(project, max_chapter, role)):
+    for path, chapter in project.store.fts_paths(match, reference_filter(project, max_chapter)):
         text = read(path)
         if text is None:
             continue

@@ -90,14 +90,8 @@ def references(ls: SaiplingServer, p: types.ReferenceParams) -> list[types.Locat
         if (hit := at_cursor(ls, p)) is None or not hit[3]:
             return None
         folder, read, _, found = hit
-        settings = folder.project.settings
-        files = entities.references(
-            folder.project,
-            found,
-            read,
-            max_chapter=settings.references_max_chapter or None,
-            role=settings.references_role or None,
-        )
+        limit = folder.project.settings.references_max_chapter or None
+        files = entities.references(folder.project, found, read, max_chapter=limit)
         root, codec = folder.project.root, ls.workspace.position_codec
         out = (
             [convert.declaration_location(root, entities.card(e, read)) for e in found]
