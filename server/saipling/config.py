@@ -51,8 +51,10 @@ class Settings:
     skills_dir: str = "skills"
     corpora: dict[str, list[str]] = field(default_factory=dict)
     roles: dict[str, list[str]] = field(default_factory=dict)
+    mcp_role: str = ""  # the role `saipling mcp` searches as ("" = as a request without a role)
     default_role: str = ""  # the role of requests that name none ("": public content only)
     analytics: bool = True
+    references_max_chapter: int = 0  # textDocument/references: mentions up to this chapter only (0 = all)
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
     # How texts are presented to the model (None: the known model family's, see embeddings/families.py).
@@ -85,6 +87,8 @@ _ALIASES = {
     "skillsDir": "skills_dir",
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
+    "referencesMaxChapter": "references_max_chapter",
+    "mcpRole": "mcp_role",
     "queryPrefix": "query_prefix",
     "documentPrefix": "document_prefix",
     "inputTypeField": "input_type_field",

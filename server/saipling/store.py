@@ -324,18 +324,6 @@ class Store(VectorStore):
                     self._bump_vector_generation()
             self._apply_delta(removed, added)
 
-    def _file_vectors(self, path: str) -> dict[str, np.ndarray]:
-        """The vectors a file's chunks have now, by content hash."""
-        ids = {
-            r[0]: r[1]
-            for r in self.conn.execute("SELECT id, content_hash FROM chunks WHERE path = ?", (path,))
-        }
-        out: dict[str, np.ndarray] = {}
-        for cid, h in ids.items():  # (vec0 answers `IN (subquery)` with a full scan: one lookup per chunk)
-            for (blob,) in self.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)):
-                out[h] = np.frombuffer(blob, dtype=np.float32).copy()
-        return out
-
     def _drop_file_text(self, path: str) -> None:
         """Remove a file's row from the file-level keyword index (before its files row goes or is replaced)."""
         rowid = self._scalar("SELECT rowid FROM files WHERE path = ?", (path,))
@@ -457,6 +445,19 @@ class Store(VectorStore):
         with self._lock:
             return [(int(i), float(r)) for i, r in self.conn.execute(sql, [match, *params, limit])]
 
+    def fts_paths(self, match: str, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
+        """Every file with a chunk matching the FTS5 query `match` that passes `flt`: (path, chapter number).
+        (Frontmatter chunks count: a short body may share the frontmatter's chunk.)"""
+        where, params = (flt or ChunkFilter()).where()
+        sql = (
+            "SELECT c.path, min(c.chapter_num) FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            " WHERE chunks_fts MATCH ?" + (f" AND {where}" if where else "") + " GROUP BY c.path"
+        )
+        with self._lock:
+            return [
+                (str(p), None if n is None else int(n)) for p, n in self.conn.execute(sql, [match, *params])
+            ]
+
     def file_fts_search(
         self, match: str, limit: int, flt: ChunkFilter | None = None
     ) -> list[tuple[str, float, int]]:
@@ -560,12 +561,6 @@ class Store(VectorStore):
         with self._lock:
             rows = self.conn.execute(sql, [*params, name, name, json.dumps(name)[1:-1], name])
             return [int(r[0]) for r in rows if r[0] is not None]
-
-    def filtered_ids(self, flt: ChunkFilter) -> np.ndarray:
-        where, params = flt.where()
-        with self._lock:
-            ids = [r[0] for r in self.conn.execute(f"SELECT c.id FROM chunks c WHERE {where}", params)]
-        return np.asarray(ids, dtype=np.int64)
 
     def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         if not chunk_ids:

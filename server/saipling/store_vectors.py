@@ -258,6 +258,24 @@ class VectorStore:
                 out.append(other)
         return n, out
 
+    def _file_vectors(self, path: str) -> dict[str, np.ndarray]:
+        """The vectors a file's chunks have now, by content hash."""
+        ids = {
+            r[0]: r[1]
+            for r in self.conn.execute("SELECT id, content_hash FROM chunks WHERE path = ?", (path,))
+        }
+        out: dict[str, np.ndarray] = {}
+        for cid, h in ids.items():  # (vec0 answers `IN (subquery)` with a full scan: one lookup per chunk)
+            for (blob,) in self.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)):
+                out[h] = np.frombuffer(blob, dtype=np.float32).copy()
+        return out
+
+    def filtered_ids(self, flt: ChunkFilter) -> np.ndarray:
+        where, params = flt.where()
+        with self._lock:
+            ids = [r[0] for r in self.conn.execute(f"SELECT c.id FROM chunks c WHERE {where}", params)]
+        return np.asarray(ids, dtype=np.int64)
+
     def _data_version(self) -> tuple[int, int]:
         """What the cached matrix depends on: the index's vector generation (bumped by every vector write, in
         any process) and our own write counter. Not SQLite's data_version: that changes with every commit of
