@@ -8,6 +8,9 @@ each text, records every request, and can be scripted to misbehave for the next 
     api.fail(500)                             # one 500
     api.slow(1.0, times=3)                    # sleep 1 s before answering (longer than a client timeout)
     api.require_key("sk-good")                # 401 unless "Authorization: Bearer sk-good"
+    api.poison("nan", times=2)                # the next two answers hold NaN vectors (json NaN literals)
+    api.poison("zero")                        # every answer from now on: all-zero vectors ("inf", "garbage"
+                                              # = strings, or an int: vectors of that many dimensions)
 
 Usage in a test module (tests/conftest.py puts this directory on sys.path):
 
@@ -63,6 +66,21 @@ def fake_tokens(text: str) -> int:
     return max(1, len(text.split()))
 
 
+def spoilt(vector: list[float], how: str | int | None) -> Any:
+    """`vector` made unusable `how` (see FakeEmbeddingAPI.poison); unchanged for None."""
+    if how is None:
+        return vector
+    if isinstance(how, int):
+        return (vector * (how // len(vector) + 1))[:how]
+    if how == "nan":
+        return [math.nan] + vector[1:]
+    if how == "inf":
+        return [math.inf] + vector[1:]
+    if how == "zero":
+        return [0.0] * len(vector)
+    return ["garbage"] * len(vector)
+
+
 @dataclass
 class Step:
     """One scripted answer. status 200 with body None means a normal embeddings answer."""
@@ -71,6 +89,9 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None  # dict -> JSON; str -> text/plain
     delay: float = 0.0  # seconds to wait before answering
+    vectors: str | int | None = (
+        None  # a normal answer with bad vectors: "nan" | "inf" | "zero" | "garbage" | dims
+    )
 
 
 @dataclass
@@ -90,6 +111,7 @@ class FakeEmbeddingAPI:
         self.default_dims = default_dims
         self.reverse_order = reverse_order  # answer `data` in reverse order (index still correct)
         self.required_key: str | None = None
+        self.poisoned: str | int | None = None  # every answer's vectors spoilt this way (see `poison`)
         self.requests: list[RecordedRequest] = []
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
@@ -149,6 +171,14 @@ class FakeEmbeddingAPI:
     def slow(self, seconds: float, times: int = 1) -> None:
         self.script(*[Step(delay=seconds) for _ in range(times)])
 
+    def poison(self, kind: str | int | None, times: int | None = None) -> None:
+        """Answer with unusable vectors: "nan", "inf", "zero", "garbage" (strings) or an int (that many
+        dimensions) for the next `times` answers, or for every answer until `poison(None)`/`reset()`."""
+        if times is None:
+            self.poisoned = kind
+        else:
+            self.script(*[Step(vectors=kind) for _ in range(times)])
+
     def require_key(self, key: str | None) -> None:
         """Answer 401 unless the request carries `Authorization: Bearer <key>` (None: no check)."""
         self.required_key = key
@@ -158,6 +188,7 @@ class FakeEmbeddingAPI:
             self._steps.clear()
             self.requests.clear()
         self.required_key = None
+        self.poisoned = None
 
     @property
     def count(self) -> int:
@@ -168,7 +199,7 @@ class FakeEmbeddingAPI:
         with self._lock:
             return self._steps.popleft() if self._steps else None
 
-    def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _embeddings(self, body: dict[str, Any], spoil: str | int | None = None) -> tuple[int, dict[str, Any]]:
         texts = body.get("input")
         if isinstance(texts, str):
             texts = [texts]
@@ -179,7 +210,7 @@ class FakeEmbeddingAPI:
             body.get("output_dimension") or body.get("dimensions") or KNOWN_DIMS.get(model, self.default_dims)
         )
         data = [
-            {"object": "embedding", "embedding": fake_vector(t, int(dims)), "index": i}
+            {"object": "embedding", "embedding": spoilt(fake_vector(t, int(dims)), spoil), "index": i}
             for i, t in enumerate(texts)
         ]
         if self.reverse_order:
@@ -227,7 +258,9 @@ class _Handler(BaseHTTPRequestHandler):
         if step.status == 200 and step.body is None:
             if not isinstance(body, dict):
                 return self._send(record, 400, {"error": {"message": "body must be a JSON object"}})
-            status, payload = api._embeddings(body)
+            status, payload = api._embeddings(
+                body, step.vectors if step.vectors is not None else api.poisoned
+            )
             return self._send(record, status, payload)
         return self._send(record, step.status, step.body, step.headers)
 

@@ -227,7 +227,9 @@ def retrieval_project(
     books/book-01/phase-5-bloom/ch-01..ch-05/scene-01.md (ch-05 holds the spoiler word "zephyrine"),
     books/book-02/phase-5-bloom/ch-01/scene-01.md (word "marigold"), notes/ideas.md (excluded, word
     "cipher"), notes/secret/plan.md (excluded through the backslash folder entry `notes\\secret\\`, word
-    "wolfsbane"), .context_settings.json, skills/{writer,always,never,disabled,bare,characters}.toml.
+    "wolfsbane"), .context_settings.json, skills/{writer,always,never,disabled,bare,characters}.toml, and
+    .saipling/config.toml giving requests without a role the view of the `author` role (public + private):
+    RETRIEVAL_CONFIG.
     """
     files: dict[str, str | bytes] = {
         "characters/marcus-cole/profile.md": MARCUS_PROFILE,
@@ -247,5 +249,15 @@ def retrieval_project(
         files[f"books/book-01/phase-5-bloom/ch-{ch:02d}/scene-01.md"] = f"# Chapter {ch}, Scene 1\n\n{text}\n"
     for skill, toml in SKILLS.items():
         files[f"skills/{skill}.toml"] = toml
+    files[".saipling/config.toml"] = RETRIEVAL_CONFIG
     files.update(extra or {})
     return make_project(tmp_path, files, name)
+
+
+RETRIEVAL_CONFIG = """[saipling]
+defaultRole = "author"
+
+[saipling.roles]
+author = ["public", "private"]
+public = ["public"]
+"""

@@ -440,7 +440,7 @@ def test_enrich_with_vectors(tmp_path: Path, api_server: FakeEmbeddingAPI) -> No
         ({"query": "q", "skillConfig": {"context": {"vector_search": []}}}, "skillConfig"),
         ({"query": "q", "skillConfig": {"enabled": "yes"}}, "skillConfig.enabled"),
         ({"query": "q", "skillConfig": {"mode": "sometimes"}}, "skillConfig.mode"),
-        ({"query": "q", "loadedFiles": "a.md"}, "loadedFiles"), ({"query": "q", "loadedFiles": [3]}, "loadedFiles"),
+        ({"query": "q", "loadedFiles": "a.md"}, "loadedFiles"), ({"query": "q", "loadedFiles": [3]}, "loadedFiles[0]"),
         ({"query": "q", "bookId": 1}, "bookId"), ({"query": "q", "wantSearch": "yes"}, "wantSearch"),
         ({"query": "q", "maxResults": 0}, "maxResults"), ({"query": "q", "maxResults": "3"}, "maxResults"),
         ({"query": "q", "maxSearchTokens": -1}, "maxSearchTokens"),

@@ -55,8 +55,9 @@ def test_line_ranges(project: Any) -> None:
     assert (part["text"], part["startLine"], part["endLine"]) == ("line 3\nline 4", 3, 4)
     tail = project.get({"path": "notes/poem.md", "startLine": 9, "lines": 50})
     assert (tail["text"], tail["endLine"]) == ("line 9\nline 10", 10)
-    past = project.get({"path": "notes/poem.md", "startLine": 11})
-    assert (past["text"], past["startLine"], past["endLine"]) == ("", 11, 10)
+    with pytest.raises(InvalidRequest) as info:  # past the end: refused (it was endLine < startLine)
+        project.get({"path": "notes/poem.md", "startLine": 11})
+    assert info.value.field == "startLine" and "10 lines" in str(info.value)
     assert project.get({"path": "notes/crlf.md", "startLine": 2, "lines": 1})["text"] == "two"
     assert project.get({"path": "notes/crlf.md"})["totalLines"] == 3
     assert project.get({"path": "notes/no-newline.md", "startLine": 2})["text"] == "last"

@@ -103,7 +103,9 @@ BAD_REQUESTS = [
     pytest.param({"query": "q", "filter": {"maxChapter": 2.5}}, "filter.maxChapter", id="maxChapter-float"),
     pytest.param({"query": "q", "filter": {"maxChapter": True}}, "filter.maxChapter", id="maxChapter-bool"),
     pytest.param({"query": "q", "filter": {"entityTypes": 3}}, "filter.entityTypes", id="entityTypes-int"),
-    pytest.param({"query": "q", "filter": {"entityTypes": [1]}}, "filter.entityTypes", id="entityTypes-ints"),
+    pytest.param(
+        {"query": "q", "filter": {"entityTypes": [1]}}, "filter.entityTypes[0]", id="entityTypes-ints"
+    ),
     pytest.param({"query": "q", "filter": {"fileTypes": {"a": 1}}}, "filter.fileTypes", id="fileTypes-dict"),
     pytest.param({"query": "q", "filter": {"bookId": 1}}, "filter.bookId", id="bookId-int"),
     pytest.param({"query": "q", "filter": {"chapterId": 2}}, "filter.chapterId", id="chapterId-int"),
@@ -138,10 +140,10 @@ def test_parse_request_defaults_and_conversions() -> None:
     )
     assert req.respect_context_settings is True and req.role is None and req.filter.is_empty()
     req = parse_request(
-        {"query": "x", "minScore": 0, "filter": {"entityTypes": "character", "pathPrefix": ".\\world\\"}}
+        {"query": "x", "minScore": 0, "filter": {"entityTypes": ["character"], "pathPrefix": ".\\world\\"}}
     )
     assert req.min_score == 0.0 and isinstance(req.min_score, float)
-    assert req.filter.entity_types == ["character"]  # a single string is a one-item list
+    assert req.filter.entity_types == ["character"]  # (a single string is refused: one schema for every face)
     assert req.filter.path_prefix == "world/"
     req = parse_request(
         {"query": "x", "filter": {"maxChapter": 3, "bookId": "book-01"}, "mode": "lexical", "source": "eval"}
@@ -461,7 +463,9 @@ def _chapter(r: dict[str, Any]) -> int | None:
 
 FILTERS = [
     pytest.param({"entityTypes": ["character"]}, lambda r: r["entityType"] == "character", id="entityTypes"),
-    pytest.param({"entityTypes": "faction"}, lambda r: r["entityType"] == "faction", id="entityTypes-str"),
+    pytest.param(
+        {"entityTypes": ["faction"]}, lambda r: r["entityType"] == "faction", id="entityTypes-faction"
+    ),
     pytest.param(
         {"entityTypes": ["place", "faction"]},
         lambda r: r["entityType"] in ("place", "faction"),
@@ -532,8 +536,9 @@ def test_max_chapter_is_a_spoiler_horizon(novel: Any, mode: str) -> None:
 def test_role_visibility(novel: Any, mode: str) -> None:
     private = "characters/elena-vance/profile.md"
     query = {"query": "quillfeather journal Elena Vance", "mode": mode, "maxResults": 100}
-    assert private in paths(novel.search(query))  # no role: no restriction
+    assert private in paths(novel.search(query))  # no role: the defaultRole's view (author, in config.toml)
     assert private in paths(novel.search(query | {"role": "author"}))
+    assert private in paths(novel.search(query | {"role": "AUTHOR"}))  # role names fold case
     for role in ("public", "stranger"):  # unknown roles see public files only
         results = novel.search(query | {"role": role})["results"]
         assert private not in [r["filePath"] for r in results]

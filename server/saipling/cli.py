@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 import click
 
-from . import __version__
+from . import __version__, redact
 from .errors import InvalidRequest, SaiplingError
 from .project import Project, find_root
 
@@ -24,6 +24,8 @@ def _setup_logging(verbose: int) -> None:
         "DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING"
     )
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
+    redact.install()  # API keys never reach a log line, at any level
 
 
 def _root(root: str | None) -> Path:
@@ -84,16 +86,26 @@ provider_option = click.option(
 @click.option(
     "--yes", "-y", is_flag=True, help="Embed without asking, whatever a paid provider's estimate says."
 )
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Fail at once when another process is indexing this project (default: wait).",
+)
 @provider_option
-def index(root: str | None, full: bool, as_json: bool, yes: bool, provider: str | None) -> None:
-    """Index ROOT (default: the nearest project above the current folder).
+def index(
+    root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool, provider: str | None
+) -> None:
+    """Index ROOT (default: the nearest project above the current folder). Exits 1 when files failed.
 
     Every file is made keyword-searchable first, then embedded. With a paid provider, when the estimate is
     over `confirmCostAboveUsd` (default $0.10), the estimate is printed and the CLI asks before embedding
-    (unless --yes); answering no keeps the keyword index."""
+    (unless --yes); answering no keeps the keyword index. Another process indexing the project is waited for."""
     from .cli_progress import IndexBar
 
     project = _open(root, create=True, provider=provider)
+    project.indexer.on_lock_wait = lambda pid: click.echo(
+        f"waiting: the index is in use by {f'PID {pid}' if pid else 'another process'}", err=True
+    )
     try:
         with IndexBar(
             enabled=not as_json and sys.stderr.isatty() or os.environ.get("SAIPLING_PROGRESS") == "1"
@@ -116,7 +128,7 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, provider: str 
                 return answer
 
             try:
-                summary = project.index(full=full, progress=bar.update, confirm=confirm)
+                summary = project.index(full=full, progress=bar.update, confirm=confirm, wait=not no_wait)
             except KeyboardInterrupt:
                 st = project.status()
                 click.echo(
@@ -129,6 +141,7 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, provider: str 
             _emit_json(
                 summary.to_json() | {"provider": project.provider.name, "model": project.provider.model}
             )
+            _report_failures(summary)
             return
         s = summary
         click.echo(
@@ -140,8 +153,8 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, provider: str 
             f"embedded {s.embedded} chunks, reused {s.reused} from cache, {s.tokens} tokens, "
             f"${s.cost_usd:.4f}, {s.seconds:.1f}s"
         )
-        if s.skipped:
-            click.echo(f"skipped {len(s.skipped)} files (use --json for the list)")
+        if len(s.skipped) > len(s.failed):  # (failures are reported below, one line per cause)
+            click.echo(f"skipped {len(s.skipped) - len(s.failed)} files (use --json for the list)")
         if s.degraded:
             click.echo(f"warning: {s.degraded}", err=True)
         if s.declined:
@@ -152,8 +165,19 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, provider: str 
             )
         if project.fallback_from is not None:
             click.echo(f"note: {project.provider.reason}; the next `saipling index` tries it again", err=True)
+        _report_failures(summary)
     finally:
         project.close()
+
+
+def _report_failures(summary: Any) -> None:
+    """Files an error kept out of the index: one line per cause on stderr, and exit 1."""
+    causes = summary.failure_causes()
+    if not causes:
+        return
+    for cause, n in causes.items():
+        click.echo(f"error: {n} file{'s' if n != 1 else ''} could not be indexed: {cause}", err=True)
+    raise SystemExit(1)
 
 
 @main.command()
@@ -170,6 +194,7 @@ def status(root: str | None, as_json: bool) -> None:
         click.echo(f"root:       {st['root']}")
         click.echo(
             f"files:      {st['totalFiles']}   chunks: {st['totalChunks']}   embedded: {st['embeddedChunks']}"
+            + (f"   without vectors: {st['unembeddedChunks']}" if st["unembeddedChunks"] else "")
         )
         click.echo(
             f"provider:   {st['provider']}"
@@ -192,6 +217,8 @@ def status(root: str | None, as_json: bool) -> None:
         )
         if st["degraded"]:
             click.echo(f"degraded:   {st['degraded']}")
+        if st["readOnly"]:
+            click.echo("read-only:  the index cannot be written (search and status only)")
     finally:
         project.close()
 
@@ -342,13 +369,21 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 @main.command()
 @click.argument("location")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--all-files", is_flag=True, help="Also read files .context_settings.json excludes.")
+@click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def get(location: str, root: str | None, as_json: bool) -> None:
+def get(location: str, root: str | None, all_files: bool, role: str | None, as_json: bool) -> None:
     """Print lines of a project file: PATH[:START[-END]]."""
     project = _open(root)
     try:
         path, start, lines = _parse_location(location)
-        params = {"path": path, "startLine": start or 1}
+        params: dict[str, Any] = {
+            "path": path,
+            "startLine": start or 1,
+            "respectContextSettings": not all_files,
+        }
+        if role is not None:
+            params["role"] = role
         if lines:
             params["lines"] = lines
         got = project.get(params)
@@ -364,12 +399,15 @@ def get(location: str, root: str | None, as_json: bool) -> None:
 @click.argument("path")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None)
+@click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def related(path: str, root: str | None, k: int | None, as_json: bool) -> None:
+def related(path: str, root: str | None, k: int | None, role: str | None, as_json: bool) -> None:
     """Passages in other files most similar to PATH."""
     project = _open(root)
     try:
         params: dict = {"path": path}
+        if role is not None:
+            params["role"] = role
         if k:
             params["maxResults"] = k
         response = project.related(params)
@@ -390,8 +428,9 @@ def related(path: str, root: str | None, k: int | None, as_json: bool) -> None:
 @click.option("--loaded", multiple=True, help="A file already in the agent's context (repeatable).")
 @click.option("--book", default=None)
 @click.option("--max-tokens", type=int, default=None, help="Search token budget.")
+@click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
-def enrich(query, root, skill, loaded, book, max_tokens, as_json) -> None:
+def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
     """Assemble search results into an agent context block (what saipling/enrichContext returns)."""
     project = _open(root)
     try:
@@ -401,6 +440,7 @@ def enrich(query, root, skill, loaded, book, max_tokens, as_json) -> None:
             "loadedFiles": list(loaded),
             "bookId": book,
             "maxSearchTokens": max_tokens,
+            "role": role,
         }
         response = project.enrich({a: b for a, b in params.items() if b is not None})
         if as_json:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .redact import remember, shown
+
 log = logging.getLogger(__name__)
 
 INDEX_DIR = ".saipling"
@@ -49,6 +51,7 @@ class Settings:
     skills_dir: str = "skills"
     corpora: dict[str, list[str]] = field(default_factory=dict)
     roles: dict[str, list[str]] = field(default_factory=dict)
+    default_role: str = ""  # the role of requests that name none ("": public content only)
     analytics: bool = True
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
@@ -77,6 +80,7 @@ _ALIASES = {
     "skillsDir": "skills_dir",
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
+    "defaultRole": "default_role",
     "confirmCostAboveUsd": "confirm_cost_above_usd",
     "maxTokens": "max_tokens",
     "targetTokens": "target_tokens",
@@ -94,6 +98,8 @@ def _field_name(key: str) -> str:
 
 
 def _coerce(value: Any, default: Any, key: str) -> Any:
+    """`value` as the type of `default`; ValueError naming the setting otherwise. Values are echoed through
+    `shown()`: a key pasted into the wrong setting is never repeated in a message or a log."""
     if isinstance(default, bool):
         if isinstance(value, str):
             low = value.strip().lower()
@@ -101,31 +107,37 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
                 return True
             if low in {"0", "false", "no", "off"}:
                 return False
-            raise ValueError(f"{key}: expected a boolean, got {value!r}")
+            raise ValueError(f"{key}: expected a boolean, got {shown(value)}")
         if isinstance(value, bool):
             return value
-        raise ValueError(f"{key}: expected a boolean, got {value!r}")
+        raise ValueError(f"{key}: expected a boolean, got {shown(value)}")
     if isinstance(default, int) and not isinstance(default, bool):
-        if isinstance(value, bool):
-            raise ValueError(f"{key}: expected an integer, got {value!r}")
-        return int(value)
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            return int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key}: expected an integer, got {shown(value)}") from None
     if isinstance(default, float):
-        if isinstance(value, bool):
-            raise ValueError(f"{key}: expected a number, got {value!r}")
-        return float(value)
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key}: expected a number, got {shown(value)}") from None
     if isinstance(default, str):
         if not isinstance(value, str):
-            raise ValueError(f"{key}: expected a string, got {value!r}")
+            raise ValueError(f"{key}: expected a string, got {shown(value)}")
         return value
     if isinstance(default, list):
         if isinstance(value, str):
             return [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list | tuple):
-            raise ValueError(f"{key}: expected a list, got {value!r}")
+            raise ValueError(f"{key}: expected a list, got {shown(value)}")
         return [str(v) for v in value]
     if isinstance(default, dict):
         if not isinstance(value, Mapping):
-            raise ValueError(f"{key}: expected a table, got {value!r}")
+            raise ValueError(f"{key}: expected a table, got {shown(value)}")
         return {str(k): (list(v) if isinstance(v, list | tuple) else v) for k, v in value.items()}
     return value
 
@@ -172,7 +184,7 @@ def apply_layer(
             warnings.append(f"{source}: {exc}")
             continue
         if name == "provider" and coerced not in _PROVIDERS:
-            warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {coerced!r}")
+            warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {shown(coerced)}")
             continue
         if name == "fallback" and coerced not in _FALLBACKS:
             warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {coerced!r}")
@@ -235,6 +247,7 @@ def load_settings(
     ):
         if lay:
             warnings += apply_layer(settings, lay, source, allow_secrets=source != "config.toml")
+    remember(settings.openai_api_key, settings.voyage_api_key)  # redacted from every log from now on
     for w in warnings:
         log.warning("%s", w)
     return settings, warnings

@@ -17,9 +17,10 @@ from .context_settings import load_context_settings
 from .embeddings.base import estimate_tokens
 from .errors import InvalidRequest
 from .paths import normalise_rel
-from .request_fields import bounded_int, query_text, require_object, typed
-from .search import MAX_RESULTS, STOPWORDS, SearchRequest, parse_filter, run_search
+from .requests import MAX_RESULTS, EnrichParams, parse
+from .search import STOPWORDS, SearchRequest, run_search
 from .skills import VectorSearchConfig, load_skill, parse_block
+from .store import ChunkFilter
 from .textio import BinaryFile, decode
 
 if TYPE_CHECKING:
@@ -39,12 +40,12 @@ class EnrichRequest:
     max_search_tokens: int = 15000
     total_budget_tokens: int | None = None
     loaded_tokens: int = 0
+    role: str | None = None
 
 
 def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
-    params = require_object(params)
-    query = query_text(params.get("query"))
-    skill, inline = typed(params, "skill", str), typed(params, "skillConfig", Mapping)
+    m = parse(EnrichParams, params)
+    skill, inline = m.skill, m.skill_config
     if inline is not None:
         block: Any = inline
         if "context" in inline:  # a whole skill document: take its [context.vector_search] table
@@ -58,23 +59,17 @@ def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
     else:
         config = VectorSearchConfig(enabled=True, max_results=project.settings.max_results_default,
                                     max_search_tokens=project.settings.max_search_tokens_default)  # fmt: skip
-    loaded = params.get("loadedFiles") or []
-    if not isinstance(loaded, list) or not all(isinstance(p, str) for p in loaded):
-        raise InvalidRequest("loadedFiles", "must be a list of paths")
-    book_id = typed(params, "bookId", str)
-    want = typed(params, "wantSearch", bool)
-    max_results = bounded_int(params, "maxResults", None, 1)
-    max_tokens = bounded_int(params, "maxSearchTokens", None, 0)
     return EnrichRequest(
-        query=query[:2000],
+        query=m.query[:2000],
         config=config,
-        loaded_files=[_rel(project, p) for p in loaded],
-        book_id=book_id,
-        want_search=want,
-        max_results=min(MAX_RESULTS, max_results or config.max_results),
-        max_search_tokens=config.max_search_tokens if max_tokens is None else max_tokens,
-        total_budget_tokens=bounded_int(params, "totalBudgetTokens", None, 0),
-        loaded_tokens=bounded_int(params, "loadedTokens", 0, 0) or 0,
+        loaded_files=[_rel(project, p) for p in m.loaded_files or []],
+        book_id=m.book_id,
+        want_search=m.want_search,
+        max_results=min(MAX_RESULTS, m.max_results or config.max_results),
+        max_search_tokens=config.max_search_tokens if m.max_search_tokens is None else m.max_search_tokens,
+        total_budget_tokens=m.total_budget_tokens,
+        loaded_tokens=m.loaded_tokens or 0,
+        role=m.role,
     )
 
 
@@ -121,9 +116,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
     budget = req.max_search_tokens
     if req.total_budget_tokens is not None:
         budget = max(0, min(budget, req.total_budget_tokens - req.loaded_tokens))
-    flt = parse_filter(
-        {"entityTypes": req.config.filter_entity_types} if req.config.filter_entity_types else None
-    )
+    flt = ChunkFilter(entity_types=list(req.config.filter_entity_types or []))
     flt.book_scope = req.book_id
     cs = load_context_settings(project.root)
     loaded = set(req.loaded_files)
@@ -135,7 +128,7 @@ def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any
     def search(exclude: list[str], log: bool) -> dict[str, Any]:
         f = dataclasses.replace(flt, exclude_paths=list(exclude))
         sreq = SearchRequest(query=req.query, max_results=min(100, req.max_results * 3), filter=f,
-                             source="agent", log=log)  # fmt: skip
+                             source="agent", log=log, role=req.role)  # fmt: skip
         return run_search(project, sreq)
 
     response = search([], log=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -21,6 +22,7 @@ from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderUnavailable
+from .index_lock import index_lock
 from .metadata import FileMeta, extract_metadata
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import ChunkRow, FileRecord, Store, cache_key
@@ -120,6 +122,14 @@ class IndexSummary:
         default_factory=lambda: {"scan": 0.0, "read": 0.0, "chunk": 0.0, "embed": 0.0, "store": 0.0}
     )
     embedded_paths: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, cause): errors, not skip rules
+
+    def failure_causes(self) -> dict[str, int]:
+        """Each distinct cause of a failed file and how many files it failed (one line each in reports)."""
+        causes: dict[str, int] = {}
+        for _, cause in self.failed:
+            causes[cause] = causes.get(cause, 0) + 1
+        return causes
 
     def to_json(self) -> dict:
         return {
@@ -130,6 +140,7 @@ class IndexSummary:
             "paused": self.paused, "declined": self.declined, "pendingFiles": self.pending_files, "unembeddedChunks": self.unembedded,
             "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "failed": [{"path": p, "cause": c} for p, c in self.failed],
         }  # fmt: skip
 
 
@@ -154,6 +165,9 @@ class Indexer:
         # refresh of a saved file (or a search's lazy sync) waits for one batch, never for a whole run
         self._write_lock = threading.Lock()
         self.paused = threading.Event()  # set: runs stop embedding (the text index stays live)
+        self.on_lock_wait: Callable[[int | None], None] | None = (
+            None  # told when another process holds the index
+        )
 
     # -- configuration -------------------------------------------------------------------------------------
     @property
@@ -220,8 +234,19 @@ class Indexer:
 
     # -- one file ------------------------------------------------------------------------------------------
     def read_bytes(self, path: Path) -> bytes:
-        """Every file read goes through here (counted: a no-op reindex must read nothing)."""
-        return path.read_bytes()
+        """Every file read goes through here (counted: a no-op reindex must read nothing).
+
+        Opened non-blocking and checked to be a regular file before reading: a FIFO or device named `*.md`
+        (or a file swapped for one after the scan) must never block the run."""
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read()
+        finally:
+            os.close(fd)
 
     def prepare(self, entry: ScanEntry, data: bytes, summary: IndexSummary) -> _Prepared | None:
         t0 = time.perf_counter()
@@ -290,6 +315,7 @@ class Indexer:
         hold: Iterable[str] | Callable[[], Iterable[str]] = (),
         first: Iterable[str] = (),
         confirm: Callable[[dict], bool] | None = None,
+        wait: bool = True,
     ) -> IndexSummary:
         """Index the project (or just `paths`, relative); only one run at a time per project.
 
@@ -298,11 +324,25 @@ class Indexer:
         then the most recently modified, leaving out `hold` (files still in their quiet period; a callable
         is asked again whenever the phase looks for more work). With
         embed=False, or while paused, only the first phase runs. With a paid provider and `confirm`, an
-        embedding phase estimated above `confirmCostAboveUsd` runs only if confirm(estimate) says yes."""
-        with self._lock:
+        embedding phase estimated above `confirmCostAboveUsd` runs only if confirm(estimate) says yes.
+
+        One run at a time per index across processes too (index_lock.py): a run finding another process's
+        run in progress waits for it (IndexBusy instead with wait=False)."""
+        with self._lock, contextlib.ExitStack() as locked:
+            try:
+                locked.enter_context(self._index_lock(wait, cancel))
+            except IndexCancelled:  # cancelled while another process held the index: nothing was done
+                return IndexSummary(cancelled=True)
             held = hold if callable(hold) else (lambda fixed=set(hold): fixed)
             return self._run(full, None if paths is None else list(paths), progress, cancel, embed, held,
                              list(first), confirm)  # fmt: skip
+
+    def _index_lock(
+        self, wait: bool, cancel: threading.Event | None
+    ) -> contextlib.AbstractContextManager[None]:
+        if self.store.path == ":memory:":
+            return contextlib.nullcontext()
+        return index_lock(Path(self.store.path).parent, wait=wait, cancel=cancel, on_wait=self.on_lock_wait)
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:
         """The cheap text pass for files known (or suspected) to have changed: re-read, re-chunk and replace
@@ -338,6 +378,7 @@ class Indexer:
         summary = IndexSummary()
         start = time.perf_counter()
         if self.embeds and (embed or self.provider.dimensions):
+            self.store.drop_unusable_vectors()  # once per index: rows stored before vectors were checked
             try:
                 if self.ensure_vector_table():
                     summary.warnings.append(
@@ -369,7 +410,15 @@ class Indexer:
         todo = []
         for e in entries:
             st = states.get(e.rel)
-            if not full and st is not None and st.mtime_ns == e.mtime_ns and st.size == e.size:
+            if (
+                not full
+                and st is not None
+                and st.mtime_ns == e.mtime_ns
+                and st.size == e.size
+                and os.access(
+                    e.abs_path, os.R_OK
+                )  # chmod changes no mtime: an unreadable file is read (and dropped)
+            ):
                 summary.unchanged += 1
             else:
                 todo.append(e)
@@ -521,9 +570,15 @@ class Indexer:
                 log.debug("could not settle the racy mtime of %s", e.rel, exc_info=True)
 
     def _file_failed(self, rel: str, exc: BaseException, summary: IndexSummary) -> None:
+        """A file an error kept out of the index: one log line per distinct cause (a full disk fails every
+        file the same way: one line, not a traceback per file); the traceback only at debug level."""
         shown = shown_name(rel)
-        log.error("skipping %s: it could not be indexed", shown, exc_info=exc)
-        summary.skipped.append((shown, f"could not be indexed ({type(exc).__name__}: {exc})"))
+        cause = f"{type(exc).__name__}: {exc}"
+        if all(c != cause for _, c in summary.failed):
+            log.error("%s could not be indexed: %s", shown, cause)
+        log.debug("%s could not be indexed", shown, exc_info=exc)
+        summary.failed.append((shown, cause))
+        summary.skipped.append((shown, f"could not be indexed ({cause})"))
 
     def _entries_for(self, paths: list[str], summary: IndexSummary) -> tuple[list[ScanEntry], list[str]]:
         """Scan entries for explicit relative paths (a save, a watcher event); the rest is stale or skipped."""

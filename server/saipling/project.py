@@ -14,10 +14,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
-from .errors import ProviderError
+from .errors import ProviderError, SaiplingError
 from .indexer import PENDING_META, Indexer, IndexProgress, IndexSummary, ProgressCallback
 from .store import Store
 
@@ -64,6 +66,27 @@ class RunState:
     messages: list[str] = field(default_factory=list)
 
 
+def open_store(root: Path, create: bool, warnings: list[str]) -> Store:
+    """The project's index: created when `create`; a folder never indexed gets an empty in-memory one. An
+    index that cannot be written (a read-only folder or mount) is opened read-only, with a warning: search
+    and status work, indexing is refused and searches are not logged."""
+    path = index_path(root)
+    if not (os.path.lexists(path) or create):
+        return Store.open(":memory:")
+    try:
+        return Store.open(path)
+    except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.IOError, PermissionError) as exc:
+        if not path.is_file():
+            raise
+        store = Store.open(path, readonly=True)
+        reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
+        warnings.append(
+            f"the index {path} is read-only ({reason}): search and status work; indexing is off and "
+            "searches are not logged"
+        )
+        return store
+
+
 class Project:
     """Everything about one project root."""
 
@@ -105,8 +128,7 @@ class Project:
         warnings: list[str] = []
         if settings is None:
             settings, warnings = load_settings(root, env, init_options, workspace_config, overrides)
-        exists = index_path(root).is_file()
-        store = Store.open(index_path(root) if exists or create else ":memory:")
+        store = open_store(root, create, warnings)
         if store.rebuilt:
             warnings.append(store.rebuilt)
         if provider is None:
@@ -164,8 +186,10 @@ class Project:
         hold: Iterable[str] = (),
         first: Iterable[str] = (),
         confirm: Callable[[dict], bool] | None = None,
+        wait: bool = True,
     ) -> IndexSummary:
-        """One run: text first (keyword-searchable at once), then embeddings (see Indexer.run)."""
+        """One run: text first (keyword-searchable at once), then embeddings (see Indexer.run). Another
+        process writing this index is waited for (IndexBusy with wait=False)."""
 
         def on_progress(p: IndexProgress) -> None:
             self.state.progress = p
@@ -173,6 +197,7 @@ class Project:
             if progress:
                 progress(p)
 
+        self.check_writable()
         with self._state_lock:
             self.state.is_indexing = True
             self.state.phase = "keywords"
@@ -180,7 +205,7 @@ class Project:
             if self.fallback_from is not None and self._switch_back():
                 paths = None  # the provider changed: every file is checked, every vector rebuilt
             run = partial(self.indexer.run, full=full, progress=on_progress, cancel=cancel, embed=embed,
-                          hold=hold, first=first, confirm=confirm)  # fmt: skip
+                          hold=hold, first=first, confirm=confirm, wait=wait)  # fmt: skip
             summary = run(paths=paths)
             if self._should_fall_back(summary) and self._fall_back(summary.degraded or "unusable"):
                 first_pass = summary
@@ -309,6 +334,8 @@ class Project:
                 raise
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:
+        if self.store.readonly:  # nothing can be written: searches leave out files changed since (stale)
+            return IndexSummary()
         summary = self.indexer.refresh(paths)
         for warning in summary.warnings:
             log.warning("%s", warning)
@@ -374,7 +401,12 @@ class Project:
     def estimate(self) -> dict[str, Any]:
         return self.indexer.estimate()
 
+    def check_writable(self) -> None:
+        if self.store.readonly:
+            raise SaiplingError(f"the index {self.store.path} is read-only: it cannot be changed")
+
     def clear(self) -> None:
+        self.check_writable()
         self.store.clear()
 
     # -- status --------------------------------------------------------------------------------------------
@@ -389,9 +421,24 @@ class Project:
         if unavailable:
             return unavailable
         summary = self.state.last_summary
-        if summary is not None and summary.degraded:
-            return f"some chunks have no embeddings yet: {summary.degraded}"
+        reason = summary.degraded if summary is not None else None
+        if self.state.is_indexing:  # (a pass in progress is still embedding: its own failures only)
+            return f"some chunks have no embeddings yet: {reason}" if reason else None
+        missing = self.unembedded()
+        if missing:
+            total = self.store.stats()["totalChunks"]
+            return f"{missing} of {total} chunks have no embeddings (semantic search cannot find them)" + (
+                f": {reason}" if reason else "; run `saipling index` to embed them"
+            )
         return None
+
+    def unembedded(self) -> int:
+        """Chunks with no vector of the active provider's model: work still to do (0 in keyword-only mode,
+        where no chunk is meant to have one; `degraded` says that mode is on)."""
+        p = self.provider
+        if not isinstance(p, EmbeddingProvider):
+            return 0
+        return self.store.count_unembedded(p.model, p.dimensions)
 
     def status(self) -> dict[str, Any]:
         stats = self.store.stats()
@@ -404,6 +451,7 @@ class Project:
             "totalFiles": stats["totalFiles"],
             "totalChunks": stats["totalChunks"],
             "embeddedChunks": stats["embeddedChunks"],
+            "unembeddedChunks": self.unembedded(),
             "lastIndexed": dt.datetime.fromtimestamp(last, dt.UTC).isoformat() if last else None,
             "provider": self.provider.name,
             "model": self.provider.model or None,
@@ -421,7 +469,6 @@ class Project:
             "totalTokens": stats["totalTokens"],
             "estimatedReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
             "pendingFiles": self.state.pending_files + (0 if self.state.is_indexing else self.unread_files()),
-            "unembeddedChunks": self.store.count_unembedded() if self.indexer.embeds else 0,
             "isIndexing": self.state.is_indexing,
             "indexPhase": self.state.phase if self.state.is_indexing else "paused" if self.paused else "idle",
             "paused": self.paused,
@@ -435,6 +482,7 @@ class Project:
                 "etaSeconds": round(p.eta_seconds, 1) if p and p.eta_seconds is not None else None,
             },
             "degraded": self.degraded(),
+            "readOnly": self.store.readonly,
             "warnings": list(self.warnings),
         }
 
@@ -470,8 +518,9 @@ class Project:
 
         return get_lines(self, params)
 
-    def symbols(self, query: str) -> list[dict[str, Any]]:
-        """Entities then headings fuzzy-matching query: [{name, kind: entity|heading, path, startLine, endLine, ...}]."""
+    def symbols(self, query: str, role: str | None = None) -> list[dict[str, Any]]:
+        """Entities then headings fuzzy-matching query: [{name, kind: entity|heading, path, startLine, endLine, ...}]
+        of the files `role` (default: the defaultRole setting) may see."""
         from .symbols import find_symbols
 
-        return find_symbols(self, query)
+        return find_symbols(self, query, role)

@@ -6,11 +6,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .context_settings import FILE_NAME as CONTEXT_FILE
+from .context_settings import load_context_settings
 from .errors import InvalidRequest, PathOutsideRoot
+from .metadata import extract_metadata
 from .paths import resolve_inside
-from .request_fields import bounded_int, require_object, required_str
+from .requests import GetParams, parse
 from .scanner import is_indexable
 from .textio import BinaryFile, decode
+from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
     from .project import Project
@@ -27,14 +31,21 @@ def resolve_path(root: Path, path: str) -> tuple[Path, str]:
 
 
 def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
-    params = require_object(params)
-    path = required_str(params, "path", "uri")
-    start = bounded_int(params, "startLine", 1, 1)
-    lines = bounded_int(params, "lines", None, 1)
+    m = parse(GetParams, params)
+    path = m.path or m.uri
+    if not path:
+        raise InvalidRequest("path", "is required and must be a non-empty string")
+    start, lines, role = m.start_line or 1, m.lines, m.role
+    respect = m.respect_context_settings is not False
     real, rel = resolve_path(project.root, path)
     reason = is_indexable(project.root, rel, project.settings)
     if reason is not None:
         raise PathOutsideRoot("path", f"{rel} is not an indexable project file ({reason})")
+    if respect and load_context_settings(project.root).mode_for(rel) == "exclude":
+        raise PathOutsideRoot(
+            "path",
+            f"{rel} is excluded by {CONTEXT_FILE} (pass respectContextSettings: false, or --all-files, to read it)",
+        )
     try:
         if not real.is_file():
             raise InvalidRequest("path", f"{rel} does not exist")
@@ -43,10 +54,17 @@ def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidRequest("path", str(exc)) from None
     except OSError as exc:
         raise InvalidRequest("path", f"{rel} cannot be read ({exc.strerror or exc})") from None
+    levels = role_levels(project.settings.roles, role, project.settings.default_role)
+    if not visible(extract_metadata(rel, text).visibility, levels):  # as search would hide it
+        raise PathOutsideRoot(
+            "path", f"{rel} is not visible to {'role ' + repr(role) if role else 'this request'}"
+        )
     all_lines = text.split("\n")
     if all_lines and all_lines[-1] == "":
         all_lines.pop()
+    if start > max(1, len(all_lines)):
+        raise InvalidRequest("startLine", f"is past the end of {rel} ({len(all_lines)} lines)")
     count = min(lines or MAX_LINES, MAX_LINES)
     chosen = all_lines[start - 1 : start - 1 + count]
-    return {"path": rel, "startLine": start, "endLine": start + len(chosen) - 1 if chosen else start - 1,
+    return {"path": rel, "startLine": start, "endLine": start + max(len(chosen), 1) - 1,
             "totalLines": len(all_lines), "text": "\n".join(chosen)}  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +152,10 @@ def scan(root: Path, settings: Settings) -> ScanResult:
                 st = entry.stat()
             except OSError as exc:
                 result.skipped.append((rel, f"unreadable ({exc.strerror})"))
+                continue
+            if not stat.S_ISREG(st.st_mode):  # a FIFO, socket or device named *.md: reading it would block
+                result.skipped.append((rel, "not a regular file"))
+                log.warning("skipping %s: not a regular file", rel)
                 continue
             if st.st_size > settings.max_file_bytes:
                 result.skipped.append(

@@ -15,7 +15,6 @@ nothing relevant exists (`noConfidentMatch`).
 from __future__ import annotations
 
 import collections
-import difflib
 import functools
 import logging
 import os
@@ -33,30 +32,26 @@ import snowballstemmer
 from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider
 from .errors import InvalidRequest, ProviderError
-from .paths import glob_problem, normalise_rel
+from .paths import normalise_rel
 from .reading import resolve_path
-from .request_fields import bounded_int, query_text, require_object, required_str, str_list, typed
+from .requests import (  # noqa: F401  (re-exported)
+    MAX_QUERY_CHARS,
+    MAX_RESULTS,
+    MODES,
+    SOURCES,
+    RelatedParams,
+    SearchFilter,
+    SearchParams,
+    parse,
+)
 from .store import ChunkFilter
+from .visibility import role_levels
 
 if TYPE_CHECKING:
     from .project import Project
 
 log = logging.getLogger(__name__)
 
-MODES = ("hybrid", "semantic", "lexical")
-SOURCES = ("editor", "agent", "cli", "eval")
-MAX_QUERY_CHARS = 2000
-MAX_RESULTS = 100  # the most results one request may ask for
-FILTER_FIELDS = (
-    "entityTypes",
-    "fileTypes",
-    "bookId",
-    "chapterId",
-    "pathPrefix",
-    "glob",
-    "corpus",
-    "maxChapter",
-)
 # Fusion (tuned on SciFact train only; figures in README "Retrieval quality")
 FUSION_VECTOR_WEIGHT = 0.55  # weight of the vector z-score in hybrid mode; keywords get the rest
 SHORT_FILE_CHUNKS = 3  # files of at most this many chunks are scored lexically as a whole (whole-file BM25)
@@ -109,60 +104,35 @@ class SearchRequest:
     log: bool = True
 
 
-def parse_filter(raw: Any, prefix: str = "filter.") -> ChunkFilter:
-    if raw is None:
+def chunk_filter(flt: SearchFilter | None) -> ChunkFilter:
+    """The store's filter for a request's (validated) `filter` object."""
+    if flt is None:
         return ChunkFilter()
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(prefix.rstrip("."), "must be an object")
-    for key in raw:  # a misspelt filter would otherwise filter nothing, silently
-        if key not in FILTER_FIELDS:
-            close = difflib.get_close_matches(str(key), FILTER_FIELDS, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}?" if close else f"filters are {', '.join(FILTER_FIELDS)}"
-            raise InvalidRequest(f"{prefix}{key}", f"is not a filter ({hint})")
-    max_chapter = raw.get("maxChapter")
-    if max_chapter is not None and (isinstance(max_chapter, bool) or not isinstance(max_chapter, int)):
-        raise InvalidRequest(prefix + "maxChapter", "must be an integer")
-    out = ChunkFilter(
-        entity_types=str_list(raw, "entityTypes", prefix),
-        file_types=str_list(raw, "fileTypes", prefix),
-        max_chapter=max_chapter,
+    return ChunkFilter(
+        entity_types=list(flt.entity_types or []),
+        file_types=list(flt.file_types or []),
+        book_id=flt.book_id,
+        chapter_id=flt.chapter_id,
+        max_chapter=flt.max_chapter,
+        path_prefix=normalise_rel(flt.path_prefix) if flt.path_prefix else None,
+        glob=flt.glob,
+        corpus=flt.corpus,
     )
-    for key, attr in (("bookId", "book_id"), ("chapterId", "chapter_id"), ("pathPrefix", "path_prefix"),
-                      ("glob", "glob"), ("corpus", "corpus")):  # fmt: skip
-        value = raw.get(key)
-        if value is not None:
-            if not isinstance(value, str):
-                raise InvalidRequest(prefix + key, "must be a string")
-            if key == "glob" and (problem := glob_problem(value)) is not None:
-                raise InvalidRequest(prefix + key, problem)
-            setattr(out, attr, normalise_rel(value) if key == "pathPrefix" else value)
-    return out
 
 
 def parse_request(params: Mapping[str, Any], default_max: int = 5) -> SearchRequest:
-    """Validate a SPEC 8 request; InvalidRequest names the offending field."""
-    params = require_object(params)
-    query = query_text(params.get("query"), MAX_QUERY_CHARS)
-    max_results = bounded_int(params, "maxResults", default_max, 1, MAX_RESULTS)
-    min_score = typed(params, "minScore", float, 0.0)
-    if not 0.0 <= min_score <= 1.0:
-        raise InvalidRequest("minScore", "must be between 0 and 1")
-    mode = typed(params, "mode", str, "hybrid")
-    if mode not in MODES:
-        raise InvalidRequest("mode", f"must be one of {', '.join(MODES)}")
-    source = typed(params, "source", str, "cli")
-    if source not in SOURCES:
-        raise InvalidRequest("source", f"must be one of {', '.join(SOURCES)}")
+    """Validate a SPEC 8 request (requests.SearchParams); InvalidRequest names the offending field."""
+    m = parse(SearchParams, params)
     return SearchRequest(
-        query=query,
-        max_results=max_results,
-        min_score=min_score,
-        mode=mode,
-        filter=parse_filter(params.get("filter")),
-        role=typed(params, "role", str, None),
-        respect_context_settings=typed(params, "respectContextSettings", bool, True),
-        source=source,
-        explain=typed(params, "explain", bool, False),
+        query=m.query,
+        max_results=m.max_results or max(1, min(default_max, MAX_RESULTS)),  # (a default from settings)
+        min_score=m.min_score if m.min_score is not None else 0.0,
+        mode=m.mode or "hybrid",
+        filter=chunk_filter(m.filter),
+        role=m.role,
+        respect_context_settings=m.respect_context_settings is not False,
+        source=m.source or "cli",
+        explain=bool(m.explain),
     )
 
 
@@ -261,9 +231,7 @@ def vector_unavailable(project: Project) -> str | None:
 
 def build_filter(project: Project, req: SearchRequest) -> ChunkFilter:
     flt = req.filter
-    if req.role is not None:
-        levels = project.settings.roles.get(req.role)
-        flt.visibility = list(levels) if levels is not None else ["public"]
+    flt.visibility = role_levels(project.settings.roles, req.role, project.settings.default_role)
     if req.respect_context_settings:
         cs = load_context_settings(project.root)
         if cs.has("exclude"):
@@ -329,7 +297,7 @@ def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
             if r.chunk_id in pending:
                 res["embeddingPending"] = True
     elapsed = (time.perf_counter() - t0) * 1000
-    if req.log and project.settings.analytics:
+    if req.log and project.settings.analytics and not project.store.readonly:
         try:
             project.store.log_search(
                 req.query, req.source, mode, len(results), results[0]["score"] if results else 0.0, elapsed
@@ -484,8 +452,9 @@ def _live_rows(
         if row is None:
             continue
         path = row["path"]
-        if path not in checked:
-            checked[path] = os.path.isfile(project.root / path)
+        if path not in checked:  # gone, or made unreadable (a chmod changes no mtime): not served
+            full = project.root / path
+            checked[path] = os.path.isfile(full) and os.access(full, os.R_OK)
             if not checked[path]:
                 missing.add(path)
                 project_missing(project, path)
@@ -616,7 +585,7 @@ def project_missing(project: Project, path: str) -> None:
     hook = getattr(project, "on_missing_file", None)
     if hook is not None:
         hook(path)
-    else:
+    elif not project.store.readonly:
         project.store.delete_file(path)
 
 
@@ -707,13 +676,18 @@ def match_key(word: str) -> str:
 # -- related ---------------------------------------------------------------------------------------------------
 def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
     """Passages from other files most similar to this file (mean of its chunk vectors)."""
-    params = require_object(params)
-    target = required_str(params, "path", "uri")
-    max_results = bounded_int(params, "maxResults", project.settings.max_results_default, 1, MAX_RESULTS)
+    m = parse(RelatedParams, params)
+    target = m.path or m.uri
+    if not target:
+        raise InvalidRequest("path", "is required and must be a non-empty string")
+    max_results = m.max_results or max(1, min(project.settings.max_results_default, MAX_RESULTS))
     _, rel = resolve_path(project.root, target)
     t0 = time.perf_counter()
     chunks = project.store.chunks_for_path(rel)
-    flt = ChunkFilter(exclude_paths=[rel])
+    flt = ChunkFilter(
+        exclude_paths=[rel],
+        visibility=role_levels(project.settings.roles, m.role, project.settings.default_role),
+    )
     cs = load_context_settings(project.root)
     if cs.has("exclude"):
         flt.exclude_paths += cs.excluded(list(project.store.file_states()))

@@ -22,12 +22,14 @@ import apsw
 import numpy as np
 import sqlite_vec
 
+from .embeddings.base import usable_vector
 from .errors import IndexCorrupted
 from .vector_matrix import VectorMatrix
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
+VECTORS_CHECKED_META = "vectors_checked"  # meta key: stored vectors were scanned for NaN/Inf/zero rows
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 _MIGRATIONS: list[str] = [
@@ -190,8 +192,10 @@ class ChunkFilter:
         if self.corpus:
             conds.append("c.corpus = ?")
             params.append(self.corpus)
-        if self.visibility is not None:
-            conds.append(f"c.visibility IN ({','.join('?' * len(self.visibility)) or 'NULL'})")
+        if self.visibility is not None:  # levels compare case-insensitively (visibility.py); NULL is public
+            conds.append(
+                f"lower(trim(coalesce(c.visibility, 'public'))) IN ({','.join('?' * len(self.visibility)) or 'NULL'})"
+            )
             params += self.visibility
         if self.exclude_paths:
             conds.append("c.path NOT IN (SELECT value FROM json_each(?))")
@@ -202,9 +206,14 @@ class ChunkFilter:
         return " AND ".join(conds), params
 
 
-def connect(path: Path | str) -> apsw.Connection:
-    """A connection with sqlite-vec loaded and our SQL functions registered."""
-    conn = apsw.Connection(str(path))
+def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -> apsw.Connection:
+    """A connection with sqlite-vec loaded and our SQL functions registered (read-only: never writes, and
+    `immutable` also takes no locks: for a folder where SQLite cannot create its -shm file)."""
+    if readonly:
+        uri = Path(path).resolve().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    else:
+        conn = apsw.Connection(str(path))
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
@@ -229,10 +238,13 @@ def vector_blob(vec: np.ndarray) -> bytes:
 class Store:
     """The index of one project."""
 
-    def __init__(self, conn: apsw.Connection, path: str, rebuilt: str | None = None) -> None:
+    def __init__(
+        self, conn: apsw.Connection, path: str, rebuilt: str | None = None, readonly: bool = False
+    ) -> None:
         self.conn = conn
         self.path = path
         self.rebuilt = rebuilt  # reason, when a corrupted index was moved aside at open
+        self.readonly = readonly  # opened read-only (a read-only folder or mount): reads only
         self._lock = threading.RLock()
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (vector_matrix.py)
         self._matrix_version: tuple[int, int] | None = None
@@ -244,15 +256,26 @@ class Store:
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: Path | str) -> Store:
-        """Open or create the index; a corrupted file is moved aside and rebuilt empty."""
+    def open(cls, path: Path | str, *, readonly: bool = False) -> Store:
+        """Open or create the index; a corrupted file (or a folder where the file should be) is moved aside
+        and rebuilt empty. `readonly` opens an existing index without writing anything (IndexReadOnly when
+        it cannot be read either)."""
         path = str(path)
+        if readonly:
+            return cls._open_readonly(path)
         rebuilt = None
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             gi = Path(path).parent / ".gitignore"
             if not gi.exists():
-                gi.write_text("*\n", encoding="utf-8")
+                with contextlib.suppress(OSError):  # (a read-only folder: opening fails below, clearly)
+                    gi.write_text("*\n", encoding="utf-8")
+            target = Path(path)
+            if (target.exists() or target.is_symlink()) and not target.is_file():
+                kind = "a folder" if target.is_dir() else "not a regular file"
+                moved = cls._move_aside(target)
+                rebuilt = f"the index {target} was {kind}; moved it to {moved.name} and rebuilt it"
+                log.warning("%s", rebuilt)
         try:
             conn = connect(path)
             cls._check(conn)
@@ -270,10 +293,47 @@ class Store:
             rebuilt = f"the index was unusable ({exc}); moved it to {moved.name} and rebuilt it"
             log.warning("%s", rebuilt)
             conn = connect(path)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
         store = cls(conn, path, rebuilt)
-        store._configure()
-        store._migrate()
+        try:
+            store._configure()
+            store._migrate()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
         return store
+
+    @classmethod
+    def _open_readonly(cls, path: str) -> Store:
+        """An existing index opened read-only: `mode=ro`, else `immutable=1` (a WAL index in a folder where
+        SQLite cannot create its shared-memory file). Nothing is written: no migration, no pragmas that write."""
+        last: Exception | None = None
+        for immutable in (False, True):
+            conn = None
+            try:
+                conn = connect(path, readonly=True, immutable=immutable)
+                cls._check(conn)
+                version = next(iter(conn.execute("PRAGMA user_version")))[0]
+                if version != len(_MIGRATIONS):
+                    raise IndexCorrupted(
+                        f"it has schema version {version}, this saipling needs {len(_MIGRATIONS)} and cannot "
+                        "migrate a read-only index"
+                    )
+                return cls(conn, path, None, readonly=True)  # (temp tables still work: searches use one)
+            except IndexCorrupted:
+                if conn is not None:
+                    conn.close()
+                raise
+            except apsw.Error as exc:
+                last = exc
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+        raise IndexCorrupted(f"cannot read the index {path} ({type(last).__name__}: {last})")
 
     @staticmethod
     def _check(conn: apsw.Connection) -> None:
@@ -315,15 +375,38 @@ class Store:
 
     def close(self) -> None:
         with self._lock:
-            with contextlib.suppress(Exception):
-                self.conn.execute("PRAGMA optimize")
+            if not self.readonly:
+                with contextlib.suppress(Exception):
+                    self.conn.execute("PRAGMA optimize")
             self.conn.close()
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
-        """One transaction (savepoint when nested); rolled back on any exception."""
-        with self._lock, self.conn:
-            yield
+        """One write transaction (a savepoint when nested); rolled back on any exception.
+
+        The outermost one starts with BEGIN IMMEDIATE: the write lock is taken (waiting up to the busy
+        timeout for another process's transaction) before anything is read. A deferred transaction that reads
+        first and then writes fails at once with BusyError when another process wrote in between (SQLite
+        cannot retry a stale snapshot), which made a server fail files while `saipling index` ran beside it."""
+        with self._lock:
+            if self.conn.in_transaction:
+                with self.conn:
+                    yield
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:  # (a commit that failed, e.g. on a full disk, leaves it open)
+                    with contextlib.suppress(apsw.Error):
+                        self.conn.execute("ROLLBACK")
+                raise
 
     # -- small helpers -------------------------------------------------------------------------------------
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -446,7 +529,7 @@ class Store:
                 if model:
                     now = time.time()
                     self.conn.executemany(
-                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                        "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         [(model, h, vector_blob(v), now) for h, v in vectors.items() if h not in kept],
                     )
                 self._drop_file_text(record.path)
@@ -534,7 +617,9 @@ class Store:
                     " AND content_hash IN (SELECT value FROM json_each(?)) AND (? < 0 OR length(vector) = ?)",
                     (json.dumps(keys), json.dumps(part), size, size),
                 ):
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if usable_vector(vec):  # a poisoned row (NaN, Inf, zero) is never served: re-embedded
+                        out[h] = vec
         return out
 
     def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
@@ -546,13 +631,56 @@ class Store:
             (limit,),
         )
 
-    def count_unembedded(self) -> int:
-        """Chunks with no vector of the active model (all of them when no vector table exists yet)."""
-        if not self.has_vectors():
-            return int(self._scalar("SELECT count(*) FROM chunks") or 0)
+    def drop_unusable_vectors(self) -> int:
+        """Delete vectors (in the vector table and the embedding cache) that hold NaN, Inf or only zeros, so the
+        chunks are embedded again. Such rows came from providers before their answers were checked; the scan
+        runs once per index (recorded in meta)."""
+        if self.get_meta(VECTORS_CHECKED_META) == "1":
+            return 0
+        bad_ids: list[int] = []
+        bad_cache: list[tuple[str, str]] = []
+        with self._lock:
+            if self.has_vectors():
+                for chunk_id, blob in self.conn.execute("SELECT chunk_id, embedding FROM chunks_vec"):
+                    if not usable_vector(np.frombuffer(blob, dtype=np.float32)):
+                        bad_ids.append(int(chunk_id))
+            for model, h, blob in self.conn.execute(
+                "SELECT model, content_hash, vector FROM embedding_cache"
+            ):
+                if len(blob) % 4 or not usable_vector(np.frombuffer(blob, dtype=np.float32)):
+                    bad_cache.append((model, h))
+            with self.atomic():
+                self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in bad_ids])
+                self.conn.executemany(
+                    "DELETE FROM embedding_cache WHERE model = ? AND content_hash = ?", bad_cache
+                )
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (VECTORS_CHECKED_META,)
+                )
+            if bad_ids:
+                self._apply_delta(bad_ids, [])
+        if bad_ids or bad_cache:
+            log.warning(
+                "removed %d unusable vectors and %d unusable cache entries (NaN, Inf or zero): they are embedded again",
+                len(bad_ids),
+                len(bad_cache),
+            )
+        return len(bad_ids) + len(bad_cache)
+
+    def count_unembedded(self, model: str | None = None, dims: int = 0) -> int:
+        """Chunks with no vector for the active model (`model`/`dims`; default: the model the index records).
+        Every chunk counts when the index holds no vectors of that model."""
         with self._lock:
             total = int(self._scalar("SELECT count(*) FROM chunks") or 0)
-            return max(0, total - int(self._scalar("SELECT count(*) FROM chunks_vec") or 0))
+            stored_model, stored_dims = self.vector_model()
+            if model is None:
+                model, dims = stored_model, stored_dims
+            if not model or not self.has_vectors() or stored_model != model or (dims and stored_dims != dims):
+                return total
+            return int(
+                self._scalar("SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunks_vec)")
+                or 0
+            )
 
     def unembedded(
         self, hold: Iterable[str] = (), first: Iterable[str] = ()
@@ -619,7 +747,7 @@ class Store:
                 }
                 for _, h, vec in items:
                     self.conn.execute(
-                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                        "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         (model, h, vector_blob(vec), now),
                     )
                 items = [it for it in items if it[0] in current]
@@ -890,7 +1018,12 @@ class Store:
                     -1, dims
                 )
                 filled = end
-        return ids[:filled], mat[:filled]
+        ids, mat = ids[:filled], mat[:filled]
+        good = np.isfinite(mat).all(axis=1) & (mat != 0).any(axis=1)
+        if not good.all():  # vectors stored before the provider boundary checked them: never served
+            log.warning("ignoring %d unusable vectors (NaN, Inf or zero) in the index", int((~good).sum()))
+            ids, mat = ids[good], mat[good]
+        return ids, mat
 
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
@@ -952,13 +1085,13 @@ class Store:
 
     def entities(self) -> list[dict[str, Any]]:
         return self._dicts(
-            "SELECT path, entity_type, entity_name, display_name, aliases, file_type FROM files"
+            "SELECT path, entity_type, entity_name, display_name, aliases, file_type, visibility FROM files"
             " WHERE display_name IS NOT NULL OR (aliases IS NOT NULL AND aliases != '[]')"
         )
 
     def headings(self) -> list[dict[str, Any]]:
         return self._dicts(
-            "SELECT path, section_heading, heading_path, start_line, end_line FROM chunks"
+            "SELECT path, section_heading, heading_path, start_line, end_line, visibility FROM chunks"
             " WHERE section_heading IS NOT NULL ORDER BY path, chunk_index"
         )
 

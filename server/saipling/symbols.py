@@ -6,6 +6,9 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from .context_settings import load_context_settings
+from .visibility import role_levels, visible
+
 if TYPE_CHECKING:
     from .project import Project
 
@@ -31,9 +34,17 @@ def fuzzy_score(query: str, name: str) -> float:
     return 0.0
 
 
-def find_symbols(project: Project, query: str) -> list[dict[str, Any]]:
+def find_symbols(project: Project, query: str, role: str | None = None) -> list[dict[str, Any]]:
+    """Symbols of the files a request may see: visible to `role` (visibility.py) and not excluded by
+    `.context_settings.json`."""
+    levels = role_levels(project.settings.roles, role, project.settings.default_role)
+    cs = load_context_settings(project.root)
+
+    def shown(row: dict[str, Any]) -> bool:
+        return visible(row.get("visibility"), levels) and cs.mode_for(row["path"]) != "exclude"
+
     found: list[tuple[float, int, dict[str, Any]]] = []
-    for row in project.store.entities():
+    for row in filter(shown, project.store.entities()):
         names = [row["display_name"]] if row["display_name"] else []
         names += json.loads(row["aliases"] or "[]")
         best = max(((fuzzy_score(query, n), n) for n in names if n), default=(0.0, ""))
@@ -41,7 +52,7 @@ def find_symbols(project: Project, query: str) -> list[dict[str, Any]]:
             found.append((best[0], 0, {"name": row["display_name"] or best[1], "matched": best[1], "kind": "entity",
                                        "entityType": row["entity_type"], "entityName": row["entity_name"],
                                        "path": row["path"], "startLine": 1, "endLine": 1}))  # fmt: skip
-    for row in project.store.headings():
+    for row in filter(shown, project.store.headings()):
         title = (row["section_heading"] or "").lstrip("#").strip()
         score = fuzzy_score(query, title) if title else 0.0
         if score > 0:

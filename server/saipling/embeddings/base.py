@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import abc
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..errors import ProviderError
+
+log = logging.getLogger(__name__)
+
+BAD_VECTOR_RETRIES = 1  # a batch with NaN/Inf/zero vectors is asked for again this many times
 
 
 @dataclass
@@ -71,10 +78,33 @@ class EmbeddingProvider(abc.ABC):
         out: list[np.ndarray] = []
         tokens = 0
         for batch in self._batches(texts):
-            res = self._embed_batch(batch, input_type)
-            out.append(np.asarray(res.vectors, dtype=np.float32))
-            tokens += res.tokens
+            vectors, used = self._checked_batch(batch, input_type)
+            out.append(vectors)
+            tokens += used
         return EmbeddingResult(normalise(np.vstack(out)), tokens)
+
+    def _checked_batch(self, batch: list[str], input_type: str) -> tuple[np.ndarray, int]:
+        """One batch whose vectors are all usable: finite, not all zero, of the expected size (the provider
+        boundary: nothing else reaches the index or the embedding cache). A batch with unusable vectors is
+        asked for again once; a wrong size or a second bad answer raises ProviderBadVectors."""
+        tokens = 0
+        for attempt in range(BAD_VECTOR_RETRIES + 1):
+            res = self._embed_batch(batch, input_type)
+            tokens += res.tokens
+            try:
+                vectors = np.asarray(res.vectors, dtype=np.float32)
+            except (TypeError, ValueError) as exc:  # ragged or non-numeric
+                raise ProviderBadVectors(
+                    f"{self.name} returned vectors that are not numbers ({exc})"
+                ) from None
+            problem = vector_problem(vectors, len(batch), self.dimensions)
+            if problem is None:
+                return vectors, tokens
+            if problem.retry and attempt < BAD_VECTOR_RETRIES:
+                log.warning("%s returned %s; asking again", self.name, problem.message)
+                continue
+            raise ProviderBadVectors(f"{self.name} returned {problem.message}")
+        raise AssertionError("unreachable")
 
     def _batches(self, texts: list[str]) -> list[list[str]]:
         batches: list[list[str]] = []
@@ -103,6 +133,39 @@ class EmbeddingProvider(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release network clients or sessions."""
+
+
+class ProviderBadVectors(ProviderError):
+    """The provider answered with vectors that cannot be used (NaN/Inf, all zero, wrong size or count)."""
+
+
+@dataclass
+class VectorProblem:
+    message: str
+    retry: bool  # worth asking again (NaN/zero rows); a wrong size never fixes itself
+
+
+def vector_problem(vectors: np.ndarray, count: int, dims: int) -> VectorProblem | None:
+    """Why `vectors` (one row per text) are unusable, or None: the shape must be (count, dims) (any dims when
+    `dims` is 0), every value finite, no row all zero."""
+    if vectors.ndim != 2 or vectors.shape[0] != count:
+        return VectorProblem(f"{vectors.shape[0] if vectors.ndim else 0} vectors for {count} texts", False)
+    if dims and vectors.shape[1] != dims:
+        return VectorProblem(f"vectors of {vectors.shape[1]} dimensions, expected {dims}", False)
+    if vectors.shape[1] == 0:
+        return VectorProblem("empty vectors", False)
+    bad = ~np.isfinite(vectors).all(axis=1)
+    if bad.any():
+        return VectorProblem(f"{int(bad.sum())} of {count} vectors holding NaN or Inf", True)
+    zero = ~(np.abs(vectors) > 0).any(axis=1)
+    if zero.any():
+        return VectorProblem(f"{int(zero.sum())} of {count} vectors that are all zero", True)
+    return None
+
+
+def usable_vector(vec: np.ndarray, dims: int = 0) -> bool:
+    """One stored vector (a cache or vector-table row) that may be served: finite, not all zero, right size."""
+    return (not dims or vec.shape[-1] == dims) and bool(np.isfinite(vec).all()) and bool((vec != 0).any())
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:

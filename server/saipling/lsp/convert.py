@@ -154,7 +154,8 @@ def merge_search(responses: list[tuple[str, dict[str, Any]]], max_results: int |
     }
 
 
-SUMMED_STATUS = ("totalFiles", "totalChunks", "embeddedChunks", "pendingFiles", "totalCostUsd", "totalTokens")
+SUMMED_STATUS = ("totalFiles", "totalChunks", "embeddedChunks", "unembeddedChunks", "pendingFiles", "totalCostUsd",
+                 "totalTokens")  # fmt: skip
 
 
 def merge_status(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -165,5 +166,7 @@ def merge_status(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     for key in SUMMED_STATUS:
         first[key] = sum(s.get(key) or 0 for _, s in statuses)
     first["isIndexing"] = any(s.get("isIndexing") for _, s in statuses)
+    # degraded when any folder is (e.g. chunks without vectors in the second folder)
+    first["degraded"] = next((s["degraded"] for _, s in statuses if s.get("degraded")), None)
     first["folders"] = [{**s, "workspaceFolder": uri} for uri, s in statuses]
     return first

@@ -156,13 +156,15 @@ def folder_depth(uri: str) -> int:
     return len(path.resolve().parts) if path is not None else 0
 
 
-def scope_to_folder(p: dict[str, Any], rel: str) -> None:
+def scope_to_folder(p: dict[str, Any], rel: str, with_filter: bool = True) -> None:
     """Limit a request to the files under `rel` (a nested workspace folder inside the folder that serves it):
-    search results by path prefix, and relative paths (`path`, `paths`) taken as relative to the nested folder."""
-    flt = p.get("filter") if isinstance(p.get("filter"), dict) else {}
-    inner = flt.get("pathPrefix")
-    flt["pathPrefix"] = f"{rel}/{inner.lstrip('/')}" if isinstance(inner, str) and inner else f"{rel}/"
-    p["filter"] = flt
+    search results by path prefix (`with_filter`: requests whose schema has a `filter`), and relative paths
+    (`path`, `paths`) taken as relative to the nested folder."""
+    if with_filter:
+        flt = p.get("filter") if isinstance(p.get("filter"), dict) else {}
+        inner = flt.get("pathPrefix")
+        flt["pathPrefix"] = f"{rel}/{inner.lstrip('/')}" if isinstance(inner, str) and inner else f"{rel}/"
+        p["filter"] = flt
     if isinstance(p.get("path"), str) and not p["path"].startswith("file:") and not os.path.isabs(p["path"]):
         p["path"] = f"{rel}/{p['path']}"
     if isinstance(p.get("paths"), list):
@@ -313,8 +315,9 @@ def covered_by(ls: SaiplingServer, wanted: str) -> tuple[Folder, str] | None:
     return None
 
 
-def folders_for(ls: SaiplingServer, p: dict[str, Any]) -> list[Folder]:
-    """The folder named by `workspaceFolder` (uri or name), else every folder."""
+def folders_for(ls: SaiplingServer, p: dict[str, Any], *, with_filter: bool = True) -> list[Folder]:
+    """The folder named by `workspaceFolder` (uri or name), else every folder. A nested folder is served by
+    its enclosing one, scoped by a `filter.pathPrefix` when `with_filter` (search) and by relative paths."""
     if not ls.folders:
         raise request_failed("no workspace folder is open")
     wanted = p.pop("workspaceFolder", None)
@@ -323,7 +326,7 @@ def folders_for(ls: SaiplingServer, p: dict[str, Any]) -> list[Folder]:
     found = [f for f in list(ls.folders.values()) if wanted in (f.uri, f.name)]
     if not found and (held := covered_by(ls, wanted)) is not None:
         outer, rel = held  # a nested folder: its enclosing folder's index, limited to its files
-        scope_to_folder(p, rel)
+        scope_to_folder(p, rel, with_filter)
         found = [outer]
     if not found:
         raise params.invalid("workspaceFolder", f"{wanted!r} is not an open workspace folder")
@@ -332,7 +335,7 @@ def folders_for(ls: SaiplingServer, p: dict[str, Any]) -> list[Folder]:
 
 def folder_for(ls: SaiplingServer, p: dict[str, Any], key: str = "path") -> Folder:
     """The folder for a one-file request: named, or containing the absolute path/uri, or the first."""
-    folders = folders_for(ls, p)
+    folders = folders_for(ls, p, with_filter=False)
     target = p.get("uri") or p.get(key)
     path = convert.uri_to_path(target) if isinstance(target, str) and target.startswith("file:") else None
     if path is None and isinstance(target, str) and os.path.isabs(target):

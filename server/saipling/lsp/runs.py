@@ -16,6 +16,7 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.progress import Progress
 
+from ..errors import SaiplingError
 from ..indexer import IndexProgress, IndexSummary
 from . import convert
 from .folders import CLIENT_TIMEOUT, Folder
@@ -89,6 +90,8 @@ async def run_index(
         )  # fmt: skip
         try:
             summary = await folder.run_in_thread(run)
+        except SaiplingError as exc:  # refused on purpose (a read-only index): said once, no traceback
+            ls.feedback.show_once(f"index:{folder.uri}:{exc}", f"cannot index {folder.project.root}: {exc}")
         except Exception:
             log.exception("indexing %s failed", folder.project.root)
         finally:

@@ -30,7 +30,7 @@ from lsprotocol import types
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
-from .. import __version__
+from .. import __version__, redact
 from ..sync import Clock
 from . import features, protocol
 from .feedback import ClientLogHandler, Feedback
@@ -135,16 +135,15 @@ class SaiplingServer(LanguageServer):
         """Serve on stdio, reading stdin on the event loop itself.
 
         pygls reads every header line and body in its thread pool (three thread hops per message); watching
-        the pipe with asyncio is faster. Falls back to pygls when stdin cannot be watched (a regular file)
+        the pipe with asyncio is faster. Falls back to reading in a thread when stdin cannot be watched (a regular file)
         or shares its open file with stdout (non-blocking reads would make its writes non-blocking too).
         """
         stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout.buffer
-        if not protocol.watchable(stdin, stdout):
-            return super().start_io(stdin, stdout)
+        watch = protocol.watchable(stdin, stdout)
         self._stop_event = threading.Event()
         self.protocol.set_writer(StdoutWriter(stdout))
         try:
-            asyncio.run(protocol.serve_pipe(self, stdin))
+            asyncio.run(protocol.serve_pipe(self, stdin) if watch else protocol.serve_blocking(self, stdin))
         except (BrokenPipeError, ConnectionResetError, asyncio.IncompleteReadError):
             log.info("the client closed the connection")
         except (KeyboardInterrupt, SystemExit):
@@ -311,6 +310,9 @@ def configure_logging(server: SaiplingServer) -> None:
     handler = ClientLogHandler(server.feedback)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.getLogger("saipling").addHandler(handler)
+    # API keys never reach a log at any level (pygls logs whole `initialize` params at debug level)
+    redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
+    redact.install(*logging.getLogger().handlers, handler)
 
 
 def run(tcp: str | None = None) -> None:

@@ -34,7 +34,7 @@ def search(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
 
 def enrich_context(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     with ls.engine_call():
-        folder = folders_for(ls, p)[0]
+        folder = folders_for(ls, p, with_filter=False)[0]
         result = folder.project.enrich(p)
     ls.feedback.provider(folder)
     return {**result, "workspaceFolder": folder.uri}

@@ -1,0 +1,96 @@
+"""API keys never reach a log or a message: a logging filter that redacts them, and `shown()` for echoing values.
+
+Redacted: the values of every key the process has been given (`remember()`: the settings loader registers
+`openaiApiKey`/`voyageApiKey` whatever their source), anything shaped like a provider key (`sk-...`, `pa-...`),
+and the value after a name like `apiKey`/`openai_api_key`/`authorization`/`password`/`secret` in text such as a
+logged JSON-RPC message (pygls logs whole `initialize` params at debug level).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+REDACTED = "<redacted>"
+
+_KEY_SHAPED = re.compile(r"\b(?:sk|pa|rk|pk)-[A-Za-z0-9_\-]{12,}")
+_NAMED = re.compile(
+    r"""(?ix)
+    ( (?:api[_-]?key|apikey|secret|password|authorization|bearer)   # a name that holds a secret
+      ["']? \s* [:=] \s* ["']? (?:bearer\s+)? )                     # its separator (JSON, repr, key=value)
+    ( [^"'\s,}\]]+ )                                                # the value
+    """
+)
+_known: set[str] = set()
+_lock = threading.Lock()
+
+
+def remember(*secrets: str | None) -> None:
+    """Redact these exact values from now on (keys shorter than 8 characters are too common to match)."""
+    with _lock:
+        _known.update(s for s in secrets if isinstance(s, str) and len(s) >= 8)
+
+
+def redact(text: str) -> str:
+    with _lock:
+        known = sorted(_known, key=len, reverse=True)
+    for secret in known:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    text = _KEY_SHAPED.sub(REDACTED, text)
+    return _NAMED.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), text)
+
+
+def looks_secret(value: object) -> bool:
+    """True for a string that is, or looks like, an API key."""
+    if not isinstance(value, str):
+        return False
+    with _lock:
+        if value in _known:
+            return True
+    v = value.strip()
+    if _KEY_SHAPED.search(v):
+        return True
+    # long, no spaces, letters and digits mixed: a token, not a word or a path a user would set
+    return (
+        len(v) >= 24
+        and " " not in v
+        and "/" not in v
+        and any(c.isdigit() for c in v)
+        and any(c.isalpha() for c in v)
+    )
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A setting's value as echoed in a message: never one that looks like a key."""
+    if looks_secret(value):
+        return "a value that looks like an API key (not shown)"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class RedactingFilter(logging.Filter):
+    """Put on a handler: every record it emits (message, arguments, traceback) has keys redacted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string: leave it to the handler
+            return True
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+            record.exc_info = None
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+def install(*handlers: logging.Handler) -> None:
+    """Redact on these handlers (default: every handler of the root logger)."""
+    for handler in handlers or tuple(logging.getLogger().handlers):
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
