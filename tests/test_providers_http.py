@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -172,17 +171,22 @@ def test_500_then_success(api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing:
     assert len(sleeps) == 1 and 0.375 <= sleeps[0] <= 0.5  # first backoff: 0.5 s minus up to 25 % jitter
 
 
-def test_timeout_is_retried_then_unavailable(
+def test_timeout_then_still_busy_stops_calling(
     api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list
 ) -> None:
+    """A batch times out; the one-word request that waits for the server to finish it times out too: the
+    server is stuck, so the provider stops calling it (circuit breaker) instead of piling up requests."""
     p = voyage(api_server, sleeps, request_timeout_seconds=0.2, max_retries=2)
     closing.append(p)
     api_server.slow(3.0, times=3)
-    start = time.monotonic()
-    with pytest.raises(ProviderUnavailable, match="timed out"):
+    with pytest.raises(ProviderUnavailable, match="still busy with a request that timed out"):
         p.embed_documents(TEXTS)
-    assert time.monotonic() - start < 2.0
-    assert api_server.count == 3 and len(sleeps) == 2
+    assert [len(r.body["input"]) for r in api_server.requests] == [3, 1]  # the batch, then the probe
+    assert sleeps == []
+    assert p.unavailable is not None and "still busy" in p.unavailable
+    with pytest.raises(ProviderUnavailable, match="still busy"):
+        p.embed_query("next")  # refused at once: no request
+    assert api_server.count == 2
 
 
 def test_exhausted_429_raises_rate_limited(

@@ -244,9 +244,14 @@ def test_random_text_never_raises_anything_but_a_query_error(novel: Any, text: s
 # -- query embedding LRU ---------------------------------------------------------------------------------------
 class CountingProvider:
     model = "m"
+    query_prefix = ""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+
+    @property
+    def query_key(self) -> str:  # as EmbeddingProvider.query_key: what shapes a query vector
+        return f"{self.model}|{self.query_prefix}"
 
     def embed_query(self, text: str) -> np.ndarray:
         self.calls.append(text)
@@ -266,6 +271,9 @@ def test_query_cache_is_an_lru_keyed_by_model_and_text() -> None:
     p.model = "other"
     cache.get(p, "a")  # type: ignore[arg-type]
     assert p.calls[-1] == "a"  # another model: not a hit
+    p.query_prefix, n = "query: ", len(p.calls)
+    cache.get(p, "a")  # type: ignore[arg-type]
+    assert len(p.calls) == n + 1  # another query prefix: not a hit
 
 
 def test_second_identical_query_makes_no_http_request(novel: Any, module_api: FakeEmbeddingAPI) -> None:

@@ -198,9 +198,11 @@ def status(root: str | None, as_json: bool) -> None:
         )
         click.echo(
             f"provider:   {st['provider']}"
-            + (f" / {st['model']} ({st['dimensions']} dims)" if st["model"] else "")
+            + (f" / {st['model']} ({st['dimensions'] or '?'} dims)" if st["model"] else "")
         )
         click.echo(f"why:        {st['providerReason']}")
+        if st.get("embedding"):
+            click.echo(f"texts:      {_embedding_line(st['embedding'])}")
         if st.get("fallbackFrom"):
             fb = st["fallbackFrom"]
             click.echo(
@@ -221,6 +223,15 @@ def status(root: str | None, as_json: bool) -> None:
             click.echo("read-only:  the index cannot be written (search and status only)")
     finally:
         project.close()
+
+
+def _embedding_line(e: dict) -> str:
+    """How texts are sent to the model: prefixes, input-type field, window, batch size (status)."""
+    parts = [f"query prefix {e['queryPrefix']!r}", f"document prefix {e['documentPrefix']!r}"]
+    if e.get("inputTypeField"):
+        parts.append(f"{e['inputTypeField']} = query/document")
+    parts += [f"window {e['maxInputTokens']} tokens", f"batches of {e['batchSize']}"]
+    return ", ".join(parts) + (f" ({e['family']} family)" if e.get("family") else "")
 
 
 @main.command()

@@ -55,6 +55,11 @@ class Settings:
     analytics: bool = True
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
+    # How texts are presented to the model (None: the known model family's, see embeddings/families.py).
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+    input_type_field: str = ""  # request field carrying "query" / "document" (e.g. input_type); "" = none
+    max_input_tokens: int = 0  # the model's input window in tokens; 0 = known model's, else a default
     # a paid provider asks before embedding more than this costs (0 = always ask; a negative value never asks)
     confirm_cost_above_usd: float = 0.10
     # an API provider unusable on a project without its vectors: index with `local` meanwhile, or `none`
@@ -80,6 +85,10 @@ _ALIASES = {
     "skillsDir": "skills_dir",
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
+    "queryPrefix": "query_prefix",
+    "documentPrefix": "document_prefix",
+    "inputTypeField": "input_type_field",
+    "maxInputTokens": "max_input_tokens",
     "defaultRole": "default_role",
     "confirmCostAboveUsd": "confirm_cost_above_usd",
     "maxTokens": "max_tokens",
@@ -89,6 +98,7 @@ _ALIASES = {
     "openaiApiKey": "openai_api_key",
 }
 _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
+_OPTIONAL_STRINGS = {"query_prefix", "document_prefix"}  # None = not set (the model family decides)
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
 _FALLBACKS = {"local", "none"}
 
@@ -100,6 +110,10 @@ def _field_name(key: str) -> str:
 def _coerce(value: Any, default: Any, key: str) -> Any:
     """`value` as the type of `default`; ValueError naming the setting otherwise. Values are echoed through
     `shown()`: a key pasted into the wrong setting is never repeated in a message or a log."""
+    if default is None:  # an optional string (_OPTIONAL_STRINGS)
+        if not isinstance(value, str):
+            raise ValueError(f"{key}: expected a string, got {shown(value)}")
+        return value
     if isinstance(default, bool):
         if isinstance(value, str):
             low = value.strip().lower()
@@ -179,7 +193,8 @@ def apply_layer(
             warnings.append(f"{source}: API keys are never read from project files ({raw_key} ignored)")
             continue
         try:
-            coerced = _coerce(value, getattr(settings, name), str(raw_key))
+            default = None if name in _OPTIONAL_STRINGS else getattr(settings, name)
+            coerced = _coerce(value, default, str(raw_key))
         except (TypeError, ValueError) as exc:
             warnings.append(f"{source}: {exc}")
             continue

@@ -40,7 +40,11 @@ class ProviderRateLimited(ProviderError):
 
 
 class ProviderUnavailable(ProviderError):
-    """Timeouts, connection errors or 5xx after every retry."""
+    """Timeouts, connection errors or 5xx after every retry, or the circuit breaker is open."""
+
+
+class ProviderTimeout(ProviderUnavailable):
+    """One request got no answer in time; the server may still be computing it (the caller shrinks the batch)."""
 
 
 class IndexCancelled(SaiplingError):

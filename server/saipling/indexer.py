@@ -21,7 +21,7 @@ from .chunker import CHUNKER_VERSION, Chunk, ChunkLimits, chunk_document, embed_
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
-from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderUnavailable
+from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderRateLimited, ProviderUnavailable
 from .index_lock import index_lock
 from .metadata import FileMeta, extract_metadata
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
@@ -131,6 +131,9 @@ class IndexSummary:
             causes[cause] = causes.get(cause, 0) + 1
         return causes
 
+    # the provider is down or rate limiting: no more embedding calls in this pass (retried on the next one)
+    embedding_stopped: bool = False
+
     def to_json(self) -> dict:
         return {
             "files": self.files, "chunks": self.chunks, "scanned": self.scanned, "changed": self.changed,
@@ -228,8 +231,12 @@ class Indexer:
         p = self.provider
         if isinstance(p, EmbeddingProvider):
             if not p.dimensions:
-                p.dimensions = int(len(p.embed_query("dimension probe")))
-            return self.store.configure_vectors(p.name, p.model, p.dimensions)
+                stored_key, stored_dims = self.store.vector_model()
+                if stored_key == p.vector_key and stored_dims and self.store.has_vectors():
+                    p.dimensions = stored_dims  # (a wrong guess is caught by the first response's size)
+                else:
+                    p.dimensions = int(len(p.embed_query("dimension probe")))
+            return self.store.configure_vectors(p.name, p.vector_key, p.dimensions)
         return False
 
     # -- one file ------------------------------------------------------------------------------------------
@@ -377,6 +384,8 @@ class Indexer:
     def _run(self, full, paths, progress, cancel, embed, hold, first, confirm) -> IndexSummary:
         summary = IndexSummary()
         start = time.perf_counter()
+        if isinstance(self.provider, EmbeddingProvider):
+            self.provider.begin_pass()  # a provider that stopped calling its server tries again
         if self.embeds and (embed or self.provider.dimensions):
             self.store.drop_unusable_vectors()  # once per index: rows stored before vectors were checked
             try:
@@ -632,7 +641,7 @@ class Indexer:
         if not self.embeds or not self.store.has_vectors():
             return False
         model, dims = self.store.vector_model()
-        return model == self.provider.model and dims == self.provider.dimensions
+        return model == self.provider.vector_key and dims == self.provider.dimensions
 
     def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
         """Store prepared files: chunks, keywords, line ranges, metadata. Nothing is sent to the provider here:
@@ -641,7 +650,7 @@ class Indexer:
         vectors: dict[str, np.ndarray] = {}
         if self._vectors_current():
             wanted = {c.content_hash for p in batch for c in p.chunks}
-            vectors = self.store.cached_vectors(self.provider.model, wanted, self.provider.dimensions)
+            vectors = self.store.cached_vectors(self.provider.vector_key, wanted, self.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
         t0 = time.perf_counter()
         for prep in batch:
@@ -655,31 +664,43 @@ class Indexer:
         summary.timings["store"] += time.perf_counter() - t0
 
     def _cache_key(self) -> str:
-        """The embedding-cache key vectors are written under: the model and their size."""
-        return cache_key(self.provider.model, self.provider.dimensions)
+        """The embedding-cache key vectors are written under: the model (with its prefixes) and their size."""
+        p = self.provider
+        return cache_key(p.vector_key if isinstance(p, EmbeddingProvider) else p.model, p.dimensions)
 
     def _embed(self, hashes: list[str], texts: list[str], summary: IndexSummary) -> dict[str, np.ndarray]:
-        if not self.embeds:
+        if not self.embeds or summary.embedding_stopped:
             return {}
-        assert isinstance(self.provider, EmbeddingProvider)
+        p = self.provider
+        assert isinstance(p, EmbeddingProvider)
+        out: dict[str, np.ndarray] = {}
+        done = 0
         t0 = time.perf_counter()
         try:
-            result = self.provider.embed_documents(texts)
-        except ProviderError as exc:
-            self._provider_failed(exc, summary)
-            return {}
+            # a provider batch at a time: what was embedded before a failure is kept (and stored)
+            while done < len(texts):
+                part = slice(done, done + max(1, p.batch_size))
+                try:
+                    result = p.embed_documents(texts[part])
+                except ProviderError as exc:
+                    self._provider_failed(exc, summary)
+                    break
+                out.update(zip(hashes[part], result.vectors, strict=True))
+                done += len(result.vectors)
+                summary.tokens += result.tokens
+                summary.cost_usd += result.tokens * p.cost_per_million_tokens / 1e6
         finally:
             summary.timings["embed"] += time.perf_counter() - t0
-        summary.embedded += len(texts)
-        summary.tokens += result.tokens
-        summary.cost_usd += result.tokens * self.provider.cost_per_million_tokens / 1e6
-        return dict(zip(hashes, result.vectors, strict=True))
+        summary.embedded += done
+        return out
 
     def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
         reason = str(exc)
         summary.unusable = isinstance(exc, ProviderAuthError | ProviderUnavailable)
         if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
             self.provider.failed = reason
+        if isinstance(exc, ProviderUnavailable | ProviderRateLimited):
+            summary.embedding_stopped = True  # the rest of the pass is keyword-indexed without calling it
         summary.degraded = reason
         summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
         log.warning("embedding failed, indexed for keyword search only: %s", reason)
@@ -723,7 +744,7 @@ class Indexer:
             t0 = time.perf_counter()
             rows = self.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
             texts = {h: embed_text_for(hp, text) for h, hp, text in rows.values()}
-            vectors = self.store.cached_vectors(self.provider.model, texts, self.provider.dimensions)
+            vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
             summary.reused += len(vectors)
             missing = [h for h in texts if h not in vectors]
             if missing:
@@ -769,8 +790,9 @@ class Indexer:
         else:  # no vectors of this model yet: every chunk (the embedding cache may still hold some)
             rows = [(0, p, h, t) for p, h, t in self.store.chunk_hashes() if p not in held]
         model = self.provider.model if self.embeds else ""
+        key = self.provider.vector_key if isinstance(self.provider, EmbeddingProvider) else ""
         cached = (
-            self.store.cached_vectors(model, [r[2] for r in rows], self.provider.dimensions) if model else {}
+            self.store.cached_vectors(key, [r[2] for r in rows], self.provider.dimensions) if model else {}
         )
         tokens: dict[str, int] = {}
         files: set[str] = set()
@@ -800,7 +822,8 @@ class Indexer:
         summary = IndexSummary()
         result = scan(self.root, self.settings)
         states = self.store.file_states()
-        model = self.provider.model
+        p = self.provider
+        model = p.vector_key if isinstance(p, EmbeddingProvider) else p.model
         # Unchanged files cost nothing only if their vectors come from this very model; after a model or
         # dimension change the run re-embeds everything the cache does not hold.
         stored_model, stored_dims = self.store.vector_model()
@@ -840,7 +863,7 @@ class Indexer:
         chunks_new, tokens_new = len(to_embed), sum(to_embed.values())
         price = self.provider.cost_per_million_tokens
         return {
-            "provider": self.provider.name, "model": model, "files": len(result.entries),
+            "provider": self.provider.name, "model": self.provider.model, "files": len(result.entries),
             "chunksToCheck": chunks_total, "chunksToEmbed": chunks_new if self.embeds else 0,
             "tokensToEmbed": tokens_new if self.embeds else 0,
             "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.embeds else 0.0,

@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 _PROVIDER_KEYS = (
     "provider", "model", "base_url", "dimensions", "model_path", "local_threads", "batch_size",
-    "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key",
+    "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key", "query_prefix",
+    "document_prefix", "input_type_field", "max_input_tokens",
 )  # fmt: skip
 
 
@@ -232,7 +233,7 @@ class Project:
         if not isinstance(p, EmbeddingProvider) or p.name not in API_PROVIDERS:
             return False
         model, _ = self.store.vector_model()
-        if model == p.model and self.store.stats()["embeddedChunks"] > 0:
+        if model == p.vector_key and self.store.stats()["embeddedChunks"] > 0:
             return False
         from .embeddings import local_available
 
@@ -250,7 +251,11 @@ class Project:
         ):
             return
         model, _ = self.store.vector_model()
-        if self.store.get_meta("provider") != "local" or model == p.model or not self.store.has_vectors():
+        if (
+            self.store.get_meta("provider") != "local"
+            or model == p.vector_key
+            or not self.store.has_vectors()
+        ):
             return
         from .embeddings import local_available
 
@@ -259,7 +264,7 @@ class Project:
         from .embeddings.local import LocalProvider
 
         local = LocalProvider(self._local_settings())
-        if local.failed or local.model != model:
+        if local.failed or local.vector_key != model:
             return
         reason = f"the index holds vectors of the local model {model}, made while {p.name} could not be used"
         local.reason = f"fallback: {reason}"
@@ -293,6 +298,7 @@ class Project:
         api = self.fallback_from
         assert api is not None
         api.failed = None  # asked again: a new key (or the network) may be back
+        api.begin_pass()  # (a run starts: its circuit breaker lets the probe through)
         reason = _probe(api)
         if reason is not None:
             self.fallback_reason = reason
@@ -438,13 +444,20 @@ class Project:
         p = self.provider
         if not isinstance(p, EmbeddingProvider):
             return 0
-        return self.store.count_unembedded(p.model, p.dimensions)
+        return self.store.count_unembedded(p.vector_key, p.dimensions)
 
     def status(self) -> dict[str, Any]:
         stats = self.store.stats()
         last = stats["lastIndexed"]
         p = self.state.progress if self.state.is_indexing else None
-        price = self.provider.cost_per_million_tokens if isinstance(self.provider, EmbeddingProvider) else 0.0
+        provider = self.provider
+        price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
+        # the size of this model's vectors in the index (a custom server's model learns it from a response)
+        stored_key, stored_dims = self.store.vector_model()
+        if not stats["embeddedChunks"] or not isinstance(provider, EmbeddingProvider):
+            stored_dims = 0
+        elif stored_key != provider.vector_key:
+            stored_dims = 0  # vectors of another model: not this one's size
         return {
             "root": str(self.root),
             "indexPath": str(index_path(self.root)),
@@ -455,7 +468,7 @@ class Project:
             "lastIndexed": dt.datetime.fromtimestamp(last, dt.UTC).isoformat() if last else None,
             "provider": self.provider.name,
             "model": self.provider.model or None,
-            "dimensions": self.provider.dimensions or None,
+            "dimensions": stored_dims or provider.dimensions or None,
             "providerReason": self.provider.reason,
             "fallbackFrom": {
                 "provider": self.fallback_from.name,
@@ -481,6 +494,7 @@ class Project:
                 "chunksTotal": p.chunks_total if p else 0,
                 "etaSeconds": round(p.eta_seconds, 1) if p and p.eta_seconds is not None else None,
             },
+            "embedding": provider.applied() if isinstance(provider, EmbeddingProvider) else None,
             "degraded": self.degraded(),
             "readOnly": self.store.readonly,
             "warnings": list(self.warnings),

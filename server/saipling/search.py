@@ -192,7 +192,7 @@ class QueryCache:
         self.hits = self.misses = 0
 
     def get(self, provider: EmbeddingProvider, text: str) -> np.ndarray:
-        key = (provider.model, text)
+        key = (provider.query_key, text)
         with self._lock:
             if key in self._data:
                 self._data.move_to_end(key)
@@ -223,8 +223,10 @@ def vector_unavailable(project: Project) -> str | None:
         return "keyword search only: " + (p.reason or "no embedding provider configured")
     if p.failed:
         return f"keyword search only: {p.failed}"
+    if (down := p.unavailable) is not None:  # circuit breaker open: answer at keyword speed, no network wait
+        return f"keyword search only: {down}"
     model, dims = project.store.vector_model()
-    if not project.store.has_vectors() or model != p.model:
+    if not project.store.has_vectors() or model != p.vector_key:
         return f"keyword search only: the index has no {p.model} embeddings yet (run `saipling index`)"
     return None
 

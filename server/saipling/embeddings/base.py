@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import abc
+import hashlib
+import json
 import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ..errors import ProviderError
+from ..errors import ProviderError, ProviderTimeout, ProviderUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,9 @@ class ProviderInfo:
 class EmbeddingProvider(abc.ABC):
     """Turns texts into unit vectors.
 
-    Subclasses implement `_embed_batch`; batching by `batch_size` and the token cap lives here.
+    Subclasses implement `_embed_batch`; batching by `batch_size` and the token cap lives here, and so does
+    adaptive batching: a batch that times out (ProviderTimeout) is split in half and sent again, and the
+    smaller size is kept for later batches (a slow single-worker server gets requests it can answer in time).
     """
 
     name: str = "base"
@@ -50,8 +55,11 @@ class EmbeddingProvider(abc.ABC):
     cost_per_million_tokens: float = 0.0
     batch_size: int = 128
     max_batch_tokens: int = 120_000
+    max_retries: int = 3  # a single text that keeps timing out is sent at most this many more times
     query_prefix: str = ""
     document_prefix: str = ""
+    input_type_field: str = ""  # request field carrying "query" / "document" (HTTP providers)
+    family: str | None = None  # the known model family the prefixes and window came from
 
     def __init__(self) -> None:
         self.failed: str | None = None
@@ -60,6 +68,43 @@ class EmbeddingProvider(abc.ABC):
     @abc.abstractmethod
     def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
         """Embed one batch (already within the batch limits). input_type is 'document' or 'query'."""
+
+    @property
+    def vector_key(self) -> str:
+        """The identity of the document vectors: the model, plus what else shapes them.
+
+        A document prefix or an input-type field changes every document vector, so it is part of the key the
+        embedding cache and the vector table are keyed by: changing it re-embeds instead of mixing vectors.
+        (The query prefix shapes only query vectors, which the query cache keys by `query_key`.)
+        """
+        if not self.document_prefix and not self.input_type_field:
+            return self.model
+        recipe = json.dumps([self.document_prefix, self.input_type_field])
+        return f"{self.model}#{hashlib.sha256(recipe.encode()).hexdigest()[:8]}"
+
+    @property
+    def query_key(self) -> str:
+        """The identity of query vectors (model, document recipe and query prefix)."""
+        return f"{self.vector_key}|{self.query_prefix}"
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why calling the provider now would fail without trying (an open circuit breaker), or None."""
+        return None
+
+    def begin_pass(self) -> None:  # noqa: B027 - optional hook
+        """An index pass starts: a provider that stopped calling its server (circuit breaker) tries again."""
+
+    def applied(self) -> dict[str, Any]:
+        """What status shows about how texts are sent: prefixes, input-type field, window, batch size."""
+        return {
+            "family": self.family,
+            "queryPrefix": self.query_prefix,
+            "documentPrefix": self.document_prefix,
+            "inputTypeField": self.input_type_field or None,
+            "maxInputTokens": self.max_input_tokens,
+            "batchSize": self.batch_size,
+        }
 
     def embed_documents(self, texts: Sequence[str]) -> EmbeddingResult:
         """Embed documents in batches; returns all vectors in input order."""
@@ -77,11 +122,49 @@ class EmbeddingProvider(abc.ABC):
             return EmbeddingResult(np.zeros((0, self.dimensions), dtype=np.float32), 0)
         out: list[np.ndarray] = []
         tokens = 0
-        for batch in self._batches(texts):
-            vectors, used = self._checked_batch(batch, input_type)
+        done = 0
+        timeouts = 0  # consecutive timeouts of a one-text batch
+        while done < len(texts):
+            batch = self._next_batch(texts, done)
+            try:
+                vectors, used = self._checked_batch(batch, input_type)
+            except ProviderTimeout as exc:
+                if len(batch) > 1:
+                    self._shrink_batches(len(batch))
+                    continue
+                timeouts += 1
+                if timeouts > self.max_retries:
+                    raise ProviderUnavailable(f"{exc} (a single text, {timeouts} times)") from None
+                continue
+            timeouts = 0
             out.append(vectors)
             tokens += used
+            done += len(batch)
         return EmbeddingResult(normalise(np.vstack(out)), tokens)
+
+    def _shrink_batches(self, timed_out: int) -> None:
+        """A batch of `timed_out` texts got no answer in time: use batches of half that from now on."""
+        size = max(1, timed_out // 2)
+        if size < self.batch_size:
+            log.warning(
+                "%s %s: a batch of %d texts timed out; sending batches of %d from now on",
+                self.name,
+                self.model,
+                timed_out,
+                size,
+            )
+            self.batch_size = size
+
+    def _next_batch(self, texts: list[str], start: int) -> list[str]:
+        """The next batch from `start`: at most `batch_size` texts and `max_batch_tokens` estimated tokens."""
+        end, batch_tokens = start, 0
+        while end < len(texts) and end - start < self.batch_size:
+            est = estimate_tokens(texts[end])
+            if end > start and batch_tokens + est > self.max_batch_tokens:
+                break
+            batch_tokens += est
+            end += 1
+        return texts[start:end]
 
     def _checked_batch(self, batch: list[str], input_type: str) -> tuple[np.ndarray, int]:
         """One batch whose vectors are all usable: finite, not all zero, of the expected size (the provider
@@ -105,21 +188,6 @@ class EmbeddingProvider(abc.ABC):
                 continue
             raise ProviderBadVectors(f"{self.name} returned {problem.message}")
         raise AssertionError("unreachable")
-
-    def _batches(self, texts: list[str]) -> list[list[str]]:
-        batches: list[list[str]] = []
-        cur: list[str] = []
-        cur_tokens = 0
-        for t in texts:
-            est = estimate_tokens(t)
-            if cur and (len(cur) >= self.batch_size or cur_tokens + est > self.max_batch_tokens):
-                batches.append(cur)
-                cur, cur_tokens = [], 0
-            cur.append(t)
-            cur_tokens += est
-        if cur:
-            batches.append(cur)
-        return batches
 
     def info(self) -> ProviderInfo:
         return ProviderInfo(

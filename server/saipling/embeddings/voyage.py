@@ -59,6 +59,12 @@ class VoyageProvider(HTTPEmbeddingProvider):
         self._send_dimension = bool(settings.dimensions) or (known is not None and known.flexible)
         self.dimensions = settings.dimensions or (known.dimensions if known else 0)
         self.max_input_tokens = known.max_input_tokens if known else 32_000
+        if settings.max_input_tokens > 0:
+            self.max_input_tokens = settings.max_input_tokens
+        # Voyage takes input_type itself; prefixes only if the user sets them
+        self.query_prefix = settings.query_prefix or ""
+        self.document_prefix = settings.document_prefix or ""
+        self.max_retries = max(0, int(settings.max_retries))
         self.cost_per_million_tokens = known.cost_per_million_tokens if known else 0.0
         cap = known.batch_token_cap if known else UNKNOWN_MODEL_BATCH_TOKEN_CAP
         self.max_batch_tokens = int(cap * BATCH_TOKEN_SAFETY)

