@@ -52,6 +52,11 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def fake_api_options(api: Any, **extra: Any) -> dict[str, Any]:
+    """Client settings (camelCase) for the OpenAI-compatible provider pointed at tests/apiserver.py."""
+    return {"provider": "openai", "baseUrl": api.url + "/v1", "model": "fake-embed", **extra}
+
+
 def _raw_results_converter():
     """pygls turns untyped results into namedtuples; keep them as JSON dicts instead."""
     converter = default_converter()
@@ -131,6 +136,17 @@ async def _stop(client: LanguageClient) -> None:
 
 async def request(client: LanguageClient, method: str, params: Any = None, timeout: float = 30.0) -> Any:
     return await asyncio.wait_for(client.protocol.send_request_async(method, params), timeout)
+
+
+async def advance(client: LanguageClient, seconds: float) -> None:
+    """Move the server's sync clock forward (SAIPLING_TEST_CLOCK=1: quiet periods pass at once)."""
+    await request(client, "saipling/_test/advanceClock", {"seconds": seconds})
+
+
+async def tick(client: LanguageClient) -> dict[str, Any]:
+    """One sync tick now, for a server with one folder: what it did there."""
+    (folder,) = (await request(client, "saipling/_test/tick", {}))["folders"]
+    return folder
 
 
 async def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:

@@ -129,6 +129,8 @@ def test_int8_rewrite_of_the_bundled_graph() -> None:
     again, n2 = int8_matmul_model(out)
     assert n2 == 0 and again == out  # nothing left to rewrite
     assert int8_matmul_model(b"")[1] == 0
+    with pytest.raises(ValueError, match="not an ONNX model"):
+        int8_matmul_model(b"\xff\xff\xff")
 
 
 def test_batching_across_base_batches() -> None:

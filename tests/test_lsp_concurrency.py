@@ -9,7 +9,16 @@ from pathlib import Path
 from lsprotocol import types
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
-from lsp_client import ended_tokens, lsp_session, request, status, wait_for_index, wait_until, write_project
+from lsp_client import (
+    ended_tokens,
+    fake_api_options,
+    lsp_session,
+    request,
+    status,
+    wait_for_index,
+    wait_until,
+    write_project,
+)
 
 FILES = 400
 
@@ -22,12 +31,7 @@ async def test_search_answers_promptly_during_a_slow_index_and_cancel_keeps_it_c
         {f"part{i // 100}/f{i:03}.md": f"# File {i}\n\nToken{i} alpha.\n" for i in range(FILES)},
     )
     api_server.slow(1.0, times=1000)  # every embedding request takes a second
-    options = {
-        "provider": "openai",
-        "baseUrl": api_server.url + "/v1",
-        "model": "fake-embed",
-        "batchSize": 32,
-    }
+    options = fake_api_options(api_server, batchSize=32)
     async with lsp_session(root, options) as client:
         token = await wait_until(lambda: next(iter(client.progress_reports), None))
         await wait_until(lambda: (s := api_server.count) >= 2 and s)  # past the probe: batches are embedding

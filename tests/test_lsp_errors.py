@@ -13,6 +13,7 @@ from pygls.exceptions import JsonRpcException
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from lsp_client import (
     STORY,
+    fake_api_options,
     lsp_session,
     raw_request,
     request,
@@ -88,13 +89,8 @@ async def test_provider_401_is_shown_once_and_search_falls_back_to_keywords(
 ) -> None:
     root = write_project(tmp_path / "story", STORY)
     api_server.require_key("sk-good")
-    options = {
-        "provider": "openai",
-        "baseUrl": api_server.url + "/v1",
-        "model": "fake-embed",
-        "openaiApiKey": "sk-bad",
-        "fallback": "none",  # (the local model standing in: tests/test_lsp_live.py)
-    }
+    # (the local model standing in: tests/test_lsp_live.py)
+    options = fake_api_options(api_server, openaiApiKey="sk-bad", fallback="none")
     async with lsp_session(root, options) as client:
         await wait_for_index(client)
         (message,) = await wait_until(lambda: client.messages)
@@ -130,8 +126,9 @@ async def test_embeddings_that_failed_are_retried_with_backoff_without_a_save(
 ) -> None:
     root = write_project(tmp_path / "story", STORY)
     api_server.fail(503, times=1000)  # the provider is down
-    options = {"provider": "openai", "baseUrl": api_server.url + "/v1", "model": "fake-embed",
-               "openaiApiKey": "sk-test", "maxRetries": 0, "tickSeconds": 3600, "fallback": "none"}  # fmt: skip
+    options = fake_api_options(
+        api_server, openaiApiKey="sk-test", maxRetries=0, tickSeconds=3600, fallback="none"
+    )
     async with lsp_session(root, options) as client:
         await wait_for_index(client)
         st = await status(client)

@@ -18,11 +18,13 @@ from lsprotocol import types
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from lsp_client import (
+    advance,
     did_save,
     ended_tokens,
     lsp_session,
     request,
     status,
+    tick,
     wait_for_index,
     wait_for_status,
     wait_until,
@@ -59,15 +61,6 @@ def requests_with(api: FakeEmbeddingAPI, word: str, since: int = 0) -> list[Any]
 
 async def search(client, query: str, **params: Any) -> list[dict[str, Any]]:
     return (await request(client, "saipling/search", {"query": query, **params}))["results"]
-
-
-async def advance(client, seconds: float) -> None:
-    await request(client, "saipling/_test/advanceClock", {"seconds": seconds})
-
-
-async def tick(client) -> dict[str, Any]:
-    (folder,) = (await request(client, "saipling/_test/tick", {}))["folders"]
-    return folder
 
 
 async def test_a_save_is_searchable_at_once_and_embedded_once_when_quiet(

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
-from lsp_client import lsp_session, status, wait_for_index, wait_until, write_project
+from lsp_client import fake_api_options, lsp_session, status, wait_for_index, wait_until, write_project
 from saipling.project import Project
 
 FILES = 200
@@ -22,12 +22,7 @@ async def test_shutdown_during_indexing_exits_promptly_and_the_next_start_resume
         tmp_path / "big", {f"f{i:03}.md": f"# File {i}\n\nToken{i} beta.\n" for i in range(FILES)}
     )
     api_server.slow(0.5, times=1000)
-    options = {
-        "provider": "openai",
-        "baseUrl": api_server.url + "/v1",
-        "model": "fake-embed",
-        "batchSize": 32,
-    }
+    options = fake_api_options(api_server, batchSize=32)
     async with lsp_session(root, options) as client:
         await wait_until(lambda: api_server.count >= 3)  # mid-run
         assert (await status(client))["isIndexing"]

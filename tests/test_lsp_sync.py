@@ -15,12 +15,14 @@ from lsprotocol import types
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from lsp_client import (
+    advance,
     did_save,
     ended_tokens,
     lsp_session,
     request,
     search_paths,
     status,
+    tick,
     wait_for_index,
     wait_for_status,
     wait_until,
@@ -39,15 +41,6 @@ def api_options(api: FakeEmbeddingAPI, **extra: Any) -> dict[str, Any]:
 
 def embedded_texts(api: FakeEmbeddingAPI, since: int = 0) -> list[str]:
     return [t for r in api.requests[since:] if isinstance(r.body, dict) for t in r.body.get("input") or []]
-
-
-async def advance(client, seconds: float) -> None:
-    await request(client, "saipling/_test/advanceClock", {"seconds": seconds})
-
-
-async def tick(client) -> dict[str, Any]:
-    (folder,) = (await request(client, "saipling/_test/tick", {}))["folders"]
-    return folder
 
 
 async def test_120_saves_30s_apart_embed_once_after_the_quiet_period(

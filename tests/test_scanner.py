@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import make_project, open_project, saipling_project, words, write_file
+from fixtures import SAIPLING_MARKDOWN, make_project, open_project, saipling_project, words, write_file
 from saipling.config import Settings
 from saipling.metadata import extract_metadata, file_type_for, slugify, split_frontmatter
 from saipling.scanner import is_indexable, scan
@@ -379,14 +379,7 @@ def test_binary_file_that_was_text_is_removed(tmp_path: Path) -> None:
 def test_saipling_project_scan(tmp_path: Path) -> None:
     root = saipling_project(tmp_path)
     result = scan(root, Settings())
-    assert [e.rel for e in result.entries] == [
-        "books/book-01/phase-5-bloom/ch-01/scene-01.md",
-        "books/book-01/phase-5-bloom/ch-02/scene-01.md",
-        "books/book-01/phase-5-bloom/ch-03/scene-01.md",
-        "characters/marcus-cole/profile.md",
-        "notes/ideas.md",
-        "world/places/harbor.md",
-    ]
+    assert [e.rel for e in result.entries] == SAIPLING_MARKDOWN
     skipped = dict(result.skipped)
     assert skipped[".context_settings.json"] == "hidden"
     assert skipped["skills/writer.toml"] == "not included"

@@ -24,7 +24,7 @@ from .store import ChunkFilter
 from .textio import BinaryFile, decode
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .project_view import ProjectView
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class EnrichRequest:
     role: str | None = None
 
 
-def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
+def parse_enrich(project: ProjectView, params: Mapping[str, Any]) -> EnrichRequest:
     m = parse(EnrichParams, params)
     skill, inline = m.skill, m.skill_config
     if inline is not None:
@@ -73,7 +73,7 @@ def parse_enrich(project: Project, params: Mapping[str, Any]) -> EnrichRequest:
     )
 
 
-def _rel(project: Project, path: str) -> str:
+def _rel(project: ProjectView, path: str) -> str:
     """A loaded file as the agent names it (root-relative, absolute, `file://` URI, `./` or `..` segments,
     backslashes) -> its root-relative path; a path outside the project is kept as given (it matches nothing)."""
     if path.startswith("file:"):
@@ -106,7 +106,7 @@ def should_search(req: EnrichRequest) -> tuple[bool, str]:
     return False, "auto: the query is too short to search usefully"
 
 
-def enrich_context(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     req = parse_enrich(project, params)
     ran, reason = should_search(req)
     out: dict[str, Any] = {"contextBlock": "", "searchResults": [], "tokensUsed": 0, "skipped": [], "ran": ran,
@@ -258,7 +258,9 @@ def _render(files: dict[str, list[_Span]]) -> str:
     return "\n".join(blocks)
 
 
-def _passage(project: Project, r: Mapping[str, Any], files: dict[str, _FileView]) -> tuple[str, bool] | None:
+def _passage(
+    project: ProjectView, r: Mapping[str, Any], files: dict[str, _FileView]
+) -> tuple[str, bool] | None:
     """The text of a search result as the file holds it now (and whether it is whole lines of the file), or None
     when the file no longer holds it.
 
@@ -301,7 +303,7 @@ class _FileView:
                    for c in self.chunks)  # fmt: skip
 
 
-def _file_lines(project: Project, rel: str) -> list[str] | None:
+def _file_lines(project: ProjectView, rel: str) -> list[str] | None:
     try:
         return parse_blocks(decode((project.root / rel).read_bytes(), rel).text).lines
     except (OSError, BinaryFile):

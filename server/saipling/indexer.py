@@ -12,139 +12,36 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .chunker import CHUNKER_VERSION, Chunk, ChunkLimits, chunk_document, embed_text_for, limits_for
+from .chunker import CHUNKER_VERSION, Chunk, ChunkLimits, chunk_document, limits_for
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
-from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderRateLimited, ProviderUnavailable
+from .errors import IndexCancelled, ProviderError
+from .index_embed import EmbeddingPhase
 from .index_lock import index_lock
+from .index_records import (  # noqa: F401 - records re-exported: callers import them from the indexer
+    RACY_WINDOW_FINE_NS,
+    IndexProgress,
+    IndexSummary,
+    ProgressCallback,
+    Throughput,
+    is_racy,
+    racy_window,
+)
 from .metadata import FileMeta, extract_metadata
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
-from .store import ChunkRow, FileRecord, Store, cache_key
+from .store import ChunkRow, FileRecord, Store
 from .textio import BinaryFile, decode
 
 log = logging.getLogger(__name__)
 
-# Racy (mtime, size) (git's "racy clean"): a file read within one timestamp tick of its mtime can be written
-# again in that same tick with the same size, and the fast path would skip the edit forever. Such a file is
-# stored with mtime_ns 0 so the next run hashes it again. Whole-second mtimes come from coarse file systems
-# (FAT/exFAT 2 s, HFS+/SMB/many NFS 1 s): a 2 s window; finer ones (ns, µs, Linux jiffies of <= 10 ms) 50 ms,
-# and those are settled at the end of the run: once the window has passed, a file hashed again to the same
-# digest keeps its real mtime (a later write can no longer share it).
-RACY_WINDOW_COARSE_NS = 2_000_000_000
-RACY_WINDOW_FINE_NS = 50_000_000
 CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
 PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run did not get to read
-
-
-def racy_window(mtime_ns: int) -> int:
-    return RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_FINE_NS
-
-
-def is_racy(mtime_ns: int, read_ns: int) -> bool:
-    """True when a same-size write in the same timestamp tick as `mtime_ns` could follow a read at `read_ns`."""
-    return abs(read_ns - mtime_ns) < racy_window(mtime_ns)
-
-
-@dataclass
-class IndexProgress:
-    """Where a run is. Phases: "keywords" (files read, chunked and made keyword-searchable: files_done of
-    files_total), "embedding" (chunks_done of chunks_total vectors), "done". `eta_seconds` is the phase's
-    remaining time at the throughput measured so far in it (None until there is a measurement)."""
-
-    files_done: int
-    files_total: int
-    current_file: str | None
-    chunks_embedded: int = 0
-    phase: str = "keywords"
-    chunks_done: int = 0
-    chunks_total: int = 0
-    eta_seconds: float | None = None
-
-    @property
-    def fraction(self) -> float:
-        if self.phase == "embedding":
-            return self.chunks_done / self.chunks_total if self.chunks_total else 1.0
-        return self.files_done / self.files_total if self.files_total else 1.0
-
-
-class Throughput:
-    """The measured rate of a phase (units a second), weighted toward recent rounds (EWMA) so that the ETA
-    follows a machine that speeds up or slows down (this one is shared by several engineers' builds)."""
-
-    def __init__(self, smoothing: float = 0.3) -> None:
-        self.smoothing = smoothing
-        self.rate: float | None = None
-
-    def add(self, units: float, seconds: float) -> None:
-        if units <= 0 or seconds <= 0:
-            return
-        r = units / seconds
-        self.rate = r if self.rate is None else self.smoothing * r + (1 - self.smoothing) * self.rate
-
-    def eta(self, remaining: float) -> float | None:
-        return max(0.0, remaining) / self.rate if self.rate else None
-
-
-ProgressCallback = Callable[[IndexProgress], None]
-
-
-@dataclass
-class IndexSummary:
-    files: int = 0  # files in the index after the run
-    chunks: int = 0  # chunks in the index after the run
-    scanned: int = 0
-    changed: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    files_read: int = 0
-    new_chunks: int = 0
-    embedded: int = 0
-    reused: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    cancelled: bool = False
-    paused: bool = False  # embedding stopped by pause(); the text index is complete
-    declined: bool = False  # the cost of embedding was not confirmed: keyword search only
-    unusable: bool = False  # the provider failed for a reason that makes it unusable now (key, network, down)
-    pending_files: int = 0  # files not read yet when the run was cancelled (the next run reads them)
-    unembedded: int = 0  # chunks still without a vector after the run
-    degraded: str | None = None
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(
-        default_factory=lambda: {"scan": 0.0, "read": 0.0, "chunk": 0.0, "embed": 0.0, "store": 0.0}
-    )
-    embedded_paths: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, cause): errors, not skip rules
-
-    def failure_causes(self) -> dict[str, int]:
-        """Each distinct cause of a failed file and how many files it failed (one line each in reports)."""
-        causes: dict[str, int] = {}
-        for _, cause in self.failed:
-            causes[cause] = causes.get(cause, 0) + 1
-        return causes
-
-    # the provider is down or rate limiting: no more embedding calls in this pass (retried on the next one)
-    embedding_stopped: bool = False
-
-    def to_json(self) -> dict:
-        return {
-            "files": self.files, "chunks": self.chunks, "scanned": self.scanned, "changed": self.changed,
-            "unchanged": self.unchanged, "deleted": self.deleted, "filesRead": self.files_read,
-            "newChunks": self.new_chunks, "embedded": self.embedded, "reused": self.reused, "tokens": self.tokens,
-            "costUsd": round(self.cost_usd, 6), "seconds": round(self.seconds, 3), "cancelled": self.cancelled,
-            "paused": self.paused, "declined": self.declined, "pendingFiles": self.pending_files, "unembeddedChunks": self.unembedded,
-            "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
-            "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
-            "failed": [{"path": p, "cause": c} for p, c in self.failed],
-        }  # fmt: skip
 
 
 @dataclass
@@ -155,7 +52,7 @@ class _Prepared:
     meta: FileMeta
 
 
-class Indexer:
+class Indexer(EmbeddingPhase):
     """Brings the store in line with the files on disk."""
 
     def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider) -> None:
@@ -636,13 +533,6 @@ class Indexer:
             )
         return entries, stale
 
-    def _vectors_current(self) -> bool:
-        """True when the index holds vectors of the active model (so cached vectors of it may go in)."""
-        if not self.embeds or not self.store.has_vectors():
-            return False
-        model, dims = self.store.vector_model()
-        return model == self.provider.vector_key and dims == self.provider.dimensions
-
     def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
         """Store prepared files: chunks, keywords, line ranges, metadata. Nothing is sent to the provider here:
         chunks whose text did not change keep their vectors, texts embedded before (the cache) get theirs, the
@@ -663,148 +553,6 @@ class Indexer:
             summary.new_chunks += len(prep.chunks)
         summary.timings["store"] += time.perf_counter() - t0
 
-    def _cache_key(self) -> str:
-        """The embedding-cache key vectors are written under: the model (with its prefixes) and their size."""
-        p = self.provider
-        return cache_key(p.vector_key if isinstance(p, EmbeddingProvider) else p.model, p.dimensions)
-
-    def _embed(self, hashes: list[str], texts: list[str], summary: IndexSummary) -> dict[str, np.ndarray]:
-        if not self.embeds or summary.embedding_stopped:
-            return {}
-        p = self.provider
-        assert isinstance(p, EmbeddingProvider)
-        out: dict[str, np.ndarray] = {}
-        done = 0
-        t0 = time.perf_counter()
-        try:
-            # a provider batch at a time: what was embedded before a failure is kept (and stored)
-            while done < len(texts):
-                part = slice(done, done + max(1, p.batch_size))
-                try:
-                    result = p.embed_documents(texts[part])
-                except ProviderError as exc:
-                    self._provider_failed(exc, summary)
-                    break
-                out.update(zip(hashes[part], result.vectors, strict=True))
-                done += len(result.vectors)
-                summary.tokens += result.tokens
-                summary.cost_usd += result.tokens * p.cost_per_million_tokens / 1e6
-        finally:
-            summary.timings["embed"] += time.perf_counter() - t0
-        summary.embedded += done
-        return out
-
-    def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
-        reason = str(exc)
-        summary.unusable = isinstance(exc, ProviderAuthError | ProviderUnavailable)
-        if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
-            self.provider.failed = reason
-        if isinstance(exc, ProviderUnavailable | ProviderRateLimited):
-            summary.embedding_stopped = True  # the rest of the pass is keyword-indexed without calling it
-        summary.degraded = reason
-        summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
-        log.warning("embedding failed, indexed for keyword search only: %s", reason)
-
-    def _embed_phase(
-        self,
-        summary: IndexSummary,
-        files_total: int,
-        progress: ProgressCallback | None,
-        cancel: threading.Event | None,
-        hold: Callable[[], Iterable[str]],
-        first: list[str],
-    ) -> None:
-        """Embed every chunk without a vector (new or changed text, an earlier failure, a model change), a
-        round of `batch_size` chunks at a time: `first` files, then the most recently modified; `hold` files
-        wait. Stops between rounds when cancelled (IndexCancelled) or paused (summary.paused)."""
-        if not self.embeds or summary.degraded:
-            return
-        todo = self.store.unembedded(hold(), first)
-        size = max(1, self.settings.batch_size)
-        done = done_tokens = 0
-        total_tokens = sum(t for *_, t in todo)
-        rate = Throughput()  # tokens a second: chunks differ in length, tokens are what the model works on
-        seen: set[int] = set()
-        pos = 0
-        while True:
-            if pos >= len(todo):  # chunks stored meanwhile (a save, a lazy sync) are embedded too
-                todo = [r for r in self.store.unembedded(hold(), first) if r[0] not in seen]
-                if not todo:
-                    return
-                pos, total_tokens = 0, done_tokens + sum(t for *_, t in todo)
-            if cancel is not None and cancel.is_set():
-                raise IndexCancelled("indexing cancelled")
-            if self.paused.is_set():
-                summary.paused = True
-                log.info("embedding paused; %d chunks wait", len(todo) - pos)
-                return
-            part = todo[pos : pos + size]
-            pos += len(part)
-            seen.update(r[0] for r in part)
-            t0 = time.perf_counter()
-            rows = self.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
-            texts = {h: embed_text_for(hp, text) for h, hp, text in rows.values()}
-            vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
-            summary.reused += len(vectors)
-            missing = [h for h in texts if h not in vectors]
-            if missing:
-                got = self._embed(missing, [texts[h] for h in missing], summary)
-                if not got:
-                    return  # the provider failed: summary.degraded says why
-                vectors.update(got)
-                summary.embedded_paths += list(dict.fromkeys(r[1] for r in part if r[2] in got))
-            items = [(cid, h, vectors[h]) for cid, (h, _, _) in rows.items() if h in vectors]
-            t1 = time.perf_counter()
-            self.store.set_vectors(items, self._cache_key())
-            summary.timings["store"] += time.perf_counter() - t1
-            done += len(part)
-            done_tokens += sum(t for *_, t in part)
-            if missing:
-                rate.add(sum(t for *_, t in part), time.perf_counter() - t0)
-            if progress:
-                progress(IndexProgress(files_total, files_total, part[-1][1], summary.embedded, "embedding",
-                                       chunks_done=done, chunks_total=done + len(todo) - pos,
-                                       eta_seconds=rate.eta(total_tokens - done_tokens)))  # fmt: skip
-
-    def _confirmed(
-        self, confirm: Callable[[dict], bool] | None, hold: Callable[[], Iterable[str]], summary: IndexSummary
-    ) -> bool:
-        """False when a paid provider's estimate is over the setting and `confirm` declined it."""
-        limit = self.settings.confirm_cost_above_usd
-        if confirm is None or limit < 0 or not self.provider.cost_per_million_tokens:
-            return True
-        estimate = self.embed_estimate(hold())
-        if estimate["costUsd"] <= limit or estimate["chunks"] == 0:
-            return True
-        if confirm(estimate):
-            return True
-        summary.declined = True
-        log.info("embedding not confirmed (about $%.4f): keyword search only for now", estimate["costUsd"])
-        return False
-
-    def embed_estimate(self, hold: Iterable[str] = ()) -> dict:
-        """What embedding the chunks that have no vector yet would cost (none of them sent anywhere)."""
-        held = set(hold)
-        if self._vectors_current():
-            rows = self.store.unembedded(held)
-        else:  # no vectors of this model yet: every chunk (the embedding cache may still hold some)
-            rows = [(0, p, h, t) for p, h, t in self.store.chunk_hashes() if p not in held]
-        model = self.provider.model if self.embeds else ""
-        key = self.provider.vector_key if isinstance(self.provider, EmbeddingProvider) else ""
-        cached = (
-            self.store.cached_vectors(key, [r[2] for r in rows], self.provider.dimensions) if model else {}
-        )
-        tokens: dict[str, int] = {}
-        files: set[str] = set()
-        for _, path, h, t in rows:
-            if h not in cached:
-                tokens[h] = t
-                files.add(path)
-        price = self.provider.cost_per_million_tokens if self.embeds else 0.0
-        return {"provider": self.provider.name, "model": model or None, "files": len(files),
-                "chunks": len(tokens), "tokens": sum(tokens.values()),
-                "costUsd": round(sum(tokens.values()) * price / 1e6, 6)}  # fmt: skip
-
     def _finish(self, summary: IndexSummary, start: float) -> None:
         if summary.tokens or summary.embedded:
             self.store.log_embedding(
@@ -815,57 +563,3 @@ class Indexer:
         summary.unembedded = self.store.count_unembedded() if self.embeds else 0
         summary.seconds = time.perf_counter() - start
         self.store.set_meta("last_run", str(time.time()))
-
-    # -- estimate ------------------------------------------------------------------------------------------
-    def estimate(self) -> dict:
-        """What `index` would embed now, and its cost, without calling the provider."""
-        summary = IndexSummary()
-        result = scan(self.root, self.settings)
-        states = self.store.file_states()
-        p = self.provider
-        model = p.vector_key if isinstance(p, EmbeddingProvider) else p.model
-        # Unchanged files cost nothing only if their vectors come from this very model; after a model or
-        # dimension change the run re-embeds everything the cache does not hold.
-        stored_model, stored_dims = self.store.vector_model()
-        dims = self.provider.dimensions
-        same_model = stored_model == model and (not dims or stored_dims == dims)
-        # other chunk limits than the index was made with: the next run re-chunks every file
-        vectors_current = self.store.has_vectors() and same_model and not self.needs_rechunk()
-        chunks_total = 0
-        to_embed: dict[str, int] = {}  # content hash -> tokens (a text in several chunks is embedded once)
-        unchanged: set[str] = set()
-        for e in result.entries:
-            st = states.get(e.rel)
-            if st is not None and st.mtime_ns == e.mtime_ns and st.size == e.size and vectors_current:
-                unchanged.add(e.rel)
-                continue
-            try:
-                prep = self.prepare(e, self.read_bytes(e.abs_path), summary)
-            except OSError:
-                continue
-            if prep is None:
-                continue
-            chunks_total += len(prep.chunks)
-            cached = (
-                self.store.cached_vectors(model, [c.content_hash for c in prep.chunks], dims) if model else {}
-            )
-            for c in prep.chunks:
-                if c.content_hash not in cached:
-                    to_embed[c.content_hash] = c.token_count
-        if vectors_current and unchanged:
-            # chunks of unchanged files still without a vector (an earlier provider failure) are backfilled
-            rows = [r for r in self.store.chunks_missing_vectors() if r["path"] in unchanged]
-            cached = self.store.cached_vectors(model, [r["content_hash"] for r in rows], dims)
-            for r in rows:
-                if r["content_hash"] not in cached:
-                    text = embed_text_for(r["heading_path"] or "", r["text"] or "")
-                    to_embed[r["content_hash"]] = estimate_tokens(text)
-        chunks_new, tokens_new = len(to_embed), sum(to_embed.values())
-        price = self.provider.cost_per_million_tokens
-        return {
-            "provider": self.provider.name, "model": self.provider.model, "files": len(result.entries),
-            "chunksToCheck": chunks_total, "chunksToEmbed": chunks_new if self.embeds else 0,
-            "tokensToEmbed": tokens_new if self.embeds else 0,
-            "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.embeds else 0.0,
-            "fullReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
-        }  # fmt: skip

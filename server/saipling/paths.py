@@ -31,7 +31,12 @@ def glob_problem(pattern: str) -> str | None:
 
 @functools.lru_cache(maxsize=512)
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a gitignore-like glob: `**` crosses folders, `*` and `?` do not."""
+    """Compile a gitignore-like glob: `**` crosses folders, `*` and `?` do not.
+
+    Hand-written on purpose (issue 13 compared both libraries against it): wcmatch's regex for `**/*.md` is
+    about 20x slower per match (7 us vs 0.34 us), and this runs per row in the SQL glob filter; pathspec's
+    gitignore patterns raise on `[z-a]`, give `!`/`#` prefixes and trailing spaces gitignore meanings, and
+    read `a**b` as `a*b`."""
     pat = pattern.replace("\\", "/").lstrip("/")
     folder = pat.endswith("/")  # `drafts/`: everything under a folder of that name
     pat = pat.rstrip("/")

@@ -99,8 +99,9 @@ class Project:
         self.warnings = warnings
         self.indexer = Indexer(root, settings, store, provider)
         self.state = RunState()
+        self.query_cache: Any = None  # search's cache of query vectors (search.QueryCache)
+        self.on_missing_file: Callable[[str], None] | None = None  # told of indexed files gone from disk
         self._state_lock = threading.Lock()
-        self._searcher = None
         self._dirty: dict[str, None] = {}  # files saved since their text was last read (ordered set)
         self._dirty_lock = threading.Lock()
         self._refresh_lock = threading.Lock()

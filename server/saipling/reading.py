@@ -17,7 +17,7 @@ from .textio import BinaryFile, decode
 from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .project_view import ProjectView
 
 MAX_LINES = 5000
 
@@ -30,7 +30,7 @@ def resolve_path(root: Path, path: str) -> tuple[Path, str]:
         raise InvalidRequest("path", f"not a usable path ({type(exc).__name__})") from None
 
 
-def get_lines(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+def get_lines(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     m = parse(GetParams, params)
     path = m.path or m.uri
     if not path:

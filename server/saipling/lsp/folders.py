@@ -219,7 +219,7 @@ async def open_folder(
         )
         return None
     folder = Folder(uri, name, project, SyncQueue(project.settings.quiet_period_seconds, ls.clock))
-    project.on_missing_file = folder.queue.deleted  # type: ignore[attr-defined] - search drops vanished files
+    project.on_missing_file = folder.queue.deleted  # search drops vanished files
     folder.queue.listener = partial(text_changed, ls, folder)  # every change: its text is refreshed at once
     project.on_refreshed = partial(queue_for_embedding, folder)  # a search found a file changed on disk
     ls.folders[uri] = folder

@@ -1,0 +1,238 @@
+"""The embedding side of an index run: chunks stored without a vector get one, a batch at a time (the cache
+first, then the provider), with the cost question before a paid run and the estimates of `saipling
+estimate`. `EmbeddingPhase` is mixed into `Indexer`, whose settings, store and provider it uses."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from .chunker import embed_text_for
+from .config import Settings
+from .embeddings import Provider
+from .embeddings.base import EmbeddingProvider, estimate_tokens
+from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderRateLimited, ProviderUnavailable
+from .index_records import IndexProgress, IndexSummary, ProgressCallback, Throughput
+from .scanner import scan
+from .store import Store, cache_key
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddingPhase:
+    """Embedding and estimates of `Indexer` (which sets these attributes and provides `embeds`, `prepare`,
+    `read_bytes` and `needs_rechunk`)."""
+
+    root: Path
+    settings: Settings
+    store: Store
+    provider: Provider
+    paused: threading.Event
+
+    def _vectors_current(self) -> bool:
+        """True when the index holds vectors of the active model (so cached vectors of it may go in)."""
+        if not self.embeds or not self.store.has_vectors():
+            return False
+        model, dims = self.store.vector_model()
+        return model == self.provider.vector_key and dims == self.provider.dimensions
+
+    def _cache_key(self) -> str:
+        """The embedding-cache key vectors are written under: the model (with its prefixes) and their size."""
+        p = self.provider
+        return cache_key(p.vector_key if isinstance(p, EmbeddingProvider) else p.model, p.dimensions)
+
+    def _embed(self, hashes: list[str], texts: list[str], summary: IndexSummary) -> dict[str, np.ndarray]:
+        if not self.embeds or summary.embedding_stopped:
+            return {}
+        p = self.provider
+        assert isinstance(p, EmbeddingProvider)
+        out: dict[str, np.ndarray] = {}
+        done = 0
+        t0 = time.perf_counter()
+        try:
+            # a provider batch at a time: what was embedded before a failure is kept (and stored)
+            while done < len(texts):
+                part = slice(done, done + max(1, p.batch_size))
+                try:
+                    result = p.embed_documents(texts[part])
+                except ProviderError as exc:
+                    self._provider_failed(exc, summary)
+                    break
+                out.update(zip(hashes[part], result.vectors, strict=True))
+                done += len(result.vectors)
+                summary.tokens += result.tokens
+                summary.cost_usd += result.tokens * p.cost_per_million_tokens / 1e6
+        finally:
+            summary.timings["embed"] += time.perf_counter() - t0
+        summary.embedded += done
+        return out
+
+    def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
+        reason = str(exc)
+        summary.unusable = isinstance(exc, ProviderAuthError | ProviderUnavailable)
+        if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
+            self.provider.failed = reason
+        if isinstance(exc, ProviderUnavailable | ProviderRateLimited):
+            summary.embedding_stopped = True  # the rest of the pass is keyword-indexed without calling it
+        summary.degraded = reason
+        summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
+        log.warning("embedding failed, indexed for keyword search only: %s", reason)
+
+    def _embed_phase(
+        self,
+        summary: IndexSummary,
+        files_total: int,
+        progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+        hold: Callable[[], Iterable[str]],
+        first: list[str],
+    ) -> None:
+        """Embed every chunk without a vector (new or changed text, an earlier failure, a model change), a
+        round of `batch_size` chunks at a time: `first` files, then the most recently modified; `hold` files
+        wait. Stops between rounds when cancelled (IndexCancelled) or paused (summary.paused)."""
+        if not self.embeds or summary.degraded:
+            return
+        todo = self.store.unembedded(hold(), first)
+        size = max(1, self.settings.batch_size)
+        done = done_tokens = 0
+        total_tokens = sum(t for *_, t in todo)
+        rate = Throughput()  # tokens a second: chunks differ in length, tokens are what the model works on
+        seen: set[int] = set()
+        pos = 0
+        while True:
+            if pos >= len(todo):  # chunks stored meanwhile (a save, a lazy sync) are embedded too
+                todo = [r for r in self.store.unembedded(hold(), first) if r[0] not in seen]
+                if not todo:
+                    return
+                pos, total_tokens = 0, done_tokens + sum(t for *_, t in todo)
+            if cancel is not None and cancel.is_set():
+                raise IndexCancelled("indexing cancelled")
+            if self.paused.is_set():
+                summary.paused = True
+                log.info("embedding paused; %d chunks wait", len(todo) - pos)
+                return
+            part = todo[pos : pos + size]
+            pos += len(part)
+            seen.update(r[0] for r in part)
+            t0 = time.perf_counter()
+            rows = self.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
+            texts = {h: embed_text_for(hp, text) for h, hp, text in rows.values()}
+            vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
+            summary.reused += len(vectors)
+            missing = [h for h in texts if h not in vectors]
+            if missing:
+                got = self._embed(missing, [texts[h] for h in missing], summary)
+                if not got:
+                    return  # the provider failed: summary.degraded says why
+                vectors.update(got)
+                summary.embedded_paths += list(dict.fromkeys(r[1] for r in part if r[2] in got))
+            items = [(cid, h, vectors[h]) for cid, (h, _, _) in rows.items() if h in vectors]
+            t1 = time.perf_counter()
+            self.store.set_vectors(items, self._cache_key())
+            summary.timings["store"] += time.perf_counter() - t1
+            done += len(part)
+            done_tokens += sum(t for *_, t in part)
+            if missing:
+                rate.add(sum(t for *_, t in part), time.perf_counter() - t0)
+            if progress:
+                progress(IndexProgress(files_total, files_total, part[-1][1], summary.embedded, "embedding",
+                                       chunks_done=done, chunks_total=done + len(todo) - pos,
+                                       eta_seconds=rate.eta(total_tokens - done_tokens)))  # fmt: skip
+
+    def _confirmed(
+        self, confirm: Callable[[dict], bool] | None, hold: Callable[[], Iterable[str]], summary: IndexSummary
+    ) -> bool:
+        """False when a paid provider's estimate is over the setting and `confirm` declined it."""
+        limit = self.settings.confirm_cost_above_usd
+        if confirm is None or limit < 0 or not self.provider.cost_per_million_tokens:
+            return True
+        estimate = self.embed_estimate(hold())
+        if estimate["costUsd"] <= limit or estimate["chunks"] == 0:
+            return True
+        if confirm(estimate):
+            return True
+        summary.declined = True
+        log.info("embedding not confirmed (about $%.4f): keyword search only for now", estimate["costUsd"])
+        return False
+
+    def embed_estimate(self, hold: Iterable[str] = ()) -> dict:
+        """What embedding the chunks that have no vector yet would cost (none of them sent anywhere)."""
+        held = set(hold)
+        if self._vectors_current():
+            rows = self.store.unembedded(held)
+        else:  # no vectors of this model yet: every chunk (the embedding cache may still hold some)
+            rows = [(0, p, h, t) for p, h, t in self.store.chunk_hashes() if p not in held]
+        model = self.provider.model if self.embeds else ""
+        key = self.provider.vector_key if isinstance(self.provider, EmbeddingProvider) else ""
+        cached = (
+            self.store.cached_vectors(key, [r[2] for r in rows], self.provider.dimensions) if model else {}
+        )
+        tokens: dict[str, int] = {}
+        files: set[str] = set()
+        for _, path, h, t in rows:
+            if h not in cached:
+                tokens[h] = t
+                files.add(path)
+        price = self.provider.cost_per_million_tokens if self.embeds else 0.0
+        return {"provider": self.provider.name, "model": model or None, "files": len(files),
+                "chunks": len(tokens), "tokens": sum(tokens.values()),
+                "costUsd": round(sum(tokens.values()) * price / 1e6, 6)}  # fmt: skip
+
+    # -- estimate ------------------------------------------------------------------------------------------
+    def estimate(self) -> dict:
+        """What `index` would embed now, and its cost, without calling the provider."""
+        summary = IndexSummary()
+        result = scan(self.root, self.settings)
+        states = self.store.file_states()
+        p = self.provider
+        model = p.vector_key if isinstance(p, EmbeddingProvider) else p.model
+        # Unchanged files cost nothing only if their vectors come from this very model; after a model or
+        # dimension change the run re-embeds everything the cache does not hold.
+        stored_model, stored_dims = self.store.vector_model()
+        dims = self.provider.dimensions
+        same_model = stored_model == model and (not dims or stored_dims == dims)
+        # other chunk limits than the index was made with: the next run re-chunks every file
+        vectors_current = self.store.has_vectors() and same_model and not self.needs_rechunk()
+        chunks_total = 0
+        to_embed: dict[str, int] = {}  # content hash -> tokens (a text in several chunks is embedded once)
+        unchanged: set[str] = set()
+        for e in result.entries:
+            st = states.get(e.rel)
+            if st is not None and st.mtime_ns == e.mtime_ns and st.size == e.size and vectors_current:
+                unchanged.add(e.rel)
+                continue
+            try:
+                prep = self.prepare(e, self.read_bytes(e.abs_path), summary)
+            except OSError:
+                continue
+            if prep is None:
+                continue
+            chunks_total += len(prep.chunks)
+            cached = (
+                self.store.cached_vectors(model, [c.content_hash for c in prep.chunks], dims) if model else {}
+            )
+            for c in prep.chunks:
+                if c.content_hash not in cached:
+                    to_embed[c.content_hash] = c.token_count
+        if vectors_current and unchanged:
+            # chunks of unchanged files still without a vector (an earlier provider failure) are backfilled
+            rows = [r for r in self.store.chunks_missing_vectors() if r["path"] in unchanged]
+            cached = self.store.cached_vectors(model, [r["content_hash"] for r in rows], dims)
+            for r in rows:
+                if r["content_hash"] not in cached:
+                    text = embed_text_for(r["heading_path"] or "", r["text"] or "")
+                    to_embed[r["content_hash"]] = estimate_tokens(text)
+        chunks_new, tokens_new = len(to_embed), sum(to_embed.values())
+        price = self.provider.cost_per_million_tokens
+        return {
+            "provider": self.provider.name, "model": self.provider.model, "files": len(result.entries),
+            "chunksToCheck": chunks_total, "chunksToEmbed": chunks_new if self.embeds else 0,
+            "tokensToEmbed": tokens_new if self.embeds else 0,
+            "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.embeds else 0.0,
+            "fullReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
+        }  # fmt: skip

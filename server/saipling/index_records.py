@@ -1,0 +1,122 @@
+"""What an index run reports (`IndexProgress` as it goes, `IndexSummary` at the end) and the racy-timestamp
+rule that decides which files the next run must hash again. Shared by the indexer, the project facade and
+the edges that show progress."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+# Racy (mtime, size) (git's "racy clean"): a file read within one timestamp tick of its mtime can be written
+# again in that same tick with the same size, and the fast path would skip the edit forever. Such a file is
+# stored with mtime_ns 0 so the next run hashes it again. Whole-second mtimes come from coarse file systems
+# (FAT/exFAT 2 s, HFS+/SMB/many NFS 1 s): a 2 s window; finer ones (ns, µs, Linux jiffies of <= 10 ms) 50 ms,
+# and those are settled at the end of the run: once the window has passed, a file hashed again to the same
+# digest keeps its real mtime (a later write can no longer share it).
+RACY_WINDOW_COARSE_NS = 2_000_000_000
+RACY_WINDOW_FINE_NS = 50_000_000
+
+
+def racy_window(mtime_ns: int) -> int:
+    return RACY_WINDOW_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_WINDOW_FINE_NS
+
+
+def is_racy(mtime_ns: int, read_ns: int) -> bool:
+    """True when a same-size write in the same timestamp tick as `mtime_ns` could follow a read at `read_ns`."""
+    return abs(read_ns - mtime_ns) < racy_window(mtime_ns)
+
+
+@dataclass
+class IndexProgress:
+    """Where a run is. Phases: "keywords" (files read, chunked and made keyword-searchable: files_done of
+    files_total), "embedding" (chunks_done of chunks_total vectors), "done". `eta_seconds` is the phase's
+    remaining time at the throughput measured so far in it (None until there is a measurement)."""
+
+    files_done: int
+    files_total: int
+    current_file: str | None
+    chunks_embedded: int = 0
+    phase: str = "keywords"
+    chunks_done: int = 0
+    chunks_total: int = 0
+    eta_seconds: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        if self.phase == "embedding":
+            return self.chunks_done / self.chunks_total if self.chunks_total else 1.0
+        return self.files_done / self.files_total if self.files_total else 1.0
+
+
+class Throughput:
+    """The measured rate of a phase (units a second), weighted toward recent rounds (EWMA) so that the ETA
+    follows a machine that speeds up or slows down (this one is shared by several engineers' builds)."""
+
+    def __init__(self, smoothing: float = 0.3) -> None:
+        self.smoothing = smoothing
+        self.rate: float | None = None
+
+    def add(self, units: float, seconds: float) -> None:
+        if units <= 0 or seconds <= 0:
+            return
+        r = units / seconds
+        self.rate = r if self.rate is None else self.smoothing * r + (1 - self.smoothing) * self.rate
+
+    def eta(self, remaining: float) -> float | None:
+        return max(0.0, remaining) / self.rate if self.rate else None
+
+
+ProgressCallback = Callable[[IndexProgress], None]
+
+
+@dataclass
+class IndexSummary:
+    files: int = 0  # files in the index after the run
+    chunks: int = 0  # chunks in the index after the run
+    scanned: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    files_read: int = 0
+    new_chunks: int = 0
+    embedded: int = 0
+    reused: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    cancelled: bool = False
+    paused: bool = False  # embedding stopped by pause(); the text index is complete
+    declined: bool = False  # the cost of embedding was not confirmed: keyword search only
+    unusable: bool = False  # the provider failed for a reason that makes it unusable now (key, network, down)
+    pending_files: int = 0  # files not read yet when the run was cancelled (the next run reads them)
+    unembedded: int = 0  # chunks still without a vector after the run
+    degraded: str | None = None
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(
+        default_factory=lambda: {"scan": 0.0, "read": 0.0, "chunk": 0.0, "embed": 0.0, "store": 0.0}
+    )
+    embedded_paths: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (path, cause): errors, not skip rules
+
+    def failure_causes(self) -> dict[str, int]:
+        """Each distinct cause of a failed file and how many files it failed (one line each in reports)."""
+        causes: dict[str, int] = {}
+        for _, cause in self.failed:
+            causes[cause] = causes.get(cause, 0) + 1
+        return causes
+
+    # the provider is down or rate limiting: no more embedding calls in this pass (retried on the next one)
+    embedding_stopped: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "files": self.files, "chunks": self.chunks, "scanned": self.scanned, "changed": self.changed,
+            "unchanged": self.unchanged, "deleted": self.deleted, "filesRead": self.files_read,
+            "newChunks": self.new_chunks, "embedded": self.embedded, "reused": self.reused, "tokens": self.tokens,
+            "costUsd": round(self.cost_usd, 6), "seconds": round(self.seconds, 3), "cancelled": self.cancelled,
+            "paused": self.paused, "declined": self.declined, "pendingFiles": self.pending_files, "unembeddedChunks": self.unembedded,
+            "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "failed": [{"path": p, "cause": c} for p, c in self.failed],
+        }  # fmt: skip

@@ -1,0 +1,216 @@
+"""What the SQLite index holds (SPEC 5): its schema and migrations, the records written to it, the SQL
+condition of a search filter, and how a connection is opened (sqlite-vec loaded, our SQL functions).
+`store.py` owns the connection and every query."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import apsw
+import sqlite_vec
+
+SCHEMA_VERSION = 2
+
+
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+
+_MIGRATIONS: list[str] = [
+    # 1: initial schema
+    f"""
+    CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+    CREATE TABLE IF NOT EXISTS files(
+        path TEXT PRIMARY KEY, content_hash TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
+        file_type TEXT, encoding TEXT, last_indexed REAL, chunk_count INTEGER DEFAULT 0,
+        entity_type TEXT, entity_name TEXT, display_name TEXT, aliases TEXT, book_id TEXT, chapter_id TEXT,
+        visibility TEXT, corpus TEXT, warning TEXT);
+    CREATE TABLE IF NOT EXISTS chunks(
+        id INTEGER PRIMARY KEY, path TEXT NOT NULL, chunk_index INTEGER NOT NULL, kind TEXT,
+        section_heading TEXT, heading_path TEXT, start_line INTEGER, end_line INTEGER, content_hash TEXT,
+        preview TEXT, token_count INTEGER, text TEXT, file_type TEXT, entity_type TEXT, entity_name TEXT,
+        book_id TEXT, chapter_id TEXT, chapter_num INTEGER, visibility TEXT, corpus TEXT,
+        UNIQUE(path, chunk_index));
+    CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(content_hash);
+    CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+        text, heading_path, content='chunks', content_rowid='id', tokenize='{FTS_TOKENIZE}');
+    CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path)
+        VALUES ('delete', old.id, old.text, old.heading_path);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path)
+        VALUES ('delete', old.id, old.text, old.heading_path);
+        INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
+    END;
+    CREATE TABLE IF NOT EXISTS embedding_cache(
+        model TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL, created REAL,
+        PRIMARY KEY(model, content_hash)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS embedding_log(
+        id INTEGER PRIMARY KEY, timestamp REAL, provider TEXT, model TEXT, tokens INTEGER, chunks INTEGER,
+        cost_usd REAL);
+    CREATE TABLE IF NOT EXISTS search_log(
+        id INTEGER PRIMARY KEY, timestamp REAL, query TEXT, source TEXT, mode TEXT, results INTEGER,
+        top_score REAL, elapsed_ms REAL);
+    CREATE VIEW IF NOT EXISTS search_analytics AS SELECT * FROM search_log WHERE source != 'eval';
+    """,
+    # 2: a file-level keyword index (whole-file BM25: search.py's lexical signal for short files), rowid =
+    # files.rowid; contentless (the text lives in chunks) and filled from the chunks already indexed.
+    f"""
+    CREATE VIRTUAL TABLE IF NOT EXISTS files_fts USING fts5(
+        text, content='', contentless_delete=1, tokenize='{FTS_TOKENIZE}');
+    INSERT INTO files_fts(rowid, text)
+        SELECT f.rowid, (SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c
+                         WHERE c.path = f.path)
+        FROM files f;
+    CREATE INDEX IF NOT EXISTS chunks_heading ON chunks(trim(ltrim(section_heading, '#')) COLLATE NOCASE);
+    """,
+]
+
+
+CHUNK_COLUMNS = (
+    "id", "path", "chunk_index", "kind", "section_heading", "heading_path", "start_line", "end_line",
+    "content_hash", "preview", "token_count", "text", "file_type", "entity_type", "entity_name", "book_id",
+    "chapter_id", "chapter_num", "visibility", "corpus",
+)  # fmt: skip
+
+
+@dataclass
+class FileState:
+    content_hash: str
+    mtime_ns: int
+    size: int
+
+
+@dataclass
+class FileRecord:
+    path: str
+    content_hash: str
+    mtime_ns: int
+    size: int
+    file_type: str
+    encoding: str
+    entity_type: str | None = None
+    entity_name: str | None = None
+    display_name: str | None = None
+    aliases: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    chapter_id: str | None = None
+    visibility: str = "public"
+    corpus: str = "content"
+    warning: str | None = None
+
+
+@dataclass
+class ChunkRow:
+    chunk_index: int
+    kind: str
+    section_heading: str | None
+    heading_path: str
+    start_line: int
+    end_line: int
+    content_hash: str
+    preview: str
+    token_count: int
+    text: str
+    file_type: str
+    entity_type: str | None
+    entity_name: str | None
+    book_id: str | None
+    chapter_id: str | None
+    chapter_num: int | None
+    visibility: str
+    corpus: str
+
+
+@dataclass
+class ChunkFilter:
+    """Conditions applied in SQL before ranking."""
+
+    entity_types: list[str] = field(default_factory=list)
+    file_types: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    book_scope: str | None = None  # this book's chunks plus those that belong to no book
+    chapter_id: str | None = None
+    max_chapter: int | None = None
+    path_prefix: str | None = None
+    glob: str | None = None
+    corpus: str | None = None
+    visibility: list[str] | None = None  # None = no restriction
+    exclude_paths: list[str] = field(default_factory=list)
+    only_paths: list[str] | None = None
+
+    def is_empty(self) -> bool:
+        return self.where() == ("", [])
+
+    def where(self) -> tuple[str, list[Any]]:
+        """SQL condition over `chunks` (alias c) and its parameters."""
+        conds: list[str] = []
+        params: list[Any] = []
+        if self.entity_types:
+            conds.append(f"c.entity_type IN ({','.join('?' * len(self.entity_types))})")
+            params += self.entity_types
+        if self.file_types:
+            conds.append(f"c.file_type IN ({','.join('?' * len(self.file_types))})")
+            params += self.file_types
+        if self.book_id:
+            conds.append("c.book_id = ?")
+            params.append(self.book_id)
+        if self.book_scope:
+            conds.append("(c.book_id IS NULL OR c.book_id = ?)")
+            params.append(self.book_scope)
+        if self.chapter_id:
+            conds.append("c.chapter_id = ?")
+            params.append(self.chapter_id)
+        if self.max_chapter is not None:
+            conds.append("(c.chapter_num IS NULL OR c.chapter_num <= ?)")
+            params.append(self.max_chapter)
+        if self.path_prefix:
+            conds.append("substr(c.path, 1, ?) = ?")
+            params += [len(self.path_prefix), self.path_prefix]
+        if self.glob:
+            conds.append("saipling_glob(c.path, ?)")
+            params.append(self.glob)
+        if self.corpus:
+            conds.append("c.corpus = ?")
+            params.append(self.corpus)
+        if self.visibility is not None:  # levels compare case-insensitively (visibility.py); NULL is public
+            conds.append(
+                f"lower(trim(coalesce(c.visibility, 'public'))) IN ({','.join('?' * len(self.visibility)) or 'NULL'})"
+            )
+            params += self.visibility
+        if self.exclude_paths:
+            conds.append("c.path NOT IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(self.exclude_paths))
+        if self.only_paths is not None:
+            conds.append("c.path IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(self.only_paths))
+        return " AND ".join(conds), params
+
+
+def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -> apsw.Connection:
+    """A connection with sqlite-vec loaded and our SQL functions registered (read-only: never writes, and
+    `immutable` also takes no locks: for a folder where SQLite cannot create its -shm file)."""
+    if readonly:
+        uri = Path(path).resolve().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    else:
+        conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    conn.set_busy_timeout(10_000)
+    from .paths import glob_match
+
+    conn.create_scalar_function(
+        "saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True
+    )
+    return conn
+
+
+VECTORS_CHECKED_META = "vectors_checked"  # meta key: stored vectors were scanned for NaN/Inf/zero rows
