@@ -22,8 +22,10 @@ FICTION = SHARED / "corpora" / "fiction-chapters"
 CACHE_ROOT = Path(os.environ.get("SAIPLING_BENCH_CACHE", "/tmp/saipling-bench"))
 
 # Make `import saipling` work from a plain checkout too (the package is normally installed editable).
-if str(REPO / "server") not in sys.path:
-    sys.path.insert(0, str(REPO / "server"))
+# SAIPLING_BENCH_SERVER names another server/ folder (an A/B benchmark's baseline, from `git archive`).
+_SERVER = os.environ.get("SAIPLING_BENCH_SERVER") or str(REPO / "server")
+if _SERVER not in sys.path:
+    sys.path.insert(0, _SERVER)
 
 
 # -- command line ----------------------------------------------------------------------------------------------

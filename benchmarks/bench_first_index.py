@@ -17,13 +17,18 @@ The machine is shared: the load average before and after is printed with the fig
     python benchmarks/bench_first_index.py                      # the whole corpus, local model
     python benchmarks/bench_first_index.py --quick              # 120 chapters
     python benchmarks/bench_first_index.py --corpus PATH        # another folder of markdown files
+    python benchmarks/bench_first_index.py --keywords-only      # stop (cancel) once keyword-searchable
+    python benchmarks/bench_first_index.py --baseline main      # keywords ready: main vs this checkout, in
+                                                                # alternating subprocesses (--rounds N each)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -45,12 +50,20 @@ def main() -> None:
     ap = bu.parser(__doc__.split("\n")[0])
     ap.add_argument("--corpus", type=Path, default=bu.FICTION, help="folder to copy and index")
     ap.add_argument("--provider", default="local", help="local (default) | none")
+    ap.add_argument("--keywords-only", action="store_true", help="cancel the run once keyword-searchable")
+    ap.add_argument("--baseline", help="git ref: time keywords-ready for its server/ vs this checkout's")
+    ap.add_argument("--rounds", type=int, default=2, help="with --baseline: runs of each side (default 2)")
+    ap.add_argument("--json", action="store_true", help=argparse_hidden())
     args = ap.parse_args()
-    bu.banner("bench_first_index: keyword-searchable first, then embeddings", args.quick)
+    if not args.json:
+        bu.banner("bench_first_index: keyword-searchable first, then embeddings", args.quick)
     if not bu.need_shared(args.corpus, "first index of the fiction corpus"):
         return
     if args.provider == "local" and not bu.local_available():
         print("SKIPPED: the local model is not installed")
+        return
+    if args.baseline:
+        compare(args)
         return
     tmp = Path(tempfile.mkdtemp(prefix="saipling-bench-first-"))
     try:
@@ -60,7 +73,8 @@ def main() -> None:
         last = entries[-1].rel  # the run reads files in scan order: this one is read last
         words = re.findall(r"[A-Za-z]{7,}", (tmp / last).read_text(encoding="utf-8", errors="replace"))
         word = max(words[-200:], key=len) if words else "the"
-        print(f"   {n} files copied to {tmp}; probe: {word!r} in {last}")
+        if not args.json:
+            print(f"   {n} files copied to {tmp}; probe: {word!r} in {last}")
         t0 = time.perf_counter()
         marks: dict[str, float] = {}
         etas: dict[int, tuple[float, float]] = {}  # percent -> (time, eta reported)
@@ -76,6 +90,7 @@ def main() -> None:
                         etas[mark] = (now, p.eta_seconds)
 
         found = threading.Event()
+        cancel = threading.Event()
 
         def probe() -> None:
             while not found.is_set() and "done" not in marks:
@@ -87,14 +102,33 @@ def main() -> None:
                 if hits:
                     marks["found"] = time.perf_counter() - t0
                     found.set()
+                    if args.keywords_only:
+                        cancel.set()
                     return
                 time.sleep(0.25)
 
         prober = threading.Thread(target=probe, daemon=True)
         prober.start()
-        summary = project.index(progress=progress)
+        summary = project.index(progress=progress, cancel=cancel)
         marks["done"] = time.perf_counter() - t0
         prober.join(5)
+        if args.keywords_only:
+            project.close()
+            import saipling
+
+            result = {
+                "found": marks.get("found"),
+                "files": n,
+                "server": str(Path(saipling.__file__).parents[1]),
+                "load_before": load_before,
+                "load_after": load(),
+            }
+            if args.json:
+                print(json.dumps(result))
+            else:
+                print(f"load average before {load_before}, after {load()} (2 cores, shared)")
+                print(f"keyword search finds a word of the last file after {bu.fmt_s(result['found'] or 0)}")
+            return
         st = project.status()
         # a 10,000-word chapter (chapters of the corpus joined), indexed, then 7 lines inserted at the top
         text, n_words = [], 0
@@ -138,6 +172,44 @@ def main() -> None:
         print(f"target: keyword-searchable in < 60 s: {bu.verdict(ok)}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def argparse_hidden() -> str:
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def compare(args) -> None:
+    """Keywords-ready time of REF's server/ vs this checkout's, alternating subprocesses (same corpus, same load)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(bu.REPO), "archive", args.baseline, "server"],
+                                 capture_output=True, check=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        sides = {args.baseline: str(Path(tmp) / "server"), "this checkout": str(bu.REPO / "server")}
+        cmd = [sys.executable, __file__, "--keywords-only", "--json", "--corpus", str(args.corpus),
+               "--provider", args.provider] + (["--quick"] if args.quick else [])  # fmt: skip
+        results: dict[str, list[dict]] = {k: [] for k in sides}
+        for r in range(args.rounds):
+            for name, server in sides.items():
+                env = {
+                    **os.environ,
+                    "SAIPLING_BENCH_SERVER": server,
+                }  # imported ahead of the editable install
+                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+                res = json.loads(out.strip().splitlines()[-1])
+                assert res["server"] == server, res  # the side we meant to time
+                results[name].append(res)
+                print(
+                    f"   round {r + 1} {name}: {res['found']:.1f} s (load {res['load_before']})", flush=True
+                )
+    base = bu.median([x["found"] for x in results[args.baseline]])
+    new = bu.median([x["found"] for x in results["this checkout"]])
+    rows = [(name, bu.fmt_s(bu.median([x["found"] for x in rs])), ", ".join(f"{x['found']:.1f}" for x in rs),
+             "; ".join(x["load_before"] for x in rs)) for name, rs in results.items()]  # fmt: skip
+    print(bu.table(["server", "keywords ready (median)", "runs (s)", "load average before each run"], rows))
+    print(f"ratio this checkout / {args.baseline}: {new / base:.2f}x")
+    print(f"target: keyword-searchable in < 60 s: {bu.verdict(new < 60)}")
 
 
 if __name__ == "__main__":

@@ -247,3 +247,10 @@ def test_a_malformed_glob_is_refused_or_ignored_never_a_crash(tmp_path: Path) ->
     assert [r["filePath"] for r in found["results"]] == ["notes/a.md"]
     refused = run("search", "storm", "--root", str(root), "--glob", "[z-a]")
     assert refused.exit_code == 2 and "filter.glob" in refused.output and "Traceback" not in refused.output
+
+
+def test_get_refuses_an_excluded_file_unless_all_files(root: Path) -> None:
+    refused = run("get", "notes/ideas.md", "--root", str(root))
+    assert refused.exit_code == 2 and "excluded" in refused.stderr and "cipher" not in refused.output
+    allowed = run("get", "notes/ideas.md", "--root", str(root), "--all-files")
+    assert allowed.exit_code == 0 and "cipher" in allowed.stdout

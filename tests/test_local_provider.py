@@ -8,10 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("onnxruntime", reason="local extra not installed: pip install 'saipling-search[local]'")
 pytest.importorskip("tokenizers", reason="local extra not installed: pip install 'saipling-search[local]'")
 
+from fixtures import FICTION_CORPUS  # noqa: E402
 from saipling.config import Settings  # noqa: E402
 from saipling.embeddings import create_provider  # noqa: E402
 from saipling.embeddings.local import (  # noqa: E402
@@ -275,3 +278,86 @@ def test_corrupt_model_raises_provider_error(tmp_path: Path) -> None:
     assert p.failed and "cannot load local model" in p.failed  # status shows it
     with pytest.raises(ProviderError, match="cannot load local model"):  # no reload per batch
         p.embed_documents(["more"])
+
+
+# -- token counts: the word memo (embeddings/tokencount.py) must equal the tokenizer's own count ---------------
+
+_PIECES = list("abc XYZ .,;:!?'\"-_()[]#*\n\t\r") + [
+    "\u00e9",
+    "e\u0301",
+    "\u0301",
+    "\u0130",
+    "\u00a0",
+    "\u3000",
+    "\u65e5\u672c",
+    "\u30c6",
+    "\x1c",
+    "\x00",
+    "\u200b",
+    "\ufb01",
+    "\U0001f600",
+    "\u00df",
+    "\u2019",
+    "www.",
+]
+_TRICKY = st.lists(st.sampled_from(_PIECES), max_size=200).map("".join)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_TRICKY)
+@example(text="the\x1cre there")  # a control character joins words (Python's str.split would split there)
+def test_count_tokens_equals_the_tokenizers_count(provider: LocalProvider, text: str) -> None:
+    counter = provider._loaded().counter
+    assert provider.count_tokens(text) == len(counter.encode(text).ids)
+
+
+def test_count_tokens_on_real_prose_long_words_and_a_full_memo(provider: LocalProvider, monkeypatch) -> None:
+    from saipling.embeddings import tokencount
+
+    counter = provider._loaded().counter
+    repo = Path(__file__).resolve().parents[1]
+    prose = [repo / "README.md", *sorted(FICTION_CORPUS.glob("*/*.md"))[:30]]  # fiction when ../shared exists
+    texts = [p.read_text(encoding="utf-8") for p in prose]
+    texts += ["x" * 5000, "supercalifragilistic" * 30 + " word", "a" * 99 + " " + "b" * 101]
+    assert isinstance(provider._loaded().count, tokencount.WordPieceCounter)
+    monkeypatch.setattr(tokencount, "MAX_WORDS", 50)  # the memo is emptied again and again: counts unchanged
+    for t in texts:
+        assert provider.count_tokens(t) == len(counter.encode(t).ids)
+        assert provider.count_tokens(t) == len(counter.encode(t).ids)  # from the memo the second time
+
+
+def test_chunks_with_the_word_memo_equal_chunks_with_plain_counts(provider: LocalProvider) -> None:
+    from saipling.chunker import chunk_document, limits_for
+    from saipling.metadata import extract_metadata
+
+    counter = provider._loaded().counter
+    repo = Path(__file__).resolve().parents[1]
+    files = [repo / "README.md", *sorted(FICTION_CORPUS.glob("*/*.md"))[::60]]
+    limits = limits_for(1000, 500, 50, provider.max_input_tokens)
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        meta = extract_metadata(f.name, text)
+        fast = chunk_document(text, meta, limits, provider.count_tokens)
+        plain = chunk_document(text, meta, limits, lambda t: len(counter.encode(t).ids))
+        assert fast == plain, f
+
+
+def test_only_additive_tokenizers_use_the_word_memo() -> None:
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    from saipling.embeddings.tokencount import is_additive
+
+    bert = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    bert.normalizer = normalizers.BertNormalizer()
+    bert.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    assert is_additive(bert)
+    sp = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    sp.pre_tokenizer = pre_tokenizers.Metaspace()  # the space is part of the next token: not additive
+    assert not is_additive(sp)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    assert not is_additive(bpe)  # merges are per word too, but not recognised: the plain path, to be safe
+    seq = Tokenizer(models.WordPiece({"[UNK]": 0}, unk_token="[UNK]"))
+    seq.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    seq.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    assert not is_additive(seq)

@@ -537,5 +537,15 @@ def serve(tcp: str | None, stdio: bool) -> None:
     run(tcp=tcp)
 
 
+@main.command()
+@click.argument("root", required=False, type=click.Path(file_okay=False))
+@provider_option
+def mcp(root: str | None, provider: str | None) -> None:
+    """Serve ROOT to AI agents over MCP on stdio: tools search, get, enrich_context, related, status."""
+    from .mcp_server import run
+
+    run(_open(root, create=True, provider=provider))
+
+
 if __name__ == "__main__":
     main()

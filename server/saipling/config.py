@@ -51,6 +51,7 @@ class Settings:
     skills_dir: str = "skills"
     corpora: dict[str, list[str]] = field(default_factory=dict)
     roles: dict[str, list[str]] = field(default_factory=dict)
+    mcp_role: str = ""  # the role `saipling mcp` searches as ("" = as a request without a role)
     default_role: str = ""  # the role of requests that name none ("": public content only)
     analytics: bool = True
     request_timeout_seconds: float = 30.0
@@ -85,6 +86,7 @@ _ALIASES = {
     "skillsDir": "skills_dir",
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
+    "mcpRole": "mcp_role",
     "queryPrefix": "query_prefix",
     "documentPrefix": "document_prefix",
     "inputTypeField": "input_type_field",

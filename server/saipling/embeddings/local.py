@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from ..config import Settings
 from ..errors import ProviderError
 from .base import EmbeddingProvider, EmbeddingResult, normalise
 from .int8 import int8_matmul_model
+from .tokencount import WordPieceCounter, is_additive
 
 log = logging.getLogger(__name__)
 
@@ -181,13 +182,18 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
         raise ProviderError(f"model_path {folder}: invalid model config ({exc})") from exc
 
 
+def _plain_counter(tokenizer: Any) -> Callable[[str], int]:
+    return lambda text: len(tokenizer.encode(text).ids)
+
+
 @dataclass(frozen=True)
 class _Loaded:
     """Everything a load produces, swapped in and out as one reference (no torn reads across threads)."""
 
     session: Any  # onnxruntime.InferenceSession
     tokenizer: Any  # tokenizers.Tokenizer, truncating to the window, not padding
-    counter: Any  # the same tokenizer, not truncating (count_tokens)
+    counter: Any  # the same tokenizer, not truncating
+    count: Callable[[str], int]  # count_tokens: a word memo over `counter` when exact (tokencount.py)
     feeds: tuple[str, ...]
     output: str
     pooled: bool  # the output is already one vector per text
@@ -355,7 +361,10 @@ class LocalProvider(EmbeddingProvider):
             else f"{options.intra_op_num_threads or 'default'} threads",
         )
         pooled = len(out.shape) == 2
-        return _Loaded(session, tokenizer, counter, names, out.name, pooled, one_per_run, pool, workers)
+        count = WordPieceCounter(counter) if is_additive(counter) else _plain_counter(counter)
+        return _Loaded(
+            session, tokenizer, counter, count, names, out.name, pooled, one_per_run, pool, workers
+        )
 
     def raw_session(self) -> Any:
         """The onnxruntime InferenceSession (loads the model); for benchmarks and diagnostics."""
@@ -382,7 +391,7 @@ class LocalProvider(EmbeddingProvider):
 
     def count_tokens(self, text: str) -> int:
         """Word pieces in text, [CLS] and [SEP] included, before truncation (compare with max_input_tokens)."""
-        return len(self._loaded().counter.encode(text).ids)
+        return self._loaded().count(text)
 
     def close(self) -> None:
         """Drop the session and tokenizer; the next embed loads them again."""

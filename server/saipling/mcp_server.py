@@ -1,0 +1,536 @@
+"""The MCP face (`saipling mcp [ROOT]`): the engine's retrieval requests as tools for AI agents, over stdio.
+
+A thin edge like `cli.py` and `lsp/`: each tool validates its arguments against the JSON schema it
+advertises (an error result naming the field), brings the index up to date with the files on disk
+(`freshness.LazySync`), calls one `Project` method and returns the engine's answer as `structuredContent`
+(and the same JSON as text, for clients that only read text). Nothing here ranks, reads or filters.
+
+Rules the agent cannot change: results are searched as the `mcpRole` setting sees the project (unset: as a
+request without a role sees it), `.context_settings.json` exclusions always apply, and every search is
+logged in `search_log` with source `agent`. The protocol is the official `mcp` SDK's; it is imported only
+when the server starts, so other commands never pay for it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import __version__
+from .errors import InvalidRequest, SaiplingError
+from .freshness import LazySync
+from .search import MAX_QUERY_CHARS, MAX_RESULTS, MODES
+from .sync import SyncQueue
+from .watcher import Watcher
+
+if TYPE_CHECKING:
+    from .project import Project
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "saipling"
+SHUTDOWN_GRACE = 10.0  # seconds to wait for a background index run to stop
+
+INSTRUCTIONS = (
+    "saipling searches one markdown project (notes, a novel, an agent memory folder) by meaning and by words. "
+    "Use `search` to find passages, then `get` to read exact lines of a file it returned. `enrich_context` "
+    "assembles the passages worth adding to your context for a task under a token budget. `related` finds "
+    "passages like a given file; `status` says what is indexed. Paths are relative to the project root. "
+    "The index follows the files on disk: edits are searchable on the next call."
+)
+
+# -- tools: schemas and descriptions ---------------------------------------------------------------------------
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+_NULLABLE_STR = {"type": ["string", "null"]}
+
+SEARCH_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
+                  "description": "What to look for: a question, a description, or exact words (quote a phrase "
+                                 "to match it as written)."},
+        "maxResults": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
+                       "description": "How many passages to return (default: the project's maxResultsDefault, 5)."},
+        "mode": {"type": "string", "enum": list(MODES),
+                 "description": "hybrid (default): meaning and words; semantic: meaning only; lexical: words only."},
+        "minScore": {"type": "number", "minimum": 0, "maximum": 1,
+                     "description": "Drop results scoring below this (0..1)."},
+        "filter": {
+            "type": "object",
+            "description": "Narrow the search before ranking.",
+            "properties": {
+                "entityTypes": {**_STR_LIST, "description": "Frontmatter types, e.g. character, place."},
+                "fileTypes": {**_STR_LIST, "description": "File types, e.g. scene, profile, note."},
+                "bookId": {"type": "string", "description": "Only this book (e.g. book-01)."},
+                "chapterId": {"type": "string", "description": "Only this chapter (ch-NN)."},
+                "maxChapter": {"type": "integer", "description": "Spoiler horizon: nothing after chapter N."},
+                "pathPrefix": {"type": "string", "description": "Only files under this folder."},
+                "glob": {"type": "string", "description": "Only files matching this glob, e.g. notes/**/*.md."},
+                "corpus": {"type": "string", "description": "Only this named corpus of the project."},
+            },
+            "additionalProperties": False,
+        },
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}  # fmt: skip
+
+GET_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "minLength": 1,
+                 "description": "A project file, relative to the root (as search results give it)."},
+        "startLine": {"type": "integer", "minimum": 1, "description": "First line to return (1-based; default 1)."},
+        "lines": {"type": "integer", "minimum": 1, "maximum": 5000,
+                  "description": "How many lines (default: to the end of the file, at most 5000)."},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}  # fmt: skip
+
+ENRICH_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "minLength": 1,
+                  "description": "The task or question the context is for."},
+        "skill": {"type": "string",
+                  "description": "Name of a skill TOML in the project's skills folder (its [context.vector_search] "
+                                 "settings apply)."},
+        "skillConfig": {"type": "object",
+                        "description": "The same settings inline: {enabled, mode: auto|always|never, max_results, "
+                                       "max_search_tokens, filter_entity_types}."},
+        "loadedFiles": {**_STR_LIST,
+                        "description": "Files already in your context: their passages are not repeated."},
+        "maxSearchTokens": {"type": "integer", "minimum": 0,
+                            "description": "Token budget for the passages (default: the skill's, else 15000)."},
+        "maxResults": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
+                       "description": "At most this many passages."},
+        "bookId": {"type": "string", "description": "Only this book (and files that belong to no book)."},
+        "wantSearch": {"type": "boolean",
+                       "description": "With a skill in auto mode: whether to search (absent: decided from the query)."},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}  # fmt: skip
+
+RELATED_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "minLength": 1, "description": "A project file, relative to the root."},
+        "maxResults": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
+                       "description": "How many passages (default 5)."},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}  # fmt: skip
+
+STATUS_INPUT: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+_RESULT = {
+    "type": "object",
+    "properties": {
+        "filePath": {"type": "string"},
+        "sectionHeading": _NULLABLE_STR,
+        "headingPath": {"type": "string"},
+        "startLine": {"type": "integer"},
+        "endLine": {"type": "integer"},
+        "snippet": {"type": "string"},
+        "score": {"type": "number"},
+        "confidence": {"type": "number"},
+    },
+    "required": ["filePath", "startLine", "endLine", "snippet", "score"],
+}
+SEARCH_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string"},
+        "mode": {"type": "string"},
+        "results": {"type": "array", "items": _RESULT},
+        "confidence": {"type": "number"},
+        "noConfidentMatch": {"type": "boolean"},
+        "degraded": _NULLABLE_STR,
+        "indexing": {"type": "boolean"},
+    },
+    "required": ["query", "mode", "results", "confidence", "noConfidentMatch", "degraded", "indexing"],
+}
+GET_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "startLine": {"type": "integer"},
+        "endLine": {"type": "integer"},
+        "totalLines": {"type": "integer"},
+        "text": {"type": "string"},
+    },
+    "required": ["path", "startLine", "endLine", "totalLines", "text"],
+}
+ENRICH_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "contextBlock": {"type": "string"},
+        "searchResults": {"type": "array", "items": {"type": "object"}},
+        "tokensUsed": {"type": "integer"},
+        "skipped": {"type": "array", "items": {"type": "object"}},
+        "ran": {"type": "boolean"},
+        "reason": {"type": "string"},
+        "degraded": _NULLABLE_STR,
+    },
+    "required": ["contextBlock", "searchResults", "tokensUsed", "skipped", "ran", "reason"],
+}
+RELATED_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "results": {"type": "array", "items": _RESULT},
+        "indexed": {"type": "boolean"},
+        "degraded": _NULLABLE_STR,
+    },
+    "required": ["path", "results", "indexed"],
+}
+STATUS_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "root": {"type": "string"},
+        "totalFiles": {"type": "integer"},
+        "totalChunks": {"type": "integer"},
+        "provider": {"type": "string"},
+        "isIndexing": {"type": "boolean"},
+        "degraded": _NULLABLE_STR,
+    },
+    "required": ["root", "totalFiles", "totalChunks", "provider", "isIndexing"],
+}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "search", "Search the project",
+        "Find passages in the project's markdown files by meaning and by words (hybrid search). Use it before "
+        "answering or writing anything that depends on what the project already says: facts about a "
+        "character, place or decision, earlier notes, a remembered conversation. Returns the best passages "
+        "first, each with filePath, sectionHeading and headingPath, startLine/endLine (1-based, for `get`), a "
+        "snippet with the matched words in **bold**, a score from 0 to 1 and a confidence from 0 to 1 (how "
+        "likely the passage is relevant at all). `noConfidentMatch` is true when nothing in the project looks "
+        "relevant: say so rather than use the results. `degraded` is set when only keyword search could run; "
+        "`indexing` is true while the index is still being built. Read the lines around a hit with `get` "
+        "before quoting it.",
+        SEARCH_INPUT, SEARCH_OUTPUT,
+    ),
+    ToolSpec(
+        "get", "Read lines of a file",
+        "Read exact lines of one project file from disk (the memory_get of an agent memory). Use it after "
+        "`search` or `related` to read a hit in full, or to read a file you know by path. The path is relative "
+        "to the project root and must be a file the project indexes; paths outside the root and files the "
+        "project excludes are refused. Returns path, startLine, endLine, totalLines and the text (at most "
+        "5000 lines per call: page on with startLine).",
+        GET_INPUT, GET_OUTPUT,
+    ),
+    ToolSpec(
+        "enrich_context", "Assemble context for a task",
+        "Assemble the project passages worth adding to your context for a task, within a token budget: it "
+        "searches with the query, drops excluded files, files you already have (loadedFiles) and passages "
+        "that are not relevant, and lays out one block per file (`=== FILE: <path> (SEARCH) ===`), each "
+        "passage headed by its section's heading path and line numbers. Use it once at the start "
+        "of a task instead of several searches when you want ready-to-use context. A skill (or skillConfig) "
+        "sets the budget, filters and whether to search at all. Returns contextBlock (the text to add), "
+        "searchResults (path, section, score, token estimate per passage), tokensUsed, skipped (path and "
+        "reason) and ran/reason (why it did or did not search).",
+        ENRICH_INPUT, ENRICH_OUTPUT,
+    ),
+    ToolSpec(
+        "related", "Find passages like a file",
+        "Find passages in other files most similar to one project file (by meaning when embeddings exist, "
+        "else by its most distinctive words). Use it to gather what else the project says about the subject "
+        "of a file: other scenes with a character, notes on the same topic, possible contradictions. Returns "
+        "results in the same shape as `search`, and indexed=false when the file is not in the index.",
+        RELATED_INPUT, RELATED_OUTPUT,
+    ),
+    ToolSpec(
+        "status", "Index status",
+        "Report what the search index holds: project root, number of files and chunks, how many chunks have "
+        "embeddings, the embedding provider and model, when it last indexed, whether indexing is running, and "
+        "`degraded` (why search is keyword-only, if it is). Use it when search results look incomplete or "
+        "empty, to tell whether the project is still being indexed.",
+        STATUS_INPUT, STATUS_OUTPUT,
+    ),
+)  # fmt: skip
+TOOL_NAMES = tuple(t.name for t in TOOLS)
+_SPECS = {t.name: t for t in TOOLS}
+
+
+# -- argument checks ---------------------------------------------------------------------------------------------
+def _field(path: Any) -> str:
+    return ".".join(str(p) for p in path)
+
+
+@functools.cache
+def _validator(tool: str) -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(_SPECS[tool].input_schema)
+
+
+def check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any]:
+    """The arguments when they fit the tool's input schema; InvalidRequest naming the first bad field."""
+    from jsonschema.exceptions import best_match
+
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, Mapping):
+        raise InvalidRequest("arguments", "must be an object")
+    arguments = dict(arguments)
+    error = best_match(_validator(spec.name).iter_errors(arguments))
+    if error is None:
+        return arguments
+    where = _field(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = list(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in allowed]
+        name = (where + "." if where else "") + str(extra[0])
+        close = difflib.get_close_matches(str(extra[0]), allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else f"parameters are {', '.join(allowed) or 'none'}"
+        raise InvalidRequest(name, f"is not a parameter of {spec.name} ({hint})")
+    if error.validator == "required":
+        missing = next((k for k in error.validator_value if k not in error.instance), "?")
+        raise InvalidRequest((where + "." if where else "") + missing, "is required")
+    return _raise_typed(where or "arguments", error)
+
+
+def _raise_typed(where: str, error: Any) -> dict[str, Any]:
+    v, want = error.validator, error.validator_value
+    if v == "type":
+        message = f"must be of type {want if isinstance(want, str) else ' or '.join(map(str, want))}"
+    elif v == "enum":
+        message = f"must be one of {', '.join(map(str, want))}"
+    elif v in ("minimum", "maximum"):
+        message = f"must be {'>=' if v == 'minimum' else '<='} {want}"
+    elif v == "minLength":
+        message = "must not be empty" if want == 1 else f"must be at least {want} characters"
+    elif v == "maxLength":
+        message = f"must be at most {want} characters"
+    else:
+        message = error.message
+    raise InvalidRequest(where, message)
+
+
+# -- the face ----------------------------------------------------------------------------------------------------
+class McpFace:
+    """One project served to agents: tool calls in, engine answers out. Blocking; safe from several threads."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.sync = LazySync(project)
+        self.role = project.settings.mcp_role or None
+        self._cancel = threading.Event()
+        self._background: threading.Thread | None = None
+        self._watcher: Watcher | None = None
+        self._watch_loop: threading.Thread | None = None
+
+    # -- index life cycle ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Bring the index up to date in the background (answers meanwhile come from the index as it stands),
+        and with `watch`, index files changed on disk once they have been quiet for `quietPeriodSeconds`."""
+        s = self.project.settings
+        if not s.enabled:
+            return
+        if s.auto_index:
+            self._background = threading.Thread(
+                target=self._index_all, name="saipling-mcp-index", daemon=True
+            )
+            self._background.start()
+        if s.watch:
+            queue = SyncQueue(s.quiet_period_seconds)
+            watcher = Watcher.for_project(self.project, queue)
+            try:
+                watcher.start()
+            except Exception as exc:  # noqa: BLE001 - e.g. the inotify watch limit: calls still sync lazily
+                log.warning("not watching %s (%s); files are synced before each call", self.project.root, exc)
+                return
+            self._watcher = watcher
+            self._watch_loop = threading.Thread(
+                target=self._sync_when_quiet, args=(queue,), name="saipling-mcp-watch", daemon=True
+            )
+            self._watch_loop.start()
+
+    def _index_all(self) -> None:
+        try:
+            summary = self.project.index(cancel=self._cancel)
+            log.info(
+                "index ready: %d files, %d chunks (%d changed)",
+                summary.files,
+                summary.chunks,
+                summary.changed,
+            )
+        except Exception:  # noqa: BLE001 - the server keeps answering from the index it has
+            log.exception("indexing %s failed", self.project.root)
+
+    def _sync_when_quiet(self, queue: SyncQueue) -> None:
+        """The watcher's side: changes quiet for the quiet period are indexed before any call asks for them."""
+        tick = max(0.05, self.project.settings.tick_seconds)
+        while not self._cancel.wait(tick):
+            if self.indexing_in_background or not queue.due():
+                continue
+            self.refresh()
+
+    @property
+    def indexing_in_background(self) -> bool:
+        return self._background is not None and self._background.is_alive()
+
+    def refresh(self) -> None:
+        """Index files changed on disk since the last call (skipped while the first full run is going)."""
+        if not self.project.settings.enabled or self.indexing_in_background or self._cancel.is_set():
+            return
+        try:
+            self.sync.sync(self._cancel)
+        except Exception:  # noqa: BLE001 - answer from the index as it stands rather than fail the call
+            log.exception("syncing changed files failed")
+
+    def close(self) -> None:
+        """Stop watching and indexing, then close the index (left open if a run does not stop in time)."""
+        self._cancel.set()
+        if self._watcher is not None:
+            self._watcher.stop()
+        for thread in (self._watch_loop, self._background):
+            if thread is not None:
+                thread.join(SHUTDOWN_GRACE)
+                if thread.is_alive():
+                    log.warning("%s did not stop within %.0f s", thread.name, SHUTDOWN_GRACE)
+                    return  # the process is exiting: leave the store to the thread that still uses it
+        if not self.sync.idle(SHUTDOWN_GRACE):
+            log.warning("a sync did not stop within %.0f s", SHUTDOWN_GRACE)
+            return
+        self.project.close()
+
+    # -- tools -----------------------------------------------------------------------------------------------
+    def call(self, name: str, arguments: Any) -> dict[str, Any]:
+        """Run one tool; InvalidRequest / SaiplingError for anything the caller should fix or know."""
+        spec = _SPECS.get(name)
+        if spec is None:
+            close = difflib.get_close_matches(str(name), TOOL_NAMES, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"tools are {', '.join(TOOL_NAMES)}"
+            raise InvalidRequest("name", f"{name!r} is not a tool ({hint})")
+        args = check_arguments(spec, arguments)
+        handler: Callable[[dict[str, Any]], dict[str, Any]] = getattr(self, f"_tool_{name}")
+        self.refresh()
+        return handler(args)
+
+    def _visible(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The rules an agent cannot change: the MCP role, exclusions respected."""
+        if self.role:
+            params["role"] = self.role
+        return params
+
+    def _tool_search(self, args: dict[str, Any]) -> dict[str, Any]:
+        params = self._visible({**args, "source": "agent", "respectContextSettings": True})
+        response = self.project.search(params)
+        return {**response, "results": [_agent_result(r) for r in response["results"]]}
+
+    def _tool_get(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.project.get(self._visible({**args, "respectContextSettings": True}))
+
+    def _tool_enrich_context(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.project.enrich(self._visible(args))
+
+    def _tool_related(self, args: dict[str, Any]) -> dict[str, Any]:
+        response = self.project.related(self._visible(args))
+        return {**response, "results": [_agent_result(r) for r in response["results"]]}
+
+    def _tool_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        status = self.project.status()
+        status["isIndexing"] = status["isIndexing"] or self.indexing_in_background
+        return status
+
+
+_EDITOR_ONLY = ("uri", "range", "preview")  # LSP conveniences (0-based ranges, file URIs): not for agents
+
+
+def _agent_result(r: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in r.items() if k not in _EDITOR_ONLY}
+
+
+# -- the protocol (official SDK) -------------------------------------------------------------------------------
+def to_json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def build_server(face: McpFace) -> Any:
+    """The SDK's low-level server with our tools; each call runs on a worker thread."""
+    import anyio
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+
+    tools = [
+        types.Tool(
+            name=t.name,
+            title=t.title,
+            description=t.description,
+            input_schema=t.input_schema,
+            output_schema=t.output_schema,
+            annotations=types.ToolAnnotations(
+                title=t.title, read_only_hint=True, idempotent_hint=True, open_world_hint=False
+            ),
+        )
+        for t in TOOLS
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    def error(message: str) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            result = await anyio.to_thread.run_sync(face.call, params.name, params.arguments)
+        except InvalidRequest as exc:
+            return error(f"invalid argument {exc}")
+        except SaiplingError as exc:
+            return error(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a tool call must never take the server down
+            log.exception("tool %s failed", params.name)
+            return error(f"internal error: {type(exc).__name__}: {exc}")
+        return types.CallToolResult(
+            content=[types.TextContent(text=to_json(result))], structured_content=result
+        )
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        title="saipling search",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def run(project: Project) -> None:
+    """Serve `project` over stdio until the client closes the connection."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    face = McpFace(project)
+    server = build_server(face)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    face.start()
+    try:
+        anyio.run(main)
+    finally:
+        face.close()

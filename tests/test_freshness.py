@@ -1,0 +1,116 @@
+"""Lazy sync (`freshness.LazySync`, what `saipling mcp` runs before each call): every kind of change on disk is
+indexed by the next sync, and a sync with nothing to do reads no file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures import bump_mtime, make_project, open_project, write_file
+from saipling.freshness import LazySync, folder_mtimes
+
+FILLER = "is the word this file is about, in a sentence long enough to make a chunk of its own."
+
+
+@pytest.fixture
+def synced(tmp_path: Path) -> Iterator[tuple[Path, Any, LazySync]]:
+    root = make_project(tmp_path, {"a.md": f"# A\n\nalpha {FILLER}\n", "sub/b.md": f"# B\n\nbravo {FILLER}\n",
+                                   "empty/.keep": "", "node_modules/x.md": "# X\n"})  # fmt: skip
+    (root / "hollow").mkdir()
+    with open_project(root) as project:
+        project.index()
+        sync = LazySync(project)
+        assert sync.sync() is None  # in step: nothing to index
+        yield root, project, sync
+
+
+def words_of(project: Any, word: str) -> list[str]:
+    return [r["filePath"] for r in project.search({"query": word, "mode": "lexical"})["results"]]
+
+
+def test_nothing_changed_reads_nothing(synced: tuple[Path, Any, LazySync], monkeypatch) -> None:
+    root, project, sync = synced
+    monkeypatch.setattr(project, "index", lambda **kw: pytest.fail("indexed with nothing changed"))
+    assert sync.sync() is None and sync.changed_paths() == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["edit", "same-size-edit", "new-file", "new-file-in-empty-folder", "new-file-in-new-folder", "delete",
+     "rename", "move-to-folder"],
+)  # fmt: skip
+def test_every_change_is_indexed_by_the_next_sync(synced: tuple[Path, Any, LazySync], change: str) -> None:
+    root, project, sync = synced
+    expect: dict[str, list[str]] = {}
+    if change == "edit":
+        write_file(root, "a.md", f"# A\n\nalpha zeppelin {FILLER}\n")
+        expect = {"zeppelin": ["a.md"]}
+    elif change == "same-size-edit":
+        write_file(root, "a.md", f"# A\n\nomega {FILLER}\n")
+        bump_mtime(root / "a.md")
+        expect = {"omega": ["a.md"], "alpha": []}
+    elif change == "new-file":
+        write_file(root, "c.md", f"# C\n\ncharlie {FILLER}\n")
+        expect = {"charlie": ["c.md"]}
+    elif change == "new-file-in-empty-folder":
+        write_file(root, "hollow/d.md", f"# D\n\ndelta {FILLER}\n")
+        expect = {"delta": ["hollow/d.md"]}
+    elif change == "new-file-in-new-folder":
+        write_file(root, "deep/er/e.md", f"# E\n\necho {FILLER}\n")
+        expect = {"echo": ["deep/er/e.md"]}
+    elif change == "delete":
+        (root / "sub/b.md").unlink()
+        expect = {"bravo": []}
+    elif change == "rename":
+        os.rename(root / "sub/b.md", root / "sub/b2.md")
+        expect = {"bravo": ["sub/b2.md"]}
+    elif change == "move-to-folder":
+        os.rename(root / "sub", root / "moved")
+        expect = {"bravo": ["moved/b.md"]}
+    summary = sync.sync()
+    assert summary is not None
+    for word, paths in expect.items():
+        assert words_of(project, word) == paths, word
+    assert sync.sync() is None  # and then in step again
+
+
+def test_a_file_that_cannot_be_indexed_is_retried_only_after_it_changes(
+    synced: tuple[Path, Any, LazySync], monkeypatch
+) -> None:
+    root, project, sync = synced
+    write_file(root, "bin.md", b"\x00\x01\x02binary\x00" * 50)
+    assert sync.sync() is not None and "bin.md" not in project.store.file_states()
+    calls: list[Any] = []
+    real_index = project.index
+    monkeypatch.setattr(project, "index", lambda **kw: calls.append(kw) or real_index(**kw))
+    assert sync.sync() is None and calls == []
+    write_file(root, "bin.md", f"# Now text\n\nfoxtrot {FILLER}\n")
+    assert sync.sync() is not None and words_of(project, "foxtrot") == ["bin.md"]
+
+
+def test_a_file_too_large_that_shrinks_is_indexed(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {"a.md": f"# A\n\nalpha {FILLER}\n", "big.md": "# Big\n\n" + "golf " * 400})
+    with open_project(root, max_file_bytes=1000) as project:
+        project.index()
+        sync = LazySync(project)
+        sync.sync()
+        assert words_of(project, "golf") == []
+        write_file(root, "big.md", f"# Big\n\ngolf {FILLER}\n")
+        sync.sync()
+        assert words_of(project, "golf") == ["big.md"]
+
+
+def test_an_index_changed_by_another_process_is_checked_again(synced: tuple[Path, Any, LazySync]) -> None:
+    root, project, sync = synced
+    project.clear()  # as `saipling clear` in another process would
+    assert sync.sync() is not None and words_of(project, "alpha") == ["a.md"]
+
+
+def test_folder_mtimes_skips_what_the_scanner_skips(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {"a/x.md": "x", ".hidden/y.md": "y", "node_modules/z.md": "z"})
+    (root / "link").symlink_to(root / "a")
+    assert set(folder_mtimes(str(root))) == {str(root), str(root / "a")}
