@@ -431,3 +431,36 @@ def test_home_folder_is_never_the_root(nvim: Path, tmp_path: Path) -> None:
     assert result["find_root"].get("root") is None and "home folder" in result["find_root"]["how"], msg
     assert result["clients"] == 0, msg
     assert saipling_dirs(tmp_path) == [], msg
+
+
+def test_names_hover_definition_references(nvim: Path, tmp_path: Path) -> None:
+    """K, definition (gd / CTRL-]) and references (gr / grr) on a character's alias, through Neovim's own LSP."""
+    root = tmp_path / "novel"
+    files = {
+        ".saipling/.keep": "",
+        "characters/marcus-cole/profile.md": "---\nname: Marcus Cole\ntype: character\n"
+        "aliases: [Marcus, the Detective]\nsummary: A tired homicide detective.\n---\n# Marcus Cole\n",
+        "books/b1/chapter-1/scene-1.md": "# One\n\nThe Detective lit a cigarette.\n",
+        "books/b1/chapter-2/scene-1.md": "# Two\n\nMarcus's coat was wet.\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    result, detail = run_nvim(
+        nvim,
+        tmp_path,
+        "names_test.lua",
+        cwd=root,
+        NVIMTEST_PYTHON=sys.executable,
+        NVIMTEST_OPEN=str(root / "books/b1/chapter-1/scene-1.md"),
+        NVIMTEST_TIMEOUT_MS="60000",
+    )
+    msg = show(result, detail)
+    assert not result.get("error"), msg
+    assert "Marcus Cole" in result["hover"] and "A tired homicide detective." in result["hover"], msg
+    refs = [(Path(x["file"]).relative_to(root.resolve()).as_posix(), x["lnum"]) for x in result["references"]]
+    # Neovim asks with includeDeclaration (the profile's frontmatter, line 1) and sorts the list by file
+    assert refs == [("books/b1/chapter-1/scene-1.md", 3), ("books/b1/chapter-2/scene-1.md", 3),
+                    ("characters/marcus-cole/profile.md", 1), ("characters/marcus-cole/profile.md", 7)], msg  # fmt: skip
+    assert result["position"]["bufname"].endswith("/characters/marcus-cole/profile.md"), msg
+    assert result["position"]["line"] == 1, msg

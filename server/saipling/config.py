@@ -54,6 +54,7 @@ class Settings:
     mcp_role: str = ""  # the role `saipling mcp` searches as ("" = as a request without a role)
     default_role: str = ""  # the role of requests that name none ("": public content only)
     analytics: bool = True
+    references_max_chapter: int = 0  # textDocument/references: mentions up to this chapter only (0 = all)
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
     # How texts are presented to the model (None: the known model family's, see embeddings/families.py).
@@ -86,6 +87,7 @@ _ALIASES = {
     "skillsDir": "skills_dir",
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
+    "referencesMaxChapter": "references_max_chapter",
     "mcpRole": "mcp_role",
     "queryPrefix": "query_prefix",
     "documentPrefix": "document_prefix",

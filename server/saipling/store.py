@@ -441,6 +441,19 @@ class Store(VectorStore):
         with self._lock:
             return [(int(i), float(r)) for i, r in self.conn.execute(sql, [match, *params, limit])]
 
+    def fts_paths(self, match: str, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
+        """Every file with a chunk matching the FTS5 query `match` that passes `flt`: (path, chapter number).
+        (Frontmatter chunks count: a short body may share the frontmatter's chunk.)"""
+        where, params = (flt or ChunkFilter()).where()
+        sql = (
+            "SELECT c.path, min(c.chapter_num) FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            " WHERE chunks_fts MATCH ?" + (f" AND {where}" if where else "") + " GROUP BY c.path"
+        )
+        with self._lock:
+            return [
+                (str(p), None if n is None else int(n)) for p, n in self.conn.execute(sql, [match, *params])
+            ]
+
     def file_fts_search(
         self, match: str, limit: int, flt: ChunkFilter | None = None
     ) -> list[tuple[str, float, int]]:

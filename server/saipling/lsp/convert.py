@@ -170,3 +170,80 @@ def merge_status(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     first["degraded"] = next((s["degraded"] for _, s in statuses if s.get("degraded")), None)
     first["folders"] = [{**s, "workspaceFolder": uri} for uri, s in statuses]
     return first
+
+
+# -- writer-aware features (entities.py) ---------------------------------------------------------------
+def client_units(codec: Any, text: str) -> int:
+    """Length of `text` in the client's position units (pygls counts them char by char in Python: too slow for
+    a thousand mentions on long prose lines)."""
+    if text.isascii():
+        return len(text)
+    encoding = str(codec.encoding or types.PositionEncodingKind.Utf16)
+    if encoding == types.PositionEncodingKind.Utf8:
+        return len(text.encode("utf-8"))
+    if encoding == types.PositionEncodingKind.Utf32:
+        return len(text)
+    return len(text.encode("utf-16-le")) // 2
+
+
+def client_range(codec: Any, line_text: str, line: int, start: int, end: int) -> types.Range:
+    """0-based line and code-point columns of `line_text` -> a range in the client's position encoding."""
+    return types.Range(
+        types.Position(line, client_units(codec, line_text[:start])),
+        types.Position(line, client_units(codec, line_text[:end])),
+    )
+
+
+def mention_locations(root: Path, files: list[Any], codec: Any) -> list[types.Location]:
+    """Mentions grouped by file (entities.FileMentions) -> Locations in the client's position encoding."""
+    return [
+        types.Location(uri, client_range(codec, m.line_text, m.line, m.start, m.end))
+        for f in files
+        for uri in [file_uri(root, f.path)]
+        for m in f.mentions
+    ]
+
+
+def declaration_location(root: Path, card: Any) -> types.Location:
+    first, last = card.declaration
+    return types.Location(file_uri(root, card.entity.path), lsp_range(first + 1, last + 1))
+
+
+def hover_markdown(root: Path, cards: list[Any]) -> str:
+    """One card per entity: name and type, summary, aliases, a link to its file."""
+    parts = []
+    for c in cards:
+        e = c.entity
+        lines = [f"**{e.name}** · _{e.entity_type}_"]
+        if c.summary:
+            lines.append(c.summary)
+        if e.aliases:
+            lines.append("Also: " + ", ".join(e.aliases))
+        lines.append(f"[{e.path}]({file_uri(root, e.path)}#L{c.declaration[0] + 1})")
+        parts.append("\n\n".join(lines))
+    return "\n\n---\n\n".join(parts)
+
+
+def outline_symbols(items: list[Any], lines: list[str], codec: Any) -> list[types.DocumentSymbol]:
+    """Engine outline items {name, kind, detail, entityType, first, last, children} -> DocumentSymbols."""
+
+    def one(item: Any) -> types.DocumentSymbol:
+        first, last = item.first, item.last
+        end_char = client_units(codec, lines[last]) if 0 <= last < len(lines) else 0
+        full = types.Range(types.Position(first, 0), types.Position(last, end_char))
+        sel_end = client_units(codec, lines[first]) if 0 <= first < len(lines) else 0
+        kind = (
+            types.SymbolKind.String
+            if item.kind == "heading"
+            else SYMBOL_KINDS.get(item.entity_type.lower(), types.SymbolKind.Object)
+        )
+        return types.DocumentSymbol(
+            name=item.name or "(untitled)",
+            kind=kind,
+            range=full,
+            selection_range=types.Range(types.Position(first, 0), types.Position(first, sel_end)),
+            detail=item.detail or None,
+            children=[one(c) for c in item.children],
+        )
+
+    return [one(i) for i in items]

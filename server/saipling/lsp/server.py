@@ -105,7 +105,7 @@ class SaiplingServer(LanguageServer):
         super().__init__(
             "saipling",
             __version__,
-            text_document_sync_kind=types.TextDocumentSyncKind.None_,
+            text_document_sync_kind=types.TextDocumentSyncKind.Full,  # buffers for hover/definition/outline
             protocol_cls=protocol.SaiplingProtocol,
             max_workers=4,  # engine requests (and pygls' stdin reader when stdin is not a pipe)
         )

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import index, lifecycle, search, symbols, sync, testclock
+from . import entities, index, lifecycle, search, symbols, sync, testclock
 
 if TYPE_CHECKING:
     from ..server import SaiplingServer
 
-MODULES = (lifecycle, sync, search, index, symbols)
+MODULES = (lifecycle, sync, search, index, symbols, entities)
 
 
 def register_all(server: SaiplingServer, *, test_clock: bool = False) -> None:

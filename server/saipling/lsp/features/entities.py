@@ -1,0 +1,113 @@
+"""Writer-aware features on entity names (`entities.py`): `textDocument/hover` (a card: type, summary,
+aliases, link), `textDocument/definition` (the profile's frontmatter), `textDocument/references` (every
+mention, grouped by file in manuscript order) and `textDocument/documentSymbol` (entity + heading outline).
+
+Hover, definition and the outline read the open buffer (full text sync), so unsaved text works;
+references take candidates from the index and verify them on current text (open buffers first). All run
+on a worker thread (read-only)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from ... import entities
+from .. import convert
+from ..folders import Folder, locate
+
+if TYPE_CHECKING:
+    from ..server import SaiplingServer
+
+
+def register(server: SaiplingServer) -> None:
+    # buffers: pygls' built-in didOpen/didChange/didClose handlers keep a copy of each open document (full
+    # sync, announced by the server); features/sync.py registers open/close for its own use
+    server.handle(types.TEXT_DOCUMENT_HOVER, hover, threaded=True)
+    server.handle(types.TEXT_DOCUMENT_DEFINITION, definition, threaded=True)
+    server.handle(types.TEXT_DOCUMENT_REFERENCES, references, threaded=True)
+    server.handle(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, document_symbol, threaded=True)
+
+
+# -- buffers ---------------------------------------------------------------------------------------------
+def buffer_text(ls: SaiplingServer, uri: str) -> str | None:
+    doc = ls.workspace.text_documents.get(uri)
+    return doc.source.replace("\r\n", "\n") if doc is not None else None
+
+
+def reader(ls: SaiplingServer, folder: Folder) -> entities.TextSource:
+    """Open buffers of this folder (unsaved text) first, else files on disk."""
+    open_docs = {}
+    for uri in list(ls.workspace.text_documents):
+        hit = locate(ls, uri)
+        if hit is not None and hit[0] is folder and (text := buffer_text(ls, uri)) is not None:
+            open_docs[hit[1]] = text
+    return entities.with_buffers(folder.project.root, open_docs.get)
+
+
+def at_cursor(
+    ls: SaiplingServer, p: types.TextDocumentPositionParams
+) -> tuple[Folder, entities.TextSource, entities.Mention | None, list[entities.Entity]] | None:
+    if (hit := locate(ls, p.text_document.uri)) is None:
+        return None
+    folder, rel = hit
+    read = reader(ls, folder)
+    text = read(rel)
+    if text is None:
+        return None
+    lines = text.split("\n")
+    pos = ls.workspace.position_codec.position_from_client_units(lines, p.position)
+    mention, found = entities.entities_at(folder.project, rel, text, pos.line, pos.character)
+    return folder, read, mention, found
+
+
+# -- handlers --------------------------------------------------------------------------------------------
+def hover(ls: SaiplingServer, p: types.HoverParams) -> types.Hover | None:
+    with ls.engine_call():
+        if (hit := at_cursor(ls, p)) is None or hit[2] is None:
+            return None
+        folder, read, m, found = hit
+        cards = [entities.card(e, read) for e in found]
+    codec = ls.workspace.position_codec
+    return types.Hover(
+        contents=types.MarkupContent(
+            types.MarkupKind.Markdown, convert.hover_markdown(folder.project.root, cards)
+        ),
+        range=convert.client_range(codec, m.line_text, m.line, m.start, m.end),
+    )
+
+
+def definition(ls: SaiplingServer, p: types.DefinitionParams) -> list[types.Location] | None:
+    with ls.engine_call():
+        if (hit := at_cursor(ls, p)) is None or not hit[3]:
+            return None
+        folder, read, _, found = hit
+        return [convert.declaration_location(folder.project.root, entities.card(e, read)) for e in found]
+
+
+def references(ls: SaiplingServer, p: types.ReferenceParams) -> list[types.Location] | None:
+    with ls.engine_call():
+        if (hit := at_cursor(ls, p)) is None or not hit[3]:
+            return None
+        folder, read, _, found = hit
+        limit = folder.project.settings.references_max_chapter or None
+        files = entities.references(folder.project, found, read, max_chapter=limit)
+        root, codec = folder.project.root, ls.workspace.position_codec
+        out = (
+            [convert.declaration_location(root, entities.card(e, read)) for e in found]
+            if (p.context.include_declaration)
+            else []
+        )
+        return out + convert.mention_locations(root, files, codec)
+
+
+def document_symbol(ls: SaiplingServer, p: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
+    with ls.engine_call():
+        if (hit := locate(ls, p.text_document.uri)) is None:
+            return []
+        folder, rel = hit
+        text = reader(ls, folder)(rel)
+        if text is None:
+            return []
+        items = entities.outline(text, entities.entity_index(folder.project).for_path(rel))
+    return convert.outline_symbols(items, text.split("\n"), ls.workspace.position_codec)
