@@ -12,7 +12,14 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "server" / "saipling"
 # The edges: the language server, the CLI and the MCP server. Everything else is the engine.
-EDGES = ("saipling.lsp", "saipling.cli", "saipling.cli_progress", "saipling.__main__", "saipling.mcp", "saipling.mcp_server")
+EDGES = (
+    "saipling.lsp",
+    "saipling.cli",
+    "saipling.cli_progress",
+    "saipling.__main__",
+    "saipling.mcp",
+    "saipling.mcp_server",
+)
 EDGE_LIBRARIES = {"pygls", "lsprotocol", "click", "rich", "mcp", "pytest_lsp"}
 
 
