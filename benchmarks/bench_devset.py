@@ -17,6 +17,13 @@ the first 10 chunks; "file in top 50 results" = share whose evidence file is amo
     python benchmarks/bench_devset.py --copy-of DIR         # start from a copy of an indexed corpus copy DIR
     python benchmarks/bench_devset.py --quick               # keyword-only (provider none): about a minute
     python benchmarks/bench_devset.py --provider none       # any provider; --json PATH writes the figures
+    python benchmarks/bench_devset.py --copy-of DIR --ceiling   # also: what the model could reach at best
+
+--ceiling (needs vectors) measures the model's ceiling on the dev set: (1) semantic file-level recall@10/20/50/100
+over every file of the corpus (each file scored by its best chunk's cosine, and by its three best chunks with
+damped weights 1, 1/2, 1/4: evidence for a scene spread over a long chapter), from the whole vector matrix, no
+candidate pool; (2) oracle fusion: hybrid recall@10 when, per query, the best of a grid of vector weights
+(FUSION_WEIGHT_GRID, 0 = keywords only, 1 = vectors only) is picked with hindsight. No fusion weight can beat (2).
 
 Targets (issue 15): recall@10 >= 0.90 overall and >= 0.70 on paraphrase queries (hybrid, local model).
 """
@@ -40,6 +47,8 @@ DEVSET = Path(__file__).resolve().parent / "devsets" / "fiction.jsonl"
 KINDS = ("exact", "paraphrase", "mixed")
 MODES = ("hybrid", "lexical", "semantic")
 K = 10
+CEILING_DEPTHS = (10, 20, 50, 100)
+FUSION_WEIGHT_GRID = (0.0, 0.2, 0.4, 0.55, 0.7, 0.85, 1.0)
 
 
 @dataclass
@@ -108,6 +117,76 @@ def summarise(outcomes: Iterable[Outcome]) -> tuple[int, float, float, float, fl
     return n, recall, mrr, sum(o.line_hit for o in xs) / n, sum(o.in_pool for o in xs) / n
 
 
+def file_ranks(project: Any, rows: list[Query]) -> dict[str, dict[str, int]]:
+    """Per aggregation ("best chunk", "3 best, damped"): query id -> 1-based rank of its evidence file among all
+    files by cosine of the query with the whole vector matrix (no candidate pool, no keywords)."""
+    import numpy as np
+
+    ids, mat = project.store.vector_matrix()
+    by_id = project.store.chunk_paths([int(i) for i in ids])
+    paths = np.array([by_id.get(int(i), "") for i in ids])
+    names, inverse = np.unique(paths, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(names) + 1))
+    damp = np.array([1.0, 0.5, 0.25])
+    out: dict[str, dict[str, int]] = {"best chunk": {}, "3 best, damped": {}}
+    for q in rows:
+        sims = (mat @ project.provider.embed_query(q.query))[order]
+        best = np.empty(len(names))
+        damped = np.empty(len(names))
+        for f in range(len(names)):
+            top = np.sort(sims[bounds[f] : bounds[f + 1]])[::-1][:3]
+            top = np.concatenate([top, np.repeat(top[-1], 3 - len(top))])  # a short file: its best repeated
+            best[f], damped[f] = top[0], float(damp @ top) / damp.sum()
+        gold = int(np.searchsorted(names, q.file))
+        for name, scores in (("best chunk", best), ("3 best, damped", damped)):
+            out[name][q.id] = int((scores > scores[gold]).sum()) + 1
+    return out
+
+
+def oracle_fusion(project: Any, rows: list[Query]) -> dict[str, dict[float, bool]]:
+    """query id -> {vector weight: evidence file in the top 10 hybrid files}, for every FUSION_WEIGHT_GRID weight."""
+    from saipling import search
+
+    saved = search.FUSION_VECTOR_WEIGHT
+    hits: dict[str, dict[float, bool]] = {q.id: {} for q in rows}
+    try:
+        for w in FUSION_WEIGHT_GRID:
+            search.FUSION_VECTOR_WEIGHT = w
+            for q in rows:
+                hits[q.id][w] = evaluate(project, q, "hybrid").rank is not None
+    finally:
+        search.FUSION_VECTOR_WEIGHT = saved
+    return hits
+
+
+def print_ceiling(rows: list[Query], ranks: dict[str, dict[str, int]], oracle: dict[str, dict[float, bool]],
+                  figures: dict[str, Any]) -> None:  # fmt: skip
+    kinds = (*KINDS, "overall")
+    sel = {k: [q for q in rows if k == "overall" or q.kind == k] for k in kinds}
+    table_rows = []
+    figures["ceiling"] = {"semantic": {}, "oracleFusion": {}, "weights": list(FUSION_WEIGHT_GRID)}
+    for name, rk in ranks.items():
+        for k in kinds:
+            rec = {d: sum(rk[q.id] <= d for q in sel[k]) / len(sel[k]) for d in CEILING_DEPTHS}
+            figures["ceiling"]["semantic"].setdefault(name, {})[k] = {
+                f"recall@{d}": v for d, v in rec.items()
+            }
+            table_rows.append((name, k, len(sel[k]), *(f"{rec[d]:.3f}" for d in CEILING_DEPTHS)))
+    print("\nsemantic ceiling: evidence file among the first N files of the whole corpus by cosine")
+    print(bu.table(["file score", "kind", "queries", *(f"recall@{d}" for d in CEILING_DEPTHS)], table_rows))
+    table_rows = []
+    for k in kinds:
+        per_w = [sum(oracle[q.id][w] for q in sel[k]) / len(sel[k]) for w in FUSION_WEIGHT_GRID]
+        best = sum(any(oracle[q.id].values()) for q in sel[k]) / len(sel[k])
+        figures["ceiling"]["oracleFusion"][k] = {"perWeight": per_w, "oracle": best}
+        table_rows.append((k, len(sel[k]), *(f"{x:.3f}" for x in per_w), f"{best:.3f}"))
+    print(
+        "\nhybrid recall@10 per vector weight, and the oracle (best weight per query, picked with hindsight)"
+    )
+    print(bu.table(["kind", "queries", *(f"w={w}" for w in FUSION_WEIGHT_GRID), "oracle"], table_rows))
+
+
 def prepare_root(args: Any, provider: str) -> tuple[Path, Path | None]:
     """(project root, temp dir to delete or None). A copy of --copy-of, else the cached benchmark index."""
     if args.copy_of:
@@ -136,6 +215,7 @@ def main() -> None:
     p.add_argument(
         "--show-misses", action="store_true", help="list the queries whose file is not in the top 10"
     )
+    p.add_argument("--ceiling", action="store_true", help="also measure the model's ceiling (see above)")
     args = p.parse_args()
     provider = "none" if args.quick and not args.provider else bu.provider_choice(args.provider)
     bu.banner(f"Fiction dev set ({DEVSET.relative_to(bu.REPO)}), provider {provider}", args.quick)
@@ -166,6 +246,9 @@ def main() -> None:
             for q in rows:
                 for m in modes:
                     results[m][q.id] = evaluate(project, q, m)
+            ceiling = None
+            if args.ceiling and "semantic" in modes:
+                ceiling = (file_ranks(project, rows), oracle_fusion(project, rows))
         finally:
             project.close()
     finally:
@@ -191,6 +274,8 @@ def main() -> None:
     ok = overall >= 0.90 and para >= 0.70 if main_mode == "hybrid" else None
     print(f"\n{main_mode}: recall@10 {overall:.3f} overall (target >= 0.90), {para:.3f} on paraphrase (target >= 0.70): "
           f"{bu.verdict(ok)}")  # fmt: skip
+    if ceiling is not None:
+        print_ceiling(rows, *ceiling, figures)
     if args.show_misses:
         print(f"\nmisses ({main_mode}):")
         for q in rows:

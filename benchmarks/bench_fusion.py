@@ -8,6 +8,9 @@ variants see the same candidates. This is how search.py's fusion was chosen, on 
   rrf             weighted reciprocal rank fusion as before (0.4 keyword / 0.6 vector, "mixed" queries)
   z chunk         z-normalised scores, keyword side = chunk BM25
   z file          ... keyword side = whole-file BM25 for files of <= 3 chunks, half file / half chunk beyond
+  z file+fvec     ... and each chunk's vector score = its cosine, plus its file's two next-best chunks' cosines
+                  damped 1/2, 1/4 (a file of fewer chunks repeats its best), divided by 1.75: evidence spread over
+                  a long file (measured for issue 15's fiction paraphrases; lost on SciFact, not used)
   wv=W            weight of the vector z-score
 
     python benchmarks/bench_fusion.py --split train
@@ -59,12 +62,14 @@ def rank(sig: dict, ctx: dict, variant: str, wv: float) -> list[str]:
             score[cid] += wv / (61 + i)
         ranked = sorted(score, key=lambda c: -score[c])
     else:
-        use_file = variant == "z file"
+        use_file = variant.startswith("z file")
         cand = {c for c, _ in sig["kw"]} | {c for c, _ in sig["vec"]}
         short = {p for p, _, n in sig["files"] if n <= 3} if use_file else set()
         for p in short:
             cand.update(chunks_of[p])
         cos = {c: float(vectors[c] @ sig["qv"]) for c in cand if c in vectors}
+        if variant == "z file+fvec":
+            cos = {c: file_spread(c, x, sig["qv"], ctx) for c, x in cos.items()}
         kw, fb = dict(sig["kw"]), {p: b for p, b, _ in sig["files"]}
 
         def z(vals: list[float]) -> tuple[float, float]:
@@ -81,6 +86,20 @@ def rank(sig: dict, ctx: dict, variant: str, wv: float) -> list[str]:
             fused[c] = wv * ((cos.get(c, vm) - vm) / vs) + (1 - wv) * lex
         ranked = sorted(fused, key=lambda c: -fused[c])
     return list(dict.fromkeys(Path(path_of[c]).stem for c in ranked))
+
+
+def file_spread(cid: int, cosine: float, qv: np.ndarray, ctx: dict) -> float:
+    """A chunk's cosine plus its file's two next-best chunks' cosines, damped 1/2 and 1/4 (normalised)."""
+    others = sorted(
+        (
+            float(ctx["vectors"][c] @ qv)
+            for c in ctx["chunks"][ctx["path"][cid]]
+            if c != cid and c in ctx["vectors"]
+        ),
+        reverse=True,
+    )[:2]
+    others += [cosine] * (2 - len(others))
+    return (cosine + 0.5 * others[0] + 0.25 * others[1]) / 1.75
 
 
 def main() -> None:
@@ -111,7 +130,7 @@ def main() -> None:
         project.close()
     table = []
     for variant, wv in (("rrf", 0.6), ("z chunk", 0.5), ("z file", 0.45), ("z file", 0.5), ("z file", 0.55),
-                        ("z file", 0.6)):  # fmt: skip
+                        ("z file", 0.6), ("z file", 0.65), ("z file+fvec", 0.55), ("z file+fvec", 0.65)):  # fmt: skip
         run = {q: rank(s, ctx, variant, wv) for q, s in signals.items()}
         m = score_run(run, ds.qrels)
         table.append((variant, wv, f"{m['ndcg@10']:.4f}", f"{m['recall@10']:.4f}", f"{m['recall@100']:.4f}"))
