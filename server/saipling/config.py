@@ -206,7 +206,7 @@ def apply_layer(
             warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {shown(coerced)}")
             continue
         if name == "fallback" and coerced not in _FALLBACKS:
-            warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {coerced!r}")
+            warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {shown(coerced)}")
             continue
         setattr(settings, name, coerced)
     return warnings

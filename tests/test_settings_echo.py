@@ -1,0 +1,26 @@
+"""A key pasted into the wrong setting is never echoed back in a settings warning (issue 12, item 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from saipling.config import load_settings
+
+KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 3
+
+
+@pytest.mark.parametrize(
+    "name", ["SAIPLING_PROVIDER", "SAIPLING_FALLBACK", "SAIPLING_MODEL_PATH", "SAIPLING_MODE"]
+)
+def test_a_key_in_the_wrong_setting_is_named_not_echoed(tmp_path: Path, name: str) -> None:
+    _, warnings = load_settings(tmp_path, env={name: KEY})
+    assert all(KEY not in w and KEY[:16] not in w for w in warnings)
+
+
+@pytest.mark.parametrize("setting", ["provider", "fallback"])
+def test_a_bad_choice_is_reported_naming_the_setting(tmp_path: Path, setting: str) -> None:
+    _, warnings = load_settings(tmp_path, init_options={setting: KEY})
+    assert any(setting in w and "looks like an API key" in w for w in warnings), warnings
+    assert all(KEY not in w for w in warnings)
