@@ -408,10 +408,6 @@ class VectorStore:
             matrix = self._vectors()
             return {p for i, p in rows if i not in matrix}
 
-    def has_vector(self, chunk_id: int) -> bool:
-        with self._lock:
-            return int(chunk_id) in self._vectors()
-
     def chunk_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         with self._lock:
             return self._vectors().vectors(chunk_ids)

@@ -375,10 +375,6 @@ class LocalProvider(EmbeddingProvider):
         return self._loaded().tokenizer
 
     @property
-    def input_names(self) -> tuple[str, ...]:
-        return self._loaded().feeds
-
-    @property
     def one_text_per_run(self) -> bool:
         """True when each text runs alone (int8 matmuls), so a vector never depends on its batch."""
         return self._loaded().one_per_run
