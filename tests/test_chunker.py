@@ -505,6 +505,21 @@ def test_limits_never_exceed_model_window(window: int) -> None:
     assert all(c.token_count <= window for c in chunk_document(text, None, lim))
 
 
+@pytest.mark.parametrize(
+    ("window", "passage", "expected"), [(256, 128, 128), (256, 0, 217), (512, 1000, 435)]
+)
+def test_limits_follow_the_passage_length_a_model_was_trained_on(
+    window: int, passage: int, expected: int
+) -> None:
+    lim = limits_for(1000, 500, 50, window, passage)
+    assert (
+        lim.max_tokens == expected
+    )  # the shorter of the window (with headroom) and the trained passage length
+    assert lim.target_tokens <= lim.max_tokens and lim.overlap_tokens < lim.target_tokens
+    text = "# H\n\n" + "\n\n".join(words(120, seed=i) + "." for i in range(30))
+    assert max(c.token_count for c in chunk_document(text, None, lim)) <= expected
+
+
 def test_preview_is_flat_and_short() -> None:
     text = "# H\n\n" + "line one\nline two " + words(200) + "\n"
     c = chunk_document(text, None)[0]

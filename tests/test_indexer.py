@@ -617,6 +617,8 @@ def test_local_model_chunks_fit_its_word_piece_window(tmp_path: Path) -> None:
         s = project.index()
         assert s.files == 2 and s.degraded is None and project.store.stats()["embeddedChunks"] == s.chunks
         window = project.provider.max_input_tokens
+        # all-MiniLM-L6-v2 was trained on 128-word-piece passages: chunks are cut to that, not to its window
+        assert project.provider.passage_tokens == 128 and project.indexer.limits().max_tokens == 128
         for rel in DENSE_TEXT:
             texts = embed_texts(project, rel)
             assert len(texts) > 2

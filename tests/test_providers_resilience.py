@@ -231,6 +231,8 @@ def test_outage_mid_index_ends_the_pass_and_the_next_pass_fills_the_vectors(
         ("snowflake-arctic-embed2", "snowflake-arctic-v2", "query: ", "", 8192),
         ("thenlper/gte-small", "gte", "", "", 512),
         ("Alibaba-NLP/gte-base-en-v1.5", "gte-v1.5", "", "", 8192),
+        ("all-minilm", "all-minilm", "", "", 256),
+        ("sentence-transformers/all-MiniLM-L6-v2", "all-minilm", "", "", 256),
     ],
 )  # fmt: skip
 def test_known_families_by_model_name(
@@ -250,15 +252,36 @@ def test_known_families_by_model_name(
 
 
 @pytest.mark.parametrize(
-    "model", ["e5-mistral-7b-instruct", "multilingual-e5-large-instruct", "all-minilm", "my-model"]
+    "model", ["e5-mistral-7b-instruct", "multilingual-e5-large-instruct", "minilm-l12-h384", "my-model"]
 )
 def test_unknown_models_on_a_custom_server_get_no_prefix_and_a_512_window(model: str) -> None:
     p = OpenAIProvider(Settings(provider="openai", base_url="http://127.0.0.1:9/v1", model=model))
     try:
         assert (p.family, p.query_prefix, p.document_prefix, p.max_input_tokens) == (None, "", "", 512)
+        assert p.passage_tokens == 0  # chunks up to the window
         assert p.vector_key == model
     finally:
         p.close()
+
+
+def test_a_model_trained_on_short_passages_gets_chunks_of_that_length() -> None:
+    """all-MiniLM reads 256 word pieces but was trained on 128: served by Ollama (`all-minilm`) or any other
+    OpenAI-compatible server, its chunks are cut to 128 tokens, as with the local provider."""
+    from saipling.chunker import limits_for
+
+    p = OpenAIProvider(
+        Settings(provider="openai", base_url="http://127.0.0.1:9/v1", model="all-minilm:l6-v2")
+    )
+    e5 = OpenAIProvider(Settings(provider="openai", base_url="http://127.0.0.1:9/v1", model="e5-small-v2"))
+    try:
+        assert (p.family, p.max_input_tokens, p.passage_tokens) == ("all-minilm", 256, 128)
+        assert p.applied()["passageTokens"] == 128
+        assert limits_for(1000, 500, 50, p.max_input_tokens, p.passage_tokens).max_tokens == 128
+        assert e5.passage_tokens == 0
+        assert limits_for(1000, 500, 50, e5.max_input_tokens, e5.passage_tokens).max_tokens == int(512 * 0.85)
+    finally:
+        p.close()
+        e5.close()
 
 
 def test_official_openai_keeps_its_window_and_sends_no_extra_field() -> None:
@@ -286,7 +309,8 @@ def test_prefixes_are_sent_and_settings_override_the_family(api_server: FakeEmbe
         ]  # fmt: skip
         assert "input_type" not in api_server.requests[0].body  # off unless set
         assert q.applied() == {"family": "nomic-embed-text", "queryPrefix": "", "documentPrefix": "doc: ",
-                               "inputTypeField": None, "maxInputTokens": 8192, "batchSize": 128}  # fmt: skip
+                               "inputTypeField": None, "maxInputTokens": 8192, "passageTokens": None,
+                               "batchSize": 128}  # fmt: skip
     finally:
         p.close()
         q.close()

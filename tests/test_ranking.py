@@ -23,6 +23,7 @@ from saipling.errors import InvalidRequest
 from saipling.search import CONFIDENT, fallback_calibration
 from saipling.skills import MIN_RELEVANCE_DEFAULT, parse_block
 from saipling.store import ChunkRow, FileRecord, Store
+from saipling.store_schema import ChunkFilter
 
 OFF_TOPIC = "how do I configure nginx as a reverse proxy for websockets"
 
@@ -31,9 +32,9 @@ def _h(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _record(path: str) -> FileRecord:
+def _record(path: str, size: int = 1) -> FileRecord:
     return FileRecord(
-        path=path, content_hash=_h(path), mtime_ns=1, size=1, file_type="document", encoding="utf-8"
+        path=path, content_hash=_h(path), mtime_ns=1, size=size, file_type="document", encoding="utf-8"
     )
 
 
@@ -55,11 +56,15 @@ def _local() -> None:
 def test_file_index_follows_every_write(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "index.db")
     try:
-        store.replace_file(_record("a.md"), [_row(0, "the amber lantern"), _row(1, "a quiet violet shore")])
-        store.replace_file(_record("b.md"), [_row(0, "violet only")])
+        store.replace_file(
+            _record("a.md", 120), [_row(0, "the amber lantern"), _row(1, "a quiet violet shore")]
+        )
+        store.replace_file(_record("b.md", 12), [_row(0, "violet only")])
         hits = store.file_fts_search('"amber" OR "violet"', 10)
         assert [p for p, _, _ in hits] == ["a.md", "b.md"]  # both words, in two chunks of one file
-        assert {p: n for p, _, n in hits} == {"a.md": 2, "b.md": 1}
+        assert {p: size for p, _, size in hits} == {"a.md": 120, "b.md": 12}  # the file's size: short or long
+        filtered = store.file_fts_search('"amber" OR "violet"', 10, ChunkFilter(only_paths=["a.md"]))
+        assert [(p, size) for p, _, size in filtered] == [("a.md", 120)]
         store.replace_file(_record("a.md"), [_row(0, "now about copper")])  # rewritten: old words gone
         assert [p for p, _, _ in store.file_fts_search('"amber"', 10)] == []
         assert [p for p, _, _ in store.file_fts_search('"copper"', 10)] == ["a.md"]
@@ -252,3 +257,47 @@ def test_cli_puts_weak_results_under_a_low_confidence_divider(tmp_path: Path) ->
     data = json.loads(runner.invoke(main, ["search", "imp ledger copper websocket nginx", "--root", str(root),
                                            "--json"]).stdout)  # fmt: skip
     assert data["noConfidentMatch"] is True and all(r["score"] < CONFIDENT for r in data["results"])
+
+
+# -- short notes are scored as a whole ---------------------------------------------------------------------------
+def _sections(words: list[str]) -> str:
+    return "".join(
+        f"## Part {i}\n\nA plain line about the {w} and nothing else of note.\n\n"
+        for i, w in enumerate(words)
+    )
+
+
+SHORT_NOTES = {
+    # six small sections (six chunks, well under SHORT_FILE_BYTES): together they hold every query word
+    "notes/inventory.md": "# Inventory\n\n"
+    + _sections(["amber", "violet", "copper", "reed", "slate", "moss"]),
+    # one section holding two of the three words
+    "notes/lamp.md": "# Lamp\n\nThe amber lamp stands by the violet door of the house.\n",
+    # notes of a usual length without the words, so that the words are rare
+    **{
+        f"notes/other-{i}.md": f"# Other {i}\n\n"
+        + f"A long note about the {w} by the door, and what was kept there. " * 8
+        for i, w in enumerate(
+            ["harbour", "garden", "stable", "kitchen", "tower", "cellar", "bridge", "orchard"]
+        )
+    },
+}
+
+
+def test_a_short_note_is_scored_as_a_whole_however_many_chunks_it_has(tmp_path: Path) -> None:
+    from saipling import search
+
+    assert len(SHORT_NOTES["notes/inventory.md"].encode()) < search.SHORT_FILE_BYTES
+    with open_project(make_project(tmp_path, SHORT_NOTES)) as p:
+        p.index()
+        assert len(p.store.chunks_for_path("notes/inventory.md")) > 3  # short by its size, not by chunks
+        response = p.search(
+            {"query": "amber violet copper", "mode": "lexical", "maxResults": 5, "explain": True}
+        )
+        results = response["results"]
+        assert [r["filePath"] for r in results[:3]] == ["notes/inventory.md"] * 3
+        # its passages share the whole note's keyword score (their own only breaks ties): a note cut into
+        # sections is not ranked as loose pieces holding one word each
+        fused = [r["explain"]["fused"] for r in results[:3]]
+        assert max(fused) - min(fused) < 0.05
+        assert results[3]["filePath"] == "notes/lamp.md"

@@ -45,9 +45,14 @@ class ChunkLimits:
     overlap_tokens: int = 50
 
 
-def limits_for(max_tokens: int, target_tokens: int, overlap_tokens: int, model_max_input: int) -> ChunkLimits:
-    """Chunk limits that never exceed the model's input window (with headroom for the heading path)."""
+def limits_for(
+    max_tokens: int, target_tokens: int, overlap_tokens: int, model_max_input: int, passage_tokens: int = 0
+) -> ChunkLimits:
+    """Chunk limits that never exceed the model's input window (with headroom for the heading path), nor the
+    passage length the model was trained on when it names one (`passage_tokens`)."""
     cap = max(32, int(model_max_input * 0.85)) if model_max_input else max_tokens
+    if passage_tokens > 0:
+        cap = min(cap, max(32, passage_tokens))
     mx = max(16, min(max_tokens, cap))
     tgt = max(8, min(target_tokens, int(mx * 0.8)))
     ovl = max(0, min(overlap_tokens, tgt // 4))

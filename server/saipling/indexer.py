@@ -76,8 +76,9 @@ class Indexer(EmbeddingPhase):
 
     def limits(self) -> ChunkLimits:
         c = self.settings.chunking
-        window = self.provider.max_input_tokens if isinstance(self.provider, EmbeddingProvider) else 0
-        return limits_for(c.max_tokens, c.target_tokens, c.overlap_tokens, window)
+        p = self.provider if isinstance(self.provider, EmbeddingProvider) else None
+        window, passage = (p.max_input_tokens, p.passage_tokens) if p else (0, 0)
+        return limits_for(c.max_tokens, c.target_tokens, c.overlap_tokens, window, passage)
 
     def chunking_signature(self) -> str:
         """What the chunks depend on besides the text: the effective limits and whose tokens they count.

@@ -461,12 +461,12 @@ class Store(VectorStore):
     def file_fts_search(
         self, match: str, limit: int, flt: ChunkFilter | None = None
     ) -> list[tuple[str, float, int]]:
-        """(path, whole-file bm25, chunk count) best first; a file counts when one of its chunks passes `flt`."""
+        """(path, whole-file bm25, size in bytes) best first; a file counts when one of its chunks passes `flt`."""
         where, params = (flt or ChunkFilter()).where()
         with self._lock:
             if where:
                 sql = (
-                    "SELECT f.path, bm25(files_fts) AS rank, f.chunk_count FROM files_fts JOIN files f"
+                    "SELECT f.path, bm25(files_fts) AS rank, f.size FROM files_fts JOIN files f"
                     " ON f.rowid = files_fts.rowid WHERE files_fts MATCH ?"
                     f" AND f.path IN (SELECT c.path FROM chunks c WHERE {where}) ORDER BY rank LIMIT ?"
                 )
@@ -479,7 +479,7 @@ class Store(VectorStore):
                 files = {
                     r: (p, n)
                     for r, p, n in self.conn.execute(
-                        "SELECT rowid, path, chunk_count FROM files WHERE rowid IN (SELECT value FROM json_each(?))",
+                        "SELECT rowid, path, size FROM files WHERE rowid IN (SELECT value FROM json_each(?))",
                         (json.dumps([r for r, _ in ranked]),),
                     )
                 }

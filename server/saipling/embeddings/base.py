@@ -50,6 +50,9 @@ class EmbeddingProvider(abc.ABC):
     model: str = ""
     dimensions: int = 0
     max_input_tokens: int = 512
+    passage_tokens: int = (
+        0  # chunks are cut to this many tokens when the model prefers shorter passages (0: window)
+    )
     cost_per_million_tokens: float = 0.0
     batch_size: int = 128
     max_batch_tokens: int = 120_000
@@ -101,6 +104,7 @@ class EmbeddingProvider(abc.ABC):
             "documentPrefix": self.document_prefix,
             "inputTypeField": self.input_type_field or None,
             "maxInputTokens": self.max_input_tokens,
+            "passageTokens": self.passage_tokens or None,
             "batchSize": self.batch_size,
         }
 

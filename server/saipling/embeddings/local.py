@@ -23,6 +23,7 @@ from ..config import Settings
 from ..errors import ProviderError
 from ..lazy import np  # numpy loads on first use (cold CLI path)
 from .base import EmbeddingProvider, EmbeddingResult, normalise
+from .families import family_for
 from .int8 import int8_matmul_model
 from .tokencount import WordPieceCounter, is_additive
 
@@ -235,6 +236,8 @@ class LocalProvider(EmbeddingProvider):
             return
         self.files = files
         self.model = files.model
+        family = family_for(files.model)
+        self.passage_tokens = family.passage_tokens if family else 0
         self.max_input_tokens = files.max_input_tokens
         if (
             0 < settings.max_input_tokens < files.max_input_tokens

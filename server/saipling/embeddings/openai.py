@@ -69,6 +69,7 @@ class OpenAIProvider(HTTPEmbeddingProvider):
         self.max_input_tokens = settings.max_input_tokens if settings.max_input_tokens > 0 else window
         self.input_type_field = settings.input_type_field.strip()
         self.family = family.name if family else None
+        self.passage_tokens = family.passage_tokens if family else 0
         # a server told the input type adds the model's instruction itself: the family's prefixes would double it
         q, d = (
             (family.query_prefix, family.document_prefix)
