@@ -242,9 +242,12 @@ def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: To
         if c.kind != "frontmatter":
             # ranges start and end on text
             assert disk[c.start_line - 1].strip() and disk[c.end_line - 1].strip(), (c.start_line, c.end_line)
-            # a tiny chunk survives only beside other chunks, and when the one before had no room for it
-            if len(c.text.strip()) < MIN_CHUNK_CHARS:
-                assert len([x for x in chunks if x.kind != "frontmatter"]) > 1, c
+            # a tiny chunk survives as the whole (tiny) body, or beside other chunks when the one before had no
+            # room for it
+            if (
+                len(c.text.strip()) < MIN_CHUNK_CHARS
+                and len([x for x in chunks if x.kind != "frontmatter"]) > 1
+            ):
                 prev = chunks[i - 1] if i > 0 and chunks[i - 1].kind != "frontmatter" else None
                 assert prev is None or not _could_absorb(prev, c, disk, limits, count), (c, prev)
             # the text comes from the lines it claims
@@ -477,7 +480,9 @@ def test_crlf_line_numbers_match_disk() -> None:
 def test_tiny_and_empty_inputs() -> None:
     assert chunk_document("", None) == []
     assert chunk_document("\n\n   \n", None) == []
-    assert chunk_document("# Hi\n", None) == []  # < 20 chars: dropped
+    # a short note is one chunk, never dropped: it must be found by its words (< 20 characters was dropped)
+    assert [(c.text, c.start_line, c.end_line) for c in chunk_document("# Hi\n", None)] == [("# Hi", 1, 1)]
+    assert [c.text for c in chunk_document("# B\n\nAn amber door.\n", None)] == ["# B\n\nAn amber door."]
     tiny_then_real = "# A\n\nok\n\n# B\n\nThis section has a real body of text.\n"
     chunks = chunk_document(tiny_then_real, None)
     # the tiny section is merged into a neighbour, never lost

@@ -478,7 +478,8 @@ def _merge_tiny(
 
     A tiny piece joins the previous chunk, else the next one, as long as the result stays within the chunk
     limit; tiny pieces that fit nowhere gather together, and one that still fits nowhere is kept as it is
-    (coverage wins over the size rule). Tiny pieces are dropped only when the whole body is tiny.
+    (coverage wins over the size rule). A body that is tiny as a whole (`# Todo` over `Call Bob.`) is one chunk:
+    a short note must be found by its words like any other.
     """
 
     def fits(p: _Piece) -> bool:
@@ -517,8 +518,6 @@ def _merge_tiny(
         pending = p
     if pending is not None:
         place(pending)
-    if sum(len(p.text.strip()) for p in out if p.kind != "frontmatter") < MIN_CHUNK_CHARS:
-        out = [p for p in out if p.kind == "frontmatter"]  # the whole body is tiny: nothing worth a chunk
     return [p for p in out if p.text.strip()]
 
 

@@ -271,10 +271,37 @@ class VectorStore:
         return out
 
     def filtered_ids(self, flt: ChunkFilter) -> np.ndarray:
+        """The ids of the chunks passing `flt`, kept until the index changes: most searches repeat one filter
+        (the role's visibility, the context exclusions), and reading every chunk row for it cost ~38 ms a search
+        on the 56k chunks of the fiction corpus."""
+        return self._filtered("SELECT c.id FROM chunks c WHERE {}", flt, lambda rows: np.fromiter(
+            (r[0] for r in rows), dtype=np.int64))  # fmt: skip
+
+    def filtered_id_set(self, flt: ChunkFilter) -> frozenset[int]:
+        """filtered_ids as a set (membership tests), kept the same way."""
+        return self._filtered("SELECT c.id FROM chunks c WHERE {}", flt, lambda rows: frozenset(
+            int(r[0]) for r in rows), "set")  # fmt: skip
+
+    def filtered_paths(self, flt: ChunkFilter) -> frozenset[str]:
+        """The paths of the files with a chunk passing `flt`, kept until the index changes (as filtered_ids)."""
+        return self._filtered("SELECT DISTINCT c.path FROM chunks c WHERE {}", flt, lambda rows: frozenset(
+            str(r[0]) for r in rows))  # fmt: skip
+
+    def _filtered(self, sql: str, flt: ChunkFilter, build: Any, shape: str = "") -> Any:
         where, params = flt.where()
+        key = (sql + shape, where, json.dumps(params, default=str))
         with self._lock:
-            ids = [r[0] for r in self.conn.execute(f"SELECT c.id FROM chunks c WHERE {where}", params)]
-        return np.asarray(ids, dtype=np.int64)
+            version = self._any_version()
+            cache: dict[tuple[str, str, str], tuple[tuple[int, int], Any]]
+            cache = self.__dict__.setdefault("_filtered_cache", {})
+            hit = cache.get(key)
+            if hit is not None and hit[0] == version:
+                return hit[1]
+            value = build(self.conn.execute(sql.format(where), params))
+            if len(cache) >= 16:
+                cache.clear()
+            cache[key] = (version, value)
+        return value
 
     def _data_version(self) -> tuple[int, int]:
         """What the cached matrix depends on: the index's vector generation (bumped by every vector write, in

@@ -167,25 +167,23 @@ class VectorMatrix:
         """(chunk id, cosine similarity) best first; `allowed` restricts the candidates to those chunk ids."""
         q = np.asarray(query, dtype=np.float32)
         ids = self._ids[: self._n]
+        set_blas_threads_for(self._n * self.dims)
+        sims = self._mat[: self._n] @ q  # a new array: masked in place below
         if allowed is not None:
-            pos = np.nonzero(np.isin(ids, allowed, assume_unique=True))[
-                0
-            ]  # holes are negative: never allowed
-            sub = self._mat[pos]
-            set_blas_threads_for(sub.size)
-            sims = sub @ q
-            cand = ids[pos]
+            # one product over every row, then the rows outside the filter masked out: copying the allowed rows
+            # out first cost more than the product itself (56k x 384 floats, ~86 MB per search)
+            keep = np.isin(ids, allowed, assume_unique=True)  # holes are negative: never allowed
+            live = int(np.count_nonzero(keep))
+            sims[~keep] = -np.inf
         else:
-            set_blas_threads_for(self._n * self.dims)
-            sims = self._mat[: self._n] @ q
-            cand = ids
+            live = len(self)
             if self._holes:
                 if self._holes_arr is None:
                     self._holes_arr = np.asarray(self._holes, dtype=np.int64)
                 sims[self._holes_arr] = -np.inf
-        k = min(k, len(sims) if allowed is not None else len(self))
+        k = min(k, live)
         if k <= 0:
             return []
         top = np.argpartition(sims, len(sims) - k)[len(sims) - k :]  # no negated copy of sims
         top = top[np.argsort(-sims[top])]
-        return [(int(cand[i]), float(sims[i])) for i in top]
+        return [(int(ids[i]), float(sims[i])) for i in top]

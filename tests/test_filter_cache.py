@@ -1,0 +1,93 @@
+"""Filtered searches read the filter's chunk ids and file paths once per index state (store_vectors._filtered):
+the cache must follow every change of the index, ours or another process's."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from fixtures import make_project, open_project
+from saipling.store import ChunkRow, FileRecord, Store
+from saipling.store_schema import ChunkFilter
+
+PUBLIC = ChunkFilter(visibility=["public"])
+
+
+def _h(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _put(store: Store, path: str, text: str, visibility: str = "public") -> None:
+    rec = FileRecord(path=path, content_hash=_h(path + text), mtime_ns=1, size=len(text), file_type="document",
+                     encoding="utf-8")  # fmt: skip
+    row = ChunkRow(chunk_index=0, kind="section", section_heading=None, heading_path="", start_line=1, end_line=1,
+                   content_hash=_h(text), preview=text[:50], token_count=5, text=text, file_type="document",
+                   entity_type="document", entity_name=None, book_id=None, chapter_id=None, chapter_num=None,
+                   visibility=visibility, corpus="content")  # fmt: skip
+    store.replace_file(rec, [row])
+
+
+def test_our_own_writes_refresh_the_filtered_ids_and_paths(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "index.db")
+    try:
+        _put(store, "a.md", "the amber lantern")
+        _put(store, "b.md", "the amber door", visibility="private")
+        assert store.filtered_paths(PUBLIC) == {"a.md"}
+        assert [p for p, _, _ in store.file_fts_search('"amber"', 10, PUBLIC)] == ["a.md"]
+        assert len(store.fts_search('"amber"', 10, PUBLIC)) == 1
+        _put(store, "b.md", "the amber door", visibility="public")  # made public
+        assert store.filtered_paths(PUBLIC) == {"a.md", "b.md"}
+        assert len(store.filtered_ids(PUBLIC)) == 2
+        assert {p for p, _, _ in store.file_fts_search('"amber"', 10, PUBLIC)} == {"a.md", "b.md"}
+        assert len(store.fts_search('"amber"', 10, PUBLIC)) == 2
+        store.delete_file("a.md")
+        assert store.filtered_paths(PUBLIC) == {"b.md"}
+        assert [p for p, _, _ in store.file_fts_search('"amber"', 10, PUBLIC)] == ["b.md"]
+    finally:
+        store.close()
+
+
+def test_another_process_writes_refresh_the_filtered_ids_and_paths(tmp_path: Path) -> None:
+    path = tmp_path / "index.db"
+    reader, writer = Store.open(path), Store.open(path)
+    try:
+        _put(writer, "a.md", "the amber lantern")
+        assert reader.filtered_paths(PUBLIC) == {"a.md"}
+        _put(writer, "c.md", "an amber key")
+        assert reader.filtered_paths(PUBLIC) == {"a.md", "c.md"}
+        assert len(reader.fts_search('"amber"', 10, PUBLIC)) == 2
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_restrictive_filter_still_finds_matches_ranked_below_many_others(tmp_path: Path) -> None:
+    """The keyword side ranks without the filter and then filters: when the first 4 x limit matches are all
+    filtered out, every match is ranked."""
+    store = Store.open(tmp_path / "index.db")
+    try:
+        for i in range(60):
+            _put(store, f"other-{i:02d}.md", "amber " * 5 + f"note {i}")
+        _put(store, "mine.md", "a long text that mentions amber once among many other words " * 3)
+        only = ChunkFilter(only_paths=["mine.md"])
+        assert [p for p, _, _ in store.file_fts_search('"amber"', 5, only)] == ["mine.md"]
+        hits = store.fts_search('"amber"', 5, only)
+        assert len(hits) == 1 and store.chunk_paths([hits[0][0]]) == {hits[0][0]: "mine.md"}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_a_file_made_private_leaves_a_default_search_at_once(tmp_path: Path, mode: str) -> None:
+    root = make_project(tmp_path, {"a.md": "# A\n\nThe amber lantern.\n", "b.md": "# B\n\nAn amber door.\n"})
+    with open_project(root) as p:
+        p.index()
+        assert {r["filePath"] for r in p.search({"query": "amber", "mode": mode})["results"]} == {
+            "a.md",
+            "b.md",
+        }
+        (root / "b.md").write_text("---\nvisibility: private\n---\n# B\n\nAn amber door.\n", encoding="utf-8")
+        p.index()
+        assert {r["filePath"] for r in p.search({"query": "amber", "mode": mode})["results"]} == {"a.md"}
