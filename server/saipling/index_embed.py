@@ -5,6 +5,7 @@ estimate`. `EmbeddingPhase` is mixed into `Indexer`, whose settings, store and p
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -120,29 +121,40 @@ class EmbeddingPhase:
             pos += len(part)
             seen.update(r[0] for r in part)
             t0 = time.perf_counter()
-            rows = self.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
-            texts = {h: embed_text_for(hp, text) for h, hp, text in rows.values()}
-            vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
-            summary.reused += len(vectors)
-            missing = [h for h in texts if h not in vectors]
-            if missing:
-                got = self._embed(missing, [texts[h] for h in missing], summary)
-                if not got:
-                    return  # the provider failed: summary.degraded says why
-                vectors.update(got)
-                summary.embedded_paths += list(dict.fromkeys(r[1] for r in part if r[2] in got))
-            items = [(cid, h, vectors[h]) for cid, (h, _, _) in rows.items() if h in vectors]
-            t1 = time.perf_counter()
-            self.store.set_vectors(items, self._cache_key())
-            summary.timings["store"] += time.perf_counter() - t1
+            called = self._embed_round(part, summary)
+            if called is None:
+                return  # the provider failed: summary.degraded says why
             done += len(part)
             done_tokens += sum(t for *_, t in part)
-            if missing:
+            if called:
                 rate.add(sum(t for *_, t in part), time.perf_counter() - t0)
             if progress:
                 progress(IndexProgress(files_total, files_total, part[-1][1], summary.embedded, "embedding",
                                        chunks_done=done, chunks_total=done + len(todo) - pos,
                                        eta_seconds=rate.eta(total_tokens - done_tokens)))  # fmt: skip
+
+    def _embed_round(
+        self, part: list[tuple[int, str, str | None, int]], summary: IndexSummary
+    ) -> bool | None:
+        """Vectors for these chunks (chunk id, path, content hash, tokens): the cache first, then the provider.
+        Returns whether the provider was called, None when it failed (summary.degraded says why)."""
+        rows = self.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
+        texts = {h: embed_text_for(hp, text) for h, hp, text in rows.values()}
+        vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
+        summary.reused += len(vectors)
+        missing = [h for h in texts if h not in vectors]
+        if missing:
+            got = self._embed(missing, [texts[h] for h in missing], summary)
+            if not got:
+                return None
+            vectors.update(got)
+            hashes = ((r[1], r[2] or rows.get(r[0], ("",))[0]) for r in part)
+            summary.embedded_paths += list(dict.fromkeys(p for p, h in hashes if h in got))
+        items = [(cid, h, vectors[h]) for cid, (h, _, _) in rows.items() if h in vectors]
+        t1 = time.perf_counter()
+        self.store.set_vectors(items, self._cache_key())
+        summary.timings["store"] += time.perf_counter() - t1
+        return bool(missing)
 
     def _confirmed(
         self, confirm: Callable[[dict], bool] | None, hold: Callable[[], Iterable[str]], summary: IndexSummary
@@ -236,3 +248,78 @@ class EmbeddingPhase:
             "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.embeds else 0.0,
             "fullReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
         }  # fmt: skip
+
+
+class Overlap:
+    """Embedding beside a run's text phase: the chunks each stored batch left without a vector go to a thread
+    that embeds them (cache first, then the provider) while the run reads, chunks and stores the next files.
+    The model's runs release the GIL, so reading and chunking no longer add to the run's time; the run's
+    embedding phase takes over (with its progress, ETA and order) where this one stopped.
+
+    Stops after its current round when the text phase ends (`close`), when cancelled or paused, or when the
+    provider fails (its counters, `summary`, are then merged into the run's). A failure of anything else is
+    logged and leaves the chunks to the embedding phase."""
+
+    def __init__(
+        self, phase: EmbeddingPhase, cancel: threading.Event | None, hold: Callable[[], Iterable[str]]
+    ):
+        self.phase = phase
+        self.cancel = cancel
+        self.hold = hold
+        self.size = max(1, phase.settings.batch_size)
+        self.summary = IndexSummary()
+        self._queue: queue.SimpleQueue[list[tuple[int, str, str | None, int]] | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="saipling-embed", daemon=True)
+        self._thread.start()
+
+    def feed(self, rows: list[tuple[int, str, str | None, int]]) -> None:
+        if rows:
+            self._queue.put(rows)
+
+    def close(self) -> None:
+        """Stop after the round in progress and wait for it (its vectors are stored)."""
+        self._stop.set()
+        self._queue.put(None)
+        self._thread.join()
+
+    def merge_into(self, summary: IndexSummary) -> None:
+        side = self.summary
+        summary.embedded += side.embedded
+        summary.tokens += side.tokens
+        summary.cost_usd += side.cost_usd
+        summary.reused += side.reused
+        summary.embedded_paths += side.embedded_paths
+        for key in ("embed", "store"):
+            summary.timings[key] += side.timings[key]
+        summary.warnings += side.warnings
+        if side.degraded and not summary.degraded:
+            summary.degraded, summary.unusable = side.degraded, side.unusable
+        summary.embedding_stopped = summary.embedding_stopped or side.embedding_stopped
+
+    def _stopped(self) -> bool:
+        return (
+            self._stop.is_set()
+            or (self.cancel is not None and self.cancel.is_set())
+            or self.phase.paused.is_set()
+            or bool(self.summary.degraded)
+        )
+
+    def _work(self) -> None:
+        pending: list[tuple[int, str, str | None, int]] = []
+        try:
+            while not self._stopped():
+                while len(pending) < self.size:
+                    item = self._queue.get()
+                    if item is None:
+                        return  # the text phase is over: the embedding phase does the rest
+                    pending += item
+                    if self._stopped():
+                        return
+                held = set(self.hold())
+                part = [r for r in pending[: self.size] if r[1] not in held]
+                del pending[: self.size]
+                if part and self.phase._embed_round(part, self.summary) is None:
+                    return  # the provider failed: the summary says why
+        except Exception:  # noqa: BLE001 - the embedding phase retries these chunks (and reports its own error)
+            log.warning("embedding beside the text phase stopped", exc_info=True)

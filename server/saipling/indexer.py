@@ -22,7 +22,7 @@ from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderError
-from .index_embed import EmbeddingPhase
+from .index_embed import EmbeddingPhase, Overlap
 from .index_lock import index_lock
 from .index_records import (  # noqa: F401 - records re-exported: callers import them from the indexer
     RACY_WINDOW_FINE_NS,
@@ -54,6 +54,10 @@ class _Prepared:
 
 class Indexer(EmbeddingPhase):
     """Brings the store in line with the files on disk."""
+
+    # embed the chunks of stored files while the next ones are read and chunked (index_embed.Overlap); off:
+    # the text phase, then the embedding phase, one after the other (benchmarks compare the two)
+    overlap_embedding = True
 
     def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider) -> None:
         self.root = Path(root)
@@ -338,7 +342,16 @@ class Indexer(EmbeddingPhase):
         stored = [0]  # files of `todo` stored so far (a cancelled run leaves the rest to the next one)
         text_done = False
         try:
-            self._text_phase(todo, states, full, summary, progress, cancel, stored)
+            overlap = self._overlap(embed, confirm, summary, len(todo), cancel, hold)
+            if overlap is not None and first:  # open files first: keyword-searchable and embedded first
+                rank = {p: i for i, p in enumerate(first)}
+                todo.sort(key=lambda e: rank.get(e.rel, len(rank)))
+            try:
+                self._text_phase(todo, states, full, summary, progress, cancel, stored, overlap)
+            finally:
+                if overlap is not None:
+                    overlap.close()
+                    overlap.merge_into(summary)
             text_done = True
             if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
                 if self._confirmed(confirm, hold, summary):
@@ -371,8 +384,10 @@ class Indexer(EmbeddingPhase):
         progress: ProgressCallback | None,
         cancel: threading.Event | None,
         stored: list[int],
+        overlap: Overlap | None = None,
     ) -> None:
-        """Read, chunk and store `todo` a batch at a time (the write lock is held per batch)."""
+        """Read, chunk and store `todo` a batch at a time (the write lock is held per batch); the chunks left
+        without a vector go to `overlap` to be embedded meanwhile."""
         total = len(todo)
         rate = Throughput()
         racy: list[
@@ -408,7 +423,9 @@ class Indexer(EmbeddingPhase):
                     if batch_chunks >= max(self.settings.batch_size, 32) or len(batch) >= 64:
                         break
                 if batch:
-                    self._flush(batch, summary)
+                    unembedded = self._flush(batch, summary)
+                    if overlap is not None:
+                        overlap.feed(unembedded)
                 stored[0] = n
             self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
             rate.add(n - begin, time.perf_counter() - t0)
@@ -533,10 +550,11 @@ class Indexer(EmbeddingPhase):
             )
         return entries, stale
 
-    def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
+    def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> list[tuple[int, str, str | None, int]]:
         """Store prepared files: chunks, keywords, line ranges, metadata. Nothing is sent to the provider here:
         chunks whose text did not change keep their vectors, texts embedded before (the cache) get theirs, the
-        rest wait for the embedding phase."""
+        rest wait for the embedding phase: returned as (chunk id, path, None, 0), as `unembedded` rows."""
+        unembedded: list[tuple[int, str, str | None, int]] = []
         vectors: dict[str, np.ndarray] = {}
         if self._vectors_current():
             wanted = {c.content_hash for p in batch for c in p.chunks}
@@ -545,13 +563,38 @@ class Indexer(EmbeddingPhase):
         t0 = time.perf_counter()
         for prep in batch:
             try:
-                self.store.replace_file(prep.record, self._rows(prep), vectors)
+                ids = self.store.replace_file(prep.record, self._rows(prep), vectors)
             except Exception as exc:  # one odd path must never lose the rest of the batch
                 summary.changed -= 1
                 self._file_failed(prep.record.path, exc, summary)
                 continue
             summary.new_chunks += len(prep.chunks)
+            unembedded += [(cid, prep.record.path, None, 0) for cid in ids]
         summary.timings["store"] += time.perf_counter() - t0
+        return unembedded
+
+    def _overlap(
+        self,
+        embed: bool,
+        confirm: Callable[[dict], bool] | None,
+        summary: IndexSummary,
+        files: int,
+        cancel: threading.Event | None,
+        hold: Callable[[], Iterable[str]],
+    ) -> Overlap | None:
+        """An embedding thread beside the text phase, when the run will embed right after it anyway: not for
+        a single file, nor when paused or degraded, nor before a paid run's cost is confirmed, nor for an HTTP
+        provider (those embed once every file is keyword-searchable)."""
+        if not (self.overlap_embedding and embed and self.embeds and files > 1) or summary.degraded:
+            return None
+        if not getattr(self.provider, "overlaps_text_phase", False):
+            return None
+        if self.paused.is_set() or not self.store.has_vectors():
+            return None
+        paid = self.provider.cost_per_million_tokens and self.settings.confirm_cost_above_usd >= 0
+        if confirm is not None and paid:
+            return None  # the estimate covers every file's chunks: asked once the text phase is done
+        return Overlap(self, cancel, hold)
 
     def _finish(self, summary: IndexSummary, start: float) -> None:
         if summary.tokens or summary.embedded:

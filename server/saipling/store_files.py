@@ -79,7 +79,7 @@ class FileWrites:
                 reused = self._vectors_of(twins) if has_vec and twins else {}
                 removed = self._delete_ids(gone, has_vec)
                 moved = [(r, ch) for r, ch in kept if tuple(r[1:]) != _values(ch)]
-                for r, ch in moved:  # out of the way first: (path, chunk_index) is unique
+                for r, _ch in moved:  # out of the way first: (path, chunk_index) is unique
                     self.conn.execute("UPDATE chunks SET chunk_index = ? WHERE id = ?", (-1 - r[0], r[0]))
                 for ch in new:
                     self.conn.execute(_INSERT, (record.path, *_values(ch)))

@@ -58,6 +58,9 @@ class EmbeddingProvider(abc.ABC):
     document_prefix: str = ""
     input_type_field: str = ""  # request field carrying "query" / "document" (HTTP providers)
     family: str | None = None  # the known model family the prefixes and window came from
+    # an in-process model whose runs release the GIL: an index run embeds stored chunks while it reads and
+    # chunks the next files (index_embed.Overlap). HTTP providers embed after the text phase (keywords first)
+    overlaps_text_phase: bool = False
 
     def __init__(self) -> None:
         self.failed: str | None = None

@@ -212,6 +212,7 @@ class LocalProvider(EmbeddingProvider):
 
     name = "local"
     cost_per_million_tokens = 0.0
+    overlaps_text_phase = True
 
     def __init__(self, settings: Settings, *, int8_matmuls: bool = True) -> None:
         """int8_matmuls=False runs the bundled graph as shipped (fp32 matmuls; for comparisons)."""
