@@ -182,16 +182,14 @@ class VectorStore:
         being edited: waiting for their quiet period) are left out."""
         if not self.has_vectors():
             return []
-        with self._lock:
-            embedded = {r[0] for r in self.conn.execute("SELECT chunk_id FROM chunks_vec")}
-            rows = [
-                r
-                for r in self.conn.execute(
+        with self._lock:  # (one pass over vec0's ids, not a row of every chunk into Python)
+            rows = list(
+                self.conn.execute(
                     "SELECT c.id, c.path, c.content_hash, c.token_count, f.mtime_ns FROM chunks c"
-                    " JOIN files f ON f.path = c.path ORDER BY c.path, c.chunk_index"
+                    " JOIN files f ON f.path = c.path WHERE c.id NOT IN (SELECT chunk_id FROM chunks_vec)"
+                    " ORDER BY c.path, c.chunk_index"
                 )
-                if r[0] not in embedded
-            ]
+            )
         held, top = set(hold), {p: i for i, p in enumerate(dict.fromkeys(first))}
         rows = [r for r in rows if r[1] not in held]
         # mtime 0 marks a file read within its timestamp tick (see indexer.is_racy): just written, so recent
