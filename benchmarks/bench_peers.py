@@ -6,7 +6,10 @@ all-MiniLM-L6-v2 provider per process, used by every system in that process). Ea
 Python process per round (so RSS per phase is its own), rounds interleaved A B C / C B A:
 
   index    full index from nothing: total seconds and the model's share (`embed`: time inside
-           embed_documents, identical work for all); total/embed is the overhead
+           embed_documents, identical work for all); total/embed is the overhead. saipling embeds stored
+           chunks while it reads and chunks the next files; `saipling-serial` is the same code with that off
+           (text phase, then embedding), for the side-by-side comparison (its embed time grows when the
+           chunker shares the cores, so compare the totals too)
   no-op    index again with nothing changed. Peers get the obvious pipeline: hash every file, compare with the
            hashes stored at index time, rewrite nothing
   edit     one note changed (a sentence appended to the vault's largest note), then re-indexed. saipling: its own incremental run (it
@@ -47,7 +50,7 @@ import _benchutil as bu  # noqa: E402
 
 CORPUS = bu.SHARED / "corpora" / "13th-age-srd"
 K = 10
-SYSTEMS = ["saipling", "chromadb", "lancedb"]
+SYSTEMS = ["saipling", "saipling-serial", "chromadb", "lancedb"]
 EDIT_TEXT = "\n\nA late errata note: the gnoll war drums of Axis were heard again at dawn.\n"
 
 
@@ -106,10 +109,11 @@ def _hashes(root: Path, rels) -> dict[str, str]:
 
 
 class Saipling:
-    def __init__(self, root: Path, provider) -> None:
+    def __init__(self, root: Path, provider, overlap: bool = True) -> None:
         from saipling.project import Project
 
         self.project = Project.open(root, provider=provider)
+        self.project.indexer.overlap_embedding = overlap  # saipling-serial: text phase, then embedding
 
     def index(self) -> None:
         self.project.index()
@@ -267,10 +271,11 @@ def worker(
     provider = _provider(root, embed)
     provider.embed_query("warm up")  # the model loads outside the timed phases, in every system alike
     out["rss"]["model loaded"] = _rss()
-    chunker = _chunker(root, provider) if name != "saipling" else None
+    ours = name.startswith("saipling")
+    chunker = _chunker(root, provider) if not ours else None
     sys_ = (
-        Saipling(root, provider)
-        if name == "saipling"
+        Saipling(root, provider, overlap=name != "saipling-serial")
+        if ours
         else (Chroma if name == "chromadb" else Lance)(root, provider, chunker, data)
     )
     t = time.perf_counter()
@@ -291,7 +296,7 @@ def worker(
     qv = [np.asarray(provider.embed_query(q["text"]), dtype=np.float32) for q in queries]
     # recall@10 against exact KNN over the vectors this system holds (the same model and chunks: the same
     # vectors); a returned chunk counts when its cosine reaches the exact 10th best (ties: duplicate passages)
-    if name == "saipling":
+    if ours:
         ids, mat = sys_.vectors()
         key_vecs = dict(zip(ids.tolist(), mat, strict=True))
         got_ids = [[c for c, _ in sys_.project.store.knn(v, K)] for v in qv]
@@ -507,7 +512,7 @@ def report(results: dict[str, list[dict]], rg: dict | None, rounds: int, notes: 
     print("\nRatios saipling / peer (< 1: saipling better)")
     rrows = []
     for s in systems:
-        if s == "saipling":
+        if s.startswith("saipling"):
             continue
         rs = results[s]
 
@@ -522,6 +527,13 @@ def report(results: dict[str, list[dict]], rg: dict | None, rounds: int, notes: 
                     "hybrid p50"], rrows))  # fmt: skip
     print(f"\nsaipling index total/embed {_med(sp, 'index', 'total') / _med(sp, 'index', 'embed'):.3f} "
           f"(target <= 1.05); load average now {bu._loadavg()}")  # fmt: skip
+    if "saipling-serial" in results:
+        se = results["saipling-serial"]
+        print(f"embedding beside the text phase vs after it (saipling-serial): index total "
+              f"{_med(sp, 'index', 'total'):.1f} vs {_med(se, 'index', 'total'):.1f} s = "
+              f"{_med(sp, 'index', 'total') / _med(se, 'index', 'total'):.3f}x; total/embed "
+              f"{_med(sp, 'index', 'total') / _med(sp, 'index', 'embed'):.3f} vs "
+              f"{_med(se, 'index', 'total') / _med(se, 'index', 'embed'):.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":

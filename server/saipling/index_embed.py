@@ -35,6 +35,10 @@ class EmbeddingPhase:
     provider: Provider
     paused: threading.Event
 
+    # embed the chunks of stored files while the next ones are read and chunked (index_embed.Overlap); off:
+    # the text phase, then the embedding phase, one after the other (benchmarks compare the two)
+    overlap_embedding = True
+
     def _vectors_current(self) -> bool:
         """True when the index holds vectors of the active model (so cached vectors of it may go in)."""
         if not self.embeds or not self.store.has_vectors():
@@ -83,6 +87,29 @@ class EmbeddingPhase:
         summary.degraded = reason
         summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
         log.warning("embedding failed, indexed for keyword search only: %s", reason)
+
+    def _overlap(
+        self,
+        embed: bool,
+        confirm: Callable[[dict], bool] | None,
+        summary: IndexSummary,
+        files: int,
+        cancel: threading.Event | None,
+        hold: Callable[[], Iterable[str]],
+    ) -> Overlap | None:
+        """An embedding thread beside the text phase, when the run will embed right after it anyway: not for
+        a single file, nor when paused or degraded, nor before a paid run's cost is confirmed, nor for an HTTP
+        provider (those embed once every file is keyword-searchable)."""
+        if not (self.overlap_embedding and embed and self.embeds and files > 1) or summary.degraded:
+            return None
+        if not getattr(self.provider, "overlaps_text_phase", False):
+            return None
+        if self.paused.is_set() or not self.store.has_vectors():
+            return None
+        paid = self.provider.cost_per_million_tokens and self.settings.confirm_cost_above_usd >= 0
+        if confirm is not None and paid:
+            return None  # the estimate covers every file's chunks: asked once the text phase is done
+        return Overlap(self, cancel, hold)
 
     def _embed_phase(
         self,

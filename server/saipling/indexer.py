@@ -34,6 +34,7 @@ from .index_records import (  # noqa: F401 - records re-exported: callers import
     racy_window,
 )
 from .metadata import FileMeta, extract_metadata
+from .parse_memo import ParseMemo, memo_of, parse_with_memo
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import ChunkRow, FileRecord, Store
 from .textio import BinaryFile, decode
@@ -41,6 +42,7 @@ from .textio import BinaryFile, decode
 log = logging.getLogger(__name__)
 
 CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
+MAX_PARSE_MEMOS = 20_000  # files whose last parse is remembered (a few kB each)
 PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run did not get to read
 
 
@@ -55,10 +57,6 @@ class _Prepared:
 class Indexer(EmbeddingPhase):
     """Brings the store in line with the files on disk."""
 
-    # embed the chunks of stored files while the next ones are read and chunked (index_embed.Overlap); off:
-    # the text phase, then the embedding phase, one after the other (benchmarks compare the two)
-    overlap_embedding = True
-
     def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider) -> None:
         self.root = Path(root)
         self.settings = settings
@@ -69,6 +67,7 @@ class Indexer(EmbeddingPhase):
         # refresh of a saved file (or a search's lazy sync) waits for one batch, never for a whole run
         self._write_lock = threading.Lock()
         self.paused = threading.Event()  # set: runs stop embedding (the text index stays live)
+        self._parse_memos: dict[str, ParseMemo] = {}  # path -> what its next parse can reuse (parse_memo.py)
         self.on_lock_wait: Callable[[int | None], None] | None = (
             None  # told when another process holds the index
         )
@@ -168,7 +167,10 @@ class Indexer(EmbeddingPhase):
             summary.warnings.append(decoded.warning)
         try:
             meta = extract_metadata(entry.rel, decoded.text)
-            chunks = chunk_document(decoded.text, meta, self.limits(), self.token_counter())
+            # an edited file re-parses from its last unchanged top-level heading (parse_memo.py)
+            blocks = parse_with_memo(decoded.text, self._parse_memos.pop(entry.rel, None))
+            chunks = chunk_document(decoded.text, meta, self.limits(), self.token_counter(), blocks)
+            self._remember_parse(entry.rel, memo_of(decoded.text, blocks))
         except Exception as exc:  # one odd file must never stop a run over thousands
             log.exception("skipping %s: it could not be chunked", entry.rel)
             summary.skipped.append((entry.rel, f"could not be chunked ({type(exc).__name__}: {exc})"))
@@ -184,6 +186,13 @@ class Indexer(EmbeddingPhase):
             warning=meta.warning or decoded.warning,
         )  # fmt: skip
         return _Prepared(entry, record, chunks, meta)
+
+    def _remember_parse(self, rel: str, memo: ParseMemo | None) -> None:
+        if memo is None:
+            return
+        self._parse_memos[rel] = memo
+        while len(self._parse_memos) > MAX_PARSE_MEMOS:  # the least recently read go first
+            self._parse_memos.pop(next(iter(self._parse_memos)))
 
     def _rows(self, prep: _Prepared) -> list[ChunkRow]:
         m = prep.meta
@@ -572,29 +581,6 @@ class Indexer(EmbeddingPhase):
             unembedded += [(cid, prep.record.path, None, 0) for cid in ids]
         summary.timings["store"] += time.perf_counter() - t0
         return unembedded
-
-    def _overlap(
-        self,
-        embed: bool,
-        confirm: Callable[[dict], bool] | None,
-        summary: IndexSummary,
-        files: int,
-        cancel: threading.Event | None,
-        hold: Callable[[], Iterable[str]],
-    ) -> Overlap | None:
-        """An embedding thread beside the text phase, when the run will embed right after it anyway: not for
-        a single file, nor when paused or degraded, nor before a paid run's cost is confirmed, nor for an HTTP
-        provider (those embed once every file is keyword-searchable)."""
-        if not (self.overlap_embedding and embed and self.embeds and files > 1) or summary.degraded:
-            return None
-        if not getattr(self.provider, "overlaps_text_phase", False):
-            return None
-        if self.paused.is_set() or not self.store.has_vectors():
-            return None
-        paid = self.provider.cost_per_million_tokens and self.settings.confirm_cost_above_usd >= 0
-        if confirm is not None and paid:
-            return None  # the estimate covers every file's chunks: asked once the text phase is done
-        return Overlap(self, cancel, hold)
 
     def _finish(self, summary: IndexSummary, start: float) -> None:
         if summary.tokens or summary.embedded:
