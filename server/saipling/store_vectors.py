@@ -210,18 +210,19 @@ class VectorStore:
                         (json.dumps([[int(cid), h] for cid, h, _ in items]),),
                     )
                 }
-                for _, h, vec in items:
-                    self.conn.execute(
-                        "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
-                        (model, h, vector_blob(vec), now),
-                    )
+                blobs = {h: vector_blob(vec) for _, h, vec in items}
+                self.conn.executemany(
+                    "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                    [(model, h, b, now) for h, b in blobs.items()],
+                )
                 items = [it for it in items if it[0] in current]
-                for chunk_id, _, vec in items:
-                    self.conn.execute("DELETE FROM chunks_vec WHERE chunk_id = ?", (chunk_id,))
-                    self.conn.execute(
-                        "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
-                        (chunk_id, vector_blob(vec)),
-                    )
+                self.conn.executemany(
+                    "DELETE FROM chunks_vec WHERE chunk_id = ?", [(cid,) for cid, _, _ in items]
+                )
+                self.conn.executemany(
+                    "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
+                    [(cid, blobs[h]) for cid, h, _ in items],
+                )
                 if items:
                     self._bump_vector_generation()
             self._apply_delta([cid for cid, _, _ in items], [(cid, vec) for cid, _, vec in items])

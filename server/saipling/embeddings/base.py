@@ -6,6 +6,7 @@ import abc
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,11 @@ class ProviderInfo:
     reason: str = ""
     cost_per_million_tokens: float = 0.0
     failed: str | None = None  # set after an auth failure: reason shown to the user
+
+
+# A thread doing background work beside other work (index_embed.Overlap embeds while the text phase chunks): an
+# in-process provider runs that thread's texts on it alone, one at a time, leaving the other cores to the rest.
+side_thread = threading.local()
 
 
 class EmbeddingProvider(abc.ABC):
