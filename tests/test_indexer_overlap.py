@@ -1,5 +1,5 @@
-"""Embedding beside the text phase (index_embed.Overlap): with an in-process model, a run embeds the chunks
-of stored files while it reads and chunks the next ones. The HTTP test server stands in for the model
+"""Embedding beside the text phase (index_embed.Overlap, `Indexer.overlap_embedding`, off by default): with an
+in-process model, a run embeds the chunks of stored files while it reads and chunks the next ones. The HTTP test server stands in for the model
 (`overlaps_text_phase` set on the provider object) so that the tests control it; one test runs the real
 local model when it is installed."""
 
@@ -46,6 +46,7 @@ def test_vectors_are_stored_while_files_are_still_read(tmp_path: Path, api_serve
     root = many_files(tmp_path)
     with open_project(root, **batched(api_server)) as project:
         project.provider.overlaps_text_phase = True
+        project.indexer.overlap_embedding = True
         # two text batches of 8 files are stored by file 16: the first 32 chunks can be embedded meanwhile
         during = During(16, lambda: eventually(lambda: project.store.stats()["embeddedChunks"] >= 32))
         s = project.index(progress=during)
@@ -73,6 +74,7 @@ def test_cancel_while_embedding_beside_the_text_phase(tmp_path: Path, api_server
     cancel = threading.Event()
     with open_project(root, **batched(api_server)) as project:
         project.provider.overlaps_text_phase = True
+        project.indexer.overlap_embedding = True
 
         def embedded_then_cancel() -> bool:
             ok = eventually(lambda: project.store.stats()["embeddedChunks"] >= 32)
@@ -99,6 +101,7 @@ def test_provider_failure_beside_the_text_phase_degrades(
     api_server.fail(503, times=100)
     with open_project(root, **batched(api_server)) as project:
         project.provider.overlaps_text_phase = True
+        project.indexer.overlap_embedding = True
         s = project.index()
         assert s.degraded and s.files == N_FILES and s.changed == N_FILES  # every file keyword-searchable
         assert any("keyword search only" in w for w in s.warnings)
@@ -114,6 +117,7 @@ def test_pause_stops_the_embedding_beside_the_text_phase(
     root = many_files(tmp_path)
     with open_project(root, **batched(api_server)) as project:
         project.provider.overlaps_text_phase = True
+        project.indexer.overlap_embedding = True
         during = During(16, lambda: project.pause())
         s = project.index(progress=during)
         assert s.paused and s.files == N_FILES
@@ -134,8 +138,17 @@ def test_local_model_overlaps_and_embeds_every_chunk_once(tmp_path: Path) -> Non
     root = make_project(tmp_path, files)
     with open_project(root, "local", batch_size=16) as project:
         assert project.provider.overlaps_text_phase
+        project.indexer.overlap_embedding = True
         during = During(66, lambda: eventually(lambda: project.store.stats()["embeddedChunks"] > 0))
         s = project.index(progress=during)
         assert during.results == [True]
         assert s.embedded == s.chunks == project.store.stats()["embeddedChunks"]
         assert_consistent(project, all_embedded=True)
+
+
+def test_off_by_default(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
+    root = many_files(tmp_path)
+    with open_project(root, **batched(api_server)) as project:
+        project.provider.overlaps_text_phase = True
+        during = During(16, lambda: api_server.count)
+        assert project.index(progress=during).embedded == ALL and during.results == [0]

@@ -36,9 +36,11 @@ class EmbeddingPhase:
     provider: Provider
     paused: threading.Event
 
-    # embed the chunks of stored files while the next ones are read and chunked (index_embed.Overlap); off:
-    # the text phase, then the embedding phase, one after the other (benchmarks compare the two)
-    overlap_embedding = True
+    # On: embed the chunks of stored files while the next ones are read and chunked (Overlap). Off by default:
+    # measured on 2 shared cores (bench_peers.py, saipling-overlap), it saved no time. The local model already
+    # runs a text per core side by side, so the chunker only takes CPU from it; total/embed looks better only
+    # because the model's calls take longer while the chunker runs beside them
+    overlap_embedding = False
 
     def _vectors_current(self) -> bool:
         """True when the index holds vectors of the active model (so cached vectors of it may go in)."""
