@@ -134,3 +134,53 @@ def test_a_kept_chunk_without_a_vector_gets_the_cached_one(store: Store) -> None
     ids, mat = store.vector_matrix()
     assert ids.tolist() == [ids_by_text(store, "a.md")[TEXTS[0]]]
     np.testing.assert_allclose(mat[0], unit(5))
+
+
+# -- the indexer's text phase: one commit per batch of files -------------------------------------------------
+
+
+def many_notes(tmp_path: Path, n: int = 40) -> Path:
+    from fixtures import make_project
+
+    return make_project(
+        tmp_path, {f"n{i:02d}.md": f"# Note {i}\n\nThe harbour light number {i} swung.\n" for i in range(n)}
+    )
+
+
+def test_a_batch_of_files_is_one_commit(tmp_path: Path) -> None:
+    from fixtures import open_project
+
+    root = many_notes(tmp_path)
+    with open_project(root) as project:
+        commits: list[int] = []
+        project.store.conn.set_commit_hook(lambda: commits.append(1) or False)
+        s = project.index()
+        assert s.files == s.changed == 40 and not s.failed
+        assert len(commits) < 10  # per file: more than 40
+
+
+def test_a_failed_batch_commit_fails_its_files_and_the_next_run_stores_them(tmp_path: Path) -> None:
+    from fixtures import open_project
+
+    root = many_notes(tmp_path)
+    with open_project(root) as project:
+        fail = [True]
+
+        def hook() -> bool:  # True turns the commit into a rollback (as a full disk would fail it)
+            if fail[0] and project.store.conn.changes() and project.indexer._write_lock.locked():
+                fail[0] = False
+                return True
+            return False
+
+        project.store.conn.set_commit_hook(hook)
+        s = project.index()
+        project.store.conn.set_commit_hook(None)
+        assert not fail[0] and s.failed  # the first batch's files, each reported
+        assert s.files == 40 - len(s.failed) == len(project.store.file_states())
+        assert {p for p, _ in s.failed}.isdisjoint(project.store.file_states())
+        fts_integrity(project.store)
+        failed = len(s.failed)
+        assert failed > 1  # a whole batch
+        s = project.index()
+        assert s.changed == failed and not s.failed
+        assert len(project.store.file_states()) == 40
