@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import numpy as np
@@ -142,9 +143,11 @@ def test_a_kept_chunk_without_a_vector_gets_the_cached_one(store: Store) -> None
 def many_notes(tmp_path: Path, n: int = 40) -> Path:
     from fixtures import make_project
 
-    return make_project(
-        tmp_path, {f"n{i:02d}.md": f"# Note {i}\n\nThe harbour light number {i} swung.\n" for i in range(n)}
-    )
+    files = {f"n{i:02d}.md": f"# Note {i}\n\nThe harbour light number {i} swung.\n" for i in range(n)}
+    root = make_project(tmp_path, files)
+    for f in root.glob("*.md"):  # written long ago: no racy timestamps to settle (a commit each)
+        os.utime(f, (1_600_000_000, 1_600_000_000))
+    return root
 
 
 def test_a_batch_of_files_is_one_commit(tmp_path: Path) -> None:
