@@ -182,7 +182,7 @@ def main() -> None:
     rows.append(("other (hashing, metadata, cache lookups, model load, commits)", bu.fmt_s(full.seconds - accounted),
                  f"{100 * (full.seconds - accounted) / full.seconds:.1f}%"))  # fmt: skip
     rows.append(("total (IndexSummary.seconds)", bu.fmt_s(full.seconds), "100%"))
-    if getattr(project.provider, "overlaps_text_phase", False):
+    if project.indexer.overlap_embedding and getattr(project.provider, "overlaps_text_phase", False):
         rows.append(("(read, chunk and store run beside the embedding: the shares add up to more than the total)",
                      "", ""))  # fmt: skip
     print()
