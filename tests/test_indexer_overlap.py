@@ -133,8 +133,12 @@ def test_local_model_overlaps_and_embeds_every_chunk_once(tmp_path: Path) -> Non
 
     if not local_available():
         pytest.skip("the local model extra is not installed")
-    files = {f"n{f:02d}.md": f"# Note {f}\n\n" + f"The harbour light {f} swung over the pier. " * 30 + "\n"
-             for f in range(70)}  # fmt: skip
+    files = {
+        f"n{f:02d}.md": f"# Note {f}\n\n"
+        + "".join(f"The harbour light {f}.{i} swung over the pier. " for i in range(30))
+        + "\n"
+        for f in range(70)
+    }  # fmt: skip (every chunk's text unique: each is embedded once)
     root = make_project(tmp_path, files)
     with open_project(root, "local", batch_size=16) as project:
         assert project.provider.overlaps_text_phase

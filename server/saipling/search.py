@@ -66,6 +66,9 @@ FUSION_VECTOR_WEIGHT = 0.55  # weight of the vector z-score in hybrid mode; keyw
 # bytes, not chunks: the same note is "short" whatever the model's chunk length (SciFact train, hybrid nDCG@10 with
 # ~100-token chunks: 0.7422 at <= 3 chunks, 0.7506 at <= 3,000 bytes, which is 99% of its abstracts)
 SHORT_FILE_BYTES = 3000
+SHORT_FILE_CHUNK_WEIGHT = (
+    0.01  # within a short file, how much a chunk's own keyword score counts beside the file's
+)
 LONG_FILE_MIX = 0.5  # longer files: this share of their keyword score is whole-file BM25, the rest their own
 REL_SCALE = 2.0  # a result trailing the top one by this many fused z-units scores 1/e of the top's score
 NORM_POOL = 100  # z-score statistics come from the top this-many candidates of each list
@@ -375,6 +378,8 @@ def _rank(
     use_vec = qvec is not None and mode in ("hybrid", "semantic") and bool(vec)
     use_lex = lexical and bool(kw or files)
     w_vec = (FUSION_VECTOR_WEIGHT if use_lex else 1.0) if use_vec else 0.0
+    pending: list[tuple[_Ranked, str | None, float]] = []
+    best_v: dict[str | None, float] = {}  # per file: the best vector z-score among its candidates
     for cid, r in ranked.items():
         path = paths.get(cid)
         r.file_bm25 = file_bm25.get(path) if path else None
@@ -383,16 +388,21 @@ def _rank(
             zk = (-chunk_bm25.get(cid, 0.0) - k_mu) / k_sd
             zf = (-file_bm25.get(path, 0.0) - f_mu) / f_sd if path is not None else 0.0
             if path in short:  # the file's score; its own chunks' scores only break ties within the file
-                lex = zf + 0.01 * zk
+                lex = zf + SHORT_FILE_CHUNK_WEIGHT * zk
             else:
                 lex = (1 - LONG_FILE_MIX) * zk + LONG_FILE_MIX * zf
         v = (r.cosine - v_mu) / v_sd if use_vec and r.cosine is not None else 0.0
         r.fused = r.score = w_vec * v + (1 - w_vec) * lex
+        if use_vec and r.cosine is not None:
+            best_v[path] = max(best_v.get(path, v), v)
         if use_vec and use_lex and r.cosine is None and r.kw_rank is not None:
-            # text with no vector yet (written since the last quiet period) has no cosine to lose: its keyword
-            # score stands for both, or a word just written would rank below merely similar passages
-            r.fused = r.score = lex
+            pending.append((r, path, lex))
         r.exact = exact.get(cid)
+    for r, path, lex in pending:
+        # text with no vector yet (written since the last quiet period) has no cosine to lose: its keyword score
+        # stands for both, or a word just written would rank below merely similar passages; nor below the other
+        # passages of its own file (in a short file they share its keyword score): it is given their best cosine
+        r.fused = r.score = max(lex, w_vec * best_v.get(path, lex) + (1 - w_vec) * lex)
     out = sorted(ranked.values(), key=lambda r: (r.exact is None, -r.score))
     return out
 
