@@ -398,19 +398,12 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def get(location: str, root: str | None, all_files: bool, role: str | None, as_json: bool) -> None:
     """Print lines of a project file: PATH[:START[-END]]."""
+    from .reading import read_lines
+
     project = _open(root, embeds=False)
     try:
-        path, start, lines = _parse_location(location)
-        params: dict[str, Any] = {
-            "path": path,
-            "startLine": start or 1,
-            "respectContextSettings": not all_files,
-        }
-        if role is not None:
-            params["role"] = role
-        if lines:
-            params["lines"] = lines
-        got = project.get(params)
+        path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
+        got = read_lines(project, path, start or 1, lines, role, respect=not all_files)
         if as_json:
             _emit_json(got)
         else:
