@@ -156,7 +156,9 @@ def main() -> None:
         ratio = f"{bu.median(w) / rg_p50:.2f}x" if rg_p50 else "-"
         rows.append([name, bu.fmt_ms(bu.median(w)), bu.fmt_ms(sum(w) / len(w)), bu.fmt_ms(min(w)),
                      bu.fmt_ms(bu.median(c)), ratio])  # fmt: skip
-    print(bu.table(["command (fresh process)", "wall p50 ms", "mean", "min", "CPU p50 ms", "vs rg p50"], rows))
+    print(
+        bu.table(["command (fresh process)", "wall p50 ms", "mean", "min", "CPU p50 ms", "vs rg p50"], rows)
+    )
     print(f"   load average before {load_before}, after {load_after}")
     first = cases[0][0]
     p50 = bu.median(walls[first]) * 1000
