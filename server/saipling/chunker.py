@@ -219,10 +219,11 @@ def chunk_document(
     meta: FileMeta | None = None,
     limits: ChunkLimits | None = None,
     count_tokens: TokenCounter = estimate_tokens,
+    blocks: MarkdownBlocks | None = None,
 ) -> list[Chunk]:
-    """Chunk normalised text (\\n newlines; line N = on-disk line N)."""
+    """Chunk normalised text (\\n newlines; line N = on-disk line N); `blocks`: its parse, when already made."""
     limits = limits or ChunkLimits()
-    doc = parse_blocks(text)
+    doc = blocks or parse_blocks(text)
     lines = doc.lines  # as indexed: the same line numbers as on disk, wiki-links as display text
     body_start = meta.body_start_line if meta else 1
     pieces: list[_Piece] = []

@@ -22,7 +22,7 @@ from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderError
-from .index_embed import EmbeddingPhase
+from .index_embed import EmbeddingPhase, Overlap
 from .index_lock import index_lock
 from .index_records import (  # noqa: F401 - records re-exported: callers import them from the indexer
     RACY_WINDOW_FINE_NS,
@@ -34,6 +34,7 @@ from .index_records import (  # noqa: F401 - records re-exported: callers import
     racy_window,
 )
 from .metadata import FileMeta, extract_metadata
+from .parse_memo import ParseMemo, memo_of, parse_with_memo
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import ChunkRow, FileRecord, Store
 from .textio import BinaryFile, decode
@@ -41,6 +42,7 @@ from .textio import BinaryFile, decode
 log = logging.getLogger(__name__)
 
 CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
+MAX_PARSE_MEMOS = 20_000  # files whose last parse is remembered (a few kB each)
 PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run did not get to read
 
 
@@ -65,6 +67,7 @@ class Indexer(EmbeddingPhase):
         # refresh of a saved file (or a search's lazy sync) waits for one batch, never for a whole run
         self._write_lock = threading.Lock()
         self.paused = threading.Event()  # set: runs stop embedding (the text index stays live)
+        self._parse_memos: dict[str, ParseMemo] = {}  # path -> what its next parse can reuse (parse_memo.py)
         self.on_lock_wait: Callable[[int | None], None] | None = (
             None  # told when another process holds the index
         )
@@ -164,7 +167,10 @@ class Indexer(EmbeddingPhase):
             summary.warnings.append(decoded.warning)
         try:
             meta = extract_metadata(entry.rel, decoded.text)
-            chunks = chunk_document(decoded.text, meta, self.limits(), self.token_counter())
+            # an edited file re-parses from its last unchanged top-level heading (parse_memo.py)
+            blocks = parse_with_memo(decoded.text, self._parse_memos.pop(entry.rel, None))
+            chunks = chunk_document(decoded.text, meta, self.limits(), self.token_counter(), blocks)
+            self._remember_parse(entry.rel, memo_of(decoded.text, blocks))
         except Exception as exc:  # one odd file must never stop a run over thousands
             log.exception("skipping %s: it could not be chunked", entry.rel)
             summary.skipped.append((entry.rel, f"could not be chunked ({type(exc).__name__}: {exc})"))
@@ -181,31 +187,19 @@ class Indexer(EmbeddingPhase):
         )  # fmt: skip
         return _Prepared(entry, record, chunks, meta)
 
+    def _remember_parse(self, rel: str, memo: ParseMemo | None) -> None:
+        if memo is None:
+            return
+        self._parse_memos[rel] = memo
+        while len(self._parse_memos) > MAX_PARSE_MEMOS:  # the least recently read go first
+            self._parse_memos.pop(next(iter(self._parse_memos)))
+
     def _rows(self, prep: _Prepared) -> list[ChunkRow]:
         m = prep.meta
-        return [
-            ChunkRow(
-                c.chunk_index,
-                c.kind,
-                c.section_heading,
-                c.heading_path,
-                c.start_line,
-                c.end_line,
-                c.content_hash,
-                c.preview,
-                c.token_count,
-                c.text,
-                m.file_type,
-                m.entity_type,
-                m.entity_name,
-                m.book_id,
-                m.chapter_id,
-                m.chapter_num,
-                m.visibility,
-                prep.entry.corpus,
-            )  # fmt: skip
-            for c in prep.chunks
-        ]
+        return [ChunkRow(c.chunk_index, c.kind, c.section_heading, c.heading_path, c.start_line, c.end_line,
+                         c.content_hash, c.preview, c.token_count, c.text, m.file_type, m.entity_type,
+                         m.entity_name, m.book_id, m.chapter_id, m.chapter_num, m.visibility, prep.entry.corpus)
+                for c in prep.chunks]  # fmt: skip
 
     # -- runs ----------------------------------------------------------------------------------------------
     def run(
@@ -338,7 +332,16 @@ class Indexer(EmbeddingPhase):
         stored = [0]  # files of `todo` stored so far (a cancelled run leaves the rest to the next one)
         text_done = False
         try:
-            self._text_phase(todo, states, full, summary, progress, cancel, stored)
+            overlap = self._overlap(embed, confirm, summary, len(todo), cancel, hold)
+            if overlap is not None and first:  # open files first: keyword-searchable and embedded first
+                rank = {p: i for i, p in enumerate(first)}
+                todo.sort(key=lambda e: rank.get(e.rel, len(rank)))
+            try:
+                self._text_phase(todo, states, full, summary, progress, cancel, stored, overlap)
+            finally:
+                if overlap is not None:
+                    overlap.close()
+                    overlap.merge_into(summary)
             text_done = True
             if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
                 if self._confirmed(confirm, hold, summary):
@@ -371,8 +374,10 @@ class Indexer(EmbeddingPhase):
         progress: ProgressCallback | None,
         cancel: threading.Event | None,
         stored: list[int],
+        overlap: Overlap | None = None,
     ) -> None:
-        """Read, chunk and store `todo` a batch at a time (the write lock is held per batch)."""
+        """Read, chunk and store `todo` a batch at a time (the write lock is held per batch); the chunks left
+        without a vector go to `overlap` to be embedded meanwhile."""
         total = len(todo)
         rate = Throughput()
         racy: list[
@@ -408,7 +413,9 @@ class Indexer(EmbeddingPhase):
                     if batch_chunks >= max(self.settings.batch_size, 32) or len(batch) >= 64:
                         break
                 if batch:
-                    self._flush(batch, summary)
+                    unembedded = self._flush(batch, summary)
+                    if overlap is not None:
+                        overlap.feed(unembedded)
                 stored[0] = n
             self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
             rate.add(n - begin, time.perf_counter() - t0)
@@ -533,25 +540,38 @@ class Indexer(EmbeddingPhase):
             )
         return entries, stale
 
-    def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
+    def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> list[tuple[int, str, str | None, int]]:
         """Store prepared files: chunks, keywords, line ranges, metadata. Nothing is sent to the provider here:
         chunks whose text did not change keep their vectors, texts embedded before (the cache) get theirs, the
-        rest wait for the embedding phase."""
+        rest wait for the embedding phase: returned as (chunk id, path, None, 0), as `unembedded` rows."""
+        unembedded: list[tuple[int, str, str | None, int]] = []
         vectors: dict[str, np.ndarray] = {}
         if self._vectors_current():
             wanted = {c.content_hash for p in batch for c in p.chunks}
             vectors = self.store.cached_vectors(self.provider.vector_key, wanted, self.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
         t0 = time.perf_counter()
-        for prep in batch:
-            try:
-                self.store.replace_file(prep.record, self._rows(prep), vectors)
-            except Exception as exc:  # one odd path must never lose the rest of the batch
+        stored: list[_Prepared] = []
+        try:
+            # one commit per batch (a commit per file was half the store time); each file is a savepoint in it
+            with self.store.atomic():
+                for prep in batch:
+                    try:
+                        ids = self.store.replace_file(prep.record, self._rows(prep), vectors)
+                    except Exception as exc:  # one odd path must never lose the rest of the batch
+                        summary.changed -= 1
+                        self._file_failed(prep.record.path, exc, summary)
+                        continue
+                    stored.append(prep)
+                    unembedded += [(cid, prep.record.path, None, 0) for cid in ids]
+        except Exception as exc:  # the commit failed (a full disk): none of the batch was stored
+            for prep in stored:
                 summary.changed -= 1
                 self._file_failed(prep.record.path, exc, summary)
-                continue
-            summary.new_chunks += len(prep.chunks)
+            stored, unembedded = [], []
+        summary.new_chunks += sum(len(p.chunks) for p in stored)
         summary.timings["store"] += time.perf_counter() - t0
+        return unembedded
 
     def _finish(self, summary: IndexSummary, start: float) -> None:
         if summary.tokens or summary.embedded:

@@ -94,10 +94,10 @@ def scan(root: Path, settings: Settings) -> ScanResult:
     root_real = os.path.realpath(root)
     result = ScanResult()
     includes = include_patterns(settings)
-    stack = [("", str(root))]
+    stack = [("", str(root), root_real)]
     seen_dirs = {root_real}
     while stack:
-        rel_dir, abs_dir = stack.pop()
+        rel_dir, abs_dir, real_dir = stack.pop()
         try:
             it = list(os.scandir(abs_dir))
         except OSError as exc:
@@ -134,11 +134,12 @@ def scan(root: Path, settings: Settings) -> ScanResult:
                 if entry.name in SKIP_DIRS:
                     result.skipped.append((rel, "node_modules"))
                     continue
-                real = os.path.realpath(entry.path)
+                # (not a symlink, checked above: its real path is its parent's plus its name, no syscall)
+                real = os.path.join(real_dir, entry.name)
                 if real in seen_dirs:
                     continue  # symlink loop
                 seen_dirs.add(real)
-                stack.append((rel, entry.path))
+                stack.append((rel, entry.path, real))
                 continue
             if not any_match(rel, includes):
                 json_off = rel.endswith(".json") and not settings.include_json

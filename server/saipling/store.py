@@ -1,5 +1,5 @@
 """The SQLite index (SPEC 5): one class owns the connection; no SQL lives anywhere else. The schema, records
-and filter conditions are in `store_schema.py`, the vector side of the class in `store_vectors.py`.
+and filter conditions are in `store_schema.py`, the vector side of the class in `store_vectors.py`, a file's chunk writes in `store_files.py`.
 
 apsw bundles a SQLite that can load extensions (many stdlib builds cannot), sqlite-vec holds the vectors
 (vec0, cosine), FTS5 the keywords. Vector KNN runs on an in-memory float32 matrix loaded from vec0 and
@@ -20,7 +20,7 @@ from typing import Any
 import apsw
 
 from .errors import IndexCorrupted
-from .lazy import np  # numpy loads on first use (cold CLI path)
+from .store_files import FileWrites
 from .store_schema import (  # noqa: F401 - records re-exported: callers import them from the store
     _MIGRATIONS,
     CHUNK_COLUMNS,
@@ -39,7 +39,7 @@ from .vector_matrix import VectorMatrix
 log = logging.getLogger(__name__)
 
 
-class Store(VectorStore):
+class Store(FileWrites, VectorStore):
     """The index of one project."""
 
     def __init__(
@@ -266,82 +266,6 @@ class Store(VectorStore):
             self.conn.execute(
                 "UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path)
             )
-
-    def replace_file(
-        self,
-        record: FileRecord,
-        chunks: Sequence[ChunkRow],
-        vectors: dict[str, np.ndarray] | None = None,
-        model: str | None = None,
-    ) -> None:
-        """Swap a file's chunks (and vectors) in one transaction. `vectors` maps content_hash -> vector."""
-        with self._lock:  # the write and the matrix patch are one step for readers
-            vectors = vectors or {}
-            added: list[tuple[int, np.ndarray]] = []
-            with self.atomic():
-                has_vec = self.has_vectors()
-                # vectors of chunks whose text is unchanged stay (an edit re-embeds only what it changed)
-                kept = self._file_vectors(record.path) if has_vec else {}
-                vectors = {**kept, **vectors}
-                removed = self._delete_chunks(record.path)
-                for ch in chunks:
-                    cur = self.conn.execute(
-                        "INSERT INTO chunks(path, chunk_index, kind, section_heading, heading_path, start_line, end_line,"
-                        " content_hash, preview, token_count, text, file_type, entity_type, entity_name, book_id,"
-                        " chapter_id, chapter_num, visibility, corpus) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (record.path, ch.chunk_index, ch.kind, ch.section_heading, ch.heading_path, ch.start_line,
-                         ch.end_line, ch.content_hash, ch.preview, ch.token_count, ch.text, ch.file_type,
-                         ch.entity_type, ch.entity_name, ch.book_id, ch.chapter_id, ch.chapter_num, ch.visibility,
-                         ch.corpus),
-                    )  # fmt: skip
-                    del cur
-                    vec = vectors.get(ch.content_hash)
-                    if has_vec and vec is not None:
-                        chunk_id = self.conn.last_insert_rowid()
-                        self.conn.execute(
-                            "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
-                            (chunk_id, vector_blob(vec)),
-                        )
-                        added.append((chunk_id, vec))
-                if model:
-                    now = time.time()
-                    self.conn.executemany(
-                        "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
-                        [(model, h, vector_blob(v), now) for h, v in vectors.items() if h not in kept],
-                    )
-                self._drop_file_text(record.path)
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO files(path, content_hash, mtime_ns, size, file_type, encoding, last_indexed,"
-                    " chunk_count, entity_type, entity_name, display_name, aliases, book_id, chapter_id, visibility,"
-                    " corpus, warning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (record.path, record.content_hash, record.mtime_ns, record.size, record.file_type, record.encoding,
-                     time.time(), len(chunks), record.entity_type, record.entity_name, record.display_name,
-                     json.dumps(record.aliases), record.book_id, record.chapter_id, record.visibility, record.corpus,
-                     record.warning),
-                )  # fmt: skip
-                self.conn.execute(
-                    "INSERT INTO files_fts(rowid, text) VALUES (?, ?)",
-                    (self.conn.last_insert_rowid(), "\n".join(ch.text for ch in chunks)),
-                )
-                if removed or added:
-                    self._bump_vector_generation()
-            self._apply_delta(removed, added)
-
-    def _drop_file_text(self, path: str) -> None:
-        """Remove a file's row from the file-level keyword index (before its files row goes or is replaced)."""
-        rowid = self._scalar("SELECT rowid FROM files WHERE path = ?", (path,))
-        if rowid is not None:
-            self.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
-
-    def _delete_chunks(self, path: str) -> list[int]:
-        """Delete a file's chunks and vectors; returns the chunk ids whose vectors were removed."""
-        ids: list[int] = []
-        if self.has_vectors():
-            # vec0 answers `chunk_id IN (subquery)` with a full scan; deleting by primary key is a lookup each
-            ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
-            self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
-        self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
-        return ids
 
     def delete_file(self, path: str) -> bool:
         with self._lock:  # the write and the matrix patch are one step for readers

@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -69,6 +69,16 @@ _MIGRATIONS: list[str] = [
                          WHERE c.path = f.path)
         FROM files f;
     CREATE INDEX IF NOT EXISTS chunks_heading ON chunks(trim(ltrim(section_heading, '#')) COLLATE NOCASE);
+    """,
+    # 3: a chunk row whose text stays (an edit elsewhere in its file moved its lines) is updated in place:
+    # its keywords are re-indexed only when its text or heading path changes
+    """
+    DROP TRIGGER IF EXISTS chunks_au;
+    CREATE TRIGGER chunks_au AFTER UPDATE OF text, heading_path ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path)
+        VALUES ('delete', old.id, old.text, old.heading_path);
+        INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
+    END;
     """,
 ]
 

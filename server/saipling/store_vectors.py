@@ -182,16 +182,14 @@ class VectorStore:
         being edited: waiting for their quiet period) are left out."""
         if not self.has_vectors():
             return []
-        with self._lock:
-            embedded = {r[0] for r in self.conn.execute("SELECT chunk_id FROM chunks_vec")}
-            rows = [
-                r
-                for r in self.conn.execute(
+        with self._lock:  # (one pass over vec0's ids, not a row of every chunk into Python)
+            rows = list(
+                self.conn.execute(
                     "SELECT c.id, c.path, c.content_hash, c.token_count, f.mtime_ns FROM chunks c"
-                    " JOIN files f ON f.path = c.path ORDER BY c.path, c.chunk_index"
+                    " JOIN files f ON f.path = c.path WHERE c.id NOT IN (SELECT chunk_id FROM chunks_vec)"
+                    " ORDER BY c.path, c.chunk_index"
                 )
-                if r[0] not in embedded
-            ]
+            )
         held, top = set(hold), {p: i for i, p in enumerate(dict.fromkeys(first))}
         rows = [r for r in rows if r[1] not in held]
         # mtime 0 marks a file read within its timestamp tick (see indexer.is_racy): just written, so recent
@@ -212,18 +210,19 @@ class VectorStore:
                         (json.dumps([[int(cid), h] for cid, h, _ in items]),),
                     )
                 }
-                for _, h, vec in items:
-                    self.conn.execute(
-                        "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
-                        (model, h, vector_blob(vec), now),
-                    )
+                blobs = {h: vector_blob(vec) for _, h, vec in items}
+                self.conn.executemany(
+                    "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                    [(model, h, b, now) for h, b in blobs.items()],
+                )
                 items = [it for it in items if it[0] in current]
-                for chunk_id, _, vec in items:
-                    self.conn.execute("DELETE FROM chunks_vec WHERE chunk_id = ?", (chunk_id,))
-                    self.conn.execute(
-                        "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
-                        (chunk_id, vector_blob(vec)),
-                    )
+                self.conn.executemany(
+                    "DELETE FROM chunks_vec WHERE chunk_id = ?", [(cid,) for cid, _, _ in items]
+                )
+                self.conn.executemany(
+                    "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
+                    [(cid, blobs[h]) for cid, h, _ in items],
+                )
                 if items:
                     self._bump_vector_generation()
             self._apply_delta([cid for cid, _, _ in items], [(cid, vec) for cid, _, vec in items])
