@@ -30,8 +30,13 @@ HEAVY = (
     "mcp",
 )
 # the request schemas and the front-matter parser: a search's options are checked by click and
-# search.cli_request (get and status still parse their requests with the schemas)
+# search.cli_request, get's by click and cli._parse_location (status still builds its provider)
 SCHEMAS = ("pydantic", "frontmatter", "yaml")
+# what a read that embeds nothing no longer pays (by module name, dotted names included): the local provider
+# (only to learn that it is installed), the TOML parser (no config.toml), OpenSSL's hashes, the scanner and the
+# decoder (a search reads no file)
+COLD = ("saipling.embeddings.local", "concurrent.futures", "tomllib", "hashlib", "_hashlib",
+        "saipling.scanner", "saipling.textio")  # fmt: skip
 
 PROBE = """
 import json, sys
@@ -42,7 +47,8 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-loaded = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.stdin.readline())))
+want = set(json.loads(sys.stdin.readline()))
+loaded = sorted(w for w in want if any(m == w or m.startswith(w + ".") for m in sys.modules))
 print(json.dumps({"exit": code, "loaded": loaded}), file=sys.stderr)
 """
 
@@ -61,7 +67,7 @@ def _env(provider: str) -> dict[str, str]:
 def heavy_modules(
     root: Path, *args: str, provider: str = "local", heavy: tuple[str, ...] = HEAVY
 ) -> list[str]:
-    """Run `saipling ARGS` in a new process; the heavy top-level packages it imported."""
+    """Run `saipling ARGS` in a new process; those of the `heavy` modules (or packages) it imported."""
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, *args], input=json.dumps(heavy) + "\n", capture_output=True, text=True,
         cwd=root, env=_env(provider), timeout=120,
@@ -90,7 +96,10 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @needs_local
 def test_lexical_search_imports_no_numpy_model_or_server(indexed: Path) -> None:
     assert (
-        heavy_modules(indexed, "search", "harbor", "--mode", "lexical", "--json", heavy=HEAVY + SCHEMAS) == []
+        heavy_modules(
+            indexed, "search", "harbor", "--mode", "lexical", "--json", heavy=HEAVY + SCHEMAS + COLD
+        )
+        == []
     )
 
 
@@ -99,6 +108,69 @@ def test_get_and_status_import_no_numpy_model_or_server(indexed: Path) -> None:
     first = sorted(p for p in indexed.rglob("*.md") if ".saipling" not in p.parts)[0]
     assert heavy_modules(indexed, "get", f"{first.relative_to(indexed).as_posix()}:1-3", "--json") == []
     assert heavy_modules(indexed, "status", "--json") == []
+
+
+@needs_local
+def test_get_of_a_file_without_frontmatter_imports_no_schemas_yaml_or_provider(indexed: Path) -> None:
+    """`saipling get` checks its location with click (no pydantic: ~45 ms) and reads YAML only when the file
+    has frontmatter; it embeds nothing, so the local provider is not even looked for."""
+    plain = "notes/plain.md"
+    (indexed / plain).write_text("# Plain\n\nNo frontmatter here.\nline four\n", encoding="utf-8")
+    heavy = HEAVY + SCHEMAS + ("saipling.embeddings.local", "tomllib", "hashlib")
+    assert heavy_modules(indexed, "get", f"{plain}:2-3", "--json", heavy=heavy) == []
+    got = json.loads(_cli(indexed, "get", f"{plain}:3-4", "--json").stdout)
+    assert (got["startLine"], got["endLine"], got["text"]) == (3, 4, "No frontmatter here.\nline four")
+
+
+@needs_local
+def test_get_still_hides_a_file_its_frontmatter_makes_private(indexed: Path) -> None:
+    """The YAML parser is skipped only without frontmatter: a `visibility` in it is still read and obeyed."""
+    secret = "notes/secret.md"
+    (indexed / secret).write_text("---\nvisibility: private\n---\n# Secret\n\nHidden.\n", encoding="utf-8")
+    proc = _cli(indexed, "get", secret, "--json", check=False)
+    assert proc.returncode == 2 and "is not visible" in proc.stderr
+    tagged = "notes/tagged.md"
+    (indexed / tagged).write_text("---\ntitle: Tagged\n---\n# Tagged\n\nShown.\n", encoding="utf-8")
+    assert heavy_modules(indexed, "get", f"{tagged}:5", "--json", heavy=("yaml",)) == ["yaml"]
+
+
+def _cli(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "saipling", *args], capture_output=True, text=True, cwd=root, env=_env("none"),
+        timeout=120,
+    )  # fmt: skip
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _search_log_rows(root: Path) -> int:
+    import apsw
+
+    conn = apsw.Connection(str(root / ".saipling" / "index.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return int(next(iter(conn.execute("SELECT count(*) FROM search_log")))[0])
+    finally:
+        conn.close()
+
+
+def test_a_search_leaves_its_log_row_in_the_wal_and_index_checkpoints(tmp_path: Path) -> None:
+    """A one-shot read closes without a WAL checkpoint (no copy into the database and no fsync at exit): its
+    search_log row stays in the WAL, where every later reader sees it; `saipling index` still checkpoints."""
+    root = saipling_project(tmp_path)
+    _cli(root, "index", "--json")
+    wal = root / ".saipling" / "index.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0  # the indexing run checkpointed at exit
+    before = _search_log_rows(root)
+    for _ in range(3):
+        assert json.loads(_cli(root, "search", "harbor", "--mode", "lexical", "--json").stdout)["results"]
+    assert wal.is_file() and wal.stat().st_size > 0  # the log rows are in the WAL, not yet in index.db
+    assert _search_log_rows(root) == before + 3
+    status = json.loads(_cli(root, "status", "--json").stdout)
+    assert status["totalFiles"] > 0 and wal.stat().st_size > 0
+    _cli(root, "index", "--json")
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert _search_log_rows(root) == before + 3
 
 
 @needs_local

@@ -32,14 +32,22 @@ def _root(root: str | None) -> Path:
     return Path(root).resolve() if root else find_root(Path.cwd())
 
 
-def _open(root: str | None, create: bool = False, **overrides: Any) -> Project:
-    """Open the project; only commands that index (create=True) may create `.saipling/`."""
+def _open(root: str | None, create: bool = False, embeds: bool = True, **overrides: Any) -> Project:
+    """Open the project; only commands that index (create=True) may create `.saipling/`. `embeds=False`: the
+    command never embeds (a lexical search, `get`), so no provider is built (the local one costs ~8 ms to set up).
+    Commands that only read close with `checkpoint=False` (Store.close): a one-shot search leaves its log row in
+    the WAL for the next writer instead of syncing the database file at exit."""
     path = _root(root)
     if not path.is_dir():
         raise click.UsageError(f"not a folder: {path}")
     layers = {k: v for k, v in overrides.items() if v is not None} or None
+    provider = None
+    if not embeds:
+        from .embeddings.base import NoneProvider
+
+        provider = NoneProvider(reason="not needed: this command embeds nothing")
     # only indexing verifies every page of the index (and rebuilds a corrupted one); a read skips that cost
-    project = Project.open(path, overrides=layers, create=create, verify=create)
+    project = Project.open(path, overrides=layers, create=create, verify=create, provider=provider)
     for w in project.warnings:
         click.echo(f"warning: {w}", err=True)
     return project
@@ -223,7 +231,7 @@ def status(root: str | None, as_json: bool) -> None:
         if st["readOnly"]:
             click.echo("read-only:  the index cannot be written (search and status only)")
     finally:
-        project.close()
+        project.close(checkpoint=False)
 
 
 def _embedding_line(e: dict) -> str:
@@ -252,7 +260,7 @@ def estimate(root: str | None, as_json: bool, provider: str | None) -> None:
             f"{est['provider']}{'/' + est['model'] if est['model'] else ''}: about ${est['estimatedCostUsd']:.4f}"
         )
     finally:
-        project.close()
+        project.close(checkpoint=False)
 
 
 @main.command()
@@ -364,7 +372,7 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
     """Search the project by meaning and by words."""
     from .search import cli_request, run_search
 
-    project = _open(root)
+    project = _open(root, embeds=mode != "lexical")
     try:
         # click checked every option; cli_request checks the query and glob as the request schema would, without
         # importing pydantic (the schema's other faces, the server and MCP, validate with it)
@@ -379,7 +387,7 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
         else:
             _print_results(response, explain)
     finally:
-        project.close()
+        project.close(checkpoint=False)
 
 
 @main.command()
@@ -390,25 +398,18 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def get(location: str, root: str | None, all_files: bool, role: str | None, as_json: bool) -> None:
     """Print lines of a project file: PATH[:START[-END]]."""
-    project = _open(root)
+    from .reading import read_lines
+
+    project = _open(root, embeds=False)
     try:
-        path, start, lines = _parse_location(location)
-        params: dict[str, Any] = {
-            "path": path,
-            "startLine": start or 1,
-            "respectContextSettings": not all_files,
-        }
-        if role is not None:
-            params["role"] = role
-        if lines:
-            params["lines"] = lines
-        got = project.get(params)
+        path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
+        got = read_lines(project, path, start or 1, lines, role, respect=not all_files)
         if as_json:
             _emit_json(got)
         else:
             click.echo(got["text"])
     finally:
-        project.close()
+        project.close(checkpoint=False)
 
 
 @main.command()
@@ -434,7 +435,7 @@ def related(path: str, root: str | None, k: int | None, role: str | None, as_jso
                 click.echo(f"{response['path']} is not indexed yet", err=True)
             _print_results(response, False)
     finally:
-        project.close()
+        project.close(checkpoint=False)
 
 
 @main.command()
@@ -464,7 +465,7 @@ def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
         else:
             click.echo(response["contextBlock"] or f"(nothing added: {response['reason']})")
     finally:
-        project.close()
+        project.close(checkpoint=False)
 
 
 @main.command(name="eval")

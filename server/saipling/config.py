@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,6 +234,8 @@ def project_layer(root: Path) -> tuple[dict[str, Any], list[str]]:
     path = root / INDEX_DIR / CONFIG_FILE
     if not path.is_file():
         return {}, []
+    import tomllib  # (~2.5 ms: only a project with a config.toml pays it)
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

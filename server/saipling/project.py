@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hashlib
 import logging
 import os
 import threading
@@ -166,9 +165,9 @@ class Project:
         project._resume_fallback()
         return project
 
-    def close(self) -> None:
+    def close(self, checkpoint: bool = True) -> None:
         self.provider.close()
-        self.store.close()
+        self.store.close(checkpoint)
 
     def apply_settings(self, settings: Settings) -> str | None:
         """Switch to new settings between runs (LSP didChangeConfiguration); returns the reindex they need:
@@ -383,6 +382,8 @@ class Project:
             try:
                 now = os.stat(self.root / p)
                 if st is not None and st.mtime_ns == 0 and st.size == now.st_size:
+                    import hashlib  # (~2 ms with OpenSSL: a one-shot search seldom meets a racy file)
+
                     if hashlib.sha256((self.root / p).read_bytes()).hexdigest() == st.content_hash:
                         continue
             except OSError:

@@ -10,8 +10,6 @@ from .context_settings import FILE_NAME as CONTEXT_FILE
 from .context_settings import load_context_settings
 from .errors import InvalidRequest, PathOutsideRoot
 from .paths import resolve_inside
-from .scanner import is_indexable
-from .textio import BinaryFile, decode
 from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
@@ -29,16 +27,27 @@ def resolve_path(root: Path, path: str) -> tuple[Path, str]:
 
 
 def get_lines(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
+    """A `saipling/get` request (checked by its schema) -> {path, startLine, endLine, totalLines, text}."""
     # imported here: search imports this module (resolve_path), and a CLI search needs neither pydantic nor YAML
-    from .metadata import extract_metadata
     from .requests import GetParams, parse
 
     m = parse(GetParams, params)
-    path = m.path or m.uri
+    return read_lines(project, m.path or m.uri or "", m.start_line or 1, m.lines, m.role,
+                      m.respect_context_settings is not False)  # fmt: skip
+
+
+def read_lines(
+    project: ProjectView, path: str, start: int = 1, lines: int | None = None, role: str | None = None,
+    respect: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """`get_lines` with arguments the caller already checked (the CLI: click and `cli._parse_location` make
+    start and lines >= 1): a one-shot `saipling get` imports no pydantic (~45 ms)."""
+    from .metadata import extract_metadata  # (its YAML parser loads only for a file with frontmatter)
+    from .scanner import is_indexable
+    from .textio import BinaryFile, decode
+
     if not path:
         raise InvalidRequest("path", "is required and must be a non-empty string")
-    start, lines, role = m.start_line or 1, m.lines, m.role
-    respect = m.respect_context_settings is not False
     real, rel = resolve_path(project.root, path)
     reason = is_indexable(project.root, rel, project.settings)
     if reason is not None:

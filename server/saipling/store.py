@@ -187,11 +187,14 @@ class Store(FileWrites, VectorStore):
         if self.get_meta("schema_version") != str(SCHEMA_VERSION):  # no write (and no commit) on every open
             self.set_meta("schema_version", str(SCHEMA_VERSION))
 
-    def close(self) -> None:
+    def close(self, checkpoint: bool = True) -> None:
+        """checkpoint=False (one-shot CLI reads): leave the WAL to the next writer, no copy and fsync at close."""
         with self._lock:
             if not self.readonly:
                 with contextlib.suppress(Exception):
                     self.conn.execute("PRAGMA optimize")
+            if not checkpoint:
+                self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
             self.conn.close()
 
     @contextlib.contextmanager
