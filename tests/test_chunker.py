@@ -7,7 +7,7 @@ import re
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fixtures import words
@@ -220,6 +220,12 @@ PROPS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[He
 
 @PROPS
 @given(markdown_file(), chunk_limits(), COUNTERS)
+# a split section's window joined its sentences with blank lines and came out over the budget (CI, issue 15)
+@example(
+    (b"the.\n# harbor\n##\nthe.\nthe.\nthe.\nthe.\nthe.\nthe the.\nthe the.", "notes/a.md"),
+    ChunkLimits(max_tokens=16, target_tokens=12, overlap_tokens=0),
+    estimate_tokens,
+)
 def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: TokenCounter) -> None:
     data, rel = doc
     lines, meta, chunks = _chunk(data, rel, limits, count)
@@ -372,6 +378,20 @@ def test_section_over_limit_split_at_paragraphs_with_heading_in_each_piece() -> 
         assert lines[c.start_line - 1].startswith(("Paragraph", "# Big Section"))
         assert lines[c.end_line].strip() == "" if c.end_line < len(lines) else True
     assert all(p.split()[1] in " ".join(c.text for c in chunks) for p in paras)
+
+
+def test_window_of_one_sentence_per_line_stays_within_the_budget() -> None:
+    """A paragraph split at sentences is packed on the sum of their counts, but the window's text joins them
+    with blank lines (and `estimate_tokens` rounds each one up): the joined text must still fit the budget."""
+    text = "# Log\n\n" + "\n".join(["Go."] * 60) + "\n"
+    limits = ChunkLimits(max_tokens=40, target_tokens=36, overlap_tokens=0)
+    chunks = chunk_document(text, None, limits)
+    budget = limits.max_tokens - estimate_tokens("Log")
+    assert len(chunks) > 1
+    assert all(estimate_tokens(c.text) <= budget for c in chunks), [estimate_tokens(c.text) for c in chunks]
+    assert all(c.token_count <= limits.max_tokens for c in chunks)
+    covered = {n for c in chunks for n in range(c.start_line, c.end_line + 1)}
+    assert covered >= set(range(3, 63))
 
 
 def test_prose_without_headings_becomes_overlapping_windows() -> None:

@@ -428,13 +428,19 @@ def _fit_lines(text: str, budget: int, count: TokenCounter) -> list[str]:
 
 
 def _pack(units: list[_Unit], target: int, budget: int, overlap: int, lines: list[str], count: TokenCounter):
-    """Greedy windows of about `target` tokens (never over `budget`), with trailing-unit overlap."""
-    windows: list[list[_Unit]] = []
+    """Greedy windows of about `target` tokens (never over `budget`), with trailing-unit overlap.
+
+    Windows are packed on the sum of their units' counts, but a window's text is more than its units: units on
+    different lines are joined by a blank line, and a token count is not additive (`estimate_tokens` rounds
+    each piece up). A window whose joined text counts over `budget` is re-cut by its real count (`_fit_window`).
+    """
+    windows: list[tuple[list[_Unit], int]] = []  # (units, how many leading units repeat the previous window)
     cur: list[_Unit] = []
+    n_carry = 0
     total = 0
     for u in units:
         if cur and not (total + u.tokens <= target or (total < target * 0.6 and total + u.tokens <= budget)):
-            windows.append(cur)
+            windows.append((cur, n_carry))
             carry: list[_Unit] = []
             ctotal = 0
             for prev in reversed(cur):
@@ -452,13 +458,37 @@ def _pack(units: list[_Unit], target: int, budget: int, overlap: int, lines: lis
                     tail.insert(0, sent)
                     ctotal += sent.tokens
                 carry = tail
-            cur, total = carry, ctotal
+            cur, total, n_carry = carry, ctotal, len(carry)
         cur.append(u)
         total += u.tokens
     if cur:
-        windows.append(cur)
-    for w in windows:
-        yield w[0].start, w[-1].end, _window_text(w, lines)
+        windows.append((cur, n_carry))
+    for w, carried in windows:
+        for part in _fit_window(w, carried, budget, lines, count):
+            yield part[0].start, part[-1].end, _window_text(part, lines)
+
+
+def _fit_window(
+    w: list[_Unit], carried: int, budget: int, lines: list[str], count: TokenCounter
+) -> list[list[_Unit]]:
+    """`w` as it is when its joined text fits `budget` (one count per window: the usual case); else without
+    its overlap units, else cut greedily into runs whose joined text fits (every unit fits on its own)."""
+    if len(w) == 1 or count(_window_text(w, lines)) <= budget:
+        return [w]
+    if 0 < carried < len(w):
+        w = w[carried:]  # the overlap is a nicety: the window's own units come first
+        if len(w) == 1 or count(_window_text(w, lines)) <= budget:
+            return [w]
+    out: list[list[_Unit]] = []
+    cur: list[_Unit] = []
+    for u in w:
+        if cur and count(_window_text([*cur, u], lines)) > budget:
+            out.append(cur)
+            cur = []
+        cur.append(u)
+    if cur:
+        out.append(cur)
+    return out
 
 
 def _window_text(w: list[_Unit], lines: list[str]) -> str:
