@@ -24,8 +24,9 @@ from .metadata import BOOKKEEPING_KEYS, FileMeta
 
 # Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
 # once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
-# as display text, frontmatter prose.
-CHUNKER_VERSION = 2
+# as display text, frontmatter prose. 3: windows measured on their joined text (never over the budget), a tiny
+# note's body kept as one chunk.
+CHUNKER_VERSION = 3
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
 # Obsidian wiki-links: `![[map.png]]` embeds are dropped, `[[page|alias]]` reads `alias`, `[[folder/page#Part]]`
