@@ -48,7 +48,7 @@ KINDS = ("exact", "paraphrase", "mixed")
 MODES = ("hybrid", "lexical", "semantic")
 K = 10
 CEILING_DEPTHS = (10, 20, 50, 100)
-FUSION_WEIGHT_GRID = (0.0, 0.2, 0.4, 0.55, 0.7, 0.85, 1.0)
+FUSION_WEIGHT_GRID = (0.0, 0.2, 0.4, 0.55, 0.6, 0.7, 0.85, 1.0)
 
 
 @dataclass

@@ -7,7 +7,8 @@ variants see the same candidates. This is how search.py's fusion was chosen, on 
 
   rrf             weighted reciprocal rank fusion as before (0.4 keyword / 0.6 vector, "mixed" queries)
   z chunk         z-normalised scores, keyword side = chunk BM25
-  z file          ... keyword side = whole-file BM25 for files of <= 3 chunks, half file / half chunk beyond
+  z file          ... keyword side = whole-file BM25 for files of <= 3 chunks (the first round's rule; search.py
+                  now decides by size, <= 3,000 bytes), half file / half chunk beyond
   z file+fvec     ... and each chunk's vector score = its cosine, plus its file's two next-best chunks' cosines
                   damped 1/2, 1/4 (a file of fewer chunks repeats its best), divided by 1.75: evidence spread over
                   a long file (measured for issue 15's fiction paraphrases; lost on SciFact, not used)

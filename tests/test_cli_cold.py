@@ -193,3 +193,38 @@ def test_status_reads_the_indexer_pending_key() -> None:
     from saipling import indexer, project
 
     assert project._PENDING_META == indexer.PENDING_META
+
+
+@needs_local
+def test_a_lexical_search_rereads_a_changed_file_with_the_models_chunk_limits(tmp_path: Path) -> None:
+    """A one-shot lexical search builds no provider, but a file changed since it was indexed is read again
+    (lazy sync) and must be chunked as `index` would: the model's passage length and tokenizer, not the
+    keyword-only estimate (found: 12 chunks of <= 96 word pieces became 4 of up to 482, over the model's window,
+    and a later `index` embedded them truncated)."""
+    from fixtures import open_project
+
+    root = tmp_path / "p"
+    root.mkdir()
+    note = root / "note.md"
+    note.write_text("# Note\n\n" + "".join(f"Paragraph {i}: the amber lantern swung over the harbour wall, "
+                                          f"and the keeper counted {i} ships before dawn.\n\n" for i in range(40)),
+                    encoding="utf-8")  # fmt: skip
+    env = _env("local")
+    run = [sys.executable, "-m", "saipling"]
+    assert (
+        subprocess.run([*run, "index", str(root)], env=env, capture_output=True, timeout=300).returncode == 0
+    )
+    with note.open("a", encoding="utf-8") as f:
+        f.write("A late line about the amber lantern.\n")
+    proc = subprocess.run([*run, "search", "amber", "--mode", "lexical", "--json", "--root", str(root)], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    with open_project(root, "local") as p:
+        limit = p.indexer.limits().max_tokens
+        stored = p.store.chunks_for_path("note.md")
+        assert any("A late line" in c["text"] for c in stored)  # the search did read the change
+        assert max(c["token_count"] for c in stored) <= limit + 8  # (+ the heading path it carries)
+        assert len(stored) > 4
+        # exactly what a full index of the same text makes
+        p.index(full=True)
+        assert [c["text"] for c in p.store.chunks_for_path("note.md")] == [c["text"] for c in stored]

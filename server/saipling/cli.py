@@ -45,7 +45,8 @@ def _open(root: str | None, create: bool = False, embeds: bool = True, **overrid
     if not embeds:
         from .embeddings.base import NoneProvider
 
-        provider = NoneProvider(reason="not needed: this command embeds nothing")
+        # (Project.indexer builds the configured provider if a stale file must be read again)
+        provider = NoneProvider(reason="not needed: this command embeds nothing", placeholder=True)
     # only indexing verifies every page of the index (and rebuilds a corrupted one); a read skips that cost
     project = Project.open(path, overrides=layers, create=create, verify=create, provider=provider)
     for w in project.warnings:

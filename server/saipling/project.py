@@ -123,6 +123,17 @@ class Project:
         if self._indexer is None:
             from .indexer import Indexer
 
+            if getattr(self.provider, "placeholder", False):
+                # a command that embeds nothing (a CLI lexical search) met a file changed since it was indexed:
+                # it is re-chunked as `index` would chunk it, with the configured model's window, passage
+                # length and tokenizer, not the stand-in's 4-characters estimate (chunks that never fit)
+                try:
+                    self.provider = create_provider(self.settings)
+                except ProviderError as exc:
+                    from .embeddings.base import NoneProvider
+
+                    self.provider = NoneProvider(reason=f"failed: {exc}")
+
             self._indexer = Indexer(self.root, self.settings, self.store, self.provider)
         return self._indexer
 

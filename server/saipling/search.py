@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 FUSION_VECTOR_WEIGHT = 0.6  # weight of the vector z-score in hybrid mode; keywords get the rest
 # files of at most this many bytes (about 500 words) are scored lexically as a whole (whole-file BM25). A size in
 # bytes, not chunks: the same note is "short" whatever the model's chunk length (SciFact train, hybrid nDCG@10 with
-# ~100-token chunks: 0.7422 at <= 3 chunks, 0.7506 at <= 3,000 bytes, which is 99% of its abstracts)
+# ~100-token chunks, maxResults 200: 0.7423 at <= 3 chunks, 0.7443 at <= 3,000 bytes, 99% of its abstracts)
 SHORT_FILE_BYTES = 3000
 SHORT_FILE_CHUNK_WEIGHT = (
     0.01  # within a short file, how much a chunk's own keyword score counts beside the file's

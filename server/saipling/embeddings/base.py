@@ -283,6 +283,7 @@ class NoneProvider:
     reason: str = ""
     failed: str | None = None
     extra: dict = field(default_factory=dict)
+    placeholder: bool = False  # stands in for the configured provider in a command that embeds nothing
 
     def info(self) -> ProviderInfo:
         return ProviderInfo("none", "", 0, self.reason, 0.0, None)
