@@ -91,3 +91,20 @@ def test_a_file_made_private_leaves_a_default_search_at_once(tmp_path: Path, mod
         (root / "b.md").write_text("---\nvisibility: private\n---\n# B\n\nAn amber door.\n", encoding="utf-8")
         p.index()
         assert {r["filePath"] for r in p.search({"query": "amber", "mode": mode})["results"]} == {"a.md"}
+
+
+def test_a_filter_that_passes_nothing_finds_nothing(tmp_path: Path) -> None:
+    import numpy as np
+
+    store = Store.open(tmp_path / "index.db")
+    try:
+        store.configure_vectors("fake", "m", 4)
+        _put(store, "a.md", "the amber lantern", visibility="private")
+        ((cid, _path),) = store.chunk_ids_for_paths(["a.md"])
+        store.set_vectors([(cid, _h("the amber lantern"), np.ones(4, dtype=np.float32) / 2)], "m")
+        assert store.fts_search('"amber"', 5, PUBLIC) == []
+        assert store.file_fts_search('"amber"', 5, PUBLIC) == []
+        assert store.knn(np.ones(4, dtype=np.float32) / 2, 5, PUBLIC) == []
+        assert len(store.knn(np.ones(4, dtype=np.float32) / 2, 5)) == 1  # there, just filtered out
+    finally:
+        store.close()

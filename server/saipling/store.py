@@ -364,6 +364,8 @@ class Store(FileWrites, VectorStore):
         # ranked without a join (a join row per match before the sort cost ~3x), then filtered by the (cached)
         # ids passing `flt`; all matches are ranked only when the first 4 x limit hold too few of them
         allowed = self.filtered_id_set(flt) if flt is not None and not flt.is_empty() else None
+        if allowed is not None and not allowed:
+            return []  # the filter passes no chunk
         sql = "SELECT rowid, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank"
         with self._lock:
             if allowed is None:
@@ -394,6 +396,8 @@ class Store(FileWrites, VectorStore):
         Ranked first, then looked up and filtered by the (cached) paths passing `flt`: a join with the filter's
         subquery over every chunk cost ~30 ms a search on the fiction corpus, the ranking ~1 ms."""
         allowed = self.filtered_paths(flt) if flt is not None and not flt.is_empty() else None
+        if allowed is not None and not allowed:
+            return []
         with self._lock:
             ranked = list(self.conn.execute(
                 "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ? ORDER BY rank"

@@ -401,6 +401,8 @@ class VectorStore:
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
         allowed = self.filtered_ids(flt) if flt is not None and not flt.is_empty() else None
+        if allowed is not None and not len(allowed):
+            return []
         with self._lock:  # writes patch the matrix in place
             matrix = self._vectors()
             if len(matrix) == 0 or k <= 0:
