@@ -189,6 +189,15 @@ def test_decode_binary_raises(data: bytes) -> None:
         decode(data, "bin.md")
 
 
+def test_text_with_tabs_form_feeds_and_escapes_is_not_binary() -> None:
+    """Only control characters text never holds count as binary: tab, newline, vertical tab, form feed, CR and
+    ESC (ANSI colour codes in a pasted log) do not, even when they are most of the file."""
+    assert decode(b"\t\x0b\x0c\x1b[1m bold\x1b[0m\n" * 200, "log.md").text.startswith("\t")
+    with pytest.raises(BinaryFile):  # 1 in 10 characters a control character: binary
+        decode(b"abcdefghi\x02" * 100, "ctl.md")
+    assert decode(b"abcdefghijklmnopqrstuvwxyz\x02" * 100, "few.md").text  # under 5%: text
+
+
 def test_newlines_normalised_line_count_kept() -> None:
     data = b"a\r\nb\rc\nd\r\n"
     text = decode(data).text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import re
 from dataclasses import dataclass
 
 from .errors import SaiplingError
@@ -95,12 +96,16 @@ def _western(data: bytes) -> bool:
     return sum(1 for c in letters if ord(c) > 127) / len(letters) < 0.2
 
 
+# control characters text files do not hold: below 32 except \t \n \v \f \r and ESC (a regex: a Python loop over
+# every file's first 8 KB was ~5% of a first index's keyword phase)
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+
+
 def _looks_binary(text: str) -> bool:
     sample = text[:8192]
     if not sample:
         return False
-    bad = sum(1 for ch in sample if ord(ch) < 32 and ch not in "\n\r\t\f\v\x1b")
-    return bad / len(sample) > 0.05
+    return len(_CONTROL.findall(sample)) / len(sample) > 0.05
 
 
 def normalise_newlines(text: str) -> str:
