@@ -103,6 +103,11 @@ def _chunker(root: Path, provider):
     return chunks
 
 
+def _changed(root: Path, manifest: dict[str, str]) -> list[str]:
+    """The files whose content hash differs from the one recorded at index time (the peers' obvious pipeline)."""
+    return [r for r, h in _hashes(root, manifest).items() if manifest[r] != h]
+
+
 def _hashes(root: Path, rels) -> dict[str, str]:
     return {r: hashlib.sha256((root / r).read_bytes()).hexdigest() for r in rels}
 
@@ -176,11 +181,10 @@ class Chroma:
         self.manifest = _hashes(self.root, chunks)
 
     def noop(self) -> None:
-        changed = [r for r, h in _hashes(self.root, self.manifest).items() if self.manifest[r] != h]
-        assert not changed
+        assert not _changed(self.root, self.manifest)
 
     def edit(self, rel: str) -> None:
-        changed = [r for r, h in _hashes(self.root, self.manifest).items() if self.manifest[r] != h]
+        changed = _changed(self.root, self.manifest)
         chunks = self.chunker(changed)
         for r in changed:
             self.col.delete(where={"path": r})
@@ -223,11 +227,10 @@ class Lance:
         self.manifest = _hashes(self.root, chunks)
 
     def noop(self) -> None:
-        changed = [r for r, h in _hashes(self.root, self.manifest).items() if self.manifest[r] != h]
-        assert not changed
+        assert not _changed(self.root, self.manifest)
 
     def edit(self, rel: str) -> None:
-        changed = [r for r, h in _hashes(self.root, self.manifest).items() if self.manifest[r] != h]
+        changed = _changed(self.root, self.manifest)
         rows = self._rows(self.chunker(changed))
         for r in changed:
             self.tbl.delete("path = '" + r.replace("'", "''") + "'")

@@ -57,6 +57,7 @@ class Store(FileWrites, VectorStore):
         self._writes = 0  # our own committed writes to files/chunks (with SQLite's data_version: any change)
         self._vocab = False  # the temp fts5vocab table over chunks_fts exists on this connection
         self._df_cache: dict[str, int] = {}  # term -> chunks holding it, for _df_version of the index
+        self._filtered_cache = {}  # a filter's chunk ids / paths, per index state (store_vectors._filtered)
         self._df_version: tuple[int, int] | None = None
         self._df_total = 0
 

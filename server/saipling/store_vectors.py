@@ -42,6 +42,7 @@ class VectorStore:
     _generation: int
     _vgen_written: int | None  # the vector generation our last write committed
     _writes: int  # our own committed writes to files/chunks (with SQLite's data_version: any change)
+    _filtered_cache: dict[tuple[str, str, str], tuple[tuple[int, int], Any]]  # see _filtered
 
     # -- vectors configuration -----------------------------------------------------------------------------
     def has_vectors(self) -> bool:
@@ -291,8 +292,7 @@ class VectorStore:
         key = (sql + shape, where, json.dumps(params, default=str))
         with self._lock:
             version = self._any_version()
-            cache: dict[tuple[str, str, str], tuple[tuple[int, int], Any]]
-            cache = self.__dict__.setdefault("_filtered_cache", {})
+            cache = self._filtered_cache
             hit = cache.get(key)
             if hit is not None and hit[0] == version:
                 return hit[1]
