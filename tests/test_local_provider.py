@@ -340,6 +340,53 @@ def test_chunks_with_the_word_memo_equal_chunks_with_plain_counts(provider: Loca
         fast = chunk_document(text, meta, limits, provider.count_tokens)
         plain = chunk_document(text, meta, limits, lambda t: len(counter.encode(t).ids))
         assert fast == plain, f
+        # the indexer's counter says it is additive: joined pieces are summed, not counted again
+        assert chunk_document(text, meta, limits, provider.token_counter()) == plain, f
+
+
+_LINES = st.one_of(
+    _TRICKY,
+    st.sampled_from(
+        [
+            "",
+            "",
+            "",
+            " \u00a0 ",
+            "\x1c",
+            "\t",
+            "# Title",
+            "## Part two",
+            "Setext\n===",
+            "```",
+            "- item",
+            "> quoted line",
+            "    indented code",
+        ]
+    ),  # fmt: skip
+    st.lists(
+        st.sampled_from(["word", "longer", "sentence.", "End!", "x" * 40, "\u00a0", "mid\u3000space"]),
+        max_size=120,
+    ).map(" ".join),  # fmt: skip
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_LINES, max_size=40), small=st.booleans())
+# U+001C is whitespace to Python (a word boundary where a long paragraph is cut) but BERT drops it and joins
+# the words around it ("the\x1cre" is one token, "there"): such text is counted, never summed
+@example(lines=["the\x1cre " * 60], small=True)
+def test_chunks_summing_additive_counts_equal_chunks_counted_by_the_tokenizer(
+    provider: LocalProvider, lines: list[str], small: bool
+) -> None:
+    from saipling.chunker import chunk_document, limits_for
+
+    counter = provider._loaded().counter
+    limits = limits_for(48, 32, 8, 256) if small else limits_for(1000, 500, 50, 256, 128)
+    text = "\n".join(lines)
+    additive = provider.token_counter()
+    assert getattr(additive, "additive", False)
+    plain = chunk_document(text, None, limits, lambda t: len(counter.encode(t).ids))
+    assert chunk_document(text, None, limits, additive) == plain
 
 
 def test_only_additive_tokenizers_use_the_word_memo() -> None:

@@ -13,13 +13,10 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from markdown_it import MarkdownIt
-from mdit_py_plugins.front_matter import front_matter_plugin
-
 from .embeddings.base import estimate_tokens
+from .markdown_blocks import MarkdownBlocks, display_text, parse_blocks
 from .metadata import BOOKKEEPING_KEYS, FileMeta
 
 # Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
@@ -29,14 +26,26 @@ from .metadata import BOOKKEEPING_KEYS, FileMeta
 CHUNKER_VERSION = 3
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
-# Obsidian wiki-links: `![[map.png]]` embeds are dropped, `[[page|alias]]` reads `alias`, `[[folder/page#Part]]`
-# reads `page > Part` (the display text, as a reader sees it). Never across lines: line numbers stay exact.
-_EMBED_RE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
-_WIKI_RE = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")
 # a sentence ends at . ! ? before whitespace; CJK full stops need no space after them
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?。！？])[\"')\]]*\s+|(?<=[。！？])(?=[^\s\"')\]」』）])")
 
 TokenCounter = Callable[[str], int]
+# whitespace a WordPieceCounter does not split words at (it splits at ASCII space, tab, newline, CR only)
+_ODD_SPACE_RE = re.compile(r"[^\S \t\n\r]")
+
+
+def _specials(count: TokenCounter) -> int | None:
+    """The counter's special tokens when its counts add up over ASCII whitespace (tokencount.WordPieceCounter:
+    count(a + " " + b) == count(a) + count(b) - specials), else None: then joined texts are counted again."""
+    return count.specials if getattr(count, "additive", False) else None  # type: ignore[attr-defined]
+
+
+def _joined(count: TokenCounter, counts: list[int], text: Callable[[], str]) -> int:
+    """count(text()) for a text made of pieces with these counts joined by ASCII whitespace."""
+    specials = _specials(count)
+    if specials is None or not counts:
+        return count(text())
+    return sum(counts) - specials * (len(counts) - 1)
 
 
 @dataclass(frozen=True)
@@ -91,82 +100,7 @@ class _Piece:
     heading: str | None
     path: str
     kind: str
-
-
-@dataclass(frozen=True)
-class Heading:
-    start: int  # first on-disk line (1-based); a setext heading is its text line(s) plus the underline
-    end: int
-    level: int
-    title: str  # display text: inline markup kept, wiki-links as their display text
-
-
-@dataclass(frozen=True)
-class MarkdownBlocks:
-    """What the chunker needs from the markdown parse of one file (line numbers 1-based, on disk)."""
-
-    headings: list[
-        Heading
-    ]  # top-level headings only (a `#` line inside a list item or quote is not a section)
-    keep_whole: frozenset[
-        int
-    ]  # blank lines inside code, HTML and frontmatter blocks: never a paragraph break
-    code_lines: frozenset[int]  # lines of fenced/indented code blocks and frontmatter: wiki-links left alone
-    lines: list[str]  # the file's lines as indexed: wiki-links shown as their display text, embeds dropped
-
-
-@lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
-    """CommonMark block parser. Inline parsing is off: the chunker needs block structure and line ranges only
-    (every block token carries `.map`, its [first, last) 0-based line range), and it halves the parse time."""
-    md = MarkdownIt("commonmark").use(front_matter_plugin)
-    md.disable("inline")
-    return md
-
-
-def parse_blocks(text: str) -> MarkdownBlocks:
-    """Parse normalised text (\\n newlines) into headings, unsplittable ranges and display lines."""
-    lines = text.split("\n")
-    tokens = _parser().parse(text)
-    headings: list[Heading] = []
-    keep: set[int] = set()
-    code: set[int] = set()
-    for i, tok in enumerate(tokens):
-        if tok.map is None:
-            continue
-        a, b = tok.map[0] + 1, tok.map[1]  # 1-based inclusive
-        if tok.type == "heading_open" and tok.level == 0:
-            raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
-            title = " ".join(display_text(raw).split())
-            headings.append(Heading(a, max(a, b), int(tok.tag[1]), title))
-        elif tok.type in ("fence", "code_block", "front_matter", "html_block"):
-            if tok.type != "html_block":
-                code.update(range(a, b + 1))
-            keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
-    shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
-    return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown)
-
-
-def display_text(text: str) -> str:
-    """Wiki-links as a reader sees them: `[[page|alias]]` -> `alias`, `[[a/page#Part]]` -> `page > Part`,
-    `![[map.png]]` (an embed) -> nothing. Never changes the number of lines."""
-    if "[[" not in text:
-        return text
-    text = _EMBED_RE.sub("", text)
-    return _WIKI_RE.sub(_link_text, text)
-
-
-def _link_text(m: re.Match[str]) -> str:
-    alias = (m.group(2) or "").strip()
-    if alias:
-        return alias
-    target = m.group(1).strip()
-    page, _, part = target.partition("#")
-    page = page.rstrip("/").rsplit("/", 1)[-1]
-    if page.lower().endswith(".md"):
-        page = page[:-3]
-    part = part.lstrip("^") if not part.startswith("^") else ""  # `#^block-id` is an anchor, not a heading
-    return f"{page} > {part}" if page and part else page or part
+    tokens: int | None = None  # count(text), when already known
 
 
 def embed_text_for(heading_path: str, text: str) -> str:
@@ -230,6 +164,14 @@ def chunk_document(
     """Chunk normalised text (\\n newlines; line N = on-disk line N); `blocks`: its parse, when already made."""
     limits = limits or ChunkLimits()
     doc = blocks or parse_blocks(text)
+    path_counts: dict[str, int] = {}
+
+    def path_count(path: str) -> int:  # one count per heading path (each section asks several times)
+        n = path_counts.get(path)
+        if n is None:
+            n = path_counts[path] = count_tokens(path)
+        return n
+
     lines = doc.lines  # as indexed: the same line numbers as on disk, wiki-links as display text
     body_start = meta.body_start_line if meta else 1
     pieces: list[_Piece] = []
@@ -249,21 +191,26 @@ def chunk_document(
         if not body_units:
             continue
         kind = "section" if has_headings else "window"
-        budget = max(8, limits.max_tokens - (count_tokens(path) if path else 0))
+        budget = max(8, limits.max_tokens - (path_count(path) if path else 0))
         section_text = "\n".join(lines[start - 1 : end])
-        if has_headings and count_tokens(section_text) <= budget:
-            pieces.append(_Piece(start, end, section_text, heading, path, kind))
-            continue
+        if has_headings:
+            tokens = _section_count(count_tokens, section_text, body_units, lines, start, end)
+            if tokens <= budget:
+                pieces.append(_Piece(start, end, section_text, heading, path, kind, tokens))
+                continue
         target = min(limits.target_tokens, budget)
         units = _split_units(body_units, budget, target, count_tokens)
-        for u_start, u_end, u_text in _pack(
+        for u_start, u_end, u_text, u_tokens in _pack(
             units, target, budget, limits.overlap_tokens, lines, count_tokens
         ):
-            pieces.append(_Piece(u_start, u_end, u_text, heading, path, kind))
+            pieces.append(_Piece(u_start, u_end, u_text, heading, path, kind, u_tokens))
     pieces = _merge_tiny(pieces, lines, limits, count_tokens)
     chunks = []
     for i, p in enumerate(pieces):
         etext = embed_text_for(p.path, p.text)
+        if p.tokens is None:
+            p.tokens = count_tokens(p.text)
+        parts = [path_count(p.path), p.tokens] if p.path else [p.tokens]  # embed_text_for joins by "\n\n"
         chunks.append(
             Chunk(
                 chunk_index=i,
@@ -274,7 +221,7 @@ def chunk_document(
                 heading_path=p.path,
                 start_line=p.start,
                 end_line=p.end,
-                token_count=count_tokens(etext),
+                token_count=_joined(count_tokens, parts, lambda: etext),  # noqa: B023 (called at once)
                 content_hash=content_hash(etext),
                 preview=make_preview(p.text),
             )
@@ -307,6 +254,20 @@ def _sections(
         carry = None
         out.append((start, end, heading_line, path))
     return out
+
+
+def _section_count(
+    count: TokenCounter, text: str, units: list[_Unit], lines: list[str], start: int, end: int
+) -> int:
+    """count(text) of a section (its lines start..end) from its paragraph units, when the counter is additive
+    and every line between them is blank in ASCII whitespace (a blank line with a no-break space is a word to
+    a WordPieceCounter: then the text is counted again)."""
+    if _specials(count) is None or not units:
+        return count(text)
+    covered = {n for u in units for n in range(u.start, u.end + 1)}
+    if any(lines[n - 1].strip(" \t\r") for n in range(start, end + 1) if n not in covered):
+        return count(text)
+    return _joined(count, [u.tokens for u in units], lambda: text)
 
 
 def _paragraphs(
@@ -377,6 +338,7 @@ def _split_words(u: _Unit, budget: int, count: TokenCounter) -> list[_Unit]:
     out: list[_Unit] = []
     line_at = _line_finder(u)
     words = list(re.finditer(r"\S+", u.text))
+    span = _span_counter(u.text, words, count)
     i = 0
     while i < len(words):
         a = words[i].start()
@@ -384,12 +346,12 @@ def _split_words(u: _Unit, budget: int, count: TokenCounter) -> list[_Unit]:
         j, hi = i, min(len(words) - 1, i + 4 * budget + 8)
         while j < hi:
             mid = (j + hi + 1) // 2
-            if count(u.text[a : words[mid].end()]) <= budget:
+            if span(i, mid) <= budget:
                 j = mid
             else:
                 hi = mid - 1
         b = words[j].end()
-        if j == i and count(u.text[a:b]) > budget:  # a single giant "word": cut by characters
+        if j == i and span(i, i) > budget:  # a single giant "word": cut by characters
             k = a
             while k < b:
                 e, hi = k + 1, min(b, k + 4 * budget)  # the longest slice that fits (a real tokenizer may
@@ -403,10 +365,21 @@ def _split_words(u: _Unit, budget: int, count: TokenCounter) -> list[_Unit]:
                 out.append(_Unit(line_at(k), line_at(e), seg, count(seg)))
                 k = e
         else:
-            seg = u.text[a:b]
-            out.append(_Unit(line_at(a), line_at(b), seg, count(seg)))
+            out.append(_Unit(line_at(a), line_at(b), u.text[a:b], span(i, j)))
         i = j + 1
     return out
+
+
+def _span_counter(text: str, words: list[re.Match[str]], count: TokenCounter) -> Callable[[int, int], int]:
+    """count(text from words[i] to words[j]): prefix sums of per-word counts when the counter is additive and
+    the text has no whitespace it does not split at; else the slice is counted."""
+    specials = _specials(count)
+    if specials is None or _ODD_SPACE_RE.search(text):
+        return lambda i, j: count(text[words[i].start() : words[j].end()])
+    prefix = [0]
+    for m in words:
+        prefix.append(prefix[-1] + count(m.group()) - specials)
+    return lambda i, j: specials + prefix[j + 1] - prefix[i]
 
 
 def _fit_lines(text: str, budget: int, count: TokenCounter) -> list[str]:
@@ -466,7 +439,7 @@ def _pack(units: list[_Unit], target: int, budget: int, overlap: int, lines: lis
         windows.append((cur, n_carry))
     for w, carried in windows:
         for part in _fit_window(w, carried, budget, lines, count):
-            yield part[0].start, part[-1].end, _window_text(part, lines)
+            yield part[0].start, part[-1].end, _window_text(part), _window_count(part, count)
 
 
 def _fit_window(
@@ -474,16 +447,16 @@ def _fit_window(
 ) -> list[list[_Unit]]:
     """`w` as it is when its joined text fits `budget` (one count per window: the usual case); else without
     its overlap units, else cut greedily into runs whose joined text fits (every unit fits on its own)."""
-    if len(w) == 1 or count(_window_text(w, lines)) <= budget:
+    if len(w) == 1 or _window_count(w, count) <= budget:
         return [w]
     if 0 < carried < len(w):
         w = w[carried:]  # the overlap is a nicety: the window's own units come first
-        if len(w) == 1 or count(_window_text(w, lines)) <= budget:
+        if len(w) == 1 or _window_count(w, count) <= budget:
             return [w]
     out: list[list[_Unit]] = []
     cur: list[_Unit] = []
     for u in w:
-        if cur and count(_window_text([*cur, u], lines)) > budget:
+        if cur and _window_count([*cur, u], count) > budget:
             out.append(cur)
             cur = []
         cur.append(u)
@@ -492,7 +465,13 @@ def _fit_window(
     return out
 
 
-def _window_text(w: list[_Unit], lines: list[str]) -> str:
+def _window_count(w: list[_Unit], count: TokenCounter) -> int:
+    if len(w) == 1:
+        return w[0].tokens
+    return _joined(count, [u.tokens for u in w], lambda: _window_text(w))
+
+
+def _window_text(w: list[_Unit]) -> str:
     parts: list[str] = []
     prev_end: int | None = None
     for u in w:
@@ -515,7 +494,9 @@ def _merge_tiny(
     """
 
     def fits(p: _Piece) -> bool:
-        return count(p.text) <= max(8, limits.max_tokens - (count(p.path) if p.path else 0))
+        if p.tokens is None:
+            p.tokens = count(p.text)
+        return p.tokens <= max(8, limits.max_tokens - (count(p.path) if p.path else 0))
 
     def tiny(p: _Piece) -> bool:
         return p.kind != "frontmatter" and len(p.text.strip()) < MIN_CHUNK_CHARS

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from .chunker import parse_blocks
 from .context_settings import load_context_settings
 from .embeddings.base import estimate_tokens
 from .errors import InvalidRequest
+from .markdown_blocks import parse_blocks
 from .paths import normalise_rel
 from .requests import MAX_RESULTS, EnrichParams, parse
 from .search import STOPWORDS, SearchRequest, run_search

@@ -230,7 +230,7 @@ def code_lines(text: str) -> set[int]:
     with no fence marker and no indented line has none, and is not parsed."""
     if "```" not in text and "~~~" not in text and "\n    " not in text and "\n\t" not in text:
         return set()
-    from .chunker import parse_blocks
+    from .markdown_blocks import parse_blocks
 
     fm = frontmatter_lines(text)
     return {n - 1 for n in parse_blocks(text).code_lines if n > fm}
@@ -440,7 +440,7 @@ class OutlineItem:
 def outline(text: str, entity: Entity | None = None) -> list[OutlineItem]:
     """The file's own entity (its frontmatter) then its headings nested by level, each spanning its section
     (setext headings included: the chunker's CommonMark parse finds them)."""
-    from .chunker import parse_blocks
+    from .markdown_blocks import parse_blocks
 
     lines = text.split("\n")
     while len(lines) > 1 and not lines[-1].strip():

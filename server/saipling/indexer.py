@@ -125,7 +125,8 @@ class Indexer(EmbeddingPhase):
         except Exception as exc:  # the model cannot load: chunk by the estimate, embedding will report it
             log.warning("%s cannot count tokens (%s); chunking by estimate", self.provider.name, exc)
             return estimate_tokens
-        return count
+        counter = getattr(self.provider, "token_counter", None)
+        return counter() if callable(counter) else count
 
     def ensure_vector_table(self) -> bool:
         """Match the store's vector table to the provider. True when vectors were reset (model changed)."""

@@ -16,7 +16,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from .chunker import Heading, MarkdownBlocks, display_text, parse_blocks
+from .markdown_blocks import Heading, MarkdownBlocks, display_text, parse_blocks
 
 _ATX_RE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
 MAX_MEMO_LINES = 50_000  # a memo's code/keep-whole line sets are bounded (a huge code file is parsed whole)

@@ -392,6 +392,10 @@ class LocalProvider(EmbeddingProvider):
         """Word pieces in text, [CLS] and [SEP] included, before truncation (compare with max_input_tokens)."""
         return self._loaded().count(text)
 
+    def token_counter(self) -> Callable[[str], int]:
+        """count_tokens as the counter itself (a WordPieceCounter says it is additive: see tokencount.py)."""
+        return self._loaded().count
+
     def close(self) -> None:
         """Drop the session and tokenizer; the next embed loads them again."""
         with self._lock:

@@ -40,7 +40,12 @@ def is_additive(tokenizer: Any) -> bool:
 
 
 class WordPieceCounter:
-    """count(text) == len(tokenizer.encode(text).ids) for an additive tokenizer, via a word memo."""
+    """count(text) == len(tokenizer.encode(text).ids) for an additive tokenizer, via a word memo.
+
+    By construction count(a + " " + b) == count(a) + count(b) - specials for any a, b (the chunker adds the
+    counts of pieces it joins instead of counting the joined text again)."""
+
+    additive = True
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer  # no truncation, no padding

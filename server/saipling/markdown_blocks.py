@@ -1,0 +1,92 @@
+"""The markdown block structure the chunker needs (headings, unsplittable blocks, lines as a reader sees
+them), from markdown-it-py's CommonMark parser; wiki-links as their display text."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from mdit_py_plugins.front_matter import front_matter_plugin
+
+# Obsidian wiki-links: `![[map.png]]` embeds are dropped, `[[page|alias]]` reads `alias`, `[[folder/page#Part]]`
+# reads `page > Part` (the display text, as a reader sees it). Never across lines: line numbers stay exact.
+_EMBED_RE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
+_WIKI_RE = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")
+
+
+@dataclass(frozen=True)
+class Heading:
+    start: int  # first on-disk line (1-based); a setext heading is its text line(s) plus the underline
+    end: int
+    level: int
+    title: str  # display text: inline markup kept, wiki-links as their display text
+
+
+@dataclass(frozen=True)
+class MarkdownBlocks:
+    """What the chunker needs from the markdown parse of one file (line numbers 1-based, on disk)."""
+
+    headings: list[
+        Heading
+    ]  # top-level headings only (a `#` line inside a list item or quote is not a section)
+    keep_whole: frozenset[
+        int
+    ]  # blank lines inside code, HTML and frontmatter blocks: never a paragraph break
+    code_lines: frozenset[int]  # lines of fenced/indented code blocks and frontmatter: wiki-links left alone
+    lines: list[str]  # the file's lines as indexed: wiki-links shown as their display text, embeds dropped
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    """CommonMark block parser. Inline parsing is off: the chunker needs block structure and line ranges only
+    (every block token carries `.map`, its [first, last) 0-based line range), and it halves the parse time."""
+    md = MarkdownIt("commonmark").use(front_matter_plugin)
+    md.disable("inline")
+    return md
+
+
+def parse_blocks(text: str) -> MarkdownBlocks:
+    """Parse normalised text (\\n newlines) into headings, unsplittable ranges and display lines."""
+    lines = text.split("\n")
+    tokens = _parser().parse(text)
+    headings: list[Heading] = []
+    keep: set[int] = set()
+    code: set[int] = set()
+    for i, tok in enumerate(tokens):
+        if tok.map is None:
+            continue
+        a, b = tok.map[0] + 1, tok.map[1]  # 1-based inclusive
+        if tok.type == "heading_open" and tok.level == 0:
+            raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
+            title = " ".join(display_text(raw).split())
+            headings.append(Heading(a, max(a, b), int(tok.tag[1]), title))
+        elif tok.type in ("fence", "code_block", "front_matter", "html_block"):
+            if tok.type != "html_block":
+                code.update(range(a, b + 1))
+            keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
+    shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
+    return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown)
+
+
+def display_text(text: str) -> str:
+    """Wiki-links as a reader sees them: `[[page|alias]]` -> `alias`, `[[a/page#Part]]` -> `page > Part`,
+    `![[map.png]]` (an embed) -> nothing. Never changes the number of lines."""
+    if "[[" not in text:
+        return text
+    text = _EMBED_RE.sub("", text)
+    return _WIKI_RE.sub(_link_text, text)
+
+
+def _link_text(m: re.Match[str]) -> str:
+    alias = (m.group(2) or "").strip()
+    if alias:
+        return alias
+    target = m.group(1).strip()
+    page, _, part = target.partition("#")
+    page = page.rstrip("/").rsplit("/", 1)[-1]
+    if page.lower().endswith(".md"):
+        page = page[:-3]
+    part = part.lstrip("^") if not part.startswith("^") else ""  # `#^block-id` is an anchor, not a heading
+    return f"{page} > {part}" if page and part else page or part
