@@ -333,3 +333,15 @@ def test_a_file_that_can_no_longer_be_read_leaves_the_index(
         assert dict(s.skipped)["a.md"].startswith("unreadable")
         assert "a.md" not in project.store.file_states()  # its old text is not searchable any more
         assert project.search({"query": "amber lantern"})["results"] == []
+
+
+def test_watchdogs_stop_race_is_not_logged_as_an_error_but_its_other_errors_are(caplog) -> None:
+    import logging
+
+    import saipling.watcher  # noqa: F401  (installs the filter)
+
+    inotify_log = logging.getLogger("watchdog.observers.inotify")
+    with caplog.at_level(logging.ERROR, logger="watchdog.observers.inotify"):
+        inotify_log.error("InotifyEmitter.queue_events() called when the thread is inactive")
+        inotify_log.error("inotify watch limit reached")
+    assert [r.getMessage() for r in caplog.records] == ["inotify watch limit reached"]

@@ -23,6 +23,18 @@ log = logging.getLogger(__name__)
 Accept = Callable[[str], bool]
 
 
+class _StopRace(logging.Filter):
+    """Drops watchdog's ERROR "InotifyEmitter.queue_events() called when the thread is inactive": its inotify
+    thread reads once more while the observer stops (a race inside watchdog at shutdown; nothing is lost), and
+    a log line at ERROR must mean something went wrong."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
+logging.getLogger("watchdog.observers.inotify").addFilter(_StopRace())
+
+
 def ignored_folder(rel: str) -> bool:
     """True for folders the scanner never enters (hidden ones, node_modules)."""
     return any(part.startswith(".") or part in SKIP_DIRS for part in rel.split("/"))
