@@ -165,6 +165,7 @@ def chunk_document(
     limits = limits or ChunkLimits()
     doc = blocks or parse_blocks(text)
     path_counts: dict[str, int] = {}
+    additive = _specials(count_tokens) is not None  # else joined texts are counted, never summed
 
     def path_count(path: str) -> int:  # one count per heading path (each section asks several times)
         n = path_counts.get(path)
@@ -208,9 +209,12 @@ def chunk_document(
     chunks = []
     for i, p in enumerate(pieces):
         etext = embed_text_for(p.path, p.text)
-        if p.tokens is None:
-            p.tokens = count_tokens(p.text)
-        parts = [path_count(p.path), p.tokens] if p.path else [p.tokens]  # embed_text_for joins by "\n\n"
+        if additive:  # embed_text_for joins by "\n\n": the sum of the two counts
+            tokens = p.tokens if p.tokens is not None else count_tokens(p.text)
+            parts = [path_count(p.path), tokens] if p.path else [tokens]
+            token_count = _joined(count_tokens, parts, lambda: etext)  # noqa: B023 (called at once)
+        else:
+            token_count = count_tokens(etext)
         chunks.append(
             Chunk(
                 chunk_index=i,
@@ -221,7 +225,7 @@ def chunk_document(
                 heading_path=p.path,
                 start_line=p.start,
                 end_line=p.end,
-                token_count=_joined(count_tokens, parts, lambda: etext),  # noqa: B023 (called at once)
+                token_count=token_count,
                 content_hash=content_hash(etext),
                 preview=make_preview(p.text),
             )
@@ -439,7 +443,10 @@ def _pack(units: list[_Unit], target: int, budget: int, overlap: int, lines: lis
         windows.append((cur, n_carry))
     for w, carried in windows:
         for part in _fit_window(w, carried, budget, lines, count):
-            yield part[0].start, part[-1].end, _window_text(part), _window_count(part, count)
+            tokens = (
+                _window_count(part, count) if _specials(count) is not None else None
+            )  # (free when additive)
+            yield part[0].start, part[-1].end, _window_text(part), tokens
 
 
 def _fit_window(

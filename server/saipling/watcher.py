@@ -29,7 +29,9 @@ class _StopRace(logging.Filter):
     a log line at ERROR must mean something went wrong."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "called when the thread is inactive" not in record.getMessage()
+        return "called when the thread is inactive" not in str(
+            record.msg
+        )  # (msg: never formats, never raises)
 
 
 logging.getLogger("watchdog.observers.inotify").addFilter(_StopRace())
