@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -212,3 +213,17 @@ def progress_printer(label: str, every: float = 0.1, log: Callable[[str], None] 
             )
 
     return cb
+
+
+def phrase_queries(texts: Sequence[str], n: int, seed: int = 42) -> list[str]:
+    """n keyword queries of 2-4 consecutive words (longer than 2 letters) from randomly chosen chunk texts."""
+    rng = random.Random(seed)
+    queries: list[str] = []
+    while len(queries) < n:
+        words = [w.strip(".,;:!?\"'()[]*_#") for w in rng.choice(texts).split()]
+        words = [w for w in words if len(w) > 2]
+        if len(words) >= 4:
+            k = rng.randint(2, 4)
+            start = rng.randrange(len(words) - k)
+            queries.append(" ".join(words[start : start + k]))
+    return queries

@@ -32,6 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from _benchutil import phrase_queries
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 from pygls.protocol import JsonRPCResponseMessage, default_converter
@@ -100,16 +101,7 @@ def sample_queries(root: Path, n: int) -> list[str]:
         texts = [r[0] for r in project.store.conn.execute("SELECT text FROM chunks ORDER BY id")]
     finally:
         project.close()
-    rng = random.Random(42)
-    queries: list[str] = []
-    while len(queries) < n:
-        words = [w.strip(".,;:!?\"'()[]*_#") for w in rng.choice(texts).split()]
-        words = [w for w in words if len(w) > 2]
-        if len(words) >= 4:
-            k = rng.randint(2, 4)
-            start = rng.randrange(len(words) - k)
-            queries.append(" ".join(words[start : start + k]))
-    return queries
+    return phrase_queries(texts, n)
 
 
 def raw_converter():

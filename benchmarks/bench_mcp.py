@@ -25,13 +25,23 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from _benchutil import CACHE_ROOT, FICTION, banner, copy_corpus, fmt_ms, median, parser, percentile, table
+from _benchutil import (
+    CACHE_ROOT,
+    FICTION,
+    banner,
+    copy_corpus,
+    fmt_ms,
+    median,
+    parser,
+    percentile,
+    phrase_queries,
+    table,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -74,16 +84,7 @@ def fiction_copy(src: Path, quick: bool) -> Path:
 
 def sample_queries(project: Any, n: int) -> list[str]:
     texts = [r[0] for r in project.store.conn.execute("SELECT text FROM chunks ORDER BY id")]
-    rng = random.Random(42)
-    queries: list[str] = []
-    while len(queries) < n:
-        words = [w.strip(".,;:!?\"'()[]*_#") for w in rng.choice(texts).split()]
-        words = [w for w in words if len(w) > 2]
-        if len(words) >= 4:
-            k = rng.randint(2, 4)
-            start = rng.randrange(len(words) - k)
-            queries.append(" ".join(words[start : start + k]))
-    return queries
+    return phrase_queries(texts, n)
 
 
 def server_env() -> dict[str, str]:
