@@ -632,6 +632,23 @@ def test_malformed_frontmatter_yaml_makes_no_setext_heading() -> None:
     ]
 
 
+def test_headings_are_plain_text_without_inline_markup() -> None:
+    text = (
+        "# The `Wizard` [class](classes.md)\n\n## Spells\n\n###### ***Ripping Vines***\n\nVines rip at the foe.\n\n"
+        "#### *Epic Feat* <span>(rare)</span>\n\nThe vines hold an extra target.\n\n"
+        "## 2 * 3 = 6 and snake_case_name\n\nArithmetic stays as written.\n\n"
+        "## Tom &amp; Jerry \\*literal\\* ![icon](i.png)\n\nEntities and escapes read as text.\n"
+    )
+    assert _heads(text) == [
+        ("###### Ripping Vines", "The Wizard class > Spells > Ripping Vines", 1),
+        ("#### Epic Feat (rare)", "The Wizard class > Spells > Epic Feat (rare)", 9),  # tags go, text stays
+        ("## 2 * 3 = 6 and snake_case_name", "The Wizard class > 2 * 3 = 6 and snake_case_name", 13),
+        ("## Tom & Jerry *literal*", "The Wizard class > Tom & Jerry *literal*", 17),
+    ]
+    vines = chunk_document(text, None)[0]
+    assert vines.text.startswith("# The `Wizard`")  # the text itself stays as written
+
+
 def test_wiki_links_are_indexed_as_display_text_with_line_numbers_unchanged() -> None:
     text = (
         "# The [[spells/Fireball|Fireball]] Spell\n\n"

@@ -117,6 +117,26 @@ def test_a_query_that_is_a_heading_ranks_that_section_first(tmp_path: Path, quer
         assert not response["noConfidentMatch"]
 
 
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_a_heading_written_with_emphasis_is_matched_by_its_text(tmp_path: Path, mode: str) -> None:
+    files = {
+        "classes/druid.md": "# Druid\n\n## Earth Mastery\n\n###### ***Ripping Vines***\n\n"
+        "Once per battle, the ground seizes an enemy.\n",
+        **{
+            f"bestiary/vines-{i}.md": f"# Barbed Vines {i}\n\nRipping vines, ripping vines: the vines rip and rip.\n"
+            for i in range(4)
+        },
+    }
+    with open_project(make_project(tmp_path, files)) as p:
+        p.index()
+        top = p.search({"query": "ripping vines", "mode": mode, "explain": True})["results"][0]
+        assert (top["filePath"], top["headingPath"]) == (
+            "classes/druid.md",
+            "Druid > Earth Mastery > Ripping Vines",
+        )
+        assert top["sectionHeading"] == "###### Ripping Vines" and top["explain"]["exactMatch"] == "heading"
+
+
 def test_a_query_that_is_an_entity_name_or_alias_ranks_its_file_first(tmp_path: Path) -> None:
     with open_project(make_project(tmp_path, SPELLS)) as p:
         p.index()

@@ -22,8 +22,8 @@ from .metadata import BOOKKEEPING_KEYS, FileMeta
 # Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
 # once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
 # as display text, frontmatter prose. 3: windows measured on their joined text (never over the budget), a tiny
-# note's body kept as one chunk.
-CHUNKER_VERSION = 3
+# note's body kept as one chunk. 4: headings as plain text (`#### ***Ripping Vines***` is `Ripping Vines`).
+CHUNKER_VERSION = 4
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
 # a sentence ends at . ! ? before whitespace; CJK full stops need no space after them

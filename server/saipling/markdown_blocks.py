@@ -1,5 +1,5 @@
 """The markdown block structure the chunker needs (headings, unsplittable blocks, lines as a reader sees
-them), from markdown-it-py's CommonMark parser; wiki-links as their display text."""
+them), from markdown-it-py's CommonMark parser; wiki-links as their display text, headings as plain text."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 # reads `page > Part` (the display text, as a reader sees it). Never across lines: line numbers stay exact.
 _EMBED_RE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
 _WIKI_RE = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")
+# characters that can start inline markup in a heading (emphasis, code, links, HTML, escapes, entities)
+_INLINE_MARKUP_RE = re.compile(r"[*_`\[<\\&!]")
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,7 @@ class Heading:
     start: int  # first on-disk line (1-based); a setext heading is its text line(s) plus the underline
     end: int
     level: int
-    title: str  # display text: inline markup kept, wiki-links as their display text
+    title: str  # plain text as a reader sees it: `***Fireball***` -> `Fireball`, wiki-links as their display text
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def parse_blocks(text: str) -> MarkdownBlocks:
         a, b = tok.map[0] + 1, tok.map[1]  # 1-based inclusive
         if tok.type == "heading_open" and tok.level == 0:
             raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
-            title = " ".join(display_text(raw).split())
+            title = heading_text(raw)
             headings.append(Heading(a, max(a, b), int(tok.tag[1]), title))
         elif tok.type in ("fence", "code_block", "front_matter", "html_block"):
             if tok.type != "html_block":
@@ -68,6 +70,28 @@ def parse_blocks(text: str) -> MarkdownBlocks:
             keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
     shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
     return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown)
+
+
+@lru_cache(maxsize=1)
+def _inline_parser() -> MarkdownIt:
+    return MarkdownIt("commonmark")
+
+
+def heading_text(raw: str) -> str:
+    """A heading's text as a reader sees it: inline markup rendered away (`***Ripping Vines***`, `` `get()` ``,
+    `[Fireball](spells.md)` -> their text; images and inline HTML dropped), wiki-links as their display text, whitespace
+    collapsed. Section headings, heading paths and exact-heading matches all use this text."""
+    text = display_text(raw)
+    if _INLINE_MARKUP_RE.search(text):  # (most headings have none: no inline parse)
+        parts: list[str] = []
+        for block in _inline_parser().parseInline(text):
+            for tok in block.children or []:
+                if tok.type in ("text", "code_inline"):  # (images dropped, like `![[embeds]]`)
+                    parts.append(tok.content)
+                elif tok.type in ("softbreak", "hardbreak"):
+                    parts.append(" ")
+        text = "".join(parts)
+    return " ".join(text.split())
 
 
 def display_text(text: str) -> str:
