@@ -139,6 +139,10 @@ def test_get_impossible_ranges_say_why(root: Path, location: str, says: str) -> 
     assert result.exit_code == 2 and says in result.stderr and "Traceback" not in result.output
 
 
+def paths_of(response: dict) -> list[str]:
+    return [r["filePath"] for r in response["results"]]
+
+
 def test_related(root: Path) -> None:
     result = run("related", MARCUS, "--root", str(root), "--json", "-k", "20")
     assert result.exit_code == 0, result.output
@@ -150,6 +154,12 @@ def test_related(root: Path) -> None:
     unknown = run("related", "characters/nobody/profile.md", "--root", str(root))
     assert unknown.exit_code == 0 and "is not indexed yet" in unknown.stderr
     assert run("related", "../x.md", "--root", str(root)).exit_code == 2
+    at = json.loads(
+        run("related", f"{MARCUS}:4-5", "--root", str(root), "--json").stdout
+    )  # the passage there
+    assert at["results"] and at["startLine"] <= 4 and at["endLine"] >= 5 and MARCUS not in paths_of(at)
+    bad = run("related", f"{MARCUS}:0", "--root", str(root))
+    assert bad.exit_code == 2 and "numbered from 1" in bad.stderr
 
 
 def test_enrich(root: Path) -> None:

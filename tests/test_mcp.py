@@ -272,6 +272,8 @@ async def test_enrich_related_and_status(tmp_path: Path) -> None:
         )
         assert related["indexed"] and related["results"]
         assert all(r["filePath"] != "characters/marcus-cole/profile.md" for r in related["results"])
+        scene = await call(session, "related", {"path": SCENE_1, "startLine": 3, "maxResults": 3})
+        assert scene["results"] and scene["startLine"] <= 3 <= scene["endLine"]
         status = await call(session, "status")
         assert (
             status["root"] == str(root.resolve())

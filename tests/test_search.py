@@ -709,6 +709,40 @@ def test_related_keyword_fallback_and_bad_paths(keyword_novel: Any) -> None:
         assert info.value.field == field
 
 
+SCENES = {
+    "book/ch-01.md": "# Chapter One\n\n## The Forge\n\nThe blacksmith hammered glowing iron on the anvil, worked "
+    "the bellows and plunged the tongs into the quenching trough.\n\n## The Orchard\n\nShe picked ripe apples "
+    "and pears in the orchard, filling wicker baskets beneath blossoming branches.\n",
+    "notes/smithing.md": "# Smithing\n\nAnvil, bellows, tongs, quenching: how a blacksmith shapes glowing iron.\n",
+    "notes/fruit.md": "# Fruit\n\nApples and pears from the orchard, wicker baskets, branches in blossom.\n",
+}
+
+
+@pytest.mark.parametrize("provider", ["none", "local"])
+def test_related_to_the_passage_at_a_line(tmp_path: Path, provider: str) -> None:
+    from saipling.embeddings import local_available
+
+    if provider == "local" and not local_available():
+        pytest.skip("the local embedding model is not installed")
+    with open_project(make_project(tmp_path, SCENES), provider=provider) as p:
+        p.index()
+        ch = "book/ch-01.md"
+        forge = p.related({"path": ch, "startLine": 5})
+        assert paths(forge)[0] == "notes/smithing.md" and (forge["startLine"], forge["endLine"]) == (1, 5)
+        orchard = p.related({"path": ch, "startLine": 9, "endLine": 9})
+        assert paths(orchard)[0] == "notes/fruit.md" and ch not in paths(orchard)
+        # a line between passages (a blank line) or past the end: the passage before it
+        assert paths(p.related({"path": ch, "startLine": 6}))[0] == "notes/smithing.md"
+        assert paths(p.related({"path": ch, "startLine": 500}))[0] == "notes/fruit.md"
+        whole = p.related({"path": ch})
+        assert set(paths(whole)) == {"notes/smithing.md", "notes/fruit.md"} and "startLine" not in whole
+        for params, field in (({"path": ch, "endLine": 4}, "endLine"), ({"path": ch, "startLine": 6, "endLine": 5},
+                              "endLine"), ({"path": ch, "startLine": 0}, "startLine")):  # fmt: skip
+            with pytest.raises(InvalidRequest) as info:
+                p.related(params)
+            assert info.value.field == field
+
+
 # -- semantic quality (real local model) -----------------------------------------------------------------------
 def test_local_model_finds_passages_by_meaning(tmp_path: Path) -> None:
     from saipling.embeddings import local_available

@@ -414,16 +414,21 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
 
 
 @main.command()
-@click.argument("path")
+@click.argument("location")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None)
 @click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def related(path: str, root: str | None, k: int | None, role: str | None, as_json: bool) -> None:
-    """Passages in other files most similar to PATH."""
+def related(location: str, root: str | None, k: int | None, role: str | None, as_json: bool) -> None:
+    """Passages in other files most similar to PATH, or to the passage at PATH:LINE[-END]."""
+    path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
     project = _open(root)
     try:
         params: dict = {"path": path}
+        if start is not None:
+            params["startLine"] = start
+            if lines:
+                params["endLine"] = start + lines - 1
         if role is not None:
             params["role"] = role
         if k:

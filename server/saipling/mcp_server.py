@@ -123,6 +123,9 @@ RELATED_INPUT: dict[str, Any] = {
     "type": "object",
     "properties": {
         "path": {"type": "string", "minLength": 1, "description": "A project file, relative to the root."},
+        "startLine": {"type": "integer", "minimum": 1,
+                      "description": "Only the passage at this line (1-based) of the file, not the whole file."},
+        "endLine": {"type": "integer", "minimum": 1, "description": "With startLine: the passage's last line."},
         "maxResults": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
                        "description": "How many passages (default 5)."},
     },
@@ -253,7 +256,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "related", "Find passages like a file",
-        "Find passages in other files most similar to one project file (by meaning when embeddings exist, "
+        "Find passages in other files most similar to one project file, or to the passage at startLine of it "
+        "(by meaning when embeddings exist, "
         "else by its most distinctive words). Use it to gather what else the project says about the subject "
         "of a file: other scenes with a character, notes on the same topic, possible contradictions. Returns "
         "results in the same shape as `search`, and indexed=false when the file is not in the index.",

@@ -558,7 +558,7 @@ class Project:
 
     def related(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """{uri | path, maxResults} -> {results: [...]} (passages from other files most like this file)."""
-        from .search import related
+        from .related import related
 
         return related(self, params)
 

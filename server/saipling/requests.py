@@ -113,10 +113,13 @@ class EnrichParams(Request):
 
 
 class RelatedParams(Request):
-    """`saipling/related`: `path` (or `uri`) of the file to find passages like."""
+    """`saipling/related`: `path` (or `uri`) of the file to find passages like; `startLine`..`endLine` (1-based,
+    inclusive) narrow it to the passage at those lines (a scene of a long chapter)."""
 
     path: str | None = None
     uri: str | None = None
+    start_line: int | None = Field(None, ge=1)
+    end_line: int | None = Field(None, ge=1)
     max_results: int | None = Field(None, ge=1, le=MAX_RESULTS)
     role: str | None = None
 

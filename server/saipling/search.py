@@ -40,7 +40,6 @@ from .embeddings.base import EmbeddingProvider
 from .errors import InvalidRequest, ProviderError
 from .lazy import np  # numpy loads on first use (cold CLI path)
 from .paths import glob_problem, normalise_rel
-from .reading import resolve_path
 from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
 from .store import ChunkFilter
 from .terms import (  # noqa: F401 - STOPWORDS re-exported for callers
@@ -532,52 +531,3 @@ def result_dict(project: ProjectView, row: Mapping[str, Any], score: float, term
 
 
 # -- related ---------------------------------------------------------------------------------------------------
-def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Passages from other files most similar to this file (mean of its chunk vectors)."""
-    from .requests import RelatedParams, parse
-
-    m = parse(RelatedParams, params)
-    target = m.path or m.uri
-    if not target:
-        raise InvalidRequest("path", "is required and must be a non-empty string")
-    max_results = m.max_results or max(1, min(project.settings.max_results_default, MAX_RESULTS))
-    _, rel = resolve_path(project.root, target)
-    t0 = time.perf_counter()
-    chunks = project.store.chunks_for_path(rel)
-    flt = ChunkFilter(
-        exclude_paths=[rel],
-        visibility=role_levels(project.settings.roles, m.role, project.settings.default_role),
-    )
-    cs = load_context_settings(project.root)
-    if cs.has("exclude"):
-        flt.exclude_paths += cs.excluded(list(project.store.file_states()))
-    degraded = vector_unavailable(project)
-    ranked: list[_Ranked] = []
-    if chunks and degraded is None:
-        vecs = project.store.chunk_vectors([c["id"] for c in chunks])
-        if vecs:
-            mean = np.mean(np.stack(list(vecs.values())), axis=0)
-            mean /= np.linalg.norm(mean) or 1.0
-            ranked = [
-                _Ranked(cid, max(0.0, s), None, i + 1, None, s)
-                for i, (cid, s) in enumerate(project.store.knn(mean, max_results * 3, flt))
-            ]
-    elif chunks:
-        words = collections.Counter(
-            w.lower() for c in chunks for w in _WORD_RE.findall(c["text"] or "") if len(w) > 4
-        )
-        match = fts_query(" ".join(w for w, _ in words.most_common(24)))
-        if match:
-            hits = project.store.fts_search(match, max_results * 3, flt)
-            best = abs(hits[0][1]) if hits else 1.0
-            ranked = [
-                _Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b)
-                for i, (cid, b) in enumerate(hits)
-            ]
-    pairs, _, _ = _live_rows(project, ranked, max_results)
-    cal = vector_calibration(project)
-    for _, r in pairs:
-        r.confidence = _ramp(r.cosine, cal.low, cal.high) if cal and r.cosine is not None else r.score
-    results = [result_dict(project, row, r.score, [], r) for row, r in pairs]
-    return {"path": rel, "results": results, "degraded": degraded if chunks else None,
-            "indexed": bool(chunks), "elapsedMs": round((time.perf_counter() - t0) * 1000, 2)}  # fmt: skip
