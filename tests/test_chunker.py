@@ -669,3 +669,23 @@ def test_frontmatter_chunk_is_readable_prose_without_bookkeeping() -> None:
         "stats: strength: 12; cunning: 16",
         "is alive: yes",
     ]
+
+
+def test_sentence_splits_keep_closing_quotes_and_brackets() -> None:
+    """A paragraph too long for one chunk is cut at sentence ends; the quote or bracket closing a sentence
+    (`home."`, `(so he said.)`) stays with it: every chunk is text of the file, so a passage read back from disk
+    (enrichContext) matches its chunk instead of being dropped as `missing`."""
+    said = [
+        f'"I have no idea that she has ever seen a man she cared for number {n}," said Mrs. Weston. '
+        f'"She goes so seldom from home {n}." (He agreed at once {n}.) [Aside {n}!] '
+        for n in range(40)
+    ]
+    text = "# Chapter V\n\n" + "".join(said) + "\n\nThe end.\n"
+    limits = ChunkLimits(max_tokens=60, target_tokens=40, overlap_tokens=15)
+    chunks = chunk_document(text, None, limits)
+    assert len(chunks) > 5
+    flat = " ".join(text.split())
+    for c in chunks:
+        assert " ".join(c.text.split()) in flat, c.text
+    joined = " ".join(c.text for c in chunks)
+    assert joined.count('from home 7."') >= 1 and "(He agreed at once 7.)" in joined and "[Aside 7!]" in joined

@@ -22,12 +22,13 @@ from .metadata import BOOKKEEPING_KEYS, FileMeta
 # Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
 # once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
 # as display text, frontmatter prose. 3: windows measured on their joined text (never over the budget), a tiny
-# note's body kept as one chunk.
-CHUNKER_VERSION = 3
+# note's body kept as one chunk. 4: a sentence cut keeps its closing quote or bracket (`home."`).
+CHUNKER_VERSION = 4
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
-# a sentence ends at . ! ? before whitespace; CJK full stops need no space after them
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?。！？])[\"')\]]*\s+|(?<=[。！？])(?=[^\s\"')\]」』）])")
+# a sentence ends at . ! ? (and the quotes or brackets closing it: group 1) before whitespace; CJK full stops need
+# no space after them
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?。！？])([\"')\]]*)\s+|(?<=[。！？])(?=[^\s\"')\]」』）])")
 
 TokenCounter = Callable[[str], int]
 # whitespace a WordPieceCounter does not split words at (it splits at ASCII space, tab, newline, CR only)
@@ -328,9 +329,10 @@ def _split_text(u: _Unit, sep: re.Pattern[str], count: TokenCounter) -> list[_Un
     line_at = _line_finder(u)
     pos = 0
     for m in sep.finditer(u.text):
-        seg = u.text[pos : m.start()]
+        end = m.end(1) if m.re.groups and m.start(1) >= 0 else m.start()  # a closing quote stays with its sentence
+        seg = u.text[pos:end]
         if seg.strip():
-            out.append(_Unit(line_at(pos), line_at(m.start()), seg, count(seg)))
+            out.append(_Unit(line_at(pos), line_at(end), seg, count(seg)))
         pos = m.end()
     seg = u.text[pos:]
     if seg.strip():
