@@ -688,4 +688,6 @@ def test_sentence_splits_keep_closing_quotes_and_brackets() -> None:
     for c in chunks:
         assert " ".join(c.text.split()) in flat, c.text
     joined = " ".join(c.text for c in chunks)
-    assert joined.count('from home 7."') >= 1 and "(He agreed at once 7.)" in joined and "[Aside 7!]" in joined
+    assert (
+        joined.count('from home 7."') >= 1 and "(He agreed at once 7.)" in joined and "[Aside 7!]" in joined
+    )
