@@ -158,3 +158,22 @@ def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1, err  # (the output did not all arrive: not 0)
     assert "BrokenPipe" not in err and "Traceback" not in err and "Exception ignored" not in err
+
+
+@pytest.mark.parametrize("columns", ["80", "50"])
+def test_the_table_shows_whole_paths_in_a_narrow_terminal_or_a_pipe(tmp_path: Path, columns: str) -> None:
+    """Piped output is 80 columns wide (or COLUMNS): a long path is wrapped in its column, not cut to
+    `Compendium/13A/I…`, which would not say which file a result is in."""
+    root = tmp_path / "vault"
+    deep = root / "Compendium" / "13A" / "Icons"
+    deep.mkdir(parents=True)
+    (deep / "Great-Gold-Wyrm.md").write_text("# Great Gold Wyrm\n\nThe world's protector seals the Abyss.\n")
+    (deep / "Lich-King.md").write_text("# Lich King\n\nThe lord of the undead would rule the Abyss too.\n")
+    assert run("index", str(root)).exit_code == 0
+    result = CliRunner(env=ENV | {"COLUMNS": columns}).invoke(main, ["search", "Abyss", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    cells = [line.split("│")[2].strip() for line in result.stdout.splitlines() if line.startswith("│")]
+    column = "".join(cells)
+    for name in ("Great-Gold-Wyrm.md", "Lich-King.md"):
+        assert f"Compendium/13A/Icons/{name}" in column, result.stdout
+    assert "…" not in column

@@ -320,7 +320,7 @@ def _print_results(response: dict, explain: bool) -> None:
 
     table = Table(show_header=True, header_style="bold", expand=True)
     table.add_column("score", justify="right", width=6)
-    table.add_column("file § section", ratio=2)
+    table.add_column("file § section", ratio=2, overflow="fold")  # a path is wrapped, never cut short
     table.add_column("lines", width=9)
     table.add_column("snippet", ratio=4)
     weak_shown = False
