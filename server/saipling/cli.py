@@ -452,6 +452,10 @@ def related(path: str, root: str | None, k: int | None, role: str | None, as_jso
         if k:
             params["maxResults"] = k
         response = project.related(params)
+        if not response["indexed"] and not (project.root / response["path"]).is_file():
+            raise InvalidRequest(
+                "path", f"{response['path']} does not exist"
+            )  # (a typo: `index` would not help)
         if as_json:
             _emit_json(response)
         else:
