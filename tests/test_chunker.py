@@ -37,7 +37,8 @@ word = st.sampled_from(VOCAB)
 def sentence(draw) -> str:
     ws = draw(st.lists(word, min_size=1, max_size=12))
     end = draw(st.sampled_from([".", "!", "?", "", ","]))
-    return " ".join(ws) + end
+    open_, close = draw(st.sampled_from([("", ""), ("", ""), ('"', '"'), ("“", "”"), ("(", ")"), ("'", "'")]))
+    return open_ + " ".join(ws) + end + close  # (dialogue: the quote closes after the sentence's end)
 
 
 @st.composite
@@ -226,6 +227,12 @@ PROPS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[He
     ChunkLimits(max_tokens=16, target_tokens=12, overlap_tokens=0),
     estimate_tokens,
 )
+# a word cut in two (over the budget on its own) came back joined by a space: "harbor 0 gull1"
+@example(
+    (b"harbor0 gull1 orchard2 storm3 winter4 salt5 brass6", "notes/a.md"),
+    ChunkLimits(max_tokens=16, target_tokens=8, overlap_tokens=0),
+    char_tokens,
+)
 def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: TokenCounter) -> None:
     data, rel = doc
     lines, meta, chunks = _chunk(data, rel, limits, count)
@@ -256,10 +263,14 @@ def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: To
             ):
                 prev = chunks[i - 1] if i > 0 and chunks[i - 1].kind != "frontmatter" else None
                 assert prev is None or not _could_absorb(prev, c, disk, limits, count), (c, prev)
-            # the text comes from the lines it claims
+            # the text comes from the lines it claims; without overlap it is those lines, whitespace aside (a
+            # closing quote or a word cut in two is not lost or split by a space). (A tiny piece merged into an
+            # overlapping neighbour on the same line may repeat a few words: _join.)
             span = "\n".join(disk[c.start_line - 1 : c.end_line])
             for tok in c.text.split():
                 assert tok in span, (tok, c.start_line, c.end_line)
+            if limits.overlap_tokens == 0:
+                assert " ".join(c.text.split()) in " ".join(span.split()), (c.text, c.start_line, c.end_line)
         # token counts: the embedded text stays within the limit (plus the heading path it carries)
         assert c.token_count == count(c.embed_text)
         assert c.token_count <= max(limits.max_tokens, count(c.heading_path) + 8) + 2, (
@@ -632,6 +643,18 @@ def test_malformed_frontmatter_yaml_makes_no_setext_heading() -> None:
     ]
 
 
+def test_cjk_sentences_and_cut_words_are_rejoined_without_spaces() -> None:
+    sentence = "城市的灯光在雨中闪烁，渡船慢慢驶过港口。"
+    text = "# 第一章\n\n" + sentence * 40 + "\n"
+    lim = ChunkLimits(max_tokens=60, target_tokens=50, overlap_tokens=0)
+    chunks = chunk_document(text, None, lim, char_tokens)
+    assert len(chunks) > 3
+    for c in chunks:
+        assert c.text in text  # the file's own text: no space put between its sentences
+        assert " " not in c.text.replace("# 第一章", "")
+        assert c.token_count == char_tokens(c.embed_text) and c.token_count <= 60 + 8
+
+
 def test_headings_are_plain_text_without_inline_markup() -> None:
     text = (
         "# The `Wizard` [class](classes.md)\n\n## Spells\n\n###### ***Ripping Vines***\n\nVines rip at the foe.\n\n"
@@ -686,3 +709,25 @@ def test_frontmatter_chunk_is_readable_prose_without_bookkeeping() -> None:
         "stats: strength: 12; cunning: 16",
         "is alive: yes",
     ]
+
+
+def test_sentence_splits_keep_closing_quotes_and_brackets() -> None:
+    """A paragraph too long for one chunk is cut at sentence ends; the quote or bracket closing a sentence
+    (`home."`, `(so he said.)`) stays with it: every chunk is text of the file, so a passage read back from disk
+    (enrichContext) matches its chunk instead of being dropped as `missing`."""
+    said = [
+        f'"I have no idea that she has ever seen a man she cared for number {n}," said Mrs. Weston. '
+        f'"She goes so seldom from home {n}." (He agreed at once {n}.) [Aside {n}!] '
+        for n in range(40)
+    ]
+    text = "# Chapter V\n\n" + "".join(said) + "\n\nThe end.\n"
+    limits = ChunkLimits(max_tokens=60, target_tokens=40, overlap_tokens=15)
+    chunks = chunk_document(text, None, limits)
+    assert len(chunks) > 5
+    flat = " ".join(text.split())
+    for c in chunks:
+        assert " ".join(c.text.split()) in flat, c.text
+    joined = " ".join(c.text for c in chunks)
+    assert (
+        joined.count('from home 7."') >= 1 and "(He agreed at once 7.)" in joined and "[Aside 7!]" in joined
+    )

@@ -33,10 +33,10 @@ HEAVY = (
 # search.cli_request, get's by click and cli._parse_location (status still builds its provider)
 SCHEMAS = ("pydantic", "frontmatter", "yaml")
 # what a read that embeds nothing no longer pays (by module name, dotted names included): the local provider
-# (only to learn that it is installed), the TOML parser (no config.toml), OpenSSL's hashes, the scanner and the
-# decoder (a search reads no file)
+# (only to learn that it is installed), the TOML parser (no config.toml), OpenSSL's hashes and the decoder (a
+# search of an unchanged project reads no file; it does scan the folders for changes, so the scanner is loaded)
 COLD = ("saipling.embeddings.local", "concurrent.futures", "tomllib", "hashlib", "_hashlib",
-        "saipling.scanner", "saipling.textio")  # fmt: skip
+        "saipling.textio", "saipling.indexer")  # fmt: skip
 
 PROBE = """
 import json, sys

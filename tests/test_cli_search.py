@@ -151,8 +151,19 @@ def test_related(root: Path) -> None:
     assert got and MARCUS not in got and not got & {"notes/ideas.md", "notes/secret/plan.md"}
     table = run("related", MARCUS, "--root", str(root))
     assert table.exit_code == 0 and "file § section" in table.stdout
-    unknown = run("related", "characters/nobody/profile.md", "--root", str(root))
-    assert unknown.exit_code == 0 and "is not indexed yet" in unknown.stderr
+    unknown = run(
+        "related", "characters/nobody/profile.md", "--root", str(root)
+    )  # a typo, not "not indexed yet"
+    assert (
+        unknown.exit_code == 2
+        and unknown.stderr == "error: path: characters/nobody/profile.md does not exist\n"
+    )
+    (root / "characters" / "new.md").write_bytes(b"\x00\x01binary")  # exists, but can never be indexed
+    try:
+        unindexed = run("related", "characters/new.md", "--root", str(root))
+        assert unindexed.exit_code == 0 and "is not indexed yet" in unindexed.stderr
+    finally:
+        (root / "characters" / "new.md").unlink()
     assert run("related", "../x.md", "--root", str(root)).exit_code == 2
     at = json.loads(
         run("related", f"{MARCUS}:4-5", "--root", str(root), "--json").stdout

@@ -487,6 +487,25 @@ def test_passages_come_from_the_file_as_it_is_now_or_are_reported_missing(tmp_pa
         assert "logs a storm at dawn" in moved["contextBlock"]
 
 
+def test_an_unchanged_file_gives_its_passage_even_when_the_chunk_text_is_not_verbatim(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {
+        "dialogue.md": '# Talk\n\n"Come home." The ferryman did not answer. "Please come home."\n',
+        "other.md": "# Other\n\nNotes on the harbor tides.\n",
+    })  # fmt: skip
+    query = {"query": "ferryman come home answer", "skillConfig": ALWAYS}
+    with open_project(root) as p:
+        p.index()
+        # an index whose chunk text is not the file's verbatim (an older chunker dropped a closing quote:
+        # `home.` for `home."`; CJK sentences were joined by spaces): the file is unchanged, so its lines hold
+        p.store.conn.execute(
+            "UPDATE chunks SET text = replace(text, 'home.\"', 'home.') WHERE path = 'dialogue.md'"
+        )
+        response = p.enrich(query)
+        assert "=== FILE: dialogue.md" in response["contextBlock"]
+        assert '"Come home." The ferryman' in response["contextBlock"]  # as the file has it
+        assert {"path": "dialogue.md", "reason": "missing"} not in response["skipped"]
+
+
 def test_a_paragraph_on_one_long_line_is_given_once_per_chunk_not_whole_each_time(tmp_path: Path) -> None:
     sentences = " ".join(f"The harbour pilot number {i} guides the ship past the reef." for i in range(400))
     root = make_project(tmp_path, {"oneline.md": "# One\n\n" + sentences + "\n"})

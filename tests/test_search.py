@@ -808,6 +808,24 @@ def test_snippet_marks_what_fts_matched_after_stemming_and_accent_folding(
         assert marked in r["snippet"], r["snippet"]  # the window is where the match is, not the chunk's start
 
 
+def test_snippets_read_as_text_not_markdown_bold_links_or_images(tmp_path: Path) -> None:
+    """An Obsidian note: a bold name is marked once (not `****Lich** **King****`), a link reads as its text (not its
+    url, with the query's words marked inside it), an image is left out."""
+    text = (
+        "---\naliases: [Lich King]\n---\n\n## Lich King\n\n![lichking_color|300](Icons/Lich-King-image-1.jpg)\n\n"
+        ">[!info] The Lich King\n> The **Lich King** is the lord of the undead.\n>\n"
+        "> **Source**:: [Pelgrane Press - The Lich King](https://pelgranepress.com/2012/the-lich-king-of-13th-age/)\n"
+    )
+    root = make_project(tmp_path, {"Icons/Lich-King.md": text})
+    with open_project(root) as p:
+        p.index()
+        snippets = [r["snippet"] for r in p.search({"query": "Lich King", "mode": "lexical"})["results"]]
+    body = next(s for s in snippets if "undead" in s)
+    assert "The **Lich** **King** is the lord" in body and "****" not in body
+    assert "Source:: Pelgrane Press - The **Lich** **King**" in body
+    assert "](" not in body and "https://" not in body and "image-1.jpg" not in body
+
+
 def test_a_misspelt_filter_is_refused_with_a_suggestion_not_ignored() -> None:
     with pytest.raises(InvalidRequest) as info:
         parse_request({"query": "storm", "filter": {"bookID": "book-01"}})

@@ -22,12 +22,15 @@ from .metadata import BOOKKEEPING_KEYS, FileMeta
 # Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
 # once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
 # as display text, frontmatter prose. 3: windows measured on their joined text (never over the budget), a tiny
-# note's body kept as one chunk. 4: headings as plain text (`#### ***Ripping Vines***` is `Ripping Vines`).
+# note's body kept as one chunk. 4: headings as plain text (`#### ***Ripping Vines***` is `Ripping Vines`); a
+# sentence cut keeps its closing quote or bracket (`home."`, `home.”`).
 CHUNKER_VERSION = 4
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
-# a sentence ends at . ! ? before whitespace; CJK full stops need no space after them
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?。！？])[\"')\]]*\s+|(?<=[。！？])(?=[^\s\"')\]」』）])")
+# a sentence ends at . ! ? (and the quotes or brackets closing it, straight or typographic: group 1) before
+# whitespace; CJK full stops need no space after them
+_CLOSERS = "\"'”’»)\\]」』）"
+_SENTENCE_END_RE = re.compile(rf"(?<=[.!?。！？])([{_CLOSERS}]*)\s+|(?<=[。！？])(?=[^\s{_CLOSERS}])")
 
 TokenCounter = Callable[[str], int]
 # whitespace a WordPieceCounter does not split words at (it splits at ASCII space, tab, newline, CR only)
@@ -90,6 +93,9 @@ class _Unit:
     end: int
     text: str
     tokens: int
+    glued: bool = (
+        False  # follows the unit before it with no whitespace between (a cut inside a word or CJK text)
+    )
 
 
 @dataclass
@@ -101,6 +107,7 @@ class _Piece:
     path: str
     kind: str
     tokens: int | None = None  # count(text), when already known
+    glued: bool = False  # its text follows the piece before it with no whitespace between (see _Unit)
 
 
 def embed_text_for(heading_path: str, text: str) -> str:
@@ -201,10 +208,10 @@ def chunk_document(
                 continue
         target = min(limits.target_tokens, budget)
         units = _split_units(body_units, budget, target, count_tokens)
-        for u_start, u_end, u_text, u_tokens in _pack(
+        for u_start, u_end, u_text, u_tokens, glued in _pack(
             units, target, budget, limits.overlap_tokens, lines, count_tokens
         ):
-            pieces.append(_Piece(u_start, u_end, u_text, heading, path, kind, u_tokens))
+            pieces.append(_Piece(u_start, u_end, u_text, heading, path, kind, u_tokens, glued))
     pieces = _merge_tiny(pieces, lines, limits, count_tokens)
     chunks = []
     for i, p in enumerate(pieces):
@@ -327,14 +334,18 @@ def _split_text(u: _Unit, sep: re.Pattern[str], count: TokenCounter) -> list[_Un
     out: list[_Unit] = []
     line_at = _line_finder(u)
     pos = 0
+    glued = False
     for m in sep.finditer(u.text):
-        seg = u.text[pos : m.start()]
+        # a closing quote stays with its sentence
+        end = m.end(1) if m.re.groups and m.start(1) >= 0 else m.start()
+        seg = u.text[pos:end]
         if seg.strip():
-            out.append(_Unit(line_at(pos), line_at(m.start()), seg, count(seg)))
+            out.append(_Unit(line_at(pos), line_at(end), seg, count(seg), glued))
         pos = m.end()
+        glued = pos == end  # after a CJK full stop the next sentence follows without a space
     seg = u.text[pos:]
     if seg.strip():
-        out.append(_Unit(line_at(pos), line_at(len(u.text)), seg, count(seg)))
+        out.append(_Unit(line_at(pos), line_at(len(u.text)), seg, count(seg), glued))
     return out or [u]
 
 
@@ -366,7 +377,7 @@ def _split_words(u: _Unit, budget: int, count: TokenCounter) -> list[_Unit]:
                     else:
                         hi = mid - 1
                 seg = u.text[k:e]
-                out.append(_Unit(line_at(k), line_at(e), seg, count(seg)))
+                out.append(_Unit(line_at(k), line_at(e), seg, count(seg), k > a))
                 k = e
         else:
             out.append(_Unit(line_at(a), line_at(b), u.text[a:b], span(i, j)))
@@ -446,7 +457,7 @@ def _pack(units: list[_Unit], target: int, budget: int, overlap: int, lines: lis
             tokens = (
                 _window_count(part, count) if _specials(count) is not None else None
             )  # (free when additive)
-            yield part[0].start, part[-1].end, _window_text(part), tokens
+            yield part[0].start, part[-1].end, _window_text(part), tokens, part[0].glued
 
 
 def _fit_window(
@@ -475,6 +486,8 @@ def _fit_window(
 def _window_count(w: list[_Unit], count: TokenCounter) -> int:
     if len(w) == 1:
         return w[0].tokens
+    if any(u.glued for u in w[1:]):  # glued pieces are one word: their counts do not add up
+        return count(_window_text(w))
     return _joined(count, [u.tokens for u in w], lambda: _window_text(w))
 
 
@@ -483,7 +496,7 @@ def _window_text(w: list[_Unit]) -> str:
     prev_end: int | None = None
     for u in w:
         if prev_end is not None:
-            parts.append("\n\n" if u.start > prev_end else " ")
+            parts.append("\n\n" if u.start > prev_end else "" if u.glued else " ")
         parts.append(u.text)
         prev_end = u.end
     return "".join(parts)
@@ -557,5 +570,5 @@ def _join(a: _Piece, b: _Piece, lines: list[str], keep: _Piece) -> _Piece:
     if _is_whole_lines(a, lines) and _is_whole_lines(b, lines) and gap_blank:
         text = "\n".join(lines[start - 1 : end])
     else:
-        text = a.text + (" " if b.start <= a.end else "\n\n") + b.text
-    return _Piece(start, end, text, keep.heading, keep.path, keep.kind)
+        text = a.text + (("" if b.glued else " ") if b.start <= a.end else "\n\n") + b.text
+    return _Piece(start, end, text, keep.heading, keep.path, keep.kind, glued=a.glued)

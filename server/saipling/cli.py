@@ -54,6 +54,22 @@ def _open(root: str | None, create: bool = False, embeds: bool = True, **overrid
     return project
 
 
+def _freshen(project: Project) -> None:
+    """Before a read that searches (search, related, enrich): files edited, added, renamed or deleted since the last
+    `saipling index` are re-read (their text; `index` embeds them), and an empty index is said to be one."""
+    from .freshness import refresh_before_reading
+
+    if not project.store.file_states():
+        click.echo(
+            f"note: nothing is indexed in {project.root} yet: run `saipling index {project.root}` first",
+            err=True,
+        )
+        return
+    note = refresh_before_reading(project)
+    if note:
+        click.echo(f"note: {note}", err=True)
+
+
 def _emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
@@ -68,6 +84,11 @@ class _Group(click.Group):
         except SaiplingError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
+        except BrokenPipeError:  # the reader stopped early (`saipling search x | head`): end quietly
+            os.dup2(
+                os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
+            )  # (nothing to flush at exit either)
+            ctx.exit(1)  # (as rich does for the tables)
         except (OSError, apsw.Error) as exc:
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             ctx.exit(1)
@@ -299,7 +320,7 @@ def _print_results(response: dict, explain: bool) -> None:
 
     table = Table(show_header=True, header_style="bold", expand=True)
     table.add_column("score", justify="right", width=6)
-    table.add_column("file § section", ratio=2)
+    table.add_column("file § section", ratio=2, overflow="fold")  # a path is wrapped, never cut short
     table.add_column("lines", width=9)
     table.add_column("snippet", ratio=4)
     weak_shown = False
@@ -382,6 +403,7 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
                           book_id=book, chapter_id=chapter, max_chapter=max_chapter, mode=mode, role=role,
                           min_score=min_score or 0.0, respect_context_settings=not all_files, source="cli",
                           explain=explain)  # fmt: skip
+        _freshen(project)
         response = run_search(project, req)
         if as_json:
             _emit_json(response)
@@ -424,6 +446,7 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
     path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
     project = _open(root)
     try:
+        _freshen(project)
         params: dict = {"path": path}
         if start is not None:
             params["startLine"] = start
@@ -434,6 +457,10 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
         if k:
             params["maxResults"] = k
         response = project.related(params)
+        if not response["indexed"] and not (project.root / response["path"]).is_file():
+            raise InvalidRequest(
+                "path", f"{response['path']} does not exist"
+            )  # (a typo: `index` would not help)
         if as_json:
             _emit_json(response)
         else:
@@ -457,6 +484,7 @@ def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
     """Assemble search results into an agent context block (what saipling/enrichContext returns)."""
     project = _open(root)
     try:
+        _freshen(project)
         params = {
             "query": query,
             "skill": skill,

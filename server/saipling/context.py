@@ -271,7 +271,8 @@ def _passage(
     `files` keeps each file's lines and chunks for the request: several results often share a file."""
     path = r["filePath"]
     if path not in files:
-        files[path] = _FileView(_file_lines(project, path), project.store.chunks_for_path(path))
+        lines, unchanged = _file_lines(project, path)
+        files[path] = _FileView(lines, project.store.chunks_for_path(path), unchanged)
     view = files[path]
     if view.lines is None:
         return None
@@ -286,7 +287,7 @@ def _passage(
     if chunk.get("kind") == "frontmatter":
         return (chunk["text"], False) if chunk["text"].strip() else None
     indexed, now = " ".join(chunk["text"].split()), " ".join(current.split())
-    if indexed not in now:
+    if not view.unchanged and indexed not in now:
         return None  # changed since it was indexed: the passage is gone or moved
     if len(now) > 1.5 * len(indexed) + 200:
         return chunk["text"], False
@@ -297,14 +298,21 @@ def _passage(
 class _FileView:
     lines: list[str] | None  # None: the file is gone or unreadable
     chunks: list[dict[str, Any]]
+    unchanged: bool = False  # the file's bytes are the ones indexed: every chunk's line range holds
 
     def is_frontmatter(self, r: Mapping[str, Any]) -> bool:
         return any(c.get("kind") == "frontmatter" and c["start_line"] == r["startLine"] and c["preview"] == r["preview"]
                    for c in self.chunks)  # fmt: skip
 
 
-def _file_lines(project: ProjectView, rel: str) -> list[str] | None:
+def _file_lines(project: ProjectView, rel: str) -> tuple[list[str] | None, bool]:
+    """The file's lines as indexed (wiki-links as display text), and whether its bytes are the indexed ones."""
+    import hashlib
+
     try:
-        return parse_blocks(decode((project.root / rel).read_bytes(), rel).text).lines
+        data = (project.root / rel).read_bytes()
+        lines = parse_blocks(decode(data, rel).text).lines
     except (OSError, BinaryFile):
-        return None
+        return None, False
+    record = project.store.get_file(rel)
+    return lines, record is not None and record.get("content_hash") == hashlib.sha256(data).hexdigest()

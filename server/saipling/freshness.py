@@ -10,6 +10,10 @@ one `stat` per file and per folder, no reads:
 
 Files the indexer cannot index (binary, unreadable) are remembered by (mtime, size), so they are not retried on
 every request, only after they change.
+
+One-shot readers (the CLI's `search`, `enrich`, `related`) use `refresh_before_reading`: the same check, then
+only the text pass (nothing embedded), so a file edited, added, renamed or deleted since the last `saipling
+index` is searched as it is now. This module imports neither numpy nor the indexer until a file must be read.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .index_lock import IndexBusy
-from .indexer import IndexSummary
+from .index_lock import IndexBusy, index_lock
 from .scanner import SKIP_DIRS, scan
 from .store import FileState
 
 if TYPE_CHECKING:
+    from .indexer import IndexSummary
     from .project import Project
 
 log = logging.getLogger(__name__)
@@ -161,3 +166,42 @@ class LazySync:
             st = _stat(os.path.join(self.project.root, rel))
             if st is not None:  # (gone: nothing to retry)
                 self._unindexable[rel] = st
+
+
+# More changed files than this and a one-shot search does not re-read them itself (a `git checkout` of the whole
+# project is a job for `saipling index`, which says how far it got): it says so and searches the index as it is.
+REFRESH_LIMIT = 200
+
+
+def refresh_before_reading(project: Project, limit: int | None = None) -> str | None:
+    """Before a one-shot command reads the index: re-read the text of the files changed, added or deleted on disk
+    since they were indexed (keywords, line ranges, metadata; their new chunks are embedded by the next
+    `saipling index`). Returns a note for the user when the index could not be brought up to date, else None.
+
+    Not done for an index with no files (never indexed, or cleared: the caller says so), a read-only index, or
+    while another process is writing the index (it keeps the index fresh itself)."""
+    states = project.store.file_states()
+    if project.store.readonly or not states:
+        return None
+    found = scan(
+        project.root, project.settings
+    )  # (~9 ms for 1,000 files; no folder snapshot: nothing to keep)
+    seen = {e.rel for e in found.entries}
+    changed = [e.rel for e in found.entries
+               if (st := states.get(e.rel)) is None or (st.mtime_ns, st.size) != (e.mtime_ns, e.size)]  # fmt: skip
+    changed += [p for p in states if p not in seen]
+    if not changed:
+        return None
+    if len(changed) > (REFRESH_LIMIT if limit is None else limit):
+        return (
+            f"{len(changed):,} files changed since the last index and are searched as they were indexed: "
+            "run `saipling index` to bring the index up to date"
+        )
+    try:
+        with index_lock(Path(project.store.path).parent, wait=False):
+            summary = project.refresh(changed)
+    except IndexBusy as exc:
+        log.info("not re-reading changed files: %s", exc)
+        return None
+    log.info("re-read %d changed file(s) before answering", summary.changed + summary.deleted)
+    return None

@@ -73,8 +73,12 @@ def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
     """About `width` characters around the first matched word, matched words wrapped in **.
 
     A word matches a query term the way FTS5 matched it (`porter unicode61 remove_diacritics`): same Porter
-    stem after folding case and accents, so "drowning" marks "drowned" and "cafe" marks "Café"."""
-    flat = " ".join(text.split())
+    stem after folding case and accents, so "drowning" marks "drowned" and "cafe" marks "Café".
+
+    The text is shown as read, not as markdown: the file's own `**bold**` markers are dropped (else a bold name
+    would read `****Lich** **King****` once marked), a link reads as its text and an image is left out, as
+    wiki-links and embeds already are in the index."""
+    flat = " ".join(_LINK_RE.sub(_link_text, text.replace("**", "")).split())
     keys = {match_key(t) for t in terms}
     folded = _fold(flat.lower())
     if not keys or not any(k[:3] in folded for k in keys):  # a stem starts like the word it came from
@@ -89,6 +93,14 @@ def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
         lambda w: f"**{w.group(0)}**" if match_key(w.group(0)) in keys else w.group(0), piece
     )
     return ("…" if start > 0 else "") + marked + ("…" if start + width < len(flat) else "")
+
+
+# ![alt](src) / [text](url "title"): one level of brackets in the text, the url without spaces or parentheses
+_LINK_RE = re.compile(r"(!?)\[([^\[\]\n]*)\]\([^()\s]*(?:\s+\"[^\"\n]*\")?\)")
+
+
+def _link_text(m: re.Match[str]) -> str:
+    return "" if m.group(1) else m.group(2)
 
 
 _COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")

@@ -1,0 +1,179 @@
+"""The CLI reads a live project: `search`, `enrich` and `related` see files edited, added, renamed or deleted since
+the last `saipling index` (their text is re-read first; `index` embeds it), and an index with nothing in it says
+so instead of answering "no results" as if the project held nothing relevant."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from fixtures import bump_mtime
+from saipling import freshness
+from saipling.cli import main
+from saipling.index_lock import index_lock
+
+ENV = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1", "SAIPLING_LOG_LEVEL": None,
+       "VOYAGE_API_KEY": None, "OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}  # fmt: skip
+
+CHAPTER = "# Chapter One\n\n" + "\n\n".join(
+    f"Paragraph {n} of the harbour chapter: the tide turned and the gulls wheeled over the quay."
+    for n in range(12)
+)
+
+
+def run(*args: str) -> Result:
+    return CliRunner(env=ENV).invoke(main, list(args))
+
+
+def search(root: Path, query: str, *args: str) -> dict[str, Any]:
+    result = run("search", query, "--root", str(root), "--json", "--mode", "lexical", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "novel"
+    (root / "chapters").mkdir(parents=True)
+    (root / "chapters" / "01.md").write_text(CHAPTER + "\n", "utf-8")
+    (root / "chapters" / "02.md").write_text(
+        "# Chapter Two\n\nThe lighthouse keeper counted ships.\n", "utf-8"
+    )
+    (root / "notes.md").write_text("# Notes\n\nRemember the brass telescope in chapter two.\n", "utf-8")
+    assert run("index", str(root)).exit_code == 0
+    return root
+
+
+def test_search_sees_an_edit_in_the_middle_of_a_file_at_its_new_lines(project: Path) -> None:
+    path = project / "chapters" / "01.md"
+    lines = path.read_text("utf-8").split("\n")
+    lines[8:8] = ["Marguerite hid the zephyrine locket under the third floorboard.", ""]
+    path.write_text("\n".join(lines), "utf-8")
+    bump_mtime(path)
+    found = search(project, "zephyrine locket")
+    hit = found["results"][0]
+    assert hit["filePath"] == "chapters/01.md" and hit["startLine"] <= 9 <= hit["endLine"]
+    got = run("get", f"chapters/01.md:{hit['startLine']}-{hit['endLine']}", "--root", str(project))
+    assert "zephyrine locket" in got.stdout
+    assert hit["endLine"] == len(lines) - 1  # (one short section: its range ends at the file's new last line)
+
+
+def test_search_sees_files_added_renamed_and_deleted_since_the_index(project: Path) -> None:
+    (project / "chapters" / "03.md").write_text(
+        "# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8"
+    )
+    (project / "chapters" / "02.md").rename(project / "chapters" / "02-lighthouse.md")
+    (project / "notes.md").unlink()
+    assert [r["filePath"] for r in search(project, "quorvath")["results"]] == ["chapters/03.md"]
+    assert [r["filePath"] for r in search(project, "lighthouse keeper")["results"]] == [
+        "chapters/02-lighthouse.md"
+    ]
+    assert search(project, "brass telescope")["results"] == []
+    status = json.loads(run("status", str(project), "--json").stdout)
+    assert status["totalFiles"] == 3
+    enrich = json.loads(run("enrich", "quorvath ferry sank", "--root", str(project), "--json").stdout)
+    assert "quorvath" in enrich["contextBlock"]
+    related = run("related", "chapters/03.md", "--root", str(project), "--json")
+    assert related.exit_code == 0 and json.loads(related.stdout)["indexed"] is True
+
+
+def test_many_changed_files_are_left_to_index_and_said(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(freshness, "REFRESH_LIMIT", 2)
+    for n in range(3):
+        (project / f"new-{n}.md").write_text(f"# New {n}\n\nThe velomorph sketch number {n}.\n", "utf-8")
+    result = run("search", "velomorph", "--root", str(project), "--mode", "lexical", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["results"] == []
+    assert "3 files changed since the last index" in result.stderr and "saipling index" in result.stderr
+    assert run("index", str(project)).exit_code == 0
+    assert len(search(project, "velomorph")["results"]) == 3
+
+
+def test_a_search_beside_another_writer_answers_from_the_index_as_it_is(project: Path) -> None:
+    (project / "chapters" / "03.md").write_text(
+        "# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8"
+    )
+    with index_lock(project / ".saipling", wait=False):  # e.g. a running `saipling index` or server
+        assert search(project, "quorvath")["results"] == []  # (that process indexes the new file itself)
+    assert [r["filePath"] for r in search(project, "quorvath")["results"]] == ["chapters/03.md"]
+
+
+def test_a_project_never_indexed_or_cleared_says_to_index_it(tmp_path: Path, project: Path) -> None:
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "a.md").write_text("# A\n\nThe harbour at dawn.\n", "utf-8")
+    for args in (["search", "harbour"], ["search", "harbour", "--json"], ["enrich", "harbour at dawn"]):
+        result = run(*args, "--root", str(fresh))
+        assert result.exit_code == 0, result.output
+        assert f"nothing is indexed in {fresh} yet: run `saipling index {fresh}`" in result.stderr
+    assert not (fresh / ".saipling").exists()  # a read never creates the index
+    assert run("clear", str(project)).exit_code == 0
+    cleared = run("search", "lighthouse", "--root", str(project))
+    assert "nothing is indexed" in cleared.stderr and "no results" in cleared.stdout
+    assert json.loads(run("status", str(project), "--json").stdout)["totalFiles"] == 0  # (not refilled)
+
+
+def test_the_installed_cli_finds_a_note_an_agent_just_wrote(project: Path) -> None:
+    """An agent's memory: write a file, then ask the CLI in a new process (no index run between)."""
+    (project / "memory").mkdir()
+    (project / "memory" / "2026-11-24.md").write_text(
+        "# Session\n\nThe user prefers the oxblood cover.\n", "utf-8"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ENV} | {
+        k: v for k, v in ENV.items() if v is not None
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "saipling", "search", "oxblood cover", "--root", str(project), "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (hit,) = [r for r in json.loads(done.stdout)["results"] if r["filePath"] == "memory/2026-11-24.md"]
+    assert hit["startLine"] <= 3 <= hit["endLine"]
+
+
+@pytest.mark.parametrize(
+    "command", [["search", "harbour", "--json"], ["search", "harbour"], ["status", "--json"]]
+)
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(
+    project: Path, command: list[str]
+) -> None:
+    """`saipling search x | head -3`: no "error: BrokenPipeError" and no traceback on the terminal."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV} | {
+        k: v for k, v in ENV.items() if v is not None
+    }
+    root = ["--root", str(project)] if command[0] == "search" else [str(project)]
+    proc = subprocess.Popen([sys.executable, "-m", "saipling", *command, *root], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # (before the command writes anything: its first write meets a closed pipe)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1, err  # (the output did not all arrive: not 0)
+    assert "BrokenPipe" not in err and "Traceback" not in err and "Exception ignored" not in err
+
+
+@pytest.mark.parametrize("columns", ["80", "50"])
+def test_the_table_shows_whole_paths_in_a_narrow_terminal_or_a_pipe(tmp_path: Path, columns: str) -> None:
+    """Piped output is 80 columns wide (or COLUMNS): a long path is wrapped in its column, not cut to
+    `Compendium/13A/I…`, which would not say which file a result is in."""
+    root = tmp_path / "vault"
+    deep = root / "Compendium" / "13A" / "Icons"
+    deep.mkdir(parents=True)
+    (deep / "Great-Gold-Wyrm.md").write_text("# Great Gold Wyrm\n\nThe world's protector seals the Abyss.\n")
+    (deep / "Lich-King.md").write_text("# Lich King\n\nThe lord of the undead would rule the Abyss too.\n")
+    assert run("index", str(root)).exit_code == 0
+    result = CliRunner(env=ENV | {"COLUMNS": columns}).invoke(main, ["search", "Abyss", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    cells = [line.split("│")[2].strip() for line in result.stdout.splitlines() if line.startswith("│")]
+    column = "".join(cells)
+    for name in ("Great-Gold-Wyrm.md", "Lich-King.md"):
+        assert f"Compendium/13A/Icons/{name}" in column, result.stdout
+    assert "…" not in column
