@@ -344,6 +344,16 @@ def test_select_rows_show_section_lines_and_snippet(novel_run: tuple[dict, str, 
     assert "Elena is the older sister of Marcus" in row, msg
 
 
+def test_related_for_the_file_or_for_the_passage_in_a_range(novel_run: tuple[dict, str, Path]) -> None:
+    result, msg, _ = novel_run
+    whole, at, span = result["related_file"], result["related_passage"], result["related_range"]
+    assert whole and whole["prompt"] == "Saipling related: marcus.md", msg
+    assert at and at["prompt"] == "Saipling related: marcus.md:9" and at["items"], msg
+    assert span and span["prompt"] == "Saipling related: marcus.md:7-9" and span["items"], msg
+    for shown in (whole, at, span):
+        assert not any(row.startswith("characters/marcus.md") for row in shown["items"]), msg
+
+
 def test_related_window_follows_the_current_file(novel_run: tuple[dict, str, Path]) -> None:
     result, msg, folder = novel_run
     assert result["related_first_ok"], msg

@@ -402,6 +402,17 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, tmp_path: Pa
             ui.shot("03-search-opened")
             timings[step] = time.monotonic() - t
 
+            step = "Find Passages Related to This Passage (the cursor's passage, from the command palette)"
+            t = time.monotonic()
+            ui.command("Saipling: Find Passages Related to This Passage")
+            rows = ui.wait_rows("passages like the one at the cursor", lambda rows: any(" § " in r for r in rows),
+                                30_000)  # fmt: skip
+            title = ui.quick_input().locator(".quick-input-title").inner_text()
+            assert f"{SEARCH_FILE}:{SEARCH_LINE}" in title, title
+            assert not any(r.startswith(SEARCH_FILE) for r in rows), rows
+            page.keyboard.press("Escape")
+            timings[step] = time.monotonic() - t
+
             step = "Search Project with filters: type:character, upto:12"
             t = time.monotonic()
             ui.command("Saipling: Search Project")

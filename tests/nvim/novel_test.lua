@@ -71,6 +71,19 @@ T.run(function()
     bad = search("upto:soon sister"),
   }
 
+  -- :SaiplingRelated for the file, :[range]SaiplingRelated for the passage at those lines (marcus.md line 9).
+  local function related_rows(command)
+    shown = nil
+    vim.cmd(command)
+    vim.wait(20000, function()
+      return shown ~= nil
+    end, 20)
+    return shown
+  end
+  r.related_file = related_rows("SaiplingRelated")
+  r.related_passage = related_rows("9SaiplingRelated")
+  r.related_range = related_rows("7,9SaiplingRelated")
+
   -- The related window follows the current file; <CR> opens a passage.
   local source_win = vim.api.nvim_get_current_win()
   vim.cmd("SaiplingRelatedWindow")

@@ -16,6 +16,7 @@ import { checkPythonHasSaipling, resolveServerCommand, type ResolvedCommand } fr
 export const COMMANDS = {
   searchProject: 'saipling.searchProject',
   findRelated: 'saipling.findRelated',
+  findRelatedToPassage: 'saipling.findRelatedToPassage',
   reindex: 'saipling.reindex',
   clearIndex: 'saipling.clearIndex',
   showStatus: 'saipling.showStatus',

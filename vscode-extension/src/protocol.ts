@@ -75,6 +75,9 @@ export interface SearchResponse {
 export interface RelatedParams {
   uri: string;
   maxResults?: number;
+  /** 1-based, inclusive: only the passage at these lines of the file. */
+  startLine?: number;
+  endLine?: number;
 }
 
 export interface RelatedResponse {
@@ -144,7 +147,16 @@ export function buildSearchParams(
   return params;
 }
 
-/** Params for `saipling/related` for the document at `uri`. */
-export function buildRelatedParams(uri: string, maxResults?: unknown): RelatedParams {
-  return { uri, maxResults: clampMaxResults(maxResults) };
+/** Params for `saipling/related` for the document at `uri`, or (with `lines`, 1-based) for the passage there. */
+export function buildRelatedParams(
+  uri: string,
+  maxResults?: unknown,
+  lines?: { start: number; end: number },
+): RelatedParams {
+  const params: RelatedParams = { uri, maxResults: clampMaxResults(maxResults) };
+  if (lines !== undefined) {
+    params.startLine = Math.max(1, Math.floor(lines.start));
+    params.endLine = Math.max(params.startLine, Math.floor(lines.end));
+  }
+  return params;
 }

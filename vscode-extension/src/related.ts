@@ -1,4 +1,5 @@
-// "Saipling: Find Related Passages": passages from other files similar to the active one.
+// "Saipling: Find Related Passages": passages from other files similar to the active one; "Saipling: Find Passages
+// Related to This Passage": similar to the passage at the cursor (or selection) only, e.g. one scene of a chapter.
 import * as vscode from 'vscode';
 import { COMMANDS, requireClient, showRequestError, type Session } from './client';
 import { displayPath, toResultItem } from './format';
@@ -6,12 +7,32 @@ import { buildRelatedParams, Methods, type RelatedResponse } from './protocol';
 import { openResult, type ResultPickItem } from './searchPicker';
 
 export function registerRelated(session: Session): vscode.Disposable {
-  return vscode.commands.registerCommand(COMMANDS.findRelated, (uri?: unknown) =>
-    findRelated(session, uri instanceof vscode.Uri ? uri : undefined),
+  return vscode.Disposable.from(
+    vscode.commands.registerCommand(COMMANDS.findRelated, (uri?: unknown) =>
+      findRelated(session, uri instanceof vscode.Uri ? uri : undefined),
+    ),
+    vscode.commands.registerCommand(COMMANDS.findRelatedToPassage, () => findRelatedToPassage(session)),
   );
 }
 
-export async function findRelated(session: Session, uri?: vscode.Uri): Promise<void> {
+/** Passages like the one at the active editor's cursor or selection (its lines, 1-based). */
+export async function findRelatedToPassage(session: Session): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (editor === undefined) {
+    void vscode.window.showInformationMessage('Saipling: open a markdown file to find passages related to it.');
+    return;
+  }
+  const { start, end } = editor.selection;
+  // a selection ending at the start of a line does not include that line
+  const last = end.line > start.line && end.character === 0 ? end.line - 1 : end.line;
+  await findRelated(session, editor.document.uri, { start: start.line + 1, end: last + 1 });
+}
+
+export async function findRelated(
+  session: Session,
+  uri?: vscode.Uri,
+  lines?: { start: number; end: number },
+): Promise<void> {
   const client = requireClient(session);
   if (client === undefined) {
     return;
@@ -22,12 +43,15 @@ export async function findRelated(session: Session, uri?: vscode.Uri): Promise<v
     return;
   }
   const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-  const name = displayPath(target.fsPath, root);
+  const name =
+    displayPath(target.fsPath, root) +
+    (lines === undefined ? '' : lines.end > lines.start ? `:${lines.start}-${lines.end}` : `:${lines.start}`);
   let response: RelatedResponse;
   try {
     const params = buildRelatedParams(
       client.code2ProtocolConverter.asUri(target),
       vscode.workspace.getConfiguration('saipling').get('maxResults'),
+      lines,
     );
     response = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Window, title: `Saipling: passages related to ${name}` },

@@ -17,6 +17,7 @@ import {
   buildRelatedParams,
   buildSearchParams,
   Methods,
+  type RelatedParams,
   type RelatedResponse,
   type SearchResponse,
   type SearchResult,
@@ -406,6 +407,40 @@ describe('extension against the real saipling server', { timeout: 180000 }, () =
       assert.equal(offered[0].label, toResultItem(raw.results[0], root).label);
       assert.equal(stub.shownDocuments.length, before + 1);
       assert.equal(stub.shownDocuments.at(-1)?.uri.toString(), vscode.Uri.parse(raw.results[0].uri).toString());
+    }
+  });
+
+  it('Find Passages Related to This Passage sends the cursor\'s lines and shows passages like that one', async () => {
+    const client = runningClient(session);
+    const uri = vscode.Uri.file(path.join(root, EXPECTED_FILE));
+    const ferryLine = FIXTURE[EXPECTED_FILE].split('\n').indexOf('## The Ferry') + 1; // 1-based
+    const sent: RelatedParams[] = [];
+    const original = client.sendRequest.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    (client as unknown as { sendRequest: (...args: unknown[]) => Promise<unknown> }).sendRequest = (...args) => {
+      if (args[0] === Methods.related) sent.push(args[1] as RelatedParams);
+      return original(...args);
+    };
+    try {
+      // the cursor on the ferry paragraph (0-based line ferryLine + 1: two lines under its heading)
+      const at = new vscode.Position(ferryLine + 1, 4);
+      await vscode.window.showTextDocument(uri, { selection: new vscode.Range(at, at) });
+      let offered: readonly vscode.QuickPickItemLike[] = [];
+      stub.responders.quickPick = (items) => {
+        offered = items;
+        return undefined;
+      };
+      await vscode.commands.executeCommand('saipling.findRelatedToPassage');
+      assert.equal(sent.length, 1);
+      assert.equal(sent[0].startLine, ferryLine + 2);
+      assert.equal(sent[0].endLine, ferryLine + 2);
+      const raw = await original(Methods.related, sent[0]) as RelatedResponse & { startLine: number; endLine: number };
+      assert.ok(raw.startLine <= ferryLine + 2 && ferryLine + 2 <= raw.endLine, JSON.stringify(raw));
+      assert.ok(raw.results.length > 0, 'the ferry passage shares words with the harbour and the outline');
+      assert.ok(raw.results.every((r) => !r.filePath.endsWith(EXPECTED_FILE)));
+      assert.equal(offered.length, raw.results.length);
+      assert.equal(offered[0].label, toResultItem(raw.results[0], root).label);
+    } finally {
+      (client as unknown as { sendRequest: unknown }).sendRequest = original;
     }
   });
 

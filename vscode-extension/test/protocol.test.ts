@@ -58,6 +58,12 @@ describe('buildRelatedParams', () => {
   it('passes the uri through', () => {
     assert.deepEqual(buildRelatedParams('file:///p/a.md', 3), { uri: 'file:///p/a.md', maxResults: 3 });
   });
+  it('adds the passage lines (1-based, end never before start)', () => {
+    assert.deepEqual(buildRelatedParams('file:///p/a.md', 3, { start: 7, end: 9 }),
+      { uri: 'file:///p/a.md', maxResults: 3, startLine: 7, endLine: 9 });
+    assert.deepEqual(buildRelatedParams('file:///p/a.md', undefined, { start: 0, end: -2 }),
+      { uri: 'file:///p/a.md', maxResults: 20, startLine: 1, endLine: 1 });
+  });
 });
 
 describe('settings sent to the server', () => {

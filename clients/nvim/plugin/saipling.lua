@@ -9,7 +9,9 @@ cmd("SaiplingSearch", function(a) require("saipling").search(a.args) end, {
   desc = "Saipling: search the project (filters: book:ID type:character upto:12 path:notes/)",
   complete = function(arglead) return require("saipling").complete_search(arglead) end,
 })
-cmd("SaiplingRelated", function() require("saipling").related() end, { desc = "Saipling: passages related to this file" })
+cmd("SaiplingRelated", function(o)
+  require("saipling").related(o.range > 0 and { o.line1, o.line2 } or nil)
+end, { range = true, desc = "Saipling: passages related to this file (with a range: to the passage there)" })
 cmd("SaiplingRelatedWindow", function() require("saipling.related").toggle() end, {
   desc = "Saipling: toggle a window of passages related to the current file, following it",
 })

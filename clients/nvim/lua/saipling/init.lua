@@ -252,8 +252,10 @@ function M.complete_search(arglead)
   return require("saipling.query").complete(arglead, root, config.options.entity_types or {})
 end
 
---- Passages from other files most similar to the current file.
-function M.related()
+--- Passages from other files most similar to the current file, or (with `lines`, 1-based {first, last}) to the
+--- passage at those lines: `:SaiplingRelated` for the file, `:.SaiplingRelated` or a visual range for a scene.
+---@param lines? integer[]
+function M.related(lines)
   local bufnr = vim.api.nvim_get_current_buf()
   local fname = vim.api.nvim_buf_get_name(bufnr)
   if fname == "" then
@@ -261,11 +263,13 @@ function M.related()
     return
   end
   local params = { uri = vim.uri_from_bufnr(bufnr), maxResults = config.options.max_results }
+  local title = "Saipling related: " .. vim.fn.fnamemodify(fname, ":t")
+  if lines then
+    params.startLine, params.endLine = lines[1], math.max(lines[1], lines[2] or lines[1])
+    title = title .. ":" .. params.startLine .. (params.endLine > params.startLine and "-" .. params.endLine or "")
+  end
   M.request("saipling/related", params, function(result, client)
-    require("saipling.picker").pick(result and result.results or {}, {
-      title = "Saipling related: " .. vim.fn.fnamemodify(fname, ":t"),
-      root = client.root_dir,
-    })
+    require("saipling.picker").pick(result and result.results or {}, { title = title, root = client.root_dir })
   end, bufnr)
 end
 
