@@ -37,6 +37,9 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     max_results = m.max_results or max(1, min(project.settings.max_results_default, MAX_RESULTS))
     _, rel = resolve_path(project.root, target)
     t0 = time.perf_counter()
+    sync = getattr(project, "lazy_sync", None)
+    if sync is not None:
+        sync([rel])  # edited since its text was read: its lines (and `startLine`) are today's
     chunks = project.store.chunks_for_path(rel)
     if chunks and m.start_line is not None:
         chunks = _chunks_at(chunks, m.start_line, m.end_line or m.start_line)
@@ -49,16 +52,15 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
         flt.exclude_paths += cs.excluded(list(project.store.file_states()))
     degraded = vector_unavailable(project)
     ranked: list[_Ranked] = []
-    if chunks and degraded is None:
-        vecs = project.store.chunk_vectors([c["id"] for c in chunks])
-        if vecs:
-            mean = np.mean(np.stack(list(vecs.values())), axis=0)
-            mean /= np.linalg.norm(mean) or 1.0
-            ranked = [
-                _Ranked(cid, max(0.0, s), None, i + 1, None, s)
-                for i, (cid, s) in enumerate(project.store.knn(mean, max_results * 3, flt))
-            ]
-    elif chunks:
+    vecs = project.store.chunk_vectors([c["id"] for c in chunks]) if chunks and degraded is None else {}
+    if vecs:
+        mean = np.mean(np.stack(list(vecs.values())), axis=0)
+        mean /= np.linalg.norm(mean) or 1.0
+        ranked = [
+            _Ranked(cid, max(0.0, s), None, i + 1, None, s)
+            for i, (cid, s) in enumerate(project.store.knn(mean, max_results * 3, flt))
+        ]
+    elif chunks:  # keyword only, or text not embedded yet (a passage just written): by its distinctive words
         words = collections.Counter(
             w.lower() for c in chunks for w in _WORD_RE.findall(c["text"] or "") if len(w) > 4
         )
