@@ -18,6 +18,7 @@ from fixtures import bump_mtime
 from saipling import freshness
 from saipling.cli import main
 from saipling.index_lock import index_lock
+from test_cli_cold import heavy_modules
 
 ENV = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1", "SAIPLING_LOG_LEVEL": None,
        "VOYAGE_API_KEY": None, "OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}  # fmt: skip
@@ -32,7 +33,7 @@ def run(*args: str) -> Result:
     return CliRunner(env=ENV).invoke(main, list(args))
 
 
-def search(root: Path, query: str, *args: str) -> dict[str, Any]:
+def search_json(root: Path, query: str, *args: str) -> dict[str, Any]:
     result = run("search", query, "--root", str(root), "--json", "--mode", "lexical", *args)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -57,7 +58,7 @@ def test_search_sees_an_edit_in_the_middle_of_a_file_at_its_new_lines(project: P
     lines[8:8] = ["Marguerite hid the zephyrine locket under the third floorboard.", ""]
     path.write_text("\n".join(lines), "utf-8")
     bump_mtime(path)
-    found = search(project, "zephyrine locket")
+    found = search_json(project, "zephyrine locket")
     hit = found["results"][0]
     assert hit["filePath"] == "chapters/01.md" and hit["startLine"] <= 9 <= hit["endLine"]
     got = run("get", f"chapters/01.md:{hit['startLine']}-{hit['endLine']}", "--root", str(project))
@@ -71,13 +72,16 @@ def test_search_sees_files_added_renamed_and_deleted_since_the_index(project: Pa
     )
     (project / "chapters" / "02.md").rename(project / "chapters" / "02-lighthouse.md")
     (project / "notes.md").unlink()
-    assert [r["filePath"] for r in search(project, "quorvath")["results"]] == ["chapters/03.md"]
-    assert [r["filePath"] for r in search(project, "lighthouse keeper")["results"]] == [
+    before = json.loads(run("status", str(project), "--json").stdout)
+    assert (before["totalFiles"], before["pendingFiles"]) == (3, 4)  # (status reads nothing: it counts them)
+    assert "left:       4 files not read yet" in run("status", str(project)).stdout
+    assert [r["filePath"] for r in search_json(project, "quorvath")["results"]] == ["chapters/03.md"]
+    assert [r["filePath"] for r in search_json(project, "lighthouse keeper")["results"]] == [
         "chapters/02-lighthouse.md"
     ]
-    assert search(project, "brass telescope")["results"] == []
+    assert search_json(project, "brass telescope")["results"] == []
     status = json.loads(run("status", str(project), "--json").stdout)
-    assert status["totalFiles"] == 3
+    assert (status["totalFiles"], status["pendingFiles"]) == (3, 0)
     enrich = json.loads(run("enrich", "quorvath ferry sank", "--root", str(project), "--json").stdout)
     assert "quorvath" in enrich["contextBlock"]
     related = run("related", "chapters/03.md", "--root", str(project), "--json")
@@ -95,7 +99,7 @@ def test_many_changed_files_are_left_to_index_and_said(
     assert json.loads(result.stdout)["results"] == []
     assert "3 files changed since the last index" in result.stderr and "saipling index" in result.stderr
     assert run("index", str(project)).exit_code == 0
-    assert len(search(project, "velomorph")["results"]) == 3
+    assert len(search_json(project, "velomorph")["results"]) == 3
 
 
 def test_a_search_beside_another_writer_answers_from_the_index_as_it_is(project: Path) -> None:
@@ -103,8 +107,8 @@ def test_a_search_beside_another_writer_answers_from_the_index_as_it_is(project:
         "# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8"
     )
     with index_lock(project / ".saipling", wait=False):  # e.g. a running `saipling index` or server
-        assert search(project, "quorvath")["results"] == []  # (that process indexes the new file itself)
-    assert [r["filePath"] for r in search(project, "quorvath")["results"]] == ["chapters/03.md"]
+        assert search_json(project, "quorvath")["results"] == []  # (that process indexes the new file itself)
+    assert [r["filePath"] for r in search_json(project, "quorvath")["results"]] == ["chapters/03.md"]
 
 
 def test_a_project_never_indexed_or_cleared_says_to_index_it(tmp_path: Path, project: Path) -> None:
@@ -177,3 +181,19 @@ def test_the_table_shows_whole_paths_in_a_narrow_terminal_or_a_pipe(tmp_path: Pa
     for name in ("Great-Gold-Wyrm.md", "Lich-King.md"):
         assert f"Compendium/13A/Icons/{name}" in column, result.stdout
     assert "…" not in column
+
+
+def test_a_binary_note_is_not_pending_forever_nor_reread_by_every_search(project: Path) -> None:
+    """A `*.md` the indexer refuses for its content (binary) is skipped once; status does not count it as a file
+    not read yet, and a search does not try it again (loading the indexer) until it changes."""
+    (project / "scan.md").write_bytes(b"\x00\x01\x02 not text")
+    assert json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 1
+    assert run("index", str(project)).exit_code == 0
+    assert json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 0
+    search = ["search", "harbour", "--mode", "lexical", "--json"]
+    assert heavy_modules(project, *search, provider="none", heavy=("saipling.indexer", "numpy")) == []
+    (project / "scan.md").write_bytes(b"# Scan\n\nNow the scan is text about the harbour.\n")
+    assert (
+        json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 1
+    )  # changed: tried again
+    assert "scan.md" in {r["filePath"] for r in search_json(project, "harbour")["results"]}

@@ -219,6 +219,12 @@ def status(root: str | None, as_json: bool) -> None:
     project = _open(root)
     try:
         st = project.status()
+        if st[
+            "totalFiles"
+        ]:  # files edited, added or deleted since the last index: their text is not read yet
+            from .freshness import changed_on_disk
+
+            st["pendingFiles"] = max(st["pendingFiles"], len(changed_on_disk(project)))
         if as_json:
             _emit_json(st)
             return

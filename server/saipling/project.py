@@ -252,6 +252,9 @@ class Project:
                 self.state.is_indexing = False
                 self.state.phase = "idle"
         self.state.last_summary = summary
+        from .freshness import remember_unindexable
+
+        remember_unindexable(self, summary)
         return summary
 
     # -- provider fallback (reference 002) -------------------------------------------------------------------
@@ -377,6 +380,9 @@ class Project:
 
             return IndexSummary()
         summary = self.indexer.refresh(paths)
+        from .freshness import remember_unindexable
+
+        remember_unindexable(self, summary)
         for warning in summary.warnings:
             log.warning("%s", warning)
         return summary
