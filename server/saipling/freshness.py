@@ -18,7 +18,6 @@ index` is searched as it is now. This module imports neither numpy nor the index
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 from .index_lock import IndexBusy, index_lock
 from .scanner import SKIP_DIRS, scan
 from .store import FileState
+from .unindexable import unindexable
 
 if TYPE_CHECKING:
     from .indexer import IndexSummary
@@ -174,46 +174,12 @@ class LazySync:
 REFRESH_LIMIT = 200
 
 
-UNINDEXABLE_META = "unindexable_files"  # {path: [mtime_ns, size]} of files read but refused for their content
-_CONTENT_SKIPS = ("binary or undecodable", "could not be chunked")
-
-
-def _unindexable(project: Project) -> dict[str, list[int]]:
-    try:
-        known = json.loads(project.store.get_meta(UNINDEXABLE_META, "{}") or "{}")
-    except ValueError:
-        return {}
-    return known if isinstance(known, dict) else {}
-
-
-def remember_unindexable(project: Project, summary: IndexSummary) -> None:
-    """After a run: the files it read but could not index for their content (binary, unchunkable) are kept in the
-    index with their (mtime, size), so `changed_on_disk` does not count them as changed (and a one-shot search
-    does not re-read them) until they change; entries for files since indexed or gone are dropped."""
-    if project.store.readonly:
-        return
-    old = _unindexable(project)
-    known = dict(old)
-    for rel, reason in summary.skipped:
-        if reason.startswith(_CONTENT_SKIPS) and (st := _stat(os.path.join(project.root, rel))) is not None:
-            known[rel] = list(st)
-    if known:
-        states = project.store.file_states()
-        known = {
-            p: v
-            for p, v in known.items()
-            if p not in states and os.path.exists(os.path.join(project.root, p))
-        }
-    if known != old:
-        project.store.set_meta(UNINDEXABLE_META, json.dumps(known))
-
-
 def changed_on_disk(project: Project) -> list[str]:
     """Root-relative paths whose (mtime, size) differ from the index, new files, and deleted ones: one scan of
     the folders, no reads (~9 ms for 1,000 files; no folder snapshot is kept: a one-shot command checks once).
-    A file refused for its content is not listed until it changes (`remember_unindexable`)."""
+    A file refused for its content is not listed until it changes (`unindexable.remember`)."""
     states = project.store.file_states()
-    refused = _unindexable(project)
+    refused = unindexable(project.store)
     found = scan(project.root, project.settings)
     seen = {e.rel for e in found.entries}
     changed = [e.rel for e in found.entries

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
+from . import unindexable
 from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
@@ -252,9 +253,9 @@ class Project:
                 self.state.is_indexing = False
                 self.state.phase = "idle"
         self.state.last_summary = summary
-        from .freshness import remember_unindexable
-
-        remember_unindexable(self, summary)
+        unindexable.remember(
+            self.store, self.root, summary.skipped
+        )  # (not "changed" again until they change)
         return summary
 
     # -- provider fallback (reference 002) -------------------------------------------------------------------
@@ -380,9 +381,9 @@ class Project:
 
             return IndexSummary()
         summary = self.indexer.refresh(paths)
-        from .freshness import remember_unindexable
-
-        remember_unindexable(self, summary)
+        unindexable.remember(
+            self.store, self.root, summary.skipped
+        )  # (not "changed" again until they change)
         for warning in summary.warnings:
             log.warning("%s", warning)
         return summary
