@@ -197,3 +197,17 @@ def test_a_binary_note_is_not_pending_forever_nor_reread_by_every_search(project
         json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 1
     )  # changed: tried again
     assert "scan.md" in {r["filePath"] for r in search_json(project, "harbour")["results"]}
+
+
+def test_an_absolute_path_filter_inside_the_root_is_read_from_the_root(project: Path, tmp_path: Path) -> None:
+    """`--path "$PWD/chapters"` (what shell completion gives) filters as `--path chapters`, not to nothing."""
+    relative = [
+        r["filePath"] for r in search_json(project, "harbour lighthouse", "--path", "chapters")["results"]
+    ]
+    assert relative and all(p.startswith("chapters/") for p in relative)
+    absolute = search_json(project, "harbour lighthouse", "--path", str(project / "chapters"))
+    assert [r["filePath"] for r in absolute["results"]] == relative
+    everything = search_json(project, "harbour lighthouse telescope", "--path", str(project))
+    assert {r["filePath"] for r in everything["results"]} >= {"notes.md", "chapters/02.md"}
+    outside = run("search", "harbour", "--root", str(project), "--path", str(tmp_path))
+    assert outside.exit_code == 2 and "filter.pathPrefix" in outside.stderr and "outside" in outside.stderr
