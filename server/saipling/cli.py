@@ -384,9 +384,7 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 @click.option("--book", default=None, help="Book id filter.")
 @click.option("--chapter", default=None, help="Chapter id filter (ch-NN).")
 @click.option("--max-chapter", type=int, default=None, help="Spoiler horizon: nothing after chapter N.")
-@click.option(
-    "--path", "path_prefix", default=None, help="Only files under this folder (root-relative or absolute)."
-)
+@click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the root).")
 @click.option("--glob", default=None, help="Path glob filter.")
 @click.option("--role", default=None, help="Visibility role.")
 @click.option("--min-score", type=click.FloatRange(0, 1), default=None)
@@ -404,16 +402,10 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 
     project = _open(root, embeds=mode != "lexical")
     try:
-        if path_prefix and os.path.isabs(
-            path_prefix
-        ):  # (shell completion gives one): the root-relative prefix
-            try:
-                rel = Path(path_prefix).resolve().relative_to(project.root).as_posix()
-            except ValueError:
-                raise InvalidRequest(
-                    "filter.pathPrefix", f"{path_prefix} is outside the project root"
-                ) from None
-            path_prefix = None if rel == "." else rel
+        if path_prefix:  # (an absolute one, as shell completion gives, is read from the root)
+            from .paths import root_relative_prefix
+
+            path_prefix = root_relative_prefix(project.root, path_prefix)
         # click checked every option; cli_request checks the query and glob as the request schema would, without
         # importing pydantic (the schema's other faces, the server and MCP, validate with it)
         req = cli_request(query, max_results=k or project.settings.max_results_default, glob=glob,

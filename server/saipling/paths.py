@@ -100,6 +100,20 @@ def normalise_rel(path: str) -> str:
     return p.lstrip("/")
 
 
+def root_relative_prefix(root: Path, prefix: str) -> str | None:
+    """A path-prefix filter as given: root-relative, or absolute inside the root (None: the root itself).
+    Raises InvalidRequest (`filter.pathPrefix`) for an absolute path outside the root."""
+    if not os.path.isabs(prefix):
+        return prefix
+    try:
+        rel = Path(prefix).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        from .errors import InvalidRequest
+
+        raise InvalidRequest("filter.pathPrefix", f"{prefix} is outside the project root") from None
+    return None if rel == "." else rel
+
+
 def resolve_inside(root: Path, path: str) -> tuple[Path, str]:
     """Resolve a user path (relative or absolute, or file:// URI) to a real file inside root.
 
