@@ -382,7 +382,7 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 @click.option("--type", "entity_types", multiple=True, help="Entity type filter (repeatable).")
 @click.option("--file-type", "file_types", multiple=True, help="File type filter (repeatable).")
 @click.option("--book", default=None, help="Book id filter.")
-@click.option("--chapter", default=None, help="Chapter id filter (ch-NN).")
+@click.option("--chapter", default=None, help="Chapter filter: ch-NN, or just its number.")
 @click.option("--max-chapter", type=int, default=None, help="Spoiler horizon: nothing after chapter N.")
 @click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the root).")
 @click.option("--glob", default=None, help="Path glob filter.")

@@ -42,6 +42,7 @@ from .lazy import np  # numpy loads on first use (cold CLI path)
 from .paths import glob_problem, normalise_rel
 from .reading import resolve_path
 from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
+from .request_checks import chapter_id as chapter_ref
 from .store import ChunkFilter
 from .terms import (  # noqa: F401 - STOPWORDS re-exported for callers
     _WORD_RE,
@@ -151,7 +152,7 @@ def cli_request(
         entity_types=list(entity_types or []),
         file_types=list(file_types or []),
         book_id=book_id,
-        chapter_id=chapter_id,
+        chapter_id=chapter_ref(chapter_id) if chapter_id else None,  # (`--chapter 5` is ch-05)
         max_chapter=max_chapter,
         path_prefix=normalise_rel(path_prefix) if path_prefix else None,
         glob=glob,
