@@ -22,13 +22,14 @@ from .metadata import BOOKKEEPING_KEYS, FileMeta
 # Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
 # once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
 # as display text, frontmatter prose. 3: windows measured on their joined text (never over the budget), a tiny
-# note's body kept as one chunk. 4: a sentence cut keeps its closing quote or bracket (`home."`).
+# note's body kept as one chunk. 4: a sentence cut keeps its closing quote or bracket (`home."`), and a
+# sentence closed by a typographic quote (`home.”`, `’`, `»`) or ending in `…` is one.
 CHUNKER_VERSION = 4
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
-# a sentence ends at . ! ? (and the quotes or brackets closing it: group 1) before whitespace; CJK full stops need
-# no space after them
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?。！？])([\"')\]]*)\s+|(?<=[。！？])(?=[^\s\"')\]」』）])")
+# a sentence ends at . ! ? … (and the quotes or brackets closing it, straight or typographic: group 1) before
+# whitespace; CJK full stops need no space after them
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?。！？…])([\"'”’»)\]]*)\s+|(?<=[。！？])(?=[^\s\"')\]」』）])")
 
 TokenCounter = Callable[[str], int]
 # whitespace a WordPieceCounter does not split words at (it splits at ASCII space, tab, newline, CR only)
