@@ -118,11 +118,14 @@ def test_a_project_never_indexed_or_cleared_says_to_index_it(tmp_path: Path, pro
     for args in (["search", "harbour"], ["search", "harbour", "--json"], ["enrich", "harbour at dawn"]):
         result = run(*args, "--root", str(fresh))
         assert result.exit_code == 0, result.output
-        assert f"nothing is indexed in {fresh} yet: run `saipling index {fresh}`" in result.stderr
+        assert (
+            f"the index of {fresh} is empty" in result.stderr
+            and f"run `saipling index {fresh}`" in result.stderr
+        )
     assert not (fresh / ".saipling").exists()  # a read never creates the index
     assert run("clear", str(project)).exit_code == 0
     cleared = run("search", "lighthouse", "--root", str(project))
-    assert "nothing is indexed" in cleared.stderr and "no results" in cleared.stdout
+    assert "is empty (never indexed, cleared" in cleared.stderr and "no results" in cleared.stdout
     assert json.loads(run("status", str(project), "--json").stdout)["totalFiles"] == 0  # (not refilled)
 
 

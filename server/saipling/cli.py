@@ -61,7 +61,8 @@ def _freshen(project: Project) -> None:
 
     if not project.store.file_states():
         click.echo(
-            f"note: nothing is indexed in {project.root} yet: run `saipling index {project.root}` first",
+            f"note: the index of {project.root} is empty (never indexed, cleared, or no markdown files): "
+            f"run `saipling index {project.root}`",
             err=True,
         )
         return
