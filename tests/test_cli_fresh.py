@@ -214,3 +214,25 @@ def test_an_absolute_path_filter_inside_the_root_is_read_from_the_root(project: 
     assert {r["filePath"] for r in everything["results"]} >= {"notes.md", "chapters/02.md"}
     outside = run("search", "harbour", "--root", str(project), "--path", str(tmp_path))
     assert outside.exit_code == 2 and "filter.pathPrefix" in outside.stderr and "outside" in outside.stderr
+
+
+def test_every_cli_command_and_option_is_in_the_readme_table() -> None:
+    """The README's CLI table is what a new user reads: each command has its row, and the row names every option
+    the command takes (`saipling eval --limit`, `get --json`, ... were missing)."""
+    import re
+
+    import click
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `saipling (\w+)[^`]*` \|", readme, re.M)}
+    assert isinstance(main, click.Group)
+    missing = []
+    for name, command in main.commands.items():
+        row = rows.get(name)
+        if row is None:
+            missing.append(name)
+            continue
+        for param in command.params:
+            if isinstance(param, click.Option) and not any(opt in row for opt in param.opts):
+                missing.append(f"{name} {param.opts[0]}")
+    assert missing == []
