@@ -776,10 +776,11 @@ def test_snippet_marks_what_fts_matched_after_stemming_and_accent_folding(
 
 def test_snippets_read_as_text_not_markdown_bold_links_or_images(tmp_path: Path) -> None:
     """An Obsidian note: a bold name is marked once (not `****Lich** **King****`), a link reads as its text (not its
-    url, with the query's words marked inside it), an image is left out."""
+    url, with the query's words marked inside it), an image, block-quote markers, a callout tag and a rule are
+    left out."""
     text = (
         "---\naliases: [Lich King]\n---\n\n## Lich King\n\n![lichking_color|300](Icons/Lich-King-image-1.jpg)\n\n"
-        ">[!info] The Lich King\n> The **Lich King** is the lord of the undead.\n>\n"
+        ">[!info] The Lich King\n> The **Lich King** is the lord of the undead.\n>\n> ---\n>\n"
         "> **Source**:: [Pelgrane Press - The Lich King](https://pelgranepress.com/2012/the-lich-king-of-13th-age/)\n"
     )
     root = make_project(tmp_path, {"Icons/Lich-King.md": text})
@@ -790,6 +791,8 @@ def test_snippets_read_as_text_not_markdown_bold_links_or_images(tmp_path: Path)
     assert "The **Lich** **King** is the lord" in body and "****" not in body
     assert "Source:: Pelgrane Press - The **Lich** **King**" in body
     assert "](" not in body and "https://" not in body and "image-1.jpg" not in body
+    assert ">" not in body and "[!info]" not in body and "---" not in body  # quote markers, callout tag, rule
+    assert "The **Lich** **King** The **Lich** **King** is the lord of the undead. Source::" in body
 
 
 def test_type_and_book_filters_take_values_as_frontmatter_writes_them(tmp_path: Path) -> None:
