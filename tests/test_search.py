@@ -821,6 +821,7 @@ def test_type_and_book_filters_take_values_as_frontmatter_writes_them(tmp_path: 
         for book in ("pride-and-prejudice", "Pride and Prejudice", "PRIDE-AND-PREJUDICE"):
             assert paths({"bookId": book}) == {"ch/01.md"}, book
         assert paths({"bookId": "Emma"}) == paths({"bookId": "emma"}) == {"ch/02.md"}
+        assert paths({"chapterId": "1"}) == paths({"chapterId": "ch-01"}) == {"ch/01.md", "ch/02.md"}
         skill = {"enabled": True, "mode": "always", "filterEntityTypes": ["character"], "minRelevance": 0}
         got = p.enrich({"query": "who walks to Netherfield", "skillConfig": skill})
         assert {r["filePath"] for r in got["searchResults"]} == people

@@ -100,7 +100,7 @@ def chunk_filter(flt: SearchFilter | None) -> ChunkFilter:
         entity_types=list(flt.entity_types or []),
         file_types=list(flt.file_types or []),
         book_id=flt.book_id,
-        chapter_id=flt.chapter_id,
+        chapter_id=chapter_ref(flt.chapter_id) if flt.chapter_id else None,  # (`5` is ch-05, as in the CLI)
         max_chapter=flt.max_chapter,
         path_prefix=normalise_rel(flt.path_prefix) if flt.path_prefix else None,
         glob=flt.glob,
