@@ -236,3 +236,16 @@ def test_every_cli_command_and_option_is_in_the_readme_table() -> None:
             if isinstance(param, click.Option) and not any(opt in row for opt in param.opts):
                 missing.append(f"{name} {param.opts[0]}")
     assert missing == []
+
+
+def test_debug_logging_shows_saiplings_work_not_the_markdown_parsers_trace(project: Path) -> None:
+    """`saipling -vv search` after an edit: saipling's DEBUG lines, not thousands of markdown-it rule traces."""
+    (project / "chapters" / "01.md").write_text(CHAPTER + "\n\nA new paragraph about the quay.\n", "utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ENV} | {
+        k: v for k, v in ENV.items() if v is not None
+    }
+    done = subprocess.run([sys.executable, "-m", "saipling", "-vv", "search", "quay", "--root", str(project),
+                           "--mode", "lexical", "--json"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "re-read 1 changed file(s)" in done.stderr  # (INFO saipling.freshness)
+    assert "markdown_it" not in done.stderr, done.stderr[:500]

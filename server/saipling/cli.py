@@ -24,6 +24,9 @@ def _setup_logging(verbose: int) -> None:
         "DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING"
     )
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("markdown_it").setLevel(
+        logging.INFO
+    )  # (its DEBUG traces every parser rule of every block)
     redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
     redact.install()  # API keys never reach a log line, at any level
 
