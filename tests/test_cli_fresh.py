@@ -249,3 +249,23 @@ def test_debug_logging_shows_saiplings_work_not_the_markdown_parsers_trace(proje
     assert done.returncode == 0, done.stderr
     assert "re-read 1 changed file(s)" in done.stderr  # (INFO saipling.freshness)
     assert "markdown_it" not in done.stderr, done.stderr[:500]
+
+
+def test_get_and_related_take_a_path_typed_in_a_subfolder(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In `novel/chapters`, `saipling get 02.md:3` (shell completion) reads chapters/02.md, as git would; a path
+    from the root (as search results give them) still wins, and `..` cannot leave the project."""
+    monkeypatch.chdir(project / "chapters")
+    got = run("get", "02.md:3", "--json")
+    assert got.exit_code == 0, got.output
+    assert json.loads(got.stdout)["path"] == "chapters/02.md" and "lighthouse keeper" in got.stdout
+    assert "lighthouse keeper" in run("get", "./02.md").stdout
+    assert "brass telescope" in run("get", "../notes.md:3").stdout  # (inside the project: fine)
+    assert "Remember" in run("get", "notes.md:3").stdout  # the root's notes.md, though cwd is chapters/
+    related = run("related", "02.md", "--json")
+    assert related.exit_code == 0 and json.loads(related.stdout)["path"] == "chapters/02.md"
+    outside = project.parent / "outside.md"
+    outside.write_text("# Outside\n\nNot part of the novel.\n", "utf-8")
+    refused = run("get", "../../outside.md")
+    assert refused.exit_code == 2 and "Not part" not in refused.output

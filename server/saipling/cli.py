@@ -62,15 +62,7 @@ def _freshen(project: Project) -> None:
     `saipling index` are re-read (their text; `index` embeds them), and an empty index is said to be one."""
     from .freshness import refresh_before_reading
 
-    if not project.store.file_states():
-        click.echo(
-            f"note: the index of {project.root} is empty (never indexed, cleared, or no markdown files): "
-            f"run `saipling index {project.root}`",
-            err=True,
-        )
-        return
-    note = refresh_before_reading(project)
-    if note:
+    if note := refresh_before_reading(project):
         click.echo(f"note: {note}", err=True)
 
 
@@ -434,13 +426,16 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 @click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def get(location: str, root: str | None, all_files: bool, role: str | None, as_json: bool) -> None:
-    """Print lines of a project file: PATH[:START[-END]]."""
+    """Print lines of a project file: PATH[:START[-END]] (from the root, or from the current folder)."""
+    from .paths import from_cwd
     from .reading import read_lines
 
     project = _open(root, embeds=False)
     try:
         path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
-        got = read_lines(project, path, start or 1, lines, role, respect=not all_files)
+        got = read_lines(
+            project, from_cwd(project.root, path), start or 1, lines, role, respect=not all_files
+        )
         if as_json:
             _emit_json(got)
         else:
@@ -460,7 +455,9 @@ def related(path: str, root: str | None, k: int | None, role: str | None, as_jso
     project = _open(root)
     try:
         _freshen(project)
-        params: dict = {"path": path}
+        from .paths import from_cwd
+
+        params: dict = {"path": from_cwd(project.root, path)}
         if role is not None:
             params["role"] = role
         if k:

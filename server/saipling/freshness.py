@@ -193,9 +193,12 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
     since they were indexed (keywords, line ranges, metadata; their new chunks are embedded by the next
     `saipling index`). Returns a note for the user when the index could not be brought up to date, else None.
 
-    Not done for an index with no files (never indexed, or cleared: the caller says so), a read-only index, or
-    while another process is writing the index (it keeps the index fresh itself)."""
-    if project.store.readonly or not project.store.file_states():
+    Not done for an index with no files (never indexed, cleared, or no markdown files: the note says so), a
+    read-only index, or while another process is writing the index (it keeps the index fresh itself)."""
+    if not project.store.file_states():
+        root = project.root
+        return f"the index of {root} is empty (never indexed, cleared, or no markdown files): run `saipling index {root}`"
+    if project.store.readonly:
         return None
     changed = changed_on_disk(project)
     if not changed:

@@ -100,6 +100,23 @@ def normalise_rel(path: str) -> str:
     return p.lstrip("/")
 
 
+def from_cwd(root: Path, path: str) -> str:
+    """A relative path typed in a subfolder of the project (what shell completion gives): its absolute path when
+    it names nothing from the root but a file from the current folder, inside the root; else as given (paths are
+    read from the root first, as search results give them)."""
+    if (
+        os.path.isabs(path)
+        or path.startswith("file://")
+        or os.path.lexists(os.path.join(root, normalise_rel(path)))
+    ):
+        return path
+    here = Path.cwd() / path
+    root_real = Path(os.path.realpath(root))
+    if os.path.lexists(here) and root_real in Path(os.path.realpath(here)).parents:
+        return str(here)
+    return path
+
+
 def root_relative_prefix(root: Path, prefix: str) -> str | None:
     """A path-prefix filter as given: root-relative, or absolute inside the root (None: the root itself).
     Raises InvalidRequest (`filter.pathPrefix`) for an absolute path outside the root."""
