@@ -216,6 +216,21 @@ def test_an_absolute_path_filter_inside_the_root_is_read_from_the_root(project: 
     assert outside.exit_code == 2 and "filter.pathPrefix" in outside.stderr and "outside" in outside.stderr
 
 
+def test_path_dot_is_the_current_folder(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cd chapters && saipling search x --path .` searches chapters/ (it matched nothing); at the root, `.` is
+    every file."""
+    monkeypatch.chdir(project / "chapters")
+    here = {
+        r["filePath"] for r in search_json(project, "harbour lighthouse telescope", "--path", ".")["results"]
+    }
+    assert here == {"chapters/01.md", "chapters/02.md"}
+    monkeypatch.chdir(project)
+    everywhere = {
+        r["filePath"] for r in search_json(project, "harbour lighthouse telescope", "--path", "./")["results"]
+    }
+    assert everywhere == {"chapters/01.md", "chapters/02.md", "notes.md"}
+
+
 def test_every_cli_command_and_option_is_in_the_readme_table() -> None:
     """The README's CLI table is what a new user reads: each command has its row, and the row names every option
     the command takes (`saipling eval --limit`, `get --json`, ... were missing)."""

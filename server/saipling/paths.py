@@ -118,8 +118,10 @@ def from_cwd(root: Path, path: str) -> str:
 
 
 def root_relative_prefix(root: Path, prefix: str) -> str | None:
-    """A path-prefix filter as given: root-relative, or absolute inside the root (None: the root itself).
-    Raises InvalidRequest (`filter.pathPrefix`) for an absolute path outside the root."""
+    """A path-prefix filter as a user types it: root-relative, absolute inside the root, `.` (the current folder),
+    or a folder of the current one that the root does not have (`from_cwd`). None: the root itself. Raises
+    InvalidRequest (`filter.pathPrefix`) for a folder outside the root."""
+    prefix = str(Path.cwd()) if prefix.rstrip("/") == "." else from_cwd(root, prefix)
     if not os.path.isabs(prefix):
         return prefix
     try:
