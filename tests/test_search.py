@@ -818,6 +818,7 @@ def test_type_and_book_filters_take_values_as_frontmatter_writes_them(tmp_path: 
         assert paths({"entityTypes": ["character"]}) == people
         assert paths({"entityTypes": ["Character"]}) == people
         assert paths({"entityTypes": ["place"]}) == {"places/netherfield.md"}
+        assert paths({"fileTypes": ["Document"]}) == paths({"fileTypes": ["document"]}) != set()
         for book in ("pride-and-prejudice", "Pride and Prejudice", "PRIDE-AND-PREJUDICE"):
             assert paths({"bookId": book}) == {"ch/01.md"}, book
         assert paths({"bookId": "Emma"}) == paths({"bookId": "emma"}) == {"ch/02.md"}

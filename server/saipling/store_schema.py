@@ -173,9 +173,9 @@ class ChunkFilter:
         if self.entity_types:  # as written in frontmatter: `type: Character` is the type `character`
             conds.append(f"lower(c.entity_type) IN ({','.join('?' * len(self.entity_types))})")
             params += [t.lower() for t in self.entity_types]
-        if self.file_types:
+        if self.file_types:  # (saipling names them, in lower case: `World` is `world`)
             conds.append(f"c.file_type IN ({','.join('?' * len(self.file_types))})")
-            params += self.file_types
+            params += [t.lower() for t in self.file_types]
         if self.book_id:  # its id, or the book as frontmatter names it (`Emma`, `Pride and Prejudice`)
             conds.append("lower(c.book_id) IN (?, ?)")
             params += book_keys(self.book_id)
