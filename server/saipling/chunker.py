@@ -330,9 +330,8 @@ def _split_text(u: _Unit, sep: re.Pattern[str], count: TokenCounter) -> list[_Un
     line_at = _line_finder(u)
     pos = 0
     for m in sep.finditer(u.text):
-        end = (
-            m.end(1) if m.re.groups and m.start(1) >= 0 else m.start()
-        )  # a closing quote stays with its sentence
+        # a closing quote or bracket (group 1) stays with its sentence
+        end = m.end(1) if m.re.groups and m.start(1) >= 0 else m.start()
         seg = u.text[pos:end]
         if seg.strip():
             out.append(_Unit(line_at(pos), line_at(end), seg, count(seg)))

@@ -24,9 +24,8 @@ def _setup_logging(verbose: int) -> None:
         "DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING"
     )
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("markdown_it").setLevel(
-        logging.INFO
-    )  # (its DEBUG traces every parser rule of every block)
+    # (markdown-it's DEBUG traces every parser rule of every block)
+    logging.getLogger("markdown_it").setLevel(logging.INFO)
     redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
     redact.install()  # API keys never reach a log line, at any level
 
@@ -81,10 +80,9 @@ class _Group(click.Group):
             click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
         except BrokenPipeError:  # the reader stopped early (`saipling search x | head`): end quietly
-            os.dup2(
-                os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
-            )  # (nothing to flush at exit either)
-            ctx.exit(1)  # (as rich does for the tables)
+            # (stdout to /dev/null: nothing left to flush at exit; exit 1, as rich does for the tables)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(1)
         except (OSError, apsw.Error) as exc:
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             ctx.exit(1)
@@ -215,9 +213,7 @@ def status(root: str | None, as_json: bool) -> None:
     project = _open(root)
     try:
         st = project.status()
-        if st[
-            "totalFiles"
-        ]:  # files edited, added or deleted since the last index: their text is not read yet
+        if st["totalFiles"]:  # files edited, added or deleted since the last index: text not read yet
             from .freshness import changed_on_disk
 
             st["pendingFiles"] = max(st["pendingFiles"], len(changed_on_disk(project)))
@@ -464,9 +460,8 @@ def related(path: str, root: str | None, k: int | None, role: str | None, as_jso
             params["maxResults"] = k
         response = project.related(params)
         if not response["indexed"] and not (project.root / response["path"]).is_file():
-            raise InvalidRequest(
-                "path", f"{response['path']} does not exist"
-            )  # (a typo: `index` would not help)
+            # (a typo: "not indexed yet" would send the user to `saipling index` for nothing)
+            raise InvalidRequest("path", f"{response['path']} does not exist")
         if as_json:
             _emit_json(response)
         else:

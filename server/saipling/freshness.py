@@ -197,7 +197,10 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
     read-only index, or while another process is writing the index (it keeps the index fresh itself)."""
     if not project.store.file_states():
         root = project.root
-        return f"the index of {root} is empty (never indexed, cleared, or no markdown files): run `saipling index {root}`"
+        return (
+            f"the index of {root} is empty (never indexed, cleared, or no markdown files): "
+            f"run `saipling index {root}`"
+        )
     if project.store.readonly:
         return None
     changed = changed_on_disk(project)

@@ -253,9 +253,7 @@ class Project:
                 self.state.is_indexing = False
                 self.state.phase = "idle"
         self.state.last_summary = summary
-        unindexable.remember(
-            self.store, self.root, summary.skipped
-        )  # (not "changed" again until they change)
+        unindexable.remember(self.store, self.root, summary.skipped)  # (not "changed" until they change)
         return summary
 
     # -- provider fallback (reference 002) -------------------------------------------------------------------
@@ -381,9 +379,7 @@ class Project:
 
             return IndexSummary()
         summary = self.indexer.refresh(paths)
-        unindexable.remember(
-            self.store, self.root, summary.skipped
-        )  # (not "changed" again until they change)
+        unindexable.remember(self.store, self.root, summary.skipped)  # (not "changed" until they change)
         for warning in summary.warnings:
             log.warning("%s", warning)
         return summary
