@@ -731,3 +731,21 @@ def test_sentence_splits_keep_closing_quotes_and_brackets() -> None:
     assert (
         joined.count('from home 7."') >= 1 and "(He agreed at once 7.)" in joined and "[Aside 7!]" in joined
     )
+
+
+def test_typographic_quotes_close_sentences_so_long_dialogue_is_cut_between_sentences() -> None:
+    """Manuscripts from Word, Scrivener or Obsidian use curly quotes: `home.”` ends a sentence as `home."` does,
+    so a long paragraph of dialogue is cut between sentences, never mid-sentence at a word."""
+    said = "".join(
+        f"“I have never seen a man I cared for, number {n}.” “She goes so seldom from home {n}!” "
+        f"‘Quite so {n}.’ «Voilà {n}!» And then… "
+        for n in range(40)
+    )
+    text = "# Chapter V\n\n" + said + "\n"
+    chunks = chunk_document(text, None, ChunkLimits(max_tokens=60, target_tokens=40, overlap_tokens=15))
+    assert len(chunks) > 5
+    for c in chunks:
+        body = c.text.replace("# Chapter V", "").strip()
+        assert body.endswith(("”", "’", "»", "…", ".")), c.text[-60:]
+        assert body.startswith(("“", "‘", "«", "And")), c.text[:60]
+        assert " ".join(c.text.split()) in " ".join(text.split())

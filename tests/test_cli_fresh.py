@@ -18,6 +18,7 @@ from fixtures import bump_mtime
 from saipling import freshness
 from saipling.cli import main
 from saipling.index_lock import index_lock
+from test_cli_cold import heavy_modules
 
 ENV = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1", "SAIPLING_LOG_LEVEL": None,
        "VOYAGE_API_KEY": None, "OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}  # fmt: skip
@@ -32,7 +33,7 @@ def run(*args: str) -> Result:
     return CliRunner(env=ENV).invoke(main, list(args))
 
 
-def search(root: Path, query: str, *args: str) -> dict[str, Any]:
+def search_json(root: Path, query: str, *args: str) -> dict[str, Any]:
     result = run("search", query, "--root", str(root), "--json", "--mode", "lexical", *args)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -57,7 +58,7 @@ def test_search_sees_an_edit_in_the_middle_of_a_file_at_its_new_lines(project: P
     lines[8:8] = ["Marguerite hid the zephyrine locket under the third floorboard.", ""]
     path.write_text("\n".join(lines), "utf-8")
     bump_mtime(path)
-    found = search(project, "zephyrine locket")
+    found = search_json(project, "zephyrine locket")
     hit = found["results"][0]
     assert hit["filePath"] == "chapters/01.md" and hit["startLine"] <= 9 <= hit["endLine"]
     got = run("get", f"chapters/01.md:{hit['startLine']}-{hit['endLine']}", "--root", str(project))
@@ -71,13 +72,16 @@ def test_search_sees_files_added_renamed_and_deleted_since_the_index(project: Pa
     )
     (project / "chapters" / "02.md").rename(project / "chapters" / "02-lighthouse.md")
     (project / "notes.md").unlink()
-    assert [r["filePath"] for r in search(project, "quorvath")["results"]] == ["chapters/03.md"]
-    assert [r["filePath"] for r in search(project, "lighthouse keeper")["results"]] == [
+    before = json.loads(run("status", str(project), "--json").stdout)
+    assert (before["totalFiles"], before["pendingFiles"]) == (3, 4)  # (status reads nothing: it counts them)
+    assert "left:       4 files not read yet" in run("status", str(project)).stdout
+    assert [r["filePath"] for r in search_json(project, "quorvath")["results"]] == ["chapters/03.md"]
+    assert [r["filePath"] for r in search_json(project, "lighthouse keeper")["results"]] == [
         "chapters/02-lighthouse.md"
     ]
-    assert search(project, "brass telescope")["results"] == []
+    assert search_json(project, "brass telescope")["results"] == []
     status = json.loads(run("status", str(project), "--json").stdout)
-    assert status["totalFiles"] == 3
+    assert (status["totalFiles"], status["pendingFiles"]) == (3, 0)
     enrich = json.loads(run("enrich", "quorvath ferry sank", "--root", str(project), "--json").stdout)
     assert "quorvath" in enrich["contextBlock"]
     related = run("related", "chapters/03.md", "--root", str(project), "--json")
@@ -95,7 +99,7 @@ def test_many_changed_files_are_left_to_index_and_said(
     assert json.loads(result.stdout)["results"] == []
     assert "3 files changed since the last index" in result.stderr and "saipling index" in result.stderr
     assert run("index", str(project)).exit_code == 0
-    assert len(search(project, "velomorph")["results"]) == 3
+    assert len(search_json(project, "velomorph")["results"]) == 3
 
 
 def test_a_search_beside_another_writer_answers_from_the_index_as_it_is(project: Path) -> None:
@@ -103,8 +107,8 @@ def test_a_search_beside_another_writer_answers_from_the_index_as_it_is(project:
         "# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8"
     )
     with index_lock(project / ".saipling", wait=False):  # e.g. a running `saipling index` or server
-        assert search(project, "quorvath")["results"] == []  # (that process indexes the new file itself)
-    assert [r["filePath"] for r in search(project, "quorvath")["results"]] == ["chapters/03.md"]
+        assert search_json(project, "quorvath")["results"] == []  # (that process indexes the new file itself)
+    assert [r["filePath"] for r in search_json(project, "quorvath")["results"]] == ["chapters/03.md"]
 
 
 def test_a_project_never_indexed_or_cleared_says_to_index_it(tmp_path: Path, project: Path) -> None:
@@ -114,11 +118,14 @@ def test_a_project_never_indexed_or_cleared_says_to_index_it(tmp_path: Path, pro
     for args in (["search", "harbour"], ["search", "harbour", "--json"], ["enrich", "harbour at dawn"]):
         result = run(*args, "--root", str(fresh))
         assert result.exit_code == 0, result.output
-        assert f"nothing is indexed in {fresh} yet: run `saipling index {fresh}`" in result.stderr
+        assert (
+            f"the index of {fresh} is empty" in result.stderr
+            and f"run `saipling index {fresh}`" in result.stderr
+        )
     assert not (fresh / ".saipling").exists()  # a read never creates the index
     assert run("clear", str(project)).exit_code == 0
     cleared = run("search", "lighthouse", "--root", str(project))
-    assert "nothing is indexed" in cleared.stderr and "no results" in cleared.stdout
+    assert "is empty (never indexed, cleared" in cleared.stderr and "no results" in cleared.stdout
     assert json.loads(run("status", str(project), "--json").stdout)["totalFiles"] == 0  # (not refilled)
 
 
@@ -177,3 +184,103 @@ def test_the_table_shows_whole_paths_in_a_narrow_terminal_or_a_pipe(tmp_path: Pa
     for name in ("Great-Gold-Wyrm.md", "Lich-King.md"):
         assert f"Compendium/13A/Icons/{name}" in column, result.stdout
     assert "…" not in column
+
+
+def test_a_binary_note_is_not_pending_forever_nor_reread_by_every_search(project: Path) -> None:
+    """A `*.md` the indexer refuses for its content (binary) is skipped once; status does not count it as a file
+    not read yet, and a search does not try it again (loading the indexer) until it changes."""
+    (project / "scan.md").write_bytes(b"\x00\x01\x02 not text")
+    assert json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 1
+    assert run("index", str(project)).exit_code == 0
+    assert json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 0
+    search = ["search", "harbour", "--mode", "lexical", "--json"]
+    assert heavy_modules(project, *search, provider="none", heavy=("saipling.indexer", "numpy")) == []
+    (project / "scan.md").write_bytes(b"# Scan\n\nNow the scan is text about the harbour.\n")
+    assert (
+        json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 1
+    )  # changed: tried again
+    assert "scan.md" in {r["filePath"] for r in search_json(project, "harbour")["results"]}
+
+
+def test_an_absolute_path_filter_inside_the_root_is_read_from_the_root(project: Path, tmp_path: Path) -> None:
+    """`--path "$PWD/chapters"` (what shell completion gives) filters as `--path chapters`, not to nothing."""
+    relative = [
+        r["filePath"] for r in search_json(project, "harbour lighthouse", "--path", "chapters")["results"]
+    ]
+    assert relative and all(p.startswith("chapters/") for p in relative)
+    absolute = search_json(project, "harbour lighthouse", "--path", str(project / "chapters"))
+    assert [r["filePath"] for r in absolute["results"]] == relative
+    everything = search_json(project, "harbour lighthouse telescope", "--path", str(project))
+    assert {r["filePath"] for r in everything["results"]} >= {"notes.md", "chapters/02.md"}
+    outside = run("search", "harbour", "--root", str(project), "--path", str(tmp_path))
+    assert outside.exit_code == 2 and "filter.pathPrefix" in outside.stderr and "outside" in outside.stderr
+
+
+def test_path_dot_is_the_current_folder(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cd chapters && saipling search x --path .` searches chapters/ (it matched nothing); at the root, `.` is
+    every file."""
+    monkeypatch.chdir(project / "chapters")
+    here = {
+        r["filePath"] for r in search_json(project, "harbour lighthouse telescope", "--path", ".")["results"]
+    }
+    assert here == {"chapters/01.md", "chapters/02.md"}
+    monkeypatch.chdir(project)
+    everywhere = {
+        r["filePath"] for r in search_json(project, "harbour lighthouse telescope", "--path", "./")["results"]
+    }
+    assert everywhere == {"chapters/01.md", "chapters/02.md", "notes.md"}
+
+
+def test_every_cli_command_and_option_is_in_the_readme_table() -> None:
+    """The README's CLI table is what a new user reads: each command has its row, and the row names every option
+    the command takes (`saipling eval --limit`, `get --json`, ... were missing)."""
+    import re
+
+    import click
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `saipling (\w+)[^`]*` \|", readme, re.M)}
+    assert isinstance(main, click.Group)
+    missing = []
+    for name, command in main.commands.items():
+        row = rows.get(name)
+        if row is None:
+            missing.append(name)
+            continue
+        for param in command.params:
+            if isinstance(param, click.Option) and not any(opt in row for opt in param.opts):
+                missing.append(f"{name} {param.opts[0]}")
+    assert missing == []
+
+
+def test_debug_logging_shows_saiplings_work_not_the_markdown_parsers_trace(project: Path) -> None:
+    """`saipling -vv search` after an edit: saipling's DEBUG lines, not thousands of markdown-it rule traces."""
+    (project / "chapters" / "01.md").write_text(CHAPTER + "\n\nA new paragraph about the quay.\n", "utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ENV} | {
+        k: v for k, v in ENV.items() if v is not None
+    }
+    done = subprocess.run([sys.executable, "-m", "saipling", "-vv", "search", "quay", "--root", str(project),
+                           "--mode", "lexical", "--json"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "re-read 1 changed file(s)" in done.stderr  # (INFO saipling.freshness)
+    assert "markdown_it" not in done.stderr, done.stderr[:500]
+
+
+def test_get_and_related_take_a_path_typed_in_a_subfolder(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In `novel/chapters`, `saipling get 02.md:3` (shell completion) reads chapters/02.md, as git would; a path
+    from the root (as search results give them) still wins, and `..` cannot leave the project."""
+    monkeypatch.chdir(project / "chapters")
+    got = run("get", "02.md:3", "--json")
+    assert got.exit_code == 0, got.output
+    assert json.loads(got.stdout)["path"] == "chapters/02.md" and "lighthouse keeper" in got.stdout
+    assert "lighthouse keeper" in run("get", "./02.md").stdout
+    assert "brass telescope" in run("get", "../notes.md:3").stdout  # (inside the project: fine)
+    assert "Remember" in run("get", "notes.md:3").stdout  # the root's notes.md, though cwd is chapters/
+    related = run("related", "02.md", "--json")
+    assert related.exit_code == 0 and json.loads(related.stdout)["path"] == "chapters/02.md"
+    outside = project.parent / "outside.md"
+    outside.write_text("# Outside\n\nNot part of the novel.\n", "utf-8")
+    refused = run("get", "../../outside.md")
+    assert refused.exit_code == 2 and "Not part" not in refused.output

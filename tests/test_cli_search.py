@@ -78,6 +78,8 @@ def test_search_explain(root: Path) -> None:
         (["--file-type", "scene_draft"], lambda r: r["fileType"] == "scene_draft"),
         (["--book", "book-02"], lambda r: r["bookId"] == "book-02"),
         (["--chapter", "ch-03"], lambda r: r["chapterId"] == "ch-03"),
+        (["--chapter", "3"], lambda r: r["chapterId"] == "ch-03"),  # as a writer types it
+        (["--chapter", "Ch-3"], lambda r: r["chapterId"] == "ch-03"),
         (["--max-chapter", "2"], lambda r: r["chapterId"] in (None, "ch-01", "ch-02")),
         (["--path", "world"], lambda r: r["filePath"].startswith("world/")),
         (["--glob", "books/**/*.md"], lambda r: r["filePath"].startswith("books/")),

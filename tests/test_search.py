@@ -817,10 +817,11 @@ def test_snippet_marks_what_fts_matched_after_stemming_and_accent_folding(
 
 def test_snippets_read_as_text_not_markdown_bold_links_or_images(tmp_path: Path) -> None:
     """An Obsidian note: a bold name is marked once (not `****Lich** **King****`), a link reads as its text (not its
-    url, with the query's words marked inside it), an image is left out."""
+    url, with the query's words marked inside it), an image, block-quote markers, a callout tag and a rule are
+    left out."""
     text = (
         "---\naliases: [Lich King]\n---\n\n## Lich King\n\n![lichking_color|300](Icons/Lich-King-image-1.jpg)\n\n"
-        ">[!info] The Lich King\n> The **Lich King** is the lord of the undead.\n>\n"
+        ">[!info] The Lich King\n> The **Lich King** is the lord of the undead.\n>\n> ---\n>\n"
         "> **Source**:: [Pelgrane Press - The Lich King](https://pelgranepress.com/2012/the-lich-king-of-13th-age/)\n"
     )
     root = make_project(tmp_path, {"Icons/Lich-King.md": text})
@@ -831,6 +832,41 @@ def test_snippets_read_as_text_not_markdown_bold_links_or_images(tmp_path: Path)
     assert "The **Lich** **King** is the lord" in body and "****" not in body
     assert "Source:: Pelgrane Press - The **Lich** **King**" in body
     assert "](" not in body and "https://" not in body and "image-1.jpg" not in body
+    assert ">" not in body and "[!info]" not in body and "---" not in body  # quote markers, callout tag, rule
+    assert "The **Lich** **King** The **Lich** **King** is the lord of the undead. Source::" in body
+
+
+def test_type_and_book_filters_take_values_as_frontmatter_writes_them(tmp_path: Path) -> None:
+    """An Obsidian vault writes `type: Character` in one note and `type: character` in the next, and names its
+    book `book: Pride and Prejudice` (indexed as the id `pride-and-prejudice`): the filters, a skill's
+    `filter_entity_types` included, find every one of them, whichever way the filter is spelt."""
+    files = {
+        "people/lizzy.md": "---\nname: Lizzy\ntype: Character\n---\n\nLizzy walks to Netherfield in the mud.\n",
+        "people/darcy.md": "---\nname: Darcy\ntype: character\n---\n\nDarcy walks to Netherfield at noon.\n",
+        "places/netherfield.md": "---\ntype: Place\n---\n\nNetherfield Park, let at last, walks distance.\n",
+        "ch/01.md": "---\nbook: Pride and Prejudice\nchapter: 1\n---\n\n# One\n\nNetherfield is let at last.\n",
+        "ch/02.md": "---\nbook: Emma\nchapter: 1\n---\n\n# One\n\nNetherfield is not in this book.\n",
+    }
+    root = make_project(tmp_path, files)
+    with open_project(root) as p:
+        p.index()
+
+        def paths(flt: dict[str, Any]) -> set[str]:
+            found = p.search({"query": "Netherfield", "mode": "lexical", "maxResults": 20, "filter": flt})
+            return {r["filePath"] for r in found["results"]}
+
+        people = {"people/lizzy.md", "people/darcy.md"}
+        assert paths({"entityTypes": ["character"]}) == people
+        assert paths({"entityTypes": ["Character"]}) == people
+        assert paths({"entityTypes": ["place"]}) == {"places/netherfield.md"}
+        assert paths({"fileTypes": ["Document"]}) == paths({"fileTypes": ["document"]}) != set()
+        for book in ("pride-and-prejudice", "Pride and Prejudice", "PRIDE-AND-PREJUDICE"):
+            assert paths({"bookId": book}) == {"ch/01.md"}, book
+        assert paths({"bookId": "Emma"}) == paths({"bookId": "emma"}) == {"ch/02.md"}
+        assert paths({"chapterId": "1"}) == paths({"chapterId": "ch-01"}) == {"ch/01.md", "ch/02.md"}
+        skill = {"enabled": True, "mode": "always", "filterEntityTypes": ["character"], "minRelevance": 0}
+        got = p.enrich({"query": "who walks to Netherfield", "skillConfig": skill})
+        assert {r["filePath"] for r in got["searchResults"]} == people
 
 
 def test_a_misspelt_filter_is_refused_with_a_suggestion_not_ignored() -> None:

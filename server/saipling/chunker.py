@@ -23,14 +23,15 @@ from .metadata import BOOKKEEPING_KEYS, FileMeta
 # once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
 # as display text, frontmatter prose. 3: windows measured on their joined text (never over the budget), a tiny
 # note's body kept as one chunk. 4: headings as plain text (`#### ***Ripping Vines***` is `Ripping Vines`); a
-# sentence cut keeps its closing quote or bracket (`home."`, `home.”`).
+# sentence cut keeps its closing quote or bracket (`home."`), a sentence closed by a typographic quote (`home.”`,
+# `’`, `»`) or ending in `…` is one, and CJK sentences or a word cut in two are rejoined without a space.
 CHUNKER_VERSION = 4
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
-# a sentence ends at . ! ? (and the quotes or brackets closing it, straight or typographic: group 1) before
+# a sentence ends at . ! ? … (and the quotes or brackets closing it, straight or typographic: group 1) before
 # whitespace; CJK full stops need no space after them
 _CLOSERS = "\"'”’»)\\]」』）"
-_SENTENCE_END_RE = re.compile(rf"(?<=[.!?。！？])([{_CLOSERS}]*)\s+|(?<=[。！？])(?=[^\s{_CLOSERS}])")
+_SENTENCE_END_RE = re.compile(rf"(?<=[.!?。！？…])([{_CLOSERS}]*)\s+|(?<=[。！？])(?=[^\s{_CLOSERS}])")
 
 TokenCounter = Callable[[str], int]
 # whitespace a WordPieceCounter does not split words at (it splits at ASCII space, tab, newline, CR only)
@@ -336,7 +337,7 @@ def _split_text(u: _Unit, sep: re.Pattern[str], count: TokenCounter) -> list[_Un
     pos = 0
     glued = False
     for m in sep.finditer(u.text):
-        # a closing quote stays with its sentence
+        # a closing quote or bracket (group 1) stays with its sentence
         end = m.end(1) if m.re.groups and m.start(1) >= 0 else m.start()
         seg = u.text[pos:end]
         if seg.strip():

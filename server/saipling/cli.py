@@ -24,6 +24,8 @@ def _setup_logging(verbose: int) -> None:
         "DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING"
     )
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    # (markdown-it's DEBUG traces every parser rule of every block)
+    logging.getLogger("markdown_it").setLevel(logging.INFO)
     redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
     redact.install()  # API keys never reach a log line, at any level
 
@@ -59,14 +61,7 @@ def _freshen(project: Project) -> None:
     `saipling index` are re-read (their text; `index` embeds them), and an empty index is said to be one."""
     from .freshness import refresh_before_reading
 
-    if not project.store.file_states():
-        click.echo(
-            f"note: nothing is indexed in {project.root} yet: run `saipling index {project.root}` first",
-            err=True,
-        )
-        return
-    note = refresh_before_reading(project)
-    if note:
+    if note := refresh_before_reading(project):
         click.echo(f"note: {note}", err=True)
 
 
@@ -85,10 +80,9 @@ class _Group(click.Group):
             click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
         except BrokenPipeError:  # the reader stopped early (`saipling search x | head`): end quietly
-            os.dup2(
-                os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
-            )  # (nothing to flush at exit either)
-            ctx.exit(1)  # (as rich does for the tables)
+            # (stdout to /dev/null: nothing left to flush at exit; exit 1, as rich does for the tables)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(1)
         except (OSError, apsw.Error) as exc:
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             ctx.exit(1)
@@ -219,6 +213,10 @@ def status(root: str | None, as_json: bool) -> None:
     project = _open(root)
     try:
         st = project.status()
+        if st["totalFiles"]:  # files edited, added or deleted since the last index: text not read yet
+            from .freshness import changed_on_disk
+
+            st["pendingFiles"] = max(st["pendingFiles"], len(changed_on_disk(project)))
         if as_json:
             _emit_json(st)
             return
@@ -376,9 +374,9 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 @click.option("--type", "entity_types", multiple=True, help="Entity type filter (repeatable).")
 @click.option("--file-type", "file_types", multiple=True, help="File type filter (repeatable).")
 @click.option("--book", default=None, help="Book id filter.")
-@click.option("--chapter", default=None, help="Chapter id filter (ch-NN).")
+@click.option("--chapter", default=None, help="Chapter filter: ch-NN, or just its number.")
 @click.option("--max-chapter", type=int, default=None, help="Spoiler horizon: nothing after chapter N.")
-@click.option("--path", "path_prefix", default=None, help="Path prefix filter.")
+@click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the root).")
 @click.option("--glob", default=None, help="Path glob filter.")
 @click.option("--role", default=None, help="Visibility role.")
 @click.option("--min-score", type=click.FloatRange(0, 1), default=None)
@@ -396,6 +394,10 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 
     project = _open(root, embeds=mode != "lexical")
     try:
+        if path_prefix:  # (an absolute one, as shell completion gives, is read from the root)
+            from .paths import root_relative_prefix
+
+            path_prefix = root_relative_prefix(project.root, path_prefix)
         # click checked every option; cli_request checks the query and glob as the request schema would, without
         # importing pydantic (the schema's other faces, the server and MCP, validate with it)
         req = cli_request(query, max_results=k or project.settings.max_results_default, glob=glob,
@@ -420,13 +422,16 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 @click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def get(location: str, root: str | None, all_files: bool, role: str | None, as_json: bool) -> None:
-    """Print lines of a project file: PATH[:START[-END]]."""
+    """Print lines of a project file: PATH[:START[-END]] (from the root, or from the current folder)."""
+    from .paths import from_cwd
     from .reading import read_lines
 
     project = _open(root, embeds=False)
     try:
         path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
-        got = read_lines(project, path, start or 1, lines, role, respect=not all_files)
+        got = read_lines(
+            project, from_cwd(project.root, path), start or 1, lines, role, respect=not all_files
+        )
         if as_json:
             _emit_json(got)
         else:
@@ -447,7 +452,9 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
     project = _open(root)
     try:
         _freshen(project)
-        params: dict = {"path": path}
+        from .paths import from_cwd
+
+        params: dict = {"path": from_cwd(project.root, path)}
         if start is not None:
             params["startLine"] = start
             if lines:
@@ -458,9 +465,8 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
             params["maxResults"] = k
         response = project.related(params)
         if not response["indexed"] and not (project.root / response["path"]).is_file():
-            raise InvalidRequest(
-                "path", f"{response['path']} does not exist"
-            )  # (a typo: `index` would not help)
+            # (a typo: "not indexed yet" would send the user to `saipling index` for nothing)
+            raise InvalidRequest("path", f"{response['path']} does not exist")
         if as_json:
             _emit_json(response)
         else:

@@ -100,6 +100,39 @@ def normalise_rel(path: str) -> str:
     return p.lstrip("/")
 
 
+def from_cwd(root: Path, path: str) -> str:
+    """A relative path typed in a subfolder of the project (what shell completion gives): its absolute path when
+    it names nothing from the root but a file from the current folder, inside the root; else as given (paths are
+    read from the root first, as search results give them)."""
+    if (
+        os.path.isabs(path)
+        or path.startswith("file://")
+        or os.path.lexists(os.path.join(root, normalise_rel(path)))
+    ):
+        return path
+    here = Path.cwd() / path
+    root_real = Path(os.path.realpath(root))
+    if os.path.lexists(here) and root_real in Path(os.path.realpath(here)).parents:
+        return str(here)
+    return path
+
+
+def root_relative_prefix(root: Path, prefix: str) -> str | None:
+    """A path-prefix filter as a user types it: root-relative, absolute inside the root, `.` (the current folder),
+    or a folder of the current one that the root does not have (`from_cwd`). None: the root itself. Raises
+    InvalidRequest (`filter.pathPrefix`) for a folder outside the root."""
+    prefix = str(Path.cwd()) if prefix.rstrip("/") == "." else from_cwd(root, prefix)
+    if not os.path.isabs(prefix):
+        return prefix
+    try:
+        rel = Path(prefix).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        from .errors import InvalidRequest
+
+        raise InvalidRequest("filter.pathPrefix", f"{prefix} is outside the project root") from None
+    return None if rel == "." else rel
+
+
 def resolve_inside(root: Path, path: str) -> tuple[Path, str]:
     """Resolve a user path (relative or absolute, or file:// URI) to a real file inside root.
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
+from . import unindexable
 from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
@@ -252,6 +253,7 @@ class Project:
                 self.state.is_indexing = False
                 self.state.phase = "idle"
         self.state.last_summary = summary
+        unindexable.remember(self.store, self.root, summary.skipped)  # (not "changed" until they change)
         return summary
 
     # -- provider fallback (reference 002) -------------------------------------------------------------------
@@ -377,6 +379,7 @@ class Project:
 
             return IndexSummary()
         summary = self.indexer.refresh(paths)
+        unindexable.remember(self.store, self.root, summary.skipped)  # (not "changed" until they change)
         for warning in summary.warnings:
             log.warning("%s", warning)
         return summary

@@ -4,6 +4,8 @@ CLI's search, which builds its request from options click already checked and so
 
 from __future__ import annotations
 
+import re
+
 MAX_QUERY_CHARS = 2000
 MAX_RESULTS = 100  # the most results one request may ask for
 MODES = ("hybrid", "semantic", "lexical")
@@ -22,3 +24,13 @@ def check_query(value: str, max_chars: int | None) -> str:
     except UnicodeEncodeError:
         raise ValueError("is not valid Unicode text (it holds a lone surrogate)") from None
     return query
+
+
+_CHAPTER_REF = re.compile(r"(?:ch(?:apter)?[-_ ]?)?0*(\d+)", re.IGNORECASE)
+
+
+def chapter_id(ref: str) -> str:
+    """A chapter as a writer types it (`5`, `ch-5`, `Chapter 5`) -> the id its files get (`ch-05`, metadata.py);
+    anything else as given."""
+    m = _CHAPTER_REF.fullmatch(ref.strip())
+    return f"ch-{int(m.group(1)):02d}" if m else ref

@@ -41,6 +41,7 @@ from .errors import InvalidRequest, ProviderError
 from .lazy import np  # numpy loads on first use (cold CLI path)
 from .paths import glob_problem, normalise_rel
 from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
+from .request_checks import chapter_id as chapter_ref
 from .store import ChunkFilter
 from .terms import (  # noqa: F401 - STOPWORDS re-exported for callers
     _WORD_RE,
@@ -98,7 +99,7 @@ def chunk_filter(flt: SearchFilter | None) -> ChunkFilter:
         entity_types=list(flt.entity_types or []),
         file_types=list(flt.file_types or []),
         book_id=flt.book_id,
-        chapter_id=flt.chapter_id,
+        chapter_id=chapter_ref(flt.chapter_id) if flt.chapter_id else None,  # (`5` is ch-05, as in the CLI)
         max_chapter=flt.max_chapter,
         path_prefix=normalise_rel(flt.path_prefix) if flt.path_prefix else None,
         glob=flt.glob,
@@ -150,7 +151,7 @@ def cli_request(
         entity_types=list(entity_types or []),
         file_types=list(file_types or []),
         book_id=book_id,
-        chapter_id=chapter_id,
+        chapter_id=chapter_ref(chapter_id) if chapter_id else None,  # (`--chapter 5` is ch-05)
         max_chapter=max_chapter,
         path_prefix=normalise_rel(path_prefix) if path_prefix else None,
         glob=glob,

@@ -138,6 +138,14 @@ class ChunkRow:
     corpus: str
 
 
+def book_keys(book: str) -> list[str]:
+    """What a book filter matches (lowercased book ids): the value itself, and the id a frontmatter `book:` of
+    that title gets (metadata.slugify)."""
+    from .metadata import slugify
+
+    return [book.lower(), slugify(book)]
+
+
 @dataclass
 class ChunkFilter:
     """Conditions applied in SQL before ranking."""
@@ -162,18 +170,18 @@ class ChunkFilter:
         """SQL condition over `chunks` (alias c) and its parameters."""
         conds: list[str] = []
         params: list[Any] = []
-        if self.entity_types:
-            conds.append(f"c.entity_type IN ({','.join('?' * len(self.entity_types))})")
-            params += self.entity_types
-        if self.file_types:
+        if self.entity_types:  # as written in frontmatter: `type: Character` is the type `character`
+            conds.append(f"lower(c.entity_type) IN ({','.join('?' * len(self.entity_types))})")
+            params += [t.lower() for t in self.entity_types]
+        if self.file_types:  # (saipling names them, in lower case: `World` is `world`)
             conds.append(f"c.file_type IN ({','.join('?' * len(self.file_types))})")
-            params += self.file_types
-        if self.book_id:
-            conds.append("c.book_id = ?")
-            params.append(self.book_id)
+            params += [t.lower() for t in self.file_types]
+        if self.book_id:  # its id, or the book as frontmatter names it (`Emma`, `Pride and Prejudice`)
+            conds.append("lower(c.book_id) IN (?, ?)")
+            params += book_keys(self.book_id)
         if self.book_scope:
-            conds.append("(c.book_id IS NULL OR c.book_id = ?)")
-            params.append(self.book_scope)
+            conds.append("(c.book_id IS NULL OR lower(c.book_id) IN (?, ?))")
+            params += book_keys(self.book_scope)
         if self.chapter_id:
             conds.append("c.chapter_id = ?")
             params.append(self.chapter_id)

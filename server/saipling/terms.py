@@ -77,8 +77,9 @@ def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
 
     The text is shown as read, not as markdown: the file's own `**bold**` markers are dropped (else a bold name
     would read `****Lich** **King****` once marked), a link reads as its text and an image is left out, as
-    wiki-links and embeds already are in the index."""
-    flat = " ".join(_LINK_RE.sub(_link_text, text.replace("**", "")).split())
+    wiki-links and embeds already are in the index; block-quote markers, callout tags (`> [!info]`) and rules
+    (`---`) are left out."""
+    flat = " ".join(_LINK_RE.sub(_link_text, _QUOTE_RE.sub("", text.replace("**", ""))).split())
     keys = {match_key(t) for t in terms}
     folded = _fold(flat.lower())
     if not keys or not any(k[:3] in folded for k in keys):  # a stem starts like the word it came from
@@ -97,6 +98,10 @@ def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
 
 # ![alt](src) / [text](url "title"): one level of brackets in the text, the url without spaces or parentheses
 _LINK_RE = re.compile(r"(!?)\[([^\[\]\n]*)\]\([^()\s]*(?:\s+\"[^\"\n]*\")?\)")
+
+
+# at a line's start: block-quote markers with an Obsidian callout tag (`> [!info]-`), or a whole rule line
+_QUOTE_RE = re.compile(r"(?m)^[ \t]*(?:>[ \t]?)*(?:\[![\w-]+\][+-]?[ \t]?|(?:-{3,}|\*{3,}|_{3,})[ \t]*$)?")
 
 
 def _link_text(m: re.Match[str]) -> str:
