@@ -43,7 +43,7 @@ from ..errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
-from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens
+from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens, wait_deadline
 
 log = logging.getLogger(__name__)
 
@@ -210,12 +210,15 @@ class HTTPClient:
     def close(self) -> None:
         self._client.close()
 
-    def post_json(self, path: str, body: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+    def post_json(
+        self, path: str, body: dict[str, Any], *, timeout: float | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
         """POST `body` to base_url + path and return the decoded JSON object, retrying transient failures.
 
         `timeout` is the read timeout of this request (default: the client's). A read timeout is not retried:
         it raises ProviderTimeout (the server may still be computing the request). While the circuit breaker
-        is open this raises ProviderUnavailable at once, without a request.
+        is open this raises ProviderUnavailable at once, without a request. With a `deadline` (time.monotonic(),
+        someone waiting: a search), every timeout is `timeout` and no retry waits past it.
         """
         url = self.base_url + path
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -226,9 +229,8 @@ class HTTPClient:
                 raise ProviderUnavailable(reason)
             outcome: Outcome
             try:
-                outcome = self._client.post(
-                    url, json=body, headers=headers, timeout=httpx.Timeout(self.timeout, read=read_timeout)
-                )
+                limit = httpx.Timeout(self.timeout if deadline is None else read_timeout, read=read_timeout)
+                outcome = self._client.post(url, json=body, headers=headers, timeout=limit)
             except httpx.ReadTimeout:
                 self.breaker.failure(f"{self.label} timed out ({self.base_url})")
                 raise ProviderTimeout(
@@ -249,6 +251,8 @@ class HTTPClient:
             if not should_retry(outcome) or retries >= self.max_retries:
                 raise self._final_error(outcome, retries)
             delay = retry_delay(retries, _retry_after_header(outcome))
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise self._final_error(outcome, retries)  # (a search cannot wait that long)
             retries += 1
             log.warning(
                 "%s: %s; retry %d/%d in %.1f s",
@@ -374,10 +378,16 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
     def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
         if self.failed:
             raise ProviderAuthError(self.failed)
-        self._settle_abandoned()
+        deadline = wait_deadline()
         timeout = self.request_timeout(texts)
+        if deadline is None:
+            self._settle_abandoned()
+        else:  # a search waits: never behind the settling of a timed-out batch, never past its deadline
+            left = max(0.5, deadline - time.monotonic())
+            timeout = left if timeout is None else min(timeout, left)
         try:
-            payload = self.http.post_json(self.path, self._request_body(texts, input_type), timeout=timeout)
+            body = self._request_body(texts, input_type)
+            payload = self.http.post_json(self.path, body, timeout=timeout, deadline=deadline)
         except ProviderTimeout:
             self._abandoned = timeout  # the server may still be computing this batch
             raise
