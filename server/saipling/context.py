@@ -21,7 +21,7 @@ from .requests import MAX_RESULTS, EnrichParams, parse
 from .search import STOPWORDS, SearchRequest, run_search
 from .skills import VectorSearchConfig, load_skill, parse_block
 from .store import ChunkFilter
-from .textio import BinaryFile, decode
+from .textio import BinaryFile, decode, read_regular
 
 if TYPE_CHECKING:
     from .project_view import ProjectView
@@ -305,6 +305,6 @@ class _FileView:
 
 def _file_lines(project: ProjectView, rel: str) -> list[str] | None:
     try:
-        return parse_blocks(decode((project.root / rel).read_bytes(), rel).text).lines
+        return parse_blocks(decode(read_regular(project.root / rel), rel).text).lines
     except (OSError, BinaryFile):
         return None

@@ -178,7 +178,11 @@ def extract_metadata(rel_path: str, text: str) -> FileMeta:
     if chap:
         meta.chapter_num = int(chap.group(2))
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"
-    elif isinstance(fm.get("chapter"), int) and not isinstance(fm.get("chapter"), bool) and 0 <= fm["chapter"] < 2**63:
+    elif (
+        isinstance(fm.get("chapter"), int)
+        and not isinstance(fm.get("chapter"), bool)
+        and 0 <= fm["chapter"] < 2**63
+    ):
         # (past 2**63 SQLite cannot store it: the file would not be indexed at all)
         meta.chapter_num = int(fm["chapter"])
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"

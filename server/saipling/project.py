@@ -395,7 +395,9 @@ class Project:
                 if st is not None and st.mtime_ns == 0 and st.size == now.st_size:
                     import hashlib  # (~2 ms with OpenSSL: a one-shot search seldom meets a racy file)
 
-                    if hashlib.sha256((self.root / p).read_bytes()).hexdigest() == st.content_hash:
+                    from .textio import read_regular
+
+                    if hashlib.sha256(read_regular(self.root / p)).hexdigest() == st.content_hash:
                         continue
             except OSError:
                 continue

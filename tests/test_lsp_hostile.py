@@ -1,0 +1,94 @@
+"""Hostile project content and a hostile embedding server, through the real `saipling serve`: YAML alias bombs
+in frontmatter, numbers SQLite cannot store, FIFOs and devices named `*.md` under editor requests, and an
+embedding server that rate-limits or hangs while someone searches. Each must get a clear answer at once and
+leave the server answering."""
+
+# ruff: noqa: F811  (fixture imported, then requested as a parameter)
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from pygls.exceptions import JsonRpcException
+
+from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from lsp_client import (
+    STORY,
+    fake_api_options,
+    lsp_session,
+    raw_request,
+    request,
+    status,
+    wait_for_index,
+    write_project,
+)
+
+BOMB = "---\n" + "".join(
+    f"{k}: &{k} [{', '.join([f'*{p}'] * 9) if p else ', '.join(['lol'] * 9)}]\n"
+    for p, k in zip(["", *"abcdefgh"], "abcdefghi", strict=True)
+) + "name: Laugh\n---\n# Laughs\n\nthe quokka laughs at the marsh\n"  # fmt: skip
+
+
+async def search_paths(client, query: str) -> list[str]:
+    found = await request(client, "saipling/search", {"query": query, "mode": "lexical"}, timeout=30)
+    return [r["filePath"] for r in found["results"]]
+
+
+async def test_frontmatter_alias_bombs_and_huge_numbers_are_indexed_as_text(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "proj", {
+        "notes/bomb.md": BOMB,  # 9**9 "lol"s once expanded: the chunker walked them forever
+        "notes/cycle.md": "---\nname: Loop\nsee: &a [*a]\n---\n# Loop\n\nthe heron circles\n",  # endless
+        "notes/chapter.md": "---\nname: Big\nchapter: 99999999999999999999\n---\n# Big\n\nthe ibis waits\n",
+        "notes/plain.md": "# Plain\n\nthe otter swims\n",
+    })  # fmt: skip
+    async with lsp_session(root) as client:
+        await wait_for_index(client, timeout=60)
+        assert (await status(client))["totalFiles"] == 4
+        for word, path in (("quokka", "bomb"), ("heron", "cycle"), ("ibis", "chapter"), ("otter", "plain")):
+            assert await search_paths(client, word) == [f"notes/{path}.md"], word
+        logged = " ".join(m.message for m in client.log_messages)
+        assert "could not be indexed" not in logged
+        assert "notes/bomb.md: YAML frontmatter expands far beyond its text" in logged
+
+
+async def test_fifos_and_devices_named_md_get_answers_not_a_hang(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "proj", STORY)
+    os.mkfifo(root / "pipe.md")
+    special = ["pipe.md"]
+    try:  # /dev/zero under a project name: read to the end, it never ends (root only)
+        os.mknod(root / "zero.md", 0o644 | stat.S_IFCHR, os.makedev(1, 5))
+        special.append("zero.md")
+    except PermissionError:
+        pass
+    async with lsp_session(root) as client:
+        await wait_for_index(client, timeout=60)
+        for rel in special:
+            doc = {"uri": (root / rel).as_uri()}
+            at = {"textDocument": doc, "position": {"line": 0, "character": 1}}
+            assert await raw_request(client, "textDocument/documentSymbol", {"textDocument": doc}, 20) == []
+            assert await raw_request(client, "textDocument/hover", at, 20) is None
+            refs = {**at, "context": {"includeDeclaration": True}}
+            assert await raw_request(client, "textDocument/references", refs, 20) is None
+            with pytest.raises(JsonRpcException) as info:
+                await raw_request(client, "saipling/get", {"path": rel}, 20)
+            assert f"{rel} is not a regular file" in info.value.message
+        assert await search_paths(client, "dragon")  # still answering
+        assert (await status(client))["totalFiles"] == 4
+
+
+async def test_a_search_does_not_wait_on_a_rate_limiting_or_hanging_embedding_server(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = write_project(tmp_path / "proj", STORY)
+    async with lsp_session(root, fake_api_options(api_server, openaiApiKey="sk-test-0123456789")) as client:
+        await wait_for_index(client)
+        api_server.fail(429, times=100, retry_after="60")  # before: 3 retries 60 s apart, per search
+        found = await request(client, "saipling/search", {"query": "where does the dragon sleep"}, timeout=45)
+        assert "429" in found["degraded"] and found["results"]
+        api_server.reset()
+        api_server.slow(600, times=100)  # before: a 30 s timeout, then 60 s waiting for the server to settle
+        found = await request(client, "saipling/search", {"query": "who maps the marshes"}, timeout=45)
+        assert "timed out" in found["degraded"] and found["results"]
+        assert (await status(client))["totalFiles"] == 4
