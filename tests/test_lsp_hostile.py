@@ -24,6 +24,7 @@ from lsp_client import (
     wait_for_index,
     write_project,
 )
+from rawlsp import RawServer
 
 BOMB = "---\n" + "".join(
     f"{k}: &{k} [{', '.join([f'*{p}'] * 9) if p else ', '.join(['lol'] * 9)}]\n"
@@ -92,3 +93,26 @@ async def test_a_search_does_not_wait_on_a_rate_limiting_or_hanging_embedding_se
         found = await request(client, "saipling/search", {"query": "who maps the marshes"}, timeout=45)
         assert "timed out" in found["degraded"] and found["results"]
         assert (await status(client))["totalFiles"] == 4
+
+
+def test_json_nested_too_deep_and_odd_messages_never_kill_the_server_or_print_tracebacks(
+    tmp_path: Path,
+) -> None:
+    root = write_project(tmp_path / "proj", STORY)
+    deep = '{"jsonrpc": "2.0", "id": 50, "method": "saipling/search", "params": {"query": "x", "filter": '
+    deep += (
+        "[" * 100_000 + "]" * 100_000 + "}}"
+    )  # json's recursion limit: the server died of a RecursionError
+    with RawServer(root) as srv:
+        srv.initialize()
+        srv.send(deep)
+        reply = srv.response(50)
+        assert reply is not None and reply["error"]["code"] == -32700, (reply, srv.stderr()[-500:])
+        srv.notify("$/cancelRequest", {"id": {"not": "an id"}})  # a traceback went to the client's log
+        srv.notify("$/setTrace", {"value": 5})  # and pages of them to stderr, for wrong types
+        srv.request("textDocument/hover", {"textDocument": 5, "position": {"line": 0, "character": 0}}, 51)
+        assert srv.response(51)["error"]["code"] == -32602
+        srv.request("saipling/status", {}, 52)
+        assert "result" in (srv.response(52) or {})
+        assert srv.proc.poll() is None
+        assert "Traceback" not in srv.stderr() and b"Traceback" not in srv.raw

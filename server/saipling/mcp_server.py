@@ -530,7 +530,7 @@ def broken_line_reply(exc: Exception) -> Any:
     log.warning("unreadable message on stdin: %s", str(errors[0].get("msg")) if errors else exc)
     try:
         data = json.loads(line) if line is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     msg_id = data.get("id") if isinstance(data, dict) else None
     if not isinstance(msg_id, str | int) or isinstance(msg_id, bool) or "method" not in data:
