@@ -116,3 +116,26 @@ def test_json_nested_too_deep_and_odd_messages_never_kill_the_server_or_print_tr
         assert "result" in (srv.response(52) or {})
         assert srv.proc.poll() is None
         assert "Traceback" not in srv.stderr() and b"Traceback" not in srv.raw
+
+
+def test_settings_out_of_range_are_refused_by_name_and_the_folder_still_served(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "proj", STORY)
+    uri = root.as_uri()
+    init = (
+        '{"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"processId": null, "capabilities": {},'
+        f' "rootUri": "{uri}", "workspaceFolders": [{{"uri": "{uri}", "name": "proj"}}],'
+        ' "initializationOptions": {"provider": "openai", "baseUrl": "http://[::1", "fallback": "none",'
+        ' "openaiApiKey": "sk-test-0123456789", "maxFileBytes": 1e400, "tickSeconds": 0}}}'
+    )  # 1e400 is infinity: the folder was never opened; the broken URL failed the whole index run
+    with RawServer(root) as srv:
+        srv.send(init)
+        assert "result" in (srv.response("init") or {}), srv.stderr()[-500:]
+        srv.notify("initialized", {})
+        assert srv.wait_for(lambda m: "Indexing proj" in str(m.get("params", {}).get("message")), 30)
+        srv.request("saipling/search", {"query": "dragon", "mode": "lexical"}, 2)
+        assert srv.response(2)["result"]["results"]
+        shown = " ".join(m["params"]["message"] for m in srv.notifications("window/showMessage"))
+        assert "maxFileBytes: expected an integer, got inf" in shown
+        assert "tickSeconds must be >= 0.1" in shown
+        assert "the URL is not valid" in shown and "sk-test" not in shown
+        assert "Traceback" not in srv.stderr()

@@ -238,6 +238,10 @@ class HTTPClient:
                 ) from None
             except httpx.TransportError as exc:
                 outcome = exc
+            except httpx.InvalidURL as exc:  # (a baseUrl like "http://[::1": the whole index run failed)
+                raise ProviderUnavailable(
+                    f"{self.label}: the URL is not valid ({exc}); check baseUrl"
+                ) from None
             if is_connection_failure(outcome):
                 if self.breaker.failure(self._unreachable(outcome)):
                     raise ProviderUnavailable(self.breaker.cause)
