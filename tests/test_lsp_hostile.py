@@ -139,3 +139,21 @@ def test_settings_out_of_range_are_refused_by_name_and_the_folder_still_served(t
         assert "tickSeconds must be >= 0.1" in shown
         assert "the URL is not valid" in shown and "sk-test" not in shown
         assert "Traceback" not in srv.stderr()
+
+
+async def test_project_files_that_are_fifos_or_nested_too_deep_get_warnings_not_hangs(tmp_path: Path) -> None:
+    nested = "[" * 100_000 + "]" * 100_000  # tomllib and json recurse: RecursionError
+    root = write_project(tmp_path / "proj", {
+        **STORY,
+        ".saipling/config.toml": f'provider = "none"\nx = {nested}\n',  # the folder never opened
+        "skills/deep.toml": f"[context.vector_search]\nenabled = true\nx = {nested}\n",
+    })  # fmt: skip
+    os.mkfifo(root / ".context_settings.json")  # read by every search: each one blocked for ever
+    async with lsp_session(root) as client:
+        await wait_for_index(client, timeout=60)
+        assert await search_paths(client, "dragon")
+        with pytest.raises(JsonRpcException) as info:
+            await raw_request(client, "saipling/enrichContext", {"query": "dragon cave", "skill": "deep"}, 20)
+        assert "deep.toml is not valid TOML" in info.value.message
+        shown = " ".join(m.message for m in client.messages)
+        assert "config.toml: invalid TOML" in shown

@@ -249,8 +249,8 @@ def project_layer(root: Path) -> tuple[dict[str, Any], list[str]]:
 
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return {}, [f"{path}: invalid TOML ({exc}); using defaults"]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:  # (nested too deep)
+        return {}, [f"{path}: invalid TOML ({exc or type(exc).__name__}); using defaults"]
     data = data.get("saipling", data)
     return data, []
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .paths import glob_match, normalise_rel
+from .textio import read_regular
 
 log = logging.getLogger(__name__)
 FILE_NAME = ".context_settings.json"
@@ -56,7 +57,7 @@ def load_context_settings(root: Path) -> ContextSettings:
     if hit and hit[0] == st.st_mtime and hit[1] == st.st_size:
         return hit[2]
     try:
-        raw = json.loads(path.read_text(encoding="utf-8-sig"))
+        raw = json.loads(read_regular(path).decode("utf-8-sig"))  # (a FIFO here blocked every search)
         if not isinstance(raw, dict):
             raise ValueError("expected a JSON object of path -> mode")
         modes = {}
@@ -67,7 +68,7 @@ def load_context_settings(root: Path) -> ContextSettings:
                 mode = "auto"
             modes[normalise_rel(str(k))] = mode
         cs = ContextSettings(modes)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         cs = ContextSettings(warning=f"{FILE_NAME} is invalid ({exc}); ignored")
         log.warning("%s", cs.warning)
     _cache[key] = (st.st_mtime, st.st_size, cs)
