@@ -157,3 +157,20 @@ async def test_project_files_that_are_fifos_or_nested_too_deep_get_warnings_not_
         assert "deep.toml is not valid TOML" in info.value.message
         shown = " ".join(m.message for m in client.messages)
         assert "config.toml: invalid TOML" in shown
+
+
+def test_credentials_inside_base_url_never_reach_messages_logs_or_the_index(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "proj", STORY)
+    url = "http://bob:hunter2pass@127.0.0.1:9/v1?api-key=opensesame42"  # port 9: refused at once
+    with RawServer(root, env={"SAIPLING_LOG_LEVEL": "DEBUG"}) as srv:
+        srv.initialize({"provider": "openai", "baseUrl": url, "fallback": "none", "openaiApiKey": "x" * 12})
+        assert srv.wait_for(lambda m: m.get("method") == "window/showMessage", 30), srv.stderr()[-500:]
+        srv.request("saipling/search", {"query": "where does the dragon sleep"}, 2)
+        found = srv.response(2)["result"]
+        assert found["results"] and "127.0.0.1:9" in found["degraded"]  # the server is still named
+        srv.request("saipling/status", {}, 3)
+        assert srv.response(3)
+        said = srv.raw.decode("utf-8", "replace") + srv.stderr()
+    stored = b"".join(p.read_bytes() for p in (root / ".saipling").iterdir() if p.is_file())
+    for secret in ("hunter2pass", "opensesame42"):
+        assert secret not in said and secret.encode() not in stored, secret

@@ -43,6 +43,7 @@ from ..errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
+from ..redact import shown_url
 from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens, wait_deadline
 
 log = logging.getLogger(__name__)
@@ -193,6 +194,7 @@ class HTTPClient:
     ) -> None:
         self.label = label
         self.base_url = base_url.rstrip("/")
+        self.shown_url = shown_url(self.base_url)  # in messages: never a password or key the URL carries
         self.key_env = key_env
         self.max_retries = max(0, int(max_retries))
         self.sleep: Callable[[float], None] = time.sleep if sleep is None else sleep
@@ -205,7 +207,7 @@ class HTTPClient:
         )
 
     def __repr__(self) -> str:  # never show the key
-        return f"HTTPClient(label={self.label!r}, base_url={self.base_url!r})"
+        return f"HTTPClient(label={self.label!r}, base_url={self.shown_url!r})"
 
     def close(self) -> None:
         self._client.close()
@@ -232,9 +234,9 @@ class HTTPClient:
                 limit = httpx.Timeout(self.timeout if deadline is None else read_timeout, read=read_timeout)
                 outcome = self._client.post(url, json=body, headers=headers, timeout=limit)
             except httpx.ReadTimeout:
-                self.breaker.failure(f"{self.label} timed out ({self.base_url})")
+                self.breaker.failure(f"{self.label} timed out ({self.shown_url})")
                 raise ProviderTimeout(
-                    f"{self.label} timed out after {read_timeout:.0f} s ({self.base_url})"
+                    f"{self.label} timed out after {read_timeout:.0f} s ({self.shown_url})"
                 ) from None
             except httpx.TransportError as exc:
                 outcome = exc
@@ -273,7 +275,7 @@ class HTTPClient:
         detail = _describe(outcome)
         if isinstance(outcome, Exception) and str(outcome):
             detail = f"{detail}: {' '.join(str(outcome).split())[:200]}"
-        where = "" if self.base_url in self.label else f" ({self.base_url})"
+        where = "" if self.shown_url in self.label else f" ({self.shown_url})"
         return (
             f"{self.label} is unreachable{where}: {detail}; "
             f"stopped calling it after {self.breaker.threshold} failures in a row"
@@ -312,9 +314,9 @@ class HTTPClient:
                 return ProviderUnavailable(f"{self.label} failed (HTTP {status}){after}{suffix}")
             return ProviderError(f"{self.label} rejected the request (HTTP {status}){suffix}")
         if isinstance(outcome, httpx.TimeoutException):
-            return ProviderUnavailable(f"{self.label} timed out{after} ({self.base_url})")
+            return ProviderUnavailable(f"{self.label} timed out{after} ({self.shown_url})")
         return ProviderUnavailable(
-            f"{self.label} is unreachable{after} ({self.base_url}): {_describe(outcome)}"
+            f"{self.label} is unreachable{after} ({self.shown_url}): {_describe(outcome)}"
         )
 
     def _server_message(self, response: httpx.Response, limit: int = 300) -> str:
@@ -429,7 +431,7 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
                 self.http.post_json(self.path, self._request_body([PROBE_TEXT], "query"), timeout=2 * budget)
             except ProviderTimeout:
                 reason = (
-                    f"{self.http.label} is still busy with a request that timed out ({self.http.base_url}); "
+                    f"{self.http.label} is still busy with a request that timed out ({self.http.shown_url}); "
                     "set requestTimeoutSeconds higher or batchSize lower"
                 )
                 self.http.breaker.trip(reason)
