@@ -137,7 +137,7 @@ def test_missing_binary_or_unusable_paths(project: Any, path: str) -> None:
 
 def test_directory_named_like_a_markdown_file(project: Any) -> None:
     (project.root / "folder.md").mkdir()
-    with pytest.raises(InvalidRequest, match="does not exist"):
+    with pytest.raises(InvalidRequest, match="folder.md is not a regular file"):
         project.get({"path": "folder.md"})
 
 

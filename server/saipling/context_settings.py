@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .paths import glob_match, normalise_rel
-from .textio import read_regular
 
 log = logging.getLogger(__name__)
 FILE_NAME = ".context_settings.json"
@@ -57,7 +57,9 @@ def load_context_settings(root: Path) -> ContextSettings:
     if hit and hit[0] == st.st_mtime and hit[1] == st.st_size:
         return hit[2]
     try:
-        raw = json.loads(read_regular(path).decode("utf-8-sig"))  # (a FIFO here blocked every search)
+        if not stat.S_ISREG(st.st_mode):  # (a FIFO here blocked every search)
+            raise ValueError("not a regular file")
+        raw = json.loads(path.read_text(encoding="utf-8-sig"))
         if not isinstance(raw, dict):
             raise ValueError("expected a JSON object of path -> mode")
         modes = {}
