@@ -164,3 +164,11 @@ def test_reads_the_disk_not_the_index(project: Any) -> None:
     assert project.get({"path": "notes/poem.md"})["text"] == "changed"
     write_file(project.root, "notes/new.md", "never indexed\n")
     assert project.get({"path": "notes/new.md"})["text"] == "never indexed"
+
+
+def test_a_file_over_max_file_bytes_is_refused_not_read(project: Any) -> None:
+    (project.root / "notes" / "huge.md").write_text("# Huge\n\n" + "word " * 2_000_000, encoding="utf-8")
+    with pytest.raises(
+        InvalidRequest, match=r"notes/huge.md is too large \(\d+ bytes > maxFileBytes 5242880\)"
+    ):
+        project.get({"path": "notes/huge.md", "lines": 2})

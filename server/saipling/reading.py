@@ -61,6 +61,9 @@ def read_lines(
         if not real.is_file():
             problem = "is not a regular file" if real.exists() else "does not exist"  # (a FIFO, a device)
             raise InvalidRequest("path", f"{rel} {problem}")
+        size, limit = real.stat().st_size, project.settings.max_file_bytes
+        if size > limit:  # (not indexed either; a 2 GB file was read whole into memory)
+            raise InvalidRequest("path", f"{rel} is too large ({size} bytes > maxFileBytes {limit})")
         text = decode(read_regular(real), rel).text
     except BinaryFile as exc:
         raise InvalidRequest("path", str(exc)) from None
