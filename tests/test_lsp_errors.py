@@ -53,6 +53,11 @@ WRONG_TYPES: list[tuple[str, Any, str]] = [
     ("saipling/get", {"path": "../../etc/passwd"}, "path"),
     ("saipling/related", {"path": "x", "maxResults": 0}, "maxResults"),
     ("saipling/reindex", {"paths": ["/somewhere/else.md"]}, "paths[0]"),
+    (
+        "saipling/reindex",
+        {"paths": ["a.md", "notes/../../else.md"]},
+        "paths[1]",
+    ),  # was accepted, then ignored
     ("saipling/status", {"workspaceFolder": "file:///not/open"}, "workspaceFolder"),
 ]
 

@@ -311,3 +311,26 @@ def test_the_cli_search_path_never_imports_the_mcp_sdk(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=server_env(), timeout=60
     )
     assert "MCP NOT LOADED" in done.stderr, done.stderr
+
+
+def test_a_line_the_sdk_cannot_read_is_answered_with_its_id_and_the_server_goes_on(tmp_path: Path) -> None:
+    """The SDK drops an unreadable stdin line in silence (the client would wait for ever): invalid JSON with a
+    readable id, e.g. a lone surrogate escape, gets a parse error with that id; garbage is only logged."""
+    root = retrieval_project(tmp_path)
+    env = {k: v for k, v in server_env().items() if k != "SAIPLING_TEST_CLOCK"}
+    proc = subprocess.Popen([sys.executable, "-m", "saipling", "mcp", str(root), "--provider", "none"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        "garbage, not JSON",
+        '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get", "arguments": {"path": "\\udc80.md"}}}',
+        '[{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}]',
+        json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
+    ]  # fmt: skip
+    out, err = proc.communicate(("\n".join(lines) + "\n").encode(), timeout=60)
+    replies = {m.get("id"): m for m in map(json.loads, out.decode().splitlines())}
+    assert replies[7]["error"]["code"] == -32700 and "surrogate" in replies[7]["error"]["message"]
+    assert {t["name"] for t in replies[9]["result"]["tools"]} == TOOLS  # still serving after all of them
+    assert b"unreadable message on stdin" in err and b"Traceback" not in err

@@ -409,3 +409,30 @@ def test_status_dimensions_come_from_the_stored_vectors(tmp_path: Path, api_serv
     with open_project(root, **opts) as project:  # a new process: the provider has not seen a response yet
         assert project.provider.dimensions == 0
         assert project.status()["dimensions"] == api_server.default_dims
+
+
+def test_a_waiting_search_gets_one_try_not_minutes_of_retries(
+    api_server: FakeEmbeddingAPI, sleeps: Sleeps
+) -> None:
+    """A query embedded while a search waits (`user_waiting`) never sleeps past its deadline on Retry-After,
+    and a read timeout is not tried again; outside a search the same answers are retried as before."""
+    from saipling.embeddings.base import user_waiting
+    from saipling.errors import ProviderRateLimited
+
+    p = provider(api_server, sleeps)
+    try:
+        api_server.fail(429, times=10, retry_after="60")
+        with user_waiting(5.0), pytest.raises(ProviderRateLimited, match="429"):
+            p.embed_query("alpha")
+        assert sleeps == [] and api_server.count == 1
+        api_server.reset()
+        api_server.fail(429, times=1, retry_after="1")
+        p.embed_query("alpha")  # no search waiting: the Retry-After is honoured
+        assert sleeps == [1.0] and api_server.count == 2
+        api_server.reset()
+        api_server.slow(5.0, times=10)
+        with user_waiting(0.5), pytest.raises(ProviderUnavailable, match="timed out"):
+            p.embed_query("beta")
+        assert api_server.count == 1  # one try: a timed-out query is not sent again
+    finally:
+        p.close()

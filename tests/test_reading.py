@@ -137,7 +137,7 @@ def test_missing_binary_or_unusable_paths(project: Any, path: str) -> None:
 
 def test_directory_named_like_a_markdown_file(project: Any) -> None:
     (project.root / "folder.md").mkdir()
-    with pytest.raises(InvalidRequest, match="does not exist"):
+    with pytest.raises(InvalidRequest, match="folder.md is not a regular file"):
         project.get({"path": "folder.md"})
 
 
@@ -164,3 +164,11 @@ def test_reads_the_disk_not_the_index(project: Any) -> None:
     assert project.get({"path": "notes/poem.md"})["text"] == "changed"
     write_file(project.root, "notes/new.md", "never indexed\n")
     assert project.get({"path": "notes/new.md"})["text"] == "never indexed"
+
+
+def test_a_file_over_max_file_bytes_is_refused_not_read(project: Any) -> None:
+    (project.root / "notes" / "huge.md").write_text("# Huge\n\n" + "word " * 2_000_000, encoding="utf-8")
+    with pytest.raises(
+        InvalidRequest, match=r"notes/huge.md is too large \(\d+ bytes > maxFileBytes 5242880\)"
+    ):
+        project.get({"path": "notes/huge.md", "lines": 2})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -104,6 +105,8 @@ _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
 _OPTIONAL_STRINGS = {"query_prefix", "document_prefix"}  # None = not set (the model family decides)
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
 _FALLBACKS = {"local", "none"}
+_MINIMUMS = {"max_file_bytes": 1, "batch_size": 1, "max_results_default": 1, "max_retries": 0,
+             "quiet_period_seconds": 0, "tick_seconds": 0.1, "max_search_tokens_default": 0}  # fmt: skip
 
 
 def _field_name(key: str) -> str:
@@ -133,15 +136,18 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
             if isinstance(value, bool):
                 raise TypeError
             return int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # (JSON's 1e400 is infinity: the folder never opened)
             raise ValueError(f"{key}: expected an integer, got {shown(value)}") from None
     if isinstance(default, float):
         try:
             if isinstance(value, bool):
                 raise TypeError
-            return float(value)
+            number = float(value)
+            if not math.isfinite(number):
+                raise ValueError
+            return number
         except (TypeError, ValueError):
-            raise ValueError(f"{key}: expected a number, got {shown(value)}") from None
+            raise ValueError(f"{key}: expected a finite number, got {shown(value)}") from None
     if isinstance(default, str):
         if not isinstance(value, str):
             raise ValueError(f"{key}: expected a string, got {shown(value)}")
@@ -204,6 +210,11 @@ def apply_layer(
         if name == "provider" and coerced not in _PROVIDERS:
             warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {shown(coerced)}")
             continue
+        if (
+            name in _MINIMUMS and coerced < _MINIMUMS[name]
+        ):  # (maxFileBytes = -1: nothing was indexed, silently)
+            warnings.append(f"{source}: {raw_key} must be >= {_MINIMUMS[name]}, got {shown(coerced)}")
+            continue
         if name == "fallback" and coerced not in _FALLBACKS:
             warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {shown(coerced)}")
             continue
@@ -238,8 +249,8 @@ def project_layer(root: Path) -> tuple[dict[str, Any], list[str]]:
 
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return {}, [f"{path}: invalid TOML ({exc}); using defaults"]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:  # (nested too deep)
+        return {}, [f"{path}: invalid TOML ({exc or type(exc).__name__}); using defaults"]
     data = data.get("saipling", data)
     return data, []
 

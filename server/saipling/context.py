@@ -21,7 +21,7 @@ from .requests import MAX_RESULTS, EnrichParams, parse
 from .search import STOPWORDS, SearchRequest, run_search
 from .skills import VectorSearchConfig, load_skill, parse_block
 from .store import ChunkFilter
-from .textio import BinaryFile, decode
+from .textio import BinaryFile, decode, read_regular
 
 if TYPE_CHECKING:
     from .project_view import ProjectView
@@ -310,7 +310,7 @@ def _file_lines(project: ProjectView, rel: str) -> tuple[list[str] | None, bool]
     import hashlib
 
     try:
-        data = (project.root / rel).read_bytes()
+        data = read_regular(project.root / rel)
         lines = parse_blocks(decode(data, rel).text).lines
     except (OSError, BinaryFile):
         return None, False

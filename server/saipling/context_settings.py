@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,8 @@ def load_context_settings(root: Path) -> ContextSettings:
     if hit and hit[0] == st.st_mtime and hit[1] == st.st_size:
         return hit[2]
     try:
+        if not stat.S_ISREG(st.st_mode):  # (a FIFO here blocked every search)
+            raise ValueError("not a regular file")
         raw = json.loads(path.read_text(encoding="utf-8-sig"))
         if not isinstance(raw, dict):
             raise ValueError("expected a JSON object of path -> mode")
@@ -67,7 +70,7 @@ def load_context_settings(root: Path) -> ContextSettings:
                 mode = "auto"
             modes[normalise_rel(str(k))] = mode
         cs = ContextSettings(modes)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         cs = ContextSettings(warning=f"{FILE_NAME} is invalid ({exc}); ignored")
         log.warning("%s", cs.warning)
     _cache[key] = (st.st_mtime, st.st_size, cs)

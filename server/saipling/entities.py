@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .context_settings import load_context_settings
 from .metadata import slugify, split_frontmatter
 from .store import ChunkFilter
-from .textio import BinaryFile, decode, normalise_newlines
+from .textio import BinaryFile, decode, normalise_newlines, read_regular
 from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
@@ -283,7 +283,7 @@ def entity_index(project: Project) -> EntityIndex:
 def disk_reader(root: Path) -> TextSource:
     def read(rel: str) -> str | None:
         try:
-            data = (root / rel).read_bytes()
+            data = read_regular(root / rel)
             if b"\0" in data:
                 return None
             try:  # the common case, without textio's slower checks (a NUL byte already ruled binary out)

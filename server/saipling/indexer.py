@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import logging
@@ -37,7 +36,7 @@ from .metadata import FileMeta, extract_metadata
 from .parse_memo import ParseMemo, memo_of, parse_with_memo
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import ChunkRow, FileRecord, Store
-from .textio import BinaryFile, decode
+from .textio import BinaryFile, decode, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -145,17 +144,9 @@ class Indexer(EmbeddingPhase):
     def read_bytes(self, path: Path) -> bytes:
         """Every file read goes through here (counted: a no-op reindex must read nothing).
 
-        Opened non-blocking and checked to be a regular file before reading: a FIFO or device named `*.md`
-        (or a file swapped for one after the scan) must never block the run."""
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EINVAL, "not a regular file")
-            os.set_blocking(fd, True)
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                return f.read()
-        finally:
-            os.close(fd)
+        A FIFO or device named `*.md` (or a file swapped for one after the scan) must never block the run:
+        textio.read_regular refuses it."""
+        return read_regular(path)
 
     def prepare(self, entry: ScanEntry, data: bytes, summary: IndexSummary) -> _Prepared | None:
         t0 = time.perf_counter()

@@ -521,6 +521,32 @@ def build_server(face: McpFace) -> Any:
     )
 
 
+def broken_line_reply(exc: Exception) -> Any:
+    """The JSON-RPC error for a stdin line the SDK could not read as a message (invalid JSON, a lone
+    surrogate, not an object, a bad id), with the request's id when it can still be read; None without one
+    (a notification, or nothing readable: only logged)."""
+    from mcp import types
+    from mcp.shared.message import SessionMessage
+
+    errors = exc.errors() if hasattr(exc, "errors") else []
+    line = next((e.get("input") for e in errors if isinstance(e.get("input"), str)), None)
+    invalid_json = any(e.get("type") == "json_invalid" for e in errors)
+    log.warning("unreadable message on stdin: %s", str(errors[0].get("msg")) if errors else exc)
+    try:
+        data = json.loads(line) if line is not None else None
+    except (ValueError, RecursionError):
+        data = None
+    msg_id = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(msg_id, str | int) or isinstance(msg_id, bool) or "method" not in data:
+        return None
+    code, what = (
+        (types.PARSE_ERROR, "Parse error") if invalid_json else (types.INVALID_REQUEST, "Invalid Request")
+    )
+    detail = " ".join(str(errors[0].get("msg", "")).split())[:200] if errors else ""
+    error = types.ErrorData(code=code, message=f"{what}: {detail}" if detail else what)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=msg_id, error=error))
+
+
 def run(project: Project) -> None:
     """Serve `project` over stdio until the client closes the connection."""
     import anyio
@@ -531,7 +557,21 @@ def run(project: Project) -> None:
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            checked_in, checked_out = anyio.create_memory_object_stream[Any](0)
+
+            async def answer_broken_lines() -> None:  # the SDK drops them in silence: the client would wait
+                async with checked_in:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            if (reply := broken_line_reply(item)) is not None:
+                                await write_stream.send(reply)
+                            continue
+                        await checked_in.send(item)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer_broken_lines)
+                await server.run(checked_out, write_stream, server.create_initialization_options())
+                tg.cancel_scope.cancel()
 
     face.start()
     try:

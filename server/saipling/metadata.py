@@ -111,7 +111,35 @@ def split_frontmatter(text: str, rel_path: str = "") -> tuple[dict[str, Any], in
         warning = f"{rel_path}: frontmatter is not a mapping; indexed as plain text"
         log.warning("%s", warning)
         return {}, 1, warning
+    if _expands_too_far(data, 4 * len(fm_text) + 10_000):
+        warning = f"{rel_path}: YAML frontmatter expands far beyond its text (aliases); indexed as plain text"
+        log.warning("%s", warning)
+        return {}, 1, warning
     return data, body_start, None
+
+
+def _expands_too_far(data: Any, budget: int) -> bool:
+    """True when walking `data` (aliases followed, as every reader of it does) costs more than `budget`.
+
+    YAML aliases share one object between many places, so a few lines (`b: [*a, *a, ...]`, nested) or a
+    self-referencing list (`a: &a [*a]`) load into a value whose walk is exponential or endless. Written out
+    without aliases, frontmatter costs at most a few units per character of its text, so a linear budget
+    refuses only alias bombs and cycles. Iterative: no recursion limit."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            budget -= 1 + len(value)
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple | set):
+            budget -= 1 + len(value)
+            stack.extend(value)
+        else:
+            budget -= 1 + (len(value) if isinstance(value, str | bytes) else 0)
+        if budget < 0:
+            return True
+    return False
 
 
 def _as_list(value: Any) -> list[str]:
@@ -150,7 +178,12 @@ def extract_metadata(rel_path: str, text: str) -> FileMeta:
     if chap:
         meta.chapter_num = int(chap.group(2))
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"
-    elif isinstance(fm.get("chapter"), int) and not isinstance(fm.get("chapter"), bool):
+    elif (
+        isinstance(fm.get("chapter"), int)
+        and not isinstance(fm.get("chapter"), bool)
+        and 0 <= fm["chapter"] < 2**63
+    ):
+        # (past 2**63 SQLite cannot store it: the file would not be indexed at all)
         meta.chapter_num = int(fm["chapter"])
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"
     scene = _SCENE_RE.search(rel_path)

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -395,9 +396,15 @@ class Project:
             st = states.get(p)
             try:
                 now = os.stat(self.root / p)
-                if st is not None and st.mtime_ns == 0 and st.size == now.st_size:
+                if (
+                    st is not None
+                    and st.mtime_ns == 0
+                    and st.size == now.st_size
+                    and stat.S_ISREG(now.st_mode)
+                ):
                     import hashlib  # (~2 ms with OpenSSL: a one-shot search seldom meets a racy file)
 
+                    # (a regular file: a FIFO swapped in would block the read)
                     if hashlib.sha256((self.root / p).read_bytes()).hexdigest() == st.content_hash:
                         continue
             except OSError:

@@ -44,7 +44,7 @@ def read_lines(
     start and lines >= 1): a one-shot `saipling get` imports no pydantic (~45 ms)."""
     from .metadata import extract_metadata  # (its YAML parser loads only for a file with frontmatter)
     from .scanner import is_indexable
-    from .textio import BinaryFile, decode
+    from .textio import BinaryFile, decode, read_regular
 
     if not path:
         raise InvalidRequest("path", "is required and must be a non-empty string")
@@ -59,8 +59,12 @@ def read_lines(
         )
     try:
         if not real.is_file():
-            raise InvalidRequest("path", f"{rel} does not exist")
-        text = decode(real.read_bytes(), rel).text
+            problem = "is not a regular file" if real.exists() else "does not exist"  # (a FIFO, a device)
+            raise InvalidRequest("path", f"{rel} {problem}")
+        size, limit = real.stat().st_size, project.settings.max_file_bytes
+        if size > limit:  # (not indexed either; a 2 GB file was read whole into memory)
+            raise InvalidRequest("path", f"{rel} is too large ({size} bytes > maxFileBytes {limit})")
+        text = decode(read_regular(real), rel).text
     except BinaryFile as exc:
         raise InvalidRequest("path", str(exc)) from None
     except OSError as exc:

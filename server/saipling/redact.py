@@ -22,6 +22,7 @@ _NAMED = re.compile(
     ( [^"'\s,}\]]+ )                                                # the value
     """
 )
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"<>]+@")  # https://user:password@host
 _known: set[str] = set()
 _lock = threading.Lock()
 
@@ -39,7 +40,24 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     text = _KEY_SHAPED.sub(REDACTED, text)
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
     return _NAMED.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), text)
+
+
+def shown_url(url: str) -> str:
+    """`url` for messages and logs: credentials in it (`user:password@`) and query values (`?api-key=...`,
+    as some proxies take the key) replaced by REDACTED; the scheme, host, port and path kept."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact(url)
+    netloc = f"{REDACTED}@{parts.netloc.rpartition('@')[2]}" if "@" in parts.netloc else parts.netloc
+    query = (
+        "&".join(f"{q.partition('=')[0]}={REDACTED}" for q in parts.query.split("&")) if parts.query else ""
+    )
+    return redact(urlunsplit((parts.scheme, netloc, parts.path, query, REDACTED if parts.fragment else "")))
 
 
 def looks_secret(value: object) -> bool:

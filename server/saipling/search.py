@@ -36,7 +36,7 @@ from .confidence import (  # noqa: F401 - fallback_calibration re-exported for c
     vector_calibration,
 )
 from .context_settings import load_context_settings
-from .embeddings.base import EmbeddingProvider
+from .embeddings.base import EmbeddingProvider, user_waiting
 from .errors import InvalidRequest, ProviderError
 from .lazy import np  # numpy loads on first use (cold CLI path)
 from .paths import glob_problem, normalise_rel
@@ -176,7 +176,8 @@ class QueryCache:
                 self._data.move_to_end(key)
                 self.hits += 1
                 return self._data[key]
-        vec = provider.embed_query(text)
+        with user_waiting():  # a search waits for it: no minutes of retries on a slow or rate-limiting server
+            vec = provider.embed_query(text)
         with self._lock:
             self.misses += 1
             self._data[key] = vec

@@ -74,8 +74,8 @@ def load_skill(skills_dir: Path, name: str) -> VectorSearchConfig:
         raise InvalidRequest("skill", f"no skill config {path.name} in {skills_dir}")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InvalidRequest("skill", f"{path.name} is not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:  # (nested too deep)
+        raise InvalidRequest("skill", f"{path.name} is not valid TOML: {exc or type(exc).__name__}") from None
     context = data.get("context", {})
     block = context.get("vector_search", {}) if isinstance(context, Mapping) else None
     if not isinstance(block, Mapping):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import codecs
+import errno
 import logging
+import os
 import re
+import stat
 from dataclasses import dataclass
 
 from .errors import SaiplingError
@@ -21,6 +24,23 @@ class DecodedText:
     text: str  # newlines normalised to \n; line N here is line N on disk
     encoding: str
     warning: str | None = None
+
+
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a regular file (symlinks followed); OSError(EINVAL) for anything else.
+
+    Opened non-blocking and checked before reading: a FIFO named `*.md` would block the reader forever and a
+    device (`/dev/zero` under a project name, made with mknod) would be read until memory runs out. Every
+    read of a project file goes through here."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def decode(data: bytes, name: str = "") -> DecodedText:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +43,28 @@ class ProviderInfo:
 # A thread doing background work beside other work (index_embed.Overlap embeds while the text phase chunks): an
 # in-process provider runs that thread's texts on it alone, one at a time, leaving the other cores to the rest.
 side_thread = threading.local()
+
+# Someone is waiting for this thread's query vector (a search): a network provider tries once within
+# SEARCH_QUERY_WAIT seconds (read timeout, Retry-After waits) instead of retrying and waiting on a busy
+# server for minutes; the search answers keyword-only with `degraded` saying why.
+SEARCH_QUERY_WAIT = 10.0
+_waiting = threading.local()
+
+
+@contextlib.contextmanager
+def user_waiting(seconds: float = SEARCH_QUERY_WAIT) -> Iterator[None]:
+    """Embedding calls made on this thread inside the block must give up after `seconds`."""
+    previous = getattr(_waiting, "deadline", None)
+    _waiting.deadline = time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        _waiting.deadline = previous
+
+
+def wait_deadline() -> float | None:
+    """The time.monotonic() by which this thread's embedding call must be over (`user_waiting`), or None."""
+    return getattr(_waiting, "deadline", None)
 
 
 class EmbeddingProvider(abc.ABC):
@@ -141,6 +165,8 @@ class EmbeddingProvider(abc.ABC):
             try:
                 vectors, used = self._checked_batch(batch, input_type)
             except ProviderTimeout as exc:
+                if wait_deadline() is not None:
+                    raise  # a search waits: no second try
                 if len(batch) > 1:
                     self._shrink_batches(len(batch))
                     continue

@@ -43,7 +43,8 @@ from ..errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
-from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens
+from ..redact import shown_url
+from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens, wait_deadline
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,7 @@ class HTTPClient:
     ) -> None:
         self.label = label
         self.base_url = base_url.rstrip("/")
+        self.shown_url = shown_url(self.base_url)  # in messages: never a password or key the URL carries
         self.key_env = key_env
         self.max_retries = max(0, int(max_retries))
         self.sleep: Callable[[float], None] = time.sleep if sleep is None else sleep
@@ -205,17 +207,20 @@ class HTTPClient:
         )
 
     def __repr__(self) -> str:  # never show the key
-        return f"HTTPClient(label={self.label!r}, base_url={self.base_url!r})"
+        return f"HTTPClient(label={self.label!r}, base_url={self.shown_url!r})"
 
     def close(self) -> None:
         self._client.close()
 
-    def post_json(self, path: str, body: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+    def post_json(
+        self, path: str, body: dict[str, Any], *, timeout: float | None = None, deadline: float | None = None
+    ) -> dict[str, Any]:
         """POST `body` to base_url + path and return the decoded JSON object, retrying transient failures.
 
         `timeout` is the read timeout of this request (default: the client's). A read timeout is not retried:
         it raises ProviderTimeout (the server may still be computing the request). While the circuit breaker
-        is open this raises ProviderUnavailable at once, without a request.
+        is open this raises ProviderUnavailable at once, without a request. With a `deadline` (time.monotonic(),
+        someone waiting: a search), every timeout is `timeout` and no retry waits past it.
         """
         url = self.base_url + path
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -226,16 +231,19 @@ class HTTPClient:
                 raise ProviderUnavailable(reason)
             outcome: Outcome
             try:
-                outcome = self._client.post(
-                    url, json=body, headers=headers, timeout=httpx.Timeout(self.timeout, read=read_timeout)
-                )
+                limit = httpx.Timeout(self.timeout if deadline is None else read_timeout, read=read_timeout)
+                outcome = self._client.post(url, json=body, headers=headers, timeout=limit)
             except httpx.ReadTimeout:
-                self.breaker.failure(f"{self.label} timed out ({self.base_url})")
+                self.breaker.failure(f"{self.label} timed out ({self.shown_url})")
                 raise ProviderTimeout(
-                    f"{self.label} timed out after {read_timeout:.0f} s ({self.base_url})"
+                    f"{self.label} timed out after {read_timeout:.0f} s ({self.shown_url})"
                 ) from None
             except httpx.TransportError as exc:
                 outcome = exc
+            except httpx.InvalidURL as exc:  # (a baseUrl like "http://[::1": the whole index run failed)
+                raise ProviderUnavailable(
+                    f"{self.label}: the URL is not valid ({exc}); check baseUrl"
+                ) from None
             if is_connection_failure(outcome):
                 if self.breaker.failure(self._unreachable(outcome)):
                     raise ProviderUnavailable(self.breaker.cause)
@@ -249,6 +257,8 @@ class HTTPClient:
             if not should_retry(outcome) or retries >= self.max_retries:
                 raise self._final_error(outcome, retries)
             delay = retry_delay(retries, _retry_after_header(outcome))
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise self._final_error(outcome, retries)  # (a search cannot wait that long)
             retries += 1
             log.warning(
                 "%s: %s; retry %d/%d in %.1f s",
@@ -265,7 +275,7 @@ class HTTPClient:
         detail = _describe(outcome)
         if isinstance(outcome, Exception) and str(outcome):
             detail = f"{detail}: {' '.join(str(outcome).split())[:200]}"
-        where = "" if self.base_url in self.label else f" ({self.base_url})"
+        where = "" if self.shown_url in self.label else f" ({self.shown_url})"
         return (
             f"{self.label} is unreachable{where}: {detail}; "
             f"stopped calling it after {self.breaker.threshold} failures in a row"
@@ -304,9 +314,9 @@ class HTTPClient:
                 return ProviderUnavailable(f"{self.label} failed (HTTP {status}){after}{suffix}")
             return ProviderError(f"{self.label} rejected the request (HTTP {status}){suffix}")
         if isinstance(outcome, httpx.TimeoutException):
-            return ProviderUnavailable(f"{self.label} timed out{after} ({self.base_url})")
+            return ProviderUnavailable(f"{self.label} timed out{after} ({self.shown_url})")
         return ProviderUnavailable(
-            f"{self.label} is unreachable{after} ({self.base_url}): {_describe(outcome)}"
+            f"{self.label} is unreachable{after} ({self.shown_url}): {_describe(outcome)}"
         )
 
     def _server_message(self, response: httpx.Response, limit: int = 300) -> str:
@@ -374,10 +384,16 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
     def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
         if self.failed:
             raise ProviderAuthError(self.failed)
-        self._settle_abandoned()
+        deadline = wait_deadline()
         timeout = self.request_timeout(texts)
+        if deadline is None:
+            self._settle_abandoned()
+        else:  # a search waits: never behind the settling of a timed-out batch, never past its deadline
+            left = max(0.5, deadline - time.monotonic())
+            timeout = left if timeout is None else min(timeout, left)
         try:
-            payload = self.http.post_json(self.path, self._request_body(texts, input_type), timeout=timeout)
+            body = self._request_body(texts, input_type)
+            payload = self.http.post_json(self.path, body, timeout=timeout, deadline=deadline)
         except ProviderTimeout:
             self._abandoned = timeout  # the server may still be computing this batch
             raise
@@ -415,7 +431,7 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
                 self.http.post_json(self.path, self._request_body([PROBE_TEXT], "query"), timeout=2 * budget)
             except ProviderTimeout:
                 reason = (
-                    f"{self.http.label} is still busy with a request that timed out ({self.http.base_url}); "
+                    f"{self.http.label} is still busy with a request that timed out ({self.http.shown_url}); "
                     "set requestTimeoutSeconds higher or batchSize lower"
                 )
                 self.http.breaker.trip(reason)

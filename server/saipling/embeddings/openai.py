@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Settings
+from ..redact import shown_url
 from .families import family_for
 from .http import HTTPClient, HTTPEmbeddingProvider
 
@@ -83,7 +84,7 @@ class OpenAIProvider(HTTPEmbeddingProvider):
         self.batch_size = max(1, min(settings.batch_size or 128, MAX_BATCH_SIZE))
         self.max_retries = max(0, int(settings.max_retries))
         self.http = HTTPClient(
-            label="OpenAI" if official else f"Embedding server {base}",
+            label="OpenAI" if official else f"Embedding server {shown_url(base)}",
             base_url=base,
             api_key=settings.openai_api_key,
             key_env="OPENAI_API_KEY",
@@ -93,7 +94,9 @@ class OpenAIProvider(HTTPEmbeddingProvider):
         )
         if not self.dimensions:
             log.info(
-                "openai: dimensions of %s at %s will be learned from the first response", self.model, base
+                "openai: dimensions of %s at %s will be learned from the first response",
+                self.model,
+                self.http.shown_url,
             )
 
     def _request_body(self, texts: list[str], input_type: str) -> dict[str, Any]:

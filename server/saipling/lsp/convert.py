@@ -7,6 +7,7 @@ dicts) and what the protocol speaks lives here, so handlers stay a few lines lon
 from __future__ import annotations
 
 import os
+import posixpath
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,10 @@ def to_rel(root: Path, path: str, name: str = "path") -> str:
         if rel is None:
             raise InvalidRequest(name, f"{path!r} is outside the workspace folder {root}")
         return rel
-    return normalise_rel(path)
+    rel = normalise_rel(path)
+    if posixpath.normpath(rel).split("/")[0] == "..":  # (was accepted, then silently not indexed)
+        raise InvalidRequest(name, f"{path!r} is outside the workspace folder {root}")
+    return rel
 
 
 def file_uri(root: Path, rel: str) -> str:

@@ -154,6 +154,10 @@ class SaiplingProtocol(LanguageServerProtocol):
                 else:
                     log.debug("dropped notification %s after shutdown", method)
                 return
+        cancel = data.get("params") if method == "$/cancelRequest" else None
+        if method == "$/cancelRequest" and not (isinstance(cancel, dict) and _is_id(cancel.get("id"))):
+            log.warning("invalid message from the client: $/cancelRequest without a string or integer id")
+            return
         try:
             self.handle_message(self.structure_message(data))
         except JsonRpcException as exc:
@@ -187,6 +191,10 @@ def watchable(stdin: BinaryIO, stdout: BinaryIO) -> bool:
     if not (stat.S_ISFIFO(st_in.st_mode) or stat.S_ISSOCK(st_in.st_mode) or stat.S_ISCHR(st_in.st_mode)):
         return False
     return (st_in.st_dev, st_in.st_ino) != (st_out.st_dev, st_out.st_ino)
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 def envelope_problem(data: Any) -> tuple[str, Any] | None:
@@ -227,7 +235,7 @@ def decode_body(body: bytes) -> tuple[Any, bytes] | None:
     text = body.decode("utf-8", "surrogateescape")
     try:
         data, end = _DECODER.raw_decode(text, len(text) - len(text.lstrip()))
-    except ValueError:
+    except (ValueError, RecursionError):  # (arrays nested thousands deep: the whole server died)
         return None
     head = text[:end].encode("utf-8", "surrogateescape")
     try:

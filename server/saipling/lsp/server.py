@@ -307,12 +307,28 @@ def configure_logging(server: SaiplingServer) -> None:
     logging.getLogger("saipling").setLevel(level)
     for noisy in ("pygls", "watchdog", "httpx", "httpcore"):  # pygls logs every message at INFO
         logging.getLogger(noisy).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_client_mistakes_without_tracebacks)
     handler = ClientLogHandler(server.feedback)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.getLogger("saipling").addHandler(handler)
     # API keys never reach a log at any level (pygls logs whole `initialize` params at debug level)
     redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
     redact.install(*logging.getLogger().handlers, handler)
+
+
+def _client_mistakes_without_tracebacks(record: logging.LogRecord) -> bool:
+    """pygls logs a client's mistake (params of the wrong type, in a request or a notification) at ERROR with
+    one or two pages of traceback; the request's error response says it already. A notification's becomes one
+    warning line; a request's is left to report_server_error (debug)."""
+    if str(record.msg).startswith("Unable to deserialize message"):
+        record.msg = "params of the wrong type from the client (a request gets InvalidParams, a notification is ignored)"
+        record.args = ()
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+    exc = record.exc_info[1] if record.exc_info else None
+    from pygls.exceptions import JsonRpcException, JsonRpcInternalError
+
+    return not isinstance(exc, JsonRpcException) or isinstance(exc, JsonRpcInternalError)
 
 
 def run(tcp: str | None = None) -> None:
