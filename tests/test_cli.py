@@ -300,3 +300,28 @@ def test_read_only_commands_do_not_create_an_index_folder(tmp_path):
         result = runner.invoke(main, args)
         assert result.exit_code == 0, result.output
     assert not (tmp_path / ".saipling").exists()
+
+
+# -- roots too broad to index ----------------------------------------------------------------------------------
+def test_the_filesystem_root_and_an_unchosen_home_folder_are_never_indexed(tmp_path: Path) -> None:
+    from saipling.paths import too_broad
+
+    assert too_broad(Path("/")) and too_broad(Path("/"), explicit=True)  # (never run: it would scan the disk)
+    home = tmp_path / "home"
+    (home / "notes").mkdir(parents=True)
+    (home / "notes" / "todo.md").write_text("# Todo\n\nCall the harbour master.\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")} | {"HOME": str(home)}
+
+    def saipling(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "saipling", *args], cwd=home, env=env, capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+
+    for args in (["index", "--provider", "none"], ["mcp", "--provider", "none"]):  # started from ~, no ROOT
+        done = saipling(*args)
+        assert done.returncode == 2 and "is your home folder" in done.stderr, (args, done.stderr)
+        assert not (home / ".saipling").exists()
+    assert saipling("search", "harbour", "--mode", "lexical").returncode == 0  # reading indexes nothing
+    assert not (home / ".saipling").exists()
+    chosen = saipling("index", str(home), "--provider", "none")  # named on purpose: indexed
+    assert chosen.returncode == 0, chosen.stderr
+    assert (home / ".saipling").is_dir()

@@ -181,3 +181,15 @@ async def test_closing_a_folder_and_its_nested_folder_together(tmp_path: Path) -
         await asyncio.sleep(0.5)  # an index run wrongly started for the nested folder would fail by now
         assert not (inner / ".saipling").exists()
         assert [m for m in client.messages if m.type == types.MessageType.Error] == []
+
+
+async def test_a_home_folder_opened_as_a_workspace_folder_is_not_indexed(tmp_path: Path) -> None:
+    home = write_project(tmp_path / "home", B)
+    project = write_project(tmp_path / "novel", A)
+    async with lsp_session([home, project], OPTIONS, env={"HOME": str(home)}) as client:
+        await wait_for_index(client)
+        shown = [m.message for m in client.messages if m.type == types.MessageType.Error]
+        assert any("not indexed" in m and "is your home folder" in m for m in shown), shown
+        assert (project / ".saipling").is_dir() and not (home / ".saipling").exists()
+        found = await request(client, "saipling/search", {"query": "dragon", "mode": "lexical"})
+        assert {r["filePath"] for r in found["results"]} == {"saga.md"}  # the project is served, home is not

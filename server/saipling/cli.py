@@ -14,6 +14,7 @@ import click
 
 from . import __version__, redact
 from .errors import InvalidRequest, SaiplingError
+from .paths import too_broad
 from .project import Project, find_root
 
 log = logging.getLogger("saipling")
@@ -42,6 +43,8 @@ def _open(root: str | None, create: bool = False, embeds: bool = True, **overrid
     path = _root(root)
     if not path.is_dir():
         raise click.UsageError(f"not a folder: {path}")
+    if create and (why := too_broad(path, explicit=root is not None)):
+        raise click.UsageError(why)
     layers = {k: v for k, v in overrides.items() if v is not None} or None
     provider = None
     if not embeds:

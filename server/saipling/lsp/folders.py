@@ -22,6 +22,7 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException
 
+from ..paths import too_broad
 from ..project import Project
 from ..scanner import is_indexable
 from ..sync import SyncQueue
@@ -206,6 +207,9 @@ async def open_folder(
     root = convert.uri_to_path(uri)
     if root is None or not root.is_dir():
         ls.feedback.show_once(f"folder:{uri}", f"cannot index {uri}: not a local folder")
+        return None
+    if why := too_broad(root):
+        ls.feedback.show_once(f"folder:{uri}", f"not indexed: {why}", types.MessageType.Error)
         return None
     try:
         project = await ls.call(
