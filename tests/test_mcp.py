@@ -12,6 +12,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -329,8 +330,28 @@ def test_a_line_the_sdk_cannot_read_is_answered_with_its_id_and_the_server_goes_
         '[{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}]',
         json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
     ]  # fmt: skip
-    out, err = proc.communicate(("\n".join(lines) + "\n").encode(), timeout=60)
-    replies = {m.get("id"): m for m in map(json.loads, out.decode().splitlines())}
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(("\n".join(lines) + "\n").encode())
+    proc.stdin.flush()
+    # a client keeps its end open until it has its answers (stdin closed first, the server may stop before the
+    # last one is written): read replies until id 9's, then close
+    replies: dict[Any, dict] = {}
+
+    def read_until_the_last_reply() -> None:
+        for line in iter(proc.stdout.readline, b""):
+            message = json.loads(line)
+            replies[message.get("id")] = message
+            if message.get("id") == 9:
+                proc.stdin.close()
+                return
+
+    reader = threading.Thread(target=read_until_the_last_reply, daemon=True)
+    reader.start()
+    reader.join(60)
+    if not proc.stdin.closed:
+        proc.stdin.close()
+    proc.wait(timeout=60)
+    err = proc.stderr.read() if proc.stderr is not None else b""
     assert replies[7]["error"]["code"] == -32700 and "surrogate" in replies[7]["error"]["message"]
     assert {t["name"] for t in replies[9]["result"]["tools"]} == TOOLS  # still serving after all of them
     assert b"unreadable message on stdin" in err and b"Traceback" not in err
