@@ -649,6 +649,9 @@ def test_cjk_sentences_and_cut_words_are_rejoined_without_spaces() -> None:
     lim = ChunkLimits(max_tokens=60, target_tokens=50, overlap_tokens=0)
     chunks = chunk_document(text, None, lim, char_tokens)
     assert len(chunks) > 3
+    # a glued sentence too long for one chunk is cut into words: its first piece is still glued
+    text += "\n短い文。" + "長" * 120 + "。終わり。\n"
+    chunks = chunk_document(text, None, lim, char_tokens)
     for c in chunks:
         assert c.text in text  # the file's own text: no space put between its sentences
         assert " " not in c.text.replace("# 第一章", "")

@@ -846,6 +846,7 @@ def test_type_and_book_filters_take_values_as_frontmatter_writes_them(tmp_path: 
         "places/netherfield.md": "---\ntype: Place\n---\n\nNetherfield Park, let at last, walks distance.\n",
         "ch/01.md": "---\nbook: Pride and Prejudice\nchapter: 1\n---\n\n# One\n\nNetherfield is let at last.\n",
         "ch/02.md": "---\nbook: Emma\nchapter: 1\n---\n\n# One\n\nNetherfield is not in this book.\n",
+        "lyudi/anna.md": "---\ntype: Персонаж\nbook: Émile\n---\n\nAnna hears of Netherfield.\n",
     }
     root = make_project(tmp_path, files)
     with open_project(root) as p:
@@ -863,6 +864,10 @@ def test_type_and_book_filters_take_values_as_frontmatter_writes_them(tmp_path: 
         for book in ("pride-and-prejudice", "Pride and Prejudice", "PRIDE-AND-PREJUDICE"):
             assert paths({"bookId": book}) == {"ch/01.md"}, book
         assert paths({"bookId": "Emma"}) == paths({"bookId": "emma"}) == {"ch/02.md"}
+        # every script's capitals, not only A-Z (SQLite's lower() leaves `П` and `É` as they are)
+        for kind in ("Персонаж", "персонаж", "ПЕРСОНАЖ"):
+            assert paths({"entityTypes": [kind]}) == {"lyudi/anna.md"}, kind
+        assert paths({"bookId": "Émile"}) == paths({"bookId": "émile"}) == {"lyudi/anna.md"}
         assert paths({"chapterId": "1"}) == paths({"chapterId": "ch-01"}) == {"ch/01.md", "ch/02.md"}
         skill = {"enabled": True, "mode": "always", "filterEntityTypes": ["character"], "minRelevance": 0}
         got = p.enrich({"query": "who walks to Netherfield", "skillConfig": skill})

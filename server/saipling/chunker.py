@@ -321,7 +321,10 @@ def _split_units(units: list[_Unit], budget: int, target: int, count: TokenCount
             if s.tokens <= budget:
                 out.append(s)
             else:
-                out.extend(_split_words(s, target, count))
+                words = _split_words(s, target, count)
+                if words and s.glued:  # (a CJK sentence glued to the one before: so is its first piece)
+                    words[0].glued = True
+                out.extend(words)
     return out
 
 

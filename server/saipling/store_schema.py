@@ -171,16 +171,16 @@ class ChunkFilter:
         conds: list[str] = []
         params: list[Any] = []
         if self.entity_types:  # as written in frontmatter: `type: Character` is the type `character`
-            conds.append(f"lower(c.entity_type) IN ({','.join('?' * len(self.entity_types))})")
+            conds.append(f"saipling_lower(c.entity_type) IN ({','.join('?' * len(self.entity_types))})")
             params += [t.lower() for t in self.entity_types]
         if self.file_types:  # (saipling names them, in lower case: `World` is `world`)
             conds.append(f"c.file_type IN ({','.join('?' * len(self.file_types))})")
             params += [t.lower() for t in self.file_types]
         if self.book_id:  # its id, or the book as frontmatter names it (`Emma`, `Pride and Prejudice`)
-            conds.append("lower(c.book_id) IN (?, ?)")
+            conds.append("saipling_lower(c.book_id) IN (?, ?)")
             params += book_keys(self.book_id)
         if self.book_scope:
-            conds.append("(c.book_id IS NULL OR lower(c.book_id) IN (?, ?))")
+            conds.append("(c.book_id IS NULL OR saipling_lower(c.book_id) IN (?, ?))")
             params += book_keys(self.book_scope)
         if self.chapter_id:
             conds.append("c.chapter_id = ?")
@@ -237,6 +237,10 @@ def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -
 
     conn.create_scalar_function(
         "saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True
+    )
+    # Python's lower case for every script (SQLite's lower() folds A-Z only: `Персонаж`, `Émile` stayed as written)
+    conn.create_scalar_function(
+        "saipling_lower", lambda v: v.lower() if isinstance(v, str) else v, 1, deterministic=True
     )
     return conn
 
