@@ -650,8 +650,10 @@ def test_cjk_sentences_and_cut_words_are_rejoined_without_spaces() -> None:
     chunks = chunk_document(text, None, lim, char_tokens)
     assert len(chunks) > 3
     # a glued sentence too long for one chunk is cut into words: its first piece is still glued
-    text += "\n短い文。" + "長" * 120 + "。終わり。\n"
-    chunks = chunk_document(text, None, lim, char_tokens)
+    short_then_long = "短い文。" + "長" * 120 + "。終わり。\n"
+    chunks += chunk_document(short_then_long, None, lim, char_tokens)
+    assert chunks[-3].text.startswith("短い文。長")
+    text += short_then_long
     for c in chunks:
         assert c.text in text  # the file's own text: no space put between its sentences
         assert " " not in c.text.replace("# 第一章", "")
