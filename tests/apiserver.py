@@ -269,7 +269,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, record: RecordedRequest, body: Any, authorized: bool | None) -> None:
         api = self.api
-        if self.path.rstrip("/") not in ("/v1/embeddings", "/embeddings"):
+        if self.path.partition("?")[0].rstrip("/") not in (
+            "/v1/embeddings",
+            "/embeddings",
+        ):  # (a proxy's ?key=)
             return self._send(record, 404, {"error": {"message": f"no route {self.path}"}})
         if authorized is False:
             return self._send(record, 401, {"error": {"message": "invalid API key"}})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,28 @@ def test_credentials_inside_base_url_never_reach_messages_logs_or_the_index(tmp_
     stored = b"".join(p.read_bytes() for p in (root / ".saipling").iterdir() if p.is_file())
     for secret in ("hunter2pass", "opensesame42"):
         assert secret not in said and secret.encode() not in stored, secret
+
+
+def test_a_key_in_the_base_urls_query_is_sent_on_the_right_path_and_never_logged(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    """Proxies take keys in the query (`?key=...`): the request goes to `/v1/embeddings?key=...` (not a query
+    ending in `.../embeddings`), and httpx's DEBUG line naming the URL shows the value as <redacted>."""
+    root = write_project(tmp_path / "proj", STORY)
+    url = api_server.url + "/v1?key=qsecret9876543"
+    with RawServer(root, env={"SAIPLING_LOG_LEVEL": "DEBUG"}) as srv:
+        srv.initialize({"provider": "openai", "baseUrl": url, "model": "fake-embed", "fallback": "none"})
+        for n in range(10, 400):  # the first index run (keywords, then vectors)
+            srv.request("saipling/status", {}, n)
+            st = srv.response(n)["result"]
+            if st["totalChunks"] and not st["isIndexing"] and not st["unembeddedChunks"]:
+                break
+            time.sleep(0.1)
+        srv.request("saipling/search", {"query": "where does the dragon sleep"}, 3)
+        found = srv.response(3)["result"]
+        said = srv.raw.decode("utf-8", "replace") + srv.stderr()
+    assert found["results"] and found["degraded"] is None, found.get("degraded")
+    paths = {r.path for r in api_server.requests}
+    assert paths == {"/v1/embeddings?key=qsecret9876543"}, paths
+    assert "HTTP Request: POST" in said  # (httpx logged the URL: redacted)
+    assert "qsecret9876543" not in said

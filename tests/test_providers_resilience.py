@@ -22,7 +22,7 @@ from saipling.config import Settings, load_settings
 from saipling.embeddings.families import family_for
 from saipling.embeddings.http import BREAKER_THRESHOLD
 from saipling.embeddings.openai import OpenAIProvider
-from saipling.errors import ProviderUnavailable
+from saipling.errors import ProviderError, ProviderUnavailable
 
 DIMS = 16
 
@@ -423,6 +423,13 @@ def test_a_waiting_search_gets_one_try_not_minutes_of_retries(
     try:
         api_server.fail(429, times=10, retry_after="60")
         with user_waiting(5.0), pytest.raises(ProviderRateLimited, match="429"):
+            p.embed_query("alpha")
+        assert sleeps == [] and api_server.count == 1
+        api_server.reset()
+        api_server.fail(
+            503, times=1
+        )  # a quick failure a retry would mend: still one try while a search waits
+        with user_waiting(5.0), pytest.raises(ProviderError):
             p.embed_query("alpha")
         assert sleeps == [] and api_server.count == 1
         api_server.reset()

@@ -23,6 +23,8 @@ _NAMED = re.compile(
     """
 )
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"<>]+@")  # https://user:password@host
+# the query of a URL: every value is hidden (`?key=...`, `?token=...`: proxies take keys under any name)
+_URL_QUERY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s?#'\"<>]*\?)([^\s#'\"<>]+)")
 _known: set[str] = set()
 _lock = threading.Lock()
 
@@ -41,7 +43,12 @@ def redact(text: str) -> str:
             text = text.replace(secret, REDACTED)
     text = _KEY_SHAPED.sub(REDACTED, text)
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    text = _URL_QUERY.sub(lambda m: m.group(1) + _hidden_query(m.group(2)), text)
     return _NAMED.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), text)
+
+
+def _hidden_query(query: str) -> str:
+    return "&".join(f"{q.partition('=')[0]}={REDACTED}" if "=" in q else q for q in query.split("&"))
 
 
 def shown_url(url: str) -> str:

@@ -220,9 +220,9 @@ class HTTPClient:
         `timeout` is the read timeout of this request (default: the client's). A read timeout is not retried:
         it raises ProviderTimeout (the server may still be computing the request). While the circuit breaker
         is open this raises ProviderUnavailable at once, without a request. With a `deadline` (time.monotonic(),
-        someone waiting: a search), every timeout is `timeout` and no retry waits past it.
+        someone waiting: a search), the request is tried once, with `timeout`: no retry, no Retry-After wait.
         """
-        url = self.base_url + path
+        url = _url_with_path(self.base_url, path)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         read_timeout = self.timeout if timeout is None else timeout
         retries = 0
@@ -256,9 +256,9 @@ class HTTPClient:
                     raise ProviderAuthError(self._auth_message(outcome.status_code))
             if not should_retry(outcome) or retries >= self.max_retries:
                 raise self._final_error(outcome, retries)
+            if deadline is not None:  # someone is waiting (a search): one try, then keyword-only
+                raise self._final_error(outcome, retries)
             delay = retry_delay(retries, _retry_after_header(outcome))
-            if deadline is not None and time.monotonic() + delay > deadline:
-                raise self._final_error(outcome, retries)  # (a search cannot wait that long)
             retries += 1
             log.warning(
                 "%s: %s; retry %d/%d in %.1f s",
@@ -480,3 +480,14 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
 
     def close(self) -> None:
         self.http.close()
+
+
+def _url_with_path(base: str, path: str) -> str:
+    """`base` + `path` on the URL's path, its query kept after it (`http://proxy/v1?api-key=K` + `/embeddings`
+    is `http://proxy/v1/embeddings?api-key=K`, not a query ending in `K/embeddings`)."""
+    if "?" not in base and "#" not in base:
+        return base + path
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path, fragment=""))
