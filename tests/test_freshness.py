@@ -114,3 +114,33 @@ def test_folder_mtimes_skips_what_the_scanner_skips(tmp_path: Path) -> None:
     root = make_project(tmp_path, {"a/x.md": "x", ".hidden/y.md": "y", "node_modules/z.md": "z"})
     (root / "link").symlink_to(root / "a")
     assert set(folder_mtimes(str(root))) == {str(root), str(root / "a")}
+
+
+def test_a_file_that_cannot_be_opened_is_not_pending_forever_but_tried_once_readable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Permission denied (simulated: the tests may run as root, who reads anything): the file is remembered, so a
+    one-shot command does not list it as changed at every run; once readable (a chmod keeps its mtime) it is."""
+    from saipling import indexer, unindexable
+    from saipling.freshness import changed_on_disk
+
+    root = make_project(tmp_path, {"a.md": "# A\n\nThe harbour.\n", "b.md": "# B\n\nThe locked diary.\n"})
+    real_read = indexer.read_regular
+
+    def denied(path: Path) -> bytes:
+        if Path(path).name == "b.md":
+            raise PermissionError(13, "Permission denied")
+        return real_read(path)
+
+    monkeypatch.setattr(indexer, "read_regular", denied)
+    with open_project(root) as p:
+        summary = p.index()
+        assert ("b.md", "unreadable (Permission denied)") in summary.skipped
+        readable = {"b.md": False}
+        real_access = os.access
+        monkeypatch.setattr(
+            unindexable.os, "access", lambda f, m: readable.get(Path(f).name, True) and real_access(f, m)
+        )
+        assert changed_on_disk(p) == []  # not "changed" at every command while it stays unreadable
+        readable["b.md"] = True  # chmod +r: same mtime and size
+        assert changed_on_disk(p) == ["b.md"]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from .index_lock import IndexBusy, index_lock
 from .scanner import SKIP_DIRS, scan
 from .store import FileState
-from .unindexable import unindexable
+from .unindexable import still_refused, unindexable
 
 if TYPE_CHECKING:
     from .indexer import IndexSummary
@@ -184,7 +184,7 @@ def changed_on_disk(project: Project) -> list[str]:
     seen = {e.rel for e in found.entries}
     changed = [e.rel for e in found.entries
                if ((st := states.get(e.rel)) is None or (st.mtime_ns, st.size) != (e.mtime_ns, e.size))
-               and refused.get(e.rel) != [e.mtime_ns, e.size]]  # fmt: skip
+               and not still_refused(refused.get(e.rel), project.root, e.rel, e.mtime_ns, e.size)]  # fmt: skip
     return changed + [p for p in states if p not in seen]
 
 

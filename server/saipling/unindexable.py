@@ -14,8 +14,11 @@ from pathlib import Path
 
 from .store import Store
 
-META_KEY = "unindexable_files"  # {path: [mtime_ns, size]}
+META_KEY = "unindexable_files"  # {path: [mtime_ns, size]} or [mtime_ns, size, 1] for a file it could not open
 _CONTENT_SKIPS = ("binary or undecodable", "could not be chunked")
+_UNREADABLE = (
+    "unreadable"  # (permission denied, ...: tried again once readable, though a chmod keeps its mtime)
+)
 
 
 def unindexable(store: Store) -> dict[str, list[int]]:
@@ -34,15 +37,23 @@ def remember(store: Store, root: Path, skipped: Iterable[tuple[str, str]]) -> No
     old = unindexable(store)
     known = dict(old)
     for rel, reason in skipped:
-        if not reason.startswith(_CONTENT_SKIPS):
+        if not reason.startswith((*_CONTENT_SKIPS, _UNREADABLE)):
             continue
         try:
             st = os.stat(os.path.join(root, rel))
         except OSError:
             continue
-        known[rel] = [st.st_mtime_ns, st.st_size]
+        known[rel] = [st.st_mtime_ns, st.st_size] + ([1] if reason.startswith(_UNREADABLE) else [])
     if known:
         states = store.file_states()
         known = {p: v for p, v in known.items() if p not in states and os.path.exists(os.path.join(root, p))}
     if known != old:
         store.set_meta(META_KEY, json.dumps(known))
+
+
+def still_refused(entry: list[int] | None, root: Path, rel: str, mtime_ns: int, size: int) -> bool:
+    """True when a remembered file is as it was refused: same (mtime, size), and, if it could not be opened,
+    still not readable (a chmod changes no mtime)."""
+    if not isinstance(entry, list) or entry[:2] != [mtime_ns, size]:
+        return False
+    return len(entry) < 3 or not os.access(os.path.join(root, rel), os.R_OK)
