@@ -118,8 +118,9 @@ class Folder:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
                 loop.call_soon_threadsafe(settle, result, error)
 
-        self.worker = threading.Thread(target=target, name=f"saipling-index-{self.name}", daemon=True)
-        self.worker.start()
+        worker = threading.Thread(target=target, name=f"saipling-index-{self.name}", daemon=True)
+        worker.start()
+        self.worker = worker  # (only once started: a shutdown on another thread may join it at once)
         return fut
 
 

@@ -277,7 +277,7 @@ class SaiplingServer(LanguageServer):
                 f.watcher.stop()
         deadline = time.monotonic() + grace
         for f in folders:
-            if f.worker is not None:
+            if f.worker is not None and f.worker.ident is not None:  # (started: joinable)
                 f.worker.join(max(0.0, deadline - time.monotonic()))
         if self._thread_pool is not None:  # requests in flight finish before the stores close
             self._thread_pool.shutdown(wait=True, cancel_futures=True)
