@@ -94,9 +94,8 @@ class _Unit:
     end: int
     text: str
     tokens: int
-    glued: bool = (
-        False  # follows the unit before it with no whitespace between (a cut inside a word or CJK text)
-    )
+    # follows the unit before it with no whitespace between (a cut inside a word, or CJK text)
+    glued: bool = False
 
 
 @dataclass
@@ -317,7 +316,7 @@ def _split_units(units: list[_Unit], budget: int, target: int, count: TokenCount
         if u.tokens <= budget:
             out.append(u)
             continue
-        for s in _split_text(u, _SENTENCE_END_RE, count):
+        for s in _sentences(u, count):
             if s.tokens <= budget:
                 out.append(s)
             else:
@@ -334,14 +333,14 @@ def _line_finder(u: _Unit) -> Callable[[int], int]:
     return lambda offset: u.start + bisect.bisect_left(newlines, offset)
 
 
-def _split_text(u: _Unit, sep: re.Pattern[str], count: TokenCounter) -> list[_Unit]:
+def _sentences(u: _Unit, count: TokenCounter) -> list[_Unit]:
+    """`u` cut at its sentence ends (_SENTENCE_END_RE); `u` itself when it has none."""
     out: list[_Unit] = []
     line_at = _line_finder(u)
     pos = 0
     glued = False
-    for m in sep.finditer(u.text):
-        # a closing quote or bracket (group 1) stays with its sentence
-        end = m.end(1) if m.re.groups and m.start(1) >= 0 else m.start()
+    for m in _SENTENCE_END_RE.finditer(u.text):
+        end = m.end(1) if m.start(1) >= 0 else m.start()  # a closing quote or bracket (group 1) stays with it
         seg = u.text[pos:end]
         if seg.strip():
             out.append(_Unit(line_at(pos), line_at(end), seg, count(seg), glued))
@@ -445,7 +444,7 @@ def _pack(units: list[_Unit], target: int, budget: int, overlap: int, lines: lis
                 carry, ctotal = [], 0
             if not carry and overlap > 0:  # the last unit is too long: carry its trailing sentences
                 tail: list[_Unit] = []
-                for sent in reversed(_split_text(cur[-1], _SENTENCE_END_RE, count)[1:]):
+                for sent in reversed(_sentences(cur[-1], count)[1:]):
                     if ctotal + sent.tokens > overlap or ctotal + sent.tokens + u.tokens > budget:
                         break
                     tail.insert(0, sent)

@@ -14,7 +14,7 @@ import click
 
 from . import __version__, redact
 from .errors import InvalidRequest, SaiplingError
-from .paths import too_broad
+from .paths import from_cwd, root_relative_prefix, too_broad
 from .project import Project, find_root
 
 log = logging.getLogger("saipling")
@@ -398,8 +398,6 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
     project = _open(root, embeds=mode != "lexical")
     try:
         if path_prefix:  # (an absolute one, as shell completion gives, is read from the root)
-            from .paths import root_relative_prefix
-
             path_prefix = root_relative_prefix(project.root, path_prefix)
         # click checked every option; cli_request checks the query and glob as the request schema would, without
         # importing pydantic (the schema's other faces, the server and MCP, validate with it)
@@ -426,7 +424,6 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def get(location: str, root: str | None, all_files: bool, role: str | None, as_json: bool) -> None:
     """Print lines of a project file: PATH[:START[-END]] (from the root, or from the current folder)."""
-    from .paths import from_cwd
     from .reading import read_lines
 
     project = _open(root, embeds=False)
@@ -455,8 +452,6 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
     project = _open(root)
     try:
         _freshen(project)
-        from .paths import from_cwd
-
         params: dict = {"path": from_cwd(project.root, path)}
         if start is not None:
             params["startLine"] = start

@@ -254,9 +254,8 @@ class HTTPClient:
                     return self._decode(outcome)
                 if outcome.status_code in (401, 403):
                     raise ProviderAuthError(self._auth_message(outcome.status_code))
-            if not should_retry(outcome) or retries >= self.max_retries:
-                raise self._final_error(outcome, retries)
-            if deadline is not None:  # someone is waiting (a search): one try, then keyword-only
+            # (someone waiting, `deadline`: a search tries once, then answers keyword-only)
+            if not should_retry(outcome) or retries >= self.max_retries or deadline is not None:
                 raise self._final_error(outcome, retries)
             delay = retry_delay(retries, _retry_after_header(outcome))
             retries += 1
