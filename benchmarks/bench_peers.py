@@ -19,7 +19,8 @@ Python process per round (so RSS per phase is its own), rounds interleaved A B C
            lancedb flat search), keyword (saipling lexical search: FTS5 + snippets; lancedb native FTS;
            ripgrep -l -i over the files), hybrid (saipling hybrid with the query vector cached; lancedb
            hybrid with its default RRF reranker); p50/p95 over every query x pass, with BUSY spinning
-           processes running (default 4: load >= 4 on 2 cores)
+           processes running (default 4: load >= 4 on 2 cores; `runnable` is the run queue sampled each
+           pass, the load the queries meet; the 1-minute load average is printed too, and lags behind it)
   quality  known-item: the query is a note's title, the answer that note; hit@10 per mode where a system can
            answer it (chromadb has no ranked keyword search). Vector recall@10 against exact numpy KNN over the
            same vectors
@@ -254,6 +255,16 @@ class Lance:
                 self.tbl.search(query_type="hybrid").vector(q).text(text).limit(K).select(["path"]).to_list()]  # fmt: skip
 
 
+def _runnable() -> int:
+    """Tasks running or ready to run right now (/proc/loadavg's 4th field, this process included): the load the
+    queries meet, which the 1-minute load average only reaches after a minute or two of it."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
 def _rss() -> dict[str, float]:
     m = bu.proc_status_mb()
     return {"rss": round(m.get("VmRSS", 0.0), 1), "peak": round(m.get("VmHWM", 0.0), 1)}
@@ -330,7 +341,9 @@ def worker(
         time.sleep(2 if busy else 0)
         times: dict[str, list[float]] = {m: [] for m, fn in modes.items() if fn}
         hits: dict[str, int] = dict.fromkeys(times, 0)
+        runnable: list[int] = []
         for p in range(passes):
+            runnable.append(_runnable())
             for i in range(len(queries)):
                 for m in times:
                     t = time.perf_counter()
@@ -338,7 +351,8 @@ def worker(
                     times[m].append(time.perf_counter() - t)
                     if p == 0:
                         hits[m] += queries[i]["path"] in paths
-        out["load"] = os.getloadavg()[0]
+        out["load"] = os.getloadavg()[0]  # (the 1-minute average lags: the spinners started seconds ago)
+        out["runnable"] = float(np.median(runnable)) if runnable else float("nan")
     finally:
         for s in spinners:
             s.kill()
@@ -497,17 +511,28 @@ def report(results: dict[str, list[dict]], rg: dict | None, rounds: int, notes: 
         rs = results[s]
         for m in ("vector", "keyword", "hybrid"):
             if not any(m in r.get("queries", {}) for r in rs):
-                qrows.append([s, m, "-", "-", "cannot answer", f"{_med(rs, 'load'):.1f}"])
+                qrows.append(
+                    [
+                        s,
+                        m,
+                        "-",
+                        "-",
+                        "cannot answer",
+                        f"{_med(rs, 'load'):.1f}",
+                        f"{_med(rs, 'runnable'):.0f}",
+                    ]
+                )
                 continue
             qrows.append([s, m, bu.fmt_ms(_med(rs, "queries", m, "p50") / 1000),
                           bu.fmt_ms(_med(rs, "queries", m, "p95") / 1000),
-                          f"{_med(rs, 'queries', m, 'hit@10'):.2f}", f"{_med(rs, 'load'):.1f}"])  # fmt: skip
+                          f"{_med(rs, 'queries', m, 'hit@10'):.2f}", f"{_med(rs, 'load'):.1f}",
+                          f"{_med(rs, 'runnable'):.0f}"])  # fmt: skip
     if rg:
         q = rg["queries"]["keyword"]
         qrows.append(["ripgrep", "keyword (rg -l -i, unranked)", bu.fmt_ms(q["p50"] / 1000), bu.fmt_ms(q["p95"] / 1000),
-                      f"{q['hit@10']:.2f}", "-"])  # fmt: skip
+                      f"{q['hit@10']:.2f}", "-", "-"])  # fmt: skip
     print("\nQueries (ms; hit@10: the note whose title is the query is in the top 10)")
-    print(bu.table(["system", "mode", "p50", "p95", "hit@10", "load avg"], qrows))
+    print(bu.table(["system", "mode", "p50", "p95", "hit@10", "load avg (1 min)", "runnable"], qrows))
     if "saipling" not in results:
         return
     sp = results["saipling"]

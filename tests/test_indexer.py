@@ -70,6 +70,16 @@ def assert_consistent(project: Project, *, all_embedded: bool) -> None:
 # -- keyword-only (provider none) --------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def small_text_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The text phase stores `many_files`' files 8 at a time (32 chunks, the batch size these tests set), so that
+    cancelling, killing and progress between text batches can be seen on 24 small files (a real run stores up
+    to indexer.TEXT_BATCH_CHUNKS chunks a batch)."""
+    from saipling import indexer
+
+    monkeypatch.setattr(indexer, "TEXT_BATCH_CHUNKS", 32)
+
+
 def test_keyword_only_index_and_metadata(tmp_path: Path) -> None:
     root = saipling_project(tmp_path)
     with open_project(root) as project:
@@ -471,10 +481,12 @@ def test_progress_phases_and_an_eta_from_measured_throughput(
     )  # keywords first
     assert phases[-1] == "done"
     embedding = [p for p in seen if p.phase == "embedding"]
-    assert [p.chunks_done for p in embedding] == [32, 64, 96] and {p.chunks_total for p in embedding} == {96}
+    done = [p.chunks_done for p in embedding]  # a batch first, then rounds of whole batches (~1 s of work)
+    assert done[0] == 32 and done[-1] == 96 and done == sorted(set(done)) and all(d % 32 == 0 for d in done)
+    assert {p.chunks_total for p in embedding} == {96}
     assert all(p.eta_seconds is not None for p in embedding)  # measured from the rounds so far
     assert embedding[-1].eta_seconds == 0.0 and embedding[0].eta_seconds > 0
-    assert [p.fraction for p in embedding] == [1 / 3, 2 / 3, 1.0]
+    assert [p.fraction for p in embedding] == [d / 96 for d in done]
 
 
 def test_pause_stops_embedding_and_keeps_the_text_live(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:

@@ -16,9 +16,20 @@ import pytest
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import make_project, open_project
-from test_indexer import N_FILES, SECTIONS, assert_consistent, batched, many_files, sent_texts
+from test_indexer import (
+    N_FILES,
+    SECTIONS,
+    assert_consistent,
+    batched,
+    many_files,
+    sent_texts,
+    small_text_batches,
+)
 
 ALL = N_FILES * SECTIONS
+
+
+__all__ = ["small_text_batches"]  # (the autouse fixture of test_indexer: 8 files a text batch here too)
 
 
 def eventually(check: Callable[[], bool], timeout: float = 30.0) -> bool:

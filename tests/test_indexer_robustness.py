@@ -345,3 +345,40 @@ def test_watchdogs_stop_race_is_not_logged_as_an_error_but_its_other_errors_are(
         inotify_log.error("InotifyEmitter.queue_events() called when the thread is inactive")
         inotify_log.error("inotify watch limit reached")
     assert [r.getMessage() for r in caplog.records] == ["inotify watch limit reached"]
+
+
+# -- rounds of the embedding phase -------------------------------------------------------------------------
+
+
+def test_embedding_rounds_last_about_a_second_whatever_the_provider_batch() -> None:
+    from saipling.index_embed import MAX_ROUND_BATCHES, round_size
+
+    assert round_size(128, 100.0) == 128  # a slow provider: a batch a round (never less)
+    assert round_size(128, 340.0) == 256  # the local model on 2 cores: two batches, ~0.75 s
+    assert round_size(128, 1e9) == 128 * MAX_ROUND_BATCHES  # bounded: pause and cancel answer between rounds
+    assert round_size(1, 0.0) == 1
+
+
+def test_a_fast_provider_stores_its_vectors_in_few_transactions(tmp_path: Path, monkeypatch) -> None:
+    """Each round of the embedding phase is one transaction: a fast provider gets bigger rounds (not one per
+    batch), and every chunk still gets its vector."""
+    from saipling.store import Store
+
+    files = {f"n{i:02d}.md": f"# Note {i}\n\nThe lantern number {i} glows amber.\n" for i in range(60)}
+    root = make_project(tmp_path, files)
+    age(root)
+    rounds: list[int] = []
+    real = Store.set_vectors
+
+    def counted(self, items, model):
+        rounds.append(len(items))
+        return real(self, items, model)
+
+    monkeypatch.setattr(Store, "set_vectors", counted)
+    provider = FakeProvider()
+    with open_project(root, provider, batch_size=4) as project:
+        s = project.index()
+        assert s.embedded == 60 and project.store.count_unembedded() == 0
+        assert sum(rounds) == 60
+        # the first round is one batch (it measures the provider's speed), then up to 16 batches a round
+        assert rounds == [4, 56]

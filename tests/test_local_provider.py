@@ -311,8 +311,13 @@ def test_count_tokens_equals_the_tokenizers_count(provider: LocalProvider, text:
     assert provider.count_tokens(text) == len(counter.encode(text).ids)
 
 
-def test_count_tokens_on_real_prose_long_words_and_a_full_memo(provider: LocalProvider, monkeypatch) -> None:
+@pytest.mark.parametrize("small_batch", [0, 10**6], ids=["new-words-in-one-batch", "new-words-one-by-one"])
+def test_count_tokens_on_real_prose_long_words_and_a_full_memo(
+    provider: LocalProvider, monkeypatch, small_batch: int
+) -> None:
     from saipling.embeddings import tokencount
+
+    monkeypatch.setattr(tokencount, "SMALL_BATCH", small_batch)  # both ways of learning new words
 
     counter = provider._loaded().counter
     repo = Path(__file__).resolve().parents[1]

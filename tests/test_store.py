@@ -176,6 +176,43 @@ def test_vectors_and_cache_by_model_and_hash(store: Store) -> None:
     assert set(store.cached_vectors("m1", [h(texts[0])])) == {h(texts[0])}
 
 
+def test_the_cache_of_a_schema_3_index_is_kept_as_an_appended_table(db_path: Path) -> None:
+    """Schema 4 turns the embedding cache into a rowid table (rows appended, the key in a small index): the
+    WITHOUT ROWID table kept every vector inside a B-tree ordered by a random hash and rewrote pages all over it
+    on each round of new vectors. An index written before keeps its cached vectors."""
+    from saipling.store_schema import _MIGRATIONS, connect
+
+    db_path.parent.mkdir(parents=True)
+    conn = connect(str(db_path))
+    for number, sql in enumerate(_MIGRATIONS[:3]):
+        conn.execute(sql)
+        conn.execute(f"PRAGMA user_version={number + 1}")
+    assert "WITHOUT ROWID" in next(iter(conn.execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'embedding_cache'")))[0]  # fmt: skip
+    old = {h(f"text {i}"): unit(i) for i in range(5)}
+    conn.executemany(
+        "INSERT INTO embedding_cache(model, content_hash, vector, created) VALUES ('m1', ?, ?, 1.0)",
+        [(k, v.tobytes()) for k, v in old.items()],
+    )
+    conn.close()
+    s = Store.open(db_path)
+    try:
+        assert s._scalar("PRAGMA user_version") == SCHEMA_VERSION
+        sql = s._scalar("SELECT sql FROM sqlite_master WHERE name = 'embedding_cache'")
+        assert "WITHOUT ROWID" not in sql
+        cached = s.cached_vectors("m1", list(old))
+        assert set(cached) == set(old)
+        np.testing.assert_allclose(cached[h("text 3")], old[h("text 3")])
+        # the key stays unique: a vector stored again for the same text replaces the row, never adds one
+        s.configure_vectors("fake", "m1", 8)
+        s.replace_file(record("a.md"), [row(0, "text 3")], {h("text 3"): unit(9)}, "m1")
+        assert s._scalar("SELECT count(*) FROM embedding_cache WHERE content_hash = ?", (h("text 3"),)) == 1
+        np.testing.assert_allclose(s.cached_vectors("m1", [h("text 3")])[h("text 3")], unit(9))
+        assert s._scalar("SELECT count(*) FROM embedding_cache") == 5
+    finally:
+        s.close()
+
+
 def test_configure_vectors_with_other_model_or_dims_resets(store: Store) -> None:
     store.configure_vectors("fake", "m1", 8)
     store.replace_file(record("a.md"), [row(0, "some chunk text")], {h("some chunk text"): unit(0)}, "m1")

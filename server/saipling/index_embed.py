@@ -129,7 +129,7 @@ class EmbeddingPhase:
         if not self.embeds or summary.degraded:
             return
         todo = self.store.unembedded(hold(), first)
-        size = max(1, self.settings.batch_size)
+        base = size = max(1, self.settings.batch_size)
         done = done_tokens = 0
         total_tokens = sum(t for *_, t in todo)
         rate = Throughput()  # tokens a second: chunks differ in length, tokens are what the model works on
@@ -157,7 +157,9 @@ class EmbeddingPhase:
             done += len(part)
             done_tokens += sum(t for *_, t in part)
             if called:
-                rate.add(sum(t for *_, t in part), time.perf_counter() - t0)
+                took = time.perf_counter() - t0
+                rate.add(sum(t for *_, t in part), took)
+                size = round_size(base, len(part) / max(took, 1e-6))
             if progress:
                 progress(IndexProgress(files_total, files_total, part[-1][1], summary.embedded, "embedding",
                                        chunks_done=done, chunks_total=done + len(todo) - pos,
@@ -278,6 +280,20 @@ class EmbeddingPhase:
             "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.embeds else 0.0,
             "fullReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
         }  # fmt: skip
+
+
+ROUND_SECONDS = 1.0  # a round of the embedding phase: about this long, whatever the provider's speed
+MAX_ROUND_BATCHES = 16
+
+
+def round_size(batch: int, per_second: float) -> int:
+    """Chunks in the next round of the embedding phase: whole provider batches, about ROUND_SECONDS' worth.
+
+    Each round is stored in one transaction (vectors and cache): with a fast local model, a transaction every
+    128 chunks was a third of the time a first index spends outside the model (the cache's key index pages
+    rewritten every 0.4 s). Rounds stay short enough for pause, cancel and progress to answer within ~1 s."""
+    batches = int(per_second * ROUND_SECONDS) // batch
+    return batch * max(1, min(MAX_ROUND_BATCHES, batches))
 
 
 ROUND = 16  # chunks per round of the embedding thread beside the text phase

@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
 MAX_PARSE_MEMOS = 20_000  # files whose last parse is remembered (a few kB each)
 PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run did not get to read
+# The text phase stores files a batch at a time, one transaction each (the write lock is held per batch): about
+# 0.1 s of chunking. Each commit starts a new keyword segment for FTS5 to merge: 58 commits of 128 chunks wrote
+# 60 MB for a 1,001-note vault, 17 of 512 wrote 35 MB (0.06 s less).
+TEXT_BATCH_CHUNKS = 512
+TEXT_BATCH_FILES = 256
 
 
 @dataclass
@@ -403,7 +408,10 @@ class Indexer(EmbeddingPhase):
                     summary.changed += 1
                     batch.append(prep)
                     batch_chunks += len(prep.chunks)
-                    if batch_chunks >= max(self.settings.batch_size, 32) or len(batch) >= 64:
+                    if (
+                        batch_chunks >= max(self.settings.batch_size, TEXT_BATCH_CHUNKS)
+                        or len(batch) >= TEXT_BATCH_FILES
+                    ):
                         break
                 if batch:
                     unembedded = self._flush(batch, summary)
