@@ -508,6 +508,14 @@ def test_crlf_line_numbers_match_disk() -> None:
     assert "\r" not in two.text
 
 
+def test_a_lone_carriage_return_breaks_lines_as_the_parser_and_editors_do() -> None:
+    """CommonMark (and every editor) breaks lines at a lone \\r: raw text with one got the parser's line
+    numbers against its own `\\n` lines and an IndexError (found by the hypothesis test of the counters)."""
+    raw = "\r\ra\n# Title\r\nThe amber lantern.\rA brass compass."
+    assert chunk_document(raw) == chunk_document(raw.replace("\r\n", "\n").replace("\r", "\n"))
+    assert chunk_document(raw)[-1].end_line == 6  # `A brass compass.` is line 6, as an editor shows it
+
+
 def test_tiny_and_empty_inputs() -> None:
     assert chunk_document("", None) == []
     assert chunk_document("\n\n   \n", None) == []

@@ -328,6 +328,9 @@ def test_a_line_the_sdk_cannot_read_is_answered_with_its_id_and_the_server_goes_
         "garbage, not JSON",
         '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get", "arguments": {"path": "\\udc80.md"}}}',
         '[{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}]',
+        # nested too deep for any JSON parser: its id is read from the raw line
+        '{"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "search", "arguments": {"query": '
+        + "[" * 100_000 + "]" * 100_000 + "}}}",
         json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
     ]  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
@@ -353,5 +356,6 @@ def test_a_line_the_sdk_cannot_read_is_answered_with_its_id_and_the_server_goes_
     proc.wait(timeout=60)
     err = proc.stderr.read() if proc.stderr is not None else b""
     assert replies[7]["error"]["code"] == -32700 and "surrogate" in replies[7]["error"]["message"]
+    assert replies[10]["error"]["code"] == -32700
     assert {t["name"] for t in replies[9]["result"]["tools"]} == TOOLS  # still serving after all of them
     assert b"unreadable message on stdin" in err and b"Traceback" not in err

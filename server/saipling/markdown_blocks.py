@@ -10,6 +10,8 @@ from functools import lru_cache
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
+from .textio import normalise_newlines
+
 # Obsidian wiki-links: `![[map.png]]` embeds are dropped, `[[page|alias]]` reads `alias`, `[[folder/page#Part]]`
 # reads `page > Part` (the display text, as a reader sees it). Never across lines: line numbers stay exact.
 _EMBED_RE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
@@ -51,6 +53,8 @@ def _parser() -> MarkdownIt:
 
 def parse_blocks(text: str) -> MarkdownBlocks:
     """Parse normalised text (\\n newlines) into headings, unsplittable ranges and display lines."""
+    if "\r" in text:  # the parser breaks lines at a lone \r too: so must the line numbers
+        text = normalise_newlines(text)
     lines = text.split("\n")
     tokens = _parser().parse(text)
     headings: list[Heading] = []

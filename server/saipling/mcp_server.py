@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .errors import InvalidRequest, SaiplingError
 from .freshness import LazySync
+from .jsonrpc_salvage import salvage_id
 from .search import MAX_QUERY_CHARS, MAX_RESULTS, MODES
 from .sync import SyncQueue
 from .watcher import Watcher
@@ -534,11 +535,16 @@ def broken_line_reply(exc: Exception) -> Any:
     log.warning("unreadable message on stdin: %s", str(errors[0].get("msg")) if errors else exc)
     try:
         data = json.loads(line) if line is not None else None
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # (nested thousands deep: the id is still read from the raw line)
         data = None
-    msg_id = data.get("id") if isinstance(data, dict) else None
-    if not isinstance(msg_id, str | int) or isinstance(msg_id, bool) or "method" not in data:
-        return None
+        msg_id = salvage_id(str(line).encode("utf-8", "surrogateescape"))
+        if msg_id is None:
+            return None
+        invalid_json = True
+    else:
+        msg_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(msg_id, str | int) or isinstance(msg_id, bool) or "method" not in data:
+            return None
     code, what = (
         (types.PARSE_ERROR, "Parse error") if invalid_json else (types.INVALID_REQUEST, "Invalid Request")
     )

@@ -29,6 +29,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 
 from ..errors import InvalidRequest, SaiplingError
+from ..jsonrpc_salvage import salvage_id
 from . import params
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,6 @@ BODY_IDLE_SECONDS = (
 )
 _CONTENT_LENGTH = b"content-length:"
 _HEADER = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*:")
-_REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")')
 _REJECTED = JsonRPCNotification(method="", jsonrpc="rejected", params=None)
 
 
@@ -243,20 +243,6 @@ def decode_body(body: bytes) -> tuple[Any, bytes] | None:
     except UnicodeDecodeError:
         return None
     return data, body[len(head) :]
-
-
-def salvage_id(body: bytes) -> int | str | None:
-    """The id of a request whose body cannot be parsed, when it can still be read (so the client's pending
-    request gets its error instead of waiting for ever); None otherwise."""
-    if b'"method"' not in body:
-        return None
-    m = _REQUEST_ID.search(body)
-    if m is None:
-        return None
-    with contextlib.suppress(ValueError):
-        value = json.loads(m.group(1))
-        return value if isinstance(value, int | str) and not isinstance(value, bool) else None
-    return None
 
 
 class FrameReader:
