@@ -343,7 +343,8 @@ def worker(
         hits: dict[str, int] = dict.fromkeys(times, 0)
         runnable: list[int] = []
         for p in range(passes):
-            runnable.append(_runnable())
+            if (now := _runnable()) >= 0:  # (-1: not readable here)
+                runnable.append(now)
             for i in range(len(queries)):
                 for m in times:
                     t = time.perf_counter()

@@ -371,3 +371,38 @@ def test_item11_wrong_size_vectors_leave_status_degraded(
     assert status["degraded"] and "no embeddings" in status["degraded"], status
     shown = cli("status", str(root), env=env)
     assert "degraded:" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            b'{"jsonrpc": "2.0", "id": 7, "method": "x", "params": {"a": '
+            + b"[" * 50_000
+            + b"]" * 50_000
+            + b"}}",
+            7,
+        ),
+        (
+            b'{"jsonrpc": "2.0", "method": "x", "params": {"id": 5, "a": '
+            + b"[" * 50_000
+            + b"]" * 50_000
+            + b"}}",
+            None,
+        ),
+        (b'{"method": "x", "params": {"id": 5}, "id": "abc"', "abc"),  # cut short after its own id
+        (b'{"s": "{\\"id\\": 9}", "method": "m", "id": 2,', 2),  # an "id" inside a string is text
+        (b'{"method": "id", "x": 1,', None),  # "id" as a value, not a key
+        (b'{"id": 3, "result": [[[', None),  # a response: nothing to answer
+        (b'[{"id": 1, "method": "x"}]', None),
+        (b'{"id": true, "method": "x"', None),
+        (b'{"id": 1.5, "method": "x"', None),
+        (b"garbage", None),
+    ],
+)
+def test_the_id_of_an_unparseable_request_is_its_own_top_level_id(body: bytes, expected: object) -> None:
+    """Both faces answer a request they cannot parse with its id (else the client waits for ever); a nested
+    "id" (a notification's params) must never be taken for it: the client would fail an unrelated request."""
+    from saipling.jsonrpc_salvage import salvage_id
+
+    assert salvage_id(body) == expected

@@ -362,6 +362,7 @@ def test_embedding_rounds_last_about_a_second_whatever_the_provider_batch() -> N
 def test_a_fast_provider_stores_its_vectors_in_few_transactions(tmp_path: Path, monkeypatch) -> None:
     """Each round of the embedding phase is one transaction: a fast provider gets bigger rounds (not one per
     batch), and every chunk still gets its vector."""
+    from saipling import index_embed
     from saipling.store import Store
 
     files = {f"n{i:02d}.md": f"# Note {i}\n\nThe lantern number {i} glows amber.\n" for i in range(60)}
@@ -375,6 +376,7 @@ def test_a_fast_provider_stores_its_vectors_in_few_transactions(tmp_path: Path, 
         return real(self, items, model)
 
     monkeypatch.setattr(Store, "set_vectors", counted)
+    monkeypatch.setattr(index_embed, "ROUND_SECONDS", 60.0)  # (however slow this machine is right now)
     provider = FakeProvider()
     with open_project(root, provider, batch_size=4) as project:
         s = project.index()
@@ -382,3 +384,30 @@ def test_a_fast_provider_stores_its_vectors_in_few_transactions(tmp_path: Path, 
         assert sum(rounds) == 60
         # the first round is one batch (it measures the provider's speed), then up to 16 batches a round
         assert rounds == [4, 56]
+
+
+def test_a_provider_that_fails_within_a_round_stops_the_run_there(tmp_path: Path) -> None:
+    """A failed provider call ends the embedding phase (keyword search only, `degraded` says why) whether it
+    is a round's first call or a later one: what was embedded before is stored, nothing more is sent."""
+    from saipling.errors import ProviderError
+
+    class FailsOnThirdCall(FakeProvider):
+        calls = 0
+
+        def _embed_batch(self, texts, input_type):
+            if input_type == "document":
+                self.calls += 1
+                if self.calls == 3:
+                    raise ProviderError("bad request 400")
+            return super()._embed_batch(texts, input_type)
+
+    files = {f"n{i:03d}.md": f"# Note {i}\n\nThe lantern number {i} glows amber.\n" for i in range(120)}
+    root = make_project(tmp_path, files)
+    age(root)
+    provider = FailsOnThirdCall()
+    provider.batch_size = 4  # 4 texts a call; the second round asks for up to 16 calls
+    with open_project(root, provider, batch_size=4) as project:
+        s = project.index()
+        assert provider.calls == 3 and s.embedded == 8 and "bad request 400" in (s.degraded or "")
+        assert project.store.stats()["embeddedChunks"] == 8  # the two batches before the failure are kept
+        assert project.store.count_unembedded() == 112

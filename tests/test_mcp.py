@@ -331,6 +331,10 @@ def test_a_line_the_sdk_cannot_read_is_answered_with_its_id_and_the_server_goes_
         # nested too deep for any JSON parser: its id is read from the raw line
         '{"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "search", "arguments": {"query": '
         + "[" * 100_000 + "]" * 100_000 + "}}}",
+        '{"jsonrpc": "2.0", "id": 11, "method": "tools/list",',  # cut short: its id is readable
+        # a notification nested too deep: the "id" in its params is not its own, nothing is answered
+        '{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"id": 12, "x": '
+        + "[" * 100_000 + "]" * 100_000 + "}}",
         json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
     ]  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
@@ -356,6 +360,7 @@ def test_a_line_the_sdk_cannot_read_is_answered_with_its_id_and_the_server_goes_
     proc.wait(timeout=60)
     err = proc.stderr.read() if proc.stderr is not None else b""
     assert replies[7]["error"]["code"] == -32700 and "surrogate" in replies[7]["error"]["message"]
-    assert replies[10]["error"]["code"] == -32700
+    assert replies[10]["error"]["code"] == replies[11]["error"]["code"] == -32700
+    assert 12 not in replies
     assert {t["name"] for t in replies[9]["result"]["tools"]} == TOOLS  # still serving after all of them
     assert b"unreadable message on stdin" in err and b"Traceback" not in err

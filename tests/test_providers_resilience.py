@@ -176,7 +176,7 @@ def test_a_client_error_does_not_open_the_breaker(api_server: FakeEmbeddingAPI, 
 
 
 def outage_project(tmp_path: Path) -> Path:
-    """40 one-chunk files: two flushes of the indexer, several batches each."""
+    """40 one-chunk files: one text batch of the indexer, several provider batches."""
     return make_project(
         tmp_path, {f"notes/n{i:02d}.md": f"# Note {i}\n\n{words(40, seed=i)} zebra{i}\n" for i in range(40)}
     )

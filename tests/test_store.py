@@ -176,30 +176,43 @@ def test_vectors_and_cache_by_model_and_hash(store: Store) -> None:
     assert set(store.cached_vectors("m1", [h(texts[0])])) == {h(texts[0])}
 
 
-def test_the_cache_of_a_schema_3_index_is_kept_as_an_appended_table(db_path: Path) -> None:
-    """Schema 4 turns the embedding cache into a rowid table (rows appended, the key in a small index): the
-    WITHOUT ROWID table kept every vector inside a B-tree ordered by a random hash and rewrote pages all over it
-    on each round of new vectors. An index written before keeps its cached vectors."""
+def _index_with_the_old_cache_layout(db_path: Path) -> dict[str, np.ndarray]:
+    """An index file as saipling wrote it before 2026-11-24: schema 3, the embedding cache `WITHOUT ROWID`."""
     from saipling.store_schema import _MIGRATIONS, connect
 
     db_path.parent.mkdir(parents=True)
     conn = connect(str(db_path))
-    for number, sql in enumerate(_MIGRATIONS[:3]):
+    old_cache = """CREATE TABLE embedding_cache(model TEXT NOT NULL, content_hash TEXT NOT NULL,
+        vector BLOB NOT NULL, created REAL, PRIMARY KEY(model, content_hash)) WITHOUT ROWID"""
+    conn.execute(old_cache)
+    for number, sql in enumerate(_MIGRATIONS):
         conn.execute(sql)
         conn.execute(f"PRAGMA user_version={number + 1}")
-    assert "WITHOUT ROWID" in next(iter(conn.execute(
-        "SELECT sql FROM sqlite_master WHERE name = 'embedding_cache'")))[0]  # fmt: skip
+    conn.execute("DROP INDEX embedding_cache_key")  # (the old layout had none: its key was the table's)
+    conn.execute("PRAGMA journal_mode=WAL")
     old = {h(f"text {i}"): unit(i) for i in range(5)}
     conn.executemany(
         "INSERT INTO embedding_cache(model, content_hash, vector, created) VALUES ('m1', ?, ?, 1.0)",
         [(k, v.tobytes()) for k, v in old.items()],
     )
     conn.close()
+    return old
+
+
+def _cache_sql(store: Store) -> str:
+    return str(store._scalar("SELECT sql FROM sqlite_master WHERE name = 'embedding_cache'"))
+
+
+def test_an_old_embedding_cache_becomes_an_appended_table_and_keeps_its_vectors(db_path: Path) -> None:
+    """The embedding cache is a rowid table (rows appended, the key in a small index): `WITHOUT ROWID` kept every
+    vector inside a B-tree ordered by a random hash and rewrote pages all over it on each round of new vectors.
+    An index written before is converted when opened for writing, keeping its cached vectors, and stays at the
+    same schema version (an older saipling still opens it: every query works on both layouts)."""
+    old = _index_with_the_old_cache_layout(db_path)
     s = Store.open(db_path)
     try:
-        assert s._scalar("PRAGMA user_version") == SCHEMA_VERSION
-        sql = s._scalar("SELECT sql FROM sqlite_master WHERE name = 'embedding_cache'")
-        assert "WITHOUT ROWID" not in sql
+        assert s._scalar("PRAGMA user_version") == SCHEMA_VERSION == 3
+        assert "WITHOUT ROWID" not in _cache_sql(s).upper()
         cached = s.cached_vectors("m1", list(old))
         assert set(cached) == set(old)
         np.testing.assert_allclose(cached[h("text 3")], old[h("text 3")])
@@ -209,6 +222,16 @@ def test_the_cache_of_a_schema_3_index_is_kept_as_an_appended_table(db_path: Pat
         assert s._scalar("SELECT count(*) FROM embedding_cache WHERE content_hash = ?", (h("text 3"),)) == 1
         np.testing.assert_allclose(s.cached_vectors("m1", [h("text 3")])[h("text 3")], unit(9))
         assert s._scalar("SELECT count(*) FROM embedding_cache") == 5
+    finally:
+        s.close()
+
+
+def test_an_old_embedding_cache_is_read_as_it_is_by_a_read_only_open(db_path: Path) -> None:
+    old = _index_with_the_old_cache_layout(db_path)
+    s = Store.open(db_path, readonly=True)
+    try:
+        assert "WITHOUT ROWID" in _cache_sql(s).upper()  # nothing is written
+        assert set(s.cached_vectors("m1", list(old))) == set(old)
     finally:
         s.close()
 

@@ -124,7 +124,7 @@ class EmbeddingPhase:
         first: list[str],
     ) -> None:
         """Embed every chunk without a vector (new or changed text, an earlier failure, a model change), a
-        round of `batch_size` chunks at a time: `first` files, then the most recently modified; `hold` files
+        round at a time (whole provider batches, about ROUND_SECONDS of the provider's work: round_size): `first` files, then the most recently modified; `hold` files
         wait. Stops between rounds when cancelled (IndexCancelled) or paused (summary.paused)."""
         if not self.embeds or summary.degraded:
             return
@@ -151,15 +151,18 @@ class EmbeddingPhase:
             pos += len(part)
             seen.update(r[0] for r in part)
             t0 = time.perf_counter()
+            embed_s, embedded = summary.timings["embed"], summary.embedded
             called = self._embed_round(part, summary)
             if called is None:
                 return  # the provider failed: summary.degraded says why
             done += len(part)
             done_tokens += sum(t for *_, t in part)
             if called:
-                took = time.perf_counter() - t0
-                rate.add(sum(t for *_, t in part), took)
-                size = round_size(base, len(part) / max(took, 1e-6))
+                rate.add(sum(t for *_, t in part), time.perf_counter() - t0)
+                # the provider's own speed: texts it embedded over its time (cached texts and storing left out)
+                size = round_size(
+                    base, (summary.embedded - embedded) / max(summary.timings["embed"] - embed_s, 1e-6)
+                )
             if progress:
                 progress(IndexProgress(files_total, files_total, part[-1][1], summary.embedded, "embedding",
                                        chunks_done=done, chunks_total=done + len(todo) - pos,
@@ -175,6 +178,7 @@ class EmbeddingPhase:
         vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
         summary.reused += len(vectors)
         missing = [h for h in texts if h not in vectors]
+        got: dict[str, np.ndarray] = {}
         if missing:
             got = self._embed(missing, [texts[h] for h in missing], summary)
             if not got:
@@ -186,6 +190,10 @@ class EmbeddingPhase:
         t1 = time.perf_counter()
         self.store.set_vectors(items, self._cache_key())
         summary.timings["store"] += time.perf_counter() - t1
+        if len(got) < len(missing):
+            return (
+                None  # the provider failed within the round: what it embedded before is stored, the run stops
+            )
         return bool(missing)
 
     def _confirmed(

@@ -4,23 +4,44 @@ of leaving the client waiting for ever."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 
-# the first `"id": <integer or short string>` in the raw message (a heuristic: the message is unparseable)
-_REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")')
+# brackets, and whole strings (skipped over: a bracket or an "id" inside a string is never taken for one)
+_TOKEN = re.compile(rb'[\[\]{}]|"(?:[^"\\]|\\.)*"')
+_KEY = re.compile(rb"\s*:\s*")  # a string followed by a colon is a key
+_ID = re.compile(rb'-?\d{1,15}(?![\d.eE])|"(?:[^"\\]|\\.){0,200}"')
 
 
 def salvage_id(body: bytes) -> int | str | None:
-    """The id of a request whose body cannot be parsed, when it can still be read; None otherwise (no
-    `"method"`: not a request; no readable id: a notification or garbage)."""
-    if b'"method"' not in body:
+    """The id of a request whose body cannot be parsed: the top-level object's `"id"`, when it is an integer or
+    a string and the object has a `"method"` key (a request: not a notification, nor a response). An `"id"`
+    nested in the params is never taken for it. None otherwise."""
+    text = body.lstrip()
+    if not text.startswith(b"{"):
         return None
-    m = _REQUEST_ID.search(body)
-    if m is None:
+    depth = 0
+    msg_id: int | str | None = None
+    is_request = False
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+            if depth <= 0:
+                break  # the end of the top-level object
+        elif depth == 1 and (key := _KEY.match(text, m.end())) is not None:
+            if tok == b'"method"':
+                is_request = True
+            elif tok == b'"id"' and (value := _ID.match(text, key.end())) is not None:
+                msg_id = _id_value(value.group())
+    return msg_id if is_request else None
+
+
+def _id_value(raw: bytes) -> int | str | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
         return None
-    with contextlib.suppress(ValueError):
-        value = json.loads(m.group(1))
-        return value if isinstance(value, int | str) and not isinstance(value, bool) else None
-    return None
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None

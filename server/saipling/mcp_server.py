@@ -535,7 +535,10 @@ def broken_line_reply(exc: Exception) -> Any:
     log.warning("unreadable message on stdin: %s", str(errors[0].get("msg")) if errors else exc)
     try:
         data = json.loads(line) if line is not None else None
-    except (ValueError, RecursionError):  # (nested thousands deep: the id is still read from the raw line)
+    except (
+        ValueError,
+        RecursionError,
+    ):  # (cut short, nested thousands deep: the top-level id may be readable)
         data = None
         msg_id = salvage_id(str(line).encode("utf-8", "surrogateescape"))
         if msg_id is None:

@@ -23,6 +23,7 @@ from .errors import IndexCorrupted
 from .store_files import FileWrites
 from .store_schema import (  # noqa: F401 - records re-exported: callers import them from the store
     _MIGRATIONS,
+    CACHE_AS_ROWID_TABLE,
     CHUNK_COLUMNS,
     FTS_TOKENIZE,
     SCHEMA_VERSION,
@@ -185,8 +186,17 @@ class Store(FileWrites, VectorStore):
             with self.conn:
                 self.conn.execute(_MIGRATIONS[number])
                 self.conn.execute(f"PRAGMA user_version={number + 1}")
+        self._upgrade_layout()
         if self.get_meta("schema_version") != str(SCHEMA_VERSION):  # no write (and no commit) on every open
             self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def _upgrade_layout(self) -> None:
+        """An embedding cache written as `WITHOUT ROWID` becomes a rowid table (store_schema.CACHE_AS_ROWID_TABLE)."""
+        sql = self._scalar("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'embedding_cache'")
+        if sql and "WITHOUT ROWID" in str(sql).upper():
+            with self.conn:
+                self.conn.execute(CACHE_AS_ROWID_TABLE)
+            log.info("embedding cache converted to an appended table")
 
     def close(self, checkpoint: bool = True) -> None:
         """checkpoint=False (one-shot CLI reads): leave the WAL to the next writer, no copy and fsync at close."""

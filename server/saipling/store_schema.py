@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 3
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -49,8 +49,9 @@ _MIGRATIONS: list[str] = [
         INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
     END;
     CREATE TABLE IF NOT EXISTS embedding_cache(
-        model TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL, created REAL,
-        PRIMARY KEY(model, content_hash)) WITHOUT ROWID;
+        id INTEGER PRIMARY KEY, model TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL,
+        created REAL);
+    CREATE UNIQUE INDEX IF NOT EXISTS embedding_cache_key ON embedding_cache(model, content_hash);
     CREATE TABLE IF NOT EXISTS embedding_log(
         id INTEGER PRIMARY KEY, timestamp REAL, provider TEXT, model TEXT, tokens INTEGER, chunks INTEGER,
         cost_usd REAL);
@@ -80,10 +81,16 @@ _MIGRATIONS: list[str] = [
         INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
     END;
     """,
-    # 4: the embedding cache as a rowid table: rows are appended, its key lives in a small index. WITHOUT ROWID
-    # kept each 1.5 KB vector inside a B-tree ordered by a random hash, so every round of new vectors split
-    # and rewrote pages all over it: 236 MB written to store 26 MB of vectors on a 1,001-note vault.
-    """
+]
+
+
+# The embedding cache as a rowid table: rows appended, its key in a small unique index. Index files written
+# before 2026-11-24 hold it as `WITHOUT ROWID`, keyed by (model, content hash): each 1.5 KB vector then lived
+# inside a B-tree ordered by a random hash, so every round of new vectors split and rewrote pages all over it
+# (236 MB written to store 26 MB of vectors for a 1,001-note vault; 109 MB as a rowid table). A writable open
+# converts such a table (store.Store._upgrade_layout). Not a numbered migration: every query reads and writes
+# both layouts alike, so a read-only open and an older saipling keep using the index as it is.
+CACHE_AS_ROWID_TABLE = """
     CREATE TABLE embedding_cache_rows(
         id INTEGER PRIMARY KEY, model TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL,
         created REAL);
@@ -92,8 +99,7 @@ _MIGRATIONS: list[str] = [
     DROP TABLE embedding_cache;
     ALTER TABLE embedding_cache_rows RENAME TO embedding_cache;
     CREATE UNIQUE INDEX embedding_cache_key ON embedding_cache(model, content_hash);
-    """,
-]
+"""
 
 
 CHUNK_COLUMNS = (

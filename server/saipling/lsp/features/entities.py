@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from ... import entities
+from ...textio import normalise_newlines
 from .. import convert
 from ..folders import Folder, locate
 
@@ -32,7 +33,7 @@ def register(server: SaiplingServer) -> None:
 # -- buffers ---------------------------------------------------------------------------------------------
 def buffer_text(ls: SaiplingServer, uri: str) -> str | None:
     doc = ls.workspace.text_documents.get(uri)
-    return doc.source.replace("\r\n", "\n") if doc is not None else None
+    return normalise_newlines(doc.source) if doc is not None else None  # (LSP breaks lines at a lone \r too)
 
 
 def reader(ls: SaiplingServer, folder: Folder) -> entities.TextSource:
