@@ -185,3 +185,26 @@ async def test_unsaved_buffer_hover_and_outline(tmp_path: Path) -> None:
             types.DocumentSymbolParams(types.TextDocumentIdentifier((root / CH2).as_uri()))
         )
         assert [(s.name, s.range.start.line, s.range.end.line) for s in symbols] == [("The Door", 0, 3)]
+
+
+async def test_a_buffer_over_max_file_bytes_gets_no_entity_features_and_the_rest_still_works(
+    tmp_path: Path,
+) -> None:
+    """The index skips a file over `maxFileBytes`; a buffer that large gets no hover, definition or outline
+    either (finding its headings, code blocks and names held a worker thread 15 s for 200 MB), and other files
+    keep theirs while it is open."""
+    root = write_project(tmp_path / "novel", PROJECT)
+    async with lsp_session(root, {"maxFileBytes": 4000}) as client:
+        await wait_for_index(client)
+        uri = (root / CH10).as_uri()
+        huge = "# Huge\n\n" + "Elena knew the harbour.\n" * 400  # ~9,600 characters
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "markdown", 1, huge))
+        )
+        assert await client.text_document_hover_async(pos(types.HoverParams, root, CH10, 2, 1)) is None
+        symbols = await client.text_document_document_symbol_async(
+            types.DocumentSymbolParams(types.TextDocumentIdentifier(uri))
+        )
+        assert symbols == []
+        hover = await client.text_document_hover_async(pos(types.HoverParams, root, CH1, 2, 36))
+        assert hover is not None and "**Elena Cole**" in hover.contents.value

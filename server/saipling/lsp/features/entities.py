@@ -8,6 +8,7 @@ on a worker thread (read-only)."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -30,6 +31,9 @@ def register(server: SaiplingServer) -> None:
     server.handle(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, document_symbol, threaded=True)
 
 
+log = logging.getLogger(__name__)
+
+
 # -- buffers ---------------------------------------------------------------------------------------------
 def buffer_text(ls: SaiplingServer, uri: str) -> str | None:
     doc = ls.workspace.text_documents.get(uri)
@@ -37,13 +41,25 @@ def buffer_text(ls: SaiplingServer, uri: str) -> str | None:
 
 
 def reader(ls: SaiplingServer, folder: Folder) -> entities.TextSource:
-    """Open buffers of this folder (unsaved text) first, else files on disk."""
-    open_docs = {}
+    """Open buffers of this folder (unsaved text) first, else files on disk. A buffer's text is taken when asked
+    for (a hover reads one file: it must not copy every open buffer, a 200 MB one included)."""
+    open_uris = {}
     for uri in list(ls.workspace.text_documents):
         hit = locate(ls, uri)
-        if hit is not None and hit[0] is folder and (text := buffer_text(ls, uri)) is not None:
-            open_docs[hit[1]] = text
-    return entities.with_buffers(folder.project.root, open_docs.get)
+        if hit is not None and hit[0] is folder:
+            open_uris[hit[1]] = uri
+    return entities.with_buffers(
+        folder.project.root, lambda rel: buffer_text(ls, uri) if (uri := open_uris.get(rel)) else None
+    )
+
+
+def too_large(folder: Folder, rel: str, text: str) -> bool:
+    """A text over `maxFileBytes` (the index skips such files) gets no writer-aware features: finding headings,
+    code blocks and names in it would hold a worker thread for seconds (15 s for 200 MB)."""
+    if len(text) <= folder.project.settings.max_file_bytes:  # (a character is at least a byte)
+        return False
+    log.info("%s is over maxFileBytes: no hover, definition, references or outline", rel)
+    return True
 
 
 def at_cursor(
@@ -54,7 +70,7 @@ def at_cursor(
     folder, rel = hit
     read = reader(ls, folder)
     text = read(rel)
-    if text is None:
+    if text is None or too_large(folder, rel, text):
         return None
     lines = text.split("\n")
     pos = ls.workspace.position_codec.position_from_client_units(lines, p.position)
@@ -108,7 +124,7 @@ def document_symbol(ls: SaiplingServer, p: types.DocumentSymbolParams) -> list[t
             return []
         folder, rel = hit
         text = reader(ls, folder)(rel)
-        if text is None:
+        if text is None or too_large(folder, rel, text):
             return []
         items = entities.outline(text, entities.entity_index(folder.project).for_path(rel))
     return convert.outline_symbols(items, text.split("\n"), ls.workspace.position_codec)
