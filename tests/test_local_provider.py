@@ -258,6 +258,29 @@ def test_model_path_folder_with_prefixes(tmp_path: Path) -> None:
     np.testing.assert_allclose(p.embed_query(text), provider.embed_query("query: " + text), atol=1e-6)
 
 
+def test_model_path_folder_of_a_known_family_gets_its_passage_length(tmp_path: Path) -> None:
+    """A folder named after all-mpnet-base-v2 (384-word-piece window, trained on 128) has its chunks cut to 128,
+    as the bundled all-MiniLM; an unknown folder name keeps chunks up to the window. (The bundled graph stands in
+    for mpnet's here: only the name, the window and the passage length are checked.)"""
+    from saipling.chunker import limits_for
+
+    providers = {}
+    for name in ("all-mpnet-base-v2", "my-model"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "model.onnx").symlink_to(resolve_model(Settings()).onnx)
+        (folder / "tokenizer.json").symlink_to(TOKENIZER_FILE)
+        (folder / "config.json").write_text(json.dumps({"hidden_size": 384}))
+        (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 384}))
+        providers[name] = LocalProvider(Settings(provider="local", model_path=str(folder)))
+    mpnet, other = providers["all-mpnet-base-v2"], providers["my-model"]
+    assert (mpnet.model, mpnet.max_input_tokens, mpnet.passage_tokens) == ("all-mpnet-base-v2", 384, 128)
+    assert mpnet.applied()["passageTokens"] == 128
+    assert limits_for(1000, 500, 50, mpnet.max_input_tokens, mpnet.passage_tokens).max_tokens == 128
+    assert (other.max_input_tokens, other.passage_tokens) == (384, 0)
+    assert limits_for(1000, 500, 50, other.max_input_tokens, other.passage_tokens).max_tokens > 128
+
+
 def test_model_path_missing_files_fails_clearly(tmp_path: Path) -> None:
     settings = Settings(provider="local", model_path=str(tmp_path))
     assert not local_available(settings)

@@ -233,6 +233,7 @@ def test_outage_mid_index_ends_the_pass_and_the_next_pass_fills_the_vectors(
         ("Alibaba-NLP/gte-base-en-v1.5", "gte-v1.5", "", "", 8192),
         ("all-minilm", "all-minilm", "", "", 256),
         ("sentence-transformers/all-MiniLM-L6-v2", "all-minilm", "", "", 256),
+        ("sentence-transformers/all-mpnet-base-v2", "all-mpnet", "", "", 384),
     ],
 )  # fmt: skip
 def test_known_families_by_model_name(

@@ -47,6 +47,9 @@ FAMILIES: tuple[ModelFamily, ...] = (
     # e5 v1/v2 and multilingual-e5 (not the *-instruct or e5-mistral models, which take an instruction)
     # all-MiniLM-L6-v2 / all-MiniLM-L12-v2 (the local default; Ollama's `all-minilm`)
     ModelFamily("all-minilm", r"all-minilm", "", "", 256, passage_tokens=128),
+    # all-mpnet-base-v2 reads 384 word pieces but was trained on 128, like all-MiniLM (sentence-transformers'
+    # model card); a local `modelPath` folder named after it, or the model served under that name
+    ModelFamily("all-mpnet", r"all-mpnet", "", "", 384, passage_tokens=128),
     ModelFamily(
         "e5", r"(^|[/_.-])(multilingual-)?e5-(small|base|large)(?!.*instruct)", "query: ", "passage: ", 512
     ),
