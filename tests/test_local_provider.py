@@ -275,7 +275,8 @@ def test_model_path_folder_of_a_known_family_gets_its_passage_length(tmp_path: P
         providers[name] = LocalProvider(Settings(provider="local", model_path=str(folder)))
     mpnet, other = providers["all-mpnet-base-v2"], providers["my-model"]
     assert (mpnet.model, mpnet.max_input_tokens, mpnet.passage_tokens) == ("all-mpnet-base-v2", 384, 128)
-    assert mpnet.applied()["passageTokens"] == 128
+    assert mpnet.applied()["passageTokens"] == 128 and mpnet.applied()["family"] == "all-mpnet"
+    assert other.applied()["family"] is None
     assert limits_for(1000, 500, 50, mpnet.max_input_tokens, mpnet.passage_tokens).max_tokens == 128
     assert (other.max_input_tokens, other.passage_tokens) == (384, 0)
     assert limits_for(1000, 500, 50, other.max_input_tokens, other.passage_tokens).max_tokens > 128

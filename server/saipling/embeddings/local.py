@@ -238,6 +238,7 @@ class LocalProvider(EmbeddingProvider):
         self.files = files
         self.model = files.model
         family = family_for(files.model)
+        self.family = family.name if family else None  # (status `embedding.family`)
         self.passage_tokens = family.passage_tokens if family else 0
         self.max_input_tokens = files.max_input_tokens
         if (
