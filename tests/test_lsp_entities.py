@@ -190,9 +190,9 @@ async def test_unsaved_buffer_hover_and_outline(tmp_path: Path) -> None:
 async def test_a_buffer_over_max_file_bytes_gets_no_entity_features_and_the_rest_still_works(
     tmp_path: Path,
 ) -> None:
-    """The index skips a file over `maxFileBytes`; a buffer that large gets no hover, definition or outline
-    either (finding its headings, code blocks and names held a worker thread 15 s for 200 MB), and other files
-    keep theirs while it is open."""
+    """The index skips a file over `maxFileBytes`; a buffer that large is skipped by hover, definition,
+    references and the outline too (finding its headings, code blocks and names held a worker thread 15 s for
+    200 MB), and other files keep their features while it is open."""
     root = write_project(tmp_path / "novel", PROJECT)
     async with lsp_session(root, {"maxFileBytes": 4000}) as client:
         await wait_for_index(client)
@@ -208,3 +208,16 @@ async def test_a_buffer_over_max_file_bytes_gets_no_entity_features_and_the_rest
         assert symbols == []
         hover = await client.text_document_hover_async(pos(types.HoverParams, root, CH1, 2, 36))
         assert hover is not None and "**Elena Cole**" in hover.contents.value
+        # references to Elena from chapter 1: the huge buffer of chapter 10 is skipped, not scanned (its text on
+        # disk, which names her, is not used either: positions would not match the buffer)
+        elena = spots(root, await client.text_document_references_async(refs(root, CH1, 2, 33)))
+        assert elena == [(CH1, 2, 31, 41), (ELENA, 5, 2, 12)]
+        # a profile whose buffer is huge is no card for a hover elsewhere (its text is not read)
+        profile = (root / ELENA).as_uri()
+        big_profile = (root / ELENA).read_text(encoding="utf-8") + "She studied abroad.\n" * 400
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(types.TextDocumentItem(profile, "markdown", 1, big_profile))
+        )
+        hover = await client.text_document_hover_async(pos(types.HoverParams, root, CH1, 2, 36))
+        assert hover is not None and "**Elena Cole**" in hover.contents.value
+        assert "A surgeon" not in hover.contents.value

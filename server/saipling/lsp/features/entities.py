@@ -41,25 +41,33 @@ def buffer_text(ls: SaiplingServer, uri: str) -> str | None:
 
 
 def reader(ls: SaiplingServer, folder: Folder) -> entities.TextSource:
-    """Open buffers of this folder (unsaved text) first, else files on disk. A buffer's text is taken when asked
-    for (a hover reads one file: it must not copy every open buffer, a 200 MB one included)."""
+    """Open buffers of this folder (unsaved text) first, else files on disk; a text over `maxFileBytes` reads
+    as None (the file is skipped, like the index skips it): finding its headings, code blocks and names would hold
+    a worker thread for seconds (15 s for 200 MB), for a hover, an outline, a card or a reference scan alike.
+    A buffer's text is taken when asked for: a request must not copy every open buffer."""
     open_uris = {}
     for uri in list(ls.workspace.text_documents):
         hit = locate(ls, uri)
         if hit is not None and hit[0] is folder:
             open_uris[hit[1]] = uri
-    return entities.with_buffers(
+    read = entities.with_buffers(
         folder.project.root, lambda rel: buffer_text(ls, uri) if (uri := open_uris.get(rel)) else None
     )
+    limit = folder.project.settings.max_file_bytes
+
+    def within_limit(rel: str) -> str | None:
+        text = read(rel)
+        if text is None or not too_large(text, limit):
+            return text
+        log.debug("%s is over maxFileBytes: skipped (no hover, definition, references or outline)", rel)
+        return None
+
+    return within_limit
 
 
-def too_large(folder: Folder, rel: str, text: str) -> bool:
-    """A text over `maxFileBytes` (the index skips such files) gets no writer-aware features: finding headings,
-    code blocks and names in it would hold a worker thread for seconds (15 s for 200 MB)."""
-    if len(text) <= folder.project.settings.max_file_bytes:  # (a character is at least a byte)
-        return False
-    log.info("%s is over maxFileBytes: no hover, definition, references or outline", rel)
-    return True
+def too_large(text: str, limit: int) -> bool:
+    """Over `limit` bytes in UTF-8 (a character is 1 to 4 bytes: encoded only when that decides it)."""
+    return len(text) > limit or (len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit)
 
 
 def at_cursor(
@@ -70,7 +78,7 @@ def at_cursor(
     folder, rel = hit
     read = reader(ls, folder)
     text = read(rel)
-    if text is None or too_large(folder, rel, text):
+    if text is None:
         return None
     lines = text.split("\n")
     pos = ls.workspace.position_codec.position_from_client_units(lines, p.position)
@@ -124,7 +132,7 @@ def document_symbol(ls: SaiplingServer, p: types.DocumentSymbolParams) -> list[t
             return []
         folder, rel = hit
         text = reader(ls, folder)(rel)
-        if text is None or too_large(folder, rel, text):
+        if text is None:
             return []
         items = entities.outline(text, entities.entity_index(folder.project).for_path(rel))
     return convert.outline_symbols(items, text.split("\n"), ls.workspace.position_codec)
