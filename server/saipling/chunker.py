@@ -18,7 +18,6 @@ from typing import Any
 from .embeddings.base import estimate_tokens
 from .markdown_blocks import MarkdownBlocks, display_text, parse_blocks
 from .metadata import BOOKKEEPING_KEYS, FileMeta
-from .textio import normalise_newlines
 
 # Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
 # once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
@@ -170,8 +169,6 @@ def chunk_document(
     blocks: MarkdownBlocks | None = None,
 ) -> list[Chunk]:
     """Chunk normalised text (\\n newlines; line N = on-disk line N); `blocks`: its parse, when already made."""
-    if "\r" in text and blocks is None:  # (CommonMark, like editors, breaks lines at a lone \r too)
-        text = normalise_newlines(text)
     limits = limits or ChunkLimits()
     doc = blocks or parse_blocks(text)
     path_counts: dict[str, int] = {}

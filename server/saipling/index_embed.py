@@ -124,8 +124,9 @@ class EmbeddingPhase:
         first: list[str],
     ) -> None:
         """Embed every chunk without a vector (new or changed text, an earlier failure, a model change), a
-        round at a time (whole provider batches, about ROUND_SECONDS of the provider's work: round_size): `first` files, then the most recently modified; `hold` files
-        wait. Stops between rounds when cancelled (IndexCancelled) or paused (summary.paused)."""
+        round at a time (whole provider batches, about ROUND_SECONDS of the provider's work: round_size):
+        `first` files, then the most recently modified; `hold` files wait. Stops between rounds when cancelled
+        (IndexCancelled) or paused (summary.paused)."""
         if not self.embeds or summary.degraded:
             return
         todo = self.store.unembedded(hold(), first)
@@ -190,10 +191,10 @@ class EmbeddingPhase:
         t1 = time.perf_counter()
         self.store.set_vectors(items, self._cache_key())
         summary.timings["store"] += time.perf_counter() - t1
-        if len(got) < len(missing):
-            return (
-                None  # the provider failed within the round: what it embedded before is stored, the run stops
-            )
+        if len(got) < len(
+            missing
+        ):  # the provider failed within the round: what it got is stored, the run stops
+            return None
         return bool(missing)
 
     def _confirmed(

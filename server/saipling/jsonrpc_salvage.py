@@ -39,9 +39,14 @@ def salvage_id(body: bytes) -> int | str | None:
     return msg_id if is_request else None
 
 
+def is_request_id(value: object) -> bool:
+    """A JSON-RPC request id: a string or an integer (JSON's true and false are not)."""
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
 def _id_value(raw: bytes) -> int | str | None:
     try:
         value = json.loads(raw)
     except ValueError:
         return None
-    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+    return value if is_request_id(value) else None

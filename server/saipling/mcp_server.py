@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .errors import InvalidRequest, SaiplingError
 from .freshness import LazySync
-from .jsonrpc_salvage import salvage_id
+from .jsonrpc_salvage import is_request_id, salvage_id
 from .search import MAX_QUERY_CHARS, MAX_RESULTS, MODES
 from .sync import SyncQueue
 from .watcher import Watcher
@@ -538,16 +538,12 @@ def broken_line_reply(exc: Exception) -> Any:
     except (
         ValueError,
         RecursionError,
-    ):  # (cut short, nested thousands deep: the top-level id may be readable)
-        data = None
-        msg_id = salvage_id(str(line).encode("utf-8", "surrogateescape"))
-        if msg_id is None:
-            return None
-        invalid_json = True
+    ):  # cut short, or nested thousands deep: its top-level id may be readable
+        msg_id, invalid_json = salvage_id(str(line).encode("utf-8", "surrogateescape")), True
     else:
-        msg_id = data.get("id") if isinstance(data, dict) else None
-        if not isinstance(msg_id, str | int) or isinstance(msg_id, bool) or "method" not in data:
-            return None
+        msg_id = data.get("id") if isinstance(data, dict) and "method" in data else None
+    if not is_request_id(msg_id):
+        return None
     code, what = (
         (types.PARSE_ERROR, "Parse error") if invalid_json else (types.INVALID_REQUEST, "Invalid Request")
     )

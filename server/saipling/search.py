@@ -530,6 +530,3 @@ def result_dict(project: ProjectView, row: Mapping[str, Any], score: float, term
                           "fused": round(float(r.fused), 4), "confidence": round(float(r.confidence), 4),
                           "fusedScore": round(float(score), 4)}  # fmt: skip
     return res
-
-
-# -- related ---------------------------------------------------------------------------------------------------

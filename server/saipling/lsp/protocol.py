@@ -29,7 +29,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 
 from ..errors import InvalidRequest, SaiplingError
-from ..jsonrpc_salvage import salvage_id
+from ..jsonrpc_salvage import is_request_id, salvage_id
 from . import params
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ class SaiplingProtocol(LanguageServerProtocol):
                     log.debug("dropped notification %s after shutdown", method)
                 return
         cancel = data.get("params") if method == "$/cancelRequest" else None
-        if method == "$/cancelRequest" and not (isinstance(cancel, dict) and _is_id(cancel.get("id"))):
+        if method == "$/cancelRequest" and not (isinstance(cancel, dict) and is_request_id(cancel.get("id"))):
             log.warning("invalid message from the client: $/cancelRequest without a string or integer id")
             return
         try:
@@ -191,10 +191,6 @@ def watchable(stdin: BinaryIO, stdout: BinaryIO) -> bool:
     if not (stat.S_ISFIFO(st_in.st_mode) or stat.S_ISSOCK(st_in.st_mode) or stat.S_ISCHR(st_in.st_mode)):
         return False
     return (st_in.st_dev, st_in.st_ino) != (st_out.st_dev, st_out.st_ino)
-
-
-def _is_id(value: Any) -> bool:
-    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 def envelope_problem(data: Any) -> tuple[str, Any] | None:

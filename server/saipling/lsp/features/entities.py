@@ -18,6 +18,8 @@ from ...textio import normalise_newlines
 from .. import convert
 from ..folders import Folder, locate
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from ..server import SaiplingServer
 
@@ -29,9 +31,6 @@ def register(server: SaiplingServer) -> None:
     server.handle(types.TEXT_DOCUMENT_DEFINITION, definition, threaded=True)
     server.handle(types.TEXT_DOCUMENT_REFERENCES, references, threaded=True)
     server.handle(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, document_symbol, threaded=True)
-
-
-log = logging.getLogger(__name__)
 
 
 # -- buffers ---------------------------------------------------------------------------------------------
