@@ -282,6 +282,46 @@ def test_model_path_folder_of_a_known_family_gets_its_passage_length(tmp_path: P
     assert limits_for(1000, 500, 50, other.max_input_tokens, other.passage_tokens).max_tokens > 128
 
 
+def test_model_path_folder_pools_as_its_family_or_its_own_config_says(tmp_path: Path) -> None:
+    """bge (and Arctic Embed, mxbai) vectors are the [CLS] token's, not the mean of the tokens (their model
+    cards); sentence-transformers folders say so in 1_Pooling/config.json, and saipling.json wins over both.
+    A folder named after bge also gets the family's query instruction, and an optimum export's
+    model_quantized.onnx is found. (The bundled graph stands in for bge: the pooling is what is checked.)"""
+    bundled = LocalProvider(Settings(provider="local"), int8_matmuls=False)
+    text = "a quiet harbour town at dusk"
+    enc = bundled.tokenizer.encode(text)
+    n = len(enc.ids)
+    feeds = {"input_ids": [enc.ids], "attention_mask": [[1] * n], "token_type_ids": [[0] * n]}
+    session = bundled.raw_session()
+    tokens = session.run(None, {i.name: np.array(feeds[i.name]) for i in session.get_inputs()})[0][0]
+    by_cls, by_mean = (v / np.linalg.norm(v) for v in (tokens[0], tokens.mean(axis=0)))
+
+    def folder(name: str, onnx: str = "model.onnx", **files: dict) -> LocalProvider:
+        """A model folder of the bundled graph named `name`, with `files` (`__` for `/`) as JSON."""
+        f = tmp_path / name
+        f.mkdir()
+        (f / onnx).symlink_to(resolve_model(Settings()).onnx)
+        (f / "tokenizer.json").symlink_to(TOKENIZER_FILE)
+        (f / "config.json").write_text(json.dumps({"hidden_size": 384}))
+        for rel, content in files.items():
+            (f / rel.replace("__", "/")).parent.mkdir(exist_ok=True)
+            (f / rel.replace("__", "/")).write_text(json.dumps(content))
+        return LocalProvider(Settings(provider="local", model_path=str(f)))
+
+    bge = folder("bge-small-en-v1.5", "model_quantized.onnx")
+    declared = folder("my-model", **{"1_Pooling__config.json": {"pooling_mode_cls_token": True}})
+    overridden = folder("bge-base-en-v1.5", **{"saipling.json": {"pooling": "mean"}})
+    plain = folder("my-other-model")
+    assert bge.failed is None and bge.query_prefix.startswith("Represent this sentence")
+    assert plain.query_prefix == ""
+    for provider, want in ((bge, by_cls), (declared, by_cls), (overridden, by_mean), (plain, by_mean)):
+        got = provider.embed_documents([text]).vectors[0]
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    assert cos(by_cls, by_mean) < 0.99  # the two poolings differ here: the check above could fail
+    wrong = folder("bad-pooling", **{"saipling.json": {"pooling": "max"}})
+    assert wrong.failed and "pooling" in wrong.failed
+
+
 def test_model_path_missing_files_fails_clearly(tmp_path: Path) -> None:
     settings = Settings(provider="local", model_path=str(tmp_path))
     assert not local_available(settings)

@@ -29,6 +29,8 @@ class ModelFamily:
     # chunks of ~100 tokens instead of the window's 217 lifted fiction dev set semantic recall@10 0.742 -> 0.818
     # and SciFact train hybrid nDCG@10 0.737 -> 0.744 (benchmarks/README.md, row R3)
     passage_tokens: int = 0
+    # how a local ONNX export's token vectors become one (model cards): "cls" for bge, mxbai and Arctic Embed
+    pooling: str = "mean"
 
 
 # First match wins: the more specific patterns come first.
@@ -36,12 +38,12 @@ FAMILIES: tuple[ModelFamily, ...] = (
     # nomic-embed-text v2 (MoE) was trained with 512 tokens; v1 / v1.5 with 2,048 (Ollama's GGUF caps there)
     ModelFamily("nomic-embed-text-v2", r"nomic-embed-text-v2", "search_query: ", "search_document: ", 512),
     ModelFamily("nomic-embed-text", r"nomic-embed-text", "search_query: ", "search_document: ", 2048),
-    ModelFamily("mxbai", r"mxbai-embed", RETRIEVAL_INSTRUCTION, "", 512),
+    ModelFamily("mxbai", r"mxbai-embed", RETRIEVAL_INSTRUCTION, "", 512, pooling="cls"),
     # Arctic Embed 2.0 (Ollama: snowflake-arctic-embed2): "query: " before queries, 8,192 tokens
-    ModelFamily("snowflake-arctic-v2", r"arctic-embed(2|-[lm]-v2)", "query: ", "", 8192),
-    ModelFamily("snowflake-arctic", r"arctic-embed", RETRIEVAL_INSTRUCTION, "", 512),
-    ModelFamily("bge-m3", r"bge-m3", "", "", 8192),
-    ModelFamily("bge", r"bge-", RETRIEVAL_INSTRUCTION, "", 512),
+    ModelFamily("snowflake-arctic-v2", r"arctic-embed(2|-[lm]-v2)", "query: ", "", 8192, pooling="cls"),
+    ModelFamily("snowflake-arctic", r"arctic-embed", RETRIEVAL_INSTRUCTION, "", 512, pooling="cls"),
+    ModelFamily("bge-m3", r"bge-m3", "", "", 8192, pooling="cls"),
+    ModelFamily("bge", r"bge-", RETRIEVAL_INSTRUCTION, "", 512, pooling="cls"),
     ModelFamily("gte-v1.5", r"gte-(base|large)-en-v1\.5|gte-multilingual", "", "", 8192),
     ModelFamily("gte", r"(^|[/_.-])gte-(small|base|large)", "", "", 512),
     # e5 v1/v2 and multilingual-e5 (not the *-instruct or e5-mistral models, which take an instruction)

@@ -60,6 +60,7 @@ class ModelFiles:
     query_prefix: str = ""
     document_prefix: str = ""
     int8_matmuls: bool = False  # rewrite dequantize-then-MatMul into int8 GEMMs (bundled model only)
+    pooling: str = "mean"  # token vectors to one: "mean" (attention-masked) or "cls" (the first token's)
 
 
 def _has_module(name: str) -> bool:
@@ -84,7 +85,9 @@ def _bundled_onnx() -> Path | None:
 
 
 def _folder_onnx(folder: Path) -> Path | None:
-    for candidate in (folder / "model.onnx", folder / "onnx" / "model.onnx"):
+    # (optimum / transformers.js exports name a quantized copy model_quantized.onnx)
+    names = ("model.onnx", "onnx/model.onnx", "model_quantized.onnx", "onnx/model_quantized.onnx")
+    for candidate in (folder / name for name in names):
         if candidate.is_file():
             return candidate
     return None
@@ -146,11 +149,14 @@ def resolve_model(settings: Settings) -> ModelFiles:
 
 
 def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
-    """A user's model folder: model.onnx (or onnx/model.onnx) + tokenizer.json, optional configs.
+    """A user's model folder: model.onnx (or model_quantized.onnx, either also under onnx/) + tokenizer.json,
+    optional configs.
 
     Optional files read: config.json (hidden_size), sentence_bert_config.json (max_seq_length),
-    config_sentence_transformers.json (prompts: query / document or passage), and saipling.json with any of
-    model, dimensions, max_input_tokens, query_prefix, document_prefix (wins over the others).
+    config_sentence_transformers.json (prompts: query / document or passage), 1_Pooling/config.json (CLS or
+    mean pooling), and saipling.json with any of model, dimensions, max_input_tokens, query_prefix,
+    document_prefix, pooling (wins over the others). A folder of a known family (families.py, by its model
+    name) gets the family's prefixes and pooling where its files say nothing.
     """
     if not folder.is_dir():
         raise ProviderError(f"model_path {folder} is not a folder")
@@ -168,6 +174,12 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
     max_tokens = own.get("max_input_tokens") or sbert.get("max_seq_length") or DEFAULT_MAX_INPUT_TOKENS
     doc_prompt = prompts.get("document", prompts.get("passage", "")) if isinstance(prompts, dict) else ""
     query_prompt = prompts.get("query", "") if isinstance(prompts, dict) else ""
+    family = family_for(str(own.get("model") or settings.model or folder.resolve().name))
+    if family is not None and not prompts:  # a known family's prefixes unless the folder declares its own
+        query_prompt, doc_prompt = family.query_prefix, family.document_prefix
+    pooling = own.get("pooling") or _st_pooling(folder) or (family.pooling if family else "mean")
+    if pooling not in ("mean", "cls"):
+        raise ProviderError(f"model_path {folder}: pooling {pooling!r} is not 'mean' or 'cls'")
     try:
         return ModelFiles(
             onnx=onnx,
@@ -177,9 +189,20 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
             max_input_tokens=int(max_tokens),
             query_prefix=str(own.get("query_prefix", query_prompt) or ""),
             document_prefix=str(own.get("document_prefix", doc_prompt) or ""),
+            pooling=pooling,
         )
     except (TypeError, ValueError) as exc:
         raise ProviderError(f"model_path {folder}: invalid model config ({exc})") from exc
+
+
+def _st_pooling(folder: Path) -> str | None:
+    """The pooling a sentence-transformers folder declares (1_Pooling/config.json), when mean or CLS."""
+    conf = _read_json(folder / "1_Pooling" / "config.json")
+    if conf.get("pooling_mode_cls_token"):
+        return "cls"
+    if conf.get("pooling_mode_mean_tokens"):
+        return "mean"
+    return None
 
 
 def _plain_counter(tokenizer: Any) -> Callable[[str], int]:
@@ -197,6 +220,7 @@ class _Loaded:
     feeds: tuple[str, ...]
     output: str
     pooled: bool  # the output is already one vector per text
+    cls: bool  # pool by the first ([CLS]) token's vector instead of the masked mean
     # int8 matmuls quantize activations per run, so each text runs alone (batching would make vectors depend on
     # their batch); then texts run side by side on `pool`, one single-threaded run per worker.
     one_per_run: bool
@@ -366,8 +390,9 @@ class LocalProvider(EmbeddingProvider):
         )
         pooled = len(out.shape) == 2
         count = WordPieceCounter(counter) if is_additive(counter) else _plain_counter(counter)
+        cls = files.pooling == "cls"
         return _Loaded(
-            session, tokenizer, counter, count, names, out.name, pooled, one_per_run, pool, workers
+            session, tokenizer, counter, count, names, out.name, pooled, cls, one_per_run, pool, workers
         )
 
     def raw_session(self) -> Any:
@@ -464,5 +489,7 @@ class LocalProvider(EmbeddingProvider):
             )
         if state.pooled:
             return out
+        if state.cls:
+            return np.ascontiguousarray(out[:, 0, :])
         weights = mask[:, :, None].astype(np.float32)
         return (out * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
