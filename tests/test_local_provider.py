@@ -322,6 +322,34 @@ def test_model_path_folder_pools_as_its_family_or_its_own_config_says(tmp_path: 
     assert wrong.failed and "pooling" in wrong.failed
 
 
+def test_a_folder_model_quantized_per_run_embeds_each_text_alone(tmp_path: Path) -> None:
+    """An int8 export quantizes activations with a scale from the whole run (optimum's and transformers.js's
+    model_quantized.onnx): batched, a text's vector depended on the texts beside it (bge-small-en-v1.5 int8:
+    cosine 0.993). Such a folder runs each text alone, as the bundled model does. (The bundled graph with its
+    matmuls rewritten to DynamicQuantizeMatMul stands in for such an export.)"""
+    from saipling.embeddings.int8 import int8_matmul_model, quantizes_per_run
+
+    graph, rewritten = int8_matmul_model(resolve_model(Settings()).onnx.read_bytes())
+    assert rewritten > 0
+    folder = tmp_path / "my-int8-export"
+    folder.mkdir()
+    (folder / "model_quantized.onnx").write_bytes(graph)
+    (folder / "tokenizer.json").symlink_to(TOKENIZER_FILE)
+    (folder / "config.json").write_text(json.dumps({"hidden_size": 384}))
+    assert quantizes_per_run(folder / "model_quantized.onnx")
+    assert not quantizes_per_run(resolve_model(Settings()).onnx)  # the shipped graph dequantizes weights only
+    p = LocalProvider(Settings(provider="local", model_path=str(folder)))
+    assert p.one_text_per_run
+    texts = [
+        "It was a dark and stormy night; the rain fell in torrents.",
+        "Short.",
+        "The captain studied the chart for a long while before he spoke again, slowly, to nobody.",
+    ]
+    together = p.embed_documents(texts).vectors
+    for i, text in enumerate(texts):
+        np.testing.assert_allclose(p.embed_documents([text]).vectors[0], together[i], atol=1e-6)
+
+
 def test_model_path_missing_files_fails_clearly(tmp_path: Path) -> None:
     settings = Settings(provider="local", model_path=str(tmp_path))
     assert not local_available(settings)

@@ -24,7 +24,7 @@ from ..errors import ProviderError
 from ..lazy import np  # numpy loads on first use (cold CLI path)
 from .base import EmbeddingProvider, EmbeddingResult, normalise, side_thread
 from .families import family_for
-from .int8 import int8_matmul_model
+from .int8 import int8_matmul_model, quantizes_per_run
 from .tokencount import WordPieceCounter, is_additive
 
 log = logging.getLogger(__name__)
@@ -339,7 +339,9 @@ class LocalProvider(EmbeddingProvider):
             except (OSError, ValueError) as exc:
                 raise ProviderError(f"cannot read local model {files.onnx}: {exc}") from exc
             log.debug("local model: %d matmuls run as int8", rewritten)
-        one_per_run = rewritten > 0
+        # a graph that quantizes activations per run (ours once rewritten; a user's int8 export) runs each
+        # text alone, or a text's vector would depend on the texts batched with it
+        one_per_run = rewritten > 0 or (not files.int8_matmuls and quantizes_per_run(files.onnx))
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.enable_mem_pattern = False  # shapes change every run; a pattern per shape only costs memory
