@@ -397,6 +397,13 @@ class LocalProvider(EmbeddingProvider):
             session, tokenizer, counter, count, names, out.name, pooled, cls, one_per_run, pool, workers
         )
 
+    @property
+    def vector_key(self) -> str:
+        """The base key, marked for CLS pooling: a bge folder was pooled by the mean before saipling knew better,
+        and its vectors under the plain key are re-embedded rather than mixed with the new ones."""
+        key = super().vector_key
+        return f"{key}+cls" if self.files is not None and self.files.pooling == "cls" else key
+
     def raw_session(self) -> Any:
         """The onnxruntime InferenceSession (loads the model); for benchmarks and diagnostics."""
         return self._loaded().session
