@@ -247,6 +247,26 @@ def test_a_model_without_a_calibration_gets_one_from_its_own_neighbours(tmp_path
         store.close()
 
 
+@pytest.mark.parametrize(
+    ("model", "calibrated"),
+    [
+        ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2"),
+        ("sentence-transformers/all-minilm-l6-v2", "all-MiniLM-L6-v2"),
+        ("bge-small-en-v1.5", "bge-small-en-v1.5"),
+        ("bge-small-en-v1.5-onnx-int8", "bge-small-en-v1.5"),  # an export keeps its model's calibration
+        ("Xenova/bge-small-en-v1.5-quantized", "bge-small-en-v1.5"),
+        ("bge-small-en-v1.5-finetuned-legal", None),  # another model: its own cosines, the fallback
+        ("bge-small-en", None),
+        ("unknown-model", None),
+    ],
+)
+def test_a_calibration_follows_its_model_and_its_exports(model: str, calibrated: str | None) -> None:
+    from saipling.confidence import CALIBRATIONS, calibration_for
+
+    assert calibration_for(model) == (CALIBRATIONS[calibrated] if calibrated else None)
+    assert CALIBRATIONS["bge-small-en-v1.5"] != CALIBRATIONS["all-MiniLM-L6-v2"]
+
+
 # -- skill key -------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("value", [-0.1, 1.5, "0.5", True, None])
 def test_min_relevance_must_be_a_number_between_0_and_1(value: Any) -> None:
