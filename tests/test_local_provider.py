@@ -325,6 +325,31 @@ def test_model_path_folder_pools_as_its_family_or_its_own_config_says(tmp_path: 
     assert wrong.failed and "pooling" in wrong.failed
 
 
+@pytest.mark.parametrize(
+    ("name", "prompts", "query", "document"),
+    [
+        ("e5-small-v2", None, "query: ", "passage: "),  # the family's
+        ("e5-small-v2", {"query": "q: "}, "q: ", "passage: "),  # the folder's, side by side with the family's
+        ("e5-small-v2", {"query": "", "passage": ""}, "", ""),  # declared empty: none
+        ("nomic-embed-text-v1.5", {"search_query": "sq: ", "search_document": "sd: "}, "sq: ", "sd: "),
+        ("my-model", {"query": "Query: ", "document": "Doc: "}, "Query: ", "Doc: "),
+        ("my-model", {"classification": "c: "}, "", ""),
+    ],
+)
+def test_model_path_prefixes_come_from_the_folder_then_its_family(
+    tmp_path: Path, name: str, prompts: dict | None, query: str, document: str
+) -> None:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "model.onnx").symlink_to(resolve_model(Settings()).onnx)
+    (folder / "tokenizer.json").symlink_to(TOKENIZER_FILE)
+    (folder / "config.json").write_text(json.dumps({"hidden_size": 384}))
+    if prompts is not None:
+        (folder / "config_sentence_transformers.json").write_text(json.dumps({"prompts": prompts}))
+    p = LocalProvider(Settings(provider="local", model_path=str(folder)))
+    assert (p.query_prefix, p.document_prefix) == (query, document)
+
+
 def test_a_folder_model_quantized_per_run_embeds_each_text_alone(tmp_path: Path) -> None:
     """An int8 export quantizes activations with a scale from the whole run (optimum's and transformers.js's
     model_quantized.onnx): batched, a text's vector depended on the texts beside it (bge-small-en-v1.5 int8:

@@ -29,7 +29,8 @@ class ModelFamily:
     # chunks of ~100 tokens instead of the window's 217 lifted fiction dev set semantic recall@10 0.742 -> 0.818
     # and SciFact train hybrid nDCG@10 0.737 -> 0.744 (benchmarks/README.md, row R3)
     passage_tokens: int = 0
-    # how a local ONNX export's token vectors become one (model cards): "cls" for bge, mxbai and Arctic Embed
+    # how a local ONNX export's token vectors become one (model cards): "cls" for bge, mxbai, Arctic Embed and
+    # gte v1.5
     pooling: str = "mean"
 
 
@@ -44,7 +45,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     ModelFamily("snowflake-arctic", r"arctic-embed", RETRIEVAL_INSTRUCTION, "", 512, pooling="cls"),
     ModelFamily("bge-m3", r"bge-m3", "", "", 8192, pooling="cls"),
     ModelFamily("bge", r"bge-", RETRIEVAL_INSTRUCTION, "", 512, pooling="cls"),
-    ModelFamily("gte-v1.5", r"gte-(base|large)-en-v1\.5|gte-multilingual", "", "", 8192),
+    ModelFamily("gte-v1.5", r"gte-(base|large)-en-v1\.5|gte-multilingual", "", "", 8192, pooling="cls"),
     ModelFamily("gte", r"(^|[/_.-])gte-(small|base|large)", "", "", 512),
     # e5 v1/v2 and multilingual-e5 (not the *-instruct or e5-mistral models, which take an instruction)
     # all-MiniLM-L6-v2 / all-MiniLM-L12-v2 (the local default; Ollama's `all-minilm`)

@@ -162,7 +162,7 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
         raise ProviderError(f"model_path {folder} is not a folder")
     onnx = _folder_onnx(folder)
     if onnx is None:
-        raise ProviderError(f"model_path {folder} has no model.onnx")
+        raise ProviderError(f"model_path {folder} has no model.onnx (nor model_quantized.onnx)")
     tokenizer = folder / "tokenizer.json"
     if not tokenizer.is_file():
         raise ProviderError(f"model_path {folder} has no tokenizer.json")
@@ -172,12 +172,15 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
     own = _read_json(folder / "saipling.json")
     dims = own.get("dimensions") or hf.get("hidden_size") or settings.dimensions or None
     max_tokens = own.get("max_input_tokens") or sbert.get("max_seq_length") or DEFAULT_MAX_INPUT_TOKENS
-    doc_prompt = prompts.get("document", prompts.get("passage", "")) if isinstance(prompts, dict) else ""
-    query_prompt = prompts.get("query", "") if isinstance(prompts, dict) else ""
+    prompts = prompts if isinstance(prompts, dict) else {}
     family = family_for(str(own.get("model") or settings.model or folder.resolve().name))
-    if family is not None and not prompts:  # a known family's prefixes unless the folder declares its own
-        query_prompt, doc_prompt = family.query_prefix, family.document_prefix
-    pooling = own.get("pooling") or _st_pooling(folder) or (family.pooling if family else "mean")
+    # the folder's own prompts (sentence-transformers names them query/document/passage, nomic's config
+    # search_query/search_document), else a known family's prefixes, side by side
+    query_prompt = _first(prompts, ("query", "search_query"), family.query_prefix if family else "")
+    doc_prompt = _first(
+        prompts, ("document", "passage", "search_document"), family.document_prefix if family else ""
+    )
+    pooling = str(own.get("pooling") or _st_pooling(folder) or (family.pooling if family else "mean")).lower()
     if pooling not in ("mean", "cls"):
         raise ProviderError(f"model_path {folder}: pooling {pooling!r} is not 'mean' or 'cls'")
     try:
@@ -193,6 +196,10 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
         )
     except (TypeError, ValueError) as exc:
         raise ProviderError(f"model_path {folder}: invalid model config ({exc})") from exc
+
+
+def _first(values: dict[str, Any], keys: tuple[str, ...], default: str) -> str:
+    return next((str(values[k]) for k in keys if isinstance(values.get(k), str)), default)
 
 
 def _st_pooling(folder: Path) -> str | None:
