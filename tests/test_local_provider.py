@@ -317,6 +317,18 @@ def test_model_path_folder_pools_as_its_family_or_its_own_config_says(tmp_path: 
     # vectors pooled by the mean under the same model name (before pooling was read) are not reused
     assert bge.vector_key.endswith("+cls") and declared.vector_key == "my-model+cls"
     assert (overridden.vector_key, plain.vector_key) == ("bge-base-en-v1.5", "my-other-model")
+    assert [x.applied()["pooling"] for x in (bge, declared, overridden, plain)] == [
+        "cls",
+        "cls",
+        "mean",
+        "mean",
+    ]
+    assert bundled.applied()["pooling"] == "mean"  # (status `embedding.pooling`)
+    from saipling.cli import _embedding_line  # `saipling status` says so
+
+    assert "[CLS] pooling" in _embedding_line(bge.applied()) and "pooling" not in _embedding_line(
+        plain.applied()
+    )
     for provider, want in ((bge, by_cls), (declared, by_cls), (overridden, by_mean), (plain, by_mean)):
         got = provider.embed_documents([text]).vectors[0]
         np.testing.assert_allclose(got, want, atol=1e-5)

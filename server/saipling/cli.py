@@ -263,6 +263,8 @@ def _embedding_line(e: dict) -> str:
     if e.get("inputTypeField"):
         parts.append(f"{e['inputTypeField']} = query/document")
     parts += [f"window {e['maxInputTokens']} tokens", f"batches of {e['batchSize']}"]
+    if e.get("pooling") == "cls":
+        parts.append("[CLS] pooling")
     return ", ".join(parts) + (f" ({e['family']} family)" if e.get("family") else "")
 
 

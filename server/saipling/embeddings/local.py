@@ -404,6 +404,10 @@ class LocalProvider(EmbeddingProvider):
             session, tokenizer, counter, count, names, out.name, pooled, cls, one_per_run, pool, workers
         )
 
+    def applied(self) -> dict[str, Any]:
+        """The base fields plus `pooling` (how the model's token vectors become one: mean or cls)."""
+        return {**super().applied(), "pooling": self.files.pooling if self.files is not None else None}
+
     @property
     def vector_key(self) -> str:
         """The base key, marked for CLS pooling: a bge folder was pooled by the mean before saipling knew better,
