@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -338,18 +339,29 @@ def test_model_path_folder_pools_as_its_family_or_its_own_config_says(tmp_path: 
 
 
 @pytest.mark.parametrize(
-    ("name", "prompts", "query", "document"),
+    ("name", "prompts", "own", "query", "document"),
     [
-        ("e5-small-v2", None, "query: ", "passage: "),  # the family's
-        ("e5-small-v2", {"query": "q: "}, "q: ", "passage: "),  # the folder's, side by side with the family's
-        ("e5-small-v2", {"query": "", "passage": ""}, "", ""),  # declared empty: none
-        ("nomic-embed-text-v1.5", {"search_query": "sq: ", "search_document": "sd: "}, "sq: ", "sd: "),
-        ("my-model", {"query": "Query: ", "document": "Doc: "}, "Query: ", "Doc: "),
-        ("my-model", {"classification": "c: "}, "", ""),
+        ("e5-small-v2", None, None, "query: ", "passage: "),  # the family's
+        ("e5-small-v2", {"query": "q: "}, None, "q: ", "passage: "),  # the folder's beside the family's
+        # what sentence-transformers 5 saves for every model: no prompt said, the family's stand
+        ("e5-small-v2", {"query": "", "document": ""}, None, "query: ", "passage: "),
+        ("e5-small-v2", {"document": "", "passage": "p: "}, None, "query: ", "p: "),
+        (
+            "e5-small-v2",
+            None,
+            {"query_prefix": "", "document_prefix": ""},
+            "",
+            "",
+        ),  # none, said in saipling.json
+        ("nomic-embed-text-v1.5", {"search_query": "sq: ", "search_document": "sd: "}, None, "sq: ", "sd: "),
+        ("my-model", {"query": "Query: ", "document": "Doc: "}, None, "Query: ", "Doc: "),
+        ("my-model", {"classification": "c: "}, None, "", ""),
+        ("e5-small-v2", ["query: x"], None, "query: ", "passage: "),  # not a mapping: ignored
+        ("e5-small-v2", {"query": 5}, None, "query: ", "passage: "),
     ],
 )
 def test_model_path_prefixes_come_from_the_folder_then_its_family(
-    tmp_path: Path, name: str, prompts: dict | None, query: str, document: str
+    tmp_path: Path, name: str, prompts: Any, own: dict | None, query: str, document: str
 ) -> None:
     folder = tmp_path / name
     folder.mkdir()
@@ -358,6 +370,8 @@ def test_model_path_prefixes_come_from_the_folder_then_its_family(
     (folder / "config.json").write_text(json.dumps({"hidden_size": 384}))
     if prompts is not None:
         (folder / "config_sentence_transformers.json").write_text(json.dumps({"prompts": prompts}))
+    if own is not None:
+        (folder / "saipling.json").write_text(json.dumps(own))
     p = LocalProvider(Settings(provider="local", model_path=str(folder)))
     assert (p.query_prefix, p.document_prefix) == (query, document)
 
@@ -388,6 +402,23 @@ def test_a_folder_model_quantized_per_run_embeds_each_text_alone(tmp_path: Path)
     together = p.embed_documents(texts).vectors
     for i, text in enumerate(texts):
         np.testing.assert_allclose(p.embed_documents([text]).vectors[0], together[i], atol=1e-6)
+
+
+@pytest.mark.parametrize("block", [5, 7, 16, 1 << 20])
+def test_the_per_run_quantization_check_finds_an_op_name_across_read_blocks(
+    tmp_path: Path, monkeypatch, block: int
+) -> None:
+    from saipling.embeddings import int8
+
+    monkeypatch.setattr(int8, "SCAN_BLOCK", block)
+    for i in range(12):  # the name at every offset against the block boundaries
+        (tmp_path / "q.onnx").write_bytes(b"x" * i + b"\x12DynamicQuantizeLinear\x1a" + b"y" * 9)
+        assert int8.quantizes_per_run(tmp_path / "q.onnx")
+    (tmp_path / "m.onnx").write_bytes(b"MatMul Gather DynamicQuant izeLinear MatMulIntegerTo Float" * 3)
+    assert not int8.quantizes_per_run(tmp_path / "m.onnx")
+    (tmp_path / "e.onnx").write_bytes(b"")
+    assert not int8.quantizes_per_run(tmp_path / "e.onnx")
+    assert not int8.quantizes_per_run(tmp_path)  # a folder: unreadable, False (onnxruntime says why)
 
 
 def test_model_path_missing_files_fails_clearly(tmp_path: Path) -> None:

@@ -96,10 +96,10 @@ async def test_delete_on_next_tick_and_rename_reuses_embeddings(
         rename = types.FileRename((root / "a.md").as_uri(), (root / "renamed.md").as_uri())
         client.workspace_did_rename_files(types.RenameFilesParams([rename]))
         assert (await tick(client))["paths"] == 1  # the old name leaves now
-        # ... and the new one is there at once (the text pass, on a worker thread: a search waits for it, a
-        # status asked at the same moment may not: it answered 0 files once under load)
+        # ... and the new one is there at once, without a search (the text pass runs on a worker thread: a status
+        # asked at the same moment answered 0 files once under load, so it is polled for a few seconds at most)
+        await wait_for_status(client, lambda st: st["totalFiles"] == 1, timeout=5.0)
         assert await search_paths(client, "amber lantern", mode="lexical") == ["renamed.md"]
-        assert (await status(client))["totalFiles"] == 1
         st = await status(client)
         assert st["unembeddedChunks"] == 0  # its vectors came back from the embedding cache
         await advance(client, QUIET)

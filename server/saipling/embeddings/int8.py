@@ -15,7 +15,6 @@ batch (see `LocalProvider`); `quantizes_per_run` finds the same in a user's int8
 
 from __future__ import annotations
 
-import mmap
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -131,10 +130,22 @@ def quantizes_per_run(path: Path) -> bool:
 
     The op names are looked for in the file's bytes (a node's op_type is stored as plain text), not by parsing
     it: `onnx.load` decodes every weight (0.4 s and 300 MB more at each load of a 436 MB model; the search takes
-    0.18 s there, a few ms for small models, and needs no `onnx` package). A name found elsewhere (a doc string)
+    0.2 s there, a few ms for small models, and needs no `onnx` package). A name found elsewhere (a doc string)
     only makes texts run one at a time."""
+    keep = max(len(op) for op in DYNAMIC_QUANT_OPS) - 1  # a name cut by a block boundary is still found
     try:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return any(data.find(op) >= 0 for op in DYNAMIC_QUANT_OPS)
-    except (OSError, ValueError):  # unreadable, or empty (mmap of 0 bytes)
-        return False
+        # read in blocks, not mapped: a file cut short meanwhile is an error here, not a SIGBUS
+        with open(path, "rb") as fh:
+            tail = b""
+            while block := fh.read(SCAN_BLOCK):
+                seam = tail + block[:keep]
+                if any(op in block or op in seam for op in DYNAMIC_QUANT_OPS):
+                    return True
+                # the last `keep` bytes read, whatever the block's size
+                tail = block[-keep:] if len(block) >= keep else (tail + block)[-keep:]
+    except OSError:
+        pass
+    return False
+
+
+SCAN_BLOCK = 16 << 20

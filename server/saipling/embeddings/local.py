@@ -153,7 +153,8 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
     optional configs.
 
     Optional files read: config.json (hidden_size), sentence_bert_config.json (max_seq_length),
-    config_sentence_transformers.json (prompts: query / document or passage), 1_Pooling/config.json (CLS or
+    config_sentence_transformers.json (prompts: query / document or passage; nomic's search_query /
+    search_document), 1_Pooling/config.json (CLS or
     mean pooling), and saipling.json with any of model, dimensions, max_input_tokens, query_prefix,
     document_prefix, pooling (wins over the others). A folder of a known family (families.py, by its model
     name) gets the family's prefixes and pooling where its files say nothing.
@@ -180,9 +181,10 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
     doc_prompt = _first(
         prompts, ("document", "passage", "search_document"), family.document_prefix if family else ""
     )
-    pooling = str(own.get("pooling") or _st_pooling(folder) or (family.pooling if family else "mean")).lower()
+    declared = own.get("pooling") or _st_pooling(folder) or (family.pooling if family else "mean")
+    pooling = str(declared).strip().lower()
     if pooling not in ("mean", "cls"):
-        raise ProviderError(f"model_path {folder}: pooling {pooling!r} is not 'mean' or 'cls'")
+        raise ProviderError(f"model_path {folder}: pooling {declared!r} is not 'mean' or 'cls'")
     try:
         return ModelFiles(
             onnx=onnx,
@@ -199,7 +201,9 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
 
 
 def _first(values: dict[str, Any], keys: tuple[str, ...], default: str) -> str:
-    return next((str(values[k]) for k in keys if isinstance(values.get(k), str)), default)
+    """The first non-empty string among `keys` (sentence-transformers 5 saves `{"query": "", "document": ""}`
+    for every model: no prompt said, not "no prefix"; saipling.json's `query_prefix: ""` says that)."""
+    return next((v for k in keys if isinstance(v := values.get(k), str) and v), default)
 
 
 def _st_pooling(folder: Path) -> str | None:
