@@ -191,10 +191,8 @@ class EmbeddingPhase:
         t1 = time.perf_counter()
         self.store.set_vectors(items, self._cache_key())
         summary.timings["store"] += time.perf_counter() - t1
-        if len(got) < len(
-            missing
-        ):  # the provider failed within the round: what it got is stored, the run stops
-            return None
+        if len(got) < len(missing):
+            return None  # the provider failed within the round: what it got is stored, the run stops
         return bool(missing)
 
     def _confirmed(

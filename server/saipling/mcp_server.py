@@ -535,10 +535,8 @@ def broken_line_reply(exc: Exception) -> Any:
     log.warning("unreadable message on stdin: %s", str(errors[0].get("msg")) if errors else exc)
     try:
         data = json.loads(line) if line is not None else None
-    except (
-        ValueError,
-        RecursionError,
-    ):  # cut short, or nested thousands deep: its top-level id may be readable
+    except (ValueError, RecursionError):
+        # cut short, or nested thousands deep: its top-level id may still be readable
         msg_id, invalid_json = salvage_id(str(line).encode("utf-8", "surrogateescape")), True
     else:
         msg_id = data.get("id") if isinstance(data, dict) and "method" in data else None

@@ -18,6 +18,13 @@ SCHEMA_VERSION = 3
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 
+# the embedding cache: its columns and its key (also what CACHE_AS_ROWID_TABLE converts an older layout to)
+_CACHE_COLUMNS = (
+    "id INTEGER PRIMARY KEY, model TEXT NOT NULL, content_hash TEXT NOT NULL, "
+    "vector BLOB NOT NULL, created REAL"
+)
+_CACHE_KEY = "embedding_cache_key ON embedding_cache(model, content_hash)"
+
 _MIGRATIONS: list[str] = [
     # 1: initial schema
     f"""
@@ -48,10 +55,8 @@ _MIGRATIONS: list[str] = [
         VALUES ('delete', old.id, old.text, old.heading_path);
         INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
     END;
-    CREATE TABLE IF NOT EXISTS embedding_cache(
-        id INTEGER PRIMARY KEY, model TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL,
-        created REAL);
-    CREATE UNIQUE INDEX IF NOT EXISTS embedding_cache_key ON embedding_cache(model, content_hash);
+    CREATE TABLE IF NOT EXISTS embedding_cache({_CACHE_COLUMNS});
+    CREATE UNIQUE INDEX IF NOT EXISTS {_CACHE_KEY};
     CREATE TABLE IF NOT EXISTS embedding_log(
         id INTEGER PRIMARY KEY, timestamp REAL, provider TEXT, model TEXT, tokens INTEGER, chunks INTEGER,
         cost_usd REAL);
@@ -90,15 +95,13 @@ _MIGRATIONS: list[str] = [
 # (236 MB written to store 26 MB of vectors for a 1,001-note vault; 109 MB as a rowid table). A writable open
 # converts such a table (store.Store._upgrade_layout). Not a numbered migration: every query reads and writes
 # both layouts alike, so a read-only open and an older saipling keep using the index as it is.
-CACHE_AS_ROWID_TABLE = """
-    CREATE TABLE embedding_cache_rows(
-        id INTEGER PRIMARY KEY, model TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL,
-        created REAL);
+CACHE_AS_ROWID_TABLE = f"""
+    CREATE TABLE embedding_cache_rows({_CACHE_COLUMNS});
     INSERT INTO embedding_cache_rows(model, content_hash, vector, created)
         SELECT model, content_hash, vector, created FROM embedding_cache;
     DROP TABLE embedding_cache;
     ALTER TABLE embedding_cache_rows RENAME TO embedding_cache;
-    CREATE UNIQUE INDEX embedding_cache_key ON embedding_cache(model, content_hash);
+    CREATE UNIQUE INDEX {_CACHE_KEY};
 """
 
 

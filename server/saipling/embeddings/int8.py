@@ -121,6 +121,7 @@ def int8_matmul_model(model: bytes) -> tuple[bytes, int]:
 # quantization, what optimum and transformers.js int8 exports use)
 # (DynamicQuantizeLinear, DynamicQuantizeMatMul, DynamicQuantizeLSTM; MatMulIntegerToFloat)
 DYNAMIC_QUANT_OPS = (b"DynamicQuantize", b"MatMulIntegerToFloat")
+SCAN_BLOCK = 16 << 20  # bytes read at a time when looking for them
 
 
 def quantizes_per_run(path: Path) -> bool:
@@ -146,6 +147,3 @@ def quantizes_per_run(path: Path) -> bool:
     except OSError:
         pass
     return False
-
-
-SCAN_BLOCK = 16 << 20

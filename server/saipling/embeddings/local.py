@@ -154,9 +154,8 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
 
     Optional files read: config.json (hidden_size), sentence_bert_config.json (max_seq_length),
     config_sentence_transformers.json (prompts: query / document or passage; nomic's search_query /
-    search_document), 1_Pooling/config.json (CLS or
-    mean pooling), and saipling.json with any of model, dimensions, max_input_tokens, query_prefix,
-    document_prefix, pooling (wins over the others). A folder of a known family (families.py, by its model
+    search_document), 1_Pooling/config.json (CLS or mean pooling), and saipling.json with any of model,
+    dimensions, max_input_tokens, query_prefix, document_prefix, pooling (wins over the others). A folder of a known family (families.py, by its model
     name) gets the family's prefixes and pooling where its files say nothing.
     """
     if not folder.is_dir():
@@ -174,7 +173,8 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
     dims = own.get("dimensions") or hf.get("hidden_size") or settings.dimensions or None
     max_tokens = own.get("max_input_tokens") or sbert.get("max_seq_length") or DEFAULT_MAX_INPUT_TOKENS
     prompts = prompts if isinstance(prompts, dict) else {}
-    family = family_for(str(own.get("model") or settings.model or folder.resolve().name))
+    model = str(own.get("model") or settings.model or folder.resolve().name)
+    family = family_for(model)
     # the folder's own prompts (sentence-transformers names them query/document/passage, nomic's config
     # search_query/search_document), else a known family's prefixes, side by side
     query_prompt = _first(prompts, ("query", "search_query"), family.query_prefix if family else "")
@@ -189,7 +189,7 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
         return ModelFiles(
             onnx=onnx,
             tokenizer=tokenizer,
-            model=str(own.get("model") or settings.model or folder.resolve().name),
+            model=model,
             dimensions=int(dims) if dims else None,
             max_input_tokens=int(max_tokens),
             query_prefix=str(own.get("query_prefix", query_prompt) or ""),
