@@ -121,18 +121,18 @@ def test_a_file_that_cannot_be_opened_is_not_pending_forever_but_tried_once_read
 ) -> None:
     """Permission denied (simulated: the tests may run as root, who reads anything): the file is remembered, so a
     one-shot command does not list it as changed at every run; once readable (a chmod keeps its mtime) it is."""
-    from saipling import indexer, unindexable
+    from saipling import index_text, unindexable
     from saipling.freshness import changed_on_disk
 
     root = make_project(tmp_path, {"a.md": "# A\n\nThe harbour.\n", "b.md": "# B\n\nThe locked diary.\n"})
-    real_read = indexer.read_regular
+    real_read = index_text.read_regular
 
     def denied(path: Path) -> bytes:
         if Path(path).name == "b.md":
             raise PermissionError(13, "Permission denied")
         return real_read(path)
 
-    monkeypatch.setattr(indexer, "read_regular", denied)
+    monkeypatch.setattr(index_text, "read_regular", denied)
     with open_project(root) as p:
         summary = p.index()
         assert ("b.md", "unreadable (Permission denied)") in summary.skipped

@@ -74,10 +74,10 @@ def assert_consistent(project: Project, *, all_embedded: bool) -> None:
 def small_text_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """The text phase stores `many_files`' files 8 at a time (32 chunks, the batch size these tests set), so that
     cancelling, killing and progress between text batches can be seen on 24 small files (a real run stores up
-    to indexer.TEXT_BATCH_CHUNKS chunks a batch)."""
-    from saipling import indexer
+    to index_text.TEXT_BATCH_CHUNKS chunks a batch)."""
+    from saipling import index_text
 
-    monkeypatch.setattr(indexer, "TEXT_BATCH_CHUNKS", 32)
+    monkeypatch.setattr(index_text, "TEXT_BATCH_CHUNKS", 32)
 
 
 def test_keyword_only_index_and_metadata(tmp_path: Path) -> None:
@@ -200,16 +200,16 @@ def test_explicit_paths_obey_the_symlink_rule(tmp_path: Path) -> None:
 def test_a_file_that_breaks_the_chunker_is_skipped_not_fatal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import saipling.indexer as indexer_module
+    import saipling.chunk_pool as chunk_pool
 
-    real = indexer_module.chunk_document
+    real = chunk_pool.chunk_document
 
     def flaky(text, *args, **kwargs):
         if "KABOOM" in text:
             raise RecursionError("simulated chunker bug")
         return real(text, *args, **kwargs)
 
-    monkeypatch.setattr(indexer_module, "chunk_document", flaky)
+    monkeypatch.setattr(chunk_pool, "chunk_document", flaky)
     root = saipling_project(tmp_path)
     write_file(root, "notes/odd.md", "# Odd\n\nKABOOM\n")
     with open_project(root) as project:

@@ -1,3 +1,4 @@
 from saipling.cli import main
 
-main()
+if __name__ == "__main__":  # (also keeps a spawned chunking worker from running the CLI)
+    main()

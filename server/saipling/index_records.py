@@ -98,6 +98,7 @@ class IndexSummary:
     )
     embedded_paths: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, cause): errors, not skip rules
+    chunk_workers: int = 0  # worker processes that chunked beside the text phase (chunk_pool.py)
 
     def failure_causes(self) -> dict[str, int]:
         """Each distinct cause of a failed file and how many files it failed (one line each in reports)."""
@@ -118,5 +119,5 @@ class IndexSummary:
             "paused": self.paused, "declined": self.declined, "pendingFiles": self.pending_files, "unembeddedChunks": self.unembedded,
             "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
-            "failed": [{"path": p, "cause": c} for p, c in self.failed],
+            "failed": [{"path": p, "cause": c} for p, c in self.failed], "chunkWorkers": self.chunk_workers,
         }  # fmt: skip

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -11,17 +10,14 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from .chunker import CHUNKER_VERSION, Chunk, ChunkLimits, chunk_document, limits_for
+from .chunker import CHUNKER_VERSION, ChunkLimits, limits_for
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderError
-from .index_embed import EmbeddingPhase, Overlap
+from .index_embed import EmbeddingPhase
 from .index_lock import index_lock
 from .index_records import (  # noqa: F401 - records re-exported: callers import them from the indexer
     RACY_WINDOW_FINE_NS,
@@ -32,35 +28,18 @@ from .index_records import (  # noqa: F401 - records re-exported: callers import
     is_racy,
     racy_window,
 )
-from .metadata import FileMeta, extract_metadata
-from .parse_memo import ParseMemo, memo_of, parse_with_memo
+from .index_text import TextPhase
+from .parse_memo import ParseMemo
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
-from .store import ChunkRow, FileRecord, Store
-from .textio import BinaryFile, decode, read_regular
+from .store import Store
 
 log = logging.getLogger(__name__)
 
 CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
-MAX_PARSE_MEMOS = 20_000  # files whose last parse is remembered (a few kB each)
 PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run did not get to read
-# The text phase stores files a batch at a time, one transaction each, holding the write lock (a save in the
-# editor waits for the batch in progress): up to 512 chunks (~0.1 s of chunking here), 256 files or half a
-# second, whichever comes first. Each commit starts a new keyword segment for FTS5 to merge: 58 commits of 128
-# chunks wrote 60 MB for a 1,001-note vault, 17 of 512 wrote 35 MB (0.06 s less).
-TEXT_BATCH_CHUNKS = 512
-TEXT_BATCH_FILES = 256
-TEXT_BATCH_SECONDS = 0.5
 
 
-@dataclass
-class _Prepared:
-    entry: ScanEntry
-    record: FileRecord
-    chunks: list[Chunk]
-    meta: FileMeta
-
-
-class Indexer(EmbeddingPhase):
+class Indexer(TextPhase, EmbeddingPhase):
     """Brings the store in line with the files on disk."""
 
     def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider) -> None:
@@ -73,6 +52,7 @@ class Indexer(EmbeddingPhase):
         # refresh of a saved file (or a search's lazy sync) waits for one batch, never for a whole run
         self._write_lock = threading.Lock()
         self.paused = threading.Event()  # set: runs stop embedding (the text index stays live)
+        self._refreshes = 0  # refresh() calls: a run's read-ahead re-reads files read before the last one
         self._parse_memos: dict[str, ParseMemo] = {}  # path -> what its next parse can reuse (parse_memo.py)
         self.on_lock_wait: Callable[[int | None], None] | None = (
             None  # told when another process holds the index
@@ -147,60 +127,6 @@ class Indexer(EmbeddingPhase):
             return self.store.configure_vectors(p.name, p.vector_key, p.dimensions)
         return False
 
-    # -- one file ------------------------------------------------------------------------------------------
-    def read_bytes(self, path: Path) -> bytes:
-        """Every file read goes through here (counted: a no-op reindex must read nothing).
-
-        A FIFO or device named `*.md` (or a file swapped for one after the scan) must never block the run:
-        textio.read_regular refuses it."""
-        return read_regular(path)
-
-    def prepare(self, entry: ScanEntry, data: bytes, summary: IndexSummary) -> _Prepared | None:
-        t0 = time.perf_counter()
-        try:
-            decoded = decode(data, entry.rel)
-        except BinaryFile as exc:
-            summary.skipped.append((entry.rel, "binary or undecodable"))
-            log.warning("skipping %s", exc)
-            return None
-        if decoded.warning:
-            summary.warnings.append(decoded.warning)
-        try:
-            meta = extract_metadata(entry.rel, decoded.text)
-            # an edited file re-parses from its last unchanged top-level heading (parse_memo.py)
-            blocks = parse_with_memo(decoded.text, self._parse_memos.pop(entry.rel, None))
-            chunks = chunk_document(decoded.text, meta, self.limits(), self.token_counter(), blocks)
-            self._remember_parse(entry.rel, memo_of(decoded.text, blocks))
-        except Exception as exc:  # one odd file must never stop a run over thousands
-            log.exception("skipping %s: it could not be chunked", entry.rel)
-            summary.skipped.append((entry.rel, f"could not be chunked ({type(exc).__name__}: {exc})"))
-            return None
-        if meta.warning:
-            summary.warnings.append(meta.warning)
-        summary.timings["chunk"] += time.perf_counter() - t0
-        record = FileRecord(
-            path=entry.rel, content_hash=hashlib.sha256(data).hexdigest(), mtime_ns=entry.mtime_ns, size=entry.size,
-            file_type=meta.file_type, encoding=decoded.encoding, entity_type=meta.entity_type,
-            entity_name=meta.entity_name, display_name=meta.display_name, aliases=meta.aliases,
-            book_id=meta.book_id, chapter_id=meta.chapter_id, visibility=meta.visibility, corpus=entry.corpus,
-            warning=meta.warning or decoded.warning,
-        )  # fmt: skip
-        return _Prepared(entry, record, chunks, meta)
-
-    def _remember_parse(self, rel: str, memo: ParseMemo | None) -> None:
-        if memo is None:
-            return
-        self._parse_memos[rel] = memo
-        while len(self._parse_memos) > MAX_PARSE_MEMOS:  # the least recently read go first
-            self._parse_memos.pop(next(iter(self._parse_memos)))
-
-    def _rows(self, prep: _Prepared) -> list[ChunkRow]:
-        m = prep.meta
-        return [ChunkRow(c.chunk_index, c.kind, c.section_heading, c.heading_path, c.start_line, c.end_line,
-                         c.content_hash, c.preview, c.token_count, c.text, m.file_type, m.entity_type,
-                         m.entity_name, m.book_id, m.chapter_id, m.chapter_num, m.visibility, prep.entry.corpus)
-                for c in prep.chunks]  # fmt: skip
-
     # -- runs ----------------------------------------------------------------------------------------------
     def run(
         self,
@@ -249,6 +175,7 @@ class Indexer(EmbeddingPhase):
         summary = IndexSummary()
         start = time.perf_counter()
         with self._write_lock:
+            self._refreshes += 1  # files a run read ahead before now are read again (chunk_pool.ReadAhead)
             entries, stale = self._entries_for(list(paths), summary)
             for rel in stale:
                 if self.store.delete_file(rel):
@@ -365,128 +292,6 @@ class Indexer(EmbeddingPhase):
             progress(IndexProgress(total, total, None, summary.embedded, "done"))
         return summary
 
-    def _text_phase(
-        self,
-        todo: list[ScanEntry],
-        states: dict,
-        full: bool,
-        summary: IndexSummary,
-        progress: ProgressCallback | None,
-        cancel: threading.Event | None,
-        stored: list[int],
-        overlap: Overlap | None = None,
-    ) -> None:
-        """Read, chunk and store `todo` a batch at a time (the write lock is held per batch); the chunks left
-        without a vector go to `overlap` to be embedded meanwhile."""
-        total = len(todo)
-        rate = Throughput()
-        racy: list[
-            tuple[ScanEntry, str]
-        ] = []  # files stored with mtime 0, and the digest they were read with
-        n = 0
-        while n < total:
-            t0 = time.perf_counter()
-            begin = n
-            with self._write_lock:
-                locked = time.perf_counter()
-                batch: list[_Prepared] = []
-                batch_chunks = 0
-                while n < total:
-                    if cancel is not None and cancel.is_set():
-                        raise IndexCancelled("indexing cancelled")
-                    e = todo[n]
-                    if progress:
-                        progress(IndexProgress(n, total, e.rel, summary.embedded, "keywords",
-                                               eta_seconds=rate.eta(total - n)))  # fmt: skip
-                    n += 1
-                    try:
-                        prep = self._prepare_one(e, states, full, summary, racy)
-                    except (IndexCancelled, KeyboardInterrupt):
-                        raise
-                    except Exception as exc:  # one odd path must never stop a run over thousands
-                        self._file_failed(e.rel, exc, summary)
-                        continue
-                    if prep is None:
-                        continue
-                    summary.changed += 1
-                    batch.append(prep)
-                    batch_chunks += len(prep.chunks)
-                    if (
-                        batch_chunks >= TEXT_BATCH_CHUNKS
-                        or len(batch) >= TEXT_BATCH_FILES
-                        or time.perf_counter() - locked >= TEXT_BATCH_SECONDS
-                    ):
-                        break
-                if batch:
-                    unembedded = self._flush(batch, summary)
-                    if overlap is not None:
-                        overlap.feed(unembedded)
-                stored[0] = n
-            self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
-            rate.add(n - begin, time.perf_counter() - t0)
-
-    def _prepare_one(
-        self, e: ScanEntry, states: dict, full: bool, summary: IndexSummary, racy: list[tuple[ScanEntry, str]]
-    ) -> _Prepared | None:
-        """Read one file; None when it needs no new chunks (unchanged content, unreadable, skipped)."""
-        t0 = time.perf_counter()
-        try:
-            data = self.read_bytes(e.abs_path)
-        except OSError as exc:
-            summary.skipped.append((e.rel, f"unreadable ({exc.strerror or exc})"))
-            if e.rel in states:  # gone or unreadable now: its old text must not stay searchable
-                self.store.delete_file(e.rel)
-            return None
-        read_ns = time.time_ns()
-        summary.files_read += 1
-        summary.timings["read"] += time.perf_counter() - t0
-        # a racy mtime is stored as 0: the next run hashes the file again instead of trusting (mtime, size)
-        mtime_ns = 0 if is_racy(e.mtime_ns, read_ns) else e.mtime_ns
-        st = states.get(e.rel)
-        digest = hashlib.sha256(data).hexdigest()
-        if mtime_ns == 0:
-            racy.append((e, digest))
-        if st is not None and st.content_hash == digest and not full:
-            self.store.touch_file(e.rel, mtime_ns, e.size)
-            summary.unchanged += 1
-            return None
-        prep = self.prepare(e, data, summary)
-        if prep is None:
-            if st is not None:
-                self.store.delete_file(e.rel)
-            return None
-        prep.record.mtime_ns = mtime_ns
-        return prep
-
-    def _settle_racy(self, racy: list[tuple[ScanEntry, str]]) -> None:
-        """Give files read within a fine-grained timestamp tick their real mtime back, when still unchanged.
-
-        Once the racy window has passed, any later write gets a later mtime; so a file whose (mtime, size)
-        and content still match what was indexed can be trusted by the fast path again. Coarse (whole
-        second) timestamps are left at 0: the next run hashes those files again.
-        """
-        fine = [(e, d) for e, d in racy if racy_window(e.mtime_ns) == RACY_WINDOW_FINE_NS]
-        racy.clear()
-        if not fine:
-            return
-        wait_ns = max(e.mtime_ns for e, _ in fine) + RACY_WINDOW_FINE_NS - time.time_ns()
-        if wait_ns > 0:
-            time.sleep(min(wait_ns, RACY_WINDOW_FINE_NS) / 1e9)
-        for e, digest in fine:
-            try:
-                st = e.abs_path.stat()
-                if (st.st_mtime_ns, st.st_size) != (e.mtime_ns, e.size) or is_racy(
-                    e.mtime_ns, time.time_ns()
-                ):
-                    continue
-                row = self.store.get_file(e.rel)
-                if row is None or row["content_hash"] != digest or row["mtime_ns"] != 0:
-                    continue
-                if hashlib.sha256(self.read_bytes(e.abs_path)).hexdigest() == digest:
-                    self.store.touch_file(e.rel, e.mtime_ns, e.size)
-            except Exception:  # left at mtime 0: the next run hashes it again
-                log.debug("could not settle the racy mtime of %s", e.rel, exc_info=True)
-
     def _file_failed(self, rel: str, exc: BaseException, summary: IndexSummary) -> None:
         """A file an error kept out of the index: one log line per distinct cause (a full disk fails every
         file the same way: one line, not a traceback per file); the traceback only at debug level."""
@@ -544,39 +349,6 @@ class Indexer(EmbeddingPhase):
                 ScanEntry(rel, abs_path, st.st_mtime_ns, st.st_size, corpus_for(rel, self.settings))
             )
         return entries, stale
-
-    def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> list[tuple[int, str, str | None, int]]:
-        """Store prepared files: chunks, keywords, line ranges, metadata. Nothing is sent to the provider here:
-        chunks whose text did not change keep their vectors, texts embedded before (the cache) get theirs, the
-        rest wait for the embedding phase: returned as (chunk id, path, None, 0), as `unembedded` rows."""
-        unembedded: list[tuple[int, str, str | None, int]] = []
-        vectors: dict[str, np.ndarray] = {}
-        if self._vectors_current():
-            wanted = {c.content_hash for p in batch for c in p.chunks}
-            vectors = self.store.cached_vectors(self.provider.vector_key, wanted, self.provider.dimensions)
-            summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
-        t0 = time.perf_counter()
-        stored: list[_Prepared] = []
-        try:
-            # one commit per batch (a commit per file was half the store time); each file is a savepoint in it
-            with self.store.atomic():
-                for prep in batch:
-                    try:
-                        ids = self.store.replace_file(prep.record, self._rows(prep), vectors)
-                    except Exception as exc:  # one odd path must never lose the rest of the batch
-                        summary.changed -= 1
-                        self._file_failed(prep.record.path, exc, summary)
-                        continue
-                    stored.append(prep)
-                    unembedded += [(cid, prep.record.path, None, 0) for cid in ids]
-        except Exception as exc:  # the commit failed (a full disk): none of the batch was stored
-            for prep in stored:
-                summary.changed -= 1
-                self._file_failed(prep.record.path, exc, summary)
-            stored, unembedded = [], []
-        summary.new_chunks += sum(len(p.chunks) for p in stored)
-        summary.timings["store"] += time.perf_counter() - t0
-        return unembedded
 
     def _finish(self, summary: IndexSummary, start: float) -> None:
         if summary.tokens or summary.embedded:

@@ -57,6 +57,13 @@ class WordPieceCounter:
         self._words: dict[str, int] = {}
         self._lock = threading.Lock()  # writers; readers see a whole dict (replaced, never emptied in place)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for chunking workers: chunk_pool.py) as its tokenizer alone; the memo is relearnt there."""
+        return {"tokenizer": self.tokenizer}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["tokenizer"])  # type: ignore[misc]
+
     def __call__(self, text: str) -> int:
         words = _WORDS.findall(text)
         memo = self._words

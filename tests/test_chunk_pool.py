@@ -1,0 +1,200 @@
+"""Chunking in worker processes (chunk_pool.py): a big run's files are chunked by spawned workers beside the
+indexer's store. What they store must be exactly what one process stores, with the local model's word-piece
+counter as with the estimate; a worker that dies, a cancel, a file refreshed after it was read ahead, and a
+stdout that is a protocol channel must lose nothing. `SAIPLING_CHUNK_WORKERS` starts workers for the small
+projects here (a real run starts them from 48 files and 1 MB)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures import make_project, open_project, words
+from saipling import chunk_pool
+from saipling.chunk_pool import ChunkPool, ReadAhead, chunk_bytes, read_early
+from saipling.chunker import ChunkLimits, limits_for
+from saipling.embeddings.base import estimate_tokens
+
+ENV = chunk_pool.WORKERS_ENV
+
+
+def corpus(tmp_path: Path, name: str, n: int = 36) -> Path:
+    """Notes of every shape the chunker meets, and the odd ones a run must skip or warn about."""
+    files: dict[str, str | bytes] = {}
+    for i in range(n):
+        sections = "\n\n".join(
+            f"## Part {j}\n\n{words(40 + 13 * j, seed=i * 7 + j)}" for j in range(1 + i % 5)
+        )
+        listed = "\n".join(f"- item {k}: {words(12, seed=i + k)}" for k in range(i % 4))
+        front = f"---\ntype: character\nname: Person {i}\naliases: [P{i}]\n---\n" if i % 3 == 0 else ""
+        files[f"notes/n{i:02d}.md"] = f"{front}# Note {i}\n\n{words(30, seed=i)}\n\n{listed}\n\n{sections}\n"
+    files["odd/broken-front.md"] = "---\ntitle: [unclosed\n---\n# Broken\n\nThe body still counts.\n"
+    files["odd/latin1.md"] = "# Café\n\nLa señora del pueblo.\n".encode("latin-1")
+    files["odd/utf16.md"] = "# Wide\n\nA note saved by Notepad.\n".encode("utf-16")
+    files["odd/binary.md"] = b"\x00\x01\x02 not text \x00"
+    files["odd/long.md"] = "# Long\n\n" + "\n\n".join(words(300, seed=s) for s in range(12)) + "\n"
+    return make_project(tmp_path, files, name=name)
+
+
+def snapshot(project: Any) -> dict[str, Any]:
+    """Everything a run stores about the text, minus timestamps."""
+    conn = project.store.conn
+    files = sorted(
+        tuple(r)
+        for r in conn.execute(
+            "SELECT path, content_hash, size, file_type, encoding, chunk_count, entity_type, entity_name,"
+            " display_name, aliases, warning FROM files"
+        )
+    )
+    chunks = sorted(
+        tuple(r)
+        for r in conn.execute(
+            "SELECT path, chunk_index, kind, section_heading, heading_path, start_line, end_line, content_hash,"
+            " token_count, text FROM chunks"
+        )
+    )
+    hits = {w: project.store.fts_search(w, 50) for w in ("person", "café", "body", "notepad")}
+    ranked = {w: sorted(conn.execute("SELECT path FROM chunks WHERE id = ?", (i,)).fetchone()[0] for i, _ in h)
+              for w, h in hits.items()}  # fmt: skip
+    return {"files": files, "chunks": chunks, "fts": ranked}
+
+
+def run_index(root: Path, workers: int, monkeypatch: pytest.MonkeyPatch, provider: str = "none", **kw: Any):
+    monkeypatch.setenv(ENV, str(workers))
+    with open_project(root, provider) as project:
+        summary = project.index(embed=False, **kw)
+        return summary, snapshot(project)
+
+
+@pytest.fixture(params=["none", "local"])
+def provider(request: pytest.FixtureRequest) -> str:
+    if request.param == "local":
+        pytest.importorskip("onnxruntime", reason="local extra not installed")
+    return request.param
+
+
+def test_a_run_with_a_worker_stores_what_one_process_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    serial, alone = run_index(corpus(tmp_path, "a"), 0, monkeypatch, provider)
+    pooled, beside = run_index(corpus(tmp_path, "b"), 1, monkeypatch, provider)
+    assert serial.chunk_workers == 0 and pooled.chunk_workers == 1
+    assert len(alone["chunks"]) > 100 and any(h for h in alone["fts"].values())
+    assert beside == alone
+    assert (
+        sorted(pooled.skipped) == sorted(serial.skipped)
+        and ("odd/binary.md", "binary or undecodable") in serial.skipped
+    )
+    assert sorted(pooled.warnings) == sorted(serial.warnings) and any(
+        "latin" in w or "cp12" in w for w in serial.warnings
+    )
+    assert pooled.changed == serial.changed == 40  # the binary note is skipped
+
+
+def test_a_worker_chunks_a_file_as_the_indexer_does(tmp_path: Path) -> None:
+    root = corpus(tmp_path, "c", n=6)
+    limits = limits_for(128, 96, 16, 256, 0)
+    paths = sorted(p for p in root.rglob("*.md"))
+    with ChunkPool(1, limits, estimate_tokens) as pool:
+        rels = [str(p.relative_to(root)) for p in paths]
+        got = pool.result(pool.submit(rels, [p.read_bytes() for p in paths], [None] * len(paths)))  # type: ignore[arg-type]
+    assert got is not None
+    assert got == [
+        chunk_bytes(r, p.read_bytes(), limits, estimate_tokens) for r, p in zip(rels, paths, strict=True)
+    ]
+    binary = got[rels.index("odd/binary.md")]
+    assert binary.chunks is None and binary.skipped == "binary or undecodable"
+
+
+def test_a_killed_worker_loses_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, alone = run_index(corpus(tmp_path, "a"), 0, monkeypatch)
+    killed: list[int] = []
+
+    def kill_workers(p: Any) -> None:
+        if p.files_done >= 2 and not killed:
+            for child in multiprocessing.active_children():
+                killed.append(child.pid or 0)
+                os.kill(child.pid or 0, signal.SIGKILL)
+
+    summary, beside = run_index(corpus(tmp_path, "b"), 1, monkeypatch, progress=kill_workers)
+    assert killed, "no worker process was running to kill"
+    assert not summary.failed and beside == alone
+
+
+def test_a_cancelled_run_stops_its_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saipling import index_text
+
+    monkeypatch.setattr(index_text, "TEXT_BATCH_CHUNKS", 32)  # stored a few files at a time
+    root = corpus(tmp_path, "a")
+    cancel = threading.Event()
+
+    def cancel_early(p: Any) -> None:
+        if p.files_done >= 12:
+            cancel.set()
+
+    summary, snap = run_index(root, 1, monkeypatch, progress=cancel_early, cancel=cancel)
+    assert summary.cancelled and summary.chunk_workers == 1 and 0 < len(snap["files"]) < 40
+    end = time.monotonic() + 30
+    while multiprocessing.active_children() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert multiprocessing.active_children() == []
+    again, full = run_index(root, 1, monkeypatch)  # the next run finishes the job
+    assert not again.cancelled and len(full["files"]) == 40
+
+
+def test_a_file_read_ahead_then_refreshed_is_read_again(tmp_path: Path) -> None:
+    """A refresh (a saved file) between two batches may store a file the run already read ahead: the run must
+    read it again, never store the older bytes over the newer ones."""
+    root = make_project(tmp_path, {f"n{i}.md": f"# N{i}\n\nVersion one.\n" for i in range(4)})
+    todo = [type("E", (), {"rel": f"n{i}.md", "abs_path": root / f"n{i}.md"})() for i in range(4)]
+    limits, generation = ChunkLimits(), [0]
+    with ChunkPool(1, limits, estimate_tokens) as pool:
+        ahead = ReadAhead(todo, pool, lambda p: Path(p).read_bytes(), lambda e, d: None, lambda: generation[0], 8,
+                          lambda r, d, m: chunk_bytes(r, d, limits, estimate_tokens, m))  # fmt: skip
+        first = ahead.take(0)
+        assert first is not None and first.data == (root / "n0.md").read_bytes()
+        (root / "n3.md").write_text("# N3\n\nVersion two.\n")
+        generation[0] += 1  # what Indexer.refresh does
+        assert ahead.take(3) is None  # read before the refresh: the indexer reads it again
+        assert ahead.result(first).chunks[0].text.endswith("Version one.")  # type: ignore[index, union-attr]
+        ahead.close()
+    assert read_early(root / "n3.md", lambda p: Path(p).read_bytes()).data == b"# N3\n\nVersion two.\n"
+
+
+def test_the_cli_starts_workers_and_keeps_stdout_to_itself(tmp_path: Path) -> None:
+    root = corpus(tmp_path, "a")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({ENV: "1", "SAIPLING_PROVIDER": "none"})
+    proc = subprocess.run([sys.executable, "-m", "saipling", "index", str(root), "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)  # the whole of stdout is one JSON document
+    assert summary["chunkWorkers"] == 1 and summary["files"] == 40
+
+
+@pytest.mark.parametrize(("value", "files", "size", "expected"), [
+    ("0", 500, 1 << 30, 0), ("2", 2, 10, 2), ("2", 1, 10, 0), ("", 3, 1 << 30, 0), ("", 5000, 10, 0),
+])  # fmt: skip
+def test_worker_count(
+    monkeypatch: pytest.MonkeyPatch, value: str, files: int, size: int, expected: int
+) -> None:
+    monkeypatch.setenv(ENV, value)
+    assert chunk_pool.worker_count(files, size) == expected
+
+
+def test_worker_count_of_a_big_run_leaves_a_core_to_the_indexer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(3)), raising=False)
+    assert chunk_pool.worker_count(1000, 10 << 20) == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    assert chunk_pool.worker_count(1000, 10 << 20) == 0
