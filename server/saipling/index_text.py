@@ -265,7 +265,10 @@ class TextPhase:
             self.store.touch_file(e.rel, mtime_ns, e.size)
             summary.unchanged += 1
             return None
-        prep = self.prepare(e, data, summary, ahead.result(early) if ahead else None)
+        t0 = time.perf_counter()
+        chunked = ahead.result(early) if ahead else None  # a worker's, or chunked here while one was busy
+        summary.timings["chunk"] += time.perf_counter() - t0
+        prep = self.prepare(e, data, summary, chunked)
         if prep is None:
             if st is not None:
                 self.store.delete_file(e.rel)
