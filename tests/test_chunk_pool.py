@@ -6,7 +6,9 @@ projects here (a real run starts them from 48 files and 1 MB)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -83,12 +85,27 @@ def provider(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+def logged(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    """saipling's log lines about the files (not about the pool), first lines only."""
+    lines = sorted({(r.levelno, r.getMessage().splitlines()[0].replace("/b/", "/a/"))
+                    for r in caplog.records if r.name.startswith("saipling") and "worker" not in r.getMessage()})  # fmt: skip
+    caplog.clear()
+    return lines
+
+
 def test_a_run_with_a_worker_stores_what_one_process_stores(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, provider: str
 ) -> None:
+    caplog.set_level(logging.INFO, logger="saipling")
     serial, alone = run_index(corpus(tmp_path, "a"), 0, monkeypatch, provider)
+    said_alone = logged(caplog)
+    monkeypatch.setattr(ChunkPool, "take_back", False)  # every file chunked by the worker
     pooled, beside = run_index(corpus(tmp_path, "b"), 1, monkeypatch, provider)
     assert serial.chunk_workers == 0 and pooled.chunk_workers == 1
+    said_beside = logged(caplog)
+    # what the decoder, the frontmatter parser and the skip rules say is logged as when one process chunks
+    for what in ("latin", "malformed YAML", "binary file"):
+        assert [m for m in said_alone if what in m[1]] == [m for m in said_beside if what in m[1]] != []
     assert len(alone["chunks"]) > 100 and any(h for h in alone["fts"].values())
     assert beside == alone
     assert (
@@ -99,6 +116,10 @@ def test_a_run_with_a_worker_stores_what_one_process_stores(
         "latin" in w or "cp12" in w for w in serial.warnings
     )
     assert pooled.changed == serial.changed == 40  # the binary note is skipped
+    # and with the indexer chunking the groups no worker has started (a normal run): the same again
+    monkeypatch.setattr(ChunkPool, "take_back", True)
+    _, mixed = run_index(corpus(tmp_path, "c"), 1, monkeypatch, provider)
+    assert mixed == alone
 
 
 def test_a_worker_chunks_a_file_as_the_indexer_does(tmp_path: Path) -> None:
@@ -109,26 +130,33 @@ def test_a_worker_chunks_a_file_as_the_indexer_does(tmp_path: Path) -> None:
         rels = [str(p.relative_to(root)) for p in paths]
         got = pool.result(pool.submit(rels, [p.read_bytes() for p in paths], [None] * len(paths)))  # type: ignore[arg-type]
     assert got is not None
-    assert got == [
-        chunk_bytes(r, p.read_bytes(), limits, estimate_tokens) for r, p in zip(rels, paths, strict=True)
-    ]
+    assert all(c.in_worker for c in got)
+    here = [chunk_bytes(r, p.read_bytes(), limits, estimate_tokens) for r, p in zip(rels, paths, strict=True)]
+    assert [dataclasses.replace(c, in_worker=False) for c in got] == here
     binary = got[rels.index("odd/binary.md")]
     assert binary.chunks is None and binary.skipped == "binary or undecodable"
 
 
-def test_a_killed_worker_loses_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_killed_worker_loses_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     _, alone = run_index(corpus(tmp_path, "a"), 0, monkeypatch)
     killed: list[int] = []
+    submit = ChunkPool.submit
 
-    def kill_workers(p: Any) -> None:
-        if p.files_done >= 2 and not killed:
-            for child in multiprocessing.active_children():
-                killed.append(child.pid or 0)
-                os.kill(child.pid or 0, signal.SIGKILL)
+    def submit_then_kill(self: ChunkPool, *args: Any) -> Any:
+        fut = submit(self, *args)
+        for child in multiprocessing.active_children() if not killed else ():  # before it chunks anything
+            killed.append(child.pid or 0)
+            os.kill(child.pid or 0, signal.SIGKILL)
+        return fut
 
-    summary, beside = run_index(corpus(tmp_path, "b"), 1, monkeypatch, progress=kill_workers)
+    monkeypatch.setattr(ChunkPool, "submit", submit_then_kill)
+    with caplog.at_level(logging.WARNING, logger="saipling"):
+        summary, beside = run_index(corpus(tmp_path, "b"), 1, monkeypatch)
     assert killed, "no worker process was running to kill"
-    assert not summary.failed and beside == alone
+    assert any("chunking workers stopped" in r.getMessage() for r in caplog.records)
+    assert not summary.failed and summary.chunk_workers == 0 and beside == alone
 
 
 def test_a_cancelled_run_stops_its_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,3 +226,73 @@ def test_worker_count_of_a_big_run_leaves_a_core_to_the_indexer(monkeypatch: pyt
     assert chunk_pool.worker_count(1000, 10 << 20) == 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
     assert chunk_pool.worker_count(1000, 10 << 20) == 0
+
+
+def test_a_file_failing_to_read_ahead_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read that raises something else than OSError, up to 128 files ahead of the one being stored, fails
+    that file when its turn comes, not the file being taken then."""
+    root = corpus(tmp_path, "a")
+    monkeypatch.setenv(ENV, "1")
+    with open_project(root) as project:
+        real = project.indexer.read_bytes
+
+        def odd(path: Path) -> bytes:
+            if Path(path).name == "n20.md":
+                raise ValueError("simulated reader bug")
+            return real(path)
+
+        monkeypatch.setattr(project.indexer, "read_bytes", odd)
+        summary = project.index(embed=False)
+        assert [p for p, _ in summary.failed] == ["notes/n20.md"] and "ValueError" in summary.failed[0][1]
+        assert summary.chunk_workers == 1 and len(project.store.file_states()) == 39
+
+
+def test_a_refresh_makes_a_run_read_its_files_again(tmp_path: Path) -> None:
+    """Indexer.refresh (a saved file, stored between two batches of a run) moves the generation ReadAhead checks."""
+    root = make_project(tmp_path, {"a.md": "# A\n\nOne.\n"})
+    with open_project(root) as project:
+        before = project.indexer._refreshes
+        (root / "a.md").write_text("# A\n\nTwo.\n")
+        project.indexer.refresh(["a.md"])
+        assert project.indexer._refreshes == before + 1
+
+
+ORPHAN = """
+import os, sys, time
+from saipling.chunk_pool import ChunkPool
+from saipling.chunker import ChunkLimits
+from saipling.embeddings.base import estimate_tokens
+if __name__ == "__main__":
+    pool = ChunkPool(1, ChunkLimits(), estimate_tokens)
+    pool.result(pool.submit(["a.md"], [b"# A\\n\\nText.\\n"], [None]))
+    print(*[p.pid for p in __import__("multiprocessing").active_children()], flush=True)
+    time.sleep(600)
+"""
+
+
+def test_workers_end_when_their_indexer_is_killed(tmp_path: Path) -> None:
+    """kill -9 of the indexer (a crashed or killed server) must not leave its workers waiting for work forever."""
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert pids, "no worker started"
+    finally:
+        proc.kill()
+        proc.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return (
+            Path(f"/proc/{pid}/status").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
+        )
+
+    end = time.monotonic() + 30
+    while any(alive(p) for p in pids) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids)

@@ -3,9 +3,11 @@
 `chunk_bytes` is the whole text side of one file: decode, frontmatter, CommonMark parse, chunks. A first index
 runs it for every file before the model gets any work, and it is pure Python: one core, the GIL, while the
 other cores wait (on the 13th Age vault it was 0.9 s of the 1.7 s a full index spent outside the model). A
-`ChunkPool` runs it in worker processes while the indexer keeps reading and storing; the indexer takes the
-results in file order and chunks a file itself when no worker has started it yet, so neither side waits for
-the other. Small runs (an edit, a few files) never start one: a worker takes ~0.15 s to start.
+`ChunkPool` runs it in worker processes while the indexer keeps reading and storing; `ReadAhead` hands them
+groups of files a window ahead and gives the indexer the results in file order. When the group the indexer
+needs next is still being chunked, the indexer chunks the last group no worker has taken yet (the pool's queue
+holds a group or two per worker it cannot take back: for those the indexer waits). Small runs (an edit, a few
+files) start no workers: one takes ~0.15 s to start.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
+import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +43,7 @@ WORKERS_ENV = "SAIPLING_CHUNK_WORKERS"
 
 @dataclass
 class Chunked:
-    """What chunking one file gave: its chunks, or why it is skipped (`skipped`, with `error` to log)."""
+    """What chunking one file gave: its chunks, or why it is skipped (`skipped`, with `detail` to log)."""
 
     encoding: str = ""
     decode_warning: str | None = None
@@ -47,6 +52,8 @@ class Chunked:
     memo: ParseMemo | None = None
     skipped: str | None = None
     detail: str | None = None  # what to log when skipped: the decoder's reason, or the chunker's traceback
+    crashed: bool = False  # skipped because the chunker raised (a bug to report), not because of the file
+    in_worker: bool = False  # chunked in a worker process, whose log lines go nowhere: the indexer logs them
 
 
 def chunk_bytes(
@@ -66,7 +73,7 @@ def chunk_bytes(
         new_memo = memo_of(decoded.text, blocks)
     except Exception as exc:  # one odd file must never stop a run over thousands
         return Chunked(decoded.encoding, decoded.warning, skipped=f"could not be chunked ({type(exc).__name__}: {exc})",
-                       detail=traceback.format_exc())  # fmt: skip
+                       detail=traceback.format_exc(), crashed=True)  # fmt: skip
     return Chunked(decoded.encoding, decoded.warning, meta, chunks, new_memo)
 
 
@@ -98,23 +105,42 @@ def _start_worker(limits: ChunkLimits, count: Callable[[str], int]) -> None:
     global _limits, _count
     _limits, _count = limits, count
     # stdout may be a protocol channel (the LSP and MCP servers): nothing in a worker may ever write to it
-    os.dup2(2, 1)
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no stderr (a daemon, pythonw)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the CLI is for the indexer, which stops the pool
+    logging.getLogger("saipling").setLevel(
+        logging.CRITICAL + 1
+    )  # the indexer logs what its files warned about
+    parent = multiprocessing.parent_process()
+    if parent is not None:  # a killed indexer (kill -9) must not leave its workers waiting for work forever
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
+
+
+def _exit_with(sentinel: int) -> None:
+    multiprocessing.connection.wait([sentinel])
+    os._exit(0)
 
 
 def _chunk_in_worker(rel: str, data: bytes, memo: ParseMemo | None) -> Chunked:
     assert _limits is not None and _count is not None
-    return chunk_bytes(rel, data, _limits, _count, memo)
+    chunked = chunk_bytes(rel, data, _limits, _count, memo)
+    chunked.in_worker = True
+    return chunked
 
 
 class ChunkPool:
     """Worker processes running `chunk_bytes` with fixed limits and token counter (both picklable)."""
+
+    take_back = True  # a task no worker has started may be taken back and done by the caller (tests: False)
 
     def __init__(self, workers: int, limits: ChunkLimits, count: Callable[[str], int]) -> None:
         # spawn: the indexer runs in a threaded server (pygls, the watcher, the model's threads); forking that
         # copies locks held by other threads. A spawned worker imports only the chunker and the tokenizer.
         ctx = multiprocessing.get_context("spawn")
         self._ex = ProcessPoolExecutor(workers, ctx, initializer=_start_worker, initargs=(limits, count))
-        self.workers, self.broken, self.used = workers, False, False
+        self.workers, self.broken, self.done = workers, False, 0  # done: groups chunked by a worker
 
     def submit(
         self, rels: list[str], datas: list[bytes], memos: list[ParseMemo | None]
@@ -124,23 +150,26 @@ class ChunkPool:
         if self.broken:
             return None
         try:
-            fut = self._ex.submit(_chunk_group, rels, datas, memos)
-            self.used = True
-            return fut
+            return self._ex.submit(_chunk_group, rels, datas, memos)
         except Exception as exc:  # BrokenProcessPool, or shut down
             self._broke(exc)
             return None
 
     def result(self, fut: Future[list[Chunked]]) -> list[Chunked] | None:
-        """The worker's result; None when the caller should chunk the file itself (not started yet: taken
-        back; or the worker died)."""
-        if fut.cancel():
+        """The worker's result; None when the caller should chunk the files itself: the task was not started
+        (taken back), its result could not come back, or the worker died (then the pool takes no more work)."""
+        if self.take_back and fut.cancel():
             return None
         try:
-            return fut.result()
-        except Exception as exc:
+            got = fut.result()
+        except BrokenExecutor as exc:
             self._broke(exc)
             return None
+        except Exception as exc:  # noqa: BLE001 - e.g. a result that could not be pickled: chunked here instead
+            log.debug("a chunking task failed (%s: %s); chunked in process", type(exc).__name__, exc)
+            return None
+        self.done += 1
+        return got
 
     def _broke(self, exc: BaseException) -> None:
         if not self.broken:
@@ -162,6 +191,7 @@ class ChunkPool:
 # worker sat idle waiting for its next file and did 300 of 1,001).
 GROUP_FILES = 16
 GROUP_BYTES = 64 << 10
+READ_AHEAD_BYTES = 32 << 20  # files read ahead hold at most this much text (plus the file being taken)
 
 
 def _chunk_group(rels: list[str], datas: list[bytes], memos: list[ParseMemo | None]) -> list[Chunked]:
@@ -176,6 +206,7 @@ class _Group:
     datas: list[bytes] = field(default_factory=list)
     memos: list[ParseMemo | None] = field(default_factory=list)
     last: int = -1  # the run's index of its last file
+    closed: bool = False  # full: handed to the pool (or to the indexer, when the pool takes no more work)
     fut: Future[list[Chunked]] | None = None
     here: list[Chunked] | None = None
 
@@ -185,7 +216,7 @@ class Early:
     """One file read ahead of the indexer: its bytes (or why not), when, and the group it is chunked in."""
 
     data: bytes | None
-    error: OSError | None
+    error: Exception | None  # why it could not be read (an OSError: unreadable; anything else: a failure)
     read_ns: int
     seconds: float
     digest: str
@@ -195,11 +226,11 @@ class Early:
 
 
 def read_early(path: Any, read: Callable[[Any], bytes], generation: int = 0) -> Early:
-    """Read one file with `read` (its OSError kept, not raised), timed and hashed."""
+    """Read one file with `read` (an exception kept for its turn, not raised), timed and hashed."""
     t0 = time.perf_counter()
     try:
         data = read(path)
-    except OSError as exc:
+    except Exception as exc:  # noqa: BLE001 - it fails this file when the indexer takes it, not the ones before
         return Early(None, exc, time.time_ns(), time.perf_counter() - t0, "", generation)
     read_ns, seconds = time.time_ns(), time.perf_counter() - t0
     return Early(data, None, read_ns, seconds, hashlib.sha256(data).hexdigest(), generation)
@@ -234,17 +265,24 @@ class ReadAhead:
         self._early: dict[int, Early] = {}
         self._groups: list[_Group] = []  # submitted or open, in order
         self._next = 0
+        self._bytes = 0  # of the files read ahead and not taken yet
 
     def take(self, i: int) -> Early | None:
         """File `i` of the run as read ahead (None: read it now); reads on to keep the window full."""
         self._next = max(self._next, i)
-        while self._next < min(len(self._todo), i + 1 + self._window):
+        while self._next < min(len(self._todo), i + 1 + self._window) and (
+            self._next == i or self._bytes < READ_AHEAD_BYTES
+        ):
             self._early[self._next] = self._read_one(self._next)
             self._next += 1
+            if self._next == len(self._todo) and self._groups and not self._groups[-1].closed:
+                self._submit(self._groups[-1])  # the run's last files: a worker's too
         self._groups = [g for g in self._groups if g.last >= i]
         early = self._early.pop(i, None)
+        if early is not None and early.data is not None:
+            self._bytes -= len(early.data)
         if early is not None and early.generation != self._generation():
-            return None  # (its group's other files are still good)
+            return None  # read before a refresh: read again (each file read ahead is checked on its turn)
         return early
 
     def result(self, early: Early) -> Chunked | None:
@@ -252,7 +290,7 @@ class ReadAhead:
         g = early.group
         if g is None:
             return None
-        if g.fut is None and g.here is None:  # the reading front's open group: needed now, chunked here
+        if g.fut is None and g.here is None:  # the reading front's open group (or the pool took no more work)
             self._here(g)
         while g.here is None and g.fut is not None and not g.fut.done():
             spare = next((s for s in reversed(self._groups) if s is not g and self._steal(s)), None)
@@ -267,7 +305,7 @@ class ReadAhead:
         return g.here[early.pos]  # type: ignore[index]
 
     def _steal(self, g: _Group) -> bool:
-        if g.here is not None or g.fut is None or not g.fut.cancel():
+        if g.here is not None or g.fut is None or not self._pool.take_back or not g.fut.cancel():
             return False
         self._here(g)
         return True
@@ -280,10 +318,11 @@ class ReadAhead:
         entry = self._todo[i]
         early = read_early(entry.abs_path, self._read, self._generation())
         if early.data is not None:
+            self._bytes += len(early.data)
             memo = self._changed(entry, early.digest)
             if memo is not False:
-                g = self._groups[-1] if self._groups and self._groups[-1].fut is None else None
-                if g is None or g.here is not None:
+                g = self._groups[-1] if self._groups and not self._groups[-1].closed else None
+                if g is None:
                     g = _Group()
                     self._groups.append(g)
                 early.group, early.pos = g, len(g.rels)
@@ -292,13 +331,17 @@ class ReadAhead:
                 g.memos.append(memo or None)  # type: ignore[arg-type]
                 g.last = i
                 if len(g.rels) >= GROUP_FILES or sum(map(len, g.datas)) >= GROUP_BYTES:
-                    g.fut = self._pool.submit(g.rels, g.datas, g.memos)
+                    self._submit(g)
         return early
+
+    def _submit(self, g: _Group) -> None:
+        g.closed = True
+        g.fut = self._pool.submit(g.rels, g.datas, g.memos)
 
     @property
     def workers_used(self) -> int:
-        """The pool's workers, once any file was handed to them (else 0)."""
-        return self._pool.workers if self._pool.used else 0
+        """The pool's workers, when they chunked any of the run's files (else 0)."""
+        return self._pool.workers if self._pool.done else 0
 
     def close(self) -> None:
         for g in self._groups:

@@ -85,14 +85,21 @@ class TextPhase:
             chunked = chunk_bytes(entry.rel, data, self.limits(), self.token_counter(), memo)
         if chunked.decode_warning:
             summary.warnings.append(chunked.decode_warning)
+            if chunked.in_worker:  # (what decode() logs in process)
+                log.info("%s", chunked.decode_warning)
         if chunked.meta is None or chunked.chunks is None:
             summary.skipped.append((entry.rel, chunked.skipped or "could not be chunked"))
-            log.warning("skipping %s: %s\n%s", entry.rel, chunked.skipped, chunked.detail or "")
+            if chunked.crashed:
+                log.error("skipping %s: it could not be chunked\n%s", entry.rel, chunked.detail)
+            else:
+                log.warning("skipping %s", chunked.detail or entry.rel)
             return None
         meta, chunks = chunked.meta, chunked.chunks
         self._remember_parse(entry.rel, chunked.memo)
         if meta.warning:
             summary.warnings.append(meta.warning)
+            if chunked.in_worker:  # (what extract_metadata() logs in process)
+                log.warning("%s", meta.warning)
         summary.timings["chunk"] += time.perf_counter() - t0
         record = FileRecord(
             path=entry.rel, content_hash=hashlib.sha256(data).hexdigest(), mtime_ns=entry.mtime_ns, size=entry.size,
@@ -151,7 +158,8 @@ class TextPhase:
         count, limits = self.token_counter(), self.limits()
         try:
             pickle.dumps(count)  # a worker gets its own copy (a local model's tokenizer, or the estimate)
-        except Exception:  # noqa: BLE001 - any counter that cannot travel is used here
+        except Exception as exc:  # noqa: BLE001 - a counter that cannot travel (a custom tokenizer's) is used here
+            log.debug("chunking in process: the token counter cannot go to a worker (%s)", exc)
             return None
         pool = stack.enter_context(ChunkPool(workers, limits, count))
 
@@ -206,7 +214,7 @@ class TextPhase:
                     try:
                         early = ahead.take(n - 1) if ahead else None
                         prep = self._prepare_one(
-                            e, states, full, summary, racy, early, ahead if early else None
+                            e, states, full, summary, racy, early, ahead if early is not None else None
                         )
                     except (IndexCancelled, KeyboardInterrupt):
                         raise
@@ -250,7 +258,9 @@ class TextPhase:
         summary.timings["read"] += early.seconds if ahead else time.perf_counter() - t0
         if early.data is None:
             err = early.error
-            summary.skipped.append((e.rel, f"unreadable ({getattr(err, 'strerror', None) or err})"))
+            if not isinstance(err, OSError):
+                raise err  # type: ignore[misc]  (this file failed, as if read now: _file_failed)
+            summary.skipped.append((e.rel, f"unreadable ({err.strerror or err})"))
             if e.rel in states:  # gone or unreadable now: its old text must not stay searchable
                 self.store.delete_file(e.rel)
             return None
