@@ -265,16 +265,45 @@ def _runnable() -> int:
         return -1
 
 
-def _rss() -> dict[str, float]:
-    """This process's resident memory and peak, and the peak of its finished child processes (saipling's
-    chunking workers): `total` counts both, as the machine holds both during a first index."""
-    import resource
-
+def _rss(workers: float = 0.0) -> dict[str, float]:
+    """This process's resident memory and peak, and `workers`: the peak of its child processes meanwhile
+    (saipling's chunking workers); `total` counts both, as the machine holds both during a first index."""
     m = bu.proc_status_mb()
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # (kB on Linux)
     rss = round(m.get("VmRSS", 0.0), 1)
     return {"rss": rss, "peak": round(m.get("VmHWM", 0.0), 1), "workers": round(workers, 1),
             "total": round(rss + workers, 1)}  # fmt: skip
+
+
+class ChildPeak:
+    """The largest peak resident memory (VmHWM) of this process's multiprocessing children while it runs,
+    sampled every 20 ms (getrusage's RUSAGE_CHILDREN would count the parent's pages a child had between fork
+    and exec)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.mb, self._stop = 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        import multiprocessing
+
+        while not self._stop.wait(0.02):
+            for child in multiprocessing.active_children():
+                try:
+                    with open(f"/proc/{child.pid}/status", encoding="ascii") as f:
+                        kb = next((int(line.split()[1]) for line in f if line.startswith("VmHWM")), 0)
+                except (OSError, ValueError):
+                    continue
+                self.mb = max(self.mb, kb / 1024)
+
+    def __enter__(self) -> ChildPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _pct(xs: list[float]) -> dict[str, float]:
@@ -299,9 +328,10 @@ def worker(
         else (Chroma if name == "chromadb" else Lance)(root, provider, chunker, data)
     )
     t = time.perf_counter()
-    sys_.index()
+    with ChildPeak() as children:
+        sys_.index()
     out["index"] = {"total": time.perf_counter() - t, "embed": embed.seconds}
-    out["rss"]["index"] = _rss()
+    out["rss"]["index"] = _rss(children.mb)
     t = time.perf_counter()
     sys_.noop()
     out["noop"] = time.perf_counter() - t
