@@ -11,6 +11,7 @@ import json
 import logging
 import multiprocessing
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from fixtures import make_project, open_project, words
+from fixtures import bump_mtime, make_project, open_project, words
 from saipling import chunk_pool
 from saipling.chunk_pool import ChunkPool, ReadAhead, chunk_bytes, read_early
 from saipling.chunker import ChunkLimits, limits_for
@@ -163,6 +164,7 @@ def test_a_cancelled_run_stops_its_workers(tmp_path: Path, monkeypatch: pytest.M
     from saipling import index_text
 
     monkeypatch.setattr(index_text, "TEXT_BATCH_CHUNKS", 32)  # stored a few files at a time
+    monkeypatch.setattr(ChunkPool, "take_back", False)  # (so that the worker surely chunks some)
     root = corpus(tmp_path, "a")
     cancel = threading.Event()
 
@@ -233,6 +235,7 @@ def test_a_file_failing_to_read_ahead_fails_alone(tmp_path: Path, monkeypatch: p
     that file when its turn comes, not the file being taken then."""
     root = corpus(tmp_path, "a")
     monkeypatch.setenv(ENV, "1")
+    monkeypatch.setattr(ChunkPool, "take_back", False)
     with open_project(root) as project:
         real = project.indexer.read_bytes
 
@@ -277,6 +280,7 @@ def test_workers_end_when_their_indexer_is_killed(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
+        assert select.select([proc.stdout], [], [], 60)[0], "the script started no worker within 60 s"
         pids = [int(p) for p in proc.stdout.readline().split()]
         assert pids, "no worker started"
     finally:
@@ -296,3 +300,39 @@ def test_workers_end_when_their_indexer_is_killed(tmp_path: Path) -> None:
     while any(alive(p) for p in pids) and time.monotonic() < end:
         time.sleep(0.05)
     assert not any(alive(p) for p in pids)
+
+
+def test_a_run_of_touched_files_with_a_few_edits_fails_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files whose mtime changed but not their text are read, not chunked: the few changed ones then make a
+    group spanning far more files than the read-ahead window, which the indexer chunks itself when it gets
+    there (files read after that start a new group)."""
+    from saipling import index_text
+
+    monkeypatch.setattr(index_text, "READ_AHEAD_FILES", 8)
+    root = make_project(tmp_path, {f"n{i:02d}.md": f"# N{i}\n\n{words(30, seed=i)}\n" for i in range(60)})
+    monkeypatch.setenv(ENV, "1")
+    with open_project(root) as project:
+        project.index(embed=False)
+        for i in range(60):
+            path = root / f"n{i:02d}.md"
+            if i % 6 == 0:
+                path.write_text(f"# N{i}\n\nEdited {i}: the lighthouse keeper.\n")
+            bump_mtime(path)
+        summary = project.index(embed=False)
+        assert not summary.failed and summary.changed == 10 and summary.unchanged == 50
+        assert sorted(p for p, _ in project.store.fts_paths("lighthouse")) == [
+            f"n{i:02d}.md" for i in range(0, 60, 6)
+        ]
+
+
+def test_chunk_bytes_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in the decoder or the chunker skips that file: the others of its group are chunked all the same."""
+
+    def broken(data: bytes, name: str = "") -> Any:
+        raise RuntimeError("simulated decoder bug")
+
+    monkeypatch.setattr(chunk_pool, "decode", broken)
+    got = chunk_bytes("a.md", b"# A\n\nText.\n", ChunkLimits(), estimate_tokens)
+    assert got.chunks is None and got.crashed and "RuntimeError" in (got.skipped or "")

@@ -64,6 +64,9 @@ def chunk_bytes(
         decoded = decode(data, rel)
     except BinaryFile as exc:
         return Chunked(skipped="binary or undecodable", detail=str(exc))
+    except Exception as exc:  # a decoder bug: this file is skipped, never the ones chunked with it
+        return Chunked(skipped=f"could not be chunked ({type(exc).__name__}: {exc})", detail=traceback.format_exc(),
+                       crashed=True)  # fmt: skip
     try:
         meta = extract_metadata(rel, decoded.text)
         blocks = parse_with_memo(
@@ -191,7 +194,7 @@ class ChunkPool:
 # worker sat idle waiting for its next file and did 300 of 1,001).
 GROUP_FILES = 16
 GROUP_BYTES = 64 << 10
-READ_AHEAD_BYTES = 32 << 20  # files read ahead hold at most this much text (plus the file being taken)
+READ_AHEAD_BYTES = 32 << 20  # reading ahead stops once this much is held (one file may go past it)
 
 
 def _chunk_group(rels: list[str], datas: list[bytes], memos: list[ParseMemo | None]) -> list[Chunked]:
@@ -291,6 +294,7 @@ class ReadAhead:
         if g is None:
             return None
         if g.fut is None and g.here is None:  # the reading front's open group (or the pool took no more work)
+            g.closed = True  # (files read after it start a new group)
             self._here(g)
         while g.here is None and g.fut is not None and not g.fut.done():
             spare = next((s for s in reversed(self._groups) if s is not g and self._steal(s)), None)
@@ -301,7 +305,7 @@ class ReadAhead:
             if got is None:
                 self._here(g)
             else:
-                g.here = got
+                g.here, g.datas = got, []
         return g.here[early.pos]  # type: ignore[index]
 
     def _steal(self, g: _Group) -> bool:
@@ -322,6 +326,8 @@ class ReadAhead:
             memo = self._changed(entry, early.digest)
             if memo is not False:
                 g = self._groups[-1] if self._groups and not self._groups[-1].closed else None
+                if g is not None and g.here is not None:  # (chunked already: never reopened)
+                    g = None
                 if g is None:
                     g = _Group()
                     self._groups.append(g)
