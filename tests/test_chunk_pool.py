@@ -336,3 +336,17 @@ def test_chunk_bytes_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(chunk_pool, "decode", broken)
     got = chunk_bytes("a.md", b"# A\n\nText.\n", ChunkLimits(), estimate_tokens)
     assert got.chunks is None and got.crashed and "RuntimeError" in (got.skipped or "")
+
+
+async def test_a_language_server_indexing_with_workers_keeps_its_protocol_channel(tmp_path: Path) -> None:
+    """The real server process (stdout is its JSON-RPC channel) indexes with a chunking worker forced on: the
+    session stays healthy and every file is searchable."""
+    from lsp_client import STORY, lsp_session, search_paths, status, wait_for_index, write_project
+
+    root = write_project(tmp_path / "story", STORY)
+    async with lsp_session(root, env={ENV: "1"}) as client:
+        await wait_for_index(client)
+        assert (await status(client))["totalFiles"] == len(STORY)
+        assert await search_paths(client, "Fenwick", filter={"entityTypes": ["place"]}) == [
+            "places/fenwick.md"
+        ]
