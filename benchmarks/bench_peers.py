@@ -274,9 +274,20 @@ def _rss(workers: float = 0.0) -> dict[str, float]:
             "total": round(rss + workers, 1)}  # fmt: skip
 
 
+def _children() -> list[str]:
+    """This process's child processes (Linux /proc)."""
+    out: list[str] = []
+    for task in Path("/proc/self/task").glob("*/children"):
+        try:
+            out += task.read_text().split()
+        except OSError:
+            continue
+    return out
+
+
 class ChildPeak:
-    """The largest peak resident memory (VmHWM) of this process's multiprocessing children while it runs,
-    sampled every 20 ms (getrusage's RUSAGE_CHILDREN would count the parent's pages a child had between fork
+    """The summed peak resident memory (VmHWM) of this process's children while it runs (saipling's chunking
+    workers and the resource tracker multiprocessing starts with them), sampled every 20 ms (getrusage's RUSAGE_CHILDREN would count the parent's pages a child had between fork
     and exec)."""
 
     def __init__(self) -> None:
@@ -286,16 +297,18 @@ class ChildPeak:
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
-        import multiprocessing
-
+        peaks: dict[
+            str, float
+        ] = {}  # pid -> MB, every child seen (workers and multiprocessing's resource tracker)
         while not self._stop.wait(0.02):
-            for child in multiprocessing.active_children():
+            for pid in _children():
                 try:
-                    with open(f"/proc/{child.pid}/status", encoding="ascii") as f:
+                    with open(f"/proc/{pid}/status", encoding="ascii") as f:
                         kb = next((int(line.split()[1]) for line in f if line.startswith("VmHWM")), 0)
                 except (OSError, ValueError):
                     continue
-                self.mb = max(self.mb, kb / 1024)
+                peaks[pid] = max(peaks.get(pid, 0.0), kb / 1024)
+            self.mb = max(self.mb, sum(peaks.values()))
 
     def __enter__(self) -> ChildPeak:
         self._thread.start()
