@@ -15,7 +15,7 @@ import pytest
 
 from fixtures import make_project, open_project, write_file
 from saipling.embeddings.base import EmbeddingProvider, EmbeddingResult
-from saipling.indexer import is_racy
+from saipling.index_records import is_racy
 from saipling.store import cache_key
 from saipling.sync import SyncQueue
 from saipling.watcher import Watcher

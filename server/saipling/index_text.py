@@ -11,6 +11,7 @@ import logging
 import pickle
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,9 +77,15 @@ class TextPhase:
         return read_regular(path)
 
     def prepare(
-        self, entry: ScanEntry, data: bytes, summary: IndexSummary, chunked: Chunked | None = None
+        self,
+        entry: ScanEntry,
+        data: bytes,
+        summary: IndexSummary,
+        chunked: Chunked | None = None,
+        digest: str | None = None,
     ) -> _Prepared | None:
-        """A file's record and chunks, from its bytes (`chunked`: already chunked by a worker)."""
+        """A file's record and chunks, from its bytes (`chunked`: already chunked by a worker; `digest`: their
+        sha256, when already known)."""
         t0 = time.perf_counter()
         memo = self._parse_memos.pop(entry.rel, None)
         if chunked is None:
@@ -102,7 +109,7 @@ class TextPhase:
                 log.warning("%s", meta.warning)
         summary.timings["chunk"] += time.perf_counter() - t0
         record = FileRecord(
-            path=entry.rel, content_hash=hashlib.sha256(data).hexdigest(), mtime_ns=entry.mtime_ns, size=entry.size,
+            path=entry.rel, content_hash=digest or hashlib.sha256(data).hexdigest(), mtime_ns=entry.mtime_ns, size=entry.size,
             file_type=meta.file_type, encoding=chunked.encoding, entity_type=meta.entity_type,
             entity_name=meta.entity_name, display_name=meta.display_name, aliases=meta.aliases,
             book_id=meta.book_id, chapter_id=meta.chapter_id, visibility=meta.visibility, corpus=entry.corpus,
@@ -137,31 +144,74 @@ class TextPhase:
     ) -> None:
         """Read, chunk and store `todo` a batch at a time (the write lock is held per batch); the chunks left
         without a vector go to `overlap` to be embedded meanwhile."""
-        with contextlib.ExitStack() as stack:
-            ahead = self._read_ahead(todo, states, full, stack)
-            try:
-                self._text_batches(todo, states, full, summary, progress, cancel, stored, overlap, ahead)
-            finally:
-                summary.chunk_workers = ahead.workers_used if ahead is not None else 0
+        with self._read_ahead(todo, states, full, summary) as ahead:
+            total = len(todo)
+            rate = Throughput()
+            racy: list[
+                tuple[ScanEntry, str]
+            ] = []  # files stored with mtime 0, and the digest they were read with
+            n = 0
+            while n < total:
+                t0 = time.perf_counter()
+                begin = n
+                with self._write_lock:
+                    locked = time.perf_counter()
+                    batch: list[_Prepared] = []
+                    batch_chunks = 0
+                    while n < total:
+                        if cancel is not None and cancel.is_set():
+                            raise IndexCancelled("indexing cancelled")
+                        e = todo[n]
+                        if progress:
+                            progress(IndexProgress(n, total, e.rel, summary.embedded, "keywords",
+                                                   eta_seconds=rate.eta(total - n)))  # fmt: skip
+                        n += 1
+                        try:
+                            early = ahead.take(n - 1) if ahead else None
+                            prep = self._prepare_one(
+                                e, states, full, summary, racy, early, ahead if early is not None else None
+                            )
+                        except (IndexCancelled, KeyboardInterrupt):
+                            raise
+                        except Exception as exc:  # one odd path must never stop a run over thousands
+                            self._file_failed(e.rel, exc, summary)
+                            continue
+                        if prep is None:
+                            continue
+                        summary.changed += 1
+                        batch.append(prep)
+                        batch_chunks += len(prep.chunks)
+                        if (
+                            batch_chunks >= TEXT_BATCH_CHUNKS
+                            or len(batch) >= TEXT_BATCH_FILES
+                            or time.perf_counter() - locked >= TEXT_BATCH_SECONDS
+                        ):
+                            break
+                    if batch:
+                        unembedded = self._flush(batch, summary)
+                        if overlap is not None:
+                            overlap.feed(unembedded)
+                    stored[0] = n
+                self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
+                rate.add(n - begin, time.perf_counter() - t0)
 
+    @contextlib.contextmanager
     def _read_ahead(
-        self,
-        todo: list[ScanEntry],
-        states: dict,
-        full: bool,
-        stack: contextlib.ExitStack,
-    ) -> ReadAhead | None:
-        """Worker processes chunking `todo` ahead of the text phase, when it is big enough to pay for them."""
+        self, todo: list[ScanEntry], states: dict, full: bool, summary: IndexSummary
+    ) -> Iterator[ReadAhead | None]:
+        """Worker processes chunking `todo` ahead of the text phase, when it is big enough to pay for them
+        (None: the indexer chunks every file itself); the workers it used go to `summary`."""
         workers = worker_count(len(todo), sum(e.size for e in todo))
+        if workers:  # (the counter loads a local model: only for a run that chunks)
+            count, limits = self.token_counter(), self.limits()
+            try:
+                pickle.dumps(count)  # a worker gets its own copy (a local model's tokenizer, or the estimate)
+            except Exception as exc:  # noqa: BLE001 - a counter that cannot travel (a custom tokenizer's) stays
+                log.debug("chunking in process: the token counter cannot go to a worker (%s)", exc)
+                workers = 0
         if not workers:
-            return None
-        count, limits = self.token_counter(), self.limits()
-        try:
-            pickle.dumps(count)  # a worker gets its own copy (a local model's tokenizer, or the estimate)
-        except Exception as exc:  # noqa: BLE001 - a counter that cannot travel (a custom tokenizer's) is used here
-            log.debug("chunking in process: the token counter cannot go to a worker (%s)", exc)
-            return None
-        pool = stack.enter_context(ChunkPool(workers, limits, count))
+            yield None
+            return
 
         def changed(e: ScanEntry, digest: str) -> ParseMemo | None | bool:
             st = states.get(e.rel)
@@ -172,73 +222,15 @@ class TextPhase:
         def chunk_here(rel: str, data: bytes, memo: ParseMemo | None) -> Chunked:
             return chunk_bytes(rel, data, limits, count, memo)
 
-        ahead = ReadAhead(
-            todo, pool, self.read_bytes, changed, lambda: self._refreshes, READ_AHEAD_FILES, chunk_here
-        )
-        stack.callback(ahead.close)
-        return ahead
-
-    def _text_batches(
-        self,
-        todo: list[ScanEntry],
-        states: dict,
-        full: bool,
-        summary: IndexSummary,
-        progress: ProgressCallback | None,
-        cancel: threading.Event | None,
-        stored: list[int],
-        overlap: Overlap | None,
-        ahead: ReadAhead | None,
-    ) -> None:
-        total = len(todo)
-        rate = Throughput()
-        racy: list[
-            tuple[ScanEntry, str]
-        ] = []  # files stored with mtime 0, and the digest they were read with
-        n = 0
-        while n < total:
-            t0 = time.perf_counter()
-            begin = n
-            with self._write_lock:
-                locked = time.perf_counter()
-                batch: list[_Prepared] = []
-                batch_chunks = 0
-                while n < total:
-                    if cancel is not None and cancel.is_set():
-                        raise IndexCancelled("indexing cancelled")
-                    e = todo[n]
-                    if progress:
-                        progress(IndexProgress(n, total, e.rel, summary.embedded, "keywords",
-                                               eta_seconds=rate.eta(total - n)))  # fmt: skip
-                    n += 1
-                    try:
-                        early = ahead.take(n - 1) if ahead else None
-                        prep = self._prepare_one(
-                            e, states, full, summary, racy, early, ahead if early is not None else None
-                        )
-                    except (IndexCancelled, KeyboardInterrupt):
-                        raise
-                    except Exception as exc:  # one odd path must never stop a run over thousands
-                        self._file_failed(e.rel, exc, summary)
-                        continue
-                    if prep is None:
-                        continue
-                    summary.changed += 1
-                    batch.append(prep)
-                    batch_chunks += len(prep.chunks)
-                    if (
-                        batch_chunks >= TEXT_BATCH_CHUNKS
-                        or len(batch) >= TEXT_BATCH_FILES
-                        or time.perf_counter() - locked >= TEXT_BATCH_SECONDS
-                    ):
-                        break
-                if batch:
-                    unembedded = self._flush(batch, summary)
-                    if overlap is not None:
-                        overlap.feed(unembedded)
-                stored[0] = n
-            self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
-            rate.add(n - begin, time.perf_counter() - t0)
+        with ChunkPool(workers, limits, count) as pool:
+            ahead = ReadAhead(
+                todo, pool, self.read_bytes, changed, lambda: self._refreshes, READ_AHEAD_FILES, chunk_here
+            )
+            try:
+                yield ahead
+            finally:
+                ahead.close()
+                summary.chunk_workers = ahead.workers_used
 
     def _prepare_one(
         self,
@@ -278,7 +270,7 @@ class TextPhase:
         t0 = time.perf_counter()
         chunked = ahead.result(early) if ahead else None  # a worker's, or chunked here while one was busy
         summary.timings["chunk"] += time.perf_counter() - t0
-        prep = self.prepare(e, data, summary, chunked)
+        prep = self.prepare(e, data, summary, chunked, digest)
         if prep is None:
             if st is not None:
                 self.store.delete_file(e.rel)

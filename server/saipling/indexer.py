@@ -19,15 +19,7 @@ from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderError
 from .index_embed import EmbeddingPhase
 from .index_lock import index_lock
-from .index_records import (  # noqa: F401 - records re-exported: callers import them from the indexer
-    RACY_WINDOW_FINE_NS,
-    IndexProgress,
-    IndexSummary,
-    ProgressCallback,
-    Throughput,
-    is_racy,
-    racy_window,
-)
+from .index_records import IndexProgress, IndexSummary, ProgressCallback  # (callers import them here too)
 from .index_text import TextPhase
 from .parse_memo import ParseMemo
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name

@@ -193,7 +193,7 @@ class VectorStore:
             )
         held, top = set(hold), {p: i for i, p in enumerate(dict.fromkeys(first))}
         rows = [r for r in rows if r[1] not in held]
-        # mtime 0 marks a file read within its timestamp tick (see indexer.is_racy): just written, so recent
+        # mtime 0 marks a file read within its timestamp tick (see index_records.is_racy): just written, so recent
         rows.sort(key=lambda r: (top.get(r[1], len(top)), -(r[4] or (1 << 62))))
         return [(int(r[0]), r[1], r[2], int(r[3] or 0)) for r in rows]
 
