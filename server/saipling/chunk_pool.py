@@ -94,7 +94,7 @@ def worker_count(files: int, size: int) -> int:
         return 0
     try:
         cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # (not on macOS or Windows)
+    except AttributeError:  # macOS, Windows: no CPU affinity to ask
         cpus = os.cpu_count() or 1
     return max(0, min(cpus - 1, MAX_WORKERS))
 
@@ -113,9 +113,8 @@ def _start_worker(limits: ChunkLimits, count: Callable[[str], int]) -> None:
     except OSError:  # no stderr (a daemon, pythonw)
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the CLI is for the indexer, which stops the pool
-    logging.getLogger("saipling").setLevel(
-        logging.CRITICAL + 1
-    )  # the indexer logs what its files warned about
+    # the indexer logs what a worker's files warned about
+    logging.getLogger("saipling").setLevel(logging.CRITICAL + 1)
     parent = multiprocessing.parent_process()
     if parent is not None:  # a killed indexer (kill -9) must not leave its workers waiting for work forever
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
