@@ -123,7 +123,8 @@ def test_a_run_with_a_worker_stores_what_one_process_stores(
     assert mixed == alone
 
 
-def test_a_worker_chunks_a_file_as_the_indexer_does(tmp_path: Path) -> None:
+def test_a_worker_chunks_a_file_as_the_indexer_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ChunkPool, "take_back", False)  # (else a task still queued comes back undone)
     root = corpus(tmp_path, "c", n=6)
     limits = limits_for(128, 96, 16, 256, 0)
     paths = sorted(p for p in root.rglob("*.md"))
@@ -146,6 +147,7 @@ def test_a_killed_worker_loses_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     _, alone = run_index(corpus(tmp_path, "a"), 0, monkeypatch)
+    monkeypatch.setattr(ChunkPool, "take_back", False)  # every group goes to the worker, queued as it starts
     killed: list[int] = []
     submit = ChunkPool.submit
 
@@ -206,14 +208,15 @@ def test_a_file_read_ahead_then_refreshed_is_read_again(tmp_path: Path) -> None:
 
 
 def test_the_cli_starts_workers_and_keeps_stdout_to_itself(tmp_path: Path) -> None:
-    root = corpus(tmp_path, "a")
+    # (the indexer chunks what it needs itself while its worker starts: a run long enough for it to be up)
+    root = corpus(tmp_path, "a", n=600)
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({ENV: "1", "SAIPLING_PROVIDER": "none"})
     proc = subprocess.run([sys.executable, "-m", "saipling", "index", str(root), "--json"],
                           capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)  # the whole of stdout is one JSON document
-    assert summary["chunkWorkers"] == 1 and summary["files"] == 40
+    assert summary["chunkWorkers"] == 1 and summary["files"] == 604
 
 
 @pytest.mark.parametrize(("value", "files", "size", "expected"), [
@@ -354,3 +357,43 @@ async def test_a_language_server_indexing_with_workers_keeps_its_protocol_channe
         assert await search_paths(client, "Fenwick", filter={"entityTypes": ["place"]}) == [
             "places/fenwick.md"
         ]
+
+
+def test_the_indexer_chunks_its_next_files_itself_while_its_worker_starts(tmp_path: Path) -> None:
+    """A worker takes ~0.1 s to start (a Python process importing the chunker): groups read meanwhile are not
+    queued behind the start, where the indexer would wait for them, but chunked by the indexer; once the worker
+    is up it gets the groups held so far, all but the one the indexer reaches next."""
+    files = {f"n{i:02d}.md": f"# N{i}\n\n{words(30, seed=i)}\n" for i in range(64)}
+    root = make_project(tmp_path, files)
+    todo = [type("E", (), {"rel": r, "abs_path": root / r})() for r in sorted(files)]
+    limits, started = ChunkLimits(), threading.Event()
+
+    class Starting(ChunkPool):
+        take_back = False  # (the indexer waiting for group 3 would otherwise chunk group 4, not started yet)
+
+        @property
+        def ready(self) -> bool:
+            return started.is_set()
+
+    with Starting(1, limits, estimate_tokens) as pool:
+        here: list[str] = []
+
+        def chunk_here(r: str, d: bytes, m: Any) -> Any:
+            here.append(r)
+            return chunk_bytes(r, d, limits, estimate_tokens, m)
+
+        ahead = ReadAhead(
+            todo, pool, lambda p: Path(p).read_bytes(), lambda e, d: None, lambda: 0, 64, chunk_here
+        )
+        taken = [ahead.take(0)]  # reads all 64 files: four groups of 16, none queued
+        assert taken[0] is not None and taken[0].group is not None and taken[0].group.fut is None
+        assert ahead.result(taken[0]).chunks[0].text.startswith("# N0")  # type: ignore[index, union-attr]
+        assert here == [f"n{i:02d}.md" for i in range(16)]  # the indexer did not wait for the worker
+        started.set()
+        taken += [ahead.take(i) for i in range(1, 64)]  # the worker is up: groups 3 and 4 go to it
+        groups = [e.group for e in taken[::16]]  # type: ignore[union-attr]
+        assert [g.fut is not None for g in groups] == [False, False, True, True]  # type: ignore[union-attr]
+        assert all(ahead.result(e).chunks for e in taken)  # type: ignore[arg-type, union-attr]
+        ahead.close()
+    assert here == [f"n{i:02d}.md" for i in range(32)]  # 32-63 were chunked by the worker
+    assert pool.done == 2

@@ -494,6 +494,36 @@ def test_count_tokens_on_real_prose_long_words_and_a_full_memo(
         assert provider.count_tokens(t) == len(counter.encode(t).ids)  # from the memo the second time
 
 
+def test_the_word_counter_travels_to_a_chunking_worker_as_its_file(
+    provider: LocalProvider, tmp_path: Path
+) -> None:
+    """A spawned worker's arguments go down a pipe its parent blocks on past 64 KB (until the child has started
+    Python): the counter goes as its tokenizer file's name, not as the 466 KB tokenizer, and counts the same."""
+    import os
+    import pickle
+    import shutil
+
+    from saipling.embeddings.tokencount import WordPieceCounter, load_counting_tokenizer
+
+    count = provider._loaded().count
+    blob = pickle.dumps(count)
+    assert len(blob) < 4096
+    texts = ["The gnoll war drums of Axis.", "supercalifragilistic " * 40, "naïve café, 1,234.5 km", ""]
+    assert [pickle.loads(blob)(t) for t in texts] == [count(t) for t in texts]
+    assert provider.files is not None
+    mine = tmp_path / "tokenizer.json"
+    shutil.copy(provider.files.tokenizer, mine)
+    from_file = WordPieceCounter(load_counting_tokenizer(str(mine)), str(mine))
+    as_object = WordPieceCounter(load_counting_tokenizer(str(mine)))  # no file known: the tokenizer itself
+    assert len(pickle.dumps(as_object)) > 100_000
+    assert [pickle.loads(pickle.dumps(as_object))(t) for t in texts] == [count(t) for t in texts]
+    blob = pickle.dumps(from_file)
+    st = mine.stat()
+    os.utime(mine, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # another model's tokenizer put in its place
+    with pytest.raises(RuntimeError, match="changed since the indexer loaded it"):
+        pickle.loads(blob)  # (the worker's pool breaks and the indexer chunks in process: test_chunk_pool.py)
+
+
 def test_chunks_with_the_word_memo_equal_chunks_with_plain_counts(provider: LocalProvider) -> None:
     from saipling.chunker import chunk_document, limits_for
     from saipling.metadata import extract_metadata

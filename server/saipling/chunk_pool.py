@@ -143,6 +143,13 @@ class ChunkPool:
         ctx = multiprocessing.get_context("spawn")
         self._ex = ProcessPoolExecutor(workers, ctx, initializer=_start_worker, initargs=(limits, count))
         self.workers, self.broken, self.done = workers, False, 0  # done: groups chunked by a worker
+        self._started = self._ex.submit(os.getpid)  # done once a worker is up (or could not start)
+
+    @property
+    def ready(self) -> bool:
+        """A worker has started (~0.1 s after the pool: a Python process importing the chunker); until
+        then the caller chunks what it needs itself rather than queueing it behind the start."""
+        return self._started.done() or not self.take_back
 
     def submit(
         self, rels: list[str], datas: list[bytes], memos: list[ParseMemo | None]
@@ -280,6 +287,7 @@ class ReadAhead:
             if self._next == len(self._todo) and self._groups and not self._groups[-1].closed:
                 self._submit(self._groups[-1])  # the run's last files: a worker's too
         self._groups = [g for g in self._groups if g.last >= i]
+        self._submit_held(i)
         early = self._early.pop(i, None)
         if early is not None and early.data is not None:
             self._bytes -= len(early.data)
@@ -341,7 +349,16 @@ class ReadAhead:
 
     def _submit(self, g: _Group) -> None:
         g.closed = True
-        g.fut = self._pool.submit(g.rels, g.datas, g.memos)
+        if self._pool.ready:
+            g.fut = self._pool.submit(g.rels, g.datas, g.memos)
+
+    def _submit_held(self, i: int) -> None:
+        """Once the pool is up, hand it the groups closed while it was starting, all but the one the indexer
+        reaches next (its own: the worker starts on the one after)."""
+        held = [g for g in self._groups if g.closed and g.fut is None and g.here is None and g.last >= i]
+        if held and self._pool.ready and not self._pool.broken:
+            for g in held[1:]:
+                g.fut = self._pool.submit(g.rels, g.datas, g.memos)
 
     @property
     def workers_used(self) -> int:

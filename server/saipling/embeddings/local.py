@@ -25,7 +25,7 @@ from ..lazy import np  # numpy loads on first use (cold CLI path)
 from .base import EmbeddingProvider, EmbeddingResult, normalise, side_thread
 from .families import family_for
 from .int8 import int8_matmul_model, quantizes_per_run
-from .tokencount import WordPieceCounter, is_additive
+from .tokencount import WordPieceCounter, is_additive, load_counting_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -332,13 +332,11 @@ class LocalProvider(EmbeddingProvider):
             ) from exc
         try:
             tokenizer = Tokenizer.from_file(str(files.tokenizer))
-            counter = Tokenizer.from_file(str(files.tokenizer))
+            counter = load_counting_tokenizer(str(files.tokenizer))
         except Exception as exc:  # tokenizers raises plain Exception subclasses
             raise ProviderError(f"cannot load tokenizer {files.tokenizer}: {exc}") from exc
         tokenizer.enable_truncation(max_length=files.max_input_tokens)
         tokenizer.no_padding()  # padding per run, to the longest text in it (see _embed_batch)
-        counter.no_truncation()
-        counter.no_padding()
 
         model: str | bytes = str(files.onnx)
         rewritten = 0
@@ -402,7 +400,11 @@ class LocalProvider(EmbeddingProvider):
             else f"{options.intra_op_num_threads or 'default'} threads",
         )
         pooled = len(out.shape) == 2
-        count = WordPieceCounter(counter) if is_additive(counter) else _plain_counter(counter)
+        count = (
+            WordPieceCounter(counter, str(files.tokenizer))
+            if is_additive(counter)
+            else _plain_counter(counter)
+        )
         cls = files.pooling == "cls"
         return _Loaded(
             session, tokenizer, counter, count, names, out.name, pooled, cls, one_per_run, pool, workers
