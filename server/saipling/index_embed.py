@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,19 @@ class EmbeddingPhase:
         (IndexCancelled) or paused (summary.paused)."""
         if not self.embeds or summary.degraded:
             return
+        with StoreBehind(self.store, self._cache_key(), summary) as behind:
+            self._embed_rounds(summary, files_total, progress, cancel, hold, first, behind)
+
+    def _embed_rounds(
+        self,
+        summary: IndexSummary,
+        files_total: int,
+        progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+        hold: Callable[[], Iterable[str]],
+        first: list[str],
+        behind: StoreBehind,
+    ) -> None:
         todo = self.store.unembedded(hold(), first)
         base = size = max(1, self.settings.batch_size)
         done = done_tokens = 0
@@ -138,6 +152,7 @@ class EmbeddingPhase:
         pos = 0
         while True:
             if pos >= len(todo):  # chunks stored meanwhile (a save, a lazy sync) are embedded too
+                behind.flush()  # (the round held back is not "without a vector")
                 todo = [r for r in self.store.unembedded(hold(), first) if r[0] not in seen]
                 if not todo:
                     return
@@ -153,7 +168,7 @@ class EmbeddingPhase:
             seen.update(r[0] for r in part)
             t0 = time.perf_counter()
             embed_s, embedded = summary.timings["embed"], summary.embedded
-            called = self._embed_round(part, summary)
+            called = self._embed_round(part, summary, behind)
             if called is None:
                 return  # the provider failed: summary.degraded says why
             done += len(part)
@@ -170,13 +185,20 @@ class EmbeddingPhase:
                                        eta_seconds=rate.eta(total_tokens - done_tokens)))  # fmt: skip
 
     def _embed_round(
-        self, part: list[tuple[int, str, str | None, int]], summary: IndexSummary
+        self,
+        part: list[tuple[int, str, str | None, int]],
+        summary: IndexSummary,
+        behind: StoreBehind | None = None,
     ) -> bool | None:
         """Vectors for these chunks (chunk id, path, content hash, tokens): the cache first, then the provider.
-        Returns whether the provider was called, None when it failed (summary.degraded says why)."""
+        Returns whether the provider was called, None when it failed (summary.degraded says why). With
+        `behind`, the round's vectors are stored while the next round is embedded."""
         rows = self.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
         texts = {h: embed_text_for(hp, text) for h, hp, text in rows.values()}
         vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
+        if behind is not None:
+            vectors.update(behind.vectors(texts.keys() - vectors.keys()))  # (not in the cache yet)
+            behind.start()  # the round before is stored while the model embeds this one
         summary.reused += len(vectors)
         missing = [h for h in texts if h not in vectors]
         got: dict[str, np.ndarray] = {}
@@ -188,9 +210,12 @@ class EmbeddingPhase:
             hashes = ((r[1], r[2] or rows.get(r[0], ("",))[0]) for r in part)
             summary.embedded_paths += list(dict.fromkeys(p for p, h in hashes if h in got))
         items = [(cid, h, vectors[h]) for cid, (h, _, _) in rows.items() if h in vectors]
-        t1 = time.perf_counter()
-        self.store.set_vectors(items, self._cache_key())
-        summary.timings["store"] += time.perf_counter() - t1
+        if behind is not None:
+            behind.hold(items)
+        else:
+            t1 = time.perf_counter()
+            self.store.set_vectors(items, self._cache_key())
+            summary.timings["store"] += time.perf_counter() - t1
         if len(got) < len(missing):
             return None  # the provider failed within the round: what it got is stored, the run stops
         return bool(missing)
@@ -301,6 +326,72 @@ def round_size(batch: int, per_second: float) -> int:
     rewritten every 0.4 s). Rounds stay short enough for pause, cancel and progress to answer within ~1 s."""
     batches = int(per_second * ROUND_SECONDS) // batch
     return batch * max(1, min(MAX_ROUND_BATCHES, batches))
+
+
+class StoreBehind:
+    """The embedding phase's rounds stored on a thread while the model embeds the next one.
+
+    Storing a round (vec0 and cache inserts, the commit, SQLite's WAL checkpoints) took ~0.33 s of a first
+    index of the 13th Age vault with the model idle; the model's runs and SQLite's both release the GIL. A round
+    is `hold`: kept here; the next round reads its texts and cached vectors (the store's lock: never beside a
+    write) and then `start`s the held round's store and calls the model; `hold` waits for that store first. Its
+    error, if any, is raised there, in the indexer's thread. `flush` stores what is held and waits; leaving the
+    `with` does too (a cancel or a pause keeps the rounds it embedded), after an error without raising a second.
+    """
+
+    def __init__(self, store: Store, key: str, summary: IndexSummary) -> None:
+        self._store, self._key, self._summary = store, key, summary
+        self._ex = ThreadPoolExecutor(1, thread_name_prefix="saipling-store")
+        self._held: list[tuple[int, str, np.ndarray]] = []
+        self._running: Future[float] | None = None
+        self._vectors: dict[str, np.ndarray] = {}  # the held and the running round's, by content hash
+
+    def vectors(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        """The vectors of these texts held or being stored (the cache will have them)."""
+        return {h: self._vectors[h] for h in hashes if h in self._vectors}
+
+    def start(self) -> None:
+        if self._held:
+            self._wait()
+            self._running = self._ex.submit(self._set, self._held)
+            self._held = []
+
+    def hold(self, items: list[tuple[int, str, np.ndarray]]) -> None:
+        self._wait()
+        if self._held:  # (not started: a round without a model call)
+            self._set(self._held)
+        self._held = items
+        self._vectors = {h: v for _, h, v in items}
+
+    def flush(self) -> None:
+        self.start()
+        self._wait()
+        self._vectors = {}
+
+    def _set(self, items: list[tuple[int, str, np.ndarray]]) -> float:
+        t = time.perf_counter()
+        self._store.set_vectors(items, self._key)
+        return time.perf_counter() - t
+
+    def _wait(self) -> None:
+        running, self._running = self._running, None
+        if running is not None:
+            self._summary.timings["store"] += running.result()
+
+    def __enter__(self) -> StoreBehind:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        try:
+            if exc_type is None:
+                self.flush()
+            else:
+                try:
+                    self.flush()
+                except Exception:  # noqa: BLE001 - the first error is the one raised
+                    log.warning("storing the last embedded round failed", exc_info=True)
+        finally:
+            self._ex.shutdown(wait=True)
 
 
 ROUND = 16  # chunks per round of the embedding thread beside the text phase
