@@ -166,6 +166,44 @@ def test_a_killed_worker_loses_no_file(
     assert not summary.failed and summary.chunk_workers == 0 and beside == alone
 
 
+def _cannot_load() -> Any:
+    raise RuntimeError("tokenizer t.json changed since the indexer loaded it")
+
+
+class Unloadable:
+    """A token counter a worker cannot unpickle (as a local model's whose tokenizer file was replaced)."""
+
+    def __call__(self, text: str) -> int:
+        return estimate_tokens(text)
+
+    def __reduce__(self) -> Any:
+        return (_cannot_load, ())
+
+
+def _no_process(*_: Any, **__: Any) -> Any:
+    raise OSError(11, "Resource temporarily unavailable")
+
+
+@pytest.mark.parametrize("why", ["its counter cannot load", "no process to be had"])
+def test_a_worker_that_cannot_start_leaves_the_run_to_the_indexer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, why: str
+) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from saipling.indexer import Indexer
+
+    _, alone = run_index(corpus(tmp_path, "a"), 0, monkeypatch)
+    if why == "its counter cannot load":
+        monkeypatch.setattr(Indexer, "token_counter", lambda self: Unloadable())
+    else:
+        monkeypatch.setattr(ProcessPoolExecutor, "submit", _no_process)
+    monkeypatch.setattr(ChunkPool, "take_back", False)  # every group waits for the worker: it never comes
+    with caplog.at_level(logging.WARNING, logger="saipling"):
+        summary, beside = run_index(corpus(tmp_path, "b"), 1, monkeypatch)
+    assert any("chunking workers stopped" in r.getMessage() for r in caplog.records)
+    assert not summary.failed and summary.chunk_workers == 0 and beside == alone
+
+
 def test_a_cancelled_run_stops_its_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from saipling import index_text
 

@@ -503,7 +503,7 @@ def test_the_word_counter_travels_to_a_chunking_worker_as_its_file(
     import pickle
     import shutil
 
-    from saipling.embeddings.tokencount import WordPieceCounter, load_counting_tokenizer
+    from saipling.embeddings.tokencount import WordPieceCounter, file_key, load_counting_tokenizer
 
     count = provider._loaded().count
     blob = pickle.dumps(count)
@@ -513,7 +513,7 @@ def test_the_word_counter_travels_to_a_chunking_worker_as_its_file(
     assert provider.files is not None
     mine = tmp_path / "tokenizer.json"
     shutil.copy(provider.files.tokenizer, mine)
-    from_file = WordPieceCounter(load_counting_tokenizer(str(mine)), str(mine))
+    from_file = WordPieceCounter(load_counting_tokenizer(str(mine)), file_key(str(mine)))
     as_object = WordPieceCounter(load_counting_tokenizer(str(mine)))  # no file known: the tokenizer itself
     assert len(pickle.dumps(as_object)) > 100_000
     assert [pickle.loads(pickle.dumps(as_object))(t) for t in texts] == [count(t) for t in texts]

@@ -143,13 +143,20 @@ class ChunkPool:
         ctx = multiprocessing.get_context("spawn")
         self._ex = ProcessPoolExecutor(workers, ctx, initializer=_start_worker, initargs=(limits, count))
         self.workers, self.broken, self.done = workers, False, 0  # done: groups chunked by a worker
-        self._started = self._ex.submit(os.getpid)  # done once a worker is up (or could not start)
+        # a task per worker starts them all now (the executor starts one per task finding none idle); done
+        # once a worker is up, or could not start
+        self._started: list[Future[int]] = []
+        try:
+            for _ in range(workers):
+                self._started.append(self._ex.submit(os.getpid))
+        except Exception as exc:  # noqa: BLE001 - no process or thread to be had: the caller chunks alone
+            self._broke(exc)
 
     @property
     def ready(self) -> bool:
         """A worker has started (~0.1 s after the pool: a Python process importing the chunker); until
         then the caller chunks what it needs itself rather than queueing it behind the start."""
-        return self._started.done() or not self.take_back
+        return self.broken or not self.take_back or any(f.done() for f in self._started)
 
     def submit(
         self, rels: list[str], datas: list[bytes], memos: list[ParseMemo | None]
@@ -279,6 +286,7 @@ class ReadAhead:
     def take(self, i: int) -> Early | None:
         """File `i` of the run as read ahead (None: read it now); reads on to keep the window full."""
         self._next = max(self._next, i)
+        self._submit_held(i)
         while self._next < min(len(self._todo), i + 1 + self._window) and (
             self._next == i or self._bytes < READ_AHEAD_BYTES
         ):

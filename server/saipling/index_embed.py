@@ -357,11 +357,8 @@ class StoreBehind:
             self._held = []
 
     def hold(self, items: list[tuple[int, str, np.ndarray]]) -> None:
-        self._wait()
-        if self._held:  # (not started: a round without a model call)
-            self._set(self._held)
-        self._held = items
-        self._vectors = {h: v for _, h, v in items}
+        self._held, self._vectors = items, {h: v for _, h, v in items}  # (kept if the last store failed:
+        self._wait()  # the flush on the way out tries them once more, a paid round is not thrown away)
 
     def flush(self) -> None:
         self.start()

@@ -25,7 +25,7 @@ from ..lazy import np  # numpy loads on first use (cold CLI path)
 from .base import EmbeddingProvider, EmbeddingResult, normalise, side_thread
 from .families import family_for
 from .int8 import int8_matmul_model, quantizes_per_run
-from .tokencount import WordPieceCounter, is_additive, load_counting_tokenizer
+from .tokencount import WordPieceCounter, file_key, is_additive, load_counting_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -331,6 +331,7 @@ class LocalProvider(EmbeddingProvider):
                 f"local provider needs onnxruntime and tokenizers ({exc}); {INSTALL_HINT}"
             ) from exc
         try:
+            source = file_key(str(files.tokenizer))  # (before loading: a file replaced meanwhile is not it)
             tokenizer = Tokenizer.from_file(str(files.tokenizer))
             counter = load_counting_tokenizer(str(files.tokenizer))
         except Exception as exc:  # tokenizers raises plain Exception subclasses
@@ -400,11 +401,7 @@ class LocalProvider(EmbeddingProvider):
             else f"{options.intra_op_num_threads or 'default'} threads",
         )
         pooled = len(out.shape) == 2
-        count = (
-            WordPieceCounter(counter, str(files.tokenizer))
-            if is_additive(counter)
-            else _plain_counter(counter)
-        )
+        count = WordPieceCounter(counter, source) if is_additive(counter) else _plain_counter(counter)
         cls = files.pooling == "cls"
         return _Loaded(
             session, tokenizer, counter, count, names, out.name, pooled, cls, one_per_run, pool, workers

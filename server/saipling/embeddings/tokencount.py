@@ -54,7 +54,8 @@ def load_counting_tokenizer(path: str) -> Any:
     return tokenizer
 
 
-def _file_key(path: str) -> tuple[str, int, int]:
+def file_key(path: str) -> tuple[str, int, int]:
+    """A file's name, size and modification time: whether it is still the file a counter was loaded from."""
     st = os.stat(path)
     return path, st.st_size, st.st_mtime_ns
 
@@ -67,12 +68,12 @@ class WordPieceCounter:
 
     additive = True
 
-    def __init__(self, tokenizer: Any, source: str | None = None) -> None:
+    def __init__(self, tokenizer: Any, source: tuple[str, int, int] | None = None) -> None:
         self.tokenizer = tokenizer  # no truncation, no padding
         self.specials = len(tokenizer.encode("").ids)  # [CLS] + [SEP]
         self._words: dict[str, int] = {}
         self._lock = threading.Lock()  # writers; readers see a whole dict (replaced, never emptied in place)
-        self._source = _file_key(source) if source is not None else None  # the file it was loaded from
+        self._source = source  # the file it was loaded from, as file_key saw it before loading it
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (for chunking workers: chunk_pool.py) without its memo, and as the file the tokenizer came
@@ -86,10 +87,9 @@ class WordPieceCounter:
     def __setstate__(self, state: dict[str, Any]) -> None:
         if "source" in state:
             path = state["source"][0]
-            tokenizer = load_counting_tokenizer(path)
-            if _file_key(path) != state["source"]:  # (a worker would count with another model's word pieces)
+            if file_key(path) != tuple(state["source"]):  # (a worker would count another model's word pieces)
                 raise RuntimeError(f"tokenizer {path} changed since the indexer loaded it")
-            self.__init__(tokenizer, path)  # type: ignore[misc]
+            self.__init__(load_counting_tokenizer(path), state["source"])  # type: ignore[misc]
         else:
             self.__init__(state["tokenizer"])  # type: ignore[misc]
 
