@@ -131,58 +131,48 @@ class EmbeddingPhase:
         if not self.embeds or summary.degraded:
             return
         with StoreBehind(self.store, self._cache_key(), summary) as behind:
-            self._embed_rounds(summary, files_total, progress, cancel, hold, first, behind)
-
-    def _embed_rounds(
-        self,
-        summary: IndexSummary,
-        files_total: int,
-        progress: ProgressCallback | None,
-        cancel: threading.Event | None,
-        hold: Callable[[], Iterable[str]],
-        first: list[str],
-        behind: StoreBehind,
-    ) -> None:
-        todo = self.store.unembedded(hold(), first)
-        base = size = max(1, self.settings.batch_size)
-        done = done_tokens = 0
-        total_tokens = sum(t for *_, t in todo)
-        rate = Throughput()  # tokens a second: chunks differ in length, tokens are what the model works on
-        seen: set[int] = set()
-        pos = 0
-        while True:
-            if pos >= len(todo):  # chunks stored meanwhile (a save, a lazy sync) are embedded too
-                behind.flush()  # (the round held back is not "without a vector")
-                todo = [r for r in self.store.unembedded(hold(), first) if r[0] not in seen]
-                if not todo:
+            todo = self.store.unembedded(hold(), first)
+            base = size = max(1, self.settings.batch_size)
+            done = done_tokens = 0
+            total_tokens = sum(t for *_, t in todo)
+            rate = (
+                Throughput()
+            )  # tokens a second: chunks differ in length; tokens are what the model works on
+            seen: set[int] = set()
+            pos = 0
+            while True:
+                if pos >= len(todo):  # chunks stored meanwhile (a save, a lazy sync) are embedded too
+                    behind.flush()  # (the round held back is not "without a vector")
+                    todo = [r for r in self.store.unembedded(hold(), first) if r[0] not in seen]
+                    if not todo:
+                        return
+                    pos, total_tokens = 0, done_tokens + sum(t for *_, t in todo)
+                if cancel is not None and cancel.is_set():
+                    raise IndexCancelled("indexing cancelled")
+                if self.paused.is_set():
+                    summary.paused = True
+                    log.info("embedding paused; %d chunks wait", len(todo) - pos)
                     return
-                pos, total_tokens = 0, done_tokens + sum(t for *_, t in todo)
-            if cancel is not None and cancel.is_set():
-                raise IndexCancelled("indexing cancelled")
-            if self.paused.is_set():
-                summary.paused = True
-                log.info("embedding paused; %d chunks wait", len(todo) - pos)
-                return
-            part = todo[pos : pos + size]
-            pos += len(part)
-            seen.update(r[0] for r in part)
-            t0 = time.perf_counter()
-            embed_s, embedded = summary.timings["embed"], summary.embedded
-            called = self._embed_round(part, summary, behind)
-            if called is None:
-                return  # the provider failed: summary.degraded says why
-            done += len(part)
-            done_tokens += sum(t for *_, t in part)
-            if called:
-                rate.add(sum(t for *_, t in part), time.perf_counter() - t0)
-                # the provider's own speed: texts it embedded over its time (cached texts and storing left out)
-                size = round_size(
-                    base, (summary.embedded - embedded) / max(summary.timings["embed"] - embed_s, 1e-6)
-                )
-            if progress:
-                progress(IndexProgress(files_total, files_total, part[-1][1], summary.embedded, "embedding",
-                                       chunks_done=done, chunks_total=done + len(todo) - pos,
-                                       eta_seconds=rate.eta(total_tokens - done_tokens)))  # fmt: skip
+                part = todo[pos : pos + size]
+                pos += len(part)
+                seen.update(r[0] for r in part)
+                t0 = time.perf_counter()
+                embed_s, embedded = summary.timings["embed"], summary.embedded
+                called = self._embed_round(part, summary, behind)
+                if called is None:
+                    return  # the provider failed: summary.degraded says why
+                done += len(part)
+                done_tokens += sum(t for *_, t in part)
+                if called:
+                    rate.add(sum(t for *_, t in part), time.perf_counter() - t0)
+                    # the provider's own speed: texts it embedded over its time (cached texts and storing left out)
+                    size = round_size(
+                        base, (summary.embedded - embedded) / max(summary.timings["embed"] - embed_s, 1e-6)
+                    )
+                if progress:
+                    progress(IndexProgress(files_total, files_total, part[-1][1], summary.embedded, "embedding",
+                                           chunks_done=done, chunks_total=done + len(todo) - pos,
+                                           eta_seconds=rate.eta(total_tokens - done_tokens)))  # fmt: skip
 
     def _embed_round(
         self,
