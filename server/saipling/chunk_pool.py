@@ -295,7 +295,6 @@ class ReadAhead:
             if self._next == len(self._todo) and self._groups and not self._groups[-1].closed:
                 self._submit(self._groups[-1])  # the run's last files: a worker's too
         self._groups = [g for g in self._groups if g.last >= i]
-        self._submit_held(i)
         early = self._early.pop(i, None)
         if early is not None and early.data is not None:
             self._bytes -= len(early.data)

@@ -135,9 +135,8 @@ class EmbeddingPhase:
             base = size = max(1, self.settings.batch_size)
             done = done_tokens = 0
             total_tokens = sum(t for *_, t in todo)
-            rate = (
-                Throughput()
-            )  # tokens a second: chunks differ in length; tokens are what the model works on
+            # tokens a second: chunks differ in length; tokens are what the model works on
+            rate = Throughput()
             seen: set[int] = set()
             pos = 0
             while True:
@@ -334,7 +333,7 @@ class StoreBehind:
         self._ex = ThreadPoolExecutor(1, thread_name_prefix="saipling-store")
         self._held: list[tuple[int, str, np.ndarray]] = []
         self._running: Future[float] | None = None
-        self._vectors: dict[str, np.ndarray] = {}  # the held and the running round's, by content hash
+        self._vectors: dict[str, np.ndarray] = {}  # the last round held (then running), by content hash
 
     def vectors(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """The vectors of these texts held or being stored (the cache will have them)."""
@@ -347,8 +346,10 @@ class StoreBehind:
             self._held = []
 
     def hold(self, items: list[tuple[int, str, np.ndarray]]) -> None:
-        self._held, self._vectors = items, {h: v for _, h, v in items}  # (kept if the last store failed:
-        self._wait()  # the flush on the way out tries them once more, a paid round is not thrown away)
+        """Keep a round to store and wait for the one being stored (raising its error). The round is kept even
+        then: the flush on the way out tries it once more (with a paid provider it was paid for)."""
+        self._held, self._vectors = items, {h: v for _, h, v in items}
+        self._wait()
 
     def flush(self) -> None:
         self.start()
@@ -370,13 +371,11 @@ class StoreBehind:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         try:
+            self.flush()
+        except Exception:
             if exc_type is None:
-                self.flush()
-            else:
-                try:
-                    self.flush()
-                except Exception:  # noqa: BLE001 - the first error is the one raised
-                    log.warning("storing the last embedded round failed", exc_info=True)
+                raise
+            log.warning("storing the last embedded round failed", exc_info=True)  # the first error is raised
         finally:
             self._ex.shutdown(wait=True)
 
