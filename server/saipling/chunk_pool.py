@@ -69,9 +69,7 @@ def chunk_bytes(
                        crashed=True)  # fmt: skip
     try:
         meta = extract_metadata(rel, decoded.text)
-        blocks = parse_with_memo(
-            decoded.text, memo
-        )  # an edited file re-parses from its last unchanged heading
+        blocks = parse_with_memo(decoded.text, memo)  # an edited file: from its last unchanged heading
         chunks = chunk_document(decoded.text, meta, limits, count, blocks)
         new_memo = memo_of(decoded.text, blocks)
     except Exception as exc:  # one odd file must never stop a run over thousands

@@ -147,9 +147,8 @@ class TextPhase:
         with self._read_ahead(todo, states, full, summary) as ahead:
             total = len(todo)
             rate = Throughput()
-            racy: list[
-                tuple[ScanEntry, str]
-            ] = []  # files stored with mtime 0, and the digest they were read with
+            # files stored with mtime 0, and the digest they were read with
+            racy: list[tuple[ScanEntry, str]] = []
             n = 0
             while n < total:
                 t0 = time.perf_counter()
