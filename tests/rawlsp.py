@@ -41,11 +41,13 @@ def message(method: str, params: Any = None, msg_id: Any = None, **extra: Any) -
 
 
 class RawServer:
-    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, env: dict[str, str] | None = None, command: list[str] | None = None
+    ) -> None:
         self.root = root
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            SERVER_COMMAND,
+            command or SERVER_COMMAND,  # another install's server (tests/test_wheel.py), else this checkout's
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from . import unindexable
+from . import __version__, unindexable
 from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
@@ -505,6 +505,7 @@ class Project:
         elif stored_key != provider.vector_key:
             stored_dims = 0  # vectors of another model: not this one's size
         return {
+            "version": __version__,
             "root": str(self.root),
             "indexPath": str(index_path(self.root)),
             "totalFiles": stats["totalFiles"],
