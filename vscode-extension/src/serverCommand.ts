@@ -39,6 +39,9 @@ export interface ResolveEnv {
 }
 
 export const DEFAULT_COMMAND = 'saipling';
+/** What to run when no server is found (saipling-search is not on PyPI yet: it installs from a clone). */
+export const INSTALL_HINT =
+  'git clone https://github.com/saipling/saipling-search && pipx install "./saipling-search[local]"';
 export const DEFAULT_ARGS: readonly string[] = ['serve'];
 export const PYTHON_ARGS: readonly string[] = ['-m', 'saipling', 'serve'];
 
@@ -100,6 +103,39 @@ export function findExecutable(command: string, ctx: ResolveEnv): string | undef
   return undefined;
 }
 
+/**
+ * Where `saipling` is installed when it is not on PATH (VS Code started from a dock does not read the shell
+ * profile): the workspace's virtualenv, pipx's bin folder and its own venv (old and new default homes,
+ * $PIPX_BIN_DIR / $PIPX_HOME), and the virtualenv the README suggests. In this order.
+ */
+export function knownLocations(ctx: ResolveEnv): string[] {
+  const win = ctx.platform === 'win32';
+  const pathApi = win ? path.win32 : path.posix;
+  const home = ctx.homeDir ?? os.homedir();
+  const exe = win ? 'saipling.exe' : 'saipling';
+  const bin = win ? 'Scripts' : 'bin';
+  const venvs = (root: string): string[] => ['.venv', 'venv'].map((v) => pathApi.join(root, v, bin, exe));
+  const out: string[] = [];
+  if (ctx.workspaceFolder !== undefined) {
+    out.push(...venvs(ctx.workspaceFolder));
+  }
+  if (ctx.env.PIPX_BIN_DIR) {
+    out.push(pathApi.join(ctx.env.PIPX_BIN_DIR, exe));
+  }
+  out.push(pathApi.join(home, '.local', 'bin', exe));
+  const pipxHomes = [
+    ctx.env.PIPX_HOME,
+    pathApi.join(home, '.local', 'pipx'),
+    pathApi.join(home, '.local', 'share', 'pipx'),
+    ...(win ? [pathApi.join(home, 'pipx')] : []),
+  ].filter((h): h is string => typeof h === 'string' && h.length > 0);
+  for (const pipxHome of pipxHomes) {
+    out.push(pathApi.join(pipxHome, 'venvs', 'saipling-search', bin, exe));
+  }
+  out.push(pathApi.join(home, '.venvs', 'saipling', bin, exe));
+  return out;
+}
+
 /** The command and arguments that start the server, or why they cannot be found. */
 export function resolveServerCommand(settings: ServerCommandSettings, ctx: ResolveEnv): Resolution {
   const python = settings.pythonPath?.trim();
@@ -117,18 +153,27 @@ export function resolveServerCommand(settings: ServerCommandSettings, ctx: Resol
     }
     return { ok: true, command: found, args: [...PYTHON_ARGS], viaPython: true };
   }
-  const configured = settings.serverCommand?.trim() || DEFAULT_COMMAND;
+  // the setting's default is "saipling": only another value is the user's own choice, never replaced by a guess
+  const userSet = settings.serverCommand?.trim() === DEFAULT_COMMAND ? undefined : settings.serverCommand?.trim();
+  const configured = userSet || DEFAULT_COMMAND;
   const expanded = expandPath(configured, ctx);
-  const found = findExecutable(expanded, ctx);
+  let found = findExecutable(expanded, ctx);
+  if (found === undefined && !userSet) {
+    const isExecutable = ctx.isExecutable ?? defaultIsExecutable;
+    found = knownLocations(ctx).find(isExecutable);
+  }
   if (found === undefined) {
+    const where = userSet
+      ? `the server command "${configured}" (setting saipling.serverCommand) was not found` +
+        (expanded.includes('/') || expanded.includes('\\') ? '' : ' on PATH')
+      : 'the "saipling" command was not found on PATH, in the workspace\'s .venv or in pipx\'s folders';
     return {
       ok: false,
       setting: 'saipling.serverCommand',
       message:
-        `Saipling: the server command "${configured}" was not found` +
-        (expanded.includes('/') || expanded.includes('\\') ? '. ' : ' on PATH. ') +
-        'Install the server with "pip install saipling-search", or set saipling.serverCommand ' +
-        '(or saipling.pythonPath to a Python that has it installed).',
+        `Saipling: ${where}. Install the server (Python 3.11 or newer) with: ${INSTALL_HINT} ` +
+        '(or into a virtualenv: see the README), then reload the window; or set saipling.serverCommand to ' +
+        'the full path that "command -v saipling" prints.',
     };
   }
   const args = settings.serverArgs ? [...settings.serverArgs] : [...DEFAULT_ARGS];
@@ -148,7 +193,8 @@ export function checkPythonHasSaipling(python: string, timeoutMs = 15000): Promi
       } else if ((error as { code?: unknown }).code === 3) {
         resolve(
           `Saipling: the Python interpreter "${python}" does not have the saipling package. ` +
-            `Run "${python} -m pip install saipling-search", or change saipling.pythonPath.`,
+            `Run "${python} -m pip install '/path/to/saipling-search[local]'" (a clone of the repository: ` +
+            'saipling-search is not on PyPI yet), or change saipling.pythonPath.',
         );
       } else {
         resolve(`Saipling: could not run "${python}": ${error.message}`);
