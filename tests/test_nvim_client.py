@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import saipling
+
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "clients" / "nvim"
 HELPERS = Path(__file__).resolve().parent / "nvim"
@@ -194,6 +196,14 @@ def test_picker_formats_and_jumps_without_server(nvim: Path, tmp_path: Path) -> 
     texts = [n["msg"] for n in result["notifications"]]
     assert any("no server running" in t for t in texts), msg  # :SaiplingStatus / :SaiplingSearch
     assert any("no results" in t for t in texts), msg
+    # low-confidence rows are marked; a list with no confident row says so in its title and a notification
+    assert result["low_formatted"] == "a.md § Second  0.31 (low confidence)", msg
+    assert result["low_items"][0] == "a.md § Second · lines 5–6 · 0.31 (low confidence) · x", msg
+    assert result["low_items"][1].endswith("0.05 (low confidence)"), msg
+    assert result["low_prompt"] == "Saipling: vague (no confident match)", msg
+    assert result["told_prompt"] == "Saipling: told (no confident match)", msg
+    assert result["confident_prompt"] == "Saipling: confident", msg
+    assert sum("nothing matched confidently" in t for t in texts) == 2, msg
     assert not any("stack traceback" in t for t in texts), msg
 
 
@@ -336,6 +346,17 @@ def test_search_completion(novel_run: tuple[dict, str, Path]) -> None:
     assert complete["book"] == ["book:book-1"], msg
 
 
+def test_a_vague_search_says_no_confident_match(novel_run: tuple[dict, str, Path]) -> None:
+    """The real server's noConfidentMatch reaches the picker: rows marked, the title says so."""
+    result, msg, _ = novel_run
+    vague = result["searches"]["vague"]
+    assert vague["items"], msg
+    assert vague["prompt"].endswith("(no confident match)"), msg
+    assert all("(low confidence)" in row for row in vague["items"]), msg
+    plain = result["searches"]["plain"]
+    assert plain["items"] and "no confident match" not in plain["prompt"], msg
+
+
 def test_select_rows_show_section_lines_and_snippet(novel_run: tuple[dict, str, Path]) -> None:
     result, msg, _ = novel_run
     rows = result["searches"]["filtered"]["items"]
@@ -372,6 +393,8 @@ def test_related_window_follows_the_current_file(novel_run: tuple[dict, str, Pat
 def test_checkhealth_reports_root_provider_index_and_last_error(novel_run: tuple[dict, str, Path]) -> None:
     result, msg, folder = novel_run
     health = "\n".join(result["health"])
+    assert f"server: saipling {saipling.__version__}" in health, msg
+    assert "index state: idle" in health, msg
     assert f"root: {folder}" in health, msg
     assert "provider: none" in health, msg
     assert f"index: {len(NOVEL) + 1} files" in health and "on disk" in health, msg  # + notes/market.md

@@ -69,6 +69,7 @@ T.run(function()
     upto = search("upto:12 sister"),
     path = search("path:books/ sister"),
     bad = search("upto:soon sister"),
+    vague = search("sister quantum telescope volcano orbit"), -- one common word of five: no confident match
   }
 
   -- :SaiplingRelated for the file, :[range]SaiplingRelated for the passage at those lines (marcus.md line 9).

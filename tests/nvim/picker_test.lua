@@ -22,6 +22,19 @@ T.run(function()
   T.auto_select()
   picker.pick(results, { title = "Saipling: fake", root = root })
   T.result.position = T.position()
+  -- Every row under the confidence bar: the rows are marked and the title and a notification say so.
+  local low = {
+    { filePath = "a.md", sectionHeading = "Second", startLine = 5, endLine = 6, score = 0.31, preview = "x" },
+    { filePath = "b.md", sectionHeading = "Inner", startLine = 2, score = 0.05 },
+  }
+  picker.pick(low, { title = "Saipling: vague", root = root })
+  T.result.low_prompt, T.result.low_items = T.result.select_prompt, T.result.select_items
+  T.result.low_formatted = picker.format(low[1], root)
+  -- the server's noConfidentMatch decides when given, even over scores that look fine
+  picker.pick({ results[1] }, { title = "Saipling: told", root = root, no_confident_match = true })
+  T.result.told_prompt = T.result.select_prompt
+  picker.pick({ results[1] }, { title = "Saipling: confident", root = root })
+  T.result.confident_prompt = T.result.select_prompt
   -- Commands without a running server notify instead of raising.
   vim.cmd("enew")
   vim.cmd("SaiplingStatus")

@@ -61,6 +61,13 @@ local function report_index(health, client)
     health.error(("saipling/status failed: %s"):format(err))
     return
   end
+  local info = type(client.server_info) == "table" and client.server_info or {}
+  local version = val(s.version) or val(info.version)
+  if version then
+    health.ok(("server: saipling %s"):format(version))
+  else
+    health.warn("server version unknown (a saipling older than 0.1.0?)")
+  end
   health.ok(("root: %s"):format(val(s.root) or client.root_dir or "?"))
   local model = val(s.model) and (" (" .. s.model .. ")") or ""
   local reason = val(s.providerReason) and (": " .. s.providerReason) or ""
@@ -93,6 +100,13 @@ local function report_index(health, client)
     work[#work + 1] = ("%s chunk(s) without embeddings"):format(unembedded)
   end
   health.info("pending work: " .. (#work > 0 and table.concat(work, "; ") or "none"))
+  local phase = val(s.indexPhase) or (s.isIndexing == true and "indexing" or "idle")
+  local state = ({ idle = "idle", keywords = "indexing (reading files)", embedding = "indexing (embedding)",
+    paused = "paused (embedding stopped)" })[phase] or phase
+  if val(s.readOnly) == true then
+    state = state .. ", read-only"
+  end
+  health.info(("index state: %s"):format(state))
   if val(s.degraded) then
     health.warn("degraded: " .. tostring(s.degraded))
   end
@@ -132,7 +146,10 @@ function M.check()
     if mod_ok == true then
       health.ok(("%s can import %s"):format(cmd[1], cmd[3]))
     elseif mod_ok == false then
-      health.error(("%s cannot import %s"):format(cmd[1], cmd[3]), { detail or "", "pip install saipling-search" })
+      health.error(("%s cannot import %s"):format(cmd[1], cmd[3]), {
+        detail or "",
+        ("%s -m pip install '/path/to/saipling-search[local]' (a clone: not on PyPI yet)"):format(cmd[1]),
+      })
     end
   end
 

@@ -229,7 +229,11 @@ function M.search(query, opts)
         notes[#notes + 1] = "indexing, results may be incomplete"
       end
       local title = "Saipling: " .. words .. (#notes > 0 and (" (" .. table.concat(notes, "; ") .. ")") or "")
-      picker.pick(results, { title = title, root = client.root_dir })
+      picker.pick(results, {
+        title = title,
+        root = client.root_dir,
+        no_confident_match = result and result.noConfidentMatch == true or nil,
+      })
     end)
   end
   if query and vim.trim(query) ~= "" then

@@ -54,6 +54,17 @@ function M.snippet(item, max)
   return text
 end
 
+--- Results under this score are "low confidence", as the CLI shows them (the server's noConfidentMatch bar).
+M.low_confidence_below = 0.5
+
+--- True when the result scores under the confidence bar (a result without a score is not marked).
+---@param item table search result
+---@return boolean
+function M.low_confidence(item)
+  local score = tonumber(item.score)
+  return score ~= nil and score < M.low_confidence_below
+end
+
 --- The vim.ui.select row: `file § section · lines a–b · score · snippet`.
 ---@param item table search result
 ---@param root? string
@@ -61,7 +72,7 @@ end
 function M.format_select(item, root)
   local parts = { M.format(item, root, { score = false }), M.lines(item) }
   if tonumber(item.score) then
-    parts[#parts + 1] = ("%.2f"):format(item.score)
+    parts[#parts + 1] = ("%.2f"):format(item.score) .. (M.low_confidence(item) and " (low confidence)" or "")
   end
   local snippet = M.snippet(item)
   if snippet ~= "" then
@@ -97,7 +108,7 @@ function M.format(item, root, opts)
     text = text .. " § " .. section:gsub("^#+%s*", "")
   end
   if tonumber(item.score) and not (opts and opts.score == false) then
-    text = ("%s  %.2f"):format(text, item.score)
+    text = ("%s  %.2f"):format(text, item.score) .. (M.low_confidence(item) and " (low confidence)" or "")
   end
   return text
 end
@@ -251,15 +262,26 @@ function backends.snacks(items, opts, open)
 end
 backends["fzf-lua"] = backends.fzf_lua
 
---- Let the user pick one of `results` and jump to it.
+--- Let the user pick one of `results` and jump to it. With `no_confident_match` (the server's
+--- noConfidentMatch: no result reaches the confidence bar) the title and a notification say so.
 ---@param results table[] search results
----@param opts? {title?: string, root?: string, picker?: string}
+---@param opts? {title?: string, root?: string, picker?: string, no_confident_match?: boolean}
 function M.pick(results, opts)
   opts = opts or {}
   opts.title = opts.title or "Saipling"
   if not results or #results == 0 then
     notify("no results", vim.log.levels.INFO)
     return
+  end
+  local none_confident = opts.no_confident_match
+  if none_confident == nil then -- not told: no result reaches the bar
+    none_confident = #vim.tbl_filter(function(item)
+      return tonumber(item.score) ~= nil and not M.low_confidence(item)
+    end, results) == 0 and #vim.tbl_filter(M.low_confidence, results) > 0
+  end
+  if none_confident then
+    opts.title = opts.title .. " (no confident match)"
+    notify("nothing matched confidently: these are the closest passages, low confidence", vim.log.levels.INFO)
   end
   local name = M.resolve(opts.picker or require("saipling.config").options.picker)
   local function open(item)
