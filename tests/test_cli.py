@@ -89,7 +89,8 @@ def test_index_human_output(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "indexed 6 files" in result.stdout and "with none" in result.stdout
     assert "embedded 0 chunks" in result.stdout
-    assert "skipped 2 files" in result.stdout
+    # .context_settings.json (hidden) and skills/writer.toml (not included) are left out by the rules: not reported
+    assert "skipped" not in result.stdout and "could not index" not in result.stdout, result.stdout
     status = run("status", str(root))
     assert status.exit_code == 0
     assert "files:      6" in status.stdout and "provider:   none" in status.stdout
@@ -325,3 +326,73 @@ def test_the_filesystem_root_and_an_unchosen_home_folder_are_never_indexed(tmp_p
     chosen = saipling("index", str(home), "--provider", "none")  # named on purpose: indexed
     assert chosen.returncode == 0, chosen.stderr
     assert (home / ".saipling").is_dir()
+
+
+# -- what a new user reads (issue 36) ------------------------------------------------------------------------
+def _messy_project(tmp_path: Path) -> Path:
+    """Markdown to index, and files that are skipped: by rule (an image, a hidden note, a TOML) or because
+    they cannot be indexed (a binary file named .md, one over maxFileBytes)."""
+    root = tmp_path / "messy"
+    (root / ".saipling").mkdir(parents=True)
+    (root / ".saipling" / "config.toml").write_text("maxFileBytes = 2000\n", encoding="utf-8")
+    (root / "notes.md").write_text("# Notes\n\nThe lighthouse keeper climbs the stairs.\n", encoding="utf-8")
+    (root / "map.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    (root / ".draft.md").write_text("# Hidden\n", encoding="utf-8")
+    (root / "settings.toml").write_text("a = 1\n", encoding="utf-8")
+    (root / "big.md").write_text("# Big\n\n" + "word " * 1000, encoding="utf-8")
+    return root
+
+
+def test_index_reports_only_the_files_it_could_not_index(tmp_path: Path) -> None:
+    root = _messy_project(tmp_path)
+    result = run("index", str(root))
+    assert result.exit_code == 0, result.output
+    # one such file: named, "1 file"
+    assert "could not index 1 file: big.md (too large (5007 bytes > maxFileBytes 2000))" in result.stdout
+    assert "skipped" not in result.stdout and "files (use" not in result.stdout, result.stdout
+
+    (root / "blob.md").write_bytes(b"\x00\x01\x02binary\x00" * 50)
+    (root / "huge.md").write_text("# Huge\n\n" + "word " * 2000, encoding="utf-8")
+    result = run("index", str(root))
+    assert (
+        "could not index 3 files (2 too large, 1 binary or undecodable; --json lists them)" in result.stdout
+    )
+    summary = run_json("index", str(root), "--full")
+    assert sorted(f["path"] for f in summary["couldNotIndex"]) == ["big.md", "blob.md", "huge.md"]
+    # the full list of skipped files (rules included) is still there for scripts
+    assert {"map.png", ".draft.md", "settings.toml"} <= {f["path"] for f in summary["skipped"]}
+
+
+def test_a_query_starting_with_a_dash_gets_a_hint(tmp_path: Path) -> None:
+    root = saipling_project(tmp_path)
+    run_json("index", str(root))
+    for command in ("search", "enrich"):
+        result = run(command, "--max-old-space-size", "--root", str(root))
+        assert result.exit_code == 2
+        assert "No such option" in result.output and "--max-old-space-size" in result.output
+        assert f"Put -- before it: saipling {command} -- --max-old-space-size" in result.output, result.output
+    # the hint works: the query after --
+    found = run("search", "--root", str(root), "--mode", "lexical", "--json", "--", "-harbor")
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)["query"] == "-harbor"
+
+
+def test_status_shows_when_the_last_run_finished_and_the_size_on_disk(tmp_path: Path) -> None:
+    root = _messy_project(tmp_path)
+    before = dt.datetime.now(dt.UTC)
+    assert run("status", str(root)).stdout.count("last run:") == 0  # never indexed
+    summary = run_json("index", str(root))
+    after = dt.datetime.now(dt.UTC)
+    status = run_json("status", str(root))
+    finished = dt.datetime.fromisoformat(status["lastRun"]["finished"])
+    assert before <= finished <= after
+    assert finished >= dt.datetime.fromisoformat(status["lastIndexed"])  # (files are read before the end)
+    assert status["lastRun"]["seconds"] == pytest.approx(summary["seconds"], abs=0.01)
+    db = root / ".saipling" / "index.db"
+    wal = root / ".saipling" / "index.db-wal"
+    assert status["indexBytes"] == db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    assert status["indexBytes"] > 10_000
+    human = run("status", str(root)).stdout
+    local = finished.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    assert f"last run:   finished {local}" in human and ", took " in human, human
+    assert f"on disk:    {status['indexBytes'] / 1000:.1f} KB ({db})" in human, human

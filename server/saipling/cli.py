@@ -72,6 +72,27 @@ def _emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
+class _QueryCommand(click.Command):
+    """A command whose QUERY argument may itself start with "-": an unknown option gets a hint to put `--`
+    before the query (`saipling search -- "--max-old-space-size"`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            import shlex
+
+            word = next(
+                (a for a in args if a.startswith("-") and a.split("=")[0].startswith(exc.option_name)), None
+            )
+            shown = word or exc.option_name
+            exc.message = (
+                f"{exc.message}\nA query that starts with '-'? Put -- before it: "
+                f"saipling {self.name} -- {shlex.quote(shown)}"
+            )
+            raise
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -181,8 +202,8 @@ def index(
             f"embedded {s.embedded} chunks, reused {s.reused} from cache, {s.tokens} tokens, "
             f"${s.cost_usd:.4f}, {s.seconds:.1f}s"
         )
-        if len(s.skipped) > len(s.failed):  # (failures are reported below, one line per cause)
-            click.echo(f"skipped {len(s.skipped) - len(s.failed)} files (use --json for the list)")
+        if could_not := s.could_not_index():  # (failures are reported below, one line per cause)
+            click.echo(_could_not_index_line(could_not))
         if s.degraded:
             click.echo(f"warning: {s.degraded}", err=True)
         if s.declined:
@@ -196,6 +217,23 @@ def index(
         _report_failures(summary)
     finally:
         project.close()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _could_not_index_line(files: list[tuple[str, str]]) -> str:
+    """Files that would have been indexed but could not be: one is named, more are counted by reason."""
+    if len(files) == 1:
+        path, reason = files[0]
+        return f"could not index 1 file: {path} ({reason})"
+    kinds: dict[str, int] = {}
+    for _, reason in files:
+        kind = reason.split(" (")[0]  # "too large (6000000 bytes > ...)" -> "too large"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    counted = ", ".join(f"{n:,} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    return f"could not index {_plural(len(files), 'file')} ({counted}; --json lists them)"
 
 
 def _report_failures(summary: Any) -> None:
@@ -240,7 +278,14 @@ def status(root: str | None, as_json: bool) -> None:
             click.echo(
                 f"fallback:   standing in for {fb['provider']}/{fb['model']} until it works ({fb['reason']})"
             )
-        click.echo(f"indexed:    {st['lastIndexed'] or 'never'}")
+        if st.get("lastRun"):
+            run = st["lastRun"]
+            took = f", took {run['seconds']:.1f} s" if run.get("seconds") is not None else ""
+            click.echo(f"last run:   finished {_local_time(run['finished'])}{took}")
+        else:
+            click.echo(f"indexed:    {st['lastIndexed'] or 'never'}")
+        if st.get("indexBytes") is not None:
+            click.echo(f"on disk:    {_size(st['indexBytes'])} ({st['indexPath']})")
         if st["pendingFiles"] or st["unembeddedChunks"]:
             click.echo(
                 f"left:       {st['pendingFiles']} files not read yet, {st['unembeddedChunks']} chunks not "
@@ -255,6 +300,21 @@ def status(root: str | None, as_json: bool) -> None:
             click.echo("read-only:  the index cannot be written (search and status only)")
     finally:
         project.close(checkpoint=False)
+
+
+def _local_time(iso: str) -> str:
+    """An ISO UTC time as this machine's local time, to the second, with its zone."""
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
 
 
 def _embedding_line(e: dict) -> str:
@@ -371,7 +431,7 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
     return m.group(1), start, (end - start + 1 if end else None)
 
 
-@main.command()
+@main.command(cls=_QueryCommand)
 @click.argument("query")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None, help="How many results.")
@@ -477,7 +537,7 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
         project.close(checkpoint=False)
 
 
-@main.command()
+@main.command(cls=_QueryCommand)
 @click.argument("query")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("--skill", default=None, help="Skill TOML name in the skills folder.")

@@ -4,6 +4,7 @@ the edges that show progress."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -49,24 +50,47 @@ class IndexProgress:
 
 
 class Throughput:
-    """The measured rate of a phase (units a second), weighted toward recent rounds (EWMA) so that the ETA
-    follows a machine that speeds up or slows down (this one is shared by several engineers' builds)."""
+    """The measured rate of a phase (units a second) for its ETA: an average weighted toward recent rounds
+    over a window of time that widens as the phase goes on (at least `min_window` seconds, then a sixth of the
+    time measured so far). Rounds of about a second on a shared machine swing 2x from one to the next; an
+    average over a few rounds made the ETA of a 7-minute index swing between 2:29 and 5:48, while a window that
+    grows settles it and still follows a lasting change of speed within a fraction of the time spent."""
 
-    def __init__(self, smoothing: float = 0.3) -> None:
-        self.smoothing = smoothing
+    def __init__(self, min_window: float = 20.0, share: float = 1 / 6) -> None:
+        self.min_window = min_window
+        self.share = share
         self.rate: float | None = None
+        self.elapsed = 0.0  # seconds measured so far
 
     def add(self, units: float, seconds: float) -> None:
         if units <= 0 or seconds <= 0:
             return
         r = units / seconds
-        self.rate = r if self.rate is None else self.smoothing * r + (1 - self.smoothing) * self.rate
+        self.elapsed += seconds
+        if self.rate is None:
+            self.rate = r
+            return
+        window = max(self.min_window, self.share * self.elapsed)
+        # a round's say grows with its duration, not with the number of rounds
+        weight = 1.0 - math.exp(-seconds / window)
+        self.rate = weight * r + (1.0 - weight) * self.rate
 
     def eta(self, remaining: float) -> float | None:
         return max(0.0, remaining) / self.rate if self.rate else None
 
 
 ProgressCallback = Callable[[IndexProgress], None]
+
+
+# skip reasons of files left out by choice (scanner.py): never reported as files that could not be indexed
+SELECTION_RULES = (
+    "hidden",
+    "node_modules",
+    "not included",
+    "config file (includeJson is off)",
+    "excluded by config",
+    "symlink",
+)
 
 
 @dataclass
@@ -100,6 +124,13 @@ class IndexSummary:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, cause): errors, not skip rules
     chunk_workers: int = 0  # worker processes that chunked beside the text phase (chunk_pool.py)
 
+    def could_not_index(self) -> list[tuple[str, str]]:
+        """The skipped files that would have been indexed but could not be (binary, too large, unreadable, a
+        name that is not UTF-8, not a regular file), not those a selection rule leaves out (hidden, not
+        matching `include`, excluded, node_modules, links) nor the failed ones (reported on their own)."""
+        failed = {p for p, _ in self.failed}
+        return [(p, r) for p, r in self.skipped if not r.startswith(SELECTION_RULES) and p not in failed]
+
     def failure_causes(self) -> dict[str, int]:
         """Each distinct cause of a failed file and how many files it failed (one line each in reports)."""
         causes: dict[str, int] = {}
@@ -120,4 +151,5 @@ class IndexSummary:
             "degraded": self.degraded, "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
             "warnings": self.warnings, "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "failed": [{"path": p, "cause": c} for p, c in self.failed], "chunkWorkers": self.chunk_workers,
+            "couldNotIndex": [{"path": p, "reason": r} for p, r in self.could_not_index()],
         }  # fmt: skip

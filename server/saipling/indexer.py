@@ -351,4 +351,5 @@ class Indexer(TextPhase, EmbeddingPhase):
         summary.files, summary.chunks = stats["totalFiles"], stats["totalChunks"]
         summary.unembedded = self.store.count_unembedded() if self.embeds else 0
         summary.seconds = time.perf_counter() - start
-        self.store.set_meta("last_run", str(time.time()))
+        self.store.set_meta("last_run", str(time.time()))  # when the run finished (status: lastRun)
+        self.store.set_meta("last_run_seconds", f"{summary.seconds:.3f}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -545,7 +546,32 @@ class Project:
             "degraded": self.degraded(),
             "readOnly": self.store.readonly,
             "warnings": list(self.warnings),
+            "lastRun": self._last_run(),
+            "indexBytes": self._index_bytes(),
         }
+
+    def _last_run(self) -> dict[str, Any] | None:
+        """When the last index run (CLI or server) finished and how long it took; None before the first."""
+        try:
+            finished = float(self.store.get_meta("last_run") or 0)
+            seconds = self.store.get_meta("last_run_seconds")
+            took = float(seconds) if seconds else None
+        except ValueError:
+            return None
+        if not finished:
+            return None
+        return {"finished": dt.datetime.fromtimestamp(finished, dt.UTC).isoformat(), "seconds": took}
+
+    def _index_bytes(self) -> int | None:
+        """The index's size on disk: the database and its write-ahead log (None when it cannot be read)."""
+        path = index_path(self.root)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return None
+        with contextlib.suppress(OSError):
+            size += path.with_name(path.name + "-wal").stat().st_size
+        return size
 
     def unread_files(self) -> int:
         """Files the last scan run did not get to read (it was cancelled or killed); 0 after a complete run."""
