@@ -61,7 +61,7 @@ def test_readme_is_a_front_door_of_at_most_20_kb():
     first_screen = readme[: readme.index("## Documentation")]
     for needed in (
         "Python 3.11",
-        "pipx install",
+        "pipx install 'saipling-search[local] @ git+https://",
         "python3 -m venv",
         "saipling index",
         "saipling search",
