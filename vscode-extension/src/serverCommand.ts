@@ -41,7 +41,7 @@ export interface ResolveEnv {
 export const DEFAULT_COMMAND = 'saipling';
 /** What to run when no server is found (saipling-search is not on PyPI yet: it installs from a clone). */
 export const INSTALL_HINT =
-  'git clone https://github.com/saipling/saipling-search && pipx install "./saipling-search[local]"';
+  'pipx install "saipling-search[local] @ git+https://github.com/saipling/saipling-search"';
 export const DEFAULT_ARGS: readonly string[] = ['serve'];
 export const PYTHON_ARGS: readonly string[] = ['-m', 'saipling', 'serve'];
 

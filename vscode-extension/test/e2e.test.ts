@@ -235,7 +235,7 @@ describe('missing server command', () => {
     context = started.context;
     const error = await waitFor('the error message', () => stub.messages.find((m) => m.kind === 'error'));
     assert.match(error.message, /"saipling-does-not-exist-42" \(setting saipling.serverCommand\) was not found on PATH/);
-    assert.match(error.message, /pipx install "\.\/saipling-search\[local\]"/); // exactly what to run
+    assert.match(error.message, /pipx install "saipling-search\[local\] @ git\+https:/); // exactly what to run
     assert.deepEqual(error.items, ['Open Settings']);
     assert.equal(started.session.client, undefined);
     await waitFor('Open Settings', () =>

@@ -137,7 +137,7 @@ function M.check()
   local exe = cmd[1] and vim.fn.exepath(cmd[1]) or ""
   if exe == "" then
     health.error(("server command %q is not executable"):format(tostring(cmd[1])), {
-      "Install the server: pipx install '/path/to/saipling-search[local]'",
+      "Install the server: pipx install 'saipling-search[local] @ git+https://github.com/saipling/saipling-search'",
       'Or point setup{ cmd = { "/path/to/python", "-m", "saipling", "serve" } } at a virtualenv',
     })
   else
