@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+import saipling
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import SRD_CORPUS, bump_mtime, copy_corpus, saipling_project
 from saipling.cli import main
@@ -393,6 +394,7 @@ def test_status_shows_when_the_last_run_finished_and_the_size_on_disk(tmp_path: 
     assert status["indexBytes"] == db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
     assert status["indexBytes"] > 10_000
     human = run("status", str(root)).stdout
+    assert f"version:    saipling {saipling.__version__}" in human, human  # as --version and serverInfo
     local = finished.astimezone().strftime("%Y-%m-%d %H:%M:%S")
     assert f"last run:   finished {local}" in human and ", took " in human, human
     assert f"on disk:    {status['indexBytes'] / 1000:.1f} KB ({db})" in human, human

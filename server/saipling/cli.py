@@ -262,6 +262,7 @@ def status(root: str | None, as_json: bool) -> None:
             _emit_json(st)
             return
         click.echo(f"root:       {st['root']}")
+        click.echo(f"version:    saipling {st['version']}")
         click.echo(
             f"files:      {st['totalFiles']}   chunks: {st['totalChunks']}   embedded: {st['embeddedChunks']}"
             + (f"   without vectors: {st['unembeddedChunks']}" if st["unembeddedChunks"] else "")
