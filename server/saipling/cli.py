@@ -291,11 +291,31 @@ def estimate(root: str | None, as_json: bool, provider: str | None) -> None:
 @main.command()
 @click.argument("root", required=False, type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def clear(root: str | None, as_json: bool) -> None:
-    """Remove every file and chunk from the index (the embedding cache is kept)."""
+@click.option(
+    "--wait", "wait_seconds", type=click.FloatRange(min=0), default=60.0, show_default=True,
+    help="Seconds to wait for another process's index run to finish (0: fail at once).",
+)  # fmt: skip
+def clear(root: str | None, as_json: bool, wait_seconds: float) -> None:
+    """Remove every file and chunk from the index (the embedding cache is kept). A run in another process is
+    waited for (--wait), never cleared under."""
+    from .index_lock import IndexBusy
+
     project = _open(root)
     try:
-        project.clear()
+        try:
+            project.clear(
+                timeout=wait_seconds,
+                on_wait=lambda pid: click.echo(
+                    f"waiting up to {wait_seconds:g} s: the index is in use by "
+                    f"{f'PID {pid}' if pid else 'another process'}",
+                    err=True,
+                ),
+            )
+        except IndexBusy as exc:
+            raise SaiplingError(
+                f"{exc}: not cleared; try again when it finishes (`saipling status` shows the run) or wait longer "
+                "(--wait SECONDS)"
+            ) from None
         if as_json:
             _emit_json({"cleared": True, "root": str(project.root)})
         else:
