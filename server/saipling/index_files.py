@@ -221,7 +221,8 @@ def out_of_space(exc: BaseException, folder: Path) -> bool:
 def space_needed(markdown_bytes: int, dimensions: int | None, index_bytes: int = 0) -> int:
     """The index's size for this much markdown (an estimate; see TEXT_RATIO), at least what it holds now."""
     ratio = TEXT_RATIO + (VECTOR_RATIO_PER_DIM * dimensions if dimensions else 0.0)
-    return max(int(markdown_bytes * ratio), index_bytes) + (1 << 20)  # + WAL and shared-memory room
+    size = max(markdown_bytes * ratio, index_bytes)
+    return int(size * 1.1) + (64 << 10)  # + room for the write-ahead log and the shared-memory file
 
 
 def disk_full_message(folder: Path, markdown_bytes: int | None, dimensions: int | None) -> str:

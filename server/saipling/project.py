@@ -93,18 +93,21 @@ def open_store(
         cannot_write = (apsw.ReadOnlyError, apsw.CantOpenError, apsw.IOError, PermissionError)
         if not (full or isinstance(exc, cannot_write)):
             raise
-        if not path.is_file():
-            if full:
-                raise DiskFull(index_files.project_disk_full(root, path.parent, settings)) from exc
-            raise
-        store = Store.open(path, readonly=True)
-        if full:
-            store.disk_full = index_files.project_disk_full(root, path.parent, settings)
+        if full:  # not a read-only index: say so, and how much room it needs
+            message = index_files.project_disk_full(root, path.parent, settings)
+            try:
+                store = Store.open(path, readonly=True)
+            except (SaiplingError, apsw.Error, OSError):  # a new index (or one never written): nothing to read
+                raise DiskFull(message) from exc
+            store.disk_full = message
             warnings.append(
-                f"{store.disk_full}. Until then search and status work on the index as it is; indexing is off "
-                "and searches are not logged"
+                f"{message}. Until then search and status work on the index as it is; indexing is off and "
+                "searches are not logged"
             )
             return store
+        if not path.is_file():
+            raise
+        store = Store.open(path, readonly=True)
         reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
         warnings.append(
             f"the index {path} is read-only ({reason}): search and status work; indexing is off and "
