@@ -103,7 +103,7 @@ def test_status_from_another_process_shows_the_run(tmp_path: Path, api_server: F
 def test_clear_waits_for_another_process_run_then_clears(
     tmp_path: Path, api_server: FakeEmbeddingAPI
 ) -> None:
-    root, env, run = start_run(tmp_path, api_server)
+    root, env, run = start_run(tmp_path, api_server, delay=1.0)
     try:
         cleared = cli("clear", str(root), "--json", env=env)
         ran = run.wait(timeout=10)  # the run had released the lock: it is ending, not cut short
