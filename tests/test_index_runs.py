@@ -92,6 +92,7 @@ def test_status_from_another_process_shows_the_run(tmp_path: Path, api_server: F
         seen = embedding(root, env, run)
         assert seen["indexPhase"] == "embedding" and seen["progress"]["phase"] == "embedding"
         assert seen["progress"]["chunksTotal"] >= N and seen["progress"]["filesTotal"] == N
+        assert f"PID {run.pid} is indexing this project now" in seen["degraded"]  # not "run saipling index"
     finally:
         run.kill()  # kill -9: the kernel releases the lock; its record stays in the file
         run.communicate(timeout=60)

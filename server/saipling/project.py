@@ -95,9 +95,10 @@ def open_store(
             raise
         if full:  # not a read-only index: say so, and how much room it needs
             message = index_files.project_disk_full(root, path.parent, settings)
+            # a new index (or one never written) has nothing to read: refused as what it is
             try:
                 store = Store.open(path, readonly=True)
-            except (SaiplingError, apsw.Error, OSError):  # a new index (or one never written): nothing to read
+            except (SaiplingError, apsw.Error, OSError):
                 raise DiskFull(message) from exc
             store.disk_full = message
             warnings.append(
@@ -516,6 +517,9 @@ class Project:
         missing = self.unembedded()
         if missing:
             total = self.store.stats()["totalChunks"]
+            other = self.other_run()
+            if other is not None:  # not "run saipling index": one is running
+                reason = reason or f"PID {other['pid']} is indexing this project now"
             return f"{missing} of {total} chunks have no embeddings (semantic search cannot find them)" + (
                 f": {reason}" if reason else "; run `saipling index` to embed them"
             )
