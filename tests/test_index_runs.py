@@ -138,3 +138,37 @@ def test_clear_gives_up_after_its_wait_naming_the_run(tmp_path: Path, api_server
     assert waited < 30
     after = status(root, env)
     assert after["totalFiles"] == N and after["pendingFiles"] == 0  # nothing was cleared
+
+
+def test_a_status_probe_never_makes_a_writer_think_the_index_is_busy(tmp_path: Path) -> None:
+    """`status` takes a shared lock for an instant to see whether a run holds the index: a writer trying at that
+    instant (even one that will not wait) takes the lock a moment later instead of failing or saying it waits.
+    Another process probes in a tight loop while this one takes and releases the lock."""
+    from saipling.index_lock import index_lock
+
+    folder = tmp_path / ".saipling"
+    folder.mkdir()
+    (folder / "index.lock").touch()
+    code = (
+        "import sys, time\n"
+        "from saipling.index_lock import other_run\n"
+        "n, seen, end = 0, 0, time.monotonic() + 60\n"
+        "print('ready', flush=True)\n"
+        "while time.monotonic() < end and not sys.stdin.closed:\n"
+        "    seen += other_run(sys.argv[1]) is not None\n"
+        "    n += 1\n"
+        "    if n % 500 == 0:\n"
+        "        print(n, seen, flush=True)\n"
+    )
+    prober = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert prober.stdout is not None and prober.stdout.readline().strip() == "ready"
+        prober.stdout.readline()  # it has probed 500 times: it is in its loop
+        for _ in range(3000):
+            with index_lock(folder, wait=False) as held:
+                assert held is not None
+        line = prober.stdout.readline().split()
+    finally:
+        prober.kill()
+        prober.wait(10)
+    assert int(line[1]) > 0  # it did see this process's lock as another's run, many times over
