@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -100,11 +101,7 @@ def test_an_index_on_a_full_disk_is_said_to_be_on_a_full_disk_with_the_room_it_n
     assert any("is full" in w for w in body["warnings"])
 
     # the estimate: at least the index this disk held before it filled up, not absurdly more
-    stated = (
-        next(w for w in body["warnings"] if "needs about" in w).split("needs about ")[1].split(" there")[0]
-    )
-    number, unit = stated.split()
-    need = float(number) * {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}[unit]
+    need = stated_need(next(w for w in body["warnings"] if "needs about" in w))
     assert index_bytes <= need <= 50 * max(markdown, index_bytes)
 
 
@@ -119,3 +116,29 @@ def test_a_new_index_on_a_full_disk_is_refused_as_a_full_disk(small_disk: Path) 
     done = cli("index", str(root))
     assert done.returncode == 0, done.stderr
     assert "indexed 5 files" in done.stdout
+
+
+def stated_need(text: str) -> float:
+    number, unit = text.split("needs about ")[1].split(" there")[0].split()
+    return float(number) * {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}[unit]
+
+
+def test_a_run_that_fills_the_disk_says_where_and_how_much_room_the_index_needs(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """The notes fit, their index does not: the run's error says the disk is full and estimates the index's
+    size; the same project indexed on a roomy disk fits in that estimate."""
+    body = "lorem ipsum dolor sit amet " * 40
+    root = make_project(small_disk, {f"notes/n{i:03d}.md": f"# Note {i}\n\n{body} {i}\n" for i in range(150)})
+    st = os.statvfs(small_disk)
+    (small_disk / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - (300 << 10)))  # 300 KB left
+    done = cli("index", str(root))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    full = [
+        line for line in done.stderr.splitlines() if f"the disk holding {root / '.saipling'} is full" in line
+    ]
+    assert len(full) == 1 and full[0].startswith("error:"), done.stderr
+    roomy = tmp_path / "roomy"
+    shutil.copytree(root / "notes", roomy / "notes")
+    assert cli("index", str(roomy)).returncode == 0
+    assert (roomy / ".saipling" / "index.db").stat().st_size <= stated_need(full[0])

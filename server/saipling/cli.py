@@ -169,7 +169,7 @@ def index(
             _emit_json(
                 summary.to_json() | {"provider": project.provider.name, "model": project.provider.model}
             )
-            _report_failures(summary)
+            _report_failures(summary, project)
             return
         s = summary
         click.echo(
@@ -193,18 +193,28 @@ def index(
             )
         if project.fallback_from is not None:
             click.echo(f"note: {project.provider.reason}; the next `saipling index` tries it again", err=True)
-        _report_failures(summary)
+        _report_failures(summary, project)
     finally:
         project.close()
 
 
-def _report_failures(summary: Any) -> None:
-    """Files an error kept out of the index: one line per cause on stderr, and exit 1."""
+_NO_ROOM = ("FullError", "disk is full", "No space left", "Errno 28", "Disk quota exceeded")
+
+
+def _report_failures(summary: Any, project: Project) -> None:
+    """Files an error kept out of the index: one line per cause on stderr, and exit 1. A full disk also says
+    where, what is free and about how much room the index needs."""
     causes = summary.failure_causes()
     if not causes:
         return
     for cause, n in causes.items():
         click.echo(f"error: {n} file{'s' if n != 1 else ''} could not be indexed: {cause}", err=True)
+    if any(word in cause for cause in causes for word in _NO_ROOM):
+        from .config import index_path
+        from .index_files import project_disk_full
+
+        folder = index_path(project.root).parent
+        click.echo(f"error: {project_disk_full(project.root, folder, project.settings)}", err=True)
     raise SystemExit(1)
 
 
