@@ -482,10 +482,11 @@ class Project:
             raise SaiplingError(f"the index {self.store.path} is read-only: it cannot be changed")
 
     def clear(
-        self, timeout: float | None = None, on_wait: Callable[[int | None], None] | None = None
+        self, timeout: float | None = 10.0, on_wait: Callable[[int | None], None] | None = None
     ) -> None:
         """Empty the index, holding the writer lock: a run in another process is waited for (up to `timeout`
-        seconds, then IndexBusy saying what it is doing), never cleared under."""
+        seconds, None: for ever; then IndexBusy saying what it is doing), never cleared under. (The server's
+        clearIndex stops its own run first, then waits the default 10 s for another process's.)"""
         self.check_writable()
         if self.store.path == ":memory:":
             self.store.clear()
