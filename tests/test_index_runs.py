@@ -172,3 +172,33 @@ def test_a_status_probe_never_makes_a_writer_think_the_index_is_busy(tmp_path: P
         prober.kill()
         prober.wait(10)
     assert int(line[1]) > 0  # it did see this process's lock as another's run, many times over
+
+
+def test_the_language_server_shows_another_process_run_and_will_not_clear_under_it(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    """A `saipling serve` opened on a folder that `saipling index` is indexing: its status names that process
+    (its own start-up run waits for the lock), and clearIndex gives up after its wait instead of clearing."""
+    from rawlsp import RawServer
+
+    root, env, run = start_run(tmp_path, api_server, delay=8.0)  # it outlasts clearIndex's 10 s wait
+    server_env = {k: v for k, v in env.items() if k.startswith("SAIPLING_") or k == "OPENAI_API_KEY"}
+    try:
+        with RawServer(root, env=server_env) as server:
+            server.initialize({"provider": "openai"})
+            server.request("saipling/status", {}, msg_id=2)
+            reply = server.response(2)
+            assert reply is not None and "result" in reply, (reply, server.stderr())
+            assert run.poll() is None, "the run ended before the server asked: make it slower"
+            seen = reply["result"]
+            assert seen["isIndexing"] is True
+            assert seen["indexingProcess"] == {"pid": run.pid, "doing": "index"}
+            server.request("saipling/clearIndex", {}, msg_id=3)
+            refused = server.response(3, timeout=40)
+            assert run.poll() is None, "the run ended before clearIndex gave up: make it slower"
+            assert refused is not None and "error" in refused, refused
+            assert f"index in use by PID {run.pid}" in refused["error"]["message"]
+    finally:
+        run.kill()
+        run.communicate(timeout=60)
+    assert status(root, env)["totalFiles"] == N  # nothing was cleared

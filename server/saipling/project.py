@@ -495,8 +495,9 @@ class Project:
             self.store.clear()
 
     def other_run(self) -> dict[str, Any] | None:
-        """A run of another process on this index ({"pid", "what", "phase", "filesDone", ...}), else None."""
-        if self.state.is_indexing or self.store.path == ":memory:":
+        """A run of another process on this index ({"pid", "what", "phase", "filesDone", ...}), else None (also
+        while a run of ours waits for it: status then shows the run that holds the index)."""
+        if self.store.path == ":memory:":
             return None
         return other_run(Path(self.store.path).parent)
 
