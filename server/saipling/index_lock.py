@@ -73,19 +73,6 @@ def _read_record(fd: int) -> dict[str, Any] | None:
         return None
 
 
-def holder_pid(path: Path) -> int | None:
-    """The PID written in a lock file (for messages), read without following a link."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        record = _read_record(fd)
-    finally:
-        os.close(fd)
-    return record["pid"] if record else None
-
-
 def describe(record: dict[str, Any] | None) -> str | None:
     """What a holder is doing, for messages: `indexing: keywords, 1,200 of 20,000 files`."""
     if not record or not record.get("what"):
