@@ -279,3 +279,41 @@ def test_status_json_still_reports_when_nothing_is_wrong(tmp_path: Path, indexed
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["totalFiles"] == len(FILES)
+
+
+@pytest.mark.parametrize(
+    ("entry", "kind"), [(".saipling", "dir"), ("index.lock", "file"), ("index.lock", "hardlink")]
+)
+def test_a_link_planted_while_the_project_is_open_is_refused_by_the_next_run(
+    tmp_path: Path, indexed: Path, entry: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived server (`serve`, `mcp`) opened the index before the link arrived (a `git pull`): its next
+    run, and a refresh of changed files before a read, refuse the link instead of locking through it."""
+    from saipling.embeddings.base import NoneProvider
+    from saipling.freshness import refresh_before_reading
+    from saipling.project import Project
+
+    root = tmp_path / "project"
+    shutil.copytree(indexed, root, symlinks=True)
+    out = outside_world(tmp_path)
+    for key in [k for k in os.environ if k.startswith("SAIPLING_")]:
+        monkeypatch.delenv(key)
+    project = Project.open(root, provider=NoneProvider(reason="test"))
+    try:
+        if entry == ".saipling":
+            (root / ".saipling").rename(root / "moved-aside")
+            os.symlink(out / "folder", root / ".saipling")
+            planted = root / ".saipling"
+        else:
+            planted = plant(root, out, entry, kind)
+        before = snapshot(out)
+        note = root / "notes" / "harbor.md"
+        note.write_text(note.read_text() + "\nThe herring market opens at dawn.\n")
+        os.utime(note, ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
+        with pytest.raises(Exception, match=f"refusing {planted}:"):
+            refresh_before_reading(project)
+        with pytest.raises(Exception, match=f"refusing {planted}:"):
+            project.index()
+        assert snapshot(out) == before
+    finally:
+        project.close()
