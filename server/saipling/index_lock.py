@@ -73,6 +73,27 @@ def _read_record(fd: int) -> dict[str, Any] | None:
         return None
 
 
+def progress_of(record: dict[str, Any]) -> IndexProgress:
+    """Another process's run as an IndexProgress (its phase: keywords or embedding; starting counts as keywords)."""
+    from .index_records import IndexProgress
+
+    phase = record.get("phase") if record.get("phase") in ("keywords", "embedding") else "keywords"
+
+    def number(key: str) -> int:
+        value = record.get(key)
+        return value if isinstance(value, int) else 0
+
+    return IndexProgress(
+        number("filesDone"),
+        number("filesTotal"),
+        record.get("currentFile"),
+        phase=str(phase),
+        chunks_done=number("chunksDone"),
+        chunks_total=number("chunksTotal"),
+        eta_seconds=record.get("etaSeconds"),
+    )
+
+
 def describe(record: dict[str, Any] | None) -> str | None:
     """What a holder is doing, for messages: `indexing: keywords, 1,200 of 20,000 files`."""
     if not record or not record.get("what"):

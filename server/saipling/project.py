@@ -21,7 +21,7 @@ from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
 from .errors import DiskFull, ProviderError, SaiplingError
-from .index_lock import index_lock, other_run
+from .index_lock import index_lock, other_run, progress_of
 from .store import Store
 
 if TYPE_CHECKING:  # the indexer (numpy, the chunker, frontmatter) loads only when a run needs it
@@ -541,19 +541,9 @@ class Project:
         p = self.state.progress if self.state.is_indexing else None
         other = self.other_run()
         phase = self.state.phase if self.state.is_indexing else "paused" if self.paused else "idle"
-        if other is not None:
-            from .index_records import IndexProgress
-
-            phase = other.get("phase") if other.get("phase") in ("keywords", "embedding") else "keywords"
-            p = IndexProgress(
-                int(other.get("filesDone") or 0),
-                int(other.get("filesTotal") or 0),
-                other.get("currentFile"),
-                phase=phase,
-                chunks_done=int(other.get("chunksDone") or 0),
-                chunks_total=int(other.get("chunksTotal") or 0),
-                eta_seconds=other.get("etaSeconds"),
-            )
+        if other is not None:  # (its progress as it last published it)
+            p = progress_of(other)
+            phase = p.phase
         provider = self.provider
         price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
         # the size of this model's vectors in the index (a custom server's model learns it from a response)
