@@ -317,3 +317,35 @@ def test_a_link_planted_while_the_project_is_open_is_refused_by_the_next_run(
         assert snapshot(out) == before
     finally:
         project.close()
+
+
+def test_any_mix_of_links_is_refused_and_nothing_outside_changes(
+    tmp_path_factory: pytest.TempPathFactory, indexed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Property: several entries planted at once, each with its own kind of link, any command: refused, naming
+    one of the planted entries, and nothing outside changes (hypothesis picks the mixes)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    for key in [k for k in os.environ if k.startswith("SAIPLING_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("SAIPLING_PROVIDER", "none")
+    inner = [e for e in ENTRIES if e != ".saipling"]
+    mixes = st.dictionaries(st.sampled_from(inner), st.sampled_from(KINDS), min_size=2, max_size=len(inner))
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(mix=mixes, command=st.sampled_from(COMMANDS))
+    def check(mix: dict[str, str], command: str) -> None:
+        base = tmp_path_factory.mktemp("mix")
+        root = base / "project"
+        shutil.copytree(indexed, root, symlinks=True)
+        out = outside_world(base)
+        planted = [plant(root, out, entry, kind) for entry, kind in mix.items()]
+        before = snapshot(out)
+        result = CliRunner().invoke(main, argv(command, root))
+        assert snapshot(out) == before
+        assert result.exit_code == 1, result.stderr
+        assert any(f"refusing {p}:" in result.stderr for p in planted), result.stderr
+        assert all(os.path.lexists(p) for p in planted)
+
+    check()
