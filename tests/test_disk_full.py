@@ -142,3 +142,18 @@ def test_a_run_that_fills_the_disk_says_where_and_how_much_room_the_index_needs(
     shutil.copytree(root / "notes", roomy / "notes")
     assert cli("index", str(roomy)).returncode == 0
     assert (roomy / ".saipling" / "index.db").stat().st_size <= stated_need(full[0])
+
+
+def test_a_full_disk_mounted_read_only_is_read_only_not_full(small_disk: Path) -> None:
+    """Nothing free on a read-only mount (as squashfs or an ISO always say) is a read-only index."""
+    root = make_project(small_disk, files(5))
+    assert cli("index", str(root)).returncode == 0
+    fill(small_disk)
+    remount = subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], capture_output=True)
+    if remount.returncode != 0:
+        pytest.skip(f"cannot remount read-only: {remount.stderr.decode(errors='replace').strip()}")
+    found = cli("search", "lighthouse", "--root", str(root), "--json")
+    assert found.returncode == 0 and json.loads(found.stdout)["results"], found.stderr
+    assert "is read-only" in found.stderr and "is full" not in found.stderr, found.stderr
+    refused = cli("index", str(root))
+    assert refused.returncode == 1 and "read-only" in refused.stderr and "is full" not in refused.stderr

@@ -212,9 +212,19 @@ def out_of_space(exc: BaseException, folder: Path) -> bool:
     code = getattr(exc, "errno", None) or getattr(exc, "system_errno", None)
     if code in NO_SPACE or isinstance(exc, apsw.FullError):
         return True
-    if isinstance(exc, (apsw.IOError, apsw.CantOpenError, apsw.ReadOnlyError, OSError)):
-        free = free_bytes(folder)
-        return free is not None and free < LOW_SPACE
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM) or isinstance(
+        exc, (apsw.ReadOnlyError, PermissionError)
+    ):
+        return False  # read-only, whatever is free
+    if not isinstance(exc, (apsw.IOError, apsw.CantOpenError, OSError)):
+        return False
+    for p in (Path(folder), *Path(folder).parents):
+        try:
+            st = os.statvfs(p)
+        except OSError:
+            continue
+        # a read-only mount often says nothing is free (squashfs, an ISO): it is not full
+        return not st.f_flag & os.ST_RDONLY and st.f_bavail * st.f_frsize < LOW_SPACE
     return False
 
 
