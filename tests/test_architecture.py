@@ -162,12 +162,3 @@ def test_every_import_is_declared_and_every_dependency_used() -> None:
     assert undeclared == []
     used = set().union(*providers.values())
     assert sorted(declared - used - set(NOT_IMPORTED)) == []
-
-
-MAX_LINES = 600
-
-
-def test_no_module_over_600_lines() -> None:
-    """A module a reader can hold: split a longer one by job (as store.py -> store_schema.py/store_vectors.py)."""
-    sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
-    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}

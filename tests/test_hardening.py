@@ -292,7 +292,7 @@ def test_item09_two_index_runs_embed_each_chunk_once(tmp_path: Path, api_server:
                              stderr=subprocess.PIPE, text=True)  # fmt: skip
     lock = root / ".saipling" / "index.lock"
     deadline = time.monotonic() + 30
-    while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
+    while not (lock.exists() and lock.read_text().split("\n")[0] == str(first.pid)):
         assert time.monotonic() < deadline, "the first run never took the lock"
         time.sleep(0.02)
     busy = cli("index", str(root), "--no-wait", env=env)

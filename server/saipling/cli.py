@@ -190,7 +190,7 @@ def index(
             _emit_json(
                 summary.to_json() | {"provider": project.provider.name, "model": project.provider.model}
             )
-            _report_failures(summary)
+            _report_failures(summary, project)
             return
         s = summary
         click.echo(
@@ -214,7 +214,7 @@ def index(
             )
         if project.fallback_from is not None:
             click.echo(f"note: {project.provider.reason}; the next `saipling index` tries it again", err=True)
-        _report_failures(summary)
+        _report_failures(summary, project)
     finally:
         project.close()
 
@@ -236,13 +236,23 @@ def _could_not_index_line(files: list[tuple[str, str]]) -> str:
     return f"could not index {_plural(len(files), 'file')} ({counted}; --json lists them)"
 
 
-def _report_failures(summary: Any) -> None:
-    """Files an error kept out of the index: one line per cause on stderr, and exit 1."""
+_NO_ROOM = ("FullError", "disk is full", "No space left", "Errno 28", "Disk quota exceeded")
+
+
+def _report_failures(summary: Any, project: Project) -> None:
+    """Files an error kept out of the index: one line per cause on stderr, and exit 1. A full disk also says
+    where, what is free and about how much room the index needs."""
     causes = summary.failure_causes()
     if not causes:
         return
     for cause, n in causes.items():
         click.echo(f"error: {n} file{'s' if n != 1 else ''} could not be indexed: {cause}", err=True)
+    if any(word in cause for cause in causes for word in _NO_ROOM):
+        from .config import index_path
+        from .index_files import project_disk_full
+
+        folder = index_path(project.root).parent
+        click.echo(f"error: {project_disk_full(project.root, folder, project.settings)}", err=True)
     raise SystemExit(1)
 
 
@@ -352,11 +362,31 @@ def estimate(root: str | None, as_json: bool, provider: str | None) -> None:
 @main.command()
 @click.argument("root", required=False, type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def clear(root: str | None, as_json: bool) -> None:
-    """Remove every file and chunk from the index (the embedding cache is kept)."""
+@click.option(
+    "--wait", "wait_seconds", type=click.FloatRange(min=0), default=60.0, show_default=True,
+    help="Seconds to wait for another process's index run to finish (0: fail at once).",
+)  # fmt: skip
+def clear(root: str | None, as_json: bool, wait_seconds: float) -> None:
+    """Remove every file and chunk from the index (the embedding cache is kept). A run in another process is
+    waited for (--wait), never cleared under."""
+    from .index_lock import IndexBusy
+
     project = _open(root)
     try:
-        project.clear()
+        try:
+            project.clear(
+                timeout=wait_seconds,
+                on_wait=lambda pid: click.echo(
+                    f"waiting up to {wait_seconds:g} s: the index is in use by "
+                    f"{f'PID {pid}' if pid else 'another process'}",
+                    err=True,
+                ),
+            )
+        except IndexBusy as exc:
+            raise SaiplingError(
+                f"{exc}: not cleared; try again when it finishes (`saipling status` shows the run) or wait longer "
+                "(--wait SECONDS)"
+            ) from None
         if as_json:
             _emit_json({"cleared": True, "root": str(project.root)})
         else:

@@ -49,3 +49,19 @@ class ProviderTimeout(ProviderUnavailable):
 
 class IndexCancelled(SaiplingError):
     """An indexing run was cancelled; the index is consistent (every file old or new)."""
+
+
+class IndexPathUnsafe(SaiplingError):
+    """An entry of `.saipling/` (or the folder itself) is a link, a hard link or not what it should be: saipling
+    never writes or locks through it (it could lead outside the project). `path` names it."""
+
+    def __init__(self, path: object, what: str) -> None:
+        super().__init__(
+            f"refusing {path}: it {what}; saipling writes only inside the project and never through a link "
+            f"(remove it, e.g. `rm {path}`, and index again)"
+        )
+        self.path = str(path)
+
+
+class DiskFull(SaiplingError):
+    """The disk holding the index has no room (ENOSPC, SQLITE_FULL): not a read-only index."""

@@ -212,7 +212,7 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
             "run `saipling index` to bring the index up to date"
         )
     try:
-        with index_lock(Path(project.store.path).parent, wait=False):
+        with index_lock(Path(project.store.path).parent, wait=False, what="refresh"):
             summary = project.refresh(changed)
     except IndexBusy as exc:
         log.info("not re-reading changed files: %s", exc)

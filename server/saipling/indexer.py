@@ -18,7 +18,7 @@ from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import IndexCancelled, ProviderError
 from .index_embed import EmbeddingPhase
-from .index_lock import index_lock
+from .index_lock import HeldLock, index_lock
 from .index_records import IndexProgress, IndexSummary, ProgressCallback  # (callers import them here too)
 from .index_text import TextPhase
 from .parse_memo import ParseMemo
@@ -146,16 +146,18 @@ class Indexer(TextPhase, EmbeddingPhase):
         run in progress waits for it (IndexBusy instead with wait=False)."""
         with self._lock, contextlib.ExitStack() as locked:
             try:
-                locked.enter_context(self._index_lock(wait, cancel))
+                lock = locked.enter_context(self._index_lock(wait, cancel))
             except IndexCancelled:  # cancelled while another process held the index: nothing was done
                 return IndexSummary(cancelled=True)
+            if lock is not None:  # what the run is doing, for `status` in other processes
+                progress = lock.reporting(progress)
             held = hold if callable(hold) else (lambda fixed=set(hold): fixed)
             return self._run(full, None if paths is None else list(paths), progress, cancel, embed, held,
                              list(first), confirm)  # fmt: skip
 
     def _index_lock(
         self, wait: bool, cancel: threading.Event | None
-    ) -> contextlib.AbstractContextManager[None]:
+    ) -> contextlib.AbstractContextManager[HeldLock | None]:
         if self.store.path == ":memory:":
             return contextlib.nullcontext()
         return index_lock(Path(self.store.path).parent, wait=wait, cancel=cancel, on_wait=self.on_lock_wait)

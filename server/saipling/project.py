@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from . import __version__, unindexable
+from . import __version__, index_files, unindexable
 from .config import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
-from .errors import ProviderError, SaiplingError
+from .errors import DiskFull, ProviderError, SaiplingError
+from .index_lock import index_lock, other_run, progress_of
 from .store import Store
 
 if TYPE_CHECKING:  # the indexer (numpy, the chunker, frontmatter) loads only when a run needs it
@@ -75,16 +76,37 @@ class RunState:
     messages: list[str] = field(default_factory=list)
 
 
-def open_store(root: Path, create: bool, warnings: list[str], verify: bool = True) -> Store:
+def open_store(
+    root: Path, create: bool, warnings: list[str], verify: bool = True, settings: Settings | None = None
+) -> Store:
     """The project's index: created when `create`; a folder never indexed gets an empty in-memory one. An
-    index that cannot be written (a read-only folder or mount) is opened read-only, with a warning: search
-    and status work, indexing is refused and searches are not logged."""
+    index that cannot be written (a read-only folder or mount, a full disk) is opened read-only, with a warning
+    saying which: search and status work, indexing is refused and searches are not logged. A `.saipling` that
+    is a link, or holds links where saipling writes, is refused whatever the command (IndexPathUnsafe)."""
     path = index_path(root)
+    index_files.check_folder(path.parent)
     if not (os.path.lexists(path) or create):
         return Store.open(":memory:")
     try:
         return Store.open(path, verify=verify)
-    except (apsw.ReadOnlyError, apsw.CantOpenError, apsw.IOError, PermissionError) as exc:
+    except (apsw.Error, OSError) as exc:
+        full = index_files.out_of_space(exc, path.parent)
+        cannot_write = (apsw.ReadOnlyError, apsw.CantOpenError, apsw.IOError, PermissionError)
+        if not (full or isinstance(exc, cannot_write)):
+            raise
+        if full:  # not a read-only index: say so, and how much room it needs
+            message = index_files.project_disk_full(root, path.parent, settings)
+            # a new index (or one never written) has nothing to read: refused as what it is
+            try:
+                store = Store.open(path, readonly=True)
+            except (SaiplingError, apsw.Error, OSError):
+                raise DiskFull(message) from exc
+            store.disk_full = message
+            warnings.append(
+                f"{message}. Until then search and status work on the index as it is; indexing is off and "
+                "searches are not logged"
+            )
+            return store
         if not path.is_file():
             raise
         store = Store.open(path, readonly=True)
@@ -164,7 +186,7 @@ class Project:
         warnings: list[str] = []
         if settings is None:
             settings, warnings = load_settings(root, env, init_options, workspace_config, overrides)
-        store = open_store(root, create, warnings, verify)
+        store = open_store(root, create, warnings, verify, settings)
         if store.rebuilt:
             warnings.append(store.rebuilt)
         if provider is None:
@@ -455,12 +477,30 @@ class Project:
         return self.indexer.estimate()
 
     def check_writable(self) -> None:
+        if self.store.disk_full:
+            raise DiskFull(self.store.disk_full)
         if self.store.readonly:
             raise SaiplingError(f"the index {self.store.path} is read-only: it cannot be changed")
 
-    def clear(self) -> None:
+    def clear(
+        self, timeout: float | None = 10.0, on_wait: Callable[[int | None], None] | None = None
+    ) -> None:
+        """Empty the index, holding the writer lock: a run in another process is waited for (up to `timeout`
+        seconds, None: for ever; then IndexBusy saying what it is doing), never cleared under. (The server's
+        clearIndex stops its own run first, then waits the default 10 s for another process's.)"""
         self.check_writable()
-        self.store.clear()
+        if self.store.path == ":memory:":
+            self.store.clear()
+            return
+        with index_lock(Path(self.store.path).parent, timeout=timeout, on_wait=on_wait, what="clear"):
+            self.store.clear()
+
+    def other_run(self) -> dict[str, Any] | None:
+        """A run of another process on this index ({"pid", "what", "phase", "filesDone", ...}), else None (also
+        while a run of ours waits for it: status then shows the run that holds the index)."""
+        if self.store.path == ":memory:":
+            return None
+        return other_run(Path(self.store.path).parent)
 
     # -- status --------------------------------------------------------------------------------------------
     def degraded(self) -> str | None:
@@ -480,6 +520,9 @@ class Project:
         missing = self.unembedded()
         if missing:
             total = self.store.stats()["totalChunks"]
+            other = self.other_run()
+            if other is not None:  # not "run saipling index": one is running
+                reason = reason or f"PID {other['pid']} is indexing this project now"
             return f"{missing} of {total} chunks have no embeddings (semantic search cannot find them)" + (
                 f": {reason}" if reason else "; run `saipling index` to embed them"
             )
@@ -497,6 +540,11 @@ class Project:
         stats = self.store.stats()
         last = stats["lastIndexed"]
         p = self.state.progress if self.state.is_indexing else None
+        other = self.other_run()
+        phase = self.state.phase if self.state.is_indexing else "paused" if self.paused else "idle"
+        if other is not None:  # (its progress as it last published it)
+            p = progress_of(other)
+            phase = p.phase
         provider = self.provider
         price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
         # the size of this model's vectors in the index (a custom server's model learns it from a response)
@@ -530,8 +578,10 @@ class Project:
             "totalTokens": stats["totalTokens"],
             "estimatedReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
             "pendingFiles": self.state.pending_files + (0 if self.state.is_indexing else self.unread_files()),
-            "isIndexing": self.state.is_indexing,
-            "indexPhase": self.state.phase if self.state.is_indexing else "paused" if self.paused else "idle",
+            "isIndexing": self.state.is_indexing or other is not None,
+            "indexPhase": phase,
+            # another process's run on this index (`saipling index`, a server, `clear`): who and what
+            "indexingProcess": {"pid": other["pid"], "doing": other.get("what")} if other else None,
             "paused": self.paused,
             "progress": {
                 "filesProcessed": p.files_done if p else 0,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,6 +21,7 @@ from typing import Any
 
 import apsw
 
+from . import index_files
 from .errors import IndexCorrupted
 from .store_files import FileWrites
 from .store_schema import (  # noqa: F401 - records re-exported: callers import them from the store
@@ -50,6 +53,8 @@ class Store(FileWrites, VectorStore):
         self.path = path
         self.rebuilt = rebuilt  # reason, when a corrupted index was moved aside at open
         self.readonly = readonly  # opened read-only (a read-only folder or mount): reads only
+        # why, when it was opened read-only for a full disk (project.open_store)
+        self.disk_full: str | None = None
         self._lock = threading.RLock()
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (vector_matrix.py)
         self._matrix_version: tuple[int, int] | None = None
@@ -66,71 +71,99 @@ class Store(FileWrites, VectorStore):
     @classmethod
     def open(cls, path: Path | str, *, readonly: bool = False, verify: bool = True) -> Store:
         """Open or create the index; a corrupted file (or a folder where the file should be) is moved aside
-        and rebuilt empty. `readonly` opens an existing index without writing anything (IndexReadOnly when
-        it cannot be read either).
+        and rebuilt empty. `readonly` opens an existing index without writing anything (IndexCorrupted when
+        it cannot be read either). The folder, the database and its side files are never used through a link
+        (IndexPathUnsafe names the one refused; index_files.py).
 
         verify=False skips `PRAGMA quick_check` (it reads every page: ~0.1 s on a 45 MB index) for one-shot
         readers such as a CLI search: a file that is not a database is still caught here, and damaged pages
         raise apsw.CorruptError when read (the CLI reports it); the next indexing run or server rebuilds it."""
         path = str(path)
+        if path == ":memory:":
+            return cls._opened(connect(path), path, None)
+        folder, name = Path(path).parent, Path(path).name
         if readonly:
-            return cls._open_readonly(path)
-        rebuilt = None
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            gi = Path(path).parent / ".gitignore"
-            if not gi.exists():
-                with contextlib.suppress(OSError):  # (a read-only folder: opening fails below, clearly)
-                    gi.write_text("*\n", encoding="utf-8")
-            target = Path(path)
-            if (target.exists() or target.is_symlink()) and not target.is_file():
-                kind = "a folder" if target.is_dir() else "not a regular file"
-                moved = cls._move_aside(target)
-                rebuilt = f"the index {target} was {kind}; moved it to {moved.name} and rebuilt it"
+            with index_files.open_folder(folder, create=False) as dir_fd:
+                if dir_fd is None:
+                    raise IndexCorrupted(f"cannot read the index {path} (its folder does not exist)")
+                return cls._open_readonly(path, cls._checked(folder, dir_fd, name)[0])
+        with index_files.open_folder(folder, create=True) as dir_fd:
+            assert dir_fd is not None
+            index_files.write_gitignore(dir_fd)
+            real, st = cls._checked(folder, dir_fd, name)
+            rebuilt = None
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+                moved = cls._move_aside(folder, dir_fd, name)
+                rebuilt = f"the index {path} was {kind}; moved it to {moved} and rebuilt it"
                 log.warning("%s", rebuilt)
-        try:
-            conn = connect(path)
-            if verify:
-                cls._check(conn)
-            else:
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # NotADB / header damage
-            version = next(iter(conn.execute("PRAGMA user_version")))[0]
-            if version > len(_MIGRATIONS):
-                raise IndexCorrupted(
-                    f"it has schema version {version}, newer than this saipling knows ({len(_MIGRATIONS)})"
-                )
-        except (apsw.CorruptError, apsw.NotADBError, IndexCorrupted, apsw.SQLError) as exc:
-            with contextlib.suppress(Exception):
-                conn.close()
-            if path == ":memory:":
+            conn = None
+            try:
+                conn = connect(real)
+                if verify:
+                    cls._check(conn)
+                else:
+                    conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # NotADB / header damage
+                version = next(iter(conn.execute("PRAGMA user_version")))[0]
+                if version > len(_MIGRATIONS):
+                    raise IndexCorrupted(
+                        f"it has schema version {version}, newer than this saipling knows ({len(_MIGRATIONS)})"
+                    )
+            except (apsw.CorruptError, apsw.NotADBError, IndexCorrupted, apsw.SQLError) as exc:
+                cls._close_quietly(conn)
+                moved = cls._move_aside(folder, dir_fd, name)
+                rebuilt = f"the index was unusable ({exc}); moved it to {moved} and rebuilt it"
+                log.warning("%s", rebuilt)
+                conn = connect(real)
+            except BaseException as exc:
+                cls._remember_errno(exc, conn)
+                cls._close_quietly(conn)
                 raise
-            moved = cls._move_aside(Path(path))
-            rebuilt = f"the index was unusable ({exc}); moved it to {moved.name} and rebuilt it"
-            log.warning("%s", rebuilt)
-            conn = connect(path)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                conn.close()
-            raise
+        return cls._opened(conn, path, rebuilt)
+
+    @classmethod
+    def _opened(cls, conn: apsw.Connection, path: str, rebuilt: str | None) -> Store:
         store = cls(conn, path, rebuilt)
         try:
             store._configure()
             store._migrate()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                conn.close()
+        except BaseException as exc:
+            cls._remember_errno(exc, conn)
+            cls._close_quietly(conn)
             raise
         return store
 
+    @staticmethod
+    def _close_quietly(conn: apsw.Connection | None) -> None:
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    @staticmethod
+    def _remember_errno(exc: BaseException, conn: apsw.Connection | None) -> None:
+        """SQLite's errno of the last OS call (ENOSPC: a full disk, not a read-only index) on its exception."""
+        if conn is not None and isinstance(exc, apsw.Error) and not hasattr(exc, "system_errno"):
+            with contextlib.suppress(Exception):
+                exc.system_errno = conn.system_errno  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _checked(folder: Path, dir_fd: int, name: str) -> tuple[str, os.stat_result | None]:
+        """The database and its side files checked (no link, no hard link: IndexPathUnsafe names it): the path
+        SQLite opens (no link on it; connect() passes SQLITE_OPEN_NOFOLLOW) and the database's lstat."""
+        st = index_files.check_entry(folder, name, dir_fd, regular=False)
+        for suffix in index_files.SQLITE_SIDE_FILES:
+            index_files.check_entry(folder, name + suffix, dir_fd)
+        return index_files.sqlite_path(folder, dir_fd, name), st
+
     @classmethod
-    def _open_readonly(cls, path: str) -> Store:
+    def _open_readonly(cls, path: str, real: str) -> Store:
         """An existing index opened read-only: `mode=ro`, else `immutable=1` (a WAL index in a folder where
         SQLite cannot create its shared-memory file). Nothing is written: no migration, no pragmas that write."""
         last: Exception | None = None
         for immutable in (False, True):
             conn = None
             try:
-                conn = connect(path, readonly=True, immutable=immutable)
+                conn = connect(real, readonly=True, immutable=immutable)
                 cls._check(conn)
                 version = next(iter(conn.execute("PRAGMA user_version")))[0]
                 if version != len(_MIGRATIONS):
@@ -145,9 +178,7 @@ class Store(FileWrites, VectorStore):
                 raise
             except apsw.Error as exc:
                 last = exc
-                if conn is not None:
-                    with contextlib.suppress(Exception):
-                        conn.close()
+                cls._close_quietly(conn)
         raise IndexCorrupted(f"cannot read the index {path} ({type(last).__name__}: {last})")
 
     @staticmethod
@@ -157,18 +188,16 @@ class Store(FileWrites, VectorStore):
             raise IndexCorrupted("; ".join(str(r[0]) for r in rows[:3]))
 
     @staticmethod
-    def _move_aside(path: Path) -> Path:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = path.with_name(f"{path.name}.corrupt-{stamp}")
-        n = 1
-        while target.exists():  # two corruptions in the same second keep both copies
-            n += 1
-            target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
-        path.replace(target)
+    def _move_aside(folder: Path, dir_fd: int, name: str) -> str:
+        """Rename the index (and its -wal/-shm) to `<name>.corrupt-<time>` in its folder; returns the new name.
+        Renamed through the folder's descriptor to names nothing holds (two corruptions in one second keep
+        both copies; a link already at a name is never replaced)."""
+        target = index_files.free_name(folder, dir_fd, f"{name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+        index_files.rename(dir_fd, name, target)
         for suffix in ("-wal", "-shm"):
-            side = Path(str(path) + suffix)
-            if side.exists():
-                side.replace(Path(str(target) + suffix))
+            with contextlib.suppress(FileNotFoundError):
+                index_files.check_entry(folder, name + suffix, dir_fd)
+                index_files.rename(dir_fd, name + suffix, target + suffix)
         return target
 
     def _configure(self) -> None:

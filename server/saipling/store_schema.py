@@ -246,11 +246,15 @@ def _vec0_path() -> str:
 def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -> apsw.Connection:
     """A connection with sqlite-vec loaded and our SQL functions registered (read-only: never writes, and
     `immutable` also takes no locks: for a folder where SQLite cannot create its -shm file)."""
+    # SQLITE_OPEN_NOFOLLOW: a link anywhere on the path is refused (CantOpenError), never written through; the
+    # Store passes a path with none (index_files.sqlite_path), SQLite opens its -wal/-shm with O_NOFOLLOW itself
     if readonly:
-        uri = Path(path).resolve().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
-        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        uri = Path(path).absolute().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI | apsw.SQLITE_OPEN_NOFOLLOW
+        conn = apsw.Connection(uri, flags=flags)
     else:
-        conn = apsw.Connection(str(path))
+        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_NOFOLLOW
+        conn = apsw.Connection(str(path), flags=flags)
     conn.enable_load_extension(True)
     conn.load_extension(_vec0_path())
     conn.enable_load_extension(False)
