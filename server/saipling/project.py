@@ -67,7 +67,8 @@ class RunState:
     """What status reports about a run in progress."""
 
     is_indexing: bool = False
-    phase: str = "idle"  # idle | keywords | embedding (of the run in progress)
+    phase: str = "idle"  # idle | scanning | keywords | embedding (of the run in progress)
+    scheduled: bool = False  # a run is about to start (a server's first): status says `scanning`, not idle
     progress: IndexProgress | None = None
     last_summary: IndexSummary | None = None
     pending_files: int = 0
@@ -232,10 +233,15 @@ class Project:
             if progress:
                 progress(p)
 
-        self.check_writable()
+        try:
+            self.check_writable()
+        except BaseException:
+            self.state.scheduled = False
+            raise
         with self._state_lock:
             self.state.is_indexing = True
-            self.state.phase = "keywords"
+            self.state.scheduled = False
+            self.state.phase = "scanning" if paths is None else "keywords"
         try:
             if self.fallback_from is not None and self._switch_back():
                 paths = None  # the provider changed: every file is checked, every vector rebuilt
@@ -492,6 +498,14 @@ class Project:
             return 0
         return self.store.count_unembedded(p.vector_key, p.dimensions)
 
+    def expect_run(self) -> None:
+        """A run will start soon (a server opening the folder): until it does, status says the folder is being
+        scanned (`isIndexing`, `indexPhase: scanning`) rather than idle with the files of an index not read
+        yet (or none at all)."""
+        with self._state_lock:
+            if not self.state.is_indexing:
+                self.state.scheduled = True
+
     def status(self) -> dict[str, Any]:
         stats = self.store.stats()
         last = stats["lastIndexed"]
@@ -528,8 +542,14 @@ class Project:
             "totalTokens": stats["totalTokens"],
             "estimatedReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
             "pendingFiles": self.state.pending_files + (0 if self.state.is_indexing else self.unread_files()),
-            "isIndexing": self.state.is_indexing,
-            "indexPhase": self.state.phase if self.state.is_indexing else "paused" if self.paused else "idle",
+            "isIndexing": self.state.is_indexing or self.state.scheduled,
+            "indexPhase": self.state.phase
+            if self.state.is_indexing
+            else "scanning"
+            if self.state.scheduled
+            else "paused"
+            if self.paused
+            else "idle",
             "paused": self.paused,
             "progress": {
                 "filesProcessed": p.files_done if p else 0,

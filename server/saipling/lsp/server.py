@@ -42,7 +42,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 READY_TIMEOUT = 120.0  # seconds a request waits for start-up before failing
-SHUTDOWN_GRACE = 10.0  # seconds to wait for index threads to stop after a cancel
+SHUTDOWN_GRACE = 10.0  # seconds to wait for index threads to stop after a cancel (`shutdown`)
+EXIT_GRACE = 0.5  # seconds the same gets on `exit` without `shutdown` or when stdin closes (the process ends)
+READY_POLL = 0.05  # seconds between checks, while a request waits for start-up, that the server is not exiting
 
 
 def guarded(method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,6 +127,9 @@ class SaiplingServer(LanguageServer):
         self.feedback = Feedback(self, self.post)
         self.tick_task: asyncio.Task[None] | None = None
         self.stopping = False
+        self.start_requested = False  # start-up began (`initialized`, or the first request without it)
+        self.exiting = threading.Event()  # the message loop ended (`exit` or stdin closed)
+        self.exit_code = 0  # `exit` without `shutdown`: 1 (LSP)
         self.progress_tokens = itertools.count(1)
         self._closed = False
         self._close_lock = threading.Lock()
@@ -150,6 +155,16 @@ class SaiplingServer(LanguageServer):
             pass
         finally:
             self.shutdown()
+
+    def shutdown(self) -> None:
+        """The message loop ended (`exit` or stdin closed): requests waiting for start-up give up, and nothing
+        waits here for the pool (pygls' shutdown joined it: a request waiting 120 s for start-up kept a
+        process whose client was gone alive for two minutes)."""
+        self.exiting.set()
+        if self._stop_event is not None:
+            self._stop_event.set()
+        if self._thread_pool is not None:
+            self._thread_pool.shutdown(wait=False, cancel_futures=True)
 
     def start_tcp(self, host: str, port: int) -> None:
         """Serve one client on a TCP socket (debugging: `saipling serve --tcp HOST:PORT`; port 0 picks a free
@@ -227,14 +242,31 @@ class SaiplingServer(LanguageServer):
     @contextlib.contextmanager
     def engine_call(self) -> Iterator[None]:
         """For handlers on worker threads: wait for start-up, then guard like `call`."""
-        if not self.ready_threads.wait(READY_TIMEOUT):
-            raise request_failed("the server is still starting")
+        if not self.ready_threads.is_set():
+            self.post(self.begin_start_up)
+            deadline = time.monotonic() + READY_TIMEOUT
+            while not self.ready_threads.wait(READY_POLL):
+                if self.exiting.is_set():
+                    raise request_failed("the server is exiting")
+                if time.monotonic() > deadline:
+                    raise request_failed("the server is still starting")
         with engine_errors():
             yield
+
+    def begin_start_up(self) -> None:
+        """Start up once (on the loop): on `initialized`, or on the first request of a client that never sends
+        it (it is still answered). Before `initialize` there is nothing to start."""
+        if self.start_requested or self.stopping or not self.protocol.initialize_received:
+            return
+        self.start_requested = True
+        from .features.lifecycle import start_up
+
+        self.spawn(start_up(self))
 
     async def wait_ready(self) -> None:
         if self.ready.is_set():
             return
+        self.begin_start_up()
         try:
             await asyncio.wait_for(self.ready.wait(), READY_TIMEOUT)
         except TimeoutError:
@@ -279,14 +311,25 @@ class SaiplingServer(LanguageServer):
         for f in folders:
             if f.worker is not None and f.worker.ident is not None:  # (started: joinable)
                 f.worker.join(max(0.0, deadline - time.monotonic()))
-        if self._thread_pool is not None:  # requests in flight finish before the stores close
-            self._thread_pool.shutdown(wait=True, cancel_futures=True)
+        if self._thread_pool is not None and not self._pool_drained(deadline):
+            log.warning("requests still running at exit: the index is left open (SQLite recovers it)")
+            return  # requests in flight finish before the stores close: never close one under them
         for f in folders:
             if f.worker is not None and f.worker.is_alive():
                 log.warning("%s: an index run is still finishing; the next start resumes it", f.name)
                 continue
             with contextlib.suppress(Exception):
                 f.project.close()
+
+
+    def _pool_drained(self, deadline: float) -> bool:
+        """Stop the worker pool (queued requests cancelled) and wait until `deadline` for the running ones."""
+        pool = self._thread_pool
+        pool.shutdown(wait=False, cancel_futures=True)
+        threads = list(getattr(pool, "_threads", ()))
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in threads)
 
 
 def create_server(*, test_clock: bool | None = None) -> SaiplingServer:
@@ -335,6 +378,7 @@ def run(tcp: str | None = None) -> None:
     """`saipling serve`: stdio (what editors start), or `--tcp HOST:PORT` for debugging."""
     server = create_server()
     configure_logging(server)
+    exited = False
     try:
         if tcp:
             host, _, port = tcp.rpartition(":")
@@ -344,5 +388,14 @@ def run(tcp: str | None = None) -> None:
             os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not corrupt the protocol
             sys.stdout = sys.stderr
             server.start_io(sys.stdin.buffer, protocol_out)
+        exited = True
     finally:
-        server.close_all()
+        server.close_all(grace=SHUTDOWN_GRACE if not exited else EXIT_GRACE)
+    # The process ends now (LSP: `exit` ends it, 1 without `shutdown`; a client that closed stdin is gone), not
+    # when the last request thread does: the interpreter would join every pool thread first. An index run
+    # still writing is left to SQLite's recovery (each file old or new), as after kill -9.
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(server.exit_code)
