@@ -99,18 +99,20 @@ def test_stdin_closing_while_a_request_waits_for_start_up_ends_the_process(tmp_p
 def test_status_right_after_start_says_scanning_never_idle_with_no_files(tmp_path: Path) -> None:
     root = project(tmp_path, FILES)
     with RawServer(root) as srv:
+        statuses = range(2, 8)
         srv.send_raw(
             frame(message("initialize", init_params(root), 1))
             + frame(message("initialized", {}))
-            + frame(message("saipling/status", {}, 2))
+            + b"".join(frame(message("saipling/status", {}, n)) for n in statuses)
         )
-        reply = srv.response(2, timeout=30)
-        assert reply is not None and "result" in reply, srv.stderr()
-        st = reply["result"]
-        # a run not started yet or under way says so; only a finished one may say idle, with every file
-        assert (st["isIndexing"] and st["indexPhase"] in {"scanning", "keywords", "embedding"}) or (
-            st["indexPhase"] == "idle" and st["totalFiles"] == FILES
-        ), st
+        for n in statuses:
+            reply = srv.response(n, timeout=30)
+            assert reply is not None and "result" in reply, srv.stderr()
+            st = reply["result"]
+            # a run not started yet or under way says so; only a finished one may say idle, with every file
+            assert (st["isIndexing"] and st["indexPhase"] in {"scanning", "keywords", "embedding"}) or (
+                st["indexPhase"] == "idle" and st["totalFiles"] == FILES
+            ), (n, st)
 
 
 def test_status_and_cancel_are_served_while_a_heavy_glob_search_runs(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ is told goes through `Feedback` (`feedback.py`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import itertools
@@ -134,6 +135,7 @@ class SaiplingServer(LanguageServer):
         self._closed = False
         self._close_lock = threading.Lock()
         self._background: set[asyncio.Task[Any]] = set()
+        self._start_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- transport -----------------------------------------------------------------------------------------
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
@@ -163,8 +165,9 @@ class SaiplingServer(LanguageServer):
         self.exiting.set()
         if self._stop_event is not None:
             self._stop_event.set()
-        if self._thread_pool is not None:
-            self._thread_pool.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._thread_pool, self._start_pool):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def start_tcp(self, host: str, port: int) -> None:
         """Serve one client on a TCP socket (debugging: `saipling serve --tcp HOST:PORT`; port 0 picks a free
@@ -235,9 +238,17 @@ class SaiplingServer(LanguageServer):
         return task
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run blocking engine work in the worker pool; engine errors become JSON-RPC errors."""
+        """Run blocking engine work in the worker pool; engine errors become JSON-RPC errors. Start-up's work
+        (opening the folders) has a pool of its own: requests that arrived first wait for start-up on worker
+        threads, and four of them took every worker it needed (nothing was answered for 120 s)."""
+        pool = self.thread_pool if self.ready_threads.is_set() else self._start_up_pool()
         with engine_errors():
-            return await asyncio.get_running_loop().run_in_executor(self.thread_pool, partial(fn, *args))
+            return await asyncio.get_running_loop().run_in_executor(pool, partial(fn, *args))
+
+    def _start_up_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._start_pool is None:
+            self._start_pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="saipling-start")
+        return self._start_pool
 
     @contextlib.contextmanager
     def engine_call(self) -> Iterator[None]:
