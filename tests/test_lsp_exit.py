@@ -4,13 +4,24 @@ waiting, a burst of initialize/initialized/request/exit ends promptly, a client 
 is answered; `status` right after start says the folder is being scanned; and one CPU-heavy request (a glob that
 made the old regex backtrack for minutes) never keeps `status` or `$/cancelRequest` from being served."""
 
+# ruff: noqa: F811  (fixture imported, then requested as a parameter)
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from pathlib import Path
 
-from lsp_client import write_project
+from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from lsp_client import (
+    fake_api_options,
+    lsp_session,
+    request,
+    status,
+    wait_for_index,
+    wait_until,
+    write_project,
+)
 from rawlsp import RawServer, frame, message
 
 EXIT_BOUND = 5.0  # seconds: generous (the brief's "within a second" on a loaded 2-core machine); it was 120 s
@@ -136,3 +147,26 @@ def test_status_and_cancel_are_served_while_a_heavy_glob_search_runs(tmp_path: P
         search = srv.response(10, timeout=60)
         assert search is not None and search.get("result", {}).get("results") == [], search
         assert srv.response(11, timeout=60) is not None  # answered (cancelled or with its result)
+
+
+async def test_status_is_answered_while_every_worker_runs_a_slow_search(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    """Searches waiting on a slow provider took all four workers; `status` queued behind them."""
+    root = project(tmp_path, 5)
+    async with lsp_session(root, fake_api_options(api_server)) as client:
+        await wait_for_index(client)
+        api_server.slow(4.0, times=20)  # every query vector takes 4 s
+        before = api_server.count
+        searches = [
+            asyncio.ensure_future(
+                request(client, "saipling/search", {"query": f"storm {n}", "mode": "semantic"})
+            )
+            for n in range(5)
+        ]
+        await wait_until(lambda: api_server.count >= before + 4)  # four workers wait on the provider
+        st = asyncio.ensure_future(status(client))
+        done, _ = await asyncio.wait([st, *searches], return_when=asyncio.FIRST_COMPLETED)
+        assert st in done, "status waited for the searches"
+        assert st.result()["totalFiles"] == 5
+        await asyncio.gather(*searches)

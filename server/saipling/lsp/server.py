@@ -45,7 +45,9 @@ T = TypeVar("T")
 READY_TIMEOUT = 120.0  # seconds a request waits for start-up before failing
 SHUTDOWN_GRACE = 10.0  # seconds to wait for index threads to stop after a cancel (`shutdown`)
 EXIT_GRACE = 0.5  # seconds the same gets on `exit` without `shutdown` or when stdin closes (the process ends)
-READY_POLL = 0.05  # seconds between checks, while a request waits for start-up, that the server is not exiting
+READY_POLL = (
+    0.05  # seconds between checks, while a request waits for start-up, that the server is not exiting
+)
 
 
 def guarded(method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -136,6 +138,7 @@ class SaiplingServer(LanguageServer):
         self._close_lock = threading.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self._start_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._light_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- transport -----------------------------------------------------------------------------------------
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
@@ -165,7 +168,7 @@ class SaiplingServer(LanguageServer):
         self.exiting.set()
         if self._stop_event is not None:
             self._stop_event.set()
-        for pool in (self._thread_pool, self._start_pool):
+        for pool in (self._thread_pool, self._start_pool, self._light_pool):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
 
@@ -293,11 +296,33 @@ class SaiplingServer(LanguageServer):
 
     # -- registration --------------------------------------------------------------------------------------
     def handle(
-        self, method: str, handler: Callable[..., Any], options: Any = None, *, threaded: bool = False
+        self,
+        method: str,
+        handler: Callable[..., Any],
+        options: Any = None,
+        *,
+        threaded: bool = False,
+        light: bool = False,
     ) -> None:
-        """Register a feature handler, guarded at the dispatch point (on a worker thread if `threaded`)."""
+        """Register a feature handler, guarded at the dispatch point (on a worker thread if `threaded`; on the
+        pool of quick requests if `light`: `status` is answered while every worker runs a long search)."""
         wrapped = guarded(method, handler)
+        if light:
+            self.feature(method, options)(self._on_light_pool(wrapped))
+            return
         self.feature(method, options)(self.thread()(wrapped) if threaded else wrapped)
+
+    def _on_light_pool(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        async def run_light(ls: Any, params: Any) -> Any:
+            if self._light_pool is None:
+                self._light_pool = concurrent.futures.ThreadPoolExecutor(
+                    2, thread_name_prefix="saipling-light"
+                )
+            return await asyncio.get_running_loop().run_in_executor(
+                self._light_pool, partial(handler, ls, params)
+            )
+
+        return _like(run_light, handler)
 
     def handle_command(self, name: str, handler: Callable[..., Any], *, threaded: bool = False) -> None:
         """Register a `workspace/executeCommand` command, guarded like `handle`."""
@@ -331,7 +356,6 @@ class SaiplingServer(LanguageServer):
                 continue
             with contextlib.suppress(Exception):
                 f.project.close()
-
 
     def _pool_drained(self, deadline: float) -> bool:
         """Stop the worker pool (queued requests cancelled) and wait until `deadline` for the running ones."""
