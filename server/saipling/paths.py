@@ -154,6 +154,7 @@ class Glob:
             step(_ANY)
         self._kinds, self._args, self._m = kinds, args, len(kinds)
         self._rx = None if table_only else self._linear_regex()
+        self._match_rx = self._rx[0].match if self._rx is not None else None
         self._lock = threading.Lock()  # (the table grows from every thread that matches)
         self._table = self._new_table()
 
@@ -261,9 +262,10 @@ class Glob:
 
     def match(self, rel_path: str) -> bool:
         """True if the path or one of its folders matches (gitignore-like: `drafts` excludes `drafts/a.md`)."""
-        if self._rx is not None:
-            return self._rx[0].match(nfc(rel_path)) is not None
-        return self._run(nfc(rel_path), folders=True)
+        path = rel_path if rel_path.isascii() else nfc(rel_path)
+        if self._match_rx is not None:  # (per row of a filter: kept to one call)
+            return self._match_rx(path) is not None
+        return self._run(path, folders=True)
 
     def fullmatch(self, rel_path: str) -> bool:
         """True if the whole path matches (not only one of its folders)."""
@@ -313,7 +315,10 @@ def compile_glob(pattern: str) -> Glob:
 
 def glob_match(rel_path: str, pattern: str) -> bool:
     """True if the path or one of its folders matches (gitignore-like: `drafts` excludes `drafts/a.md`)."""
-    return compile_glob(pattern).match(rel_path)
+    glob = compile_glob(pattern)
+    if glob._match_rx is not None and rel_path.isascii():  # the common case, without a method call
+        return glob._match_rx(rel_path) is not None
+    return glob.match(rel_path)
 
 
 def any_match(rel_path: str, patterns: list[str]) -> bool:
