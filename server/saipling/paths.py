@@ -12,13 +12,13 @@ from typing import Any
 
 from .errors import PathOutsideRoot
 
-MAX_GLOB_CHARS = 1024  # a pattern's length (config include/exclude, filters, context settings keys)
+MAX_GLOB_CHARS = 1024  # a pattern's length (filter.glob, config include/exclude/corpora)
 MAX_GLOBS = 1000  # patterns in one list (config include, exclude, a corpus)
 
 
 def nfc(text: str) -> str:
-    """`text` in Unicode NFC: a name typed `privé` (one code point) and stored `prive\u0301` (as macOS writes
-    it) compare equal. ASCII (most paths) costs one check."""
+    """`text` in Unicode NFC: a name typed `privé` (é one code point) and stored as `prive` + U+0301 (as macOS
+    writes it) compare equal. ASCII (most paths) costs one check."""
     if text.isascii() or unicodedata.is_normalized("NFC", text):
         return text
     return unicodedata.normalize("NFC", text)
@@ -68,9 +68,7 @@ def glob_list_problem(patterns: list[str]) -> str | None:
 _LIT, _ONE, _CLASS, _STAR, _ANY, _DIRS, _NONE = range(7)
 _LOOPS = (_STAR, _ANY, _DIRS)  # steps that may match nothing (an empty move to the next position)
 _MAX_STATES = 4096  # DFA states kept per glob before its table starts over (memory bound, not correctness)
-
-
-_START, _DEAD = 0, 1
+_START, _DEAD = 0, 1  # every table's first two states
 
 
 class _Table:
