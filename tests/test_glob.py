@@ -303,3 +303,19 @@ def test_the_public_names_are_kept() -> None:
     """Other modules (scanner, context settings, visibility) call these by name."""
     for name in ("glob_match", "any_match", "glob_problem", "glob_list_problem", "compile_glob", "nfc"):
         assert callable(getattr(paths, name))
+
+
+def test_a_full_table_starts_over_and_answers_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's memory is bounded: when full, the match goes on over sets of positions, and the next one starts
+    a new table; the answers never change."""
+    import random
+
+    rng = random.Random(7)
+    pattern = "**?**?**?**?**?**?**.mdx"
+    sample = ["".join(rng.choice("ab/.mdx") for _ in range(rng.randint(40, 120))) for _ in range(150)]
+    expected = [Glob(pattern).match(p) for p in sample]
+    assert any(expected) and not all(expected)
+    monkeypatch.setattr(paths, "_MAX_CELLS", 40)
+    small = Glob(pattern, table_only=True)
+    assert [small.match(p) for p in sample] == expected
+    assert small._table.cells <= 40 + 2 * (len(small._kinds) + 2)

@@ -67,22 +67,24 @@ def glob_list_problem(patterns: list[str]) -> str | None:
 # a slash are steps like `*`: a run of stars adds positions to a set, never a factor to the work.
 _LIT, _ONE, _CLASS, _STAR, _ANY, _DIRS, _NONE = range(7)
 _LOOPS = (_STAR, _ANY, _DIRS)  # steps that may match nothing (an empty move to the next position)
-_MAX_STATES = 4096  # DFA states kept per glob before its table starts over (memory bound, not correctness)
+_MAX_CELLS = 65536  # positions + transitions a glob's table holds before it starts over (memory, not correctness)
 _START, _DEAD = 0, 1  # every table's first two states
 
 
 class _Table:
     """A glob's DFA so far: state ids for sets of positions, whether each accepts, and its transitions."""
 
-    __slots__ = ("ids", "sets", "accept", "delta")
+    __slots__ = ("ids", "sets", "accept", "delta", "cells")
 
     def __init__(self) -> None:
+        self.cells = 0  # positions in `sets` plus transitions in `delta`: what the table costs in memory
         self.ids: dict[frozenset[int], int] = {}
         self.sets: list[frozenset[int]] = []
         self.accept: list[bool] = []
         self.delta: list[dict[str, int]] = []
 
     def add(self, positions: frozenset[int], m: int) -> int:
+        self.cells += len(positions) + 1
         sid = self.ids[positions] = len(self.sets)
         self.sets.append(positions)
         self.accept.append(m in positions)
@@ -250,12 +252,13 @@ class Glob:
         """The state after `c` in `sid`, added to the table; None when the table is full (or was replaced)."""
         target = self._step(table.sets[sid], c)
         with self._lock:
-            if table is not self._table or len(table.sets) >= _MAX_STATES:
+            if table is not self._table or table.cells >= _MAX_CELLS:
                 return None
             nxt = table.ids.get(target)
             if nxt is None:
                 nxt = table.add(target, self._m)
             table.delta[sid][c] = nxt
+            table.cells += 1
             return nxt
 
     def match(self, rel_path: str) -> bool:
@@ -273,7 +276,7 @@ class Glob:
 
     def _run(self, path: str, folders: bool) -> bool:
         table = self._table
-        if len(table.sets) >= _MAX_STATES:  # full: start a new one (other threads finish on the old one)
+        if table.cells >= _MAX_CELLS:  # full: start a new one (other threads finish on the old one)
             with self._lock:
                 if self._table is table:
                     self._table = self._new_table()
@@ -305,7 +308,7 @@ class Glob:
         return m in positions
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=256)
 def compile_glob(pattern: str) -> Glob:
     """The compiled glob for a pattern (cached)."""
     return Glob(pattern)
