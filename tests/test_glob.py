@@ -319,3 +319,21 @@ def test_a_full_table_starts_over_and_answers_the_same(monkeypatch: pytest.Monke
     small = Glob(pattern, table_only=True)
     assert [small.match(p) for p in sample] == expected
     assert small._table.cells <= 40 + 2 * (len(small._kinds) + 2)
+
+
+def test_get_finds_the_nfd_file_typed_in_nfc_and_its_exclusion_holds(tmp_path: Path) -> None:
+    root = tmp_path / "vault"
+    (root / "notes").mkdir(parents=True)
+    (root / nfd("notes/été.md")).write_text("# Été\n\nsummer storm\n")
+    (root / nfd("notes/privé.md")).write_text("# secret\n")
+    (root / ".context_settings.json").write_text(
+        json.dumps({nfc("notes/privé.md"): "exclude"}), encoding="utf-8"
+    )
+    with open_project(root) as project:
+        project.index()
+        got = project.get({"path": nfc("notes/été.md")})
+        assert "summer storm" in got["text"]
+        with pytest.raises(InvalidRequest):
+            project.get({"path": nfc("notes/privé.md"), "respectContextSettings": True})
+        with pytest.raises(InvalidRequest):
+            project.get({"path": nfd("notes/privé.md"), "respectContextSettings": True})

@@ -374,14 +374,20 @@ def root_relative_prefix(root: Path, prefix: str) -> str | None:
 def resolve_inside(root: Path, path: str) -> tuple[Path, str]:
     """Resolve a user path (relative or absolute, or file:// URI) to a real file inside root.
 
-    Raises PathOutsideRoot when it escapes (.., absolute elsewhere, symlinks leaving the root).
-    """
+    Raises PathOutsideRoot when it escapes (.., absolute elsewhere, symlinks leaving the root). A name that
+    does not exist as typed is looked for in the other Unicode normalisation (NFD/NFC)."""
     if path.startswith("file://"):
         from urllib.parse import unquote, urlparse
 
         path = unquote(urlparse(path).path)
     root_real = Path(os.path.realpath(root))
     candidate = Path(path) if os.path.isabs(path) else root / normalise_rel(path)
+    if not path.isascii() and not os.path.lexists(candidate):  # `privé.md` typed in NFC, stored in NFD (macOS)
+        for form in ("NFD", "NFC"):
+            other = Path(unicodedata.normalize(form, str(candidate)))
+            if os.path.lexists(other):
+                candidate = other
+                break
     real = Path(os.path.realpath(candidate))
     try:
         rel = real.relative_to(root_real).as_posix()
