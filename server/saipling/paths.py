@@ -67,7 +67,8 @@ def glob_list_problem(patterns: list[str]) -> str | None:
 # a slash are steps like `*`: a run of stars adds positions to a set, never a factor to the work.
 _LIT, _ONE, _CLASS, _STAR, _ANY, _DIRS, _NONE = range(7)
 _LOOPS = (_STAR, _ANY, _DIRS)  # steps that may match nothing (an empty move to the next position)
-_MAX_CELLS = 65536  # positions + transitions a glob's table holds before it starts over (memory, not correctness)
+# positions + transitions a glob's table holds before it starts over (a memory bound, not a correctness one)
+_MAX_CELLS = 65536
 _START, _DEAD = 0, 1  # every table's first two states
 
 
@@ -382,7 +383,8 @@ def resolve_inside(root: Path, path: str) -> tuple[Path, str]:
         path = unquote(urlparse(path).path)
     root_real = Path(os.path.realpath(root))
     candidate = Path(path) if os.path.isabs(path) else root / normalise_rel(path)
-    if not path.isascii() and not os.path.lexists(candidate):  # `privé.md` typed in NFC, stored in NFD (macOS)
+    # `privé.md` typed in NFC names the file stored in NFD (as macOS writes it), and back
+    if not path.isascii() and not os.path.lexists(candidate):
         for form in ("NFD", "NFC"):
             other = Path(unicodedata.normalize(form, str(candidate)))
             if os.path.lexists(other):
