@@ -172,6 +172,32 @@ def test_adversarial_globs_finish_quickly_in_a_subprocess() -> None:
     assert done.stdout.strip().isdigit()
 
 
+def test_globs_matched_by_a_regex_stay_linear_on_long_adversarial_paths() -> None:
+    """Globs the linear-regex check lets through (at most one `*` a name, one `**/`, `**` last), random and
+    star-heavy, on 4,000-character paths: a backtracking blow-up (O(n^2) or worse) would take minutes here."""
+    script = textwrap.dedent(
+        """
+        import random
+        from saipling.paths import Glob
+        rng = random.Random(3)
+        pieces = ["*", "**", "**/", "?", "a", "/", "[ab]", "[!/]", ".mdx", "b"]
+        paths = ["a/" * 2000, "a" * 4000, ("ab/" * 1400)[:4000], ("a" * 40 + "/") * 98]
+        checked = 0
+        for _ in range(3000):
+            glob = Glob("".join(rng.choice(pieces) for _ in range(rng.randint(2, 24))))
+            if glob._rx is None:
+                continue
+            checked += 1
+            for p in paths:
+                glob.match(p), glob.fullmatch(p)
+        print(checked)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 300  # (enough of them took the regex path)
+
+
 def test_a_cli_search_with_an_adversarial_glob_answers(tmp_path: Path) -> None:
     root = tmp_path / "p"
     deep = root / ("a" * 60) / ("b" * 40)
