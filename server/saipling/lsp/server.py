@@ -45,9 +45,8 @@ T = TypeVar("T")
 READY_TIMEOUT = 120.0  # seconds a request waits for start-up before failing
 SHUTDOWN_GRACE = 10.0  # seconds to wait for index threads to stop after a cancel (`shutdown`)
 EXIT_GRACE = 0.5  # seconds the same gets on `exit` without `shutdown` or when stdin closes (the process ends)
-READY_POLL = (
-    0.05  # seconds between checks, while a request waits for start-up, that the server is not exiting
-)
+# seconds between checks, while a request waits for start-up, that the server is not exiting
+READY_POLL = 0.05
 
 
 def guarded(method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -171,6 +170,9 @@ class SaiplingServer(LanguageServer):
         for pool in (self._thread_pool, self._start_pool, self._light_pool):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
+        # pygls' own TCP server (not used): closed as pygls does
+        if getattr(self, "_server", None) is not None:
+            self._server.close()
 
     def start_tcp(self, host: str, port: int) -> None:
         """Serve one client on a TCP socket (debugging: `saipling serve --tcp HOST:PORT`; port 0 picks a free
