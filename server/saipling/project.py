@@ -233,11 +233,8 @@ class Project:
             if progress:
                 progress(p)
 
-        try:
-            self.check_writable()
-        except BaseException:
-            self.state.scheduled = False
-            raise
+        self.state.scheduled = False  # (a run refused below is no run to wait for)
+        self.check_writable()
         with self._state_lock:
             self.state.is_indexing = True
             self.state.scheduled = False
@@ -499,16 +496,17 @@ class Project:
         return self.store.count_unembedded(p.vector_key, p.dimensions)
 
     def expect_run(self) -> None:
-        """A run will start soon (a server opening the folder): until it does, status says the folder is being
-        scanned (`isIndexing`, `indexPhase: scanning`) rather than idle with the files of an index not read
-        yet (or none at all)."""
+        """A run will start soon (a server opening the folder): until it does, status says `scanning` (and
+        `isIndexing`), not idle with the files of an index not read yet (or none at all)."""
         with self._state_lock:
             if not self.state.is_indexing:
                 self.state.scheduled = True
 
     def status(self) -> dict[str, Any]:
         stats = self.store.stats()
-        last = stats["lastIndexed"]
+        last, st = stats["lastIndexed"], self.state
+        idle = "paused" if self.paused else "idle"
+        phase = st.phase if st.is_indexing else "scanning" if st.scheduled else idle
         p = self.state.progress if self.state.is_indexing else None
         provider = self.provider
         price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
@@ -543,13 +541,7 @@ class Project:
             "estimatedReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
             "pendingFiles": self.state.pending_files + (0 if self.state.is_indexing else self.unread_files()),
             "isIndexing": self.state.is_indexing or self.state.scheduled,
-            "indexPhase": self.state.phase
-            if self.state.is_indexing
-            else "scanning"
-            if self.state.scheduled
-            else "paused"
-            if self.paused
-            else "idle",
+            "indexPhase": phase,
             "paused": self.paused,
             "progress": {
                 "filesProcessed": p.files_done if p else 0,
