@@ -104,7 +104,7 @@ def main() -> None:
             old_v = bu.median([o[key] for o in olds])
             print(f"{key:48} {old_v:9.2f} {new:9.2f} {new / old_v:8.2f}")
         else:
-            print(f"{key:48} {'(hours)':>9} {new:9.2f}")
+            print(f"{key:48} {'not run':>9} {new:9.2f}")  # (old: seconds to hours a path)
 
 
 if __name__ == "__main__":
