@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .paths import glob_list_problem
 from .redact import remember, shown
 
 log = logging.getLogger(__name__)
@@ -215,11 +216,25 @@ def apply_layer(
         ):  # (maxFileBytes = -1: nothing was indexed, silently)
             warnings.append(f"{source}: {raw_key} must be >= {_MINIMUMS[name]}, got {shown(coerced)}")
             continue
+        if (problem := _globs_problem(name, coerced)) is not None:  # (cost bounded: issue 30)
+            warnings.append(f"{source}: {raw_key}: {problem}; ignored")
+            continue
         if name == "fallback" and coerced not in _FALLBACKS:
             warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {shown(coerced)}")
             continue
         setattr(settings, name, coerced)
     return warnings
+
+
+def _globs_problem(name: str, value: Any) -> str | None:
+    """Why the globs of `include`, `exclude` or a corpus are refused (too many, one too long), else None."""
+    if name in ("include", "exclude"):
+        return glob_list_problem(value)
+    if name == "corpora":
+        for corpus, patterns in value.items():
+            if isinstance(patterns, list) and (problem := glob_list_problem(patterns)) is not None:
+                return f"{corpus}: {problem}"
+    return None
 
 
 def env_layer(env: Mapping[str, str]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .paths import glob_match, normalise_rel
+from .paths import glob_match, nfc, normalise_rel
 
 log = logging.getLogger(__name__)
 FILE_NAME = ".context_settings.json"
@@ -20,7 +20,9 @@ class ContextSettings:
     warning: str | None = None
 
     def mode_for(self, rel: str) -> str:
-        """The mode of a file: an exact entry, else the longest folder or glob entry that matches, else auto."""
+        """The mode of a file: an exact entry, else the longest folder or glob entry that matches, else auto.
+        Compared in NFC (keys are stored in NFC): `privé.md` typed either way names the file stored either way."""
+        rel = nfc(rel)
         if rel in self.modes:
             return self.modes[rel]
         best, best_len = "auto", -1
@@ -68,7 +70,7 @@ def load_context_settings(root: Path) -> ContextSettings:
             if mode not in {"auto", "exclude", "force"}:
                 log.warning("%s: %s has unknown mode %r (treated as auto)", FILE_NAME, k, v)
                 mode = "auto"
-            modes[normalise_rel(str(k))] = mode
+            modes[nfc(normalise_rel(str(k)))] = mode
         cs = ContextSettings(modes)
     except (OSError, ValueError, RecursionError) as exc:
         cs = ContextSettings(warning=f"{FILE_NAME} is invalid ({exc}); ignored")

@@ -353,6 +353,7 @@ class McpFace:
         if not s.enabled:
             return
         if s.auto_index:
+            self.project.expect_run()  # status says `scanning` from the first call, never idle with 0 files
             self._background = threading.Thread(
                 target=self._index_all, name="saipling-mcp-index", daemon=True
             )

@@ -69,7 +69,8 @@ class RunState:
     """What status reports about a run in progress."""
 
     is_indexing: bool = False
-    phase: str = "idle"  # idle | keywords | embedding (of the run in progress)
+    phase: str = "idle"  # idle | scanning | keywords | embedding (of the run in progress)
+    scheduled: bool = False  # a run is about to start (a server's first): status says `scanning`, not idle
     progress: IndexProgress | None = None
     last_summary: IndexSummary | None = None
     pending_files: int = 0
@@ -255,10 +256,12 @@ class Project:
             if progress:
                 progress(p)
 
+        self.state.scheduled = False  # (a run refused below is no run to wait for)
         self.check_writable()
         with self._state_lock:
             self.state.is_indexing = True
-            self.state.phase = "keywords"
+            self.state.scheduled = False
+            self.state.phase = "scanning" if paths is None else "keywords"
         try:
             if self.fallback_from is not None and self._switch_back():
                 paths = None  # the provider changed: every file is checked, every vector rebuilt
@@ -536,12 +539,20 @@ class Project:
             return 0
         return self.store.count_unembedded(p.vector_key, p.dimensions)
 
+    def expect_run(self) -> None:
+        """A run will start soon (a server opening the folder): until it does, status says `scanning` (and
+        `isIndexing`), not idle with the files of an index not read yet (or none at all)."""
+        with self._state_lock:
+            if not self.state.is_indexing:
+                self.state.scheduled = True
+
     def status(self) -> dict[str, Any]:
         stats = self.store.stats()
-        last = stats["lastIndexed"]
+        last, st = stats["lastIndexed"], self.state
+        idle = "paused" if self.paused else "idle"
+        phase = st.phase if st.is_indexing else "scanning" if st.scheduled else idle
         p = self.state.progress if self.state.is_indexing else None
         other = self.other_run()
-        phase = self.state.phase if self.state.is_indexing else "paused" if self.paused else "idle"
         if other is not None:  # (its progress as it last published it)
             p = progress_of(other)
             phase = p.phase
@@ -578,7 +589,7 @@ class Project:
             "totalTokens": stats["totalTokens"],
             "estimatedReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
             "pendingFiles": self.state.pending_files + (0 if self.state.is_indexing else self.unread_files()),
-            "isIndexing": self.state.is_indexing or other is not None,
+            "isIndexing": self.state.is_indexing or self.state.scheduled or other is not None,
             "indexPhase": phase,
             # another process's run on this index (`saipling index`, a server, `clear`): who and what
             "indexingProcess": {"pid": other["pid"], "doing": other.get("what")} if other else None,

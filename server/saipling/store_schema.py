@@ -211,8 +211,15 @@ class ChunkFilter:
             conds.append("(c.chapter_num IS NULL OR c.chapter_num <= ?)")
             params.append(self.max_chapter)
         if self.path_prefix:
-            conds.append("substr(c.path, 1, ?) = ?")
-            params += [len(self.path_prefix), self.path_prefix]
+            if self.path_prefix.isascii():
+                conds.append("substr(c.path, 1, ?) = ?")
+                params += [len(self.path_prefix), self.path_prefix]
+            else:  # `notes/privé` typed in NFC names the folder stored in NFD (as macOS writes it), and back
+                from .paths import nfc
+
+                prefix = nfc(self.path_prefix)
+                conds.append("substr(saipling_nfc(c.path), 1, ?) = ?")
+                params += [len(prefix), prefix]
         if self.glob:
             conds.append("saipling_glob(c.path, ?)")
             params.append(self.glob)
@@ -259,10 +266,13 @@ def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -
     conn.load_extension(_vec0_path())
     conn.enable_load_extension(False)
     conn.set_busy_timeout(10_000)
-    from .paths import glob_match
+    from .paths import glob_match, nfc
 
     conn.create_scalar_function(
         "saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True
+    )
+    conn.create_scalar_function(
+        "saipling_nfc", lambda v: nfc(v) if isinstance(v, str) else v, 1, deterministic=True
     )
     # Python's lower case for every script (SQLite's lower() folds A-Z only: `Персонаж`, `Émile` stayed as written)
     conn.create_scalar_function(

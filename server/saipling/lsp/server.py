@@ -14,6 +14,7 @@ is told goes through `Feedback` (`feedback.py`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import itertools
@@ -42,7 +43,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 READY_TIMEOUT = 120.0  # seconds a request waits for start-up before failing
-SHUTDOWN_GRACE = 10.0  # seconds to wait for index threads to stop after a cancel
+SHUTDOWN_GRACE = 10.0  # seconds to wait for index threads to stop after a cancel (`shutdown`)
+EXIT_GRACE = 0.5  # seconds the same gets on `exit` without `shutdown` or when stdin closes (the process ends)
+# seconds between checks, while a request waits for start-up, that the server is not exiting
+READY_POLL = 0.05
 
 
 def guarded(method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,10 +129,15 @@ class SaiplingServer(LanguageServer):
         self.feedback = Feedback(self, self.post)
         self.tick_task: asyncio.Task[None] | None = None
         self.stopping = False
+        self.start_requested = False  # start-up began (`initialized`, or the first request without it)
+        self.exiting = threading.Event()  # the message loop ended (`exit` or stdin closed)
+        self.exit_code = 0  # `exit` without `shutdown`: 1 (LSP)
         self.progress_tokens = itertools.count(1)
         self._closed = False
         self._close_lock = threading.Lock()
         self._background: set[asyncio.Task[Any]] = set()
+        self._start_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._light_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- transport -----------------------------------------------------------------------------------------
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
@@ -150,6 +159,20 @@ class SaiplingServer(LanguageServer):
             pass
         finally:
             self.shutdown()
+
+    def shutdown(self) -> None:
+        """The message loop ended (`exit` or stdin closed): requests waiting for start-up give up, and nothing
+        waits here for the pool (pygls' shutdown joined it: a request waiting 120 s for start-up kept a
+        process whose client was gone alive for two minutes)."""
+        self.exiting.set()
+        if self._stop_event is not None:
+            self._stop_event.set()
+        for pool in (self._thread_pool, self._start_pool, self._light_pool):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        # pygls' own TCP server (not used): closed as pygls does
+        if getattr(self, "_server", None) is not None:
+            self._server.close()
 
     def start_tcp(self, host: str, port: int) -> None:
         """Serve one client on a TCP socket (debugging: `saipling serve --tcp HOST:PORT`; port 0 picks a free
@@ -220,21 +243,46 @@ class SaiplingServer(LanguageServer):
         return task
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run blocking engine work in the worker pool; engine errors become JSON-RPC errors."""
+        """Run blocking engine work in the worker pool; engine errors become JSON-RPC errors. Start-up's work
+        (opening the folders) has a pool of its own: requests that arrived first wait for start-up on worker
+        threads, and four of them took every worker it needed (nothing was answered for 120 s)."""
+        pool = self.thread_pool if self.ready_threads.is_set() else self._start_up_pool()
         with engine_errors():
-            return await asyncio.get_running_loop().run_in_executor(self.thread_pool, partial(fn, *args))
+            return await asyncio.get_running_loop().run_in_executor(pool, partial(fn, *args))
+
+    def _start_up_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._start_pool is None:
+            self._start_pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="saipling-start")
+        return self._start_pool
 
     @contextlib.contextmanager
     def engine_call(self) -> Iterator[None]:
         """For handlers on worker threads: wait for start-up, then guard like `call`."""
-        if not self.ready_threads.wait(READY_TIMEOUT):
-            raise request_failed("the server is still starting")
+        if not self.ready_threads.is_set():
+            self.post(self.begin_start_up)
+            deadline = time.monotonic() + READY_TIMEOUT
+            while not self.ready_threads.wait(READY_POLL):
+                if self.exiting.is_set():
+                    raise request_failed("the server is exiting")
+                if time.monotonic() > deadline:
+                    raise request_failed("the server is still starting")
         with engine_errors():
             yield
+
+    def begin_start_up(self) -> None:
+        """Start up once (on the loop): on `initialized`, or on the first request of a client that never sends
+        it (it is still answered). Before `initialize` there is nothing to start."""
+        if self.start_requested or self.stopping or not self.protocol.initialize_received:
+            return
+        self.start_requested = True
+        from .features.lifecycle import start_up
+
+        self.spawn(start_up(self))
 
     async def wait_ready(self) -> None:
         if self.ready.is_set():
             return
+        self.begin_start_up()
         try:
             await asyncio.wait_for(self.ready.wait(), READY_TIMEOUT)
         except TimeoutError:
@@ -250,11 +298,33 @@ class SaiplingServer(LanguageServer):
 
     # -- registration --------------------------------------------------------------------------------------
     def handle(
-        self, method: str, handler: Callable[..., Any], options: Any = None, *, threaded: bool = False
+        self,
+        method: str,
+        handler: Callable[..., Any],
+        options: Any = None,
+        *,
+        threaded: bool = False,
+        light: bool = False,
     ) -> None:
-        """Register a feature handler, guarded at the dispatch point (on a worker thread if `threaded`)."""
+        """Register a feature handler, guarded at the dispatch point (on a worker thread if `threaded`; on the
+        pool of quick requests if `light`: `status` is answered while every worker runs a long search)."""
         wrapped = guarded(method, handler)
+        if light:
+            self.feature(method, options)(self._on_light_pool(wrapped))
+            return
         self.feature(method, options)(self.thread()(wrapped) if threaded else wrapped)
+
+    def _on_light_pool(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        async def run_light(ls: Any, params: Any) -> Any:
+            if self._light_pool is None:
+                self._light_pool = concurrent.futures.ThreadPoolExecutor(
+                    2, thread_name_prefix="saipling-light"
+                )
+            return await asyncio.get_running_loop().run_in_executor(
+                self._light_pool, partial(handler, ls, params)
+            )
+
+        return _like(run_light, handler)
 
     def handle_command(self, name: str, handler: Callable[..., Any], *, threaded: bool = False) -> None:
         """Register a `workspace/executeCommand` command, guarded like `handle`."""
@@ -279,14 +349,24 @@ class SaiplingServer(LanguageServer):
         for f in folders:
             if f.worker is not None and f.worker.ident is not None:  # (started: joinable)
                 f.worker.join(max(0.0, deadline - time.monotonic()))
-        if self._thread_pool is not None:  # requests in flight finish before the stores close
-            self._thread_pool.shutdown(wait=True, cancel_futures=True)
+        if self._thread_pool is not None and not self._pool_drained(deadline):
+            log.warning("requests still running at exit: the index is left open (SQLite recovers it)")
+            return  # requests in flight finish before the stores close: never close one under them
         for f in folders:
             if f.worker is not None and f.worker.is_alive():
                 log.warning("%s: an index run is still finishing; the next start resumes it", f.name)
                 continue
             with contextlib.suppress(Exception):
                 f.project.close()
+
+    def _pool_drained(self, deadline: float) -> bool:
+        """Stop the worker pool (queued requests cancelled) and wait until `deadline` for the running ones."""
+        pool = self._thread_pool
+        pool.shutdown(wait=False, cancel_futures=True)
+        threads = list(getattr(pool, "_threads", ()))
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in threads)
 
 
 def create_server(*, test_clock: bool | None = None) -> SaiplingServer:
@@ -335,6 +415,7 @@ def run(tcp: str | None = None) -> None:
     """`saipling serve`: stdio (what editors start), or `--tcp HOST:PORT` for debugging."""
     server = create_server()
     configure_logging(server)
+    exited = False
     try:
         if tcp:
             host, _, port = tcp.rpartition(":")
@@ -344,5 +425,14 @@ def run(tcp: str | None = None) -> None:
             os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not corrupt the protocol
             sys.stdout = sys.stderr
             server.start_io(sys.stdin.buffer, protocol_out)
+        exited = True
     finally:
-        server.close_all()
+        server.close_all(grace=SHUTDOWN_GRACE if not exited else EXIT_GRACE)
+    # The process ends now (LSP: `exit` ends it, 1 without `shutdown`; a client that closed stdin is gone), not
+    # when the last request thread does: the interpreter would join every pool thread first. An index run
+    # still writing is left to SQLite's recovery (each file old or new), as after kill -9.
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(server.exit_code)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def register(server: SaiplingServer) -> None:
-    server.handle("saipling/status", status, threaded=True)
+    server.handle("saipling/status", status, light=True)  # (never queued behind long searches)
     server.handle("saipling/reindex", reindex)
     server.handle("saipling/clearIndex", clear_index)
     server.handle("saipling/pauseIndexing", pause_indexing)

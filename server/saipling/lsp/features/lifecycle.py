@@ -38,6 +38,7 @@ def register(server: SaiplingServer) -> None:
     server.handle(types.INITIALIZE, on_initialize)
     server.handle(types.INITIALIZED, on_initialized)
     server.handle(types.SHUTDOWN, on_shutdown)
+    server.handle(types.EXIT, on_exit)
     server.handle(types.WINDOW_WORK_DONE_PROGRESS_CANCEL, on_progress_cancel)
     server.handle(types.WORKSPACE_DID_CHANGE_CONFIGURATION, on_did_change_configuration)
     server.handle(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS, on_did_change_workspace_folders)
@@ -55,8 +56,14 @@ def on_initialize(ls: SaiplingServer, p: types.InitializeParams) -> None:
     ls.init_options = opts
 
 
-async def on_initialized(ls: SaiplingServer, p: types.InitializedParams) -> None:
-    await start_up(ls)
+def on_initialized(ls: SaiplingServer, p: types.InitializedParams) -> None:
+    ls.begin_start_up()
+
+
+def on_exit(ls: SaiplingServer, p: Any) -> None:
+    """`exit` (pygls then ends the message loop): exit code 0 after `shutdown`, else 1 (LSP)."""
+    ls.exit_code = 0 if ls.protocol._shutdown else 1
+    ls.exiting.set()
 
 
 async def on_shutdown(ls: SaiplingServer, p: Any) -> None:
@@ -85,6 +92,7 @@ async def on_did_change_workspace_folders(
                 opened.append(folder)
         for folder in opened:
             if ls.folders.get(folder.uri) is folder:  # not taken over by a folder added after it
+                folder.project.expect_run()
                 ls.spawn(run_index(ls, folder))
 
 
@@ -100,6 +108,9 @@ async def start_up(ls: SaiplingServer) -> None:
                 zip(specs, configs, strict=True), key=lambda sc: folder_depth(sc[0][0])
             ):
                 await add_folder(ls, uri, name, config)  # outer folders first: nested ones never open
+        for folder in ls.folders.values():  # (before `ready`: a status from now on says `scanning`)
+            if folder.project.settings.auto_index and folder.project.settings.enabled:
+                folder.project.expect_run()
         await register_watched_files(ls)
         ls.tick_task = ls.spawn(tick_loop(ls))
     finally:
