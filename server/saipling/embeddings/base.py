@@ -240,6 +240,9 @@ class EmbeddingProvider(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release network clients or sessions."""
 
+    def abort(self) -> None:  # noqa: B027 - optional hook
+        """Abandon the calls in flight at once and refuse new ones (the process is ending; any thread)."""
+
 
 class ProviderBadVectors(ProviderError):
     """The provider answered with vectors that cannot be used (NaN/Inf, all zero, wrong size or count)."""
@@ -315,4 +318,7 @@ class NoneProvider:
         return ProviderInfo("none", "", 0, self.reason, 0.0, None)
 
     def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
         pass
