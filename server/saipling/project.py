@@ -178,6 +178,13 @@ class Project:
         project._resume_fallback()
         return project
 
+    def abort_calls(self) -> None:
+        """The process is ending: provider calls in flight return at once (a search answers keyword-only, an
+        index run stops embedding) and no new ones are made. From any thread."""
+        for provider in (self.provider, self.fallback_from):
+            if provider is not None:
+                provider.abort()
+
     def close(self, checkpoint: bool = True) -> None:
         self.provider.close()
         self.store.close(checkpoint)
