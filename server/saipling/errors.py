@@ -47,5 +47,15 @@ class ProviderTimeout(ProviderUnavailable):
     """One request got no answer in time; the server may still be computing it (the caller shrinks the batch)."""
 
 
+class ProviderDimensionsChanged(ProviderError):
+    """A provider whose vector size was learned (not configured, not a known model) answered with another size:
+    the model behind it changed (llama.cpp ignores `model`; its model file was swapped). `dimensions` is the
+    new size; the next index run rebuilds the vectors at that size."""
+
+    def __init__(self, message: str, dimensions: int) -> None:
+        super().__init__(message)
+        self.dimensions = dimensions
+
+
 class IndexCancelled(SaiplingError):
     """An indexing run was cancelled; the index is consistent (every file old or new)."""

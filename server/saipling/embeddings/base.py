@@ -78,6 +78,11 @@ class EmbeddingProvider(abc.ABC):
     name: str = "base"
     model: str = ""
     dimensions: int = 0
+    # False when `dimensions` is learned from the server's answers (a custom server's unknown model): another
+    # size later means its model changed (ProviderDimensionsChanged, `resized`), not a broken answer
+    dimensions_fixed: bool = True
+    # the size a learned-size server answered with instead (the next index run adopts it)
+    resized: int | None = None
     max_input_tokens: int = 512
     passage_tokens: int = (
         0  # chunks are cut to this many tokens when the model prefers shorter passages (0: window)

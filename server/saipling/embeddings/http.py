@@ -38,6 +38,7 @@ import numpy as np
 from .. import __version__
 from ..errors import (
     ProviderAuthError,
+    ProviderDimensionsChanged,
     ProviderError,
     ProviderRateLimited,
     ProviderTimeout,
@@ -534,6 +535,14 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
         if not self.dimensions:
             log.info("%s %s: %d dimensions (learned from the first response)", self.name, self.model, dims)
             self.dimensions = dims
+        elif dims != self.dimensions and not self.dimensions_fixed:
+            self.resized = dims
+            raise ProviderDimensionsChanged(
+                f"{label} now returns {dims}-dimensional vectors for model {self.model}, where it returned "
+                f"{self.dimensions} before: the model behind it changed; the next index run embeds the "
+                "project again at the new size (`saipling index`)",
+                dims,
+            )
         elif dims != self.dimensions:
             raise ProviderError(
                 f"{label} returned {dims}-dimensional vectors for model {self.model}, expected "
