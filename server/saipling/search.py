@@ -170,7 +170,8 @@ class QueryCache:
         self.hits = self.misses = 0
 
     def get(self, provider: EmbeddingProvider, text: str) -> np.ndarray:
-        key = (f"{provider.query_key}@{getattr(provider, 'dimensions', 0)}", text)  # (a learned size may change)
+        size = getattr(provider, "dimensions", 0)  # (a learned size may change)
+        key = (f"{provider.query_key}@{size}", text)
         with self._lock:
             if key in self._data:
                 self._data.move_to_end(key)

@@ -45,8 +45,8 @@ from ..errors import (
     ProviderUnavailable,
 )
 from ..redact import shown_url
-from . import http_guard
 from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens, wait_deadline
+from .http_guard import GuardedBackend, TooLarge, guard_client, read_capped, read_head, request_deadline
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +215,8 @@ class HTTPClient:
             timeout=httpx.Timeout(self.timeout),
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
         )
-        self._backend = http_guard.GuardedBackend()  # deadlines that a trickle cannot extend; abort()
-        http_guard.guard_client(self._client, self._backend)
+        self._backend = GuardedBackend()  # deadlines that a trickle cannot extend; abort()
+        guard_client(self._client, self._backend)
 
     def __repr__(self) -> str:  # never show the key
         return f"HTTPClient(label={self.label!r}, base_url={self.shown_url!r})"
@@ -257,7 +257,7 @@ class HTTPClient:
             at = deadline if deadline is not None else (started + budget if budget else None)
             try:
                 limit = httpx.Timeout(self.timeout if deadline is None else budget, read=budget)
-                with http_guard.deadline(at):
+                with request_deadline(at):
                     outcome = self._send(url, body, headers, limit, max_bytes)
             except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
                 if self._backend.aborted:
@@ -268,7 +268,7 @@ class HTTPClient:
                     f"{self.label} timed out after {took:.0f} s: no complete answer within "
                     f"{budget or took:.0f} s ({self.shown_url})"
                 ) from None
-            except http_guard.TooLarge as exc:
+            except TooLarge as exc:
                 reason = self._too_large_message(exc, max_bytes)
                 self.breaker.trip(reason)
                 raise ProviderUnavailable(reason) from None
@@ -312,8 +312,8 @@ class HTTPClient:
         bytes are enough to quote)."""
         with self._client.stream("POST", url, json=body, headers=headers, timeout=limit) as response:
             if response.is_success:
-                return http_guard.read_capped(response, max_bytes)
-            return http_guard.read_head(response, ERROR_REPLY_CAP)
+                return read_capped(response, max_bytes)
+            return read_head(response, ERROR_REPLY_CAP)
 
     def abort(self) -> None:
         """Abandon every request in flight and refuse new ones (shutdown; from any thread, at once)."""
@@ -322,7 +322,7 @@ class HTTPClient:
     def _abandoned_message(self) -> str:
         return f"{self.label}: the request was abandoned (shutting down)"
 
-    def _too_large_message(self, exc: http_guard.TooLarge, max_bytes: int) -> str:
+    def _too_large_message(self, exc: TooLarge, max_bytes: int) -> str:
         size = f"{exc.declared / 1e6:.1f} MB" if exc.declared else f"more than {max_bytes / 1e6:.1f} MB"
         return (
             f"{self.label} sent a reply of {size}, over the {max_bytes / 1e6:.1f} MB any answer to this request "

@@ -4,7 +4,7 @@ abandoning every request in flight at shutdown.
 httpx's timeouts are per socket operation: a server that sends its headers and then a byte a second never
 trips a read timeout, and a reply streamed without end is read into memory until the process dies. Here every
 socket read, write and connect of a request is bounded by what is left of that request's deadline (set per
-thread by `deadline()`), so no trickle can extend it; the reply is read in pieces and given up as soon as it
+thread by `request_deadline()`), so no trickle can extend it; the reply is read in pieces and given up as soon as it
 passes its cap (`read_capped`); and `GuardedBackend.abort()` shuts every open socket, so a thread blocked in a
 provider call returns at once (the language server's `shutdown`/`exit`, the MCP server's end of input).
 
@@ -31,7 +31,7 @@ _request = threading.local()  # .deadline: the time.monotonic() by which this th
 
 
 @contextlib.contextmanager
-def deadline(at: float | None) -> Iterator[None]:
+def request_deadline(at: float | None) -> Iterator[None]:
     """Socket operations on this thread inside the block end by `at` (time.monotonic(); None: no deadline)."""
     previous = getattr(_request, "deadline", None)
     _request.deadline = at
