@@ -237,3 +237,33 @@ def test_mcp_ends_promptly_when_input_closes_during_a_trickled_search(
             proc.kill()
             proc.wait(10)
         proc.stdout.close()
+
+
+def test_an_index_run_abandoned_at_shutdown_does_not_fall_back_to_the_local_model(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    """Abandoning provider calls at shutdown is not the provider failing: no fallback to the local model (it
+    would load a model and start a second run while the process ends), nothing recorded against the provider."""
+    from saipling.project import Project
+
+    root = write_project(tmp_path / "p", FILES)
+    project = Project.open(
+        root, overrides={"provider": "openai", "base_url": api_server.url + "/v1", "model": "fake-embed"}
+    )
+    try:
+        api_server.trickle(0.5, times=1000)
+        done: list[Any] = []
+        runner = threading.Thread(target=lambda: done.append(project.index()), daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 10
+        while not api_server.requests:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)
+        project.abort_calls()
+        runner.join(5)
+        assert done, "the index run did not end after its provider calls were abandoned"
+        assert project.fallback_from is None and project.provider.name == "openai"
+        assert project.store.get_meta("provider") != "local"
+    finally:
+        project.close()

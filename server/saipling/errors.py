@@ -43,6 +43,11 @@ class ProviderUnavailable(ProviderError):
     """Timeouts, connection errors or 5xx after every retry, or the circuit breaker is open."""
 
 
+class ProviderAbandoned(ProviderUnavailable):
+    """The call was abandoned because the process is ending (shutdown, exit, end of input): not the provider's
+    fault (no fallback, nothing recorded against it)."""
+
+
 class ProviderTimeout(ProviderUnavailable):
     """One request got no answer in time; the server may still be computing it (the caller shrinks the batch)."""
 

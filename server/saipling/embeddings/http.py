@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import (
+    ProviderAbandoned,
     ProviderAuthError,
     ProviderDimensionsChanged,
     ProviderError,
@@ -251,17 +252,19 @@ class HTTPClient:
             if (reason := self.breaker.open_reason) is not None:
                 raise ProviderUnavailable(reason)
             if self._backend.aborted:
-                raise ProviderUnavailable(self._abandoned_message())
+                raise ProviderAbandoned(self._abandoned_message())
             outcome: Outcome
             started = time.monotonic()
             at = deadline if deadline is not None else (started + budget if budget else None)
+            if at is not None and at <= started:  # (a search whose wait is already over: no request)
+                raise ProviderTimeout(f"{self.label}: no time left for the request ({self.shown_url})")
             try:
                 limit = httpx.Timeout(self.timeout if deadline is None else budget, read=budget)
                 with request_deadline(at):
                     outcome = self._send(url, body, headers, limit, max_bytes)
             except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
                 if self._backend.aborted:
-                    raise ProviderUnavailable(self._abandoned_message()) from None
+                    raise ProviderAbandoned(self._abandoned_message()) from None
                 self.breaker.failure(f"{self.label} timed out ({self.shown_url})")
                 took = time.monotonic() - started
                 raise ProviderTimeout(
@@ -274,7 +277,7 @@ class HTTPClient:
                 raise ProviderUnavailable(reason) from None
             except httpx.TransportError as exc:
                 if self._backend.aborted:
-                    raise ProviderUnavailable(self._abandoned_message()) from None
+                    raise ProviderAbandoned(self._abandoned_message()) from None
                 outcome = exc
             except httpx.InvalidURL as exc:  # (a baseUrl like "http://[::1": the whole index run failed)
                 raise ProviderUnavailable(
