@@ -187,3 +187,23 @@ def test_normal_answers_still_flow_through_the_guarded_client(api_server: FakeEm
     for key, vec in results.items():
         assert np.allclose(vec, fake_vector(f"query {key // 10} {key % 10}", 32), atol=1e-5)
     p.close()
+
+
+def test_abort_ends_a_retry_wait_at_once(api_server: FakeEmbeddingAPI) -> None:
+    """An index batch waiting out a 30 s Retry-After: shutdown does not wait for it."""
+    p = OpenAIProvider(
+        Settings(provider="openai", base_url=api_server.url + "/v1", openai_api_key=KEY, model="test-embed")
+    )  # (the real sleep between retries)
+    api_server.fail(429, times=5, retry_after="30")
+    call = Call(lambda: p.embed_documents(["waits for its turn"]))
+    deadline = time.monotonic() + 5
+    while not api_server.requests:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert not call.wait(0)
+    p.abort()
+    assert call.wait(2), "abort() did not end the wait before a retry"
+    assert isinstance(call.error, ProviderUnavailable) and "shutting down" in str(call.error)
+    assert len(api_server.requests) == 1
+    p.close()

@@ -208,7 +208,9 @@ class HTTPClient:
         self.shown_url = shown_url(self.base_url)  # in messages: never a password or key the URL carries
         self.key_env = key_env
         self.max_retries = max(0, int(max_retries))
-        self.sleep: Callable[[float], None] = time.sleep if sleep is None else sleep
+        self._backend = GuardedBackend()  # deadlines that a trickle cannot extend; abort()
+        # (a retry's wait ends at once when the calls are abandoned: shutdown never waits on a Retry-After)
+        self.sleep: Callable[[float], None] = self._backend.pause if sleep is None else sleep
         self.timeout: float | None = timeout if timeout and timeout > 0 else None
         self.breaker = CircuitBreaker()
         self._api_key = api_key
@@ -216,7 +218,6 @@ class HTTPClient:
             timeout=httpx.Timeout(self.timeout),
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
         )
-        self._backend = GuardedBackend()  # deadlines that a trickle cannot extend; abort()
         guard_client(self._client, self._backend)
 
     def __repr__(self) -> str:  # never show the key

@@ -101,7 +101,15 @@ class GuardedBackend(httpcore.NetworkBackend):
         self._inner = httpcore.SyncBackend()
         self._streams: set[_GuardedStream] = set()
         self._lock = threading.Lock()
-        self.aborted = False
+        self._abort = threading.Event()
+
+    @property
+    def aborted(self) -> bool:
+        return self._abort.is_set()
+
+    def pause(self, seconds: float) -> None:
+        """Sleep between retries; over at once when the calls are abandoned."""
+        self._abort.wait(seconds)
 
     def check(self) -> None:
         if self.aborted:
@@ -149,7 +157,7 @@ class GuardedBackend(httpcore.NetworkBackend):
     def abort(self) -> None:
         """Abandon every request in flight and refuse new ones (idempotent, from any thread)."""
         with self._lock:
-            self.aborted = True
+            self._abort.set()
             streams = list(self._streams)
         for stream in streams:
             stream.shut()
