@@ -122,6 +122,7 @@ def test_a_server_whose_model_changed_is_followed_by_the_next_index_run(
         assert found["results"][0]["filePath"] == "harbour.md"
         assert project.enrich({"query": "tide and gulls"})["degraded"]
         assert project.related({"path": "harbour.md"})["results"]
+        assert "48-dimensional" in (project.status()["degraded"] or "")  # status says it too, until the run
         summary = project.index()
         assert any("48-dimensional" in w and "32-dimensional" in w for w in summary.warnings), (
             summary.warnings

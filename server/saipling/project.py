@@ -479,6 +479,12 @@ class Project:
         unavailable = vector_unavailable(self)  # e.g. no vectors of the active model in the index yet
         if unavailable:
             return unavailable
+        if (resized := getattr(self.provider, "resized", None)) and not self.state.is_indexing:
+            return (
+                f"keyword search only: {self.provider.name} {self.provider.model} now makes {resized}-dimensional "
+                f"vectors, the index holds {self.store.vector_model()[1]}-dimensional ones (the model behind it "
+                "changed); the next index run embeds the project again"
+            )
         summary = self.state.last_summary
         reason = summary.degraded if summary is not None else None
         if self.state.is_indexing:  # (a pass in progress is still embedding: its own failures only)
