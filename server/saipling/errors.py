@@ -43,8 +43,23 @@ class ProviderUnavailable(ProviderError):
     """Timeouts, connection errors or 5xx after every retry, or the circuit breaker is open."""
 
 
+class ProviderAbandoned(ProviderUnavailable):
+    """The call was abandoned because the process is ending (shutdown, exit, end of input): not the provider's
+    fault (no fallback, nothing recorded against it)."""
+
+
 class ProviderTimeout(ProviderUnavailable):
     """One request got no answer in time; the server may still be computing it (the caller shrinks the batch)."""
+
+
+class ProviderDimensionsChanged(ProviderError):
+    """A provider whose vector size was learned (not configured, not a known model) answered with another size:
+    the model behind it changed (llama.cpp ignores `model`; its model file was swapped). `dimensions` is the
+    new size; the next index run rebuilds the vectors at that size."""
+
+    def __init__(self, message: str, dimensions: int) -> None:
+        super().__init__(message)
+        self.dimensions = dimensions
 
 
 class IndexCancelled(SaiplingError):

@@ -19,7 +19,14 @@ from .chunker import embed_text_for
 from .config import Settings
 from .embeddings import Provider
 from .embeddings.base import EmbeddingProvider, estimate_tokens, side_thread
-from .errors import IndexCancelled, ProviderAuthError, ProviderError, ProviderRateLimited, ProviderUnavailable
+from .errors import (
+    IndexCancelled,
+    ProviderAbandoned,
+    ProviderAuthError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderUnavailable,
+)
 from .index_records import IndexProgress, IndexSummary, ProgressCallback, Throughput
 from .scanner import scan
 from .store import Store, cache_key
@@ -83,7 +90,10 @@ class EmbeddingPhase:
 
     def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
         reason = str(exc)
-        summary.unusable = isinstance(exc, ProviderAuthError | ProviderUnavailable)
+        # (a call abandoned because the process is ending says nothing about the provider: no fallback)
+        summary.unusable = isinstance(exc, ProviderAuthError | ProviderUnavailable) and not isinstance(
+            exc, ProviderAbandoned
+        )
         if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
             self.provider.failed = reason
         if isinstance(exc, ProviderUnavailable | ProviderRateLimited):

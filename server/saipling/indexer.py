@@ -107,17 +107,53 @@ class Indexer(TextPhase, EmbeddingPhase):
         return counter() if callable(counter) else count
 
     def ensure_vector_table(self) -> bool:
-        """Match the store's vector table to the provider. True when vectors were reset (model changed)."""
+        """Match the store's vector table to the provider. True when vectors were reset (model changed).
+
+        A provider whose size is learned from its server (a custom server's unknown model) is asked for it
+        once per process: the model behind the same name may have changed (llama.cpp ignores `model`), and
+        a new size rebuilds the vectors like a new model (never a mix of sizes). A server that does not answer
+        then is taken at the index's size (a wrong guess is caught by the first answer's size)."""
         p = self.provider
         if isinstance(p, EmbeddingProvider):
+            if p.resized and not p.dimensions_fixed:  # a search or a batch met the new size
+                p.dimensions, p.resized = p.resized, None
             if not p.dimensions:
                 stored_key, stored_dims = self.store.vector_model()
                 if stored_key == p.vector_key and stored_dims and self.store.has_vectors():
-                    p.dimensions = stored_dims  # (a wrong guess is caught by the first response's size)
+                    try:
+                        p.dimensions = int(len(p.embed_query("dimension probe")))
+                    except ProviderError as exc:
+                        log.info("%s: size not checked (%s); taking the index's %d", p.name, exc, stored_dims)
+                        p.dimensions = stored_dims
                 else:
                     p.dimensions = int(len(p.embed_query("dimension probe")))
             return self.store.configure_vectors(p.name, p.vector_key, p.dimensions)
         return False
+
+    def _model_changed(self, old_model: str | None, old_dims: int) -> str:
+        p = self.provider
+        if old_dims and old_dims != p.dimensions and old_model == p.vector_key:
+            return (
+                f"{p.name} {p.model} now makes {p.dimensions}-dimensional vectors (the index held {old_dims}-"
+                "dimensional ones): the model behind it changed; every chunk is embedded again"
+            )
+        return "embedding model changed: vectors rebuilt from cache or re-embedded"
+
+    def _adopt_new_size(self, summary: IndexSummary) -> bool:
+        """After an embedding phase that met a learned-size server answering at another size: the vectors are
+        rebuilt at the new size (True: embed again), with a warning saying why."""
+        p = self.provider
+        if not isinstance(p, EmbeddingProvider) or not p.resized or p.dimensions_fixed or summary.cancelled:
+            return False
+        old_model, old = self.store.vector_model()
+        p.dimensions, p.resized = p.resized, None
+        self.store.configure_vectors(p.name, p.vector_key, p.dimensions)
+        summary.degraded = None
+        summary.unusable = summary.embedding_stopped = False
+        summary.warnings = [w for w in summary.warnings if "the model behind it changed" not in w]
+        summary.warnings.append(self._model_changed(old_model, old))
+        log.warning("%s", summary.warnings[-1])
+        return True
 
     # -- runs ----------------------------------------------------------------------------------------------
     def run(
@@ -201,10 +237,9 @@ class Indexer(TextPhase, EmbeddingPhase):
         if self.embeds and (embed or self.provider.dimensions):
             self.store.drop_unusable_vectors()  # once per index: rows stored before vectors were checked
             try:
+                stored = self.store.vector_model() if self.store.has_vectors() else (None, 0)
                 if self.ensure_vector_table():
-                    summary.warnings.append(
-                        "embedding model changed: vectors rebuilt from cache or re-embedded"
-                    )
+                    summary.warnings.append(self._model_changed(*stored))
             except ProviderError as exc:
                 self._provider_failed(exc, summary)
         signature = self.chunking_signature()
@@ -267,6 +302,8 @@ class Indexer(TextPhase, EmbeddingPhase):
             if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
                 if self._confirmed(confirm, hold, summary):
                     self._embed_phase(summary, total, progress, cancel, hold, first)
+                    if self._adopt_new_size(summary):
+                        self._embed_phase(summary, total, progress, cancel, hold, first)
             elif embed and self.embeds and self.paused.is_set():
                 summary.paused = True
         except (IndexCancelled, KeyboardInterrupt) as exc:

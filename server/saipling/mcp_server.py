@@ -408,6 +408,7 @@ class McpFace:
     def close(self) -> None:
         """Stop watching and indexing, then close the index (left open if a run does not stop in time)."""
         self._cancel.set()
+        self.project.abort_calls()  # (an index run blocked on a provider stops at once)
         if self._watcher is not None:
             self._watcher.stop()
         for thread in (self._watch_loop, self._background):
@@ -571,6 +572,8 @@ def run(project: Project) -> None:
                                 await write_stream.send(reply)
                             continue
                         await checked_in.send(item)
+                # end of input: the client is gone; calls in flight must not wait on a provider
+                face.project.abort_calls()
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(answer_broken_lines)

@@ -202,6 +202,13 @@ class Project:
         project._resume_fallback()
         return project
 
+    def abort_calls(self) -> None:
+        """The process is ending: provider calls in flight return at once (a search answers keyword-only, an
+        index run stops embedding) and no new ones are made. From any thread."""
+        for provider in (self.provider, self.fallback_from):
+            if provider is not None:
+                provider.abort()
+
     def close(self, checkpoint: bool = True) -> None:
         self.provider.close()
         self.store.close(checkpoint)
@@ -516,6 +523,12 @@ class Project:
         unavailable = vector_unavailable(self)  # e.g. no vectors of the active model in the index yet
         if unavailable:
             return unavailable
+        if (resized := getattr(self.provider, "resized", None)) and not self.state.is_indexing:
+            return (
+                f"keyword search only: {self.provider.name} {self.provider.model} now makes {resized}-dimensional "
+                f"vectors, the index holds {self.store.vector_model()[1]}-dimensional ones (the model behind it "
+                "changed); the next index run embeds the project again"
+            )
         summary = self.state.last_summary
         reason = summary.degraded if summary is not None else None
         if self.state.is_indexing:  # (a pass in progress is still embedding: its own failures only)

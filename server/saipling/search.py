@@ -170,7 +170,8 @@ class QueryCache:
         self.hits = self.misses = 0
 
     def get(self, provider: EmbeddingProvider, text: str) -> np.ndarray:
-        key = (provider.query_key, text)
+        size = getattr(provider, "dimensions", 0)  # (a learned size may change)
+        key = (f"{provider.query_key}@{size}", text)
         with self._lock:
             if key in self._data:
                 self._data.move_to_end(key)
@@ -210,6 +211,44 @@ def vector_unavailable(project: ProjectView) -> str | None:
     return None
 
 
+def partly_embedded(project: ProjectView, mode: str) -> str | None:
+    """What a search must say when some chunks have no vector (an index run cut short, a provider that failed
+    on some batches), as status does: semantic search cannot see them, so its "no confident match" does not
+    mean "not in the project". None while a run is embedding them (status says so too) or when none lack one."""
+    p = project.provider
+    if project.state.is_indexing or not isinstance(p, EmbeddingProvider):
+        return None
+    missing, total = project.store.unembedded_share(p.vector_key, p.dimensions)
+    if not missing:
+        return None
+    scope = (
+        "this search found them by keywords only"
+        if mode == "hybrid"
+        else "hybrid or lexical search finds them by keywords"
+    )
+    return (
+        f"{missing} of {total} chunks have no embeddings (semantic search cannot find them; a missing match may "
+        f"be there): {scope}; run `saipling index` to embed them"
+    )
+
+
+def size_mismatch(project: ProjectView, qvec: np.ndarray) -> str | None:
+    """Why a query vector cannot be compared with the index's vectors (another size: the model behind a
+    custom server changed, e.g. llama.cpp, which ignores `model`), or None."""
+    _, dims = project.store.vector_model()
+    got = int(qvec.shape[-1])
+    if not dims or got == dims:
+        return None
+    p = project.provider
+    if isinstance(p, EmbeddingProvider) and not p.dimensions_fixed:
+        p.resized = got  # the next index run rebuilds the vectors at this size
+    return (
+        f"keyword search only: {p.name} {p.model} makes {got}-dimensional query vectors but the index holds "
+        f"{dims}-dimensional ones (the model behind it, or its `dimensions`, changed since the index was built); "
+        "run `saipling index` to embed the project again"
+    )
+
+
 def build_filter(project: ProjectView, req: SearchRequest) -> ChunkFilter:
     flt = req.filter
     flt.visibility = role_levels(project.settings.roles, req.role, project.settings.default_role)
@@ -240,6 +279,11 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
                 qvec = _cache_for(project).get(project.provider, req.query)  # type: ignore[arg-type]
             except ProviderError as exc:
                 degraded = f"keyword search only: {exc}"
+            else:
+                degraded = size_mismatch(project, qvec)
+                qvec = None if degraded else qvec
+        if degraded is None and qvec is not None:
+            degraded = partly_embedded(project, mode)
     want = req.max_results
     pairs: list[tuple[dict[str, Any], _Ranked]] = []
     depth = max(want, CONFIDENCE_DEPTH)  # the query's confidence looks this far down, whatever maxResults is

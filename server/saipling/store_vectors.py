@@ -175,6 +175,24 @@ class VectorStore:
                 or 0
             )
 
+    def unembedded_share(self, model: str, dims: int) -> tuple[int, int]:
+        """(chunks without a vector of `model`/`dims`, all chunks), kept until the index changes: every search
+        on a partly embedded index says how much of it semantic search cannot see."""
+        with self._lock:
+            key = ("unembedded", model, str(dims))
+            version = self._any_version()
+            hit = self._filtered_cache.get(key)
+            if hit is not None and hit[0] == version:
+                return hit[1]
+            value = (
+                self.count_unembedded(model, dims),
+                int(self._scalar("SELECT count(*) FROM chunks") or 0),
+            )
+            if len(self._filtered_cache) >= 16:
+                self._filtered_cache.clear()
+            self._filtered_cache[key] = (version, value)
+            return value
+
     def unembedded(
         self, hold: Iterable[str] = (), first: Iterable[str] = ()
     ) -> list[tuple[int, str, str, int]]:

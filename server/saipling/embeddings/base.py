@@ -78,6 +78,11 @@ class EmbeddingProvider(abc.ABC):
     name: str = "base"
     model: str = ""
     dimensions: int = 0
+    # False when `dimensions` is learned from the server's answers (a custom server's unknown model): another
+    # size later means its model changed (ProviderDimensionsChanged, `resized`), not a broken answer
+    dimensions_fixed: bool = True
+    # the size a learned-size server answered with instead (the next index run adopts it)
+    resized: int | None = None
     max_input_tokens: int = 512
     passage_tokens: int = (
         0  # chunks are cut to this many tokens when the model prefers shorter passages (0: window)
@@ -240,6 +245,9 @@ class EmbeddingProvider(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release network clients or sessions."""
 
+    def abort(self) -> None:  # noqa: B027 - optional hook
+        """Abandon the calls in flight at once and refuse new ones (the process is ending; any thread)."""
+
 
 class ProviderBadVectors(ProviderError):
     """The provider answered with vectors that cannot be used (NaN/Inf, all zero, wrong size or count)."""
@@ -315,4 +323,7 @@ class NoneProvider:
         return ProviderInfo("none", "", 0, self.reason, 0.0, None)
 
     def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
         pass

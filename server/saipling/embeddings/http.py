@@ -37,7 +37,9 @@ import numpy as np
 
 from .. import __version__
 from ..errors import (
+    ProviderAbandoned,
     ProviderAuthError,
+    ProviderDimensionsChanged,
     ProviderError,
     ProviderRateLimited,
     ProviderTimeout,
@@ -45,6 +47,7 @@ from ..errors import (
 )
 from ..redact import shown_url
 from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens, wait_deadline
+from .http_guard import GuardedBackend, TooLarge, guard_client, read_capped, read_head, request_deadline
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,15 @@ BREAKER_COOLDOWN = 30.0  # seconds an open breaker refuses queries before lettin
 # The read timeout of a request: requestTimeoutSeconds plus a second for every TIMEOUT_TOKENS_PER_SECOND
 # estimated tokens in it (a 128-chunk batch of 400 tokens each gets 30 + 51 s).
 TIMEOUT_TOKENS_PER_SECOND = 1000.0
-PROBE_TEXT = "ping"  # what is sent to learn that a server has finished an abandoned request
+PROBE_TEXT = "ping"
+# The most a reply may hold: a JSON float is at most ~25 bytes, so a batch's answer needs at most
+# REPLY_BYTES_PER_VALUE per dimension of each vector, plus REPLY_OVERHEAD; UNKNOWN_DIMENSIONS stands in for a
+# size not known yet. Without a cap, a server streaming without end grew the process until MemoryError.
+REPLY_BYTES_PER_VALUE = 40
+REPLY_OVERHEAD = 1_000_000
+UNKNOWN_DIMENSIONS = 8192
+DEFAULT_REPLY_CAP = 64_000_000
+ERROR_REPLY_CAP = 65_536  # bytes of an error reply read (enough to quote its message)  # what is sent to learn that a server has finished an abandoned request
 
 Outcome = httpx.Response | Exception
 
@@ -197,7 +208,9 @@ class HTTPClient:
         self.shown_url = shown_url(self.base_url)  # in messages: never a password or key the URL carries
         self.key_env = key_env
         self.max_retries = max(0, int(max_retries))
-        self.sleep: Callable[[float], None] = time.sleep if sleep is None else sleep
+        self._backend = GuardedBackend()  # deadlines that a trickle cannot extend; abort()
+        # (a retry's wait ends at once when the calls are abandoned: shutdown never waits on a Retry-After)
+        self.sleep: Callable[[float], None] = self._backend.pause if sleep is None else sleep
         self.timeout: float | None = timeout if timeout and timeout > 0 else None
         self.breaker = CircuitBreaker()
         self._api_key = api_key
@@ -205,6 +218,7 @@ class HTTPClient:
             timeout=httpx.Timeout(self.timeout),
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
         )
+        guard_client(self._client, self._backend)
 
     def __repr__(self) -> str:  # never show the key
         return f"HTTPClient(label={self.label!r}, base_url={self.shown_url!r})"
@@ -213,32 +227,58 @@ class HTTPClient:
         self._client.close()
 
     def post_json(
-        self, path: str, body: dict[str, Any], *, timeout: float | None = None, deadline: float | None = None
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        max_bytes: int = DEFAULT_REPLY_CAP,
     ) -> dict[str, Any]:
         """POST `body` to base_url + path and return the decoded JSON object, retrying transient failures.
 
-        `timeout` is the read timeout of this request (default: the client's). A read timeout is not retried:
-        it raises ProviderTimeout (the server may still be computing the request). While the circuit breaker
-        is open this raises ProviderUnavailable at once, without a request. With a `deadline` (time.monotonic(),
-        someone waiting: a search), the request is tried once, with `timeout`: no retry, no Retry-After wait.
+        `timeout` is the wall-clock budget of one request (default: the client's): connecting, sending and
+        reading the whole reply, however slowly it trickles in. A request over its budget is not retried: it
+        raises ProviderTimeout (the server may still be computing it). A reply longer than `max_bytes` is not
+        read further (ProviderUnavailable; the breaker opens: the server is broken). While the circuit breaker is
+        open this raises ProviderUnavailable at once, without a request. With a `deadline` (time.monotonic(),
+        someone waiting: a search), the request is tried once and must be over by then: no retry, no
+        Retry-After wait.
         """
         url = _url_with_path(self.base_url, path)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        read_timeout = self.timeout if timeout is None else timeout
+        budget = self.timeout if timeout is None else timeout
         retries = 0
         while True:
             if (reason := self.breaker.open_reason) is not None:
                 raise ProviderUnavailable(reason)
+            if self._backend.aborted:
+                raise ProviderAbandoned(self._abandoned_message())
             outcome: Outcome
+            started = time.monotonic()
+            at = deadline if deadline is not None else (started + budget if budget else None)
+            if at is not None and at <= started:  # (a search whose wait is already over: no request)
+                raise ProviderTimeout(f"{self.label}: no time left for the request ({self.shown_url})")
             try:
-                limit = httpx.Timeout(self.timeout if deadline is None else read_timeout, read=read_timeout)
-                outcome = self._client.post(url, json=body, headers=headers, timeout=limit)
-            except httpx.ReadTimeout:
+                limit = httpx.Timeout(self.timeout if deadline is None else budget, read=budget)
+                with request_deadline(at):
+                    outcome = self._send(url, body, headers, limit, max_bytes)
+            except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
+                if self._backend.aborted:
+                    raise ProviderAbandoned(self._abandoned_message()) from None
                 self.breaker.failure(f"{self.label} timed out ({self.shown_url})")
+                took = time.monotonic() - started
                 raise ProviderTimeout(
-                    f"{self.label} timed out after {read_timeout:.0f} s ({self.shown_url})"
+                    f"{self.label} timed out after {took:.0f} s: no complete answer within "
+                    f"{budget or took:.0f} s ({self.shown_url})"
                 ) from None
+            except TooLarge as exc:
+                reason = self._too_large_message(exc, max_bytes)
+                self.breaker.trip(reason)
+                raise ProviderUnavailable(reason) from None
             except httpx.TransportError as exc:
+                if self._backend.aborted:
+                    raise ProviderAbandoned(self._abandoned_message()) from None
                 outcome = exc
             except httpx.InvalidURL as exc:  # (a baseUrl like "http://[::1": the whole index run failed)
                 raise ProviderUnavailable(
@@ -268,6 +308,30 @@ class HTTPClient:
                 delay,
             )
             self.sleep(delay)
+
+    def _send(
+        self, url: str, body: dict[str, Any], headers: dict[str, str], limit: httpx.Timeout, max_bytes: int
+    ) -> httpx.Response:
+        """One request, its reply read in pieces under `max_bytes` (an error reply: its first ERROR_REPLY_CAP
+        bytes are enough to quote)."""
+        with self._client.stream("POST", url, json=body, headers=headers, timeout=limit) as response:
+            if response.is_success:
+                return read_capped(response, max_bytes)
+            return read_head(response, ERROR_REPLY_CAP)
+
+    def abort(self) -> None:
+        """Abandon every request in flight and refuse new ones (shutdown; from any thread, at once)."""
+        self._backend.abort()
+
+    def _abandoned_message(self) -> str:
+        return f"{self.label}: the request was abandoned (shutting down)"
+
+    def _too_large_message(self, exc: TooLarge, max_bytes: int) -> str:
+        size = f"{exc.declared / 1e6:.1f} MB" if exc.declared else f"more than {max_bytes / 1e6:.1f} MB"
+        return (
+            f"{self.label} sent a reply of {size}, over the {max_bytes / 1e6:.1f} MB any answer to this request "
+            f"can need ({self.shown_url}); stopped reading it: the server is misbehaving"
+        )
 
     def _unreachable(self, outcome: Outcome) -> str:
         """The cause the breaker reports once open (no key: the Authorization header is never quoted)."""
@@ -380,6 +444,14 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
             return None
         return self.http.timeout + sum(estimate_tokens(t) for t in texts) / TIMEOUT_TOKENS_PER_SECOND
 
+    def reply_cap(self, count: int) -> int:
+        """The most bytes an answer holding `count` vectors can need (generous: pretty-printed JSON fits)."""
+        dims = self.dimensions or UNKNOWN_DIMENSIONS
+        return REPLY_OVERHEAD + count * (dims * REPLY_BYTES_PER_VALUE + 1_000)
+
+    def abort(self) -> None:
+        self.http.abort()
+
     def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
         if self.failed:
             raise ProviderAuthError(self.failed)
@@ -392,7 +464,9 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
             timeout = left if timeout is None else min(timeout, left)
         try:
             body = self._request_body(texts, input_type)
-            payload = self.http.post_json(self.path, body, timeout=timeout, deadline=deadline)
+            payload = self.http.post_json(
+                self.path, body, timeout=timeout, deadline=deadline, max_bytes=self.reply_cap(len(texts))
+            )
         except ProviderTimeout:
             self._abandoned = timeout  # the server may still be computing this batch
             raise
@@ -427,7 +501,12 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
                 return
             log.info("%s: waiting for the server to finish the request that timed out", self.http.label)
             try:
-                self.http.post_json(self.path, self._request_body([PROBE_TEXT], "query"), timeout=2 * budget)
+                self.http.post_json(
+                    self.path,
+                    self._request_body([PROBE_TEXT], "query"),
+                    timeout=2 * budget,
+                    max_bytes=self.reply_cap(1),
+                )
             except ProviderTimeout:
                 reason = (
                     f"{self.http.label} is still busy with a request that timed out ({self.http.shown_url}); "
@@ -460,6 +539,14 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
         if not self.dimensions:
             log.info("%s %s: %d dimensions (learned from the first response)", self.name, self.model, dims)
             self.dimensions = dims
+        elif dims != self.dimensions and not self.dimensions_fixed:
+            self.resized = dims
+            raise ProviderDimensionsChanged(
+                f"{label} now returns {dims}-dimensional vectors for model {self.model}, where it returned "
+                f"{self.dimensions} before: the model behind it changed; the next index run embeds the "
+                "project again at the new size (`saipling index`)",
+                dims,
+            )
         elif dims != self.dimensions:
             raise ProviderError(
                 f"{label} returned {dims}-dimensional vectors for model {self.model}, expected "

@@ -83,6 +83,7 @@ class OpenAIProvider(HTTPEmbeddingProvider):
         self.max_batch_tokens = MAX_BATCH_TOKENS
         self.batch_size = max(1, min(settings.batch_size or 128, MAX_BATCH_SIZE))
         self.max_retries = max(0, int(settings.max_retries))
+        self.dimensions_fixed = bool(self.dimensions)  # else learned from the server (and followed)
         self.http = HTTPClient(
             label="OpenAI" if official else f"Embedding server {shown_url(base)}",
             base_url=base,

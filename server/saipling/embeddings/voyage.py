@@ -73,6 +73,7 @@ class VoyageProvider(HTTPEmbeddingProvider):
         base = base.rstrip("/")
         if base.endswith("/v1"):
             base = base[: -len("/v1")]
+        self.dimensions_fixed = bool(self.dimensions)  # else learned from the server (and followed)
         self.http = HTTPClient(
             label="Voyage",
             base_url=base,

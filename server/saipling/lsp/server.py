@@ -158,6 +158,7 @@ class SaiplingServer(LanguageServer):
         except (KeyboardInterrupt, SystemExit):
             pass
         finally:
+            self.abort_provider_calls()  # (pygls' shutdown waits for the requests in flight)
             self.shutdown()
 
     def shutdown(self) -> None:
@@ -211,6 +212,7 @@ class SaiplingServer(LanguageServer):
         except (KeyboardInterrupt, SystemExit):
             pass
         finally:
+            self.abort_provider_calls()
             self.shutdown()
 
     # -- plumbing ------------------------------------------------------------------------------------------
@@ -332,12 +334,20 @@ class SaiplingServer(LanguageServer):
         self.command(name)(self.thread()(wrapped) if threaded else wrapped)
 
     # -- shutdown ------------------------------------------------------------------------------------------
+    def abort_provider_calls(self) -> None:
+        """Embedding calls in flight return at once and no new ones start: shutdown and exit never wait on a
+        provider (a search in flight answers keyword-only; an index run stops embedding)."""
+        for f in list(self.folders.values()):
+            with contextlib.suppress(Exception):
+                f.project.abort_calls()
+
     def close_all(self, grace: float = SHUTDOWN_GRACE) -> None:
         """Idempotent, from any thread: also runs when the client vanished without `shutdown`."""
         with self._close_lock:
             if self._closed:
                 return
             self._closed = self.stopping = True
+        self.abort_provider_calls()
         folders = list(self.folders.values())
         for f in folders:
             if f.cancel is not None:
