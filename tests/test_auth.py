@@ -117,32 +117,31 @@ def test_a_visibility_line_broken_around_or_capitalised_is_never_public(text: st
     # (YAML read as written may fold a line into the value: `private` + `  - item` is `private - item`: no role's)
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "---\nVisibility: Private\n---\n# x\n",
-        "---\nvisibility: private\nvisibility: public\n---\n# x\n",  # a key given twice: the strictest
-        "---\nVisibility: private\nvisibility: public\n---\n# x\n",
-        "---\nvisibility: [private]\n---\n# x\n",  # not text: private
-        "---\nvisibility: 7\n---\n# x\n",
-        "---\n<<: {Visibility: Private}\n---\n# x\n",  # a merge key
-        "---\n- visibility: private\n---\n# x\n",  # not a mapping
-        "---\nvisibility: private\n\n# never closed\n",
-        "---\r\nVISIBILITY: private\r\n---\r\n# x\r\n",
-        "---\rvisibility: private\r---\r# x\r",  # lone CR line ends, as the markdown parser reads them
-    ],
-)
-def test_visibility_variants_are_not_public(text: str) -> None:
-    assert not visible(extract_metadata("a.md", text).visibility, PUBLIC_ONLY)
+VARIANTS = [
+    "---\nVisibility: Private\n---\n# x\n",
+    "---\nvisibility: private\nvisibility: public\n---\n# x\n",  # a key given twice: the strictest
+    "---\nVisibility: private\nvisibility: public\n---\n# x\n",
+    "---\nvisibility: [private]\n---\n# x\n",  # not text: private
+    "---\nvisibility: 7\n---\n# x\n",
+    "---\n<<: {Visibility: Private}\n---\n# x\n",  # a merge key
+    "---\n- visibility: private\n---\n# x\n",  # not a mapping
+    "---\nvisibility: private\n\n# never closed\n",
+    "---\r\nVISIBILITY: private\r\n---\r\n# x\r\n",
+    "---\rvisibility: private\r---\r# x\r",  # lone CR line ends, as the markdown parser reads them
+]
 
 
-def test_frontmatter_without_visibility_stays_public_and_keeps_its_body_line() -> None:
+def test_visibility_variants_are_not_public_and_frontmatter_without_it_is() -> None:
+    assert [t for t in VARIANTS if visible(extract_metadata("a.md", t).visibility, PUBLIC_ONLY)] == []
+    # and no further: frontmatter that says nothing of visibility leaves a file public, its body where it was
     meta = extract_metadata("a.md", "---\ntitle: A\n---\n# A\n")
     assert (meta.visibility, meta.body_start_line, meta.warning) == ("public", 4, None)
-    meta = extract_metadata("a.md", "---\nvisibility:\n---\n# A\n")  # a key without a value: the default
-    assert meta.visibility == "public"
-    meta = extract_metadata("a.md", "---\nnot closed, says nothing of who sees it\n")
-    assert meta.visibility == "public"
+    assert (
+        extract_metadata("a.md", "---\nvisibility:\n---\n# A\n").visibility == "public"
+    )  # no value: default
+    assert extract_metadata("a.md", "---\nnot closed, says nothing of who sees it\n").visibility == "public"
+    meta = extract_metadata("a.md", "---\r\ntitle: A\r\n---\r\n# A\r\n")
+    assert (meta.visibility, meta.body_start_line) == ("public", 4)
 
 
 # -- the engine: search, get, related, enrich ---------------------------------------------------------------------
@@ -216,7 +215,9 @@ def test_cli_role_less_requests_never_see_broken_or_capitalised_private_files(tm
     }
     enriched = cli_json("enrich", f"{WORD} vault code", "--root", str(root))
     assert enriched["ran"] and "4711" not in json.dumps(enriched)
-    assert "4711" in json.dumps(cli_json("enrich", f"{WORD} vault code", "--root", str(root), "--role", "author"))
+    assert "4711" in json.dumps(
+        cli_json("enrich", f"{WORD} vault code", "--root", str(root), "--role", "author")
+    )
     for path in ("notes/capitalised.md", "notes/secret-00.md", "notes/secret-01.md", "notes/secret-03.md"):
         got, rel = cli("get", path, "--root", str(root)), cli("related", path, "--root", str(root))
         assert got.returncode == rel.returncode == 2 and "not visible" in got.stderr
