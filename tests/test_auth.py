@@ -402,3 +402,30 @@ def test_related_of_a_missing_path_is_an_error_not_indexed_false(tmp_path: Path)
         project.index()
         with pytest.raises(InvalidRequest, match="missing.md does not exist"):
             project.related({"path": "missing.md"})
+
+
+def test_an_index_written_under_the_old_rules_is_re_read(tmp_path: Path) -> None:
+    """A file indexed as public by the old reading of its frontmatter is re-read on the next run (no edit)."""
+    from saipling.indexer import CHUNKING_META
+    from saipling.store import connect
+
+    secret = frontmatter_file(["date: 2024-02-30", "visibility: private"])
+    root = make_project(tmp_path, {"open.md": OPEN, "secret.md": secret})
+    with open_project(root) as project:
+        project.index()
+        query = {"query": WORD, "maxResults": 100, "mode": "lexical"}
+        assert {r["filePath"] for r in project.search(query)["results"]} == {"open.md"}
+        # as an older saipling left it: public chunks, and a signature without the metadata rules
+        old = json.loads(project.store.get_meta(CHUNKING_META))
+        old.pop("metadata")
+        project.store.set_meta(CHUNKING_META, json.dumps(old, sort_keys=True))
+        other = connect(root / ".saipling" / "index.db")  # (another connection: the search caches see it)
+        try:
+            with other:
+                other.execute("UPDATE chunks SET visibility = 'public'")
+                other.execute("UPDATE files SET visibility = 'public'")
+        finally:
+            other.close()
+        assert "secret.md" in {r["filePath"] for r in project.search(query)["results"]}  # the old state
+        assert project.index().files_read == 2
+        assert {r["filePath"] for r in project.search(query)["results"]} == {"open.md"}
