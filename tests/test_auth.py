@@ -344,6 +344,47 @@ def test_a_broken_edit_keeps_the_last_good_settings_and_adds_the_exclusions_it_n
     )
 
 
+GOOD_SETTINGS = json.dumps({"drafts/": "auto", "secret.md": "exclude", "notes/*.md": "force", "x.md": "auto"})
+
+
+@st.composite
+def broken_settings(draw: st.DrawFn) -> str:
+    """GOOD_SETTINGS with one edit that leaves it no JSON: cut short, a character put in, or one taken out."""
+    text = GOOD_SETTINGS
+    at = draw(st.integers(0, len(text) - 1))
+    edit = draw(st.sampled_from(["cut", "insert", "delete"]))
+    if edit == "cut":
+        text = text[:at]
+    elif edit == "insert":
+        text = (
+            text[:at]
+            + draw(st.sampled_from(list('{}[]",:\\x \n') + ["//", "/*", "NaN", "\ufeff"]))
+            + text[at:]
+        )
+    else:
+        text = text[:at] + text[at + 1 :]
+    try:
+        json.loads(text)
+    except ValueError:
+        return text
+    return text + ","  # (still JSON: broken at the end instead)
+
+
+@settings(max_examples=150, deadline=None)
+@given(broken_settings())
+def test_a_settings_file_broken_anywhere_keeps_its_exclusion(text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = make_project(Path(tmp), {".context_settings.json": text}, "fresh")
+        cs = load_context_settings(fresh)  # never read well in this process: everything excluded
+        assert cs.mode_for("secret.md") == "exclude" and cs.mode_for("x.md") == "exclude" and cs.warnings
+        served = make_project(Path(tmp), {".context_settings.json": GOOD_SETTINGS}, "served")
+        assert load_context_settings(served).mode_for("x.md") == "auto"
+        write_file(served, ".context_settings.json", text)
+        os.utime(served / ".context_settings.json", ns=(1, 1))  # (a new stamp even within the clock's tick)
+        cs = load_context_settings(served)  # a long-lived process: the last good reading holds
+        assert cs.mode_for("secret.md") == "exclude" and cs.mode_for("x.md") == "auto" and cs.warnings
+
+
 SETTINGS_PROJECT = {
     "open.md": OPEN,
     "secret.md": f"# Secret\n\nThe {WORD} ledger holds the vault code 4711.\n",
@@ -362,6 +403,7 @@ def test_cli_with_a_broken_settings_file_excludes_everything_and_says_so(tmp_pat
     refused = cli("get", "secret.md", "--root", str(root))
     assert refused.returncode == 2 and "invalid" in refused.stderr and "4711" not in refused.stdout
     assert "4711" in cli("get", "secret.md", "--root", str(root), "--all-files").stdout
+    assert any("invalid" in w for w in cli_json("status", str(root))["warnings"])  # status says it too
     enriched = cli("enrich", f"{WORD} vault code", "--root", str(root), "--json")
     assert (
         "4711" not in enriched.stdout

@@ -18,6 +18,7 @@ import apsw
 
 from . import unindexable
 from .config import INDEX_DIR, Settings, index_path, load_settings
+from .context_settings import load_context_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
 from .errors import ProviderError, SaiplingError
@@ -543,7 +544,8 @@ class Project:
             "embedding": provider.applied() if isinstance(provider, EmbeddingProvider) else None,
             "degraded": self.degraded(),
             "readOnly": self.store.readonly,
-            "warnings": list(self.warnings),
+            # (with a `.context_settings.json` that cannot be read: what applies instead, as search says)
+            "warnings": list(self.warnings) + load_context_settings(self.root).warnings,
         }
 
     def unread_files(self) -> int:
