@@ -640,7 +640,8 @@ def test_exclusion_follows_the_settings_file(tmp_path: Path) -> None:
             )
             assert p.search({"query": "chandlery", "mode": "lexical"})["results"] == [], entry
             elena = {"path": "characters/elena-vance/profile.md", "maxResults": 100}
-            if entry in ("characters/*/profile.md", "characters/"):  # Elena's profile is excluded too: refused
+            # Elena's profile is excluded too: refused
+            if entry in ("characters/*/profile.md", "characters/"):
                 with pytest.raises(PathOutsideRoot, match="excluded by .context_settings.json"):
                     p.related(elena)
             else:

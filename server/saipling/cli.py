@@ -68,12 +68,6 @@ def _freshen(project: Project) -> None:
         click.echo(f"note: {note}", err=True)
 
 
-def _warn(response: dict[str, Any]) -> None:
-    """A response's `warnings` (a `.context_settings.json` that cannot be read...) on stderr, JSON or not."""
-    for w in response.get("warnings") or ():
-        click.echo(f"warning: {w}", err=True)
-
-
 def _emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
@@ -416,7 +410,6 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
                           explain=explain)  # fmt: skip
         _freshen(project)
         response = run_search(project, req)
-        _warn(response)
         if as_json:
             _emit_json(response)
         else:
@@ -441,7 +434,6 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
         got = read_lines(
             project, from_cwd(project.root, path), start or 1, lines, role, respect=not all_files
         )
-        _warn(got)
         if as_json:
             _emit_json(got)
         else:
@@ -472,7 +464,6 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
         if k:
             params["maxResults"] = k
         response = project.related(params)  # (a missing file is refused there, as by MCP and the server)
-        _warn(response)
         if as_json:
             _emit_json(response)
         else:
@@ -506,7 +497,6 @@ def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
             "role": role,
         }
         response = project.enrich({a: b for a, b in params.items() if b is not None})
-        _warn(response)
         if as_json:
             _emit_json(response)
         else:

@@ -95,7 +95,7 @@ _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
 class Frontmatter:
     """A file's frontmatter as read: its mapping, the first body line, a warning, and its visibility level as
     written (folded; None when it names none). `broken`: a frontmatter block is there but cannot be read (a
-    YAML error, not a mapping, unclosed, an alias bomb), so what it says, visibility included, is unknown."""
+    YAML error, not a mapping, never closed), so what it says, visibility included, is unknown: `private`."""
 
     data: dict[str, Any]
     body_start: int
@@ -136,9 +136,10 @@ def read_frontmatter(text: str, rel_path: str = "") -> Frontmatter:
     if not isinstance(data, dict):
         return _broken(f"{rel_path}: frontmatter is not a mapping; indexed as plain text")
     if _expands_too_far(data, 4 * len(fm_text) + 10_000):
-        return _broken(
-            f"{rel_path}: YAML frontmatter expands far beyond its text (aliases); read as plain text"
-        )
+        # (it parsed: its visibility, read from the nodes above, is known; no alias is followed to read it)
+        warning = f"{rel_path}: YAML frontmatter expands far beyond its text (aliases); indexed as plain text"
+        log.warning("%s", warning)
+        return Frontmatter({}, 1, warning, level)
     return Frontmatter(data, body_start, None, level)
 
 
