@@ -176,6 +176,32 @@ def test_mutated_private_files_never_reach_a_role_less_request(texts: list[str])
             _check_role_less(project, sorted(files))
 
 
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(mutated(), min_size=2, max_size=6))
+def test_mutated_private_files_never_reach_an_mcp_agent(texts: list[str]) -> None:
+    """The real `saipling mcp` (no mcpRole, no defaultRole): search, get, enrich_context and related."""
+    import asyncio
+
+    from test_mcp import call, error, mcp_session
+
+    async def check(root: Path, secret: list[str]) -> None:
+        async with mcp_session(root) as session:
+            found = await call(session, "search", {"query": WORD, "maxResults": 100})
+            assert {r["filePath"] for r in found["results"]} == {"open.md"}
+            enriched = await call(
+                session, "enrich_context", {"query": f"{WORD} vault code", "skillConfig": ALWAYS}
+            )
+            assert enriched["searchResults"] and "4711" not in json.dumps(enriched)
+            for path in secret:
+                refused = await error(session, "get", {"path": path})
+                assert "not visible" in refused and await error(session, "related", {"path": path}) == refused
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {f"notes/secret-{i}.md": text for i, text in enumerate(texts)}
+        root = make_project(Path(tmp), {"open.md": OPEN, **files})
+        asyncio.run(check(root, sorted(files)))
+
+
 # a fixed sample of the mutations for the process tests (CLI, MCP): each breaker once, keys and values varied
 FIXED = {
     f"notes/secret-{i:02d}.md": frontmatter_file(
