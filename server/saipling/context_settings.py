@@ -61,7 +61,7 @@ class ContextSettings:
         return [self.warning] if self.warning else []
 
 
-_cache: dict[str, tuple[tuple[int, int, int], ContextSettings]] = {}
+_cache: dict[str, tuple[tuple[int, int, int] | None, ContextSettings]] = {}
 _last_good: dict[str, dict[str, str]] = {}  # per settings file: the modes of its last reading that parsed
 
 
@@ -79,9 +79,9 @@ def load_context_settings(root: Path) -> ContextSettings:
     except OSError:
         st = None  # (a link loop, a folder that cannot be searched)
     key = str(path)
-    stamp = (st.st_mtime_ns, st.st_size, st.st_ino) if st is not None else None
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino) if st is not None else None  # (None: cannot be opened)
     hit = _cache.get(key)
-    if stamp is not None and hit and hit[0] == stamp:
+    if hit and hit[0] == stamp:
         return hit[1]
     text: str | None = None
     try:
@@ -97,8 +97,7 @@ def load_context_settings(root: Path) -> ContextSettings:
         cs = _unreadable(key, exc, text)
     if cs.warning:
         log.warning("%s", cs.warning)
-    if stamp is not None:
-        _cache[key] = (stamp, cs)
+    _cache[key] = (stamp, cs)
     return cs
 
 
