@@ -176,7 +176,7 @@ def test_mutated_private_files_never_reach_a_role_less_request(texts: list[str])
             _check_role_less(project, sorted(files))
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(mutated(), min_size=2, max_size=6))
 def test_mutated_private_files_never_reach_an_mcp_agent(texts: list[str]) -> None:
     """The real `saipling mcp` (no mcpRole, no defaultRole): search, get, enrich_context and related."""
