@@ -497,3 +497,19 @@ def test_an_index_written_under_the_old_rules_is_re_read(tmp_path: Path) -> None
         assert "secret.md" in {r["filePath"] for r in project.search(query)["results"]}  # the old state
         assert project.index().files_read == 2
         assert {r["filePath"] for r in project.search(query)["results"]} == {"open.md"}
+
+
+def test_enrich_reads_no_passage_of_a_file_made_private_since_it_was_indexed(tmp_path: Path) -> None:
+    """The passage reader's own check (the search that found the file went by its indexed level): a file whose
+    bytes changed to `visibility: private` gives no lines to a role-less request, and is not named as missing."""
+    from saipling.context import _HIDDEN, _file_lines
+
+    root = make_project(tmp_path, {"open.md": OPEN, "note.md": f"# Note\n\nThe {WORD} vault code is 4711.\n"})
+    with open_project(root) as project:
+        project.index()
+        lines, unchanged = _file_lines(project, "note.md", PUBLIC_ONLY)
+        assert unchanged and lines and "4711" in "\n".join(lines)
+        write_file(root, "note.md", frontmatter_file(["Visibility: Private"]))
+        assert _file_lines(project, "note.md", PUBLIC_ONLY) == (_HIDDEN, False)
+        lines, _ = _file_lines(project, "note.md", AUTHOR)
+        assert lines is not _HIDDEN and "4711" in "\n".join(lines or [])

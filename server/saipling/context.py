@@ -168,7 +168,8 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
             break
         passage = _passage(project, r, files, levels)
         if passage is None:
-            skipped[(path, "missing")] = None
+            if not files[path].hidden:  # (a file made invisible since it was indexed is not named at all)
+                skipped[(path, "missing")] = None
             continue
         text, whole_lines = passage
         if whole_lines or r["headingPath"] or r["sectionHeading"]:
@@ -277,7 +278,10 @@ def _passage(
     path = r["filePath"]
     if path not in files:
         lines, unchanged = _file_lines(project, path, levels)
-        files[path] = _FileView(lines, project.store.chunks_for_path(path), unchanged)
+        hidden = lines is _HIDDEN
+        files[path] = _FileView(
+            None if hidden else lines, project.store.chunks_for_path(path), unchanged, hidden
+        )
     view = files[path]
     if view.lines is None:
         return None
@@ -304,16 +308,20 @@ class _FileView:
     lines: list[str] | None  # None: the file is gone or unreadable
     chunks: list[dict[str, Any]]
     unchanged: bool = False  # the file's bytes are the ones indexed: every chunk's line range holds
+    hidden: bool = False  # its visibility on disk is not the request's (changed since it was indexed)
 
     def is_frontmatter(self, r: Mapping[str, Any]) -> bool:
         return any(c.get("kind") == "frontmatter" and c["start_line"] == r["startLine"] and c["preview"] == r["preview"]
                    for c in self.chunks)  # fmt: skip
 
 
+_HIDDEN: list[str] = []  # _file_lines: a file the request may not see now
+
+
 def _file_lines(project: ProjectView, rel: str, levels: list[str]) -> tuple[list[str] | None, bool]:
     """The file's lines as indexed (wiki-links as display text), and whether its bytes are the indexed ones.
-    None when the file is gone or unreadable, or when its bytes changed since it was indexed and its visibility
-    now is one `levels` do not see (the search that found it went by the indexed level)."""
+    None when the file is gone or unreadable; _HIDDEN when its bytes changed since it was indexed and its
+    visibility now is one `levels` do not see (the search that found it went by the indexed level)."""
     import hashlib
 
     try:
@@ -324,5 +332,5 @@ def _file_lines(project: ProjectView, rel: str, levels: list[str]) -> tuple[list
     record = project.store.get_file(rel)
     unchanged = record is not None and record.get("content_hash") == hashlib.sha256(data).hexdigest()
     if not unchanged and not visible(extract_metadata(rel, text).visibility, levels):
-        return None, False
+        return _HIDDEN, False
     return parse_blocks(text).lines, unchanged
