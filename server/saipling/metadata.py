@@ -114,7 +114,7 @@ def read_frontmatter(text: str, rel_path: str = "") -> Frontmatter:
     """The frontmatter of `text` (`---` on the first line, up to a `---` or `...` line). Lines end at \\n, \\r\\n or
     a lone \\r, as the markdown parser breaks them (markdown_blocks.py)."""
     if not text.startswith("---"):
-        return Frontmatter({}, 1)
+        return _displaced(text, rel_path)
     lines = _LINE_BREAK_RE.split(text) if "\r" in text else text.split("\n")
     if lines[0].rstrip() != "---":
         return Frontmatter({}, 1)
@@ -141,6 +141,23 @@ def read_frontmatter(text: str, rel_path: str = "") -> Frontmatter:
         log.warning("%s", warning)
         return Frontmatter({}, 1, warning, level)
     return Frontmatter(data, body_start, None, level)
+
+
+_DISPLACED_RE = re.compile(r"[ \t\r\n\ufeff\u200b]+(?=---)")
+
+
+def _displaced(text: str, rel_path: str) -> Frontmatter:
+    """No frontmatter; but a `---` block below blank lines (a line or a BOM put above the fence) still says who
+    may see the file: a level it names other than public, or that cannot be read, applies (fail closed)."""
+    m = _DISPLACED_RE.match(text)
+    if m is None:
+        return Frontmatter({}, 1)
+    block = read_frontmatter(text[m.end() :], rel_path)
+    if block.visibility in (None, "public"):
+        return Frontmatter({}, 1)
+    warning = f"{rel_path}: a frontmatter block below the first line is not read, but its visibility applies"
+    log.warning("%s", warning)
+    return Frontmatter({}, 1, warning, block.visibility, broken=True)
 
 
 def _broken(warning: str) -> Frontmatter:
