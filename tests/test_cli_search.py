@@ -163,7 +163,15 @@ def test_related(root: Path) -> None:
     (root / "characters" / "new.md").write_bytes(b"\x00\x01binary")  # exists, but can never be indexed
     try:
         unindexed = run("related", "characters/new.md", "--root", str(root))
-        assert unindexed.exit_code == 0 and "is not indexed yet" in unindexed.stderr
+        refused = run("get", "characters/new.md", "--root", str(root))  # refused as `get` refuses it
+        assert unindexed.exit_code == refused.exit_code == 2 and "binary" in unindexed.stderr
+        assert unindexed.stderr == refused.stderr
+    finally:
+        (root / "characters" / "new.md").unlink()
+    (root / "characters" / "new.md").write_text("# New\n\nA profile written since the last index.\n")
+    try:  # a readable file not indexed yet: said so, no error
+        unindexed = run("related", "characters/new.md", "--root", str(root))
+        assert unindexed.exit_code == 0, unindexed.stderr
     finally:
         (root / "characters" / "new.md").unlink()
     assert run("related", "../x.md", "--root", str(root)).exit_code == 2

@@ -152,7 +152,13 @@ async def test_project_files_that_are_fifos_or_nested_too_deep_get_warnings_not_
     os.mkfifo(root / ".context_settings.json")  # read by every search: each one blocked for ever
     async with lsp_session(root) as client:
         await wait_for_index(client, timeout=60)
-        assert await search_paths(client, "dragon")
+        # settings that cannot be read exclude every file (fail closed), and the answer says why
+        found = await request(client, "saipling/search", {"query": "dragon"}, 20)
+        assert found["results"] == [] and "not a regular file" in found["warnings"][0]
+        every = await request(
+            client, "saipling/search", {"query": "dragon", "respectContextSettings": False}, 20
+        )
+        assert every["results"]  # (still answering; the index holds them)
         with pytest.raises(JsonRpcException) as info:
             await raw_request(client, "saipling/enrichContext", {"query": "dragon cave", "skill": "deep"}, 20)
         assert "deep.toml is not valid TOML" in info.value.message

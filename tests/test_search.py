@@ -610,7 +610,15 @@ def test_excluded_files_are_indexed_and_shown_when_settings_are_ignored(novel: A
 
 def test_related_never_returns_excluded_files(novel: Any) -> None:
     indexed = set(novel.store.file_states())
+    assert EXCLUDED <= indexed
     for path in sorted(indexed):
+        if path in EXCLUDED:  # an excluded file is refused as `get` refuses it: nothing ranked by its vectors
+            with pytest.raises(PathOutsideRoot) as refused:
+                novel.related({"path": path, "maxResults": 100})
+            with pytest.raises(PathOutsideRoot) as by_get:
+                novel.get({"path": path})
+            assert str(refused.value) == str(by_get.value) and "excluded" in str(refused.value)
+            continue
         response = novel.related({"path": path, "maxResults": 100})
         assert response["indexed"] and response["degraded"] is None
         got = set(paths(response))
@@ -631,9 +639,13 @@ def test_exclusion_follows_the_settings_file(tmp_path: Path) -> None:
                 root, ".context_settings.json", json.dumps({entry: "exclude", "padding" * len(entry): "auto"})
             )
             assert p.search({"query": "chandlery", "mode": "lexical"})["results"] == [], entry
-            assert marcus not in paths(
-                p.related({"path": "characters/elena-vance/profile.md", "maxResults": 100})
-            )
+            elena = {"path": "characters/elena-vance/profile.md", "maxResults": 100}
+            # Elena's profile is excluded too: refused
+            if entry in ("characters/*/profile.md", "characters/"):
+                with pytest.raises(PathOutsideRoot, match="excluded by .context_settings.json"):
+                    p.related(elena)
+            else:
+                assert marcus not in paths(p.related(elena))
         # a more specific "auto" entry wins over its folder's "exclude"
         write_file(root, ".context_settings.json", json.dumps({"characters/": "exclude", marcus: "auto"}))
         assert paths(p.search({"query": "chandlery", "mode": "lexical"})) == [marcus]
@@ -691,11 +703,13 @@ def test_related_keyword_fallback_and_bad_paths(keyword_novel: Any) -> None:
     assert response["indexed"] and response["degraded"] is not None  # no vectors: keyword fallback
     assert 0 < len(response["results"]) <= 3
     assert "books/book-01/phase-5-bloom/ch-01/scene-01.md" not in paths(response)
-    assert not EXCLUDED & set(paths(keyword_novel.related({"path": "notes/ideas.md", "maxResults": 100})))
+    with pytest.raises(PathOutsideRoot, match="excluded"):  # as `get` refuses it
+        keyword_novel.related({"path": "notes/ideas.md", "maxResults": 100})
     uri = (keyword_novel.root / "characters/marcus-cole/profile.md").as_uri()
     assert keyword_novel.related({"uri": uri})["path"] == "characters/marcus-cole/profile.md"
-    unknown = keyword_novel.related({"path": "characters/nobody/profile.md"})
-    assert (unknown["results"], unknown["indexed"]) == ([], False)
+    with pytest.raises(InvalidRequest, match="characters/nobody/profile.md does not exist") as info:
+        keyword_novel.related({"path": "characters/nobody/profile.md"})  # (was: indexed false, as if new)
+    assert info.value.field == "path"
     for bad in ("../outside.md", "/etc/passwd", "a\x00b.md", "\ud800.md"):
         with pytest.raises(InvalidRequest) as info:
             keyword_novel.related({"path": bad})

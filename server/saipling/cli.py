@@ -554,10 +554,7 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
             params["role"] = role
         if k:
             params["maxResults"] = k
-        response = project.related(params)
-        if not response["indexed"] and not (project.root / response["path"]).is_file():
-            # (a typo: "not indexed yet" would send the user to `saipling index` for nothing)
-            raise InvalidRequest("path", f"{response['path']} does not exist")
+        response = project.related(params)  # (a missing file is refused there, as by MCP and the server)
         if as_json:
             _emit_json(response)
         else:

@@ -16,12 +16,14 @@ from .context_settings import load_context_settings
 from .embeddings.base import estimate_tokens
 from .errors import InvalidRequest
 from .markdown_blocks import parse_blocks
+from .metadata import extract_metadata
 from .paths import normalise_rel
 from .requests import MAX_RESULTS, EnrichParams, parse
 from .search import STOPWORDS, SearchRequest, run_search
 from .skills import VectorSearchConfig, load_skill, parse_block
 from .store import ChunkFilter
 from .textio import BinaryFile, decode, read_regular
+from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
     from .project_view import ProjectView
@@ -109,8 +111,11 @@ def should_search(req: EnrichRequest) -> tuple[bool, str]:
 def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     req = parse_enrich(project, params)
     ran, reason = should_search(req)
+    cs = load_context_settings(project.root)
     out: dict[str, Any] = {"contextBlock": "", "searchResults": [], "tokensUsed": 0, "skipped": [], "ran": ran,
                            "reason": reason, "degraded": None, "noConfidentMatch": False}  # fmt: skip
+    if cs.warnings:  # (a `.context_settings.json` that cannot be read, and what applies instead)
+        out["warnings"] = cs.warnings
     if not ran:
         return out
     budget = req.max_search_tokens
@@ -118,7 +123,6 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
         budget = max(0, min(budget, req.total_budget_tokens - req.loaded_tokens))
     flt = ChunkFilter(entity_types=list(req.config.filter_entity_types or []))
     flt.book_scope = req.book_id
-    cs = load_context_settings(project.root)
     loaded = set(req.loaded_files)
     forced = set(cs.forced())
 
@@ -154,6 +158,7 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
     out["noConfidentMatch"] = bool(response.get("noConfidentMatch", not results))
     ctx = _ContextBuilder()
     files: dict[str, _FileView] = {}
+    levels = role_levels(project.settings.roles, req.role, project.settings.default_role)
     taken = 0
     for r in results:
         path = r["filePath"]
@@ -161,9 +166,10 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
             continue
         if taken >= req.max_results:
             break
-        passage = _passage(project, r, files)
+        passage = _passage(project, r, files, levels)
         if passage is None:
-            skipped[(path, "missing")] = None
+            if not files[path].hidden:  # (a file made invisible since it was indexed is not named at all)
+                skipped[(path, "missing")] = None
             continue
         text, whole_lines = passage
         if whole_lines or r["headingPath"] or r["sectionHeading"]:
@@ -259,7 +265,7 @@ def _render(files: dict[str, list[_Span]]) -> str:
 
 
 def _passage(
-    project: ProjectView, r: Mapping[str, Any], files: dict[str, _FileView]
+    project: ProjectView, r: Mapping[str, Any], files: dict[str, _FileView], levels: list[str]
 ) -> tuple[str, bool] | None:
     """The text of a search result as the file holds it now (and whether it is whole lines of the file), or None
     when the file no longer holds it.
@@ -271,8 +277,11 @@ def _passage(
     `files` keeps each file's lines and chunks for the request: several results often share a file."""
     path = r["filePath"]
     if path not in files:
-        lines, unchanged = _file_lines(project, path)
-        files[path] = _FileView(lines, project.store.chunks_for_path(path), unchanged)
+        lines, unchanged = _file_lines(project, path, levels)
+        hidden = lines is _HIDDEN
+        files[path] = _FileView(
+            None if hidden else lines, project.store.chunks_for_path(path), unchanged, hidden
+        )
     view = files[path]
     if view.lines is None:
         return None
@@ -299,20 +308,29 @@ class _FileView:
     lines: list[str] | None  # None: the file is gone or unreadable
     chunks: list[dict[str, Any]]
     unchanged: bool = False  # the file's bytes are the ones indexed: every chunk's line range holds
+    hidden: bool = False  # its visibility on disk is not the request's (changed since it was indexed)
 
     def is_frontmatter(self, r: Mapping[str, Any]) -> bool:
         return any(c.get("kind") == "frontmatter" and c["start_line"] == r["startLine"] and c["preview"] == r["preview"]
                    for c in self.chunks)  # fmt: skip
 
 
-def _file_lines(project: ProjectView, rel: str) -> tuple[list[str] | None, bool]:
-    """The file's lines as indexed (wiki-links as display text), and whether its bytes are the indexed ones."""
+_HIDDEN: list[str] = []  # _file_lines: a file the request may not see now
+
+
+def _file_lines(project: ProjectView, rel: str, levels: list[str]) -> tuple[list[str] | None, bool]:
+    """The file's lines as indexed (wiki-links as display text), and whether its bytes are the indexed ones.
+    None when the file is gone or unreadable; _HIDDEN when its bytes changed since it was indexed and its
+    visibility now is one `levels` do not see (the search that found it went by the indexed level)."""
     import hashlib
 
     try:
         data = read_regular(project.root / rel)
-        lines = parse_blocks(decode(data, rel).text).lines
+        text = decode(data, rel).text
     except (OSError, BinaryFile):
         return None, False
     record = project.store.get_file(rel)
-    return lines, record is not None and record.get("content_hash") == hashlib.sha256(data).hexdigest()
+    unchanged = record is not None and record.get("content_hash") == hashlib.sha256(data).hexdigest()
+    if not unchanged and not visible(extract_metadata(rel, text).visibility, levels):
+        return _HIDDEN, False
+    return parse_blocks(text).lines, unchanged

@@ -21,6 +21,7 @@ from .index_embed import EmbeddingPhase
 from .index_lock import HeldLock, index_lock
 from .index_records import IndexProgress, IndexSummary, ProgressCallback  # (callers import them here too)
 from .index_text import TextPhase
+from .metadata import METADATA_VERSION
 from .parse_memo import ParseMemo
 from .scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from .store import Store
@@ -78,6 +79,7 @@ class Indexer(TextPhase, EmbeddingPhase):
                 "overlap": lim.overlap_tokens,
                 "tokenizer": tokenizer,
                 "chunker": CHUNKER_VERSION,  # the same text can chunk differently after a chunker change
+                "metadata": METADATA_VERSION,  # a file's visibility read another way (metadata.py) is re-read
             },
             sort_keys=True,
         )

@@ -84,38 +84,150 @@ def slugify(value: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", norm.lower()).strip("-")
 
 
+# Bumped when the rules that read a file's metadata change (its visibility above all): the indexer re-reads every
+# file of an index written under other rules (indexer.chunking_signature), so no file keeps a level read the old way.
+METADATA_VERSION = 2
+PRIVATE = "private"  # the level a file gets when its frontmatter cannot be read (visibility.py: fail closed)
+_LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass
+class Frontmatter:
+    """A file's frontmatter as read: its mapping, the first body line, a warning, and its visibility level as
+    written (folded; None when it names none). `broken`: a frontmatter block is there but cannot be read (a
+    YAML error, not a mapping, never closed), so what it says, visibility included, is unknown: `private`."""
+
+    data: dict[str, Any]
+    body_start: int
+    warning: str | None = None
+    visibility: str | None = None
+    broken: bool = False
+
+
 def split_frontmatter(text: str, rel_path: str = "") -> tuple[dict[str, Any], int, str | None]:
     """Return (metadata, first body line, warning). Malformed YAML -> ({}, 1, warning): body is the whole file."""
-    lines = text.split("\n")
-    if not lines or lines[0].rstrip() != "---":
-        return {}, 1, None
+    fm = read_frontmatter(text, rel_path)
+    return fm.data, fm.body_start, fm.warning
+
+
+def read_frontmatter(text: str, rel_path: str = "") -> Frontmatter:
+    """The frontmatter of `text` (`---` on the first line, up to a `---` or `...` line). Lines end at \\n, \\r\\n or
+    a lone \\r, as the markdown parser breaks them (markdown_blocks.py)."""
+    if not text.startswith("---"):
+        return _displaced(text, rel_path)
+    lines = _LINE_BREAK_RE.split(text) if "\r" in text else text.split("\n")
+    if lines[0].rstrip() != "---":
+        return Frontmatter({}, 1)
     end = next((j for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), None)
     if end is None:
-        return {}, 1, None
-    import frontmatter  # (with PyYAML ~9 ms: `saipling get` of a file without frontmatter never pays it)
-
-    handler = frontmatter.YAMLHandler()
+        if "visibility" in _fold_key(text):  # a block opened to say who may see the file, never closed
+            return _broken(f"{rel_path}: YAML frontmatter is never closed; indexed as plain text")
+        return Frontmatter({}, 1)
     fm_text = "\n".join(lines[1:end])
     body_start = end + 2
     try:
-        data = handler.load(fm_text)
+        data, level = _load_yaml(fm_text)
     except Exception as exc:  # YAMLError, and ValueError etc. from values like `date: 2024-02-30`
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else f" ({exc})" if str(exc) else ""
-        warning = f"{rel_path}: malformed YAML frontmatter{where}; indexed as plain text"
-        log.warning("%s", warning)
-        return {}, 1, warning
+        return _broken(f"{rel_path}: malformed YAML frontmatter{where}; indexed as plain text")
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        warning = f"{rel_path}: frontmatter is not a mapping; indexed as plain text"
-        log.warning("%s", warning)
-        return {}, 1, warning
+        return _broken(f"{rel_path}: frontmatter is not a mapping; indexed as plain text")
     if _expands_too_far(data, 4 * len(fm_text) + 10_000):
+        # (it parsed: its visibility, read from the nodes above, is known; no alias is followed to read it)
         warning = f"{rel_path}: YAML frontmatter expands far beyond its text (aliases); indexed as plain text"
         log.warning("%s", warning)
-        return {}, 1, warning
-    return data, body_start, None
+        return Frontmatter({}, 1, warning, level)
+    return Frontmatter(data, body_start, None, level)
+
+
+_DISPLACED_RE = re.compile(r"[ \t\r\n\ufeff\u200b]+(?=---)")
+
+
+def _displaced(text: str, rel_path: str) -> Frontmatter:
+    """No frontmatter; but a `---` block below blank lines (a line or a BOM put above the fence) still says who
+    may see the file: a level it names other than public, or that cannot be read, applies (fail closed)."""
+    m = _DISPLACED_RE.match(text)
+    if m is None:
+        return Frontmatter({}, 1)
+    block = read_frontmatter(text[m.end() :], rel_path)
+    if block.visibility in (None, "public"):
+        return Frontmatter({}, 1)
+    warning = f"{rel_path}: a frontmatter block below the first line is not read, but its visibility applies"
+    log.warning("%s", warning)
+    return Frontmatter({}, 1, warning, block.visibility, broken=True)
+
+
+def _broken(warning: str) -> Frontmatter:
+    """Frontmatter that cannot be read: what it says about visibility is unknown, so the file is private (only a
+    role that may see private files sees it): fail closed."""
+    warning += ", visible as private"
+    log.warning("%s", warning)
+    return Frontmatter({}, 1, warning, PRIVATE, broken=True)
+
+
+def _fold_key(key: str) -> str:
+    """A frontmatter key as compared: NFKC, case-folded, trimmed (`Visibility`, `VISIBILITY ` are `visibility`)."""
+    return unicodedata.normalize("NFKC", key).casefold().strip()
+
+
+_YAML_STR = "tag:yaml.org,2002:str"
+_YAML_NULL = "tag:yaml.org,2002:null"
+
+
+def _load_yaml(fm_text: str) -> tuple[Any, str | None]:
+    """The YAML value of `fm_text` (safe types only) and the visibility level its top-level mapping names.
+
+    The level is read from the parsed nodes, not from the dict: a key written twice (`visibility: private` then
+    `visibility: public`) keeps only its last value in the dict, and keys differ by case (`Visibility`)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(fm_text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    level = None
+    # (merge keys `<<` are flattened into node.value by the construction)
+    if isinstance(node, yaml.MappingNode):
+        levels = [_level_of(value) for key, value in node.value if _is_visibility(key)]
+        if levels:
+            level = _strictest(levels)
+    return data, level
+
+
+def _is_visibility(key: Any) -> bool:
+    import yaml
+
+    return isinstance(key, yaml.ScalarNode) and key.tag == _YAML_STR and _fold_key(key.value) == "visibility"
+
+
+def _level_of(node: Any) -> str:
+    """A `visibility` value as a level: a string folded (visibility.fold); null or empty is public; any other value
+    (a list, a number, a date, a boolean, binary) says nothing readable, so private."""
+    import yaml
+
+    from .visibility import PUBLIC, fold
+
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag == _YAML_NULL:
+            return PUBLIC
+        if node.tag == _YAML_STR:
+            return fold(node.value)
+    return PRIVATE
+
+
+def _strictest(levels: list[str]) -> str:
+    """One level for a key written several times: the one non-public level they name, else private."""
+    from .visibility import PUBLIC
+
+    named = set(levels) - {PUBLIC}
+    if not named:
+        return PUBLIC
+    return named.pop() if len(named) == 1 else PRIVATE
 
 
 def _expands_too_far(data: Any, budget: int) -> bool:
@@ -154,8 +266,9 @@ def _as_list(value: Any) -> list[str]:
 
 def extract_metadata(rel_path: str, text: str) -> FileMeta:
     ftype = file_type_for(rel_path)
-    fm, body_start, warning = split_frontmatter(text, rel_path)
-    meta = FileMeta(file_type=ftype, frontmatter=fm, body_start_line=body_start, warning=warning)
+    read = read_frontmatter(text, rel_path)
+    fm = read.data
+    meta = FileMeta(file_type=ftype, frontmatter=fm, body_start_line=read.body_start, warning=read.warning)
     meta.entity_type = str(fm.get("type") or ftype)
     name = fm.get("name") or fm.get("title")
     parts = rel_path.split("/")
@@ -191,6 +304,6 @@ def extract_metadata(rel_path: str, text: str) -> FileMeta:
         meta.entity_name = f"{meta.chapter_id}-scene-{int(scene.group(1)):02d}"
     if meta.display_name is None and name:
         meta.display_name = str(name)
-    meta.visibility = str(fm.get("visibility") or "public")
+    meta.visibility = read.visibility or "public"  # (key and value read case-insensitively; fail closed)
     meta.status = str(fm["status"]) if fm.get("status") is not None else None
     return meta

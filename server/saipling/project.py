@@ -19,6 +19,7 @@ import apsw
 
 from . import __version__, index_files, unindexable
 from .config import INDEX_DIR, Settings, index_path, load_settings
+from .context_settings import load_context_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
 from .errors import DiskFull, ProviderError, SaiplingError
@@ -619,7 +620,8 @@ class Project:
             "embedding": provider.applied() if isinstance(provider, EmbeddingProvider) else None,
             "degraded": self.degraded(),
             "readOnly": self.store.readonly,
-            "warnings": list(self.warnings),
+            # (with a `.context_settings.json` that cannot be read: what applies instead, as search says)
+            "warnings": list(self.warnings) + load_context_settings(self.root).warnings,
             "lastRun": self._last_run(),
             "indexBytes": self._index_bytes(),
         }

@@ -12,7 +12,7 @@ from .confidence import _ramp
 from .context_settings import load_context_settings
 from .errors import InvalidRequest
 from .lazy import np
-from .reading import resolve_path
+from .reading import authorize
 from .request_checks import MAX_RESULTS
 from .search import _live_rows, _Ranked, result_dict, vector_calibration, vector_unavailable
 from .store import ChunkFilter
@@ -35,7 +35,10 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     if m.end_line is not None and (m.start_line is None or m.end_line < m.start_line):
         raise InvalidRequest("endLine", "needs a startLine at or before it")
     max_results = m.max_results or max(1, min(project.settings.max_results_default, MAX_RESULTS))
-    _, rel = resolve_path(project.root, target)
+    # `get`'s check, to the letter: a file `get` refuses (private, excluded, missing, outside) is refused here with
+    # the same error, before its chunks, vectors or words are looked at
+    authorized = authorize(project, target, m.role)
+    rel = authorized.rel
     t0 = time.perf_counter()
     sync = getattr(project, "lazy_sync", None)
     if sync is not None:
@@ -48,6 +51,7 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
         visibility=role_levels(project.settings.roles, m.role, project.settings.default_role),
     )
     cs = load_context_settings(project.root)
+    warnings = list(dict.fromkeys(cs.warnings + authorized.warnings))
     if cs.has("exclude"):
         flt.exclude_paths += cs.excluded(list(project.store.file_states()))
     degraded = vector_unavailable(project)
@@ -79,6 +83,8 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     results = [result_dict(project, row, r.score, [], r) for row, r in pairs]
     out = {"path": rel, "results": results, "degraded": degraded if chunks else None, "indexed": bool(chunks),
            "elapsedMs": round((time.perf_counter() - t0) * 1000, 2)}  # fmt: skip
+    if warnings:
+        out["warnings"] = warnings
     if chunks and m.start_line is not None:  # the passage the results are like
         out["startLine"], out["endLine"] = chunks[0]["start_line"], chunks[-1]["end_line"]
     return out

@@ -254,7 +254,9 @@ def build_filter(project: ProjectView, req: SearchRequest) -> ChunkFilter:
     flt.visibility = role_levels(project.settings.roles, req.role, project.settings.default_role)
     if req.respect_context_settings:
         cs = load_context_settings(project.root)
-        if cs.has("exclude"):
+        if cs.exclude_all:  # the settings file cannot be read: it could have excluded any file (fail closed)
+            flt.visibility = []  # (no level: nothing matches, files synced during the request included)
+        elif cs.has("exclude"):
             flt.exclude_paths = sorted(
                 set(flt.exclude_paths) | set(cs.excluded(list(project.store.file_states())))
             )
@@ -329,7 +331,8 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
             )
         except Exception:  # noqa: BLE001 - logging a search must never fail it
             log.debug("search log write failed", exc_info=True)
-    return {
+    warnings = load_context_settings(project.root).warnings if req.respect_context_settings else []
+    out = {
         "query": req.query,
         "mode": mode,
         "queryType": query_type(req.query),
@@ -340,6 +343,9 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
         "indexing": bool(project.state.is_indexing),
         "elapsedMs": round(elapsed, 2),
     }
+    if warnings:  # (a `.context_settings.json` that cannot be read, and what applies instead)
+        out["warnings"] = warnings
+    return out
 
 
 @dataclass

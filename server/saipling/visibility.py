@@ -4,17 +4,24 @@ One rule for every request that returns content (search, enrichContext, related,
 a request naming a `role` sees that role's levels (the `roles` setting); a request without one sees what the
 `defaultRole` setting's role sees; no `defaultRole` (the default), or a role the settings do not define, sees
 `public` only. Levels and role names compare case-insensitively (`MEMBERS` is the level `members`).
+
+Fail closed: a file whose frontmatter cannot be read (a YAML error, not a mapping, never closed) has the level
+`private` (metadata.py), so only a role that may see private files sees it; the key is read case-insensitively too
+(`Visibility: Private`), and a value that is not text (a list, a number) is `private` as well.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 PUBLIC = "public"
 
 
 def fold(level: str | None) -> str:
-    """A visibility level as compared: trimmed, case-folded; missing means public."""
+    """A visibility level as compared: NFKC, trimmed, case-folded; missing means public."""
+    if level and not level.isascii():
+        level = unicodedata.normalize("NFKC", level)
     return (level or PUBLIC).strip().casefold() or PUBLIC
 
 

@@ -146,7 +146,7 @@ def merge_search(responses: list[tuple[str, dict[str, Any]]], max_results: int |
     if len(responses) > 1:
         results.sort(key=lambda r: r.get("score") or 0.0, reverse=True)
         results = results[:max_results] if max_results else results
-    return {
+    merged = {
         **first,
         "results": results,
         "degraded": next((resp.get("degraded") for _, resp in responses if resp.get("degraded")), None),
@@ -156,6 +156,11 @@ def merge_search(responses: list[tuple[str, dict[str, Any]]], max_results: int |
         "confidence": max(float(resp.get("confidence") or 0.0) for _, resp in responses),
         "noConfidentMatch": all(bool(resp.get("noConfidentMatch")) for _, resp in responses),
     }
+    merged.pop("warnings", None)
+    warnings = list(dict.fromkeys(w for _, resp in responses for w in resp.get("warnings") or ()))
+    if warnings:  # (each folder's `.context_settings.json` that cannot be read)
+        merged["warnings"] = warnings
+    return merged
 
 
 SUMMED_STATUS = ("totalFiles", "totalChunks", "embeddedChunks", "unembeddedChunks", "pendingFiles", "totalCostUsd",
