@@ -182,9 +182,6 @@ def main() -> None:
     rows.append(("other (hashing, metadata, cache lookups, model load, commits)", bu.fmt_s(full.seconds - accounted),
                  f"{100 * (full.seconds - accounted) / full.seconds:.1f}%"))  # fmt: skip
     rows.append(("total (IndexSummary.seconds)", bu.fmt_s(full.seconds), "100%"))
-    if project.indexer.overlap_embedding and getattr(project.provider, "overlaps_text_phase", False):
-        rows.append(("(read, chunk and store run beside the embedding: the shares add up to more than the total)",
-                     "", ""))  # fmt: skip
     print()
     print(f"3. Full index: {full.files} files, {full.chunks} chunks, {full.embedded} embedded "
           f"({full.embedded / max(t.get('embed', 0) or 1e-9, 1e-9):.1f} chunks/s in the embed phase), "

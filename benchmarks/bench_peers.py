@@ -6,9 +6,7 @@ all-MiniLM-L6-v2 provider per process, used by every system in that process). Ea
 Python process per round (so RSS per phase is its own), rounds interleaved A B C / C B A:
 
   index    full index from nothing: total seconds and the model's share (`embed`: time inside
-           embed_documents, identical work for all); total/embed is the overhead. `saipling-overlap` is
-           saipling with Indexer.overlap_embedding on (stored chunks embedded while the next files are read
-           and chunked); its embed time grows while the chunker shares the cores, so compare the totals
+           embed_documents, identical work for all); total/embed is the overhead
   no-op    index again with nothing changed. Peers get the obvious pipeline: hash every file, compare with the
            hashes stored at index time, rewrite nothing
   edit     one note changed (a sentence appended to the vault's largest note), then re-indexed. saipling: its own incremental run (it
@@ -50,7 +48,7 @@ import _benchutil as bu  # noqa: E402
 
 CORPUS = bu.SHARED / "corpora" / "13th-age-srd"
 K = 10
-SYSTEMS = ["saipling", "saipling-overlap", "chromadb", "lancedb"]
+SYSTEMS = ["saipling", "chromadb", "lancedb"]
 EDIT_TEXT = "\n\nA late errata note: the gnoll war drums of Axis were heard again at dawn.\n"
 
 
@@ -114,11 +112,10 @@ def _hashes(root: Path, rels) -> dict[str, str]:
 
 
 class Saipling:
-    def __init__(self, root: Path, provider, overlap: bool = False) -> None:
+    def __init__(self, root: Path, provider) -> None:
         from saipling.project import Project
 
         self.project = Project.open(root, provider=provider)
-        self.project.indexer.overlap_embedding = overlap  # saipling-overlap: embedding beside the text phase
 
     def index(self) -> None:
         self.project.index()
@@ -336,7 +333,7 @@ def worker(
     ours = name.startswith("saipling")
     chunker = _chunker(root, provider) if not ours else None
     sys_ = (
-        Saipling(root, provider, overlap=name == "saipling-overlap")
+        Saipling(root, provider)
         if ours
         else (Chroma if name == "chromadb" else Lance)(root, provider, chunker, data)
     )
@@ -607,15 +604,6 @@ def report(results: dict[str, list[dict]], rg: dict | None, rounds: int, notes: 
                     "hybrid p50"], rrows))  # fmt: skip
     print(f"\nsaipling index total/embed {_med(sp, 'index', 'total') / _med(sp, 'index', 'embed'):.3f} "
           f"(target <= 1.05); load average now {bu._loadavg()}")  # fmt: skip
-    if "saipling-overlap" in results:
-        ov = results["saipling-overlap"]
-        print(f"embedding beside the text phase (saipling-overlap) vs after it (saipling): index total "
-              f"{_med(ov, 'index', 'total'):.1f} vs {_med(sp, 'index', 'total'):.1f} s = "
-              f"{_med(ov, 'index', 'total') / _med(sp, 'index', 'total'):.3f}x; total/embed "
-              f"{_med(ov, 'index', 'total') / _med(ov, 'index', 'embed'):.3f} vs "
-              f"{_med(sp, 'index', 'total') / _med(sp, 'index', 'embed'):.3f}; the overlap's total over the serial "
-              f"run's embed (the model without a chunker beside it) "
-              f"{_med(ov, 'index', 'total') / _med(sp, 'index', 'embed'):.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":

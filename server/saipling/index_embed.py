@@ -5,8 +5,6 @@ estimate`. `EmbeddingPhase` is mixed into `Indexer`, whose settings, store and p
 from __future__ import annotations
 
 import logging
-import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -18,7 +16,7 @@ import numpy as np
 from .chunker import embed_text_for
 from .config import Settings
 from .embeddings import Provider
-from .embeddings.base import EmbeddingProvider, estimate_tokens, side_thread
+from .embeddings.base import EmbeddingProvider, estimate_tokens
 from .errors import (
     IndexCancelled,
     ProviderAbandoned,
@@ -43,12 +41,6 @@ class EmbeddingPhase:
     store: Store
     provider: Provider
     paused: threading.Event
-
-    # On: embed the chunks of stored files while the next ones are read and chunked (Overlap). Off by default:
-    # measured on 2 shared cores (bench_peers.py, saipling-overlap), it saved no time. The local model already
-    # runs a text per core side by side, so the chunker only takes CPU from it; total/embed looks better only
-    # because the model's calls take longer while the chunker runs beside them
-    overlap_embedding = False
 
     def _vectors_current(self) -> bool:
         """True when the index holds vectors of the active model (so cached vectors of it may go in)."""
@@ -101,29 +93,6 @@ class EmbeddingPhase:
         summary.degraded = reason
         summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
         log.warning("embedding failed, indexed for keyword search only: %s", reason)
-
-    def _overlap(
-        self,
-        embed: bool,
-        confirm: Callable[[dict], bool] | None,
-        summary: IndexSummary,
-        files: int,
-        cancel: threading.Event | None,
-        hold: Callable[[], Iterable[str]],
-    ) -> Overlap | None:
-        """An embedding thread beside the text phase, when the run will embed right after it anyway: not for
-        a single file, nor when paused or degraded, nor before a paid run's cost is confirmed, nor for an HTTP
-        provider (those embed once every file is keyword-searchable)."""
-        if not (self.overlap_embedding and embed and self.embeds and files > 1) or summary.degraded:
-            return None
-        if not getattr(self.provider, "overlaps_text_phase", False):
-            return None
-        if self.paused.is_set() or not self.store.has_vectors():
-            return None
-        paid = self.provider.cost_per_million_tokens and self.settings.confirm_cost_above_usd >= 0
-        if confirm is not None and paid:
-            return None  # the estimate covers every file's chunks: asked once the text phase is done
-        return Overlap(self, cancel, hold)
 
     def _embed_phase(
         self,
@@ -388,91 +357,3 @@ class StoreBehind:
             log.warning("storing the last embedded round failed", exc_info=True)  # the first error is raised
         finally:
             self._ex.shutdown(wait=True)
-
-
-ROUND = 16  # chunks per round of the embedding thread beside the text phase
-SWITCH = 0.0005  # seconds: the GIL switch interval while that thread runs
-
-
-class Overlap:
-    """Embedding beside a run's text phase: the chunks each stored batch left without a vector go to a thread
-    that embeds them (cache first, then the provider) while the run reads, chunks and stores the next files.
-    The model's runs release the GIL, so reading and chunking no longer add to the run's time; the model runs
-    this thread's texts one at a time (embeddings.base.side_thread), so the text phase keeps a core of its own
-    and files become keyword-searchable as fast as before. The run's embedding phase (all cores) takes over,
-    with its progress, ETA and order, where this one stopped.
-
-    Stops after its current round when the text phase ends (`close`), when cancelled or paused, or when the
-    provider fails (its counters, `summary`, are then merged into the run's). A failure of anything else is
-    logged and leaves the chunks to the embedding phase."""
-
-    def __init__(
-        self, phase: EmbeddingPhase, cancel: threading.Event | None, hold: Callable[[], Iterable[str]]
-    ):
-        self.phase = phase
-        self.cancel = cancel
-        self.hold = hold
-        # small rounds: the text phase's end waits for the round in progress (its texts run one at a time)
-        self.size = max(1, min(phase.settings.batch_size, ROUND))
-        self.summary = IndexSummary()
-        self._queue: queue.SimpleQueue[list[tuple[int, str, str | None, int]] | None] = queue.SimpleQueue()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._work, name="saipling-embed", daemon=True)
-        # the chunker holds the GIL between the model's runs; this thread gets it back within SWITCH seconds
-        # (Python's default 5 ms stalls a model run of ~8 ms each time: measured, half the thread's throughput)
-        self._switch = sys.getswitchinterval()
-        sys.setswitchinterval(min(self._switch, SWITCH))
-        self._thread.start()
-
-    def feed(self, rows: list[tuple[int, str, str | None, int]]) -> None:
-        if rows:
-            self._queue.put(rows)
-
-    def close(self) -> None:
-        """Stop after the round in progress and wait for it (its vectors are stored)."""
-        self._stop.set()
-        self._queue.put(None)
-        self._thread.join()
-        sys.setswitchinterval(self._switch)
-
-    def merge_into(self, summary: IndexSummary) -> None:
-        side = self.summary
-        summary.embedded += side.embedded
-        summary.tokens += side.tokens
-        summary.cost_usd += side.cost_usd
-        summary.reused += side.reused
-        summary.embedded_paths += side.embedded_paths
-        for key in ("embed", "store"):
-            summary.timings[key] += side.timings[key]
-        summary.warnings += side.warnings
-        if side.degraded and not summary.degraded:
-            summary.degraded, summary.unusable = side.degraded, side.unusable
-        summary.embedding_stopped = summary.embedding_stopped or side.embedding_stopped
-
-    def _stopped(self) -> bool:
-        return (
-            self._stop.is_set()
-            or (self.cancel is not None and self.cancel.is_set())
-            or self.phase.paused.is_set()
-            or bool(self.summary.degraded)
-        )
-
-    def _work(self) -> None:
-        side_thread.active = True  # the model runs this thread's texts one at a time, on this thread
-        pending: list[tuple[int, str, str | None, int]] = []
-        try:
-            while not self._stopped():
-                while len(pending) < self.size:
-                    item = self._queue.get()
-                    if item is None:
-                        return  # the text phase is over: the embedding phase does the rest
-                    pending += item
-                    if self._stopped():
-                        return
-                held = set(self.hold())
-                part = [r for r in pending[: self.size] if r[1] not in held]
-                del pending[: self.size]
-                if part and self.phase._embed_round(part, self.summary) is None:
-                    return  # the provider failed: the summary says why
-        except Exception:  # noqa: BLE001 - the embedding phase retries these chunks (and reports its own error)
-            log.warning("embedding beside the text phase stopped", exc_info=True)

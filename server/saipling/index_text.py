@@ -21,7 +21,6 @@ from .chunk_pool import Chunked, ChunkPool, Early, ReadAhead, chunk_bytes, read_
 from .chunker import Chunk
 from .config import Settings
 from .errors import IndexCancelled
-from .index_embed import Overlap
 from .index_records import (
     RACY_WINDOW_FINE_NS,
     IndexProgress,
@@ -140,10 +139,8 @@ class TextPhase:
         progress: ProgressCallback | None,
         cancel: threading.Event | None,
         stored: list[int],
-        overlap: Overlap | None = None,
     ) -> None:
-        """Read, chunk and store `todo` a batch at a time (the write lock is held per batch); the chunks left
-        without a vector go to `overlap` to be embedded meanwhile."""
+        """Read, chunk and store `todo` a batch at a time (the write lock is held per batch)."""
         with self._read_ahead(todo, states, full, summary) as ahead:
             total = len(todo)
             rate = Throughput()
@@ -187,9 +184,7 @@ class TextPhase:
                         ):
                             break
                     if batch:
-                        unembedded = self._flush(batch, summary)
-                        if overlap is not None:
-                            overlap.feed(unembedded)
+                        self._flush(batch, summary)
                     stored[0] = n
                 self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
                 rate.add(n - begin, time.perf_counter() - t0)
@@ -306,11 +301,10 @@ class TextPhase:
             except Exception:  # left at mtime 0: the next run hashes it again
                 log.debug("could not settle the racy mtime of %s", e.rel, exc_info=True)
 
-    def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> list[tuple[int, str, str | None, int]]:
+    def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
         """Store prepared files: chunks, keywords, line ranges, metadata. Nothing is sent to the provider here:
         chunks whose text did not change keep their vectors, texts embedded before (the cache) get theirs, the
-        rest wait for the embedding phase: returned as (chunk id, path, None, 0), as `unembedded` rows."""
-        unembedded: list[tuple[int, str, str | None, int]] = []
+        rest wait for the embedding phase."""
         vectors: dict[str, np.ndarray] = {}
         if self._vectors_current():
             wanted = {c.content_hash for p in batch for c in p.chunks}
@@ -323,18 +317,16 @@ class TextPhase:
             with self.store.atomic():
                 for prep in batch:
                     try:
-                        ids = self.store.replace_file(prep.record, self._rows(prep), vectors)
+                        self.store.replace_file(prep.record, self._rows(prep), vectors)
                     except Exception as exc:  # one odd path must never lose the rest of the batch
                         summary.changed -= 1
                         self._file_failed(prep.record.path, exc, summary)
                         continue
                     stored.append(prep)
-                    unembedded += [(cid, prep.record.path, None, 0) for cid in ids]
         except Exception as exc:  # the commit failed (a full disk): none of the batch was stored
             for prep in stored:
                 summary.changed -= 1
                 self._file_failed(prep.record.path, exc, summary)
-            stored, unembedded = [], []
+            stored = []
         summary.new_chunks += sum(len(p.chunks) for p in stored)
         summary.timings["store"] += time.perf_counter() - t0
-        return unembedded

@@ -290,16 +290,7 @@ class Indexer(TextPhase, EmbeddingPhase):
         stored = [0]  # files of `todo` stored so far (a cancelled run leaves the rest to the next one)
         text_done = False
         try:
-            overlap = self._overlap(embed, confirm, summary, len(todo), cancel, hold)
-            if overlap is not None and first:  # open files first: keyword-searchable and embedded first
-                rank = {p: i for i, p in enumerate(first)}
-                todo.sort(key=lambda e: rank.get(e.rel, len(rank)))
-            try:
-                self._text_phase(todo, states, full, summary, progress, cancel, stored, overlap)
-            finally:
-                if overlap is not None:
-                    overlap.close()
-                    overlap.merge_into(summary)
+            self._text_phase(todo, states, full, summary, progress, cancel, stored)
             text_done = True
             if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
                 if self._confirmed(confirm, hold, summary):

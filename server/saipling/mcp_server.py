@@ -1,7 +1,8 @@
 """The MCP face (`saipling mcp [ROOT]`): the engine's retrieval requests as tools for AI agents, over stdio.
 
-A thin edge like `cli.py` and `lsp/`: each tool validates its arguments against the JSON schema it
-advertises (an error result naming the field), brings the index up to date with the files on disk
+A thin edge like `cli.py` and `lsp/`: each tool's input schema is generated from the engine's request model
+(requests.py) and its arguments are checked by the same code as the language server's (an error result naming
+the field), brings the index up to date with the files on disk
 (`freshness.LazySync`), calls one `Project` method and returns the engine's answer as `structuredContent`
 (and the same JSON as text, for clients that only read text). Nothing here ranks, reads or filters.
 
@@ -26,7 +27,16 @@ from . import __version__
 from .errors import InvalidRequest, SaiplingError
 from .freshness import LazySync
 from .jsonrpc_salvage import is_request_id, salvage_id
-from .search import MAX_QUERY_CHARS, MAX_RESULTS, MODES
+from .requests import (
+    EnrichParams,
+    GetParams,
+    RelatedParams,
+    Request,
+    SearchParams,
+    StatusParams,
+    arguments_schema,
+    parse_arguments,
+)
 from .sync import SyncQueue
 from .watcher import Watcher
 
@@ -39,7 +49,8 @@ SERVER_NAME = "saipling"
 SHUTDOWN_GRACE = 10.0  # seconds to wait for a background index run to stop
 
 INSTRUCTIONS = (
-    "saipling searches one markdown project (notes, a novel, an agent memory folder) by meaning and by words. "
+    "saipling searches one markdown project (notes, documentation, agent memory files, fiction) by meaning "
+    "and by words. "
     "Use `search` to find passages, then `get` to read exact lines of a file it returned. `enrich_context` "
     "assembles the passages worth adding to your context for a task under a token budget. `related` finds "
     "passages like a given file; `status` says what is indexed. Paths are relative to the project root. "
@@ -47,100 +58,16 @@ INSTRUCTIONS = (
 )
 
 # -- tools: schemas and descriptions ---------------------------------------------------------------------------
-_STR_LIST = {"type": "array", "items": {"type": "string"}}
-_NULLABLE_STR = {"type": ["string", "null"]}
-
-SEARCH_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
-                  "description": "What to look for: a question, a description, or exact words (quote a phrase "
-                                 "to match it as written)."},
-        "maxResults": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
-                       "description": "How many passages to return (default: the project's maxResultsDefault, 5)."},
-        "mode": {"type": "string", "enum": list(MODES),
-                 "description": "hybrid (default): meaning and words; semantic: meaning only; lexical: words only."},
-        "minScore": {"type": "number", "minimum": 0, "maximum": 1,
-                     "description": "Drop results scoring below this (0..1)."},
-        "filter": {
-            "type": "object",
-            "description": "Narrow the search before ranking.",
-            "properties": {
-                "entityTypes": {**_STR_LIST, "description": "Frontmatter types, e.g. character, place."},
-                "fileTypes": {**_STR_LIST, "description": "File types, e.g. scene, profile, note."},
-                "bookId": {"type": "string", "description": "Only this book (e.g. book-01)."},
-                "chapterId": {"type": "string", "description": "Only this chapter (ch-NN)."},
-                "maxChapter": {"type": "integer", "description": "Spoiler horizon: nothing after chapter N."},
-                "pathPrefix": {"type": "string", "description": "Only files under this folder."},
-                "glob": {"type": "string", "description": "Only files matching this glob, e.g. notes/**/*.md."},
-                "corpus": {"type": "string", "description": "Only this named corpus of the project."},
-            },
-            "additionalProperties": False,
-        },
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}  # fmt: skip
-
-GET_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "minLength": 1,
-                 "description": "A project file, relative to the root (as search results give it)."},
-        "startLine": {"type": "integer", "minimum": 1, "description": "First line to return (1-based; default 1)."},
-        "lines": {"type": "integer", "minimum": 1, "maximum": 5000,
-                  "description": "How many lines (default: to the end of the file, at most 5000)."},
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}  # fmt: skip
-
-ENRICH_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "minLength": 1,
-                  "description": "The task or question the context is for."},
-        "skill": {"type": "string",
-                  "description": "Name of a skill TOML in the project's skills folder (its [context.vector_search] "
-                                 "settings apply)."},
-        "skillConfig": {"type": "object",
-                        "description": "The same settings inline: {enabled, mode: auto|always|never, max_results, "
-                                       "max_search_tokens, filter_entity_types}."},
-        "loadedFiles": {**_STR_LIST,
-                        "description": "Files already in your context: their passages are not repeated."},
-        "maxSearchTokens": {"type": "integer", "minimum": 0,
-                            "description": "Token budget for the passages (default: the skill's, else 15000)."},
-        "maxResults": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
-                       "description": "At most this many passages."},
-        "bookId": {"type": "string", "description": "Only this book (and files that belong to no book)."},
-        "wantSearch": {"type": "boolean",
-                       "description": "With a skill in auto mode: whether to search (absent: decided from the query)."},
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}  # fmt: skip
-
-RELATED_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "minLength": 1, "description": "A project file, relative to the root."},
-        "startLine": {"type": "integer", "minimum": 1,
-                      "description": "Only the passage at this line (1-based) of the file, not the whole file."},
-        "endLine": {"type": "integer", "minimum": 1, "description": "With startLine: the passage's last line."},
-        "maxResults": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
-                       "description": "How many passages (default 5)."},
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}  # fmt: skip
-
-STATUS_INPUT: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+# A tool's input schema is generated from the engine's request model (requests.py), restricted to the fields an
+# agent may set, and its arguments are checked by the same code as the language server's (parse_arguments).
+# Output fields that would be null are left out (optional, never a nullable type): _present.
+_OPTIONAL_STR = {"type": "string"}
 
 _RESULT = {
     "type": "object",
     "properties": {
         "filePath": {"type": "string"},
-        "sectionHeading": _NULLABLE_STR,
+        "sectionHeading": _OPTIONAL_STR,
         "headingPath": {"type": "string"},
         "startLine": {"type": "integer"},
         "endLine": {"type": "integer"},
@@ -158,10 +85,10 @@ SEARCH_OUTPUT: dict[str, Any] = {
         "results": {"type": "array", "items": _RESULT},
         "confidence": {"type": "number"},
         "noConfidentMatch": {"type": "boolean"},
-        "degraded": _NULLABLE_STR,
+        "degraded": _OPTIONAL_STR,
         "indexing": {"type": "boolean"},
     },
-    "required": ["query", "mode", "results", "confidence", "noConfidentMatch", "degraded", "indexing"],
+    "required": ["query", "mode", "results", "confidence", "noConfidentMatch", "indexing"],
 }
 GET_OUTPUT: dict[str, Any] = {
     "type": "object",
@@ -183,7 +110,7 @@ ENRICH_OUTPUT: dict[str, Any] = {
         "skipped": {"type": "array", "items": {"type": "object"}},
         "ran": {"type": "boolean"},
         "reason": {"type": "string"},
-        "degraded": _NULLABLE_STR,
+        "degraded": _OPTIONAL_STR,
     },
     "required": ["contextBlock", "searchResults", "tokensUsed", "skipped", "ran", "reason"],
 }
@@ -193,7 +120,7 @@ RELATED_OUTPUT: dict[str, Any] = {
         "path": {"type": "string"},
         "results": {"type": "array", "items": _RESULT},
         "indexed": {"type": "boolean"},
-        "degraded": _NULLABLE_STR,
+        "degraded": _OPTIONAL_STR,
     },
     "required": ["path", "results", "indexed"],
 }
@@ -205,7 +132,7 @@ STATUS_OUTPUT: dict[str, Any] = {
         "totalChunks": {"type": "integer"},
         "provider": {"type": "string"},
         "isIndexing": {"type": "boolean"},
-        "degraded": _NULLABLE_STR,
+        "degraded": _OPTIONAL_STR,
     },
     "required": ["root", "totalFiles", "totalChunks", "provider", "isIndexing"],
 }
@@ -216,120 +143,114 @@ class ToolSpec:
     name: str
     title: str
     description: str
-    input_schema: dict[str, Any]
+    request: type[Request]  # the engine request the tool makes: its schema and its checks
+    fields: tuple[str, ...]  # the request's fields an agent may set (camelCase)
     output_schema: dict[str, Any]
+    required: tuple[
+        str, ...
+    ] = ()  # fields the tool requires beyond the request's own (path, not path or uri)
+
+    @functools.cached_property
+    def input_schema(self) -> dict[str, Any]:
+        return arguments_schema(self.request, self.fields, self.required)
 
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "search", "Search the project",
-        "Find passages in the project's markdown files by meaning and by words (hybrid search). Use it before "
-        "answering or writing anything that depends on what the project already says: facts about a "
-        "character, place or decision, earlier notes, a remembered conversation. Returns the best passages "
-        "first, each with filePath, sectionHeading and headingPath, startLine/endLine (1-based, for `get`), a "
-        "snippet with the matched words in **bold**, a score from 0 to 1 and a confidence from 0 to 1 (how "
-        "likely the passage is relevant at all). `noConfidentMatch` is true when nothing in the project looks "
-        "relevant: say so rather than use the results. `degraded` is set when only keyword search could run; "
-        "`indexing` is true while the index is still being built. Read the lines around a hit with `get` "
-        "before quoting it.",
-        SEARCH_INPUT, SEARCH_OUTPUT,
+        "search",
+        "Search the project",
+        "Find passages in the project's markdown files (notes, documentation, agent memory files, a manuscript) "
+        "by meaning and by words (hybrid search). Use it before answering or writing anything that depends on "
+        "what the project already says: a decision, a definition, an earlier note, a remembered conversation, "
+        "a person, place or character. Returns the best passages first, each with filePath, sectionHeading and "
+        "headingPath, startLine/endLine (1-based, for `get`), a snippet with the matched words in **bold**, a "
+        "score from 0 to 1 and a confidence from 0 to 1 (how likely the passage is relevant at all). "
+        "`noConfidentMatch` is true when nothing in the project looks relevant: say so rather than use the "
+        "results. `degraded` is present when only keyword search could run; `indexing` is true while the index "
+        "is still being built. Read the lines around a hit with `get` before quoting it.",
+        SearchParams,
+        ("query", "maxResults", "mode", "minScore", "filter"),
+        SEARCH_OUTPUT,
     ),
     ToolSpec(
-        "get", "Read lines of a file",
+        "get",
+        "Read lines of a file",
         "Read exact lines of one project file from disk (the memory_get of an agent memory). Use it after "
         "`search` or `related` to read a hit in full, or to read a file you know by path. The path is relative "
         "to the project root and must be a file the project indexes; paths outside the root and files the "
         "project excludes are refused. Returns path, startLine, endLine, totalLines and the text (at most "
         "5000 lines per call: page on with startLine).",
-        GET_INPUT, GET_OUTPUT,
+        GetParams,
+        ("path", "startLine", "lines"),
+        GET_OUTPUT,
+        required=("path",),
     ),
     ToolSpec(
-        "enrich_context", "Assemble context for a task",
+        "enrich_context",
+        "Assemble context for a task",
         "Assemble the project passages worth adding to your context for a task, within a token budget: it "
         "searches with the query, drops excluded files, files you already have (loadedFiles) and passages "
         "that are not relevant, and lays out one block per file (`=== FILE: <path> (SEARCH) ===`), each "
-        "passage headed by its section's heading path and line numbers. Use it once at the start "
-        "of a task instead of several searches when you want ready-to-use context. A skill (or skillConfig) "
-        "sets the budget, filters and whether to search at all. Returns contextBlock (the text to add), "
-        "searchResults (path, section, score, token estimate per passage), tokensUsed, skipped (path and "
-        "reason) and ran/reason (why it did or did not search).",
-        ENRICH_INPUT, ENRICH_OUTPUT,
+        "passage headed by its section's heading path and line numbers. Use it once at the start of a task "
+        "instead of several searches when you want ready-to-use context. A skill (or skillConfig) sets the "
+        "budget, filters and whether to search at all. Returns contextBlock (the text to add), searchResults "
+        "(path, section, score, token estimate per passage), tokensUsed, skipped (path and reason) and "
+        "ran/reason (why it did or did not search).",
+        EnrichParams,
+        (
+            "query",
+            "skill",
+            "skillConfig",
+            "loadedFiles",
+            "maxSearchTokens",
+            "maxResults",
+            "bookId",
+            "wantSearch",
+        ),
+        ENRICH_OUTPUT,
     ),
     ToolSpec(
-        "related", "Find passages like a file",
+        "related",
+        "Find passages like a file",
         "Find passages in other files most similar to one project file, or to the passage at startLine of it "
-        "(by meaning when embeddings exist, "
-        "else by its most distinctive words). Use it to gather what else the project says about the subject "
-        "of a file: other scenes with a character, notes on the same topic, possible contradictions. Returns "
-        "results in the same shape as `search`, and indexed=false when the file is not in the index.",
-        RELATED_INPUT, RELATED_OUTPUT,
+        "(by meaning when embeddings exist, else by its most distinctive words). Use it to gather what else "
+        "the project says about the subject of a file: notes on the same topic, earlier decisions about it, "
+        "other scenes with a character, possible contradictions. Returns results in the same shape as "
+        "`search`, and indexed=false when the file is not in the index.",
+        RelatedParams,
+        ("path", "startLine", "endLine", "maxResults"),
+        RELATED_OUTPUT,
+        required=("path",),
     ),
     ToolSpec(
-        "status", "Index status",
+        "status",
+        "Index status",
         "Report what the search index holds: project root, number of files and chunks, how many chunks have "
         "embeddings, the embedding provider and model, when it last indexed, whether indexing is running, and "
         "`degraded` (why search is keyword-only, if it is). Use it when search results look incomplete or "
         "empty, to tell whether the project is still being indexed.",
-        STATUS_INPUT, STATUS_OUTPUT,
+        StatusParams,
+        (),
+        STATUS_OUTPUT,
     ),
-)  # fmt: skip
+)
 TOOL_NAMES = tuple(t.name for t in TOOLS)
 _SPECS = {t.name: t for t in TOOLS}
 
 
-# -- argument checks ---------------------------------------------------------------------------------------------
-def _field(path: Any) -> str:
-    return ".".join(str(p) for p in path)
-
-
-@functools.cache
-def _validator(tool: str) -> Any:
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(_SPECS[tool].input_schema)
-
-
 def check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any]:
-    """The arguments when they fit the tool's input schema; InvalidRequest naming the first bad field."""
-    from jsonschema.exceptions import best_match
-
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, Mapping):
-        raise InvalidRequest("arguments", "must be an object")
-    arguments = dict(arguments)
-    error = best_match(_validator(spec.name).iter_errors(arguments))
-    if error is None:
-        return arguments
-    where = _field(error.absolute_path)
-    if error.validator == "additionalProperties":
-        allowed = list(error.schema.get("properties", {}))
-        extra = [k for k in error.instance if k not in allowed]
-        name = (where + "." if where else "") + str(extra[0])
-        close = difflib.get_close_matches(str(extra[0]), allowed, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else f"parameters are {', '.join(allowed) or 'none'}"
-        raise InvalidRequest(name, f"is not a parameter of {spec.name} ({hint})")
-    if error.validator == "required":
-        missing = next((k for k in error.validator_value if k not in error.instance), "?")
-        raise InvalidRequest((where + "." if where else "") + missing, "is required")
-    return _raise_typed(where or "arguments", error)
+    """The arguments when they fit the tool's input schema (null fields dropped); InvalidRequest naming the
+    first bad field otherwise."""
+    return parse_arguments(spec.request, arguments, spec.fields, spec.required, spec.name)
 
 
-def _raise_typed(where: str, error: Any) -> dict[str, Any]:
-    v, want = error.validator, error.validator_value
-    if v == "type":
-        message = f"must be of type {want if isinstance(want, str) else ' or '.join(map(str, want))}"
-    elif v == "enum":
-        message = f"must be one of {', '.join(map(str, want))}"
-    elif v in ("minimum", "maximum"):
-        message = f"must be {'>=' if v == 'minimum' else '<='} {want}"
-    elif v == "minLength":
-        message = "must not be empty" if want == 1 else f"must be at least {want} characters"
-    elif v == "maxLength":
-        message = f"must be at most {want} characters"
-    else:
-        message = error.message
-    raise InvalidRequest(where, message)
+def _present(value: Any) -> Any:
+    """`value` without the null fields of its objects, at any depth (absent means null)."""
+    if isinstance(value, Mapping):
+        return {k: _present(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_present(v) for v in value]
+    return value
 
 
 # -- the face ----------------------------------------------------------------------------------------------------
@@ -433,7 +354,7 @@ class McpFace:
         args = check_arguments(spec, arguments)
         handler: Callable[[dict[str, Any]], dict[str, Any]] = getattr(self, f"_tool_{name}")
         self.refresh()
-        return handler(args)
+        return _present(handler(args))
 
     def _visible(self, params: dict[str, Any]) -> dict[str, Any]:
         """The rules an agent cannot change: the MCP role, exclusions respected."""

@@ -11,7 +11,9 @@ Defaults that come from the user's settings (maxResults, maxSearchTokens) stay N
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -19,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from .errors import InvalidRequest
 from .paths import glob_problem
@@ -48,18 +51,27 @@ _query = check_query  # (request_checks.py: the CLI's search checks its query wi
 
 
 class SearchFilter(BaseModel):
-    """`saipling/search` `filter`: conditions applied before ranking."""
+    """Narrow the search to some files before ranking (every condition given must hold)."""
 
     model_config = Request.model_config
 
-    entity_types: list[str] | None = None
-    file_types: list[str] | None = None
-    book_id: str | None = None
-    chapter_id: str | None = None
-    path_prefix: str | None = None
-    glob: str | None = None
-    corpus: str | None = None
-    max_chapter: int | None = None
+    entity_types: list[str] | None = Field(
+        None, description="Only files of these types: frontmatter `type` (e.g. decision, person, character)."
+    )
+    file_types: list[str] | None = Field(
+        None,
+        description="Only these file types, as the project's path rules classify them (e.g. note, scene).",
+    )
+    book_id: str | None = Field(
+        None, description="Only files of this book or volume (frontmatter `book`, or a books/<id>/ folder)."
+    )
+    chapter_id: str | None = Field(None, description="Only this chapter (ch-NN).")
+    path_prefix: str | None = Field(None, description="Only files under this folder, relative to the root.")
+    glob: str | None = Field(None, description="Only files matching this glob, e.g. notes/**/*.md.")
+    corpus: str | None = Field(None, description="Only this named corpus of the project.")
+    max_chapter: int | None = Field(
+        None, description="Nothing from a chapter after this number (a reader's spoiler horizon)."
+    )
 
     @field_validator("glob")
     @classmethod
@@ -75,11 +87,24 @@ FILTER_FIELDS = tuple(to_camel(name) for name in SearchFilter.model_fields)
 class SearchParams(Request):
     """`saipling/search` (SPEC 8)."""
 
-    query: str
-    max_results: int | None = Field(None, ge=1, le=MAX_RESULTS)
-    min_score: float | None = Field(None, ge=0.0, le=1.0)
-    mode: Mode | None = None
-    filter: SearchFilter | None = None
+    query: str = Field(
+        description="What to look for: a question, a description, or exact words (quote a phrase to match it "
+        "as written).",
+        json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS},
+    )
+    max_results: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_RESULTS,
+        description="How many passages to return (default: the project's setting, 5).",
+    )
+    min_score: float | None = Field(
+        None, ge=0.0, le=1.0, description="Drop results scoring below this (0..1)."
+    )
+    mode: Mode | None = Field(
+        None, description="hybrid (default): meaning and words; semantic: meaning only; lexical: words only."
+    )
+    filter: SearchFilter | None = Field(None, description="Narrow the search to some files before ranking.")
     role: str | None = None
     respect_context_settings: bool | None = None
     source: Source | None = None
@@ -94,14 +119,30 @@ class SearchParams(Request):
 class EnrichParams(Request):
     """`saipling/enrichContext` (SPEC 9)."""
 
-    query: str
-    skill: str | None = None
-    skill_config: dict[str, Any] | None = None
-    loaded_files: list[str] | None = None
-    book_id: str | None = None
-    want_search: bool | None = None
-    max_results: int | None = Field(None, ge=1)
-    max_search_tokens: int | None = Field(None, ge=0)
+    query: str = Field(
+        description="The task or question the context is for.", json_schema_extra={"minLength": 1}
+    )
+    skill: str | None = Field(
+        None,
+        description="Name of a skill TOML in the project's skills folder (its [context.vector_search] settings "
+        "apply).",
+    )
+    skill_config: dict[str, Any] | None = Field(
+        None,
+        description="The same settings inline: {enabled, mode: auto|always|never, max_results, max_search_tokens, "
+        "filter_entity_types}.",
+    )
+    loaded_files: list[str] | None = Field(
+        None, description="Files already in your context: their passages are not repeated."
+    )
+    book_id: str | None = Field(None, description="Only this book or volume (and files that belong to none).")
+    want_search: bool | None = Field(
+        None, description="With a skill in auto mode: whether to search (absent: decided from the query)."
+    )
+    max_results: int | None = Field(None, ge=1, description="At most this many passages.")
+    max_search_tokens: int | None = Field(
+        None, ge=0, description="Token budget for the passages (default: the skill's, else 15000)."
+    )
     total_budget_tokens: int | None = Field(None, ge=0)
     loaded_tokens: int | None = Field(None, ge=0)
     role: str | None = None
@@ -116,21 +157,27 @@ class RelatedParams(Request):
     """`saipling/related`: `path` (or `uri`) of the file to find passages like; `startLine`..`endLine` (1-based,
     inclusive) narrow it to the passage at those lines (a scene of a long chapter)."""
 
-    path: str | None = None
+    path: str | None = Field(None, description="A project file, relative to the root.")
     uri: str | None = None
-    start_line: int | None = Field(None, ge=1)
-    end_line: int | None = Field(None, ge=1)
-    max_results: int | None = Field(None, ge=1, le=MAX_RESULTS)
+    start_line: int | None = Field(
+        None, ge=1, description="Only the passage at this line (1-based) of the file, not the whole file."
+    )
+    end_line: int | None = Field(None, ge=1, description="With startLine: the passage's last line.")
+    max_results: int | None = Field(None, ge=1, le=MAX_RESULTS, description="How many passages (default 5).")
     role: str | None = None
 
 
 class GetParams(Request):
     """`saipling/get`: lines of a project file."""
 
-    path: str | None = None
+    path: str | None = Field(
+        None, description="A project file, relative to the root (as search results give it)."
+    )
     uri: str | None = None
-    start_line: int | None = Field(None, ge=1)
-    lines: int | None = Field(None, ge=1)
+    start_line: int | None = Field(None, ge=1, description="First line to return (1-based; default 1).")
+    lines: int | None = Field(
+        None, ge=1, description="How many lines (default: to the end of the file, at most 5000)."
+    )
     role: str | None = None
     respect_context_settings: bool | None = None
 
@@ -302,3 +349,95 @@ def validate(method: str, params: Any) -> dict[str, Any]:
     model = REQUESTS[method]
     parse(model, params)
     return {k: v for k, v in (params or {}).items() if v is not None}
+
+
+# -- one request as a tool's arguments (the MCP face) -------------------------------------------------------------
+class _PortableJsonSchema(GenerateJsonSchema):
+    """JSON Schema that every MCP client reads: an optional field is left out of `required` (never a nullable
+    `anyOf [T, null]` or `type: [T, "null"]`, which some clients refuse), no titles, no `default: null`."""
+
+    def nullable_schema(self, schema: Any) -> JsonSchemaValue:  # (a pydantic_core NullableSchema)
+        return self.generate_inner(schema["schema"])  # null counts as absent (parse): optional, not nullable
+
+    def default_schema(self, schema: Any) -> JsonSchemaValue:
+        out = super().default_schema(schema)
+        if out.get("default", ...) is None:
+            del out["default"]
+        return out
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def _inline(node: Any, defs: Mapping[str, Any]) -> Any:
+    """The schema `node` with every `$ref` to `defs` replaced by the definition itself (no `$defs` left; some
+    clients do not resolve references) and without titles."""
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return _inline({**target, **{k: v for k, v in node.items() if k != "$ref"}}, defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("$defs", "title"):
+            continue
+        if key == "properties" and isinstance(
+            value, dict
+        ):  # (field names, not keywords: a field may be `title`)
+            out[key] = {name: _inline(sub, defs) for name, sub in value.items()}
+        else:
+            out[key] = _inline(value, defs)
+    return out
+
+
+@functools.cache
+def _schema(model: type[Request]) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, schema_generator=_PortableJsonSchema)
+    return _inline(raw, raw.get("$defs", {}))
+
+
+def arguments_schema(
+    model: type[Request], fields: tuple[str, ...], required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The JSON Schema of `model` restricted to `fields` (camelCase), `required` added to the model's own
+    required fields: a tool's input schema generated from the request it makes, checked by `parse_arguments`."""
+    full = _schema(model)
+    props = full["properties"]
+    missing = [f for f in (*fields, *required) if f not in props]
+    if missing:
+        raise ValueError(f"{model.__name__} has no field {', '.join(missing)}")
+    need = [f for f in fields if f in required or f in full.get("required", ())]
+    schema: dict[str, Any] = {"type": "object", "properties": {f: copy.deepcopy(props[f]) for f in fields}}
+    if need:
+        schema["required"] = need
+    schema["additionalProperties"] = False
+    return schema
+
+
+def parse_arguments(
+    model: type[Request],
+    arguments: Any,
+    fields: tuple[str, ...],
+    required: tuple[str, ...] = (),
+    what: str = "",
+) -> dict[str, Any]:
+    """`arguments` checked as `arguments_schema(model, fields, required)` describes them, by the same code
+    as every other face (`parse`); InvalidRequest naming the first bad field otherwise. Returns the arguments
+    without null fields (null counts as absent)."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, Mapping):
+        raise InvalidRequest("arguments", f"expected an object, got {type(arguments).__name__}")
+    for name in arguments:
+        if name not in fields:
+            close = suggestion(str(name), list(fields))
+            hint = f"did you mean {close}?" if close else f"parameters are {', '.join(fields) or 'none'}"
+            raise InvalidRequest(str(name), f"is not a parameter{' of ' + what if what else ''} ({hint})")
+    args = {k: v for k, v in arguments.items() if v is not None}
+    for name in required:
+        if name not in args:
+            raise InvalidRequest(name, "is required")
+    parse(model, args)
+    return args

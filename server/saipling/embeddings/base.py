@@ -40,10 +40,6 @@ class ProviderInfo:
     failed: str | None = None  # set after an auth failure: reason shown to the user
 
 
-# A thread doing background work beside other work (index_embed.Overlap embeds while the text phase chunks): an
-# in-process provider runs that thread's texts on it alone, one at a time, leaving the other cores to the rest.
-side_thread = threading.local()
-
 # Someone is waiting for this thread's query vector (a search): a network provider tries once within
 # SEARCH_QUERY_WAIT seconds (read timeout, Retry-After waits) instead of retrying and waiting on a busy
 # server for minutes; the search answers keyword-only with `degraded` saying why.
@@ -95,9 +91,6 @@ class EmbeddingProvider(abc.ABC):
     document_prefix: str = ""
     input_type_field: str = ""  # request field carrying "query" / "document" (HTTP providers)
     family: str | None = None  # the known model family the prefixes and window came from
-    # an in-process model whose runs release the GIL: an index run embeds stored chunks while it reads and
-    # chunks the next files (index_embed.Overlap). HTTP providers embed after the text phase (keywords first)
-    overlaps_text_phase: bool = False
 
     def __init__(self) -> None:
         self.failed: str | None = None

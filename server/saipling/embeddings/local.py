@@ -22,7 +22,7 @@ from typing import Any
 from ..config import Settings
 from ..errors import ProviderError
 from ..lazy import np  # numpy loads on first use (cold CLI path)
-from .base import EmbeddingProvider, EmbeddingResult, normalise, side_thread
+from .base import EmbeddingProvider, EmbeddingResult, normalise
 from .families import family_for
 from .int8 import int8_matmul_model, quantizes_per_run
 from .tokencount import WordPieceCounter, file_key, is_additive, load_counting_tokenizer
@@ -248,7 +248,6 @@ class LocalProvider(EmbeddingProvider):
 
     name = "local"
     cost_per_million_tokens = 0.0
-    overlaps_text_phase = True
 
     def __init__(self, settings: Settings, *, int8_matmuls: bool = True) -> None:
         """int8_matmuls=False runs the bundled graph as shipped (fp32 matmuls; for comparisons)."""
@@ -469,7 +468,7 @@ class LocalProvider(EmbeddingProvider):
                 return self._run(state, [encodings[i]], lengths[i])[0]
 
             rows: Iterator[np.ndarray] = map(one, order)
-            if state.pool is not None and len(order) > 1 and not getattr(side_thread, "active", False):
+            if state.pool is not None and len(order) > 1:
                 try:
                     rows = state.pool.map(one, order)
                 except RuntimeError:  # close() shut the pool down meanwhile: run here
