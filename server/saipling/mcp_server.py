@@ -216,7 +216,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "(by meaning when embeddings exist, else by its most distinctive words). Use it to gather what else "
         "the project says about the subject of a file: notes on the same topic, earlier decisions about it, "
         "other scenes with a character, possible contradictions. Returns results in the same shape as "
-        "`search`, and indexed=false when the file is not in the index.",
+        "`search`, and indexed=false when the file exists but is not indexed yet. A path that does not exist, "
+        "or that `get` would refuse (excluded by the project's context settings, not visible), is an error.",
         RelatedParams,
         ("path", "startLine", "endLine", "maxResults"),
         RELATED_OUTPUT,
