@@ -377,7 +377,7 @@ class Store(FileWrites, VectorStore):
         allowed = self.filtered_id_set(flt) if flt is not None and not flt.is_empty() else None
         if allowed is not None and not allowed:
             return []  # the filter passes no chunk
-        sql = "SELECT rowid, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank"
+        sql = "SELECT rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank"
         with self._lock:
             if allowed is None:
                 return [(int(i), float(r)) for i, r in self.conn.execute(sql + " LIMIT ?", (match, limit))]
@@ -485,6 +485,22 @@ class Store(FileWrites, VectorStore):
                 int(r[0])
                 for r in self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [heading, *params])
             ]
+
+    def chunks_with_name_heading(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
+        """Chunks whose own heading names the identifier `name` (terms.heading_names): the sections that are `name`
+        itself, else (none is) those of a member of that name (`fs.createReadStream` for `createReadStream`)."""
+        from .terms import heading_names
+
+        where, params = (flt or ChunkFilter()).where()
+        pattern = "%" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sql = "SELECT c.id, c.section_heading FROM chunks c WHERE c.section_heading LIKE ? ESCAPE '\\'" + (
+            f" AND {where}" if where else ""
+        )
+        with self._lock:
+            rows = list(self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [pattern, *params]))
+        level = {int(i): heading_names(str(h).lstrip("#"), name) for i, h in rows}
+        best = max(level.values(), default=0)
+        return [i for i, v in level.items() if v and v == best]
 
     def entity_chunks(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
         """For each file whose entity name, display name or an alias is `name` (ASCII case ignored): its first
