@@ -724,18 +724,27 @@ def test_lead_in_sentence_stays_with_its_code_block(n_paras: int) -> None:
     ]
 
 
-def test_heading_is_never_a_chunk_of_its_own() -> None:
-    # a long heading over a code block that fills most of the window: packed apart, the heading was a chunk alone
-    title = "## `fs.createReadStream(path[, options])` and its options in detail"
-    code = ["```js", *[f"fs.createReadStream('file{i}.txt', {{ start: {i}, end: {i + 10} }});" for i in range(8)],
-            "```"]  # fmt: skip
-    text = "# fs\n\n" + words(120, seed=3) + ".\n\n" + title + "\n\n" + "\n".join(code) + "\n"
-    limits = ChunkLimits(max_tokens=220, target_tokens=170, overlap_tokens=40)
+@pytest.mark.parametrize("body", ["prose", "code"])
+def test_heading_is_never_a_chunk_of_its_own(body: str) -> None:
+    # a long heading over a block that fills most of the budget: packed apart, the heading was a chunk alone
+    title = "## `fs.createReadStream(path[, options])` and all of its options in detail"
+    if body == "prose":
+        block = " ".join(f"Sentence {i} tells how " + words(12, seed=i) + "." for i in range(3))
+        last = "Sentence 2"
+    else:
+        block = "\n".join(["```js", *[f"fs.createReadStream('file{i}.txt', {{ start: {i} }});" for i in range(9)],
+                           "```"])  # fmt: skip
+        last = "file8.txt"
+    text = "# fs\n\n" + words(90, seed=3) + ".\n\n" + title + "\n\n" + block + "\n"
+    limits = ChunkLimits(max_tokens=120, target_tokens=96, overlap_tokens=24)
+    if body == "code":  # (the block may fill the window)
+        limits = ChunkLimits(max_tokens=120, target_tokens=96, overlap_tokens=24, block_tokens=240)
     chunks = chunk_document(text, None, limits)
     heading = re.compile(r"(?m)^#{1,6} .*$")
     assert all(heading.sub("", c.text).strip() for c in chunks), [c.text for c in chunks]
     own = [c for c in chunks if title in c.text]
-    assert own and all("file7.txt" in c.text for c in own)
+    assert own and all(re.sub(heading, "", c.text).strip() for c in own)
+    assert any(last in c.text for c in chunks)
 
 
 def test_code_block_over_the_window_is_split_but_not_carried_into_prose() -> None:
@@ -745,8 +754,13 @@ def test_code_block_over_the_window_is_split_but_not_carried_into_prose() -> Non
     chunks = chunk_document(text, None, limits)
     assert len(chunks) > 2
     assert "Here is a long example:" in chunks[0].text and "const value0 " in chunks[0].text
-    last = chunks[-1]
-    assert "After the code comes prose." in last.text
+    assert "After the code comes prose." in chunks[-1].text
+    # no piece of the code is repeated as the next window's overlap
+    seen: set[str] = set()
+    for c in chunks:
+        pieces = set(re.findall(r"const value\d+ = compute\(\d+, 'argument'\)", c.text))
+        assert not pieces & seen, sorted(pieces & seen)
+        seen |= pieces
 
 
 def test_inline_triple_backticks_do_not_open_a_fence() -> None:

@@ -551,6 +551,8 @@ def _pack(
             for prev in reversed(cur):
                 if ctotal + prev.tokens > overlap or ctotal + prev.tokens + u.tokens > budget:
                     break
+                if any(n in code for n in range(prev.start, prev.end + 1)):
+                    break  # a piece of a code block is not repeated as the next window's overlap
                 carry.insert(0, prev)
                 ctotal += prev.tokens
             if len(carry) == len(cur):

@@ -108,11 +108,12 @@ def fts_query(query: str) -> str | None:
     rest = _PHRASE_RE.sub(" ", query)
     words = [w.lower() for w in _WORD_RE.findall(rest)]
     content = [w for w in words if w not in STOPWORDS]
+    adjacent = words if len(content) == len(words) else []  # (the query's words in order, none left out)
     words = list(dict.fromkeys(content or words))
     terms = [_quote(" ".join(_WORD_RE.findall(p))) for p in phrases] + [
         _quote(w) + ("*" if not w.isascii() and _CJK_RE.search(w) else "") for w in words[:64]
     ]
-    terms += identifier_terms(rest, content or words)
+    terms += identifier_terms(rest, adjacent)
     terms = list(dict.fromkeys(terms))
     return " OR ".join(terms) if terms else None
 
@@ -120,8 +121,8 @@ def fts_query(query: str) -> str | None:
 def identifier_terms(query: str, words: list[str]) -> list[str]:
     """Extra FTS5 phrases for names in a query: a dotted name as itself (`fs.createReadStream` -> "fs
     createreadstream"), a camelCase word as its parts ("create read stream": the `ident_words` of chunks naming
-    it), and a short query of 2-4 plain words as one phrase ("create read stream" -> the parts of
-    `createReadStream` in that order)."""
+    it), and a short query of 2-4 plain words (`words`, in order, no stop word among them) as one phrase ("create
+    read stream" -> the parts of `createReadStream` in that order)."""
     out = [_quote(" ".join(_WORD_RE.findall(m.group(0))).lower()) for m in _DOTTED_RE.finditer(query)]
     for w in _WORD_RE.findall(query):
         parts = identifier_parts(w)
