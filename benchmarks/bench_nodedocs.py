@@ -18,6 +18,7 @@ checkout's), each in its own subprocess:
     python benchmarks/bench_nodedocs.py                       # chunk figures only, vs main
     nice -n 10 python benchmarks/bench_nodedocs.py --index    # plus index time/size and the query ranks
     python benchmarks/bench_nodedocs.py --baseline 5b2b231 --index
+    python benchmarks/bench_nodedocs.py --corpus ../shared/corpora/13th-age-srd   # chunk figures of another folder
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ kinds = {"comment": 0, "linkdef": 0, "heading-only": 0}
 holding = 0  # chunks whose indexed text holds a comment or a link definition at all
 n = 0
 lead_in = None
-for f in sorted(corpus.glob("*.md")):
-    rel = f.name
+for f in sorted(corpus.rglob("*.md")):
+    rel = f.relative_to(corpus).as_posix()
     text = f.read_text(encoding="utf-8")
     for c in chunk_document(text, extract_metadata(rel, text), limits, **extra):
         n += 1
@@ -127,16 +128,22 @@ def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
     p.add_argument("--baseline", default="main", help="git ref of the baseline (default: main)")
     p.add_argument("--index", action="store_true", help="also index each side with the local model")
+    p.add_argument("--corpus", type=Path, help="chunk figures of another markdown folder instead (read only)")
     args = p.parse_args()
     bu.banner("Node.js API docs: chunks and identifiers", args.quick)
-    if not DOCS.is_dir() or not any(DOCS.glob("*.md.gz")):
+    if args.corpus is None and (not DOCS.is_dir() or not any(DOCS.glob("*.md.gz"))):
         print(f"SKIPPED: {DOCS}/*.md.gz is absent (apt-get install --no-install-recommends nodejs-doc)")
         return
     with tempfile.TemporaryDirectory(prefix="saipling-nodedocs-") as tmp:
         tmpd = Path(tmp)
-        corpus = tmpd / "api"
-        corpus.mkdir()
-        files = unpack(corpus)
+        if args.corpus is not None:
+            if not bu.need_shared(args.corpus, "the corpus"):
+                return
+            corpus, files = args.corpus, sum(1 for _ in args.corpus.rglob("*.md"))
+        else:
+            corpus = tmpd / "api"
+            corpus.mkdir()
+            files = unpack(corpus)
         base = tmpd / "base"
         base.mkdir()
         archive = subprocess.run(["git", "-C", str(bu.REPO), "archive", args.baseline, "server"],
@@ -159,7 +166,7 @@ def main() -> None:
             print(f"| {name} | {s['chunks']:,} | {noise:,} ({100 * noise / max(1, s['chunks']):.1f}%) | "
                   f"{s['noise']['comment']:,} | {s['noise']['linkdef']:,} | {s['noise']['heading-only']:,} | "
                   f"{s['holding']:,} | {lead} | {s['limits']} |")
-        if not args.index:
+        if not args.index or args.corpus is not None:
             return
         indexed = {}
         for name, server in sides.items():

@@ -305,9 +305,10 @@ class _Room:
 def _glue_lead_ins(
     units: list[_Unit], heads: set[int], room: _Room, lines: list[str], count: TokenCounter
 ) -> list[_Unit]:
-    """A unit that introduces the next one joined to it while the two fit `budget`: a heading line alone, or a
-    lead-in ending in a colon ("Alternatively one can redirect the output into files:" before its code block).
-    Packed apart, a window could end on the lead-in and the next start with the block it announces."""
+    """A unit that introduces the next one joined to it while the two fit: a heading line alone (up to the
+    model's window, `room.block`), or a lead-in ending in a colon ("Alternatively one can redirect the output into
+    files:" before its code block; up to the window when that block is code). Packed apart, a window could end on
+    the lead-in and the next start with the block it announces, or a heading be a chunk of its own."""
     out: list[_Unit] = []
     for u in units:
         prev = out[-1] if out else None
@@ -319,7 +320,8 @@ def _glue_lead_ins(
             )
             tokens = count(text)
             joined = _Unit(prev.start, u.end, text, tokens, prev.glued)
-            if tokens <= room.of(joined):
+            heading = prev.start in heads and "\n" not in prev.text.strip()
+            if tokens <= (room.block if heading else room.of(joined)):  # (a heading: with its block, up to the window)
                 out[-1] = joined
                 continue
             if room.of(u) == room.budget:  # prose too long to join whole: the introduction takes its first sentence

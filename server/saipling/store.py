@@ -23,6 +23,7 @@ from .errors import IndexCorrupted
 from .store_files import FileWrites
 from .store_schema import (  # noqa: F401 - records re-exported: callers import them from the store
     _MIGRATIONS,
+    ADDED_COLUMNS,
     CACHE_AS_ROWID_TABLE,
     CHUNK_COLUMNS,
     FTS_TOKENIZE,
@@ -183,8 +184,13 @@ class Store(FileWrites, VectorStore):
     def _migrate(self) -> None:
         version = self._scalar("PRAGMA user_version") or 0
         for number in range(version, len(_MIGRATIONS)):
+            sql = _MIGRATIONS[number]
+            for table, statement in ADDED_COLUMNS.get(number + 1, []):
+                column = statement.split("ADD COLUMN ", 1)[1].split()[0]
+                if column in {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}:
+                    sql = sql.replace(statement, "")  # (an index that has it already: ALTER would fail)
             with self.conn:
-                self.conn.execute(_MIGRATIONS[number])
+                self.conn.execute(sql)
                 self.conn.execute(f"PRAGMA user_version={number + 1}")
         self._upgrade_layout()
         if self.get_meta("schema_version") != str(SCHEMA_VERSION):  # no write (and no commit) on every open

@@ -116,6 +116,10 @@ _MIGRATIONS: list[str] = [
 ]
 
 
+# The columns a migration (by its number, 1-based) adds: a statement left out when the table has it already
+ADDED_COLUMNS: dict[int, list[tuple[str, str]]] = {4: [("chunks", "ALTER TABLE chunks ADD COLUMN ident_words TEXT DEFAULT '';")]}
+
+
 # The embedding cache as a rowid table: rows appended, its key in a small unique index. Index files written
 # before 2026-11-24 hold it as `WITHOUT ROWID`, keyed by (model, content hash): each 1.5 KB vector then lived
 # inside a B-tree ordered by a random hash, so every round of new vectors split and rewrote pages all over it
