@@ -112,6 +112,11 @@ def index_side(server: Path, corpus: Path, work: Path) -> dict:
     summary = json.loads(done.stdout)
     db = root / ".saipling" / "index.db"
     size = sum(p.stat().st_size for p in db.parent.glob("index.db*"))
+    return {"seconds": seconds, "chunks": summary.get("chunks"), "bytes": size, "ranks": query_ranks(server, root)}
+
+
+def query_ranks(server: Path, root: Path) -> dict[str, tuple[int | None, int | None]]:
+    """(rank of the expected section, rank of its file) per query and mode, in the top 10."""
     ranks = {}
     for query, file, heading in QUERIES:
         for mode in ("lexical", "hybrid"):
@@ -121,7 +126,7 @@ def index_side(server: Path, corpus: Path, work: Path) -> dict:
                         and (r.get("sectionHeading") or "").lstrip("#").strip().startswith(heading)), None)
             fil = next((i for i, r in enumerate(results, 1) if r["filePath"] == file), None)
             ranks[f"{query} [{mode}]"] = (sec, fil)
-    return {"seconds": seconds, "chunks": summary.get("chunks"), "bytes": size, "ranks": ranks}
+    return ranks
 
 
 def main() -> None:
