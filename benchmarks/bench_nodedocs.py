@@ -120,7 +120,7 @@ def query_ranks(server: Path, root: Path) -> dict[str, tuple[int | None, int | N
     ranks = {}
     for query, file, heading in QUERIES:
         for mode in ("lexical", "hybrid"):
-            out = run_saipling(server, ["search", query, str(root), "--json", "-k", "10", "--mode", mode])
+            out = run_saipling(server, ["search", query, "--root", str(root), "--json", "-k", "10", "--mode", mode])
             results = json.loads(out.stdout or "{}").get("results", []) if out.returncode == 0 else []
             sec = next((i for i, r in enumerate(results, 1) if r["filePath"] == file
                         and (r.get("sectionHeading") or "").lstrip("#").strip().startswith(heading)), None)
