@@ -106,9 +106,16 @@ def test_a_snake_case_name_and_its_parts(docs: Any) -> None:
 def test_a_plain_word_query_gets_no_name_heading_boost(docs: Any) -> None:
     # "open" is not a name in code: the sections are ranked by their words alone, and no result is marked an
     # exact heading match
-    results = docs.search({"query": "open", "mode": "lexical", "explain": True})["results"]
-    assert results
-    assert all(not (r.get("explain") or {}).get("exactMatch") for r in results)
+    for query in ("open", "file open", "asynchronous file open"):
+        results = docs.search({"query": query, "mode": "lexical", "explain": True})["results"]
+        assert results
+        assert all(not (r.get("explain") or {}).get("exactMatch") for r in results), query
+
+
+def test_words_that_join_into_an_indexed_name_find_its_section_first(docs: Any) -> None:
+    results = docs.search({"query": "create read stream", "mode": "lexical", "explain": True})["results"]
+    assert results[0]["sectionHeading"] == "## fs.createReadStream(path[, options])"
+    assert results[0]["explain"]["exactMatch"] == "heading"
 
 
 def test_fts_query_adds_phrases_for_names() -> None:
