@@ -70,12 +70,14 @@ HEADING = re.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t].*)?$")
 kinds = {"comment": 0, "linkdef": 0, "heading-only": 0}
 holding = 0  # chunks whose indexed text holds a comment or a link definition at all
 n = 0
+tokens = 0  # word pieces embedded (sum of the chunks' token counts): the embedding phase's work
 lead_in = None
 for f in sorted(corpus.rglob("*.md")):
     rel = f.relative_to(corpus).as_posix()
     text = f.read_text(encoding="utf-8")
     for c in chunk_document(text, extract_metadata(rel, text), limits, **extra):
         n += 1
+        tokens += c.token_count
         holding += bool(COMMENT.search(c.text) or LINKDEF.search(c.text))
         rest = HEADING.sub("", LINKDEF.sub("", COMMENT.sub("", c.text)))
         if not rest.strip():
@@ -83,7 +85,7 @@ for f in sorted(corpus.rglob("*.md")):
             kinds[kind] += 1
         if rel == "child_process.md" and c.start_line <= 758 <= c.end_line:
             lead_in = [c.start_line, c.end_line, "subprocess.unref();" in c.text.split("redirect", 1)[-1]]
-print(json.dumps({"chunks": n, "noise": kinds, "holding": holding, "limits": [limits.max_tokens, limits.target_tokens,
+print(json.dumps({"chunks": n, "tokens": tokens, "noise": kinds, "holding": holding, "limits": [limits.max_tokens, limits.target_tokens,
                   limits.overlap_tokens, getattr(limits, "block_tokens", None)], "lead_in": lead_in}))
 """
 
@@ -161,14 +163,14 @@ def main() -> None:
             out = subprocess.run([sys.executable, "-c", CHILD, str(server), str(corpus)],
                                  capture_output=True, text=True, check=True)
             stats[name] = json.loads(out.stdout.strip().splitlines()[-1])
-        print("| side | chunks | noise chunks | comment | linkdef | heading-only | holding a comment or linkdef |"
-              " child_process.md:758 chunk | limits |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| side | chunks | tokens embedded | noise chunks | comment | linkdef | heading-only |"
+              " holding a comment or linkdef | child_process.md:758 chunk | limits |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for name, s in stats.items():
             noise = sum(s["noise"].values())
             li = s["lead_in"]
             lead = f"{li[0]}-{li[1]}, code {'with it' if li[2] else 'apart'}" if li else "-"
-            print(f"| {name} | {s['chunks']:,} | {noise:,} ({100 * noise / max(1, s['chunks']):.1f}%) | "
+            print(f"| {name} | {s['chunks']:,} | {s['tokens']:,} | {noise:,} ({100 * noise / max(1, s['chunks']):.1f}%) | "
                   f"{s['noise']['comment']:,} | {s['noise']['linkdef']:,} | {s['noise']['heading-only']:,} | "
                   f"{s['holding']:,} | {lead} | {s['limits']} |")
         if not args.index or args.corpus is not None:
