@@ -17,6 +17,7 @@ checkout's), each in its own subprocess:
 
     python benchmarks/bench_nodedocs.py                       # chunk figures only, vs main
     nice -n 10 python benchmarks/bench_nodedocs.py --index    # plus index time/size and the query ranks
+    nice -n 10 python benchmarks/bench_nodedocs.py --index --provider none --rounds 3   # keywords only
     python benchmarks/bench_nodedocs.py --baseline 5b2b231 --index
     python benchmarks/bench_nodedocs.py --corpus ../shared/corpora/13th-age-srd   # chunk figures of another folder
 """
@@ -103,11 +104,13 @@ def run_saipling(server: Path, args: list[str]) -> subprocess.CompletedProcess[s
     return subprocess.run([sys.executable, "-m", "saipling", *args], env=env, capture_output=True, text=True)
 
 
-def index_side(server: Path, corpus: Path, work: Path) -> dict:
+def index_side(server: Path, corpus: Path, work: Path, provider: str = "local") -> dict:
     root = work / "root"
+    if root.exists():
+        shutil.rmtree(root)
     shutil.copytree(corpus, root)
     t0 = time.perf_counter()
-    done = run_saipling(server, ["index", str(root), "--json", "--yes", "--provider", "local"])
+    done = run_saipling(server, ["index", str(root), "--json", "--yes", "--provider", provider])
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"index failed: {done.stderr[-2000:]}")
@@ -134,7 +137,9 @@ def query_ranks(server: Path, root: Path) -> dict[str, tuple[int | None, int | N
 def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
     p.add_argument("--baseline", default="main", help="git ref of the baseline (default: main)")
-    p.add_argument("--index", action="store_true", help="also index each side with the local model")
+    p.add_argument("--index", action="store_true", help="also index each side (with --provider)")
+    p.add_argument("--provider", default="local", help="for --index: local (default) or none (keywords only)")
+    p.add_argument("--rounds", type=int, default=1, help="for --index: index runs per side, alternating")
     p.add_argument("--corpus", type=Path, help="chunk figures of another markdown folder instead (read only)")
     args = p.parse_args()
     bu.banner("Node.js API docs: chunks and identifiers", args.quick)
@@ -175,16 +180,22 @@ def main() -> None:
                   f"{s['holding']:,} | {lead} | {s['limits']} |")
         if not args.index or args.corpus is not None:
             return
-        indexed = {}
-        for name, server in sides.items():
-            work = tmpd / f"idx-{name}"
-            work.mkdir()
-            indexed[name] = index_side(server, corpus, work)
+        indexed: dict[str, dict] = {}
+        seconds: dict[str, list[float]] = {name: [] for name in sides}
+        for i in range(max(1, args.rounds)):  # alternating: baseline first in even rounds, current in odd ones
+            for name in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
+                work = tmpd / f"idx-{name}"
+                work.mkdir(exist_ok=True)
+                indexed[name] = index_side(sides[name], corpus, work, args.provider)
+                seconds[name].append(indexed[name]["seconds"])
         b, c = indexed["baseline"], indexed["current"]
-        print("\n| side | chunks | index s | index.db MB |\n|---|---|---|---|")
+        print(f"\nprovider {args.provider}, {args.rounds} round(s) a side, load average {bu._loadavg()}")
+        print("\n| side | chunks | index s (median) | runs | index.db MB |\n|---|---|---|---|---|")
         for name, s in indexed.items():
-            print(f"| {name} | {s['chunks']:,} | {s['seconds']:.1f} | {s['bytes'] / 1e6:.1f} |")
-        print(f"\nratio current/baseline: time {c['seconds'] / b['seconds']:.2f}x, size {c['bytes'] / b['bytes']:.2f}x")
+            runs = ", ".join(f"{x:.1f}" for x in seconds[name])
+            print(f"| {name} | {s['chunks']:,} | {bu.median(seconds[name]):.1f} | {runs} | {s['bytes'] / 1e6:.1f} |")
+        ratio = bu.median(seconds["current"]) / bu.median(seconds["baseline"])
+        print(f"\nratio current/baseline: time {ratio:.2f}x, size {c['bytes'] / b['bytes']:.2f}x")
         print("\n| query [mode] | baseline: section rank, file rank | current |\n|---|---|---|")
         for key in b["ranks"]:
             print(f"| {key} | {b['ranks'][key]} | {c['ranks'][key]} |")
