@@ -27,15 +27,23 @@ _PHRASE_RE = re.compile(r'"([^"]+)"')
 # -- identifiers -----------------------------------------------------------------------------------------------
 # A word with a camelCase or PascalCase boundary (`setTimeout`, `XMLHttpRequest`, `HTTP2Stream`). The keyword
 # tokenizer already splits `snake_case` and `fs.createReadStream` at `_` and `.`; camelCase stays one token.
-_CAMEL_WORD_RE = re.compile(r"[A-Za-z0-9]*(?:[a-z0-9][A-Z]|[A-Z]{2}[a-z])[A-Za-z0-9]*")
+# (words are found first and then tested: one pattern doing both backtracks quadratically on a long run of
+# letters without a boundary, such as a hash in a code block)
+_ALNUM_RE = re.compile(r"[A-Za-z0-9]+")
+_CAMEL_BOUNDARY_RE = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
 _CAMEL_PART_RE = re.compile(r"[A-Z0-9]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z0-9]+")
+MAX_IDENTIFIER_CHARS = 64  # longer runs of letters are not names (hashes, base64)
 # a dotted or namespaced name: `fs.createReadStream`, `path::join`, `Class#method`
-_DOTTED_RE = re.compile(r"\w+(?:(?:\.|::|#)\w+)+")
+_DOTTED_RE = re.compile(r"\b\w+(?:(?:\.|::|#)\w+)+")
+
+
+def _camel(word: str) -> bool:
+    return len(word) <= MAX_IDENTIFIER_CHARS and _CAMEL_BOUNDARY_RE.search(word) is not None
 
 
 def identifier_parts(word: str) -> list[str]:
     """A camelCase word's parts, lower case (`createReadStream` -> create, read, stream); [] for other words."""
-    if not _CAMEL_WORD_RE.fullmatch(word):
+    if not (_ALNUM_RE.fullmatch(word) and _camel(word)):
         return []
     return [p.lower() for p in _CAMEL_PART_RE.findall(word)]
 
@@ -46,12 +54,8 @@ def identifier_words(text: str) -> str:
     `fs.createReadStream` (whose whole `createreadstream` the text column already holds)."""
     if not any(c.isupper() for c in text):
         return ""
-    seen: dict[str, None] = {}
-    for m in _CAMEL_WORD_RE.finditer(text):
-        word = m.group(0)
-        if word not in seen:
-            seen[word] = None
-    out = dict.fromkeys(" ".join(identifier_parts(w)) for w in seen)
+    seen = dict.fromkeys(w for w in _ALNUM_RE.findall(text) if _camel(w))
+    out = dict.fromkeys(" ".join(p.lower() for p in _CAMEL_PART_RE.findall(w)) for w in seen)
     return "\n".join(w for w in out if w)
 
 
@@ -68,7 +72,7 @@ def query_name(query: str) -> str | None:
     if m is None:
         return None
     name = m.group(1)
-    return name if _CAMEL_WORD_RE.search(name) or _DOTTED_RE.search(name) or "_" in name.strip("_") else None
+    return name if _CAMEL_BOUNDARY_RE.search(name) or _DOTTED_RE.search(name) or "_" in name.strip("_") else None
 
 
 def heading_names(heading: str, name: str) -> int:
