@@ -27,6 +27,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -109,15 +110,17 @@ def index_side(server: Path, corpus: Path, work: Path, provider: str = "local") 
     if root.exists():
         shutil.rmtree(root)
     shutil.copytree(corpus, root)
-    t0 = time.perf_counter()
+    t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = run_saipling(server, ["index", str(root), "--json", "--yes", "--provider", provider])
-    seconds = time.perf_counter() - t0
+    seconds, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)  # (load on a shared machine: CPU time too)
     if done.returncode != 0:
         raise SystemExit(f"index failed: {done.stderr[-2000:]}")
     summary = json.loads(done.stdout)
     db = root / ".saipling" / "index.db"
     size = sum(p.stat().st_size for p in db.parent.glob("index.db*"))
-    return {"seconds": seconds, "chunks": summary.get("chunks"), "bytes": size, "ranks": query_ranks(server, root)}
+    return {"seconds": seconds, "cpu": cpu, "chunks": summary.get("chunks"), "bytes": size,
+            "ranks": query_ranks(server, root)}
 
 
 def query_ranks(server: Path, root: Path) -> dict[str, tuple[int | None, int | None]]:
@@ -182,20 +185,26 @@ def main() -> None:
             return
         indexed: dict[str, dict] = {}
         seconds: dict[str, list[float]] = {name: [] for name in sides}
+        cpu: dict[str, list[float]] = {name: [] for name in sides}
         for i in range(max(1, args.rounds)):  # alternating: baseline first in even rounds, current in odd ones
             for name in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
                 work = tmpd / f"idx-{name}"
                 work.mkdir(exist_ok=True)
                 indexed[name] = index_side(sides[name], corpus, work, args.provider)
                 seconds[name].append(indexed[name]["seconds"])
+                cpu[name].append(indexed[name]["cpu"])
         b, c = indexed["baseline"], indexed["current"]
         print(f"\nprovider {args.provider}, {args.rounds} round(s) a side, load average {bu._loadavg()}")
-        print("\n| side | chunks | index s (median) | runs | index.db MB |\n|---|---|---|---|---|")
+        print("\n| side | chunks | index s (median) | runs | CPU s (median) | runs | index.db MB |")
+        print("|---|---|---|---|---|---|---|")
         for name, s in indexed.items():
             runs = ", ".join(f"{x:.1f}" for x in seconds[name])
-            print(f"| {name} | {s['chunks']:,} | {bu.median(seconds[name]):.1f} | {runs} | {s['bytes'] / 1e6:.1f} |")
+            cpus = ", ".join(f"{x:.1f}" for x in cpu[name])
+            print(f"| {name} | {s['chunks']:,} | {bu.median(seconds[name]):.1f} | {runs} | {bu.median(cpu[name]):.1f} "
+                  f"| {cpus} | {s['bytes'] / 1e6:.1f} |")
         ratio = bu.median(seconds["current"]) / bu.median(seconds["baseline"])
-        print(f"\nratio current/baseline: time {ratio:.2f}x, size {c['bytes'] / b['bytes']:.2f}x")
+        cratio = bu.median(cpu["current"]) / bu.median(cpu["baseline"])
+        print(f"\nratio current/baseline: wall time {ratio:.2f}x, CPU time {cratio:.2f}x, size {c['bytes'] / b['bytes']:.2f}x")
         print("\n| query [mode] | baseline: section rank, file rank | current |\n|---|---|---|")
         for key in b["ranks"]:
             print(f"| {key} | {b['ranks'][key]} | {c['ranks'][key]} |")
