@@ -203,6 +203,7 @@ def chunk_document(
             for part in _fit_lines(rendered, limits.max_tokens, count_tokens):  # a long `description:` too
                 pieces.append(_Piece(1, body_start - 1, part, None, "", "frontmatter"))
     sections = _sections(lines, body_start, doc)
+    heads = {h.start for h in doc.headings}  # (heading lines: a unit that introduces the next, _glue_lead_ins)
     has_headings = any(s[2] is not None for s in sections)
     for start, end, heading, path in sections:
         while end > start and not lines[end - 1].strip():  # ranges end on text, not on trailing blank lines
@@ -222,7 +223,6 @@ def chunk_document(
                 continue
         target = min(limits.target_tokens, budget)
         room = _Room(budget, max(budget, limits.block_max - (path_count(path) if path else 0)), doc.code_lines)
-        heads = {h.start for h in doc.headings}
         body_units = _glue_lead_ins(body_units, heads, room, lines, count_tokens)
         units = _glue_lead_ins(_split_units(body_units, room, target, count_tokens), heads, room, lines,
                                count_tokens)  # fmt: skip

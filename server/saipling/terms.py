@@ -30,6 +30,7 @@ _PHRASE_RE = re.compile(r'"([^"]+)"')
 # (words are found first and then tested: one pattern doing both backtracks quadratically on a long run of
 # letters without a boundary, such as a hash in a code block)
 _ALNUM_RE = re.compile(r"[A-Za-z0-9]+")
+_ALNUM_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _CAMEL_BOUNDARY_RE = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
 _CAMEL_PART_RE = re.compile(r"[A-Z0-9]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z0-9]+")
 MAX_IDENTIFIER_CHARS = 64  # longer runs of letters are not names (hashes, base64)
@@ -54,9 +55,26 @@ def identifier_words(text: str) -> str:
     `fs.createReadStream` (whose whole `createreadstream` the text column already holds)."""
     if not any(c.isupper() for c in text):
         return ""
-    seen = dict.fromkeys(w for w in _ALNUM_RE.findall(text) if _camel(w))
-    out = dict.fromkeys(" ".join(p.lower() for p in _CAMEL_PART_RE.findall(w)) for w in seen)
+    words: dict[str, None] = {}
+    taken = 0  # the end of the last word taken
+    for m in _CAMEL_BOUNDARY_RE.finditer(text):  # (a boundary is rare in prose: no pass over every word)
+        i = m.start()
+        if i < taken:
+            continue
+        start, floor = i, max(taken, i - MAX_IDENTIFIER_CHARS)
+        while start > floor and text[start - 1] in _ALNUM_CHARS:
+            start -= 1
+        end = _ALNUM_RE.match(text, i).end()  # type: ignore[union-attr]
+        words[text[start:end]] = None
+        taken = end
+    out = dict.fromkeys(_parts_line(w) for w in words)
     return "\n".join(w for w in out if w)
+
+
+@functools.lru_cache(maxsize=65536)
+def _parts_line(word: str) -> str:
+    """`createReadStream` -> `create read stream`; "" for a word that is not camelCase (names repeat: cached)."""
+    return " ".join(p.lower() for p in _CAMEL_PART_RE.findall(word)) if _camel(word) else ""
 
 
 # a query that is one name: `fs.createReadStream`, `setTimeout()`, `child_process`, `Buffer.from`
