@@ -165,7 +165,7 @@ def rewrite_one_file(project: Project, path: str) -> None:
         f["entity_name"], f["display_name"], json.loads(f["aliases"] or "[]"), f["book_id"], f["chapter_id"],
         f["visibility"], f["corpus"], f["warning"],
     )  # fmt: skip
-    chunks = [ChunkRow(**{k: r[k] for k in ChunkRow.__dataclass_fields__}) for r in rows]
+    chunks = [ChunkRow(**{k: r[k] for k in ChunkRow.__dataclass_fields__ if k in r}) for r in rows]
     store.replace_file(
         record, chunks, {r["content_hash"]: vecs[r["id"]] for r in rows if r["id"] in vecs}, None
     )

@@ -22,6 +22,7 @@ from saipling.chunker import (
     parse_blocks,
 )
 from saipling.embeddings.base import estimate_tokens
+from saipling.markdown_blocks import indexed_lines
 from saipling.metadata import extract_metadata
 from saipling.textio import decode
 
@@ -111,6 +112,15 @@ def html_block(draw) -> list[str]:
 
 
 @st.composite
+def link_definitions(draw) -> list[str]:
+    """Link-reference definitions, or a paragraph with an inline comment (neither is indexed)."""
+    defs = ["[fs]: fs.md", "[`fs.open()`]: #fsopen", '[Harbor docs]: https://example.com/a "Title"', "[x]: <y z>"]
+    if draw(st.booleans()):
+        return ["harbor storm <!-- a note --> ferry lantern."]
+    return draw(st.lists(st.sampled_from(defs), min_size=1, max_size=4))
+
+
+@st.composite
 def wiki_paragraph(draw) -> list[str]:
     links = ["[[Marcus Cole]]", "[[characters/marcus|Marc]]", "![[map.png]]", "[[Harbor#Docks]]", "[[a|]]",
              "![[folder/scene 2.md]]", "[[Harbor#^block1]]"]  # fmt: skip
@@ -137,6 +147,7 @@ block = st.one_of(
     tiny_section(),
     setext_heading(),
     html_block(),
+    link_definitions(),
     wiki_paragraph(),
     list_block(),
 )
@@ -238,8 +249,11 @@ def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: To
     lines, meta, chunks = _chunk(data, rel, limits, count)
     raw = _disk_lines(data)
     assert len(lines) == len(raw), "normalising newlines must not change line numbers"
-    disk = parse_blocks("\n".join(lines)).lines  # as indexed: wiki-links as display text, embeds dropped
+    parsed = parse_blocks("\n".join(lines))
+    disk = parsed.lines  # as shown: wiki-links as display text, embeds dropped
     assert len(disk) == len(raw), "showing wiki-links as display text must not change line numbers"
+    shown = indexed_lines(parsed)  # as indexed: HTML comments and link definitions blank
+    assert len(shown) == len(raw), "leaving comments out must not change line numbers"
 
     # chunks are in file order; indexes are 0..n-1
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
@@ -266,14 +280,14 @@ def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: To
             # the text comes from the lines it claims; without overlap it is those lines, whitespace aside (a
             # closing quote or a word cut in two is not lost or split by a space). (A tiny piece merged into an
             # overlapping neighbour on the same line may repeat a few words: _join.)
-            span = "\n".join(disk[c.start_line - 1 : c.end_line])
+            span = "\n".join(shown[c.start_line - 1 : c.end_line])
             for tok in c.text.split():
                 assert tok in span, (tok, c.start_line, c.end_line)
             if limits.overlap_tokens == 0:
                 assert " ".join(c.text.split()) in " ".join(span.split()), (c.text, c.start_line, c.end_line)
         # token counts: the embedded text stays within the limit (plus the heading path it carries)
         assert c.token_count == count(c.embed_text)
-        assert c.token_count <= max(limits.max_tokens, count(c.heading_path) + 8) + 2, (
+        assert c.token_count <= max(limits.block_max, count(c.heading_path) + 8) + 2, (
             c.token_count,
             limits,
             c.heading_path,
@@ -286,12 +300,13 @@ def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: To
     # every non-blank body line is covered by some chunk that holds its words
     body = _body_lines(disk, meta.body_start_line)
     body_chars = sum(len(disk[n - 1].strip()) for n in body)
-    if body_chars >= MIN_CHUNK_CHARS:
+    indexed_chars = sum(len(shown[n - 1].strip()) for n in body)  # a body of comments alone has no chunk
+    if body_chars >= MIN_CHUNK_CHARS and (indexed_chars or any(c.kind != "frontmatter" for c in chunks)):
         for n in body:
             covering = [c for c in chunks if c.kind != "frontmatter" and c.start_line <= n <= c.end_line]
             assert covering, f"line {n} {disk[n - 1]!r} not covered"
             text = " ".join(c.text for c in covering)
-            for tok in disk[n - 1].split():
+            for tok in shown[n - 1].split():
                 if count(tok) <= 8:  # longer "words" may be cut by characters to fit the limit
                     assert tok in text, (n, tok)
 
@@ -611,7 +626,141 @@ def test_hash_lines_in_html_blocks_lists_and_quotes_are_not_sections() -> None:
     )
     chunks = chunk_document(text, None)
     assert [c.section_heading for c in chunks] == ["# Real"]
-    assert "# commented-out heading" in chunks[0].text and "still inside the comment" in chunks[0].text
+    # the comment is not indexed (issue 31), but its lines stay inside the section's range
+    assert "commented-out heading" not in chunks[0].text and "still inside the comment" not in chunks[0].text
+    assert chunks[0].start_line == 1 and chunks[0].end_line == text.count("\n")
+    assert "# inside a div" in chunks[0].text and "The end of the real section" in chunks[0].text
+
+
+# -- text that carries no meaning (issue 31) ---------------------------------------------------------------
+
+NODE_LIKE = """# File system
+
+<!--introduced_in=v0.10.0-->
+
+> Stability: 2 - Stable
+
+The `node:fs` module enables interacting with the file system in a way modeled on standard POSIX functions.
+
+## `fs.access(path[, mode], callback)`
+
+<!-- YAML
+added: v0.11.15
+changes:
+  - version: v18.0.0
+    pr-url: https://github.com/nodejs/node/pull/41678
+    description: Passing an invalid callback to the `callback` argument
+                 now throws `ERR_INVALID_ARG_TYPE` instead of
+                 `ERR_INVALID_CALLBACK`.
+-->
+
+* `path` {string|Buffer|URL}
+* `callback` {Function}
+
+Tests a user's permissions for the file or directory specified by `path`.
+
+## `fs.close(fd[, callback])`
+
+<!-- YAML
+added: v0.0.2
+-->
+
+Closes the file descriptor. No arguments other than a possible exception are given to the completion callback.
+
+[`fs.access()`]: #fsaccesspath-mode-callback
+[`fs.close()`]: #fsclosefd-callback
+[Common System Errors]: errors.md#common-system-errors
+"""
+
+
+def test_html_comments_and_link_definitions_are_not_indexed_but_stay_covered() -> None:
+    chunks = chunk_document(NODE_LIKE, None)
+    lines = NODE_LIKE.split("\n")
+    for c in chunks:
+        assert "<!--" not in c.text and "added:" not in c.text and "pr-url" not in c.text, c.text
+        assert "]: " not in c.text, c.text  # no link-reference definition
+        assert "<!--" not in c.embed_text and "#fsaccesspath" not in c.embed_text
+    # every line of the file is inside some chunk's range, the comments and definitions too
+    covered = {n for c in chunks for n in range(c.start_line, c.end_line + 1)}
+    assert covered >= {n for n, ln in enumerate(lines, 1) if ln.strip()}
+    # no chunk is only a heading (the comment under `## fs.access` no longer counts as its body)
+    heading = re.compile(r"(?m)^#{1,6} .*$")
+    assert all(heading.sub("", c.text).strip() for c in chunks), [c.text for c in chunks]
+    access = next(c for c in chunks if c.section_heading == "## fs.access(path[, mode], callback)")
+    assert "Tests a user's permissions" in access.text and access.start_line == 9
+
+
+def test_comment_only_section_folds_into_the_next() -> None:
+    text = "# Guide\n\n## Old part\n\n<!-- removed for now -->\n\n## New part\n\nThe new part has its words here.\n"
+    chunks = chunk_document(text, None)
+    assert len(chunks) == 1
+    assert chunks[0].start_line == 1 and "The new part has its words" in chunks[0].text
+    assert "removed for now" not in chunks[0].text
+
+
+def test_inline_comment_is_left_out_but_not_code() -> None:
+    text = "# A\n\nThe harbor <!-- TODO check --> was quiet that night.\n\n```html\n<!-- kept in code -->\n```\n"
+    (c,) = chunk_document(text, None)
+    assert "TODO" not in c.text and "The harbor" in c.text and "was quiet" in c.text
+    assert "<!-- kept in code -->" in c.text
+
+
+def _section(n_paras: int, lead_in: str, code_lines: int) -> str:
+    paras = [f"Paragraph {i} " + words(40, seed=i) + "." for i in range(n_paras)]
+    code = ["```js", *[f"const value{i} = compute({i}, 'argument');" for i in range(code_lines)], "```"]
+    return "# Child processes\n\n" + "\n\n".join(paras) + f"\n\n{lead_in}\n\n" + "\n".join(code) + "\n"
+
+
+@pytest.mark.parametrize("n_paras", [1, 2, 3, 4, 5, 6])
+def test_lead_in_sentence_stays_with_its_code_block(n_paras: int) -> None:
+    lead = "Alternatively one can redirect the child process' output into files:"
+    text = _section(n_paras, lead, 12)
+    limits = ChunkLimits(max_tokens=220, target_tokens=170, overlap_tokens=40)
+    chunks = chunk_document(text, None, limits)
+    assert len(chunks) > 1 or n_paras == 1
+    with_lead = [c for c in chunks if "redirect the child process" in c.text]
+    assert with_lead and all("const value11" in c.text and "```js" in c.text for c in with_lead), [
+        (c.start_line, c.end_line) for c in chunks
+    ]
+
+
+@pytest.mark.parametrize("body", ["prose", "code"])
+def test_heading_is_never_a_chunk_of_its_own(body: str) -> None:
+    # a long heading over a block that fills most of the budget: packed apart, the heading was a chunk alone
+    title = "## `fs.createReadStream(path[, options])` and all of its options in detail"
+    if body == "prose":
+        block = " ".join(f"Sentence {i} tells how " + words(12, seed=i) + "." for i in range(3))
+        last = "Sentence 2"
+    else:
+        block = "\n".join(["```js", *[f"fs.createReadStream('file{i}.txt', {{ start: {i} }});" for i in range(9)],
+                           "```"])  # fmt: skip
+        last = "file8.txt"
+    text = "# fs\n\n" + words(90, seed=3) + ".\n\n" + title + "\n\n" + block + "\n"
+    limits = ChunkLimits(max_tokens=120, target_tokens=96, overlap_tokens=24)
+    if body == "code":  # (the block may fill the window)
+        limits = ChunkLimits(max_tokens=120, target_tokens=96, overlap_tokens=24, block_tokens=240)
+    chunks = chunk_document(text, None, limits)
+    heading = re.compile(r"(?m)^#{1,6} .*$")
+    assert all(heading.sub("", c.text).strip() for c in chunks), [c.text for c in chunks]
+    own = [c for c in chunks if title in c.text]
+    assert own and all(re.sub(heading, "", c.text).strip() for c in own)
+    assert any(last in c.text for c in chunks)
+
+
+def test_code_block_over_the_window_is_split_but_not_carried_into_prose() -> None:
+    code = ["```js", *[f"const value{i} = compute({i}, 'argument'). then(done);" for i in range(80)], "```"]
+    text = "# Big\n\nHere is a long example:\n\n" + "\n".join(code) + "\n\nAfter the code comes prose.\n"
+    limits = ChunkLimits(max_tokens=220, target_tokens=170, overlap_tokens=40)
+    chunks = chunk_document(text, None, limits)
+    assert len(chunks) > 2
+    assert "Here is a long example:" in chunks[0].text and "const value0 " in chunks[0].text
+    assert "After the code comes prose." in chunks[-1].text
+    # no piece of the code is repeated as the next window's overlap
+    seen: set[str] = set()
+    for c in chunks:
+        pieces = set(re.findall(r"const value\d+ = compute\(\d+, 'argument'\)", c.text))
+        assert not pieces & seen, sorted(pieces & seen)
+        seen |= pieces
 
 
 def test_inline_triple_backticks_do_not_open_a_fence() -> None:

@@ -541,3 +541,54 @@ def test_a_cjk_context_block_stays_within_its_budget(tmp_path: Path) -> None:
         assert text and response["tokensUsed"] <= 300
         cjk = sum(1 for c in text if "\u3040" <= c <= "\u9fff")
         assert cjk <= 300  # at most a token of budget per character
+
+
+# -- passages that start at a sentence and leave out what is not indexed (issue 31) -------------------------
+
+
+def _wrapped(text: str, width: int = 72) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width)
+
+
+def test_a_window_that_starts_inside_a_line_is_given_from_its_sentence(tmp_path: Path) -> None:
+    sentences = [f"The harbour pilot number {i} guides the ship past the reef." for i in range(160)]
+    sentences[120] = "The albatross circles twice above the mast before the storm."
+    lines = _wrapped(" ".join(sentences))  # a hard-wrapped paragraph: most sentences start inside a line
+    root = make_project(tmp_path, {"wrapped.md": "# Pilots\n\n" + "\n".join(lines) + "\n"})
+    with open_project(root) as p:
+        p.index()
+        chunks = p.store.chunks_for_path("wrapped.md")
+        assert len(chunks) > 1
+        (hit,) = [c for c in chunks if "albatross" in c["text"]][:1]
+        disk = (root / "wrapped.md").read_text(encoding="utf-8").split("\n")
+        first = disk[hit["start_line"] - 1]
+        assert not first.startswith(hit["text"].split()[0] + " " + hit["text"].split()[1])  # (starts inside it)
+        response = p.enrich({"query": "albatross", "skillConfig": ALWAYS, "wantSearch": True})
+        passages = re.split(r"^--- .* ---$", response["contextBlock"], flags=re.M)[1:]
+        assert passages and "albatross" in response["contextBlock"]
+        for passage in passages:
+            body = passage.strip("\n")
+            assert body.startswith(("The ", "# ")), body[:80]  # a sentence's start, not another's end
+            # no line is missing: the passage holds every word of its chunk, in order
+            assert " ".join(hit["text"].split()) in " ".join(body.split())
+
+
+def test_link_definitions_and_comments_at_a_passage_end_are_left_out(tmp_path: Path) -> None:
+    doc = (
+        "# Streams\n\n## `fs.createReadStream(path)`\n\n<!-- YAML\nadded: v0.1.31\n-->\n\n"
+        "Returns a new readable stream for the file at `path`, read in chunks.\n\n"
+        + "\n".join(f"[`ref{i}()`]: #ref{i}" for i in range(30))
+        + "\n"
+    )
+    root = make_project(tmp_path, {"fs.md": doc, "other.md": "# Other\n\nNotes on the harbor tides.\n"})
+    with open_project(root) as p:
+        p.index()
+        response = p.enrich({"query": "readable stream file", "skillConfig": ALWAYS})
+        block = response["contextBlock"]
+        assert "Returns a new readable stream" in block
+        assert "]: #ref" not in block  # the definitions after the last chunk's text are not given
+        (hit,) = [r for r in response["searchResults"] if r["filePath"] == "fs.md"]
+        # the chunk's line range still covers them (the lines are not lost for `get`)
+        assert hit["endLine"] == doc.count("\n")

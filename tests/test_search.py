@@ -183,8 +183,8 @@ def test_query_type(query: str, kind: str) -> None:
         ("the storm and the ledger", '"storm" OR "ledger"'),
         ('"green signal" storm', '"green signal" OR "storm"'),
         ("c++", '"c"'),
-        ("self-driving", '"self" OR "driving"'),
-        ("col:val", '"col" OR "val"'),
+        ("self-driving", '"self" OR "driving" OR "self driving"'),  # (2-4 adjacent words: also as a phrase)
+        ("col:val", '"col" OR "val" OR "col val"'),
         ("a AND OR", '"a" OR "and" OR "or"'),  # all stopwords: all kept
         ("the", '"the"'),  # only stopwords: keep them rather than search nothing
         ("!!!", None),

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .embeddings.base import estimate_tokens
-from .markdown_blocks import MarkdownBlocks, display_text, parse_blocks
+from .markdown_blocks import MarkdownBlocks, display_text, indexed_lines, parse_blocks
 from .metadata import BOOKKEEPING_KEYS, FileMeta
+from .terms import identifier_words
 
 # Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
 # once (vectors of unchanged chunk text come back from the embedding cache). 2: CommonMark parser, wiki-links
@@ -25,7 +26,10 @@ from .metadata import BOOKKEEPING_KEYS, FileMeta
 # note's body kept as one chunk. 4: headings as plain text (`#### ***Ripping Vines***` is `Ripping Vines`); a
 # sentence cut keeps its closing quote or bracket (`home."`), a sentence closed by a typographic quote (`home.”`,
 # `’`, `»`) or ending in `…` is one, and CJK sentences or a word cut in two are rejoined without a space.
-CHUNKER_VERSION = 4
+# 5: HTML comments and link-reference definitions are neither embedded nor keyword-indexed (their lines stay inside
+# the line range of the chunk before them); a heading line or a lead-in ending in `:` is packed with the block it
+# introduces; a code block's sentences are not carried into the next window; identifier words (`ident_words`).
+CHUNKER_VERSION = 5
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
 # a sentence ends at . ! ? … (and the quotes or brackets closing it, straight or typographic: group 1) before
@@ -57,6 +61,14 @@ class ChunkLimits:
     max_tokens: int = 1000
     target_tokens: int = 500
     overlap_tokens: int = 50
+    # a code block (with the lead-in or heading before it) may fill the model's whole window, past `max_tokens`
+    # when that is the shorter passage length the model was trained on: a block is split only when it alone
+    # exceeds the window. 0: `max_tokens`.
+    block_tokens: int = 0
+
+    @property
+    def block_max(self) -> int:
+        return max(self.max_tokens, self.block_tokens)
 
 
 def limits_for(
@@ -64,13 +76,12 @@ def limits_for(
 ) -> ChunkLimits:
     """Chunk limits that never exceed the model's input window (with headroom for the heading path), nor the
     passage length the model was trained on when it names one (`passage_tokens`)."""
-    cap = max(32, int(model_max_input * 0.85)) if model_max_input else max_tokens
-    if passage_tokens > 0:
-        cap = min(cap, max(32, passage_tokens))
+    window = max(32, int(model_max_input * 0.85)) if model_max_input else max_tokens
+    cap = min(window, max(32, passage_tokens)) if passage_tokens > 0 else window
     mx = max(16, min(max_tokens, cap))
     tgt = max(8, min(target_tokens, int(mx * 0.8)))
     ovl = max(0, min(overlap_tokens, tgt // 4))
-    return ChunkLimits(mx, tgt, ovl)
+    return ChunkLimits(mx, tgt, ovl, max(mx, min(max_tokens, window)))
 
 
 @dataclass
@@ -86,6 +97,8 @@ class Chunk:
     token_count: int
     content_hash: str
     preview: str
+    # the parts of the identifiers in its text and heading path (`setTimeout` -> `set timeout`): a keyword column
+    ident_words: str = ""
 
 
 @dataclass
@@ -180,7 +193,8 @@ def chunk_document(
             n = path_counts[path] = count_tokens(path)
         return n
 
-    lines = doc.lines  # as indexed: the same line numbers as on disk, wiki-links as display text
+    # as indexed: the same line numbers as on disk, wiki-links as display text, comments and link definitions blank
+    lines = indexed_lines(doc)
     body_start = meta.body_start_line if meta else 1
     pieces: list[_Piece] = []
     if meta and meta.frontmatter and body_start > 1:
@@ -189,6 +203,7 @@ def chunk_document(
             for part in _fit_lines(rendered, limits.max_tokens, count_tokens):  # a long `description:` too
                 pieces.append(_Piece(1, body_start - 1, part, None, "", "frontmatter"))
     sections = _sections(lines, body_start, doc)
+    heads = {h.start for h in doc.headings}  # (heading lines: a unit that introduces the next, _glue_lead_ins)
     has_headings = any(s[2] is not None for s in sections)
     for start, end, heading, path in sections:
         while end > start and not lines[end - 1].strip():  # ranges end on text, not on trailing blank lines
@@ -207,12 +222,17 @@ def chunk_document(
                 pieces.append(_Piece(start, end, section_text, heading, path, kind, tokens))
                 continue
         target = min(limits.target_tokens, budget)
-        units = _split_units(body_units, budget, target, count_tokens)
+        room = _Room(budget, max(budget, limits.block_max - (path_count(path) if path else 0)), doc.code_lines)
+        body_units = _glue_lead_ins(body_units, heads, room, lines, count_tokens)
+        units = _glue_lead_ins(_split_units(body_units, room, target, count_tokens), heads, room, lines,
+                               count_tokens)  # fmt: skip
         for u_start, u_end, u_text, u_tokens, glued in _pack(
-            units, target, budget, limits.overlap_tokens, lines, count_tokens
-        ):
+            units, target, budget, limits.overlap_tokens, lines, count_tokens, doc.code_lines,
+            lambda u: _introduces(u, heads),  # noqa: B023 (used at once)
+        ):  # fmt: skip
             pieces.append(_Piece(u_start, u_end, u_text, heading, path, kind, u_tokens, glued))
     pieces = _merge_tiny(pieces, lines, limits, count_tokens)
+    _cover_noise(pieces, doc)
     chunks = []
     for i, p in enumerate(pieces):
         etext = embed_text_for(p.path, p.text)
@@ -235,6 +255,7 @@ def chunk_document(
                 token_count=token_count,
                 content_hash=content_hash(etext),
                 preview=make_preview(p.text),
+                ident_words=identifier_words(f"{p.path}\n{p.text}"),
             )
         )
     return chunks
@@ -265,6 +286,84 @@ def _sections(
         carry = None
         out.append((start, end, heading_line, path))
     return out
+
+
+@dataclass(frozen=True)
+class _Room:
+    """A section's token budget: `budget` for prose, `block` for a unit holding a code block (the window)."""
+
+    budget: int
+    block: int
+    code: frozenset[int]
+
+    def of(self, u: _Unit) -> int:
+        if self.block > self.budget and any(n in self.code for n in range(u.start, u.end + 1)):
+            return self.block
+        return self.budget
+
+
+def _glue_lead_ins(
+    units: list[_Unit], heads: set[int], room: _Room, lines: list[str], count: TokenCounter
+) -> list[_Unit]:
+    """A unit that introduces the next one joined to it while the two fit: a heading line alone (up to the
+    model's window, `room.block`), or a lead-in ending in a colon ("Alternatively one can redirect the output into
+    files:" before its code block; up to the window when that block is code). Packed apart, a window could end on
+    the lead-in and the next start with the block it announces, or a heading be a chunk of its own."""
+    out: list[_Unit] = []
+    for u in units:
+        prev = out[-1] if out else None
+        if prev is not None and prev.end < u.start and _introduces(prev, heads):
+            text = (
+                "\n".join(lines[prev.start - 1 : u.end])
+                if _whole(prev, lines) and _whole(u, lines)
+                else f"{prev.text}\n\n{u.text}"
+            )
+            tokens = count(text)
+            joined = _Unit(prev.start, u.end, text, tokens, prev.glued)
+            heading = prev.start in heads and "\n" not in prev.text.strip()
+            if tokens <= (room.block if heading else room.of(joined)):  # (a heading: with its block, up to the window)
+                out[-1] = joined
+                continue
+            if room.of(u) == room.budget:  # prose too long to join whole: the introduction takes its first sentence
+                first, *rest = _sentences(u, count)
+                if rest:
+                    text = f"{prev.text}\n\n{first.text}"
+                    tokens = count(text)
+                    if tokens <= room.budget:
+                        out[-1] = _Unit(prev.start, first.end, text, tokens, prev.glued)
+                        out.extend(rest)
+                        continue
+        out.append(u)
+    return out
+
+
+def _introduces(u: _Unit, heads: set[int]) -> bool:
+    text = u.text.rstrip()
+    return (u.start in heads and "\n" not in text) or text.endswith((":", "："))
+
+
+def _whole(u: _Unit, lines: list[str]) -> bool:
+    return u.text == "\n".join(lines[u.start - 1 : u.end])
+
+
+def _cover_noise(pieces: list[_Piece], doc: MarkdownBlocks) -> None:
+    """Noise lines (comments, link definitions: blank in the indexed text) between two chunks, or after the last,
+    inside the line range of the chunk before them (of the first chunk, when they come before it): every line of
+    the file stays in some chunk's range. The text stays the same."""
+    if not doc.noise_lines:
+        return
+    body = [p for p in pieces if p.kind != "frontmatter"]
+    for i, p in enumerate(body):
+        stop = body[i + 1].start if i + 1 < len(body) else len(doc.lines) + 1
+        gap = [n for n in range(p.end + 1, stop) if n in doc.noise_lines]
+        if gap:
+            p.end = gap[-1]
+    if body:
+        first = body[0]
+        floor = max((p.end for p in pieces if p.kind == "frontmatter"), default=0)
+        before = [n for n in range(floor + 1, first.start) if n in doc.noise_lines]
+        if before:
+            first.start = before[0]
 
 
 def _section_count(
@@ -310,10 +409,11 @@ def _unit(lines: list[str], a: int, b: int, count: TokenCounter) -> _Unit:
     return _Unit(a, b, text, count(text))
 
 
-def _split_units(units: list[_Unit], budget: int, target: int, count: TokenCounter) -> list[_Unit]:
+def _split_units(units: list[_Unit], room: _Room, target: int, count: TokenCounter) -> list[_Unit]:
     out: list[_Unit] = []
+    budget = room.budget
     for u in units:
-        if u.tokens <= budget:
+        if u.tokens <= room.of(u):  # (a code block up to the window)
             out.append(u)
             continue
         for s in _sentences(u, count):
@@ -419,8 +519,18 @@ def _fit_lines(text: str, budget: int, count: TokenCounter) -> list[str]:
     return out
 
 
-def _pack(units: list[_Unit], target: int, budget: int, overlap: int, lines: list[str], count: TokenCounter):
-    """Greedy windows of about `target` tokens (never over `budget`), with trailing-unit overlap.
+def _pack(
+    units: list[_Unit],
+    target: int,
+    budget: int,
+    overlap: int,
+    lines: list[str],
+    count: TokenCounter,
+    code: frozenset[int] = frozenset(),
+    introduces: Callable[[_Unit], bool] = lambda u: False,
+):
+    """Greedy windows of about `target` tokens (never over `budget`), with trailing-unit overlap; a window does
+    not end on a unit that `introduces` the next (a heading, a lead-in): that unit opens the next window instead.
 
     Windows are packed on the sum of their units' counts, but a window's text is more than its units: units on
     different lines are joined by a blank line, and a token count is not additive (`estimate_tokens` rounds
@@ -432,17 +542,26 @@ def _pack(units: list[_Unit], target: int, budget: int, overlap: int, lines: lis
     total = 0
     for u in units:
         if cur and not (total + u.tokens <= target or (total < target * 0.6 and total + u.tokens <= budget)):
+            if len(cur) - n_carry > 1 and introduces(cur[-1]) and cur[-1].tokens + u.tokens <= budget:
+                intro = cur.pop()
+                windows.append((cur, n_carry))
+                cur, total, n_carry = [intro, u], intro.tokens + u.tokens, 0
+                continue
             windows.append((cur, n_carry))
             carry: list[_Unit] = []
             ctotal = 0
             for prev in reversed(cur):
                 if ctotal + prev.tokens > overlap or ctotal + prev.tokens + u.tokens > budget:
                     break
+                if any(n in code for n in range(prev.start, prev.end + 1)):
+                    break  # a piece of a code block is not repeated as the next window's overlap
                 carry.insert(0, prev)
                 ctotal += prev.tokens
             if len(carry) == len(cur):
                 carry, ctotal = [], 0
-            if not carry and overlap > 0:  # the last unit is too long: carry its trailing sentences
+            last = cur[-1]
+            in_code = any(n in code for n in range(last.start, last.end + 1))
+            if not carry and overlap > 0 and not in_code:  # the last unit is too long: carry its trailing sentences
                 tail: list[_Unit] = []
                 for sent in reversed(_sentences(cur[-1], count)[1:]):
                     if ctotal + sent.tokens > overlap or ctotal + sent.tokens + u.tokens > budget:

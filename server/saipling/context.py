@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlparse
 from .context_settings import load_context_settings
 from .embeddings.base import estimate_tokens
 from .errors import InvalidRequest
-from .markdown_blocks import parse_blocks
+from .markdown_blocks import MarkdownBlocks, indexed_lines, parse_blocks
 from .metadata import extract_metadata
 from .paths import normalise_rel
 from .requests import MAX_RESULTS, EnrichParams, parse
@@ -171,13 +171,13 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
             if not files[path].hidden:  # (a file made invisible since it was indexed is not named at all)
                 skipped[(path, "missing")] = None
             continue
-        text, whole_lines = passage
+        text, whole_lines, first, last = passage
         if whole_lines or r["headingPath"] or r["sectionHeading"]:
             heading = r["headingPath"] or r["sectionHeading"] or "(start of file)"
         else:
             heading = "(frontmatter)" if files[path].is_frontmatter(r) else "(start of file)"
-        span = _Span(r["startLine"], r["endLine"], text.rstrip(), [heading], whole_lines)
-        added = ctx.add(path, span, files[path].lines or [], budget)
+        span = _Span(first, last, text.rstrip(), [heading], whole_lines)
+        added = ctx.add(path, span, files[path].lines or [], budget, files[path].indexed)
         if added is None:
             continue  # already in the context (a chunk inside a section given before): nothing new
         if added < 0:
@@ -214,10 +214,13 @@ class _ContextBuilder:
         self.files: dict[str, list[_Span]] = {}
         self.tokens = 0
 
-    def add(self, path: str, span: _Span, lines: list[str], budget: int) -> int | None:
-        """The tokens the passage adds (it is added); None when it adds nothing; -1 when it does not fit."""
+    def add(
+        self, path: str, span: _Span, lines: list[str], budget: int, indexed: list[str] | None = None
+    ) -> int | None:
+        """The tokens the passage adds (it is added); None when it adds nothing; -1 when it does not fit.
+        `indexed`: the file's lines as indexed (comments and link definitions blank: they do not part passages)."""
         spans = self.files.get(path, [])
-        merged = _merge([*spans, span], lines)
+        merged = _merge([*spans, span], lines, indexed)
         if [(x.start, x.end, x.text) for x in merged] == [(x.start, x.end, x.text) for x in spans]:
             return None
         trial = dict(self.files)
@@ -232,7 +235,8 @@ class _ContextBuilder:
         return _render(self.files)
 
 
-def _merge(spans: list[_Span], lines: list[str]) -> list[_Span]:
+def _merge(spans: list[_Span], lines: list[str], indexed: list[str] | None = None) -> list[_Span]:
+    blank = indexed if indexed is not None and len(indexed) == len(lines) else lines
     out: list[_Span] = []
     for sp in sorted(spans, key=lambda x: (x.start, x.end)):
         prev = out[-1] if out else None
@@ -241,11 +245,15 @@ def _merge(spans: list[_Span], lines: list[str]) -> list[_Span]:
             and prev.whole_lines
             and sp.whole_lines
             and sp.start
-            <= prev.end + 1 + sum(1 for k in range(prev.end + 1, sp.start) if not lines[k - 1].strip())
+            <= prev.end + 1 + sum(1 for k in range(prev.end + 1, sp.start) if not blank[k - 1].strip())
         ):
             start, end = prev.start, max(prev.end, sp.end)
             heads = prev.headings + [h for h in sp.headings if h not in prev.headings]
-            out[-1] = _Span(start, end, "\n".join(lines[start - 1 : end]).rstrip(), heads, True)
+            # the first line as the earlier passage gives it (from its first sentence: _FileView.sentence_start)
+            firsts = [prev.text.split("\n", 1)[0]] + ([sp.text.split("\n", 1)[0]] if sp.start == start else [])
+            first = max(firsts, key=len) if start <= len(lines) else ""
+            text = "\n".join([first, *lines[start:end]]).rstrip()
+            out[-1] = _Span(start, end, text, heads, True)
         elif prev is not None and (prev.start, prev.end, prev.text) == (sp.start, sp.end, sp.text):
             continue  # chunks of one long line can share its range and text: one copy
         else:
@@ -266,9 +274,13 @@ def _render(files: dict[str, list[_Span]]) -> str:
 
 def _passage(
     project: ProjectView, r: Mapping[str, Any], files: dict[str, _FileView], levels: list[str]
-) -> tuple[str, bool] | None:
-    """The text of a search result as the file holds it now (and whether it is whole lines of the file), or None
-    when the file no longer holds it.
+) -> tuple[str, bool, int, int] | None:
+    """The text of a search result as the file holds it now, whether it is whole lines of the file, and its first
+    and last line; or None when the file no longer holds it.
+
+    Whole lines start at a sentence or block boundary: a chunk that begins inside a line (a window whose first
+    sentence follows another on its line) is given from that sentence on, and the comments and link definitions
+    at either end of its range (not indexed: chunker.py) are left out.
 
     Lines are read from disk (the source of truth; wiki-links shown as their display text, as indexed), then
     checked against the indexed chunk: after an edit not yet indexed, the recorded line range can point at other
@@ -277,30 +289,40 @@ def _passage(
     `files` keeps each file's lines and chunks for the request: several results often share a file."""
     path = r["filePath"]
     if path not in files:
-        lines, unchanged = _file_lines(project, path, levels)
-        hidden = lines is _HIDDEN
+        doc, unchanged, hidden = _file_lines(project, path, levels)
         files[path] = _FileView(
-            None if hidden else lines, project.store.chunks_for_path(path), unchanged, hidden
+            doc.lines if doc else None,
+            project.store.chunks_for_path(path),
+            unchanged,
+            indexed_lines(doc) if doc else None,
+            doc.code_lines if doc else frozenset(),
+            hidden,
         )
     view = files[path]
-    if view.lines is None:
+    if view.lines is None or view.indexed is None:
         return None
-    current = "\n".join(view.lines[r["startLine"] - 1 : r["endLine"]])
+    a, b = r["startLine"], r["endLine"]
     chunk = next(
         (c for c in view.chunks
-         if c["start_line"] == r["startLine"] and c["end_line"] == r["endLine"] and c["preview"] == r["preview"]),
+         if c["start_line"] == a and c["end_line"] == b and c["preview"] == r["preview"]),
         None,
     )  # fmt: skip
     if chunk is None:
-        return (current, True) if current.strip() else None
+        current = "\n".join(view.lines[a - 1 : b])
+        return (current, True, a, b) if current.strip() else None
     if chunk.get("kind") == "frontmatter":
-        return (chunk["text"], False) if chunk["text"].strip() else None
-    indexed, now = " ".join(chunk["text"].split()), " ".join(current.split())
+        return (chunk["text"], False, a, b) if chunk["text"].strip() else None
+    indexed, now = " ".join(chunk["text"].split()), " ".join("\n".join(view.indexed[a - 1 : b]).split())
     if not view.unchanged and indexed not in now:
         return None  # changed since it was indexed: the passage is gone or moved
     if len(now) > 1.5 * len(indexed) + 200:
-        return chunk["text"], False
-    return current, True
+        return chunk["text"], False, a, b
+    while a < b and not view.indexed[a - 1].strip():  # comments, link definitions at the ends
+        a += 1
+    while b > a and not view.indexed[b - 1].strip():
+        b -= 1
+    first = view.sentence_start(a, chunk["text"])
+    return "\n".join([first, *view.lines[a : b]]), True, a, b
 
 
 @dataclass
@@ -308,29 +330,45 @@ class _FileView:
     lines: list[str] | None  # None: the file is gone or unreadable
     chunks: list[dict[str, Any]]
     unchanged: bool = False  # the file's bytes are the ones indexed: every chunk's line range holds
+    indexed: list[str] | None = None  # the lines as indexed (markdown_blocks.indexed_lines)
+    code: frozenset[int] = frozenset()
     hidden: bool = False  # its visibility on disk is not the request's (changed since it was indexed)
+
+    def sentence_start(self, line: int, text: str) -> str:
+        """The passage's first line: line `line` from where the chunk's `text` starts on it, when that is after
+        the line's start (a window whose first sentence follows another sentence on its line: whole, the passage
+        would begin with the end of that other sentence)."""
+        assert self.lines is not None and self.indexed is not None
+        shown = self.lines[line - 1]
+        head = text.split()[:2]
+        if not head or line in self.code or " ".join(self.indexed[line - 1].split()).startswith(" ".join(head)):
+            return shown
+        found = [m.start() for m in re.finditer(r"\s+".join(map(re.escape, head)), shown)]
+        after_end = [i for i in found if _SENTENCE_END_RE.search(shown[:i])]
+        cut = (after_end or found or [0])[-1]
+        return shown[cut:]
 
     def is_frontmatter(self, r: Mapping[str, Any]) -> bool:
         return any(c.get("kind") == "frontmatter" and c["start_line"] == r["startLine"] and c["preview"] == r["preview"]
                    for c in self.chunks)  # fmt: skip
 
 
-_HIDDEN: list[str] = []  # _file_lines: a file the request may not see now
+_SENTENCE_END_RE = re.compile(r"[.!?…。！？][\"'”’»)\]]*\s+$")
 
 
-def _file_lines(project: ProjectView, rel: str, levels: list[str]) -> tuple[list[str] | None, bool]:
-    """The file's lines as indexed (wiki-links as display text), and whether its bytes are the indexed ones.
-    None when the file is gone or unreadable; _HIDDEN when its bytes changed since it was indexed and its
-    visibility now is one `levels` do not see (the search that found it went by the indexed level)."""
+def _file_lines(project: ProjectView, rel: str, levels: list[str]) -> tuple[MarkdownBlocks | None, bool, bool]:
+    """The file's parse (its lines with wiki-links as display text), whether its bytes are the indexed ones, and
+    whether it is hidden: its bytes changed since it was indexed and its visibility now is one `levels` do not see
+    (the search that found it went by the indexed level). No parse when the file is gone, unreadable or hidden."""
     import hashlib
 
     try:
         data = read_regular(project.root / rel)
         text = decode(data, rel).text
     except (OSError, BinaryFile):
-        return None, False
+        return None, False, False
     record = project.store.get_file(rel)
     unchanged = record is not None and record.get("content_hash") == hashlib.sha256(data).hexdigest()
     if not unchanged and not visible(extract_metadata(rel, text).visibility, levels):
-        return _HIDDEN, False
-    return parse_blocks(text).lines, unchanged
+        return None, False, True
+    return parse_blocks(text), unchanged, False

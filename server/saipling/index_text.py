@@ -127,7 +127,8 @@ class TextPhase:
         m = prep.meta
         return [ChunkRow(c.chunk_index, c.kind, c.section_heading, c.heading_path, c.start_line, c.end_line,
                          c.content_hash, c.preview, c.token_count, c.text, m.file_type, m.entity_type,
-                         m.entity_name, m.book_id, m.chapter_id, m.chapter_num, m.visibility, prep.entry.corpus)
+                         m.entity_name, m.book_id, m.chapter_id, m.chapter_num, m.visibility, prep.entry.corpus,
+                         c.ident_words)
                 for c in prep.chunks]  # fmt: skip
 
     def _text_phase(

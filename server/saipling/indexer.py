@@ -77,6 +77,7 @@ class Indexer(TextPhase, EmbeddingPhase):
                 "max": lim.max_tokens,
                 "target": lim.target_tokens,
                 "overlap": lim.overlap_tokens,
+                "block": lim.block_max,  # a code block may fill the window (chunker.ChunkLimits.block_tokens)
                 "tokenizer": tokenizer,
                 "chunker": CHUNKER_VERSION,  # the same text can chunk differently after a chunker change
                 "metadata": METADATA_VERSION,  # a file's visibility read another way (metadata.py) is re-read

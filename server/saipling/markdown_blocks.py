@@ -18,6 +18,10 @@ _EMBED_RE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
 _WIKI_RE = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")
 # characters that can start inline markup in a heading (emphasis, code, links, HTML, escapes, entities)
 _INLINE_MARKUP_RE = re.compile(r"[*_`\[<\\&!]")
+# an HTML comment on one line (a comment inside a paragraph or beside other HTML; a block of comments is a whole
+# `html_block`, found by the parse)
+_COMMENT_RE = re.compile(r"<!--.*?-->")
+_COMMENT_BLOCK_RE = re.compile(r"<!--.*?-->", re.S)
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,10 @@ class MarkdownBlocks:
         int
     ]  # blank lines inside code, HTML and frontmatter blocks: never a paragraph break
     code_lines: frozenset[int]  # lines of fenced/indented code blocks and frontmatter: wiki-links left alone
-    lines: list[str]  # the file's lines as indexed: wiki-links shown as their display text, embeds dropped
+    lines: list[str]  # the file's lines as a reader sees them: wiki-links shown as their display text, embeds dropped
+    # lines that carry no meaning for a reader: HTML blocks made only of comments (`<!-- YAML ... -->` changelogs)
+    # and link-reference definitions (`[fs]: fs.md`); not embedded nor keyword-indexed (`indexed_lines`)
+    noise_lines: frozenset[int] = frozenset()
 
 
 @lru_cache(maxsize=1)
@@ -60,10 +67,19 @@ def parse_blocks(text: str) -> MarkdownBlocks:
     headings: list[Heading] = []
     keep: set[int] = set()
     code: set[int] = set()
+    noise: set[int] = set()
+    covered = 0  # the last line a top-level block covers so far
     for i, tok in enumerate(tokens):
         if tok.map is None:
             continue
         a, b = tok.map[0] + 1, tok.map[1]  # 1-based inclusive
+        if tok.level == 0:
+            # a non-blank line between top-level blocks belongs to none: link-reference definitions, which the
+            # block parser consumes without a token
+            noise.update(n for n in range(covered + 1, a) if lines[n - 1].strip())
+            covered = max(covered, b)
+        if tok.type == "html_block" and "<!--" in tok.content and not _COMMENT_BLOCK_RE.sub("", tok.content).strip():
+            noise.update(range(a, min(b, len(lines)) + 1))
         if tok.type == "heading_open" and tok.level == 0:
             raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
             title = heading_text(raw)
@@ -72,8 +88,26 @@ def parse_blocks(text: str) -> MarkdownBlocks:
             if tok.type != "html_block":
                 code.update(range(a, b + 1))
             keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
+    if tokens:  # (trailing link definitions)
+        noise.update(n for n in range(covered + 1, len(lines) + 1) if lines[n - 1].strip())
     shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
-    return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown)
+    return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown, frozenset(noise))
+
+
+def indexed_lines(doc: MarkdownBlocks) -> list[str]:
+    """The lines as embedded and keyword-indexed: `doc.lines` with noise lines blank and one-line HTML comments
+    outside code removed (the same number of lines: line N is still the file's line N)."""
+    if not doc.noise_lines and not any("<!--" in ln for ln in doc.lines):
+        return doc.lines
+    out = []
+    for n, ln in enumerate(doc.lines, 1):
+        if n in doc.noise_lines:
+            ln = ""
+        elif "<!--" in ln and n not in doc.code_lines:
+            ln = _COMMENT_RE.sub("", ln)
+            ln = ln if ln.strip() else ""
+        out.append(ln)
+    return out
 
 
 @lru_cache(maxsize=1)

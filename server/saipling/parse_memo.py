@@ -30,6 +30,7 @@ class ParseMemo:
     headings: tuple[Heading, ...]
     keep_whole: frozenset[int]
     code_lines: frozenset[int]
+    noise_lines: frozenset[int] = frozenset()
 
 
 def _digests(lines: list[str], at: list[int]) -> list[bytes]:
@@ -45,11 +46,11 @@ def _digests(lines: list[str], at: list[int]) -> list[bytes]:
 
 def memo_of(text: str, blocks: MarkdownBlocks) -> ParseMemo | None:
     lines = text.split("\n")
-    if len(blocks.code_lines) + len(blocks.keep_whole) > MAX_MEMO_LINES:
+    if len(blocks.code_lines) + len(blocks.keep_whole) + len(blocks.noise_lines) > MAX_MEMO_LINES:
         return None
     starts = [h.start for h in blocks.headings if h.start == h.end and _ATX_RE.match(lines[h.start - 1])]
     return ParseMemo(tuple(zip(starts, _digests(lines, starts), strict=True)), tuple(blocks.headings),
-                     blocks.keep_whole, blocks.code_lines)  # fmt: skip
+                     blocks.keep_whole, blocks.code_lines, blocks.noise_lines)  # fmt: skip
 
 
 def parse_with_memo(text: str, memo: ParseMemo | None) -> MarkdownBlocks:
@@ -72,5 +73,6 @@ def parse_with_memo(text: str, memo: ParseMemo | None) -> MarkdownBlocks:
     headings += [Heading(h.start + shift, h.end + shift, h.level, h.title) for h in tail.headings]
     keep = {n for n in memo.keep_whole if n < restart} | {n + shift for n in tail.keep_whole}
     code = {n for n in memo.code_lines if n < restart} | {n + shift for n in tail.code_lines}
+    noise = {n for n in memo.noise_lines if n < restart} | {n + shift for n in tail.noise_lines}
     shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines[:shift], 1)]
-    return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown + tail.lines)
+    return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown + tail.lines, frozenset(noise))

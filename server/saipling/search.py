@@ -50,6 +50,7 @@ from .terms import (  # noqa: F401 - STOPWORDS re-exported for callers
     highlight_terms,
     make_snippet,
     match_key,
+    query_name,
     query_type,
 )
 from .visibility import role_levels
@@ -464,9 +465,31 @@ def _exact_matches(project: ProjectView, query: str, flt: ChunkFilter) -> dict[i
     if not text or len(text) > 120 or len(text.split()) > 8:
         return {}
     out = {cid: "heading" for cid in project.store.chunks_with_heading(text, flt)}
+    if not out:
+        out = _name_heading_matches(project, text, flt)
     for cid in project.store.entity_chunks(text, flt):
         out.setdefault(cid, "entity")
     return out
+
+
+def _name_heading_matches(project: ProjectView, query: str, flt: ChunkFilter) -> dict[int, str]:
+    """Identifier hook (issue 31): a query that is one name in code (`fs.createReadStream`, `setTimeout`) puts the
+    sections whose heading names it (`fs.createReadStream(path[, options])`) before those that mention it."""
+    name = query_name(query) or _joined_name(project, query)
+    return {cid: "heading" for cid in project.store.chunks_with_name_heading(name, flt)} if name else {}
+
+
+def _joined_name(project: ProjectView, query: str) -> str | None:
+    """A query of 2-4 plain words read as one name ("create read stream" -> `createreadstream`), when the keyword
+    index holds that word (one vocabulary lookup: a query whose words join to no indexed word costs no scan)."""
+    words = _WORD_RE.findall(query)
+    if not 2 <= len(words) <= 4 or not all(w.isascii() and w.isalpha() for w in words):
+        return None
+    if any(w.lower() in STOPWORDS for w in words):
+        return None
+    joined = "".join(w.lower() for w in words)
+    df, _ = project.store.term_doc_freqs([match_key(joined)])
+    return joined if df.get(match_key(joined)) else None
 
 
 def _live_rows(

@@ -26,6 +26,7 @@ from .errors import IndexCorrupted
 from .store_files import FileWrites
 from .store_schema import (  # noqa: F401 - records re-exported: callers import them from the store
     _MIGRATIONS,
+    ADDED_COLUMNS,
     CACHE_AS_ROWID_TABLE,
     CHUNK_COLUMNS,
     FTS_TOKENIZE,
@@ -212,8 +213,13 @@ class Store(FileWrites, VectorStore):
     def _migrate(self) -> None:
         version = self._scalar("PRAGMA user_version") or 0
         for number in range(version, len(_MIGRATIONS)):
+            sql = _MIGRATIONS[number]
+            for table, statement in ADDED_COLUMNS.get(number + 1, []):
+                column = statement.split("ADD COLUMN ", 1)[1].split()[0]
+                if column in {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}:
+                    sql = sql.replace(statement, "")  # (an index that has it already: ALTER would fail)
             with self.conn:
-                self.conn.execute(_MIGRATIONS[number])
+                self.conn.execute(sql)
                 self.conn.execute(f"PRAGMA user_version={number + 1}")
         self._upgrade_layout()
         if self.get_meta("schema_version") != str(SCHEMA_VERSION):  # no write (and no commit) on every open
@@ -406,7 +412,7 @@ class Store(FileWrites, VectorStore):
         allowed = self.filtered_id_set(flt) if flt is not None and not flt.is_empty() else None
         if allowed is not None and not allowed:
             return []  # the filter passes no chunk
-        sql = "SELECT rowid, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank"
+        sql = "SELECT rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank"
         with self._lock:
             if allowed is None:
                 return [(int(i), float(r)) for i, r in self.conn.execute(sql + " LIMIT ?", (match, limit))]
@@ -514,6 +520,22 @@ class Store(FileWrites, VectorStore):
                 int(r[0])
                 for r in self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [heading, *params])
             ]
+
+    def chunks_with_name_heading(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
+        """Chunks whose own heading names the identifier `name` (terms.heading_names): the sections that are `name`
+        itself, else (none is) those of a member of that name (`fs.createReadStream` for `createReadStream`)."""
+        from .terms import heading_names
+
+        where, params = (flt or ChunkFilter()).where()
+        pattern = "%" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sql = "SELECT c.id, c.section_heading FROM chunks c WHERE c.section_heading LIKE ? ESCAPE '\\'" + (
+            f" AND {where}" if where else ""
+        )
+        with self._lock:
+            rows = list(self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [pattern, *params]))
+        level = {int(i): heading_names(str(h).lstrip("#"), name) for i, h in rows}
+        best = max(level.values(), default=0)
+        return [i for i, v in level.items() if v and v == best]
 
     def entity_chunks(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
         """For each file whose entity name, display name or an alias is `name` (ASCII case ignored): its first

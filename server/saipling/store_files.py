@@ -139,9 +139,9 @@ class FileWrites:
              json.dumps(record.aliases), record.book_id, record.chapter_id, record.visibility, record.corpus,
              record.warning),
         )  # fmt: skip
-        self.conn.execute(
+        self.conn.execute(  # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`)
             "INSERT INTO files_fts(rowid, text) VALUES (?, ?)",
-            (self.conn.last_insert_rowid(), "\n".join(ch.text for ch in chunks)),
+            (self.conn.last_insert_rowid(), "\n".join([*(ch.text for ch in chunks), *_ident_lines(chunks)])),
         )
 
     def _vectors_of(self, chunk_ids: list[int]) -> dict[str, np.ndarray]:
@@ -178,6 +178,11 @@ class FileWrites:
             self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
         self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
         return ids
+
+
+def _ident_lines(chunks: Sequence[ChunkRow]) -> list[str]:
+    """The distinct identifier parts of a file's chunks (each chunk's `ident_words`), for its whole-file keywords."""
+    return list(dict.fromkeys(w for ch in chunks if ch.ident_words for w in ch.ident_words.split("\n")))
 
 
 def _same_text(row: tuple, ch: ChunkRow) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -86,7 +86,38 @@ _MIGRATIONS: list[str] = [
         INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
     END;
     """,
+    # 4: a third keyword column, the parts of the chunk's camelCase identifiers (`setTimeout` -> `set timeout`,
+    # chunker.Chunk.ident_words), so "timeout" finds `setTimeout`. Rows indexed before are NULL there until the
+    # chunker version change (5) re-chunks every file; a kept row then gets its column, and its keywords again.
+    f"""
+    ALTER TABLE chunks ADD COLUMN ident_words TEXT DEFAULT '';
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    DROP TRIGGER IF EXISTS chunks_au;
+    DROP TABLE IF EXISTS chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, heading_path, ident_words, content='chunks', content_rowid='id', tokenize='{FTS_TOKENIZE}');
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text, heading_path, ident_words)
+        VALUES (new.id, new.text, new.heading_path, new.ident_words);
+    END;
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path, ident_words)
+        VALUES ('delete', old.id, old.text, old.heading_path, old.ident_words);
+    END;
+    CREATE TRIGGER chunks_au AFTER UPDATE OF text, heading_path, ident_words ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path, ident_words)
+        VALUES ('delete', old.id, old.text, old.heading_path, old.ident_words);
+        INSERT INTO chunks_fts(rowid, text, heading_path, ident_words)
+        VALUES (new.id, new.text, new.heading_path, new.ident_words);
+    END;
+    INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');
+    """,
 ]
+
+
+# The columns a migration (by its number, 1-based) adds: a statement left out when the table has it already
+ADDED_COLUMNS: dict[int, list[tuple[str, str]]] = {4: [("chunks", "ALTER TABLE chunks ADD COLUMN ident_words TEXT DEFAULT '';")]}
 
 
 # The embedding cache as a rowid table: rows appended, its key in a small unique index. Index files written
@@ -158,6 +189,7 @@ class ChunkRow:
     chapter_num: int | None
     visibility: str
     corpus: str
+    ident_words: str = ""  # keywords: the parts of its camelCase identifiers (chunker.Chunk.ident_words)
 
 
 def book_keys(book: str) -> list[str]:
