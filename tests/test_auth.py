@@ -513,14 +513,24 @@ def test_an_index_written_under_the_old_rules_is_re_read(tmp_path: Path) -> None
 def test_enrich_reads_no_passage_of_a_file_made_private_since_it_was_indexed(tmp_path: Path) -> None:
     """The passage reader's own check (the search that found the file went by its indexed level): a file whose
     bytes changed to `visibility: private` gives no lines to a role-less request, and is not named as missing."""
-    from saipling.context import _HIDDEN, _file_lines
+    from saipling.context import _file_lines
 
     root = make_project(tmp_path, {"open.md": OPEN, "note.md": f"# Note\n\nThe {WORD} vault code is 4711.\n"})
     with open_project(root) as project:
         project.index()
-        lines, unchanged = _file_lines(project, "note.md", PUBLIC_ONLY)
-        assert unchanged and lines and "4711" in "\n".join(lines)
+        doc, unchanged, hidden = _file_lines(project, "note.md", PUBLIC_ONLY)
+        assert unchanged and not hidden and doc and "4711" in "\n".join(doc.lines)
         write_file(root, "note.md", frontmatter_file(["Visibility: Private"]))
-        assert _file_lines(project, "note.md", PUBLIC_ONLY) == (_HIDDEN, False)
-        lines, _ = _file_lines(project, "note.md", AUTHOR)
-        assert lines is not _HIDDEN and "4711" in "\n".join(lines or [])
+        assert _file_lines(project, "note.md", PUBLIC_ONLY) == (None, False, True)
+        doc, _, hidden = _file_lines(project, "note.md", AUTHOR)
+        assert not hidden and doc and "4711" in "\n".join(doc.lines)
+
+
+def test_a_visibility_that_yaml_folds_into_several_words_is_private() -> None:
+    """`visibility: private` with an indented line below it is one plain scalar to YAML (`private - item`): a level
+    no role names, which hid the file from every role, its author too. Several words name no level: private."""
+    from saipling.metadata import extract_metadata
+
+    text = "---\ntitle: A Note\nvisibility: private\n  - a dangling list item\n---\n# Secret\n"
+    assert extract_metadata("a.md", text).visibility == "private"
+    assert extract_metadata("b.md", "---\nvisibility: Members\n---\n# M\n").visibility == "members"

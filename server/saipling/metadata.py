@@ -86,7 +86,7 @@ def slugify(value: str) -> str:
 
 # Bumped when the rules that read a file's metadata change (its visibility above all): the indexer re-reads every
 # file of an index written under other rules (indexer.chunking_signature), so no file keeps a level read the old way.
-METADATA_VERSION = 2
+METADATA_VERSION = 3
 PRIVATE = "private"  # the level a file gets when its frontmatter cannot be read (visibility.py: fail closed)
 _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
 
@@ -216,7 +216,10 @@ def _level_of(node: Any) -> str:
         if node.tag == _YAML_NULL:
             return PUBLIC
         if node.tag == _YAML_STR:
-            return fold(node.value)
+            level = fold(node.value)
+            # one word is a level; several (`private` folded by YAML with an indented line below it into
+            # `private - item`, a sentence) name none for sure: private, as any value that cannot be read
+            return level if level and len(level.split()) == 1 else PRIVATE
     return PRIVATE
 
 
