@@ -24,6 +24,7 @@ import apsw
 from . import index_files
 from .errors import IndexCorrupted
 from .store_files import FileWrites
+from .store_mentions import MentionWrites
 from .store_schema import (  # noqa: F401 - records re-exported: callers import them from the store
     _MIGRATIONS,
     CACHE_AS_ROWID_TABLE,
@@ -43,7 +44,7 @@ from .vector_matrix import VectorMatrix
 log = logging.getLogger(__name__)
 
 
-class Store(FileWrites, VectorStore):
+class Store(FileWrites, MentionWrites, VectorStore):
     """The index of one project."""
 
     def __init__(
@@ -313,6 +314,7 @@ class Store(FileWrites, VectorStore):
                 existed = bool(self._scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
                 removed = self._delete_chunks(path)
                 self._drop_file_text(path)
+                self.drop_mentions(path)
                 self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
                 if removed:
                     self._bump_vector_generation()
@@ -327,6 +329,7 @@ class Store(FileWrites, VectorStore):
                 self._bump_vector_generation()
             self.conn.execute("DELETE FROM chunks")
             self.conn.execute("DELETE FROM files_fts")
+            self.clear_mentions()
             self.conn.execute("DELETE FROM files")
         self._vgen_written = None
         self._invalidate()

@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -85,6 +85,17 @@ _MIGRATIONS: list[str] = [
         VALUES ('delete', old.id, old.text, old.heading_path);
         INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
     END;
+    """,
+    # 4: where each entity is mentioned (mentions.py), written with a file's chunks; `mention_files` records the
+    # entity names a file's mentions were found with (a file found with other names is scanned again) and
+    # its frontmatter `pov`. An index made before has no rows here: the next run or refresh fills them.
+    """
+    CREATE TABLE IF NOT EXISTS mentions(
+        path TEXT NOT NULL, entity TEXT NOT NULL, line INTEGER NOT NULL, col INTEGER NOT NULL,
+        end_col INTEGER NOT NULL, surface TEXT);
+    CREATE INDEX IF NOT EXISTS mentions_entity ON mentions(entity, path);
+    CREATE INDEX IF NOT EXISTS mentions_path ON mentions(path);
+    CREATE TABLE IF NOT EXISTS mention_files(path TEXT PRIMARY KEY, names_key TEXT NOT NULL, pov TEXT);
     """,
 ]
 
