@@ -339,6 +339,38 @@ def _embedding_line(e: dict) -> str:
     return ", ".join(parts) + (f" ({e['family']} family)" if e.get("family") else "")
 
 
+@main.command(cls=_QueryCommand)
+@click.argument("name")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--max-chapter", type=click.IntRange(0), default=None, help="Spoiler horizon: nothing after chapter N.")
+@click.option("--limit", type=click.IntRange(0, 100_000), default=None,
+              help="Single mentions listed with --json (default 200; 0: only counts).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def mentions(name: str, root: str | None, max_chapter: int | None, limit: int | None, as_json: bool) -> None:
+    """Where a character or place NAME (a name, alias or profile path) is mentioned: per chapter counts, first and
+    last appearance, chapters since last seen."""
+    from . import mentions as mentions_mod
+
+    project = _open(root, embeds=False)
+    try:
+        _freshen(project)
+        found = mentions_mod.request(project, {"name": name, "maxChapter": max_chapter, "limit": limit})
+    finally:
+        project.close(checkpoint=False)
+    if as_json:
+        _emit_json(found)
+        return
+    for e in found["entities"]:
+        click.echo(f"{e['entity']['name']} ({e['entity']['path']})")
+        click.echo(f"  {e['summary']}")
+        if e["chapters"]:
+            click.echo(f"  {'chapter':<24} {'mentions':>8}  first")
+        for c in e["chapters"]:
+            click.echo(f"  {c['chapter']:<24} {c['count']:>8}  {c['first']['path']}:{c['first']['line']}")
+        for f in e["otherFiles"]:
+            click.echo(f"  {'(not a chapter)':<24} {f['count']:>8}  {f['path']}")
+
+
 @main.command()
 @click.argument("root", required=False, type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

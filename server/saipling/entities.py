@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .context_settings import load_context_settings
 from .metadata import slugify, split_frontmatter
@@ -31,7 +31,24 @@ from .textio import BinaryFile, decode, normalise_newlines, read_regular
 from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .config import Settings
+    from .store import Store
+
+
+class EntityProject(Protocol):
+    """What these features use of a project (in practice a `Project`; not imported: the indexer finds
+    mentions with this module, and the project imports the indexer)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    def refresh_dirty(self) -> Any: ...
+
+
+Project = EntityProject
 
 TextSource = Callable[[str], "str | None"]  # root-relative path -> its current text (None: unreadable)
 
@@ -311,6 +328,7 @@ class Card:
     entity: Entity
     summary: str
     declaration: tuple[int, int]  # 0-based first and last line of the frontmatter (the definition)
+    mentions: str = ""  # where it is mentioned, in one line (mentions.MentionReport.summary), when known
 
 
 def card(entity: Entity, read: TextSource) -> Card:

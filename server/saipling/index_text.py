@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import mentions
+from . import mention_scan
 from .chunk_pool import Chunked, ChunkPool, Early, ReadAhead, chunk_bytes, read_early, worker_count
 from .chunker import Chunk
 from .config import Settings
@@ -319,7 +319,7 @@ class TextPhase:
             vectors = self.store.cached_vectors(self.provider.vector_key, wanted, self.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
         t0 = time.perf_counter()
-        finder = mentions.Finder.for_store(self.store, [p.record for p in batch])
+        finder = mention_scan.Finder.for_store(self.store, [p.record for p in batch])
         stored: list[_Prepared] = []
         try:
             # one commit per batch (a commit per file was half the store time); each file is a savepoint in it

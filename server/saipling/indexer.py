@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from . import mentions
+from . import mention_scan
 from .chunker import CHUNKER_VERSION, ChunkLimits, limits_for
 from .config import Settings
 from .embeddings import Provider
@@ -225,8 +225,7 @@ class Indexer(TextPhase, EmbeddingPhase):
                     batch.append(prep)
             if batch:
                 self._flush(batch, summary)
-            if batch or stale:
-                self._settle_mentions(summary)
+            self._settle_mentions(summary)
         self._settle_racy(racy)
         summary.scanned = len(entries)
         summary.seconds = time.perf_counter() - start
@@ -332,7 +331,7 @@ class Indexer(TextPhase, EmbeddingPhase):
         """Files whose mentions were found with other entity names (an entity file added, renamed, removed)
         are scanned again (mentions.py); a failure leaves them for the next run."""
         try:
-            mentions.settle(self.store, self.root)
+            mention_scan.settle(self.store, self.root)
         except Exception as exc:  # noqa: BLE001 - mentions must never fail the run that stored the text
             log.warning("entity mentions not brought up to date: %s", exc)
 

@@ -136,6 +136,19 @@ RELATED_INPUT: dict[str, Any] = {
 
 STATUS_INPUT: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
+MENTIONS_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 500,
+                 "description": "A character's or place's name or alias (any case), or its file's path."},
+        "maxChapter": {"type": "integer", "minimum": 0, "description": "Spoiler horizon: nothing after chapter N."},
+        "limit": {"type": "integer", "minimum": 0, "maximum": 100000,
+                  "description": "How many single mentions to list (default 200; 0: only the counts)."},
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}  # fmt: skip
+
 _RESULT = {
     "type": "object",
     "properties": {
@@ -211,6 +224,34 @@ STATUS_OUTPUT: dict[str, Any] = {
 }
 
 
+_PLACE = {"type": ["object", "null"]}
+MENTIONS_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "entity": {"type": "object"},
+                    "total": {"type": "integer"},
+                    "summary": {"type": "string"},
+                    "chapters": {"type": "array", "items": {"type": "object"}},
+                    "first": _PLACE,
+                    "last": _PLACE,
+                    "chaptersSinceLastSeen": {"type": ["integer", "null"]},
+                    "chapterTotal": {"type": "integer"},
+                    "otherFiles": {"type": "array", "items": {"type": "object"}},
+                    "mentions": {"type": "array", "items": {"type": "object"}},
+                },
+                "required": ["entity", "total", "summary", "chapters", "first", "last", "mentions"],
+            },
+        },
+    },
+    "required": ["entities"],
+}
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -271,6 +312,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         "`degraded` (why search is keyword-only, if it is). Use it when search results look incomplete or "
         "empty, to tell whether the project is still being indexed.",
         STATUS_INPUT, STATUS_OUTPUT,
+    ),
+    ToolSpec(
+        "mentions", "Where a character or place is mentioned",
+        "Every mention of one entity (a character, place or thing with a profile: its name and aliases, any "
+        "case, possessives too, never inside other words, code or frontmatter) across the manuscript: per "
+        "chapter counts, the first and last appearance (path and 1-based line), chapters since it was last "
+        "seen, mentions outside chapters, and the single mentions (path, line, surface). Use it for continuity "
+        "work: when a character was introduced, whether they have been absent too long, where to check "
+        "what was said about them. An unknown name is an error naming it.",
+        MENTIONS_INPUT, MENTIONS_OUTPUT,
     ),
 )  # fmt: skip
 TOOL_NAMES = tuple(t.name for t in TOOLS)
@@ -455,6 +506,11 @@ class McpFace:
     def _tool_related(self, args: dict[str, Any]) -> dict[str, Any]:
         response = self.project.related(self._visible(args))
         return {**response, "results": [_agent_result(r) for r in response["results"]]}
+
+    def _tool_mentions(self, args: dict[str, Any]) -> dict[str, Any]:
+        from . import mentions
+
+        return mentions.request(self.project, self._visible(args))
 
     def _tool_status(self, args: dict[str, Any]) -> dict[str, Any]:
         status = self.project.status()

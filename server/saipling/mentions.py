@@ -1,113 +1,26 @@
-"""Where each entity is mentioned, computed at index time and kept with the live index: per chapter counts,
-first and last appearance (file and line), chapters since last seen; and the files an entity knows (its
-scenes by frontmatter `pov`, or those that mention it) for the `knownBy` filter.
-
-A file's mentions are found with entities.py's rules (name and aliases, whole words, case- and possessive-
-aware, nothing in frontmatter or code) over every entity of the index, whatever its visibility (a request
-filters by what its role may see), and stored with the file's chunks. Each file records the key of the entity
-names it was scanned with: when an entity file adds, renames or drops a name, `settle` scans again every file
-scanned with other names (read from disk), at the end of the run or refresh that changed them.
-"""
+"""Where each entity is mentioned, computed at index time (mention_scan.py) and kept with the live index: per
+chapter counts, first and last appearance (file and line), chapters since last seen; and the files an entity
+knows (its scenes by frontmatter `pov`, or those that mention it) for the `knownBy` filter."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .context_settings import load_context_settings
-from .entities import Entity, EntityIndex, disk_reader, entity_index, is_entity, manuscript_key
+from .entities import Entity, EntityProject, entity_index, manuscript_key
 from .errors import InvalidRequest
-from .metadata import slugify, split_frontmatter
-from .store_mentions import FileMentionRows, MentionRow
-from .store_schema import FileRecord
+from .metadata import slugify
 from .visibility import role_levels, visible
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from .project import Project
-    from .store import Store
 
 log = logging.getLogger(__name__)
 
-SETTLE_BATCH_FILES = 256  # files re-scanned per transaction when the entity names changed
 
+class Project(EntityProject, Protocol):
+    """What these requests use of a project (in practice a `Project`)."""
 
-# -- index time ----------------------------------------------------------------------------------------------
-def _entity(r: dict[str, Any]) -> Entity:
-    return Entity(
-        path=r["path"],
-        name=str(r["display_name"] or json.loads(r["aliases"])[0]),
-        entity_type=str(r["entity_type"] or r["file_type"] or "entity"),
-        aliases=tuple(str(a) for a in json.loads(r["aliases"] or "[]")),
-    )
-
-
-def _record_row(rec: FileRecord) -> dict[str, Any]:
-    return {
-        "path": rec.path, "entity_type": rec.entity_type, "entity_name": rec.entity_name,
-        "display_name": rec.display_name, "aliases": json.dumps(rec.aliases), "file_type": rec.file_type,
-        "visibility": rec.visibility,
-    }  # fmt: skip
-
-
-@dataclass
-class Finder:
-    """Every entity of the index (all visibilities) and the key of their names."""
-
-    index: EntityIndex
-    key: str
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[dict[str, Any]]) -> Finder:
-        ents = [_entity(r) for r in rows if is_entity(r)]
-        digest = hashlib.sha256(
-            json.dumps(sorted([e.path, list(e.names)] for e in ents)).encode("utf-8")
-        ).hexdigest()[:32]
-        return cls(EntityIndex.build(ents), digest)
-
-    @classmethod
-    def for_store(cls, store: Store, records: Sequence[FileRecord] = ()) -> Finder:
-        """The store's entities, with `records` (files about to be stored) in place of their stored rows."""
-        rows = {r["path"]: r for r in store.entities()}
-        for rec in records:
-            rows[rec.path] = _record_row(rec)
-        return cls.from_rows(rows.values())
-
-    def scan(self, text: str, frontmatter: dict[str, Any] | None = None) -> FileMentionRows:
-        rows: list[MentionRow] = [
-            (e.path, m.line, m.start, m.end, m.surface) for m in self.index.mentions(text) for e in m.entities
-        ]
-        if frontmatter is None:
-            frontmatter, _, _ = split_frontmatter(text)
-        return FileMentionRows(self.key, rows, pov_of(frontmatter))
-
-
-def pov_of(frontmatter: dict[str, Any]) -> str | None:
-    pov = frontmatter.get("pov")
-    if isinstance(pov, list):
-        pov = pov[0] if pov else None
-    return str(pov).strip().casefold() or None if pov is not None else None
-
-
-def settle(store: Store, root: Path) -> int:
-    """Scan again (from disk) every file whose mentions were found with other entity names; returns how many."""
-    finder = Finder.for_store(store)
-    stale = store.mention_stale_paths(finder.key)
-    if not stale:
-        return 0
-    read = disk_reader(root)
-    for i in range(0, len(stale), SETTLE_BATCH_FILES):
-        with store.atomic():
-            for path in stale[i : i + SETTLE_BATCH_FILES]:
-                text = read(path)
-                store.write_mentions(path, finder.scan(text or ""))
-    log.debug("mentions scanned again in %d files (entity names changed)", len(stale))
-    return len(stale)
+    def refresh(self, paths: Any) -> Any: ...
 
 
 # -- requests ------------------------------------------------------------------------------------------------
@@ -177,8 +90,7 @@ def fresh(project: Project) -> None:
     made before mentions were stored is scanned once."""
     project.refresh_dirty()
     if not project.store.readonly and project.store.mentions_unscanned():
-        with project.indexer._write_lock:
-            settle(project.store, project.root)
+        project.refresh([])  # (every refresh settles the mentions: mention_scan.settle)
 
 
 def resolve(project: Project, name: str) -> list[Entity]:
@@ -194,14 +106,20 @@ def resolve(project: Project, name: str) -> list[Entity]:
     return list(dict.fromkeys(found))
 
 
-def _allowed(project: Project) -> Any:
-    levels = role_levels(project.settings.roles, None, project.settings.default_role)
+def _allowed(project: Project, role: str | None = None) -> Any:
+    levels = role_levels(project.settings.roles, role, project.settings.default_role)
     cs = load_context_settings(project.root)
     return lambda row: visible(row.get("visibility"), levels) and cs.mode_for(row["path"]) != "exclude"
 
 
 def report(
-    project: Project, name: str, *, max_chapter: int | None = None, limit: int = 0, refresh: bool = True
+    project: Project,
+    name: str,
+    *,
+    max_chapter: int | None = None,
+    limit: int = 0,
+    role: str | None = None,
+    refresh: bool = True,
 ) -> list[MentionReport]:
     """One report per entity called `name` (InvalidRequest when none is)."""
     if refresh:
@@ -209,7 +127,7 @@ def report(
     ents = resolve(project, name)
     if not ents:
         raise InvalidRequest("name", f"no entity is called {name!r}")
-    allowed = _allowed(project)
+    allowed = _allowed(project, role)
     chapters = [
         r
         for r in project.store.chapter_files()
@@ -268,7 +186,7 @@ def _report(
         lr = [r for r in in_chapters if _label(r, many_books) == last_label][-1]
         last = Place(lr["path"], lr["line"] + 1, last_label)
         since = len(order) - 1 - rank[last_label] if last_label in rank else 0
-    listed = rows if limit <= 0 else rows[:limit]
+    listed = rows[: max(0, limit)]
     mentions = [
         {"path": r["path"], "line": r["line"] + 1, "column": r["col"], "endColumn": r["end_col"],
          "surface": r["surface"], "chapter": _label(r, many_books) if r["chapter_id"] else None}
@@ -277,6 +195,27 @@ def _report(
     return MentionReport(
         e, len(in_chapters), chs, first, last, since, len(order), others, mentions
     )
+
+
+def summary_for(project: Project, entity: Entity) -> str:
+    """The hover card's line ("first ch-02 l.14 · 37 mentions in 9 chapters · last seen ch-19"); "" when it
+    cannot be had (the hover still shows the card)."""
+    try:
+        found = [r for r in report(project, entity.path, refresh=False) if r.entity.path == entity.path]
+    except Exception:  # noqa: BLE001 - a hover must never fail for its mentions line
+        log.debug("no mentions line for %s", entity.path, exc_info=True)
+        return ""
+    return found[0].summary() if found else ""
+
+
+def request(project: Project, params: dict[str, Any]) -> dict[str, Any]:
+    """`saipling/mentions` (requests.MentionsParams): one report per entity called `name`."""
+    from .requests import MentionsParams, parse
+
+    req = parse(MentionsParams, params)
+    limit = 200 if req.limit is None else req.limit
+    found = report(project, req.name, max_chapter=req.max_chapter, limit=limit, role=req.role)
+    return {"entities": [r.to_dict() for r in found]}
 
 
 def known_paths(project: Project, name: str) -> list[str]:

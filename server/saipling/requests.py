@@ -135,6 +135,17 @@ class GetParams(Request):
     respect_context_settings: bool | None = None
 
 
+class MentionsParams(Request):
+    """`saipling/mentions`: where the entity called `name` (a name, an alias, its file or slug) is mentioned:
+    per chapter counts, first and last appearance, chapters since last seen; up to `limit` mentions listed
+    (0: none), none past chapter `maxChapter`."""
+
+    name: str = Field(min_length=1, max_length=500)
+    max_chapter: int | None = Field(None, ge=0)
+    limit: int | None = Field(None, ge=0, le=100_000)
+    role: str | None = None
+
+
 class StatusParams(Request):
     """`saipling/status`."""
 
@@ -182,6 +193,7 @@ REQUESTS: dict[str, type[Request]] = {
     "saipling/related": RelatedParams,
     "saipling/get": GetParams,
     "saipling/status": StatusParams,
+    "saipling/mentions": MentionsParams,
     "saipling/reindex": ReindexParams,
     "saipling/clearIndex": ClearIndexParams,
     "saipling/pauseIndexing": PauseIndexingParams,

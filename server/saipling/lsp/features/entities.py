@@ -9,14 +9,15 @@ on a worker thread (read-only)."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from ... import entities
+from ... import entities, mentions
+from ...errors import InvalidRequest
 from ...textio import normalise_newlines
 from .. import convert
-from ..folders import Folder, locate
+from ..folders import Folder, folders_for, locate
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ def register(server: SaiplingServer) -> None:
     server.handle(types.TEXT_DOCUMENT_DEFINITION, definition, threaded=True)
     server.handle(types.TEXT_DOCUMENT_REFERENCES, references, threaded=True)
     server.handle(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, document_symbol, threaded=True)
+    server.handle("saipling/mentions", mentions_request, threaded=True)
 
 
 # -- buffers ---------------------------------------------------------------------------------------------
@@ -92,6 +94,8 @@ def hover(ls: SaiplingServer, p: types.HoverParams) -> types.Hover | None:
             return None
         folder, read, m, found = hit
         cards = [entities.card(e, read) for e in found]
+        for c in cards:
+            c.mentions = mentions.summary_for(folder.project, c.entity)
     codec = ls.workspace.position_codec
     return types.Hover(
         contents=types.MarkupContent(
@@ -135,3 +139,23 @@ def document_symbol(ls: SaiplingServer, p: types.DocumentSymbolParams) -> list[t
             return []
         items = entities.outline(text, entities.entity_index(folder.project).for_path(rel))
     return convert.outline_symbols(items, text.split("\n"), ls.workspace.position_codec)
+
+
+def mentions_request(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """`saipling/mentions`: the entity's reports from every folder that has it (an unknown name in all of them
+    is InvalidParams naming `name`)."""
+    with ls.engine_call():
+        out: list[dict[str, Any]] = []
+        missing: InvalidRequest | None = None
+        for folder in folders_for(ls, p, with_filter=False):
+            try:
+                found = mentions.request(folder.project, dict(p))
+            except InvalidRequest as exc:
+                if exc.field != "name":
+                    raise
+                missing = exc
+                continue
+            out += [{**e, "workspaceFolder": folder.uri} for e in found["entities"]]
+        if not out and missing is not None:
+            raise missing
+    return {"entities": out}

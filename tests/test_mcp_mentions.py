@@ -1,0 +1,23 @@
+"""The `mentions` MCP tool on the real `saipling mcp` process (issue 35)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fixtures import novel_project, write_file
+from test_mcp import call, error, mcp_session
+
+SCENE = "books/book-01/phase-1-setup/ch-{:02d}/scene-01.md"
+
+
+async def test_mentions_tool_counts_per_chapter_and_follows_an_edit(tmp_path: Path) -> None:
+    root = novel_project(tmp_path)
+    async with mcp_session(root) as session:
+        (entity,) = (await call(session, "mentions", {"name": "Jonathan", "limit": 0}))["entities"]
+        assert {c["chapter"]: c["count"] for c in entity["chapters"]} == {"ch-01": 1, "ch-02": 2}
+        assert entity["mentions"] == [] and entity["chaptersSinceLastSeen"] == 3
+        write_file(root, SCENE.format(4), "---\npov: Mina\n---\n# Chapter 4\n\nJonathan's hands shook.\n")
+        (entity,) = (await call(session, "mentions", {"name": "jonathan harker"}))["entities"]
+        assert {c["chapter"]: c["count"] for c in entity["chapters"]} == {"ch-01": 1, "ch-02": 2, "ch-04": 1}
+        assert [m["surface"] for m in entity["mentions"]].count("Jonathan") == 4
+        assert "Lucy" in await error(session, "mentions", {"name": "Lucy"})
