@@ -21,3 +21,18 @@ async def test_mentions_tool_counts_per_chapter_and_follows_an_edit(tmp_path: Pa
         assert {c["chapter"]: c["count"] for c in entity["chapters"]} == {"ch-01": 1, "ch-02": 2, "ch-04": 1}
         assert [m["surface"] for m in entity["mentions"]].count("Jonathan") == 4
         assert "Lucy" in await error(session, "mentions", {"name": "Lucy"})
+
+
+async def test_search_and_enrich_context_take_known_by(tmp_path: Path) -> None:
+    root = novel_project(tmp_path)
+    async with mcp_session(root) as session:
+        args = {"query": "letter", "mode": "lexical", "maxResults": 20}
+        everyone = {r["filePath"] for r in (await call(session, "search", args))["results"]}
+        assert SCENE.format(3) in everyone
+        flt = {"knownBy": "Jonathan", "maxChapter": 4}
+        known = {r["filePath"] for r in (await call(session, "search", {**args, "filter": flt}))["results"]}
+        assert known == {SCENE.format(2)}  # chapter 3's letter is Mina's: Jonathan is not in it
+        enrich = await call(session, "enrich_context", {"query": "Mina read the letter", "knownBy": "Dracula",
+                                                         "maxChapter": 1, "skillConfig": {"min_relevance": 0}})  # fmt: skip
+        assert {r["filePath"] for r in enrich["searchResults"]} <= {SCENE.format(1), "characters/count-dracula/profile.md"}
+        assert "knownBy" in await error(session, "search", {**args, "filter": {"knownBy": "Lucy"}})

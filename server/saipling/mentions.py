@@ -12,6 +12,7 @@ from .context_settings import load_context_settings
 from .entities import Entity, EntityProject, entity_index, manuscript_key
 from .errors import InvalidRequest
 from .metadata import slugify
+from .store_schema import ChunkFilter
 from .visibility import role_levels, visible
 
 log = logging.getLogger(__name__)
@@ -218,11 +219,25 @@ def request(project: Project, params: dict[str, Any]) -> dict[str, Any]:
     return {"entities": [r.to_dict() for r in found]}
 
 
+def resolve_known_by(project: EntityProject, flt: ChunkFilter) -> None:
+    """Fill the filter's `knownBy` condition (store_schema.ChunkFilter.known_entities); InvalidRequest naming
+    `filter.knownBy`-style field `knownBy` when no entity is called so (fail closed)."""
+    assert flt.known_by is not None
+    ents = resolve(project, flt.known_by)
+    if not ents:
+        raise InvalidRequest("knownBy", f"no entity is called {flt.known_by!r}")
+    flt.known_entities = [e.path for e in ents]
+    flt.known_povs = sorted(_povs(ents))
+
+
+def _povs(ents: list[Entity]) -> set[str]:
+    return {n.strip().casefold() for e in ents for n in e.names} | {slugify(e.name) for e in ents}
+
+
 def known_paths(project: Project, name: str) -> list[str]:
     """The files the entity `name` knows: those that mention it and scenes whose `pov` is it (any of its
     names); InvalidRequest when no entity is called `name`. Unknown names fail closed: nothing is known."""
     ents = resolve(project, name)
     if not ents:
         raise InvalidRequest("knownBy", f"no entity is called {name!r}")
-    povs = {n.strip().casefold() for e in ents for n in e.names} | {slugify(e.name) for e in ents}
-    return project.store.known_paths([e.path for e in ents], sorted(povs))
+    return project.store.known_paths([e.path for e in ents], sorted(_povs(ents)))

@@ -60,6 +60,7 @@ class SearchFilter(BaseModel):
     glob: str | None = None
     corpus: str | None = None
     max_chapter: int | None = None
+    known_by: str | None = Field(None, min_length=1, max_length=500)
 
     @field_validator("glob")
     @classmethod
@@ -105,6 +106,8 @@ class EnrichParams(Request):
     total_budget_tokens: int | None = Field(None, ge=0)
     loaded_tokens: int | None = Field(None, ge=0)
     role: str | None = None
+    known_by: str | None = Field(None, min_length=1, max_length=500)
+    max_chapter: int | None = Field(None, ge=0)
 
     @field_validator("query")
     @classmethod

@@ -27,6 +27,7 @@ class FileMentionRows:
 class MentionWrites:
     conn: apsw.Connection
     _lock: threading.RLock
+    _writes: int
 
     def write_mentions(self, path: str, found: FileMentionRows) -> None:
         """Replace a file's mentions (the caller's transaction, or one of its own)."""
@@ -40,6 +41,7 @@ class MentionWrites:
                 "INSERT OR REPLACE INTO mention_files(path, names_key, pov) VALUES (?,?,?)",
                 (path, found.names_key, found.pov),
             )
+            self._writes += 1  # filters over mentions (knownBy) cached per index state see the change
 
     def drop_mentions(self, path: str) -> None:
         self.conn.execute("DELETE FROM mentions WHERE path = ?", (path,))

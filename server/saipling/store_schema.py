@@ -195,6 +195,11 @@ class ChunkFilter:
     visibility: list[str] | None = None  # None = no restriction
     exclude_paths: list[str] = field(default_factory=list)
     only_paths: list[str] | None = None
+    # what one entity knows (mentions.py): files that mention one of `known_entities` (entity paths) or whose
+    # frontmatter `pov` is one of `known_povs` (casefolded); `known_by` named but not resolved matches nothing
+    known_by: str | None = None
+    known_entities: list[str] | None = None
+    known_povs: list[str] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         return self.where() == ("", [])
@@ -248,6 +253,14 @@ class ChunkFilter:
         if self.only_paths is not None:
             conds.append("c.path IN (SELECT value FROM json_each(?))")
             params.append(json.dumps(self.only_paths))
+        if self.known_entities is not None:
+            conds.append(
+                "(c.path IN (SELECT m.path FROM mentions m WHERE m.entity IN (SELECT value FROM json_each(?)))"
+                " OR c.path IN (SELECT f.path FROM mention_files f WHERE f.pov IN (SELECT value FROM json_each(?))))"
+            )
+            params += [json.dumps(self.known_entities), json.dumps(self.known_povs)]
+        elif self.known_by is not None:
+            conds.append("0")  # (fail closed: never resolved, nothing is known)
         return " AND ".join(conds), params
 
 
