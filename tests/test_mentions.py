@@ -91,3 +91,14 @@ def test_known_paths_are_pov_scenes_and_mentions(tmp_path: Path) -> None:
         assert sorted(k for k in jonathan if k.startswith("books/")) == [SCENE.format(n) for n in (1, 2)]
         with pytest.raises(InvalidRequest, match="knownBy"):
             mentions.known_paths(p, "Lucy")  # not an entity: fail closed
+
+
+def test_chapters_since_last_seen_count_within_the_book(tmp_path: Path) -> None:
+    root = novel_project(tmp_path)
+    for n in range(1, 4):  # a second book, without Mina
+        write_file(root, f"books/book-02/phase-1/ch-{n:02d}/scene-01.md", f"# Book two, {n}\n\nRain.\n")
+    with open_project(root) as p:
+        p.index()
+        (mina,) = mentions.report(p, "Mina")
+        assert mina.last is not None and mina.last.chapter == "book-01/ch-04"
+        assert mina.chapters_since_last_seen == 1 and mina.chapter_total == 8

@@ -372,6 +372,37 @@ def mentions(name: str, root: str | None, max_chapter: int | None, limit: int | 
 
 
 @main.command()
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--drift", is_flag=True, help="Words close to an entity's name or alias but not equal.")
+@click.option("--unknown", is_flag=True, help="Capitalised names used often with no entity page.")
+@click.option("--min-count", type=click.IntRange(1), default=5, show_default=True,
+              help="--unknown: mid-sentence uses needed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def names(root: str | None, drift: bool, unknown: bool, min_count: int, as_json: bool) -> None:
+    """Names that drift (`Dormaan` for Dorman) and names without a page (both lists unless one is asked)."""
+    from . import names as names_mod
+
+    project = _open(root, embeds=False)
+    try:
+        _freshen(project)
+        found = names_mod.request(project, {"drift": drift, "unknown": unknown, "minCount": min_count})
+    finally:
+        project.close(checkpoint=False)
+    if as_json:
+        _emit_json(found)
+        return
+    if "drift" in found:
+        click.echo(f"names that drift ({len(found['drift'])}):")
+        for d in found["drift"]:
+            click.echo(f"  {d['word']:<20} ~ {d['closeTo']:<16} ({d['entity']}) x{d['count']:<4} "
+                       f"{d['first']['path']}:{d['first']['line']}")  # fmt: skip
+    if "unknown" in found:
+        click.echo(f"names without a page ({len(found['unknown'])}):")
+        for u in found["unknown"]:
+            click.echo(f"  {u['word']:<20} x{u['count']:<5} {u['first']['path']}:{u['first']['line']}")
+
+
+@main.command()
 @click.argument("root", required=False, type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @provider_option

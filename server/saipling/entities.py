@@ -266,6 +266,7 @@ def is_entity(row: dict[str, Any]) -> bool:
 
 
 _cache: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}
+_fast: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}  # by index version, levels and exclusions
 
 
 def entity_index(project: Project) -> EntityIndex:
@@ -273,6 +274,11 @@ def entity_index(project: Project) -> EntityIndex:
     `.context_settings.json` (the rule of every request that returns content, as `workspace/symbol`)."""
     levels = role_levels(project.settings.roles, None, project.settings.default_role)
     cs = load_context_settings(project.root)
+    store = project.store
+    version = (id(store), store.path, store.index_version(), tuple(levels), id(cs) if cs.has("exclude") else None)
+    fast = _fast.get(id(project))
+    if fast is not None and fast[0] == version:  # nothing changed in the index: no rows read
+        return fast[1]
     rows = [
         r
         for r in project.store.entities()
@@ -281,6 +287,7 @@ def entity_index(project: Project) -> EntityIndex:
     key = tuple(tuple(sorted(r.items())) for r in rows)
     hit = _cache.get(id(project))
     if hit is not None and hit[0] == key:
+        _fast[id(project)] = (version, hit[1])
         return hit[1]
     ents = [
         Entity(
@@ -294,6 +301,7 @@ def entity_index(project: Project) -> EntityIndex:
     ]
     index = EntityIndex.build(ents)
     _cache[id(project)] = (key, index)
+    _fast[id(project)] = (version, index)
     return index
 
 

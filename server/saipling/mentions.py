@@ -129,13 +129,7 @@ def report(
     if not ents:
         raise InvalidRequest("name", f"no entity is called {name!r}")
     allowed = _allowed(project, role)
-    chapters = [
-        r
-        for r in project.store.chapter_files()
-        if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
-    ]
-    many_books = len({r["book_id"] for r in chapters}) > 1
-    order = _chapter_order(chapters, many_books)
+    order, many_books = _chapters(project, allowed, role, max_chapter)
     out = []
     for e in ents:
         rows = [
@@ -148,8 +142,35 @@ def report(
     return out
 
 
+_order_cache: dict[int, tuple[tuple[Any, ...], tuple[list[str], bool]]] = {}
+
+
+def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int | None) -> tuple[list[str], bool]:
+    """The chapters the role may see in manuscript order (and whether there are several books), cached per
+    index version."""
+    cs = load_context_settings(project.root)
+    store = project.store
+    key = (id(store), store.path, store.index_version(), role, max_chapter, id(cs) if cs.has("exclude") else None)
+    hit = _order_cache.get(id(project))
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    chapters = [
+        r
+        for r in project.store.chapter_files()
+        if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
+    ]
+    many_books = len({r["book_id"] for r in chapters}) > 1
+    found = (_chapter_order(chapters, many_books), many_books)
+    _order_cache[id(project)] = (key, found)
+    return found
+
+
 def _label(row: dict[str, Any], many_books: bool) -> str:
     return f"{row['book_id']}/{row['chapter_id']}" if many_books and row["book_id"] else row["chapter_id"]
+
+
+def _book_of(label: str) -> str:
+    return label.rsplit("/", 1)[0] if "/" in label else ""
 
 
 def _chapter_order(rows: list[dict[str, Any]], many_books: bool) -> list[str]:
@@ -186,7 +207,8 @@ def _report(
         last_label = max(chs, key=lambda c: rank.get(c.chapter, -1)).chapter
         lr = [r for r in in_chapters if _label(r, many_books) == last_label][-1]
         last = Place(lr["path"], lr["line"] + 1, last_label)
-        since = len(order) - 1 - rank[last_label] if last_label in rank else 0
+        book = _book_of(last_label)  # chapters of the same book after it
+        since = sum(1 for c in order[rank[last_label] + 1 :] if _book_of(c) == book) if last_label in rank else 0
     listed = rows[: max(0, limit)]
     mentions = [
         {"path": r["path"], "line": r["line"] + 1, "column": r["col"], "endColumn": r["end_col"],

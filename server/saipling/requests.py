@@ -149,6 +149,16 @@ class MentionsParams(Request):
     role: str | None = None
 
 
+class NamesParams(Request):
+    """`saipling/names`: words close to an entity's name (`drift`) and capitalised names with no entity page
+    (`unknown`, seen mid-sentence at least `minCount` times); both lists when neither is asked."""
+
+    drift: bool | None = None
+    unknown: bool | None = None
+    min_count: int | None = Field(None, ge=1, le=1_000_000)
+    role: str | None = None
+
+
 class StatusParams(Request):
     """`saipling/status`."""
 
@@ -197,6 +207,7 @@ REQUESTS: dict[str, type[Request]] = {
     "saipling/get": GetParams,
     "saipling/status": StatusParams,
     "saipling/mentions": MentionsParams,
+    "saipling/names": NamesParams,
     "saipling/reindex": ReindexParams,
     "saipling/clearIndex": ClearIndexParams,
     "saipling/pauseIndexing": PauseIndexingParams,

@@ -29,6 +29,10 @@ class MentionWrites:
     _lock: threading.RLock
     _writes: int
 
+    def index_version(self) -> tuple[int, int]:
+        """Changes with every committed change to the index, by any process (what caches are keyed on)."""
+        return self._data_version()  # type: ignore[attr-defined]
+
     def write_mentions(self, path: str, found: FileMentionRows) -> None:
         """Replace a file's mentions (the caller's transaction, or one of its own)."""
         with self._lock, self.atomic():  # type: ignore[attr-defined]
@@ -88,6 +92,12 @@ class MentionWrites:
             "SELECT f.path, f.book_id, f.chapter_id, f.visibility, m.pov,"
             " (SELECT c.chapter_num FROM chunks c WHERE c.path = f.path LIMIT 1) AS chapter_num"
             " FROM files f LEFT JOIN mention_files m ON m.path = f.path WHERE f.chapter_id IS NOT NULL"
+        )
+
+    def prose(self) -> list[dict[str, Any]]:
+        """Every chunk's path, first line (1-based), text and visibility, in file order."""
+        return self._dicts(  # type: ignore[attr-defined]
+            "SELECT path, start_line, text, visibility FROM chunks ORDER BY path, chunk_index"
         )
 
     def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
