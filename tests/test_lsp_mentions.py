@@ -55,3 +55,18 @@ async def test_mentions_request_follows_a_save_and_the_hover_shows_the_line(tmp_
         with pytest.raises(JsonRpcException) as info:
             await request(client, "saipling/mentions", {"name": "Mina", "limitt": 3})
         assert "limitt" in info.value.message
+
+
+async def test_names_and_check_passage_requests(tmp_path: Path) -> None:
+    root = novel_project(tmp_path)
+    (root / SCENE.format(5)).write_text("# Five\n\nMinna walked alone.\n", encoding="utf-8")
+    async with lsp_session(root, {"provider": "none", "watch": False}) as client:
+        await wait_for_index(client)
+        found = await request(client, "saipling/names", {"drift": True})
+        assert [d["word"] for d in found["drift"]] == ["Minal", "Minna"] and "unknown" not in found
+        evidence = await request(client, "saipling/checkPassage", {"text": "Mina wrote to Jonathan.", "chapter": 3})
+        assert {e["entity"]["name"] for e in evidence["entities"]} == {"Mina Harker", "Jonathan Harker"}
+        assert all(e["passages"] for e in evidence["entities"]) and evidence["tokensUsed"] <= 4000
+        with pytest.raises(JsonRpcException) as info:
+            await request(client, "saipling/checkPassage", {"text": "x", "chapter": -1})
+        assert "chapter" in info.value.message

@@ -36,3 +36,14 @@ async def test_search_and_enrich_context_take_known_by(tmp_path: Path) -> None:
                                                          "maxChapter": 1, "skillConfig": {"min_relevance": 0}})  # fmt: skip
         assert {r["filePath"] for r in enrich["searchResults"]} <= {SCENE.format(1), "characters/count-dracula/profile.md"}
         assert "knownBy" in await error(session, "search", {**args, "filter": {"knownBy": "Lucy"}})
+
+
+async def test_check_passage_and_names_tools(tmp_path: Path) -> None:
+    root = novel_project(tmp_path)
+    write_file(root, SCENE.format(5), "# Five\n\nJonathon walked alone.\n")
+    async with mcp_session(root) as session:
+        found = await call(session, "names", {"drift": True})
+        assert "Jonathon" in {d["word"] for d in found["drift"]}
+        r = await call(session, "check_passage", {"text": "The Count wrote to Mina.", "chapter": 4, "maxTokens": 500})
+        assert {e["entity"]["name"] for e in r["entities"]} == {"Count Dracula", "Mina Harker"}
+        assert all(e["passages"] and e["profile"]["text"] for e in r["entities"]) and r["tokensUsed"] <= 500

@@ -230,6 +230,47 @@ STATUS_OUTPUT: dict[str, Any] = {
 }
 
 
+CHECK_PASSAGE_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "minLength": 1, "maxLength": 100000,
+                 "description": "The passage to check (written or drafted)."},
+        "chapter": {"type": "integer", "minimum": 0,
+                    "description": "The chapter the passage belongs to: evidence comes from chapters up to it."},
+        "maxTokens": {"type": "integer", "minimum": 1, "maximum": 200000,
+                      "description": "Token budget for all the evidence (default 4000)."},
+    },
+    "required": ["text"],
+    "additionalProperties": False,
+}  # fmt: skip
+CHECK_PASSAGE_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entities": {"type": "array", "items": {"type": "object"}},
+        "tokensUsed": {"type": "integer"},
+        "budget": {"type": "integer"},
+        "chapter": {"type": ["integer", "null"]},
+    },
+    "required": ["entities", "tokensUsed", "budget"],
+}
+NAMES_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "drift": {"type": "boolean", "description": "Words close to an entity's name or alias but not equal."},
+        "unknown": {"type": "boolean", "description": "Capitalised names used often with no entity page."},
+        "minCount": {"type": "integer", "minimum": 1, "description": "unknown: mid-sentence uses needed (default 5)."},
+    },
+    "additionalProperties": False,
+}  # fmt: skip
+NAMES_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "words": {"type": "integer"},
+        "drift": {"type": "array", "items": {"type": "object"}},
+        "unknown": {"type": "array", "items": {"type": "object"}},
+    },
+    "required": ["words"],
+}
 _PLACE = {"type": ["object", "null"]}
 MENTIONS_OUTPUT: dict[str, Any] = {
     "type": "object",
@@ -328,6 +369,23 @@ TOOLS: tuple[ToolSpec, ...] = (
         "work: when a character was introduced, whether they have been absent too long, where to check "
         "what was said about them. An unknown name is an error naming it.",
         MENTIONS_INPUT, MENTIONS_OUTPUT,
+    ),
+    ToolSpec(
+        "check_passage", "Evidence for a continuity check",
+        "Gather the evidence to check a passage (one you wrote or drafted) against the story bible: for every "
+        "character, place or thing it names, the profile's facts and text and the earlier passages (up to "
+        "`chapter`, only scenes that entity is in or mentioned in) most related to what the passage says "
+        "about it, within maxTokens. It does not judge: read the evidence and say whether the passage "
+        "contradicts it (a changed eye colour, someone knowing what they cannot know yet).",
+        CHECK_PASSAGE_INPUT, CHECK_PASSAGE_OUTPUT,
+    ),
+    ToolSpec(
+        "names", "Names that drift and names without a page",
+        "List words close to a character's or place's name or alias but not equal (`Dormaan` for `Dorman`: "
+        "edit distance and sound; words the project also writes in lower case are ignored), with where each "
+        "first appears, and capitalised names used often mid-sentence that have no entity page. Use it to "
+        "find misspelt names and characters the bible is missing.",
+        NAMES_INPUT, NAMES_OUTPUT,
     ),
 )  # fmt: skip
 TOOL_NAMES = tuple(t.name for t in TOOLS)
@@ -517,6 +575,16 @@ class McpFace:
         from . import mentions
 
         return mentions.request(self.project, self._visible(args))
+
+    def _tool_check_passage(self, args: dict[str, Any]) -> dict[str, Any]:
+        from . import continuity
+
+        return continuity.check_passage(self.project, self._visible(args))
+
+    def _tool_names(self, args: dict[str, Any]) -> dict[str, Any]:
+        from . import names
+
+        return names.request(self.project, self._visible(args))
 
     def _tool_status(self, args: dict[str, Any]) -> dict[str, Any]:
         status = self.project.status()

@@ -28,8 +28,12 @@ MIN_NAME_WORD = 4  # shorter words of a name (`Mr`, `Van`, `de`) are never compa
 COMMON = frozenset(
     "The A An And But Or If Then When While Where What Who Whom Whose Why How This That These Those There Here "
     "He She It We They You I My Your His Her Our Their Its Me Him Us Them Mr Mrs Miss Dr Sir Lady Lord Yes No "
-    "Not Oh Ah So Now Well Chapter Book Part Scene Then Once After Before".split()
+    "Not Oh Ah So Now Well Chapter Book Part Scene Then Once After Before January February March April May June "
+    "July August September October November December Monday Tuesday Wednesday Thursday Friday Saturday "
+    "Sunday".split()
 )
+# a name's own forms: plural or family (`Harkers`), people or language (`Transylvanian`)
+_FORMS = ("s", "es", "n", "an", "ian", "ns", "ians")
 
 
 @dataclass
@@ -165,6 +169,8 @@ def drift(project: EntityProject, voc: Vocabulary | None = None, role: str | Non
         if low in known or voc.lower[low] or word in COMMON or len(word) < MIN_NAME_WORD or occ.first is None:
             continue
         best: tuple[int, str, Entity] | None = None
+        if any(low == t.casefold() + f for t, _ in targets for f in _FORMS):
+            continue
         for target, es in targets:
             limit = 1 if len(target) <= 6 else 2
             d = distance(word, target, limit)

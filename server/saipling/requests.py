@@ -159,6 +159,16 @@ class NamesParams(Request):
     role: str | None = None
 
 
+class CheckPassageParams(Request):
+    """`saipling/checkPassage`: for each entity `text` names, its profile facts and the passages up to chapter
+    `chapter` most related to what `text` says about it, within `maxTokens` (default 4000)."""
+
+    text: str = Field(min_length=1, max_length=100_000)
+    chapter: int | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=1, le=200_000)
+    role: str | None = None
+
+
 class StatusParams(Request):
     """`saipling/status`."""
 
@@ -208,6 +218,7 @@ REQUESTS: dict[str, type[Request]] = {
     "saipling/status": StatusParams,
     "saipling/mentions": MentionsParams,
     "saipling/names": NamesParams,
+    "saipling/checkPassage": CheckPassageParams,
     "saipling/reindex": ReindexParams,
     "saipling/clearIndex": ClearIndexParams,
     "saipling/pauseIndexing": PauseIndexingParams,

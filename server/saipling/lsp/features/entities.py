@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from ... import entities, mentions
+from ... import continuity, entities, mentions, names
 from ...errors import InvalidRequest
 from ...textio import normalise_newlines
 from .. import convert
@@ -33,6 +33,8 @@ def register(server: SaiplingServer) -> None:
     server.handle(types.TEXT_DOCUMENT_REFERENCES, references, threaded=True)
     server.handle(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, document_symbol, threaded=True)
     server.handle("saipling/mentions", mentions_request, threaded=True)
+    server.handle("saipling/names", names_request, threaded=True)
+    server.handle("saipling/checkPassage", check_passage, threaded=True)
 
 
 # -- buffers ---------------------------------------------------------------------------------------------
@@ -159,3 +161,18 @@ def mentions_request(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
         if not out and missing is not None:
             raise missing
     return {"entities": out}
+
+
+def names_request(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """`saipling/names`: drifting names and names without a page, of the named folder (else the first)."""
+    with ls.engine_call():
+        folder = folders_for(ls, p, with_filter=False)[0]
+        return {**names.request(folder.project, p), "workspaceFolder": folder.uri}
+
+
+def check_passage(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """`saipling/checkPassage`: evidence for a continuity check of a passage, from the named folder (else the
+    first)."""
+    with ls.engine_call():
+        folder = folders_for(ls, p, with_filter=False)[0]
+        return {**continuity.check_passage(folder.project, p), "workspaceFolder": folder.uri}
