@@ -102,3 +102,21 @@ def test_chapters_since_last_seen_count_within_the_book(tmp_path: Path) -> None:
         (mina,) = mentions.report(p, "Mina")
         assert mina.last is not None and mina.last.chapter == "book-01/ch-04"
         assert mina.chapters_since_last_seen == 1 and mina.chapter_total == 8
+
+
+def test_a_dropped_alias_and_a_deleted_profile_take_their_mentions_and_only_those(tmp_path: Path) -> None:
+    root = novel_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+        profile = "characters/mina-harker/profile.md"
+        write_file(root, profile, (root / profile).read_text().replace("[Mina, Madam Mina]", "[Madam Mina]"))
+        p.refresh([profile])
+        (mina,) = mentions.report(p, "Mina Harker")
+        assert counts(mina) == {4: 1}  # "Madam Mina" only: a bare "Mina" is no longer a name of hers
+        (jonathan,) = mentions.report(p, "Jonathan")
+        assert counts(jonathan) == {1: 1, 2: 2}  # untouched by her change
+        (root / "characters/count-dracula/profile.md").unlink()
+        p.refresh(["characters/count-dracula/profile.md"])
+        assert p.store.mention_paths(["characters/count-dracula/profile.md"]) == []
+        with pytest.raises(InvalidRequest):
+            mentions.report(p, "the Count")

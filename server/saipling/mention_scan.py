@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .entities import Entity, EntityIndex, disk_reader, is_entity
+from .entities import MIN_NAME_CHARS, Entity, EntityIndex, disk_reader, fts_phrases, is_entity
 from .metadata import split_frontmatter
 from .store_mentions import FileMentionRows, MentionRow
 from .store_schema import FileRecord
@@ -54,6 +54,11 @@ class Finder:
     index: EntityIndex
     key: str
 
+    @property
+    def names(self) -> dict[str, list[str]]:
+        """Entity path -> its names (what the key is made of)."""
+        return {e.path: list(e.names) for e in self.index.entities}
+
     @classmethod
     def from_rows(cls, rows: Iterable[dict[str, Any]]) -> Finder:
         ents = [_entity(r) for r in rows if is_entity(r)]
@@ -86,18 +91,44 @@ def pov_of(frontmatter: dict[str, Any]) -> str | None:
     return str(pov).strip().casefold() or None if pov is not None else None
 
 
+NAMES_META = "mention_names"  # {"key": the last settled names key, "names": {entity path: [names]}}
+
+
 def settle(store: Store, root: Path) -> int:
-    """Scan again (from disk) every file whose mentions were found with other entity names; returns how many."""
+    """Bring every file's mentions to the current entity names; returns how many files were scanned again.
+
+    Files scanned with the names last settled are scanned again only when they may hold a changed entity's
+    mention: they held one of its mentions, or the keyword index finds one of its new names there (FTS5 phrase
+    queries: case-insensitive, a superset); the others only take the new key. Files scanned with older or
+    unknown names are all scanned again (from disk)."""
     finder = Finder.for_store(store)
-    stale = store.mention_stale_paths(finder.key)
-    if not stale:
+    stale_keys = store.mention_stale_keys(finder.key)
+    if not stale_keys:
         return 0
+    try:
+        prev = json.loads(store.get_meta(NAMES_META) or "{}")
+    except ValueError:
+        prev = {}
+    stale = [p for p, k in stale_keys if not prev or k != prev.get("key")]
+    settled = [p for p, k in stale_keys if prev and k == prev.get("key")]
+    if settled:
+        old, new = prev.get("names") or {}, finder.names
+        changed = sorted(e for e in set(old) | set(new) if old.get(e) != new.get(e))
+        maybe = set(store.mention_paths(changed))
+        match = fts_phrases(n for e in changed for n in new.get(e, []) if len(n.strip()) >= MIN_NAME_CHARS)
+        if match:
+            maybe |= {p for p, _ in store.fts_paths(match)}
+        stale += [p for p in settled if p in maybe]
+        with store.atomic():
+            store.relabel_mentions([p for p in settled if p not in maybe], finder.key)
     read = disk_reader(root)
     for i in range(0, len(stale), SETTLE_BATCH_FILES):
         with store.atomic():
             for path in stale[i : i + SETTLE_BATCH_FILES]:
                 text = read(path)
                 store.write_mentions(path, finder.scan(text or ""))
+    with store.atomic():
+        store.set_meta(NAMES_META, json.dumps({"key": finder.key, "names": finder.names}))
     log.debug("mentions scanned again in %d files (entity names changed)", len(stale))
     return len(stale)
 

@@ -31,7 +31,7 @@ class MentionWrites:
 
     def index_version(self) -> tuple[int, int]:
         """Changes with every committed change to the index, by any process (what caches are keyed on)."""
-        return self._data_version()  # type: ignore[attr-defined]
+        return self._any_version()  # type: ignore[attr-defined]
 
     def write_mentions(self, path: str, found: FileMentionRows) -> None:
         """Replace a file's mentions (the caller's transaction, or one of its own)."""
@@ -54,6 +54,35 @@ class MentionWrites:
     def clear_mentions(self) -> None:
         self.conn.execute("DELETE FROM mentions")
         self.conn.execute("DELETE FROM mention_files")
+
+    def mention_stale_keys(self, names_key: str) -> list[tuple[str, str | None]]:
+        """Indexed files whose mentions were found with other entity names: (path, the key they were found
+        with, None when never looked for)."""
+        return [
+            (r[0], r[1])
+            for r in self.conn.execute(
+                "SELECT f.path, m.names_key FROM files f LEFT JOIN mention_files m ON m.path = f.path"
+                " WHERE m.names_key IS NOT ? ORDER BY f.path",
+                (names_key,),
+            )
+        ]
+
+    def mention_paths(self, entity_paths: Sequence[str]) -> list[str]:
+        """Files holding a mention of one of these entities."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT DISTINCT path FROM mentions WHERE entity IN (SELECT value FROM json_each(?))",
+                (_json(entity_paths),),
+            )
+        ]
+
+    def relabel_mentions(self, paths: Sequence[str], names_key: str) -> None:
+        """These files' mentions stand for `names_key` too (none of the names that changed is in them)."""
+        self.conn.execute(
+            "UPDATE mention_files SET names_key = ? WHERE path IN (SELECT value FROM json_each(?))",
+            (names_key, _json(paths)),
+        )
 
     def mention_stale_paths(self, names_key: str) -> list[str]:
         """Indexed files whose mentions were found with other entity names (or never looked for)."""
