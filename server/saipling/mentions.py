@@ -110,7 +110,15 @@ def resolve(project: Project, name: str) -> list[Entity]:
 def _allowed(project: Project, role: str | None = None) -> Any:
     levels = role_levels(project.settings.roles, role, project.settings.default_role)
     cs = load_context_settings(project.root)
-    return lambda row: visible(row.get("visibility"), levels) and cs.mode_for(row["path"]) != "exclude"
+    seen: dict[tuple[str, str | None], bool] = {}
+
+    def allowed(row: dict[str, Any]) -> bool:
+        key = (row["path"], row.get("visibility"))
+        if key not in seen:
+            seen[key] = visible(row.get("visibility"), levels) and cs.mode_for(row["path"]) != "exclude"
+        return seen[key]
+
+    return allowed
 
 
 def report(
@@ -186,7 +194,11 @@ def _chapter_order(rows: list[dict[str, Any]], many_books: bool) -> list[str]:
 def _report(
     e: Entity, rows: list[dict[str, Any]], order: list[str], many_books: bool, limit: int
 ) -> MentionReport:
-    rows.sort(key=lambda r: (manuscript_key(r["path"], r["chapter_num"]), r["line"], r["col"]))
+    keys: dict[str, tuple[Any, ...]] = {}  # (a file's key, once: rows are many mentions of few files)
+    for r in rows:
+        if r["path"] not in keys:
+            keys[r["path"]] = manuscript_key(r["path"], r["chapter_num"])
+    rows.sort(key=lambda r: (keys[r["path"]], r["line"], r["col"]))
     counts: dict[str, ChapterCount] = {}
     others: dict[str, int] = {}
     for r in rows:
