@@ -232,15 +232,23 @@ def _report(
     )
 
 
-def summary_for(project: Project, entity: Entity) -> str:
-    """The hover card's line ("first ch-02 l.14 · 37 mentions in 9 chapters · last seen ch-19"); "" when it
-    cannot be had (the hover still shows the card)."""
+def summary_for(project: Project, entity: Entity, shown_in: str | None = None) -> str:
+    """The hover card's line ("first ch-02 l.14 · 37 mentions in 9 chapters · last seen ch-19"), as of the
+    chapter of the file it is shown in (`shown_in`: nothing after it, the spoiler horizon); "" when it cannot
+    be had (the hover still shows the card)."""
     try:
-        found = [r for r in report(project, entity.path, refresh=False) if r.entity.path == entity.path]
+        horizon = project.store.chapter_num_of(shown_in) if shown_in else None
+        found = [
+            r
+            for r in report(project, entity.path, max_chapter=horizon, refresh=False)
+            if r.entity.path == entity.path
+        ]
     except Exception:  # noqa: BLE001 - a hover must never fail for its mentions line
         log.debug("no mentions line for %s", entity.path, exc_info=True)
         return ""
-    return found[0].summary() if found else ""
+    if not found:
+        return ""
+    return found[0].summary() + (f" (as of chapter {horizon})" if horizon is not None else "")
 
 
 def request(project: Project, params: dict[str, Any]) -> dict[str, Any]:

@@ -95,6 +95,12 @@ class MentionWrites:
             )
         ]
 
+    def chapter_num_of(self, path: str) -> int | None:
+        """The chapter number of an indexed file (None: no chapter, or not indexed)."""
+        for (n,) in self.conn.execute("SELECT chapter_num FROM chunks WHERE path = ? LIMIT 1", (path,)):
+            return None if n is None else int(n)
+        return None
+
     def mentions_unscanned(self) -> bool:
         """Some indexed file was never scanned for mentions (an index made before they were stored)."""
         return any(

@@ -96,8 +96,9 @@ def hover(ls: SaiplingServer, p: types.HoverParams) -> types.Hover | None:
             return None
         folder, read, m, found = hit
         cards = [entities.card(e, read) for e in found]
-        for c in cards:
-            c.mentions = mentions.summary_for(folder.project, c.entity)
+        shown_in = (locate(ls, p.text_document.uri) or (None, None))[1]
+        for c in cards:  # as of the open file's chapter (the spoiler horizon)
+            c.mentions = mentions.summary_for(folder.project, c.entity, shown_in)
     codec = ls.workspace.position_codec
     return types.Hover(
         contents=types.MarkupContent(
