@@ -5,6 +5,7 @@ Property-tested on generated novels: the passages found are exactly the known sc
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,20 @@ def test_known_by_is_checked_as_a_name(tmp_path: Path) -> None:
             with pytest.raises(InvalidRequest, match="knownBy"):
                 p.search({"query": "letter", "filter": {"knownBy": bad}})
         assert list(itertools.islice(p.search({"query": "letter", "filter": {"knownBy": "Mina"}})["results"], 1))
+
+
+def test_cli_search_known_by(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from saipling.cli import main
+
+    root = novel_project(tmp_path)
+    assert CliRunner().invoke(main, ["index", str(root), "--provider", "none"]).exit_code == 0
+    args = ["search", "letter", "--root", str(root), "--mode", "lexical", "--json", "-k", "20"]
+    res = CliRunner().invoke(main, [*args, "--known-by", "Jonathan", "--max-chapter", "4"])
+    assert res.exit_code == 0, res.output
+    assert {r["filePath"] for r in json.loads(res.output)["results"]} == {
+        "books/book-01/phase-1-setup/ch-02/scene-01.md"
+    }
+    res = CliRunner().invoke(main, [*args, "--known-by", "Lucy"])
+    assert res.exit_code == 2 and "knownBy: no entity is called 'Lucy'" in res.output

@@ -535,6 +535,8 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 @click.option("--book", default=None, help="Book id filter.")
 @click.option("--chapter", default=None, help="Chapter filter: ch-NN, or just its number.")
 @click.option("--max-chapter", type=int, default=None, help="Spoiler horizon: nothing after chapter N.")
+@click.option("--known-by", default=None,
+              help="Only what this character knows: scenes they are the pov of or mentioned in.")
 @click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the root).")
 @click.option("--glob", default=None, help="Path glob filter.")
 @click.option("--role", default=None, help="Visibility role.")
@@ -546,8 +548,8 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
     is_flag=True,
     help="Show each result's keyword and vector ranks, cosine, fused z-score, confidence and score.",
 )
-def search(query, root, k, mode, entity_types, file_types, book, chapter, max_chapter, path_prefix, glob, role,
-           min_score, all_files, as_json, explain) -> None:  # fmt: skip
+def search(query, root, k, mode, entity_types, file_types, book, chapter, max_chapter, known_by, path_prefix, glob,
+           role, min_score, all_files, as_json, explain) -> None:  # fmt: skip
     """Search the project by meaning and by words."""
     from .search import cli_request, run_search
 
@@ -562,6 +564,10 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
                           book_id=book, chapter_id=chapter, max_chapter=max_chapter, mode=mode, role=role,
                           min_score=min_score or 0.0, respect_context_settings=not all_files, source="cli",
                           explain=explain)  # fmt: skip
+        if known_by is not None:
+            if not known_by.strip():
+                raise click.BadParameter("an entity's name", param_hint="--known-by")
+            req.filter.known_by = known_by
         _freshen(project)
         response = run_search(project, req)
         if as_json:

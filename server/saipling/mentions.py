@@ -263,7 +263,7 @@ def request(project: Project, params: dict[str, Any]) -> dict[str, Any]:
 
 def resolve_known_by(project: EntityProject, flt: ChunkFilter) -> None:
     """Fill the filter's `knownBy` condition (store_schema.ChunkFilter.known_entities); InvalidRequest naming
-    `filter.knownBy`-style field `knownBy` when no entity is called so (fail closed)."""
+    `knownBy` when no entity is called so (fail closed: nothing is searched)."""
     assert flt.known_by is not None
     ents = resolve(project, flt.known_by)
     if not ents:
