@@ -549,9 +549,11 @@ class Store(FileWrites, MentionWrites, VectorStore):
         )
 
     def entities(self) -> list[dict[str, Any]]:
+        """Files that may be entities (entities.is_entity decides): a chapter's `title` alone is none."""
         return self._dicts(
             "SELECT path, entity_type, entity_name, display_name, aliases, file_type, visibility FROM files"
-            " WHERE display_name IS NOT NULL OR (aliases IS NOT NULL AND aliases != '[]')"
+            " WHERE (aliases IS NOT NULL AND aliases != '[]')"
+            " OR (display_name IS NOT NULL AND (file_type = 'character' OR entity_name IS NOT NULL))"
         )
 
     def headings(self) -> list[dict[str, Any]]:
