@@ -261,3 +261,48 @@ defaultRole = "author"
 author = ["public", "private"]
 public = ["public"]
 """
+
+
+NOVEL_PROFILES = {
+    "characters/mina-harker/profile.md": (
+        "---\nname: Mina Harker\ntype: character\naliases: [Mina, Madam Mina]\n---\n# Mina Harker\n\n"
+        "A schoolmistress who keeps a shorthand journal.\n"
+    ),
+    "characters/jonathan-harker/profile.md": (
+        "---\nname: Jonathan Harker\ntype: character\naliases: [Jonathan]\n---\n# Jonathan Harker\n\n"
+        "A solicitor sent to Transylvania.\n"
+    ),
+    "characters/count-dracula/profile.md": (
+        "---\nname: Count Dracula\ntype: character\naliases: [Dracula, the Count]\n---\n# Count Dracula\n\n"
+        "An old nobleman of the Carpathians.\n"
+    ),
+    "world/places/castle.md": "---\nname: Castle Dracula\ntype: place\n---\n# Castle Dracula\n\nA ruin on a crag.\n",
+}
+
+# chapter -> (pov, body); counted mentions are listed in NOVEL_MENTIONS
+NOVEL_SCENES = {
+    1: ("Jonathan Harker", "Jonathan reached the castle at night.\n\nThe Count met him at the door."),
+    2: ("Jonathan", "Jonathan wrote to Mina. Jonathan's letter spoke of the Count's library.\n\n"
+        "```\nMina in code does not count\n```\n\nThe word `Mina` in inline code does not count either."),
+    3: ("Mina Harker", "Mina read the letter twice. MINA, she wrote, keep calm.\n\nMinal and Minastirith are not names."),
+    4: ("Mina", "Madam Mina slept. The count of sheep was high; the Count was not."),
+    5: ("Lucy", "Lucy walked by the sea alone and thought of nothing in particular."),
+}
+
+# entity path -> chapter -> mentions of it there (hand-checked against NOVEL_SCENES)
+NOVEL_MENTIONS = {
+    "characters/jonathan-harker/profile.md": {1: 1, 2: 2},
+    "characters/mina-harker/profile.md": {2: 1, 3: 2, 4: 1},
+    "characters/count-dracula/profile.md": {1: 1, 2: 1, 4: 1},
+}
+
+
+def novel_project(tmp_path: Path, name: str = "novel") -> Path:
+    """A SAiPLING-layout novel: four profiles (characters/, world/) and five scenes
+    books/book-01/phase-1-setup/ch-0N/scene-01.md, each with a frontmatter `pov` (NOVEL_SCENES)."""
+    files: dict[str, str | bytes] = dict(NOVEL_PROFILES)
+    for ch, (pov, body) in NOVEL_SCENES.items():
+        files[f"books/book-01/phase-1-setup/ch-{ch:02d}/scene-01.md"] = (
+            f"---\npov: {pov}\n---\n# Chapter {ch}\n\n{body}\n"
+        )
+    return make_project(tmp_path, files, name)

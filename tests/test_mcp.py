@@ -27,7 +27,7 @@ from lsp_client import server_env
 
 SCENE_1 = "books/book-01/phase-5-bloom/ch-01/scene-01.md"
 SCENE_5 = "books/book-01/phase-5-bloom/ch-05/scene-01.md"
-TOOLS = {"search", "get", "enrich_context", "related", "status"}
+TOOLS = {"search", "get", "enrich_context", "related", "status", "mentions", "check_passage", "names"}
 
 
 @contextlib.asynccontextmanager

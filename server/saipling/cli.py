@@ -339,6 +339,69 @@ def _embedding_line(e: dict) -> str:
     return ", ".join(parts) + (f" ({e['family']} family)" if e.get("family") else "")
 
 
+@main.command(cls=_QueryCommand)
+@click.argument("name")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--max-chapter", type=click.IntRange(0), default=None, help="Spoiler horizon: nothing after chapter N.")
+@click.option("--limit", type=click.IntRange(0, 100_000), default=None,
+              help="Single mentions listed with --json (default 200; 0: only counts).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def mentions(name: str, root: str | None, max_chapter: int | None, limit: int | None, as_json: bool) -> None:
+    """Where a character or place NAME (a name, alias or profile path) is mentioned: per chapter counts, first and
+    last appearance, chapters since last seen."""
+    from . import mentions as mentions_mod
+
+    project = _open(root, embeds=False)
+    try:
+        _freshen(project)
+        found = mentions_mod.request(project, {"name": name, "maxChapter": max_chapter, "limit": limit})
+    finally:
+        project.close(checkpoint=False)
+    if as_json:
+        _emit_json(found)
+        return
+    for e in found["entities"]:
+        click.echo(f"{e['entity']['name']} ({e['entity']['path']})")
+        click.echo(f"  {e['summary']}")
+        if e["chapters"]:
+            click.echo(f"  {'chapter':<24} {'mentions':>8}  first")
+        for c in e["chapters"]:
+            click.echo(f"  {c['chapter']:<24} {c['count']:>8}  {c['first']['path']}:{c['first']['line']}")
+        for f in e["otherFiles"]:
+            click.echo(f"  {'(not a chapter)':<24} {f['count']:>8}  {f['path']}")
+
+
+@main.command()
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--drift", is_flag=True, help="Words close to an entity's name or alias but not equal.")
+@click.option("--unknown", is_flag=True, help="Capitalised names used often with no entity page.")
+@click.option("--min-count", type=click.IntRange(1), default=5, show_default=True,
+              help="--unknown: mid-sentence uses needed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def names(root: str | None, drift: bool, unknown: bool, min_count: int, as_json: bool) -> None:
+    """Names that drift (`Dormaan` for Dorman) and names without a page (both lists unless one is asked)."""
+    from . import names as names_mod
+
+    project = _open(root, embeds=False)
+    try:
+        _freshen(project)
+        found = names_mod.request(project, {"drift": drift, "unknown": unknown, "minCount": min_count})
+    finally:
+        project.close(checkpoint=False)
+    if as_json:
+        _emit_json(found)
+        return
+    if "drift" in found:
+        click.echo(f"names that drift ({len(found['drift'])}):")
+        for d in found["drift"]:
+            click.echo(f"  {d['word']:<20} ~ {d['closeTo']:<16} ({d['entity']}) x{d['count']:<4} "
+                       f"{d['first']['path']}:{d['first']['line']}")  # fmt: skip
+    if "unknown" in found:
+        click.echo(f"names without a page ({len(found['unknown'])}):")
+        for u in found["unknown"]:
+            click.echo(f"  {u['word']:<20} x{u['count']:<5} {u['first']['path']}:{u['first']['line']}")
+
+
 @main.command()
 @click.argument("root", required=False, type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -472,6 +535,8 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 @click.option("--book", default=None, help="Book id filter.")
 @click.option("--chapter", default=None, help="Chapter filter: ch-NN, or just its number.")
 @click.option("--max-chapter", type=int, default=None, help="Spoiler horizon: nothing after chapter N.")
+@click.option("--known-by", default=None,
+              help="Only what this character knows: scenes they are the pov of or mentioned in.")
 @click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the root).")
 @click.option("--glob", default=None, help="Path glob filter.")
 @click.option("--role", default=None, help="Visibility role.")
@@ -483,8 +548,8 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
     is_flag=True,
     help="Show each result's keyword and vector ranks, cosine, fused z-score, confidence and score.",
 )
-def search(query, root, k, mode, entity_types, file_types, book, chapter, max_chapter, path_prefix, glob, role,
-           min_score, all_files, as_json, explain) -> None:  # fmt: skip
+def search(query, root, k, mode, entity_types, file_types, book, chapter, max_chapter, known_by, path_prefix, glob,
+           role, min_score, all_files, as_json, explain) -> None:  # fmt: skip
     """Search the project by meaning and by words."""
     from .search import cli_request, run_search
 
@@ -499,6 +564,10 @@ def search(query, root, k, mode, entity_types, file_types, book, chapter, max_ch
                           book_id=book, chapter_id=chapter, max_chapter=max_chapter, mode=mode, role=role,
                           min_score=min_score or 0.0, respect_context_settings=not all_files, source="cli",
                           explain=explain)  # fmt: skip
+        if known_by is not None:
+            if not known_by.strip():
+                raise click.BadParameter("an entity's name", param_hint="--known-by")
+            req.filter.known_by = known_by
         _freshen(project)
         response = run_search(project, req)
         if as_json:

@@ -43,6 +43,8 @@ class EnrichRequest:
     total_budget_tokens: int | None = None
     loaded_tokens: int = 0
     role: str | None = None
+    known_by: str | None = None  # only what this entity knows (mentions.py), by chapter `max_chapter`
+    max_chapter: int | None = None
 
 
 def parse_enrich(project: ProjectView, params: Mapping[str, Any]) -> EnrichRequest:
@@ -72,6 +74,8 @@ def parse_enrich(project: ProjectView, params: Mapping[str, Any]) -> EnrichReque
         total_budget_tokens=m.total_budget_tokens,
         loaded_tokens=m.loaded_tokens or 0,
         role=m.role,
+        known_by=m.known_by or config.known_by,
+        max_chapter=m.max_chapter if m.max_chapter is not None else config.max_chapter,
     )
 
 
@@ -121,7 +125,8 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
     budget = req.max_search_tokens
     if req.total_budget_tokens is not None:
         budget = max(0, min(budget, req.total_budget_tokens - req.loaded_tokens))
-    flt = ChunkFilter(entity_types=list(req.config.filter_entity_types or []))
+    flt = ChunkFilter(entity_types=list(req.config.filter_entity_types or []), max_chapter=req.max_chapter,
+                      known_by=req.known_by)  # fmt: skip
     flt.book_scope = req.book_id
     loaded = set(req.loaded_files)
     forced = set(cs.forced())

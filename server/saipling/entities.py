@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .context_settings import load_context_settings
 from .metadata import slugify, split_frontmatter
@@ -31,7 +31,24 @@ from .textio import BinaryFile, decode, normalise_newlines, read_regular
 from .visibility import role_levels, visible
 
 if TYPE_CHECKING:
-    from .project import Project
+    from .config import Settings
+    from .store import Store
+
+
+class EntityProject(Protocol):
+    """What these features use of a project (in practice a `Project`; not imported: the indexer finds
+    mentions with this module, and the project imports the indexer)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    def refresh_dirty(self) -> Any: ...
+
+
+Project = EntityProject
 
 TextSource = Callable[[str], "str | None"]  # root-relative path -> its current text (None: unreadable)
 
@@ -249,6 +266,7 @@ def is_entity(row: dict[str, Any]) -> bool:
 
 
 _cache: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}
+_fast: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}  # by index version, levels and exclusions
 
 
 def entity_index(project: Project) -> EntityIndex:
@@ -256,6 +274,11 @@ def entity_index(project: Project) -> EntityIndex:
     `.context_settings.json` (the rule of every request that returns content, as `workspace/symbol`)."""
     levels = role_levels(project.settings.roles, None, project.settings.default_role)
     cs = load_context_settings(project.root)
+    store = project.store
+    version = (id(store), store.path, store.index_version(), tuple(levels), id(cs) if cs.has("exclude") else None)
+    fast = _fast.get(id(project))
+    if fast is not None and fast[0] == version:  # nothing changed in the index: no rows read
+        return fast[1]
     rows = [
         r
         for r in project.store.entities()
@@ -264,6 +287,7 @@ def entity_index(project: Project) -> EntityIndex:
     key = tuple(tuple(sorted(r.items())) for r in rows)
     hit = _cache.get(id(project))
     if hit is not None and hit[0] == key:
+        _fast[id(project)] = (version, hit[1])
         return hit[1]
     ents = [
         Entity(
@@ -277,6 +301,7 @@ def entity_index(project: Project) -> EntityIndex:
     ]
     index = EntityIndex.build(ents)
     _cache[id(project)] = (key, index)
+    _fast[id(project)] = (version, index)
     return index
 
 
@@ -311,6 +336,7 @@ class Card:
     entity: Entity
     summary: str
     declaration: tuple[int, int]  # 0-based first and last line of the frontmatter (the definition)
+    mentions: str = ""  # where it is mentioned, in one line (mentions.MentionReport.summary), when known
 
 
 def card(entity: Entity, read: TextSource) -> Card:

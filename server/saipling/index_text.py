@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import mention_scan
 from .chunk_pool import Chunked, ChunkPool, Early, ReadAhead, chunk_bytes, read_early, worker_count
 from .chunker import Chunk
 from .config import Settings
@@ -34,7 +35,7 @@ from .metadata import FileMeta
 from .parse_memo import ParseMemo
 from .scanner import ScanEntry
 from .store import ChunkRow, FileRecord, Store
-from .textio import read_regular
+from .textio import BinaryFile, decode, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class _Prepared:
     record: FileRecord
     chunks: list[Chunk]
     meta: FileMeta
+    data: bytes = b""  # what was read (its text is scanned for entity mentions when stored)
 
 
 class TextPhase:
@@ -114,7 +116,7 @@ class TextPhase:
             book_id=meta.book_id, chapter_id=meta.chapter_id, visibility=meta.visibility, corpus=entry.corpus,
             warning=meta.warning or chunked.decode_warning,
         )  # fmt: skip
-        return _Prepared(entry, record, chunks, meta)
+        return _Prepared(entry, record, chunks, meta, data)
 
     def _remember_parse(self, rel: str, memo: ParseMemo | None) -> None:
         if memo is None:
@@ -312,13 +314,15 @@ class TextPhase:
             vectors = self.store.cached_vectors(self.provider.vector_key, wanted, self.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
         t0 = time.perf_counter()
+        finder = mention_scan.Finder.for_store(self.store, [p.record for p in batch])
         stored: list[_Prepared] = []
         try:
             # one commit per batch (a commit per file was half the store time); each file is a savepoint in it
             with self.store.atomic():
                 for prep in batch:
                     try:
-                        self.store.replace_file(prep.record, self._rows(prep), vectors)
+                        found = finder.scan(_text_of(prep), prep.meta.frontmatter)
+                        self.store.replace_file(prep.record, self._rows(prep), vectors, mentions=found)
                     except Exception as exc:  # one odd path must never lose the rest of the batch
                         summary.changed -= 1
                         self._file_failed(prep.record.path, exc, summary)
@@ -331,3 +335,11 @@ class TextPhase:
             stored = []
         summary.new_chunks += sum(len(p.chunks) for p in stored)
         summary.timings["store"] += time.perf_counter() - t0
+
+
+def _text_of(prep: _Prepared) -> str:
+    """The text the chunker saw (its lines are the mentions' lines)."""
+    try:
+        return decode(prep.data, prep.record.path).text
+    except BinaryFile:
+        return ""

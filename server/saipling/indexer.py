@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from . import mention_scan
 from .chunker import CHUNKER_VERSION, ChunkLimits, limits_for
 from .config import Settings
 from .embeddings import Provider
@@ -227,6 +228,7 @@ class Indexer(TextPhase, EmbeddingPhase):
                     batch.append(prep)
             if batch:
                 self._flush(batch, summary)
+            self._settle_mentions(summary)
         self._settle_racy(racy)
         summary.scanned = len(entries)
         summary.seconds = time.perf_counter() - start
@@ -293,6 +295,8 @@ class Indexer(TextPhase, EmbeddingPhase):
         try:
             self._text_phase(todo, states, full, summary, progress, cancel, stored)
             text_done = True
+            with self._write_lock:
+                self._settle_mentions(summary)
             if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
                 if self._confirmed(confirm, hold, summary):
                     self._embed_phase(summary, total, progress, cancel, hold, first)
@@ -316,6 +320,14 @@ class Indexer(TextPhase, EmbeddingPhase):
         if progress:
             progress(IndexProgress(total, total, None, summary.embedded, "done"))
         return summary
+
+    def _settle_mentions(self, summary: IndexSummary) -> None:
+        """Files whose mentions were found with other entity names (an entity file added, renamed, removed)
+        are scanned again (mentions.py); a failure leaves them for the next run."""
+        try:
+            mention_scan.settle(self.store, self.root)
+        except Exception as exc:  # noqa: BLE001 - mentions must never fail the run that stored the text
+            log.warning("entity mentions not brought up to date: %s", exc)
 
     def _file_failed(self, rel: str, exc: BaseException, summary: IndexSummary) -> None:
         """A file an error kept out of the index: one log line per distinct cause (a full disk fails every

@@ -28,8 +28,11 @@ from .errors import InvalidRequest, SaiplingError
 from .freshness import LazySync
 from .jsonrpc_salvage import is_request_id, salvage_id
 from .requests import (
+    CheckPassageParams,
     EnrichParams,
     GetParams,
+    MentionsParams,
+    NamesParams,
     RelatedParams,
     Request,
     SearchParams,
@@ -62,6 +65,7 @@ INSTRUCTIONS = (
 # agent may set, and its arguments are checked by the same code as the language server's (parse_arguments).
 # Output fields that would be null are left out (optional, never a nullable type): _present.
 _OPTIONAL_STR = {"type": "string"}
+
 
 _RESULT = {
     "type": "object",
@@ -138,6 +142,53 @@ STATUS_OUTPUT: dict[str, Any] = {
 }
 
 
+CHECK_PASSAGE_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entities": {"type": "array", "items": {"type": "object"}},
+        "tokensUsed": {"type": "integer"},
+        "budget": {"type": "integer"},
+        "chapter": {"type": "integer"},
+    },
+    "required": ["entities", "tokensUsed", "budget"],
+}
+NAMES_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "words": {"type": "integer"},
+        "drift": {"type": "array", "items": {"type": "object"}},
+        "unknown": {"type": "array", "items": {"type": "object"}},
+    },
+    "required": ["words"],
+}
+_PLACE = {"type": "object"}  # (absent before the first mention)
+MENTIONS_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "entity": {"type": "object"},
+                    "total": {"type": "integer"},
+                    "summary": {"type": "string"},
+                    "chapters": {"type": "array", "items": {"type": "object"}},
+                    "first": _PLACE,
+                    "last": _PLACE,
+                    "chaptersSinceLastSeen": {"type": "integer"},
+                    "chapterTotal": {"type": "integer"},
+                    "otherFiles": {"type": "array", "items": {"type": "object"}},
+                    "mentions": {"type": "array", "items": {"type": "object"}},
+                },
+                "required": ["entity", "total", "summary", "chapters", "mentions"],
+            },
+        },
+    },
+    "required": ["entities"],
+}
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -205,6 +256,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             "maxSearchTokens",
             "maxResults",
             "bookId",
+            "knownBy",
+            "maxChapter",
             "wantSearch",
         ),
         ENRICH_OUTPUT,
@@ -233,6 +286,42 @@ TOOLS: tuple[ToolSpec, ...] = (
         StatusParams,
         (),
         STATUS_OUTPUT,
+    ),
+    ToolSpec(
+        "mentions",
+        "Where a character or place is mentioned",
+        "Every mention of one entity (a character, place or thing with a profile page: its name and aliases, "
+        "any case, possessives too, never inside other words, code or frontmatter) across the project: per "
+        "chapter counts, the first and last appearance (path and 1-based line), chapters since it was last "
+        "seen, mentions outside chapters, and the single mentions (path, line, surface). Use it for continuity "
+        "work: when a character was introduced, whether they have been absent too long, where to check what "
+        "was said about them. An unknown name is an error naming it.",
+        MentionsParams,
+        ("name", "maxChapter", "limit"),
+        MENTIONS_OUTPUT,
+    ),
+    ToolSpec(
+        "check_passage",
+        "Evidence for a continuity check",
+        "Gather the evidence to check a passage (one you wrote or drafted) against the project's profiles: for "
+        "every character, place or thing it names, the profile's facts and text and the earlier passages (up to "
+        "`chapter`, only scenes that entity is in or mentioned in) most related to what the passage says about "
+        "it, within maxTokens. It does not judge: read the evidence and say whether the passage contradicts it "
+        "(a changed eye colour, someone knowing what they cannot know yet).",
+        CheckPassageParams,
+        ("text", "chapter", "maxTokens"),
+        CHECK_PASSAGE_OUTPUT,
+    ),
+    ToolSpec(
+        "names",
+        "Names that drift and names without a page",
+        "List words close to an entity's name or alias but not equal (`Dormaan` for `Dorman`: edit distance "
+        "and sound; words the project also writes in lower case are ignored), with where each first appears, "
+        "and capitalised names used often mid-sentence that have no entity page. Use it to find misspelt names "
+        "and people or places the profiles are missing.",
+        NamesParams,
+        ("drift", "unknown", "minCount"),
+        NAMES_OUTPUT,
     ),
 )
 TOOL_NAMES = tuple(t.name for t in TOOLS)
@@ -377,6 +466,21 @@ class McpFace:
     def _tool_related(self, args: dict[str, Any]) -> dict[str, Any]:
         response = self.project.related(self._visible(args))
         return {**response, "results": [_agent_result(r) for r in response["results"]]}
+
+    def _tool_mentions(self, args: dict[str, Any]) -> dict[str, Any]:
+        from . import mentions
+
+        return mentions.request(self.project, self._visible(args))
+
+    def _tool_check_passage(self, args: dict[str, Any]) -> dict[str, Any]:
+        from . import continuity
+
+        return continuity.check_passage(self.project, self._visible(args))
+
+    def _tool_names(self, args: dict[str, Any]) -> dict[str, Any]:
+        from . import names
+
+        return names.request(self.project, self._visible(args))
 
     def _tool_status(self, args: dict[str, Any]) -> dict[str, Any]:
         status = self.project.status()

@@ -72,6 +72,13 @@ class SearchFilter(BaseModel):
     max_chapter: int | None = Field(
         None, description="Nothing from a chapter after this number (a reader's spoiler horizon)."
     )
+    known_by: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="Only what this character knows: scenes whose pov they are or that mention them (with "
+        "maxChapter: by that chapter).",
+    )
 
     @field_validator("glob")
     @classmethod
@@ -146,6 +153,13 @@ class EnrichParams(Request):
     total_budget_tokens: int | None = Field(None, ge=0)
     loaded_tokens: int | None = Field(None, ge=0)
     role: str | None = None
+    known_by: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="Only what this character knows: scenes whose pov they are or that mention them.",
+    )
+    max_chapter: int | None = Field(None, ge=0, description="Spoiler horizon: nothing after chapter N.")
 
     @field_validator("query")
     @classmethod
@@ -180,6 +194,58 @@ class GetParams(Request):
     )
     role: str | None = None
     respect_context_settings: bool | None = None
+
+
+class MentionsParams(Request):
+    """`saipling/mentions`: where the entity called `name` (a name, an alias, its file or slug) is mentioned:
+    per chapter counts, first and last appearance, chapters since last seen; up to `limit` mentions listed
+    (0: none), none past chapter `maxChapter`."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=500,
+        description="A character's or place's name or alias (any case), or its file's path.",
+    )
+    max_chapter: int | None = Field(None, ge=0, description="Spoiler horizon: nothing after chapter N.")
+    limit: int | None = Field(
+        None,
+        ge=0,
+        le=100_000,
+        description="How many single mentions to list (default 200; 0: only the counts).",
+    )
+    role: str | None = None
+
+
+class NamesParams(Request):
+    """`saipling/names`: words close to an entity's name (`drift`) and capitalised names with no entity page
+    (`unknown`, seen mid-sentence at least `minCount` times); both lists when neither is asked."""
+
+    drift: bool | None = Field(
+        None, description="List words close to an entity's name or alias but not equal (misspelt names)."
+    )
+    unknown: bool | None = Field(
+        None, description="List capitalised names used often mid-sentence that have no entity page."
+    )
+    min_count: int | None = Field(
+        None, ge=1, le=1_000_000, description="With unknown: how often a name must appear mid-sentence (default 5)."
+    )
+    role: str | None = None
+
+
+class CheckPassageParams(Request):
+    """`saipling/checkPassage`: for each entity `text` names, its profile facts and the passages up to chapter
+    `chapter` most related to what `text` says about it, within `maxTokens` (default 4000)."""
+
+    text: str = Field(
+        min_length=1, max_length=100_000, description="The passage to check (written or drafted), as markdown."
+    )
+    chapter: int | None = Field(
+        None, ge=0, description="The passage's chapter: evidence comes from this chapter and earlier ones only."
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, le=200_000, description="Token budget for all the evidence returned (default 4000)."
+    )
+    role: str | None = None
 
 
 class StatusParams(Request):
@@ -229,6 +295,9 @@ REQUESTS: dict[str, type[Request]] = {
     "saipling/related": RelatedParams,
     "saipling/get": GetParams,
     "saipling/status": StatusParams,
+    "saipling/mentions": MentionsParams,
+    "saipling/names": NamesParams,
+    "saipling/checkPassage": CheckPassageParams,
     "saipling/reindex": ReindexParams,
     "saipling/clearIndex": ClearIndexParams,
     "saipling/pauseIndexing": PauseIndexingParams,

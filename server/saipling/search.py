@@ -105,6 +105,7 @@ def chunk_filter(flt: SearchFilter | None) -> ChunkFilter:
         path_prefix=normalise_rel(flt.path_prefix) if flt.path_prefix else None,
         glob=flt.glob,
         corpus=flt.corpus,
+        known_by=flt.known_by,
     )
 
 
@@ -253,6 +254,10 @@ def size_mismatch(project: ProjectView, qvec: np.ndarray) -> str | None:
 def build_filter(project: ProjectView, req: SearchRequest) -> ChunkFilter:
     flt = req.filter
     flt.visibility = role_levels(project.settings.roles, req.role, project.settings.default_role)
+    if flt.known_by is not None and flt.known_entities is None:
+        from .mentions import resolve_known_by
+
+        resolve_known_by(project, flt)
     if req.respect_context_settings:
         cs = load_context_settings(project.root)
         if cs.exclude_all:  # the settings file cannot be read: it could have excluded any file (fail closed)

@@ -24,6 +24,8 @@ class VectorSearchConfig:
     max_search_tokens: int = 15000
     filter_entity_types: list[str] = field(default_factory=list)
     min_relevance: float = MIN_RELEVANCE_DEFAULT
+    known_by: str | None = None  # only what this entity knows (scenes it is the pov of or mentioned in)
+    max_chapter: int | None = None  # nothing after this chapter
 
 
 def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConfig:
@@ -34,6 +36,8 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
         "maxSearchTokens": "max_search_tokens",
         "filterEntityTypes": "filter_entity_types",
         "minRelevance": "min_relevance",
+        "knownBy": "known_by",
+        "maxChapter": "max_chapter",
     }
     for raw_key, value in block.items():
         key = aliases.get(raw_key, raw_key)
@@ -58,6 +62,14 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
                 raise InvalidRequest(name, "must be a number between 0 and 1")
             cfg.min_relevance = float(value)
+        elif key == "known_by":
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidRequest(name, "must be an entity's name")
+            cfg.known_by = value
+        elif key == "max_chapter":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidRequest(name, "must be a chapter number (0 or more)")
+            cfg.max_chapter = value
         elif key == "filter_entity_types":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise InvalidRequest(name, "must be a list of strings")

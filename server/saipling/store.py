@@ -24,6 +24,7 @@ import apsw
 from . import index_files
 from .errors import IndexCorrupted
 from .store_files import FileWrites
+from .store_mentions import MentionWrites
 from .store_schema import (  # noqa: F401 - records re-exported: callers import them from the store
     _MIGRATIONS,
     ADDED_COLUMNS,
@@ -44,7 +45,7 @@ from .vector_matrix import VectorMatrix
 log = logging.getLogger(__name__)
 
 
-class Store(FileWrites, VectorStore):
+class Store(FileWrites, MentionWrites, VectorStore):
     """The index of one project."""
 
     def __init__(
@@ -319,6 +320,7 @@ class Store(FileWrites, VectorStore):
                 existed = bool(self._scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
                 removed = self._delete_chunks(path)
                 self._drop_file_text(path)
+                self.drop_mentions(path)
                 self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
                 if removed:
                     self._bump_vector_generation()
@@ -333,6 +335,7 @@ class Store(FileWrites, VectorStore):
                 self._bump_vector_generation()
             self.conn.execute("DELETE FROM chunks")
             self.conn.execute("DELETE FROM files_fts")
+            self.clear_mentions()
             self.conn.execute("DELETE FROM files")
         self._vgen_written = None
         self._invalidate()
@@ -568,9 +571,11 @@ class Store(FileWrites, VectorStore):
         )
 
     def entities(self) -> list[dict[str, Any]]:
+        """Files that may be entities (entities.is_entity decides): a chapter's `title` alone is none."""
         return self._dicts(
             "SELECT path, entity_type, entity_name, display_name, aliases, file_type, visibility FROM files"
-            " WHERE display_name IS NOT NULL OR (aliases IS NOT NULL AND aliases != '[]')"
+            " WHERE (aliases IS NOT NULL AND aliases != '[]')"
+            " OR (display_name IS NOT NULL AND (file_type = 'character' OR entity_name IS NOT NULL))"
         )
 
     def headings(self) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from operator import attrgetter
 import apsw
 
 from .lazy import np  # numpy loads on first use (cold CLI path)
+from .store_mentions import FileMentionRows
 from .store_schema import ChunkRow, FileRecord
 from .store_vectors import vector_blob
 
@@ -40,13 +41,15 @@ class FileWrites:
         chunks: Sequence[ChunkRow],
         vectors: dict[str, np.ndarray] | None = None,
         model: str | None = None,
+        mentions: FileMentionRows | None = None,
     ) -> list[int]:
         """Swap a file's chunks (and vectors) in one transaction. `vectors` maps content_hash -> vector.
 
         A stored chunk whose text and heading path come back unchanged keeps its row, id, keywords and
         vector: only the columns that differ (its index, line range, metadata) are updated, and a row equal in
         every column is not written at all. Returns the ids of the chunks inserted without a vector (what the
-        embedding phase has to do for this file)."""
+        embedding phase has to do for this file). `mentions`: the file's entity mentions, written in the same
+        transaction (store_mentions.py)."""
         with self._lock:  # the write and the matrix patch are one step for readers
             vectors = vectors or {}
             added: list[tuple[int, np.ndarray]] = []
@@ -123,6 +126,8 @@ class FileWrites:
                         [(model, h, vector_blob(v), now) for h, v in vectors.items()],
                     )
                 self._write_file_row(record, chunks)
+                if mentions is not None:
+                    self.write_mentions(record.path, mentions)  # type: ignore[attr-defined]
                 if removed or added:
                     self._bump_vector_generation()  # type: ignore[attr-defined]
             self._apply_delta(removed, added)  # type: ignore[attr-defined]

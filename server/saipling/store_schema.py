@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -112,6 +112,17 @@ _MIGRATIONS: list[str] = [
         VALUES (new.id, new.text, new.heading_path, new.ident_words);
     END;
     INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');
+    """,
+    # 5: where each entity is mentioned (mentions.py), written with a file's chunks; `mention_files` records the
+    # entity names a file's mentions were found with (a file found with other names is scanned again) and
+    # its frontmatter `pov`. An index made before has no rows here: the next run or refresh fills them.
+    """
+    CREATE TABLE IF NOT EXISTS mentions(
+        path TEXT NOT NULL, entity TEXT NOT NULL, line INTEGER NOT NULL, col INTEGER NOT NULL,
+        end_col INTEGER NOT NULL, surface TEXT);
+    CREATE INDEX IF NOT EXISTS mentions_entity ON mentions(entity, path);
+    CREATE INDEX IF NOT EXISTS mentions_path ON mentions(path);
+    CREATE TABLE IF NOT EXISTS mention_files(path TEXT PRIMARY KEY, names_key TEXT NOT NULL, pov TEXT);
     """,
 ]
 
@@ -216,6 +227,11 @@ class ChunkFilter:
     visibility: list[str] | None = None  # None = no restriction
     exclude_paths: list[str] = field(default_factory=list)
     only_paths: list[str] | None = None
+    # what one entity knows (mentions.py): files that mention one of `known_entities` (entity paths) or whose
+    # frontmatter `pov` is one of `known_povs` (casefolded); `known_by` named but not resolved matches nothing
+    known_by: str | None = None
+    known_entities: list[str] | None = None
+    known_povs: list[str] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         return self.where() == ("", [])
@@ -269,6 +285,14 @@ class ChunkFilter:
         if self.only_paths is not None:
             conds.append("c.path IN (SELECT value FROM json_each(?))")
             params.append(json.dumps(self.only_paths))
+        if self.known_entities is not None:
+            conds.append(
+                "(c.path IN (SELECT m.path FROM mentions m WHERE m.entity IN (SELECT value FROM json_each(?)))"
+                " OR c.path IN (SELECT f.path FROM mention_files f WHERE f.pov IN (SELECT value FROM json_each(?))))"
+            )
+            params += [json.dumps(self.known_entities), json.dumps(self.known_povs)]
+        elif self.known_by is not None:
+            conds.append("0")  # (fail closed: never resolved, nothing is known)
         return " AND ".join(conds), params
 
 

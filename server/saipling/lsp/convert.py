@@ -226,6 +226,8 @@ def hover_markdown(root: Path, cards: list[Any]) -> str:
         lines = [f"**{e.name}** · _{e.entity_type}_"]
         if c.summary:
             lines.append(c.summary)
+        if c.mentions:
+            lines.append(f"_{c.mentions}_")
         if e.aliases:
             lines.append("Also: " + ", ".join(e.aliases))
         lines.append(f"[{e.path}]({file_uri(root, e.path)}#L{c.declaration[0] + 1})")

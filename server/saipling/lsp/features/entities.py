@@ -9,14 +9,15 @@ on a worker thread (read-only)."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from ... import entities
+from ... import continuity, entities, mentions, names
+from ...errors import InvalidRequest
 from ...textio import normalise_newlines
 from .. import convert
-from ..folders import Folder, locate
+from ..folders import Folder, folders_for, locate
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,9 @@ def register(server: SaiplingServer) -> None:
     server.handle(types.TEXT_DOCUMENT_DEFINITION, definition, threaded=True)
     server.handle(types.TEXT_DOCUMENT_REFERENCES, references, threaded=True)
     server.handle(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL, document_symbol, threaded=True)
+    server.handle("saipling/mentions", mentions_request, threaded=True)
+    server.handle("saipling/names", names_request, threaded=True)
+    server.handle("saipling/checkPassage", check_passage, threaded=True)
 
 
 # -- buffers ---------------------------------------------------------------------------------------------
@@ -92,6 +96,9 @@ def hover(ls: SaiplingServer, p: types.HoverParams) -> types.Hover | None:
             return None
         folder, read, m, found = hit
         cards = [entities.card(e, read) for e in found]
+        shown_in = (locate(ls, p.text_document.uri) or (None, None))[1]
+        for c in cards:  # as of the open file's chapter (the spoiler horizon)
+            c.mentions = mentions.summary_for(folder.project, c.entity, shown_in)
     codec = ls.workspace.position_codec
     return types.Hover(
         contents=types.MarkupContent(
@@ -135,3 +142,38 @@ def document_symbol(ls: SaiplingServer, p: types.DocumentSymbolParams) -> list[t
             return []
         items = entities.outline(text, entities.entity_index(folder.project).for_path(rel))
     return convert.outline_symbols(items, text.split("\n"), ls.workspace.position_codec)
+
+
+def mentions_request(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """`saipling/mentions`: the entity's reports from every folder that has it (an unknown name in all of them
+    is InvalidParams naming `name`)."""
+    with ls.engine_call():
+        out: list[dict[str, Any]] = []
+        missing: InvalidRequest | None = None
+        for folder in folders_for(ls, p, with_filter=False):
+            try:
+                found = mentions.request(folder.project, dict(p))
+            except InvalidRequest as exc:
+                if exc.field != "name":
+                    raise
+                missing = exc
+                continue
+            out += [{**e, "workspaceFolder": folder.uri} for e in found["entities"]]
+        if not out and missing is not None:
+            raise missing
+    return {"entities": out}
+
+
+def names_request(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """`saipling/names`: drifting names and names without a page, of the named folder (else the first)."""
+    with ls.engine_call():
+        folder = folders_for(ls, p, with_filter=False)[0]
+        return {**names.request(folder.project, p), "workspaceFolder": folder.uri}
+
+
+def check_passage(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
+    """`saipling/checkPassage`: evidence for a continuity check of a passage, from the named folder (else the
+    first)."""
+    with ls.engine_call():
+        folder = folders_for(ls, p, with_filter=False)[0]
+        return {**continuity.check_passage(folder.project, p), "workspaceFolder": folder.uri}

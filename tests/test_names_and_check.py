@@ -1,0 +1,83 @@
+"""Names that drift and names without a page (`names.py`), and the evidence for a continuity check
+(`continuity.py`, `saipling/checkPassage`) (issue 35)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fixtures import novel_project, open_project, write_file
+from saipling import continuity, names
+from saipling.cli import main
+from saipling.errors import InvalidRequest
+
+EXTRA = "books/book-01/phase-1-setup/ch-06/scene-01.md"
+
+
+def drifting(root: Path) -> Path:
+    write_file(root, EXTRA, "# Six\n\nMinna and Jonathon met Renfield, and Renfield laughed, and then Renfield "
+               "spoke; so Renfield, Renfield and Renfield left. Mind the gap, said Will; you will go. Never mind.\n")  # fmt: skip
+    return root
+
+
+def test_drift_flags_close_names_and_not_dictionary_words(tmp_path: Path) -> None:
+    with open_project(drifting(novel_project(tmp_path))) as p:
+        p.index()
+        found = {d.word: d for d in names.drift(p)}
+        assert found["Minna"].entity.name == "Mina Harker" and found["Minna"].first == (EXTRA, 3)
+        assert found["Jonathon"].name_word == "Jonathan" and found["Jonathon"].distance == 1
+        assert "Mind" not in found and "Mina" not in found and "Will" not in found  # ("mind" is a word here)
+        unknown = {u.word: u for u in names.unknown(p, min_count=5)}
+        assert set(unknown) == {"Renfield"} and unknown["Renfield"].count == 6
+        assert names.unknown(p, min_count=7) == []
+
+
+def test_distance_and_sound() -> None:
+    assert names.distance("Dorman", "Dormaan") == 1
+    assert names.distance("Harker", "Hrakre") == 2  # two transpositions
+    assert names.distance("abc", "xyz", limit=1) == 2  # past the limit: limit + 1
+    assert names.sound_key("Dorman") == names.sound_key("Dormon") != names.sound_key("Harker")
+
+
+def test_names_cli_json(tmp_path: Path) -> None:
+    root = drifting(novel_project(tmp_path))
+    assert CliRunner().invoke(main, ["index", str(root), "--provider", "none"]).exit_code == 0
+    res = CliRunner().invoke(main, ["names", "--root", str(root), "--drift", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert {d["word"] for d in out["drift"]} >= {"Minna", "Jonathon"} and "unknown" not in out
+    res = CliRunner().invoke(main, ["names", "--root", str(root), "--unknown"])
+    assert res.exit_code == 0 and "Renfield" in res.output
+
+
+@pytest.mark.parametrize("budget", [120, 4000])
+def test_check_passage_gives_each_entity_its_profile_and_earlier_passages_within_budget(
+    tmp_path: Path, budget: int
+) -> None:
+    root = novel_project(tmp_path)
+    names_ = {"Mina": "characters/mina-harker/profile.md", "Jonathan": "characters/jonathan-harker/profile.md",
+              "the Count": "characters/count-dracula/profile.md"}  # fmt: skip
+    passages = []
+    for (a, b), chapter in itertools.product(itertools.combinations(names_, 2), (2, 3, 4, 5)):
+        passages.append((f"{a} spoke with {b} about the letter and the castle.", chapter, {a, b}))
+    for a, chapter in itertools.product(names_, (2, 3, 4)):
+        passages.append((f"That night {a} wrote a letter.", chapter, {a}))
+    assert len(passages) >= 20
+    with open_project(root) as p:
+        p.index()
+        for text, chapter, named in passages:
+            r = continuity.check_passage(p, {"text": text, "chapter": chapter, "maxTokens": budget})
+            assert {e["entity"]["path"] for e in r["entities"]} == {names_[n] for n in named}
+            assert r["tokensUsed"] <= budget
+            for e in r["entities"]:
+                assert e["profile"]["facts"]["name"] and e["profile"]["text"]
+                assert e["passages"], (text, chapter, e["entity"]["name"])
+                for hit in e["passages"]:
+                    n = int(hit["chapterId"].removeprefix("ch-"))
+                    assert n <= chapter and hit["filePath"] != e["entity"]["path"]
+        with pytest.raises(InvalidRequest, match="text"):
+            continuity.check_passage(p, {"text": ""})
