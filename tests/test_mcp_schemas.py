@@ -114,7 +114,9 @@ def test_the_check_finds_each_unportable_shape(schema: dict, problem: str) -> No
 
 
 def test_every_tool_schema_is_portable() -> None:
-    assert {t.name for t in TOOLS} == {"search", "get", "enrich_context", "related", "status"}
+    assert {t.name for t in TOOLS} == {
+        "search", "get", "enrich_context", "related", "status", "mentions", "check_passage", "names"
+    }
     for tool in TOOLS:
         assert portability_problems(tool.input_schema, "input") == [], tool.name
         assert portability_problems(tool.output_schema, "output") == [], tool.name
