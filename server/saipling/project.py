@@ -27,6 +27,7 @@ from .store import Store
 
 if TYPE_CHECKING:  # the indexer (numpy, the chunker, frontmatter) loads only when a run needs it
     from .indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
+    from .rerank import Reranker
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,33 @@ class Project:
         self.fallback_from: EmbeddingProvider | None = None
         self.fallback_reason: str | None = None
         self.fallback_notices: list[str] = []  # what the user must be told once (the server shows them)
+        self._reranker: Reranker | None = None  # the rerank stage's model (rerank.py), made on first use
+        self._reranker_error: ProviderError | None = None
+        self._reranker_lock = threading.Lock()
+
+    @property
+    def rerank_provider(self) -> Reranker | None:
+        """The reranker the settings ask for (None: off), made on first use; ProviderError when it cannot be."""
+        if self.settings.rerank.provider == "none":
+            return None
+        with self._reranker_lock:
+            if self._reranker is None and self._reranker_error is None:
+                from .rerank import create_reranker
+
+                try:
+                    self._reranker = create_reranker(self.settings)
+                except ProviderError as exc:
+                    self._reranker_error = exc
+                    log.warning("reranker unavailable: %s", exc)
+            if self._reranker_error is not None:
+                raise self._reranker_error
+            return self._reranker
+
+    def _drop_reranker(self) -> None:
+        with self._reranker_lock:
+            reranker, self._reranker, self._reranker_error = self._reranker, None, None
+        if reranker is not None:
+            reranker.close()
 
     @property
     def indexer(self) -> Indexer:
@@ -208,9 +236,12 @@ class Project:
         for provider in (self.provider, self.fallback_from):
             if provider is not None:
                 provider.abort()
+        if self._reranker is not None:
+            self._reranker.abort()
 
     def close(self, checkpoint: bool = True) -> None:
         self.provider.close()
+        self._drop_reranker()
         self.store.close(checkpoint)
 
     def apply_settings(self, settings: Settings) -> str | None:
@@ -218,6 +249,8 @@ class Project:
         "full" (files must be re-chunked), "incremental" (new provider or scope; SPEC 5 rebuild), or None."""
         old, self.settings = self.settings, settings
         self.indexer.settings = settings
+        if old.rerank != settings.rerank or old.voyage_api_key != settings.voyage_api_key:
+            self._drop_reranker()  # made again from the new settings on the next search
         if any(getattr(old, k) != getattr(settings, k) for k in _PROVIDER_KEYS):
             self.provider.close()
             try:
