@@ -593,6 +593,7 @@ def result_dict(project: ProjectView, row: Mapping[str, Any], score: float, term
         res["explain"] = {"keywordRank": r.kw_rank, "vectorRank": r.vec_rank, "bm25": r.bm25,
                           "fileBm25": r.file_bm25, "cosine": r.cosine, "exactMatch": r.exact,
                           "fused": round(float(r.fused), 4), "confidence": round(float(r.confidence), 4),
-                          "fusedScore": round(float(score), 4),
-                          "rerankScore": None if r.rerank is None else round(float(r.rerank), 4)}  # fmt: skip
+                          "fusedScore": round(float(score), 4)}  # fmt: skip
+        if r.rerank is not None:  # reranked (rerank.py): the reranker's score
+            res["explain"]["rerankScore"] = round(float(r.rerank), 4)
     return res

@@ -1,0 +1,236 @@
+"""The optional rerank stage (issue 37, rerank.py): settings, the Voyage and Cohere-style APIs against a fake
+reranker (a real local HTTP server, tests/rerankserver.py), its failures (the fused order kept, `degraded`, within
+the budget + 10%), and a local cross-encoder folder loaded from a tiny ONNX graph built here (not a real model)."""
+
+# ruff: noqa: F811  (fixture imported, then requested as a parameter)
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures import make_project, open_project
+from rerankserver import FakeReranker, fake_reranker  # noqa: F401  (fixture)
+from saipling.config import load_settings
+from saipling.search import search
+
+# Five notes that all hold the query's words; the keyword ranking puts the ones that repeat them first, and
+# only `answer.md` holds the word the fake reranker's oracle looks for ("verdigris").
+NOTES = {
+    "a.md": "# Harbor\n\nThe lantern at the harbor. Lantern, harbor, lantern harbor lantern harbor again.\n",
+    "b.md": "# Quay\n\nA lantern by the harbor wall, lantern and harbor and lantern.\n",
+    "c.md": "# Pier\n\nHarbor lantern light on the pier; the harbor lantern swung.\n",
+    "d.md": "# Boats\n\nBoats in the harbor under a lantern.\n",
+    "answer.md": "# Copper\n\nThe old lantern of the harbor had gone verdigris green with the salt years.\n",
+}
+QUERY = "lantern harbor"
+
+
+def oracle(query: str, document: str) -> float:
+    """The fake's scorer: the answer first, then the others by their length (an order fusion does not give)."""
+    return 10.0 if "verdigris" in document else 1.0 / (1 + len(document))
+
+
+def _paths(response: dict[str, Any]) -> list[str]:
+    return [r["filePath"] for r in response["results"]]
+
+
+def _project(tmp_path: Path) -> Path:
+    root = make_project(tmp_path, NOTES)
+    with open_project(root) as project:
+        project.index()
+    return root
+
+
+def _search(
+    root: Path, rerank: dict[str, Any] | None = None, env: dict[str, str] | None = None, **params: Any
+):
+    overrides: dict[str, Any] = {"rerank": rerank} if rerank else {}
+    with open_project(root, env=env, **overrides) as project:
+        started = time.monotonic()
+        response = search(project, {"query": QUERY, "maxResults": 5, "mode": "lexical", **params})
+        return response, time.monotonic() - started
+
+
+# -- settings ----------------------------------------------------------------------------------------------------
+def test_rerank_is_off_by_default_and_follows_spec11_precedence(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {".saipling/config.toml": (
+        '[rerank]\nprovider = "cohere"\nbaseUrl = "http://127.0.0.1:9/v1"\ntopN = 30\napiKey = "sk-from-project-file"\n'
+    )})  # fmt: skip
+    assert load_settings(tmp_path, env={})[0].rerank.provider == "none"
+    settings, warnings = load_settings(
+        root, env={"SAIPLING_RERANK_TOP_N": "12"}, overrides={"rerank": {"budgetSeconds": 0.5}}
+    )
+    assert (settings.rerank.provider, settings.rerank.base_url) == ("cohere", "http://127.0.0.1:9/v1")
+    assert settings.rerank.top_n == 12  # the environment over config.toml
+    assert settings.rerank.budget_seconds == 0.5
+    assert settings.rerank.api_key == ""  # never from a project file
+    assert any("rerank.apiKey ignored" in w for w in warnings)
+    settings, _ = load_settings(root, env={"SAIPLING_RERANK_API_KEY": "sk-rerank-from-env"})
+    assert settings.rerank.api_key == "sk-rerank-from-env"
+    assert "sk-rerank" not in repr(settings)
+    settings, warnings = load_settings(
+        tmp_path, env={}, overrides={"rerank": {"provider": "magic", "topN": 0}}
+    )
+    assert settings.rerank.provider == "none" and settings.rerank.top_n == 20
+    assert any("rerank.provider must be one of" in w for w in warnings)
+    assert any("rerank.topN must be >= 1" in w for w in warnings)
+
+
+# -- the APIs ----------------------------------------------------------------------------------------------------
+def test_cohere_style_server_reorders_the_fused_top_n(tmp_path: Path, fake_reranker) -> None:
+    root = _project(tmp_path)
+    fused, _ = _search(root)
+    assert fused["results"] and _paths(fused)[0] != "answer.md"  # fusion alone does not find it first
+    fake: FakeReranker = fake_reranker("cohere", scorer=oracle)
+    rerank = {"provider": "cohere", "baseUrl": fake.url + "/v1", "model": "bge-reranker-v2-m3", "topN": 4}
+    got, _ = _search(root, rerank, explain=True)
+    assert got["degraded"] is None
+    assert got["rerank"]["reranked"] is True and got["rerank"]["candidates"] == 4
+    top4 = _paths(fused)[:4]
+    if "answer.md" in top4:
+        assert _paths(got)[0] == "answer.md"
+    else:  # (the answer beyond the top N is not sent: the top N reordered by the oracle)
+        assert _paths(got)[:4] == sorted(top4, key=lambda p: len(NOTES[p]))
+    assert set(_paths(got)) == set(_paths(fused))
+    sent = fake.requests[-1]
+    assert sent["path"] == "/v1/rerank" and not sent["authorized"]
+    assert sent["body"]["query"] == QUERY and sent["body"]["top_n"] == 4 == len(sent["body"]["documents"])
+    assert sent["body"]["model"] == "bge-reranker-v2-m3"
+    first = got["results"][0]
+    assert first["rerankScore"] == pytest.approx(
+        max(oracle(QUERY, d) for d in sent["body"]["documents"]), abs=1e-4
+    )
+    assert first["explain"]["rerankScore"] == first["rerankScore"]
+    scores = [r["score"] for r in got["results"]]
+    assert scores == sorted(scores, reverse=True)  # the shown order and the scores agree
+    assert [r["confidence"] for r in got["results"]] != [] and all(
+        0 <= r["confidence"] <= 1 for r in got["results"]
+    )
+
+
+def test_voyage_rerank_api_with_its_key(tmp_path: Path, fake_reranker) -> None:
+    root = make_project(tmp_path, NOTES)
+    with open_project(root) as project:
+        project.index()
+    fake: FakeReranker = fake_reranker("voyage", scorer=oracle, key="pa-test-voyage-key-123")
+    rerank = {"provider": "voyage", "baseUrl": fake.url, "topN": 10}
+    got, _ = _search(root, rerank, env={"VOYAGE_API_KEY": "pa-test-voyage-key-123"})
+    assert got["degraded"] is None and _paths(got)[0] == "answer.md"
+    body = fake.requests[-1]["body"]
+    assert fake.requests[-1]["path"] == "/v1/rerank" and fake.requests[-1]["authorized"]
+    assert body["model"] == "rerank-2.5-lite" and body["top_k"] == len(body["documents"]) == 5
+    assert got["results"][0]["rerankScore"] == 10.0
+    # a rejected key: the fused order, and the message never holds the key
+    bad, _ = _search(root, rerank, env={"VOYAGE_API_KEY": "pa-wrong-key-4567890"})
+    assert bad["degraded"] and "not reranked (fused order)" in bad["degraded"] and "401" in bad["degraded"]
+    assert "pa-wrong-key" not in str(bad)
+    assert "rerankScore" not in bad["results"][0]
+
+
+def test_a_heading_the_query_names_stays_first(tmp_path: Path, fake_reranker) -> None:
+    root = _project(tmp_path)
+    fake = fake_reranker("cohere", scorer=oracle)
+    with open_project(root, rerank={"provider": "cohere", "baseUrl": fake.url}) as project:
+        got = search(project, {"query": "Harbor", "maxResults": 5, "mode": "lexical"})
+    assert got["rerank"]["reranked"] is True
+    assert _paths(got)[:2] == ["a.md", "answer.md"]  # the heading pinned, then the reranker's first
+    assert "rerankScore" not in got["results"][0] and got["results"][1]["rerankScore"] == 10.0
+    assert all("harbor again" not in d for d in fake.requests[-1]["body"]["documents"])  # pinned: not sent
+
+
+@pytest.mark.parametrize("mode", ["hang", "500", "garbage", "index", "nan", "count"])
+def test_a_failing_reranker_leaves_the_fused_order_within_the_budget(
+    tmp_path: Path, fake_reranker, mode: str
+) -> None:
+    root = _project(tmp_path)
+    fused, fused_took = _search(root)
+    fake: FakeReranker = fake_reranker("cohere", scorer=oracle)
+    fake.misbehave(mode)
+    budget = 0.6
+    got, took = _search(root, {"provider": "cohere", "baseUrl": fake.url, "budgetSeconds": budget})
+    assert fake.requests, "the reranker was not called"
+    assert _paths(got) == _paths(fused)
+    assert got["degraded"] and got["degraded"].startswith("not reranked (fused order): ")
+    assert got["rerank"]["reranked"] is False
+    assert all("rerankScore" not in r for r in got["results"])
+    assert [r["score"] for r in got["results"]] == [r["score"] for r in fused["results"]]
+    assert got["rerank"]["elapsedMs"] <= budget * 1.1 * 1000  # the stage: within the budget + 10%
+    assert took <= budget * 1.1 + fused_took + 0.5  # the whole search (its fused part measured beside it)
+    if mode == "hang":
+        assert "timed out" in got["degraded"] or "no time left" in got["degraded"]
+
+
+# -- a local cross-encoder folder ---------------------------------------------------------------------------------
+def tiny_cross_encoder(folder: Path, marker: str = "verdigris") -> Path:
+    """A cross-encoder-shaped folder that is NOT a real model: a word-level tokenizer.json over the notes' words
+    and a tiny ONNX graph (built here with `onnx`) whose logit for a (query, document) pair counts the document's
+    `marker` tokens: input_ids, attention_mask, token_type_ids -> logits (n, 1)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    words = sorted(
+        {w.lower() for text in NOTES.values() for w in __import__("re").findall(r"\w+", text)}
+        | {"lantern", "harbor"}
+    )
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3} | {w: i + 4 for i, w in enumerate(words)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.normalizer = __import__("tokenizers").normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    weights = np.zeros((len(vocab), 1), dtype=np.float32)
+    weights[vocab[marker], 0] = 1.0
+    nodes = [
+        helper.make_node("Gather", ["W", "input_ids"], ["emb"], axis=0),  # (n, L, 1)
+        helper.make_node("Cast", ["attention_mask"], ["maskf"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["token_type_ids"], ["typef"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["maskf", "typef"], ["docmask"]),
+        helper.make_node("Unsqueeze", ["docmask", "axis2"], ["docmask3"]),
+        helper.make_node("Mul", ["emb", "docmask3"], ["masked"]),
+        helper.make_node("ReduceSum", ["masked", "axis1"], ["logits"], keepdims=0),  # (n, 1)
+    ]
+    ints = [
+        helper.make_tensor_value_info(n, TensorProto.INT64, ["n", "L"])
+        for n in ("input_ids", "attention_mask", "token_type_ids")
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny_cross_encoder", ints, [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 1])],
+        initializer=[numpy_helper.from_array(weights, "W"), numpy_helper.from_array(np.array([2], dtype=np.int64), "axis2"),
+                     numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(folder / "model.onnx"))
+    return folder
+
+
+def test_local_cross_encoder_folder_reranks(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    root = _project(tmp_path)
+    folder = tiny_cross_encoder(tmp_path / "tiny-cross-encoder")
+    fused, _ = _search(root)
+    got, _ = _search(root, {"provider": "local", "modelPath": str(folder)}, explain=True)
+    assert got["degraded"] is None and got["rerank"]["provider"] == "local"
+    assert _paths(got)[0] == "answer.md" != _paths(fused)[0]
+    assert got["results"][0]["rerankScore"] == 1.0  # one marker token in the document
+    assert [r["rerankScore"] for r in got["results"][1:]] == [0.0] * (len(got["results"]) - 1)
+
+
+def test_local_folder_without_a_model_says_why(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    (tmp_path / "empty").mkdir()
+    fused, _ = _search(root)
+    got, _ = _search(root, {"provider": "local", "modelPath": str(tmp_path / "empty")})
+    assert _paths(got) == _paths(fused)
+    assert got["degraded"] and "has no model.onnx" in got["degraded"]
