@@ -234,3 +234,41 @@ def test_local_folder_without_a_model_says_why(tmp_path: Path) -> None:
     got, _ = _search(root, {"provider": "local", "modelPath": str(tmp_path / "empty")})
     assert _paths(got) == _paths(fused)
     assert got["degraded"] and "has no model.onnx" in got["degraded"]
+
+
+# -- through the language server ----------------------------------------------------------------------------------
+async def test_language_server_reranks_and_a_hung_reranker_blocks_nothing(
+    tmp_path: Path, fake_reranker
+) -> None:
+    import asyncio
+
+    from lsp_client import lsp_session, request, status, wait_for_index
+
+    root = make_project(tmp_path, NOTES)
+    fake: FakeReranker = fake_reranker("cohere", scorer=oracle)
+    options = {
+        "provider": "none",
+        "rerank": {"provider": "cohere", "baseUrl": fake.url, "budgetSeconds": 1.0},
+    }
+    async with lsp_session(root, options) as client:
+        await wait_for_index(client)
+        params = {"query": QUERY, "mode": "lexical", "maxResults": 5, "explain": True}
+        got = await request(client, "saipling/search", params)
+        assert got["degraded"] is None and got["rerank"]["reranked"] is True
+        assert (
+            got["results"][0]["filePath"] == "answer.md"
+            and got["results"][0]["explain"]["rerankScore"] == 10.0
+        )
+        fake.misbehave("hang")
+        started = time.monotonic()
+        hung = asyncio.ensure_future(request(client, "saipling/search", params))
+        await asyncio.sleep(0.1)
+        assert (await status(client))["totalFiles"] == len(NOTES)  # answered while the search waits
+        assert not hung.done()
+        slow = await hung
+        assert time.monotonic() - started <= 1.0 * 1.1 + 1.0  # the budget + 10%, and the request's round trip
+        assert slow["rerank"]["elapsedMs"] <= 1100
+        assert (
+            slow["degraded"].startswith("not reranked (fused order)") and slow["rerank"]["reranked"] is False
+        )
+        assert [r["filePath"] for r in slow["results"]][0] != "answer.md"
