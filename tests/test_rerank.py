@@ -79,6 +79,17 @@ def test_rerank_is_off_by_default_and_follows_spec11_precedence(tmp_path: Path) 
     assert any("rerank.topN must be >= 1" in w for w in warnings)
 
 
+def test_status_says_how_search_reranks(tmp_path: Path) -> None:
+    root = make_project(tmp_path, NOTES)
+    with open_project(root) as project:
+        assert project.status()["rerank"] is None
+    url = "http://user:s3cret-pass@127.0.0.1:9/v1"
+    with open_project(root, rerank={"provider": "cohere", "baseUrl": url, "topN": 7}) as project:
+        st = project.status()["rerank"]
+    assert (st["provider"], st["topN"], st["budgetSeconds"]) == ("cohere", 7, 2.0)
+    assert "s3cret" not in st["baseUrl"] and "127.0.0.1:9/v1" in st["baseUrl"]
+
+
 # -- the APIs ----------------------------------------------------------------------------------------------------
 def test_cohere_style_server_reorders_the_fused_top_n(tmp_path: Path, fake_reranker) -> None:
     root = _project(tmp_path)

@@ -650,12 +650,23 @@ class Project:
                 "etaSeconds": round(p.eta_seconds, 1) if p and p.eta_seconds is not None else None,
             },
             "embedding": provider.applied() if isinstance(provider, EmbeddingProvider) else None,
+            "rerank": self._rerank_status(),
             "degraded": self.degraded(),
             "readOnly": self.store.readonly,
             "warnings": list(self.warnings),
             "lastRun": self._last_run(),
             "indexBytes": self._index_bytes(),
         }
+
+    def _rerank_status(self) -> dict[str, Any] | None:
+        """The rerank stage as configured (None: off); no call is made to learn it."""
+        rs = self.settings.rerank
+        if rs.provider == "none":
+            return None
+        from .redact import shown_url
+
+        return {"provider": rs.provider, "model": rs.model or None, "baseUrl": shown_url(rs.base_url) or None,
+                "modelPath": rs.model_path or None, "topN": rs.top_n, "budgetSeconds": rs.budget_seconds}  # fmt: skip
 
     def _last_run(self) -> dict[str, Any] | None:
         """When the last index run (CLI or server) finished and how long it took; None before the first."""
