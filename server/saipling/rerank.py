@@ -354,10 +354,14 @@ def rerank_items(
             raise ProviderError(
                 f"{reranker.name} reranker returned {len(scores)} scores for {len(head)} documents"
             )
-    except ProviderError as exc:
+    except Exception as exc:  # noqa: BLE001 - a reranker never fails a search: any error keeps the fused order
         info["elapsedMs"] = round((time.monotonic() - started) * 1000, 2)
-        log.info("rerank skipped: %s", exc)
-        return Reranked(items, none, degraded=f"not reranked (fused order): {exc}", info=info)
+        if isinstance(exc, ProviderError):
+            log.info("rerank skipped: %s", exc)
+        else:
+            log.warning("rerank failed unexpectedly", exc_info=True)
+        why = str(exc) if isinstance(exc, ProviderError) else f"the reranker failed ({type(exc).__name__})"
+        return Reranked(items, none, degraded=f"not reranked (fused order): {why}", info=info)
     order = sorted(range(len(head)), key=lambda k: -scores[k])  # (stable: ties keep the fused order)
     out = list(items)
     new_scores = list(none)
