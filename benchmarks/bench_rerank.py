@@ -8,10 +8,10 @@ reach the reranked figure, what any reranker of N candidates could reach at best
 evidence file is among the top N fused candidates, or already among the first 10 files (reordering the top N
 moves no file below them out of the first 10).
 
-The latency is the search's wall clock with the stage against the same search without it (median over the dev
-set's queries, after a warm-up pass; the two sides interleaved per query, A B then B A): the HTTP round trip to a local server, JSON both ways, the documents' text.
-The fake runs in a child process (its scoring does not share this one's GIL); a real reranker's model time comes
-on top.
+The latency is the search's wall clock with the stage against the same search without it (per query the median
+of ROUNDS runs, the two sides interleaved, A B then B A; after a warm-up pass): the HTTP round trip to a local
+server, JSON both ways, the documents' text. The fake runs in a child process (its scoring does not share this
+one's GIL); a real reranker's model time comes on top.
 
     python benchmarks/bench_rerank.py                    # keyword-only index of the fiction corpus (cached)
     python benchmarks/bench_rerank.py --provider local   # hybrid with the local model (a cached index helps)
