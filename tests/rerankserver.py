@@ -10,6 +10,7 @@ Its scores come from `scorer(query, document) -> float` (default: the share of t
 document); results are sorted best first, as real servers answer. It can be told to misbehave from now on:
 
     fake.misbehave("hang")       # never answer (sleeps `hang_seconds`)
+    fake.misbehave("trickle")    # headers at once, then the (valid) answer a byte every 0.2 s
     fake.misbehave("500")        # HTTP 500 with a JSON error
     fake.misbehave("garbage")    # 200 with a body that is not JSON
     fake.misbehave("index")      # an index out of range
@@ -132,7 +133,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake._release.wait(self.fake.hang_seconds)
             return
         status, data = self.fake.answer(body)
+        if self.fake.mode == "trickle":
+            self._trickle(data)
+            return
         self._send(status, data)
+
+    def _trickle(self, data: bytes) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            for i in range(len(data)):
+                if self.fake._release.wait(0.2):
+                    return
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+        except OSError:  # the client gave up
+            pass
 
     def _send(self, status: int, data: bytes) -> None:
         try:
