@@ -117,6 +117,10 @@ def test_cohere_style_server_reorders_the_fused_top_n(tmp_path: Path, fake_reran
     assert first["explain"]["rerankScore"] == first["rerankScore"]
     scores = [r["score"] for r in got["results"]]
     assert scores == sorted(scores, reverse=True)  # the shown order and the scores agree
+    # confidence stays the calibrated evidence of each passage: reranking moves it, never rescales it
+    before = {r["filePath"]: r["confidence"] for r in fused["results"]}
+    assert {r["filePath"]: r["confidence"] for r in got["results"]} == before
+    assert got["confidence"] == fused["confidence"]  # (the same passages in the top 10)
     assert [r["confidence"] for r in got["results"]] != [] and all(
         0 <= r["confidence"] <= 1 for r in got["results"]
     )
@@ -283,3 +287,21 @@ async def test_language_server_reranks_and_a_hung_reranker_blocks_nothing(
             slow["degraded"].startswith("not reranked (fused order)") and slow["rerank"]["reranked"] is False
         )
         assert [r["filePath"] for r in slow["results"]][0] != "answer.md"
+
+
+def test_a_cohere_style_key_comes_from_the_environment_and_is_never_logged(
+    tmp_path: Path, fake_reranker, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    root = _project(tmp_path)
+    fake: FakeReranker = fake_reranker("cohere", scorer=oracle, key="jina_secret_rerank_key_0123")
+    rerank = {"provider": "cohere", "baseUrl": fake.url + "/v1/rerank"}
+    caplog.set_level(logging.DEBUG)
+    got, _ = _search(root, rerank, env={"SAIPLING_RERANK_API_KEY": "jina_secret_rerank_key_0123"})
+    assert got["degraded"] is None and _paths(got)[0] == "answer.md"
+    assert fake.requests[-1]["path"] == "/v1/rerank" and fake.requests[-1]["authorized"]
+    bad, _ = _search(root, rerank, env={"SAIPLING_RERANK_API_KEY": "jina_wrong_rerank_key_4567"})
+    assert bad["degraded"] and "401" in bad["degraded"] and "SAIPLING_RERANK_API_KEY" in bad["degraded"]
+    text = caplog.text + str(got) + str(bad)
+    assert "jina_secret_rerank" not in text and "jina_wrong_rerank" not in text
