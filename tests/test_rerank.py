@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import make_project, open_project
 from rerankserver import FakeReranker, fake_reranker  # noqa: F401  (fixture)
 from saipling.config import load_settings
@@ -305,3 +306,35 @@ def test_a_cohere_style_key_comes_from_the_environment_and_is_never_logged(
     assert bad["degraded"] and "401" in bad["degraded"] and "SAIPLING_RERANK_API_KEY" in bad["degraded"]
     text = caplog.text + str(got) + str(bad)
     assert "jina_secret_rerank" not in text and "jina_wrong_rerank" not in text
+
+
+def test_hybrid_search_reranks_and_keeps_the_vector_side_s_degraded_reason(
+    tmp_path: Path, fake_reranker, api_server: FakeEmbeddingAPI
+) -> None:
+    root = make_project(tmp_path, NOTES)
+    embed = {
+        "base_url": api_server.url + "/v1",
+        "model": "text-embedding-3-small",
+        "max_retries": 0,
+        "fallback": "none",
+    }
+    fake: FakeReranker = fake_reranker("cohere", scorer=oracle)
+    rerank = {"provider": "cohere", "baseUrl": fake.url}
+    with open_project(root, provider="openai", **embed) as project:
+        project.index()
+    with open_project(root, provider="openai", rerank=rerank, **embed) as project:
+        got = search(project, {"query": QUERY, "maxResults": 5, "explain": True})
+        assert got["mode"] == "hybrid" and got["degraded"] is None and got["rerank"]["reranked"] is True
+        assert got["results"][0]["filePath"] == "answer.md"
+        assert all(
+            r["explain"]["cosine"] is not None for r in got["results"]
+        )  # ranked with vectors, then reranked
+        api_server.fail(500, times=5)  # the query's vector cannot be had: keywords, then reranked
+        both = search(project, {"query": QUERY + " again", "maxResults": 5})
+        assert both["degraded"].startswith("keyword search only") and both["rerank"]["reranked"] is True
+        fake.misbehave("500")
+        neither = search(project, {"query": QUERY + " once more", "maxResults": 5})
+    assert (
+        neither["degraded"].startswith("keyword search only")
+        and "; not reranked (fused order): " in neither["degraded"]
+    )
