@@ -180,10 +180,11 @@ def test_a_failing_reranker_leaves_the_fused_order_within_the_budget(
 
 
 # -- a local cross-encoder folder ---------------------------------------------------------------------------------
-def tiny_cross_encoder(folder: Path, marker: str = "verdigris") -> Path:
+def tiny_cross_encoder(folder: Path, marker: str = "verdigris", slow: int = 0) -> Path:
     """A cross-encoder-shaped folder that is NOT a real model: a word-level tokenizer.json over the notes' words
     and a tiny ONNX graph (built here with `onnx`) whose logit for a (query, document) pair counts the document's
-    `marker` tokens: input_ids, attention_mask, token_type_ids -> logits (n, 1)."""
+    `marker` tokens: input_ids, attention_mask, token_type_ids -> logits (n, 1). `slow`: that many chained
+    1024 x 1024 matrix products on the input's size, added x 0 (a model that takes its time)."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -213,7 +214,13 @@ def tiny_cross_encoder(folder: Path, marker: str = "verdigris") -> Path:
         helper.make_node("Mul", ["maskf", "typef"], ["docmask"]),
         helper.make_node("Unsqueeze", ["docmask", "axis2"], ["docmask3"]),
         helper.make_node("Mul", ["emb", "docmask3"], ["masked"]),
-        helper.make_node("ReduceSum", ["masked", "axis1"], ["logits"], keepdims=0),  # (n, 1)
+        helper.make_node("ReduceSum", ["masked", "axis1"], ["raw"], keepdims=0),  # (n, 1)
+        helper.make_node("ReduceSum", ["maskf"], ["total"], keepdims=0),
+        helper.make_node("Expand", ["total", "square"], ["big0"]),
+        *(helper.make_node("MatMul", [f"big{k}", "M"], [f"big{k + 1}"]) for k in range(slow)),
+        helper.make_node("ReduceSum", [f"big{slow}"], ["bigsum"], keepdims=0),
+        helper.make_node("Mul", ["bigsum", "zero"], ["nothing"]),
+        helper.make_node("Add", ["raw", "nothing"], ["logits"]),
     ]
     ints = [
         helper.make_tensor_value_info(n, TensorProto.INT64, ["n", "L"])
@@ -222,7 +229,10 @@ def tiny_cross_encoder(folder: Path, marker: str = "verdigris") -> Path:
     graph = helper.make_graph(
         nodes, "tiny_cross_encoder", ints, [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 1])],
         initializer=[numpy_helper.from_array(weights, "W"), numpy_helper.from_array(np.array([2], dtype=np.int64), "axis2"),
-                     numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1")],
+                     numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1"),
+                     numpy_helper.from_array(np.array([1024, 1024], dtype=np.int64), "square"),
+                     numpy_helper.from_array(np.full((1024, 1024), 1 / 1024, dtype=np.float32), "M"),
+                     numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero")],
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -241,6 +251,26 @@ def test_local_cross_encoder_folder_reranks(tmp_path: Path) -> None:
     assert _paths(got)[0] == "answer.md" != _paths(fused)[0]
     assert got["results"][0]["rerankScore"] == 1.0  # one marker token in the document
     assert [r["rerankScore"] for r in got["results"][1:]] == [0.0] * (len(got["results"]) - 1)
+
+
+def test_a_slow_local_cross_encoder_is_given_up_at_the_budget_and_never_queued(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    root = _project(tmp_path)
+    folder = tiny_cross_encoder(tmp_path / "slow-cross-encoder", slow=30)
+    fused, fused_took = _search(root)
+    budget = 0.3
+    with open_project(
+        root, rerank={"provider": "local", "modelPath": str(folder), "budgetSeconds": budget}
+    ) as p:
+        params = {"query": QUERY, "maxResults": 5, "mode": "lexical"}
+        started = time.monotonic()
+        first = search(p, params)
+        took = time.monotonic() - started
+        second = search(p, params)  # the first query's run is still going: not queued behind it
+    assert _paths(first) == _paths(fused) == _paths(second)
+    assert "did not finish within the budget" in first["degraded"]
+    assert first["rerank"]["elapsedMs"] <= budget * 1.1 * 1000 and took <= budget * 1.1 + fused_took + 0.5
+    assert "still busy with an earlier query" in second["degraded"] and second["rerank"]["elapsedMs"] < 100
 
 
 def test_local_folder_without_a_model_says_why(tmp_path: Path) -> None:
