@@ -280,6 +280,10 @@ def test_local_folder_without_a_model_says_why(tmp_path: Path) -> None:
     got, _ = _search(root, {"provider": "local", "modelPath": str(tmp_path / "empty")})
     assert _paths(got) == _paths(fused)
     assert got["degraded"] and "has no model.onnx" in got["degraded"]
+    folder = tiny_cross_encoder(tmp_path / "bad-config")
+    (folder / "saipling.json").write_text('{"max_input_tokens": "many"}', encoding="utf-8")
+    bad, _ = _search(root, {"provider": "local", "modelPath": str(folder)})
+    assert _paths(bad) == _paths(fused) and "invalid model config" in bad["degraded"]
 
 
 # -- through the language server ----------------------------------------------------------------------------------

@@ -158,9 +158,10 @@ class Project:
 
                 try:
                     self._reranker = create_reranker(self.settings)
-                except ProviderError as exc:
-                    self._reranker_error = exc
-                    log.warning("reranker unavailable: %s", exc)
+                except Exception as exc:  # noqa: BLE001 - a reranker that cannot be made never fails a search
+                    error = exc if isinstance(exc, ProviderError) else ProviderError(f"cannot make it ({exc})")
+                    self._reranker_error = error
+                    log.warning("reranker unavailable: %s", error)
             if self._reranker_error is not None:
                 raise self._reranker_error
             return self._reranker

@@ -200,11 +200,20 @@ class LocalReranker(Reranker):
         hf = _read_json(folder / "config.json")
         self.onnx, self.tokenizer_file = onnx, folder / "tokenizer.json"
         self.model = str(own.get("model") or folder.resolve().name)
-        limit = own.get("max_input_tokens") or hf.get("max_position_embeddings") or LOCAL_MAX_TOKENS
-        self.max_tokens = min(int(limit), LOCAL_MAX_TOKENS) if not own.get("max_input_tokens") else int(limit)
+        try:  # saipling.json's window as given; else the model's, at most LOCAL_MAX_TOKENS
+            own_limit = int(own.get("max_input_tokens") or 0)
+            self.max_tokens = own_limit or min(
+                int(hf.get("max_position_embeddings") or LOCAL_MAX_TOKENS), LOCAL_MAX_TOKENS
+            )
+        except (TypeError, ValueError) as exc:
+            raise ProviderError(f"rerank modelPath {folder}: invalid model config ({exc})") from None
+        if self.max_tokens < 8:
+            raise ProviderError(
+                f"rerank modelPath {folder}: a window of {self.max_tokens} tokens is too small"
+            )
         self._state: tuple[Any, Any, tuple[str, ...]] | None = None
         self._lock = threading.Lock()
-        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor  # (not on a search's import path when off)
 
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="saipling-rerank")
         self._busy = threading.Lock()
