@@ -159,7 +159,9 @@ class Project:
                 try:
                     self._reranker = create_reranker(self.settings)
                 except Exception as exc:  # noqa: BLE001 - a reranker that cannot be made never fails a search
-                    error = exc if isinstance(exc, ProviderError) else ProviderError(f"cannot make it ({exc})")
+                    error = (
+                        exc if isinstance(exc, ProviderError) else ProviderError(f"cannot make it ({exc})")
+                    )
                     self._reranker_error = error
                     log.warning("reranker unavailable: %s", error)
             if self._reranker_error is not None:
