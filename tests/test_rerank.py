@@ -372,3 +372,31 @@ def test_hybrid_search_reranks_and_keeps_the_vector_side_s_degraded_reason(
         neither["degraded"].startswith("keyword search only")
         and "; not reranked (fused order): " in neither["degraded"]
     )
+
+
+# -- the command line ---------------------------------------------------------------------------------------------
+def test_cli_search_reranks_from_config_toml_and_explains_it(tmp_path: Path, fake_reranker) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from saipling.cli import main
+
+    root = _project(tmp_path)
+    fake: FakeReranker = fake_reranker("cohere", scorer=oracle)
+    (root / ".saipling" / "config.toml").write_text(
+        f'[rerank]\nprovider = "cohere"\nbaseUrl = "{fake.url}"\n'
+    )
+    env = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1"}
+    args = ["search", QUERY, "--root", str(root), "--mode", "lexical"]
+    out = CliRunner(env=env).invoke(main, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    assert got["rerank"]["reranked"] is True and got["results"][0]["filePath"] == "answer.md"
+    shown = CliRunner(env=env).invoke(main, [*args, "--explain"])
+    assert shown.exit_code == 0 and "rerank 10.0" in shown.stdout
+    fake.misbehave("garbage")
+    warned = CliRunner(env=env).invoke(main, [*args, "--json"])
+    assert warned.exit_code == 0 and json.loads(warned.stdout)["degraded"].startswith(
+        "not reranked (fused order)"
+    )
