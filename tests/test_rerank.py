@@ -400,3 +400,23 @@ def test_cli_search_reranks_from_config_toml_and_explains_it(tmp_path: Path, fak
     assert warned.exit_code == 0 and json.loads(warned.stdout)["degraded"].startswith(
         "not reranked (fused order)"
     )
+
+
+# -- the MCP server -----------------------------------------------------------------------------------------------
+async def test_mcp_search_reranks_from_the_environment(tmp_path: Path, fake_reranker) -> None:
+    from test_mcp import call, mcp_session
+
+    root = make_project(tmp_path, NOTES)
+    fake: FakeReranker = fake_reranker("cohere", scorer=oracle)
+    env = {
+        "SAIPLING_RERANK_PROVIDER": "cohere",
+        "SAIPLING_RERANK_BASE_URL": fake.url,
+        "SAIPLING_RERANK_TOP_N": "3",
+    }
+    async with mcp_session(root, **env) as session:
+        got = await call(session, "search", {"query": QUERY, "mode": "lexical", "maxResults": 5})
+        status = await call(session, "status")
+    assert got["degraded"] is None and got["rerank"]["reranked"] is True and got["rerank"]["candidates"] == 3
+    assert sum("rerankScore" in r for r in got["results"]) == 3
+    assert len(fake.requests[-1]["body"]["documents"]) == 3
+    assert status["rerank"]["topN"] == 3
