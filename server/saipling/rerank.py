@@ -18,8 +18,8 @@ says why in `degraded`. A search never retries a reranker (someone is waiting).
 What the stage changes (search.py calls `rerank_pairs` right after fusion, on the live candidates with their text):
 the order of the top N candidates (a query that is a heading or an entity's name keeps that section first), each
 reranked result's `rerankScore`, and the relative part of the results' `score`. A result's `confidence` is not
-taken from the rerank score: the rerank scales differ by provider (Voyage and Cohere answer 0..1 relevances, TEI
-and llama.cpp raw logits, a local cross-encoder its logits) and none is calibrated on saipling's dev sets, so a
+taken from the rerank score: the rerank scales differ by provider (Voyage and Cohere answer 0..1 relevances, a
+self-hosted server may answer raw logits, a local cross-encoder answers its logit) and none is calibrated on saipling's dev sets, so a
 result's confidence stays the calibrated evidence of its cosine and its words (confidence.py). The rerank score
 enters the query's confidence only through which results the stage puts in the top ten (the query's confidence is
 the best among them), and a result's `score` through its place: the query's confidence x exp(-(best - its rerank
