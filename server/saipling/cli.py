@@ -495,7 +495,8 @@ def _print_results(response: dict, explain: bool) -> None:
             snippet.append(
                 f"\nkeyword rank {e['keywordRank']}, vector rank {e['vectorRank']}, cosine {_num(e['cosine'])},"
                 f" fused {e['fused']}, confidence {e['confidence']}, score {e['fusedScore']}"
-                + (f", exact {e['exactMatch']} match" if e.get("exactMatch") else ""),
+                + (f", exact {e['exactMatch']} match" if e.get("exactMatch") else "")
+                + (f", rerank {e['rerankScore']}" if e.get("rerankScore") is not None else ""),
                 style="dim",
             )
         table.add_row(f"{r['score']:.3f}", Text(where), f"{r['startLine']}-{r['endLine']}", snippet,

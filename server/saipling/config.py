@@ -28,6 +28,25 @@ class ChunkingSettings:
     overlap_tokens: int = 50
 
 
+RERANK_PROVIDERS = ("none", "voyage", "cohere", "local")
+
+
+@dataclass
+class RerankSettings:
+    """The optional rerank stage (rerank.py): the top `top_n` fused candidates sent to a second model, which
+    reorders them; off (`provider = "none"`) by default."""
+
+    # none | voyage | cohere (any Cohere-style /v1/rerank: TEI, llama.cpp, vLLM, Jina) | local
+    provider: str = "none"
+    model: str = ""  # voyage: rerank-2.5-lite by default; cohere-style: sent when set
+    base_url: str = ""  # voyage: https://api.voyageai.com by default; cohere-style: required
+    model_path: str = ""  # local: a cross-encoder folder (tokenizer.json + model.onnx)
+    top_n: int = 20  # fused candidates sent to the reranker
+    budget_seconds: float = 2.0  # the stage's wall-clock budget; past it the fused order is answered
+    # Secret: from the environment or the editor only (SAIPLING_RERANK_API_KEY), never from project files.
+    api_key: str = dataclasses.field(default="", repr=False)
+
+
 @dataclass
 class Settings:
     enabled: bool = True
@@ -49,6 +68,7 @@ class Settings:
     exclude: list[str] = field(default_factory=list)
     max_file_bytes: int = 5 * 1024 * 1024
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
+    rerank: RerankSettings = field(default_factory=RerankSettings)
     skills_dir: str = "skills"
     corpora: dict[str, list[str]] = field(default_factory=dict)
     roles: dict[str, list[str]] = field(default_factory=dict)
@@ -101,7 +121,14 @@ _ALIASES = {
     "overlapTokens": "overlap_tokens",
     "voyageApiKey": "voyage_api_key",
     "openaiApiKey": "openai_api_key",
+    "topN": "top_n",
+    "budgetSeconds": "budget_seconds",
+    "apiKey": "api_key",
 }
+_TABLES = ("chunking", "rerank")  # settings tables, merged key by key
+# minimums of table keys ("table.key")
+_TABLE_MINIMUMS = {"rerank.top_n": 1, "rerank.budget_seconds": 0.05}
+_TABLE_SECRETS = {"rerank.api_key"}
 _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
 _OPTIONAL_STRINGS = {"query_prefix", "document_prefix"}  # None = not set (the model family decides)
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
@@ -175,25 +202,10 @@ def apply_layer(
         if value is None:
             continue
         name = _field_name(str(raw_key))
-        if name == "chunking":
-            if not isinstance(value, Mapping):
-                warnings.append(f"{source}: chunking must be a table")
-                continue
-            for ck, cv in value.items():
-                cname = _field_name(str(ck))
-                if not hasattr(settings.chunking, cname):
-                    warnings.append(f"{source}: unknown setting chunking.{ck}")
-                    continue
-                try:
-                    setattr(
-                        settings.chunking,
-                        cname,
-                        _coerce(cv, getattr(settings.chunking, cname), f"chunking.{ck}"),
-                    )
-                except (TypeError, ValueError) as exc:
-                    warnings.append(f"{source}: {exc}")
+        if name in _TABLES:
+            warnings += _apply_table(getattr(settings, name), name, value, source, allow_secrets)
             continue
-        if not hasattr(settings, name) or name == "chunking":
+        if not hasattr(settings, name) or name in _TABLES:
             if source == "environment":
                 log.debug("ignoring environment variable SAIPLING_%s: not a setting", str(raw_key).upper())
             else:
@@ -226,6 +238,43 @@ def apply_layer(
     return warnings
 
 
+def _apply_table(table: Any, table_name: str, value: Any, source: str, allow_secrets: bool) -> list[str]:
+    """Merge one source's `[table]` (chunking, rerank) into the settings' table, key by key."""
+    if not isinstance(value, Mapping):
+        return [f"{source}: {table_name} must be a table"]
+    warnings: list[str] = []
+    for key, raw in value.items():
+        name = _field_name(str(key))
+        full = f"{table_name}.{name}"
+        if raw is None:
+            continue
+        if not hasattr(table, name):
+            warnings.append(f"{source}: unknown setting {table_name}.{key}")
+            continue
+        if full in _TABLE_SECRETS and not allow_secrets:
+            warnings.append(
+                f"{source}: API keys are never read from project files ({table_name}.{key} ignored)"
+            )
+            continue
+        try:
+            coerced = _coerce(raw, getattr(table, name), f"{table_name}.{key}")
+        except (TypeError, ValueError) as exc:
+            warnings.append(f"{source}: {exc}")
+            continue
+        if full in _TABLE_MINIMUMS and coerced < _TABLE_MINIMUMS[full]:
+            warnings.append(
+                f"{source}: {table_name}.{key} must be >= {_TABLE_MINIMUMS[full]}, got {shown(coerced)}"
+            )
+            continue
+        if full == "rerank.provider" and coerced not in RERANK_PROVIDERS:
+            warnings.append(
+                f"{source}: rerank.provider must be one of {list(RERANK_PROVIDERS)}, got {shown(coerced)}"
+            )
+            continue
+        setattr(table, name, coerced)
+    return warnings
+
+
 def _globs_problem(name: str, value: Any) -> str | None:
     """Why the globs of `include`, `exclude` or a corpus are refused (too many, one too long), else None."""
     if name in ("include", "exclude"):
@@ -246,7 +295,11 @@ def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
             "SAIPLING_TEST_CLOCK",
             "SAIPLING_PROGRESS",
         }:
-            layer[key[len("SAIPLING_") :].lower()] = value
+            name = key[len("SAIPLING_") :].lower()
+            if name.startswith("rerank_"):  # SAIPLING_RERANK_TOP_N -> rerank.top_n
+                layer.setdefault("rerank", {})[name[len("rerank_") :]] = value
+            else:
+                layer[name] = value
     if env.get("VOYAGE_API_KEY"):
         layer["voyage_api_key"] = env["VOYAGE_API_KEY"]
     if env.get("OPENAI_API_KEY"):
@@ -293,7 +346,8 @@ def load_settings(
     ):
         if lay:
             warnings += apply_layer(settings, lay, source, allow_secrets=source != "config.toml")
-    remember(settings.openai_api_key, settings.voyage_api_key)  # redacted from every log from now on
+    # redacted from every log from now on
+    remember(settings.openai_api_key, settings.voyage_api_key, settings.rerank.api_key)
     for w in warnings:
         log.warning("%s", w)
     return settings, warnings

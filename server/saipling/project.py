@@ -28,6 +28,7 @@ from .store import Store
 
 if TYPE_CHECKING:  # the indexer (numpy, the chunker, frontmatter) loads only when a run needs it
     from .indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
+    from .rerank import Reranker
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,36 @@ class Project:
         self.fallback_from: EmbeddingProvider | None = None
         self.fallback_reason: str | None = None
         self.fallback_notices: list[str] = []  # what the user must be told once (the server shows them)
+        self._reranker: Reranker | None = None  # the rerank stage's model (rerank.py), made on first use
+        self._reranker_error: ProviderError | None = None
+        self._reranker_lock = threading.Lock()
+
+    @property
+    def rerank_provider(self) -> Reranker | None:
+        """The reranker the settings ask for (None: off), made on first use; ProviderError when it cannot be."""
+        if self.settings.rerank.provider == "none":
+            return None
+        with self._reranker_lock:
+            if self._reranker is None and self._reranker_error is None:
+                from .rerank import create_reranker
+
+                try:
+                    self._reranker = create_reranker(self.settings)
+                except Exception as exc:  # noqa: BLE001 - a reranker that cannot be made never fails a search
+                    error = (
+                        exc if isinstance(exc, ProviderError) else ProviderError(f"cannot make it ({exc})")
+                    )
+                    self._reranker_error = error
+                    log.warning("reranker unavailable: %s", error)
+            if self._reranker_error is not None:
+                raise self._reranker_error
+            return self._reranker
+
+    def _drop_reranker(self) -> None:
+        with self._reranker_lock:
+            reranker, self._reranker, self._reranker_error = self._reranker, None, None
+        if reranker is not None:
+            reranker.close()
 
     @property
     def indexer(self) -> Indexer:
@@ -209,9 +240,12 @@ class Project:
         for provider in (self.provider, self.fallback_from):
             if provider is not None:
                 provider.abort()
+        if self._reranker is not None:
+            self._reranker.abort()
 
     def close(self, checkpoint: bool = True) -> None:
         self.provider.close()
+        self._drop_reranker()
         self.store.close(checkpoint)
 
     def apply_settings(self, settings: Settings) -> str | None:
@@ -219,6 +253,8 @@ class Project:
         "full" (files must be re-chunked), "incremental" (new provider or scope; SPEC 5 rebuild), or None."""
         old, self.settings = self.settings, settings
         self.indexer.settings = settings
+        if old.rerank != settings.rerank or old.voyage_api_key != settings.voyage_api_key:
+            self._drop_reranker()  # made again from the new settings on the next search
         if any(getattr(old, k) != getattr(settings, k) for k in _PROVIDER_KEYS):
             self.provider.close()
             try:
@@ -618,6 +654,7 @@ class Project:
                 "etaSeconds": round(p.eta_seconds, 1) if p and p.eta_seconds is not None else None,
             },
             "embedding": provider.applied() if isinstance(provider, EmbeddingProvider) else None,
+            "rerank": self._rerank_status(),
             "degraded": self.degraded(),
             "readOnly": self.store.readonly,
             # (with a `.context_settings.json` that cannot be read: what applies instead, as search says)
@@ -625,6 +662,16 @@ class Project:
             "lastRun": self._last_run(),
             "indexBytes": self._index_bytes(),
         }
+
+    def _rerank_status(self) -> dict[str, Any] | None:
+        """The rerank stage as configured (None: off); no call is made to learn it."""
+        rs = self.settings.rerank
+        if rs.provider == "none":
+            return None
+        from .redact import shown_url
+
+        return {"provider": rs.provider, "model": rs.model or None, "baseUrl": shown_url(rs.base_url) or None,
+                "modelPath": rs.model_path or None, "topN": rs.top_n, "budgetSeconds": rs.budget_seconds}  # fmt: skip
 
     def _last_run(self) -> dict[str, Any] | None:
         """When the last index run (CLI or server) finished and how long it took; None before the first."""

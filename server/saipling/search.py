@@ -3,7 +3,8 @@
 Ranking: keyword candidates (chunk BM25, and whole-file BM25 for short files) and vector candidates (cosine) are
 unioned; each signal is z-normalised over the candidates (no keyword match = BM25 0) and the two are added
 with fixed weights (measured on SciFact train: beats reciprocal rank fusion; query-type weights did not help). A query that is
-exactly a heading, or a file's entity name or alias, puts that section first.
+exactly a heading, or a file's entity name or alias, puts that section first. An optional rerank stage
+(rerank.py, off by default) then reorders the top N live candidates.
 
 Scores: `confidence` (0..1) of a result comes from absolute signals, not ranks: its raw cosine mapped through a
 per-model calibration (CALIBRATIONS in confidence.py) and the share of the query's rare terms (idf-weighted) it contains. A
@@ -42,6 +43,7 @@ from .lazy import np  # numpy loads on first use (cold CLI path)
 from .paths import glob_problem, normalise_rel
 from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
 from .request_checks import chapter_id as chapter_ref
+from .rerank import rerank_depth, rerank_pairs
 from .store import ChunkFilter
 from .terms import (  # noqa: F401 - STOPWORDS re-exported for callers
     _WORD_RE,
@@ -294,7 +296,8 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
             degraded = partly_embedded(project, mode)
     want = req.max_results
     pairs: list[tuple[dict[str, Any], _Ranked]] = []
-    depth = max(want, CONFIDENCE_DEPTH)  # the query's confidence looks this far down, whatever maxResults is
+    # the query's confidence looks this far down, whatever maxResults is (and the rerank stage its top N)
+    depth = max(want, CONFIDENCE_DEPTH, rerank_depth(project))
     n_cand = max(100, want * 4)
     sync = getattr(project, "lazy_sync", None)
     synced = False
@@ -316,6 +319,10 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
         # files vanished from disk (queued for deindexing, maybe still in the index): rank again without them
         flt.exclude_paths = sorted(set(flt.exclude_paths) | missing)
         n_cand *= 2
+    reranked = rerank_pairs(project, req.query, pairs)  # the rerank stage (rerank.py; off by default)
+    pairs = reranked.items
+    if reranked.degraded:
+        degraded = f"{degraded}; {reranked.degraded}" if degraded else reranked.degraded
     used_vectors = qvec is not None and mode != "lexical"
     confidence = _score(project, req.query, pairs, used_vectors)
     terms = highlight_terms(req.query)
@@ -351,6 +358,8 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
     }
     if warnings:  # (a `.context_settings.json` that cannot be read, and what applies instead)
         out["warnings"] = warnings
+    if reranked.info:  # what the rerank stage did (provider, model, candidates, elapsedMs)
+        out["rerank"] = {**reranked.info, "reranked": reranked.degraded is None}
     return out
 
 
@@ -366,6 +375,7 @@ class _Ranked:
     exact: str | None = None  # "heading" | "entity": the query is this chunk's heading or its file's name
     confidence: float = 0.0
     fused: float = 0.0  # the ranking key (weighted z-scores); `score` becomes the 0..1 score
+    rerank: float | None = None  # the rerank stage's score (rerank.py), when it reordered this candidate
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
@@ -552,9 +562,17 @@ def _score(
         r.confidence = conf
     confidence = max(r.confidence for _, r in pairs[:CONFIDENCE_DEPTH])
     top = max(r.fused for _, r in pairs)
+    # reranked candidates: how far each trails the best in rerank score, z-normalised over them (rerank.py)
+    _, rr_sd = _stats([r.rerank for _, r in pairs if r.rerank is not None])
+    rr_top = max((r.rerank for _, r in pairs if r.rerank is not None), default=0.0)
     running = 1.0
     for _, r in pairs:
-        rel = 1.0 if r.exact else math.exp(-(top - r.fused) / REL_SCALE)
+        if r.exact:
+            rel = 1.0
+        elif r.rerank is not None:
+            rel = math.exp(-(rr_top - r.rerank) / rr_sd / REL_SCALE)
+        else:
+            rel = math.exp(-(top - r.fused) / REL_SCALE)
         running = min(running, rel)
         r.score = confidence * running
     return confidence
@@ -602,9 +620,13 @@ def result_dict(project: ProjectView, row: Mapping[str, Any], score: float, term
         "chapterId": row["chapter_id"],
         "matchedBy": matched,
     }
+    if r is not None and r.rerank is not None:
+        res["rerankScore"] = round(float(r.rerank), 4)  # the reranker's own score (its scale: rerank.py)
     if explain and r is not None:
         res["explain"] = {"keywordRank": r.kw_rank, "vectorRank": r.vec_rank, "bm25": r.bm25,
                           "fileBm25": r.file_bm25, "cosine": r.cosine, "exactMatch": r.exact,
                           "fused": round(float(r.fused), 4), "confidence": round(float(r.confidence), 4),
                           "fusedScore": round(float(score), 4)}  # fmt: skip
+        if r.rerank is not None:  # reranked (rerank.py): the reranker's score
+            res["explain"]["rerankScore"] = round(float(r.rerank), 4)
     return res
