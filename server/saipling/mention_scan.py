@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .entities import MIN_NAME_CHARS, Entity, EntityIndex, disk_reader, fts_phrases, is_entity
 from .metadata import split_frontmatter
-from .store_mentions import FileMentionRows, MentionRow
-from .store_schema import FileRecord
+from .store import FileMentionRows, FileRecord, MentionRow
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,7 +12,7 @@ from .context_settings import load_context_settings
 from .entities import Entity, EntityProject, entity_index, manuscript_key
 from .errors import InvalidRequest
 from .metadata import slugify
-from .store_schema import ChunkFilter
+from .store import ChunkFilter
 from .visibility import role_levels, visible
 
 log = logging.getLogger(__name__)

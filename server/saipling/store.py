@@ -24,7 +24,11 @@ import apsw
 from . import index_files
 from .errors import IndexCorrupted
 from .store_files import FileWrites
-from .store_mentions import MentionWrites
+from .store_mentions import (  # noqa: F401 - records re-exported: callers import them from the store
+    FileMentionRows,
+    MentionRow,
+    MentionWrites,
+)
 from .store_schema import (  # noqa: F401 - records re-exported: callers import them from the store
     _MIGRATIONS,
     ADDED_COLUMNS,
