@@ -30,10 +30,12 @@ from .confidence import (  # noqa: F401 - fallback_calibration re-exported for c
     LEXICAL_HIGH,
     LEXICAL_LOW,
     _ramp,
+    combine,
     fallback_calibration,
     lexical_coverage,
     query_idf,
     vector_calibration,
+    vocabulary_share,
 )
 from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider, user_waiting
@@ -60,8 +62,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Fusion (tuned on SciFact train and the fiction dev set; figures in README "Retrieval quality")
-FUSION_VECTOR_WEIGHT = 0.6  # weight of the vector z-score in hybrid mode; keywords get the rest
+# Fusion (chosen on the union of the dev sets and SciFact train; figures in README "Retrieval quality")
+FUSION_VECTOR_WEIGHT = 0.6  # weight of the vector z-score in hybrid mode; keywords get at most the rest
+# The keyword side's weight follows the evidence it has (`Evidence`): its full share when its best hits hold the
+# query's rare words (idf-weighted coverage >= KEYWORD_COVERAGE[1]), none below KEYWORD_COVERAGE[0], linear
+# between; or, when higher, AGREEMENT_GAIN x the share of its top AGREEMENT_DEPTH files that the vector side
+# also ranks in its top AGREEMENT_REACH files (the two lists agree: the words point at the same passages)
+KEYWORD_COVERAGE = (0.35, 0.75)
+KEYWORD_EVIDENCE_DEPTH = 10  # the keyword hits whose coverage counts
+AGREEMENT_GAIN = 1.0
+AGREEMENT_DEPTH = 5
+AGREEMENT_REACH = 10
 # files of at most this many bytes (about 500 words) are scored lexically as a whole (whole-file BM25). A size in
 # bytes, not chunks: the same note is "short" whatever the model's chunk length (SciFact train, hybrid nDCG@10 with
 # ~100-token chunks, maxResults 200: 0.7423 at <= 3 chunks, 0.7443 at <= 3,000 bytes, 99% of its abstracts)
@@ -378,12 +389,9 @@ def _rank(
     )
     use_vec = qvec is not None and mode in ("hybrid", "semantic") and bool(vec)
     use_lex = lexical and bool(kw or files)
-    w_vec = (FUSION_VECTOR_WEIGHT if use_lex else 1.0) if use_vec else 0.0
-    pending: list[tuple[_Ranked, str | None, float]] = []
-    best_v: dict[str | None, float] = {}  # per file: the best vector z-score among its candidates
-    for cid, r in ranked.items():
+    lex_of: dict[int, float] = {}
+    for cid in ranked:
         path = paths.get(cid)
-        r.file_bm25 = file_bm25.get(path) if path else None
         lex = 0.0
         if use_lex:
             zk = (-chunk_bm25.get(cid, 0.0) - k_mu) / k_sd
@@ -392,8 +400,23 @@ def _rank(
                 lex = zf + SHORT_FILE_CHUNK_WEIGHT * zk
             else:
                 lex = (1 - LONG_FILE_MIX) * zk + LONG_FILE_MIX * zf
+        lex_of[cid] = lex
+    ev = Evidence()
+    if use_vec and use_lex:
+        ev = _evidence(project, req.query, kw, ranked, paths, lex_of)
+    elif use_vec:
+        ev.vector_weight = 1.0
+    elif use_lex:
+        ev.keyword_weight = 1.0
+    w_vec, w_lex = ev.vector_weight, ev.keyword_weight
+    pending: list[tuple[_Ranked, str | None, float]] = []
+    best_v: dict[str | None, float] = {}  # per file: the best vector z-score among its candidates
+    for cid, r in ranked.items():
+        path = paths.get(cid)
+        r.file_bm25 = file_bm25.get(path) if path else None
+        lex = lex_of[cid]
         v = (r.cosine - v_mu) / v_sd if use_vec and r.cosine is not None else 0.0
-        r.fused = r.score = w_vec * v + (1 - w_vec) * lex
+        r.fused = r.score = w_vec * v + w_lex * lex
         if use_vec and r.cosine is not None:
             best_v[path] = max(best_v.get(path, v), v)
         if use_vec and use_lex and r.cosine is None and r.kw_rank is not None:
@@ -403,9 +426,68 @@ def _rank(
         # text with no vector yet (written since the last quiet period) has no cosine to lose: its keyword score
         # stands for both, or a word just written would rank below merely similar passages; nor below the other
         # passages of its own file (in a short file they share its keyword score): it is given their best cosine
-        r.fused = r.score = max(lex, w_vec * best_v.get(path, lex) + (1 - w_vec) * lex)
+        r.fused = r.score = max(lex, w_vec * best_v.get(path, lex) + w_lex * lex)
     out = sorted(ranked.values(), key=lambda r: (r.exact is None, -r.score))
+    return rerank(project, req, out)
+
+
+@dataclass
+class Evidence:
+    """What a hybrid query's two lists say about it, and the weights of its fusion that follow.
+
+    The keyword side counts in full when its best hits hold the query's rare words, or when its top files are
+    among the vector side's: a long question in a reader's words spreads BM25 over many passages that share
+    its common words, and z-normalising that list made the noise look as sure as the vectors' evidence."""
+
+    coverage: float = 0.0  # best idf-weighted share of the query's terms among the top keyword hits
+    agreement: float = 0.0  # share of the top keyword files that the vector side ranks high too
+    keyword_weight: float = 0.0
+    vector_weight: float = 0.0
+
+
+def _evidence(
+    project: ProjectView,
+    query: str,
+    kw: list[tuple[int, float]],
+    ranked: dict[int, _Ranked],
+    paths: Mapping[int, str | None],
+    lex_of: Mapping[int, float],
+) -> Evidence:
+    ev = Evidence(vector_weight=FUSION_VECTOR_WEIGHT)
+    top = [cid for cid, _ in kw[:KEYWORD_EVIDENCE_DEPTH]]
+    if top:
+        idf = query_idf(project, query)
+        rows = project.store.chunks_by_id(top)
+        ev.coverage = max((lexical_coverage(idf, row) for row in rows.values()), default=0.0)
+    kw_files = _top_files(sorted(ranked, key=lambda c: -lex_of[c]), paths, AGREEMENT_DEPTH)
+    with_cos = [c for c, r in ranked.items() if r.cosine is not None]
+    vec_files = _top_files(sorted(with_cos, key=lambda c: -(ranked[c].cosine or 0.0)), paths, AGREEMENT_REACH)
+    if kw_files:
+        ev.agreement = len(set(kw_files) & set(vec_files)) / len(kw_files)
+    lo, hi = KEYWORD_COVERAGE
+    trust = max(_ramp(ev.coverage, lo, hi), min(1.0, AGREEMENT_GAIN * ev.agreement))
+    ev.keyword_weight = (1 - FUSION_VECTOR_WEIGHT) * trust
+    return ev
+
+
+def _top_files(order: list[int], paths: Mapping[int, str | None], n: int) -> list[str]:
+    out: list[str] = []
+    for cid in order:
+        p = paths.get(cid)
+        if p is not None and p not in out:
+            out.append(p)
+            if len(out) >= n:
+                break
     return out
+
+
+def rerank(project: ProjectView, req: SearchRequest, ranked: list[_Ranked]) -> list[_Ranked]:
+    """The seam for a rerank stage after fusion: a project's `reranker` (a callable taking the query and the
+    fused candidates, best first, and returning them reordered) sees the candidates here; none by default."""
+    reranker = getattr(project, "reranker", None)
+    if reranker is None or not ranked:
+        return ranked
+    return list(reranker(req.query, ranked))
 
 
 def _exact_matches(project: ProjectView, query: str, flt: ChunkFilter) -> dict[int, str]:
@@ -463,14 +545,17 @@ def _score(
         return 0.0
     cal = vector_calibration(project) if vectors else None
     idf = query_idf(project, query)
+    known = vocabulary_share(project, query) if cal is not None else 1.0
     for row, r in pairs:
         coverage = lexical_coverage(idf, row)
         if r.exact:
             conf = 1.0
         elif cal is not None and r.cosine is not None:
-            conf = max(_ramp(r.cosine, cal.low, cal.high), _ramp(coverage, LEXICAL_LOW, LEXICAL_HIGH))
+            conf = combine(
+                known * _ramp(r.cosine, cal.low, cal.high), _ramp(coverage, LEXICAL_LOW, LEXICAL_HIGH)
+            )
         else:
-            conf = _ramp(coverage, KEYWORD_ONLY_LOW, KEYWORD_ONLY_HIGH)
+            conf = _ramp(coverage, KEYWORD_ONLY_LOW, KEYWORD_ONLY_HIGH)  # (keywords are all there is)
         r.confidence = conf
     confidence = max(r.confidence for _, r in pairs[:CONFIDENCE_DEPTH])
     top = max(r.fused for _, r in pairs)
