@@ -253,6 +253,7 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
                 degraded = f"keyword search only: {exc}"
     want = req.max_results
     pairs: list[tuple[dict[str, Any], _Ranked]] = []
+    evidence = Evidence()
     depth = max(want, CONFIDENCE_DEPTH)  # the query's confidence looks this far down, whatever maxResults is
     n_cand = max(100, want * 4)
     sync = getattr(project, "lazy_sync", None)
@@ -260,7 +261,7 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
     if sync is not None:
         sync()  # files saved since their text was read (the server refreshes them at once; this is the race)
     for _attempt in range(4):
-        ranked = _rank(project, req, flt, qvec, mode, n_cand)
+        ranked, evidence = _rank(project, req, flt, qvec, mode, n_cand)
         pairs, missing, stale = _live_rows(project, ranked, depth, check=sync is not None)
         if stale:
             if not synced and sync is not None:
@@ -296,7 +297,7 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
             )
         except Exception:  # noqa: BLE001 - logging a search must never fail it
             log.debug("search log write failed", exc_info=True)
-    return {
+    out = {
         "query": req.query,
         "mode": mode,
         "queryType": query_type(req.query),
@@ -307,6 +308,9 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
         "indexing": bool(project.state.is_indexing),
         "elapsedMs": round(elapsed, 2),
     }
+    if req.explain:  # how the two lists were weighed for this query (README "Fusion")
+        out["fusion"] = evidence.as_dict()
+    return out
 
 
 @dataclass
@@ -334,7 +338,7 @@ def _stats(values: list[float]) -> tuple[float, float]:
 
 def _rank(
     project: ProjectView, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
-) -> list[_Ranked]:
+) -> tuple[list[_Ranked], Evidence]:
     """Candidates best first. Hybrid: keyword and vector candidates unioned and ranked by a weighted sum of
     z-normalised scores (x = -bm25 for keywords, cosine for vectors); see FUSION_* above."""
     store = project.store
@@ -367,7 +371,7 @@ def _rank(
     for cid in exact:
         ranked.setdefault(cid, _Ranked(cid, 0.0))
     if not ranked:
-        return []
+        return [], Evidence()
     paths = store.chunk_paths(list(ranked))
     file_bm25 = {p: b for p, b, _ in files}
     if qvec is not None:  # exact cosines for candidates that only the keyword side found
@@ -428,7 +432,7 @@ def _rank(
         # passages of its own file (in a short file they share its keyword score): it is given their best cosine
         r.fused = r.score = max(lex, w_vec * best_v.get(path, lex) + w_lex * lex)
     out = sorted(ranked.values(), key=lambda r: (r.exact is None, -r.score))
-    return rerank(project, req, out)
+    return rerank(project, req, out), ev
 
 
 @dataclass
@@ -443,6 +447,14 @@ class Evidence:
     agreement: float = 0.0  # share of the top keyword files that the vector side ranks high too
     keyword_weight: float = 0.0
     vector_weight: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "keywordCoverage": round(self.coverage, 4),
+            "agreement": round(self.agreement, 4),
+            "keywordWeight": round(self.keyword_weight, 4),
+            "vectorWeight": round(self.vector_weight, 4),
+        }
 
 
 def _evidence(
