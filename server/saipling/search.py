@@ -1,12 +1,16 @@
 """Hybrid search (SPEC 8): vector KNN + FTS5 BM25, fused on z-normalised scores; a calibrated confidence.
 
 Ranking: keyword candidates (chunk BM25, and whole-file BM25 for short files) and vector candidates (cosine) are
-unioned; each signal is z-normalised over the candidates (no keyword match = BM25 0) and the two are added
-with fixed weights (measured on SciFact train: beats reciprocal rank fusion; query-type weights did not help). A query that is
-exactly a heading, or a file's entity name or alias, puts that section first.
+unioned; each signal is z-normalised over the candidates (no keyword match = BM25 0) and the two are added with
+weights that follow the evidence the query has (`Evidence`): the keyword side counts in full when its best hits
+hold the query's rare words (or its top files are the vector side's too), and fades when they only share its
+common words, as a long question in a reader's own words does. A query that is exactly a heading, or a file's
+entity name or alias, puts that section first. A rerank stage may reorder the fused list (`rerank`).
 
 Scores: `confidence` (0..1) of a result comes from absolute signals, not ranks: its raw cosine mapped through a
-per-model calibration (CALIBRATIONS in confidence.py) and the share of the query's rare terms (idf-weighted) it contains. A
+per-model calibration (CALIBRATIONS in confidence.py; scaled by the share of the query's words the project or the
+model knows) and the share of the query's rare terms (idf-weighted) it contains, combined as independent evidence
+(one alone at most 0.9; confidence.combine). A
 result's `score` is the query's confidence (the best confidence among its top results) scaled by how far the
 result trails the top one in fused score: comparable across the queries of one project, and low everywhere when
 nothing relevant exists (`noConfidentMatch`).
@@ -64,13 +68,13 @@ log = logging.getLogger(__name__)
 
 # Fusion (chosen on the union of the dev sets and SciFact train; figures in README "Retrieval quality")
 FUSION_VECTOR_WEIGHT = 0.6  # weight of the vector z-score in hybrid mode; keywords get at most the rest
-# The keyword side's weight follows the evidence it has (`Evidence`): its full share when its best hits hold the
-# query's rare words (idf-weighted coverage >= KEYWORD_COVERAGE[1]), none below KEYWORD_COVERAGE[0], linear
-# between; or, when higher, AGREEMENT_GAIN x the share of its top AGREEMENT_DEPTH files that the vector side
-# also ranks in its top AGREEMENT_REACH files (the two lists agree: the words point at the same passages)
+# The keyword side's weight follows the evidence it has (`Evidence`): trust = ramp(coverage + AGREEMENT_GAIN x
+# agreement) between KEYWORD_COVERAGE[0] (no weight) and KEYWORD_COVERAGE[1] (its full share), where coverage is the
+# best idf-weighted share of the query's terms among its top KEYWORD_EVIDENCE_DEPTH hits and agreement the share of
+# its top AGREEMENT_DEPTH files that the vector side also ranks in its top AGREEMENT_REACH files
 KEYWORD_COVERAGE = (0.35, 0.75)
 KEYWORD_EVIDENCE_DEPTH = 10  # the keyword hits whose coverage counts
-AGREEMENT_GAIN = 1.0
+AGREEMENT_GAIN = 0.15
 AGREEMENT_DEPTH = 5
 AGREEMENT_REACH = 10
 # files of at most this many bytes (about 500 words) are scored lexically as a whole (whole-file BM25). A size in
@@ -477,7 +481,7 @@ def _evidence(
     if kw_files:
         ev.agreement = len(set(kw_files) & set(vec_files)) / len(kw_files)
     lo, hi = KEYWORD_COVERAGE
-    trust = max(_ramp(ev.coverage, lo, hi), min(1.0, AGREEMENT_GAIN * ev.agreement))
+    trust = _ramp(ev.coverage + AGREEMENT_GAIN * ev.agreement, lo, hi)
     ev.keyword_weight = (1 - FUSION_VECTOR_WEIGHT) * trust
     return ev
 
