@@ -24,7 +24,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -411,7 +411,8 @@ def _rank(
         lex_of[cid] = lex
     ev = Evidence()
     if use_vec and use_lex:
-        ev = _evidence(project, req.query, kw, ranked, paths, lex_of)
+        short_top = [path for path, _, _ in files[:KEYWORD_EVIDENCE_DEPTH] if path in short]
+        ev = _evidence(project, req.query, kw, ranked, paths, lex_of, short_top)
     elif use_vec:
         ev.vector_weight = 1.0
     elif use_lex:
@@ -468,13 +469,23 @@ def _evidence(
     ranked: dict[int, _Ranked],
     paths: Mapping[int, str | None],
     lex_of: Mapping[int, float],
+    short_top: Sequence[str] = (),
 ) -> Evidence:
+    """The evidence of a hybrid query's lists (see `Evidence`); `short_top`: the short files among the top
+    whole-file keyword hits, whose coverage counts over the whole file (its words may sit in different chunks)."""
     ev = Evidence(vector_weight=FUSION_VECTOR_WEIGHT)
     top = [cid for cid, _ in kw[:KEYWORD_EVIDENCE_DEPTH]]
-    if top:
+    wanted = set(short_top)
+    in_short = [cid for cid in ranked if paths.get(cid) in wanted]
+    if top or in_short:
         idf = query_idf(project, query)
-        rows = project.store.chunks_by_id(top)
-        ev.coverage = max((lexical_coverage(idf, row) for row in rows.values()), default=0.0)
+        rows = project.store.chunks_by_id(list(dict.fromkeys(top + in_short)))
+        texts: dict[str, list[str]] = {}
+        for cid in in_short:
+            if (row := rows.get(cid)) is not None:
+                texts.setdefault(row["path"], []).append(f"{row['text'] or ''} {row['heading_path'] or ''}")
+        scored = [rows[cid] for cid in top if cid in rows] + [{"text": " ".join(t)} for t in texts.values()]
+        ev.coverage = max((lexical_coverage(idf, row) for row in scored), default=0.0)
     kw_files = _top_files(sorted(ranked, key=lambda c: -lex_of[c]), paths, AGREEMENT_DEPTH)
     with_cos = [c for c, r in ranked.items() if r.cosine is not None]
     vec_files = _top_files(sorted(with_cos, key=lambda c: -(ranked[c].cosine or 0.0)), paths, AGREEMENT_REACH)
