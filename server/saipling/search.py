@@ -72,7 +72,7 @@ FUSION_VECTOR_WEIGHT = 0.6  # weight of the vector z-score in hybrid mode; keywo
 # agreement) between KEYWORD_COVERAGE[0] (no weight) and KEYWORD_COVERAGE[1] (its full share), where coverage is the
 # best idf-weighted share of the query's terms among its top KEYWORD_EVIDENCE_DEPTH hits and agreement the share of
 # its top AGREEMENT_DEPTH files that the vector side also ranks in its top AGREEMENT_REACH files
-KEYWORD_COVERAGE = (0.35, 0.75)
+KEYWORD_COVERAGE = (0.3, 0.7)
 KEYWORD_EVIDENCE_DEPTH = 10  # the keyword hits whose coverage counts
 AGREEMENT_GAIN = 0.15
 AGREEMENT_DEPTH = 5
