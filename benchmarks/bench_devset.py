@@ -290,7 +290,8 @@ def main() -> None:
             continue
         rows = ds.load(ds.SETS[name].path)
         problems = ds.check(rows, src)
-        overlap = {k: v for k, v in ds.paraphrase_overlap(rows, src).items() if v}
+        full = (ds.source(name) or src) if name in roots else src  # (a --root may hold a part of the corpus)
+        overlap = {k: v for k, v in ds.paraphrase_overlap(rows, full).items() if v}
         problems += [f"{k}: paraphrase shares rare words with its evidence: {', '.join(v)}"
                      for k, v in overlap.items()]  # fmt: skip
         if problems:
