@@ -175,3 +175,25 @@ def vocabulary_share(project: ProjectView, query: str) -> float:
         if df.get(key, 0) > 0 or (callable(knows) and knows(w) is True):
             known += 1
     return known / len(content)
+
+
+FEW_TERMS = 6
+
+
+def coverages(idf: Mapping[str, float], rows: list[Mapping[str, Any]]) -> list[float]:
+    """`lexical_coverage` of each row, in one regex pass a row: the words starting like one of the query's
+    terms are found together (not a pass per term), then stemmed (memoised). CJK terms go through
+    lexical_coverage (they match inside the tokenizer's longer runs)."""
+    total = sum(idf.values())
+    if total <= 0:
+        return [0.0] * len(rows)
+    if len(idf) <= FEW_TERMS or any(not k.isascii() and _CJK_RE.search(k) for k in idf):
+        return [lexical_coverage(idf, row) for row in rows]  # (a few terms: their own checks are quicker)
+    starts = sorted({k[:3] for k in idf}, key=len, reverse=True)
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(x) for x in starts) + r")\w*")
+    out = []
+    for row in rows:
+        folded = _fold(f"{row.get('text') or ''} {row.get('heading_path') or ''}".lower())
+        keys = {match_key(w) for w in set(pattern.findall(folded))}
+        out.append(sum(w for k, w in idf.items() if k in keys) / total)
+    return out

@@ -35,6 +35,7 @@ from .confidence import (  # noqa: F401 - fallback_calibration re-exported for c
     LEXICAL_LOW,
     _ramp,
     combine,
+    coverages,
     fallback_calibration,
     lexical_coverage,
     query_idf,
@@ -485,7 +486,7 @@ def _evidence(
             if (row := rows.get(cid)) is not None:
                 texts.setdefault(row["path"], []).append(f"{row['text'] or ''} {row['heading_path'] or ''}")
         scored = [rows[cid] for cid in top if cid in rows] + [{"text": " ".join(t)} for t in texts.values()]
-        ev.coverage = max((lexical_coverage(idf, row) for row in scored), default=0.0)
+        ev.coverage = max(coverages(idf, scored), default=0.0)
     kw_files = _top_files(sorted(ranked, key=lambda c: -lex_of[c]), paths, AGREEMENT_DEPTH)
     with_cos = [c for c, r in ranked.items() if r.cosine is not None]
     vec_files = _top_files(sorted(with_cos, key=lambda c: -(ranked[c].cosine or 0.0)), paths, AGREEMENT_REACH)
@@ -573,8 +574,7 @@ def _score(
     cal = vector_calibration(project) if vectors else None
     idf = query_idf(project, query)
     known = vocabulary_share(project, query) if cal is not None else 1.0
-    for row, r in pairs:
-        coverage = lexical_coverage(idf, row)
+    for (_row, r), coverage in zip(pairs, coverages(idf, [row for row, _ in pairs]), strict=True):
         if r.exact:
             conf = 1.0
         elif cal is not None and r.cosine is not None:
