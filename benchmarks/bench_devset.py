@@ -112,7 +112,7 @@ def file_ranks(project: Any, rows: list[Query]) -> dict[str, dict[str, int]]:
 
 def oracle_fusion(project: Any, rows: list[Query]) -> dict[str, dict[float, bool]]:
     """query id -> {vector weight: evidence file in the top 10 hybrid files}, for every FUSION_WEIGHT_GRID weight."""
-    from saipling import search
+    from saipling import search  # (the fused weight is read from search at each call)
 
     saved = search.FUSION_VECTOR_WEIGHT
     hits: dict[str, dict[float, bool]] = {q.id: {} for q in rows}

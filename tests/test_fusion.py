@@ -1,4 +1,4 @@
-"""Hybrid fusion that follows the evidence a query has (search.Evidence) and the confidence it reports
+"""Hybrid fusion that follows the evidence a query has (fusion.Evidence) and the confidence it reports
 (confidence.combine, confidence.vocabulary_share): real projects, real SQLite files and the real local model
 (skipped when it is not installed)."""
 
@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from fixtures import make_project, open_project
-from saipling import search
+from saipling import fusion
 from saipling.confidence import SINGLE_SIGNAL, combine, vocabulary_share
-from saipling.search import CONFIDENT, FUSION_VECTOR_WEIGHT, _evidence, _Ranked
+from saipling.fusion import FUSION_VECTOR_WEIGHT, weigh
+from saipling.search import CONFIDENT, _Ranked
 from saipling.store import ChunkRow, FileRecord, Store
 
 
@@ -149,15 +150,15 @@ def test_agreement_between_the_two_lists_raises_the_keyword_weight(store: Store)
     kw = [(cid, -3.0 + i * 0.5) for i, cid in enumerate(order[:5])]
     lex = {cid: (2.0 - 0.4 * i if i < 5 else -0.5) for i, cid in enumerate(order)}
 
-    def evidence(vector_favours_keyword_files: bool) -> search.Evidence:
+    def evidence(vector_favours_keyword_files: bool) -> fusion.Evidence:
         ranked = {}
         for i, cid in enumerate(order):
             near = (i < 5) == vector_favours_keyword_files
             ranked[cid] = _Ranked(cid, 0.0, cosine=0.8 - 0.01 * i if near else 0.2 - 0.01 * i)
-        return _evidence(project, query, kw, ranked, paths, lex)  # type: ignore[arg-type]
+        return weigh(project, query, kw, ranked, paths, lex)  # type: ignore[arg-type]
 
     disagree, agree = evidence(False), evidence(True)
-    assert disagree.coverage == agree.coverage < search.KEYWORD_COVERAGE[1]
+    assert disagree.coverage == agree.coverage < fusion.KEYWORD_COVERAGE[1]
     assert (disagree.agreement, agree.agreement) == (0.0, 1.0)
     assert agree.keyword_weight > disagree.keyword_weight
     assert agree.vector_weight == disagree.vector_weight == FUSION_VECTOR_WEIGHT
