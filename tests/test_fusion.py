@@ -191,6 +191,7 @@ def test_vocabulary_share_counts_the_words_the_project_or_the_model_knows(store:
     assert share("automobile zzqx", {"automobile"}) == 0.5  # the model's word
     assert share("automobile zzqx", None) == 0.0  # a model that cannot tell: the project decides
     assert share("the of", set()) == 1.0  # no content words: nothing to judge
+    assert share("東京タワー zzqx", set()) == 0.5  # a CJK run cannot be judged by its tokens: counted as known
 
 
 # API notes whose chunks are mostly names and markup: MiniLM puts "zzqx nonexistent gibberish" at cosine 0.525 from
