@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import FICTION_CORPUS
+from fixtures import FICTION_CORPUS, SRD_CORPUS
 
 DEVSET = Path(__file__).resolve().parents[1] / "benchmarks" / "devsets" / "fiction.jsonl"
 ROWS = [json.loads(line) for line in DEVSET.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -56,3 +56,73 @@ def test_paraphrases_share_no_names_or_rare_words_with_their_evidence() -> None:
         # names and rare words (in fewer than 40 of the 1,129 chapters) of the evidence chapter stay out
         rare = {w for w in re.findall(r"[a-z]+", r["query"].lower()) if w in vocab[r["file"]] and df[w] < 40}
         assert not rare, (r["id"], rare)
+
+
+# -- the dev sets on third-party corpora (benchmarks/devsets/nodejs.jsonl, 13th-age.jsonl) ----------------------
+NODE_DOCS = Path("/usr/share/doc/nodejs/api")  # Debian's nodejs-doc (apt-get install --no-install-recommends)
+
+
+def _rows(name: str) -> list[dict]:
+    path = DEVSET.parent / f"{name}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _node_docs() -> dict[str, str]:
+    import gzip
+
+    return {
+        f.name[: -len(".gz")]: gzip.decompress(f.read_bytes()).decode("utf-8")
+        for f in NODE_DOCS.glob("*.md.gz")
+    }
+
+
+def _srd_docs() -> dict[str, str]:
+    return {
+        f.relative_to(SRD_CORPUS).as_posix(): f.read_text(encoding="utf-8") for f in SRD_CORPUS.rglob("*.md")
+    }
+
+
+CORPORA = {
+    "nodejs": (_node_docs, lambda: any(NODE_DOCS.glob("*.md.gz"))),
+    "13th-age": (_srd_docs, SRD_CORPUS.is_dir),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPORA))
+def test_third_party_devset_shape(name: str) -> None:
+    rows = _rows(name)
+    kinds = Counter(r["kind"] for r in rows)
+    assert set(kinds) == {"exact", "paraphrase", "mixed"} and min(kinds.values()) >= 15
+    assert len({r["id"] for r in rows}) == len(rows) and len({r["query"].lower() for r in rows}) == len(rows)
+    assert len({r["file"] for r in rows}) >= 20  # spread over the corpus, not one file
+    for r in rows:
+        assert set(r) == {"id", "kind", "query", "file", "line", "evidence"}
+        assert isinstance(r["line"], int) and r["line"] >= 1 and r["file"].endswith(".md")
+        assert not r["file"].startswith("/") and ".." not in r["file"].split("/")
+
+
+@pytest.mark.parametrize("name", sorted(CORPORA))
+def test_third_party_evidence_lines_and_paraphrase_words(name: str) -> None:
+    load, present = CORPORA[name]
+    if not present():
+        pytest.skip(f"the {name} corpus is absent")
+    docs = load()
+    df: Counter[str] = Counter()
+    for text in docs.values():
+        df.update(set(re.findall(r"[a-z][a-z0-9]+", text.lower())))
+    for r in _rows(name):
+        lines = docs[r["file"]].split("\n")
+        assert lines[r["line"] - 1].strip().startswith(r["evidence"].rstrip("…")), r["id"]
+        if r["kind"] == "paraphrase":
+            # no word of the evidence's surroundings that fewer than 5% of the files hold (names, its own terms)
+            near = set(
+                re.findall(
+                    r"[a-z][a-z0-9]+", "\n".join(lines[max(0, r["line"] - 15) : r["line"] + 15]).lower()
+                )
+            )
+            rare = {
+                w
+                for w in re.findall(r"[a-z][a-z0-9]+", r["query"].lower())
+                if w in near and df[w] < 0.05 * len(docs)
+            }
+            assert not rare, (r["id"], rare)

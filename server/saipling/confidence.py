@@ -47,6 +47,11 @@ FALLBACK_RATIO, FALLBACK_HALF_WIDTH, FALLBACK_SAMPLE = 0.6, 0.05, 64
 # keyword-only (no vectors) it is all there is, and the bar is lower (README "Search": measured separation).
 LEXICAL_LOW, LEXICAL_HIGH = 0.6, 0.95
 KEYWORD_ONLY_LOW, KEYWORD_ONLY_HIGH = 0.3, 0.6
+# One signal alone (the cosine, or the words) makes a result at most this sure; the two together add up as
+# independent evidence (1 - (1 - a)(1 - b)): a hit both lists vouch for scores higher than either alone, and only an
+# exact heading or name match is certain (1.0). The noConfidentMatch bar (0.5) moves little: a single signal
+# needs 0.5 / SINGLE_SIGNAL of its ramp instead of half of it.
+SINGLE_SIGNAL = 0.9
 
 
 def calibration_for(model: str | None) -> Calibration | None:
@@ -143,3 +148,54 @@ def lexical_coverage(idf: Mapping[str, float], row: Mapping[str, Any]) -> float:
         elif any(match_key(w) == key for w in set(re.findall(r"\b" + re.escape(start) + r"\w*", folded))):
             got += weight
     return got / total
+
+
+def combine(vector: float, lexical: float) -> float:
+    """A result's confidence from its vector and lexical evidence (each 0..1), see SINGLE_SIGNAL."""
+    return 1.0 - (1.0 - SINGLE_SIGNAL * vector) * (1.0 - SINGLE_SIGNAL * lexical)
+
+
+def vocabulary_share(project: ProjectView, query: str) -> float:
+    """The share of the query's content words that the project's text or the embedding model knows (1.0 for a
+    query without words). A word the project never uses and the model has no token for (`zzqx`) carries no
+    meaning the cosine could match: the cosine of such a query with the nearest passage (~0.5 with MiniLM,
+    above its calibrated bar) says nothing, so its vector confidence is scaled by this share.
+
+    The model knows a word when its tokenizer holds it whole (`knows_word` of the provider); a provider that
+    cannot tell (hosted models) leaves the project's vocabulary alone to decide."""
+    words = [w.lower() for w in _WORD_RE.findall(query)]
+    content = [w for w in dict.fromkeys(words) if w not in STOPWORDS][:64]
+    if not content:
+        return 1.0
+    keys = {w: match_key(w) for w in content}
+    df, _n = project.store.term_doc_freqs(list(dict.fromkeys(keys.values())))
+    knows = getattr(project.provider, "knows_word", None)
+    known = 0
+    for w, key in keys.items():
+        if not w.isascii() and _CJK_RE.search(w):
+            known += 1  # a CJK run matches inside the tokenizer's longer runs: no way to judge it here
+        elif df.get(key, 0) > 0 or (callable(knows) and knows(w) is True):
+            known += 1
+    return known / len(content)
+
+
+FEW_TERMS = 6
+
+
+def coverages(idf: Mapping[str, float], rows: list[Mapping[str, Any]]) -> list[float]:
+    """`lexical_coverage` of each row, in one regex pass a row: the words starting like one of the query's
+    terms are found together (not a pass per term), then stemmed (memoised). CJK terms go through
+    lexical_coverage (they match inside the tokenizer's longer runs)."""
+    total = sum(idf.values())
+    if total <= 0:
+        return [0.0] * len(rows)
+    if len(idf) <= FEW_TERMS or any(not k.isascii() and _CJK_RE.search(k) for k in idf):
+        return [lexical_coverage(idf, row) for row in rows]  # (a few terms: their own checks are quicker)
+    starts = sorted({k[:3] for k in idf}, key=len, reverse=True)
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(x) for x in starts) + r")\w*")
+    out = []
+    for row in rows:
+        folded = _fold(f"{row.get('text') or ''} {row.get('heading_path') or ''}".lower())
+        keys = {match_key(w) for w in set(pattern.findall(folded))}
+        out.append(sum(w for k, w in idf.items() if k in keys) / total)
+    return out

@@ -1,13 +1,17 @@
 """Hybrid search (SPEC 8): vector KNN + FTS5 BM25, fused on z-normalised scores; a calibrated confidence.
 
 Ranking: keyword candidates (chunk BM25, and whole-file BM25 for short files) and vector candidates (cosine) are
-unioned; each signal is z-normalised over the candidates (no keyword match = BM25 0) and the two are added
-with fixed weights (measured on SciFact train: beats reciprocal rank fusion; query-type weights did not help). A query that is
-exactly a heading, or a file's entity name or alias, puts that section first. An optional rerank stage
+unioned; each signal is z-normalised over the candidates (no keyword match = BM25 0) and the two are added with
+weights that follow the evidence the query has (`Evidence`): the keyword side counts in full when its best hits
+hold the query's rare words (or its top files are the vector side's too), and fades when they only share its
+common words, as a long question in a reader's own words does. A query that is exactly a heading, or a file's
+entity name or alias, puts that section first. An optional rerank stage
 (rerank.py, off by default) then reorders the top N live candidates.
 
 Scores: `confidence` (0..1) of a result comes from absolute signals, not ranks: its raw cosine mapped through a
-per-model calibration (CALIBRATIONS in confidence.py) and the share of the query's rare terms (idf-weighted) it contains. A
+per-model calibration (CALIBRATIONS in confidence.py; scaled by the share of the query's words the project or the
+model knows) and the share of the query's rare terms (idf-weighted) it contains, combined as independent evidence
+(one alone at most 0.9; confidence.combine). A
 result's `score` is the query's confidence (the best confidence among its top results) scaled by how far the
 result trails the top one in fused score: comparable across the queries of one project, and low everywhere when
 nothing relevant exists (`noConfidentMatch`).
@@ -31,14 +35,27 @@ from .confidence import (  # noqa: F401 - fallback_calibration re-exported for c
     LEXICAL_HIGH,
     LEXICAL_LOW,
     _ramp,
+    combine,
+    coverages,
     fallback_calibration,
     lexical_coverage,
     query_idf,
     vector_calibration,
+    vocabulary_share,
 )
 from .context_settings import load_context_settings
 from .embeddings.base import EmbeddingProvider, user_waiting
 from .errors import InvalidRequest, ProviderError
+from .fusion import (  # noqa: F401 - the fusion constants re-exported for callers
+    AGREEMENT_DEPTH,
+    AGREEMENT_GAIN,
+    AGREEMENT_REACH,
+    FUSION_VECTOR_WEIGHT,
+    KEYWORD_COVERAGE,
+    KEYWORD_EVIDENCE_DEPTH,
+    Evidence,
+    weigh,
+)
 from .lazy import np  # numpy loads on first use (cold CLI path)
 from .paths import glob_problem, normalise_rel
 from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
@@ -63,8 +80,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Fusion (tuned on SciFact train and the fiction dev set; figures in README "Retrieval quality")
-FUSION_VECTOR_WEIGHT = 0.6  # weight of the vector z-score in hybrid mode; keywords get the rest
+# Fusion (chosen on the union of the dev sets and SciFact train; figures in README "Retrieval quality")
 # files of at most this many bytes (about 500 words) are scored lexically as a whole (whole-file BM25). A size in
 # bytes, not chunks: the same note is "short" whatever the model's chunk length (SciFact train, hybrid nDCG@10 with
 # ~100-token chunks, maxResults 200: 0.7423 at <= 3 chunks, 0.7443 at <= 3,000 bytes, 99% of its abstracts)
@@ -296,6 +312,7 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
             degraded = partly_embedded(project, mode)
     want = req.max_results
     pairs: list[tuple[dict[str, Any], _Ranked]] = []
+    evidence = Evidence()
     # the query's confidence looks this far down, whatever maxResults is (and the rerank stage its top N)
     depth = max(want, CONFIDENCE_DEPTH, rerank_depth(project))
     n_cand = max(100, want * 4)
@@ -304,7 +321,7 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
     if sync is not None:
         sync()  # files saved since their text was read (the server refreshes them at once; this is the race)
     for _attempt in range(4):
-        ranked = _rank(project, req, flt, qvec, mode, n_cand)
+        ranked, evidence = _rank(project, req, flt, qvec, mode, n_cand)
         pairs, missing, stale = _live_rows(project, ranked, depth, check=sync is not None)
         if stale:
             if not synced and sync is not None:
@@ -360,6 +377,8 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
         out["warnings"] = warnings
     if reranked.info:  # what the rerank stage did (provider, model, candidates, elapsedMs)
         out["rerank"] = {**reranked.info, "reranked": reranked.degraded is None}
+    if req.explain:  # how the two lists were weighed for this query (README "Fusion")
+        out["fusion"] = evidence.as_dict()
     return out
 
 
@@ -389,7 +408,7 @@ def _stats(values: list[float]) -> tuple[float, float]:
 
 def _rank(
     project: ProjectView, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
-) -> list[_Ranked]:
+) -> tuple[list[_Ranked], Evidence]:
     """Candidates best first. Hybrid: keyword and vector candidates unioned and ranked by a weighted sum of
     z-normalised scores (x = -bm25 for keywords, cosine for vectors); see FUSION_* above."""
     store = project.store
@@ -422,7 +441,7 @@ def _rank(
     for cid in exact:
         ranked.setdefault(cid, _Ranked(cid, 0.0))
     if not ranked:
-        return []
+        return [], Evidence()
     paths = store.chunk_paths(list(ranked))
     file_bm25 = {p: b for p, b, _ in files}
     if qvec is not None:  # exact cosines for candidates that only the keyword side found
@@ -444,12 +463,9 @@ def _rank(
     )
     use_vec = qvec is not None and mode in ("hybrid", "semantic") and bool(vec)
     use_lex = lexical and bool(kw or files)
-    w_vec = (FUSION_VECTOR_WEIGHT if use_lex else 1.0) if use_vec else 0.0
-    pending: list[tuple[_Ranked, str | None, float]] = []
-    best_v: dict[str | None, float] = {}  # per file: the best vector z-score among its candidates
-    for cid, r in ranked.items():
+    lex_of: dict[int, float] = {}
+    for cid in ranked:
         path = paths.get(cid)
-        r.file_bm25 = file_bm25.get(path) if path else None
         lex = 0.0
         if use_lex:
             zk = (-chunk_bm25.get(cid, 0.0) - k_mu) / k_sd
@@ -458,8 +474,24 @@ def _rank(
                 lex = zf + SHORT_FILE_CHUNK_WEIGHT * zk
             else:
                 lex = (1 - LONG_FILE_MIX) * zk + LONG_FILE_MIX * zf
+        lex_of[cid] = lex
+    ev = Evidence()
+    if use_vec and use_lex:
+        short_top = [path for path, _, _ in files[:KEYWORD_EVIDENCE_DEPTH] if path in short]
+        ev = weigh(project, req.query, kw, ranked, paths, lex_of, short_top, FUSION_VECTOR_WEIGHT)
+    elif use_vec:
+        ev.vector_weight = 1.0
+    elif use_lex:
+        ev.keyword_weight = 1.0
+    w_vec, w_lex = ev.vector_weight, ev.keyword_weight
+    pending: list[tuple[_Ranked, str | None, float]] = []
+    best_v: dict[str | None, float] = {}  # per file: the best vector z-score among its candidates
+    for cid, r in ranked.items():
+        path = paths.get(cid)
+        r.file_bm25 = file_bm25.get(path) if path else None
+        lex = lex_of[cid]
         v = (r.cosine - v_mu) / v_sd if use_vec and r.cosine is not None else 0.0
-        r.fused = r.score = w_vec * v + (1 - w_vec) * lex
+        r.fused = r.score = w_vec * v + w_lex * lex
         if use_vec and r.cosine is not None:
             best_v[path] = max(best_v.get(path, v), v)
         if use_vec and use_lex and r.cosine is None and r.kw_rank is not None:
@@ -469,9 +501,9 @@ def _rank(
         # text with no vector yet (written since the last quiet period) has no cosine to lose: its keyword score
         # stands for both, or a word just written would rank below merely similar passages; nor below the other
         # passages of its own file (in a short file they share its keyword score): it is given their best cosine
-        r.fused = r.score = max(lex, w_vec * best_v.get(path, lex) + (1 - w_vec) * lex)
+        r.fused = r.score = max(lex, w_vec * best_v.get(path, lex) + w_lex * lex)
     out = sorted(ranked.values(), key=lambda r: (r.exact is None, -r.score))
-    return out
+    return out, ev  # (the rerank stage, rerank.py, reorders the live candidates in run_search)
 
 
 def _exact_matches(project: ProjectView, query: str, flt: ChunkFilter) -> dict[int, str]:
@@ -551,14 +583,16 @@ def _score(
         return 0.0
     cal = vector_calibration(project) if vectors else None
     idf = query_idf(project, query)
-    for row, r in pairs:
-        coverage = lexical_coverage(idf, row)
+    known = vocabulary_share(project, query) if cal is not None else 1.0
+    for (_row, r), coverage in zip(pairs, coverages(idf, [row for row, _ in pairs]), strict=True):
         if r.exact:
             conf = 1.0
         elif cal is not None and r.cosine is not None:
-            conf = max(_ramp(r.cosine, cal.low, cal.high), _ramp(coverage, LEXICAL_LOW, LEXICAL_HIGH))
+            conf = combine(
+                known * _ramp(r.cosine, cal.low, cal.high), _ramp(coverage, LEXICAL_LOW, LEXICAL_HIGH)
+            )
         else:
-            conf = _ramp(coverage, KEYWORD_ONLY_LOW, KEYWORD_ONLY_HIGH)
+            conf = _ramp(coverage, KEYWORD_ONLY_LOW, KEYWORD_ONLY_HIGH)  # (keywords are all there is)
         r.confidence = conf
     confidence = max(r.confidence for _, r in pairs[:CONFIDENCE_DEPTH])
     top = max(r.fused for _, r in pairs)

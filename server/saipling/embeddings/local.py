@@ -305,6 +305,19 @@ class LocalProvider(EmbeddingProvider):
         """Load the tokenizer and the ONNX session (once; later calls return at once)."""
         self._loaded()
 
+    def knows_word(self, word: str) -> bool | None:
+        """Whether the model's vocabulary holds `word` as one token (as it is, lower-cased, or with a
+        SentencePiece / byte-level BPE word-start mark); None before the model is loaded. A word split into
+        pieces (`zzqx` -> z ##z ##q ##x) is one the model has no meaning for of its own (search confidence)."""
+        state = self._state
+        if state is None:
+            return None
+        lower = word.lower()
+        vocab = state.tokenizer
+        return any(
+            vocab.token_to_id(t) is not None for t in (word, lower, "\u2581" + lower, "\u0120" + lower)
+        )
+
     def _loaded(self) -> _Loaded:
         state = self._state
         if state is not None:

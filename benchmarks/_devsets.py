@@ -1,0 +1,194 @@
+"""The dev sets of benchmarks/devsets/: which corpus each one is about, where to get it, how to check it.
+
+Each `<name>.jsonl` row: `id`, `kind` (`exact` names and phrases, `paraphrase` of a passage in a reader's own words,
+sharing no names or rare words with it, `mixed`), `query`, `file` (relative to the corpus root), `line` (1-based)
+and `evidence` (the start of that line, `…` when cut). `offtopic.jsonl` holds questions none of the corpora is
+about; a set lists the off-topic kinds that are on its subject (software questions for the Node.js docs).
+
+Corpora (never written to: benchmarks index copies):
+  fiction    ../shared/corpora/fiction-chapters
+  13th-age   ../shared/corpora/13th-age-srd
+  nodejs     /usr/share/doc/nodejs/api/*.md.gz, from Debian's `nodejs-doc`, unpacked into the benchmark cache.
+             Install it with `apt-get install --no-install-recommends nodejs-doc` (without the flag apt also
+             installs Debian's Node 18 over a newer Node); absent, the set is skipped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import _benchutil as bu
+
+DEVSETS = Path(__file__).resolve().parent / "devsets"
+OFFTOPIC = DEVSETS / "offtopic.jsonl"
+KINDS = ("exact", "paraphrase", "mixed")
+NODE_DOCS = Path("/usr/share/doc/nodejs/api")
+APT_HINT = "apt-get install --no-install-recommends nodejs-doc"
+# a paraphrase may share a word with its evidence section only when at least this share of the corpus's files
+# holds the word (common words: "the", "run", "fight"); rarer ones are names or the passage's own vocabulary
+RARE_FILE_SHARE = 0.10
+
+
+@dataclass(frozen=True)
+class DevSet:
+    name: str
+    offtopic_skip: frozenset[str] = frozenset()  # off-topic kinds (or ids) that this corpus is about
+
+    @property
+    def path(self) -> Path:
+        return DEVSETS / f"{self.name}.jsonl"
+
+
+SETS = {
+    "fiction": DevSet("fiction"),
+    "nodejs": DevSet("nodejs", frozenset({"software", "ot50"})),  # (ot50: a kubectl command)
+    "13th-age": DevSet("13th-age"),
+}
+
+
+@dataclass
+class Query:
+    id: str
+    kind: str
+    query: str
+    file: str
+    line: int
+    evidence: str
+
+
+def load(path: Path) -> list[Query]:
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            d = json.loads(line)
+            if d["kind"] not in KINDS:
+                raise SystemExit(f"{path}:{n}: unknown kind {d['kind']!r}")
+            rows.append(Query(d["id"], d["kind"], d["query"], d["file"], int(d["line"]), d["evidence"]))
+    return rows
+
+
+def offtopic_queries(ds: DevSet) -> list[str]:
+    rows = [json.loads(x) for x in OFFTOPIC.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return [r["query"] for r in rows if r["kind"] not in ds.offtopic_skip and r["id"] not in ds.offtopic_skip]
+
+
+def source(name: str, log=print) -> Path | None:
+    """The corpus folder of a dev set (markdown files), or None (and why, printed) when it is absent."""
+    if name == "fiction":
+        return bu.FICTION if bu.need_shared(bu.FICTION, "fiction corpus") else None
+    if name == "13th-age":
+        path = bu.SHARED / "corpora" / "13th-age-srd"
+        return path if bu.need_shared(path, "13th Age SRD vault") else None
+    if name == "nodejs":
+        packed = sorted(NODE_DOCS.glob("*.md.gz"))
+        if not packed:
+            log(f"SKIPPED nodejs: {NODE_DOCS}/*.md.gz absent (install the docs: {APT_HINT})")
+            return None
+        out = bu.CACHE_ROOT / "nodejs-docs-src"
+        marker = out / ".unpacked"
+        if not marker.exists():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            for f in packed:
+                (out / f.name[: -len(".gz")]).write_bytes(gzip.decompress(f.read_bytes()))
+            marker.write_text(f"{len(packed)} files\n", encoding="utf-8")
+        return out
+    raise SystemExit(f"unknown dev set {name!r} (known: {', '.join(SETS)})")
+
+
+def indexed_root(name: str, provider: str, log=print) -> Path | None:
+    """A copy of the set's corpus indexed with `provider`, cached under bu.CACHE_ROOT as `<name>-<provider>` and
+    reused by later runs (an unfinished one is rebuilt). None when the corpus is absent."""
+    src = source(name, log)
+    if src is None:
+        return None
+    from saipling.project import Project
+
+    root = bu.CACHE_ROOT / f"{name}-{provider}"
+    marker = root / ".bench-complete"
+    if marker.exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    n = bu.copy_corpus(src, root)
+    log(f"   building cached index {root} ({n} files, provider {provider}); reused by later runs")
+    t0 = time.perf_counter()
+    project = Project.open(root, overrides={"provider": provider})
+    try:
+        summary = project.index(progress=bu.progress_printer("indexing", 0.25, log))
+    finally:
+        project.close()
+    log(f"   indexed {summary.files} files, {summary.chunks} chunks, {summary.embedded} embedded "
+        f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    marker.write_text(
+        f"{summary.files} files, {summary.chunks} chunks, provider {provider}\n", encoding="utf-8"
+    )
+    return root
+
+
+def check(rows: list[Query], corpus: Path) -> list[str]:
+    """Problems with a dev set against its corpus (empty when every evidence line is where it says)."""
+    problems = []
+    for q in rows:
+        f = corpus / q.file
+        if not f.is_file():
+            problems.append(f"{q.id}: {q.file} does not exist")
+            continue
+        lines = f.read_text(encoding="utf-8").split("\n")
+        if not 1 <= q.line <= len(lines):
+            problems.append(f"{q.id}: line {q.line} is past the end of {q.file} ({len(lines)} lines)")
+        elif not lines[q.line - 1].strip().startswith(q.evidence.rstrip("…")):
+            problems.append(f"{q.id}: {q.file}:{q.line} does not hold the quoted evidence")
+    return problems
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+
+
+def section(lines: list[str], line: int, reach: int = 30) -> str:
+    """The evidence line's section: back to the heading above it and on to the next, at most `reach` lines each
+    way."""
+    i = line - 1
+    a = i
+    while a > 0 and not lines[a].startswith("#") and i - a < reach:
+        a -= 1
+    b = i + 1
+    while b < len(lines) and not lines[b].startswith("#") and b - i < reach:
+        b += 1
+    return "\n".join(lines[a:b])
+
+
+def paraphrase_overlap(rows: list[Query], corpus: Path) -> dict[str, list[str]]:
+    """Per paraphrase row: the words (compared as the keyword index stems them) it shares with its evidence
+    section (and the file's path) that fewer than RARE_FILE_SHARE of the corpus's files hold. Empty lists when
+    the paraphrases are in the reader's own words."""
+    from saipling.terms import STOPWORDS, match_key
+
+    files = sorted(corpus.rglob("*.md"))
+    df: Counter[str] = Counter()
+    for f in files:
+        df.update({match_key(w.lower()) for w in _WORD.findall(f.read_text(encoding="utf-8"))})
+    out: dict[str, list[str]] = {}
+    for q in rows:
+        if q.kind != "paraphrase":
+            continue
+        lines = (corpus / q.file).read_text(encoding="utf-8").split("\n")
+        keys = {match_key(w.lower()) for w in _WORD.findall(section(lines, q.line) + " " + q.file)}
+        out[q.id] = [
+            w
+            for w in dict.fromkeys(x.lower() for x in _WORD.findall(q.query))
+            if w not in STOPWORDS and match_key(w) in keys and df[match_key(w)] < RARE_FILE_SHARE * len(files)
+        ]
+    return out
+
+
+def describe(rows: list[Query]) -> dict[str, Any]:
+    return {"queries": len(rows), **{k: sum(q.kind == k for q in rows) for k in KINDS}}

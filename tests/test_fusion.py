@@ -1,0 +1,237 @@
+"""Hybrid fusion that follows the evidence a query has (fusion.Evidence) and the confidence it reports
+(confidence.combine, confidence.vocabulary_share): real projects, real SQLite files and the real local model
+(skipped when it is not installed)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fixtures import make_project, open_project
+from saipling import fusion
+from saipling.confidence import SINGLE_SIGNAL, combine, vocabulary_share
+from saipling.fusion import FUSION_VECTOR_WEIGHT, weigh
+from saipling.search import CONFIDENT, _Ranked
+from saipling.store import ChunkRow, FileRecord, Store
+
+
+def _local() -> None:
+    from saipling.embeddings import local_available
+
+    if not local_available():
+        pytest.skip("the local embedding model is not installed")
+
+
+# -- a diffuse keyword list against a sharp vector match -------------------------------------------------------
+# A long question in a reader's own words: none of its rarer words is in the passage it describes, while thirty
+# notes each hold five of them in unrelated sentences. BM25 spreads over the notes; the model finds the passage.
+PARAPHRASE = (
+    "an old fisherman sobs while clutching the bell as his boat goes down under the grey sea during a terrible "
+    "storm at night"
+)
+FILLERS = [
+    "The council debated the price of grain for the winter market.",
+    "A ledger listed every debt owed to the mill.",
+    "Children learned their letters in the chapel school.",
+    "The road to the capital was mended with gravel.",
+    "Merchants argued over the weight of copper coins.",
+    "The orchard produced apples and pears each autumn.",
+]
+WRECK = (
+    "# The Wreck\n\nThe aged sailor wept without shame, his arms wrapped around the brass chime of the sinking "
+    "vessel, while black waves swallowed the deck and thunder rolled over the drowning trawler. "
+    + " ".join(FILLERS[:4])
+    + "\n"
+)
+QUERY_WORDS = "old fisherman sobs clutching bell boat goes down grey sea terrible storm night".split()
+
+
+def _diffuse_files() -> dict[str, str]:
+    rng = random.Random(3)
+    files = {"wreck.md": WRECK}
+    for i in range(30):
+        picked = rng.sample(QUERY_WORDS, 5)
+        files[f"notes/n{i:02d}.md"] = (
+            f"# Note {i}\n\n{rng.choice(FILLERS)} Someone said {', '.join(picked)}. {rng.choice(FILLERS)}\n"
+        )
+    return files
+
+
+@pytest.fixture(scope="module")
+def diffuse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    _local()
+    root = make_project(tmp_path_factory.mktemp("fusion"), _diffuse_files())
+    with open_project(root, provider="local") as p:
+        p.index()
+        yield p
+
+
+def test_a_diffuse_keyword_list_cannot_outrank_a_sharp_vector_match(diffuse: Any) -> None:
+    semantic = diffuse.search({"query": PARAPHRASE, "mode": "semantic", "maxResults": 5})["results"]
+    lexical = diffuse.search({"query": PARAPHRASE, "mode": "lexical", "maxResults": 30})["results"]
+    assert semantic[0]["filePath"] == "wreck.md"  # the vectors know
+    assert lexical and lexical[0]["filePath"] != "wreck.md"  # the words do not
+    hybrid = diffuse.search({"query": PARAPHRASE, "maxResults": 5, "explain": True})
+    assert hybrid["results"][0]["filePath"] == "wreck.md"
+    fusion = hybrid["fusion"]
+    # the notes' keyword hits hold a few of the query's words each: the keyword side loses most of its weight
+    assert fusion["keywordCoverage"] < 0.75
+    assert fusion["keywordWeight"] < 0.5 * (1 - FUSION_VECTOR_WEIGHT)
+    assert fusion["vectorWeight"] == FUSION_VECTOR_WEIGHT
+
+
+def test_words_the_passage_holds_keep_the_keyword_side_at_full_weight(diffuse: Any) -> None:
+    exact = diffuse.search({"query": "brass chime drowning trawler", "maxResults": 5, "explain": True})
+    assert exact["results"][0]["filePath"] == "wreck.md"
+    assert exact["fusion"]["keywordCoverage"] == 1.0
+    assert exact["fusion"]["keywordWeight"] == pytest.approx(1 - FUSION_VECTOR_WEIGHT)
+    # one mode alone: that side's weight is all there is
+    lexical = diffuse.search({"query": PARAPHRASE, "mode": "lexical", "explain": True})["fusion"]
+    assert (lexical["keywordWeight"], lexical["vectorWeight"]) == (1.0, 0.0)
+
+
+def test_the_top_hybrid_score_is_not_one_for_every_query(diffuse: Any) -> None:
+    tops = []
+    for query in (PARAPHRASE, "brass chime drowning trawler", "a ledger of debts owed to the mill"):
+        res = diffuse.search({"query": query, "maxResults": 3})
+        assert not res["noConfidentMatch"]
+        tops.append(res["results"][0]["score"])
+    assert all(0.5 <= s < 1.0 for s in tops)
+    assert (
+        len(set(tops)) > 1
+    )  # scores say how sure: a vector match alone is not as sure as both lists agreeing
+    heading = diffuse.search({"query": "The Wreck"})["results"][0]  # an exact heading match is certain
+    assert (heading["filePath"], heading["score"]) == ("wreck.md", 1.0)
+
+
+# -- agreement, on a real store --------------------------------------------------------------------------------
+def _record(path: str) -> FileRecord:
+    return FileRecord(
+        path=path, content_hash=path, mtime_ns=1, size=10_000, file_type="document", encoding="utf-8"
+    )
+
+
+def _row(i: int, text: str) -> ChunkRow:
+    return ChunkRow(chunk_index=i, kind="section", section_heading=None, heading_path="", start_line=i + 1,
+                    end_line=i + 1, content_hash=f"{i}:{text}", preview=text[:50], token_count=5, text=text,
+                    file_type="document", entity_type="document", entity_name=None, book_id=None, chapter_id=None,
+                    chapter_num=None, visibility="public", corpus="content")  # fmt: skip
+
+
+TEXTS = [
+    "the lantern keeper walked along the shore",
+    "a keeper of bees sold honey in the square",
+    "the violet shore at dusk was quiet",
+    "lanterns were lit for the festival",
+    "an unrelated note about taxes",
+] + [f"filler note number {i} about nothing in particular" for i in range(11)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.open(tmp_path / "index.db")
+    for i, text in enumerate(TEXTS):
+        s.replace_file(_record(f"f{i:02d}.md"), [_row(0, text)])
+    yield s
+    s.close()
+
+
+def test_agreement_between_the_two_lists_raises_the_keyword_weight(store: Store) -> None:
+    project = SimpleNamespace(store=store, provider=None)
+    paths = dict(store.chunk_ids_for_paths([f"f{i:02d}.md" for i in range(len(TEXTS))]))
+    order = sorted(paths, key=lambda cid: paths[cid])  # chunk ids in file order
+    # a query whose rare words no single keyword hit covers: coverage alone would silence the keyword side
+    query = "lantern keeper violet festival honey taxes"
+    kw = [(cid, -3.0 + i * 0.5) for i, cid in enumerate(order[:5])]
+    lex = {cid: (2.0 - 0.4 * i if i < 5 else -0.5) for i, cid in enumerate(order)}
+
+    def evidence(vector_favours_keyword_files: bool) -> fusion.Evidence:
+        ranked = {}
+        for i, cid in enumerate(order):
+            near = (i < 5) == vector_favours_keyword_files
+            ranked[cid] = _Ranked(cid, 0.0, cosine=0.8 - 0.01 * i if near else 0.2 - 0.01 * i)
+        return weigh(project, query, kw, ranked, paths, lex)  # type: ignore[arg-type]
+
+    disagree, agree = evidence(False), evidence(True)
+    assert disagree.coverage == agree.coverage < fusion.KEYWORD_COVERAGE[1]
+    assert (disagree.agreement, agree.agreement) == (0.0, 1.0)
+    assert agree.keyword_weight > disagree.keyword_weight
+    assert agree.vector_weight == disagree.vector_weight == FUSION_VECTOR_WEIGHT
+
+
+# -- confidence --------------------------------------------------------------------------------------------------
+def test_two_signals_add_up_and_one_alone_is_never_certain() -> None:
+    assert combine(1.0, 0.0) == combine(0.0, 1.0) == pytest.approx(SINGLE_SIGNAL)
+    assert SINGLE_SIGNAL < 1.0
+    assert combine(1.0, 1.0) > combine(1.0, 0.5) > combine(1.0, 0.0)
+    assert combine(0.0, 0.0) == 0.0
+
+
+class _Vocabulary:
+    """The provider's word check as the local provider answers it (a word held whole by the tokenizer)."""
+
+    def __init__(self, words: set[str] | None) -> None:
+        self.words = words
+
+    def knows_word(self, word: str) -> bool | None:
+        return None if self.words is None else word in self.words
+
+
+def test_vocabulary_share_counts_the_words_the_project_or_the_model_knows(store: Store) -> None:
+    def share(query: str, model: set[str] | None) -> float:
+        return vocabulary_share(SimpleNamespace(store=store, provider=_Vocabulary(model)), query)  # type: ignore[arg-type]
+
+    assert share("zzqx blorft", {"lantern"}) == 0.0
+    assert share("lantern zzqx", set()) == 0.5  # the project's word
+    assert share("automobile zzqx", {"automobile"}) == 0.5  # the model's word
+    assert share("automobile zzqx", None) == 0.0  # a model that cannot tell: the project decides
+    assert share("the of", set()) == 1.0  # no content words: nothing to judge
+    assert share("東京タワー zzqx", set()) == 0.5  # a CJK run cannot be judged by its tokens: counted as known
+
+
+# API notes whose chunks are mostly names and markup: MiniLM puts "zzqx nonexistent gibberish" at cosine 0.525 from
+# the zlib section (its word pieces z ##z ##q ##x look like `zlib`), above the model's calibrated bar (0.44)
+API_NOTES = {
+    "zlib.md": (
+        "# Zlib\n\n## Class: zlib.ZlibBase\n\n### `zlib.bytesRead`\n\n<!-- YAML\nadded: v8.1.0\ndeprecated: v10.0.0\n"
+        "-->\n\n> Stability: 0 - Deprecated: Use `zlib.bytesWritten` instead.\n\n### `zlib.close([callback])`\n\n"
+        "Close the underlying handle.\n\n## Constants\n\n<!-- YAML\nadded: v0.5.8\n-->\n\n"
+        "* `zlib.constants.Z_FILTERED`\n* `zlib.constants.Z_HUFFMAN_ONLY`\n"
+    ),
+    "fs.md": (
+        "# File system\n\n## fs.readFile(path, options, callback)\n\nAsynchronously reads the entire contents of a "
+        "file. If no encoding is specified, then the raw buffer is returned.\n"
+    ),
+    "timers.md": (
+        "# Timers\n\n## setTimeout(callback, delay)\n\nSchedules execution of a one-time callback after delay "
+        "milliseconds.\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def api_notes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    _local()
+    root = make_project(tmp_path_factory.mktemp("api-notes"), API_NOTES)
+    with open_project(root, provider="local") as p:
+        p.index()
+        yield p
+
+
+def test_gibberish_gets_no_confident_match_through_the_real_store(api_notes: Any) -> None:
+    known = api_notes.provider.knows_word
+    assert known("file") is True and known("zzqx") is False
+    for query in ("zzqx nonexistent gibberish", "xkcdq zzyzx vrrmb"):
+        for mode in ("hybrid", "semantic"):
+            res = api_notes.search({"query": query, "mode": mode, "explain": True})
+            assert res["results"] and res["noConfidentMatch"] and res["confidence"] < CONFIDENT
+            assert all(r["score"] < CONFIDENT for r in res["results"])
+            assert res["results"][0]["explain"]["cosine"] > 0.4  # close by cosine, yet it means nothing
+        assert api_notes.enrich({"query": query})["contextBlock"] == ""
+    real = api_notes.search({"query": "how do I read a whole file at once"})
+    assert not real["noConfidentMatch"] and real["results"][0]["filePath"] == "fs.md"
