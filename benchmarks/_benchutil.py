@@ -141,9 +141,7 @@ def fiction_index(provider: str, quick: bool, log: Callable[[str], None] = print
         return None
     from saipling.project import Project
 
-    subset = (
-        (60 if provider == "none" else 12) if quick else None
-    )  # the local model embeds ~5-30 chunks/s here
+    subset = (60 if provider == "none" else 12) if quick else None  # the local model embeds ~5-30 chunks/s here
     name = f"fiction-{provider}" + (f"-q{subset}" if subset else "")
     root = CACHE_ROOT / name
     marker = root / ".bench-complete"
@@ -160,11 +158,11 @@ def fiction_index(provider: str, quick: bool, log: Callable[[str], None] = print
         summary = project.index(progress=progress_printer("indexing", 0.25, log))
     finally:
         project.close()
-    log(f"   indexed {summary.files} files, {summary.chunks} chunks, {summary.embedded} embedded "
-        f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-    marker.write_text(
-        f"{summary.files} files, {summary.chunks} chunks, provider {provider}\n", encoding="utf-8"
+    log(
+        f"   indexed {summary.files} files, {summary.chunks} chunks, {summary.embedded} embedded "
+        f"in {time.perf_counter() - t0:.1f} s"
     )
+    marker.write_text(f"{summary.files} files, {summary.chunks} chunks, provider {provider}\n", encoding="utf-8")
     return root
 
 

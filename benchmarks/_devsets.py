@@ -126,11 +126,11 @@ def indexed_root(name: str, provider: str, log=print) -> Path | None:
         summary = project.index(progress=bu.progress_printer("indexing", 0.25, log))
     finally:
         project.close()
-    log(f"   indexed {summary.files} files, {summary.chunks} chunks, {summary.embedded} embedded "
-        f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-    marker.write_text(
-        f"{summary.files} files, {summary.chunks} chunks, provider {provider}\n", encoding="utf-8"
+    log(
+        f"   indexed {summary.files} files, {summary.chunks} chunks, {summary.embedded} embedded "
+        f"in {time.perf_counter() - t0:.1f} s"
     )
+    marker.write_text(f"{summary.files} files, {summary.chunks} chunks, provider {provider}\n", encoding="utf-8")
     return root
 
 
@@ -170,7 +170,7 @@ def paraphrase_overlap(rows: list[Query], corpus: Path) -> dict[str, list[str]]:
     """Per paraphrase row: the words (compared as the keyword index stems them) it shares with its evidence
     section (and the file's path) that fewer than RARE_FILE_SHARE of the corpus's files hold. Empty lists when
     the paraphrases are in the reader's own words."""
-    from saipling.terms import STOPWORDS, match_key
+    from saipling.markdown.terms import STOPWORDS, match_key
 
     files = sorted(corpus.rglob("*.md"))
     df: Counter[str] = Counter()

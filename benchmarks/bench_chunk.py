@@ -26,8 +26,8 @@ CHILD = r"""
 import json, random, statistics, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from saipling.chunker import chunk_document
-from saipling.metadata import extract_metadata
+from saipling.markdown.chunker import chunk_document
+from saipling.files.metadata import extract_metadata
 from saipling.project import Project
 corpus, provider = Path(sys.argv[2]), sys.argv[3]
 with tempfile.TemporaryDirectory() as tmp:
@@ -61,8 +61,12 @@ print(json.dumps({"seconds": seconds, "chunks": n, "limits": [limits.max_tokens,
 
 
 def run(server: Path, provider: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(server), str(bu.FICTION), provider],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(server), str(bu.FICTION), provider],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -77,8 +81,9 @@ def main() -> None:
     if not bu.need_shared(bu.FICTION, "fiction corpus"):
         return
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(bu.REPO), "archive", args.baseline, "server"],
-                                 capture_output=True, check=True).stdout  # fmt: skip
+        archive = subprocess.run(
+            ["git", "-C", str(bu.REPO), "archive", args.baseline, "server"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         sides = {f"baseline ({args.baseline})": Path(tmp) / "server", "this checkout": bu.REPO / "server"}
         got: dict[str, list[dict]] = {k: [] for k in sides}
@@ -90,10 +95,33 @@ def main() -> None:
     for name, runs in got.items():
         s = bu.median([r["seconds"] for r in runs])
         r = runs[-1]
-        rows.append((name, r["chunks"], "/".join(map(str, r["limits"])), bu.fmt_s(s), f"{s / base_s:.2f}x",
-                     r["edit_median"], r["edit_p90"], r["edit_max"]))  # fmt: skip
-    print(bu.table(["chunker", "chunks", "limits", "chunk time s (median)", "vs baseline", "edit: chunks changed "
-                    "median", "p90", "max"], rows))  # fmt: skip
+        rows.append(
+            (
+                name,
+                r["chunks"],
+                "/".join(map(str, r["limits"])),
+                bu.fmt_s(s),
+                f"{s / base_s:.2f}x",
+                r["edit_median"],
+                r["edit_p90"],
+                r["edit_max"],
+            )
+        )
+    print(
+        bu.table(
+            [
+                "chunker",
+                "chunks",
+                "limits",
+                "chunk time s (median)",
+                "vs baseline",
+                "edit: chunks changed median",
+                "p90",
+                "max",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -64,21 +64,26 @@ def indexed_copy(provider: str) -> Path:
     t0 = time.perf_counter()
     proc = subprocess.run(
         [*saipling_command(), "index", str(root), "--provider", provider, "--json", "--yes"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"indexing failed: {proc.stderr[-2000:]}")
     summary = json.loads(proc.stdout)
-    print(f"   indexed {summary['files']} files, {summary['chunks']} chunks, {summary['embedded']} embedded "
-          f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    print(
+        f"   indexed {summary['files']} files, {summary['chunks']} chunks, {summary['embedded']} embedded "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     marker.write_text(proc.stdout, encoding="utf-8")
     return root
 
 
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     """(wall s, CPU s, exit status) of one fresh process, its output thrown away."""
-    actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]  # fmt: skip
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
     t0 = time.perf_counter()
     pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
     _, status, usage = os.wait4(pid, 0)
@@ -124,17 +129,22 @@ def main() -> None:
         else:
             print("   (ripgrep not installed: no ratio)")
         cases += [
-            (f"saipling get {note.name}:1-20 --json", [*sai, "get", f"{note.name}:1-20", "--json", "--root",
-                                                        str(root)], installed),
+            (
+                f"saipling get {note.name}:1-20 --json",
+                [*sai, "get", f"{note.name}:1-20", "--json", "--root", str(root)],
+                installed,
+            ),
             ("saipling status --json", [*sai, "status", "--json", str(root)], installed),
             ("python -c pass", [python, "-c", "pass"], installed),
             ("python -S -c pass", [python, "-S", "-c", "pass"], installed),
-        ]  # fmt: skip
+        ]
         check = subprocess.run(search, capture_output=True, text=True, env=installed)
         if check.returncode != 0 or not json.loads(check.stdout)["results"]:
             raise SystemExit(f"the search failed or found nothing: {check.stderr[-2000:]}")
-        print(f"   {rounds} rounds after {args.warmup} warm-up rounds, saipling = {' '.join(sai)}, index "
-              f"provider {args.provider}")  # fmt: skip
+        print(
+            f"   {rounds} rounds after {args.warmup} warm-up rounds, saipling = {' '.join(sai)}, index "
+            f"provider {args.provider}"
+        )
         load_before = bu._loadavg()
         walls: dict[str, list[float]] = {name: [] for name, _, _ in cases}
         cpus: dict[str, list[float]] = {name: [] for name, _, _ in cases}
@@ -154,11 +164,17 @@ def main() -> None:
     for name, _, _ in cases:
         w, c = walls[name], cpus[name]
         ratio = f"{bu.median(w) / rg_p50:.2f}x" if rg_p50 else "-"
-        rows.append([name, bu.fmt_ms(bu.median(w)), bu.fmt_ms(sum(w) / len(w)), bu.fmt_ms(min(w)),
-                     bu.fmt_ms(bu.median(c)), ratio])  # fmt: skip
-    print(
-        bu.table(["command (fresh process)", "wall p50 ms", "mean", "min", "CPU p50 ms", "vs rg p50"], rows)
-    )
+        rows.append(
+            [
+                name,
+                bu.fmt_ms(bu.median(w)),
+                bu.fmt_ms(sum(w) / len(w)),
+                bu.fmt_ms(min(w)),
+                bu.fmt_ms(bu.median(c)),
+                ratio,
+            ]
+        )
+    print(bu.table(["command (fresh process)", "wall p50 ms", "mean", "min", "CPU p50 ms", "vs rg p50"], rows))
     print(f"   load average before {load_before}, after {load_after}")
     first = cases[0][0]
     p50 = bu.median(walls[first]) * 1000

@@ -112,7 +112,7 @@ def file_ranks(project: Any, rows: list[Query]) -> dict[str, dict[str, int]]:
 
 def oracle_fusion(project: Any, rows: list[Query]) -> dict[str, dict[float, bool]]:
     """query id -> {vector weight: evidence file in the top 10 hybrid files}, for every FUSION_WEIGHT_GRID weight."""
-    from saipling import search  # (the fused weight is read from search at each call)
+    from saipling.retrieval import search  # (the fused weight is read from search at each call)
 
     saved = search.FUSION_VECTOR_WEIGHT
     hits: dict[str, dict[float, bool]] = {q.id: {} for q in rows}
@@ -126,8 +126,9 @@ def oracle_fusion(project: Any, rows: list[Query]) -> dict[str, dict[float, bool
     return hits
 
 
-def print_ceiling(rows: list[Query], ranks: dict[str, dict[str, int]], oracle: dict[str, dict[float, bool]],
-                  figures: dict[str, Any]) -> None:  # fmt: skip
+def print_ceiling(
+    rows: list[Query], ranks: dict[str, dict[str, int]], oracle: dict[str, dict[float, bool]], figures: dict[str, Any]
+) -> None:
     kinds = (*KINDS, "overall")
     sel = {k: [q for q in rows if k == "overall" or q.kind == k] for k in kinds}
     table_rows = []
@@ -135,9 +136,7 @@ def print_ceiling(rows: list[Query], ranks: dict[str, dict[str, int]], oracle: d
     for name, rk in ranks.items():
         for k in kinds:
             rec = {d: sum(rk[q.id] <= d for q in sel[k]) / len(sel[k]) for d in CEILING_DEPTHS}
-            figures["ceiling"]["semantic"].setdefault(name, {})[k] = {
-                f"recall@{d}": v for d, v in rec.items()
-            }
+            figures["ceiling"]["semantic"].setdefault(name, {})[k] = {f"recall@{d}": v for d, v in rec.items()}
             table_rows.append((name, k, len(sel[k]), *(f"{rec[d]:.3f}" for d in CEILING_DEPTHS)))
     print("\nsemantic ceiling: evidence file among the first N files of the whole corpus by cosine")
     print(bu.table(["file score", "kind", "queries", *(f"recall@{d}" for d in CEILING_DEPTHS)], table_rows))
@@ -147,9 +146,7 @@ def print_ceiling(rows: list[Query], ranks: dict[str, dict[str, int]], oracle: d
         best = sum(any(oracle[q.id].values()) for q in sel[k]) / len(sel[k])
         figures["ceiling"]["oracleFusion"][k] = {"perWeight": per_w, "oracle": best}
         table_rows.append((k, len(sel[k]), *(f"{x:.3f}" for x in per_w), f"{best:.3f}"))
-    print(
-        "\nhybrid recall@10 per vector weight, and the oracle (best weight per query, picked with hindsight)"
-    )
+    print("\nhybrid recall@10 per vector weight, and the oracle (best weight per query, picked with hindsight)")
     print(bu.table(["kind", "queries", *(f"w={w}" for w in FUSION_WEIGHT_GRID), "oracle"], table_rows))
 
 
@@ -206,8 +203,13 @@ def report(runs: list[SetRun], modes: tuple[str, ...], figures: dict[str, Any]) 
             for kind in (*KINDS, "overall"):
                 sel = [run.results[m][q.id] for q in run.rows if kind == "overall" or q.kind == kind]
                 n, recall, mrr, line, pool = summarise(sel)
-                fig["modes"][m][kind] = {"n": n, "recall@10": recall, "mrr@10": mrr, "line@10": line,
-                                         "in-top-50-results": pool}  # fmt: skip
+                fig["modes"][m][kind] = {
+                    "n": n,
+                    "recall@10": recall,
+                    "mrr@10": mrr,
+                    "line@10": line,
+                    "in-top-50-results": pool,
+                }
         for kind in (*KINDS, "overall"):
             cells = []
             for m in modes:
@@ -217,36 +219,41 @@ def report(runs: list[SetRun], modes: tuple[str, ...], figures: dict[str, Any]) 
         if "hybrid" in modes and len(modes) == 3:
             for kind in KINDS:
                 h = fig["modes"]["hybrid"][kind]["recall@10"]
-                best = max(
-                    fig["modes"]["lexical"][kind]["recall@10"], fig["modes"]["semantic"][kind]["recall@10"]
+                best = max(fig["modes"]["lexical"][kind]["recall@10"], fig["modes"]["semantic"][kind]["recall@10"])
+                checks.append(
+                    (run.name, kind, f"hybrid {h:.2f} >= best single mode {best:.2f} - 0.02", h >= best - 0.02 - 1e-9)
                 )
-                checks.append((run.name, kind, f"hybrid {h:.2f} >= best single mode {best:.2f} - 0.02",
-                               h >= best - 0.02 - 1e-9))  # fmt: skip
                 if kind in ("exact", "mixed"):
                     checks.append((run.name, kind, f"hybrid {h:.2f} >= 0.98", h >= 0.98 - 1e-9))
             if run.name == "fiction":
                 h = fig["modes"]["hybrid"]["paraphrase"]["recall@10"]
                 v = fig["modes"]["semantic"]["paraphrase"]["recall@10"]
-                checks.append(
-                    (run.name, "paraphrase", f"hybrid {h:.2f} >= vectors only {v:.2f}", h >= v - 1e-9)
-                )
+                checks.append((run.name, "paraphrase", f"hybrid {h:.2f} >= vectors only {v:.2f}", h >= v - 1e-9))
         n_off, empty, no_match = run.offtopic
         fig["offtopic"] = {"questions": n_off, "emptyContext": empty, "noConfidentMatch": no_match}
         if n_off:
-            checks.append((run.name, "off-topic", f"empty agent context {empty}/{n_off} >= 95%",
-                           empty >= 0.95 * n_off))  # fmt: skip
-        fig["gibberish"] = [
-            {"query": t, "confidence": c, "noConfidentMatch": nm} for t, c, nm in run.gibberish
-        ]
+            checks.append((run.name, "off-topic", f"empty agent context {empty}/{n_off} >= 95%", empty >= 0.95 * n_off))
+        fig["gibberish"] = [{"query": t, "confidence": c, "noConfidentMatch": nm} for t, c, nm in run.gibberish]
         if "hybrid" in modes:
-            checks.append((run.name, "gibberish", "no confident match for " + ", ".join(repr(t) for t, _, _ in
-                           run.gibberish), all(nm for _, _, nm in run.gibberish)))  # fmt: skip
+            checks.append(
+                (
+                    run.name,
+                    "gibberish",
+                    "no confident match for " + ", ".join(repr(t) for t, _, _ in run.gibberish),
+                    all(nm for _, _, nm in run.gibberish),
+                )
+            )
             ones = sum(s >= 0.99995 for s in run.top_scores)
-            fig["topScore"] = {"queries": len(run.top_scores), "scoreOne": ones,
-                               "median": bu.median(run.top_scores)}  # fmt: skip
-            checks.append((run.name, "top score", f"top hybrid score 1.0 for {ones}/{len(run.top_scores)} "
-                           f"queries (median {bu.median(run.top_scores):.3f}): not for every one",
-                           ones < len(run.top_scores)))  # fmt: skip
+            fig["topScore"] = {"queries": len(run.top_scores), "scoreOne": ones, "median": bu.median(run.top_scores)}
+            checks.append(
+                (
+                    run.name,
+                    "top score",
+                    f"top hybrid score 1.0 for {ones}/{len(run.top_scores)} "
+                    f"queries (median {bu.median(run.top_scores):.3f}): not for every one",
+                    ones < len(run.top_scores),
+                )
+            )
     headers = ["corpus", "kind", "queries"]
     for m in modes:
         headers += [f"{MODE_NAMES.get(m, m)} R@10", f"{MODE_NAMES.get(m, m)} MRR"]
@@ -254,8 +261,7 @@ def report(runs: list[SetRun], modes: tuple[str, ...], figures: dict[str, Any]) 
     print(bu.table(headers, table_rows))
     if checks:
         print()
-        print(bu.table(["corpus", "kind", "target", "verdict"],
-                       [(a, b, c, bu.verdict(d)) for a, b, c, d in checks]))  # fmt: skip
+        print(bu.table(["corpus", "kind", "target", "verdict"], [(a, b, c, bu.verdict(d)) for a, b, c, d in checks]))
         ok = all(d for *_, d in checks)
     figures["targetsMet"] = ok
     return ok
@@ -267,16 +273,23 @@ MODE_NAMES = {"lexical": "keyword", "semantic": "vector"}
 def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
     p.add_argument("--provider", default=None, help="local (default when installed) or none")
-    p.add_argument("--set", action="append", choices=sorted(ds.SETS), dest="sets",
-                   help="a dev set (repeatable; default: every set whose corpus is present)")  # fmt: skip
-    p.add_argument("--root", action="append", default=[], metavar="SET=DIR",
-                   help="use this already indexed copy of the set's corpus (caught up in place) instead of the "
-                   "cached one")  # fmt: skip
+    p.add_argument(
+        "--set",
+        action="append",
+        choices=sorted(ds.SETS),
+        dest="sets",
+        help="a dev set (repeatable; default: every set whose corpus is present)",
+    )
+    p.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="SET=DIR",
+        help="use this already indexed copy of the set's corpus (caught up in place) instead of the cached one",
+    )
     p.add_argument("--json", default=None, help="also write the figures to this file")
     p.add_argument("--lint", action="store_true", help="only check the dev sets against their corpora")
-    p.add_argument(
-        "--show-misses", action="store_true", help="list the queries whose file is not in the top 10"
-    )
+    p.add_argument("--show-misses", action="store_true", help="list the queries whose file is not in the top 10")
     p.add_argument("--ceiling", action="store_true", help="also measure the model's ceiling (see above)")
     args = p.parse_args()
     provider = "none" if args.quick and not args.provider else bu.provider_choice(args.provider)
@@ -292,13 +305,15 @@ def main() -> None:
         problems = ds.check(rows, src)
         full = (ds.source(name) or src) if name in roots else src  # (a --root may hold a part of the corpus)
         overlap = {k: v for k, v in ds.paraphrase_overlap(rows, full).items() if v}
-        problems += [f"{k}: paraphrase shares rare words with its evidence: {', '.join(v)}"
-                     for k, v in overlap.items()]  # fmt: skip
+        problems += [f"{k}: paraphrase shares rare words with its evidence: {', '.join(v)}" for k, v in overlap.items()]
         if problems:
             print("\n".join(problems))
             raise SystemExit(f"the {name} dev set does not match its corpus")
-        print(f"   {name}: {len(rows)} queries ({', '.join(f'{n} {k}' for k, n in ds.describe(rows).items() if k != 'queries')}), "
-              f"{len(ds.offtopic_queries(ds.SETS[name]))} off-topic; evidence lines and paraphrase words checked")  # fmt: skip
+        print(
+            f"   {name}: {len(rows)} queries "
+            f"({', '.join(f'{n} {k}' for k, n in ds.describe(rows).items() if k != 'queries')}), "
+            f"{len(ds.offtopic_queries(ds.SETS[name]))} off-topic; evidence lines and paraphrase words checked"
+        )
         loaded.append((ds.SETS[name], rows, src))
     if args.lint or not loaded:
         return
@@ -315,8 +330,10 @@ def main() -> None:
         try:
             t0 = time.perf_counter()
             summary = project.index()  # catch up: changed chunks only (the embedding cache keeps the rest)
-            print(f"   {dset.name}: index caught up in {time.perf_counter() - t0:.1f} s: {summary.files} files, "
-                  f"{summary.chunks} chunks, {summary.embedded} embedded")  # fmt: skip
+            print(
+                f"   {dset.name}: index caught up in {time.perf_counter() - t0:.1f} s: {summary.files} files, "
+                f"{summary.chunks} chunks, {summary.embedded} embedded"
+            )
             runs.append(run_set(project, dset, rows, modes, args.ceiling))
         finally:
             project.close()

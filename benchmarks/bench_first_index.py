@@ -38,8 +38,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
+from saipling.files.scanner import scan  # noqa: E402
 from saipling.project import Project  # noqa: E402
-from saipling.scanner import scan  # noqa: E402
 
 
 def load() -> str:
@@ -95,8 +95,9 @@ def main() -> None:
         def probe() -> None:
             while not found.is_set() and "done" not in marks:
                 try:
-                    hits = project.search({"query": word, "mode": "lexical", "maxResults": 1,
-                                           "filter": {"pathPrefix": last}})["results"]  # fmt: skip
+                    hits = project.search(
+                        {"query": word, "mode": "lexical", "maxResults": 1, "filter": {"pathPrefix": last}}
+                    )["results"]
                 except Exception:  # noqa: BLE001 - the index is being written: try again
                     hits = []
                 if hits:
@@ -143,9 +144,7 @@ def main() -> None:
         project.index(paths=[big.name])
         refresh_times = []
         for k in range(5):
-            big.write_text(
-                "".join(f"Inserted line {k}.{n}\n" for n in range(7)) + "\n\n".join(text), encoding="utf-8"
-            )
+            big.write_text("".join(f"Inserted line {k}.{n}\n" for n in range(7)) + "\n\n".join(text), encoding="utf-8")
             t, s = bu.timed(lambda: project.refresh([big.name]))
             assert s.changed == 1 and s.embedded == 0
             refresh_times.append(t)
@@ -165,8 +164,9 @@ def main() -> None:
         ]
         for mark, (at, eta) in sorted(etas.items()):
             actual = marks["done"] - at
-            rows.append((f"ETA at {mark}% of embedding vs actual", f"{eta:.0f} s vs {actual:.0f} s "
-                         f"({eta / actual:.2f}x)"))  # fmt: skip
+            rows.append(
+                (f"ETA at {mark}% of embedding vs actual", f"{eta:.0f} s vs {actual:.0f} s ({eta / actual:.2f}x)")
+            )
         print(bu.table(["measure", "value"], rows))
         ok = marks.get("found", 1e9) < 60
         print(f"target: keyword-searchable in < 60 s: {bu.verdict(ok)}")
@@ -183,12 +183,21 @@ def argparse_hidden() -> str:
 def compare(args) -> None:
     """Keywords-ready time of REF's server/ vs this checkout's, alternating subprocesses (same corpus, same load)."""
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(bu.REPO), "archive", args.baseline, "server"],
-                                 capture_output=True, check=True).stdout  # fmt: skip
+        archive = subprocess.run(
+            ["git", "-C", str(bu.REPO), "archive", args.baseline, "server"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         sides = {args.baseline: str(Path(tmp) / "server"), "this checkout": str(bu.REPO / "server")}
-        cmd = [sys.executable, __file__, "--keywords-only", "--json", "--corpus", str(args.corpus),
-               "--provider", args.provider] + (["--quick"] if args.quick else [])  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--keywords-only",
+            "--json",
+            "--corpus",
+            str(args.corpus),
+            "--provider",
+            args.provider,
+        ] + (["--quick"] if args.quick else [])
         results: dict[str, list[dict]] = {k: [] for k in sides}
         for r in range(args.rounds):
             for name, server in sides.items():
@@ -200,13 +209,18 @@ def compare(args) -> None:
                 res = json.loads(out.strip().splitlines()[-1])
                 assert res["server"] == server, res  # the side we meant to time
                 results[name].append(res)
-                print(
-                    f"   round {r + 1} {name}: {res['found']:.1f} s (load {res['load_before']})", flush=True
-                )
+                print(f"   round {r + 1} {name}: {res['found']:.1f} s (load {res['load_before']})", flush=True)
     base = bu.median([x["found"] for x in results[args.baseline]])
     new = bu.median([x["found"] for x in results["this checkout"]])
-    rows = [(name, bu.fmt_s(bu.median([x["found"] for x in rs])), ", ".join(f"{x['found']:.1f}" for x in rs),
-             "; ".join(x["load_before"] for x in rs)) for name, rs in results.items()]  # fmt: skip
+    rows = [
+        (
+            name,
+            bu.fmt_s(bu.median([x["found"] for x in rs])),
+            ", ".join(f"{x['found']:.1f}" for x in rs),
+            "; ".join(x["load_before"] for x in rs),
+        )
+        for name, rs in results.items()
+    ]
     print(bu.table(["server", "keywords ready (median)", "runs (s)", "load average before each run"], rows))
     print(f"ratio this checkout / {args.baseline}: {new / base:.2f}x")
     print(f"target: keyword-searchable in < 60 s: {bu.verdict(new < 60)}")

@@ -3,11 +3,12 @@
 Reads the index `saipling eval` built (--workdir, default ~/.cache/saipling/eval/scifact: run `saipling eval
 ../shared/eval/scifact --split train --provider local` once), collects each query's raw signals once (top 100
 chunk BM25, top 100 whole-file BM25, top 100 cosines) and ranks documents under each variant offline, so the
-variants see the same candidates. This is how search.py's fusion was chosen, on train only:
+variants see the same candidates. This is how retrieval/search.py's fusion was chosen, on train only:
 
   rrf             weighted reciprocal rank fusion as before (0.4 keyword / 0.6 vector, "mixed" queries)
   z chunk         z-normalised scores, keyword side = chunk BM25
-  z file          ... keyword side = whole-file BM25 for files of <= 3 chunks (the first round's rule; search.py
+  z file          ... keyword side = whole-file BM25 for files of <= 3 chunks (the first round's rule;
+  retrieval/search.py
                   now decides by size, <= 3,000 bytes), half file / half chunk beyond
   z file+fvec     ... and each chunk's vector score = its cosine, plus its file's two next-best chunks' cosines
                   damped 1/2, 1/4 (a file of fewer chunks repeats its best), divided by 1.75: evidence spread over
@@ -29,9 +30,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
-from saipling.evaluation import load_beir, score_run  # noqa: E402
 from saipling.project import Project  # noqa: E402
-from saipling.search import fts_query  # noqa: E402
+from saipling.retrieval.evaluation import load_beir, score_run  # noqa: E402
+from saipling.retrieval.search import fts_query  # noqa: E402
 
 N = 100
 
@@ -92,11 +93,7 @@ def rank(sig: dict, ctx: dict, variant: str, wv: float) -> list[str]:
 def file_spread(cid: int, cosine: float, qv: np.ndarray, ctx: dict) -> float:
     """A chunk's cosine plus its file's two next-best chunks' cosines, damped 1/2 and 1/4 (normalised)."""
     others = sorted(
-        (
-            float(ctx["vectors"][c] @ qv)
-            for c in ctx["chunks"][ctx["path"][cid]]
-            if c != cid and c in ctx["vectors"]
-        ),
+        (float(ctx["vectors"][c] @ qv) for c in ctx["chunks"][ctx["path"][cid]] if c != cid and c in ctx["vectors"]),
         reverse=True,
     )[:2]
     others += [cosine] * (2 - len(others))
@@ -107,8 +104,11 @@ def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
     p.add_argument("--dataset", type=Path, default=bu.SHARED / "eval" / "scifact")
     p.add_argument("--split", default="train")
-    p.add_argument("--workdir", type=Path,
-                   default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saipling" / "eval" / "scifact")  # fmt: skip
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saipling" / "eval" / "scifact",
+    )
     args = p.parse_args()
     bu.banner(f"bench_fusion: fusion variants on SciFact {args.split}", args.quick)
     if not bu.need_shared(args.dataset, "SciFact") or not (args.workdir / ".saipling").is_dir():
@@ -130,8 +130,17 @@ def main() -> None:
     finally:
         project.close()
     table = []
-    for variant, wv in (("rrf", 0.6), ("z chunk", 0.5), ("z file", 0.45), ("z file", 0.5), ("z file", 0.55),
-                        ("z file", 0.6), ("z file", 0.65), ("z file+fvec", 0.55), ("z file+fvec", 0.65)):  # fmt: skip
+    for variant, wv in (
+        ("rrf", 0.6),
+        ("z chunk", 0.5),
+        ("z file", 0.45),
+        ("z file", 0.5),
+        ("z file", 0.55),
+        ("z file", 0.6),
+        ("z file", 0.65),
+        ("z file+fvec", 0.55),
+        ("z file+fvec", 0.65),
+    ):
         run = {q: rank(s, ctx, variant, wv) for q, s in signals.items()}
         m = score_run(run, ds.qrels)
         table.append((variant, wv, f"{m['ndcg@10']:.4f}", f"{m['recall@10']:.4f}", f"{m['recall@100']:.4f}"))

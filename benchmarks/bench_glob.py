@@ -37,9 +37,9 @@ ADVERSARIAL = [
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from saipling.config import Settings
+from saipling.config.settings import Settings
 from saipling.paths import glob_match
-from saipling.scanner import scan
+from saipling.files.scanner import scan
 corpus, patterns, adversarial = Path(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
 paths = sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*.md"))
 out = {}
@@ -73,8 +73,12 @@ def run_side(server_dir: Path, adversarial: list[str]) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(server_dir)}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(bu.FICTION), json.dumps(COMMON), json.dumps(adversarial)],
-        capture_output=True, text=True, env=env, check=True, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=600,
+    )
     return json.loads(done.stdout)
 
 

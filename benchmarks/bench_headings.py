@@ -40,7 +40,7 @@ def indexed_vault(provider: str) -> Path:
 def known_items(project, seed: int, sample: int) -> list[tuple[str, str]]:
     """(heading text, file) for a sample of the headings that occur in one file only."""
     try:
-        from saipling.markdown_blocks import heading_text
+        from saipling.markdown.blocks import heading_text
     except ImportError:  # a baseline tree (SAIPLING_BENCH_SERVER) from before headings were plain text
 
         def heading_text(raw: str) -> str:
@@ -75,7 +75,7 @@ def main() -> int:
     provider = bu.provider_choice(args.provider)
     root = args.root or indexed_vault(provider)
     from saipling.project import Project
-    from saipling.search import SearchRequest, run_search
+    from saipling.retrieval.search import SearchRequest, run_search
 
     project = Project.open(root)
     items = known_items(project, args.seed, 40 if args.quick else args.sample)

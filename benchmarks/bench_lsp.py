@@ -80,15 +80,10 @@ def copy_fiction(root: Path, limit: int | None) -> int:
 
 def generate(root: Path, n_files: int) -> int:
     rng = random.Random(7)
-    vocab = [
-        f"{rng.choice('bcdfghklmnprstvw')}{rng.choice('aeiou')}{rng.choice('lmnrst')}{i}" for i in range(5000)
-    ]
+    vocab = [f"{rng.choice('bcdfghklmnprstvw')}{rng.choice('aeiou')}{rng.choice('lmnrst')}{i}" for i in range(5000)]
     weights = [1 / (i + 1) for i in range(len(vocab))]
     for i in range(n_files):
-        paras = [
-            " ".join(rng.choices(vocab, weights, k=rng.randint(40, 120))) + "."
-            for _ in range(rng.randint(3, 12))
-        ]
+        paras = [" ".join(rng.choices(vocab, weights, k=rng.randint(40, 120))) + "." for _ in range(rng.randint(3, 12))]
         path = root / f"part{i // 100}" / f"chapter-{i:03}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"# Chapter {i}\n\n" + "\n\n".join(paras) + "\n", encoding="utf-8")
@@ -131,9 +126,7 @@ async def start_server(root: Path, options: dict[str, Any]) -> LanguageClient:
         client.feature(method)(lambda params: None)
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")}
-    await client.start_io(
-        sys.executable, "-m", "saipling", "serve", env={**env, "SAIPLING_LOG_LEVEL": "WARNING"}
-    )
+    await client.start_io(sys.executable, "-m", "saipling", "serve", env={**env, "SAIPLING_LOG_LEVEL": "WARNING"})
     caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
     await client.initialize_async(
         types.InitializeParams(
@@ -165,16 +158,26 @@ class RawClient:
     async def start(cls, root: Path, options: dict[str, Any], index_timeout: float = 300) -> RawClient:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")}
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "saipling", "serve",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            env={**env, "SAIPLING_LOG_LEVEL": "WARNING"}, limit=1 << 24,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "saipling",
+            "serve",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env={**env, "SAIPLING_LOG_LEVEL": "WARNING"},
+            limit=1 << 24,
+        )
         client = cls(proc)
-        await client.request("initialize", {
-            "processId": os.getpid(), "rootUri": root.as_uri(), "initializationOptions": options,
-            "capabilities": {"window": {"workDoneProgress": True}},
-            "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
-        })  # fmt: skip
+        await client.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": root.as_uri(),
+                "initializationOptions": options,
+                "capabilities": {"window": {"workDoneProgress": True}},
+                "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
+            },
+        )
         client.notify("initialized", {})
         await asyncio.wait_for(client.progress_ended.wait(), index_timeout)  # the initial index
         return client
@@ -273,9 +276,14 @@ async def start_echo(responses: list[dict[str, Any]], tmp: Path) -> RawClient:
     data = tmp / "responses.json"
     data.write_text(json.dumps(responses), encoding="utf-8")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", ECHO_SERVER, str(data),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 24,
-    )  # fmt: skip
+        sys.executable,
+        "-c",
+        ECHO_SERVER,
+        str(data),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        limit=1 << 24,
+    )
     return RawClient(proc)
 
 
@@ -337,11 +345,15 @@ async def run(args: argparse.Namespace) -> None:
                 await close()
         project.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"   project: {source}; {len(queries)} queries x {args.rounds} rounds per order, maxResults 10,"
-          f" responses ~{len(json.dumps(responses)) // max(1, len(responses)) / 1024:.1f} KiB")  # fmt: skip
+    print(
+        f"   project: {source}; {len(queries)} queries x {args.rounds} rounds per order, maxResults 10,"
+        f" responses ~{len(json.dumps(responses)) // max(1, len(responses)) / 1024:.1f} KiB"
+    )
     print(f"   load average {load()} (other processes share the cores)")
-    print("| order | path | median ms | p95 ms | ratio of medians | median per-query ratio |"
-          " overhead ms (round trip - server elapsedMs) |")  # fmt: skip
+    print(
+        "| order | path | median ms | p95 ms | ratio of medians | median per-query ratio |"
+        " overhead ms (round trip - server elapsedMs) |"
+    )
     print("|---|---|---|---|---|---|---|")
     verdicts = []
     for order in ("alternating passes", "interleaved"):
@@ -351,11 +363,11 @@ async def run(args: argparse.Namespace) -> None:
             m, p95 = summary(xs)
             per_query = statistics.median(x / y for x, y in zip(xs, local, strict=True))
             el = times[order + " elapsed"].get(name)
-            overhead = (
-                f"{statistics.median(x - e for x, e in zip(xs, el, strict=True)) * 1000:.2f}" if el else ""
+            overhead = f"{statistics.median(x - e for x, e in zip(xs, el, strict=True)) * 1000:.2f}" if el else ""
+            print(
+                f"| {order} | {name} | {m * 1000:.2f} | {p95 * 1000:.2f} | {m / lm:.2f}x | {per_query:.2f}x |"
+                f" {overhead} |"
             )
-            print(f"| {order} | {name} | {m * 1000:.2f} | {p95 * 1000:.2f} | {m / lm:.2f}x | {per_query:.2f}x |"
-                  f" {overhead} |")  # fmt: skip
             if name.startswith("LSP"):
                 verdicts.append(f"{order}, {name}: {m / lm:.2f}x {'MET' if m / lm <= TARGET else 'MISSED'}")
     print(f"   target: round trip <= {TARGET}x the in-process median")
@@ -370,9 +382,7 @@ async def stop_pygls(client: LanguageClient) -> None:
     await client.stop()
 
 
-async def timed_remote(
-    send: Send, method: str, params: dict[str, Any], name: str, remote: dict, engine: dict
-) -> None:
+async def timed_remote(send: Send, method: str, params: dict[str, Any], name: str, remote: dict, engine: dict) -> None:
     t0 = time.perf_counter()
     b = await send(method, params)
     remote[name].append(time.perf_counter() - t0)
@@ -394,10 +404,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2, help="timed passes over the queries on each side")
     parser.add_argument(
-        "--client", default="both", choices=["both", "raw", "pygls"],
+        "--client",
+        default="both",
+        choices=["both", "raw", "pygls"],
         help="raw: a minimal stdlib JSON-RPC client (what an editor's native client costs); pygls: pygls'"
         " LanguageClient (adds its own Python-side cost to each round trip)",
-    )  # fmt: skip
+    )
     asyncio.run(run(parser.parse_args()))
 
 

@@ -96,7 +96,7 @@ async def measure(root: Path, label: str, n_queries: int) -> list[Any]:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from saipling.mcp_server import McpFace
+    from saipling.mcp.server import McpFace
     from saipling.project import Project
 
     project = Project.open(root, overrides={"provider": "none"}, env={})
@@ -116,9 +116,7 @@ async def measure(root: Path, label: str, n_queries: int) -> list[Any]:
                 await asyncio.sleep(0.1)
 
             def engine(q: str) -> dict[str, Any]:
-                return project.search(
-                    {"query": q, "maxResults": 5, "source": "agent", "respectContextSettings": True}
-                )
+                return project.search({"query": q, "maxResults": 5, "source": "agent", "respectContextSettings": True})
 
             def via_face(q: str) -> dict[str, Any]:
                 return face.call("search", {"query": q, "maxResults": 5})
@@ -150,12 +148,17 @@ async def measure(root: Path, label: str, n_queries: int) -> list[Any]:
     files = len(list(root.rglob("*.md")))
     e, f, m = (median(times[k]) for k in ("engine", "face", "mcp"))
     return [
-        label, files, len(queries),
+        label,
+        files,
+        len(queries),
         f"{fmt_ms(e)} / {fmt_ms(percentile(times['engine'], 95))}",
         f"{fmt_ms(f)} / {fmt_ms(percentile(times['face'], 95))}",
         f"{fmt_ms(m)} / {fmt_ms(percentile(times['mcp'], 95))}",
-        f"{m / e:.2f}x", f"{m / f:.2f}x", fmt_ms(median(sync_check)), mismatches,
-    ]  # fmt: skip
+        f"{m / e:.2f}x",
+        f"{m / f:.2f}x",
+        fmt_ms(median(sync_check)),
+        mismatches,
+    ]
 
 
 def main() -> None:
@@ -167,17 +170,30 @@ def main() -> None:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
-        rows.append(
-            asyncio.run(measure(small_fixture(Path(tmp)), "small fixture", 60 if args.quick else 200))
-        )
+        rows.append(asyncio.run(measure(small_fixture(Path(tmp)), "small fixture", 60 if args.quick else 200)))
     if args.fiction.is_dir():
         root = fiction_copy(args.fiction, args.quick)
         label = "fiction (60 files)" if args.quick else "fiction"
         rows.append(asyncio.run(measure(root, label, 60 if args.quick else 200)))
     else:
         print(f"SKIPPED the fiction corpus: {args.fiction} is absent")
-    print(table(["project", "files", "queries", "engine p50 / p95 ms", "face p50 / p95 ms", "mcp p50 / p95 ms",
-                 "mcp / engine", "mcp / face", "sync check p50 ms", "result mismatches"], rows))  # fmt: skip
+    print(
+        table(
+            [
+                "project",
+                "files",
+                "queries",
+                "engine p50 / p95 ms",
+                "face p50 / p95 ms",
+                "mcp p50 / p95 ms",
+                "mcp / engine",
+                "mcp / face",
+                "sync check p50 ms",
+                "result mismatches",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def child(scenario: str, root: str | None, sqlite: list[str]) -> None:
     out: dict = {"scenario": scenario}
     t0 = time.perf_counter()
     if sqlite:  # experiment: extra PRAGMAs after the store's own (e.g. mmap_size=0)
-        from saipling.store import Store
+        from saipling.storage.store import Store
 
         configure = Store._configure
 
@@ -97,12 +97,14 @@ def run_server(scenario: str, root: Path, provider: str) -> dict:
         try:
             pid = client.proc.pid
             status = await client.request("saipling/status", {})
-            out.update(files=status["totalFiles"], chunks=status["totalChunks"],
-                       embedded=status.get("embeddedChunks", 0), index_s=round(time.perf_counter() - t0, 1))  # fmt: skip
-            out["after_index"] = bu.proc_status_mb(pid)
-            await client.request(
-                "saipling/search", {"query": "a ship caught in a storm at sea", "maxResults": 5}
+            out.update(
+                files=status["totalFiles"],
+                chunks=status["totalChunks"],
+                embedded=status.get("embeddedChunks", 0),
+                index_s=round(time.perf_counter() - t0, 1),
             )
+            out["after_index"] = bu.proc_status_mb(pid)
+            await client.request("saipling/search", {"query": "a ship caught in a storm at sea", "maxResults": 5})
             out.update(bu.proc_status_mb(pid))
         finally:
             await client.close()
@@ -118,8 +120,13 @@ def run_server(scenario: str, root: Path, provider: str) -> dict:
 # -- parent side -------------------------------------------------------------------------------------------------
 def run_child(scenario: str, root: Path | None, env: dict[str, str], sqlite: list[str]) -> dict:
     spec = json.dumps({"scenario": scenario, "root": str(root) if root else None, "sqlite": sqlite})
-    proc = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True, text=True, check=False,
-                          env={**os.environ, **env})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", spec],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **env},
+    )
     if proc.returncode != 0:
         return {"scenario": scenario, "error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -132,9 +139,7 @@ def main() -> None:
         return
     ap = bu.parser(__doc__.split("\n")[0])
     ap.add_argument("--no-local", action="store_true", help="skip the local-model scenarios")
-    ap.add_argument(
-        "--only", action="append", default=[], metavar="SCENARIO", help="run only these scenarios"
-    )
+    ap.add_argument("--only", action="append", default=[], metavar="SCENARIO", help="run only these scenarios")
     ap.add_argument(
         "--env",
         action="append",
@@ -170,13 +175,9 @@ def main() -> None:
     if wanted("local+search"):
         local_root = bu.CACHE_ROOT / "fiction-local"
         if not have_local:
-            results.append(
-                {"scenario": "local+search", "error": "skipped: local provider not installed or --no-local"}
-            )
+            results.append({"scenario": "local+search", "error": "skipped: local provider not installed or --no-local"})
         elif not (local_root / ".bench-complete").exists() or args.quick:
-            results.append(
-                {"scenario": "local+search", "error": f"skipped: {local_root} not built (full runs only)"}
-            )
+            results.append({"scenario": "local+search", "error": f"skipped: {local_root} not built (full runs only)"})
         else:
             results.append(run_child("local+search", local_root, env, args.sqlite))
     tmp = Path(tempfile.mkdtemp(prefix="saipling-bench-mem-"))
@@ -199,8 +200,9 @@ def main() -> None:
                 provider = "local" if "local" in scenario else "none"
                 bu.copy_corpus(bu.FICTION, root, limits["index " + provider])
                 where = "the real server" if scenario.startswith("server") else "a subprocess"
-                print(f"   {scenario}: indexing {sum(1 for _ in root.rglob('*.md'))} chapters in {where} ...",
-                      flush=True)  # fmt: skip
+                print(
+                    f"   {scenario}: indexing {sum(1 for _ in root.rglob('*.md'))} chapters in {where} ...", flush=True
+                )
             if scenario.startswith("server"):
                 results.append(run_server(scenario, root, provider))
             else:
@@ -218,29 +220,50 @@ def main() -> None:
         detail = f"provider {r.get('provider', '-')}"
         if "chunks" in r:
             a = r["after_index"]
-            detail += (f"; {r['files']} files, {r['chunks']} chunks, {r['embedded']} embedded in {r['index_s']} s;"
-                       f" right after indexing RSS {a.get('VmRSS', 0):.0f} MB = anon {a.get('RssAnon', 0):.0f}"
-                       f" + file {a.get('RssFile', 0):.0f}")  # fmt: skip
-        rows.append((r["scenario"], f"{r['VmRSS']:.0f}", f"{r['VmHWM']:.0f}", f"{r.get('RssAnon', 0):.0f}",
-                     f"{r.get('RssFile', 0):.0f}", f"{r['VmRSS'] - base:+.0f}", r["seconds"], detail))  # fmt: skip
-    print(bu.table(["scenario", "VmRSS MB", "VmHWM (peak) MB", "RssAnon MB", "RssFile MB", "RSS vs python+numpy",
-                    "seconds", "detail"], rows))  # fmt: skip
+            detail += (
+                f"; {r['files']} files, {r['chunks']} chunks, {r['embedded']} embedded in {r['index_s']} s;"
+                f" right after indexing RSS {a.get('VmRSS', 0):.0f} MB = anon {a.get('RssAnon', 0):.0f}"
+                f" + file {a.get('RssFile', 0):.0f}"
+            )
+        rows.append(
+            (
+                r["scenario"],
+                f"{r['VmRSS']:.0f}",
+                f"{r['VmHWM']:.0f}",
+                f"{r.get('RssAnon', 0):.0f}",
+                f"{r.get('RssFile', 0):.0f}",
+                f"{r['VmRSS'] - base:+.0f}",
+                r["seconds"],
+                detail,
+            )
+        )
     print(
-        "RssAnon = heap (Python, numpy, ONNX Runtime arenas); RssFile = mapped files (libraries, the index via mmap)"
+        bu.table(
+            [
+                "scenario",
+                "VmRSS MB",
+                "VmHWM (peak) MB",
+                "RssAnon MB",
+                "RssFile MB",
+                "RSS vs python+numpy",
+                "seconds",
+                "detail",
+            ],
+            rows,
+        )
     )
+    print("RssAnon = heap (Python, numpy, ONNX Runtime arenas); RssFile = mapped files (libraries, the index via mmap)")
     measured = [r for r in results if r["scenario"] in ("index local", "server local") and "error" not in r]
     for r in measured:
         ok = r["VmRSS"] <= TARGET_MB
-        print(f"target: RSS after indexing the fiction corpus with the local model <= {TARGET_MB} MB ({r['scenario']}):"
-              f" {r['VmRSS']:.0f} MB (peak {r['VmHWM']:.0f} MB) -> {bu.verdict(ok)}")  # fmt: skip
+        print(
+            f"target: RSS after indexing the fiction corpus with the local model <= {TARGET_MB} MB ({r['scenario']}):"
+            f" {r['VmRSS']:.0f} MB (peak {r['VmHWM']:.0f} MB) -> {bu.verdict(ok)}"
+        )
     if measured and limits["index local"]:
-        print(
-            f"(only {limits['index local']} chapters were indexed: the target applies to the full corpus of 1,129)"
-        )
+        print(f"(only {limits['index local']} chapters were indexed: the target applies to the full corpus of 1,129)")
     elif not measured:
-        print(
-            f"target (<= {TARGET_MB} MB with the local model after indexing): not measured (local scenarios skipped)"
-        )
+        print(f"target (<= {TARGET_MB} MB with the local model after indexing): not measured (local scenarios skipped)")
 
 
 if __name__ == "__main__":

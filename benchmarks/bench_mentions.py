@@ -1,7 +1,7 @@
 """`saipling mentions` latency on the whole fiction corpus (issue 35: <= 50 ms), side by side with
-`textDocument/references` (entities.references: index candidates + an exact scan of their text) for the same
+`textDocument/references` (retrieval.entities.references: index candidates + an exact scan of their text) for the same
 entity, in-process; and what keeping mentions costs: the keyword-only index run, and the re-scan of every file
-when an entity gains a name (mention_scan.settle).
+when an entity gains a name (indexing.mention_scan.settle).
 
 The corpus (1,129 chapters, frontmatter `chapter:` and `book:`) is copied to a temp folder with profiles for
 Dracula's cast and two from the references benchmark (a frequent main character, a very common first name),
@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
-from saipling import entities, mentions  # noqa: E402
 from saipling.project import Project  # noqa: E402
+from saipling.retrieval import entities, mentions  # noqa: E402
 
 
 def _profile(name: str, aliases: list[str]) -> str:
@@ -59,8 +59,10 @@ def prepare(root: Path) -> None:
         s = project.index()
     finally:
         project.close()
-    print(f"   indexed {s.files} files ({s.chunks} chunks) keyword-only, mentions included, in "
-          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    print(
+        f"   indexed {s.files} files ({s.chunks} chunks) keyword-only, mentions included, in "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
     done.write_text("ok")
 
 
@@ -81,8 +83,10 @@ def main() -> None:
     try:
         read = entities.disk_reader(project.root)
         index = entities.entity_index(project)
-        print(f"   {'entity':<16} {'mentions':>8} {'chapters':>8} {'p50 ms':>8} {'p95 ms':>8}"
-              f" {'refs p50':>9} {'ratio':>6}  summary")  # fmt: skip
+        print(
+            f"   {'entity':<16} {'mentions':>8} {'chapters':>8} {'p50 ms':>8} {'p95 ms':>8}"
+            f" {'refs p50':>9} {'ratio':>6}  summary"
+        )
         for name in ASKED:
             (rep,) = mentions.report(project, name, limit=200)  # warm-up
             times, refs = [], []
@@ -95,8 +99,10 @@ def main() -> None:
                 entities.references(project, ent, read)
                 refs.append((time.perf_counter() - t0) * 1000)
             m, r = statistics.median(times), statistics.median(refs)
-            print(f"   {name:<16} {rep.total:>8} {len(rep.chapters):>8} {m:>8.1f} {pct(times, 0.95):>8.1f}"
-                  f" {r:>9.1f} {r / m:>6.1f}  {rep.summary()}")  # fmt: skip
+            print(
+                f"   {name:<16} {rep.total:>8} {len(rep.chapters):>8} {m:>8.1f} {pct(times, 0.95):>8.1f}"
+                f" {r:>9.1f} {r / m:>6.1f}  {rep.summary()}"
+            )
         # an entity gains a name, then loses it: the files that may hold it are scanned again (the first time
         # on an index made before the names were recorded: every file)
         rel = "characters/renfield/profile.md"

@@ -17,24 +17,48 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
-from saipling import names  # noqa: E402
 from saipling.project import Project  # noqa: E402
+from saipling.retrieval import names  # noqa: E402
 
 CAST = {
-    "Mina Harker": ["Mina", "Mina Murray"], "Jonathan Harker": ["Jonathan"], "Count Dracula": ["Dracula"],
-    "Abraham Van Helsing": ["Van Helsing"], "Lucy Westenra": ["Lucy"], "John Seward": ["Seward"],
-    "Arthur Holmwood": ["Arthur", "Lord Godalming", "Godalming"], "Quincey Morris": ["Quincey"],
-    "Renfield": [], "Whitby": [], "Transylvania": [], "Bistritz": [], "Carfax": [], "Varna": [],
-}  # fmt: skip
+    "Mina Harker": ["Mina", "Mina Murray"],
+    "Jonathan Harker": ["Jonathan"],
+    "Count Dracula": ["Dracula"],
+    "Abraham Van Helsing": ["Van Helsing"],
+    "Lucy Westenra": ["Lucy"],
+    "John Seward": ["Seward"],
+    "Arthur Holmwood": ["Arthur", "Lord Godalming", "Godalming"],
+    "Quincey Morris": ["Quincey"],
+    "Renfield": [],
+    "Whitby": [],
+    "Transylvania": [],
+    "Bistritz": [],
+    "Carfax": [],
+    "Varna": [],
+}
 # (right, misspelt): each replaces one occurrence of `right` in a chapter that has it
 TYPOS = [
-    ("Mina", "Minna"), ("Jonathan", "Jonathon"), ("Helsing", "Helsnig"), ("Lucy", "Lucie"),
-    ("Dracula", "Draculla"), ("Renfield", "Renfeld"), ("Seward", "Sewerd"), ("Quincey", "Quincy"),
-    ("Arthur", "Arthor"), ("Holmwood", "Holmwod"), ("Westenra", "Westenro"),
-    ("Harker", "Harkar"), ("Godalming", "Godalmin"), ("Morris", "Moriss"), ("Murray", "Muray"),
-    ("Whitby", "Whitbey"), ("Transylvania", "Transylvannia"), ("Bistritz", "Bistriz"), ("Carfax", "Carfex"),
+    ("Mina", "Minna"),
+    ("Jonathan", "Jonathon"),
+    ("Helsing", "Helsnig"),
+    ("Lucy", "Lucie"),
+    ("Dracula", "Draculla"),
+    ("Renfield", "Renfeld"),
+    ("Seward", "Sewerd"),
+    ("Quincey", "Quincy"),
+    ("Arthur", "Arthor"),
+    ("Holmwood", "Holmwod"),
+    ("Westenra", "Westenro"),
+    ("Harker", "Harkar"),
+    ("Godalming", "Godalmin"),
+    ("Morris", "Moriss"),
+    ("Murray", "Muray"),
+    ("Whitby", "Whitbey"),
+    ("Transylvania", "Transylvannia"),
+    ("Bistritz", "Bistriz"),
+    ("Carfax", "Carfex"),
     ("Varna", "Varnna"),
-]  # fmt: skip
+]
 
 
 def build(root: Path) -> None:

@@ -55,8 +55,8 @@ import json, re, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import tempfile
-from saipling.chunker import chunk_document
-from saipling.metadata import extract_metadata
+from saipling.markdown.chunker import chunk_document
+from saipling.files.metadata import extract_metadata
 from saipling.project import Project
 corpus = Path(sys.argv[2])
 with tempfile.TemporaryDirectory() as tmp:
@@ -87,7 +87,8 @@ for f in sorted(corpus.rglob("*.md")):
             kinds[kind] += 1
         if rel == "child_process.md" and c.start_line <= 758 <= c.end_line:
             lead_in = [c.start_line, c.end_line, "subprocess.unref();" in c.text.split("redirect", 1)[-1]]
-print(json.dumps({"chunks": n, "tokens": tokens, "noise": kinds, "holding": holding, "limits": [limits.max_tokens, limits.target_tokens,
+print(json.dumps({"chunks": n, "tokens": tokens, "noise": kinds, "holding": holding,
+                  "limits": [limits.max_tokens, limits.target_tokens,
                   limits.overlap_tokens, getattr(limits, "block_tokens", None)], "lead_in": lead_in}))
 """
 
@@ -119,8 +120,13 @@ def index_side(server: Path, corpus: Path, work: Path, provider: str = "local") 
     summary = json.loads(done.stdout)
     db = root / ".saipling" / "index.db"
     size = sum(p.stat().st_size for p in db.parent.glob("index.db*"))
-    return {"seconds": seconds, "cpu": cpu, "chunks": summary.get("chunks"), "bytes": size,
-            "ranks": query_ranks(server, root)}
+    return {
+        "seconds": seconds,
+        "cpu": cpu,
+        "chunks": summary.get("chunks"),
+        "bytes": size,
+        "ranks": query_ranks(server, root),
+    }
 
 
 def query_ranks(server: Path, root: Path) -> dict[str, tuple[int | None, int | None]]:
@@ -130,8 +136,14 @@ def query_ranks(server: Path, root: Path) -> dict[str, tuple[int | None, int | N
         for mode in ("lexical", "hybrid"):
             out = run_saipling(server, ["search", query, "--root", str(root), "--json", "-k", "10", "--mode", mode])
             results = json.loads(out.stdout or "{}").get("results", []) if out.returncode == 0 else []
-            sec = next((i for i, r in enumerate(results, 1) if r["filePath"] == file
-                        and (r.get("sectionHeading") or "").lstrip("#").strip().startswith(heading)), None)
+            sec = next(
+                (
+                    i
+                    for i, r in enumerate(results, 1)
+                    if r["filePath"] == file and (r.get("sectionHeading") or "").lstrip("#").strip().startswith(heading)
+                ),
+                None,
+            )
             fil = next((i for i, r in enumerate(results, 1) if r["filePath"] == file), None)
             ranks[f"{query} [{mode}]"] = (sec, fil)
     return ranks
@@ -161,33 +173,40 @@ def main() -> None:
             files = unpack(corpus)
         base = tmpd / "base"
         base.mkdir()
-        archive = subprocess.run(["git", "-C", str(bu.REPO), "archive", args.baseline, "server"],
-                                 capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(bu.REPO), "archive", args.baseline, "server"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         sides = {"baseline": base / "server", "current": bu.REPO / "server"}
         print(f"   {files} files; baseline {args.baseline}\n")
         stats = {}
         for name, server in sides.items():
-            out = subprocess.run([sys.executable, "-c", CHILD, str(server), str(corpus)],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, str(server), str(corpus)], capture_output=True, text=True, check=True
+            )
             stats[name] = json.loads(out.stdout.strip().splitlines()[-1])
-        print("| side | chunks | tokens embedded | noise chunks | comment | linkdef | heading-only |"
-              " holding a comment or linkdef | child_process.md:758 chunk | limits |")
+        print(
+            "| side | chunks | tokens embedded | noise chunks | comment | linkdef | heading-only |"
+            " holding a comment or linkdef | child_process.md:758 chunk | limits |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|")
         for name, s in stats.items():
             noise = sum(s["noise"].values())
             li = s["lead_in"]
             lead = f"{li[0]}-{li[1]}, code {'with it' if li[2] else 'apart'}" if li else "-"
-            print(f"| {name} | {s['chunks']:,} | {s['tokens']:,} | {noise:,} ({100 * noise / max(1, s['chunks']):.1f}%) | "
-                  f"{s['noise']['comment']:,} | {s['noise']['linkdef']:,} | {s['noise']['heading-only']:,} | "
-                  f"{s['holding']:,} | {lead} | {s['limits']} |")
+            print(
+                f"| {name} | {s['chunks']:,} | {s['tokens']:,} | {noise:,} ({100 * noise / max(1, s['chunks']):.1f}%) "
+                f"| "
+                f"{s['noise']['comment']:,} | {s['noise']['linkdef']:,} | {s['noise']['heading-only']:,} | "
+                f"{s['holding']:,} | {lead} | {s['limits']} |"
+            )
         if not args.index or args.corpus is not None:
             return
         indexed: dict[str, dict] = {}
         seconds: dict[str, list[float]] = {name: [] for name in sides}
         cpu: dict[str, list[float]] = {name: [] for name in sides}
         for i in range(max(1, args.rounds)):  # alternating: baseline first in even rounds, current in odd ones
-            for name in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
+            for name in list(sides) if i % 2 == 0 else list(sides)[::-1]:
                 work = tmpd / f"idx-{name}"
                 work.mkdir(exist_ok=True)
                 indexed[name] = index_side(sides[name], corpus, work, args.provider)
@@ -200,11 +219,16 @@ def main() -> None:
         for name, s in indexed.items():
             runs = ", ".join(f"{x:.1f}" for x in seconds[name])
             cpus = ", ".join(f"{x:.1f}" for x in cpu[name])
-            print(f"| {name} | {s['chunks']:,} | {bu.median(seconds[name]):.1f} | {runs} | {bu.median(cpu[name]):.1f} "
-                  f"| {cpus} | {s['bytes'] / 1e6:.1f} |")
+            print(
+                f"| {name} | {s['chunks']:,} | {bu.median(seconds[name]):.1f} | {runs} | {bu.median(cpu[name]):.1f} "
+                f"| {cpus} | {s['bytes'] / 1e6:.1f} |"
+            )
         ratio = bu.median(seconds["current"]) / bu.median(seconds["baseline"])
         cratio = bu.median(cpu["current"]) / bu.median(cpu["baseline"])
-        print(f"\nratio current/baseline: wall time {ratio:.2f}x, CPU time {cratio:.2f}x, size {c['bytes'] / b['bytes']:.2f}x")
+        print(
+            f"\nratio current/baseline: wall time {ratio:.2f}x, CPU time {cratio:.2f}x, size "
+            f"{c['bytes'] / b['bytes']:.2f}x"
+        )
         print("\n| query [mode] | baseline: section rank, file rank | current |\n|---|---|---|")
         for key in b["ranks"]:
             print(f"| {key} | {b['ranks'][key]} | {c['ranks'][key]} |")

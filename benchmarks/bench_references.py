@@ -1,6 +1,7 @@
-"""`textDocument/references` latency on the fiction corpus: p50/p95 per entity, in-process (`entities.references`,
-what the LSP handler calls) and as an LSP round trip to a real `saipling serve` (pygls client over stdio),
-timed alternately; with how many files the keyword index proposed and how many mentions the exact scan kept.
+"""`textDocument/references` latency on the fiction corpus: p50/p95 per entity, in-process
+(`retrieval.entities.references`, what the LSP handler calls) and as an LSP round trip to a real `saipling serve` (pygls
+client over stdio), timed alternately; with how many files the keyword index proposed and how many mentions the exact
+scan kept.
 
 The corpus (1,129 chapters) is copied to a temp folder with three entity files added (a frequent main
 character, a very common first name, a place named in most frontmatter) and indexed keyword-only
@@ -24,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 from bench_lsp import start_server, stop_pygls  # noqa: E402
 
-from saipling import entities  # noqa: E402
 from saipling.project import Project  # noqa: E402
+from saipling.retrieval import entities  # noqa: E402
 
 # ../shared, or where SAIPLING_SHARED points (a worktree outside the dev checkout)
 FICTION = Path(os.environ.get("SAIPLING_SHARED") or bu.SHARED) / "corpora" / "fiction-chapters"
@@ -64,8 +65,10 @@ async def measure(root: Path, rounds: int) -> None:
     try:
         index = entities.entity_index(project)
         read = entities.disk_reader(project.root)
-        print(f"   {'entity':<16} {'candidates':>10} {'files':>6} {'mentions':>8}"
-              f" {'p50 ms':>8} {'p95 ms':>8} {'LSP p50':>8} {'LSP p95':>8}")  # fmt: skip
+        print(
+            f"   {'entity':<16} {'candidates':>10} {'files':>6} {'mentions':>8}"
+            f" {'p50 ms':>8} {'p95 ms':>8} {'LSP p50':>8} {'LSP p95':>8}"
+        )
         for rel in PROFILES:
             entity = index.for_path(rel)
             assert entity is not None, rel
@@ -98,9 +101,7 @@ async def measure(root: Path, rounds: int) -> None:
 
 def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
-    p.add_argument(
-        "--rounds", type=int, default=0, help="timed calls per entity and side (default 30, --quick 5)"
-    )
+    p.add_argument("--rounds", type=int, default=0, help="timed calls per entity and side (default 30, --quick 5)")
     args = p.parse_args()
     bu.banner("references latency (fiction corpus, keyword index)", args.quick)
     if not bu.need_shared(FICTION, "fiction corpus"):

@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
-from saipling.evaluation import doc_stem, load_beir  # noqa: E402
 from saipling.project import Project  # noqa: E402
+from saipling.retrieval.evaluation import doc_stem, load_beir  # noqa: E402
 
 DEVSETS = Path(__file__).resolve().parent / "devsets"
 OFFTOPIC = DEVSETS / "offtopic.jsonl"
@@ -69,8 +69,12 @@ def real_scifact(project: Project, dataset: Path, split: str, limit: int | None)
         if doc in ds.qrels.get(qid, {}):
             relevant_top += 1
             relevant_kept += hit
-    return {"queries": len(qids), "keptTopHit": kept, "topHitRelevant": relevant_top,
-            "relevantTopHitKept": relevant_kept}  # fmt: skip
+    return {
+        "queries": len(qids),
+        "keptTopHit": kept,
+        "topHitRelevant": relevant_top,
+        "relevantTopHitKept": relevant_kept,
+    }
 
 
 def real_fiction(project: Project, queries: list[dict]) -> dict[str, int]:
@@ -89,18 +93,17 @@ def pct(a: int, b: int) -> str:
 def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
     p.add_argument("--fiction", type=Path, default=None, help="an indexed copy of the fiction corpus")
+    p.add_argument("--fiction-devset", type=Path, default=None, help="real fiction questions (jsonl: query, file)")
     p.add_argument(
-        "--fiction-devset", type=Path, default=None, help="real fiction questions (jsonl: query, file)"
+        "--scifact-workdir",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saipling" / "eval" / "scifact",
     )
-    p.add_argument("--scifact-workdir", type=Path,
-                   default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saipling" / "eval" / "scifact")  # fmt: skip
     p.add_argument("--scifact", type=Path, default=SCIFACT, help="the BEIR SciFact folder")
     p.add_argument("--split", default="test")
     p.add_argument("--provider", default="local")
     args = p.parse_args()
-    bu.banner(
-        "bench_relevance: off-topic questions get an empty context; real ones keep their top hit", args.quick
-    )
+    bu.banner("bench_relevance: off-topic questions get an empty context; real ones keep their top hit", args.quick)
     queries = load_jsonl(OFFTOPIC)[: 20 if args.quick else None]
     rows = []
     fiction = args.fiction or bu.fiction_index(bu.provider_choice(args.provider), args.quick)
@@ -114,8 +117,9 @@ def main() -> None:
                 dev = load_jsonl(args.fiction_devset)
                 f = real_fiction(project, dev)
                 rows.append(("fiction", "real: non-empty context", pct(f["nonEmptyContext"], f["queries"])))
-                rows.append(("fiction", "real: evidence file in context",
-                             pct(f["evidenceFileInContext"], f["queries"])))  # fmt: skip
+                rows.append(
+                    ("fiction", "real: evidence file in context", pct(f["evidenceFileInContext"], f["queries"]))
+                )
         finally:
             project.close()
     if bu.need_shared(args.scifact, "SciFact") and (args.scifact_workdir / ".saipling").is_dir():
@@ -126,8 +130,13 @@ def main() -> None:
             rows.append(("scifact", "off-topic: noConfidentMatch", pct(r["noConfidentMatch"], r["queries"])))
             s = real_scifact(project, args.scifact, args.split, 100 if args.quick else None)
             rows.append(("scifact", f"real ({args.split}): top hit kept", pct(s["keptTopHit"], s["queries"])))
-            rows.append(("scifact", f"real ({args.split}), top hit relevant: kept",
-                         pct(s["relevantTopHitKept"], s["topHitRelevant"])))  # fmt: skip
+            rows.append(
+                (
+                    "scifact",
+                    f"real ({args.split}), top hit relevant: kept",
+                    pct(s["relevantTopHitKept"], s["topHitRelevant"]),
+                )
+            )
         finally:
             project.close()
     elif args.scifact.exists():

@@ -3,8 +3,8 @@ latency the stage adds per N (top N candidates sent), side by side with the same
 
 No reranker weights can be installed here, so the reranker is FAKE: tests/rerankserver.py's local HTTP server
 (Cohere-style /v1/rerank) with an oracle scorer that gives 1 to a candidate that is one of the query's evidence
-file's chunks (as the stage sends them: rerank.document_text) and 0 to the others. With it, reranked recall@10 must
-reach the reranked figure, what any reranker of N candidates could reach at best: the share of queries whose
+file's chunks (as the stage sends them: retrieval.rerank.document_text) and 0 to the others. With it, reranked recall@10
+must reach the reranked figure, what any reranker of N candidates could reach at best: the share of queries whose
 evidence file is among the top N fused candidates, or already among the first 10 files (reordering the top N
 moves no file below them out of the first 10).
 
@@ -55,8 +55,8 @@ def main() -> None:
     if not bu.need_shared(bu.FICTION, "fiction corpus"):
         return
     from saipling.project import Project
-    from saipling.rerank import document_text
-    from saipling.search import search
+    from saipling.retrieval.rerank import document_text
+    from saipling.retrieval.search import search
 
     rows = load_devset()
     root = bu.fiction_index(provider, quick=False)
@@ -66,9 +66,7 @@ def main() -> None:
     figures: dict[str, Any] = {"provider": provider, "mode": mode, "queries": len(rows), "topN": {}}
     plain = Project.open(root, overrides={"provider": provider})
     try:
-        evidence = {
-            q.query: {document_text(row) for row in plain.store.chunks_for_path(q.file)} for q in rows
-        }
+        evidence = {q.query: {document_text(row) for row in plain.store.chunks_for_path(q.file)} for q in rows}
         fused = {q.id: search(plain, {"query": q.query, "mode": mode, "maxResults": DEPTH}) for q in rows}
     except BaseException:
         plain.close()
@@ -85,9 +83,7 @@ def main() -> None:
             rerank = {"provider": "cohere", "baseUrl": fake_url, "topN": n, "budgetSeconds": 10.0}
             project = Project.open(root, overrides={"provider": provider, "rerank": rerank})
             try:
-                got = {
-                    q.id: search(project, {"query": q.query, "mode": mode, "maxResults": DEPTH}) for q in rows
-                }
+                got = {q.id: search(project, {"query": q.query, "mode": mode, "maxResults": DEPTH}) for q in rows}
                 base_times, times = _times(plain, project, rows, mode, search)
             finally:
                 project.close()
@@ -103,20 +99,49 @@ def main() -> None:
             base, with_stage = bu.median(base_times), bu.median(times)
             added = [t - b for t, b in zip(times, base_times, strict=True)]
             figures["topN"][n] = {
-                "fusedRecall@10": fused_recall, "rerankedRecall@10": reranked, "reachable": reachable,
-                "medianMsFused": base * 1000, "medianMsReranked": with_stage * 1000,
-                "medianAddedMs": bu.median(added) * 1000, "p90AddedMs": bu.percentile(added, 90) * 1000,
-            }  # fmt: skip
-            table_rows.append((n, f"{fused_recall:.3f}", f"{reranked:.3f}", f"{reachable:.3f}",
-                               bu.verdict(reranked >= reachable), bu.fmt_ms(base), bu.fmt_ms(with_stage),
-                               bu.fmt_ms(bu.median(added)), bu.fmt_ms(bu.percentile(added, 90)),
-                               f"{with_stage / base:.2f}x"))  # fmt: skip
+                "fusedRecall@10": fused_recall,
+                "rerankedRecall@10": reranked,
+                "reachable": reachable,
+                "medianMsFused": base * 1000,
+                "medianMsReranked": with_stage * 1000,
+                "medianAddedMs": bu.median(added) * 1000,
+                "p90AddedMs": bu.percentile(added, 90) * 1000,
+            }
+            table_rows.append(
+                (
+                    n,
+                    f"{fused_recall:.3f}",
+                    f"{reranked:.3f}",
+                    f"{reachable:.3f}",
+                    bu.verdict(reranked >= reachable),
+                    bu.fmt_ms(base),
+                    bu.fmt_ms(with_stage),
+                    bu.fmt_ms(bu.median(added)),
+                    bu.fmt_ms(bu.percentile(added, 90)),
+                    f"{with_stage / base:.2f}x",
+                )
+            )
     finally:
         child.terminate()
         plain.close()
     print()
-    print(bu.table(["top N", "fused recall@10", "reranked recall@10", "reachable", "reached", "median fused",
-                    "median reranked", "median added", "p90 added", "ratio"], table_rows))  # fmt: skip
+    print(
+        bu.table(
+            [
+                "top N",
+                "fused recall@10",
+                "reranked recall@10",
+                "reachable",
+                "reached",
+                "median fused",
+                "median reranked",
+                "median added",
+                "p90 added",
+                "ratio",
+            ],
+            table_rows,
+        )
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
 
@@ -141,9 +166,7 @@ def _serve(scorer: Oracle, url_box: Any) -> None:
         time.sleep(3600)
 
 
-def _times(
-    plain: Any, reranking: Any, rows: list[Any], mode: str, search: Any
-) -> tuple[list[float], list[float]]:
+def _times(plain: Any, reranking: Any, rows: list[Any], mode: str, search: Any) -> tuple[list[float], list[float]]:
     """Per query, the wall clock of a search (maxResults 10) without and with the stage, side by side (A B, then
     B A for the next query), after a warm-up pass; each the median of ROUNDS runs."""
     for q in rows[:5]:

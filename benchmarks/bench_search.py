@@ -36,8 +36,8 @@ import _benchutil as bu  # noqa: E402
 
 from saipling.embeddings.base import EmbeddingProvider, EmbeddingResult  # noqa: E402
 from saipling.project import Project  # noqa: E402
-from saipling.search import fts_query  # noqa: E402
-from saipling.store import ChunkRow, FileRecord  # noqa: E402
+from saipling.retrieval.search import fts_query  # noqa: E402
+from saipling.storage.store import ChunkRow, FileRecord  # noqa: E402
 
 ROUNDS = 5
 REWRITES = 7  # one-file writes, each followed by one timed search (the matrix reload)
@@ -94,8 +94,38 @@ class SyntheticProvider(EmbeddingProvider):
 
 
 def vocabulary(n: int, rng: np.random.Generator) -> list[str]:
-    syll = ["ka", "lo", "ren", "mi", "tor", "sa", "vel", "du", "an", "ith", "mor", "el", "quo", "ra", "fen", "ul",
-            "bri", "nes", "ta", "gon", "ser", "py", "lum", "dra", "ok", "ve", "hal", "cin", "zo", "mar"]  # fmt: skip
+    syll = [
+        "ka",
+        "lo",
+        "ren",
+        "mi",
+        "tor",
+        "sa",
+        "vel",
+        "du",
+        "an",
+        "ith",
+        "mor",
+        "el",
+        "quo",
+        "ra",
+        "fen",
+        "ul",
+        "bri",
+        "nes",
+        "ta",
+        "gon",
+        "ser",
+        "py",
+        "lum",
+        "dra",
+        "ok",
+        "ve",
+        "hal",
+        "cin",
+        "zo",
+        "mar",
+    ]
     words: dict[str, None] = {}
     while len(words) < n:
         k = int(rng.integers(1, 5))  # 30 syllables, 1-4 of them: ~837k possible words
@@ -118,9 +148,7 @@ def synthetic_project(n_chunks: int, log=print) -> tuple[Project, list[str]]:
         if root.exists():
             shutil.rmtree(root)
         root.mkdir(parents=True)
-        log(
-            f"   building synthetic project {root}: {n_chunks:,} chunks x 384 dims (cached for later runs) ..."
-        )
+        log(f"   building synthetic project {root}: {n_chunks:,} chunks x 384 dims (cached for later runs) ...")
         t0 = time.perf_counter()
         project = Project.open(root, overrides={"provider": "none"}, provider=provider)
         project.store.configure_vectors(provider.name, provider.model, provider.dimensions)
@@ -136,8 +164,28 @@ def synthetic_project(n_chunks: int, log=print) -> tuple[Project, list[str]]:
             for i in range(per_file):
                 text = " ".join(vocab[j] for j in idx[i])
                 h = hashlib.sha256(f"{f}:{i}:{text}".encode()).hexdigest()
-                rows.append(ChunkRow(i, "section", f"Part {i}", f"Note {f} > Part {i}", 3 + i, 3 + i, h, text[:200],
-                                     words_per_chunk, text, "note", None, None, None, None, None, "public", "content"))  # fmt: skip
+                rows.append(
+                    ChunkRow(
+                        i,
+                        "section",
+                        f"Part {i}",
+                        f"Note {f} > Part {i}",
+                        3 + i,
+                        3 + i,
+                        h,
+                        text[:200],
+                        words_per_chunk,
+                        text,
+                        "note",
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        "public",
+                        "content",
+                    )
+                )
                 vmap[h] = vecs[i]
             project.store.replace_file(FileRecord(rel, f"file{f}", 0, 0, "note", "utf-8"), rows, vmap, None)
         project.close()
@@ -148,9 +196,7 @@ def synthetic_project(n_chunks: int, log=print) -> tuple[Project, list[str]]:
     queries = []
     for i in range(30):
         k = int(qrng.integers(1, 7))
-        queries.append(
-            " ".join(vocab[int(j)] for j in qrng.integers(30, 3000, k)) + ("?" if i % 5 == 0 else "")
-        )
+        queries.append(" ".join(vocab[int(j)] for j in qrng.integers(30, 3000, k)) + ("?" if i % 5 == 0 else ""))
     return project, queries
 
 
@@ -161,14 +207,24 @@ def rewrite_one_file(project: Project, path: str) -> None:
     vecs = store.chunk_vectors([r["id"] for r in rows])
     f = store.get_file(path)
     record = FileRecord(
-        f["path"], f["content_hash"], f["mtime_ns"], f["size"], f["file_type"], f["encoding"], f["entity_type"],
-        f["entity_name"], f["display_name"], json.loads(f["aliases"] or "[]"), f["book_id"], f["chapter_id"],
-        f["visibility"], f["corpus"], f["warning"],
-    )  # fmt: skip
-    chunks = [ChunkRow(**{k: r[k] for k in ChunkRow.__dataclass_fields__ if k in r}) for r in rows]
-    store.replace_file(
-        record, chunks, {r["content_hash"]: vecs[r["id"]] for r in rows if r["id"] in vecs}, None
+        f["path"],
+        f["content_hash"],
+        f["mtime_ns"],
+        f["size"],
+        f["file_type"],
+        f["encoding"],
+        f["entity_type"],
+        f["entity_name"],
+        f["display_name"],
+        json.loads(f["aliases"] or "[]"),
+        f["book_id"],
+        f["chapter_id"],
+        f["visibility"],
+        f["corpus"],
+        f["warning"],
     )
+    chunks = [ChunkRow(**{k: r[k] for k in ChunkRow.__dataclass_fields__ if k in r}) for r in rows]
+    store.replace_file(record, chunks, {r["content_hash"]: vecs[r["id"]] for r in rows if r["id"] in vecs}, None)
 
 
 def measure(project: Project, queries: list[str], label: str) -> list[tuple]:
@@ -227,20 +283,12 @@ def measure(project: Project, queries: list[str], label: str) -> list[tuple]:
     for name, ts in times.items():
         if not ts:
             continue
-        note = (
-            "degraded to keyword (no vectors)"
-            if (not vec_ok and name.startswith(("hybrid", "semantic")))
-            else ""
-        )
-        rows.append(
-            (label, size, name, len(ts), bu.fmt_ms(bu.median(ts)), bu.fmt_ms(bu.percentile(ts, 95)), note)
-        )
+        note = "degraded to keyword (no vectors)" if (not vec_ok and name.startswith(("hybrid", "semantic"))) else ""
+        rows.append((label, size, name, len(ts), bu.fmt_ms(bu.median(ts)), bu.fmt_ms(bu.percentile(ts, 95)), note))
     if not vec_ok:
         print(f"   {label}: {degraded}")
     if cache is not None:
-        print(
-            f"   {label}: query-embedding cache hits {cache.hits}, misses {cache.misses} (misses = warm-up only)"
-        )
+        print(f"   {label}: query-embedding cache hits {cache.hits}, misses {cache.misses} (misses = warm-up only)")
     return rows
 
 
@@ -270,9 +318,7 @@ def main() -> None:
     print(f"{ROUNDS} rounds x queries per row, query embedding cached, maxResults 5; p95 = nearest rank")
     print(bu.table(["corpus", "size", "operation", "samples", "p50 ms", "p95 ms", "note"], rows))
     if bu.blas_one_thread() is not None:
-        print(
-            "'1 BLAS thread' rows: the same call inside threadpoolctl.limit(1, 'blas'). OpenBLAS's 2-thread sgemv is"
-        )
+        print("'1 BLAS thread' rows: the same call inside threadpoolctl.limit(1, 'blas'). OpenBLAS's 2-thread sgemv is")
         print("~1.9x faster on a quiet machine but waits for a free core on a busy one (see bench_vector.py)")
     else:
         print("(pip install threadpoolctl to also time the 1-BLAS-thread variant)")

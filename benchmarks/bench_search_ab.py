@@ -50,8 +50,11 @@ def run_side(tree: Path, root: Path, provider: str, rounds: int) -> dict[str, fl
     env = dict(os.environ, PYTHONPATH=str(tree / "server"))
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(root), provider, str(rounds), json.dumps(FICTION_QUERIES)],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -80,8 +83,14 @@ def main() -> None:
     med = {s: {k: bu.median([r[k] for r in v]) for k in ("p50", "p95")} for s, v in res.items()}
     for side in ("old", "new"):
         rows.append((side, len(res[side]), bu.fmt_ms(med[side]["p50"]), bu.fmt_ms(med[side]["p95"])))
-    rows.append(("new / old", "", f"{med['new']['p50'] / med['old']['p50']:.2f}",
-                 f"{med['new']['p95'] / med['old']['p95']:.2f}"))  # fmt: skip
+    rows.append(
+        (
+            "new / old",
+            "",
+            f"{med['new']['p50'] / med['old']['p50']:.2f}",
+            f"{med['new']['p95'] / med['old']['p95']:.2f}",
+        )
+    )
     print(f"{len(FICTION_QUERIES)} queries x {rounds} rounds per run; medians over runs")
     print(bu.table(["code", "runs", "p50 ms", "p95 ms"], rows))
 

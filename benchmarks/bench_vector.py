@@ -15,7 +15,8 @@ interleaved (so machine noise hits every method alike):
 and report recall@10 of each against numpy. The full run adds the same comparison on real all-MiniLM-L6-v2
 vectors (the fiction index cached by bench_index.py/bench_search.py, when built) with real query embeddings.
 Also: insert throughput through replace_file, the one-off matrix load time (a fresh Store on the same file, first
-knn), and the cost of dropping one file's vectors (the first statement of every replace_file). Target (issue 7): ours <= 1.0x numpy at 100k with recall@10 >= 0.99.
+knn), and the cost of dropping one file's vectors (the first statement of every replace_file). Target (issue 7): ours <=
+1.0x numpy at 100k with recall@10 >= 0.99.
 
     python benchmarks/bench_vector.py            # 10k and 100k x 384 and 1024, 50 queries (~5 min)
     python benchmarks/bench_vector.py --quick    # 10k x 384 and 1024, 20 queries
@@ -34,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
-from saipling.store import ChunkRow, FileRecord, Store  # noqa: E402
+from saipling.storage.store import ChunkRow, FileRecord, Store  # noqa: E402
 
 K = 10
 CHUNKS_PER_FILE = 100
@@ -72,7 +73,7 @@ def fill_store(store: Store, vecs: np.ndarray) -> np.ndarray:
                 None,
                 "public",
                 "content",
-            )  # fmt: skip
+            )
             for i in part
         ]
         record = FileRecord(f"f{f // CHUNKS_PER_FILE:05d}.md", f"fh{f}", 0, 0, "note", "utf-8")
@@ -137,14 +138,15 @@ def write_costs(store: Store, db: Path, q: np.ndarray, reps: int = 5) -> tuple[f
                 )
             }
             f = target.get_file(path)
-            record = FileRecord(
-                f["path"], f["content_hash"], f["mtime_ns"], f["size"], f["file_type"], f["encoding"]
-            )
+            record = FileRecord(f["path"], f["content_hash"], f["mtime_ns"], f["size"], f["file_type"], f["encoding"])
             chunks = [ChunkRow(**{k: r[k] for k in ChunkRow.__dataclass_fields__ if k in r}) for r in rows]
             if target is store:
                 store.knn(q, K)  # (re)load: the fresh store's writes made the cached matrix stale
-            t, _ = bu.timed(lambda target=target, record=record, chunks=chunks, vecs=vecs: target.replace_file(
-                record, chunks, vecs, None))  # fmt: skip
+            t, _ = bu.timed(
+                lambda target=target, record=record, chunks=chunks, vecs=vecs: target.replace_file(
+                    record, chunks, vecs, None
+                )
+            )
             acc.append(t)
     finally:
         fresh.close()
@@ -153,16 +155,14 @@ def write_costs(store: Store, db: Path, q: np.ndarray, reps: int = 5) -> tuple[f
 
 def delete_costs(store: Store, reps: int = 9) -> tuple[float, float]:
     """Median cost of removing one file's vectors before writing it (what replace_file does for every file):
-    vec0 `chunk_id IN (subquery)` (store.py until 2026-11-21 10:57: sqlite-vec answers it with a full scan) vs
-    looking the ids up first and deleting each with `chunk_id = ?` (store.py since). Measured on a path with no
+    vec0 `chunk_id IN (subquery)` (storage/store.py until 2026-11-21 10:57: sqlite-vec answers it with a full scan) vs
+    looking the ids up first and deleting each with `chunk_id = ?` (storage/store.py since). Measured on a path with no
     chunks (a new file) and on a real 100-chunk file, in rolled-back transactions so the data is untouched."""
     path = store.conn.execute("SELECT path FROM files LIMIT 1").fetchone()[0]
     cur, new = [], []
 
     def current(p: str) -> None:
-        store.conn.execute(
-            "DELETE FROM chunks_vec WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ?)", (p,)
-        )
+        store.conn.execute("DELETE FROM chunks_vec WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ?)", (p,))
 
     def proposed(p: str) -> None:
         ids = [(r[0],) for r in store.conn.execute("SELECT id FROM chunks WHERE path = ?", (p,))]
@@ -256,10 +256,17 @@ def compare(
     for m in names:
         recall = float(np.mean([len(set(a) & set(b)) / K for a, b in zip(results[m], truth, strict=True)]))
         paired = [a / b for a, b in zip(times[m], base, strict=True)]
-        rows.append({
-            "n": n, "d": d, "method": m, "median_s": bu.median(times[m]), "ratio": bu.median(times[m]) / bu.median(base),
-            "paired_ratio": bu.median(paired), "recall": recall,
-        })  # fmt: skip
+        rows.append(
+            {
+                "n": n,
+                "d": d,
+                "method": m,
+                "median_s": bu.median(times[m]),
+                "ratio": bu.median(times[m]) / bu.median(base),
+                "paired_ratio": bu.median(paired),
+                "recall": recall,
+            }
+        )
     return rows
 
 
@@ -269,8 +276,10 @@ def real_vectors(n_queries: int, bin_candidates: list[int]) -> list[dict]:
     structure; real embeddings do, which is what a quantized coarse pass relies on."""
     root = bu.CACHE_ROOT / "fiction-local"
     if not (root / ".bench-complete").exists() or not bu.local_available():
-        print(f"   real vectors: skipped ({root} not built yet - run bench_index.py or bench_search.py with the local"
-              " provider installed)")  # fmt: skip
+        print(
+            f"   real vectors: skipped ({root} not built yet - run bench_index.py or bench_search.py with the local"
+            " provider installed)"
+        )
         return []
     from bench_search import FICTION_QUERIES
 
@@ -295,11 +304,7 @@ def real_vectors(n_queries: int, bin_candidates: list[int]) -> list[dict]:
 def main() -> None:
     args = bu.parser(__doc__.split("\n")[0]).parse_args()
     bu.banner("bench_vector: KNN through the store vs numpy vs sqlite-vec", args.quick)
-    sizes = (
-        [(10_000, 384), (10_000, 1024)]
-        if args.quick
-        else list(itertools.product((10_000, 100_000), (384, 1024)))
-    )
+    sizes = [(10_000, 384), (10_000, 1024)] if args.quick else list(itertools.product((10_000, 100_000), (384, 1024)))
     n_queries = 20 if args.quick else 50
     bin_c = [400, 4000]
     all_rows: list[dict] = []
@@ -330,14 +335,23 @@ def main() -> None:
         f"k = {K}, {n_queries} random unit queries x {ROUNDS} rounds per size, median per method;"
         " ratio = median / numpy median;"
     )
+    print("paired = median over queries of (method time / numpy time on the same query, measured back to back)")
     print(
-        "paired = median over queries of (method time / numpy time on the same query, measured back to back)"
+        bu.table(
+            ["N x dims", "method", "median ms", "ratio vs numpy", "paired ratio", "recall@10 vs numpy"],
+            [
+                (
+                    r.get("label", f"{r['n']:,} x {r['d']}"),
+                    r["method"],
+                    bu.fmt_ms(r["median_s"]),
+                    f"{r['ratio']:.2f}x",
+                    f"{r['paired_ratio']:.2f}x",
+                    f"{r['recall']:.3f}",
+                )
+                for r in all_rows
+            ],
+        )
     )
-    print(bu.table(
-        ["N x dims", "method", "median ms", "ratio vs numpy", "paired ratio", "recall@10 vs numpy"],
-        [(r.get("label", f"{r['n']:,} x {r['d']}"), r["method"], bu.fmt_ms(r["median_s"]), f"{r['ratio']:.2f}x",
-          f"{r['paired_ratio']:.2f}x", f"{r['recall']:.3f}") for r in all_rows],
-    ))  # fmt: skip
     print()
     print(
         bu.table(
@@ -358,22 +372,25 @@ def main() -> None:
     print(
         "drop a file's vectors: what replace_file/delete_file run first for every file. vec0 answers"
         " `chunk_id IN (SELECT ...)` with a full scan of chunks_vec (O(N) per file: indexing O(files x chunks));"
-        " `DELETE ... WHERE chunk_id = ?` per id is a lookup (store.py uses it since 2026-11-21).\n"
+        " `DELETE ... WHERE chunk_id = ?` per id is a lookup (storage/store.py uses it since 2026-11-21).\n"
         "rewrite one file: Store.replace_file of a 100-chunk file with the same content, on a Store with no KNN"
-        " matrix loaded vs one whose cached matrix it patches in place (vector_matrix.py: freed rows refilled)."
+        " matrix loaded vs one whose cached matrix it patches in place (storage/vector_matrix.py: freed rows refilled)."
     )
     if bu.blas_one_thread() is None:
         print("(threadpoolctl not installed: the 1-BLAS-thread rows are missing; pip install threadpoolctl)")
     print()
     for r in all_rows:
         if r["method"] == "ours store.knn" and r["n"] >= 100_000 and "label" not in r:
-            ok = (
-                round(r["paired_ratio"], 2) <= 1.0 and r["recall"] >= 0.99
-            )  # judged as printed: 1.00x is parity
-            print(f"target 100k x {r['d']}: ours/numpy <= 1.0x and recall@10 >= 0.99: {r['paired_ratio']:.2f}x (paired),"
-                  f" recall {r['recall']:.3f} -> {bu.verdict(ok)}"
-                  + (" (parity: both are the same memory-bound float32 scan)" if ok and round(r["paired_ratio"], 2) == 1.0
-                     else ""))  # fmt: skip
+            ok = round(r["paired_ratio"], 2) <= 1.0 and r["recall"] >= 0.99  # judged as printed: 1.00x is parity
+            print(
+                f"target 100k x {r['d']}: ours/numpy <= 1.0x and recall@10 >= 0.99: {r['paired_ratio']:.2f}x (paired),"
+                f" recall {r['recall']:.3f} -> {bu.verdict(ok)}"
+                + (
+                    " (parity: both are the same memory-bound float32 scan)"
+                    if ok and round(r["paired_ratio"], 2) == 1.0
+                    else ""
+                )
+            )
     if args.quick:
         print("(--quick: the 100k target is only checked in the full run)")
 

@@ -7,7 +7,7 @@ clock (no real waiting) we compare:
                once (Project.refresh: text, keywords and line ranges current, nothing embedded); a tick every
                `tickSeconds` (10 s) takes SyncQueue.due() (files quiet for `quietPeriodSeconds`, 120 s) and runs
                one index pass over those paths, holding back the files still being edited, as the LSP server's
-               tick does (server/saipling/sync.py + lsp/features/sync.py tick/sync_pass, lsp/folders.py
+               tick does (server/saipling/live/sync_queue.py + lsp/features/sync.py tick/sync_pass, lsp/folders.py
                text_changed).
   no debounce  an index pass right after every save (project.index(paths=[chapter])).
 
@@ -72,8 +72,10 @@ def make_project(dst: Path) -> str:
     print("   ../shared is absent: using a generated chapter")
     (dst / "book").mkdir(parents=True, exist_ok=True)
     for n in range(1, 5):
-        paras = [f"Paragraph {p} of chapter {n}. " + "The wind moved over the water and the keeper watched. " * 12
-                 for p in range(30)]  # fmt: skip
+        paras = [
+            f"Paragraph {p} of chapter {n}. " + "The wind moved over the water and the keeper watched. " * 12
+            for p in range(30)
+        ]
         (dst / "book" / f"0{n}-chapter-{n}.md").write_text(f"# Chapter {n}\n\n" + "\n\n".join(paras) + "\n")
     return "book/03-chapter-3.md"
 
@@ -131,7 +133,7 @@ def run(mode: str, provider: str, minutes: int, api) -> dict:
         last_save = clock.now + n_saves * SAVE_EVERY
         todo = None
         if mode == "debounced":
-            from saipling.sync import SyncQueue
+            from saipling.live.sync_queue import SyncQueue
 
             queue = SyncQueue(settings.quiet_period_seconds, clock)
             next_save, next_tick = clock.now + SAVE_EVERY, clock.now + settings.tick_seconds
@@ -149,8 +151,9 @@ def run(mode: str, provider: str, minutes: int, api) -> dict:
                     next_tick += settings.tick_seconds
                     batch = queue.due()
                     if batch:
-                        t, s = bu.timed(lambda b=batch: project.index(paths=None if b.rescan else b.paths,
-                                                                      hold=queue.waiting))  # fmt: skip
+                        t, s = bu.timed(
+                            lambda b=batch: project.index(paths=None if b.rescan else b.paths, hold=queue.waiting)
+                        )
                         passes, embedded, index_s = passes + 1, embedded + s.embedded, index_s + t
             todo = len(queue)
         else:
@@ -159,33 +162,38 @@ def run(mode: str, provider: str, minutes: int, api) -> dict:
                 writer.save()
                 t, s = bu.timed(lambda: project.index(paths=[rel]))
                 passes, embedded, index_s = passes + 1, embedded + s.embedded, index_s + t
-        http = (
-            sum(1 for r in api.requests if r.path.rstrip("/").endswith("embeddings"))
-            if api is not None
-            else None
-        )
+        http = sum(1 for r in api.requests if r.path.rstrip("/").endswith("embeddings")) if api is not None else None
         project.close()
-        return {"mode": mode, "saves": writer.saves, "passes": passes, "calls": counter.calls, "http": http,
-                "embedded": embedded, "index_s": index_s, "pending": todo, "refresh_s": refresh_s,
-                "refreshed": refreshed,
-                "quiet": settings.quiet_period_seconds, "tick": settings.tick_seconds}  # fmt: skip
+        return {
+            "mode": mode,
+            "saves": writer.saves,
+            "passes": passes,
+            "calls": counter.calls,
+            "http": http,
+            "embedded": embedded,
+            "index_s": index_s,
+            "pending": todo,
+            "refresh_s": refresh_s,
+            "refreshed": refreshed,
+            "quiet": settings.quiet_period_seconds,
+            "tick": settings.tick_seconds,
+        }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:
     ap = bu.parser(__doc__.split("\n")[0])
-    ap.add_argument(
-        "--provider", default="fake-http", help="fake-http (default: counts HTTP requests) | local"
-    )
+    ap.add_argument("--provider", default="fake-http", help="fake-http (default: counts HTTP requests) | local")
     args = ap.parse_args()
     bu.banner("bench_writing_hour: auto-save every 30 s, debounced vs not", args.quick)
     minutes = 10 if args.quick else 60
     try:
-        import saipling.sync  # noqa: F401
+        import saipling.live.sync_queue  # noqa: F401
     except ImportError:
         print(
-            "TODO: server/saipling/sync.py (SyncQueue) is not there yet - only the no-debounce baseline is measured"
+            "TODO: server/saipling/live/sync_queue.py (SyncQueue) is not there yet - only the no-debounce baseline is "
+            "measured"
         )
         have_sync = False
     else:
@@ -208,27 +216,53 @@ def main() -> None:
         if api is not None:
             api.stop()
     print()
-    print(f"{minutes} simulated minutes, one save every {SAVE_EVERY:g} s on one chapter; provider "
-          f"{'OpenAI-compatible client -> FakeEmbeddingAPI (HTTP)' if api else 'local'}; "
-          f"quietPeriodSeconds {results[0]['quiet']:g}, tickSeconds {results[0]['tick']:g}")  # fmt: skip
+    print(
+        f"{minutes} simulated minutes, one save every {SAVE_EVERY:g} s on one chapter; provider "
+        f"{'OpenAI-compatible client -> FakeEmbeddingAPI (HTTP)' if api else 'local'}; "
+        f"quietPeriodSeconds {results[0]['quiet']:g}, tickSeconds {results[0]['tick']:g}"
+    )
     base = results[-1]
-    print(bu.table(
-        ["mode", "saves", "index passes", "embed_documents calls", "HTTP embedding requests", "chunks embedded",
-         "index time s", "time vs no debounce"],
-        [(r["mode"], r["saves"], r["passes"], r["calls"], "-" if r["http"] is None else r["http"], r["embedded"],
-          f"{r['index_s']:.2f}", f"{r['index_s'] / base['index_s']:.3f}x" if base["index_s"] else "-")
-         for r in results],
-    ))  # fmt: skip
+    print(
+        bu.table(
+            [
+                "mode",
+                "saves",
+                "index passes",
+                "embed_documents calls",
+                "HTTP embedding requests",
+                "chunks embedded",
+                "index time s",
+                "time vs no debounce",
+            ],
+            [
+                (
+                    r["mode"],
+                    r["saves"],
+                    r["passes"],
+                    r["calls"],
+                    "-" if r["http"] is None else r["http"],
+                    r["embedded"],
+                    f"{r['index_s']:.2f}",
+                    f"{r['index_s'] / base['index_s']:.3f}x" if base["index_s"] else "-",
+                )
+                for r in results
+            ],
+        )
+    )
     if have_sync:
         d = results[0]
         if d["refreshed"]:
-            print(f"text passes at each save (debounced mode): {d['refreshed']}, mean "
-                  f"{1000 * d['refresh_s'] / d['refreshed']:.1f} ms each, 0 embedding calls")  # fmt: skip
+            print(
+                f"text passes at each save (debounced mode): {d['refreshed']}, mean "
+                f"{1000 * d['refresh_s'] / d['refreshed']:.1f} ms each, 0 embedding calls"
+            )
         ok = d["calls"] == 1 and d["pending"] == 0
-        print(f"target: 1 embedding call for the hour with debounce (vs {base['calls']} without): "
-              f"{d['calls']} -> {bu.verdict(ok)}")  # fmt: skip
+        print(
+            f"target: 1 embedding call for the hour with debounce (vs {base['calls']} without): "
+            f"{d['calls']} -> {bu.verdict(ok)}"
+        )
     else:
-        print("target (1 call with debounce): TODO - waiting for server/saipling/sync.py")
+        print("target (1 call with debounce): TODO - waiting for server/saipling/live/sync_queue.py")
 
 
 if __name__ == "__main__":

@@ -98,9 +98,7 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None  # dict -> JSON; str -> text/plain
     delay: float = 0.0  # seconds to wait before answering
-    vectors: str | int | None = (
-        None  # a normal answer with bad vectors: "nan" | "inf" | "zero" | "garbage" | dims
-    )
+    vectors: str | int | None = None  # a normal answer with bad vectors: "nan" | "inf" | "zero" | "garbage" | dims
     trickle: float = 0.0  # > 0: headers at once, then the body one byte every `trickle` seconds
     endless: int = 0  # > 0: headers, then a body without end (no Content-Length) until the client leaves or
     # this many bytes went out (a bound for the test machine's sake: a client without a cap reads them all)
@@ -121,9 +119,7 @@ class RecordedRequest:
 class FakeEmbeddingAPI:
     """Test server for the Voyage and OpenAI-compatible embeddings APIs (see module docstring)."""
 
-    def __init__(
-        self, default_dims: int = 32, reverse_order: bool = False, single_worker: bool = False
-    ) -> None:
+    def __init__(self, default_dims: int = 32, reverse_order: bool = False, single_worker: bool = False) -> None:
         self.default_dims = default_dims
         self.reverse_order = reverse_order  # answer `data` in reverse order (index still correct)
         self.single_worker = single_worker  # answer one request at a time (the others wait)
@@ -234,9 +230,7 @@ class FakeEmbeddingAPI:
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t for t in texts):
             return 400, {"error": {"message": "input must be a non-empty string or list of strings"}}
         model = str(body.get("model") or "")
-        dims = (
-            body.get("output_dimension") or body.get("dimensions") or KNOWN_DIMS.get(model, self.default_dims)
-        )
+        dims = body.get("output_dimension") or body.get("dimensions") or KNOWN_DIMS.get(model, self.default_dims)
         data = [
             {"object": "embedding", "embedding": spoilt(fake_vector(t, int(dims)), spoil), "index": i}
             for i, t in enumerate(texts)
@@ -268,13 +262,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         auth = self.headers.get("Authorization")
-        headers = {
-            k.lower(): ("<redacted>" if k.lower() == "authorization" else v) for k, v in self.headers.items()
-        }
+        headers = {k.lower(): ("<redacted>" if k.lower() == "authorization" else v) for k, v in self.headers.items()}
         authorized = None if api.required_key is None else auth == f"Bearer {api.required_key}"
-        record = RecordedRequest(
-            self.path, body, headers, auth is not None, authorized, received=time.monotonic()
-        )
+        record = RecordedRequest(self.path, body, headers, auth is not None, authorized, received=time.monotonic())
         with api._lock:
             api.requests.append(record)
         if api.single_worker:
@@ -300,9 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
         if step.status == 200 and step.body is None:
             if not isinstance(body, dict):
                 return self._send(record, 400, {"error": {"message": "body must be a JSON object"}})
-            status, payload = api._embeddings(
-                body, step.vectors if step.vectors is not None else api.poisoned
-            )
+            status, payload = api._embeddings(body, step.vectors if step.vectors is not None else api.poisoned)
             return self._send(record, status, payload, trickle=step.trickle)
         return self._send(record, step.status, step.body, step.headers, trickle=step.trickle)
 

@@ -54,9 +54,7 @@ class CodeServer:
     chromium: Path
 
 
-def _run(
-    cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float
-) -> str:
+def _run(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float) -> str:
     proc = subprocess.run(
         cmd,
         cwd=cwd,
@@ -77,9 +75,7 @@ def _run(
 def _missing_debian_packages() -> list[str]:
     missing = []
     for pkg in APT_PACKAGES:
-        proc = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True, text=True, check=False
-        )
+        proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True, text=True, check=False)
         if "install ok installed" not in proc.stdout:
             missing.append(pkg)
     return missing

@@ -29,9 +29,7 @@ def vsix(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     if not (EXTENSION / "node_modules").is_dir():
         steps.insert(0, ["npm", "ci", "--no-audit", "--no-fund"])
     for cmd in steps:
-        proc = subprocess.run(
-            cmd, cwd=EXTENSION, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
-        )
+        proc = subprocess.run(cmd, cwd=EXTENSION, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, f"`{' '.join(cmd)}` failed\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
     assert out.is_file(), f"no .vsix written to {out}"
     return out

@@ -53,8 +53,24 @@ def bump_mtime(path: Path, seconds: float = 5.0) -> int:
 
 def words(n: int, seed: int = 0) -> str:
     """`n` space-separated pseudo-words (deterministic), no sentence punctuation, no newlines."""
-    vocab = ["harbor", "lantern", "marcus", "salt", "rope", "storm", "quiet", "gull", "ledger", "tide",
-             "brass", "anchor", "winter", "signal", "orchard", "copper"]  # fmt: skip
+    vocab = [
+        "harbor",
+        "lantern",
+        "marcus",
+        "salt",
+        "rope",
+        "storm",
+        "quiet",
+        "gull",
+        "ledger",
+        "tide",
+        "brass",
+        "anchor",
+        "winter",
+        "signal",
+        "orchard",
+        "copper",
+    ]
     return " ".join(vocab[(i * 7 + seed) % len(vocab)] + str((i + seed) % 97) for i in range(n))
 
 
@@ -123,9 +139,7 @@ def saipling_project(tmp_path: Path, name: str = "novel") -> Path:
         "characters/marcus-cole/profile.md": MARCUS_PROFILE,
         "world/places/harbor.md": HARBOR,
         "notes/ideas.md": IDEAS,
-        ".context_settings.json": json.dumps(
-            {"notes/ideas.md": "exclude", "world\\places\\harbor.md": "force"}
-        ),
+        ".context_settings.json": json.dumps({"notes/ideas.md": "exclude", "world\\places\\harbor.md": "force"}),
         "skills/writer.toml": (
             '[context.vector_search]\nenabled = true\nmode = "auto"\nmax_results = 5\n'
             "max_search_tokens = 15000\nfilter_entity_types = []\n"
@@ -217,9 +231,7 @@ SKILLS = {
 }
 
 
-def retrieval_project(
-    tmp_path: Path, name: str = "novel", extra: Mapping[str, str | bytes] | None = None
-) -> Path:
+def retrieval_project(tmp_path: Path, name: str = "novel", extra: Mapping[str, str | bytes] | None = None) -> Path:
     """A SAiPLING-style project for retrieval tests (a superset of `saipling_project`).
 
     characters/marcus-cole/profile.md, characters/elena-vance/profile.md (`visibility: private`, word
@@ -282,9 +294,15 @@ NOVEL_PROFILES = {
 # chapter -> (pov, body); counted mentions are listed in NOVEL_MENTIONS
 NOVEL_SCENES = {
     1: ("Jonathan Harker", "Jonathan reached the castle at night.\n\nThe Count met him at the door."),
-    2: ("Jonathan", "Jonathan wrote to Mina. Jonathan's letter spoke of the Count's library.\n\n"
-        "```\nMina in code does not count\n```\n\nThe word `Mina` in inline code does not count either."),
-    3: ("Mina Harker", "Mina read the letter twice. MINA, she wrote, keep calm.\n\nMinal and Minastirith are not names."),
+    2: (
+        "Jonathan",
+        "Jonathan wrote to Mina. Jonathan's letter spoke of the Count's library.\n\n"
+        "```\nMina in code does not count\n```\n\nThe word `Mina` in inline code does not count either.",
+    ),
+    3: (
+        "Mina Harker",
+        "Mina read the letter twice. MINA, she wrote, keep calm.\n\nMinal and Minastirith are not names.",
+    ),
     4: ("Mina", "Madam Mina slept. The count of sheep was high; the Count was not."),
     5: ("Lucy", "Lucy walked by the sea alone and thought of nothing in particular."),
 }

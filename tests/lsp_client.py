@@ -35,9 +35,7 @@ CAPABILITIES = types.ClientCapabilities(
         configuration=True,
         workspace_folders=True,
         did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True),
-        file_operations=types.FileOperationClientCapabilities(
-            did_create=True, did_rename=True, did_delete=True
-        ),
+        file_operations=types.FileOperationClientCapabilities(did_create=True, did_rename=True, did_delete=True),
     ),
     text_document=types.TextDocumentClientCapabilities(
         synchronization=types.TextDocumentSyncClientCapabilities(did_save=True)
@@ -198,18 +196,19 @@ def write_project(root: Path, files: dict[str, str]) -> Path:
 
 STORY = {
     "characters/alice.md": "---\nname: Alice Marsh\naliases: [Ally, The Cartographer]\ntype: character\n---\n"
-    "# Alice Marsh\n\nAlice maps the northern marshes and fears the dragon.\n\n## Childhood\n\nShe grew up in Fenwick.\n",
-    "places/fenwick.md": "---\nname: Fenwick\ntype: place\n---\n# Fenwick\n\nA fishing village on stilts above the marsh.\n",
-    "chapters/ch01.md": "# Chapter 1: The Dragon Wakes\n\nThe dragon woke beneath the mountain and the village trembled.\n\n"
+    "# Alice Marsh\n\nAlice maps the northern marshes and fears the dragon.\n\n## Childhood\n\nShe grew up in "
+    "Fenwick.\n",
+    "places/fenwick.md": "---\nname: Fenwick\ntype: place\n---\n# Fenwick\n\nA fishing village on stilts above the "
+    "marsh.\n",
+    "chapters/ch01.md": "# Chapter 1: The Dragon Wakes\n\nThe dragon woke beneath the mountain and the village "
+    "trembled.\n\n"
     "## The Bell\n\nThe old bell of Fenwick rang three times.\n",
     "notes/ideas.md": "# Ideas\n\nA lighthouse keeper who collects lost letters.\n",
 }
 
 
 def did_save(client: LanguageClient, path: Path) -> None:
-    client.text_document_did_save(
-        types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(path.as_uri()))
-    )
+    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(path.as_uri())))
 
 
 async def search_paths(client: LanguageClient, query: str, **params: Any) -> list[str]:

@@ -41,9 +41,7 @@ def message(method: str, params: Any = None, msg_id: Any = None, **extra: Any) -
 
 
 class RawServer:
-    def __init__(
-        self, root: Path, env: dict[str, str] | None = None, command: list[str] | None = None
-    ) -> None:
+    def __init__(self, root: Path, env: dict[str, str] | None = None, command: list[str] | None = None) -> None:
         self.root = root
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
@@ -137,11 +135,15 @@ class RawServer:
     def initialize(self, options: dict[str, Any] | None = None, msg_id: Any = "init") -> dict[str, Any]:
         self.request(
             "initialize",
-            {"processId": None, "rootUri": self.root.as_uri(), "capabilities": {},
-             "workspaceFolders": [{"uri": self.root.as_uri(), "name": self.root.name}],
-             "initializationOptions": options or {"provider": "none"}},
+            {
+                "processId": None,
+                "rootUri": self.root.as_uri(),
+                "capabilities": {},
+                "workspaceFolders": [{"uri": self.root.as_uri(), "name": self.root.name}],
+                "initializationOptions": options or {"provider": "none"},
+            },
             msg_id,
-        )  # fmt: skip
+        )
         reply = self.response(msg_id)
         assert reply is not None and "result" in reply, (reply, self.stderr())
         self.notify("initialized", {})

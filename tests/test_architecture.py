@@ -1,5 +1,6 @@
-"""The shape of the code (issue 13): the engine's imports point one way, the engine never imports the
-protocol or terminal libraries of the edges, and no module outgrows a reader."""
+"""The shape of the code (issues 13, 32): the package is in folders by layer, every import points down or across
+a declared edge, storage internals stay inside storage, the engine never imports the protocol or terminal
+libraries of the edges, and nothing imports in a circle. (Written by move_layout.py from its FOLDERS table.)"""
 
 from __future__ import annotations
 
@@ -11,16 +12,68 @@ import tomllib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "server" / "saipling"
-# The edges: the language server, the CLI and the MCP server. Everything else is the engine.
-EDGES = (
-    "saipling.lsp",
-    "saipling.cli",
-    "saipling.cli_progress",
-    "saipling.__main__",
-    "saipling.mcp",
-    "saipling.mcp_server",
-)
+
+# folder -> the folders it may import besides itself and CORE ("" is the top level: project.py), bottom to top
+LAYERS: dict[str, tuple[str, ...]] = {
+    "config": (),  # settings
+    "files": ("config",),  # which files, and their text
+    "embeddings": ("config",),  # text to vectors
+    "markdown": ("config", "files", "embeddings"),  # markdown to chunks
+    "storage": ("config", "files", "embeddings", "markdown"),  # the index on disk
+    "indexing": ("config", "files", "embeddings", "markdown", "storage"),  # index runs
+    "live": ("config", "files", "embeddings", "markdown", "storage", "indexing"),  # keeping the index in step
+    "retrieval": ("config", "files", "embeddings", "markdown", "storage"),  # answering requests
+    "": ("config", "files", "embeddings", "markdown", "storage", "indexing", "live", "retrieval"),  # the facade
+    "lsp": (
+        "config",
+        "files",
+        "embeddings",
+        "markdown",
+        "storage",
+        "indexing",
+        "live",
+        "retrieval",
+        "",
+    ),  # language server
+    "mcp": ("config", "files", "embeddings", "markdown", "storage", "indexing", "live", "retrieval", ""),  # MCP server
+    "cli": (
+        "config",
+        "files",
+        "embeddings",
+        "markdown",
+        "storage",
+        "indexing",
+        "live",
+        "retrieval",
+        "",
+        "lsp",
+        "mcp",
+    ),  # command line
+}
+EDGE_FOLDERS: tuple[str, ...] = ("lsp", "mcp", "cli")
+CORE: tuple[str, ...] = (
+    "errors",
+    "redact",
+    "lazy",
+    "jsonrpc_salvage",
+    "paths",
+    "__init__",
+)  # top-level modules every folder may import
+# module-level imports across the layer order, each with its reason
+ACROSS: dict[tuple[str, str], str] = {
+    (
+        "saipling.storage.lock",
+        "saipling.indexing.records",
+    ): "the lock holder's record carries the run's progress (fs branch)",
+    (
+        "saipling.indexing.mention_scan",
+        "saipling.retrieval.entities",
+    ): "mentions are found at index time by the same name rules (entities, aliases, possessives) that hover and "
+    "references use",
+}
 EDGE_LIBRARIES = {"pygls", "lsprotocol", "click", "rich", "mcp", "pytest_lsp"}
+# storage's public modules: everything else under storage/ is imported from storage/ only
+STORAGE_PUBLIC = {"saipling.storage", "saipling.storage.store", "saipling.storage.lock", "saipling.storage.index_files"}
 
 
 def module_name(path: Path) -> str:
@@ -31,8 +84,18 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+def folder_of(name: str) -> str:
+    """'saipling.storage.schema' -> 'storage'; a top-level module -> its own name when core, else ''."""
+    parts = name.split(".")[1:]
+    if not parts:
+        return "__init__"
+    if len(parts) == 1 and not (PACKAGE / parts[0]).is_dir():
+        return parts[0] if parts[0] in CORE or parts[0] == "__main__" else ""
+    return parts[0]
+
+
 def is_engine(name: str) -> bool:
-    return not any(name == e or name.startswith(e + ".") for e in EDGES)
+    return folder_of(name) not in (*EDGE_FOLDERS, "__main__")
 
 
 def _type_checking_block(node: ast.AST) -> bool:
@@ -70,6 +133,11 @@ def imported(name: str, *, typing_too: bool) -> set[str]:
     return found
 
 
+def package_imports(name: str, *, typing_too: bool) -> set[str]:
+    """The modules of the package `name` imports (a name imported from a module counts as that module)."""
+    return {m for m in imported(name, typing_too=typing_too) if m in MODULES and m != name}
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Groups of modules that import each other, directly or around a circle (Tarjan's SCCs)."""
     index: dict[str, int] = {}
@@ -104,10 +172,68 @@ def graph_of(names: list[str], *, typing_too: bool) -> dict[str, set[str]]:
     return {n: {m for m in imported(n, typing_too=typing_too) if m in wanted and m != n} for n in names}
 
 
-def test_the_graph_sees_the_package() -> None:
-    assert {"saipling.project", "saipling.search", "saipling.store", "saipling.lsp.server"} <= set(MODULES)
-    assert "saipling.store" in imported("saipling.project", typing_too=False)
+def test_the_graph_sees_the_folders() -> None:
+    assert {"saipling.project", "saipling.retrieval.search", "saipling.storage.store", "saipling.lsp.server"} <= set(
+        MODULES
+    )
+    assert "saipling.storage.store" in imported("saipling.project", typing_too=False)
+    assert folder_of("saipling.storage.schema") == "storage" and folder_of("saipling.project") == ""
+    assert folder_of("saipling.errors") == "errors" and not is_engine("saipling.cli.main")
+    assert all(a in MODULES and b in MODULES for a, b in ACROSS), "a declared edge names a module that is gone"
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_every_module_is_in_a_declared_folder() -> None:
+    """A new module goes into a layer's folder (or is core): the top level holds only the facade and CORE."""
+    top = {n for n in MODULES if n.count(".") == 1 and not (PACKAGE / n.split(".")[1]).is_dir()}
+    allowed = {f"saipling.{c}" for c in CORE} | {"saipling.project", "saipling.__main__"}
+    assert sorted(top - allowed) == []
+    folders = {folder_of(n) for n in MODULES if n.count(".") >= 1} - {"", "__main__", *CORE}
+    assert sorted(folders - set(LAYERS) - {"embeddings"}) == []
+
+
+def _allowed(folder: str) -> set[str]:
+    if folder == "embeddings":
+        return {"embeddings", "config", *CORE}
+    return {folder, *LAYERS.get(folder, ()), *CORE}
+
+
+def test_imports_point_down_or_across_a_declared_edge() -> None:
+    """At run time: a folder imports itself, CORE and the folders LAYERS lists for it (type-only imports under
+    `if TYPE_CHECKING:` may name a class from above, e.g. a retrieval helper's Project hint)."""
+    wrong = {}
+    for name in MODULES:
+        folder = folder_of(name)
+        if folder in ("__main__", "__init__") or folder in CORE:
+            continue
+        bad = sorted(
+            m
+            for m in package_imports(name, typing_too=False)
+            if folder_of(m) not in _allowed(folder) and (name, m) not in ACROSS
+        )
+        if bad:
+            wrong[name] = bad
+    assert wrong == {}
+
+
+def test_core_modules_import_no_layer() -> None:
+    wrong = {
+        n: sorted(m for m in package_imports(n, typing_too=True) if folder_of(m) not in CORE)
+        for n in MODULES
+        if folder_of(n) in CORE
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_storage_internals_are_imported_by_storage_only() -> None:
+    wrong = {
+        n: sorted(
+            m for m in package_imports(n, typing_too=True) if folder_of(m) == "storage" and m not in STORAGE_PUBLIC
+        )
+        for n in MODULES
+        if folder_of(n) != "storage"
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
 
 
 def test_no_import_cycle_among_engine_modules() -> None:

@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures import make_project, open_project, write_file
-from saipling.context_settings import load_context_settings
+from saipling.config.visibility import role_levels, visible
 from saipling.errors import InvalidRequest, PathOutsideRoot
-from saipling.metadata import extract_metadata
-from saipling.visibility import role_levels, visible
+from saipling.files.context_settings import load_context_settings
+from saipling.files.metadata import extract_metadata
 
 SAIPLING = [sys.executable, "-m", "saipling"]
 WORD = "quillfeather"  # in every file: a role-less search for it must find the public file only
@@ -95,14 +95,13 @@ def mutated(draw: st.DrawFn) -> str:
     vis += draw(st.sampled_from(VALUES))
     lines = draw(st.lists(st.sampled_from(PLAIN), max_size=3)) + [vis]
     # (no control characters: a NUL makes the file binary, never indexed at all)
-    noise = st.text(st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters="\x85\u2028\u2029"),
-                    max_size=12).filter(lambda t: t.strip() not in ("---", "..."))  # fmt: skip
+    noise = st.text(
+        st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters="\x85\u2028\u2029"), max_size=12
+    ).filter(lambda t: t.strip() not in ("---", "..."))
     for _ in range(draw(st.integers(0, 3))):
         extra = draw(st.one_of(st.sampled_from(BREAKERS), noise))
         lines.insert(draw(st.integers(0, len(lines))), extra)
-    return draw(st.sampled_from(["", "", "", "\n", " \n\t\n", "\ufeff"])) + frontmatter_file(
-        lines
-    )  # (above the fence)
+    return draw(st.sampled_from(["", "", "", "\n", " \n\t\n", "\ufeff"])) + frontmatter_file(lines)  # (above the fence)
 
 
 PUBLIC_ONLY = role_levels({}, None)
@@ -114,9 +113,7 @@ AUTHOR = role_levels({"author": ["public", "private"]}, "author")
 def test_a_visibility_line_broken_around_or_capitalised_is_never_public(text: str) -> None:
     meta = extract_metadata("notes/secret.md", text)
     assert not visible(meta.visibility, PUBLIC_ONLY), (text, meta.visibility)
-    if "visible as private" in (
-        meta.warning or ""
-    ):  # unreadable: private, so a role seeing private files sees it
+    if "visible as private" in (meta.warning or ""):  # unreadable: private, so a role seeing private files sees it
         assert meta.visibility == "private"
     # (YAML read as written may fold a line into the value: `private` + `  - item` is `private - item`: no role's)
 
@@ -143,14 +140,10 @@ def test_visibility_variants_are_not_public_and_frontmatter_without_it_is() -> N
     # and no further: frontmatter that says nothing of visibility leaves a file public, its body where it was
     meta = extract_metadata("a.md", "---\ntitle: A\n---\n# A\n")
     assert (meta.visibility, meta.body_start_line, meta.warning) == ("public", 4, None)
-    assert (
-        extract_metadata("a.md", "---\nvisibility:\n---\n# A\n").visibility == "public"
-    )  # no value: default
+    assert extract_metadata("a.md", "---\nvisibility:\n---\n# A\n").visibility == "public"  # no value: default
     assert extract_metadata("a.md", "---\nnot closed, says nothing of who sees it\n").visibility == "public"
     assert extract_metadata("a.md", "\n---\ntitle: A\n---\n# A\n").visibility == "public"
-    assert (
-        extract_metadata("a.md", "# A\n\n---\n\nvisibility: private, as a body line\n").visibility == "public"
-    )
+    assert extract_metadata("a.md", "# A\n\n---\n\nvisibility: private, as a body line\n").visibility == "public"
     meta = extract_metadata("a.md", "---\r\ntitle: A\r\n---\r\n# A\r\n")
     assert (meta.visibility, meta.body_start_line) == ("public", 4)
 
@@ -158,10 +151,7 @@ def test_visibility_variants_are_not_public_and_frontmatter_without_it_is() -> N
 # -- the engine: search, get, related, enrich ---------------------------------------------------------------------
 def _check_role_less(project: Any, secret: list[str]) -> None:
     """Nothing of `secret` reaches a request without a role; the author role sees every one."""
-    found = {
-        r["filePath"]
-        for r in project.search({"query": WORD, "maxResults": 100, "mode": "lexical"})["results"]
-    }
+    found = {r["filePath"] for r in project.search({"query": WORD, "maxResults": 100, "mode": "lexical"})["results"]}
     assert found == {"open.md"}
     as_author = project.search({"query": WORD, "maxResults": 100, "mode": "lexical", "role": "author"})
     assert {r["filePath"] for r in as_author["results"]} == {"open.md", *secret}  # indexed, searchable
@@ -199,9 +189,7 @@ def test_mutated_private_files_never_reach_an_mcp_agent(texts: list[str]) -> Non
         async with mcp_session(root) as session:
             found = await call(session, "search", {"query": WORD, "maxResults": 100})
             assert {r["filePath"] for r in found["results"]} == {"open.md"}
-            enriched = await call(
-                session, "enrich_context", {"query": f"{WORD} vault code", "skillConfig": ALWAYS}
-            )
+            enriched = await call(session, "enrich_context", {"query": f"{WORD} vault code", "skillConfig": ALWAYS})
             assert enriched["searchResults"] and "4711" not in json.dumps(enriched)
             for path in secret:
                 refused = await error(session, "get", {"path": path})
@@ -227,9 +215,7 @@ def cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     drop = ("SAIPLING_", "VOYAGE_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["SAIPLING_PROVIDER"] = "none"
-    return subprocess.run(
-        [*SAIPLING, *args], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    return subprocess.run([*SAIPLING, *args], env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
 def cli_json(*args: str) -> dict[str, Any]:
@@ -252,9 +238,7 @@ def test_cli_role_less_requests_never_see_broken_or_capitalised_private_files(tm
     }
     enriched = cli_json("enrich", f"{WORD} vault code", "--root", str(root))
     assert enriched["ran"] and "4711" not in json.dumps(enriched)
-    assert "4711" in json.dumps(
-        cli_json("enrich", f"{WORD} vault code", "--root", str(root), "--role", "author")
-    )
+    assert "4711" in json.dumps(cli_json("enrich", f"{WORD} vault code", "--root", str(root), "--role", "author"))
     for path in ("notes/capitalised.md", "notes/secret-00.md", "notes/secret-01.md", "notes/secret-03.md"):
         got, rel = cli("get", path, "--root", str(root)), cli("related", path, "--root", str(root))
         assert got.returncode == rel.returncode == 2 and "not visible" in got.stderr
@@ -294,9 +278,7 @@ async def test_mcp_related_refuses_as_get_does_and_agrees_with_the_cli(tmp_path:
             assert by_related == by_get and "indexed" not in by_related, path
         found = await call(session, "search", {"query": WORD, "maxResults": 100})
         assert {r["filePath"] for r in found["results"]} == {"open.md", "other.md"}
-        enriched = await call(
-            session, "enrich_context", {"query": f"{WORD} vault code", "skillConfig": ALWAYS}
-        )
+        enriched = await call(session, "enrich_context", {"query": f"{WORD} vault code", "skillConfig": ALWAYS})
         assert enriched["searchResults"] and "4711" not in json.dumps(enriched)
         assert "excluded from agents" not in json.dumps(enriched)
         missing = await error(session, "related", {"path": "missing.md"})
@@ -332,9 +314,7 @@ async def test_lsp_related_refuses_as_get_does(tmp_path: Path) -> None:
 # -- .context_settings.json fails closed ----------------------------------------------------------------------------
 def test_settings_that_do_not_parse_exclude_everything_without_a_good_reading(tmp_path: Path) -> None:
     for broken in ('{"secret.md": "exclude",', "[]", "", '{"secret.md": "exclude"} trailing', "\xff\xfe{"):
-        root = make_project(
-            tmp_path / f"p{len(list(tmp_path.iterdir()))}", {".context_settings.json": broken}
-        )
+        root = make_project(tmp_path / f"p{len(list(tmp_path.iterdir()))}", {".context_settings.json": broken})
         cs = load_context_settings(root)
         assert cs.exclude_all and cs.mode_for("any/file.md") == "exclude", broken
         assert cs.excluded(["a.md", "b/c.md"]) == ["a.md", "b/c.md"]
@@ -350,28 +330,34 @@ def test_settings_that_cannot_be_read_fail_closed(tmp_path: Path) -> None:
     for root in (fifo, dangling, folder):
         cs = load_context_settings(root)
         assert cs.exclude_all and cs.warnings, root
-    assert not load_context_settings(make_project(tmp_path / "none", {})).has(
-        "exclude"
-    )  # no file: no settings
+    assert not load_context_settings(make_project(tmp_path / "none", {})).has("exclude")  # no file: no settings
 
 
 def test_settings_entries_read_strictly(tmp_path: Path) -> None:
-    root = make_project(tmp_path, {".context_settings.json": '{"a.md": "exlude", "b.md": " Exclude ", "c.md": true, '
-                                   '"d.md": "auto", "./d.md": "exclude", "e.md": "force", "f.md": "auto"}'})  # fmt: skip
+    root = make_project(
+        tmp_path,
+        {
+            ".context_settings.json": '{"a.md": "exlude", "b.md": " Exclude ", "c.md": true, '
+            '"d.md": "auto", "./d.md": "exclude", "e.md": "force", "f.md": "auto"}'
+        },
+    )
     cs = load_context_settings(root)
     assert not cs.exclude_all
     assert [cs.mode_for(p) for p in ("a.md", "b.md", "c.md", "d.md", "e.md", "f.md")] == [
-        "exclude", "exclude", "exclude", "exclude", "force", "auto"
-    ]  # fmt: skip
+        "exclude",
+        "exclude",
+        "exclude",
+        "exclude",
+        "force",
+        "auto",
+    ]
     assert "a.md" in cs.warnings[0] and "given twice" in cs.warnings[0]
 
 
 def test_a_broken_edit_keeps_the_last_good_settings_and_adds_the_exclusions_it_names(tmp_path: Path) -> None:
     root = make_project(tmp_path, {".context_settings.json": json.dumps({"secret.md": "exclude"})})
     assert load_context_settings(root).mode_for("secret.md") == "exclude"
-    write_file(
-        root, ".context_settings.json", '{"secret.md": "exclude", "later.md": "exclude", "x.md" "auto"}'
-    )
+    write_file(root, ".context_settings.json", '{"secret.md": "exclude", "later.md": "exclude", "x.md" "auto"}')
     cs = load_context_settings(root)
     assert not cs.exclude_all and cs.warnings and "last read" in cs.warnings[0]
     assert (cs.mode_for("secret.md"), cs.mode_for("later.md"), cs.mode_for("open.md")) == (
@@ -393,11 +379,7 @@ def broken_settings(draw: st.DrawFn) -> str:
     if edit == "cut":
         text = text[:at]
     elif edit == "insert":
-        text = (
-            text[:at]
-            + draw(st.sampled_from(list('{}[]",:\\x \n') + ["//", "/*", "NaN", "\ufeff"]))
-            + text[at:]
-        )
+        text = text[:at] + draw(st.sampled_from(list('{}[]",:\\x \n') + ["//", "/*", "NaN", "\ufeff"])) + text[at:]
     else:
         text = text[:at] + text[at + 1 :]
     try:
@@ -442,24 +424,16 @@ def test_cli_with_a_broken_settings_file_excludes_everything_and_says_so(tmp_pat
     assert "4711" in cli("get", "secret.md", "--root", str(root), "--all-files").stdout
     assert any("invalid" in w for w in cli_json("status", str(root))["warnings"])  # status says it too
     enriched = cli("enrich", f"{WORD} vault code", "--root", str(root), "--json")
-    assert (
-        "4711" not in enriched.stdout
-        and json.loads(enriched.stdout)["warnings"]
-        and "invalid" in enriched.stderr
-    )
+    assert "4711" not in enriched.stdout and json.loads(enriched.stdout)["warnings"] and "invalid" in enriched.stderr
 
 
 async def test_mcp_keeps_the_last_good_settings_when_an_edit_breaks_them(tmp_path: Path) -> None:
     from test_mcp import call, error, mcp_session
 
-    root = make_project(
-        tmp_path, {**SETTINGS_PROJECT, ".context_settings.json": json.dumps({"secret.md": "exclude"})}
-    )
+    root = make_project(tmp_path, {**SETTINGS_PROJECT, ".context_settings.json": json.dumps({"secret.md": "exclude"})})
     async with mcp_session(root) as session:
         found = await call(session, "search", {"query": WORD, "maxResults": 100})
-        assert {r["filePath"] for r in found["results"]} == {"open.md", "later.md"} and not found.get(
-            "warnings"
-        )
+        assert {r["filePath"] for r in found["results"]} == {"open.md", "later.md"} and not found.get("warnings")
         write_file(root, ".context_settings.json", '{"secret.md": "exclude", "later.md": "exclude" "x": 1}')
         found = await call(session, "search", {"query": WORD, "maxResults": 100})
         assert {r["filePath"] for r in found["results"]} == {"open.md"}
@@ -468,9 +442,7 @@ async def test_mcp_keeps_the_last_good_settings_when_an_edit_breaks_them(tmp_pat
         assert "excluded" in await error(session, "get", {"path": "later.md"})
         got = await call(session, "get", {"path": "open.md"})
         assert got["warnings"] == found["warnings"]
-        enriched = await call(
-            session, "enrich_context", {"query": f"{WORD} vault code", "skillConfig": ALWAYS}
-        )
+        enriched = await call(session, "enrich_context", {"query": f"{WORD} vault code", "skillConfig": ALWAYS})
         assert enriched["warnings"] == found["warnings"] and "4711" not in json.dumps(enriched)
         assert (await call(session, "related", {"path": "open.md"}))["warnings"] == found["warnings"]
 
@@ -485,8 +457,8 @@ def test_related_of_a_missing_path_is_an_error_not_indexed_false(tmp_path: Path)
 
 def test_an_index_written_under_the_old_rules_is_re_read(tmp_path: Path) -> None:
     """A file indexed as public by the old reading of its frontmatter is re-read on the next run (no edit)."""
-    from saipling.indexer import CHUNKING_META
-    from saipling.store import connect
+    from saipling.indexing.indexer import CHUNKING_META
+    from saipling.storage.store import connect
 
     secret = frontmatter_file(["date: 2024-02-30", "visibility: private"])
     root = make_project(tmp_path, {"open.md": OPEN, "secret.md": secret})
@@ -513,7 +485,7 @@ def test_an_index_written_under_the_old_rules_is_re_read(tmp_path: Path) -> None
 def test_enrich_reads_no_passage_of_a_file_made_private_since_it_was_indexed(tmp_path: Path) -> None:
     """The passage reader's own check (the search that found the file went by its indexed level): a file whose
     bytes changed to `visibility: private` gives no lines to a role-less request, and is not named as missing."""
-    from saipling.context import _file_lines
+    from saipling.retrieval.enrich import _file_lines
 
     root = make_project(tmp_path, {"open.md": OPEN, "note.md": f"# Note\n\nThe {WORD} vault code is 4711.\n"})
     with open_project(root) as project:
@@ -529,7 +501,7 @@ def test_enrich_reads_no_passage_of_a_file_made_private_since_it_was_indexed(tmp
 def test_a_visibility_that_yaml_folds_into_several_words_is_private() -> None:
     """`visibility: private` with an indented line below it is one plain scalar to YAML (`private - item`): a level
     no role names, which hid the file from every role, its author too. Several words name no level: private."""
-    from saipling.metadata import extract_metadata
+    from saipling.files.metadata import extract_metadata
 
     text = "---\ntitle: A Note\nvisibility: private\n  - a dangling list item\n---\n# Secret\n"
     assert extract_metadata("a.md", text).visibility == "private"

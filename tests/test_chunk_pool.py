@@ -1,4 +1,4 @@
-"""Chunking in worker processes (chunk_pool.py): a big run's files are chunked by spawned workers beside the
+"""Chunking in worker processes (indexing/chunk_pool.py): a big run's files are chunked by spawned workers beside the
 indexer's store. What they store must be exactly what one process stores, with the local model's word-piece
 counter as with the estimate; a worker that dies, a cancel, a file refreshed after it was read ahead, and a
 stdout that is a protocol channel must lose nothing. `SAIPLING_CHUNK_WORKERS` starts workers for the small
@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from fixtures import bump_mtime, make_project, open_project, words
-from saipling import chunk_pool
-from saipling.chunk_pool import ChunkPool, ReadAhead, chunk_bytes, read_early
-from saipling.chunker import ChunkLimits, limits_for
 from saipling.embeddings.base import estimate_tokens
+from saipling.indexing import chunk_pool
+from saipling.indexing.chunk_pool import ChunkPool, ReadAhead, chunk_bytes, read_early
+from saipling.markdown.chunker import ChunkLimits, limits_for
 
 ENV = chunk_pool.WORKERS_ENV
 
@@ -35,9 +35,7 @@ def corpus(tmp_path: Path, name: str, n: int = 36) -> Path:
     """Notes of every shape the chunker meets, and the odd ones a run must skip or warn about."""
     files: dict[str, str | bytes] = {}
     for i in range(n):
-        sections = "\n\n".join(
-            f"## Part {j}\n\n{words(40 + 13 * j, seed=i * 7 + j)}" for j in range(1 + i % 5)
-        )
+        sections = "\n\n".join(f"## Part {j}\n\n{words(40 + 13 * j, seed=i * 7 + j)}" for j in range(1 + i % 5))
         listed = "\n".join(f"- item {k}: {words(12, seed=i + k)}" for k in range(i % 4))
         front = f"---\ntype: character\nname: Person {i}\naliases: [P{i}]\n---\n" if i % 3 == 0 else ""
         files[f"notes/n{i:02d}.md"] = f"{front}# Note {i}\n\n{words(30, seed=i)}\n\n{listed}\n\n{sections}\n"
@@ -67,8 +65,10 @@ def snapshot(project: Any) -> dict[str, Any]:
         )
     )
     hits = {w: project.store.fts_search(w, 50) for w in ("person", "café", "body", "notepad")}
-    ranked = {w: sorted(conn.execute("SELECT path FROM chunks WHERE id = ?", (i,)).fetchone()[0] for i, _ in h)
-              for w, h in hits.items()}  # fmt: skip
+    ranked = {
+        w: sorted(conn.execute("SELECT path FROM chunks WHERE id = ?", (i,)).fetchone()[0] for i, _ in h)
+        for w, h in hits.items()
+    }
     return {"files": files, "chunks": chunks, "fts": ranked}
 
 
@@ -88,8 +88,13 @@ def provider(request: pytest.FixtureRequest) -> str:
 
 def logged(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
     """saipling's log lines about the files (not about the pool), first lines only."""
-    lines = sorted({(r.levelno, r.getMessage().splitlines()[0].replace("/b/", "/a/"))
-                    for r in caplog.records if r.name.startswith("saipling") and "worker" not in r.getMessage()})  # fmt: skip
+    lines = sorted(
+        {
+            (r.levelno, r.getMessage().splitlines()[0].replace("/b/", "/a/"))
+            for r in caplog.records
+            if r.name.startswith("saipling") and "worker" not in r.getMessage()
+        }
+    )
     caplog.clear()
     return lines
 
@@ -190,7 +195,7 @@ def test_a_worker_that_cannot_start_leaves_the_run_to_the_indexer(
 ) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
-    from saipling.indexer import Indexer
+    from saipling.indexing.indexer import Indexer
 
     _, alone = run_index(corpus(tmp_path, "a"), 0, monkeypatch)
     if why == "its counter cannot load":
@@ -205,7 +210,7 @@ def test_a_worker_that_cannot_start_leaves_the_run_to_the_indexer(
 
 
 def test_a_cancelled_run_stops_its_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from saipling import index_text
+    from saipling.indexing import text_phase as index_text
 
     monkeypatch.setattr(index_text, "TEXT_BATCH_CHUNKS", 32)  # stored a few files at a time
     monkeypatch.setattr(ChunkPool, "take_back", False)  # (so that the worker surely chunks some)
@@ -233,8 +238,15 @@ def test_a_file_read_ahead_then_refreshed_is_read_again(tmp_path: Path) -> None:
     todo = [type("E", (), {"rel": f"n{i}.md", "abs_path": root / f"n{i}.md"})() for i in range(4)]
     limits, generation = ChunkLimits(), [0]
     with ChunkPool(1, limits, estimate_tokens) as pool:
-        ahead = ReadAhead(todo, pool, lambda p: Path(p).read_bytes(), lambda e, d: None, lambda: generation[0], 8,
-                          lambda r, d, m: chunk_bytes(r, d, limits, estimate_tokens, m))  # fmt: skip
+        ahead = ReadAhead(
+            todo,
+            pool,
+            lambda p: Path(p).read_bytes(),
+            lambda e, d: None,
+            lambda: generation[0],
+            8,
+            lambda r, d, m: chunk_bytes(r, d, limits, estimate_tokens, m),
+        )
         first = ahead.take(0)
         assert first is not None and first.data == (root / "n0.md").read_bytes()
         (root / "n3.md").write_text("# N3\n\nVersion two.\n")
@@ -250,19 +262,29 @@ def test_the_cli_starts_workers_and_keeps_stdout_to_itself(tmp_path: Path) -> No
     root = corpus(tmp_path, "a", n=600)
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update({ENV: "1", "SAIPLING_PROVIDER": "none"})
-    proc = subprocess.run([sys.executable, "-m", "saipling", "index", str(root), "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "saipling", "index", str(root), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)  # the whole of stdout is one JSON document
     assert summary["chunkWorkers"] == 1 and summary["files"] == 604
 
 
-@pytest.mark.parametrize(("value", "files", "size", "expected"), [
-    ("0", 500, 1 << 30, 0), ("2", 2, 10, 2), ("2", 1, 10, 0), ("", 3, 1 << 30, 0), ("", 5000, 10, 0),
-])  # fmt: skip
-def test_worker_count(
-    monkeypatch: pytest.MonkeyPatch, value: str, files: int, size: int, expected: int
-) -> None:
+@pytest.mark.parametrize(
+    ("value", "files", "size", "expected"),
+    [
+        ("0", 500, 1 << 30, 0),
+        ("2", 2, 10, 2),
+        ("2", 1, 10, 0),
+        ("", 3, 1 << 30, 0),
+        ("", 5000, 10, 0),
+    ],
+)
+def test_worker_count(monkeypatch: pytest.MonkeyPatch, value: str, files: int, size: int, expected: int) -> None:
     monkeypatch.setenv(ENV, value)
     assert chunk_pool.worker_count(files, size) == expected
 
@@ -307,8 +329,8 @@ def test_a_refresh_makes_a_run_read_its_files_again(tmp_path: Path) -> None:
 
 ORPHAN = """
 import os, sys, time
-from saipling.chunk_pool import ChunkPool
-from saipling.chunker import ChunkLimits
+from saipling.indexing.chunk_pool import ChunkPool
+from saipling.markdown.chunker import ChunkLimits
 from saipling.embeddings.base import estimate_tokens
 if __name__ == "__main__":
     pool = ChunkPool(1, ChunkLimits(), estimate_tokens)
@@ -337,9 +359,7 @@ def test_workers_end_when_their_indexer_is_killed(tmp_path: Path) -> None:
             os.kill(pid, 0)
         except ProcessLookupError:
             return False
-        return (
-            Path(f"/proc/{pid}/status").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
-        )
+        return Path(f"/proc/{pid}/status").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text()
 
     end = time.monotonic() + 30
     while any(alive(p) for p in pids) and time.monotonic() < end:
@@ -347,13 +367,11 @@ def test_workers_end_when_their_indexer_is_killed(tmp_path: Path) -> None:
     assert not any(alive(p) for p in pids)
 
 
-def test_a_run_of_touched_files_with_a_few_edits_fails_none(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_run_of_touched_files_with_a_few_edits_fails_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Files whose mtime changed but not their text are read, not chunked: the few changed ones then make a
     group spanning far more files than the read-ahead window, which the indexer chunks itself when it gets
     there (files read after that start a new group)."""
-    from saipling import index_text
+    from saipling.indexing import text_phase as index_text
 
     monkeypatch.setattr(index_text, "READ_AHEAD_FILES", 8)
     root = make_project(tmp_path, {f"n{i:02d}.md": f"# N{i}\n\n{words(30, seed=i)}\n" for i in range(60)})
@@ -367,9 +385,7 @@ def test_a_run_of_touched_files_with_a_few_edits_fails_none(
             bump_mtime(path)
         summary = project.index(embed=False)
         assert not summary.failed and summary.changed == 10 and summary.unchanged == 50
-        assert sorted(p for p, _ in project.store.fts_paths("lighthouse")) == [
-            f"n{i:02d}.md" for i in range(0, 60, 6)
-        ]
+        assert sorted(p for p, _ in project.store.fts_paths("lighthouse")) == [f"n{i:02d}.md" for i in range(0, 60, 6)]
 
 
 def test_chunk_bytes_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -392,9 +408,7 @@ async def test_a_language_server_indexing_with_workers_keeps_its_protocol_channe
     async with lsp_session(root, env={ENV: "1"}) as client:
         await wait_for_index(client)
         assert (await status(client))["totalFiles"] == len(STORY)
-        assert await search_paths(client, "Fenwick", filter={"entityTypes": ["place"]}) == [
-            "places/fenwick.md"
-        ]
+        assert await search_paths(client, "Fenwick", filter={"entityTypes": ["place"]}) == ["places/fenwick.md"]
 
 
 def test_the_indexer_chunks_its_next_files_itself_while_its_worker_starts(tmp_path: Path) -> None:
@@ -420,9 +434,7 @@ def test_the_indexer_chunks_its_next_files_itself_while_its_worker_starts(tmp_pa
             here.append(r)
             return chunk_bytes(r, d, limits, estimate_tokens, m)
 
-        ahead = ReadAhead(
-            todo, pool, lambda p: Path(p).read_bytes(), lambda e, d: None, lambda: 0, 64, chunk_here
-        )
+        ahead = ReadAhead(todo, pool, lambda p: Path(p).read_bytes(), lambda e, d: None, lambda: 0, 64, chunk_here)
         taken = [ahead.take(0)]  # reads all 64 files: four groups of 16, none queued
         assert taken[0] is not None and taken[0].group is not None and taken[0].group.fut is None
         assert ahead.result(taken[0]).chunks[0].text.startswith("# N0")  # type: ignore[index, union-attr]

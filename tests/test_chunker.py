@@ -11,7 +11,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fixtures import words
-from saipling.chunker import (
+from saipling.embeddings.base import estimate_tokens
+from saipling.files.metadata import extract_metadata
+from saipling.files.textio import decode
+from saipling.markdown.blocks import indexed_lines
+from saipling.markdown.chunker import (
     MIN_CHUNK_CHARS,
     Chunk,
     ChunkLimits,
@@ -21,15 +25,31 @@ from saipling.chunker import (
     limits_for,
     parse_blocks,
 )
-from saipling.embeddings.base import estimate_tokens
-from saipling.markdown_blocks import indexed_lines
-from saipling.metadata import extract_metadata
-from saipling.textio import decode
 
 # -- generated markdown ------------------------------------------------------------------------------------
 
-VOCAB = ["the", "harbor", "Marcus", "sister", "lantern", "ledger", "storm", "ferry", "green", "signal",
-         "salt", "rope", "copper", "gulls", "winter", "night", "c++", "self-driving", "naïve", "城市"]  # fmt: skip
+VOCAB = [
+    "the",
+    "harbor",
+    "Marcus",
+    "sister",
+    "lantern",
+    "ledger",
+    "storm",
+    "ferry",
+    "green",
+    "signal",
+    "salt",
+    "rope",
+    "copper",
+    "gulls",
+    "winter",
+    "night",
+    "c++",
+    "self-driving",
+    "naïve",
+    "城市",
+]
 
 word = st.sampled_from(VOCAB)
 
@@ -45,9 +65,7 @@ def sentence(draw) -> str:
 @st.composite
 def paragraph(draw) -> list[str]:
     """1-4 lines of sentences."""
-    return [
-        " ".join(draw(st.lists(sentence(), min_size=1, max_size=4))) for _ in range(draw(st.integers(1, 4)))
-    ]
+    return [" ".join(draw(st.lists(sentence(), min_size=1, max_size=4))) for _ in range(draw(st.integers(1, 4)))]
 
 
 @st.composite
@@ -73,9 +91,7 @@ def code_fence(draw) -> list[str]:
     marker = draw(st.sampled_from(["```", "~~~", "````"]))
     body = draw(
         st.lists(
-            st.sampled_from(
-                ["# not a heading", "## also not", "x = 1", "", "    indented", "#!/bin/sh", "~~", "``"]
-            ),
+            st.sampled_from(["# not a heading", "## also not", "x = 1", "", "    indented", "#!/bin/sh", "~~", "``"]),
             max_size=6,
         )
     )
@@ -106,8 +122,9 @@ def setext_heading(draw) -> list[str]:
 
 @st.composite
 def html_block(draw) -> list[str]:
-    inner = draw(st.lists(st.sampled_from(["# hidden heading", "", "note to self", "```", "[[Page|alias]]"]),
-                          max_size=4))  # fmt: skip
+    inner = draw(
+        st.lists(st.sampled_from(["# hidden heading", "", "note to self", "```", "[[Page|alias]]"]), max_size=4)
+    )
     return draw(st.sampled_from([["<!--", *inner, "-->"], ["<div>", *[x for x in inner if x], "</div>"]]))
 
 
@@ -122,16 +139,30 @@ def link_definitions(draw) -> list[str]:
 
 @st.composite
 def wiki_paragraph(draw) -> list[str]:
-    links = ["[[Marcus Cole]]", "[[characters/marcus|Marc]]", "![[map.png]]", "[[Harbor#Docks]]", "[[a|]]",
-             "![[folder/scene 2.md]]", "[[Harbor#^block1]]"]  # fmt: skip
+    links = [
+        "[[Marcus Cole]]",
+        "[[characters/marcus|Marc]]",
+        "![[map.png]]",
+        "[[Harbor#Docks]]",
+        "[[a|]]",
+        "![[folder/scene 2.md]]",
+        "[[Harbor#^block1]]",
+    ]
     parts = draw(st.lists(st.one_of(word, st.sampled_from(links)), min_size=1, max_size=12))
     return [" ".join(parts)] if draw(st.booleans()) else [draw(st.sampled_from(links))]
 
 
 @st.composite
 def list_block(draw) -> list[str]:
-    items = draw(st.lists(st.sampled_from(["- item one", "- # heading in a list", "  continued", "1. first",
-                                           "", "- [[Marcus Cole|Marc]] rows"]), min_size=1, max_size=5))  # fmt: skip
+    items = draw(
+        st.lists(
+            st.sampled_from(
+                ["- item one", "- # heading in a list", "  continued", "1. first", "", "- [[Marcus Cole|Marc]] rows"]
+            ),
+            min_size=1,
+            max_size=5,
+        )
+    )
     return items
 
 
@@ -176,9 +207,7 @@ def markdown_file(draw) -> tuple[bytes, str]:
     newline = draw(st.sampled_from(["\n", "\r\n"]))
     trailing = draw(st.sampled_from(["", newline]))
     rel = draw(
-        st.sampled_from(
-            ["notes/a.md", "characters/marcus-cole/profile.md", "books/b1/phase-5-bloom/ch-03/scene-02.md"]
-        )
+        st.sampled_from(["notes/a.md", "characters/marcus-cole/profile.md", "books/b1/phase-5-bloom/ch-03/scene-02.md"])
     )
     return (newline.join(lines) + trailing).encode("utf-8"), rel
 
@@ -186,9 +215,7 @@ def markdown_file(draw) -> tuple[bytes, str]:
 @st.composite
 def chunk_limits(draw) -> ChunkLimits:
     mx = draw(st.integers(16, 400))
-    return limits_for(
-        mx, draw(st.integers(8, mx)), draw(st.integers(0, 80)), draw(st.sampled_from([0, 0, 256, 512]))
-    )
+    return limits_for(mx, draw(st.integers(8, mx)), draw(st.integers(0, 80)), draw(st.sampled_from([0, 0, 256, 512])))
 
 
 def _disk_lines(data: bytes) -> list[str]:
@@ -271,10 +298,7 @@ def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: To
             assert disk[c.start_line - 1].strip() and disk[c.end_line - 1].strip(), (c.start_line, c.end_line)
             # a tiny chunk survives as the whole (tiny) body, or beside other chunks when the one before had no
             # room for it
-            if (
-                len(c.text.strip()) < MIN_CHUNK_CHARS
-                and len([x for x in chunks if x.kind != "frontmatter"]) > 1
-            ):
+            if len(c.text.strip()) < MIN_CHUNK_CHARS and len([x for x in chunks if x.kind != "frontmatter"]) > 1:
                 prev = chunks[i - 1] if i > 0 and chunks[i - 1].kind != "frontmatter" else None
                 assert prev is None or not _could_absorb(prev, c, disk, limits, count), (c, prev)
             # the text comes from the lines it claims; without overlap it is those lines, whitespace aside (a
@@ -505,10 +529,15 @@ def test_code_fence_hash_lines_are_not_headings() -> None:
 
 
 def test_tilde_fence_and_unclosed_fence() -> None:
-    text = "# A\n\nIntro paragraph of the first section.\n\n~~~\n# inside tilde fence\n```\n~~~\n\n# B\n\nSecond section body text here.\n"
+    text = (
+        "# A\n\nIntro paragraph of the first section.\n\n~~~\n# inside tilde fence\n```\n~~~\n\n# B\n\nSecond "
+        "section body text here.\n"
+    )
     heads = [c.section_heading for c in chunk_document(text, None)]
     assert heads == ["# A", "# B"]
-    unclosed = "# A\n\nIntro paragraph of the first section.\n\n```\n# swallowed by the open fence\n\nstill code text here\n"
+    unclosed = (
+        "# A\n\nIntro paragraph of the first section.\n\n```\n# swallowed by the open fence\n\nstill code text here\n"
+    )
     assert [c.section_heading for c in chunk_document(unclosed, None)] == ["# A"]
 
 
@@ -545,9 +574,7 @@ def test_tiny_and_empty_inputs() -> None:
 
 
 def test_heading_without_space_is_text_and_closing_hashes_are_stripped() -> None:
-    text = (
-        "#hashtag is not a heading, just text in the preamble\n\n## Title ##\n\nBody of the titled section.\n"
-    )
+    text = "#hashtag is not a heading, just text in the preamble\n\n## Title ##\n\nBody of the titled section.\n"
     chunks = chunk_document(text, None)
     assert chunks[0].section_heading is None
     assert chunks[-1].section_heading == "## Title"
@@ -564,16 +591,10 @@ def test_limits_never_exceed_model_window(window: int) -> None:
     assert all(c.token_count <= window for c in chunk_document(text, None, lim))
 
 
-@pytest.mark.parametrize(
-    ("window", "passage", "expected"), [(256, 128, 128), (256, 0, 217), (512, 1000, 435)]
-)
-def test_limits_follow_the_passage_length_a_model_was_trained_on(
-    window: int, passage: int, expected: int
-) -> None:
+@pytest.mark.parametrize(("window", "passage", "expected"), [(256, 128, 128), (256, 0, 217), (512, 1000, 435)])
+def test_limits_follow_the_passage_length_a_model_was_trained_on(window: int, passage: int, expected: int) -> None:
     lim = limits_for(1000, 500, 50, window, passage)
-    assert (
-        lim.max_tokens == expected
-    )  # the shorter of the window (with headroom) and the trained passage length
+    assert lim.max_tokens == expected  # the shorter of the window (with headroom) and the trained passage length
     assert lim.target_tokens <= lim.max_tokens and lim.overlap_tokens < lim.target_tokens
     text = "# H\n\n" + "\n\n".join(words(120, seed=i) + "." for i in range(30))
     assert max(c.token_count for c in chunk_document(text, None, lim)) <= expected
@@ -732,8 +753,9 @@ def test_heading_is_never_a_chunk_of_its_own(body: str) -> None:
         block = " ".join(f"Sentence {i} tells how " + words(12, seed=i) + "." for i in range(3))
         last = "Sentence 2"
     else:
-        block = "\n".join(["```js", *[f"fs.createReadStream('file{i}.txt', {{ start: {i} }});" for i in range(9)],
-                           "```"])  # fmt: skip
+        block = "\n".join(
+            ["```js", *[f"fs.createReadStream('file{i}.txt', {{ start: {i} }});" for i in range(9)], "```"]
+        )
         last = "file8.txt"
     text = "# fs\n\n" + words(90, seed=3) + ".\n\n" + title + "\n\n" + block + "\n"
     limits = ChunkLimits(max_tokens=120, target_tokens=96, overlap_tokens=24)
@@ -770,18 +792,15 @@ def test_inline_triple_backticks_do_not_open_a_fence() -> None:
 
 
 def test_indented_code_stays_whole_and_its_hash_lines_are_code() -> None:
-    code = ["    # install", *[f"    pip install package-{i} --quiet" for i in range(12)], "",
-            "    # run", *[f"    saipling index --root project-{i}" for i in range(12)]]  # fmt: skip
+    code = [
+        "    # install",
+        *[f"    pip install package-{i} --quiet" for i in range(12)],
+        "",
+        "    # run",
+        *[f"    saipling index --root project-{i}" for i in range(12)],
+    ]
     paras = [f"Para {i} " + words(30, seed=i) + "." for i in range(6)]
-    text = (
-        "# Setup\n\n"
-        + "\n\n".join(paras[:3])
-        + "\n\n"
-        + "\n".join(code)
-        + "\n\n"
-        + "\n\n".join(paras[3:])
-        + "\n"
-    )
+    text = "# Setup\n\n" + "\n\n".join(paras[:3]) + "\n\n" + "\n".join(code) + "\n\n" + "\n\n".join(paras[3:]) + "\n"
     limits = ChunkLimits(max_tokens=400, target_tokens=120, overlap_tokens=0)
     chunks = chunk_document(text, None, limits)
     assert {c.section_heading for c in chunks} == {"# Setup"}
@@ -795,9 +814,7 @@ def test_malformed_frontmatter_yaml_makes_no_setext_heading() -> None:
     text = "---\nname: [unclosed\naliases: {\n---\n# Title\n\nThe body of the note, long enough to keep.\n"
     meta = extract_metadata("notes/x.md", text)
     assert meta.body_start_line == 1 and meta.warning
-    assert [h for h, _, _ in ((c.section_heading, 0, 0) for c in chunk_document(text, meta)) if h] == [
-        "# Title"
-    ]
+    assert [h for h, _, _ in ((c.section_heading, 0, 0) for c in chunk_document(text, meta)) if h] == ["# Title"]
 
 
 def test_cjk_sentences_and_cut_words_are_rejoined_without_spaces() -> None:
@@ -890,9 +907,7 @@ def test_sentence_splits_keep_closing_quotes_and_brackets() -> None:
     for c in chunks:
         assert " ".join(c.text.split()) in flat, c.text
     joined = " ".join(c.text for c in chunks)
-    assert (
-        joined.count('from home 7."') >= 1 and "(He agreed at once 7.)" in joined and "[Aside 7!]" in joined
-    )
+    assert joined.count('from home 7."') >= 1 and "(He agreed at once 7.)" in joined and "[Aside 7!]" in joined
 
 
 def test_typographic_quotes_close_sentences_so_long_dialogue_is_cut_between_sentences() -> None:

@@ -18,14 +18,34 @@ from click.testing import CliRunner, Result
 import saipling
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import SRD_CORPUS, bump_mtime, copy_corpus, saipling_project
-from saipling.cli import main
+from saipling.cli.main import main
 
 # A hermetic environment: no real keys, keyword-only unless a test says otherwise.
-BASE_ENV = {"VOYAGE_API_KEY": None, "OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "SAIPLING_PROVIDER": "none",
-            "SAIPLING_PROGRESS": None, "SAIPLING_LOG_LEVEL": None}  # fmt: skip
+BASE_ENV = {
+    "VOYAGE_API_KEY": None,
+    "OPENAI_API_KEY": None,
+    "OPENAI_BASE_URL": None,
+    "SAIPLING_PROVIDER": "none",
+    "SAIPLING_PROGRESS": None,
+    "SAIPLING_LOG_LEVEL": None,
+}
 
-STATUS_FIELDS = {"root", "totalFiles", "totalChunks", "lastIndexed", "provider", "model", "dimensions", "providerReason",
-                 "totalCostUsd", "estimatedReindexCostUsd", "pendingFiles", "isIndexing", "progress", "degraded"}  # fmt: skip
+STATUS_FIELDS = {
+    "root",
+    "totalFiles",
+    "totalChunks",
+    "lastIndexed",
+    "provider",
+    "model",
+    "dimensions",
+    "providerReason",
+    "totalCostUsd",
+    "estimatedReindexCostUsd",
+    "pendingFiles",
+    "isIndexing",
+    "progress",
+    "degraded",
+}
 
 
 def run(*args: str, env: dict | None = None) -> Result:
@@ -75,8 +95,15 @@ def test_index_json_then_status_json(tmp_path: Path) -> None:
     assert "provider = none" in status["providerReason"]
     assert status["totalCostUsd"] == 0 and status["estimatedReindexCostUsd"] == 0
     assert (status["pendingFiles"], status["isIndexing"]) == (0, False)
-    assert status["progress"] == {"filesProcessed": 0, "filesTotal": 0, "currentFile": None, "phase": None,
-                                  "chunksEmbedded": 0, "chunksTotal": 0, "etaSeconds": None}  # fmt: skip
+    assert status["progress"] == {
+        "filesProcessed": 0,
+        "filesTotal": 0,
+        "currentFile": None,
+        "phase": None,
+        "chunksEmbedded": 0,
+        "chunksTotal": 0,
+        "etaSeconds": None,
+    }
     assert (status["unembeddedChunks"], status["indexPhase"], status["paused"]) == (0, "idle", False)
     assert status["degraded"].startswith("keyword search only")
 
@@ -153,13 +180,16 @@ def test_estimate_then_index_with_a_paid_provider(tmp_path: Path, api_server: Fa
 
 def test_index_asks_before_a_paid_provider_embeds(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = saipling_project(tmp_path)
-    env = {**BASE_ENV, "SAIPLING_PROVIDER": "voyage", "SAIPLING_BASE_URL": api_server.url, "VOYAGE_API_KEY": "vk-test",
-           "SAIPLING_CONFIRM_COST_ABOVE_USD": "0"}  # fmt: skip
+    env = {
+        **BASE_ENV,
+        "SAIPLING_PROVIDER": "voyage",
+        "SAIPLING_BASE_URL": api_server.url,
+        "VOYAGE_API_KEY": "vk-test",
+        "SAIPLING_CONFIRM_COST_ABOVE_USD": "0",
+    }
 
     def documents() -> list[str]:  # texts sent to be embedded as documents (not the connection check)
-        return [
-            t for r in api_server.requests if r.body.get("input_type") == "document" for t in r.body["input"]
-        ]
+        return [t for r in api_server.requests if r.body.get("input_type") == "document" for t in r.body["input"]]
 
     no = CliRunner().invoke(main, ["index", str(root)], input="n\n", env=env, catch_exceptions=False)
     assert no.exit_code == 0, no.output
@@ -196,8 +226,11 @@ def test_index_json_stdout_is_only_json_in_a_real_process(tmp_path: Path) -> Non
     (root / "notes" / "bad.md").write_text("---\nname: [oops\n---\nBody text of the note.\n")
     proc = subprocess.run(
         [sys.executable, "-m", "saipling", "-v", "index", str(root), "--json"],
-        capture_output=True, text=True, env=subprocess_env(SAIPLING_PROGRESS="1"), timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=subprocess_env(SAIPLING_PROGRESS="1"),
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["files"] == 7
@@ -255,22 +288,23 @@ def test_version() -> None:
 def test_srd_corpus_index_status_and_noop_reindex(tmp_path: Path) -> None:
     # ../shared is read-only and the index lives in the root: index a copy
     root = copy_corpus(SRD_CORPUS, tmp_path / "13th-age-srd")
-    md_files = sum(
-        1 for p in root.rglob("*.md") if not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
-    images = {
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*")
-        if p.suffix.lower() in {".png", ".jpg", ".jpeg"}
-    }
+    md_files = sum(1 for p in root.rglob("*.md") if not any(part.startswith(".") for part in p.relative_to(root).parts))
+    images = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.suffix.lower() in {".png", ".jpg", ".jpeg"}}
     configs = {p.relative_to(root).as_posix() for p in root.rglob("*.json")}
 
     def cli(*args: str) -> dict:
         proc = subprocess.run(
-            [shutil.which("saipling") or sys.executable, *([] if shutil.which("saipling") else ["-m", "saipling"]),
-             *args, "--json"],
-            capture_output=True, text=True, env=subprocess_env(), timeout=120,
-        )  # fmt: skip
+            [
+                shutil.which("saipling") or sys.executable,
+                *([] if shutil.which("saipling") else ["-m", "saipling"]),
+                *args,
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
@@ -294,7 +328,7 @@ def test_srd_corpus_index_status_and_noop_reindex(tmp_path: Path) -> None:
 def test_read_only_commands_do_not_create_an_index_folder(tmp_path):
     from click.testing import CliRunner
 
-    from saipling.cli import main
+    from saipling.cli.main import main
 
     (tmp_path / "a.md").write_text("# A\n\nSome text about a lighthouse keeper.\n", encoding="utf-8")
     runner = CliRunner()
@@ -315,8 +349,15 @@ def test_the_filesystem_root_and_an_unchosen_home_folder_are_never_indexed(tmp_p
     env = {k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")} | {"HOME": str(home)}
 
     def saipling(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "saipling", *args], cwd=home, env=env, capture_output=True,
-                              text=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "saipling", *args],
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
 
     for args in (["index", "--provider", "none"], ["mcp", "--provider", "none"]):  # started from ~, no ROOT
         done = saipling(*args)
@@ -355,9 +396,7 @@ def test_index_reports_only_the_files_it_could_not_index(tmp_path: Path) -> None
     (root / "blob.md").write_bytes(b"\x00\x01\x02binary\x00" * 50)
     (root / "huge.md").write_text("# Huge\n\n" + "word " * 2000, encoding="utf-8")
     result = run("index", str(root))
-    assert (
-        "could not index 3 files (2 too large, 1 binary or undecodable; --json lists them)" in result.stdout
-    )
+    assert "could not index 3 files (2 too large, 1 binary or undecodable; --json lists them)" in result.stdout
     summary = run_json("index", str(root), "--full")
     assert sorted(f["path"] for f in summary["couldNotIndex"]) == ["big.md", "blob.md", "huge.md"]
     # the full list of skipped files (rules included) is still there for scripts

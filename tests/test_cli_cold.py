@@ -30,17 +30,24 @@ HEAVY = (
     "mcp",
 )
 # the request schemas and the front-matter parser: a search's options are checked by click and
-# search.cli_request, get's by click and cli._parse_location (status still builds its provider)
+# retrieval.search.cli_request, get's by click and cli.main._parse_location (status still builds its provider)
 SCHEMAS = ("pydantic", "frontmatter", "yaml")
 # what a read that embeds nothing no longer pays (by module name, dotted names included): the local provider
 # (only to learn that it is installed), the TOML parser (no config.toml), OpenSSL's hashes and the decoder (a
 # search of an unchanged project reads no file; it does scan the folders for changes, so the scanner is loaded)
-COLD = ("saipling.embeddings.local", "concurrent.futures", "tomllib", "hashlib", "_hashlib",
-        "saipling.textio", "saipling.indexer")  # fmt: skip
+COLD = (
+    "saipling.embeddings.local",
+    "concurrent.futures",
+    "tomllib",
+    "hashlib",
+    "_hashlib",
+    "saipling.files.textio",
+    "saipling.indexing.indexer",
+)
 
 PROBE = """
 import json, sys
-from saipling.cli import main
+from saipling.cli.main import main
 try:
     main(sys.argv[1:], prog_name="saipling")
 except SystemExit as exc:
@@ -54,24 +61,23 @@ print(json.dumps({"exit": code, "loaded": loaded}), file=sys.stderr)
 
 
 def _env(provider: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"VOYAGE_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"}
-    }
+    env = {k: v for k, v in os.environ.items() if k not in {"VOYAGE_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"}}
     env["SAIPLING_PROVIDER"] = provider
     env.pop("SAIPLING_LOG_LEVEL", None)
     return env
 
 
-def heavy_modules(
-    root: Path, *args: str, provider: str = "local", heavy: tuple[str, ...] = HEAVY
-) -> list[str]:
+def heavy_modules(root: Path, *args: str, provider: str = "local", heavy: tuple[str, ...] = HEAVY) -> list[str]:
     """Run `saipling ARGS` in a new process; those of the `heavy` modules (or packages) it imported."""
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], input=json.dumps(heavy) + "\n", capture_output=True, text=True,
-        cwd=root, env=_env(provider), timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-c", PROBE, *args],
+        input=json.dumps(heavy) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=_env(provider),
+        timeout=120,
+    )
     report = json.loads(proc.stderr.strip().splitlines()[-1])
     assert report["exit"] == 0, proc.stderr
     return report["loaded"]
@@ -86,8 +92,11 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = saipling_project(tmp_path_factory.mktemp("cold"))
     proc = subprocess.run(
         [sys.executable, "-m", "saipling", "index", str(root), "--json"],
-        capture_output=True, text=True, env=_env("local"), timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=_env("local"),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["embedded"] > 0
     return root
@@ -95,12 +104,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @needs_local
 def test_lexical_search_imports_no_numpy_model_or_server(indexed: Path) -> None:
-    assert (
-        heavy_modules(
-            indexed, "search", "harbor", "--mode", "lexical", "--json", heavy=HEAVY + SCHEMAS + COLD
-        )
-        == []
-    )
+    assert heavy_modules(indexed, "search", "harbor", "--mode", "lexical", "--json", heavy=HEAVY + SCHEMAS + COLD) == []
 
 
 @needs_local
@@ -136,9 +140,13 @@ def test_get_still_hides_a_file_its_frontmatter_makes_private(indexed: Path) -> 
 
 def _cli(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "saipling", *args], capture_output=True, text=True, cwd=root, env=_env("none"),
+        [sys.executable, "-m", "saipling", *args],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=_env("none"),
         timeout=120,
-    )  # fmt: skip
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -184,13 +192,18 @@ def test_keyword_only_project_search_imports_nothing_heavy(tmp_path: Path) -> No
     root = saipling_project(tmp_path)
     subprocess.run(
         [sys.executable, "-m", "saipling", "index", str(root), "--json"],
-        capture_output=True, text=True, env=_env("none"), timeout=120, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=_env("none"),
+        timeout=120,
+        check=True,
+    )
     assert heavy_modules(root, "search", "harbor", "--json", provider="none", heavy=HEAVY + SCHEMAS) == []
 
 
 def test_status_reads_the_indexer_pending_key() -> None:
-    from saipling import indexer, project
+    from saipling import project
+    from saipling.indexing import indexer
 
     assert project._PENDING_META == indexer.PENDING_META
 
@@ -206,18 +219,27 @@ def test_a_lexical_search_rereads_a_changed_file_with_the_models_chunk_limits(tm
     root = tmp_path / "p"
     root.mkdir()
     note = root / "note.md"
-    note.write_text("# Note\n\n" + "".join(f"Paragraph {i}: the amber lantern swung over the harbour wall, "
-                                          f"and the keeper counted {i} ships before dawn.\n\n" for i in range(40)),
-                    encoding="utf-8")  # fmt: skip
+    note.write_text(
+        "# Note\n\n"
+        + "".join(
+            f"Paragraph {i}: the amber lantern swung over the harbour wall, "
+            f"and the keeper counted {i} ships before dawn.\n\n"
+            for i in range(40)
+        ),
+        encoding="utf-8",
+    )
     env = _env("local")
     run = [sys.executable, "-m", "saipling"]
-    assert (
-        subprocess.run([*run, "index", str(root)], env=env, capture_output=True, timeout=300).returncode == 0
-    )
+    assert subprocess.run([*run, "index", str(root)], env=env, capture_output=True, timeout=300).returncode == 0
     with note.open("a", encoding="utf-8") as f:
         f.write("A late line about the amber lantern.\n")
-    proc = subprocess.run([*run, "search", "amber", "--mode", "lexical", "--json", "--root", str(root)], env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [*run, "search", "amber", "--mode", "lexical", "--json", "--root", str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     with open_project(root, "local") as p:
         limit = p.indexer.limits().max_tokens

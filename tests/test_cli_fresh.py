@@ -15,17 +15,23 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fixtures import bump_mtime
-from saipling import freshness
-from saipling.cli import main
-from saipling.index_lock import index_lock
+from saipling.cli.main import main
+from saipling.live import freshness
+from saipling.storage.lock import index_lock
 from test_cli_cold import heavy_modules
 
-ENV = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1", "SAIPLING_LOG_LEVEL": None,
-       "VOYAGE_API_KEY": None, "OPENAI_API_KEY": None, "OPENAI_BASE_URL": None}  # fmt: skip
+ENV = {
+    "SAIPLING_PROVIDER": "none",
+    "COLUMNS": "220",
+    "NO_COLOR": "1",
+    "SAIPLING_LOG_LEVEL": None,
+    "VOYAGE_API_KEY": None,
+    "OPENAI_API_KEY": None,
+    "OPENAI_BASE_URL": None,
+}
 
 CHAPTER = "# Chapter One\n\n" + "\n\n".join(
-    f"Paragraph {n} of the harbour chapter: the tide turned and the gulls wheeled over the quay."
-    for n in range(12)
+    f"Paragraph {n} of the harbour chapter: the tide turned and the gulls wheeled over the quay." for n in range(12)
 )
 
 
@@ -44,9 +50,7 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "novel"
     (root / "chapters").mkdir(parents=True)
     (root / "chapters" / "01.md").write_text(CHAPTER + "\n", "utf-8")
-    (root / "chapters" / "02.md").write_text(
-        "# Chapter Two\n\nThe lighthouse keeper counted ships.\n", "utf-8"
-    )
+    (root / "chapters" / "02.md").write_text("# Chapter Two\n\nThe lighthouse keeper counted ships.\n", "utf-8")
     (root / "notes.md").write_text("# Notes\n\nRemember the brass telescope in chapter two.\n", "utf-8")
     assert run("index", str(root)).exit_code == 0
     return root
@@ -67,9 +71,7 @@ def test_search_sees_an_edit_in_the_middle_of_a_file_at_its_new_lines(project: P
 
 
 def test_search_sees_files_added_renamed_and_deleted_since_the_index(project: Path) -> None:
-    (project / "chapters" / "03.md").write_text(
-        "# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8"
-    )
+    (project / "chapters" / "03.md").write_text("# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8")
     (project / "chapters" / "02.md").rename(project / "chapters" / "02-lighthouse.md")
     (project / "notes.md").unlink()
     before = json.loads(run("status", str(project), "--json").stdout)
@@ -88,9 +90,7 @@ def test_search_sees_files_added_renamed_and_deleted_since_the_index(project: Pa
     assert related.exit_code == 0 and json.loads(related.stdout)["indexed"] is True
 
 
-def test_many_changed_files_are_left_to_index_and_said(
-    project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_many_changed_files_are_left_to_index_and_said(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(freshness, "REFRESH_LIMIT", 2)
     for n in range(3):
         (project / f"new-{n}.md").write_text(f"# New {n}\n\nThe velomorph sketch number {n}.\n", "utf-8")
@@ -103,9 +103,7 @@ def test_many_changed_files_are_left_to_index_and_said(
 
 
 def test_a_search_beside_another_writer_answers_from_the_index_as_it_is(project: Path) -> None:
-    (project / "chapters" / "03.md").write_text(
-        "# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8"
-    )
+    (project / "chapters" / "03.md").write_text("# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8")
     with index_lock(project / ".saipling", wait=False):  # e.g. a running `saipling index` or server
         assert search_json(project, "quorvath")["results"] == []  # (that process indexes the new file itself)
     assert [r["filePath"] for r in search_json(project, "quorvath")["results"]] == ["chapters/03.md"]
@@ -118,10 +116,7 @@ def test_a_project_never_indexed_or_cleared_says_to_index_it(tmp_path: Path, pro
     for args in (["search", "harbour"], ["search", "harbour", "--json"], ["enrich", "harbour at dawn"]):
         result = run(*args, "--root", str(fresh))
         assert result.exit_code == 0, result.output
-        assert (
-            f"the index of {fresh} is empty" in result.stderr
-            and f"run `saipling index {fresh}`" in result.stderr
-        )
+        assert f"the index of {fresh} is empty" in result.stderr and f"run `saipling index {fresh}`" in result.stderr
     assert not (fresh / ".saipling").exists()  # a read never creates the index
     assert run("clear", str(project)).exit_code == 0
     cleared = run("search", "lighthouse", "--root", str(project))
@@ -132,34 +127,28 @@ def test_a_project_never_indexed_or_cleared_says_to_index_it(tmp_path: Path, pro
 def test_the_installed_cli_finds_a_note_an_agent_just_wrote(project: Path) -> None:
     """An agent's memory: write a file, then ask the CLI in a new process (no index run between)."""
     (project / "memory").mkdir()
-    (project / "memory" / "2026-11-24.md").write_text(
-        "# Session\n\nThe user prefers the oxblood cover.\n", "utf-8"
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ENV} | {
-        k: v for k, v in ENV.items() if v is not None
-    }
+    (project / "memory" / "2026-11-24.md").write_text("# Session\n\nThe user prefers the oxblood cover.\n", "utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ENV} | {k: v for k, v in ENV.items() if v is not None}
     done = subprocess.run(
         [sys.executable, "-m", "saipling", "search", "oxblood cover", "--root", str(project), "--json"],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     (hit,) = [r for r in json.loads(done.stdout)["results"] if r["filePath"] == "memory/2026-11-24.md"]
     assert hit["startLine"] <= 3 <= hit["endLine"]
 
 
-@pytest.mark.parametrize(
-    "command", [["search", "harbour", "--json"], ["search", "harbour"], ["status", "--json"]]
-)
-def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(
-    project: Path, command: list[str]
-) -> None:
+@pytest.mark.parametrize("command", [["search", "harbour", "--json"], ["search", "harbour"], ["status", "--json"]])
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(project: Path, command: list[str]) -> None:
     """`saipling search x | head -3`: no "error: BrokenPipeError" and no traceback on the terminal."""
-    env = {k: v for k, v in os.environ.items() if k not in ENV} | {
-        k: v for k, v in ENV.items() if v is not None
-    }
+    env = {k: v for k, v in os.environ.items() if k not in ENV} | {k: v for k, v in ENV.items() if v is not None}
     root = ["--root", str(project)] if command[0] == "search" else [str(project)]
-    proc = subprocess.Popen([sys.executable, "-m", "saipling", *command, *root], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "saipling", *command, *root], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # (before the command writes anything: its first write meets a closed pipe)
     err = proc.stderr.read().decode()
@@ -194,19 +183,15 @@ def test_a_binary_note_is_not_pending_forever_nor_reread_by_every_search(project
     assert run("index", str(project)).exit_code == 0
     assert json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 0
     search = ["search", "harbour", "--mode", "lexical", "--json"]
-    assert heavy_modules(project, *search, provider="none", heavy=("saipling.indexer", "numpy")) == []
+    assert heavy_modules(project, *search, provider="none", heavy=("saipling.indexing.indexer", "numpy")) == []
     (project / "scan.md").write_bytes(b"# Scan\n\nNow the scan is text about the harbour.\n")
-    assert (
-        json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 1
-    )  # changed: tried again
+    assert json.loads(run("status", str(project), "--json").stdout)["pendingFiles"] == 1  # changed: tried again
     assert "scan.md" in {r["filePath"] for r in search_json(project, "harbour")["results"]}
 
 
 def test_an_absolute_path_filter_inside_the_root_is_read_from_the_root(project: Path, tmp_path: Path) -> None:
     """`--path "$PWD/chapters"` (what shell completion gives) filters as `--path chapters`, not to nothing."""
-    relative = [
-        r["filePath"] for r in search_json(project, "harbour lighthouse", "--path", "chapters")["results"]
-    ]
+    relative = [r["filePath"] for r in search_json(project, "harbour lighthouse", "--path", "chapters")["results"]]
     assert relative and all(p.startswith("chapters/") for p in relative)
     absolute = search_json(project, "harbour lighthouse", "--path", str(project / "chapters"))
     assert [r["filePath"] for r in absolute["results"]] == relative
@@ -220,9 +205,7 @@ def test_path_dot_is_the_current_folder(project: Path, monkeypatch: pytest.Monke
     """`cd chapters && saipling search x --path .` searches chapters/ (it matched nothing); at the root, `.` is
     every file."""
     monkeypatch.chdir(project / "chapters")
-    here = {
-        r["filePath"] for r in search_json(project, "harbour lighthouse telescope", "--path", ".")["results"]
-    }
+    here = {r["filePath"] for r in search_json(project, "harbour lighthouse telescope", "--path", ".")["results"]}
     assert here == {"chapters/01.md", "chapters/02.md"}
     monkeypatch.chdir(project)
     everywhere = {
@@ -256,19 +239,32 @@ def test_every_cli_command_and_option_is_in_the_readme_table() -> None:
 def test_debug_logging_shows_saiplings_work_not_the_markdown_parsers_trace(project: Path) -> None:
     """`saipling -vv search` after an edit: saipling's DEBUG lines, not thousands of markdown-it rule traces."""
     (project / "chapters" / "01.md").write_text(CHAPTER + "\n\nA new paragraph about the quay.\n", "utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ENV} | {
-        k: v for k, v in ENV.items() if v is not None
-    }
-    done = subprocess.run([sys.executable, "-m", "saipling", "-vv", "search", "quay", "--root", str(project),
-                           "--mode", "lexical", "--json"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ENV} | {k: v for k, v in ENV.items() if v is not None}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "saipling",
+            "-vv",
+            "search",
+            "quay",
+            "--root",
+            str(project),
+            "--mode",
+            "lexical",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
-    assert "re-read 1 changed file(s)" in done.stderr  # (INFO saipling.freshness)
+    assert "re-read 1 changed file(s)" in done.stderr  # (INFO saipling.live.freshness)
     assert "markdown_it" not in done.stderr, done.stderr[:500]
 
 
-def test_get_and_related_take_a_path_typed_in_a_subfolder(
-    project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_get_and_related_take_a_path_typed_in_a_subfolder(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In `novel/chapters`, `saipling get 02.md:3` (shell completion) reads chapters/02.md, as git would; a path
     from the root (as search results give them) still wins, and `..` cannot leave the project."""
     monkeypatch.chdir(project / "chapters")

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fixtures import retrieval_project
-from saipling.cli import main
+from saipling.cli.main import main
 
 ENV = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1"}
 MARCUS = "characters/marcus-cole/profile.md"
@@ -88,9 +88,7 @@ def test_search_explain(root: Path) -> None:
     ],
 )
 def test_search_filters(root: Path, args: list[str], check: Any) -> None:
-    results = search_json(root, "harbor ferry ledger marcus storm elena guild marigold", "-k", "100", *args)[
-        "results"
-    ]
+    results = search_json(root, "harbor ferry ledger marcus storm elena guild marigold", "-k", "100", *args)["results"]
     assert results and all(check(r) for r in results)
 
 
@@ -118,15 +116,26 @@ def test_get_line_ranges(root: Path) -> None:
     assert run("get", f"{MARCUS}:24", "--root", str(root)).stdout == "\n".join(lines[23:]).rstrip("\n") + "\n"
     assert run("get", MARCUS, "--root", str(root)).stdout == (root / MARCUS).read_text(encoding="utf-8")
     got = json.loads(run("get", f"{MARCUS}:2-3", "--root", str(root), "--json").stdout)
-    assert got == {"path": MARCUS, "startLine": 2, "endLine": 3, "totalLines": len(lines) - 1,
-                   "text": "\n".join(lines[1:3])}  # fmt: skip
+    assert got == {
+        "path": MARCUS,
+        "startLine": 2,
+        "endLine": 3,
+        "totalLines": len(lines) - 1,
+        "text": "\n".join(lines[1:3]),
+    }
 
 
 @pytest.mark.parametrize(
     "location",
-    ["../outside.md", "/etc/passwd", ".saipling/index.db", ".context_settings.json", "skills/writer.toml",
-     "characters/nobody.md"],
-)  # fmt: skip
+    [
+        "../outside.md",
+        "/etc/passwd",
+        ".saipling/index.db",
+        ".context_settings.json",
+        "skills/writer.toml",
+        "characters/nobody.md",
+    ],
+)
 def test_get_rejections_exit_2(root: Path, location: str) -> None:
     result = run("get", location, "--root", str(root))
     assert result.exit_code == 2
@@ -153,13 +162,8 @@ def test_related(root: Path) -> None:
     assert got and MARCUS not in got and not got & {"notes/ideas.md", "notes/secret/plan.md"}
     table = run("related", MARCUS, "--root", str(root))
     assert table.exit_code == 0 and "file § section" in table.stdout
-    unknown = run(
-        "related", "characters/nobody/profile.md", "--root", str(root)
-    )  # a typo, not "not indexed yet"
-    assert (
-        unknown.exit_code == 2
-        and unknown.stderr == "error: path: characters/nobody/profile.md does not exist\n"
-    )
+    unknown = run("related", "characters/nobody/profile.md", "--root", str(root))  # a typo, not "not indexed yet"
+    assert unknown.exit_code == 2 and unknown.stderr == "error: path: characters/nobody/profile.md does not exist\n"
     (root / "characters" / "new.md").write_bytes(b"\x00\x01binary")  # exists, but can never be indexed
     try:
         unindexed = run("related", "characters/new.md", "--root", str(root))
@@ -175,9 +179,7 @@ def test_related(root: Path) -> None:
     finally:
         (root / "characters" / "new.md").unlink()
     assert run("related", "../x.md", "--root", str(root)).exit_code == 2
-    at = json.loads(
-        run("related", f"{MARCUS}:4-5", "--root", str(root), "--json").stdout
-    )  # the passage there
+    at = json.loads(run("related", f"{MARCUS}:4-5", "--root", str(root), "--json").stdout)  # the passage there
     assert at["results"] and at["startLine"] <= 4 and at["endLine"] >= 5 and MARCUS not in paths_of(at)
     bad = run("related", f"{MARCUS}:0", "--root", str(root))
     assert bad.exit_code == 2 and "numbered from 1" in bad.stderr
@@ -243,22 +245,23 @@ def test_installed_entry_point(root: Path) -> None:
     exe = shutil.which("saipling")
     cmd = [exe] if exe else [sys.executable, "-m", "saipling"]
     env = os.environ | ENV
-    done = subprocess.run([*cmd, "search", "chandlery", "--root", str(root), "--json"], capture_output=True,
-                          text=True, env=env, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [*cmd, "search", "chandlery", "--root", str(root), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["results"][0]["filePath"] == MARCUS
-    bad = subprocess.run(
-        [*cmd, "search", "", "--root", str(root)], capture_output=True, text=True, env=env, timeout=60
-    )
+    bad = subprocess.run([*cmd, "search", "", "--root", str(root)], capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("error: query: ") and "Traceback" not in bad.stderr
 
 
 def test_brackets_in_paths_and_headings_are_shown_as_text(tmp_path: Path) -> None:
     root = tmp_path / "brackets"
     root.mkdir()
-    (root / "plan.md").write_text(
-        "# Plan [/draft]\n\nThe harbor plan for the winter storm season.\n", "utf-8"
-    )
+    (root / "plan.md").write_text("# Plan [/draft]\n\nThe harbor plan for the winter storm season.\n", "utf-8")
     (root / "[red]x.md").write_text("# X\n\nAnother harbor note about the winter storm.\n", "utf-8")
     assert run("index", str(root)).exit_code == 0
     result = run("search", "harbor", "--root", str(root), "--explain")
@@ -269,9 +272,7 @@ def test_brackets_in_paths_and_headings_are_shown_as_text(tmp_path: Path) -> Non
 def test_a_malformed_glob_is_refused_or_ignored_never_a_crash(tmp_path: Path) -> None:
     root = tmp_path / "globs"
     (root / "notes").mkdir(parents=True)
-    (root / "notes" / "a.md").write_text(
-        "# A\n\nThe storm at sea raged all night over the harbour.\n", "utf-8"
-    )
+    (root / "notes" / "a.md").write_text("# A\n\nThe storm at sea raged all night over the harbour.\n", "utf-8")
     (root / ".context_settings.json").write_text('{"notes/[z-a]*.md": "exclude"}', "utf-8")
     assert run("index", str(root)).exit_code == 0
     found = search_json(root, "storm")  # the bad settings entry matches nothing: the file is still found

@@ -15,10 +15,10 @@ import pytest
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import make_project, open_project, retrieval_project, write_file
-from saipling.context import EnrichRequest, should_search
+from saipling.config.skills import VectorSearchConfig, load_skill, parse_block
 from saipling.embeddings.base import estimate_tokens
 from saipling.errors import InvalidRequest
-from saipling.skills import VectorSearchConfig, load_skill, parse_block
+from saipling.retrieval.enrich import EnrichRequest, should_search
 
 MARCUS = "characters/marcus-cole/profile.md"
 HARBOR = "world/places/harbor.md"  # "force" in .context_settings.json (written with backslashes)
@@ -63,8 +63,10 @@ def test_skill_defaults(tmp_path: Path) -> None:
 
 
 def test_parse_block_accepts_camel_case_and_caps_max_results() -> None:
-    cfg = parse_block({"enabled": True, "maxResults": 500, "maxSearchTokens": 0, "filterEntityTypes": ["place"],
-                       "unknown_key": 1}, "skillConfig")  # fmt: skip
+    cfg = parse_block(
+        {"enabled": True, "maxResults": 500, "maxSearchTokens": 0, "filterEntityTypes": ["place"], "unknown_key": 1},
+        "skillConfig",
+    )
     assert cfg == VectorSearchConfig(True, "auto", 100, 0, ["place"])
 
 
@@ -113,11 +115,16 @@ def _req(mode: str, want: bool | None, query: str = "storm ledger", enabled: boo
 @pytest.mark.parametrize(
     ("mode", "want", "ran"),
     [
-        ("never", True, False), ("never", False, False), ("never", None, False),
-        ("always", True, True), ("always", False, True), ("always", None, True),
-        ("auto", True, True), ("auto", False, False),
+        ("never", True, False),
+        ("never", False, False),
+        ("never", None, False),
+        ("always", True, True),
+        ("always", False, True),
+        ("always", None, True),
+        ("auto", True, True),
+        ("auto", False, False),
     ],
-)  # fmt: skip
+)
 def test_modes_and_want_search(mode: str, want: bool | None, ran: bool) -> None:
     assert should_search(_req(mode, want))[0] is ran
     assert should_search(_req(mode, want, enabled=False)) == (
@@ -128,9 +135,15 @@ def test_modes_and_want_search(mode: str, want: bool | None, ran: bool) -> None:
 
 @pytest.mark.parametrize(
     ("query", "ran"),
-    [("storm", False), ("the storm", False), ("a an the of it", False), ("go to ch", False),
-     ("the storm ledger", True), ("where did Marcus lose his sister?", True)],
-)  # fmt: skip
+    [
+        ("storm", False),
+        ("the storm", False),
+        ("a an the of it", False),
+        ("go to ch", False),
+        ("the storm ledger", True),
+        ("where did Marcus lose his sister?", True),
+    ],
+)
 def test_auto_heuristic_without_want_search(query: str, ran: bool) -> None:
     """Documented heuristic: search when the query has two or more content words (not stopwords, 3+ letters)."""
     result, reason = should_search(_req("auto", None, query))
@@ -138,13 +151,21 @@ def test_auto_heuristic_without_want_search(query: str, ran: bool) -> None:
 
 
 def test_not_running_returns_an_empty_plan(novel: Any) -> None:
-    for params in ({"skill": "never"}, {"skill": "disabled"}, {"skill": "bare"}, {"skill": "writer", "wantSearch": False},
-                   {"skillConfig": {"mode": "always"}}):  # fmt: skip
+    for params in (
+        {"skill": "never"},
+        {"skill": "disabled"},
+        {"skill": "bare"},
+        {"skill": "writer", "wantSearch": False},
+        {"skillConfig": {"mode": "always"}},
+    ):
         response = novel.enrich({"query": "storm ledger sister"} | params)
         assert response["ran"] is False and response["reason"]
         assert (response["contextBlock"], response["searchResults"], response["tokensUsed"], response["skipped"]) == (
-            "", [], 0, [],
-        )  # fmt: skip
+            "",
+            [],
+            0,
+            [],
+        )
     assert novel.enrich({"query": "storm ledger sister", "skill": "writer"})["ran"] is True
     assert novel.enrich({"query": "storm", "skill": "writer", "wantSearch": True})["ran"] is True
     assert novel.enrich({"query": "storm", "skill": "writer"})["ran"] is False  # heuristic: too short
@@ -153,9 +174,7 @@ def test_not_running_returns_an_empty_plan(novel: Any) -> None:
 
 # -- the plan --------------------------------------------------------------------------------------------------
 def test_delimiter_format_and_text_from_disk(novel: Any) -> None:
-    response = novel.enrich(
-        {"query": "storm ledger sister chandlery", "skillConfig": ALWAYS, "maxResults": 4}
-    )
+    response = novel.enrich({"query": "storm ledger sister chandlery", "skillConfig": ALWAYS, "maxResults": 4})
     assert response["ran"] and response["degraded"]  # provider none: keyword search, said so
     results = response["searchResults"]
     assert len(results) == 4
@@ -169,9 +188,7 @@ def test_delimiter_format_and_text_from_disk(novel: Any) -> None:
         lines = (novel.root / r["filePath"]).read_text(encoding="utf-8").split("\n")
         text = "\n".join(lines[r["startLine"] - 1 : r["endLine"]]).rstrip()
         block = next(b for b in blocks if b.removeprefix("=== FILE: ").startswith(r["filePath"] + " "))
-        assert text in block and re.search(
-            rf"^--- (.* \| )?{re.escape(r['section'])}( \| .*)? \(line", block, re.M
-        )
+        assert text in block and re.search(rf"^--- (.* \| )?{re.escape(r['section'])}( \| .*)? \(line", block, re.M)
     for block in blocks:  # passages in file order, each headed by its heading path and lines
         starts = [int(m) for m in re.findall(r"^--- .* \(lines? (\d+)", block, re.M)]
         assert starts and starts == sorted(starts)
@@ -215,26 +232,25 @@ Evokers maximise the damage of one spell per battle.
 
 
 def test_one_block_per_file_with_heading_paths_in_file_order_adjacent_sections_merged(tmp_path: Path) -> None:
-    root = make_project(tmp_path, {
-        "classes/wizard.md": WIZARD,
-        "classes/sorcerer.md": "# Sorcerer\n\n## Spells\n\nThe sorcerer's breath of fire is no evoker's spell.\n",
-    })  # fmt: skip
+    root = make_project(
+        tmp_path,
+        {
+            "classes/wizard.md": WIZARD,
+            "classes/sorcerer.md": "# Sorcerer\n\n## Spells\n\nThe sorcerer's breath of fire is no evoker's spell.\n",
+        },
+    )
     with open_project(root) as p:
         p.index()
-        response = p.enrich({"query": "evoker epic feat fireball evocation", "skillConfig": ALWAYS,
-                             "maxResults": 10})  # fmt: skip
+        response = p.enrich({"query": "evoker epic feat fireball evocation", "skillConfig": ALWAYS, "maxResults": 10})
         context = response["contextBlock"]
         assert context.count("=== FILE: classes/wizard.md (SEARCH) ===") == 1
         wizard = next(b for b in blocks_of(response) if "classes/wizard.md" in b.split("\n")[0])
         headers = re.findall(r"^--- (.*) ---$", wizard, re.M)
         # Fireball and its Epic Feat subsection are adjacent: one passage, named by the sections' full paths
-        assert (
-            headers
-            == [
-                "Wizard > Spells > Fireball | Wizard > Spells > Fireball > Epic Feat (lines 5-13)",  # `## Spells` too
-                "Wizard > Talents > Evocation (lines 19-23)",  # later in the file, later in the block
-            ]
-        )
+        assert headers == [
+            "Wizard > Spells > Fireball | Wizard > Spells > Fireball > Epic Feat (lines 5-13)",  # `## Spells` too
+            "Wizard > Talents > Evocation (lines 19-23)",  # later in the file, later in the block
+        ]
         assert "#### Epic Feat\n\nYour fireball ignores" in wizard
         lines = WIZARD.split("\n")
         assert "\n".join(lines[4:13]) in wizard and "Lightning" not in wizard
@@ -242,30 +258,35 @@ def test_one_block_per_file_with_heading_paths_in_file_order_adjacent_sections_m
         assert "Wizard > Spells > Fireball > Epic Feat" in sections
         assert response["tokensUsed"] == estimate_tokens(context)
         # within budget: a smaller budget keeps whole passages only and never exceeds it
-        small = p.enrich({"query": "evoker epic feat fireball evocation", "skillConfig": ALWAYS,
-                          "maxResults": 10, "maxSearchTokens": response["tokensUsed"] // 2})  # fmt: skip
+        small = p.enrich(
+            {
+                "query": "evoker epic feat fireball evocation",
+                "skillConfig": ALWAYS,
+                "maxResults": 10,
+                "maxSearchTokens": response["tokensUsed"] // 2,
+            }
+        )
         assert 0 < small["tokensUsed"] <= response["tokensUsed"] // 2
         assert small["tokensUsed"] == estimate_tokens(small["contextBlock"])
-        assert {"path": "classes/wizard.md", "reason": "over_budget"} in small["skipped"] or small[
-            "tokensUsed"
-        ]
+        assert {"path": "classes/wizard.md", "reason": "over_budget"} in small["skipped"] or small["tokensUsed"]
 
 
 def test_frontmatter_and_wiki_links_reach_the_agent_as_readable_text(tmp_path: Path) -> None:
-    root = make_project(tmp_path, {
-        "characters/marcus/profile.md": (
-            "---\nname: Marcus Cole\nid: 42\naliases:\n  - Marc\n  - The Ferryman\n---\n# Marcus\n\n"
-            "He rows the [[world/harbor|old harbor]] ferry past [[Greyhaven Light]] every night.\n"
-            "![[maps/harbor.png]]\n"
-        ),
-    })  # fmt: skip
+    root = make_project(
+        tmp_path,
+        {
+            "characters/marcus/profile.md": (
+                "---\nname: Marcus Cole\nid: 42\naliases:\n  - Marc\n  - The Ferryman\n---\n# Marcus\n\n"
+                "He rows the [[world/harbor|old harbor]] ferry past [[Greyhaven Light]] every night.\n"
+                "![[maps/harbor.png]]\n"
+            ),
+        },
+    )
     with open_project(root) as p:
         p.index()
         response = p.enrich({"query": "Ferryman Marc harbor ferry", "skillConfig": ALWAYS, "maxResults": 5})
         context = response["contextBlock"]
-        assert (
-            "--- (frontmatter) (lines 1-7) ---\nname: Marcus Cole\naliases: Marc, The Ferryman\n" in context
-        )
+        assert "--- (frontmatter) (lines 1-7) ---\nname: Marcus Cole\naliases: Marc, The Ferryman\n" in context
         assert "  - Marc" not in context and "id: 42" not in context  # not raw YAML, no bookkeeping
         assert "He rows the old harbor ferry past Greyhaven Light every night." in context
         assert "[[" not in context and ".png" not in context
@@ -295,32 +316,25 @@ def test_force_files_are_never_added(novel: Any) -> None:
     response = novel.enrich(query)
     assert HARBOR not in {r["filePath"] for r in response["searchResults"]}
     assert {"path": HARBOR, "reason": "already_loaded"} in response["skipped"]
-    assert (
-        novel.search({"query": "Greyhaven quay"})["results"][0]["filePath"] == HARBOR
-    )  # search still finds it
+    assert novel.search({"query": "Greyhaven quay"})["results"][0]["filePath"] == HARBOR  # search still finds it
 
 
 def test_force_folder_entries(fresh: Any) -> None:
-    write_file(
-        fresh.root, ".context_settings.json", json.dumps({"characters\\": "force", "notes/": "exclude"})
-    )
+    write_file(fresh.root, ".context_settings.json", json.dumps({"characters\\": "force", "notes/": "exclude"}))
     response = fresh.enrich({"query": "Marcus Elena ledger quillfeather journal", "skillConfig": ALWAYS})
     assert not [r for r in response["searchResults"] if r["filePath"].startswith("characters/")]
     assert {s["path"] for s in response["skipped"]} <= {MARCUS, "characters/elena-vance/profile.md"}
 
 
 def test_loaded_files_do_not_crowd_out_results(tmp_path: Path) -> None:
-    files = {
-        "notes/big.md": "\n\n".join(f"## Part {i}\n\nThe zircon lamp glows zircon {i}." for i in range(40))
-    }
+    files = {"notes/big.md": "\n\n".join(f"## Part {i}\n\nThe zircon lamp glows zircon {i}." for i in range(40))}
     for i in range(8):
-        files[f"world/z{i}.md"] = (
-            f"# Z{i}\n\nA single zircon appears in this long world text about other things {i}."
-        )
+        files[f"world/z{i}.md"] = f"# Z{i}\n\nA single zircon appears in this long world text about other things {i}."
     with open_project(make_project(tmp_path, files)) as p:
         p.index()
-        response = p.enrich({"query": "zircon lamp", "loadedFiles": ["notes/big.md"], "skillConfig": ALWAYS,
-                             "maxResults": 5})  # fmt: skip
+        response = p.enrich(
+            {"query": "zircon lamp", "loadedFiles": ["notes/big.md"], "skillConfig": ALWAYS, "maxResults": 5}
+        )
         assert [r["filePath"] for r in response["searchResults"]] == [f"world/z{i}.md" for i in range(5)]
         assert response["skipped"] == [{"path": "notes/big.md", "reason": "already_loaded"}]
         assert len(p.store.search_log(include_eval=True)) == 1  # one logged search per enrich
@@ -373,15 +387,18 @@ def test_skill_budget_and_max_results_with_overrides(novel: Any) -> None:
 
 
 def test_skill_entity_type_filter(novel: Any) -> None:
-    response = novel.enrich({"query": "Marcus Elena harbor ferry ledger journal", "skill": "characters",
-                             "maxResults": 10})  # fmt: skip
+    response = novel.enrich(
+        {"query": "Marcus Elena harbor ferry ledger journal", "skill": "characters", "maxResults": 10}
+    )
     files = {r["filePath"] for r in response["searchResults"]}
     assert files and all(f.startswith("characters/") for f in files)
 
 
 def test_inline_skill_config(novel: Any) -> None:
-    for inline in ({"enabled": True, "mode": "always", "max_results": 2},
-                   {"context": {"vector_search": {"enabled": True, "mode": "always", "maxResults": 2}}}):  # fmt: skip
+    for inline in (
+        {"enabled": True, "mode": "always", "max_results": 2},
+        {"context": {"vector_search": {"enabled": True, "mode": "always", "maxResults": 2}}},
+    ):
         response = novel.enrich({"query": "Marcus ferry ledger storm", "skillConfig": inline})
         assert response["ran"] and len(response["searchResults"]) == 2
     response = novel.enrich({"query": "Marcus ferry ledger", "skillConfig": {"context": {}}})
@@ -403,9 +420,7 @@ def test_missing_or_unreadable_files(fresh: Any) -> None:
     binary = "books/book-01/phase-5-bloom/ch-01/scene-01.md"
     (fresh.root / gone).unlink()
     write_file(fresh.root, binary, b"\x00\x01binary now\x00")
-    response = fresh.enrich(
-        {"query": "Marcus steers lantern ferry ledger", "skillConfig": ALWAYS, "maxResults": 10}
-    )
+    response = fresh.enrich({"query": "Marcus steers lantern ferry ledger", "skillConfig": ALWAYS, "maxResults": 10})
     files = {r["filePath"] for r in response["searchResults"]}
     assert gone not in files and binary not in files
     # changed on disk since it was indexed: the search's lazy sync re-read it, and a binary file leaves the index
@@ -420,9 +435,7 @@ def test_enrich_with_vectors(tmp_path: Path, api_server: FakeEmbeddingAPI) -> No
     opts = {"base_url": api_server.url + "/v1", "model": "text-embedding-3-small", "max_retries": 0}
     with open_project(root, provider="openai", **opts) as p:
         p.index()
-        response = p.enrich(
-            {"query": "who lost a sister to the storm", "skill": "always", "loadedFiles": [MARCUS]}
-        )
+        response = p.enrich({"query": "who lost a sister to the storm", "skill": "always", "loadedFiles": [MARCUS]})
         assert response["ran"] and response["degraded"] is None
         files = {r["filePath"] for r in response["searchResults"]}
         assert len(response["searchResults"]) == 3 and not files & ({MARCUS, HARBOR} | EXCLUDED)
@@ -433,21 +446,28 @@ def test_enrich_with_vectors(tmp_path: Path, api_server: FakeEmbeddingAPI) -> No
 @pytest.mark.parametrize(
     ("params", "field"),
     [
-        ({}, "query"), ({"query": ""}, "query"), ({"query": "  "}, "query"), ({"query": 3}, "query"),
+        ({}, "query"),
+        ({"query": ""}, "query"),
+        ({"query": "  "}, "query"),
+        ({"query": 3}, "query"),
         ({"query": "a \ud800"}, "query"),
-        ({"query": "q", "skill": 3}, "skill"), ({"query": "q", "skillConfig": "x"}, "skillConfig"),
+        ({"query": "q", "skill": 3}, "skill"),
+        ({"query": "q", "skillConfig": "x"}, "skillConfig"),
         ({"query": "q", "skillConfig": {"context": 3}}, "skillConfig"),
         ({"query": "q", "skillConfig": {"context": {"vector_search": []}}}, "skillConfig"),
         ({"query": "q", "skillConfig": {"enabled": "yes"}}, "skillConfig.enabled"),
         ({"query": "q", "skillConfig": {"mode": "sometimes"}}, "skillConfig.mode"),
-        ({"query": "q", "loadedFiles": "a.md"}, "loadedFiles"), ({"query": "q", "loadedFiles": [3]}, "loadedFiles[0]"),
-        ({"query": "q", "bookId": 1}, "bookId"), ({"query": "q", "wantSearch": "yes"}, "wantSearch"),
-        ({"query": "q", "maxResults": 0}, "maxResults"), ({"query": "q", "maxResults": "3"}, "maxResults"),
+        ({"query": "q", "loadedFiles": "a.md"}, "loadedFiles"),
+        ({"query": "q", "loadedFiles": [3]}, "loadedFiles[0]"),
+        ({"query": "q", "bookId": 1}, "bookId"),
+        ({"query": "q", "wantSearch": "yes"}, "wantSearch"),
+        ({"query": "q", "maxResults": 0}, "maxResults"),
+        ({"query": "q", "maxResults": "3"}, "maxResults"),
         ({"query": "q", "maxSearchTokens": -1}, "maxSearchTokens"),
         ({"query": "q", "maxSearchTokens": True}, "maxSearchTokens"),
         ({"query": "q", "totalBudgetTokens": 1.5}, "totalBudgetTokens"),
     ],
-)  # fmt: skip
+)
 def test_enrich_validation_names_the_field(novel: Any, params: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidRequest) as info:
         novel.enrich(params)
@@ -461,11 +481,15 @@ def test_enrich_rejects_non_object(novel: Any) -> None:
 
 
 def test_passages_come_from_the_file_as_it_is_now_or_are_reported_missing(tmp_path: Path) -> None:
-    root = make_project(tmp_path, {
-        "big.md": "# Big\n\n" + "\n\n".join(f"## Section {i}\n\nThe lighthouse keeper logs storm {i} at dawn."
-                                             for i in range(6)) + "\n",
-        "other.md": "# Other\n\nA second lighthouse keeper writes of a storm at dawn too.\n",
-    })  # fmt: skip
+    root = make_project(
+        tmp_path,
+        {
+            "big.md": "# Big\n\n"
+            + "\n\n".join(f"## Section {i}\n\nThe lighthouse keeper logs storm {i} at dawn." for i in range(6))
+            + "\n",
+            "other.md": "# Other\n\nA second lighthouse keeper writes of a storm at dawn too.\n",
+        },
+    )
     query = {"query": "lighthouse keeper storm dawn", "skillConfig": ALWAYS, "maxResults": 10}
     with open_project(root) as p:
         p.index()
@@ -477,8 +501,10 @@ def test_passages_come_from_the_file_as_it_is_now_or_are_reported_missing(tmp_pa
         assert "=== FILE: big.md" not in after["contextBlock"]
         assert "=== FILE: other.md" in after["contextBlock"]
         # lines inserted above a passage: the passage is found where it is now, with its own text
-        (root / "big.md").write_text("# Big\n\n" + "filler\n" * 7 + "\n## Storm\n\nThe lighthouse keeper logs a "
-                                     "storm at dawn.\n", encoding="utf-8")  # fmt: skip
+        (root / "big.md").write_text(
+            "# Big\n\n" + "filler\n" * 7 + "\n## Storm\n\nThe lighthouse keeper logs a storm at dawn.\n",
+            encoding="utf-8",
+        )
         p.mark_dirty("big.md")  # (what a save or a watcher event does; the server also refreshes it at once)
         moved = p.enrich(query)
         (hit,) = [r for r in moved["searchResults"] if r["filePath"] == "big.md"]
@@ -488,18 +514,19 @@ def test_passages_come_from_the_file_as_it_is_now_or_are_reported_missing(tmp_pa
 
 
 def test_an_unchanged_file_gives_its_passage_even_when_the_chunk_text_is_not_verbatim(tmp_path: Path) -> None:
-    root = make_project(tmp_path, {
-        "dialogue.md": '# Talk\n\n"Come home." The ferryman did not answer. "Please come home."\n',
-        "other.md": "# Other\n\nNotes on the harbor tides.\n",
-    })  # fmt: skip
+    root = make_project(
+        tmp_path,
+        {
+            "dialogue.md": '# Talk\n\n"Come home." The ferryman did not answer. "Please come home."\n',
+            "other.md": "# Other\n\nNotes on the harbor tides.\n",
+        },
+    )
     query = {"query": "ferryman come home answer", "skillConfig": ALWAYS}
     with open_project(root) as p:
         p.index()
         # an index whose chunk text is not the file's verbatim (an older chunker dropped a closing quote:
         # `home.` for `home."`; CJK sentences were joined by spaces): the file is unchanged, so its lines hold
-        p.store.conn.execute(
-            "UPDATE chunks SET text = replace(text, 'home.\"', 'home.') WHERE path = 'dialogue.md'"
-        )
+        p.store.conn.execute("UPDATE chunks SET text = replace(text, 'home.\"', 'home.') WHERE path = 'dialogue.md'")
         response = p.enrich(query)
         assert "=== FILE: dialogue.md" in response["contextBlock"]
         assert '"Come home." The ferryman' in response["contextBlock"]  # as the file has it
@@ -513,14 +540,13 @@ def test_a_paragraph_on_one_long_line_is_given_once_per_chunk_not_whole_each_tim
         p.index()
         n_chunks = len(p.store.chunks_for_path("oneline.md"))
         assert n_chunks > 2  # the line was split
-        response = p.enrich({"query": "harbour pilot reef ship", "skillConfig": ALWAYS, "maxResults": 10,
-                             "maxSearchTokens": 100_000})  # fmt: skip
+        response = p.enrich(
+            {"query": "harbour pilot reef ship", "skillConfig": ALWAYS, "maxResults": 10, "maxSearchTokens": 100_000}
+        )
         assert len(blocks_of(response)) == 1  # one block per file
         passages = re.split(r"^--- .* ---$", response["contextBlock"], flags=re.M)[1:]
         assert len(passages) > 1 and len(set(passages)) == len(passages)  # no passage repeated
-        assert all(
-            len(b) < len(sentences) / 2 for b in passages
-        )  # each passage is its chunk, not the whole line
+        assert all(len(b) < len(sentences) / 2 for b in passages)  # each passage is its chunk, not the whole line
         assert response["tokensUsed"] < estimate_tokens(sentences) * 1.5
 
 
@@ -535,8 +561,9 @@ def test_a_cjk_context_block_stays_within_its_budget(tmp_path: Path) -> None:
     root = make_project(tmp_path, {"灯台.md": "# 灯台\n\n" + body + "\n"})
     with open_project(root) as p:
         p.index()
-        response = p.enrich({"query": "灯台守は毎晩嵐の海を見張っている 灯台", "skillConfig": ALWAYS,
-                             "maxSearchTokens": 300})  # fmt: skip
+        response = p.enrich(
+            {"query": "灯台守は毎晩嵐の海を見張っている 灯台", "skillConfig": ALWAYS, "maxSearchTokens": 300}
+        )
         text = response["contextBlock"]
         assert text and response["tokensUsed"] <= 300
         cjk = sum(1 for c in text if "\u3040" <= c <= "\u9fff")

@@ -70,16 +70,11 @@ def _rows(name: str) -> list[dict]:
 def _node_docs() -> dict[str, str]:
     import gzip
 
-    return {
-        f.name[: -len(".gz")]: gzip.decompress(f.read_bytes()).decode("utf-8")
-        for f in NODE_DOCS.glob("*.md.gz")
-    }
+    return {f.name[: -len(".gz")]: gzip.decompress(f.read_bytes()).decode("utf-8") for f in NODE_DOCS.glob("*.md.gz")}
 
 
 def _srd_docs() -> dict[str, str]:
-    return {
-        f.relative_to(SRD_CORPUS).as_posix(): f.read_text(encoding="utf-8") for f in SRD_CORPUS.rglob("*.md")
-    }
+    return {f.relative_to(SRD_CORPUS).as_posix(): f.read_text(encoding="utf-8") for f in SRD_CORPUS.rglob("*.md")}
 
 
 CORPORA = {
@@ -115,14 +110,8 @@ def test_third_party_evidence_lines_and_paraphrase_words(name: str) -> None:
         assert lines[r["line"] - 1].strip().startswith(r["evidence"].rstrip("…")), r["id"]
         if r["kind"] == "paraphrase":
             # no word of the evidence's surroundings that fewer than 5% of the files hold (names, its own terms)
-            near = set(
-                re.findall(
-                    r"[a-z][a-z0-9]+", "\n".join(lines[max(0, r["line"] - 15) : r["line"] + 15]).lower()
-                )
-            )
+            near = set(re.findall(r"[a-z][a-z0-9]+", "\n".join(lines[max(0, r["line"] - 15) : r["line"] + 15]).lower()))
             rare = {
-                w
-                for w in re.findall(r"[a-z][a-z0-9]+", r["query"].lower())
-                if w in near and df[w] < 0.05 * len(docs)
+                w for w in re.findall(r"[a-z][a-z0-9]+", r["query"].lower()) if w in near and df[w] < 0.05 * len(docs)
             }
             assert not rare, (r["id"], rare)

@@ -44,9 +44,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("needs root to mount a small tmpfs")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True
-    )
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
     try:
@@ -134,9 +132,7 @@ def test_a_run_that_fills_the_disk_says_where_and_how_much_room_the_index_needs(
     (small_disk / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - (300 << 10)))  # 300 KB left
     done = cli("index", str(root))
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    full = [
-        line for line in done.stderr.splitlines() if f"the disk holding {root / '.saipling'} is full" in line
-    ]
+    full = [line for line in done.stderr.splitlines() if f"the disk holding {root / '.saipling'} is full" in line]
     assert len(full) == 1 and full[0].startswith("error:"), done.stderr
     roomy = tmp_path / "roomy"
     shutil.copytree(root / "notes", roomy / "notes")

@@ -1,8 +1,9 @@
-"""Entity mentions (entities.py): case- and possessive-aware, longest name first, code skipped; manuscript order."""
+"""Entity mentions (retrieval/entities.py): case- and possessive-aware, longest name first, code skipped; manuscript
+order."""
 
 from __future__ import annotations
 
-from saipling.entities import Entity, EntityIndex, first_paragraph, manuscript_key
+from saipling.retrieval.entities import Entity, EntityIndex, first_paragraph, manuscript_key
 
 MARCUS = Entity("characters/marcus-cole/profile.md", "Marcus Cole", "character", ("Marcus", "the Detective"))
 ELENA = Entity("characters/elena-cole/profile.md", "Elena Cole", "character", ("Elena",))
@@ -15,9 +16,7 @@ def found(text: str, only: set[str] | None = None) -> list[tuple[int, str, str]]
 
 
 def test_names_aliases_possessives_and_capitals() -> None:
-    text = (
-        "Marcus's coat. THE DETECTIVE knew; the detective did not.\nA rose for Rose.\nMarcus' hat, Marcusian."
-    )
+    text = "Marcus's coat. THE DETECTIVE knew; the detective did not.\nA rose for Rose.\nMarcus' hat, Marcusian."
     assert found(text) == [
         (0, "Marcus", "Marcus Cole"),
         (0, "THE DETECTIVE", "Marcus Cole"),
@@ -36,7 +35,10 @@ def test_longest_name_wins_and_shared_surname_is_nobody() -> None:
 
 
 def test_frontmatter_fences_and_inline_code_skipped() -> None:
-    text = "---\nname: Marcus Cole\n---\n```\nMarcus\n```\n~~~md\nMarcus\n~~~\nUse `Marcus` or ``a `Marcus` b`` then Marcus."
+    text = (
+        "---\nname: Marcus Cole\n---\n```\nMarcus\n```\n~~~md\nMarcus\n~~~\nUse `Marcus` or ``a `Marcus` b`` then "
+        "Marcus."
+    )
     assert found(text) == [(9, "Marcus", "Marcus Cole")]
     assert found(text, only={"Marcus"}) == [(9, "Marcus", "Marcus Cole")]
     indented = "Intro.\n\n    Marcus in an indented code block\n\nMarcus outside."
@@ -50,8 +52,14 @@ def test_at_cursor() -> None:
 
 
 def test_manuscript_order() -> None:
-    paths = ["notes/a.md", "books/b1/chapter-10/scene-1.md", "characters/x.md", "books/b1/chapter-2/scene-10.md",
-             "books/b1/chapter-2/scene-2.md", "austen/emma/03-chapter-iii.md"]  # fmt: skip
+    paths = [
+        "notes/a.md",
+        "books/b1/chapter-10/scene-1.md",
+        "characters/x.md",
+        "books/b1/chapter-2/scene-10.md",
+        "books/b1/chapter-2/scene-2.md",
+        "austen/emma/03-chapter-iii.md",
+    ]
     chapters = {"austen/emma/03-chapter-iii.md": 3}
     assert sorted(paths, key=lambda p: manuscript_key(p, chapters.get(p))) == [
         "austen/emma/03-chapter-iii.md",
@@ -70,8 +78,19 @@ def test_first_paragraph_skips_headings() -> None:
 
 def test_windowed_scan_of_long_lines_finds_what_a_full_scan_finds() -> None:
     filler = "and the rain kept falling over the harbour while nobody spoke " * 3
-    parts = ["Marcus Cole", "Elena Cole", "Marcus's", "`Marcus`", "the detective", "The Detective", "Marcusian",
-             "THE  DETECTIVE", "Elena", "marcus", "Rose"]  # fmt: skip
+    parts = [
+        "Marcus Cole",
+        "Elena Cole",
+        "Marcus's",
+        "`Marcus`",
+        "the detective",
+        "The Detective",
+        "Marcusian",
+        "THE  DETECTIVE",
+        "Elena",
+        "marcus",
+        "Rose",
+    ]
     line = " ".join(f"{filler}{p}" for p in parts) + " Marcus"
     text = f"---\nname: x\n---\n{line}\n\n{line}\n"
     for only in (set(MARCUS.names), set(ELENA.names), {"Rose"}):
@@ -81,8 +100,16 @@ def test_windowed_scan_of_long_lines_finds_what_a_full_scan_finds() -> None:
 
 
 def test_frontmatter_lines_agrees_with_frontmatter_end() -> None:
-    from saipling.entities import frontmatter_end, frontmatter_lines
+    from saipling.retrieval.entities import frontmatter_end, frontmatter_lines
 
-    for text in ["---\na: 1\n---\nbody", "---\n---\n", "---  \nx\n...\nbody", "no\n---\n", "---\nnever closed\n",
-                 "---", "---\nx: 1\n---   \n\nMarcus", "---\nx\n----\n---\n"]:  # fmt: skip
+    for text in [
+        "---\na: 1\n---\nbody",
+        "---\n---\n",
+        "---  \nx\n...\nbody",
+        "no\n---\n",
+        "---\nnever closed\n",
+        "---",
+        "---\nx: 1\n---   \n\nMarcus",
+        "---\nx\n----\n---\n",
+    ]:
         assert frontmatter_lines(text) == frontmatter_end(text.split("\n")), text

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from saipling.index_records import Throughput
+from saipling.indexing.records import Throughput
 
 
 def etas(rates: list[float], total: float) -> list[float]:

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from fixtures import write_file
-from saipling.cli import main
+from saipling.cli.main import main
 from saipling.errors import InvalidRequest
-from saipling.evaluation import (
+from saipling.retrieval.evaluation import (
     BeirDataset,
     doc_ranking,
     doc_stem,
@@ -35,9 +35,7 @@ def test_ndcg_at_10() -> None:
     # two relevant, found at ranks 1 and 3: (1 + 1/2) / (1 + 1/log2 3)
     assert ndcg_at(["a", "x", "b"], {"a": 1, "b": 1}) == pytest.approx(1.5 / (1 + 1 / LOG2_3))  # 0.9197
     # graded relevance uses the level as the gain (trec_eval / pytrec_eval, hence BEIR)
-    assert ndcg_at(["b", "a"], {"a": 2, "b": 1}) == pytest.approx(
-        (1 + 2 / LOG2_3) / (2 + 1 / LOG2_3)
-    )  # 0.8597
+    assert ndcg_at(["b", "a"], {"a": 2, "b": 1}) == pytest.approx((1 + 2 / LOG2_3) / (2 + 1 / LOG2_3))  # 0.8597
     # the cutoff: a relevant document at rank 11 scores nothing
     assert ndcg_at([f"x{i}" for i in range(10)] + ["a"], {"a": 1}) == 0.0
     assert ndcg_at([f"x{i}" for i in range(9)] + ["a"], {"a": 1}) == pytest.approx(1 / math.log2(11))
@@ -108,9 +106,7 @@ def write_beir(folder: Path, qrels: str = "query-id\tcorpus-id\tscore\r\nq1\td1\
     ]
     write_file(folder, "queries.jsonl", "\r\n".join(json.dumps(q) for q in queries) + "\r\n")
     write_file(folder, "qrels/test.tsv", qrels)
-    write_file(
-        folder, "qrels/train.tsv", "q3\td/5.x\t1\nq4\td1\t0\n"
-    )  # no header; a zero score is not relevant
+    write_file(folder, "qrels/train.tsv", "q3\td/5.x\t1\nq4\td1\t0\n")  # no header; a zero score is not relevant
     return folder
 
 
@@ -147,9 +143,7 @@ def test_document_ids_survive_the_round_trip_through_files(tmp_path: Path) -> No
     assert len(set(stems)) == len(ids)  # no collisions ("d/5.x" vs "d_5_x")
     assert all(s and not s.startswith(".") and len(s) < 120 and s.isascii() for s in stems)
     assert doc_stem("MED-10") == "MED-10" and doc_stem("7") == "7"  # plain ids keep their names
-    ds = BeirDataset(
-        {i: ("", f"text of document {n}") for n, i in enumerate(ids)}, {"q": "text"}, {"q": {"d/5.x": 1}}
-    )
+    ds = BeirDataset({i: ("", f"text of document {n}") for n, i in enumerate(ids)}, {"q": "text"}, {"q": {"d/5.x": 1}})
     docs = materialise_corpus(ds, tmp_path / "work") / "docs"
     assert sorted(p.stem for p in docs.glob("*.md")) == sorted(stems)
     results = [{"filePath": f"docs/{doc_stem(i)}.md"} for i in ("d/5.x", "d/5.x", "Émile Zola (writer)")]
@@ -163,9 +157,7 @@ def test_document_ids_survive_the_round_trip_through_files(tmp_path: Path) -> No
 def test_eval_cli_prints_all_three_modes(tmp_path: Path) -> None:
     dataset = write_beir(tmp_path / "tiny")
     runner = CliRunner()
-    result = runner.invoke(
-        main, ["eval", str(dataset), "--workdir", str(tmp_path / "work"), "--provider", "none"]
-    )
+    result = runner.invoke(main, ["eval", str(dataset), "--workdir", str(tmp_path / "work"), "--provider", "none"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
     assert [line.split()[0] for line in lines] == ["lexical", "semantic", "hybrid"]
@@ -177,8 +169,22 @@ def test_eval_cli_prints_all_three_modes(tmp_path: Path) -> None:
     assert [line.endswith("[keyword only]") for line in lines] == [False, True, True]
     assert "note: semantic ran as keyword search only" in result.stderr
 
-    result = runner.invoke(main, ["eval", str(dataset), "--split", "train", "--mode", "lexical", "--json",
-                                  "--workdir", str(tmp_path / "work"), "--provider", "none"])  # fmt: skip
+    result = runner.invoke(
+        main,
+        [
+            "eval",
+            str(dataset),
+            "--split",
+            "train",
+            "--mode",
+            "lexical",
+            "--json",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--provider",
+            "none",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert (out["dataset"], out["split"], out["provider"], list(out["modes"])) == (
@@ -199,9 +205,7 @@ def test_eval_cli_prints_all_three_modes(tmp_path: Path) -> None:
 def test_eval_cli_usage_errors(tmp_path: Path) -> None:
     dataset = write_beir(tmp_path / "tiny")
     runner = CliRunner()
-    missing_split = runner.invoke(
-        main, ["eval", str(dataset), "--split", "dev", "--workdir", str(tmp_path / "w")]
-    )
+    missing_split = runner.invoke(main, ["eval", str(dataset), "--split", "dev", "--workdir", str(tmp_path / "w")])
     assert missing_split.exit_code == 2 and "split" in missing_split.stderr
     assert runner.invoke(main, ["eval", str(tmp_path / "nope")]).exit_code == 2
     assert runner.invoke(main, ["eval", str(dataset), "--mode", "fuzzy"]).exit_code == 2
@@ -213,9 +217,7 @@ def test_eval_never_writes_into_a_folder_of_the_users_files(tmp_path: Path) -> N
     mine.mkdir(parents=True)
     precious = mine / "d1.md"  # the same name a corpus document would get
     precious.write_text("# My precious notes\n", encoding="utf-8")
-    result = CliRunner().invoke(
-        main, ["eval", str(dataset), "--workdir", str(tmp_path / "mine"), "--provider", "none"]
-    )
+    result = CliRunner().invoke(main, ["eval", str(dataset), "--workdir", str(tmp_path / "mine"), "--provider", "none"])
     assert result.exit_code == 2 and "workdir" in result.stderr
     assert precious.read_text(encoding="utf-8") == "# My precious notes\n"
     assert sorted(p.name for p in (tmp_path / "mine").rglob("*")) == ["d1.md", "docs"]  # nothing added

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fixtures import make_project, open_project
-from saipling.store import ChunkRow, FileRecord, Store
-from saipling.store_schema import ChunkFilter
+from saipling.storage.schema import ChunkFilter
+from saipling.storage.store import ChunkRow, FileRecord, Store
 
 PUBLIC = ChunkFilter(visibility=["public"])
 
@@ -20,12 +20,29 @@ def _h(text: str) -> str:
 
 
 def _put(store: Store, path: str, text: str, visibility: str = "public") -> None:
-    rec = FileRecord(path=path, content_hash=_h(path + text), mtime_ns=1, size=len(text), file_type="document",
-                     encoding="utf-8")  # fmt: skip
-    row = ChunkRow(chunk_index=0, kind="section", section_heading=None, heading_path="", start_line=1, end_line=1,
-                   content_hash=_h(text), preview=text[:50], token_count=5, text=text, file_type="document",
-                   entity_type="document", entity_name=None, book_id=None, chapter_id=None, chapter_num=None,
-                   visibility=visibility, corpus="content")  # fmt: skip
+    rec = FileRecord(
+        path=path, content_hash=_h(path + text), mtime_ns=1, size=len(text), file_type="document", encoding="utf-8"
+    )
+    row = ChunkRow(
+        chunk_index=0,
+        kind="section",
+        section_heading=None,
+        heading_path="",
+        start_line=1,
+        end_line=1,
+        content_hash=_h(text),
+        preview=text[:50],
+        token_count=5,
+        text=text,
+        file_type="document",
+        entity_type="document",
+        entity_name=None,
+        book_id=None,
+        chapter_id=None,
+        chapter_num=None,
+        visibility=visibility,
+        corpus="content",
+    )
     store.replace_file(rec, [row])
 
 

@@ -1,4 +1,4 @@
-"""Lazy sync (`freshness.LazySync`, what `saipling mcp` runs before each call): every kind of change on disk is
+"""Lazy sync (`live.freshness.LazySync`, what `saipling mcp` runs before each call): every kind of change on disk is
 indexed by the next sync, and a sync with nothing to do reads no file."""
 
 from __future__ import annotations
@@ -11,15 +11,22 @@ from typing import Any
 import pytest
 
 from fixtures import bump_mtime, make_project, open_project, write_file
-from saipling.freshness import LazySync, folder_mtimes
+from saipling.live.freshness import LazySync, folder_mtimes
 
 FILLER = "is the word this file is about, in a sentence long enough to make a chunk of its own."
 
 
 @pytest.fixture
 def synced(tmp_path: Path) -> Iterator[tuple[Path, Any, LazySync]]:
-    root = make_project(tmp_path, {"a.md": f"# A\n\nalpha {FILLER}\n", "sub/b.md": f"# B\n\nbravo {FILLER}\n",
-                                   "empty/.keep": "", "node_modules/x.md": "# X\n"})  # fmt: skip
+    root = make_project(
+        tmp_path,
+        {
+            "a.md": f"# A\n\nalpha {FILLER}\n",
+            "sub/b.md": f"# B\n\nbravo {FILLER}\n",
+            "empty/.keep": "",
+            "node_modules/x.md": "# X\n",
+        },
+    )
     (root / "hollow").mkdir()
     with open_project(root) as project:
         project.index()
@@ -40,9 +47,17 @@ def test_nothing_changed_reads_nothing(synced: tuple[Path, Any, LazySync], monke
 
 @pytest.mark.parametrize(
     "change",
-    ["edit", "same-size-edit", "new-file", "new-file-in-empty-folder", "new-file-in-new-folder", "delete",
-     "rename", "move-to-folder"],
-)  # fmt: skip
+    [
+        "edit",
+        "same-size-edit",
+        "new-file",
+        "new-file-in-empty-folder",
+        "new-file-in-new-folder",
+        "delete",
+        "rename",
+        "move-to-folder",
+    ],
+)
 def test_every_change_is_indexed_by_the_next_sync(synced: tuple[Path, Any, LazySync], change: str) -> None:
     root, project, sync = synced
     expect: dict[str, list[str]] = {}
@@ -121,8 +136,9 @@ def test_a_file_that_cannot_be_opened_is_not_pending_forever_but_tried_once_read
 ) -> None:
     """Permission denied (simulated: the tests may run as root, who reads anything): the file is remembered, so a
     one-shot command does not list it as changed at every run; once readable (a chmod keeps its mtime) it is."""
-    from saipling import index_text, unindexable
-    from saipling.freshness import changed_on_disk
+    from saipling.indexing import text_phase as index_text
+    from saipling.live import unindexable
+    from saipling.live.freshness import changed_on_disk
 
     root = make_project(tmp_path, {"a.md": "# A\n\nThe harbour.\n", "b.md": "# B\n\nThe locked diary.\n"})
     real_read = index_text.read_regular

@@ -1,6 +1,6 @@
-"""Hybrid fusion that follows the evidence a query has (fusion.Evidence) and the confidence it reports
-(confidence.combine, confidence.vocabulary_share): real projects, real SQLite files and the real local model
-(skipped when it is not installed)."""
+"""Hybrid fusion that follows the evidence a query has (retrieval.fusion.Evidence) and the confidence it reports
+(retrieval.confidence.combine, retrieval.confidence.vocabulary_share): real projects, real SQLite files and the real
+local model (skipped when it is not installed)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from fixtures import make_project, open_project
-from saipling import fusion
-from saipling.confidence import SINGLE_SIGNAL, combine, vocabulary_share
-from saipling.fusion import FUSION_VECTOR_WEIGHT, weigh
-from saipling.search import CONFIDENT, _Ranked
-from saipling.store import ChunkRow, FileRecord, Store
+from saipling.retrieval import fusion
+from saipling.retrieval.confidence import SINGLE_SIGNAL, combine, vocabulary_share
+from saipling.retrieval.fusion import FUSION_VECTOR_WEIGHT, weigh
+from saipling.retrieval.search import CONFIDENT, Ranked
+from saipling.storage.store import ChunkRow, FileRecord, Store
 
 
 def _local() -> None:
@@ -102,25 +102,37 @@ def test_the_top_hybrid_score_is_not_one_for_every_query(diffuse: Any) -> None:
         assert not res["noConfidentMatch"]
         tops.append(res["results"][0]["score"])
     assert all(0.5 <= s < 1.0 for s in tops)
-    assert (
-        len(set(tops)) > 1
-    )  # scores say how sure: a vector match alone is not as sure as both lists agreeing
+    assert len(set(tops)) > 1  # scores say how sure: a vector match alone is not as sure as both lists agreeing
     heading = diffuse.search({"query": "The Wreck"})["results"][0]  # an exact heading match is certain
     assert (heading["filePath"], heading["score"]) == ("wreck.md", 1.0)
 
 
 # -- agreement, on a real store --------------------------------------------------------------------------------
 def _record(path: str) -> FileRecord:
-    return FileRecord(
-        path=path, content_hash=path, mtime_ns=1, size=10_000, file_type="document", encoding="utf-8"
-    )
+    return FileRecord(path=path, content_hash=path, mtime_ns=1, size=10_000, file_type="document", encoding="utf-8")
 
 
 def _row(i: int, text: str) -> ChunkRow:
-    return ChunkRow(chunk_index=i, kind="section", section_heading=None, heading_path="", start_line=i + 1,
-                    end_line=i + 1, content_hash=f"{i}:{text}", preview=text[:50], token_count=5, text=text,
-                    file_type="document", entity_type="document", entity_name=None, book_id=None, chapter_id=None,
-                    chapter_num=None, visibility="public", corpus="content")  # fmt: skip
+    return ChunkRow(
+        chunk_index=i,
+        kind="section",
+        section_heading=None,
+        heading_path="",
+        start_line=i + 1,
+        end_line=i + 1,
+        content_hash=f"{i}:{text}",
+        preview=text[:50],
+        token_count=5,
+        text=text,
+        file_type="document",
+        entity_type="document",
+        entity_name=None,
+        book_id=None,
+        chapter_id=None,
+        chapter_num=None,
+        visibility="public",
+        corpus="content",
+    )
 
 
 TEXTS = [
@@ -154,7 +166,7 @@ def test_agreement_between_the_two_lists_raises_the_keyword_weight(store: Store)
         ranked = {}
         for i, cid in enumerate(order):
             near = (i < 5) == vector_favours_keyword_files
-            ranked[cid] = _Ranked(cid, 0.0, cosine=0.8 - 0.01 * i if near else 0.2 - 0.01 * i)
+            ranked[cid] = Ranked(cid, 0.0, cosine=0.8 - 0.01 * i if near else 0.2 - 0.01 * i)
         return weigh(project, query, kw, ranked, paths, lex)  # type: ignore[arg-type]
 
     disagree, agree = evidence(False), evidence(True)

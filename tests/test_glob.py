@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from fixtures import open_project
 from saipling import paths
-from saipling.config import Settings, apply_layer
-from saipling.context_settings import load_context_settings
+from saipling.config.settings import Settings, apply_layer
 from saipling.errors import InvalidRequest
+from saipling.files.context_settings import load_context_settings
+from saipling.files.scanner import scan
 from saipling.paths import MAX_GLOB_CHARS, MAX_GLOBS, Glob, glob_match, glob_problem
-from saipling.scanner import scan
 
 
 # -- the reference: the regex translation every earlier test was written against (small inputs only) -------
@@ -108,13 +108,27 @@ def test_the_matcher_agrees_with_the_regex_it_replaced(pattern: str, path: str) 
 
 def test_behaviours_the_scanner_and_filters_rely_on() -> None:
     cases = [
-        ("drafts/a.md", "drafts", True), ("book/drafts/deep/a.md", "drafts", True), ("drafts.md", "drafts", False),
-        ("notes/sub/x.md", "notes/*.md", False), ("notes/x.md", "notes/*.md", True), ("a/b/c.md", "**/*.md", True),
-        ("c.md", "**/*.md", True), ("x/c.md", "*.md", True), ("x/c.mdx", "*.md", False), ("drafts/a.md", "/drafts/", True),
-        ("drafts", "drafts/", False), ("A.md", "a.md", False), ("a\\b.md", "a/b.md", False), ("a/b.md", "a\\b.md", True),
-        ("books/b1/ch-01/s.md", "books/*/ch-0[12]/*.md", True), ("books/b1/ch-03/s.md", "books/*/ch-0[12]/*.md", False),
-        ("z.md", "[z-a].md", False), ("x/yab", "x**b", True), ("x/y/b", "x**b", True), ("[.md", "[.md", True),
-    ]  # fmt: skip
+        ("drafts/a.md", "drafts", True),
+        ("book/drafts/deep/a.md", "drafts", True),
+        ("drafts.md", "drafts", False),
+        ("notes/sub/x.md", "notes/*.md", False),
+        ("notes/x.md", "notes/*.md", True),
+        ("a/b/c.md", "**/*.md", True),
+        ("c.md", "**/*.md", True),
+        ("x/c.md", "*.md", True),
+        ("x/c.mdx", "*.md", False),
+        ("drafts/a.md", "/drafts/", True),
+        ("drafts", "drafts/", False),
+        ("A.md", "a.md", False),
+        ("a\\b.md", "a/b.md", False),
+        ("a/b.md", "a\\b.md", True),
+        ("books/b1/ch-01/s.md", "books/*/ch-0[12]/*.md", True),
+        ("books/b1/ch-03/s.md", "books/*/ch-0[12]/*.md", False),
+        ("z.md", "[z-a].md", False),
+        ("x/yab", "x**b", True),
+        ("x/y/b", "x**b", True),
+        ("[.md", "[.md", True),
+    ]
     for path, pattern, expected in cases:
         for glob in (Glob(pattern), Glob(pattern, table_only=True)):
             assert glob.match(path) is expected, (path, pattern, glob._rx is not None)
@@ -148,9 +162,14 @@ def test_every_character_is_read_once_in_at_most_one_set_of_positions(pattern: s
 
 
 ADVERSARIAL = [
-    "**?**?**?**?**?**?**.mdx", "*a*a*a*a*a*a*a*a*a*a*b", "**/a/**/a/**/a/**/a/**/a/**/b", "?*?*?*?*?*?*?*?*?*x",
-    "a**a**a**a**a**a**a**b", "*[!/]*[!/]*[!/]*[!/]*[!/]*z", "**a**a**a**a**a**a**a**a/",
-]  # fmt: skip
+    "**?**?**?**?**?**?**.mdx",
+    "*a*a*a*a*a*a*a*a*a*a*b",
+    "**/a/**/a/**/a/**/a/**/a/**/b",
+    "?*?*?*?*?*?*?*?*?*x",
+    "a**a**a**a**a**a**a**b",
+    "*[!/]*[!/]*[!/]*[!/]*[!/]*z",
+    "**a**a**a**a**a**a**a**a/",
+]
 
 
 def test_adversarial_globs_finish_quickly_in_a_subprocess() -> None:
@@ -209,8 +228,11 @@ def test_a_cli_search_with_an_adversarial_glob_answers(tmp_path: Path) -> None:
     subprocess.run([*cmd, "index", str(root)], check=True, capture_output=True, timeout=120, env=_env(env))
     done = subprocess.run(
         [*cmd, "search", "storm", "--root", str(root), "--json", "--glob", "**?**?**?**?**?**?**.mdx*"],
-        capture_output=True, text=True, timeout=60, env=_env(env),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(env),
+    )
     assert done.returncode == 0, done.stderr
     found = {r["filePath"] for r in json.loads(done.stdout)["results"]}
     assert found == {"notes-later.mdx.md"}
@@ -225,8 +247,8 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
 
 # -- limits --------------------------------------------------------------------------------------------------
 def test_a_glob_over_the_length_limit_is_refused_naming_the_field() -> None:
-    from saipling.requests import SearchParams, parse
-    from saipling.search import cli_request
+    from saipling.retrieval.requests import SearchParams, parse
+    from saipling.retrieval.search import cli_request
 
     long_glob = "*a" * (MAX_GLOB_CHARS // 2 + 1)
     assert glob_problem("*a" * (MAX_GLOB_CHARS // 2)) is None
@@ -352,9 +374,7 @@ def test_get_finds_the_nfd_file_typed_in_nfc_and_its_exclusion_holds(tmp_path: P
     (root / "notes").mkdir(parents=True)
     (root / nfd("notes/été.md")).write_text("# Été\n\nsummer storm\n")
     (root / nfd("notes/privé.md")).write_text("# secret\n")
-    (root / ".context_settings.json").write_text(
-        json.dumps({nfc("notes/privé.md"): "exclude"}), encoding="utf-8"
-    )
+    (root / ".context_settings.json").write_text(json.dumps({nfc("notes/privé.md"): "exclude"}), encoding="utf-8")
     with open_project(root) as project:
         project.index()
         got = project.get({"path": nfc("notes/été.md")})

@@ -22,7 +22,7 @@ import pytest
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import make_project
-from saipling.store import connect
+from saipling.storage.store import connect
 
 SAIPLING = [sys.executable, "-m", "saipling"]
 NOBODY = 65534
@@ -62,9 +62,7 @@ def cli(
     cmd = [*SAIPLING, *args]
     if user is not None:
         cmd = [SETPRIV, f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]  # type: ignore[list-item]
-    return subprocess.run(
-        cmd, env=env or env_for(), capture_output=True, text=True, timeout=timeout, check=False, **kw
-    )
+    return subprocess.run(cmd, env=env or env_for(), capture_output=True, text=True, timeout=timeout, check=False, **kw)
 
 
 def cli_json(*args: str, **kw: Any) -> dict[str, Any]:
@@ -133,8 +131,10 @@ def test_item01_unusable_vectors_are_refused_never_stored_and_embedded_later(
     status = cli_json("status", str(root), env=env)
     assert status["unembeddedChunks"] == 0 and status["degraded"] is None, status
     assert all(finite(blob) for (blob,) in db_rows(root, "SELECT vector FROM embedding_cache"))
-    scores = [r["score"] for r in cli_json("search", "dragon", "--root", str(root), "--mode", "semantic",
-                                               "-k", "3", env=env)["results"]]  # fmt: skip
+    scores = [
+        r["score"]
+        for r in cli_json("search", "dragon", "--root", str(root), "--mode", "semantic", "-k", "3", env=env)["results"]
+    ]
     assert scores and not all(s == 1.0 for s in scores)  # not "everything scores 1.0"
 
 
@@ -207,9 +207,13 @@ def test_item03_no_role_sees_public_only_and_levels_fold_case(tmp_path: Path) ->
 # -- 4: get refuses excluded files ----------------------------------------------------------------------------
 def test_item04_get_refuses_files_context_settings_exclude(tmp_path: Path) -> None:
     root = make_project(
-        tmp_path, {**FILES, "secret.md": "# Secret\n\nThe vault code.\n",
-                   ".context_settings.json": json.dumps({"secret.md": "exclude"})},
-    )  # fmt: skip
+        tmp_path,
+        {
+            **FILES,
+            "secret.md": "# Secret\n\nThe vault code.\n",
+            ".context_settings.json": json.dumps({"secret.md": "exclude"}),
+        },
+    )
     cli_json("index", str(root))
     refused = cli("get", "secret.md", "--root", str(root))
     assert refused.returncode == 2 and "excluded by .context_settings.json" in refused.stderr
@@ -269,9 +273,7 @@ def test_item08_a_read_only_index_is_searched_read_only(tmp_path: Path) -> None:
         assert "notes/mountain.md" in _paths(json.loads(found.stdout))
         assert found.stderr.count("read-only") == 1  # said once
         stale = cli("search", "fishing boats herring", "--root", str(root), "--json", user=NOBODY)
-        assert stale.returncode == 0 and "could not be indexed" not in stale.stderr, (
-            stale.stderr
-        )  # no write tried
+        assert stale.returncode == 0 and "could not be indexed" not in stale.stderr, stale.stderr  # no write tried
         status = cli("status", str(root), "--json", user=NOBODY)
         assert status.returncode == 0 and json.loads(status.stdout)["readOnly"] is True
         assert json.loads(status.stdout)["totalFiles"] == len(FILES)
@@ -282,14 +284,13 @@ def test_item08_a_read_only_index_is_searched_read_only(tmp_path: Path) -> None:
 
 # -- 9: one writer per index ----------------------------------------------------------------------------------
 def test_item09_two_index_runs_embed_each_chunk_once(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
-    files = {
-        f"notes/n{i:02d}.md": f"# Note {i}\n\nThe tide {i} turns the mill wheel {i}.\n" for i in range(40)
-    }
+    files = {f"notes/n{i:02d}.md": f"# Note {i}\n\nThe tide {i} turns the mill wheel {i}.\n" for i in range(40)}
     root = make_project(tmp_path, files)
     env = api_env(api_server, SAIPLING_BATCH_SIZE="8")
     api_server.slow(1.5, times=8)  # the first run is still embedding when the second starts
-    first = subprocess.Popen([*SAIPLING, "index", str(root), "--json"], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    first = subprocess.Popen(
+        [*SAIPLING, "index", str(root), "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     lock = root / ".saipling" / "index.lock"
     deadline = time.monotonic() + 30
     while not (lock.exists() and lock.read_text().split("\n")[0] == str(first.pid)):
@@ -314,8 +315,13 @@ def test_item09_a_cli_run_beside_a_writer_never_fails_files(tmp_path: Path) -> N
     cli_json("index", str(root))
     for i in range(150):  # every file changed: the next run writes each one
         (root / f"notes/n{i:03d}.md").write_text(f"# Note {i}\n\nnew words about the lighthouse {i}\n")
-    writer = subprocess.Popen([*SAIPLING, "index", str(root), "--json"], env=env_for(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    writer = subprocess.Popen(
+        [*SAIPLING, "index", str(root), "--json"],
+        env=env_for(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     searches = [cli("search", "lighthouse", "--root", str(root), "--json") for _ in range(6)]
     out, err = writer.communicate(timeout=120)
     assert writer.returncode == 0 and "Busy" not in err, err
@@ -330,9 +336,7 @@ def test_item10_a_full_disk_exits_1_with_one_line_per_cause(tmp_path: Path) -> N
         pytest.skip("needs root to mount a small tmpfs")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True
-    )
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
     try:
@@ -343,9 +347,7 @@ def test_item10_a_full_disk_exits_1_with_one_line_per_cause(tmp_path: Path) -> N
         assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
         errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-        assert errors and len(errors) == len(set(errors)) <= 3, (
-            done.stderr
-        )  # one line per cause, not per file
+        assert errors and len(errors) == len(set(errors)) <= 3, done.stderr  # one line per cause, not per file
         assert done.stderr.count("could not be indexed") <= 2 * len(errors)
         assert any("full" in line.lower() or "no space" in line.lower() for line in errors), done.stderr
     finally:
@@ -353,9 +355,7 @@ def test_item10_a_full_disk_exits_1_with_one_line_per_cause(tmp_path: Path) -> N
 
 
 # -- 11: missing vectors are reported -------------------------------------------------------------------------
-def test_item11_wrong_size_vectors_leave_status_degraded(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_item11_wrong_size_vectors_leave_status_degraded(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = make_project(tmp_path, FILES)
     env = api_env(api_server)
     cli_json("index", str(root), env=env)
@@ -377,17 +377,11 @@ def test_item11_wrong_size_vectors_leave_status_degraded(
     ("body", "expected"),
     [
         (
-            b'{"jsonrpc": "2.0", "id": 7, "method": "x", "params": {"a": '
-            + b"[" * 50_000
-            + b"]" * 50_000
-            + b"}}",
+            b'{"jsonrpc": "2.0", "id": 7, "method": "x", "params": {"a": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}",
             7,
         ),
         (
-            b'{"jsonrpc": "2.0", "method": "x", "params": {"id": 5, "a": '
-            + b"[" * 50_000
-            + b"]" * 50_000
-            + b"}}",
+            b'{"jsonrpc": "2.0", "method": "x", "params": {"id": 5, "a": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}",
             None,
         ),
         (b'{"method": "x", "params": {"id": 5}, "id": "abc"', "abc"),  # cut short after its own id

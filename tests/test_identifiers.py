@@ -11,9 +11,9 @@ import apsw
 import pytest
 
 from fixtures import make_project, open_project
-from saipling.store import Store
-from saipling.store_schema import _MIGRATIONS
-from saipling.terms import fts_query, identifier_parts, identifier_words, make_snippet
+from saipling.markdown.terms import fts_query, identifier_parts, identifier_words, make_snippet
+from saipling.storage.schema import _MIGRATIONS
+from saipling.storage.store import Store
 
 FS = """# File system
 

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from fixtures import make_project
 from rawlsp import RawServer
-from saipling.cli import main
+from saipling.cli.main import main
 
 FILES = {
     "notes/lighthouse.md": "# Lighthouse\n\nThe keeper collects lost letters from the sea.\n",
@@ -168,9 +168,7 @@ def test_the_real_cli_refuses_each_link(tmp_path: Path, indexed: Path, n: int, e
     assert_refused(done.returncode, done.stderr, planted, out, before)
 
 
-@pytest.mark.parametrize(
-    ("entry", "kind"), [(".saipling", "dir"), ("index.lock", "file"), ("index.db", "hardlink")]
-)
+@pytest.mark.parametrize(("entry", "kind"), [(".saipling", "dir"), ("index.lock", "file"), ("index.db", "hardlink")])
 def test_the_language_server_opening_the_folder_refuses_the_link(
     tmp_path: Path, indexed: Path, entry: str, kind: str
 ) -> None:
@@ -194,9 +192,7 @@ def test_the_language_server_opening_the_folder_refuses_the_link(
 @pytest.mark.parametrize(
     ("entry", "kind"), [(".saipling", "dangling"), ("index.lock", "hardlink"), ("index.db", "file")]
 )
-def test_the_mcp_server_refuses_the_link_at_start(
-    tmp_path: Path, indexed: Path, entry: str, kind: str
-) -> None:
+def test_the_mcp_server_refuses_the_link_at_start(tmp_path: Path, indexed: Path, entry: str, kind: str) -> None:
     root, out, planted, before = case(tmp_path, indexed, entry, kind)
     proc = subprocess.Popen(
         [sys.executable, "-m", "saipling", "mcp", str(root), "--provider", "none"],
@@ -218,8 +214,8 @@ def test_the_mcp_server_refuses_the_link_at_start(
 def test_a_folder_swapped_for_a_link_after_it_was_opened_cannot_redirect_our_files(tmp_path: Path) -> None:
     """The folder is held by a descriptor: a swap after the check writes into the folder we checked, never
     into the link's target; SQLite's path is refused outright (no link anywhere on it)."""
-    from saipling import index_files
     from saipling.errors import IndexPathUnsafe
+    from saipling.storage import index_files
 
     root = tmp_path / "p"
     folder = root / ".saipling"
@@ -243,7 +239,7 @@ def test_a_folder_swapped_for_a_link_after_it_was_opened_cannot_redirect_our_fil
 def test_a_corrupt_index_is_moved_aside_to_a_name_no_link_holds(tmp_path: Path) -> None:
     """`index.db.corrupt-<time>` names already taken (here by links to files outside) are skipped, never
     replaced or written through."""
-    from saipling.store import Store
+    from saipling.storage.store import Store
 
     folder = tmp_path / "p" / ".saipling"
     folder.mkdir(parents=True)
@@ -281,16 +277,14 @@ def test_status_json_still_reports_when_nothing_is_wrong(tmp_path: Path, indexed
     assert json.loads(done.stdout)["totalFiles"] == len(FILES)
 
 
-@pytest.mark.parametrize(
-    ("entry", "kind"), [(".saipling", "dir"), ("index.lock", "file"), ("index.lock", "hardlink")]
-)
+@pytest.mark.parametrize(("entry", "kind"), [(".saipling", "dir"), ("index.lock", "file"), ("index.lock", "hardlink")])
 def test_a_link_planted_while_the_project_is_open_is_refused_by_the_next_run(
     tmp_path: Path, indexed: Path, entry: str, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A long-lived server (`serve`, `mcp`) opened the index before the link arrived (a `git pull`): its next
     run, and a refresh of changed files before a read, refuse the link instead of locking through it."""
     from saipling.embeddings.base import NoneProvider
-    from saipling.freshness import refresh_before_reading
+    from saipling.live.freshness import refresh_before_reading
     from saipling.project import Project
 
     root = tmp_path / "project"

@@ -50,9 +50,7 @@ def start_run(
     tmp_path: Path, api: FakeEmbeddingAPI, delay: float = 3.0
 ) -> tuple[Path, dict[str, str], subprocess.Popen[str]]:
     """A project of N notes and a `saipling index` run on it that embeds slowly (`delay` s a batch of 8)."""
-    files = {
-        f"notes/n{i:02d}.md": f"# Note {i}\n\nThe tide {i} turns the mill wheel {i}.\n" for i in range(N)
-    }
+    files = {f"notes/n{i:02d}.md": f"# Note {i}\n\nThe tide {i} turns the mill wheel {i}.\n" for i in range(N)}
     root = make_project(tmp_path, files)
     env = api_env(api)
     api.slow(delay, times=6)
@@ -101,9 +99,7 @@ def test_status_from_another_process_shows_the_run(tmp_path: Path, api_server: F
     assert after["isIndexing"] is False and after["indexingProcess"] is None and after["indexPhase"] == "idle"
 
 
-def test_clear_waits_for_another_process_run_then_clears(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_clear_waits_for_another_process_run_then_clears(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root, env, run = start_run(tmp_path, api_server, delay=1.0)
     try:
         cleared = cli("clear", str(root), "--json", env=env)
@@ -114,9 +110,7 @@ def test_clear_waits_for_another_process_run_then_clears(
     assert f"the index is in use by PID {run.pid}" in cleared.stderr
     assert ran == 0, err
     summary = json.loads(out)
-    assert (
-        summary["files"] == N and summary["embedded"] == summary["chunks"] >= N
-    )  # the whole run, undisturbed
+    assert summary["files"] == N and summary["embedded"] == summary["chunks"] >= N  # the whole run, undisturbed
     after = status(root, env)
     assert (after["totalFiles"], after["totalChunks"], after["pendingFiles"]) == (0, 0, 0)
 
@@ -144,14 +138,14 @@ def test_a_status_probe_never_makes_a_writer_think_the_index_is_busy(tmp_path: P
     """`status` takes a shared lock for an instant to see whether a run holds the index: a writer trying at that
     instant (even one that will not wait) takes the lock a moment later instead of failing or saying it waits.
     Another process probes in a tight loop while this one takes and releases the lock."""
-    from saipling.index_lock import index_lock
+    from saipling.storage.lock import index_lock
 
     folder = tmp_path / ".saipling"
     folder.mkdir()
     (folder / "index.lock").touch()
     code = (
         "import sys, time\n"
-        "from saipling.index_lock import other_run\n"
+        "from saipling.storage.lock import other_run\n"
         "n, seen, end = 0, 0, time.monotonic() + 60\n"
         "print('ready', flush=True)\n"
         "while time.monotonic() < end and not sys.stdin.closed:\n"

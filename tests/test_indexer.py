@@ -25,7 +25,7 @@ from fixtures import (
     words,
     write_file,
 )
-from saipling.chunker import embed_text_for
+from saipling.markdown.chunker import embed_text_for
 from saipling.project import Project
 
 DIMS = 32
@@ -33,8 +33,16 @@ DIMS = 32
 
 def api_opts(api: FakeEmbeddingAPI, **kw: Any) -> dict[str, Any]:
     """Settings for the OpenAI-compatible provider pointed at the test server."""
-    return {"provider": "openai", "base_url": api.url + "/v1", "model": "fake-embed", "dimensions": DIMS,
-            "max_retries": 0, "openai_api_key": "sk-good", "fallback": "none", **kw}  # fmt: skip
+    return {
+        "provider": "openai",
+        "base_url": api.url + "/v1",
+        "model": "fake-embed",
+        "dimensions": DIMS,
+        "max_retries": 0,
+        "openai_api_key": "sk-good",
+        "fallback": "none",
+        **kw,
+    }
 
 
 def sent_texts(api: FakeEmbeddingAPI) -> list[str]:
@@ -74,8 +82,8 @@ def assert_consistent(project: Project, *, all_embedded: bool) -> None:
 def small_text_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """The text phase stores `many_files`' files 8 at a time (32 chunks, the batch size these tests set), so that
     cancelling, killing and progress between text batches can be seen on 24 small files (a real run stores up
-    to index_text.TEXT_BATCH_CHUNKS chunks a batch)."""
-    from saipling import index_text
+    to indexing.text_phase.TEXT_BATCH_CHUNKS chunks a batch)."""
+    from saipling.indexing import text_phase as index_text
 
     monkeypatch.setattr(index_text, "TEXT_BATCH_CHUNKS", 32)
 
@@ -197,10 +205,8 @@ def test_explicit_paths_obey_the_symlink_rule(tmp_path: Path) -> None:
         assert project.store.fts_search('"outside"', 5) == []
 
 
-def test_a_file_that_breaks_the_chunker_is_skipped_not_fatal(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import saipling.chunk_pool as chunk_pool
+def test_a_file_that_breaks_the_chunker_is_skipped_not_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import saipling.indexing.chunk_pool as chunk_pool
 
     real = chunk_pool.chunk_document
 
@@ -233,9 +239,7 @@ def test_embedding_run_then_noop(tmp_path: Path, api_server: FakeEmbeddingAPI) -
         st = project.store.stats()
         assert st["embeddedChunks"] == total and st["cachedEmbeddings"] == total
         assert project.store.vector_model() == ("fake-embed", DIMS)
-        assert sorted(sent_texts(api_server)) == sorted(
-            t for p in SAIPLING_MARKDOWN for t in embed_texts(project, p)
-        )
+        assert sorted(sent_texts(api_server)) == sorted(t for p in SAIPLING_MARKDOWN for t in embed_texts(project, p))
         assert_consistent(project, all_embedded=True)
         status = project.status()
         assert (status["provider"], status["model"], status["dimensions"]) == ("openai", "fake-embed", DIMS)
@@ -254,9 +258,7 @@ def test_edit_one_section_reembeds_only_that_chunk(tmp_path: Path, api_server: F
     with open_project(root, **api_opts(api_server)) as project:
         project.index()
         path = root / rel
-        path.write_text(
-            path.read_text().replace("changed the way he reads the sky", "taught him to fear calm water")
-        )
+        path.write_text(path.read_text().replace("changed the way he reads the sky", "taught him to fear calm water"))
         api_server.requests.clear()
         s = project.index()
         storm = next(c for c in project.store.chunks_for_path(rel) if c["section_heading"] == "### The Storm")
@@ -268,21 +270,15 @@ def test_edit_one_section_reembeds_only_that_chunk(tmp_path: Path, api_server: F
         assert_consistent(project, all_embedded=True)
 
 
-def test_adding_lines_above_keeps_embeddings_of_moved_sections(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_adding_lines_above_keeps_embeddings_of_moved_sections(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = saipling_project(tmp_path)
     rel = "world/places/harbor.md"
     with open_project(root, **api_opts(api_server)) as project:
         project.index()
-        docks_before = next(
-            c for c in project.store.chunks_for_path(rel) if c["section_heading"] == "## Docks"
-        )
+        docks_before = next(c for c in project.store.chunks_for_path(rel) if c["section_heading"] == "## Docks")
         path = root / rel
         path.write_text(
-            path.read_text().replace(
-                "## Docks", "## Lighthouse\n\nThe keeper lives alone up there.\n\n## Docks"
-            )
+            path.read_text().replace("## Docks", "## Lighthouse\n\nThe keeper lives alone up there.\n\n## Docks")
         )
         api_server.requests.clear()
         s = project.index()
@@ -381,9 +377,7 @@ class StopAt:
 
 
 @pytest.mark.parametrize("kill", [KeyboardInterrupt, RuntimeError])
-def test_killed_run_resumes_without_reembedding(
-    tmp_path: Path, api_server: FakeEmbeddingAPI, kill: type
-) -> None:
+def test_killed_run_resumes_without_reembedding(tmp_path: Path, api_server: FakeEmbeddingAPI, kill: type) -> None:
     root = many_files(tmp_path)
 
     def die() -> None:
@@ -408,9 +402,7 @@ def test_killed_run_resumes_without_reembedding(
 
 
 @pytest.mark.parametrize("kill", [KeyboardInterrupt, RuntimeError])
-def test_run_killed_while_reading_says_what_is_left(
-    tmp_path: Path, api_server: FakeEmbeddingAPI, kill: type
-) -> None:
+def test_run_killed_while_reading_says_what_is_left(tmp_path: Path, api_server: FakeEmbeddingAPI, kill: type) -> None:
     root = many_files(tmp_path)
 
     def die() -> None:
@@ -431,9 +423,7 @@ def test_run_killed_while_reading_says_what_is_left(
         assert_consistent(project, all_embedded=True)
 
 
-def test_cancel_leaves_consistent_index_and_next_run_completes(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_cancel_leaves_consistent_index_and_next_run_completes(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = many_files(tmp_path)
     cancel = threading.Event()
     with open_project(root, **batched(api_server)) as project:
@@ -468,17 +458,13 @@ def test_cancel_from_another_thread(tmp_path: Path, api_server: FakeEmbeddingAPI
         assert_consistent(project, all_embedded=True)
 
 
-def test_progress_phases_and_an_eta_from_measured_throughput(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_progress_phases_and_an_eta_from_measured_throughput(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = many_files(tmp_path)
     seen: list[Any] = []
     with open_project(root, **batched(api_server)) as project:
         project.index(progress=seen.append)
     phases = [p.phase for p in seen]
-    assert phases.index("embedding") > max(
-        i for i, ph in enumerate(phases) if ph == "keywords"
-    )  # keywords first
+    assert phases.index("embedding") > max(i for i, ph in enumerate(phases) if ph == "keywords")  # keywords first
     assert phases[-1] == "done"
     embedding = [p for p in seen if p.phase == "embedding"]
     done = [p.chunks_done for p in embedding]  # a batch first, then rounds of whole batches (~1 s of work)

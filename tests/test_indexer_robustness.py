@@ -16,10 +16,10 @@ import pytest
 
 from fixtures import make_project, open_project, write_file
 from saipling.embeddings.base import EmbeddingProvider, EmbeddingResult
-from saipling.index_records import is_racy
-from saipling.store import cache_key
-from saipling.sync import SyncQueue
-from saipling.watcher import Watcher
+from saipling.indexing.records import is_racy
+from saipling.live.sync_queue import SyncQueue
+from saipling.live.watcher import Watcher
+from saipling.storage.store import cache_key
 
 HOUR_AGO_NS = time.time_ns() - 3600 * 10**9
 
@@ -166,11 +166,7 @@ def test_dimension_change_for_the_same_model_never_reuses_old_size_vectors(tmp_p
 
 # -- 4. chunk limits follow the provider's input window ----------------------------------------------------
 
-LONG = (
-    "# Long\n\n"
-    + " ".join(f"Sentence {i} tells of the amber lantern and the compass." for i in range(150))
-    + "\n"
-)
+LONG = "# Long\n\n" + " ".join(f"Sentence {i} tells of the amber lantern and the compass." for i in range(150)) + "\n"
 
 
 def test_switching_to_a_smaller_window_rechunks_unchanged_files(tmp_path: Path) -> None:
@@ -195,7 +191,7 @@ def test_an_index_made_by_an_older_chunker_is_rechunked_once(tmp_path: Path) -> 
     """Upgrading the chunker (here: setext headings and wiki-links) re-chunks unchanged files on the next run."""
     import json
 
-    from saipling.indexer import CHUNKING_META
+    from saipling.indexing.indexer import CHUNKING_META
 
     note = "Chapter One\n===========\n\nThe [[harbor|old harbor]] at dawn, where the ferry waits.\n"
     root = make_project(tmp_path, {"a.md": note})
@@ -239,9 +235,12 @@ def test_apply_settings_asks_for_a_full_reindex_when_the_window_changes(
 def test_symlinks_inside_the_root_are_indexed_under_the_real_path_only(tmp_path: Path) -> None:
     root = make_project(
         tmp_path,
-        {"zreal/note.md": "# Note\n\nThe amber lantern.\n", "real.md": "# Real\n\nCopper.\n",
-         "drafts/secret.md": "# Secret\n\nExcluded text.\n"},
-    )  # fmt: skip
+        {
+            "zreal/note.md": "# Note\n\nThe amber lantern.\n",
+            "real.md": "# Real\n\nCopper.\n",
+            "drafts/secret.md": "# Secret\n\nExcluded text.\n",
+        },
+    )
     os.symlink("zreal", root / "alink")  # sorts before the real folder
     os.symlink("real.md", root / "alias.md")
     os.symlink("drafts/secret.md", root / "leak.md")  # a link to an excluded file
@@ -312,12 +311,8 @@ def test_status_degraded_when_the_index_has_no_vectors_of_the_active_model(tmp_p
         assert project.status()["degraded"] is None
 
 
-def test_a_file_that_can_no_longer_be_read_leaves_the_index(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = make_project(
-        tmp_path, {"a.md": "# A\n\nThe amber lantern glows all night.\n", "b.md": "# B\n\nBrass.\n"}
-    )
+def test_a_file_that_can_no_longer_be_read_leaves_the_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_project(tmp_path, {"a.md": "# A\n\nThe amber lantern glows all night.\n", "b.md": "# B\n\nBrass.\n"})
     with open_project(root) as project:
         project.index()
         assert [r["filePath"] for r in project.search({"query": "amber lantern"})["results"]] == ["a.md"]
@@ -339,7 +334,7 @@ def test_a_file_that_can_no_longer_be_read_leaves_the_index(
 def test_watchdogs_stop_race_is_not_logged_as_an_error_but_its_other_errors_are(caplog) -> None:
     import logging
 
-    import saipling.watcher  # noqa: F401  (installs the filter)
+    import saipling.live.watcher  # noqa: F401  (installs the filter)
 
     inotify_log = logging.getLogger("watchdog.observers.inotify")
     with caplog.at_level(logging.ERROR, logger="watchdog.observers.inotify"):
@@ -352,7 +347,7 @@ def test_watchdogs_stop_race_is_not_logged_as_an_error_but_its_other_errors_are(
 
 
 def test_embedding_rounds_last_about_a_second_whatever_the_provider_batch() -> None:
-    from saipling.index_embed import MAX_ROUND_BATCHES, round_size
+    from saipling.indexing.embed_phase import MAX_ROUND_BATCHES, round_size
 
     assert round_size(128, 100.0) == 128  # a slow provider: a batch a round (never less)
     assert round_size(128, 340.0) == 256  # the local model on 2 cores: two batches, ~0.75 s
@@ -363,8 +358,8 @@ def test_embedding_rounds_last_about_a_second_whatever_the_provider_batch() -> N
 def test_a_fast_provider_stores_its_vectors_in_few_transactions(tmp_path: Path, monkeypatch) -> None:
     """Each round of the embedding phase is one transaction: a fast provider gets bigger rounds (not one per
     batch), and every chunk still gets its vector."""
-    from saipling import index_embed
-    from saipling.store import Store
+    from saipling.indexing import embed_phase as index_embed
+    from saipling.storage.store import Store
 
     files = {f"n{i:02d}.md": f"# Note {i}\n\nThe lantern number {i} glows amber.\n" for i in range(60)}
     root = make_project(tmp_path, files)
@@ -404,12 +399,10 @@ class SlowProvider(FakeProvider):
 
 def rounds_project(tmp_path: Path, monkeypatch, n: int = 20) -> Path:
     """n notes embedded a batch of 4 a round."""
-    from saipling import index_embed
+    from saipling.indexing import embed_phase as index_embed
 
     monkeypatch.setattr(index_embed, "ROUND_SECONDS", 1e-3)  # a batch a round
-    root = make_project(
-        tmp_path, {f"n{i:02d}.md": f"# Note {i}\n\nThe lantern number {i} glows.\n" for i in range(n)}
-    )
+    root = make_project(tmp_path, {f"n{i:02d}.md": f"# Note {i}\n\nThe lantern number {i} glows.\n" for i in range(n)})
     age(root)
     return root
 
@@ -417,7 +410,7 @@ def rounds_project(tmp_path: Path, monkeypatch, n: int = 20) -> Path:
 def test_a_round_is_stored_while_the_model_embeds_the_next(tmp_path: Path, monkeypatch) -> None:
     """The embedding phase stores a round's vectors (a thread) while the provider embeds the next round: a
     first index of the 13th Age vault left the local model idle ~0.33 s while rounds were stored."""
-    from saipling.store import Store
+    from saipling.storage.store import Store
 
     root = rounds_project(tmp_path, monkeypatch)
     stores: list[tuple[str, bool]] = []
@@ -427,9 +420,7 @@ def test_a_round_is_stored_while_the_model_embeds_the_next(tmp_path: Path, monke
 
     def timed(self, items, model):
         real(self, items, model)
-        k = len(
-            stores
-        )  # round k: has the model begun round k + 1 before this store ends? (the last: no round)
+        k = len(stores)  # round k: has the model begun round k + 1 before this store ends? (the last: no round)
         with began:
             seen = began.wait_for(lambda: calls[0] >= k + 2, timeout=5 if k < 4 else 0)
         stores.append((threading.current_thread().name, seen))
@@ -476,7 +467,7 @@ def test_a_round_that_cannot_be_stored_fails_the_run_in_its_thread(tmp_path: Pat
     paid provider it was paid for), nothing after it."""
     import apsw
 
-    from saipling.store import Store
+    from saipling.storage.store import Store
 
     root = rounds_project(tmp_path, monkeypatch)
     real, n = Store.set_vectors, [0]

@@ -1,5 +1,5 @@
 """`knownBy` (issue 35): search and context limited to what one character knows by a chapter: scenes whose
-frontmatter `pov` is them or that mention them (name or alias, entities.py's rules), never a later chapter.
+frontmatter `pov` is them or that mention them (name or alias, retrieval/entities.py's rules), never a later chapter.
 Property-tested on generated novels: the passages found are exactly the known scenes up to `maxChapter`."""
 
 from __future__ import annotations
@@ -22,9 +22,15 @@ CHARACTERS = {  # slug -> (name, aliases)
 }
 # words that mention a character (slug) or that must not count as mentioning anyone
 MENTIONS = {
-    "Ada": "ada-vane", "ADA's": "ada-vane", "Ada Vane": "ada-vane", "Bram's": "bram-holt",
-    "the Warden": "bram-holt", "The Warden": "bram-holt", "Cora": "cora-lind", "Cora Lind's": "cora-lind",
-}  # fmt: skip
+    "Ada": "ada-vane",
+    "ADA's": "ada-vane",
+    "Ada Vane": "ada-vane",
+    "Bram's": "bram-holt",
+    "the Warden": "bram-holt",
+    "The Warden": "bram-holt",
+    "Cora": "cora-lind",
+    "Cora Lind's": "cora-lind",
+}
 DECOYS = ["Adamant", "bram", "the warden", "Coral", "Brampton", "`Ada`"]
 FILLER = ["lantern", "river", "the", "door", "quiet", "salt"]
 
@@ -78,8 +84,9 @@ def test_enrich_context_and_a_skill_key_limit_context_to_what_the_character_know
     with open_project(root) as p:
         p.index()
         query = "Jonathan letter castle Count night"
-        everything = {r["filePath"] for r in p.enrich({"query": query, "skill": "mina", "knownBy": "Jonathan"})
-                      ["searchResults"]}  # fmt: skip
+        everything = {
+            r["filePath"] for r in p.enrich({"query": query, "skill": "mina", "knownBy": "Jonathan"})["searchResults"]
+        }
         own = "characters/jonathan-harker/profile.md"  # (his page mentions him)
         assert everything and all("/ch-01/" in x or "/ch-02/" in x or x == own for x in everything), everything
         mina = {r["filePath"] for r in p.enrich({"query": query, "skill": "mina"})["searchResults"]}
@@ -103,7 +110,7 @@ def test_known_by_is_checked_as_a_name(tmp_path: Path) -> None:
 def test_cli_search_known_by(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from saipling.cli import main
+    from saipling.cli.main import main
 
     root = novel_project(tmp_path)
     assert CliRunner().invoke(main, ["index", str(root), "--provider", "none"]).exit_code == 0

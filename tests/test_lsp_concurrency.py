@@ -56,6 +56,4 @@ async def test_search_answers_promptly_during_a_slow_index_and_cancel_keeps_it_c
         assert await request(client, "saipling/reindex", {}) == {"started": True}
         await wait_until(lambda: len(ended_tokens(client)) == 2, timeout=30)
         st = await status(client)
-        assert (
-            st["totalFiles"] == FILES and st["embeddedChunks"] == st["totalChunks"] and st["degraded"] is None
-        )
+        assert st["totalFiles"] == FILES and st["embeddedChunks"] == st["totalChunks"] and st["degraded"] is None

@@ -26,9 +26,7 @@ async def test_workspace_configuration_wins_and_bad_keys_are_shown_once(tmp_path
         assert len(client.messages) == 1  # the same warning is not shown again
 
 
-async def test_provider_and_model_change_rebuild_the_vectors(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+async def test_provider_and_model_change_rebuild_the_vectors(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = write_project(tmp_path / "story", STORY)
     async with lsp_session(root, {"provider": "none", "watch": False}) as client:
         await wait_for_index(client)

@@ -78,10 +78,7 @@ async def test_hover_definition_references_on_names_and_aliases(tmp_path: Path) 
         assert (hover.range.start.line, hover.range.start.character, hover.range.end.character) == (2, 0, 13)
         # the other Cole: her card (first paragraph of the profile, no summary field)
         hover = await client.text_document_hover_async(pos(types.HoverParams, root, CH1, 2, 36))
-        assert (
-            "**Elena Cole**" in hover.contents.value
-            and "A surgeon at the city hospital" in hover.contents.value
-        )
+        assert "**Elena Cole**" in hover.contents.value and "A surgeon at the city hospital" in hover.contents.value
         # a bare shared surname is nobody's name; plain words and lower-case "the detective" are no mention
         assert await client.text_document_hover_async(pos(types.HoverParams, root, CH2, 3, 65)) is None
         assert await client.text_document_hover_async(pos(types.HoverParams, root, CH2, 3, 36)) is None
@@ -89,9 +86,7 @@ async def test_hover_definition_references_on_names_and_aliases(tmp_path: Path) 
 
         # definition: the profile's frontmatter; from a possessive too
         defs = await client.text_document_definition_async(pos(types.DefinitionParams, root, CH1, 4, 2))
-        assert [(d.uri, d.range.start.line, d.range.end.line) for d in defs] == [
-            ((root / MARCUS).as_uri(), 0, 6)
-        ]
+        assert [(d.uri, d.range.start.line, d.range.end.line) for d in defs] == [((root / MARCUS).as_uri(), 0, 6)]
         defs = await client.text_document_definition_async(pos(types.DefinitionParams, root, CH10, 2, 13))
         assert [d.uri for d in defs] == [(root / ELENA).as_uri()]
 
@@ -136,8 +131,12 @@ async def test_max_chapter_and_visibility_limit_references(tmp_path: Path) -> No
         "notes/diary.md": "---\nvisibility: private\n---\nMarcus is based on my uncle.\n",  # nobody's role
     }
     root = write_project(tmp_path / "novel", files)
-    options = {"provider": "none", "referencesMaxChapter": 2, "defaultRole": "author",
-               "roles": {"author": ["public", "author"]}}  # fmt: skip
+    options = {
+        "provider": "none",
+        "referencesMaxChapter": 2,
+        "defaultRole": "author",
+        "roles": {"author": ["public", "author"]},
+    }
     async with lsp_session(root, options) as client:
         await wait_for_index(client)
         found = spots(root, await client.text_document_references_async(refs(root, CH1, 4, 1)))
@@ -198,9 +197,7 @@ async def test_a_buffer_over_max_file_bytes_gets_no_entity_features_and_the_rest
         await wait_for_index(client)
         uri = (root / CH10).as_uri()
         huge = "# Huge\n\n" + "Elena knew the harbour.\n" * 400  # ~9,600 characters
-        client.text_document_did_open(
-            types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "markdown", 1, huge))
-        )
+        client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "markdown", 1, huge)))
         assert await client.text_document_hover_async(pos(types.HoverParams, root, CH10, 2, 1)) is None
         symbols = await client.text_document_document_symbol_async(
             types.DocumentSymbolParams(types.TextDocumentIdentifier(uri))

@@ -131,9 +131,7 @@ async def test_embeddings_that_failed_are_retried_with_backoff_without_a_save(
 ) -> None:
     root = write_project(tmp_path / "story", STORY)
     api_server.fail(503, times=1000)  # the provider is down
-    options = fake_api_options(
-        api_server, openaiApiKey="sk-test", maxRetries=0, tickSeconds=3600, fallback="none"
-    )
+    options = fake_api_options(api_server, openaiApiKey="sk-test", maxRetries=0, tickSeconds=3600, fallback="none")
     async with lsp_session(root, options) as client:
         await wait_for_index(client)
         st = await status(client)

@@ -161,9 +161,7 @@ async def test_status_is_answered_while_every_worker_runs_a_slow_search(
         api_server.slow(4.0, times=20)  # every query vector takes 4 s
         before = api_server.count
         searches = [
-            asyncio.ensure_future(
-                request(client, "saipling/search", {"query": f"storm {n}", "mode": "semantic"})
-            )
+            asyncio.ensure_future(request(client, "saipling/search", {"query": f"storm {n}", "mode": "semantic"}))
             for n in range(5)
         ]
         await wait_until(lambda: api_server.count >= before + 4)  # four workers wait on the provider

@@ -30,16 +30,19 @@ async def test_item09_a_cli_index_beside_the_server_never_fails_its_files(tmp_pa
         await wait_for_index(client)
         for rel in files:  # every file changed: both writers have work
             (root / rel).write_text(f"# {rel}\n\nthe lighthouse lamp {rel}\n", encoding="utf-8")
-        cli = subprocess.Popen([sys.executable, "-m", "saipling", "index", str(root), "--json"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "saipling", "index", str(root), "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         await request(client, "saipling/reindex", {"full": True})
         await wait_for_index(client, runs=2, timeout=90)
         out, err = cli.communicate(timeout=90)
         assert cli.returncode == 0, err
         assert json.loads(out)["failed"] == []
-        logged = " ".join(m.message for m in client.log_messages) + " ".join(
-            m.message for m in client.messages
-        )
+        logged = " ".join(m.message for m in client.log_messages) + " ".join(m.message for m in client.messages)
         assert "could not be indexed" not in logged and "Busy" not in logged, logged
         st = await status(client)
         assert st["totalFiles"] == len(files)

@@ -27,10 +27,14 @@ from lsp_client import (
 )
 from rawlsp import RawServer
 
-BOMB = "---\n" + "".join(
-    f"{k}: &{k} [{', '.join([f'*{p}'] * 9) if p else ', '.join(['lol'] * 9)}]\n"
-    for p, k in zip(["", *"abcdefgh"], "abcdefghi", strict=True)
-) + "name: Laugh\n---\n# Laughs\n\nthe quokka laughs at the marsh\n"  # fmt: skip
+BOMB = (
+    "---\n"
+    + "".join(
+        f"{k}: &{k} [{', '.join([f'*{p}'] * 9) if p else ', '.join(['lol'] * 9)}]\n"
+        for p, k in zip(["", *"abcdefgh"], "abcdefghi", strict=True)
+    )
+    + "name: Laugh\n---\n# Laughs\n\nthe quokka laughs at the marsh\n"
+)
 
 
 async def search_paths(client, query: str) -> list[str]:
@@ -39,12 +43,15 @@ async def search_paths(client, query: str) -> list[str]:
 
 
 async def test_frontmatter_alias_bombs_and_huge_numbers_are_indexed_as_text(tmp_path: Path) -> None:
-    root = write_project(tmp_path / "proj", {
-        "notes/bomb.md": BOMB,  # 9**9 "lol"s once expanded: the chunker walked them forever
-        "notes/cycle.md": "---\nname: Loop\nsee: &a [*a]\n---\n# Loop\n\nthe heron circles\n",  # endless
-        "notes/chapter.md": "---\nname: Big\nchapter: 99999999999999999999\n---\n# Big\n\nthe ibis waits\n",
-        "notes/plain.md": "# Plain\n\nthe otter swims\n",
-    })  # fmt: skip
+    root = write_project(
+        tmp_path / "proj",
+        {
+            "notes/bomb.md": BOMB,  # 9**9 "lol"s once expanded: the chunker walked them forever
+            "notes/cycle.md": "---\nname: Loop\nsee: &a [*a]\n---\n# Loop\n\nthe heron circles\n",  # endless
+            "notes/chapter.md": "---\nname: Big\nchapter: 99999999999999999999\n---\n# Big\n\nthe ibis waits\n",
+            "notes/plain.md": "# Plain\n\nthe otter swims\n",
+        },
+    )
     async with lsp_session(root) as client:
         await wait_for_index(client, timeout=60)
         assert (await status(client))["totalFiles"] == 4
@@ -101,9 +108,7 @@ def test_json_nested_too_deep_and_odd_messages_never_kill_the_server_or_print_tr
 ) -> None:
     root = write_project(tmp_path / "proj", STORY)
     deep = '{"jsonrpc": "2.0", "id": 50, "method": "saipling/search", "params": {"query": "x", "filter": '
-    deep += (
-        "[" * 100_000 + "]" * 100_000 + "}}"
-    )  # json's recursion limit: the server died of a RecursionError
+    deep += "[" * 100_000 + "]" * 100_000 + "}}"  # json's recursion limit: the server died of a RecursionError
     with RawServer(root) as srv:
         srv.initialize()
         srv.send(deep)
@@ -144,20 +149,21 @@ def test_settings_out_of_range_are_refused_by_name_and_the_folder_still_served(t
 
 async def test_project_files_that_are_fifos_or_nested_too_deep_get_warnings_not_hangs(tmp_path: Path) -> None:
     nested = "[" * 100_000 + "]" * 100_000  # tomllib and json recurse: RecursionError
-    root = write_project(tmp_path / "proj", {
-        **STORY,
-        ".saipling/config.toml": f'provider = "none"\nx = {nested}\n',  # the folder never opened
-        "skills/deep.toml": f"[context.vector_search]\nenabled = true\nx = {nested}\n",
-    })  # fmt: skip
+    root = write_project(
+        tmp_path / "proj",
+        {
+            **STORY,
+            ".saipling/config.toml": f'provider = "none"\nx = {nested}\n',  # the folder never opened
+            "skills/deep.toml": f"[context.vector_search]\nenabled = true\nx = {nested}\n",
+        },
+    )
     os.mkfifo(root / ".context_settings.json")  # read by every search: each one blocked for ever
     async with lsp_session(root) as client:
         await wait_for_index(client, timeout=60)
         # settings that cannot be read exclude every file (fail closed), and the answer says why
         found = await request(client, "saipling/search", {"query": "dragon"}, 20)
         assert found["results"] == [] and "not a regular file" in found["warnings"][0]
-        every = await request(
-            client, "saipling/search", {"query": "dragon", "respectContextSettings": False}, 20
-        )
+        every = await request(client, "saipling/search", {"query": "dragon", "respectContextSettings": False}, 20)
         assert every["results"]  # (still answering; the index holds them)
         with pytest.raises(JsonRpcException) as info:
             await raw_request(client, "saipling/enrichContext", {"query": "dragon cave", "skill": "deep"}, 20)

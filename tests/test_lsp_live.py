@@ -37,9 +37,15 @@ PASSAGE = "The harbourmaster counted seven lanterns drifting past the breakwater
 
 def api_options(api: FakeEmbeddingAPI, **extra: Any) -> dict[str, Any]:
     return {
-        "provider": "openai", "baseUrl": api.url + "/v1", "model": "fake-embed", "quietPeriodSeconds": QUIET,
-        "tickSeconds": 3600, "watch": False, "fallback": "none", **extra,
-    }  # fmt: skip
+        "provider": "openai",
+        "baseUrl": api.url + "/v1",
+        "model": "fake-embed",
+        "quietPeriodSeconds": QUIET,
+        "tickSeconds": 3600,
+        "watch": False,
+        "fallback": "none",
+        **extra,
+    }
 
 
 def chapter(inserted: int = 0, extra: str = "") -> str:
@@ -66,17 +72,13 @@ async def search(client, query: str, **params: Any) -> list[dict[str, Any]]:
 async def test_a_save_is_searchable_at_once_and_embedded_once_when_quiet(
     tmp_path: Path, api_server: FakeEmbeddingAPI
 ) -> None:
-    root = write_project(
-        tmp_path / "p", {"ch09.md": chapter(), "other.md": "# Other\n\nA field of barley.\n"}
-    )
+    root = write_project(tmp_path / "p", {"ch09.md": chapter(), "other.md": "# Other\n\nA field of barley.\n"})
     async with lsp_session(root, api_options(api_server)) as client:
         await wait_for_index(client)
         (old,) = await search(client, "harbourmaster lanterns breakwater", mode="lexical", maxResults=1)
         sent = len(api_server.requests)
 
-        (root / "ch09.md").write_text(
-            chapter(inserted=7, extra="Zeppelins hummed overhead.\n"), encoding="utf-8"
-        )
+        (root / "ch09.md").write_text(chapter(inserted=7, extra="Zeppelins hummed overhead.\n"), encoding="utf-8")
         did_save(client, root / "ch09.md")
         t0 = time.monotonic()  # no clock advance, no waiting: the very next requests see the saved text
         (hit,) = await search(client, "harbourmaster lanterns breakwater", mode="lexical", maxResults=1)
@@ -86,9 +88,7 @@ async def test_a_save_is_searchable_at_once_and_embedded_once_when_quiet(
         assert hits[0]["filePath"] == "ch09.md" and "Zeppelins" in text_at(root, hits[0])  # first, though new
         assert hits[0]["matchedBy"] == ["keyword"] and hits[0]["embeddingPending"]  # by keywords, and says so
         always = {"enabled": True, "mode": "always"}  # (the query is the section's heading: it comes first
-        enriched = await request(
-            client, "saipling/enrichContext", {"query": "The Lanterns", "skillConfig": always}
-        )
+        enriched = await request(client, "saipling/enrichContext", {"query": "The Lanterns", "skillConfig": always})
         assert PASSAGE in enriched["contextBlock"]  # whatever the fake vectors say about the other passages)
         (passage,) = [r for r in enriched["searchResults"] if r["filePath"] == "ch09.md"][:1]
         assert passage["startLine"] == hit["startLine"]
@@ -129,9 +129,7 @@ async def test_cancel_mid_index_shows_what_is_left_and_resume_finishes_it(
         st = await status(client)
         assert st["totalFiles"] == 40 and not st["isIndexing"]  # keywords first: every file searchable ...
         assert st["pendingFiles"] == 0
-        assert (
-            st["unembeddedChunks"] > 0 and st["indexPhase"] == "idle"
-        )  # ... and the rest is said to be left
+        assert st["unembeddedChunks"] > 0 and st["indexPhase"] == "idle"  # ... and the rest is said to be left
         assert "left:" in client.progress_reports[token][-1].message
 
         assert await request(client, "saipling/resumeIndexing", {}) == {"resumed": True}
@@ -140,12 +138,8 @@ async def test_cancel_mid_index_shows_what_is_left_and_resume_finishes_it(
         assert st["unembeddedChunks"] == 0 and st["embeddedChunks"] == st["totalChunks"]
 
 
-async def test_pause_keeps_saves_searchable_and_resume_embeds(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
-    root = write_project(
-        tmp_path / "p", {"ch09.md": chapter(), "other.md": "# Other\n\nA field of barley.\n"}
-    )
+async def test_pause_keeps_saves_searchable_and_resume_embeds(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
+    root = write_project(tmp_path / "p", {"ch09.md": chapter(), "other.md": "# Other\n\nA field of barley.\n"})
     async with lsp_session(root, api_options(api_server)) as client:
         await wait_for_index(client)
         assert await request(client, "saipling/pauseIndexing", {}) == {"paused": True}
@@ -167,11 +161,15 @@ async def test_pause_keeps_saves_searchable_and_resume_embeds(
 
 
 async def test_a_paid_provider_asks_before_embedding(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
-    root = write_project(
-        tmp_path / "p", {"ch09.md": chapter(), "other.md": "# Other\n\nA field of barley.\n"}
-    )
-    options = {"provider": "voyage", "baseUrl": api_server.url, "voyageApiKey": "vk-test", "tickSeconds": 3600,
-               "watch": False, "confirmCostAboveUsd": 0}  # fmt: skip
+    root = write_project(tmp_path / "p", {"ch09.md": chapter(), "other.md": "# Other\n\nA field of barley.\n"})
+    options = {
+        "provider": "voyage",
+        "baseUrl": api_server.url,
+        "voyageApiKey": "vk-test",
+        "tickSeconds": 3600,
+        "watch": False,
+        "confirmCostAboveUsd": 0,
+    }
     async with lsp_session(root, options) as client:
         client.message_answer = "Not now"  # type: ignore[attr-defined]
         await wait_for_index(client)
@@ -197,9 +195,7 @@ async def test_an_unusable_api_falls_back_to_local_then_switches_back(
 
     if not local_available():
         pytest.skip("the local model extra is not installed")
-    root = write_project(
-        tmp_path / "p", {"ch09.md": chapter(), "other.md": "# Other\n\nA field of barley.\n"}
-    )
+    root = write_project(tmp_path / "p", {"ch09.md": chapter(), "other.md": "# Other\n\nA field of barley.\n"})
     api_server.require_key("sk-good")  # 401 for the key the server has
     options = api_options(api_server, fallback="local", openaiApiKey="sk-bad", dimensions=16)
     async with lsp_session(root, options) as client:

@@ -44,9 +44,7 @@ async def test_mentions_request_follows_a_save_and_the_hover_shows_the_line(tmp_
         assert entity["last"] == {"path": SCENE.format(5), "line": 6, "chapter": "ch-05"}
 
         hover = await client.text_document_hover_async(
-            types.HoverParams(
-                types.TextDocumentIdentifier(scene.as_uri()), types.Position(line=5, character=16)
-            )
+            types.HoverParams(types.TextDocumentIdentifier(scene.as_uri()), types.Position(line=5, character=16))
         )
         assert hover is not None
         assert "first ch-02 l.6 · 5 mentions in 4 chapters · last seen ch-05 (as of chapter 5)" in hover.contents.value

@@ -71,9 +71,7 @@ async def test_one_index_per_folder_and_results_name_their_folder(tmp_path: Path
 
 
 def folders_change(added: list[Path], removed: list[Path]) -> types.DidChangeWorkspaceFoldersParams:
-    event = types.WorkspaceFoldersChangeEvent(
-        added=[folder(a) for a in added], removed=[folder(r) for r in removed]
-    )
+    event = types.WorkspaceFoldersChangeEvent(added=[folder(a) for a in added], removed=[folder(r) for r in removed])
     return types.DidChangeWorkspaceFoldersParams(event)
 
 
@@ -107,9 +105,7 @@ async def test_a_nested_folder_is_searched_through_the_enclosing_index_not_index
         client.workspace_did_change_workspace_folders(folders_change([], [outer]))
         await wait_for_index(client, runs=2)
         found = await request(client, "saipling/search", {"query": "dragon"})
-        assert [(r["workspaceFolder"], r["filePath"]) for r in found["results"]] == [
-            (inner.as_uri(), "draft.md")
-        ]
+        assert [(r["workspaceFolder"], r["filePath"]) for r in found["results"]] == [(inner.as_uri(), "draft.md")]
 
         # and the enclosing folder added again takes it over
         client.workspace_did_change_workspace_folders(folders_change([outer], []))
@@ -125,9 +121,10 @@ async def test_a_named_nested_folder_is_limited_to_its_own_files(tmp_path: Path)
         scoped = await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": "drafts"})
         assert [r["filePath"] for r in scoped["results"]] == ["drafts/draft.md"]
         narrowed = await request(
-            client, "saipling/search",
+            client,
+            "saipling/search",
             {"query": "dragon", "workspaceFolder": inner.as_uri(), "filter": {"pathPrefix": "nothing-here/"}},
-        )  # fmt: skip
+        )
         assert narrowed["results"] == []  # the caller's own prefix applies inside the nested folder
         got = await request(client, "saipling/get", {"path": "draft.md", "workspaceFolder": "drafts"})
         assert "last draft" in got["text"]
@@ -174,9 +171,7 @@ async def test_closing_a_folder_and_its_nested_folder_together(tmp_path: Path) -
     async with lsp_session([keep, outer, inner], OPTIONS) as client:
         await wait_for_index(client, runs=2)
         client.workspace_did_change_workspace_folders(folders_change([], [outer, inner]))
-        st = await wait_for_status(
-            client, lambda s: s["workspaceFolder"] == keep.as_uri() and "folders" not in s
-        )
+        st = await wait_for_status(client, lambda s: s["workspaceFolder"] == keep.as_uri() and "folders" not in s)
         assert st["totalFiles"] == 1
         await asyncio.sleep(0.5)  # an index run wrongly started for the nested folder would fail by now
         assert not (inner / ".saipling").exists()

@@ -42,9 +42,7 @@ def test_item12_a_frame_counted_in_characters_is_answered_and_the_next_request_t
         body = message("saipling/search", {"query": "café crème"}, 7)
         srv.send_raw(frame(body, len(body)))  # characters, not UTF-8 bytes: 2 bytes short
         srv.request("saipling/status", {}, 8)
-        assert (
-            error_code(srv.response(7)) == PARSE_ERROR
-        )  # the id could still be read: the client is not left waiting
+        assert error_code(srv.response(7)) == PARSE_ERROR  # the id could still be read: the client is not left waiting
         assert "result" in (srv.response(8) or {}), srv.stderr()
 
 
@@ -171,9 +169,7 @@ async def test_item03_item04_symbols_and_get_follow_visibility_and_exclusions(tm
         assert "Not for agents" in got["text"]
         got = await request(client, "saipling/get", {"path": "members.md", "role": "member"})
         assert "For members" in got["text"]
-        found = await request(
-            client, "saipling/search", {"query": "Lantern", "mode": "lexical", "maxResults": 10}
-        )
+        found = await request(client, "saipling/search", {"query": "Lantern", "mode": "lexical", "maxResults": 10})
         assert {r["filePath"] for r in found["results"]} == {"open.md"}
 
 
@@ -204,17 +200,13 @@ def _valid(msg_id: int) -> bytes:
 def broken_frames(draw: st.DrawFn) -> bytes:
     body = message("saipling/search", {"query": draw(st.sampled_from(["café crème", "naïve", "x"]))}, 999_999)
     data = body.encode()
-    kind = draw(
-        st.sampled_from(["short", "long", "nan", "missing", "garbage", "json", "envelope", "negative"])
-    )
+    kind = draw(st.sampled_from(["short", "long", "nan", "missing", "garbage", "json", "envelope", "negative"]))
     if kind == "short":
         return frame(data, len(data) - draw(st.integers(1, min(20, len(data) - 1))))
     if kind == "long":
         return frame(data, len(data) + draw(st.integers(1, 20)))
     if kind == "nan":
-        return (
-            b"Content-Length: " + draw(st.sampled_from([b"abc", b"1e3", b"", b"0x10"])) + b"\r\n\r\n" + data
-        )
+        return b"Content-Length: " + draw(st.sampled_from([b"abc", b"1e3", b"", b"0x10"])) + b"\r\n\r\n" + data
     if kind == "missing":
         return b"Content-Type: application/vscode-jsonrpc\r\n\r\n" + data
     if kind == "negative":
@@ -222,10 +214,20 @@ def broken_frames(draw: st.DrawFn) -> bytes:
     if kind == "json":
         return frame(draw(st.binary(min_size=1, max_size=40)).replace(b"ontent", b"xxxxxx"))
     if kind == "envelope":
-        return frame(draw(st.sampled_from([
-            '{"id": {"x": 1}, "jsonrpc": "2.0", "method": "saipling/status"}', '{"jsonrpc": "3"}', "[]", "null",
-            '{"jsonrpc": "2.0", "id": true, "method": "x"}', '{"jsonrpc": "2.0", "method": "saipling/status", "id": 1.5}',
-        ])))  # fmt: skip
+        return frame(
+            draw(
+                st.sampled_from(
+                    [
+                        '{"id": {"x": 1}, "jsonrpc": "2.0", "method": "saipling/status"}',
+                        '{"jsonrpc": "3"}',
+                        "[]",
+                        "null",
+                        '{"jsonrpc": "2.0", "id": true, "method": "x"}',
+                        '{"jsonrpc": "2.0", "method": "saipling/status", "id": 1.5}',
+                    ]
+                )
+            )
+        )
     junk = draw(st.binary(min_size=1, max_size=60))
     return junk.replace(b"ontent", b"xxxxxx").replace(b"ONTENT", b"XXXXXX")
 

@@ -11,20 +11,12 @@ async def test_search_get_related_enrich(tmp_path: Path) -> None:
     root = write_project(tmp_path / "story", STORY)
     async with lsp_session(root) as client:
         await wait_for_index(client)
-        assert await search_paths(client, "Fenwick", filter={"entityTypes": ["place"]}) == [
-            "places/fenwick.md"
-        ]
-        assert await search_paths(client, "Fenwick", filter={"pathPrefix": "chapters/"}) == [
-            "chapters/ch01.md"
-        ]
-        one = await request(
-            client, "saipling/search", {"query": "Fenwick", "maxResults": 1, "source": "agent"}
-        )
+        assert await search_paths(client, "Fenwick", filter={"entityTypes": ["place"]}) == ["places/fenwick.md"]
+        assert await search_paths(client, "Fenwick", filter={"pathPrefix": "chapters/"}) == ["chapters/ch01.md"]
+        one = await request(client, "saipling/search", {"query": "Fenwick", "maxResults": 1, "source": "agent"})
         assert len(one["results"]) == 1 and one["mode"] == "hybrid"
         assert one["noConfidentMatch"] is False and 0 < one["results"][0]["confidence"] <= 1
-        off = await request(
-            client, "saipling/search", {"query": "nginx websocket reverse proxy", "minScore": 0.5}
-        )
+        off = await request(client, "saipling/search", {"query": "nginx websocket reverse proxy", "minScore": 0.5})
         assert off["noConfidentMatch"] is True and off["results"] == []
 
         got = await request(client, "saipling/get", {"path": "chapters/ch01.md", "startLine": 3, "lines": 1})
@@ -38,8 +30,9 @@ async def test_search_get_related_enrich(tmp_path: Path) -> None:
 
         skill = {"enabled": True, "mode": "always", "max_results": 2}
         enriched = await request(
-            client, "saipling/enrichContext",
+            client,
+            "saipling/enrichContext",
             {"query": "dragon", "skillConfig": skill, "loadedFiles": ["chapters/ch01.md"]},
-        )  # fmt: skip
+        )
         assert enriched["ran"] and "=== FILE: characters/alice.md (SEARCH) ===" in enriched["contextBlock"]
         assert {"path": "chapters/ch01.md", "reason": "already_loaded"} in enriched["skipped"]

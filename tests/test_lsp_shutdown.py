@@ -18,9 +18,7 @@ FILES = 200
 async def test_shutdown_during_indexing_exits_promptly_and_the_next_start_resumes(
     tmp_path: Path, api_server: FakeEmbeddingAPI
 ) -> None:
-    root = write_project(
-        tmp_path / "big", {f"f{i:03}.md": f"# File {i}\n\nToken{i} beta.\n" for i in range(FILES)}
-    )
+    root = write_project(tmp_path / "big", {f"f{i:03}.md": f"# File {i}\n\nToken{i} beta.\n" for i in range(FILES)})
     api_server.slow(0.5, times=1000)
     options = fake_api_options(api_server, batchSize=32)
     async with lsp_session(root, options) as client:

@@ -11,9 +11,7 @@ from lsp_client import STORY, lsp_session, wait_for_index, write_project
 
 def rows(symbols: list[types.SymbolInformation], root: Path) -> list[tuple[str, types.SymbolKind, str, int]]:
     prefix = root.as_uri() + "/"
-    return [
-        (s.name, s.kind, s.location.uri.removeprefix(prefix), s.location.range.start.line) for s in symbols
-    ]
+    return [(s.name, s.kind, s.location.uri.removeprefix(prefix), s.location.range.start.line) for s in symbols]
 
 
 async def test_entities_by_name_and_alias_then_headings(tmp_path: Path) -> None:
@@ -33,9 +31,7 @@ async def test_entities_by_name_and_alias_then_headings(tmp_path: Path) -> None:
                 5,
             ),  # its heading, after the frontmatter
         ]
-        assert await symbols("cartographer") == [
-            ("Alice Marsh", types.SymbolKind.Class, "characters/alice.md", 0)
-        ]
+        assert await symbols("cartographer") == [("Alice Marsh", types.SymbolKind.Class, "characters/alice.md", 0)]
         assert (await symbols("fenwick"))[0] == (
             "Fenwick",
             types.SymbolKind.Namespace,

@@ -34,9 +34,14 @@ QUIET = 120.0
 
 def api_options(api: FakeEmbeddingAPI, **extra: Any) -> dict[str, Any]:
     return {
-        "provider": "openai", "baseUrl": api.url + "/v1", "model": "fake-embed", "quietPeriodSeconds": QUIET,
-        "tickSeconds": 3600, "watch": False, **extra,
-    }  # fmt: skip
+        "provider": "openai",
+        "baseUrl": api.url + "/v1",
+        "model": "fake-embed",
+        "quietPeriodSeconds": QUIET,
+        "tickSeconds": 3600,
+        "watch": False,
+        **extra,
+    }
 
 
 def embedded_texts(api: FakeEmbeddingAPI, since: int = 0) -> list[str]:
@@ -67,26 +72,19 @@ async def test_120_saves_30s_apart_embed_once_after_the_quiet_period(
 
         texts = [t for t in embedded_texts(api_server, before) if "Marker-" in t]
         assert len(texts) == 1 and "Marker-119" in texts[0]
-        assert (
-            len([r for r in api_server.requests[before:] if any("Marker-" in t for t in r.body["input"])])
-            == 1
-        )
+        assert len([r for r in api_server.requests[before:] if any("Marker-" in t for t in r.body["input"])]) == 1
         # the saved text is found first (other.md, a short note, is a weak vector match further down)
         assert (await search_paths(client, "Marker-119 revision"))[0] == "draft.md"
         assert await search_paths(client, "Marker-119 revision", mode="lexical") == ["draft.md"]
 
 
-async def test_delete_on_next_tick_and_rename_reuses_embeddings(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+async def test_delete_on_next_tick_and_rename_reuses_embeddings(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     files = {"a.md": "# A\n\nThe amber lantern glows.\n", "b.md": "# B\n\nThe brass compass spins.\n"}
     root = write_project(tmp_path / "p", files)
     async with lsp_session(root, api_options(api_server)) as client:
         await wait_for_index(client)
         (root / "b.md").unlink()
-        client.workspace_did_delete_files(
-            types.DeleteFilesParams([types.FileDelete((root / "b.md").as_uri())])
-        )
+        client.workspace_did_delete_files(types.DeleteFilesParams([types.FileDelete((root / "b.md").as_uri())]))
         done = await tick(client)  # no clock advance: deletions skip the quiet period
         assert done["paths"] == 1 and (await status(client))["totalFiles"] == 1
         assert await search_paths(client, "brass compass", mode="lexical") == []
@@ -109,9 +107,7 @@ async def test_delete_on_next_tick_and_rename_reuses_embeddings(
 
 
 async def test_burst_of_500_saves_over_200_files_is_one_batched_pass(tmp_path: Path) -> None:
-    root = write_project(
-        tmp_path / "p", {f"ch/{i:03}.md": f"# Chapter {i}\n\nWord{i} text.\n" for i in range(200)}
-    )
+    root = write_project(tmp_path / "p", {f"ch/{i:03}.md": f"# Chapter {i}\n\nWord{i} text.\n" for i in range(200)})
     async with lsp_session(
         root, {"provider": "none", "quietPeriodSeconds": QUIET, "tickSeconds": 3600, "watch": False}
     ) as client:
@@ -131,9 +127,7 @@ async def test_burst_of_500_saves_over_200_files_is_one_batched_pass(tmp_path: P
         assert (await search_paths(client, "Word7 edit 407", mode="lexical"))[0] == "ch/007.md"
 
 
-async def test_cancelled_reindex_puts_the_pending_edits_back(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+async def test_cancelled_reindex_puts_the_pending_edits_back(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = write_project(tmp_path / "p", {"zz.md": "# Z\n\nThe amber lantern glows.\n"})
     async with lsp_session(root, api_options(api_server, batchSize=8)) as client:
         await wait_for_index(client)
@@ -150,9 +144,7 @@ async def test_cancelled_reindex_puts_the_pending_edits_back(
         client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
         await wait_for_index(client, runs=2)
         assert "cancelled" in client.progress_reports[token][-1].message
-        done = await tick(
-            client
-        )  # the drained edit is back in the queue, due at once (it waited out its quiet
+        done = await tick(client)  # the drained edit is back in the queue, due at once (it waited out its quiet
         # period); `pendingFiles` may already be 0: the run embedded it in its first round (most recent first)
         assert done["paths"] == 1 and done["ran"] and done["pending"] == 0
         assert await search_paths(client, "brass compass", mode="lexical") == ["zz.md"]
@@ -165,9 +157,12 @@ async def test_folder_events_with_an_include_that_names_folders(tmp_path: Path) 
     }
     root = write_project(tmp_path / "p", files)
     options = {
-        "provider": "none", "include": ["manuscript/**"], "quietPeriodSeconds": QUIET, "tickSeconds": 3600,
+        "provider": "none",
+        "include": ["manuscript/**"],
+        "quietPeriodSeconds": QUIET,
+        "tickSeconds": 3600,
         "watch": False,
-    }  # fmt: skip
+    }
     async with lsp_session(root, options) as client:
         await wait_for_index(client)
         assert (await status(client))["totalFiles"] == 2
@@ -184,17 +179,13 @@ async def test_folder_events_with_an_include_that_names_folders(tmp_path: Path) 
         assert await search_paths(client, "amber lantern", mode="lexical") == ["manuscript/part2/ch1.md"]
 
         write_project(root, {"manuscript/part3/ch3.md": "# Ch3\n\nThe copper kettle sings.\n"})
-        client.workspace_did_create_files(
-            types.CreateFilesParams([types.FileCreate((ms / "part3").as_uri())])
-        )
+        client.workspace_did_create_files(types.CreateFilesParams([types.FileCreate((ms / "part3").as_uri())]))
         await advance(client, QUIET)
         assert (await tick(client))["rescan"]
         assert await search_paths(client, "copper kettle", mode="lexical") == ["manuscript/part3/ch3.md"]
 
         shutil.rmtree(ms / "part2")
-        client.workspace_did_delete_files(
-            types.DeleteFilesParams([types.FileDelete((ms / "part2").as_uri())])
-        )
+        client.workspace_did_delete_files(types.DeleteFilesParams([types.FileDelete((ms / "part2").as_uri())]))
         assert (await tick(client))["paths"] == 2  # no quiet period for deletions
         assert (await status(client))["totalFiles"] == 1
         assert await search_paths(client, "amber lantern", mode="lexical") == []

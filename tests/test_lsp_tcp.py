@@ -50,8 +50,7 @@ class SocketClient:
 
     async def wait_for_index(self) -> None:
         while not any(
-            n["method"] == "$/progress" and n["params"]["value"].get("kind") == "end"
-            for n in self.notifications
+            n["method"] == "$/progress" and n["params"]["value"].get("kind") == "end" for n in self.notifications
         ):
             message = await asyncio.wait_for(self.receive(), 30)
             if "method" in message and "id" in message:
@@ -88,9 +87,7 @@ def start_server(stderr_lines: list[str]) -> tuple[subprocess.Popen[str], str, i
 
 
 async def test_tcp_mode_serves_a_client_and_exits_cleanly(tmp_path: Path) -> None:
-    root = make_project(
-        tmp_path, {"world/harbor.md": "# Harbor\n\nThe lighthouse keeper watches the harbor.\n"}
-    )
+    root = make_project(tmp_path, {"world/harbor.md": "# Harbor\n\nThe lighthouse keeper watches the harbor.\n"})
     stderr: list[str] = []
     proc, host, port = start_server(stderr)
     try:

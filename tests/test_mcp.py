@@ -100,13 +100,14 @@ async def test_search_finds_the_right_file_and_lines(tmp_path: Path) -> None:
         assert off_topic["noConfidentMatch"] is True
 
         # filters, as the schema describes them
-        assert set(await paths(session, "harbor", filter={"entityTypes": ["place"]})) == {
-            "world/places/harbor.md"
-        }
+        assert set(await paths(session, "harbor", filter={"entityTypes": ["place"]})) == {"world/places/harbor.md"}
         assert await paths(session, "zephyrine", filter={"maxChapter": 4}) == []
         # and the result lines are exactly what `get` reads
-        got = await call(session, "get", {"path": top["filePath"], "startLine": top["startLine"],
-                                          "lines": top["endLine"] - top["startLine"] + 1})  # fmt: skip
+        got = await call(
+            session,
+            "get",
+            {"path": top["filePath"], "startLine": top["startLine"], "lines": top["endLine"] - top["startLine"] + 1},
+        )
         assert "zephyrine" in got["text"] and got["path"] == SCENE_5
 
 
@@ -139,10 +140,7 @@ async def test_get_refuses_escapes_and_excluded_files(tmp_path: Path) -> None:
     write_file(tmp_path, "outside.md", "# Outside\n\nnot part of the project\n")
     async with mcp_session(root) as session:
         got = await call(session, "get", {"path": SCENE_1, "startLine": 3, "lines": 1})
-        assert (
-            got["text"].startswith("Marcus lights the brass lantern")
-            and got["startLine"] == got["endLine"] == 3
-        )
+        assert got["text"].startswith("Marcus lights the brass lantern") and got["startLine"] == got["endLine"] == 3
         for path in ("../outside.md", str(tmp_path / "outside.md"), "books/../../outside.md"):
             message = await error(session, "get", {"path": path})
             assert "path" in message and "Outside" not in message
@@ -174,7 +172,7 @@ INVALID = [
     ("enrich_context", {"query": "ferry", "loadedFiles": "a.md"}, "loadedFiles"),
     ("related", {"maxResults": 2}, "path"),
     ("status", {"verbose": True}, "verbose"),
-]  # fmt: skip
+]
 
 
 async def test_an_invalid_argument_is_an_error_result_naming_the_field_and_the_server_goes_on(
@@ -195,9 +193,7 @@ async def test_a_file_edited_on_disk_is_found_after_the_edit(tmp_path: Path) -> 
         assert await paths(session, "xylophone") == []
         text = (root / SCENE_1).read_text()
         (root / SCENE_1).write_text(text + "\nA xylophone plays somewhere below deck.\n")
-        hits = (await call(session, "search", {"query": "xylophone"}))[
-            "results"
-        ]  # no wait: the very next call
+        hits = (await call(session, "search", {"query": "xylophone"}))["results"]  # no wait: the very next call
         assert [h["filePath"] for h in hits] == [SCENE_1]
         lines = (root / SCENE_1).read_text().split("\n")
         assert "xylophone" in "\n".join(lines[hits[0]["startLine"] - 1 : hits[0]["endLine"]])
@@ -229,7 +225,7 @@ async def test_every_search_is_logged_with_source_agent(tmp_path: Path) -> None:
     async with mcp_session(root) as session:
         await call(session, "search", {"query": "brass lantern"})
         await call(session, "enrich_context", {"query": "storm ledger signal", "skill": "always"})
-    from saipling.store import Store
+    from saipling.storage.store import Store
 
     store = Store.open(root / ".saipling" / "index.db")
     try:
@@ -241,9 +237,7 @@ async def test_every_search_is_logged_with_source_agent(tmp_path: Path) -> None:
 
 async def test_visibility_follows_the_mcp_role_setting(tmp_path: Path) -> None:
     root = retrieval_project(tmp_path)
-    write_file(
-        root, ".saipling/config.toml", '[roles]\nauthor = ["public", "private"]\nreader = ["public"]\n'
-    )
+    write_file(root, ".saipling/config.toml", '[roles]\nauthor = ["public", "private"]\nreader = ["public"]\n')
     elena = "characters/elena-vance/profile.md"
     async with mcp_session(root, SAIPLING_MCP_ROLE="reader") as session:
         assert await paths(session, "quillfeather") == []  # Elena's profile is private
@@ -262,25 +256,20 @@ async def test_enrich_related_and_status(tmp_path: Path) -> None:
     root = retrieval_project(tmp_path)
     async with mcp_session(root) as session:
         enriched = await call(
-            session, "enrich_context",
+            session,
+            "enrich_context",
             {"query": "ferry lantern storm", "skill": "always", "loadedFiles": [SCENE_1], "maxSearchTokens": 2000},
-        )  # fmt: skip
+        )
         assert enriched["ran"] and "=== FILE: " in enriched["contextBlock"]
         assert f"=== FILE: {SCENE_1} " not in enriched["contextBlock"]
         assert {"path": SCENE_1, "reason": "already_loaded"} in enriched["skipped"]
-        related = await call(
-            session, "related", {"path": "characters/marcus-cole/profile.md", "maxResults": 3}
-        )
+        related = await call(session, "related", {"path": "characters/marcus-cole/profile.md", "maxResults": 3})
         assert related["indexed"] and related["results"]
         assert all(r["filePath"] != "characters/marcus-cole/profile.md" for r in related["results"])
         scene = await call(session, "related", {"path": SCENE_1, "startLine": 3, "maxResults": 3})
         assert scene["results"] and scene["startLine"] <= 3 <= scene["endLine"]
         status = await call(session, "status")
-        assert (
-            status["root"] == str(root.resolve())
-            and status["totalFiles"] == 12
-            and status["provider"] == "none"
-        )
+        assert status["root"] == str(root.resolve()) and status["totalFiles"] == 12 and status["provider"] == "none"
 
 
 async def test_without_root_the_nearest_indexed_folder_above_is_served(tmp_path: Path) -> None:
@@ -295,22 +284,26 @@ async def test_without_root_the_nearest_indexed_folder_above_is_served(tmp_path:
 
 
 def test_a_missing_root_is_a_usage_error(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "saipling", "mcp", str(tmp_path / "nope")],
-                          capture_output=True, text=True, env=server_env(), timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "saipling", "mcp", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        env=server_env(),
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 2 and "not a folder" in done.stderr and done.stdout == ""
 
 
 def test_the_cli_search_path_never_imports_the_mcp_sdk(tmp_path: Path) -> None:
     root = retrieval_project(tmp_path)
     code = (
-        "import sys\nfrom saipling.cli import main\n"
+        "import sys\nfrom saipling.cli.main import main\n"
         f"try:\n    main(['search', 'ferry', '--root', {str(root)!r}, '--json'])\nexcept SystemExit:\n    pass\n"
         "print('MCP LOADED' if any(m == 'mcp' or m.startswith('mcp.') for m in sys.modules) else 'MCP NOT LOADED',"
         " file=sys.stderr)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=server_env(), timeout=60
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=server_env(), timeout=60)
     assert "MCP NOT LOADED" in done.stderr, done.stderr
 
 
@@ -319,24 +312,34 @@ def test_a_line_the_sdk_cannot_read_is_answered_with_its_id_and_the_server_goes_
     readable id, e.g. a lone surrogate escape, gets a parse error with that id; garbage is only logged."""
     root = retrieval_project(tmp_path)
     env = {k: v for k, v in server_env().items() if k != "SAIPLING_TEST_CLOCK"}
-    proc = subprocess.Popen([sys.executable, "-m", "saipling", "mcp", str(root), "--provider", "none"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "saipling", "mcp", str(root), "--provider", "none"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     lines = [
         json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}),
         json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         "garbage, not JSON",
-        '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get", "arguments": {"path": "\\udc80.md"}}}',
+        '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get", "arguments": {"path": '
+        '"\\udc80.md"}}}',
         '[{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}]',
         # nested too deep for any JSON parser: its id is read from the raw line
         '{"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "search", "arguments": {"query": '
-        + "[" * 100_000 + "]" * 100_000 + "}}}",
+        + "[" * 100_000
+        + "]" * 100_000
+        + "}}}",
         '{"jsonrpc": "2.0", "id": 11, "method": "tools/list",',  # cut short: its id is readable
         # a notification nested too deep: the "id" in its params is not its own, nothing is answered
         '{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"id": 12, "x": '
-        + "[" * 100_000 + "]" * 100_000 + "}}",
+        + "[" * 100_000
+        + "]" * 100_000
+        + "}}",
         json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
-    ]  # fmt: skip
+    ]
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(("\n".join(lines) + "\n").encode())
     proc.stdin.flush()

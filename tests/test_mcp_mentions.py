@@ -32,9 +32,20 @@ async def test_search_and_enrich_context_take_known_by(tmp_path: Path) -> None:
         flt = {"knownBy": "Jonathan", "maxChapter": 4}
         known = {r["filePath"] for r in (await call(session, "search", {**args, "filter": flt}))["results"]}
         assert known == {SCENE.format(2)}  # chapter 3's letter is Mina's: Jonathan is not in it
-        enrich = await call(session, "enrich_context", {"query": "Mina read the letter", "knownBy": "Dracula",
-                                                         "maxChapter": 1, "skillConfig": {"min_relevance": 0}})  # fmt: skip
-        assert {r["filePath"] for r in enrich["searchResults"]} <= {SCENE.format(1), "characters/count-dracula/profile.md"}
+        enrich = await call(
+            session,
+            "enrich_context",
+            {
+                "query": "Mina read the letter",
+                "knownBy": "Dracula",
+                "maxChapter": 1,
+                "skillConfig": {"min_relevance": 0},
+            },
+        )
+        assert {r["filePath"] for r in enrich["searchResults"]} <= {
+            SCENE.format(1),
+            "characters/count-dracula/profile.md",
+        }
         assert "knownBy" in await error(session, "search", {**args, "filter": {"knownBy": "Lucy"}})
 
 

@@ -42,9 +42,7 @@ async def test_status_is_answered_while_a_heavy_glob_search_runs(tmp_path: Path)
             assert time.monotonic() < deadline
             await asyncio.sleep(0.1)
         glob = "**?**?**?**?**?**?**?**.mdx"
-        search = asyncio.ensure_future(
-            structured(session, "search", {"query": "storm", "filter": {"glob": glob}})
-        )
+        search = asyncio.ensure_future(structured(session, "search", {"query": "storm", "filter": {"glob": glob}}))
         await asyncio.sleep(0.2)  # the search is under way
         started = time.monotonic()
         st = await asyncio.wait_for(structured(session, "status"), 30)

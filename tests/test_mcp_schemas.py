@@ -20,12 +20,20 @@ import pytest
 
 from fixtures import retrieval_project
 from saipling.errors import InvalidRequest
-from saipling.mcp_server import TOOLS, check_arguments
-from saipling.requests import REQUESTS, arguments_schema, parse
+from saipling.mcp.server import TOOLS, check_arguments
+from saipling.retrieval.requests import REQUESTS, arguments_schema, parse
 
 # keywords whose value may be a bare boolean (JSON Schema allows it there and clients accept it)
-BOOLEAN_VALUED = {"additionalProperties", "unevaluatedProperties", "uniqueItems", "exclusiveMinimum",
-                  "exclusiveMaximum", "readOnly", "writeOnly", "deprecated"}  # fmt: skip
+BOOLEAN_VALUED = {
+    "additionalProperties",
+    "unevaluatedProperties",
+    "uniqueItems",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+}
 # keywords holding one subschema, or a list of them, or a map of name -> subschema
 ONE_SCHEMA = {"items", "additionalProperties", "not", "contains", "propertyNames", "unevaluatedProperties"}
 SCHEMA_LIST = {"anyOf", "oneOf", "allOf", "prefixItems"}
@@ -91,20 +99,43 @@ def _walk(node: Any, path: str, kind: str, problems: list[str], typed: bool) -> 
 BAD = [
     ({"type": "array", "items": {"type": "string"}}, "root"),
     ({"type": "object", "properties": {"a": {"type": ["string", "null"]}}, "additionalProperties": False}, "array"),
-    ({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
-      "additionalProperties": False}, "null branch"),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+            "additionalProperties": False,
+        },
+        "null branch",
+    ),
     ({"type": "object", "properties": {"a": True}, "additionalProperties": False}, "bare true"),
     ({"type": "object", "properties": {"a": {"description": "anything"}}, "additionalProperties": False}, "no type"),
-    ({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}},
-      "additionalProperties": False}, "$ref"),
-    ({"type": "object", "properties": {"a": {"type": "string", "format": "uri"}}, "additionalProperties": False},
-     "format"),
-    ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"], "additionalProperties": False},
-     "required"),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/A"}},
+            "$defs": {"A": {"type": "string"}},
+            "additionalProperties": False,
+        },
+        "$ref",
+    ),
+    (
+        {"type": "object", "properties": {"a": {"type": "string", "format": "uri"}}, "additionalProperties": False},
+        "format",
+    ),
+    (
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"], "additionalProperties": False},
+        "required",
+    ),
     ({"type": "object", "properties": {"a": {"type": "string"}}}, "additionalProperties"),
-    ({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}},
-      "additionalProperties": False}, "additionalProperties"),
-]  # fmt: skip
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}},
+            "additionalProperties": False,
+        },
+        "additionalProperties",
+    ),
+]
 
 
 @pytest.mark.parametrize(("schema", "problem"), BAD)
@@ -115,7 +146,14 @@ def test_the_check_finds_each_unportable_shape(schema: dict, problem: str) -> No
 
 def test_every_tool_schema_is_portable() -> None:
     assert {t.name for t in TOOLS} == {
-        "search", "get", "enrich_context", "related", "status", "mentions", "check_passage", "names"
+        "search",
+        "get",
+        "enrich_context",
+        "related",
+        "status",
+        "mentions",
+        "check_passage",
+        "names",
     }
     for tool in TOOLS:
         assert portability_problems(tool.input_schema, "input") == [], tool.name
@@ -159,15 +197,11 @@ def test_a_tool_argument_is_refused_with_the_language_servers_message(args: dict
 
 def test_null_arguments_count_as_absent_and_fields_outside_the_tool_are_refused() -> None:
     tools = {t.name: t for t in TOOLS}
-    assert check_arguments(tools["search"], {"query": "ferry", "mode": None, "filter": None}) == {
-        "query": "ferry"
-    }
+    assert check_arguments(tools["search"], {"query": "ferry", "mode": None, "filter": None}) == {"query": "ferry"}
     with pytest.raises(InvalidRequest, match="query: is required"):
         check_arguments(tools["search"], {"query": None})
     with pytest.raises(InvalidRequest, match=r"role: is not a parameter of search"):
-        check_arguments(
-            tools["search"], {"query": "ferry", "role": "author"}
-        )  # the language server's, not here
+        check_arguments(tools["search"], {"query": "ferry", "role": "author"})  # the language server's, not here
     with pytest.raises(InvalidRequest, match=r"maxResult: .*did you mean maxResults\?"):
         check_arguments(tools["search"], {"query": "ferry", "maxResult": 3})
     with pytest.raises(InvalidRequest, match="path: is required"):

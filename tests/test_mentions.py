@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from fixtures import NOVEL_MENTIONS, novel_project, open_project, write_file
-from saipling import mentions
 from saipling.errors import InvalidRequest
+from saipling.retrieval import mentions
 
 SCENE = "books/book-01/phase-1-setup/ch-{:02d}/scene-01.md"
 

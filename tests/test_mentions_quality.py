@@ -21,7 +21,9 @@ PROFILES = {
     "characters/rose.md": ("Rose", []),
     "characters/will.md": ("Will", []),
 }
-M, J, D, V, L, R, W = (f"characters/{n}.md" for n in ("mina", "jonathan", "dracula", "van-helsing", "lucy", "rose", "will"))
+M, J, D, V, L, R, W = (
+    f"characters/{n}.md" for n in ("mina", "jonathan", "dracula", "van-helsing", "lucy", "rose", "will")
+)
 
 # (line, the entities mentioned on it, one per mention)
 LABELLED: list[tuple[str, list[str]]] = [
@@ -71,7 +73,7 @@ LABELLED: list[tuple[str, list[str]]] = [
     ("The word `Mina` in code is not a mention.", []),
     ("Lucy-like, she smiled.", [L]),
     ("(Mina) was written in the margin.", [M]),
-    ("\"Jonathan!\" she called.", [J]),
+    ('"Jonathan!" she called.', [J]),
     ("Mina Harker.", [M]),
     ("Dracula's castle stood on the crag.", [D]),
     ("The Countess was a different person.", []),
@@ -100,9 +102,7 @@ def test_precision_and_recall_of_stored_mentions_on_the_labelled_lines(tmp_path:
         p.index()
         rows = p.store.mentions_of(list(PROFILES))
     first_body_line = front.count("\n") + 2  # 0-based line of LABELLED[0]
-    expected = Counter(
-        (first_body_line + 2 * i, e) for i, (_, ents) in enumerate(LABELLED) for e in ents
-    )
+    expected = Counter((first_body_line + 2 * i, e) for i, (_, ents) in enumerate(LABELLED) for e in ents)
     found = Counter((r["line"], r["entity"]) for r in rows if r["path"].startswith("books/"))
     true_pos = sum((expected & found).values())
     precision = true_pos / max(1, sum(found.values()))
@@ -168,7 +168,7 @@ DRACULA_READER_ONLY = 4
 
 @pytest.mark.skipif(not (FICTION_CORPUS / "bram-stoker" / "dracula").is_dir(), reason="no fiction corpus")
 def test_precision_and_recall_on_four_hand_checked_chapters_of_dracula() -> None:
-    from saipling.entities import Entity, EntityIndex
+    from saipling.retrieval.entities import Entity, EntityIndex
 
     index = EntityIndex.build(Entity(slug, name, "character", aliases) for slug, name, aliases in DRACULA_CAST)
     expected = {f"{f}:{item}" for f, items in DRACULA_CHECKED.items() for item in items.split()}

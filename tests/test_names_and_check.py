@@ -1,5 +1,5 @@
-"""Names that drift and names without a page (`names.py`), and the evidence for a continuity check
-(`continuity.py`, `saipling/checkPassage`) (issue 35)."""
+"""Names that drift and names without a page (`retrieval/names.py`), and the evidence for a continuity check
+(`retrieval/continuity.py`, `saipling/checkPassage`) (issue 35)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,20 @@ import pytest
 from click.testing import CliRunner
 
 from fixtures import novel_project, open_project, write_file
-from saipling import continuity, names
-from saipling.cli import main
+from saipling.cli.main import main
 from saipling.errors import InvalidRequest
+from saipling.retrieval import continuity, names
 
 EXTRA = "books/book-01/phase-1-setup/ch-06/scene-01.md"
 
 
 def drifting(root: Path) -> Path:
-    write_file(root, EXTRA, "# Six\n\nMinna and Jonathon met Renfield, and Renfield laughed, and then Renfield "
-               "spoke; so Renfield, Renfield and Renfield left. Mind the gap, said Will; you will go. Never mind.\n")  # fmt: skip
+    write_file(
+        root,
+        EXTRA,
+        "# Six\n\nMinna and Jonathon met Renfield, and Renfield laughed, and then Renfield "
+        "spoke; so Renfield, Renfield and Renfield left. Mind the gap, said Will; you will go. Never mind.\n",
+    )
     return root
 
 
@@ -59,8 +63,11 @@ def test_check_passage_gives_each_entity_its_profile_and_earlier_passages_within
     tmp_path: Path, budget: int
 ) -> None:
     root = novel_project(tmp_path)
-    names_ = {"Mina": "characters/mina-harker/profile.md", "Jonathan": "characters/jonathan-harker/profile.md",
-              "the Count": "characters/count-dracula/profile.md"}  # fmt: skip
+    names_ = {
+        "Mina": "characters/mina-harker/profile.md",
+        "Jonathan": "characters/jonathan-harker/profile.md",
+        "the Count": "characters/count-dracula/profile.md",
+    }
     passages = []
     for (a, b), chapter in itertools.product(itertools.combinations(names_, 2), (2, 3, 4, 5)):
         passages.append((f"{a} spoke with {b} about the letter and the castle.", chapter, {a, b}))

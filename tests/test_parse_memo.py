@@ -1,4 +1,4 @@
-"""An edited file re-parsed from its last unchanged top-level heading (parse_memo.py) gets exactly the blocks a
+"""An edited file re-parsed from its last unchanged top-level heading (markdown/parse_memo.py) gets exactly the blocks a
 parse from its first line gets: random edits of a note with every block kind, and of the vault's notes."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import random
 import pytest
 
 from fixtures import SHARED
-from saipling.chunker import chunk_document, parse_blocks
-from saipling.parse_memo import memo_of, parse_with_memo
+from saipling.markdown.chunker import chunk_document, parse_blocks
+from saipling.markdown.parse_memo import memo_of, parse_with_memo
 
 NOTE = """---
 title: The Keep
@@ -56,9 +56,29 @@ Another setext
 Final paragraph [[Moat]].
 """
 
-SNIPPETS = ["", "# New heading", "## Sub", "```", "~~~", "- item", "  continued", "> quote", "<div>", "</div>",
-            "    code", "===", "---", "plain text [[Link|shown]]", "1. one", "<!-- comment", "-->",
-            "# ", "#no heading", "   # indented heading", "\t# tab"]  # fmt: skip
+SNIPPETS = [
+    "",
+    "# New heading",
+    "## Sub",
+    "```",
+    "~~~",
+    "- item",
+    "  continued",
+    "> quote",
+    "<div>",
+    "</div>",
+    "    code",
+    "===",
+    "---",
+    "plain text [[Link|shown]]",
+    "1. one",
+    "<!-- comment",
+    "-->",
+    "# ",
+    "#no heading",
+    "   # indented heading",
+    "\t# tab",
+]
 
 
 def edit(lines: list[str], rng: random.Random) -> list[str]:
@@ -100,7 +120,7 @@ def test_an_appended_sentence_reparses_only_the_last_section(monkeypatch: pytest
     new = NOTE + "\nA late errata note.\n"
     memo = memo_of(old, parse_blocks(old))
     parsed: list[int] = []
-    import saipling.parse_memo as pm
+    import saipling.markdown.parse_memo as pm
 
     real = pm.parse_blocks
     monkeypatch.setattr(pm, "parse_blocks", lambda text: parsed.append(text.count("\n") + 1) or real(text))

@@ -28,15 +28,11 @@ FILES = {
 
 def cli_env(api: FakeEmbeddingAPI, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in server_env().items() if k != "SAIPLING_TEST_CLOCK"}
-    env.update(
-        SAIPLING_PROVIDER="openai", SAIPLING_BASE_URL=api.url + "/v1", SAIPLING_MODEL="fake-embed", **extra
-    )
+    env.update(SAIPLING_PROVIDER="openai", SAIPLING_BASE_URL=api.url + "/v1", SAIPLING_MODEL="fake-embed", **extra)
     return env
 
 
-def saipling(
-    *args: str, env: dict[str, str], timeout: float
-) -> tuple[subprocess.CompletedProcess[str], float]:
+def saipling(*args: str, env: dict[str, str], timeout: float) -> tuple[subprocess.CompletedProcess[str], float]:
     t0 = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "saipling", *args], capture_output=True, text=True, env=env, timeout=timeout
@@ -53,9 +49,7 @@ def indexed_project(tmp_path: Path, api: FakeEmbeddingAPI) -> Path:
     return root
 
 
-def test_cli_search_answers_keyword_only_within_the_promised_10_s(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_cli_search_answers_keyword_only_within_the_promised_10_s(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = indexed_project(tmp_path, api_server)
     api_server.trickle(0.5, times=100)  # every byte half a second apart: no read timeout ever trips
     done, took = saipling(
@@ -75,9 +69,7 @@ def test_cli_index_on_a_trickling_server_ends_with_a_clear_error_and_releases_th
     root = write_project(tmp_path / "p", FILES)
     api_server.script(Step())  # the dimension probe is answered; then every batch trickles
     api_server.trickle(0.2, times=1000)
-    env = cli_env(
-        api_server, SAIPLING_REQUEST_TIMEOUT_SECONDS="1", SAIPLING_MAX_RETRIES="0", SAIPLING_FALLBACK="none"
-    )
+    env = cli_env(api_server, SAIPLING_REQUEST_TIMEOUT_SECONDS="1", SAIPLING_MAX_RETRIES="0", SAIPLING_FALLBACK="none")
     done, took = saipling("index", str(root), "--json", env=env, timeout=90)
     assert took < 30, took
     summary = json.loads(done.stdout)
@@ -85,9 +77,7 @@ def test_cli_index_on_a_trickling_server_ends_with_a_clear_error_and_releases_th
     assert any("timed out" in w or "still busy" in w for w in summary["warnings"]), summary
     assert len(api_server.requests) >= 2 and api_server.requests[1].body["input"] != ["dimension probe"]
     # the text phase is kept: every file is keyword-searchable
-    found, _ = saipling(
-        "search", "chandlery", "--mode", "lexical", "--json", "--root", str(root), env=env, timeout=60
-    )
+    found, _ = saipling("search", "chandlery", "--mode", "lexical", "--json", "--root", str(root), env=env, timeout=60)
     assert found.returncode == 0, found.stderr
     assert [r["filePath"] for r in json.loads(found.stdout)["results"]] == ["market.md"]
     # the lock was released: the next run (the server well again) takes it at once and embeds everything
@@ -132,9 +122,7 @@ def test_serve_shutdown_and_exit_while_a_search_waits_on_a_trickle(
         time.sleep(1.0)  # the query is being trickled in
         t0 = time.monotonic()
         srv.request("shutdown", None, msg_id="bye")
-        assert srv.response("bye", timeout=5) is not None, (
-            "shutdown was not answered while a provider trickled"
-        )
+        assert srv.response("bye", timeout=5) is not None, "shutdown was not answered while a provider trickled"
         searched = srv.response("search", timeout=1)
         assert searched is not None and "result" in searched, searched  # answered, keyword-only
         assert searched["result"]["degraded"], searched["result"]
@@ -157,9 +145,7 @@ def test_serve_exit_without_shutdown_while_a_search_waits_on_a_trickle(
         assert time.monotonic() - t0 < 5
 
 
-def test_serve_shutdown_while_the_index_run_waits_on_a_trickle(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_serve_shutdown_while_the_index_run_waits_on_a_trickle(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     """The first index run's embedding trickles (a 30 s budget per batch): shutdown and exit end it at once."""
     root = write_project(tmp_path / "p", FILES)
     api_server.trickle(0.5, times=1000)
@@ -205,9 +191,7 @@ def test_mcp_ends_promptly_when_input_closes_during_a_trickled_search(
         proc.stdin.write(
             (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}) + "\n").encode()
         )
-        proc.stdin.write(
-            (json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n").encode()
-        )
+        proc.stdin.write((json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n").encode())
         proc.stdin.flush()
         deadline = time.monotonic() + 30
         while 1 not in replies:
@@ -216,9 +200,7 @@ def test_mcp_ends_promptly_when_input_closes_during_a_trickled_search(
         api_server.trickle(0.5, times=100)
         search = {"name": "search", "arguments": {"query": "lighthouse keeper"}}
         proc.stdin.write(
-            (
-                json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search}) + "\n"
-            ).encode()
+            (json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search}) + "\n").encode()
         )
         proc.stdin.flush()
         deadline = time.monotonic() + 10

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from apiserver import FakeEmbeddingAPI, api_server, fake_vector  # noqa: F401  (fixture)
-from saipling.config import Settings
+from saipling.config.settings import Settings
 from saipling.embeddings.base import user_waiting
 from saipling.embeddings.openai import OpenAIProvider
 from saipling.embeddings.voyage import VoyageProvider
@@ -106,9 +106,7 @@ def test_a_trickling_server_stops_the_pass_with_a_clear_error(api_server: FakeEm
 
 
 @pytest.mark.parametrize("make", ["openai", "voyage"])
-def test_an_endless_reply_fails_cleanly_before_many_megabytes(
-    api_server: FakeEmbeddingAPI, make: str
-) -> None:
+def test_an_endless_reply_fails_cleanly_before_many_megabytes(api_server: FakeEmbeddingAPI, make: str) -> None:
     """A 200 body that never ends: reading stops at the cap the batch can need (a few MB), with a clear error,
     not MemoryError after gigabytes. The fake server stops at 200 MB; a client without a cap reads all of it."""
     if make == "openai":

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from apiserver import FakeEmbeddingAPI, api_server, fake_tokens, fake_vector  # noqa: F401  (fixture)
-from saipling.config import Settings
+from saipling.config.settings import Settings
 from saipling.embeddings import create_provider
 from saipling.embeddings.http import MAX_RETRY_AFTER, parse_retry_after, retry_delay, should_retry
 from saipling.embeddings.openai import OpenAIProvider
@@ -149,9 +149,7 @@ def test_batches_of_at_most_128_in_order(api_server: FakeEmbeddingAPI, sleeps: S
 # -- retries ---------------------------------------------------------------------------------------------
 
 
-def test_429_honours_retry_after_then_succeeds(
-    api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list
-) -> None:
+def test_429_honours_retry_after_then_succeeds(api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list) -> None:
     p = voyage(api_server, sleeps)
     closing.append(p)
     api_server.fail(429, times=2, retry_after="2")
@@ -171,9 +169,7 @@ def test_500_then_success(api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing:
     assert len(sleeps) == 1 and 0.375 <= sleeps[0] <= 0.5  # first backoff: 0.5 s minus up to 25 % jitter
 
 
-def test_timeout_then_still_busy_stops_calling(
-    api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list
-) -> None:
+def test_timeout_then_still_busy_stops_calling(api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list) -> None:
     """A batch times out; the one-word request that waits for the server to finish it times out too: the
     server is stuck, so the provider stops calling it (circuit breaker) instead of piling up requests."""
     p = voyage(api_server, sleeps, request_timeout_seconds=0.2, max_retries=2)
@@ -189,9 +185,7 @@ def test_timeout_then_still_busy_stops_calling(
     assert api_server.count == 2
 
 
-def test_exhausted_429_raises_rate_limited(
-    api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list
-) -> None:
+def test_exhausted_429_raises_rate_limited(api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list) -> None:
     p = voyage(api_server, sleeps)  # default max_retries = 3
     closing.append(p)
     api_server.fail(429, times=10, retry_after="1")
@@ -262,9 +256,7 @@ def test_401_wrong_key(
     assert all(KEY not in str(r.args) for r in caplog.records)
 
 
-def test_403(
-    api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_403(api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     api_server.fail(403, body={"error": {"message": f"key {KEY} has no access"}})
     p = openai(api_server, sleeps, dimensions=8)
@@ -289,9 +281,7 @@ def test_401_without_key_says_to_set_it(api_server: FakeEmbeddingAPI, sleeps: Sl
 # -- input validation and selection ----------------------------------------------------------------------
 
 
-def test_empty_input_rejected_before_any_request(
-    api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list
-) -> None:
+def test_empty_input_rejected_before_any_request(api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list) -> None:
     p = voyage(api_server, sleeps)
     closing.append(p)
     with pytest.raises(ValueError):
@@ -315,9 +305,7 @@ def test_create_provider_auto_selection(api_server: FakeEmbeddingAPI, closing: l
     vb = create_provider(Settings(voyage_api_key=KEY, base_url=api_server.url))
     closing.append(vb)
     assert isinstance(vb, VoyageProvider) and vb.http.base_url == "https://api.voyageai.com"
-    explicit = create_provider(
-        Settings(provider="voyage", voyage_api_key=KEY, base_url=api_server.url + "/v1/")
-    )
+    explicit = create_provider(Settings(provider="voyage", voyage_api_key=KEY, base_url=api_server.url + "/v1/"))
     closing.append(explicit)
     assert explicit.http.base_url == api_server.url
     assert KEY not in repr(Settings(voyage_api_key=KEY))

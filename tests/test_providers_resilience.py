@@ -18,7 +18,7 @@ import pytest
 
 from apiserver import FakeEmbeddingAPI, Step, api_server, fake_vector  # noqa: F401  (fixture)
 from fixtures import make_project, open_project, words
-from saipling.config import Settings, load_settings
+from saipling.config.settings import Settings, load_settings
 from saipling.embeddings.families import family_for
 from saipling.embeddings.http import BREAKER_THRESHOLD
 from saipling.embeddings.openai import OpenAIProvider
@@ -50,8 +50,12 @@ def single_worker() -> Iterator[FakeEmbeddingAPI]:
 
 
 def provider(api: FakeEmbeddingAPI, sleeps: Sleeps | None = None, **kw: Any) -> OpenAIProvider:
-    opts: dict[str, Any] = {"provider": "openai", "base_url": api.url + "/v1", "model": "fake-embed",
-                            "dimensions": DIMS}  # fmt: skip
+    opts: dict[str, Any] = {
+        "provider": "openai",
+        "base_url": api.url + "/v1",
+        "model": "fake-embed",
+        "dimensions": DIMS,
+    }
     opts.update(kw)
     return OpenAIProvider(Settings(**opts), sleep=sleeps)
 
@@ -94,9 +98,7 @@ def test_a_single_text_that_keeps_timing_out_is_given_up(single_worker: FakeEmbe
             p.embed_documents(["one text", "another text"])
         assert sizes(api) == [2, 1, 1, 1, 1]
         for i, r in enumerate(api.requests):
-            if r.body["input"] != [
-                "ping"
-            ]:  # texts are sent only once the server has finished everything else
+            if r.body["input"] != ["ping"]:  # texts are sent only once the server has finished everything else
                 assert all(r.received >= earlier.finished for earlier in api.requests[:i])
     finally:
         p.close()
@@ -142,9 +144,7 @@ def test_breaker_opens_after_connection_failures_and_refuses_without_a_request(
         p.close()
 
 
-def test_breaker_lets_one_query_through_after_the_cooldown(
-    api_server: FakeEmbeddingAPI, sleeps: Sleeps
-) -> None:
+def test_breaker_lets_one_query_through_after_the_cooldown(api_server: FakeEmbeddingAPI, sleeps: Sleeps) -> None:
     p = provider(api_server, sleeps)
     now = [0.0]
     p.http.breaker.clock = lambda: now[0]
@@ -186,8 +186,14 @@ def test_outage_mid_index_ends_the_pass_and_the_next_pass_fills_the_vectors(
     tmp_path: Path, api_server: FakeEmbeddingAPI
 ) -> None:
     root = outage_project(tmp_path)
-    opts = {"provider": "openai", "base_url": api_server.url + "/v1", "model": "fake-embed",
-            "dimensions": DIMS, "batch_size": 4, "max_retries": 3}  # fmt: skip
+    opts = {
+        "provider": "openai",
+        "base_url": api_server.url + "/v1",
+        "model": "fake-embed",
+        "dimensions": DIMS,
+        "batch_size": 4,
+        "max_retries": 3,
+    }
     with open_project(root, **opts) as project:
         api_server.script(Step(), Step())  # two batches go through, then the backend is gone
         api_server.fail(502, times=1000)
@@ -227,7 +233,13 @@ def test_outage_mid_index_ends_the_pass_and_the_next_pass_fills_the_vectors(
         ("BAAI/bge-small-en-v1.5", "bge", "Represent this sentence for searching relevant passages: ", "", 512),
         ("bge-m3", "bge-m3", "", "", 8192),
         ("mxbai-embed-large", "mxbai", "Represent this sentence for searching relevant passages: ", "", 512),
-        ("snowflake-arctic-embed:335m", "snowflake-arctic", "Represent this sentence for searching relevant passages: ", "", 512),
+        (
+            "snowflake-arctic-embed:335m",
+            "snowflake-arctic",
+            "Represent this sentence for searching relevant passages: ",
+            "",
+            512,
+        ),
         ("snowflake-arctic-embed2", "snowflake-arctic-v2", "query: ", "", 8192),
         ("thenlper/gte-small", "gte", "", "", 512),
         ("Alibaba-NLP/gte-base-en-v1.5", "gte-v1.5", "", "", 8192),
@@ -235,10 +247,8 @@ def test_outage_mid_index_ends_the_pass_and_the_next_pass_fills_the_vectors(
         ("sentence-transformers/all-MiniLM-L6-v2", "all-minilm", "", "", 256),
         ("sentence-transformers/all-mpnet-base-v2", "all-mpnet", "", "", 384),
     ],
-)  # fmt: skip
-def test_known_families_by_model_name(
-    model: str, family: str, query: str, document: str, window: int
-) -> None:
+)
+def test_known_families_by_model_name(model: str, family: str, query: str, document: str, window: int) -> None:
     p = OpenAIProvider(Settings(provider="openai", base_url="http://127.0.0.1:9/v1", model=model))
     try:
         assert family_for(model) is not None and family_for(model).name == family  # type: ignore[union-attr]
@@ -268,11 +278,9 @@ def test_unknown_models_on_a_custom_server_get_no_prefix_and_a_512_window(model:
 def test_a_model_trained_on_short_passages_gets_chunks_of_that_length() -> None:
     """all-MiniLM reads 256 word pieces but was trained on 128: served by Ollama (`all-minilm`) or any other
     OpenAI-compatible server, its chunks are cut to 128 tokens, as with the local provider."""
-    from saipling.chunker import limits_for
+    from saipling.markdown.chunker import limits_for
 
-    p = OpenAIProvider(
-        Settings(provider="openai", base_url="http://127.0.0.1:9/v1", model="all-minilm:l6-v2")
-    )
+    p = OpenAIProvider(Settings(provider="openai", base_url="http://127.0.0.1:9/v1", model="all-minilm:l6-v2"))
     e5 = OpenAIProvider(Settings(provider="openai", base_url="http://127.0.0.1:9/v1", model="e5-small-v2"))
     try:
         assert (p.family, p.max_input_tokens, p.passage_tokens) == ("all-minilm", 256, 128)
@@ -296,22 +304,28 @@ def test_official_openai_keeps_its_window_and_sends_no_extra_field() -> None:
 
 def test_prefixes_are_sent_and_settings_override_the_family(api_server: FakeEmbeddingAPI) -> None:
     p = provider(api_server, model="nomic-embed-text")
-    q = provider(
-        api_server, model="nomic-embed-text", query_prefix="", document_prefix="doc: ", max_input_tokens=8192
-    )
+    q = provider(api_server, model="nomic-embed-text", query_prefix="", document_prefix="doc: ", max_input_tokens=8192)
     try:
         p.embed_documents(["the harbor"])
         p.embed_query("who keeps the light")
         q.embed_documents(["the harbor"])
         q.embed_query("who keeps the light")
         assert [r.body["input"] for r in api_server.requests] == [
-            ["search_document: the harbor"], ["search_query: who keeps the light"],
-            ["doc: the harbor"], ["who keeps the light"],
-        ]  # fmt: skip
+            ["search_document: the harbor"],
+            ["search_query: who keeps the light"],
+            ["doc: the harbor"],
+            ["who keeps the light"],
+        ]
         assert "input_type" not in api_server.requests[0].body  # off unless set
-        assert q.applied() == {"family": "nomic-embed-text", "queryPrefix": "", "documentPrefix": "doc: ",
-                               "inputTypeField": None, "maxInputTokens": 8192, "passageTokens": None,
-                               "batchSize": 128}  # fmt: skip
+        assert q.applied() == {
+            "family": "nomic-embed-text",
+            "queryPrefix": "",
+            "documentPrefix": "doc: ",
+            "inputTypeField": None,
+            "maxInputTokens": 8192,
+            "passageTokens": None,
+            "batchSize": 128,
+        }
     finally:
         p.close()
         q.close()
@@ -325,8 +339,9 @@ def test_input_type_field_carries_query_or_document_instead_of_prefixes(api_serv
         bodies = [r.body for r in api_server.requests]
         # the server applies e5's prefixes by input_type itself: the client adds none (no doubled prefix)
         assert [(b["input"], b["input_type"]) for b in bodies] == [
-            (["the harbor"], "document"), (["who keeps the light"], "query")
-        ]  # fmt: skip
+            (["the harbor"], "document"),
+            (["who keeps the light"], "query"),
+        ]
         assert (p.family, p.query_prefix, p.document_prefix) == ("e5", "", "")
     finally:
         p.close()
@@ -349,9 +364,7 @@ def test_settings_from_config_and_camel_case() -> None:
     assert s.query_prefix is None and warnings and "queryPrefix: expected a string" in warnings[0]
 
 
-def test_changing_the_document_prefix_re_embeds_and_never_mixes(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_changing_the_document_prefix_re_embeds_and_never_mixes(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = make_project(tmp_path, {f"n{i}.md": f"# N{i}\n\n{words(30, seed=i)}\n" for i in range(3)})
     opts = {
         "provider": "openai",
@@ -380,9 +393,7 @@ def test_changing_the_document_prefix_re_embeds_and_never_mixes(
 
 
 def test_the_chunker_follows_the_window(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
-    root = make_project(
-        tmp_path, {"long.md": "# Long\n\n" + "\n\n".join(words(120, seed=i) for i in range(12))}
-    )
+    root = make_project(tmp_path, {"long.md": "# Long\n\n" + "\n\n".join(words(120, seed=i) for i in range(12))})
     base = {"provider": "openai", "base_url": api_server.url + "/v1", "dimensions": DIMS}
     with open_project(root, **base, model="my-model") as project:  # unknown model: 512-token window
         project.index()
@@ -412,9 +423,7 @@ def test_status_dimensions_come_from_the_stored_vectors(tmp_path: Path, api_serv
         assert project.status()["dimensions"] == api_server.default_dims
 
 
-def test_a_waiting_search_gets_one_try_not_minutes_of_retries(
-    api_server: FakeEmbeddingAPI, sleeps: Sleeps
-) -> None:
+def test_a_waiting_search_gets_one_try_not_minutes_of_retries(api_server: FakeEmbeddingAPI, sleeps: Sleeps) -> None:
     """A query embedded while a search waits (`user_waiting`) never sleeps past its deadline on Retry-After,
     and a read timeout is not tried again; outside a search the same answers are retried as before."""
     from saipling.embeddings.base import user_waiting
@@ -427,9 +436,7 @@ def test_a_waiting_search_gets_one_try_not_minutes_of_retries(
             p.embed_query("alpha")
         assert sleeps == [] and api_server.count == 1
         api_server.reset()
-        api_server.fail(
-            503, times=1
-        )  # a quick failure a retry would mend: still one try while a search waits
+        api_server.fail(503, times=1)  # a quick failure a retry would mend: still one try while a search waits
         with user_waiting(5.0), pytest.raises(ProviderError):
             p.embed_query("alpha")
         assert sleeps == [] and api_server.count == 1

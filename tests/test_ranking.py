@@ -1,5 +1,5 @@
-"""Ranking and scores (search.py): the file-level keyword index, exact heading and name matches, confidence and
-the 0..1 score, minScore in every mode, noConfidentMatch, the enrichContext relevance floor, the calibration of
+"""Ranking and scores (retrieval/search.py): the file-level keyword index, exact heading and name matches, confidence
+and the 0..1 score, minScore in every mode, noConfidentMatch, the enrichContext relevance floor, the calibration of
 models without one, and the CLI's low-confidence divider.
 
 Semantic checks use the real local model and skip when it is not installed; plumbing uses keyword-only projects
@@ -19,11 +19,11 @@ import pytest
 from click.testing import CliRunner
 
 from fixtures import make_project, open_project, retrieval_project
+from saipling.config.skills import MIN_RELEVANCE_DEFAULT, parse_block
 from saipling.errors import InvalidRequest
-from saipling.search import CONFIDENT, fallback_calibration
-from saipling.skills import MIN_RELEVANCE_DEFAULT, parse_block
-from saipling.store import ChunkRow, FileRecord, Store
-from saipling.store_schema import ChunkFilter
+from saipling.retrieval.search import CONFIDENT, fallback_calibration
+from saipling.storage.schema import ChunkFilter
+from saipling.storage.store import ChunkRow, FileRecord, Store
 
 OFF_TOPIC = "how do I configure nginx as a reverse proxy for websockets"
 
@@ -33,16 +33,30 @@ def _h(text: str) -> str:
 
 
 def _record(path: str, size: int = 1) -> FileRecord:
-    return FileRecord(
-        path=path, content_hash=_h(path), mtime_ns=1, size=size, file_type="document", encoding="utf-8"
-    )
+    return FileRecord(path=path, content_hash=_h(path), mtime_ns=1, size=size, file_type="document", encoding="utf-8")
 
 
 def _row(i: int, text: str) -> ChunkRow:
-    return ChunkRow(chunk_index=i, kind="section", section_heading=None, heading_path="", start_line=i + 1,
-                    end_line=i + 1, content_hash=_h(text), preview=text[:50], token_count=5, text=text,
-                    file_type="document", entity_type="document", entity_name=None, book_id=None, chapter_id=None,
-                    chapter_num=None, visibility="public", corpus="content")  # fmt: skip
+    return ChunkRow(
+        chunk_index=i,
+        kind="section",
+        section_heading=None,
+        heading_path="",
+        start_line=i + 1,
+        end_line=i + 1,
+        content_hash=_h(text),
+        preview=text[:50],
+        token_count=5,
+        text=text,
+        file_type="document",
+        entity_type="document",
+        entity_name=None,
+        book_id=None,
+        chapter_id=None,
+        chapter_num=None,
+        visibility="public",
+        corpus="content",
+    )
 
 
 def _local() -> None:
@@ -56,9 +70,7 @@ def _local() -> None:
 def test_file_index_follows_every_write(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "index.db")
     try:
-        store.replace_file(
-            _record("a.md", 120), [_row(0, "the amber lantern"), _row(1, "a quiet violet shore")]
-        )
+        store.replace_file(_record("a.md", 120), [_row(0, "the amber lantern"), _row(1, "a quiet violet shore")])
         store.replace_file(_record("b.md", 12), [_row(0, "violet only")])
         hits = store.file_fts_search('"amber" OR "violet"', 10)
         assert [p for p, _, _ in hits] == ["a.md", "b.md"]  # both words, in two chunks of one file
@@ -207,8 +219,9 @@ def test_enrich_context_gives_an_agent_nothing_for_an_off_topic_question(local_n
     # harbor.md is forced into every context by the settings file: already loaded, not low relevance
     assert {s["reason"] for s in response["skipped"]} == {"low_relevance", "already_loaded"}
     # with the floor at 0 the same question fills the context with whatever came closest
-    anything = local_novel.enrich({"query": OFF_TOPIC, "skillConfig": {"enabled": True, "mode": "always",
-                                                                       "min_relevance": 0}})  # fmt: skip
+    anything = local_novel.enrich(
+        {"query": OFF_TOPIC, "skillConfig": {"enabled": True, "mode": "always", "min_relevance": 0}}
+    )
     assert anything["contextBlock"]
 
 
@@ -236,9 +249,7 @@ def test_a_model_without_a_calibration_gets_one_from_its_own_neighbours(tmp_path
             twin = 0.8 * base + 0.6 * noise  # cosine 0.8 with base, unit length
             for side, vec in (("a", base), ("b", twin)):
                 text = f"pair {pair} side {side}"
-                store.replace_file(
-                    _record(f"{pair}{side}.md"), [_row(0, text)], {_h(text): vec.astype(np.float32)}
-                )
+                store.replace_file(_record(f"{pair}{side}.md"), [_row(0, text)], {_h(text): vec.astype(np.float32)})
         project = SimpleNamespace(store=store)
         cal = fallback_calibration(project, "unknown-model")  # type: ignore[arg-type]
         assert cal is not None and (cal.low + cal.high) / 2 == pytest.approx(0.48, abs=0.01)
@@ -261,7 +272,7 @@ def test_a_model_without_a_calibration_gets_one_from_its_own_neighbours(tmp_path
     ],
 )
 def test_a_calibration_follows_its_model_and_its_exports(model: str, calibrated: str | None) -> None:
-    from saipling.confidence import CALIBRATIONS, calibration_for
+    from saipling.retrieval.confidence import CALIBRATIONS, calibration_for
 
     assert calibration_for(model) == (CALIBRATIONS[calibrated] if calibrated else None)
     assert CALIBRATIONS["bge-small-en-v1.5"] != CALIBRATIONS["all-MiniLM-L6-v2"]
@@ -283,57 +294,57 @@ def test_min_relevance_default_and_spellings() -> None:
 
 # -- CLI -------------------------------------------------------------------------------------------------------
 def test_cli_puts_weak_results_under_a_low_confidence_divider(tmp_path: Path) -> None:
-    from saipling.cli import main
+    from saipling.cli.main import main
 
     root = make_project(tmp_path, SPELLS)
-    env = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1", "VOYAGE_API_KEY": None,
-           "OPENAI_API_KEY": None}  # fmt: skip
+    env = {
+        "SAIPLING_PROVIDER": "none",
+        "COLUMNS": "220",
+        "NO_COLOR": "1",
+        "VOYAGE_API_KEY": None,
+        "OPENAI_API_KEY": None,
+    }
     runner = CliRunner(env=env)
     assert runner.invoke(main, ["index", str(root)]).exit_code == 0
     strong = runner.invoke(main, ["search", "fireball", "--root", str(root)])
     assert strong.exit_code == 0 and "low confidence" not in strong.stdout
     weak = runner.invoke(main, ["search", "imp ledger copper websocket nginx", "--root", str(root)])
     assert weak.exit_code == 0 and "low confidence" in weak.stdout and "no confident match" in weak.stderr
-    data = json.loads(runner.invoke(main, ["search", "imp ledger copper websocket nginx", "--root", str(root),
-                                           "--json"]).stdout)  # fmt: skip
+    data = json.loads(
+        runner.invoke(main, ["search", "imp ledger copper websocket nginx", "--root", str(root), "--json"]).stdout
+    )
     assert data["noConfidentMatch"] is True and all(r["score"] < CONFIDENT for r in data["results"])
 
 
 # -- short notes are scored as a whole ---------------------------------------------------------------------------
 def _sections(words: list[str]) -> str:
     return "".join(
-        f"## Part {i}\n\nA plain line about the {w} and nothing else of note.\n\n"
-        for i, w in enumerate(words)
+        f"## Part {i}\n\nA plain line about the {w} and nothing else of note.\n\n" for i, w in enumerate(words)
     )
 
 
 SHORT_NOTES = {
     # six small sections (six chunks, well under SHORT_FILE_BYTES): together they hold every query word
-    "notes/inventory.md": "# Inventory\n\n"
-    + _sections(["amber", "violet", "copper", "reed", "slate", "moss"]),
+    "notes/inventory.md": "# Inventory\n\n" + _sections(["amber", "violet", "copper", "reed", "slate", "moss"]),
     # one section holding two of the three words
     "notes/lamp.md": "# Lamp\n\nThe amber lamp stands by the violet door of the house.\n",
     # notes of a usual length without the words, so that the words are rare
     **{
         f"notes/other-{i}.md": f"# Other {i}\n\n"
         + f"A long note about the {w} by the door, and what was kept there. " * 8
-        for i, w in enumerate(
-            ["harbour", "garden", "stable", "kitchen", "tower", "cellar", "bridge", "orchard"]
-        )
+        for i, w in enumerate(["harbour", "garden", "stable", "kitchen", "tower", "cellar", "bridge", "orchard"])
     },
 }
 
 
 def test_a_short_note_is_scored_as_a_whole_however_many_chunks_it_has(tmp_path: Path) -> None:
-    from saipling import search
+    from saipling.retrieval import search
 
     assert len(SHORT_NOTES["notes/inventory.md"].encode()) < search.SHORT_FILE_BYTES
     with open_project(make_project(tmp_path, SHORT_NOTES)) as p:
         p.index()
         assert len(p.store.chunks_for_path("notes/inventory.md")) > 3  # short by its size, not by chunks
-        response = p.search(
-            {"query": "amber violet copper", "mode": "lexical", "maxResults": 5, "explain": True}
-        )
+        response = p.search({"query": "amber violet copper", "mode": "lexical", "maxResults": 5, "explain": True})
         results = response["results"]
         assert [r["filePath"] for r in results[:3]] == ["notes/inventory.md"] * 3
         # its passages share the whole note's keyword score (their own only breaks ties): a note cut into

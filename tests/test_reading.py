@@ -31,9 +31,7 @@ def project(tmp_path: Path) -> Iterator[Any]:
             "skills/writer.toml": "[context]\n",
         },
     )
-    outside = make_project(
-        tmp_path, {"secret.md": "outside the root\n", "dir/inner.md": "also outside\n"}, "outside"
-    )
+    outside = make_project(tmp_path, {"secret.md": "outside the root\n", "dir/inner.md": "also outside\n"}, "outside")
     os.symlink(outside / "secret.md", root / "notes/escape.md")
     os.symlink(outside / "dir", root / "linked-dir")
     os.symlink(root / "notes/poem.md", root / "notes/alias.md")
@@ -65,15 +63,25 @@ def test_line_ranges(project: Any) -> None:
 
 
 def test_path_forms_inside_the_root(project: Any) -> None:
-    for form in ("notes/poem.md", "./notes/poem.md", "notes\\poem.md", "notes/../notes/poem.md",
-                 str(project.root / "notes/poem.md"), (project.root / "notes/poem.md").as_uri()):  # fmt: skip
+    for form in (
+        "notes/poem.md",
+        "./notes/poem.md",
+        "notes\\poem.md",
+        "notes/../notes/poem.md",
+        str(project.root / "notes/poem.md"),
+        (project.root / "notes/poem.md").as_uri(),
+    ):
         got = project.get({"path": form, "startLine": 2, "lines": 1})
         assert (got["path"], got["text"]) == ("notes/poem.md", "line 2"), form
     assert project.get({"uri": (project.root / "notes/poem.md").as_uri(), "lines": 1})["text"] == "line 1"
     # a symlink that stays inside the root resolves to its target
     assert project.get({"path": "notes/alias.md", "lines": 1}) | {"text": ""} == {
-        "path": "notes/poem.md", "startLine": 1, "endLine": 1, "totalLines": 10, "text": "",
-    }  # fmt: skip
+        "path": "notes/poem.md",
+        "startLine": 1,
+        "endLine": 1,
+        "totalLines": 10,
+        "text": "",
+    }
 
 
 @pytest.mark.parametrize(
@@ -144,7 +152,9 @@ def test_directory_named_like_a_markdown_file(project: Any) -> None:
 @pytest.mark.parametrize(
     ("params", "field"),
     [
-        ({}, "path"), ({"path": 3}, "path"), ({"path": ["a.md"]}, "path"),
+        ({}, "path"),
+        ({"path": 3}, "path"),
+        ({"path": ["a.md"]}, "path"),
         ({"path": "notes/poem.md", "startLine": 0}, "startLine"),
         ({"path": "notes/poem.md", "startLine": "2"}, "startLine"),
         ({"path": "notes/poem.md", "startLine": True}, "startLine"),
@@ -152,7 +162,7 @@ def test_directory_named_like_a_markdown_file(project: Any) -> None:
         ({"path": "notes/poem.md", "lines": "3"}, "lines"),
         ({"path": "notes/poem.md", "lines": 2.0}, "lines"),
     ],
-)  # fmt: skip
+)
 def test_parameter_validation(project: Any, params: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidRequest) as info:
         project.get(params)
@@ -168,7 +178,5 @@ def test_reads_the_disk_not_the_index(project: Any) -> None:
 
 def test_a_file_over_max_file_bytes_is_refused_not_read(project: Any) -> None:
     (project.root / "notes" / "huge.md").write_text("# Huge\n\n" + "word " * 2_000_000, encoding="utf-8")
-    with pytest.raises(
-        InvalidRequest, match=r"notes/huge.md is too large \(\d+ bytes > maxFileBytes 5242880\)"
-    ):
+    with pytest.raises(InvalidRequest, match=r"notes/huge.md is too large \(\d+ bytes > maxFileBytes 5242880\)"):
         project.get({"path": "notes/huge.md", "lines": 2})

@@ -1,11 +1,11 @@
-"""The request schemas (saipling/requests.py): one per request, shared by the server, the CLI and code."""
+"""The request schemas (saipling/retrieval/requests.py): one per request, shared by the server, the CLI and code."""
 
 from __future__ import annotations
 
 import pytest
 
 from saipling.errors import InvalidRequest
-from saipling.requests import REQUESTS, GetParams, SearchParams, parse, validate
+from saipling.retrieval.requests import REQUESTS, GetParams, SearchParams, parse, validate
 
 
 def refused(model, params) -> InvalidRequest:
@@ -38,18 +38,30 @@ def test_camel_and_snake_names_and_null_fields() -> None:
 @pytest.mark.parametrize(
     ("params", "field"),
     [
-        ({"query": 5}, "query"), ({"query": "x", "maxResults": True}, "maxResults"),
-        ({"query": "x", "minScore": float("nan")}, "minScore"), ({"query": "x", "mode": "psychic"}, "mode"),
-        ({"query": "lone \ud800"}, "query"), ({}, "query"), ({"query": "x", "filter": {"glob": False}}, "filter.glob"),
+        ({"query": 5}, "query"),
+        ({"query": "x", "maxResults": True}, "maxResults"),
+        ({"query": "x", "minScore": float("nan")}, "minScore"),
+        ({"query": "x", "mode": "psychic"}, "mode"),
+        ({"query": "lone \ud800"}, "query"),
+        ({}, "query"),
+        ({"query": "x", "filter": {"glob": False}}, "filter.glob"),
     ],
-)  # fmt: skip
+)
 def test_bad_values_name_the_field(params, field) -> None:
     assert refused(SearchParams, params).field == field
 
 
 def test_every_request_has_a_schema_and_validate_returns_a_plain_dict() -> None:
-    assert {"saipling/search", "saipling/enrichContext", "saipling/related", "saipling/get", "saipling/status",
-            "saipling/reindex", "saipling/clearIndex", "workspace/symbol"} <= set(REQUESTS)  # fmt: skip
+    assert {
+        "saipling/search",
+        "saipling/enrichContext",
+        "saipling/related",
+        "saipling/get",
+        "saipling/status",
+        "saipling/reindex",
+        "saipling/clearIndex",
+        "workspace/symbol",
+    } <= set(REQUESTS)
     assert validate("saipling/reindex", {"full": True, "paths": None}) == {"full": True}
     assert refused(REQUESTS["saipling/reindex"], {"paths": ["a.md", 7]}).field == "paths[1]"
     assert refused(SearchParams, ["dragon"]).field == "params"

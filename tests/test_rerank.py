@@ -1,4 +1,4 @@
-"""The optional rerank stage (issue 37, rerank.py): settings, the Voyage and Cohere-style APIs against a fake
+"""The optional rerank stage (issue 37, retrieval/rerank.py): settings, the Voyage and Cohere-style APIs against a fake
 reranker (a real local HTTP server, tests/rerankserver.py), its failures (the fused order kept, `degraded`, within
 the budget + 10%), and a local cross-encoder folder loaded from a tiny ONNX graph built here (not a real model)."""
 
@@ -14,8 +14,8 @@ import pytest
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import make_project, open_project
 from rerankserver import FakeReranker, fake_reranker  # noqa: F401  (fixture)
-from saipling.config import load_settings
-from saipling.search import search
+from saipling.config.settings import load_settings
+from saipling.retrieval.search import search
 
 # Five notes that all hold the query's words; the keyword ranking puts the ones that repeat them first, and
 # only `answer.md` holds the word the fake reranker's oracle looks for ("verdigris").
@@ -45,9 +45,7 @@ def _project(tmp_path: Path) -> Path:
     return root
 
 
-def _search(
-    root: Path, rerank: dict[str, Any] | None = None, env: dict[str, str] | None = None, **params: Any
-):
+def _search(root: Path, rerank: dict[str, Any] | None = None, env: dict[str, str] | None = None, **params: Any):
     overrides: dict[str, Any] = {"rerank": rerank} if rerank else {}
     with open_project(root, env=env, **overrides) as project:
         started = time.monotonic()
@@ -57,9 +55,15 @@ def _search(
 
 # -- settings ----------------------------------------------------------------------------------------------------
 def test_rerank_is_off_by_default_and_follows_spec11_precedence(tmp_path: Path) -> None:
-    root = make_project(tmp_path, {".saipling/config.toml": (
-        '[rerank]\nprovider = "cohere"\nbaseUrl = "http://127.0.0.1:9/v1"\ntopN = 30\napiKey = "sk-from-project-file"\n'
-    )})  # fmt: skip
+    root = make_project(
+        tmp_path,
+        {
+            ".saipling/config.toml": (
+                '[rerank]\nprovider = "cohere"\nbaseUrl = "http://127.0.0.1:9/v1"\ntopN = 30\napiKey = '
+                '"sk-from-project-file"\n'
+            )
+        },
+    )
     assert load_settings(tmp_path, env={})[0].rerank.provider == "none"
     settings, warnings = load_settings(
         root, env={"SAIPLING_RERANK_TOP_N": "12"}, overrides={"rerank": {"budgetSeconds": 0.5}}
@@ -72,9 +76,7 @@ def test_rerank_is_off_by_default_and_follows_spec11_precedence(tmp_path: Path) 
     settings, _ = load_settings(root, env={"SAIPLING_RERANK_API_KEY": "sk-rerank-from-env"})
     assert settings.rerank.api_key == "sk-rerank-from-env"
     assert "sk-rerank" not in repr(settings)
-    settings, warnings = load_settings(
-        tmp_path, env={}, overrides={"rerank": {"provider": "magic", "topN": 0}}
-    )
+    settings, warnings = load_settings(tmp_path, env={}, overrides={"rerank": {"provider": "magic", "topN": 0}})
     assert settings.rerank.provider == "none" and settings.rerank.top_n == 20
     assert any("rerank.provider must be one of" in w for w in warnings)
     assert any("rerank.topN must be >= 1" in w for w in warnings)
@@ -112,9 +114,7 @@ def test_cohere_style_server_reorders_the_fused_top_n(tmp_path: Path, fake_reran
     assert sent["body"]["query"] == QUERY and sent["body"]["top_n"] == 4 == len(sent["body"]["documents"])
     assert sent["body"]["model"] == "bge-reranker-v2-m3"
     first = got["results"][0]
-    assert first["rerankScore"] == pytest.approx(
-        max(oracle(QUERY, d) for d in sent["body"]["documents"]), abs=1e-4
-    )
+    assert first["rerankScore"] == pytest.approx(max(oracle(QUERY, d) for d in sent["body"]["documents"]), abs=1e-4)
     assert first["explain"]["rerankScore"] == first["rerankScore"]
     scores = [r["score"] for r in got["results"]]
     assert scores == sorted(scores, reverse=True)  # the shown order and the scores agree
@@ -122,9 +122,7 @@ def test_cohere_style_server_reorders_the_fused_top_n(tmp_path: Path, fake_reran
     before = {r["filePath"]: r["confidence"] for r in fused["results"]}
     assert {r["filePath"]: r["confidence"] for r in got["results"]} == before
     assert got["confidence"] == fused["confidence"]  # (the same passages in the top 10)
-    assert [r["confidence"] for r in got["results"]] != [] and all(
-        0 <= r["confidence"] <= 1 for r in got["results"]
-    )
+    assert [r["confidence"] for r in got["results"]] != [] and all(0 <= r["confidence"] <= 1 for r in got["results"])
 
 
 def test_voyage_rerank_api_with_its_key(tmp_path: Path, fake_reranker) -> None:
@@ -158,9 +156,7 @@ def test_a_heading_the_query_names_stays_first(tmp_path: Path, fake_reranker) ->
 
 
 @pytest.mark.parametrize("mode", ["hang", "trickle", "500", "garbage", "index", "nan", "count"])
-def test_a_failing_reranker_leaves_the_fused_order_within_the_budget(
-    tmp_path: Path, fake_reranker, mode: str
-) -> None:
+def test_a_failing_reranker_leaves_the_fused_order_within_the_budget(tmp_path: Path, fake_reranker, mode: str) -> None:
     root = _project(tmp_path)
     fused, fused_took = _search(root)
     fake: FakeReranker = fake_reranker("cohere", scorer=oracle)
@@ -191,8 +187,7 @@ def tiny_cross_encoder(folder: Path, marker: str = "verdigris", slow: int = 0) -
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
     words = sorted(
-        {w.lower() for text in NOTES.values() for w in __import__("re").findall(r"\w+", text)}
-        | {"lantern", "harbor"}
+        {w.lower() for text in NOTES.values() for w in __import__("re").findall(r"\w+", text)} | {"lantern", "harbor"}
     )
     vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3} | {w: i + 4 for i, w in enumerate(words)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
@@ -227,13 +222,19 @@ def tiny_cross_encoder(folder: Path, marker: str = "verdigris", slow: int = 0) -
         for n in ("input_ids", "attention_mask", "token_type_ids")
     ]
     graph = helper.make_graph(
-        nodes, "tiny_cross_encoder", ints, [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 1])],
-        initializer=[numpy_helper.from_array(weights, "W"), numpy_helper.from_array(np.array([2], dtype=np.int64), "axis2"),
-                     numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1"),
-                     numpy_helper.from_array(np.array([1024, 1024], dtype=np.int64), "square"),
-                     numpy_helper.from_array(np.full((1024, 1024), 1 / 1024, dtype=np.float32), "M"),
-                     numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero")],
-    )  # fmt: skip
+        nodes,
+        "tiny_cross_encoder",
+        ints,
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 1])],
+        initializer=[
+            numpy_helper.from_array(weights, "W"),
+            numpy_helper.from_array(np.array([2], dtype=np.int64), "axis2"),
+            numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1"),
+            numpy_helper.from_array(np.array([1024, 1024], dtype=np.int64), "square"),
+            numpy_helper.from_array(np.full((1024, 1024), 1 / 1024, dtype=np.float32), "M"),
+            numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -259,9 +260,7 @@ def test_a_slow_local_cross_encoder_is_given_up_at_the_budget_and_never_queued(t
     folder = tiny_cross_encoder(tmp_path / "slow-cross-encoder", slow=30)
     fused, fused_took = _search(root)
     budget = 0.3
-    with open_project(
-        root, rerank={"provider": "local", "modelPath": str(folder), "budgetSeconds": budget}
-    ) as p:
+    with open_project(root, rerank={"provider": "local", "modelPath": str(folder), "budgetSeconds": budget}) as p:
         params = {"query": QUERY, "maxResults": 5, "mode": "lexical"}
         started = time.monotonic()
         first = search(p, params)
@@ -287,9 +286,7 @@ def test_local_folder_without_a_model_says_why(tmp_path: Path) -> None:
 
 
 # -- through the language server ----------------------------------------------------------------------------------
-async def test_language_server_reranks_and_a_hung_reranker_blocks_nothing(
-    tmp_path: Path, fake_reranker
-) -> None:
+async def test_language_server_reranks_and_a_hung_reranker_blocks_nothing(tmp_path: Path, fake_reranker) -> None:
     import asyncio
 
     from lsp_client import lsp_session, request, status, wait_for_index
@@ -305,10 +302,7 @@ async def test_language_server_reranks_and_a_hung_reranker_blocks_nothing(
         params = {"query": QUERY, "mode": "lexical", "maxResults": 5, "explain": True}
         got = await request(client, "saipling/search", params)
         assert got["degraded"] is None and got["rerank"]["reranked"] is True
-        assert (
-            got["results"][0]["filePath"] == "answer.md"
-            and got["results"][0]["explain"]["rerankScore"] == 10.0
-        )
+        assert got["results"][0]["filePath"] == "answer.md" and got["results"][0]["explain"]["rerankScore"] == 10.0
         fake.misbehave("hang")
         started = time.monotonic()
         hung = asyncio.ensure_future(request(client, "saipling/search", params))
@@ -318,9 +312,7 @@ async def test_language_server_reranks_and_a_hung_reranker_blocks_nothing(
         slow = await hung
         assert time.monotonic() - started <= 1.0 * 1.1 + 1.0  # the budget + 10%, and the request's round trip
         assert slow["rerank"]["elapsedMs"] <= 1100
-        assert (
-            slow["degraded"].startswith("not reranked (fused order)") and slow["rerank"]["reranked"] is False
-        )
+        assert slow["degraded"].startswith("not reranked (fused order)") and slow["rerank"]["reranked"] is False
         assert [r["filePath"] for r in slow["results"]][0] != "answer.md"
 
 
@@ -360,9 +352,7 @@ def test_hybrid_search_reranks_and_keeps_the_vector_side_s_degraded_reason(
         got = search(project, {"query": QUERY, "maxResults": 5, "explain": True})
         assert got["mode"] == "hybrid" and got["degraded"] is None and got["rerank"]["reranked"] is True
         assert got["results"][0]["filePath"] == "answer.md"
-        assert all(
-            r["explain"]["cosine"] is not None for r in got["results"]
-        )  # ranked with vectors, then reranked
+        assert all(r["explain"]["cosine"] is not None for r in got["results"])  # ranked with vectors, then reranked
         api_server.fail(500, times=5)  # the query's vector cannot be had: keywords, then reranked
         both = search(project, {"query": QUERY + " again", "maxResults": 5})
         assert both["degraded"].startswith("keyword search only") and both["rerank"]["reranked"] is True
@@ -380,13 +370,11 @@ def test_cli_search_reranks_from_config_toml_and_explains_it(tmp_path: Path, fak
 
     from click.testing import CliRunner
 
-    from saipling.cli import main
+    from saipling.cli.main import main
 
     root = _project(tmp_path)
     fake: FakeReranker = fake_reranker("cohere", scorer=oracle)
-    (root / ".saipling" / "config.toml").write_text(
-        f'[rerank]\nprovider = "cohere"\nbaseUrl = "{fake.url}"\n'
-    )
+    (root / ".saipling" / "config.toml").write_text(f'[rerank]\nprovider = "cohere"\nbaseUrl = "{fake.url}"\n')
     env = {"SAIPLING_PROVIDER": "none", "COLUMNS": "220", "NO_COLOR": "1"}
     args = ["search", QUERY, "--root", str(root), "--mode", "lexical"]
     out = CliRunner(env=env).invoke(main, [*args, "--json"])
@@ -397,9 +385,7 @@ def test_cli_search_reranks_from_config_toml_and_explains_it(tmp_path: Path, fak
     assert shown.exit_code == 0 and "rerank 10.0" in shown.stdout
     fake.misbehave("garbage")
     warned = CliRunner(env=env).invoke(main, [*args, "--json"])
-    assert warned.exit_code == 0 and json.loads(warned.stdout)["degraded"].startswith(
-        "not reranked (fused order)"
-    )
+    assert warned.exit_code == 0 and json.loads(warned.stdout)["degraded"].startswith("not reranked (fused order)")
 
 
 # -- the MCP server -----------------------------------------------------------------------------------------------

@@ -10,19 +10,17 @@ from pathlib import Path
 import pytest
 
 from fixtures import SAIPLING_MARKDOWN, make_project, open_project, saipling_project, words, write_file
-from saipling.config import Settings
-from saipling.metadata import extract_metadata, file_type_for, slugify, split_frontmatter
-from saipling.scanner import is_indexable, scan
-from saipling.textio import BinaryFile, decode
+from saipling.config.settings import Settings
+from saipling.files.metadata import extract_metadata, file_type_for, slugify, split_frontmatter
+from saipling.files.scanner import is_indexable, scan
+from saipling.files.textio import BinaryFile, decode
 
 # -- scan --------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def messy(tmp_path: Path) -> Path:
-    outside = make_project(
-        tmp_path, {"secret.md": "# Secret\n\nOutside the project root entirely.\n"}, "outside"
-    )
+    outside = make_project(tmp_path, {"secret.md": "# Secret\n\nOutside the project root entirely.\n"}, "outside")
     root = make_project(
         tmp_path,
         {
@@ -92,9 +90,7 @@ def test_scan_entries_carry_stat(messy: Path) -> None:
 
 
 def test_include_json_and_corpora(tmp_path: Path) -> None:
-    root = make_project(
-        tmp_path, {"cfg/app.json": "{}", "memory/2024-01-01.md": "# Day\n", "MEMORY.md": "# M\n"}
-    )
+    root = make_project(tmp_path, {"cfg/app.json": "{}", "memory/2024-01-01.md": "# Day\n", "MEMORY.md": "# M\n"})
     settings = Settings(include_json=True, corpora={"memory": ["memory/**", "MEMORY.md"]})
     entries = {e.rel: e for e in scan(root, settings).entries}
     assert set(entries) == {"cfg/app.json", "memory/2024-01-01.md", "MEMORY.md"}
@@ -299,7 +295,8 @@ BAD_INPUT = {
     "empty.md": "",
     "malformed.md": "---\nname: [unclosed\n---\n# Malformed\n\nThe body is still indexed for search.\n",
     "bad-date.md": "---\ndate: 2024-02-30\n---\n# Leap\n\nThe thirtieth of February, in the story.\n",
-    "crlf.md": "# First\r\n\r\nFirst section with CRLF endings.\r\n\r\n## Second\r\n\r\nSecond section, line seven.\r\n",
+    "crlf.md": "# First\r\n\r\nFirst section with CRLF endings.\r\n\r\n## Second\r\n\r\nSecond section, line "
+    "seven.\r\n",
     "bom.md": codecs.BOM_UTF8 + b"# Bom Heading\n\nA file that starts with a byte order mark.\n",
     "latin1.md": "# Café\n\nLe garçon était naïve à Noël, près du café.\n".encode("latin-1"),
     "binary.md": b"# looks like markdown\n\x00\x01\x02\x03 but holds NUL bytes\n",

@@ -22,16 +22,31 @@ from hypothesis import strategies as st
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import make_project, open_project, retrieval_project, write_file
 from saipling.errors import InvalidRequest, PathOutsideRoot
-from saipling.search import MODES, QueryCache, fts_query, parse_request, query_type
+from saipling.retrieval.search import MODES, QueryCache, fts_query, parse_request, query_type
 
 ROLES = {"public": ["public"], "author": ["public", "private"]}
 CORPORA = {"lore": ["world/**"]}
 EXCLUDED = {"notes/ideas.md", "notes/secret/plan.md"}
 SPEC_RESULT_FIELDS = {
-    "filePath", "uri", "sectionHeading", "headingPath", "startLine", "endLine", "range", "snippet", "preview",
-    "score", "confidence", "tokenCount", "fileType", "entityType", "entityName", "bookId", "chapterId",
+    "filePath",
+    "uri",
+    "sectionHeading",
+    "headingPath",
+    "startLine",
+    "endLine",
+    "range",
+    "snippet",
+    "preview",
+    "score",
+    "confidence",
+    "tokenCount",
+    "fileType",
+    "entityType",
+    "entityName",
+    "bookId",
+    "chapterId",
     "matchedBy",
-}  # fmt: skip
+}
 CRLF_FILE = (
     "---\r\nname: Obsidian Gate\r\ntype: place\r\n---\r\n# Obsidian Gate\r\n\r\nA gate of black glass.\r\n\r\n"
     "## Inscription\r\n\r\nThe runes read: the basalt token opens every door.\r\n"
@@ -93,9 +108,7 @@ BAD_REQUESTS = [
     pytest.param({"query": "q", "mode": 3}, "mode", id="mode-int"),
     pytest.param({"query": "q", "source": "web"}, "source", id="source-unknown"),
     pytest.param({"query": "q", "role": 3}, "role", id="role-int"),
-    pytest.param(
-        {"query": "q", "respectContextSettings": "false"}, "respectContextSettings", id="respect-str"
-    ),
+    pytest.param({"query": "q", "respectContextSettings": "false"}, "respectContextSettings", id="respect-str"),
     pytest.param({"query": "q", "explain": "yes"}, "explain", id="explain-str"),
     pytest.param({"query": "q", "filter": "characters"}, "filter", id="filter-str"),
     pytest.param({"query": "q", "filter": ["x"]}, "filter", id="filter-list"),
@@ -103,9 +116,7 @@ BAD_REQUESTS = [
     pytest.param({"query": "q", "filter": {"maxChapter": 2.5}}, "filter.maxChapter", id="maxChapter-float"),
     pytest.param({"query": "q", "filter": {"maxChapter": True}}, "filter.maxChapter", id="maxChapter-bool"),
     pytest.param({"query": "q", "filter": {"entityTypes": 3}}, "filter.entityTypes", id="entityTypes-int"),
-    pytest.param(
-        {"query": "q", "filter": {"entityTypes": [1]}}, "filter.entityTypes[0]", id="entityTypes-ints"
-    ),
+    pytest.param({"query": "q", "filter": {"entityTypes": [1]}}, "filter.entityTypes[0]", id="entityTypes-ints"),
     pytest.param({"query": "q", "filter": {"fileTypes": {"a": 1}}}, "filter.fileTypes", id="fileTypes-dict"),
     pytest.param({"query": "q", "filter": {"bookId": 1}}, "filter.bookId", id="bookId-int"),
     pytest.param({"query": "q", "filter": {"chapterId": 2}}, "filter.chapterId", id="chapterId-int"),
@@ -197,13 +208,62 @@ def test_fts_query_quotes_every_term(query: str, expected: str | None) -> None:
 
 
 HOSTILE = [
-    "!!!", "?", "*", "NEAR(", "NEAR(a b", "a AND OR", "AND", "OR OR", "NOT", '"unbalanced', 'un"balanced"', '"""',
-    "c++", "self-driving", "col:val", "text:marcus", "heading_path:storm", "^marcus", "marcus*", "-marcus", "+",
-    "(storm", "storm)", "{a b}", "[x]", "a:b:c", "'; DROP TABLE chunks; --", "1 OR 1=1", "\" OR \"\"=\"",
-    "Robert'); DROP TABLE files;--", "%", "_", "a_b", "\\", "\x00", "\x00marcus", "😀", "😀 marcus", "👩‍👩‍👧",
-    "مرحبا بالعالم", "שלום עולם", "\u202eevil\u202c", "İstanbul", "straße", "ﬁre", "e\u0301", "①②", "Ⅻ", "٣",
-    "中文搜索 测试", "\u200b", "\ufeff", "\u2028marcus", "x" * 2000, " ".join(f"w{i}" for i in range(400)),
-]  # fmt: skip
+    "!!!",
+    "?",
+    "*",
+    "NEAR(",
+    "NEAR(a b",
+    "a AND OR",
+    "AND",
+    "OR OR",
+    "NOT",
+    '"unbalanced',
+    'un"balanced"',
+    '"""',
+    "c++",
+    "self-driving",
+    "col:val",
+    "text:marcus",
+    "heading_path:storm",
+    "^marcus",
+    "marcus*",
+    "-marcus",
+    "+",
+    "(storm",
+    "storm)",
+    "{a b}",
+    "[x]",
+    "a:b:c",
+    "'; DROP TABLE chunks; --",
+    "1 OR 1=1",
+    '" OR ""="',
+    "Robert'); DROP TABLE files;--",
+    "%",
+    "_",
+    "a_b",
+    "\\",
+    "\x00",
+    "\x00marcus",
+    "😀",
+    "😀 marcus",
+    "👩‍👩‍👧",
+    "مرحبا بالعالم",
+    "שלום עולם",
+    "\u202eevil\u202c",
+    "İstanbul",
+    "straße",
+    "ﬁre",
+    "e\u0301",
+    "①②",
+    "Ⅻ",
+    "٣",
+    "中文搜索 测试",
+    "\u200b",
+    "\ufeff",
+    "\u2028marcus",
+    "x" * 2000,
+    " ".join(f"w{i}" for i in range(400)),
+]
 
 
 @pytest.mark.parametrize("query", HOSTILE)
@@ -296,8 +356,11 @@ def test_result_fields_exactly_as_spec(novel: Any, mode: str) -> None:
     response = novel.search({"query": "ferry harbor ledger storm", "mode": mode, "maxResults": 20})
     assert {"query", "mode", "results", "degraded", "indexing", "elapsedMs"} <= set(response)
     assert (response["query"], response["mode"], response["degraded"], response["indexing"]) == (
-        "ferry harbor ledger storm", mode, None, False,
-    )  # fmt: skip
+        "ferry harbor ledger storm",
+        mode,
+        None,
+        False,
+    )
     assert response["elapsedMs"] >= 0 and len(response["results"]) >= 5
     scores = [r["score"] for r in response["results"]]
     assert all(0.0 <= s <= 1.0 for s in scores)
@@ -306,8 +369,10 @@ def test_result_fields_exactly_as_spec(novel: Any, mode: str) -> None:
         assert set(r) == SPEC_RESULT_FIELDS
         assert r["uri"] == (novel.root / r["filePath"]).as_uri()
         assert 1 <= r["startLine"] <= r["endLine"]
-        assert r["range"] == {"start": {"line": r["startLine"] - 1, "character": 0},
-                              "end": {"line": r["endLine"], "character": 0}}  # fmt: skip
+        assert r["range"] == {
+            "start": {"line": r["startLine"] - 1, "character": 0},
+            "end": {"line": r["endLine"], "character": 0},
+        }
         assert isinstance(r["tokenCount"], int) and r["tokenCount"] > 0
         assert r["matchedBy"] and set(r["matchedBy"]) <= {"vector", "keyword"}
         assert r["fileType"] and r["entityType"] and isinstance(r["preview"], str)
@@ -315,23 +380,41 @@ def test_result_fields_exactly_as_spec(novel: Any, mode: str) -> None:
 
 def test_result_metadata(novel: Any) -> None:
     (top, *_) = novel.search({"query": "zephyrine", "mode": "lexical"})["results"]
-    assert (top["filePath"], top["fileType"], top["entityType"], top["entityName"], top["bookId"], top["chapterId"]) == (
-        "books/book-01/phase-5-bloom/ch-05/scene-01.md", "scene_draft", "scene_draft", "ch-05-scene-01", "book-01",
+    assert (
+        top["filePath"],
+        top["fileType"],
+        top["entityType"],
+        top["entityName"],
+        top["bookId"],
+        top["chapterId"],
+    ) == (
+        "books/book-01/phase-5-bloom/ch-05/scene-01.md",
+        "scene_draft",
+        "scene_draft",
+        "ch-05-scene-01",
+        "book-01",
         "ch-05",
-    )  # fmt: skip
+    )
     assert (top["sectionHeading"], top["headingPath"]) == ("# Chapter 5, Scene 1", "Chapter 5, Scene 1")
     (flaw, *_) = novel.search({"query": "debt nobody remembers", "mode": "lexical"})["results"]
     assert (flaw["filePath"], flaw["sectionHeading"], flaw["entityName"]) == (
-        "characters/marcus-cole/profile.md", "## Defining Flaw", "marcus-cole",
-    )  # fmt: skip
+        "characters/marcus-cole/profile.md",
+        "## Defining Flaw",
+        "marcus-cole",
+    )
     assert flaw["headingPath"] == "Marcus Cole > Defining Flaw"
 
 
 @pytest.mark.parametrize(
     ("query", "word"),
-    [("basalt", "basalt"), ("childhood chandlery", "chandlery"), ("debt", "debt"), ("quillfeather", "quillfeather"),
-     ("green signal", "signal")],
-)  # fmt: skip
+    [
+        ("basalt", "basalt"),
+        ("childhood chandlery", "chandlery"),
+        ("debt", "debt"),
+        ("quillfeather", "quillfeather"),
+        ("green signal", "signal"),
+    ],
+)
 def test_lines_on_disk_hold_the_matched_text(novel: Any, query: str, word: str) -> None:
     for r in novel.search({"query": query, "mode": "lexical"})["results"]:
         lines = (novel.root / r["filePath"]).read_bytes().decode("utf-8").splitlines()
@@ -346,8 +429,11 @@ def test_lines_on_disk_hold_the_matched_text(novel: Any, query: str, word: str) 
 def test_crlf_file_with_frontmatter_uses_on_disk_line_numbers(novel: Any) -> None:
     (r,) = [r for r in novel.search({"query": "basalt", "mode": "lexical"})["results"]]
     assert (r["filePath"], r["sectionHeading"], r["startLine"], r["endLine"]) == (
-        "world/places/gate.md", "## Inscription", 9, 11,
-    )  # fmt: skip
+        "world/places/gate.md",
+        "## Inscription",
+        9,
+        11,
+    )
     assert r["snippet"].startswith("## Inscription The runes read: the **basalt** token")
 
 
@@ -373,8 +459,17 @@ def test_explain_fields(novel: Any) -> None:
     results = novel.search({"query": "quillfeather journal", "explain": True, "maxResults": 10})["results"]
     for r in results:
         e = r["explain"]
-        assert set(e) == {"keywordRank", "vectorRank", "bm25", "fileBm25", "cosine", "exactMatch", "fused",
-                          "confidence", "fusedScore"}  # fmt: skip
+        assert set(e) == {
+            "keywordRank",
+            "vectorRank",
+            "bm25",
+            "fileBm25",
+            "cosine",
+            "exactMatch",
+            "fused",
+            "confidence",
+            "fusedScore",
+        }
         assert e["fusedScore"] == r["score"] and e["confidence"] == r["confidence"]
         assert (e["keywordRank"] is not None) == (e["bm25"] is not None)
         assert ("keyword" in r["matchedBy"]) == (e["bm25"] is not None or e["fileBm25"] is not None)
@@ -382,26 +477,17 @@ def test_explain_fields(novel: Any) -> None:
         assert e["cosine"] is not None  # every hybrid candidate gets its exact cosine
     top = results[0]["explain"]
     assert top["keywordRank"] == 1 and top["vectorRank"] >= 1
-    lexical = novel.search({"query": "quillfeather", "mode": "lexical", "explain": True})["results"][0][
-        "explain"
-    ]
+    lexical = novel.search({"query": "quillfeather", "mode": "lexical", "explain": True})["results"][0]["explain"]
     assert (lexical["keywordRank"], lexical["vectorRank"], lexical["fusedScore"]) == (1, None, 1.0)
 
 
 def test_min_score_and_max_results(novel: Any) -> None:
-    all_results = novel.search({"query": "ferry harbor ledger", "mode": "lexical", "maxResults": 100})[
-        "results"
-    ]
+    all_results = novel.search({"query": "ferry harbor ledger", "mode": "lexical", "maxResults": 100})["results"]
     assert len(all_results) > 3
     cut = all_results[2]["score"]
-    kept = novel.search(
-        {"query": "ferry harbor ledger", "mode": "lexical", "maxResults": 100, "minScore": cut}
-    )
+    kept = novel.search({"query": "ferry harbor ledger", "mode": "lexical", "maxResults": 100, "minScore": cut})
     assert all(r["score"] >= cut for r in kept["results"]) and len(kept["results"]) >= 3
-    assert (
-        len(novel.search({"query": "ferry harbor ledger", "mode": "semantic", "maxResults": 2})["results"])
-        == 2
-    )
+    assert len(novel.search({"query": "ferry harbor ledger", "mode": "semantic", "maxResults": 2})["results"]) == 2
 
 
 def test_searches_during_indexing_say_so(keyword_novel: Any) -> None:
@@ -424,9 +510,7 @@ def test_provider_none_degrades_to_keywords(keyword_novel: Any) -> None:
     assert keyword_novel.search({"query": "quillfeather", "mode": "lexical"})["degraded"] is None
 
 
-def test_index_without_vectors_degrades_for_a_real_provider(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_index_without_vectors_degrades_for_a_real_provider(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = retrieval_project(tmp_path)
     with open_project(root) as p:
         p.index()
@@ -449,9 +533,7 @@ def test_provider_failing_at_query_time_gives_keyword_results(
             api_server.fail(status, times=2)
         for mode in ("hybrid", "semantic"):
             response = p.search({"query": f"quillfeather {mode}", "mode": mode})
-            assert (
-                response["degraded"].startswith("keyword search only") and str(status) in response["degraded"]
-            )
+            assert response["degraded"].startswith("keyword search only") and str(status) in response["degraded"]
             assert paths(response) == ["characters/elena-vance/profile.md"]
             assert response["results"][0]["matchedBy"] == ["keyword"]
         count = api_server.count
@@ -471,9 +553,7 @@ def _chapter(r: dict[str, Any]) -> int | None:
 
 FILTERS = [
     pytest.param({"entityTypes": ["character"]}, lambda r: r["entityType"] == "character", id="entityTypes"),
-    pytest.param(
-        {"entityTypes": ["faction"]}, lambda r: r["entityType"] == "faction", id="entityTypes-faction"
-    ),
+    pytest.param({"entityTypes": ["faction"]}, lambda r: r["entityType"] == "faction", id="entityTypes-faction"),
     pytest.param(
         {"entityTypes": ["place", "faction"]},
         lambda r: r["entityType"] in ("place", "faction"),
@@ -495,9 +575,7 @@ FILTERS = [
     ),
     pytest.param({"glob": "profile.md"}, lambda r: r["filePath"].endswith("/profile.md"), id="glob-basename"),
     pytest.param({"corpus": "lore"}, lambda r: r["filePath"].startswith("world/"), id="corpus"),
-    pytest.param(
-        {"corpus": "content"}, lambda r: not r["filePath"].startswith("world/"), id="corpus-default"
-    ),
+    pytest.param({"corpus": "content"}, lambda r: not r["filePath"].startswith("world/"), id="corpus-default"),
     pytest.param({"maxChapter": 2}, lambda r: _chapter(r) is None or _chapter(r) <= 2, id="maxChapter"),
     pytest.param(
         {"bookId": "book-01", "maxChapter": 3, "fileTypes": ["scene_draft"]},
@@ -516,8 +594,9 @@ def test_filter_returns_exactly_the_matching_chunks(novel: Any, flt: dict[str, A
     got = novel.search({"query": "anything at all", "mode": "semantic", "maxResults": 100, "filter": flt})
     assert [(r["filePath"], r["startLine"]) for r in got["results"]] == expected
     for mode in ("hybrid", "lexical"):
-        got = novel.search({"query": "harbor ferry ledger storm lantern the", "mode": mode, "maxResults": 100,
-                            "filter": flt})  # fmt: skip
+        got = novel.search(
+            {"query": "harbor ferry ledger storm lantern the", "mode": mode, "maxResults": 100, "filter": flt}
+        )
         assert all(keep(r) for r in got["results"])
 
 
@@ -586,8 +665,17 @@ def test_filters_apply_before_ranking(tmp_path: Path, api_server: FakeEmbeddingA
 
 
 # -- exclusion -------------------------------------------------------------------------------------------------
-EXCLUDED_QUERIES = ["cipher", "wolfsbane", "ledger could be a cipher", "poison the wolfsbane tea", "Ideas", "Plan",
-                    '"wolfsbane tea"', "lighthouse keeper knew the sister", "notes/ideas.md"]  # fmt: skip
+EXCLUDED_QUERIES = [
+    "cipher",
+    "wolfsbane",
+    "ledger could be a cipher",
+    "poison the wolfsbane tea",
+    "Ideas",
+    "Plan",
+    '"wolfsbane tea"',
+    "lighthouse keeper knew the sister",
+    "notes/ideas.md",
+]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -633,11 +721,13 @@ def test_exclusion_follows_the_settings_file(tmp_path: Path) -> None:
         p.index()
         marcus = "characters/marcus-cole/profile.md"
         assert marcus in paths(p.search({"query": "chandlery", "mode": "lexical"}))
-        for entry in ("characters/*/profile.md", "characters\\marcus-cole", "./characters/marcus-cole/profile.md",
-                      "characters/"):  # fmt: skip
-            write_file(
-                root, ".context_settings.json", json.dumps({entry: "exclude", "padding" * len(entry): "auto"})
-            )
+        for entry in (
+            "characters/*/profile.md",
+            "characters\\marcus-cole",
+            "./characters/marcus-cole/profile.md",
+            "characters/",
+        ):
+            write_file(root, ".context_settings.json", json.dumps({entry: "exclude", "padding" * len(entry): "auto"}))
             assert p.search({"query": "chandlery", "mode": "lexical"})["results"] == [], entry
             elena = {"path": "characters/elena-vance/profile.md", "maxResults": 100}
             # Elena's profile is excluded too: refused
@@ -679,13 +769,13 @@ def test_search_log_records_source_and_hides_eval(tmp_path: Path) -> None:
         p.search({"query": "benchmark query", "source": "eval"})
         rows = p.store.search_log(include_eval=True)
         assert [(r["query"], r["source"]) for r in reversed(rows)] == [
-            ("ledger", "editor"), ("nothing matches zzqx", "agent"), ("storm", "cli"), ("benchmark query", "eval"),
-        ]  # fmt: skip
+            ("ledger", "editor"),
+            ("nothing matches zzqx", "agent"),
+            ("storm", "cli"),
+            ("benchmark query", "eval"),
+        ]
         by_query = {r["query"]: r for r in rows}
-        assert (
-            by_query["nothing matches zzqx"]["results"] == 0
-            and by_query["nothing matches zzqx"]["top_score"] == 0
-        )
+        assert by_query["nothing matches zzqx"]["results"] == 0 and by_query["nothing matches zzqx"]["top_score"] == 0
         assert by_query["ledger"]["results"] > 0 and 0 < by_query["ledger"]["top_score"] <= 1
         assert by_query["ledger"]["mode"] == "hybrid" and by_query["ledger"]["elapsed_ms"] >= 0
         assert "eval" not in {r["source"] for r in p.store.search_log()}
@@ -697,9 +787,7 @@ def test_search_log_records_source_and_hides_eval(tmp_path: Path) -> None:
 
 # -- related ---------------------------------------------------------------------------------------------------
 def test_related_keyword_fallback_and_bad_paths(keyword_novel: Any) -> None:
-    response = keyword_novel.related(
-        {"path": "books/book-01/phase-5-bloom/ch-01/scene-01.md", "maxResults": 3}
-    )
+    response = keyword_novel.related({"path": "books/book-01/phase-5-bloom/ch-01/scene-01.md", "maxResults": 3})
     assert response["indexed"] and response["degraded"] is not None  # no vectors: keyword fallback
     assert 0 < len(response["results"]) <= 3
     assert "books/book-01/phase-5-bloom/ch-01/scene-01.md" not in paths(response)
@@ -716,8 +804,12 @@ def test_related_keyword_fallback_and_bad_paths(keyword_novel: Any) -> None:
         assert info.value.field == "path"
     with pytest.raises(PathOutsideRoot):
         keyword_novel.related({"path": "../../x.md"})
-    for params, field in (({}, "path"), ({"path": 3}, "path"), ({"path": "a.md", "maxResults": 0}, "maxResults"),
-                          ({"path": "a.md", "maxResults": "3"}, "maxResults")):  # fmt: skip
+    for params, field in (
+        ({}, "path"),
+        ({"path": 3}, "path"),
+        ({"path": "a.md", "maxResults": 0}, "maxResults"),
+        ({"path": "a.md", "maxResults": "3"}, "maxResults"),
+    ):
         with pytest.raises(InvalidRequest) as info:
             keyword_novel.related(params)
         assert info.value.field == field
@@ -753,12 +845,18 @@ def test_related_to_the_passage_at_a_line(tmp_path: Path, provider: str) -> None
         assert {"notes/smithing.md", "notes/fruit.md"} <= set(paths(whole)) and "startLine" not in whole
         # edited, not re-indexed yet: the lines asked for are today's (three lines added above; a new scene)
         text = (p.root / ch).read_text(encoding="utf-8")
-        (p.root / ch).write_text("Draft 2\n\n\n" + text + "\n## The Stables\n\nGrooms brushed the horses "
-                                 "and hung saddles and bridles beside the hay.\n", encoding="utf-8")  # fmt: skip
+        (p.root / ch).write_text(
+            "Draft 2\n\n\n" + text + "\n## The Stables\n\nGrooms brushed the horses "
+            "and hung saddles and bridles beside the hay.\n",
+            encoding="utf-8",
+        )
         assert paths(p.related({"path": ch, "startLine": 8}))[0] == "notes/smithing.md"  # was line 5
         assert paths(p.related({"path": ch, "startLine": 16}))[0] == "notes/stables.md"  # not embedded yet
-        for params, field in (({"path": ch, "endLine": 4}, "endLine"), ({"path": ch, "startLine": 6, "endLine": 5},
-                              "endLine"), ({"path": ch, "startLine": 0}, "startLine")):  # fmt: skip
+        for params, field in (
+            ({"path": ch, "endLine": 4}, "endLine"),
+            ({"path": ch, "startLine": 6, "endLine": 5}, "endLine"),
+            ({"path": ch, "startLine": 0}, "startLine"),
+        ):
             with pytest.raises(InvalidRequest) as info:
                 p.related(params)
             assert info.value.field == field
@@ -814,9 +912,14 @@ def test_a_deleted_file_queued_for_deindexing_does_not_crowd_out_live_results(tm
 
 @pytest.mark.parametrize(
     ("query", "marked"),
-    [("drowning", "**drowned**"), ("cafe", "**Café**"), ("zoe", "**Zoë**"), ("naive", "**naïve**"),
-     ("storms", "**storm**")],
-)  # fmt: skip
+    [
+        ("drowning", "**drowned**"),
+        ("cafe", "**Café**"),
+        ("zoe", "**Zoë**"),
+        ("naive", "**naïve**"),
+        ("storms", "**storm**"),
+    ],
+)
 def test_snippet_marks_what_fts_matched_after_stemming_and_accent_folding(
     tmp_path: Path, query: str, marked: str
 ) -> None:
@@ -896,13 +999,14 @@ def test_a_misspelt_filter_is_refused_with_a_suggestion_not_ignored() -> None:
 
 
 def test_a_cjk_query_word_matches_the_start_of_a_longer_run(tmp_path: Path) -> None:
-    root = make_project(tmp_path, {"tokyo.md": "# 旅\n\n東京タワーは高い。夜の港は静かだ。\n",
-                                   "other.md": "# Other\n\nNothing to see in this harbour note at all.\n"})  # fmt: skip
+    root = make_project(
+        tmp_path,
+        {
+            "tokyo.md": "# 旅\n\n東京タワーは高い。夜の港は静かだ。\n",
+            "other.md": "# Other\n\nNothing to see in this harbour note at all.\n",
+        },
+    )
     with open_project(root) as p:
         p.index()
-        assert [r["filePath"] for r in p.search({"query": "東京", "mode": "lexical"})["results"]] == [
-            "tokyo.md"
-        ]
-        assert [r["filePath"] for r in p.search({"query": "夜の港", "mode": "lexical"})["results"]] == [
-            "tokyo.md"
-        ]
+        assert [r["filePath"] for r in p.search({"query": "東京", "mode": "lexical"})["results"]] == ["tokyo.md"]
+        assert [r["filePath"] for r in p.search({"query": "夜の港", "mode": "lexical"})["results"]] == ["tokyo.md"]

@@ -6,14 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from saipling.config import load_settings
+from saipling.config.settings import load_settings
 
 KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 3
 
 
-@pytest.mark.parametrize(
-    "name", ["SAIPLING_PROVIDER", "SAIPLING_FALLBACK", "SAIPLING_MODEL_PATH", "SAIPLING_MODE"]
-)
+@pytest.mark.parametrize("name", ["SAIPLING_PROVIDER", "SAIPLING_FALLBACK", "SAIPLING_MODEL_PATH", "SAIPLING_MODE"])
 def test_a_key_in_the_wrong_setting_is_named_not_echoed(tmp_path: Path, name: str) -> None:
     _, warnings = load_settings(tmp_path, env={name: KEY})
     assert all(KEY not in w and KEY[:16] not in w for w in warnings)

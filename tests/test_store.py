@@ -10,7 +10,7 @@ import apsw
 import numpy as np
 import pytest
 
-from saipling.store import SCHEMA_VERSION, ChunkRow, FileRecord, Store
+from saipling.storage.store import SCHEMA_VERSION, ChunkRow, FileRecord, Store
 
 
 def unit(seed: int, dims: int = 8) -> np.ndarray:
@@ -23,16 +23,39 @@ def h(text: str) -> str:
 
 
 def record(path: str, content: str = "x") -> FileRecord:
-    return FileRecord(path=path, content_hash=h(content), mtime_ns=1, size=len(content), file_type="document",
-                      encoding="utf-8", entity_name=None, display_name=None)  # fmt: skip
+    return FileRecord(
+        path=path,
+        content_hash=h(content),
+        mtime_ns=1,
+        size=len(content),
+        file_type="document",
+        encoding="utf-8",
+        entity_name=None,
+        display_name=None,
+    )
 
 
 def row(i: int, text: str, heading: str = "") -> ChunkRow:
-    return ChunkRow(chunk_index=i, kind="section", section_heading=f"# {heading}" if heading else None,
-                    heading_path=heading, start_line=i * 10 + 1, end_line=i * 10 + 5, content_hash=h(text),
-                    preview=text[:200], token_count=len(text) // 4 + 1, text=text, file_type="document",
-                    entity_type="document", entity_name=None, book_id=None, chapter_id=None, chapter_num=None,
-                    visibility="public", corpus="content")  # fmt: skip
+    return ChunkRow(
+        chunk_index=i,
+        kind="section",
+        section_heading=f"# {heading}" if heading else None,
+        heading_path=heading,
+        start_line=i * 10 + 1,
+        end_line=i * 10 + 5,
+        content_hash=h(text),
+        preview=text[:200],
+        token_count=len(text) // 4 + 1,
+        text=text,
+        file_type="document",
+        entity_type="document",
+        entity_name=None,
+        book_id=None,
+        chapter_id=None,
+        chapter_num=None,
+        visibility="public",
+        corpus="content",
+    )
 
 
 @pytest.fixture
@@ -107,9 +130,7 @@ def test_migrates_forward_from_older_user_version(db_path: Path) -> None:
 
 
 def test_fts_in_sync_on_replace_and_delete(store: Store) -> None:
-    store.replace_file(
-        record("a.md", "1"), [row(0, "The lighthouse keeper", "Keeper"), row(1, "salt and rope")]
-    )
+    store.replace_file(record("a.md", "1"), [row(0, "The lighthouse keeper", "Keeper"), row(1, "salt and rope")])
     store.replace_file(record("b.md"), [row(0, "another lighthouse story")])
     assert fts_paths(store, "lighthouse") == ["a.md", "b.md"]
     assert fts_paths(store, "keeper") == ["a.md"]  # heading text is searchable too
@@ -178,7 +199,7 @@ def test_vectors_and_cache_by_model_and_hash(store: Store) -> None:
 
 def _index_with_the_old_cache_layout(db_path: Path) -> dict[str, np.ndarray]:
     """An index file as saipling wrote it before 2026-11-24: schema 3, the embedding cache `WITHOUT ROWID`."""
-    from saipling.store_schema import _MIGRATIONS, connect
+    from saipling.storage.schema import _MIGRATIONS, connect
 
     db_path.parent.mkdir(parents=True)
     conn = connect(str(db_path))
@@ -369,7 +390,7 @@ def test_header_only_garbage_is_rebuilt(db_path: Path) -> None:
 
 
 def test_newer_schema_version_is_moved_aside_and_rebuilt(tmp_path):
-    from saipling.store import Store
+    from saipling.storage.store import Store
 
     path = tmp_path / "index.db"
     store = Store.open(path)
@@ -382,7 +403,7 @@ def test_newer_schema_version_is_moved_aside_and_rebuilt(tmp_path):
 
 
 def test_two_corruptions_in_one_second_keep_both_copies(tmp_path):
-    from saipling.store import Store
+    from saipling.storage.store import Store
 
     path = tmp_path / "index.db"
     for _ in range(2):
@@ -399,9 +420,7 @@ def test_cached_matrix_is_patched_by_writes_and_matches_a_fresh_reload(tmp_path)
 
     def write(path: str, n: int, salt: str, with_vectors: bool = True) -> None:
         rows = [row(i, f"{path}-{salt}-{i}") for i in range(n)]
-        vecs = (
-            {r.content_hash: rng.standard_normal(16).astype("float32") for r in rows} if with_vectors else {}
-        )
+        vecs = {r.content_hash: rng.standard_normal(16).astype("float32") for r in rows} if with_vectors else {}
         store.replace_file(record(path, salt), rows, vecs, "m")
 
     for f in range(40):
@@ -414,9 +433,7 @@ def test_cached_matrix_is_patched_by_writes_and_matches_a_fresh_reload(tmp_path)
         store.delete_file(f"f{f}.md")
     write("k.md", 3, "c", with_vectors=False)
     missing = store.chunks_missing_vectors()
-    store.set_vectors(
-        [(m["id"], m["content_hash"], rng.standard_normal(16).astype("float32")) for m in missing], "m"
-    )
+    store.set_vectors([(m["id"], m["content_hash"], rng.standard_normal(16).astype("float32")) for m in missing], "m")
     assert store._matrix is loaded  # patched in place (a reload would build a new one)
     ids, mat = store.vector_matrix()
     assert len(ids) != len(before[0])

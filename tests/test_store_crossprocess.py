@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saipling.store import ChunkRow, FileRecord, Store
+from saipling.storage.store import ChunkRow, FileRecord, Store
 
 DIMS = 16
 
@@ -25,17 +25,34 @@ def _unit(seed: int) -> np.ndarray:
 
 def _row(text: str) -> ChunkRow:
     h = hashlib.sha256(text.encode()).hexdigest()
-    return ChunkRow(chunk_index=0, kind="section", section_heading=None, heading_path="", start_line=1, end_line=1,
-                    content_hash=h, preview=text[:40], token_count=4, text=text, file_type="note", entity_type=None,
-                    entity_name=None, book_id=None, chapter_id=None, chapter_num=None, visibility="public",
-                    corpus="content")  # fmt: skip
+    return ChunkRow(
+        chunk_index=0,
+        kind="section",
+        section_heading=None,
+        heading_path="",
+        start_line=1,
+        end_line=1,
+        content_hash=h,
+        preview=text[:40],
+        token_count=4,
+        text=text,
+        file_type="note",
+        entity_type=None,
+        entity_name=None,
+        book_id=None,
+        chapter_id=None,
+        chapter_num=None,
+        visibility="public",
+        corpus="content",
+    )
 
 
 def _write(store: Store, path: str, seed: int) -> None:
     text = f"{path} text {seed}"
     row = _row(text)
-    record = FileRecord(path=path, content_hash=row.content_hash, mtime_ns=1, size=len(text), file_type="note",
-                        encoding="utf-8")  # fmt: skip
+    record = FileRecord(
+        path=path, content_hash=row.content_hash, mtime_ns=1, size=len(text), file_type="note", encoding="utf-8"
+    )
     store.replace_file(record, [row], {row.content_hash: _unit(seed)}, "m")
 
 
@@ -47,7 +64,7 @@ def _in_other_process(db: Path, body: str) -> None:
         import sys
         sys.path[:0] = {[str(Path(__file__).parent)]!r}
         from test_store_crossprocess import _write
-        from saipling.store import Store
+        from saipling.storage.store import Store
         store = Store.open({str(db)!r})
         """
         )
@@ -123,13 +140,18 @@ def test_term_statistics_follow_every_text_write(tmp_path: Path) -> None:
     store = Store.open(db)
     try:
         row = _row("lanterns over the harbour")
-        record = FileRecord(path="a.md", content_hash=row.content_hash, mtime_ns=1, size=1, file_type="note",
-                            encoding="utf-8")  # fmt: skip
+        record = FileRecord(
+            path="a.md", content_hash=row.content_hash, mtime_ns=1, size=1, file_type="note", encoding="utf-8"
+        )
         store.replace_file(record, [row])
         assert store.term_doc_freqs(["lantern"]) == ({"lantern": 1}, 1)
         row2 = _row("a lantern again")
-        store.replace_file(FileRecord(path="b.md", content_hash=row2.content_hash, mtime_ns=1, size=1,
-                                      file_type="note", encoding="utf-8"), [row2])  # fmt: skip
+        store.replace_file(
+            FileRecord(
+                path="b.md", content_hash=row2.content_hash, mtime_ns=1, size=1, file_type="note", encoding="utf-8"
+            ),
+            [row2],
+        )
         assert store.term_doc_freqs(["lantern"]) == ({"lantern": 2}, 2)
         _in_other_process(db, 'store.delete_file("a.md")')
         assert store.term_doc_freqs(["lantern"]) == ({"lantern": 1}, 1)

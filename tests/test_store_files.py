@@ -1,4 +1,4 @@
-"""Store.replace_file touches only the chunks an edit changed (store_files.py), on a real SQLite file."""
+"""Store.replace_file touches only the chunks an edit changed (storage/file_writes.py), on a real SQLite file."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from saipling.store import Store
+from saipling.storage.store import Store
 from test_store import fts_integrity, fts_paths, record, row, unit
 
 
@@ -81,17 +81,17 @@ def test_moved_chunks_keep_their_row_and_keywords(store: Store) -> None:
     writes_log(store)
     fts_before = store._scalar("SELECT count(*) FROM chunks_fts_data")
 
-    shifted = [dataclasses.replace(r, chunk_index=r.chunk_index + 1, start_line=r.start_line + 2,
-                                   end_line=r.end_line + 2) for r in rows]  # fmt: skip
+    shifted = [
+        dataclasses.replace(r, chunk_index=r.chunk_index + 1, start_line=r.start_line + 2, end_line=r.end_line + 2)
+        for r in rows
+    ]
     top = row(0, "a new opening paragraph on the moat")
     missing = store.replace_file(record("a.md", "2"), [top, *shifted], {})
 
     after = store.chunks_for_path("a.md")
     assert [c["text"] for c in after] == [top.text, *TEXTS]
     assert [c["chunk_index"] for c in after] == [0, 1, 2, 3, 4]
-    assert [(c["start_line"], c["end_line"]) for c in after[1:]] == [
-        (r.start_line, r.end_line) for r in shifted
-    ]
+    assert [(c["start_line"], c["end_line"]) for c in after[1:]] == [(r.start_line, r.end_line) for r in shifted]
     assert {c["text"]: c["id"] for c in after[1:]} == before
     assert missing == [after[0]["id"]]
     assert all(k == "update" for k, _ in writes(store))  # moved, not deleted and inserted again
@@ -103,9 +103,7 @@ def test_moved_chunks_keep_their_row_and_keywords(store: Store) -> None:
 
 def test_duplicate_and_reordered_chunks_and_metadata_changes(store: Store) -> None:
     rows = [row(0, TEXTS[0]), row(1, TEXTS[1]), row(2, TEXTS[0])]  # the same passage twice
-    store.replace_file(
-        record("a.md", "1"), rows, {rows[0].content_hash: unit(0), rows[1].content_hash: unit(1)}, "m"
-    )
+    store.replace_file(record("a.md", "1"), rows, {rows[0].content_hash: unit(0), rows[1].content_hash: unit(1)}, "m")
     swapped = [
         dataclasses.replace(rows[1], chunk_index=0, entity_type="character"),
         dataclasses.replace(rows[0], chunk_index=1, entity_type="character"),

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fixtures import open_project, retrieval_project
-from saipling.symbols import MAX_SYMBOLS, fuzzy_score
+from saipling.retrieval.symbols import MAX_SYMBOLS, fuzzy_score
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +30,11 @@ def test_entities_by_name_and_alias(novel: Any) -> None:
     found = novel.symbols("marc")
     assert found[0]["kind"] == "entity"
     assert (found[0]["name"], found[0]["entityType"], found[0]["entityName"], found[0]["path"]) == (
-        "Marcus Cole", "character", "marcus-cole", "characters/marcus-cole/profile.md",
-    )  # fmt: skip
+        "Marcus Cole",
+        "character",
+        "marcus-cole",
+        "characters/marcus-cole/profile.md",
+    )
     (ferryman, *_) = novel.symbols("ferryman")
     assert (ferryman["name"], ferryman["matched"], ferryman["kind"]) == (
         "Marcus Cole",
@@ -49,8 +52,10 @@ def test_entities_come_before_headings(novel: Any) -> None:
     assert {"entity", "heading"} <= set(kinds)
     heading = next(f for f in found if f["kind"] == "heading")
     assert (heading["name"], heading["path"], heading["startLine"] >= 1) == (
-        "Marcus Cole", "characters/marcus-cole/profile.md", True,
-    )  # fmt: skip
+        "Marcus Cole",
+        "characters/marcus-cole/profile.md",
+        True,
+    )
 
 
 def test_headings_with_line_ranges(novel: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from saipling.sync import SyncQueue
+from saipling.live.sync_queue import SyncQueue
 
 
 class Clock:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from saipling.vector_matrix import VectorMatrix
+from saipling.storage.vector_matrix import VectorMatrix
 
 DIMS = 8
 
@@ -117,7 +117,7 @@ def test_small_knn_products_run_on_one_blas_thread() -> None:
     """Under CPU load a second BLAS thread waits for a core (a 6k x 384 product: p95 0.3 -> 86 ms): small
     products run on one thread, large ones on BLAS's default while the machine has a core to spare."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from saipling import vector_matrix as vm
+    from saipling.storage import vector_matrix as vm
 
     def blas_threads() -> int:
         return min(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")

@@ -80,9 +80,7 @@ def test_cli_search_with_query_vectors_of_another_size_is_degraded_keyword_searc
         assert done.returncode == 0, done.stderr
         response = json.loads(done.stdout)
         reason = response["degraded"] or ""
-        assert (
-            "keyword search only" in reason and "48-dimensional" in reason and "32-dimensional" in reason
-        ), reason
+        assert "keyword search only" in reason and "48-dimensional" in reason and "32-dimensional" in reason, reason
         assert response["results"][0]["filePath"] == "keeper.md"
         assert "Traceback" not in done.stderr
 
@@ -92,9 +90,7 @@ async def test_mcp_search_and_enrich_with_query_vectors_of_another_size(
 ) -> None:
     root = indexed(tmp_path, api_server)
     api_server.default_dims = 48
-    extra = {
-        k: v for k, v in env_for(api_server).items() if k.startswith("SAIPLING_") and k != "SAIPLING_PROVIDER"
-    }
+    extra = {k: v for k, v in env_for(api_server).items() if k.startswith("SAIPLING_") and k != "SAIPLING_PROVIDER"}
     async with mcp_session(root, provider="openai", SAIPLING_AUTO_INDEX="false", **extra) as session:
         found = await call(session, "search", {"query": "lighthouse keeper", "mode": "semantic"})
         assert found["degraded"] and "48-dimensional" in found["degraded"], found
@@ -124,9 +120,7 @@ def test_a_server_whose_model_changed_is_followed_by_the_next_index_run(
         assert project.related({"path": "harbour.md"})["results"]
         assert "48-dimensional" in (project.status()["degraded"] or "")  # status says it too, until the run
         summary = project.index()
-        assert any("48-dimensional" in w and "32-dimensional" in w for w in summary.warnings), (
-            summary.warnings
-        )
+        assert any("48-dimensional" in w and "32-dimensional" in w for w in summary.warnings), summary.warnings
         assert summary.embedded == len(FILES) and not summary.degraded
         assert project.store.vector_model() == (MODEL, 48)
         assert project.store.vector_matrix()[1].shape == (len(FILES), 48)
@@ -136,9 +130,7 @@ def test_a_server_whose_model_changed_is_followed_by_the_next_index_run(
         project.close()
 
 
-def test_a_batch_meeting_the_new_size_rebuilds_in_the_same_run(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+def test_a_batch_meeting_the_new_size_rebuilds_in_the_same_run(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = write_project(tmp_path / "p", FILES)
     project = Project.open(root, overrides=settings_for(api_server))
     try:
@@ -162,9 +154,7 @@ def test_cli_index_after_the_model_changed_rebuilds_and_search_works_again(
     done = saipling("index", str(root), "--json", env=env_for(api_server))
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert summary["embedded"] == len(FILES) and any("48-dimensional" in w for w in summary["warnings"]), (
-        summary
-    )
+    assert summary["embedded"] == len(FILES) and any("48-dimensional" in w for w in summary["warnings"]), summary
     found = saipling(
         "search", "north tower", "--mode", "semantic", "--json", "--root", str(root), env=env_for(api_server)
     )
@@ -178,9 +168,7 @@ def half_embedded(tmp_path: Path, api: FakeEmbeddingAPI) -> Path:
     root = write_project(tmp_path / "p", FILES)
     api.script(Step(), Step())  # the size probe and the first batch of two; then the server fails
     api.fail(500, times=1000)
-    done = saipling(
-        "index", str(root), "--json", env=env_for(api, SAIPLING_BATCH_SIZE="2", SAIPLING_MAX_RETRIES="0")
-    )
+    done = saipling("index", str(root), "--json", env=env_for(api, SAIPLING_BATCH_SIZE="2", SAIPLING_MAX_RETRIES="0"))
     assert done.returncode in (0, 1), done.stderr
     return root
 
@@ -212,14 +200,10 @@ def test_search_on_a_partly_embedded_index_says_how_many_chunks_lack_vectors(
     assert json.loads(done.stdout)["degraded"] is None
 
 
-async def test_mcp_search_on_a_partly_embedded_index_is_degraded(
-    tmp_path: Path, api_server: FakeEmbeddingAPI
-) -> None:
+async def test_mcp_search_on_a_partly_embedded_index_is_degraded(tmp_path: Path, api_server: FakeEmbeddingAPI) -> None:
     root = half_embedded(tmp_path, api_server)
     api_server.reset()
-    extra = {
-        k: v for k, v in env_for(api_server).items() if k.startswith("SAIPLING_") and k != "SAIPLING_PROVIDER"
-    }
+    extra = {k: v for k, v in env_for(api_server).items() if k.startswith("SAIPLING_") and k != "SAIPLING_PROVIDER"}
     async with mcp_session(root, provider="openai", SAIPLING_AUTO_INDEX="false", **extra) as session:
         status = await call(session, "status")
         found = await call(session, "search", {"query": "chapel bell", "mode": "semantic"})

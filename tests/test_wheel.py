@@ -88,13 +88,9 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    site = subprocess.run(
-        [str(python), "-c", purelib], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    site = subprocess.run([str(python), "-c", purelib], capture_output=True, text=True, check=True).stdout.strip()
     # the test venv's packages after the fresh venv's own: the wheel's saipling wins
-    (Path(site) / "zz_borrowed_deps.pth").write_text(
-        sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8"
-    )
+    (Path(site) / "zz_borrowed_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
     script = venv / "bin" / "saipling"
     assert script.exists()
     return script
@@ -114,7 +110,7 @@ def test_the_wheel_holds_the_package_data_and_one_version(dist: Path) -> None:
         TOKENIZER,
         "saipling/data/LICENSE-Apache-2.0.txt",
         "saipling/py.typed",
-        "saipling/cli.py",
+        "saipling/cli/main.py",
     } <= names
     assert tokenizer["model"]["type"] == "WordPiece" and len(tokenizer["model"]["vocab"]) > 30_000
     assert f"saipling_search-{version}.dist-info/licenses/LICENSE" in names
@@ -138,9 +134,7 @@ def test_installed_wheel_indexes_and_searches_with_the_local_model(installed: Pa
     proc = subprocess.run([str(installed), "--version"], **run)
     assert proc.stdout.strip() == f"saipling, version {saipling.__version__}", proc.stdout + proc.stderr
     # the package imported is the wheel's, not this checkout's
-    where = subprocess.run(
-        [str(installed.parent / "python"), "-c", "import saipling; print(saipling.__file__)"], **run
-    )
+    where = subprocess.run([str(installed.parent / "python"), "-c", "import saipling; print(saipling.__file__)"], **run)
     assert where.stdout.strip().startswith(str(installed.parent.parent)), where.stdout + where.stderr
 
     proc = subprocess.run([str(installed), "index", str(project), "--provider", "local", "--json"], **run)
@@ -150,9 +144,7 @@ def test_installed_wheel_indexes_and_searches_with_the_local_model(installed: Pa
 
     proc = subprocess.run([str(installed), "status", str(project), "--json"], **run)
     status = json.loads(proc.stdout)
-    assert status["provider"] == "local" and status["unembeddedChunks"] == 0 and not status["degraded"], (
-        status
-    )
+    assert status["provider"] == "local" and status["unembeddedChunks"] == 0 and not status["degraded"], status
     assert status["version"] == saipling.__version__
 
     # no word of the query is in the note: only the model can find it
@@ -186,9 +178,7 @@ def test_installed_wheel_serves_lsp_and_mcp(installed: Path, tmp_path: Path) -> 
         reply = srv.initialize({"provider": "none"})
         assert reply["result"]["serverInfo"] == {"name": "saipling", "version": saipling.__version__}
         for attempt in range(100):
-            srv.request(
-                "saipling/search", {"query": "sourdough starter", "mode": "lexical"}, msg_id=10 + attempt
-            )
+            srv.request("saipling/search", {"query": "sourdough starter", "mode": "lexical"}, msg_id=10 + attempt)
             found = srv.response(10 + attempt)
             assert found is not None and "result" in found, (found, srv.stderr())
             if found["result"]["results"]:

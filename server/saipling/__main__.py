@@ -1,4 +1,4 @@
-from saipling.cli import main
+from saipling.cli.main import main
 
 if __name__ == "__main__":  # (also keeps a spawned chunking worker from running the CLI)
     main()

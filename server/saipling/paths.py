@@ -343,11 +343,7 @@ def from_cwd(root: Path, path: str) -> str:
     """A relative path typed in a subfolder of the project (what shell completion gives): its absolute path when
     it names nothing from the root but a file from the current folder, inside the root; else as given (paths are
     read from the root first, as search results give them)."""
-    if (
-        os.path.isabs(path)
-        or path.startswith("file://")
-        or os.path.lexists(os.path.join(root, normalise_rel(path)))
-    ):
+    if os.path.isabs(path) or path.startswith("file://") or os.path.lexists(os.path.join(root, normalise_rel(path))):
         return path
     here = Path.cwd() / path
     root_real = Path(os.path.realpath(root))

@@ -17,30 +17,44 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from . import __version__, index_files, unindexable
-from .config import INDEX_DIR, Settings, index_path, load_settings
-from .context_settings import load_context_settings
+from . import __version__
+from .config.settings import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
 from .errors import DiskFull, ProviderError, SaiplingError
-from .index_lock import index_lock, other_run, progress_of
-from .store import Store
+from .files.context_settings import load_context_settings
+from .live import unindexable
+from .storage import index_files
+from .storage.lock import index_lock, other_run, progress_of
+from .storage.store import Store
 
 if TYPE_CHECKING:  # the indexer (numpy, the chunker, frontmatter) loads only when a run needs it
-    from .indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
-    from .rerank import Reranker
+    from .indexing.indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
+    from .retrieval.rerank import Reranker
 
 log = logging.getLogger(__name__)
 
-# indexer.PENDING_META, named here so that `status` does not import the indexer (numpy, the chunker); a test
+# indexing.indexer.PENDING_META, named here so that `status` does not import the indexer (numpy, the chunker); a test
 # keeps the two equal
 _PENDING_META = "pending_files"
 
 _PROVIDER_KEYS = (
-    "provider", "model", "base_url", "dimensions", "model_path", "local_threads", "batch_size",
-    "request_timeout_seconds", "max_retries", "voyage_api_key", "openai_api_key", "query_prefix",
-    "document_prefix", "input_type_field", "max_input_tokens",
-)  # fmt: skip
+    "provider",
+    "model",
+    "base_url",
+    "dimensions",
+    "model_path",
+    "local_threads",
+    "batch_size",
+    "request_timeout_seconds",
+    "max_retries",
+    "voyage_api_key",
+    "openai_api_key",
+    "query_prefix",
+    "document_prefix",
+    "input_type_field",
+    "max_input_tokens",
+)
 
 
 API_PROVIDERS = ("voyage", "openai")
@@ -132,7 +146,7 @@ class Project:
         self.warnings = warnings
         self._indexer: Indexer | None = None
         self.state = RunState()
-        self.query_cache: Any = None  # search's cache of query vectors (search.QueryCache)
+        self.query_cache: Any = None  # search's cache of query vectors (retrieval.search.QueryCache)
         self.on_missing_file: Callable[[str], None] | None = None  # told of indexed files gone from disk
         self._state_lock = threading.Lock()
         self._dirty: dict[str, None] = {}  # files saved since their text was last read (ordered set)
@@ -144,7 +158,7 @@ class Project:
         self.fallback_from: EmbeddingProvider | None = None
         self.fallback_reason: str | None = None
         self.fallback_notices: list[str] = []  # what the user must be told once (the server shows them)
-        self._reranker: Reranker | None = None  # the rerank stage's model (rerank.py), made on first use
+        self._reranker: Reranker | None = None  # the rerank stage's model (retrieval/rerank.py), made on first use
         self._reranker_error: ProviderError | None = None
         self._reranker_lock = threading.Lock()
 
@@ -155,14 +169,12 @@ class Project:
             return None
         with self._reranker_lock:
             if self._reranker is None and self._reranker_error is None:
-                from .rerank import create_reranker
+                from .retrieval.rerank import create_reranker
 
                 try:
                     self._reranker = create_reranker(self.settings)
                 except Exception as exc:  # noqa: BLE001 - a reranker that cannot be made never fails a search
-                    error = (
-                        exc if isinstance(exc, ProviderError) else ProviderError(f"cannot make it ({exc})")
-                    )
+                    error = exc if isinstance(exc, ProviderError) else ProviderError(f"cannot make it ({exc})")
                     self._reranker_error = error
                     log.warning("reranker unavailable: %s", error)
             if self._reranker_error is not None:
@@ -179,7 +191,7 @@ class Project:
     def indexer(self) -> Indexer:
         """Built on first use: a one-shot search or status never imports the indexing machinery."""
         if self._indexer is None:
-            from .indexer import Indexer
+            from .indexing.indexer import Indexer
 
             if getattr(self.provider, "placeholder", False):
                 # a command that embeds nothing (a CLI lexical search) met a file changed since it was indexed:
@@ -272,8 +284,11 @@ class Project:
         if old.chunking != settings.chunking or old.corpora != settings.corpora:
             return "full"
         if (old.include, old.exclude, old.include_json, old.max_file_bytes) != (
-            settings.include, settings.exclude, settings.include_json, settings.max_file_bytes,
-        ):  # fmt: skip
+            settings.include,
+            settings.exclude,
+            settings.include_json,
+            settings.max_file_bytes,
+        ):
             return "incremental"
         return None
 
@@ -309,8 +324,17 @@ class Project:
         try:
             if self.fallback_from is not None and self._switch_back():
                 paths = None  # the provider changed: every file is checked, every vector rebuilt
-            run = partial(self.indexer.run, full=full, progress=on_progress, cancel=cancel, embed=embed,
-                          hold=hold, first=first, confirm=confirm, wait=wait)  # fmt: skip
+            run = partial(
+                self.indexer.run,
+                full=full,
+                progress=on_progress,
+                cancel=cancel,
+                embed=embed,
+                hold=hold,
+                first=first,
+                confirm=confirm,
+                wait=wait,
+            )
             summary = run(paths=paths)
             if self._should_fall_back(summary) and self._fall_back(summary.degraded or "unusable"):
                 first_pass = summary
@@ -349,18 +373,10 @@ class Project:
         provider (and none of that provider's model) is used with the local model again, so that searches in a
         new process (the CLI, a restarted server) still find by meaning; the next run asks the API again."""
         p = self.provider
-        if (
-            not isinstance(p, EmbeddingProvider)
-            or p.name not in API_PROVIDERS
-            or self.settings.fallback != "local"
-        ):
+        if not isinstance(p, EmbeddingProvider) or p.name not in API_PROVIDERS or self.settings.fallback != "local":
             return
         model, _ = self.store.vector_model()
-        if (
-            self.store.get_meta("provider") != "local"
-            or model == p.vector_key
-            or not self.store.has_vectors()
-        ):
+        if self.store.get_meta("provider") != "local" or model == p.vector_key or not self.store.has_vectors():
             return
         from .embeddings import local_available
 
@@ -393,8 +409,10 @@ class Project:
         local.reason = f"fallback: {api.name} cannot be used ({reason})"
         self.fallback_from, self.fallback_reason = api, reason
         self._use_provider(local)
-        message = (f"{api.name} cannot be used ({reason}): indexed with the local model {local.model} until it "
-                   f"works again; the vectors are then rebuilt with {api.model}")  # fmt: skip
+        message = (
+            f"{api.name} cannot be used ({reason}): indexed with the local model {local.model} until it "
+            f"works again; the vectors are then rebuilt with {api.model}"
+        )
         self.fallback_notices.append(message)
         log.warning("%s", message)
         return True
@@ -408,9 +426,7 @@ class Project:
         if reason is not None:
             self.fallback_reason = reason
             return False
-        message = (
-            f"{api.name} works again: the vectors are rebuilt with {api.model} (the local ones are dropped)"
-        )
+        message = f"{api.name} works again: the vectors are rebuilt with {api.model} (the local ones are dropped)"
         self.fallback_notices.append(message)
         log.warning("%s", message)
         self.provider.close()
@@ -446,7 +462,7 @@ class Project:
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:
         if self.store.readonly:  # nothing can be written: searches leave out files changed since (stale)
-            from .indexer import IndexSummary
+            from .indexing.indexer import IndexSummary
 
             return IndexSummary()
         summary = self.indexer.refresh(paths)
@@ -466,12 +482,7 @@ class Project:
             st = states.get(p)
             try:
                 now = os.stat(self.root / p)
-                if (
-                    st is not None
-                    and st.mtime_ns == 0
-                    and st.size == now.st_size
-                    and stat.S_ISREG(now.st_mode)
-                ):
+                if st is not None and st.mtime_ns == 0 and st.size == now.st_size and stat.S_ISREG(now.st_mode):
                     import hashlib  # (~2 ms with OpenSSL: a one-shot search seldom meets a racy file)
 
                     # (a regular file: a FIFO swapped in would block the read)
@@ -529,9 +540,7 @@ class Project:
         if self.store.readonly:
             raise SaiplingError(f"the index {self.store.path} is read-only: it cannot be changed")
 
-    def clear(
-        self, timeout: float | None = 10.0, on_wait: Callable[[int | None], None] | None = None
-    ) -> None:
+    def clear(self, timeout: float | None = 10.0, on_wait: Callable[[int | None], None] | None = None) -> None:
         """Empty the index, holding the writer lock: a run in another process is waited for (up to `timeout`
         seconds, None: for ever; then IndexBusy saying what it is doing), never cleared under. (The server's
         clearIndex stops its own run first, then waits the default 10 s for another process's.)"""
@@ -555,7 +564,7 @@ class Project:
             return "keyword search only: " + (self.provider.reason or "no embedding provider")
         if self.provider.failed:
             return f"keyword search only: {self.provider.failed}"
-        from .search import vector_unavailable
+        from .retrieval.search import vector_unavailable
 
         unavailable = vector_unavailable(self)  # e.g. no vectors of the active model in the index yet
         if unavailable:
@@ -670,8 +679,14 @@ class Project:
             return None
         from .redact import shown_url
 
-        return {"provider": rs.provider, "model": rs.model or None, "baseUrl": shown_url(rs.base_url) or None,
-                "modelPath": rs.model_path or None, "topN": rs.top_n, "budgetSeconds": rs.budget_seconds}  # fmt: skip
+        return {
+            "provider": rs.provider,
+            "model": rs.model or None,
+            "baseUrl": shown_url(rs.base_url) or None,
+            "modelPath": rs.model_path or None,
+            "topN": rs.top_n,
+            "budgetSeconds": rs.budget_seconds,
+        }
 
     def _last_run(self) -> dict[str, Any] | None:
         """When the last index run (CLI or server) finished and how long it took; None before the first."""
@@ -703,34 +718,36 @@ class Project:
         except ValueError:
             return 0
 
-    # -- retrieval (implemented in search.py / context.py / reading.py) ------------------------------------
+    # -- retrieval (implemented in retrieval/search.py / retrieval/enrich.py / retrieval/reading.py)
+    # ------------------------------------
     def search(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """SPEC 8 request dict (camelCase) -> SPEC 8 response dict. Raises InvalidRequest naming the field."""
-        from .search import search
+        from .retrieval.search import search
 
         return search(self, params)
 
     def enrich(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """SPEC 9 request -> SPEC 9 response."""
-        from .context import enrich_context
+        from .retrieval.enrich import enrich_context
 
         return enrich_context(self, params)
 
     def related(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """{uri | path, maxResults} -> {results: [...]} (passages from other files most like this file)."""
-        from .related import related
+        from .retrieval.related import related
 
         return related(self, params)
 
     def get(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """{path, startLine?, lines?} -> {path, startLine, endLine, text}; PathOutsideRoot/InvalidRequest on bad input."""
-        from .reading import get_lines
+        """{path, startLine?, lines?} -> {path, startLine, endLine, text}; PathOutsideRoot/InvalidRequest on bad
+        input."""
+        from .retrieval.reading import get_lines
 
         return get_lines(self, params)
 
     def symbols(self, query: str, role: str | None = None) -> list[dict[str, Any]]:
         """Entities then headings fuzzy-matching query: [{name, kind: entity|heading, path, startLine, endLine, ...}]
         of the files `role` (default: the defaultRole setting) may see."""
-        from .symbols import find_symbols
+        from .retrieval.symbols import find_symbols
 
         return find_symbols(self, query, role)

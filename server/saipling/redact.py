@@ -61,9 +61,7 @@ def shown_url(url: str) -> str:
     except ValueError:
         return redact(url)
     netloc = f"{REDACTED}@{parts.netloc.rpartition('@')[2]}" if "@" in parts.netloc else parts.netloc
-    query = (
-        "&".join(f"{q.partition('=')[0]}={REDACTED}" for q in parts.query.split("&")) if parts.query else ""
-    )
+    query = "&".join(f"{q.partition('=')[0]}={REDACTED}" for q in parts.query.split("&")) if parts.query else ""
     return redact(urlunsplit((parts.scheme, netloc, parts.path, query, REDACTED if parts.fragment else "")))
 
 
@@ -79,11 +77,7 @@ def looks_secret(value: object) -> bool:
         return True
     # long, no spaces, letters and digits mixed: a token, not a word or a path a user would set
     return (
-        len(v) >= 24
-        and " " not in v
-        and "/" not in v
-        and any(c.isdigit() for c in v)
-        and any(c.isalpha() for c in v)
+        len(v) >= 24 and " " not in v and "/" not in v and any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
     )
 
 

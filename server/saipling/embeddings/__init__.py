@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..config import Settings
+from ..config.settings import Settings
 from .base import EmbeddingProvider, EmbeddingResult, NoneProvider, ProviderInfo
 
 log = logging.getLogger(__name__)

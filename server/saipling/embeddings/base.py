@@ -80,9 +80,7 @@ class EmbeddingProvider(abc.ABC):
     # the size a learned-size server answered with instead (the next index run adopts it)
     resized: int | None = None
     max_input_tokens: int = 512
-    passage_tokens: int = (
-        0  # chunks are cut to this many tokens when the model prefers shorter passages (0: window)
-    )
+    passage_tokens: int = 0  # chunks are cut to this many tokens when the model prefers shorter passages (0: window)
     cost_per_million_tokens: float = 0.0
     batch_size: int = 128
     max_batch_tokens: int = 120_000
@@ -213,9 +211,7 @@ class EmbeddingProvider(abc.ABC):
             try:
                 vectors = np.asarray(res.vectors, dtype=np.float32)
             except (TypeError, ValueError) as exc:  # ragged or non-numeric
-                raise ProviderBadVectors(
-                    f"{self.name} returned vectors that are not numbers ({exc})"
-                ) from None
+                raise ProviderBadVectors(f"{self.name} returned vectors that are not numbers ({exc})") from None
             problem = vector_problem(vectors, len(batch), self.dimensions)
             if problem is None:
                 return vectors, tokens

@@ -53,9 +53,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
     # all-mpnet-base-v2 reads 384 word pieces but was trained on 128, like all-MiniLM (sentence-transformers'
     # model card); a local `modelPath` folder named after it, or the model served under that name
     ModelFamily("all-mpnet", r"all-mpnet", "", "", 384, passage_tokens=128),
-    ModelFamily(
-        "e5", r"(^|[/_.-])(multilingual-)?e5-(small|base|large)(?!.*instruct)", "query: ", "passage: ", 512
-    ),
+    ModelFamily("e5", r"(^|[/_.-])(multilingual-)?e5-(small|base|large)(?!.*instruct)", "query: ", "passage: ", 512),
 )
 
 

@@ -70,7 +70,9 @@ REPLY_BYTES_PER_VALUE = 40
 REPLY_OVERHEAD = 1_000_000
 UNKNOWN_DIMENSIONS = 8192
 DEFAULT_REPLY_CAP = 64_000_000
-ERROR_REPLY_CAP = 65_536  # bytes of an error reply read (enough to quote its message)  # what is sent to learn that a server has finished an abandoned request
+# bytes of an error reply read (enough to quote its message)  # what is sent to learn that a server has finished an
+# abandoned request
+ERROR_REPLY_CAP = 65_536
 
 Outcome = httpx.Response | Exception
 
@@ -97,9 +99,7 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when - (time.time() if now is None else now))
 
 
-def retry_delay(
-    attempt: int, retry_after: str | None = None, *, jitter: Callable[[], float] = random.random
-) -> float:
+def retry_delay(attempt: int, retry_after: str | None = None, *, jitter: Callable[[], float] = random.random) -> float:
     """Seconds to sleep before retry number `attempt + 1` (attempt counts retries already made).
 
     A server-provided Retry-After wins (capped at MAX_RETRY_AFTER); otherwise exponential backoff from
@@ -281,9 +281,7 @@ class HTTPClient:
                     raise ProviderAbandoned(self._abandoned_message()) from None
                 outcome = exc
             except httpx.InvalidURL as exc:  # (a baseUrl like "http://[::1": the whole index run failed)
-                raise ProviderUnavailable(
-                    f"{self.label}: the URL is not valid ({exc}); check baseUrl"
-                ) from None
+                raise ProviderUnavailable(f"{self.label}: the URL is not valid ({exc}); check baseUrl") from None
             if is_connection_failure(outcome):
                 if self.breaker.failure(self._unreachable(outcome)):
                     raise ProviderUnavailable(self.breaker.cause)
@@ -370,17 +368,13 @@ class HTTPClient:
             detail = self._server_message(outcome)
             suffix = f": {detail}" if detail else ""
             if status == 429:
-                return ProviderRateLimited(
-                    f"{self.label} is rate limiting requests (HTTP 429){after}{suffix}"
-                )
+                return ProviderRateLimited(f"{self.label} is rate limiting requests (HTTP 429){after}{suffix}")
             if should_retry(outcome):
                 return ProviderUnavailable(f"{self.label} failed (HTTP {status}){after}{suffix}")
             return ProviderError(f"{self.label} rejected the request (HTTP {status}){suffix}")
         if isinstance(outcome, httpx.TimeoutException):
             return ProviderUnavailable(f"{self.label} timed out{after} ({self.shown_url})")
-        return ProviderUnavailable(
-            f"{self.label} is unreachable{after} ({self.shown_url}): {_describe(outcome)}"
-        )
+        return ProviderUnavailable(f"{self.label} is unreachable{after} ({self.shown_url}): {_describe(outcome)}")
 
     def _server_message(self, response: httpx.Response, limit: int = 300) -> str:
         """The server's error text, shortened and with the key redacted (some servers echo it)."""

@@ -75,9 +75,7 @@ class _GuardedStream(httpcore.NetworkStream):
         self._backend.forget(self)
         self._inner.close()
 
-    def start_tls(
-        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
-    ) -> Any:
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
         inner = self._inner.start_tls(ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout))
         self._backend.forget(self)
         return self._backend.track(inner)
@@ -171,9 +169,7 @@ def guard_client(client: httpx.Client, backend: GuardedBackend) -> None:
     for transport in transports:
         pool = getattr(transport, "_pool", None)
         if pool is None or not hasattr(pool, "_network_backend"):
-            raise RuntimeError(
-                f"cannot set deadlines on {type(transport).__name__} (httpx {httpx.__version__})"
-            )
+            raise RuntimeError(f"cannot set deadlines on {type(transport).__name__} (httpx {httpx.__version__})")
         pool._network_backend = backend
 
 

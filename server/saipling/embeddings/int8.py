@@ -9,8 +9,8 @@ cannot do this: its quantizers start from fp32 weights, and its graph fusions lo
 Cast + Mul. Measured (`benchmarks/bench_local.py`, "(a') graph as shipped"): 3.0x less CPU per 256-token
 chunk on 2 cores (earlier, one thread: 86 -> 43 ms a chunk; PyTorch fp32: 75-80), arena after embedding
 96 -> 15 MB; cosine to the fp32 model's vectors 0.988 min / 0.993 mean (0.999 before); SciFact nDCG@10 0.748,
-the same as fp32 (0.747 before). The activations get one quantization scale per run, so each text runs alone: its vector never depends on its
-batch (see `LocalProvider`); `quantizes_per_run` finds the same in a user's int8 export.
+the same as fp32 (0.747 before). The activations get one quantization scale per run, so each text runs alone: its vector
+never depends on its batch (see `LocalProvider`); `quantizes_per_run` finds the same in a user's int8 export.
 """
 
 from __future__ import annotations
@@ -83,9 +83,8 @@ def int8_matmul_model(model: bytes) -> tuple[bytes, int]:
             scale.dims.append(n_cols)
             name = (n.name or n.output[0]) + "_int8"
             replace[i] = [
-                node("DynamicQuantizeMatMul", [n.input[0], q.name, scale.name], list(n.output), name,
-                     domain=MS_DOMAIN)
-            ]  # fmt: skip
+                node("DynamicQuantizeMatMul", [n.input[0], q.name, scale.name], list(n.output), name, domain=MS_DOMAIN)
+            ]
         elif n.op_type == "Gather" and len(n.input) == 2 and axis == 0 and (m := dequantized(n.input[0])):
             # Gather(Mul(Cast(Eq), s), ids) -> Mul(Cast(Gather(Eq, ids)), Gather(s, ids)): the same numbers,
             # without dequantizing the whole 30522 x 384 table on every run (47 MB twice, per run).

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings
+from ..config.settings import Settings
 from ..errors import ProviderError
 from ..lazy import np  # numpy loads on first use (cold CLI path)
 from .base import EmbeddingProvider, EmbeddingResult, normalise
@@ -84,7 +84,7 @@ def _bundled_onnx() -> Path | None:
     return None
 
 
-def _folder_onnx(folder: Path) -> Path | None:
+def folder_onnx(folder: Path) -> Path | None:
     # (optimum / transformers.js exports name a quantized copy model_quantized.onnx)
     names = ("model.onnx", "onnx/model.onnx", "model_quantized.onnx", "onnx/model_quantized.onnx")
     for candidate in (folder / name for name in names):
@@ -108,11 +108,11 @@ def local_available(settings: Settings | None = None) -> bool:
         return False
     if settings is not None and settings.model_path:
         folder = Path(settings.model_path).expanduser()
-        return _folder_onnx(folder) is not None and (folder / "tokenizer.json").is_file()
+        return folder_onnx(folder) is not None and (folder / "tokenizer.json").is_file()
     return TOKENIZER_FILE.is_file() and _bundled_onnx() is not None
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
@@ -155,21 +155,21 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
     Optional files read: config.json (hidden_size), sentence_bert_config.json (max_seq_length),
     config_sentence_transformers.json (prompts: query / document or passage; nomic's search_query /
     search_document), 1_Pooling/config.json (CLS or mean pooling), and saipling.json with any of model,
-    dimensions, max_input_tokens, query_prefix, document_prefix, pooling (wins over the others). A folder of a known family (families.py, by its model
-    name) gets the family's prefixes and pooling where its files say nothing.
+    dimensions, max_input_tokens, query_prefix, document_prefix, pooling (wins over the others). A folder of a known
+    family (families.py, by its model name) gets the family's prefixes and pooling where its files say nothing.
     """
     if not folder.is_dir():
         raise ProviderError(f"model_path {folder} is not a folder")
-    onnx = _folder_onnx(folder)
+    onnx = folder_onnx(folder)
     if onnx is None:
         raise ProviderError(f"model_path {folder} has no model.onnx (nor model_quantized.onnx)")
     tokenizer = folder / "tokenizer.json"
     if not tokenizer.is_file():
         raise ProviderError(f"model_path {folder} has no tokenizer.json")
-    hf = _read_json(folder / "config.json")
-    sbert = _read_json(folder / "sentence_bert_config.json")
-    prompts = _read_json(folder / "config_sentence_transformers.json").get("prompts") or {}
-    own = _read_json(folder / "saipling.json")
+    hf = read_json(folder / "config.json")
+    sbert = read_json(folder / "sentence_bert_config.json")
+    prompts = read_json(folder / "config_sentence_transformers.json").get("prompts") or {}
+    own = read_json(folder / "saipling.json")
     dims = own.get("dimensions") or hf.get("hidden_size") or settings.dimensions or None
     max_tokens = own.get("max_input_tokens") or sbert.get("max_seq_length") or DEFAULT_MAX_INPUT_TOKENS
     prompts = prompts if isinstance(prompts, dict) else {}
@@ -178,9 +178,7 @@ def _folder_model(folder: Path, settings: Settings) -> ModelFiles:
     # the folder's own prompts (sentence-transformers names them query/document/passage, nomic's config
     # search_query/search_document), else a known family's prefixes, side by side
     query_prompt = _first(prompts, ("query", "search_query"), family.query_prefix if family else "")
-    doc_prompt = _first(
-        prompts, ("document", "passage", "search_document"), family.document_prefix if family else ""
-    )
+    doc_prompt = _first(prompts, ("document", "passage", "search_document"), family.document_prefix if family else "")
     declared = own.get("pooling") or _st_pooling(folder) or (family.pooling if family else "mean")
     pooling = str(declared).strip().lower()
     if pooling not in ("mean", "cls"):
@@ -208,7 +206,7 @@ def _first(values: dict[str, Any], keys: tuple[str, ...], default: str) -> str:
 
 def _st_pooling(folder: Path) -> str | None:
     """The pooling a sentence-transformers folder declares (1_Pooling/config.json), when mean or CLS."""
-    conf = _read_json(folder / "1_Pooling" / "config.json")
+    conf = read_json(folder / "1_Pooling" / "config.json")
     if conf.get("pooling_mode_cls_token"):
         return "cls"
     if conf.get("pooling_mode_mean_tokens"):
@@ -275,14 +273,10 @@ class LocalProvider(EmbeddingProvider):
         self.family = family.name if family else None  # (status `embedding.family`)
         self.passage_tokens = family.passage_tokens if family else 0
         self.max_input_tokens = files.max_input_tokens
-        if (
-            0 < settings.max_input_tokens < files.max_input_tokens
-        ):  # a smaller window only: never past the model's
+        if 0 < settings.max_input_tokens < files.max_input_tokens:  # a smaller window only: never past the model's
             self.max_input_tokens = settings.max_input_tokens
         self.query_prefix = files.query_prefix if settings.query_prefix is None else settings.query_prefix
-        self.document_prefix = (
-            files.document_prefix if settings.document_prefix is None else settings.document_prefix
-        )
+        self.document_prefix = files.document_prefix if settings.document_prefix is None else settings.document_prefix
         if files.dimensions:
             self.dimensions = files.dimensions
         else:
@@ -314,9 +308,7 @@ class LocalProvider(EmbeddingProvider):
             return None
         lower = word.lower()
         vocab = state.tokenizer
-        return any(
-            vocab.token_to_id(t) is not None for t in (word, lower, "\u2581" + lower, "\u0120" + lower)
-        )
+        return any(vocab.token_to_id(t) is not None for t in (word, lower, "\u2581" + lower, "\u0120" + lower))
 
     def _loaded(self) -> _Loaded:
         state = self._state
@@ -339,9 +331,7 @@ class LocalProvider(EmbeddingProvider):
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise ProviderError(
-                f"local provider needs onnxruntime and tokenizers ({exc}); {INSTALL_HINT}"
-            ) from exc
+            raise ProviderError(f"local provider needs onnxruntime and tokenizers ({exc}); {INSTALL_HINT}") from exc
         try:
             source = file_key(str(files.tokenizer))  # (before loading: a file replaced meanwhile is not it)
             tokenizer = Tokenizer.from_file(str(files.tokenizer))
@@ -398,9 +388,7 @@ class LocalProvider(EmbeddingProvider):
         last = out.shape[-1]
         if isinstance(last, int) and last > 0:
             if files.dimensions and files.dimensions != last:
-                raise ProviderError(
-                    f"local model {files.onnx} has {last} dimensions, config says {files.dimensions}"
-                )
+                raise ProviderError(f"local model {files.onnx} has {last} dimensions, config says {files.dimensions}")
             self.dimensions = last
         pool = ThreadPoolExecutor(workers, thread_name_prefix="saipling-embed") if workers > 1 else None
         log.info(
@@ -415,9 +403,7 @@ class LocalProvider(EmbeddingProvider):
         pooled = len(out.shape) == 2
         count = WordPieceCounter(counter, source) if is_additive(counter) else _plain_counter(counter)
         cls = files.pooling == "cls"
-        return _Loaded(
-            session, tokenizer, counter, count, names, out.name, pooled, cls, one_per_run, pool, workers
-        )
+        return _Loaded(session, tokenizer, counter, count, names, out.name, pooled, cls, one_per_run, pool, workers)
 
     def applied(self) -> dict[str, Any]:
         """The base fields plus `pooling` (how the model's token vectors become one: mean or cls)."""
@@ -497,9 +483,7 @@ class LocalProvider(EmbeddingProvider):
                 start += len(run)
         truncated = sum(1 for e in encodings if e.overflowing)
         if truncated:
-            log.debug(
-                "%d of %d texts truncated to %d word pieces", truncated, len(texts), self.max_input_tokens
-            )
+            log.debug("%d of %d texts truncated to %d word pieces", truncated, len(texts), self.max_input_tokens)
         return EmbeddingResult(normalise(vectors), sum(lengths))
 
     def _run(self, state: _Loaded, encodings: list[Any], width: int) -> np.ndarray:
@@ -519,9 +503,7 @@ class LocalProvider(EmbeddingProvider):
             raise ProviderError(f"local model failed to run: {exc}") from exc
         out = np.asarray(out, dtype=np.float32)
         if out.shape[-1] != self.dimensions:
-            raise ProviderError(
-                f"local model returned {out.shape[-1]} dimensions, expected {self.dimensions}"
-            )
+            raise ProviderError(f"local model returned {out.shape[-1]} dimensions, expected {self.dimensions}")
         if state.pooled:
             return out
         if state.cls:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Settings
+from ..config.settings import Settings
 from ..redact import shown_url
 from .families import family_for
 from .http import HTTPClient, HTTPEmbeddingProvider
@@ -72,11 +72,7 @@ class OpenAIProvider(HTTPEmbeddingProvider):
         self.family = family.name if family else None
         self.passage_tokens = family.passage_tokens if family else 0
         # a server told the input type adds the model's instruction itself: the family's prefixes would double it
-        q, d = (
-            (family.query_prefix, family.document_prefix)
-            if family and not self.input_type_field
-            else ("", "")
-        )
+        q, d = (family.query_prefix, family.document_prefix) if family and not self.input_type_field else ("", "")
         self.query_prefix = q if settings.query_prefix is None else settings.query_prefix
         self.document_prefix = d if settings.document_prefix is None else settings.document_prefix
         self.cost_per_million_tokens = known.cost_per_million_tokens if known else 0.0

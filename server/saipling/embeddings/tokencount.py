@@ -76,7 +76,7 @@ class WordPieceCounter:
         self._source = source  # the file it was loaded from, as file_key saw it before loading it
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled (for chunking workers: chunk_pool.py) without its memo, and as the file the tokenizer came
+        """Pickled (for chunking workers: indexing/chunk_pool.py) without its memo, and as the file the tokenizer came
         from when it came from one: a spawned worker's arguments go down a pipe the parent blocks on once they
         pass its 64 KB, until the child has started Python and imported the chunker (0.09 s of the indexer's
         time for MiniLM's 466 KB tokenizer); a file name does not block."""

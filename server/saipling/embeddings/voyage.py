@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Settings
+from ..config.settings import Settings
 from .http import HTTPClient, HTTPEmbeddingProvider
 
 log = logging.getLogger(__name__)
@@ -84,9 +84,7 @@ class VoyageProvider(HTTPEmbeddingProvider):
             sleep=sleep,
         )
         if not known:
-            log.info(
-                "voyage: model %s is not in the known-model table; dimensions come from the API", self.model
-            )
+            log.info("voyage: model %s is not in the known-model table; dimensions come from the API", self.model)
 
     def _request_body(self, texts: list[str], input_type: str) -> dict[str, Any]:
         body: dict[str, Any] = {"input": texts, "model": self.model, "input_type": input_type}

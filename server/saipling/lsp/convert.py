@@ -15,7 +15,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
 from ..errors import InvalidRequest
-from ..indexer import IndexProgress, IndexSummary
+from ..indexing.indexer import IndexProgress, IndexSummary
 from ..paths import normalise_rel
 
 SYMBOL_KINDS = {
@@ -112,8 +112,7 @@ def progress_report(p: IndexProgress) -> types.WorkDoneProgressReport:
     elif p.phase == "done":
         message = f"{p.files_total} files done"
     elif p.current_file:
-        message = (f"keywords: {p.current_file} ({p.files_done + 1}/{p.files_total})"
-                   f"{eta_text(p.eta_seconds)}")  # fmt: skip
+        message = f"keywords: {p.current_file} ({p.files_done + 1}/{p.files_total}){eta_text(p.eta_seconds)}"
     else:
         message = f"keywords: {p.files_done}/{p.files_total} files"
     return types.WorkDoneProgressReport(message=message, percentage=percentage(p), cancellable=True)
@@ -163,8 +162,15 @@ def merge_search(responses: list[tuple[str, dict[str, Any]]], max_results: int |
     return merged
 
 
-SUMMED_STATUS = ("totalFiles", "totalChunks", "embeddedChunks", "unembeddedChunks", "pendingFiles", "totalCostUsd",
-                 "totalTokens")  # fmt: skip
+SUMMED_STATUS = (
+    "totalFiles",
+    "totalChunks",
+    "embeddedChunks",
+    "unembeddedChunks",
+    "pendingFiles",
+    "totalCostUsd",
+    "totalTokens",
+)
 
 
 def merge_status(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -181,7 +187,7 @@ def merge_status(statuses: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     return first
 
 
-# -- writer-aware features (entities.py) ---------------------------------------------------------------
+# -- writer-aware features (retrieval/entities.py) ---------------------------------------------------------------
 def client_units(codec: Any, text: str) -> int:
     """Length of `text` in the client's position units (pygls counts them char by char in Python: too slow for
     a thousand mentions on long prose lines)."""
@@ -204,7 +210,7 @@ def client_range(codec: Any, line_text: str, line: int, start: int, end: int) ->
 
 
 def mention_locations(root: Path, files: list[Any], codec: Any) -> list[types.Location]:
-    """Mentions grouped by file (entities.FileMentions) -> Locations in the client's position encoding."""
+    """Mentions grouped by file (retrieval.entities.FileMentions) -> Locations in the client's position encoding."""
     return [
         types.Location(uri, client_range(codec, m.line_text, m.line, m.start, m.end))
         for f in files

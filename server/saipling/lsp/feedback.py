@@ -10,7 +10,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..indexer import IndexSummary
+from ..indexing.indexer import IndexSummary
 from . import convert
 from .folders import Folder
 
@@ -29,9 +29,7 @@ class Feedback:
     def log(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
         self.post(self.server.window_log_message, types.LogMessageParams(type=kind, message=message))
 
-    def show_once(
-        self, cause: str, message: str, kind: types.MessageType = types.MessageType.Warning
-    ) -> None:
+    def show_once(self, cause: str, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
         """The first time a cause occurs: showMessage; afterwards: logMessage."""
         with self._lock:
             first = cause not in self._shown

@@ -22,11 +22,11 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException
 
+from ..files.scanner import is_indexable
+from ..live.sync_queue import SyncQueue
+from ..live.watcher import Watcher
 from ..paths import too_broad
 from ..project import Project
-from ..scanner import is_indexable
-from ..sync import SyncQueue
-from ..watcher import Watcher
 from . import convert, params
 from .protocol import request_failed
 
@@ -202,9 +202,7 @@ async def read_configuration(ls: SaiplingServer, uris: list[str]) -> list[dict[s
     return [v if isinstance(v, dict) else None for v in values[: len(uris)]]
 
 
-async def open_folder(
-    ls: SaiplingServer, uri: str, name: str, config: dict[str, Any] | None
-) -> Folder | None:
+async def open_folder(ls: SaiplingServer, uri: str, name: str, config: dict[str, Any] | None) -> Folder | None:
     root = convert.uri_to_path(uri)
     if root is None or not root.is_dir():
         ls.feedback.show_once(f"folder:{uri}", f"cannot index {uri}: not a local folder")
@@ -214,9 +212,7 @@ async def open_folder(
         return None
     try:
         project = await ls.call(
-            partial(
-                Project.open, root, env=engine_env(), init_options=ls.init_options, workspace_config=config
-            )
+            partial(Project.open, root, env=engine_env(), init_options=ls.init_options, workspace_config=config)
         )
     except JsonRpcException as exc:
         ls.feedback.show_once(

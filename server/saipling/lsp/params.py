@@ -1,5 +1,5 @@
-"""The custom requests' params at the message boundary: checked against their schema (saipling/requests.py, shared
-with the CLI and other faces), plain dicts out, InvalidParams naming the field (and the closest valid name for an
+"""The custom requests' params at the message boundary: checked against their schema (saipling/retrieval/requests.py,
+shared with the CLI and other faces), plain dicts out, InvalidParams naming the field (and the closest valid name for an
 unknown one) otherwise. `workspaceFolder` is accepted by every request that works on one folder; the server
 resolves it before calling the engine.
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from .. import requests
 from ..errors import InvalidRequest
+from ..retrieval import requests
 
 SCHEMAS = requests.REQUESTS  # method -> schema: the methods checked here
 

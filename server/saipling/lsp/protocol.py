@@ -40,9 +40,7 @@ INVALID_REQUEST = -32600
 SERVER_NOT_INITIALIZED = -32002
 INTERNAL_ERROR = -32603
 MAX_BODY = 64 << 20  # bytes: a Content-Length over this is a broken frame, not a wait for 64 MB+
-BODY_IDLE_SECONDS = (
-    5.0  # a body that stops arriving for this long is taken as it is (a length counted too long)
-)
+BODY_IDLE_SECONDS = 5.0  # a body that stops arriving for this long is taken as it is (a length counted too long)
 _CONTENT_LENGTH = b"content-length:"
 _HEADER = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*:")
 _REJECTED = JsonRPCNotification(method="", jsonrpc="rejected", params=None)
@@ -87,17 +85,11 @@ class SaiplingProtocol(LanguageServerProtocol):
             if method in params.SCHEMAS and method in self.fm.features:
                 checked = params.validate(method, data.get("params"))
                 if method.startswith("saipling/"):
-                    return JsonRPCRequestMessage(
-                        id=data["id"], method=method, jsonrpc=data["jsonrpc"], params=checked
-                    )
+                    return JsonRPCRequestMessage(id=data["id"], method=method, jsonrpc=data["jsonrpc"], params=checked)
             return super().structure_message(data)
         except JsonRpcException as exc:
-            if isinstance(exc, JsonRpcInvalidParams) and isinstance(
-                exc.__cause__, cattrs.ClassValidationError
-            ):
-                exc = JsonRpcInvalidParams(
-                    "Invalid params: " + "; ".join(cattrs.transform_error(exc.__cause__))
-                )
+            if isinstance(exc, JsonRpcInvalidParams) and isinstance(exc.__cause__, cattrs.ClassValidationError):
+                exc = JsonRpcInvalidParams("Invalid params: " + "; ".join(cattrs.transform_error(exc.__cause__)))
             self._send_response(data["id"], error=exc.to_response_error())
             return _REJECTED
 
@@ -123,9 +115,7 @@ class SaiplingProtocol(LanguageServerProtocol):
         if problem is not None:
             message, reply_id = problem
             log.warning("invalid message from the client: %s", message)
-            if not (
-                isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data)
-            ):
+            if not (isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data)):
                 self.send_error(reply_id, INVALID_REQUEST, f"Invalid Request: {message}")
             return
         method, is_request = data.get("method"), "method" in data and "id" in data
@@ -134,23 +124,17 @@ class SaiplingProtocol(LanguageServerProtocol):
                 if method == "initialize" and is_request:
                     self.initialize_received = True
                 elif is_request:
-                    self.send_error(
-                        data["id"], SERVER_NOT_INITIALIZED, f"{method}: the server is not initialized yet"
-                    )
+                    self.send_error(data["id"], SERVER_NOT_INITIALIZED, f"{method}: the server is not initialized yet")
                     return
                 else:
                     log.debug("dropped notification %s: the server is not initialized yet", method)
                     return
             elif method == "initialize" and is_request:
-                self.send_error(
-                    data["id"], INVALID_REQUEST, "Invalid Request: initialize was already received"
-                )
+                self.send_error(data["id"], INVALID_REQUEST, "Invalid Request: initialize was already received")
                 return
             if self._shutdown:
                 if is_request:
-                    self.send_error(
-                        data["id"], INVALID_REQUEST, f"Invalid Request: {method}: the server is shut down"
-                    )
+                    self.send_error(data["id"], INVALID_REQUEST, f"Invalid Request: {method}: the server is shut down")
                 else:
                     log.debug("dropped notification %s after shutdown", method)
                 return
@@ -170,9 +154,7 @@ class SaiplingProtocol(LanguageServerProtocol):
 
     def _send_response(self, msg_id: Any, result: Any = None, error: ResponseError | None = None) -> None:
         if error is not None and error.code == INTERNAL_ERROR and error.data is not None:
-            error = ResponseError(
-                code=error.code, message=error.message.splitlines()[0] if error.message else ""
-            )
+            error = ResponseError(code=error.code, message=error.message.splitlines()[0] if error.message else "")
         super()._send_response(msg_id, result, error)  # no traceback (pygls puts one in `data`) on the wire
 
     def _serialize_message(self, data: Any) -> Any:
@@ -196,11 +178,7 @@ def watchable(stdin: BinaryIO, stdout: BinaryIO) -> bool:
 def envelope_problem(data: Any) -> tuple[str, Any] | None:
     """(what is wrong, the id to answer with) for a message JSON-RPC 2.0 calls an Invalid Request, else None."""
     if not isinstance(data, dict):
-        kind = (
-            "a batch (an array): batches are not part of LSP"
-            if isinstance(data, list)
-            else type(data).__name__
-        )
+        kind = "a batch (an array): batches are not part of LSP" if isinstance(data, list) else type(data).__name__
         return f"a message must be a JSON object, got {kind}", None
     msg_id = data.get("id")
     id_ok = isinstance(msg_id, str | int) and not isinstance(msg_id, bool)
@@ -356,9 +334,7 @@ async def serve_frames(server: Any, read: Callable[[int], Awaitable[bytes]], idl
             continue
         data, rest = decoded
         if rest.strip():  # counted too long: the next frame (or part of its header) is inside this one
-            log.warning(
-                "a message was followed by %d bytes inside its frame: read again as what follows", len(rest)
-            )
+            log.warning("a message was followed by %d bytes inside its frame: read again as what follows", len(rest))
             frames.unread(rest)
         proto.receive(data)
 

@@ -17,7 +17,7 @@ from pygls.capabilities import get_capability
 from pygls.progress import Progress
 
 from ..errors import SaiplingError
-from ..indexer import IndexProgress, IndexSummary
+from ..indexing.indexer import IndexProgress, IndexSummary
 from . import convert
 from .folders import CLIENT_TIMEOUT, Folder
 
@@ -30,9 +30,7 @@ log = logging.getLogger(__name__)
 class ProgressReporter:
     """`$/progress` for one run: reports come from the index thread, throttled and sent via `post`."""
 
-    def __init__(
-        self, progress: Progress, token: str, post: Callable[..., None], done: Callable[[str], None]
-    ) -> None:
+    def __init__(self, progress: Progress, token: str, post: Callable[..., None], done: Callable[[str], None]) -> None:
         self.progress = progress
         self.token = token
         self.post = post
@@ -71,9 +69,14 @@ async def begin_progress(ls: SaiplingServer, title: str, cancel: threading.Event
 
 
 async def run_index(
-    ls: SaiplingServer, folder: Folder, *, full: bool = False, paths: list[str] | None = None,
-    title: str = "Indexing", progress: bool = True,
-) -> IndexSummary | None:  # fmt: skip
+    ls: SaiplingServer,
+    folder: Folder,
+    *,
+    full: bool = False,
+    paths: list[str] | None = None,
+    title: str = "Indexing",
+    progress: bool = True,
+) -> IndexSummary | None:
     """One index run of a folder (runs of a folder queue behind each other), with `$/progress`."""
     async with folder.lock:
         if ls.stopping or ls.folders.get(folder.uri) is not folder:  # shutting down, or closed
@@ -83,11 +86,15 @@ async def run_index(
         reporter = await begin_progress(ls, title, cancel) if progress else None
         summary: IndexSummary | None = None
         run = partial(
-            folder.project.index, full, paths, reporter.update if reporter else None, cancel,
+            folder.project.index,
+            full,
+            paths,
+            reporter.update if reporter else None,
+            cancel,
             hold=folder.queue.waiting,  # files still in their quiet period: their new text waits
             first=list(folder.open_files),  # then open files, then the most recently modified
             confirm=partial(confirm_cost, ls, folder, cancel),
-        )  # fmt: skip
+        )
         try:
             summary = await folder.run_in_thread(run)
         except SaiplingError as exc:  # refused on purpose (a read-only index): said once, no traceback
@@ -138,8 +145,10 @@ def confirm_cost(ls: SaiplingServer, folder: Folder, cancel: threading.Event, es
 
 async def ask_cost(ls: SaiplingServer, folder: Folder, estimate: dict) -> bool:
     files, cost = estimate["files"], estimate["costUsd"]
-    message = (f"saipling: index {files:,} file{'s' if files != 1 else ''} of {folder.name} for about ${cost:.2f} "
-               f"({estimate['provider']}/{estimate['model']})? Keyword search works meanwhile.")  # fmt: skip
+    message = (
+        f"saipling: index {files:,} file{'s' if files != 1 else ''} of {folder.name} for about ${cost:.2f} "
+        f"({estimate['provider']}/{estimate['model']})? Keyword search works meanwhile."
+    )
     request = types.ShowMessageRequestParams(
         type=types.MessageType.Info,
         message=message,

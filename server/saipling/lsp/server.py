@@ -32,7 +32,7 @@ from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__, redact
-from ..sync import Clock
+from ..live.sync_queue import Clock
 from . import features, protocol
 from .feedback import ClientLogHandler, Feedback
 from .folders import TEST_CLOCK_ENV, Folder, TestClock
@@ -294,9 +294,7 @@ class SaiplingServer(LanguageServer):
         """pygls' default shows every failed notification to the user; log it. A failed request already
         carries its error in the response."""
         request = getattr(source, "__name__", "") == "FeatureRequestError"
-        log.log(
-            logging.DEBUG if request else logging.ERROR, "%s: %s", getattr(source, "__name__", source), error
-        )
+        log.log(logging.DEBUG if request else logging.ERROR, "%s: %s", getattr(source, "__name__", source), error)
 
     # -- registration --------------------------------------------------------------------------------------
     def handle(
@@ -319,12 +317,8 @@ class SaiplingServer(LanguageServer):
     def _on_light_pool(self, handler: Callable[..., Any]) -> Callable[..., Any]:
         async def run_light(ls: Any, params: Any) -> Any:
             if self._light_pool is None:
-                self._light_pool = concurrent.futures.ThreadPoolExecutor(
-                    2, thread_name_prefix="saipling-light"
-                )
-            return await asyncio.get_running_loop().run_in_executor(
-                self._light_pool, partial(handler, ls, params)
-            )
+                self._light_pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="saipling-light")
+            return await asyncio.get_running_loop().run_in_executor(self._light_pool, partial(handler, ls, params))
 
         return _like(run_light, handler)
 
@@ -391,9 +385,7 @@ def create_server(*, test_clock: bool | None = None) -> SaiplingServer:
 def configure_logging(server: SaiplingServer) -> None:
     """Logs go to stderr (stdout is the protocol); engine records also reach the client's log."""
     level = os.environ.get("SAIPLING_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("saipling").setLevel(level)
     for noisy in ("pygls", "watchdog", "httpx", "httpcore"):  # pygls logs every message at INFO
         logging.getLogger(noisy).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
@@ -411,7 +403,9 @@ def _client_mistakes_without_tracebacks(record: logging.LogRecord) -> bool:
     one or two pages of traceback; the request's error response says it already. A notification's becomes one
     warning line; a request's is left to report_server_error (debug)."""
     if str(record.msg).startswith("Unable to deserialize message"):
-        record.msg = "params of the wrong type from the client (a request gets InvalidParams, a notification is ignored)"
+        record.msg = (
+            "params of the wrong type from the client (a request gets InvalidParams, a notification is ignored)"
+        )
         record.args = ()
         record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True

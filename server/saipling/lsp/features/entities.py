@@ -1,4 +1,4 @@
-"""Writer-aware features on entity names (`entities.py`): `textDocument/hover` (a card: type, summary,
+"""Writer-aware features on entity names (`retrieval/entities.py`): `textDocument/hover` (a card: type, summary,
 aliases, link), `textDocument/definition` (the profile's frontmatter), `textDocument/references` (every
 mention, grouped by file in manuscript order) and `textDocument/documentSymbol` (entity + heading outline).
 
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from ... import continuity, entities, mentions, names
 from ...errors import InvalidRequest
-from ...textio import normalise_newlines
+from ...files.textio import normalise_newlines
+from ...retrieval import continuity, entities, mentions, names
 from .. import convert
 from ..folders import Folder, folders_for, locate
 
@@ -101,9 +101,7 @@ def hover(ls: SaiplingServer, p: types.HoverParams) -> types.Hover | None:
             c.mentions = mentions.summary_for(folder.project, c.entity, shown_in)
     codec = ls.workspace.position_codec
     return types.Hover(
-        contents=types.MarkupContent(
-            types.MarkupKind.Markdown, convert.hover_markdown(folder.project.root, cards)
-        ),
+        contents=types.MarkupContent(types.MarkupKind.Markdown, convert.hover_markdown(folder.project.root, cards)),
         range=convert.client_range(codec, m.line_text, m.line, m.start, m.end),
     )
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ...sync import Batch
+from ...live.sync_queue import Batch
 from .. import convert, params
 from ..folders import Folder, covered_by, folders_for
 from ..protocol import engine_errors, request_failed
@@ -34,9 +34,7 @@ def status(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
         for f in folders_for(ls, p):
             try:
                 f.project.state.pending_files = pending_files(f)
-                statuses.append(
-                    (f.uri, {**f.project.status(), "indexPasses": f.passes, "pauseReason": f.pause_reason})
-                )
+                statuses.append((f.uri, {**f.project.status(), "indexPasses": f.passes, "pauseReason": f.pause_reason}))
             except apsw.ConnectionClosedError:
                 if ls.folders.get(f.uri) is f:
                     raise
@@ -64,10 +62,7 @@ async def reindex(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     await ls.wait_ready()
     for folder in folders_for(ls, p):
         with engine_errors():
-            wanted = [
-                convert.to_rel(folder.project.root, x, f"paths[{i}]")
-                for i, x in enumerate(p.get("paths", []))
-            ]
+            wanted = [convert.to_rel(folder.project.root, x, f"paths[{i}]") for i, x in enumerate(p.get("paths", []))]
         pending = folder.queue.drain()  # after the checks: a rejected request leaves the queue as it was
         paths = None if "paths" not in p or pending.rescan else list(dict.fromkeys(wanted + pending.paths))
         ls.spawn(reindex_run(ls, folder, pending, full=bool(p.get("full")), paths=paths))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.capabilities import get_capability
 
-from ...config import load_settings
+from ...config.settings import load_settings
 from .. import params
 from ..folders import (
     CLIENT_TIMEOUT,
@@ -80,9 +80,7 @@ async def on_did_change_configuration(ls: SaiplingServer, p: types.DidChangeConf
     await reconfigure(ls, p.settings)
 
 
-async def on_did_change_workspace_folders(
-    ls: SaiplingServer, p: types.DidChangeWorkspaceFoldersParams
-) -> None:
+async def on_did_change_workspace_folders(ls: SaiplingServer, p: types.DidChangeWorkspaceFoldersParams) -> None:
     await ls.wait_ready()
     async with ls.folders_lock:  # pygls runs notifications concurrently: folder changes apply in order
         opened = await remove_folders(ls, [f.uri for f in p.event.removed])
@@ -104,9 +102,7 @@ async def start_up(ls: SaiplingServer) -> None:
         specs = folder_specs(ls)
         configs = await read_configuration(ls, [uri for uri, _ in specs])
         async with ls.folders_lock:
-            for (uri, name), config in sorted(
-                zip(specs, configs, strict=True), key=lambda sc: folder_depth(sc[0][0])
-            ):
+            for (uri, name), config in sorted(zip(specs, configs, strict=True), key=lambda sc: folder_depth(sc[0][0])):
                 await add_folder(ls, uri, name, config)  # outer folders first: nested ones never open
         for folder in ls.folders.values():  # (before `ready`: a status from now on says `scanning`)
             if folder.project.settings.auto_index and folder.project.settings.enabled:
@@ -125,16 +121,12 @@ async def start_up(ls: SaiplingServer) -> None:
 
 async def register_watched_files(ls: SaiplingServer) -> None:
     """Ask the client to send `workspace/didChangeWatchedFiles` for markdown files (dynamic only)."""
-    if not get_capability(
-        ls.client_capabilities, "workspace.did_change_watched_files.dynamic_registration", False
-    ):
+    if not get_capability(ls.client_capabilities, "workspace.did_change_watched_files.dynamic_registration", False):
         return
     globs = [MARKDOWN_GLOB] + (
         ["**/*.json"] if any(f.project.settings.include_json for f in ls.folders.values()) else []
     )
-    options = types.DidChangeWatchedFilesRegistrationOptions(
-        watchers=[types.FileSystemWatcher(g) for g in globs]
-    )
+    options = types.DidChangeWatchedFilesRegistrationOptions(watchers=[types.FileSystemWatcher(g) for g in globs])
     registration = types.Registration(str(uuid.uuid4()), types.WORKSPACE_DID_CHANGE_WATCHED_FILES, options)
     try:
         await asyncio.wait_for(

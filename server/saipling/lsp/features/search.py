@@ -27,9 +27,7 @@ def search(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
         responses = [(f.uri, f.project.search(p)) for f in folders]
     for folder in folders:
         ls.feedback.provider(folder)
-    return convert.merge_search(
-        responses, p.get("maxResults") or folders[0].project.settings.max_results_default
-    )
+    return convert.merge_search(responses, p.get("maxResults") or folders[0].project.settings.max_results_default)
 
 
 def enrich_context(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:

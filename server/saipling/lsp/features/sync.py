@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from ...indexer import IndexSummary
-from ...sync import Batch
-from ...watcher import ignored_folder
+from ...indexing.indexer import IndexSummary
+from ...live.sync_queue import Batch
+from ...live.watcher import ignored_folder
 from ..folders import Folder, locate
 from ..runs import run_index
 

@@ -39,7 +39,15 @@ async def test_tick(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
             summary = await run_index(ls, folder, paths=[], title="Embedding", progress=False)
         else:
             summary = None
-        out.append({"workspaceFolder": folder.uri, "paths": len(batch), "rescan": batch.rescan,
-                    "ran": summary is not None, "retried": retry, "passes": folder.passes,
-                    "pending": len(folder.queue)})  # fmt: skip
+        out.append(
+            {
+                "workspaceFolder": folder.uri,
+                "paths": len(batch),
+                "rescan": batch.rescan,
+                "ran": summary is not None,
+                "retried": retry,
+                "passes": folder.passes,
+                "pending": len(folder.queue),
+            }
+        )
     return {"folders": out}

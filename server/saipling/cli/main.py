@@ -1,0 +1,795 @@
+"""Command line: the same engine jobs without an editor (SPEC 12). Exit codes: 0 ok, 1 error, 2 usage."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import apsw
+import click
+
+from .. import __version__, redact
+from ..errors import InvalidRequest, SaiplingError
+from ..paths import from_cwd, root_relative_prefix, too_broad
+from ..project import Project, find_root
+
+log = logging.getLogger("saipling")
+
+
+def _setup_logging(verbose: int) -> None:
+    level = os.environ.get("SAIPLING_LOG_LEVEL") or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    # (markdown-it's DEBUG traces every parser rule of every block)
+    logging.getLogger("markdown_it").setLevel(logging.INFO)
+    redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
+    redact.install()  # API keys never reach a log line, at any level
+
+
+def _root(root: str | None) -> Path:
+    return Path(root).resolve() if root else find_root(Path.cwd())
+
+
+def _open(root: str | None, create: bool = False, embeds: bool = True, **overrides: Any) -> Project:
+    """Open the project; only commands that index (create=True) may create `.saipling/`. `embeds=False`: the
+    command never embeds (a lexical search, `get`), so no provider is built (the local one costs ~8 ms to set up).
+    Commands that only read close with `checkpoint=False` (Store.close): a one-shot search leaves its log row in
+    the WAL for the next writer instead of syncing the database file at exit."""
+    path = _root(root)
+    if not path.is_dir():
+        raise click.UsageError(f"not a folder: {path}")
+    if create and (why := too_broad(path, explicit=root is not None)):
+        raise click.UsageError(why)
+    layers = {k: v for k, v in overrides.items() if v is not None} or None
+    provider = None
+    if not embeds:
+        from ..embeddings.base import NoneProvider
+
+        # (Project.indexer builds the configured provider if a stale file must be read again)
+        provider = NoneProvider(reason="not needed: this command embeds nothing", placeholder=True)
+    # only indexing verifies every page of the index (and rebuilds a corrupted one); a read skips that cost
+    project = Project.open(path, overrides=layers, create=create, verify=create, provider=provider)
+    for w in project.warnings:
+        click.echo(f"warning: {w}", err=True)
+    return project
+
+
+def _freshen(project: Project) -> None:
+    """Before a read that searches (search, related, enrich): files edited, added, renamed or deleted since the last
+    `saipling index` are re-read (their text; `index` embeds them), and an empty index is said to be one."""
+    from ..live.freshness import refresh_before_reading
+
+    if note := refresh_before_reading(project):
+        click.echo(f"note: {note}", err=True)
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+class _QueryCommand(click.Command):
+    """A command whose QUERY argument may itself start with "-": an unknown option gets a hint to put `--`
+    before the query (`saipling search -- "--max-old-space-size"`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            import shlex
+
+            word = next((a for a in args if a.startswith("-") and a.split("=")[0].startswith(exc.option_name)), None)
+            shown = word or exc.option_name
+            exc.message = (
+                f"{exc.message}\nA query that starts with '-'? Put -- before it: "
+                f"saipling {self.name} -- {shlex.quote(shown)}"
+            )
+            raise
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except InvalidRequest as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
+        except SaiplingError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+        except BrokenPipeError:  # the reader stopped early (`saipling search x | head`): end quietly
+            # (stdout to /dev/null: nothing left to flush at exit; exit 1, as rich does for the tables)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(1)
+        except (OSError, apsw.Error) as exc:
+            click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="saipling")
+@click.option("-v", "--verbose", count=True, help="More logging on stderr (-vv for debug).")
+def main(verbose: int) -> None:
+    """Semantic + keyword search over a markdown project."""
+    _setup_logging(verbose)
+
+
+provider_option = click.option(
+    "--provider",
+    type=click.Choice(["auto", "voyage", "openai", "local", "none"]),
+    default=None,
+    help="Embedding provider (default: from config, else auto).",
+)
+
+
+@main.command()
+@click.argument("root", required=False, type=click.Path(file_okay=False))
+@click.option("--full", is_flag=True, help="Re-read and re-chunk every file (embeddings still come from the cache).")
+@click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@click.option("--yes", "-y", is_flag=True, help="Embed without asking, whatever a paid provider's estimate says.")
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Fail at once when another process is indexing this project (default: wait).",
+)
+@provider_option
+def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool, provider: str | None) -> None:
+    """Index ROOT (default: the nearest project above the current folder). Exits 1 when files failed.
+
+    Every file is made keyword-searchable first, then embedded. With a paid provider, when the estimate is
+    over `confirmCostAboveUsd` (default $0.10), the estimate is printed and the CLI asks before embedding
+    (unless --yes); answering no keeps the keyword index. Another process indexing the project is waited for."""
+    from .progress import IndexBar
+
+    project = _open(root, create=True, provider=provider)
+    project.indexer.on_lock_wait = lambda pid: click.echo(
+        f"waiting: the index is in use by {f'PID {pid}' if pid else 'another process'}", err=True
+    )
+    try:
+        with IndexBar(enabled=not as_json and sys.stderr.isatty() or os.environ.get("SAIPLING_PROGRESS") == "1") as bar:
+
+            def confirm(est: dict[str, Any]) -> bool:
+                if yes:
+                    return True
+                bar.pause()
+                click.echo(
+                    f"Embedding {est['chunks']:,} chunks of {est['files']:,} files (~{est['tokens']:,} tokens) "
+                    f"with {est['provider']}/{est['model']} costs about ${est['costUsd']:.2f}.",
+                    err=True,
+                )
+                try:
+                    answer = click.confirm("Embed them now?", default=False, err=True)
+                except click.Abort:  # no answer (stdin closed): no money spent
+                    answer = False
+                bar.resume()
+                return answer
+
+            try:
+                summary = project.index(full=full, progress=bar.update, confirm=confirm, wait=not no_wait)
+            except KeyboardInterrupt:
+                st = project.status()
+                click.echo(
+                    f"\ninterrupted: the index is consistent ({st['pendingFiles']} files not read yet, "
+                    f"{st['unembeddedChunks']} chunks not embedded yet); run `saipling index` again to resume",
+                    err=True,
+                )
+                sys.exit(130)
+        if as_json:
+            _emit_json(summary.to_json() | {"provider": project.provider.name, "model": project.provider.model})
+            _report_failures(summary, project)
+            return
+        s = summary
+        click.echo(
+            f"indexed {s.files} files, {s.chunks} chunks ({s.changed} changed, {s.unchanged} unchanged, "
+            f"{s.deleted} removed) with {project.provider.name}"
+            + (f"/{project.provider.model}" if project.provider.model else "")
+        )
+        click.echo(
+            f"embedded {s.embedded} chunks, reused {s.reused} from cache, {s.tokens} tokens, "
+            f"${s.cost_usd:.4f}, {s.seconds:.1f}s"
+        )
+        if could_not := s.could_not_index():  # (failures are reported below, one line per cause)
+            click.echo(_could_not_index_line(could_not))
+        if s.degraded:
+            click.echo(f"warning: {s.degraded}", err=True)
+        if s.declined:
+            click.echo(
+                f"not embedded: {s.unembedded} chunks are keyword-searchable only; run `saipling index --yes` "
+                "to embed them",
+                err=True,
+            )
+        if project.fallback_from is not None:
+            click.echo(f"note: {project.provider.reason}; the next `saipling index` tries it again", err=True)
+        _report_failures(summary, project)
+    finally:
+        project.close()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _could_not_index_line(files: list[tuple[str, str]]) -> str:
+    """Files that would have been indexed but could not be: one is named, more are counted by reason."""
+    if len(files) == 1:
+        path, reason = files[0]
+        return f"could not index 1 file: {path} ({reason})"
+    kinds: dict[str, int] = {}
+    for _, reason in files:
+        kind = reason.split(" (")[0]  # "too large (6000000 bytes > ...)" -> "too large"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    counted = ", ".join(f"{n:,} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    return f"could not index {_plural(len(files), 'file')} ({counted}; --json lists them)"
+
+
+_NO_ROOM = ("FullError", "disk is full", "No space left", "Errno 28", "Disk quota exceeded")
+
+
+def _report_failures(summary: Any, project: Project) -> None:
+    """Files an error kept out of the index: one line per cause on stderr, and exit 1. A full disk also says
+    where, what is free and about how much room the index needs."""
+    causes = summary.failure_causes()
+    if not causes:
+        return
+    for cause, n in causes.items():
+        click.echo(f"error: {n} file{'s' if n != 1 else ''} could not be indexed: {cause}", err=True)
+    if any(word in cause for cause in causes for word in _NO_ROOM):
+        from ..config.settings import index_path
+        from ..storage.index_files import project_disk_full
+
+        folder = index_path(project.root).parent
+        click.echo(f"error: {project_disk_full(project.root, folder, project.settings)}", err=True)
+    raise SystemExit(1)
+
+
+@main.command()
+@click.argument("root", required=False, type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(root: str | None, as_json: bool) -> None:
+    """Show what is indexed, with which provider, and what it cost."""
+    project = _open(root)
+    try:
+        st = project.status()
+        if st["totalFiles"]:  # files edited, added or deleted since the last index: text not read yet
+            from ..live.freshness import changed_on_disk
+
+            st["pendingFiles"] = max(st["pendingFiles"], len(changed_on_disk(project)))
+        if as_json:
+            _emit_json(st)
+            return
+        click.echo(f"root:       {st['root']}")
+        click.echo(f"version:    saipling {st['version']}")
+        click.echo(
+            f"files:      {st['totalFiles']}   chunks: {st['totalChunks']}   embedded: {st['embeddedChunks']}"
+            + (f"   without vectors: {st['unembeddedChunks']}" if st["unembeddedChunks"] else "")
+        )
+        click.echo(
+            f"provider:   {st['provider']}"
+            + (f" / {st['model']} ({st['dimensions'] or '?'} dims)" if st["model"] else "")
+        )
+        click.echo(f"why:        {st['providerReason']}")
+        if st.get("embedding"):
+            click.echo(f"texts:      {_embedding_line(st['embedding'])}")
+        if st.get("fallbackFrom"):
+            fb = st["fallbackFrom"]
+            click.echo(f"fallback:   standing in for {fb['provider']}/{fb['model']} until it works ({fb['reason']})")
+        if st.get("lastRun"):
+            run = st["lastRun"]
+            took = f", took {run['seconds']:.1f} s" if run.get("seconds") is not None else ""
+            click.echo(f"last run:   finished {_local_time(run['finished'])}{took}")
+        else:
+            click.echo(f"indexed:    {st['lastIndexed'] or 'never'}")
+        if st.get("indexBytes") is not None:
+            click.echo(f"on disk:    {_size(st['indexBytes'])} ({st['indexPath']})")
+        if st["pendingFiles"] or st["unembeddedChunks"]:
+            click.echo(
+                f"left:       {st['pendingFiles']} files not read yet, {st['unembeddedChunks']} chunks not "
+                "embedded yet (`saipling index` finishes them)"
+            )
+        click.echo(
+            f"cost:       ${st['totalCostUsd']:.4f} so far; a full re-embed would cost "
+            f"${st['estimatedReindexCostUsd']:.4f}"
+        )
+        if st["degraded"]:
+            click.echo(f"degraded:   {st['degraded']}")
+        if st["readOnly"]:
+            click.echo("read-only:  the index cannot be written (search and status only)")
+    finally:
+        project.close(checkpoint=False)
+
+
+def _local_time(iso: str) -> str:
+    """An ISO UTC time as this machine's local time, to the second, with its zone."""
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def _embedding_line(e: dict) -> str:
+    """How texts are sent to the model: prefixes, input-type field, window, batch size (status)."""
+    parts = [f"query prefix {e['queryPrefix']!r}", f"document prefix {e['documentPrefix']!r}"]
+    if e.get("inputTypeField"):
+        parts.append(f"{e['inputTypeField']} = query/document")
+    parts += [f"window {e['maxInputTokens']} tokens", f"batches of {e['batchSize']}"]
+    if e.get("pooling") == "cls":
+        parts.append("[CLS] pooling")
+    return ", ".join(parts) + (f" ({e['family']} family)" if e.get("family") else "")
+
+
+@main.command(cls=_QueryCommand)
+@click.argument("name")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--max-chapter", type=click.IntRange(0), default=None, help="Spoiler horizon: nothing after chapter N.")
+@click.option(
+    "--limit",
+    type=click.IntRange(0, 100_000),
+    default=None,
+    help="Single mentions listed with --json (default 200; 0: only counts).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def mentions(name: str, root: str | None, max_chapter: int | None, limit: int | None, as_json: bool) -> None:
+    """Where a character or place NAME (a name, alias or profile path) is mentioned: per chapter counts, first and
+    last appearance, chapters since last seen."""
+    from ..retrieval import mentions as mentions_mod
+
+    project = _open(root, embeds=False)
+    try:
+        _freshen(project)
+        found = mentions_mod.request(project, {"name": name, "maxChapter": max_chapter, "limit": limit})
+    finally:
+        project.close(checkpoint=False)
+    if as_json:
+        _emit_json(found)
+        return
+    for e in found["entities"]:
+        click.echo(f"{e['entity']['name']} ({e['entity']['path']})")
+        click.echo(f"  {e['summary']}")
+        if e["chapters"]:
+            click.echo(f"  {'chapter':<24} {'mentions':>8}  first")
+        for c in e["chapters"]:
+            click.echo(f"  {c['chapter']:<24} {c['count']:>8}  {c['first']['path']}:{c['first']['line']}")
+        for f in e["otherFiles"]:
+            click.echo(f"  {'(not a chapter)':<24} {f['count']:>8}  {f['path']}")
+
+
+@main.command()
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--drift", is_flag=True, help="Words close to an entity's name or alias but not equal.")
+@click.option("--unknown", is_flag=True, help="Capitalised names used often with no entity page.")
+@click.option(
+    "--min-count", type=click.IntRange(1), default=5, show_default=True, help="--unknown: mid-sentence uses needed."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def names(root: str | None, drift: bool, unknown: bool, min_count: int, as_json: bool) -> None:
+    """Names that drift (`Dormaan` for Dorman) and names without a page (both lists unless one is asked)."""
+    from ..retrieval import names as names_mod
+
+    project = _open(root, embeds=False)
+    try:
+        _freshen(project)
+        found = names_mod.request(project, {"drift": drift, "unknown": unknown, "minCount": min_count})
+    finally:
+        project.close(checkpoint=False)
+    if as_json:
+        _emit_json(found)
+        return
+    if "drift" in found:
+        click.echo(f"names that drift ({len(found['drift'])}):")
+        for d in found["drift"]:
+            click.echo(
+                f"  {d['word']:<20} ~ {d['closeTo']:<16} ({d['entity']}) x{d['count']:<4} "
+                f"{d['first']['path']}:{d['first']['line']}"
+            )
+    if "unknown" in found:
+        click.echo(f"names without a page ({len(found['unknown'])}):")
+        for u in found["unknown"]:
+            click.echo(f"  {u['word']:<20} x{u['count']:<5} {u['first']['path']}:{u['first']['line']}")
+
+
+@main.command()
+@click.argument("root", required=False, type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@provider_option
+def estimate(root: str | None, as_json: bool, provider: str | None) -> None:
+    """Estimate what indexing would embed and cost, without calling the provider."""
+    project = _open(root, provider=provider)
+    try:
+        est = project.estimate()
+        if as_json:
+            _emit_json(est)
+            return
+        click.echo(
+            f"{est['files']} files; {est['chunksToEmbed']} chunks (~{est['tokensToEmbed']} tokens) to embed with "
+            f"{est['provider']}{'/' + est['model'] if est['model'] else ''}: about ${est['estimatedCostUsd']:.4f}"
+        )
+    finally:
+        project.close(checkpoint=False)
+
+
+@main.command()
+@click.argument("root", required=False, type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--wait",
+    "wait_seconds",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for another process's index run to finish (0: fail at once).",
+)
+def clear(root: str | None, as_json: bool, wait_seconds: float) -> None:
+    """Remove every file and chunk from the index (the embedding cache is kept). A run in another process is
+    waited for (--wait), never cleared under."""
+    from ..storage.lock import IndexBusy
+
+    project = _open(root)
+    try:
+        try:
+            project.clear(
+                timeout=wait_seconds,
+                on_wait=lambda pid: click.echo(
+                    f"waiting up to {wait_seconds:g} s: the index is in use by "
+                    f"{f'PID {pid}' if pid else 'another process'}",
+                    err=True,
+                ),
+            )
+        except IndexBusy as exc:
+            raise SaiplingError(
+                f"{exc}: not cleared; try again when it finishes (`saipling status` shows the run) or wait longer "
+                "(--wait SECONDS)"
+            ) from None
+        if as_json:
+            _emit_json({"cleared": True, "root": str(project.root)})
+        else:
+            click.echo(f"cleared the index of {project.root}")
+    finally:
+        project.close()
+
+
+def _print_results(response: dict, explain: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    if response.get("degraded"):
+        click.echo(f"note: {response['degraded']}", err=True)
+    if not response["results"]:
+        click.echo("no results")
+        return
+    if response.get("noConfidentMatch"):
+        click.echo("note: no confident match: nothing here looks relevant to the query (results dimmed)", err=True)
+    from ..retrieval.search import CONFIDENT
+
+    table = Table(show_header=True, header_style="bold", expand=True)
+    table.add_column("score", justify="right", width=6)
+    table.add_column("file § section", ratio=2, overflow="fold")  # a path is wrapped, never cut short
+    table.add_column("lines", width=9)
+    table.add_column("snippet", ratio=4)
+    weak_shown = False
+    for r in response["results"]:  # cells are Text, never markup: paths and headings may hold `[...]`
+        weak = r["score"] < CONFIDENT  # scores fall down the list: the weak ones come last, under a divider
+        if weak and not weak_shown:
+            weak_shown = True
+            if table.row_count:
+                table.add_section()
+            table.add_row("", Text("low confidence", style="dim italic"), "", "", style="dim")
+        where = r["filePath"] + (f" § {r['sectionHeading'].lstrip('# ')}" if r["sectionHeading"] else "")
+        snippet = Text(r["snippet"].replace("**", ""))
+        if explain and "explain" in r:
+            e = r["explain"]
+            snippet.append(
+                f"\nkeyword rank {e['keywordRank']}, vector rank {e['vectorRank']}, cosine {_num(e['cosine'])},"
+                f" fused {e['fused']}, confidence {e['confidence']}, score {e['fusedScore']}"
+                + (f", exact {e['exactMatch']} match" if e.get("exactMatch") else "")
+                + (f", rerank {e['rerankScore']}" if e.get("rerankScore") is not None else ""),
+                style="dim",
+            )
+        table.add_row(
+            f"{r['score']:.3f}", Text(where), f"{r['startLine']}-{r['endLine']}", snippet, style="dim" if weak else None
+        )
+    console.print(table)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
+    """PATH[:START[-END]]"""
+    import re
+
+    m = re.fullmatch(r"(.+?):(\d+)(?:-(\d+))?", spec)
+    if not m:
+        return spec, None, None
+    start = int(m.group(2))
+    end = int(m.group(3)) if m.group(3) else None
+    if start < 1:
+        raise click.BadParameter(f"{spec}: lines are numbered from 1", param_hint="LOCATION")
+    if end is not None and end < start:
+        raise click.BadParameter(f"{spec}: the range ends ({end}) before it starts ({start})", param_hint="LOCATION")
+    return m.group(1), start, (end - start + 1 if end else None)
+
+
+@main.command(cls=_QueryCommand)
+@click.argument("query")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None, help="How many results.")
+@click.option("--mode", type=click.Choice(["hybrid", "semantic", "lexical"]), default="hybrid")
+@click.option("--type", "entity_types", multiple=True, help="Entity type filter (repeatable).")
+@click.option("--file-type", "file_types", multiple=True, help="File type filter (repeatable).")
+@click.option("--book", default=None, help="Book id filter.")
+@click.option("--chapter", default=None, help="Chapter filter: ch-NN, or just its number.")
+@click.option("--max-chapter", type=int, default=None, help="Spoiler horizon: nothing after chapter N.")
+@click.option(
+    "--known-by", default=None, help="Only what this character knows: scenes they are the pov of or mentioned in."
+)
+@click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the root).")
+@click.option("--glob", default=None, help="Path glob filter.")
+@click.option("--role", default=None, help="Visibility role.")
+@click.option("--min-score", type=click.FloatRange(0, 1), default=None)
+@click.option("--all-files", is_flag=True, help="Ignore .context_settings.json exclusions.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each result's keyword and vector ranks, cosine, fused z-score, confidence and score.",
+)
+def search(
+    query,
+    root,
+    k,
+    mode,
+    entity_types,
+    file_types,
+    book,
+    chapter,
+    max_chapter,
+    known_by,
+    path_prefix,
+    glob,
+    role,
+    min_score,
+    all_files,
+    as_json,
+    explain,
+) -> None:
+    """Search the project by meaning and by words."""
+    from ..retrieval.search import cli_request, run_search
+
+    project = _open(root, embeds=mode != "lexical")
+    try:
+        if path_prefix:  # (an absolute one, as shell completion gives, is read from the root)
+            path_prefix = root_relative_prefix(project.root, path_prefix)
+        # click checked every option; cli_request checks the query and glob as the request schema would, without
+        # importing pydantic (the schema's other faces, the server and MCP, validate with it)
+        req = cli_request(
+            query,
+            max_results=k or project.settings.max_results_default,
+            glob=glob,
+            path_prefix=path_prefix,
+            entity_types=list(entity_types),
+            file_types=list(file_types),
+            book_id=book,
+            chapter_id=chapter,
+            max_chapter=max_chapter,
+            mode=mode,
+            role=role,
+            min_score=min_score or 0.0,
+            respect_context_settings=not all_files,
+            source="cli",
+            explain=explain,
+        )
+        if known_by is not None:
+            if not known_by.strip():
+                raise click.BadParameter("an entity's name", param_hint="--known-by")
+            req.filter.known_by = known_by
+        _freshen(project)
+        response = run_search(project, req)
+        if as_json:
+            _emit_json(response)
+        else:
+            _print_results(response, explain)
+    finally:
+        project.close(checkpoint=False)
+
+
+@main.command()
+@click.argument("location")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--all-files", is_flag=True, help="Also read files .context_settings.json excludes.")
+@click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def get(location: str, root: str | None, all_files: bool, role: str | None, as_json: bool) -> None:
+    """Print lines of a project file: PATH[:START[-END]] (from the root, or from the current folder)."""
+    from ..retrieval.reading import read_lines
+
+    project = _open(root, embeds=False)
+    try:
+        path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
+        got = read_lines(project, from_cwd(project.root, path), start or 1, lines, role, respect=not all_files)
+        if as_json:
+            _emit_json(got)
+        else:
+            click.echo(got["text"])
+    finally:
+        project.close(checkpoint=False)
+
+
+@main.command()
+@click.argument("location")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None)
+@click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def related(location: str, root: str | None, k: int | None, role: str | None, as_json: bool) -> None:
+    """Passages in other files most similar to PATH, or to the passage at PATH:LINE[-END]."""
+    path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
+    project = _open(root)
+    try:
+        _freshen(project)
+        params: dict = {"path": from_cwd(project.root, path)}
+        if start is not None:
+            params["startLine"] = start
+            if lines:
+                params["endLine"] = start + lines - 1
+        if role is not None:
+            params["role"] = role
+        if k:
+            params["maxResults"] = k
+        response = project.related(params)  # (a missing file is refused there, as by MCP and the server)
+        if as_json:
+            _emit_json(response)
+        else:
+            if not response["indexed"]:
+                click.echo(f"{response['path']} is not indexed yet", err=True)
+            _print_results(response, False)
+    finally:
+        project.close(checkpoint=False)
+
+
+@main.command(cls=_QueryCommand)
+@click.argument("query")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
+@click.option("--skill", default=None, help="Skill TOML name in the skills folder.")
+@click.option("--loaded", multiple=True, help="A file already in the agent's context (repeatable).")
+@click.option("--book", default=None)
+@click.option("--max-tokens", type=int, default=None, help="Search token budget.")
+@click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
+def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
+    """Assemble search results into an agent context block (what saipling/enrichContext returns)."""
+    project = _open(root)
+    try:
+        _freshen(project)
+        params = {
+            "query": query,
+            "skill": skill,
+            "loadedFiles": list(loaded),
+            "bookId": book,
+            "maxSearchTokens": max_tokens,
+            "role": role,
+        }
+        response = project.enrich({a: b for a, b in params.items() if b is not None})
+        if as_json:
+            _emit_json(response)
+        else:
+            click.echo(response["contextBlock"] or f"(nothing added: {response['reason']})")
+    finally:
+        project.close(checkpoint=False)
+
+
+@main.command(name="eval")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False))
+@click.option("--split", default="test", show_default=True, help="qrels split (tune on train, report test).")
+@click.option(
+    "--mode",
+    "modes",
+    multiple=True,
+    type=click.Choice(["hybrid", "semantic", "lexical"]),
+    help="Modes to score (repeatable; default all three).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where the corpus is written and indexed (default ~/.cache/saipling/eval/<name>).",
+)
+@click.option("--limit", type=int, default=None, help="Only the first N queries (quick checks).")
+@provider_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def eval_cmd(dataset, split, modes, workdir, limit, provider, as_json) -> None:
+    """Score retrieval on a BEIR-format DATASET: nDCG@10, recall@10, recall@100, MRR."""
+    from ..retrieval.evaluation import load_beir, materialise_corpus, run_eval
+    from ..retrieval.search import SearchRequest, run_search
+
+    ds = load_beir(Path(dataset), split)
+    if limit:
+        keep = list(ds.queries)[:limit]
+        ds.queries = {q: ds.queries[q] for q in keep}
+    name = Path(dataset).resolve().name
+    wd = (
+        Path(workdir)
+        if workdir
+        else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saipling" / "eval" / name
+    )
+    materialise_corpus(ds, wd)
+    project = Project.open(wd, overrides={k: v for k, v in {"provider": provider}.items() if v} or None)
+    try:
+        from .progress import IndexBar
+
+        with IndexBar(enabled=not as_json and sys.stderr.isatty()) as bar:
+            summary = project.index(progress=bar.update)
+        click.echo(
+            f"indexed {summary.files} documents ({summary.chunks} chunks) with {project.provider.name}",
+            err=True,
+        )
+        out = {
+            "dataset": name,
+            "split": split,
+            "provider": project.provider.name,
+            "model": project.provider.model,
+            "modes": {},
+        }
+        for mode in modes or ("lexical", "semantic", "hybrid"):
+            degraded: set[str] = set()
+
+            def run(text: str, mode: str = mode, degraded: set[str] = degraded) -> list[dict]:
+                req = SearchRequest(
+                    query=text[:2000], max_results=200, mode=mode, source="eval", respect_context_settings=False
+                )
+                response = run_search(project, req)
+                if response.get("degraded"):
+                    degraded.add(response["degraded"])
+                return response["results"]
+
+            scores = run_eval(run, ds)
+            out["modes"][mode] = {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}
+            if degraded:  # the scores of this mode are really keyword-only: say so
+                out["modes"][mode]["degraded"] = sorted(degraded)[0]
+                click.echo(f"note: {mode} ran as {sorted(degraded)[0]}", err=True)
+            if not as_json:
+                s = out["modes"][mode]
+                click.echo(
+                    f"{mode:9s} nDCG@10 {s['ndcg@10']:.4f}  recall@10 {s['recall@10']:.4f}  "
+                    f"recall@100 {s['recall@100']:.4f}  MRR {s['mrr']:.4f}  ({s['queries']} queries)"
+                    + ("  [keyword only]" if degraded else "")
+                )
+        if as_json:
+            _emit_json(out)
+    finally:
+        project.close()
+
+
+@main.command()
+@click.option("--tcp", default=None, help="Listen on HOST:PORT instead of stdio (debugging).")
+@click.option("--stdio", is_flag=True, help="Use stdio (the default; accepted because LSP clients add it).")
+def serve(tcp: str | None, stdio: bool) -> None:
+    """Run the language server on stdio (what editors start)."""
+    from ..lsp.server import run
+
+    run(tcp=tcp)
+
+
+@main.command()
+@click.argument("root", required=False, type=click.Path(file_okay=False))
+@provider_option
+def mcp(root: str | None, provider: str | None) -> None:
+    """Serve ROOT to AI agents over MCP on stdio: tools search, get, enrich_context, related, status."""
+    from ..mcp.server import run
+
+    run(_open(root, create=True, provider=provider))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""The CLI's indexing progress bar (rich): the phase (keywords, then embedding), done/total, current file and the
+ETA the indexer measures (remaining work over the throughput of the phase so far)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..indexing.indexer import IndexProgress
+
+PHASES = {"keywords": "reading", "embedding": "embedding", "done": "done"}
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "eta -:--"
+    s = int(round(seconds))
+    return f"eta {s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"eta {s // 60}:{s % 60:02d}"
+
+
+class IndexBar:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._task = None
+
+    def __enter__(self) -> IndexBar:
+        if self.enabled:
+            self._progress = Progress(
+                TextColumn("[bold]{task.fields[phase]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[eta]}"),
+                TextColumn("{task.fields[current]}", style="dim"),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("index", total=None, current="", phase="indexing", eta="")
+        return self
+
+    def update(self, p: IndexProgress) -> None:
+        if self._progress is None or self._task is None:
+            return
+        current = (p.current_file or p.phase)[-50:]
+        done, total = (p.chunks_done, p.chunks_total) if p.phase == "embedding" else (p.files_done, p.files_total)
+        self._progress.update(
+            self._task,
+            total=total or None,
+            completed=done,
+            current=current,
+            phase=PHASES.get(p.phase, p.phase),
+            eta=format_eta(p.eta_seconds) if p.phase != "done" else "",
+        )
+
+    def pause(self) -> None:
+        """Stop drawing (a question is asked on the terminal)."""
+        if self._progress is not None:
+            self._progress.stop()
+
+    def resume(self) -> None:
+        if self._progress is not None:
+            self._progress.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

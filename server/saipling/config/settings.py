@@ -1,0 +1,352 @@
+"""One typed, defaulted settings tree and the precedence of SPEC 11 in one function."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..paths import glob_list_problem
+from ..redact import remember, shown
+
+log = logging.getLogger(__name__)
+
+INDEX_DIR = ".saipling"
+INDEX_FILE = "index.db"
+CONFIG_FILE = "config.toml"
+
+
+@dataclass
+class ChunkingSettings:
+    max_tokens: int = 1000
+    target_tokens: int = 500
+    overlap_tokens: int = 50
+
+
+RERANK_PROVIDERS = ("none", "voyage", "cohere", "local")
+
+
+@dataclass
+class RerankSettings:
+    """The optional rerank stage (retrieval/rerank.py): the top `top_n` fused candidates sent to a second model, which
+    reorders them; off (`provider = "none"`) by default."""
+
+    # none | voyage | cohere (any Cohere-style /v1/rerank: TEI, llama.cpp, vLLM, Jina) | local
+    provider: str = "none"
+    model: str = ""  # voyage: rerank-2.5-lite by default; cohere-style: sent when set
+    base_url: str = ""  # voyage: https://api.voyageai.com by default; cohere-style: required
+    model_path: str = ""  # local: a cross-encoder folder (tokenizer.json + model.onnx)
+    top_n: int = 20  # fused candidates sent to the reranker
+    budget_seconds: float = 2.0  # the stage's wall-clock budget; past it the fused order is answered
+    # Secret: from the environment or the editor only (SAIPLING_RERANK_API_KEY), never from project files.
+    api_key: str = dataclasses.field(default="", repr=False)
+
+
+@dataclass
+class Settings:
+    enabled: bool = True
+    provider: str = "auto"  # auto | voyage | openai | local | none
+    model: str = ""
+    base_url: str = ""
+    dimensions: int = 0
+    model_path: str = ""
+    local_threads: int = 0  # 0 = onnxruntime default
+    auto_index: bool = True
+    watch: bool = True
+    quiet_period_seconds: float = 120.0
+    tick_seconds: float = 10.0
+    batch_size: int = 128
+    max_results_default: int = 5
+    max_search_tokens_default: int = 15000
+    include: list[str] = field(default_factory=lambda: ["**/*.md"])
+    include_json: bool = False
+    exclude: list[str] = field(default_factory=list)
+    max_file_bytes: int = 5 * 1024 * 1024
+    chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
+    rerank: RerankSettings = field(default_factory=RerankSettings)
+    skills_dir: str = "skills"
+    corpora: dict[str, list[str]] = field(default_factory=dict)
+    roles: dict[str, list[str]] = field(default_factory=dict)
+    mcp_role: str = ""  # the role `saipling mcp` searches as ("" = as a request without a role)
+    default_role: str = ""  # the role of requests that name none ("": public content only)
+    analytics: bool = True
+    references_max_chapter: int = 0  # textDocument/references: mentions up to this chapter only (0 = all)
+    request_timeout_seconds: float = 30.0
+    max_retries: int = 3
+    # How texts are presented to the model (None: the known model family's, see embeddings/families.py).
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+    input_type_field: str = ""  # request field carrying "query" / "document" (e.g. input_type); "" = none
+    max_input_tokens: int = 0  # the model's input window in tokens; 0 = known model's, else a default
+    # a paid provider asks before embedding more than this costs (0 = always ask; a negative value never asks)
+    confirm_cost_above_usd: float = 0.10
+    # an API provider unusable on a project without its vectors: index with `local` meanwhile, or `none`
+    fallback: str = "local"
+    # Secrets: from the environment or the editor only, never from project files.
+    voyage_api_key: str = dataclasses.field(default="", repr=False)
+    openai_api_key: str = dataclasses.field(default="", repr=False)
+
+
+_ALIASES = {
+    # camelCase (SPEC, LSP clients) -> field name
+    "baseUrl": "base_url",
+    "modelPath": "model_path",
+    "localThreads": "local_threads",
+    "autoIndex": "auto_index",
+    "quietPeriodSeconds": "quiet_period_seconds",
+    "tickSeconds": "tick_seconds",
+    "batchSize": "batch_size",
+    "maxResultsDefault": "max_results_default",
+    "maxSearchTokensDefault": "max_search_tokens_default",
+    "includeJson": "include_json",
+    "maxFileBytes": "max_file_bytes",
+    "skillsDir": "skills_dir",
+    "requestTimeoutSeconds": "request_timeout_seconds",
+    "maxRetries": "max_retries",
+    "referencesMaxChapter": "references_max_chapter",
+    "mcpRole": "mcp_role",
+    "queryPrefix": "query_prefix",
+    "documentPrefix": "document_prefix",
+    "inputTypeField": "input_type_field",
+    "maxInputTokens": "max_input_tokens",
+    "defaultRole": "default_role",
+    "confirmCostAboveUsd": "confirm_cost_above_usd",
+    "maxTokens": "max_tokens",
+    "targetTokens": "target_tokens",
+    "overlapTokens": "overlap_tokens",
+    "voyageApiKey": "voyage_api_key",
+    "openaiApiKey": "openai_api_key",
+    "topN": "top_n",
+    "budgetSeconds": "budget_seconds",
+    "apiKey": "api_key",
+}
+_TABLES = ("chunking", "rerank")  # settings tables, merged key by key
+# minimums of table keys ("table.key")
+_TABLE_MINIMUMS = {"rerank.top_n": 1, "rerank.budget_seconds": 0.05}
+_TABLE_SECRETS = {"rerank.api_key"}
+_SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
+_OPTIONAL_STRINGS = {"query_prefix", "document_prefix"}  # None = not set (the model family decides)
+_PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
+_FALLBACKS = {"local", "none"}
+_MINIMUMS = {
+    "max_file_bytes": 1,
+    "batch_size": 1,
+    "max_results_default": 1,
+    "max_retries": 0,
+    "quiet_period_seconds": 0,
+    "tick_seconds": 0.1,
+    "max_search_tokens_default": 0,
+}
+
+
+def _field_name(key: str) -> str:
+    return _ALIASES.get(key, key.replace("-", "_"))
+
+
+def _coerce(value: Any, default: Any, key: str) -> Any:
+    """`value` as the type of `default`; ValueError naming the setting otherwise. Values are echoed through
+    `shown()`: a key pasted into the wrong setting is never repeated in a message or a log."""
+    if default is None:  # an optional string (_OPTIONAL_STRINGS)
+        if not isinstance(value, str):
+            raise ValueError(f"{key}: expected a string, got {shown(value)}")
+        return value
+    if isinstance(default, bool):
+        if isinstance(value, str):
+            low = value.strip().lower()
+            if low in {"1", "true", "yes", "on"}:
+                return True
+            if low in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(f"{key}: expected a boolean, got {shown(value)}")
+        if isinstance(value, bool):
+            return value
+        raise ValueError(f"{key}: expected a boolean, got {shown(value)}")
+    if isinstance(default, int) and not isinstance(default, bool):
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            return int(value)
+        except (TypeError, ValueError, OverflowError):  # (JSON's 1e400 is infinity: the folder never opened)
+            raise ValueError(f"{key}: expected an integer, got {shown(value)}") from None
+    if isinstance(default, float):
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            number = float(value)
+            if not math.isfinite(number):
+                raise ValueError
+            return number
+        except (TypeError, ValueError):
+            raise ValueError(f"{key}: expected a finite number, got {shown(value)}") from None
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ValueError(f"{key}: expected a string, got {shown(value)}")
+        return value
+    if isinstance(default, list):
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{key}: expected a list, got {shown(value)}")
+        return [str(v) for v in value]
+    if isinstance(default, dict):
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{key}: expected a table, got {shown(value)}")
+        return {str(k): (list(v) if isinstance(v, list | tuple) else v) for k, v in value.items()}
+    return value
+
+
+def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, allow_secrets: bool) -> list[str]:
+    """Merge one source into settings in place; returns warnings for keys or values it ignored."""
+    warnings: list[str] = []
+    for raw_key, value in layer.items():
+        if value is None:
+            continue
+        name = _field_name(str(raw_key))
+        if name in _TABLES:
+            warnings += _apply_table(getattr(settings, name), name, value, source, allow_secrets)
+            continue
+        if not hasattr(settings, name) or name in _TABLES:
+            if source == "environment":
+                log.debug("ignoring environment variable SAIPLING_%s: not a setting", str(raw_key).upper())
+            else:
+                warnings.append(f"{source}: unknown setting {raw_key}")
+            continue
+        if name in _SECRET_FIELDS and not allow_secrets:
+            warnings.append(f"{source}: API keys are never read from project files ({raw_key} ignored)")
+            continue
+        try:
+            default = None if name in _OPTIONAL_STRINGS else getattr(settings, name)
+            coerced = _coerce(value, default, str(raw_key))
+        except (TypeError, ValueError) as exc:
+            warnings.append(f"{source}: {exc}")
+            continue
+        if name == "provider" and coerced not in _PROVIDERS:
+            warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {shown(coerced)}")
+            continue
+        if name in _MINIMUMS and coerced < _MINIMUMS[name]:  # (maxFileBytes = -1: nothing was indexed, silently)
+            warnings.append(f"{source}: {raw_key} must be >= {_MINIMUMS[name]}, got {shown(coerced)}")
+            continue
+        if (problem := _globs_problem(name, coerced)) is not None:  # (cost bounded: issue 30)
+            warnings.append(f"{source}: {raw_key}: {problem}; ignored")
+            continue
+        if name == "fallback" and coerced not in _FALLBACKS:
+            warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {shown(coerced)}")
+            continue
+        setattr(settings, name, coerced)
+    return warnings
+
+
+def _apply_table(table: Any, table_name: str, value: Any, source: str, allow_secrets: bool) -> list[str]:
+    """Merge one source's `[table]` (chunking, rerank) into the settings' table, key by key."""
+    if not isinstance(value, Mapping):
+        return [f"{source}: {table_name} must be a table"]
+    warnings: list[str] = []
+    for key, raw in value.items():
+        name = _field_name(str(key))
+        full = f"{table_name}.{name}"
+        if raw is None:
+            continue
+        if not hasattr(table, name):
+            warnings.append(f"{source}: unknown setting {table_name}.{key}")
+            continue
+        if full in _TABLE_SECRETS and not allow_secrets:
+            warnings.append(f"{source}: API keys are never read from project files ({table_name}.{key} ignored)")
+            continue
+        try:
+            coerced = _coerce(raw, getattr(table, name), f"{table_name}.{key}")
+        except (TypeError, ValueError) as exc:
+            warnings.append(f"{source}: {exc}")
+            continue
+        if full in _TABLE_MINIMUMS and coerced < _TABLE_MINIMUMS[full]:
+            warnings.append(f"{source}: {table_name}.{key} must be >= {_TABLE_MINIMUMS[full]}, got {shown(coerced)}")
+            continue
+        if full == "rerank.provider" and coerced not in RERANK_PROVIDERS:
+            warnings.append(f"{source}: rerank.provider must be one of {list(RERANK_PROVIDERS)}, got {shown(coerced)}")
+            continue
+        setattr(table, name, coerced)
+    return warnings
+
+
+def _globs_problem(name: str, value: Any) -> str | None:
+    """Why the globs of `include`, `exclude` or a corpus are refused (too many, one too long), else None."""
+    if name in ("include", "exclude"):
+        return glob_list_problem(value)
+    if name == "corpora":
+        for corpus, patterns in value.items():
+            if isinstance(patterns, list) and (problem := glob_list_problem(patterns)) is not None:
+                return f"{corpus}: {problem}"
+    return None
+
+
+def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from SAIPLING_* variables and the provider keys."""
+    layer: dict[str, Any] = {}
+    for key, value in env.items():
+        if key.startswith("SAIPLING_") and key not in {
+            "SAIPLING_LOG_LEVEL",
+            "SAIPLING_TEST_CLOCK",
+            "SAIPLING_PROGRESS",
+        }:
+            name = key[len("SAIPLING_") :].lower()
+            if name.startswith("rerank_"):  # SAIPLING_RERANK_TOP_N -> rerank.top_n
+                layer.setdefault("rerank", {})[name[len("rerank_") :]] = value
+            else:
+                layer[name] = value
+    if env.get("VOYAGE_API_KEY"):
+        layer["voyage_api_key"] = env["VOYAGE_API_KEY"]
+    if env.get("OPENAI_API_KEY"):
+        layer["openai_api_key"] = env["OPENAI_API_KEY"]
+    if env.get("OPENAI_BASE_URL") and "base_url" not in layer:
+        layer["base_url"] = env["OPENAI_BASE_URL"]
+    return layer
+
+
+def project_layer(root: Path) -> tuple[dict[str, Any], list[str]]:
+    path = root / INDEX_DIR / CONFIG_FILE
+    if not path.is_file():
+        return {}, []
+    import tomllib  # (~2.5 ms: only a project with a config.toml pays it)
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:  # (nested too deep)
+        return {}, [f"{path}: invalid TOML ({exc or type(exc).__name__}); using defaults"]
+    data = data.get("saipling", data)
+    return data, []
+
+
+def load_settings(
+    root: Path,
+    env: Mapping[str, str] | None = None,
+    init_options: Mapping[str, Any] | None = None,
+    workspace_config: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> tuple[Settings, list[str]]:
+    """defaults < project config.toml < environment < initializationOptions < workspace/configuration < overrides."""
+    settings = Settings()
+    warnings: list[str] = []
+    layer, w = project_layer(root)
+    warnings += w
+    warnings += apply_layer(settings, layer, "config.toml", allow_secrets=False)
+    warnings += apply_layer(settings, env_layer(os.environ if env is None else env), "environment", allow_secrets=True)
+    for source, lay in (
+        ("initializationOptions", init_options),
+        ("workspace/configuration", workspace_config),
+        ("overrides", overrides),
+    ):
+        if lay:
+            warnings += apply_layer(settings, lay, source, allow_secrets=source != "config.toml")
+    # redacted from every log from now on
+    remember(settings.openai_api_key, settings.voyage_api_key, settings.rerank.api_key)
+    for w in warnings:
+        log.warning("%s", w)
+    return settings, warnings
+
+
+def index_path(root: Path) -> Path:
+    return root / INDEX_DIR / INDEX_FILE

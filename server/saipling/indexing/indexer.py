@@ -1,0 +1,395 @@
+"""Indexing runs (SPEC 7): scan, read only what changed, chunk, embed what is new, one transaction per file."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ..config.settings import Settings
+from ..embeddings import Provider
+from ..embeddings.base import EmbeddingProvider, estimate_tokens
+from ..errors import IndexCancelled, ProviderError
+from ..files.metadata import METADATA_VERSION
+from ..files.scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
+from ..markdown.chunker import CHUNKER_VERSION, ChunkLimits, limits_for
+from ..markdown.parse_memo import ParseMemo
+from ..storage.lock import HeldLock, index_lock
+from ..storage.store import Store
+from . import mention_scan
+from .embed_phase import EmbeddingPhase
+from .records import IndexProgress, IndexSummary, ProgressCallback  # (callers import them here too)
+from .text_phase import TextPhase
+
+log = logging.getLogger(__name__)
+
+CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
+PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run did not get to read
+
+
+class Indexer(TextPhase, EmbeddingPhase):
+    """Brings the store in line with the files on disk."""
+
+    def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider) -> None:
+        self.root = Path(root)
+        self.settings = settings
+        self.store = store
+        self.provider = provider
+        self._lock = threading.Lock()  # one run at a time
+        # held while files are read and stored: a run's text phase takes it a batch at a time, so that a
+        # refresh of a saved file (or a search's lazy sync) waits for one batch, never for a whole run
+        self._write_lock = threading.Lock()
+        self.paused = threading.Event()  # set: runs stop embedding (the text index stays live)
+        self._refreshes = 0  # refresh() calls: a run's read-ahead re-reads files read before the last one
+        self._parse_memos: dict[str, ParseMemo] = {}  # path -> what its next parse can reuse (markdown/parse_memo.py)
+        self.on_lock_wait: Callable[[int | None], None] | None = None  # told when another process holds the index
+
+    # -- configuration -------------------------------------------------------------------------------------
+    @property
+    def embeds(self) -> bool:
+        return isinstance(self.provider, EmbeddingProvider) and not self.provider.failed
+
+    def limits(self) -> ChunkLimits:
+        c = self.settings.chunking
+        p = self.provider if isinstance(self.provider, EmbeddingProvider) else None
+        window, passage = (p.max_input_tokens, p.passage_tokens) if p else (0, 0)
+        return limits_for(c.max_tokens, c.target_tokens, c.overlap_tokens, window, passage)
+
+    def chunking_signature(self) -> str:
+        """What the chunks depend on besides the text: the effective limits and whose tokens they count.
+
+        Stored in the meta table after a full run; a run that finds another signature re-chunks every file
+        (switching to a model with a smaller input window must not leave chunks it silently truncates).
+        """
+        lim = self.limits()
+        p = self.provider
+        counts = isinstance(p, EmbeddingProvider) and callable(getattr(p, "count_tokens", None))
+        tokenizer = f"{p.name}:{p.model}" if counts else "estimate"
+        return json.dumps(
+            {
+                "max": lim.max_tokens,
+                "target": lim.target_tokens,
+                "overlap": lim.overlap_tokens,
+                "block": lim.block_max,  # a code block may fill the window (markdown.chunker.ChunkLimits.block_tokens)
+                "tokenizer": tokenizer,
+                "chunker": CHUNKER_VERSION,  # the same text can chunk differently after a chunker change
+                "metadata": METADATA_VERSION,  # a file's visibility read another way (files/metadata.py) is re-read
+            },
+            sort_keys=True,
+        )
+
+    def needs_rechunk(self) -> bool:
+        """True when the indexed chunks were made with other limits (or a tokenizer) than the current ones."""
+        stored = self.store.get_meta(CHUNKING_META)
+        if stored is None:  # an index written before the limits were recorded: unknown unless it is empty
+            return bool(self.store.file_states())
+        return stored != self.chunking_signature()
+
+    def token_counter(self) -> Callable[[str], int]:
+        """The provider's own tokenizer when it has one (local models count word pieces), else the estimate.
+
+        Chunk limits are in the model's tokens: with the ~4-characters estimate, Japanese text or a table
+        of numbers makes chunks of twice MiniLM's 256 word pieces, and the model silently drops the rest.
+        """
+        count = getattr(self.provider, "count_tokens", None)
+        if not self.embeds or not callable(count):
+            return estimate_tokens
+        try:
+            count("probe")
+        except Exception as exc:  # the model cannot load: chunk by the estimate, embedding will report it
+            log.warning("%s cannot count tokens (%s); chunking by estimate", self.provider.name, exc)
+            return estimate_tokens
+        counter = getattr(self.provider, "token_counter", None)
+        return counter() if callable(counter) else count
+
+    def ensure_vector_table(self) -> bool:
+        """Match the store's vector table to the provider. True when vectors were reset (model changed).
+
+        A provider whose size is learned from its server (a custom server's unknown model) is asked for it
+        once per process: the model behind the same name may have changed (llama.cpp ignores `model`), and
+        a new size rebuilds the vectors like a new model (never a mix of sizes). A server that does not answer
+        then is taken at the index's size (a wrong guess is caught by the first answer's size)."""
+        p = self.provider
+        if isinstance(p, EmbeddingProvider):
+            if p.resized and not p.dimensions_fixed:  # a search or a batch met the new size
+                p.dimensions, p.resized = p.resized, None
+            if not p.dimensions:
+                stored_key, stored_dims = self.store.vector_model()
+                if stored_key == p.vector_key and stored_dims and self.store.has_vectors():
+                    try:
+                        p.dimensions = int(len(p.embed_query("dimension probe")))
+                    except ProviderError as exc:
+                        log.info("%s: size not checked (%s); taking the index's %d", p.name, exc, stored_dims)
+                        p.dimensions = stored_dims
+                else:
+                    p.dimensions = int(len(p.embed_query("dimension probe")))
+            return self.store.configure_vectors(p.name, p.vector_key, p.dimensions)
+        return False
+
+    def _model_changed(self, old_model: str | None, old_dims: int) -> str:
+        p = self.provider
+        if old_dims and old_dims != p.dimensions and old_model == p.vector_key:
+            return (
+                f"{p.name} {p.model} now makes {p.dimensions}-dimensional vectors (the index held {old_dims}-"
+                "dimensional ones): the model behind it changed; every chunk is embedded again"
+            )
+        return "embedding model changed: vectors rebuilt from cache or re-embedded"
+
+    def _adopt_new_size(self, summary: IndexSummary) -> bool:
+        """After an embedding phase that met a learned-size server answering at another size: the vectors are
+        rebuilt at the new size (True: embed again), with a warning saying why."""
+        p = self.provider
+        if not isinstance(p, EmbeddingProvider) or not p.resized or p.dimensions_fixed or summary.cancelled:
+            return False
+        old_model, old = self.store.vector_model()
+        p.dimensions, p.resized = p.resized, None
+        self.store.configure_vectors(p.name, p.vector_key, p.dimensions)
+        summary.degraded = None
+        summary.unusable = summary.embedding_stopped = False
+        summary.warnings = [w for w in summary.warnings if "the model behind it changed" not in w]
+        summary.warnings.append(self._model_changed(old_model, old))
+        log.warning("%s", summary.warnings[-1])
+        return True
+
+    # -- runs ----------------------------------------------------------------------------------------------
+    def run(
+        self,
+        full: bool = False,
+        paths: Iterable[str] | None = None,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        embed: bool = True,
+        hold: Iterable[str] | Callable[[], Iterable[str]] = (),
+        first: Iterable[str] = (),
+        confirm: Callable[[dict], bool] | None = None,
+        wait: bool = True,
+    ) -> IndexSummary:
+        """Index the project (or just `paths`, relative); only one run at a time per project.
+
+        Two phases: every changed file is read, chunked and stored (keyword-searchable, with the vectors of
+        chunks whose text did not change); then chunks without a vector are embedded, `first` files first,
+        then the most recently modified, leaving out `hold` (files still in their quiet period; a callable
+        is asked again whenever the phase looks for more work). With
+        embed=False, or while paused, only the first phase runs. With a paid provider and `confirm`, an
+        embedding phase estimated above `confirmCostAboveUsd` runs only if confirm(estimate) says yes.
+
+        One run at a time per index across processes too (storage/lock.py): a run finding another process's
+        run in progress waits for it (IndexBusy instead with wait=False)."""
+        with self._lock, contextlib.ExitStack() as locked:
+            try:
+                lock = locked.enter_context(self._index_lock(wait, cancel))
+            except IndexCancelled:  # cancelled while another process held the index: nothing was done
+                return IndexSummary(cancelled=True)
+            if lock is not None:  # what the run is doing, for `status` in other processes
+                progress = lock.reporting(progress)
+            held = hold if callable(hold) else (lambda fixed=set(hold): fixed)
+            return self._run(
+                full, None if paths is None else list(paths), progress, cancel, embed, held, list(first), confirm
+            )
+
+    def _index_lock(
+        self, wait: bool, cancel: threading.Event | None
+    ) -> contextlib.AbstractContextManager[HeldLock | None]:
+        if self.store.path == ":memory:":
+            return contextlib.nullcontext()
+        return index_lock(Path(self.store.path).parent, wait=wait, cancel=cancel, on_wait=self.on_lock_wait)
+
+    def refresh(self, paths: Iterable[str]) -> IndexSummary:
+        """The cheap text pass for files known (or suspected) to have changed: re-read, re-chunk and replace
+        their chunks, keywords, line ranges and metadata now; nothing is embedded (new or changed chunks wait
+        for the quiet period). Does not wait for a run in progress, only for the batch it is storing."""
+        summary = IndexSummary()
+        start = time.perf_counter()
+        with self._write_lock:
+            self._refreshes += 1  # files a run read ahead before now are read again (indexing.chunk_pool.ReadAhead)
+            entries, stale = self._entries_for(list(paths), summary)
+            for rel in stale:
+                if self.store.delete_file(rel):
+                    summary.deleted += 1
+            states = self.store.file_states_for(e.rel for e in entries)
+            racy: list[tuple[ScanEntry, str]] = []
+            batch = []
+            for e in entries:
+                try:
+                    prep = self._prepare_one(e, states, True, summary, racy)
+                except Exception as exc:  # noqa: BLE001 - one odd path must never stop the others
+                    self._file_failed(e.rel, exc, summary)
+                    continue
+                if prep is not None:
+                    summary.changed += 1
+                    batch.append(prep)
+            if batch:
+                self._flush(batch, summary)
+            self._settle_mentions(summary)
+        self._settle_racy(racy)
+        summary.scanned = len(entries)
+        summary.seconds = time.perf_counter() - start
+        return summary
+
+    def _run(self, full, paths, progress, cancel, embed, hold, first, confirm) -> IndexSummary:
+        summary = IndexSummary()
+        start = time.perf_counter()
+        if isinstance(self.provider, EmbeddingProvider):
+            self.provider.begin_pass()  # a provider that stopped calling its server tries again
+        if self.embeds and (embed or self.provider.dimensions):
+            self.store.drop_unusable_vectors()  # once per index: rows stored before vectors were checked
+            try:
+                stored = self.store.vector_model() if self.store.has_vectors() else (None, 0)
+                if self.ensure_vector_table():
+                    summary.warnings.append(self._model_changed(*stored))
+            except ProviderError as exc:
+                self._provider_failed(exc, summary)
+        signature = self.chunking_signature()
+        rechunk = self.needs_rechunk()
+        if not rechunk:
+            self.store.set_meta(CHUNKING_META, signature)  # (an empty index: every chunk will use these)
+        elif paths is None:
+            # other chunk limits than the indexed chunks were made with: re-chunk every file (vectors of
+            # unchanged chunk texts come back from the embedding cache); recorded once the run completes
+            log.info("chunk limits changed: every file is re-chunked")
+            full = True
+        t0 = time.perf_counter()
+        if paths is None:
+            result = scan(self.root, self.settings)
+            entries, summary.skipped = result.entries, list(result.skipped)
+            seen = {e.rel for e in entries}
+            stale = [p for p in self.store.file_states() if p not in seen]
+        else:
+            entries, stale = self._entries_for(paths, summary)
+            full = True  # explicit paths: always check content (hash decides)
+        summary.timings["scan"] = time.perf_counter() - t0
+        summary.scanned = len(entries)
+        states = self.store.file_states()
+        todo = []
+        for e in entries:
+            st = states.get(e.rel)
+            if (
+                not full
+                and st is not None
+                and st.mtime_ns == e.mtime_ns
+                and st.size == e.size
+                and os.access(e.abs_path, os.R_OK)  # chmod changes no mtime: an unreadable file is read (and dropped)
+            ):
+                summary.unchanged += 1
+            else:
+                todo.append(e)
+        for rel in stale:
+            try:
+                if self.store.delete_file(rel):
+                    summary.deleted += 1
+            except Exception as exc:  # one odd path must never stop the run
+                self._file_failed(rel, exc, summary)
+        total = len(todo)
+        stored = [0]  # files of `todo` stored so far (a cancelled run leaves the rest to the next one)
+        text_done = False
+        try:
+            self._text_phase(todo, states, full, summary, progress, cancel, stored)
+            text_done = True
+            with self._write_lock:
+                self._settle_mentions(summary)
+            if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
+                if self._confirmed(confirm, hold, summary):
+                    self._embed_phase(summary, total, progress, cancel, hold, first)
+                    if self._adopt_new_size(summary):
+                        self._embed_phase(summary, total, progress, cancel, hold, first)
+            elif embed and self.embeds and self.paused.is_set():
+                summary.paused = True
+        except (IndexCancelled, KeyboardInterrupt) as exc:
+            summary.cancelled = True
+            log.info("indexing cancelled; every file is either old or new (%s)", type(exc).__name__)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+        finally:
+            summary.pending_files = 0 if text_done else total - stored[0]
+            if paths is None:  # what status reports as pending after a cancel, until a run completes
+                with contextlib.suppress(Exception):
+                    self.store.set_meta(PENDING_META, str(summary.pending_files))
+            self._finish(summary, start)
+        if rechunk and paths is None and not summary.cancelled:
+            self.store.set_meta(CHUNKING_META, signature)  # every file was re-chunked with these limits
+        if progress:
+            progress(IndexProgress(total, total, None, summary.embedded, "done"))
+        return summary
+
+    def _settle_mentions(self, summary: IndexSummary) -> None:
+        """Files whose mentions were found with other entity names (an entity file added, renamed, removed)
+        are scanned again (retrieval/mentions.py); a failure leaves them for the next run."""
+        try:
+            mention_scan.settle(self.store, self.root)
+        except Exception as exc:  # noqa: BLE001 - mentions must never fail the run that stored the text
+            log.warning("entity mentions not brought up to date: %s", exc)
+
+    def _file_failed(self, rel: str, exc: BaseException, summary: IndexSummary) -> None:
+        """A file an error kept out of the index: one log line per distinct cause (a full disk fails every
+        file the same way: one line, not a traceback per file); the traceback only at debug level."""
+        shown = shown_name(rel)
+        cause = f"{type(exc).__name__}: {exc}"
+        if all(c != cause for _, c in summary.failed):
+            log.error("%s could not be indexed: %s", shown, cause)
+        log.debug("%s could not be indexed", shown, exc_info=exc)
+        summary.failed.append((shown, cause))
+        summary.skipped.append((shown, f"could not be indexed ({cause})"))
+
+    def _entries_for(self, paths: list[str], summary: IndexSummary) -> tuple[list[ScanEntry], list[str]]:
+        """Scan entries for explicit relative paths (a save, a watcher event); the rest is stale or skipped."""
+        entries: list[ScanEntry] = []
+        stale: list[str] = []
+        root_real = os.path.realpath(self.root)
+        for rel in dict.fromkeys(paths):
+            if not utf8_name(rel):  # as scan() decides: such a name cannot be stored
+                shown = shown_name(rel)
+                summary.skipped.append((shown, "file name is not valid UTF-8"))
+                log.warning("skipping %s: file name is not valid UTF-8", shown)
+                continue
+            abs_path = self.root / rel
+            reason = is_indexable(self.root, rel, self.settings)
+            if reason is not None:
+                stale.append(rel)
+                continue
+            real = os.path.realpath(abs_path)
+            if real != root_real and not real.startswith(root_real + os.sep):
+                summary.skipped.append((rel, "symlink leaves the project root"))  # as scan() decides
+                stale.append(rel)
+                continue
+            link = symlink_reason(root_real, rel, real)
+            if link is not None:  # reached through a link inside the root: indexed under the real path
+                summary.skipped.append((rel, link))
+                stale.append(rel)
+                continue
+            try:
+                st = abs_path.stat()
+            except (FileNotFoundError, NotADirectoryError):
+                stale.append(rel)  # deleted
+                continue
+            except OSError as exc:  # e.g. a parent folder lost its x bit: as scan() does, not indexed
+                summary.skipped.append((rel, f"unreadable ({exc.strerror or exc})"))
+                stale.append(rel)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                stale.append(rel)
+                continue
+            if st.st_size > self.settings.max_file_bytes:
+                summary.skipped.append((rel, "too large"))
+                stale.append(rel)
+                continue
+            entries.append(ScanEntry(rel, abs_path, st.st_mtime_ns, st.st_size, corpus_for(rel, self.settings)))
+        return entries, stale
+
+    def _finish(self, summary: IndexSummary, start: float) -> None:
+        if summary.tokens or summary.embedded:
+            self.store.log_embedding(
+                self.provider.name, self.provider.model, summary.tokens, summary.embedded, summary.cost_usd
+            )
+        stats = self.store.stats()
+        summary.files, summary.chunks = stats["totalFiles"], stats["totalChunks"]
+        summary.unembedded = self.store.count_unembedded() if self.embeds else 0
+        summary.seconds = time.perf_counter() - start
+        self.store.set_meta("last_run", str(time.time()))  # when the run finished (status: lastRun)
+        self.store.set_meta("last_run_seconds", f"{summary.seconds:.3f}")

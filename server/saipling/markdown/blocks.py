@@ -1,0 +1,150 @@
+"""The markdown block structure the chunker needs (headings, unsplittable blocks, lines as a reader sees
+them), from markdown-it-py's CommonMark parser; wiki-links as their display text, headings as plain text."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from mdit_py_plugins.front_matter import front_matter_plugin
+
+from ..files.textio import normalise_newlines
+
+# Obsidian wiki-links: `![[map.png]]` embeds are dropped, `[[page|alias]]` reads `alias`, `[[folder/page#Part]]`
+# reads `page > Part` (the display text, as a reader sees it). Never across lines: line numbers stay exact.
+_EMBED_RE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
+_WIKI_RE = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")
+# characters that can start inline markup in a heading (emphasis, code, links, HTML, escapes, entities)
+_INLINE_MARKUP_RE = re.compile(r"[*_`\[<\\&!]")
+# an HTML comment on one line (a comment inside a paragraph or beside other HTML; a block of comments is a whole
+# `html_block`, found by the parse)
+_COMMENT_RE = re.compile(r"<!--.*?-->")
+_COMMENT_BLOCK_RE = re.compile(r"<!--.*?-->", re.S)
+
+
+@dataclass(frozen=True)
+class Heading:
+    start: int  # first on-disk line (1-based); a setext heading is its text line(s) plus the underline
+    end: int
+    level: int
+    title: str  # plain text as a reader sees it: `***Fireball***` -> `Fireball`, wiki-links as their display text
+
+
+@dataclass(frozen=True)
+class MarkdownBlocks:
+    """What the chunker needs from the markdown parse of one file (line numbers 1-based, on disk)."""
+
+    headings: list[Heading]  # top-level headings only (a `#` line inside a list item or quote is not a section)
+    keep_whole: frozenset[int]  # blank lines inside code, HTML and frontmatter blocks: never a paragraph break
+    code_lines: frozenset[int]  # lines of fenced/indented code blocks and frontmatter: wiki-links left alone
+    lines: list[str]  # the file's lines as a reader sees them: wiki-links shown as their display text, embeds dropped
+    # lines that carry no meaning for a reader: HTML blocks made only of comments (`<!-- YAML ... -->` changelogs)
+    # and link-reference definitions (`[fs]: fs.md`); not embedded nor keyword-indexed (`indexed_lines`)
+    noise_lines: frozenset[int] = frozenset()
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    """CommonMark block parser. Inline parsing is off: the chunker needs block structure and line ranges only
+    (every block token carries `.map`, its [first, last) 0-based line range), and it halves the parse time."""
+    md = MarkdownIt("commonmark").use(front_matter_plugin)
+    md.disable("inline")
+    return md
+
+
+def parse_blocks(text: str) -> MarkdownBlocks:
+    """Parse normalised text (\\n newlines) into headings, unsplittable ranges and display lines."""
+    if "\r" in text:  # the parser breaks lines at a lone \r too: so must the line numbers
+        text = normalise_newlines(text)
+    lines = text.split("\n")
+    tokens = _parser().parse(text)
+    headings: list[Heading] = []
+    keep: set[int] = set()
+    code: set[int] = set()
+    noise: set[int] = set()
+    covered = 0  # the last line a top-level block covers so far
+    for i, tok in enumerate(tokens):
+        if tok.map is None:
+            continue
+        a, b = tok.map[0] + 1, tok.map[1]  # 1-based inclusive
+        if tok.level == 0:
+            # a non-blank line between top-level blocks belongs to none: link-reference definitions, which the
+            # block parser consumes without a token
+            noise.update(n for n in range(covered + 1, a) if lines[n - 1].strip())
+            covered = max(covered, b)
+        if tok.type == "html_block" and "<!--" in tok.content and not _COMMENT_BLOCK_RE.sub("", tok.content).strip():
+            noise.update(range(a, min(b, len(lines)) + 1))
+        if tok.type == "heading_open" and tok.level == 0:
+            raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
+            title = heading_text(raw)
+            headings.append(Heading(a, max(a, b), int(tok.tag[1]), title))
+        elif tok.type in ("fence", "code_block", "front_matter", "html_block"):
+            if tok.type != "html_block":
+                code.update(range(a, b + 1))
+            keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
+    if tokens:  # (trailing link definitions)
+        noise.update(n for n in range(covered + 1, len(lines) + 1) if lines[n - 1].strip())
+    shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
+    return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown, frozenset(noise))
+
+
+def indexed_lines(doc: MarkdownBlocks) -> list[str]:
+    """The lines as embedded and keyword-indexed: `doc.lines` with noise lines blank and one-line HTML comments
+    outside code removed (the same number of lines: line N is still the file's line N)."""
+    if not doc.noise_lines and not any("<!--" in ln for ln in doc.lines):
+        return doc.lines
+    out = []
+    for n, ln in enumerate(doc.lines, 1):
+        if n in doc.noise_lines:
+            ln = ""
+        elif "<!--" in ln and n not in doc.code_lines:
+            ln = _COMMENT_RE.sub("", ln)
+            ln = ln if ln.strip() else ""
+        out.append(ln)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _inline_parser() -> MarkdownIt:
+    return MarkdownIt("commonmark")
+
+
+def heading_text(raw: str) -> str:
+    """A heading's text as a reader sees it: inline markup rendered away (`***Ripping Vines***`, `` `get()` ``,
+    `[Fireball](spells.md)` -> their text; images and inline HTML dropped), wiki-links as their display text, whitespace
+    collapsed. Section headings, heading paths and exact-heading matches all use this text."""
+    text = display_text(raw)
+    if _INLINE_MARKUP_RE.search(text):  # (most headings have none: no inline parse)
+        parts: list[str] = []
+        for block in _inline_parser().parseInline(text):
+            for tok in block.children or []:
+                if tok.type in ("text", "code_inline"):  # (images dropped, like `![[embeds]]`)
+                    parts.append(tok.content)
+                elif tok.type in ("softbreak", "hardbreak"):
+                    parts.append(" ")
+        text = "".join(parts)
+    return " ".join(text.split())
+
+
+def display_text(text: str) -> str:
+    """Wiki-links as a reader sees them: `[[page|alias]]` -> `alias`, `[[a/page#Part]]` -> `page > Part`,
+    `![[map.png]]` (an embed) -> nothing. Never changes the number of lines."""
+    if "[[" not in text:
+        return text
+    text = _EMBED_RE.sub("", text)
+    return _WIKI_RE.sub(_link_text, text)
+
+
+def _link_text(m: re.Match[str]) -> str:
+    alias = (m.group(2) or "").strip()
+    if alias:
+        return alias
+    target = m.group(1).strip()
+    page, _, part = target.partition("#")
+    page = page.rstrip("/").rsplit("/", 1)[-1]
+    if page.lower().endswith(".md"):
+        page = page[:-3]
+    part = part.lstrip("^") if not part.startswith("^") else ""  # `#^block-id` is an anchor, not a heading
+    return f"{page} > {part}" if page and part else page or part

@@ -1,0 +1,233 @@
+"""Query words: stop words, the FTS5 query, query types, and the folding and stemming that match a query's
+words against a chunk's (snippets, lexical coverage)."""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import unicodedata
+
+import snowballstemmer
+
+from ..lazy import LazyPattern
+
+STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have he her his how i in into is it its of on or she that the their "
+    "them then there these they this to was were what when where which who why will with you your".split()
+)
+
+
+WORD_RE = re.compile(r"\w+", re.UNICODE)
+
+
+_PHRASE_RE = re.compile(r'"([^"]+)"')
+
+
+# -- identifiers -----------------------------------------------------------------------------------------------
+# A word with a camelCase or PascalCase boundary (`setTimeout`, `XMLHttpRequest`, `HTTP2Stream`). The keyword
+# tokenizer already splits `snake_case` and `fs.createReadStream` at `_` and `.`; camelCase stays one token.
+# (words are found first and then tested: one pattern doing both backtracks quadratically on a long run of
+# letters without a boundary, such as a hash in a code block)
+_ALNUM_RE = re.compile(r"[A-Za-z0-9]+")
+_ALNUM_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_CAMEL_BOUNDARY_RE = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
+_CAMEL_PART_RE = re.compile(r"[A-Z0-9]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z0-9]+")
+MAX_IDENTIFIER_CHARS = 64  # longer runs of letters are not names (hashes, base64)
+# a dotted or namespaced name: `fs.createReadStream`, `path::join`, `Class#method`
+_DOTTED_RE = re.compile(r"\b\w+(?:(?:\.|::|#)\w+)+")
+
+
+def _camel(word: str) -> bool:
+    return len(word) <= MAX_IDENTIFIER_CHARS and _CAMEL_BOUNDARY_RE.search(word) is not None
+
+
+def identifier_parts(word: str) -> list[str]:
+    """A camelCase word's parts, lower case (`createReadStream` -> create, read, stream); [] for other words."""
+    if not (_ALNUM_RE.fullmatch(word) and _camel(word)):
+        return []
+    return [p.lower() for p in _CAMEL_PART_RE.findall(word)]
+
+
+def identifier_words(text: str) -> str:
+    """The parts of each distinct camelCase word in `text`, one word a line (`setTimeout` -> `set timeout`): the
+    keyword index's `ident_words` column, so "timeout" finds `setTimeout` and "create read stream" finds
+    `fs.createReadStream` (whose whole `createreadstream` the text column already holds)."""
+    if not any(c.isupper() for c in text):
+        return ""
+    words: dict[str, None] = {}
+    taken = 0  # the end of the last word taken
+    for m in _CAMEL_BOUNDARY_RE.finditer(text):  # (a boundary is rare in prose: no pass over every word)
+        i = m.start()
+        if i < taken:
+            continue
+        start, floor = i, max(taken, i - MAX_IDENTIFIER_CHARS)
+        while start > floor and text[start - 1] in _ALNUM_CHARS:
+            start -= 1
+        end = _ALNUM_RE.match(text, i).end()  # type: ignore[union-attr]
+        words[text[start:end]] = None
+        taken = end
+    out = dict.fromkeys(_parts_line(w) for w in words)
+    return "\n".join(w for w in out if w)
+
+
+@functools.lru_cache(maxsize=65536)
+def _parts_line(word: str) -> str:
+    """`createReadStream` -> `create read stream`; "" for a word that is not camelCase (names repeat: cached)."""
+    return " ".join(p.lower() for p in _CAMEL_PART_RE.findall(word)) if _camel(word) else ""
+
+
+# a query that is one name: `fs.createReadStream`, `setTimeout()`, `child_process`, `Buffer.from`
+_NAME_QUERY_RE = re.compile(r"`?([A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*)(?:\(\))?`?")
+# a heading that names an API item: an optional `Class: `-like label, the name, an optional parameter list
+_NAME_HEADING_RE = re.compile(
+    r"(?:[A-Z][\w ]{0,30}:\s+)?`?(?:new\s+)?([A-Za-z_$][\w$]*(?:(?:\.|::|#)[\w$]+)*)\s*(?:\(.*)?`?"
+)
+
+
+def query_name(query: str) -> str | None:
+    """The identifier a query is, when it is one word shaped like a name in code (camelCase, dotted or
+    snake_case; `()` allowed): `fs.createReadStream`, `setTimeout()`. None for plain words."""
+    m = _NAME_QUERY_RE.fullmatch(query.strip())
+    if m is None:
+        return None
+    name = m.group(1)
+    return name if _CAMEL_BOUNDARY_RE.search(name) or _DOTTED_RE.search(name) or "_" in name.strip("_") else None
+
+
+def heading_names(heading: str, name: str) -> int:
+    """How a heading names `name` (ASCII case ignored): 2 when it is the name (`fs.createReadStream(path[,
+    options])`, `Class: fs.ReadStream` for `fs.createReadStream` / `fs.ReadStream`), 1 when it is a member of that
+    name (`fs.createReadStream(...)` for `createReadStream`), else 0."""
+    m = _NAME_HEADING_RE.fullmatch(heading.strip())
+    if m is None:
+        return 0
+    found, want = m.group(1).lower(), name.lower()
+    if found == want:
+        return 2
+    return 1 if found.endswith(("." + want, "::" + want, "#" + want)) else 0
+
+
+# -- query analysis --------------------------------------------------------------------------------------------
+def query_type(query: str) -> str:
+    """exact (quoted, identifiers, ALL_CAPS, camelCase) | semantic (questions, 4+ words) | mixed."""
+    q = query.strip()
+    words = q.split()
+    if '"' in q or any(
+        re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", w)
+        or re.search(r"[a-z][A-Z]", w)
+        or re.search(r"\w[_./:#]\w", w)
+        or re.search(r"[A-Za-z]\d|\d[A-Za-z]", w)
+        for w in words
+    ):
+        return "exact"
+    if q.endswith("?") or len(words) >= 4:
+        return "semantic"
+    return "mixed"
+
+
+def fts_query(query: str) -> str | None:
+    """A safe FTS5 MATCH expression from raw user text: quoted phrases kept, each word quoted, OR-joined."""
+    phrases = [p.strip() for p in _PHRASE_RE.findall(query) if WORD_RE.search(p)]
+    rest = _PHRASE_RE.sub(" ", query)
+    words = [w.lower() for w in WORD_RE.findall(rest)]
+    content = [w for w in words if w not in STOPWORDS]
+    adjacent = words if len(content) == len(words) else []  # (the query's words in order, none left out)
+    words = list(dict.fromkeys(content or words))
+    terms = [_quote(" ".join(WORD_RE.findall(p))) for p in phrases] + [
+        _quote(w) + ("*" if not w.isascii() and CJK_RE.search(w) else "") for w in words[:64]
+    ]
+    terms += identifier_terms(rest, adjacent)
+    terms = list(dict.fromkeys(terms))
+    return " OR ".join(terms) if terms else None
+
+
+def identifier_terms(query: str, words: list[str]) -> list[str]:
+    """Extra FTS5 phrases for names in a query: a dotted name as itself (`fs.createReadStream` -> "fs
+    createreadstream"), a camelCase word as its parts ("create read stream": the `ident_words` of chunks naming
+    it), and a short query of 2-4 plain words (`words`, in order, no stop word among them) as one phrase ("create
+    read stream" -> the parts of `createReadStream` in that order)."""
+    out = [_quote(" ".join(WORD_RE.findall(m.group(0))).lower()) for m in _DOTTED_RE.finditer(query)]
+    for w in WORD_RE.findall(query):
+        parts = identifier_parts(w)
+        if len(parts) > 1:
+            out.append(_quote(" ".join(parts)))
+    if 2 <= len(words) <= 4 and all(w.isascii() and w.isalpha() for w in words) and not out:
+        out.append(_quote(" ".join(words)))
+    return out
+
+
+# The unicode61 tokenizer keeps a run of CJK characters (up to punctuation) as one token: a CJK query word
+# matches as a prefix of such runs, so "東京" finds "東京タワーは高い".
+CJK_RE = LazyPattern(r"[\u2e80-\u9fff\uac00-\ud7ff\uf900-\ufaff]")  # compiled only for non-ASCII words
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def highlight_terms(query: str) -> list[str]:
+    words = [w.lower() for w in WORD_RE.findall(query)]
+    return [w for w in dict.fromkeys(words) if w not in STOPWORDS and len(w) > 1] or words
+
+
+def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
+    """About `width` characters around the first matched word, matched words wrapped in **.
+
+    A word matches a query term the way FTS5 matched it (`porter unicode61 remove_diacritics`): same Porter
+    stem after folding case and accents, so "drowning" marks "drowned" and "cafe" marks "Café".
+
+    The text is shown as read, not as markdown: the file's own `**bold**` markers are dropped (else a bold name
+    would read `****Lich** **King****` once marked), a link reads as its text and an image is left out, as
+    wiki-links and embeds already are in the index; block-quote markers, callout tags (`> [!info]`) and rules
+    (`---`) are left out."""
+    flat = " ".join(_LINK_RE.sub(_link_text, _QUOTE_RE.sub("", text.replace("**", ""))).split())
+    keys = {match_key(t) for t in terms}
+    folded = fold_text(flat.lower())
+    if not keys or not any(k[:3] in folded for k in keys):  # a stem starts like the word it came from
+        return flat[:width]
+
+    def hit(word: str) -> bool:  # the word, or a part of a camelCase word (`setTimeout` for "timeout")
+        return match_key(word) in keys or any(match_key(p) in keys for p in identifier_parts(word))
+
+    m = next((w for w in WORD_RE.finditer(flat) if hit(w.group(0))), None)
+    start = 0 if m is None else max(0, m.start() - width // 3)
+    if start > 0:
+        space = flat.find(" ", start)
+        start = space + 1 if 0 <= space < m.start() else start  # type: ignore[union-attr]
+    piece = flat[start : start + width]
+    marked = WORD_RE.sub(lambda w: f"**{w.group(0)}**" if hit(w.group(0)) else w.group(0), piece)
+    return ("…" if start > 0 else "") + marked + ("…" if start + width < len(flat) else "")
+
+
+# ![alt](src) / [text](url "title"): one level of brackets in the text, the url without spaces or parentheses
+_LINK_RE = re.compile(r"(!?)\[([^\[\]\n]*)\]\([^()\s]*(?:\s+\"[^\"\n]*\")?\)")
+
+
+# at a line's start: block-quote markers with an Obsidian callout tag (`> [!info]-`), or a whole rule line
+_QUOTE_RE = re.compile(r"(?m)^[ \t]*(?:>[ \t]?)*(?:\[![\w-]+\][+-]?[ \t]?|(?:-{3,}|\*{3,}|_{3,})[ \t]*$)?")
+
+
+def _link_text(m: re.Match[str]) -> str:
+    return "" if m.group(1) else m.group(2)
+
+
+_COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
+
+
+def fold_text(text: str) -> str:
+    """Accents removed (é -> e), as the FTS5 tokenizer's remove_diacritics does."""
+    return _COMBINING.sub("", unicodedata.normalize("NFKD", text))
+
+
+_stemmers = threading.local()  # snowball stemmer objects keep state between calls: one per thread
+
+
+@functools.lru_cache(maxsize=65536)
+def match_key(word: str) -> str:
+    """What FTS5's porter + unicode61 (remove_diacritics) tokenizer makes of a word: folded, then stemmed."""
+    folded = fold_text(word.lower())
+    stemmer = getattr(_stemmers, "porter", None)
+    if stemmer is None:
+        stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
+    return stemmer.stemWord(folded)

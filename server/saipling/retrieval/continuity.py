@@ -1,0 +1,109 @@
+"""Evidence for a continuity check (issue 35, `saipling/checkPassage`): the entities a passage names (written or
+drafted by an agent), and for each its profile facts and the passages up to a chapter most related to what the
+passage says about it, within a token budget, so an agent can tell whether the passage contradicts the bible.
+It retrieves evidence; it does not judge.
+
+Per entity: its profile (frontmatter facts and body, cut to a share of the budget), then hybrid search (keywords
+alone without embeddings) with the passage's lines that name it as the query, limited to what the entity knows
+(`knownBy`: scenes it is mentioned in or the pov of) and to chapters up to `chapter`, its own profile left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..embeddings.base import estimate_tokens
+from ..files.metadata import split_frontmatter
+from .entities import Entity, EntityProject, disk_reader, entity_index
+
+DEFAULT_BUDGET = 4000
+PASSAGES_PER_ENTITY = 5
+QUERY_MAX_CHARS = 1500
+
+
+def _facts(fm: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fm.items() if isinstance(v, str | int | float | bool | list) and k != "aliases"}
+
+
+def _cut(text: str, tokens: int) -> str:
+    if estimate_tokens(text) <= tokens:
+        return text
+    out = text[: max(0, tokens * 4)]
+    return out.rsplit(" ", 1)[0] + " …"
+
+
+def check_passage(project: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """`saipling/checkPassage` (retrieval.requests.CheckPassageParams)."""
+    from .requests import CheckPassageParams, parse
+    from .search import search
+
+    req = parse(CheckPassageParams, params)
+    budget = req.max_tokens or DEFAULT_BUDGET
+    index = entity_index(project)
+    lines = req.text.split("\n")
+    found: dict[str, tuple[Entity, list[str]]] = {}
+    for m in index.mentions(req.text):
+        for e in m.entities:
+            entry = found.setdefault(e.path, (e, []))
+            if lines[m.line] not in entry[1]:
+                entry[1].append(lines[m.line])
+    out: list[dict[str, Any]] = []
+    used = 0
+    share = budget // max(1, len(found))
+    read = disk_reader(project.root)
+    for e, said in found.values():
+        left = share
+        text = read(e.path) or ""
+        fm, body_start, _ = split_frontmatter(text)
+        body = "\n".join(text.split("\n")[max(0, body_start - 1) :]).strip()
+        profile_text = _cut(body, max(0, left // 3))
+        left -= estimate_tokens(profile_text)
+        query = " ".join(" ".join(said).split())[:QUERY_MAX_CHARS]
+        flt: dict[str, Any] = {"knownBy": e.path}
+        if req.chapter is not None:
+            flt["maxChapter"] = req.chapter
+        response = search(
+            project,
+            {"query": query, "maxResults": PASSAGES_PER_ENTITY + 1, "filter": flt, "source": "agent", "role": req.role},
+        )
+        passages = []
+        for r in response["results"]:
+            if r["filePath"] == e.path:
+                continue
+            chunk = _chunk_text(project, r["filePath"], r["startLine"])
+            cost = estimate_tokens(chunk)
+            if cost > left:
+                chunk = _cut(chunk, left)
+                cost = estimate_tokens(chunk)
+                if cost <= 0 or not chunk.strip(" …"):
+                    break
+            left -= cost
+            passages.append(
+                {
+                    "filePath": r["filePath"],
+                    "startLine": r["startLine"],
+                    "endLine": r["endLine"],
+                    "chapterId": r["chapterId"],
+                    "score": r["score"],
+                    "text": chunk,
+                }
+            )
+            if len(passages) >= PASSAGES_PER_ENTITY or left <= 0:
+                break
+        used += share - left
+        out.append(
+            {
+                "entity": {"name": e.name, "path": e.path, "type": e.entity_type, "aliases": list(e.aliases)},
+                "said": said,
+                "profile": {"facts": _facts(fm), "text": profile_text},
+                "passages": passages,
+            }
+        )
+    return {"entities": out, "tokensUsed": used, "budget": budget, "chapter": req.chapter}
+
+
+def _chunk_text(project: EntityProject, path: str, start_line: int) -> str:
+    for row in project.store.chunks_for_path(path):
+        if row["start_line"] == start_line:
+            return str(row["text"] or "")
+    return ""

@@ -1,0 +1,400 @@
+"""Context enrichment for AI agents (SPEC 9): search results assembled under a token budget."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from ..config.skills import VectorSearchConfig, load_skill, parse_block
+from ..config.visibility import role_levels, visible
+from ..embeddings.base import estimate_tokens
+from ..errors import InvalidRequest
+from ..files.context_settings import load_context_settings
+from ..files.metadata import extract_metadata
+from ..files.textio import BinaryFile, decode, read_regular
+from ..markdown.blocks import MarkdownBlocks, indexed_lines, parse_blocks
+from ..paths import normalise_rel
+from ..storage.store import ChunkFilter
+from .requests import MAX_RESULTS, EnrichParams, parse
+from .search import STOPWORDS, SearchRequest, run_search
+
+if TYPE_CHECKING:
+    from .project_view import ProjectView
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EnrichRequest:
+    query: str
+    config: VectorSearchConfig
+    loaded_files: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    want_search: bool | None = None
+    max_results: int = 5
+    max_search_tokens: int = 15000
+    total_budget_tokens: int | None = None
+    loaded_tokens: int = 0
+    role: str | None = None
+    known_by: str | None = None  # only what this entity knows (retrieval/mentions.py), by chapter `max_chapter`
+    max_chapter: int | None = None
+
+
+def parse_enrich(project: ProjectView, params: Mapping[str, Any]) -> EnrichRequest:
+    m = parse(EnrichParams, params)
+    skill, inline = m.skill, m.skill_config
+    if inline is not None:
+        block: Any = inline
+        if "context" in inline:  # a whole skill document: take its [context.vector_search] table
+            context = inline["context"]
+            block = context.get("vector_search", {}) if isinstance(context, Mapping) else None
+        if not isinstance(block, Mapping):
+            raise InvalidRequest("skillConfig", "context.vector_search must be an object")
+        config = parse_block(block, "skillConfig")
+    elif skill:
+        config = load_skill(project.root / project.settings.skills_dir, skill)
+    else:
+        config = VectorSearchConfig(
+            enabled=True,
+            max_results=project.settings.max_results_default,
+            max_search_tokens=project.settings.max_search_tokens_default,
+        )
+    return EnrichRequest(
+        query=m.query[:2000],
+        config=config,
+        loaded_files=[_rel(project, p) for p in m.loaded_files or []],
+        book_id=m.book_id,
+        want_search=m.want_search,
+        max_results=min(MAX_RESULTS, m.max_results or config.max_results),
+        max_search_tokens=config.max_search_tokens if m.max_search_tokens is None else m.max_search_tokens,
+        total_budget_tokens=m.total_budget_tokens,
+        loaded_tokens=m.loaded_tokens or 0,
+        role=m.role,
+        known_by=m.known_by or config.known_by,
+        max_chapter=m.max_chapter if m.max_chapter is not None else config.max_chapter,
+    )
+
+
+def _rel(project: ProjectView, path: str) -> str:
+    """A loaded file as the agent names it (root-relative, absolute, `file://` URI, `./` or `..` segments,
+    backslashes) -> its root-relative path; a path outside the project is kept as given (it matches nothing)."""
+    if path.startswith("file:"):
+        path = unquote(urlparse(path).path)
+    p = normalise_rel(path) if not os.path.isabs(path) else path
+    target = Path(p) if os.path.isabs(p) else project.root / p
+    try:
+        return Path(os.path.normpath(target)).relative_to(project.root).as_posix()
+    except ValueError:
+        try:
+            return target.resolve().relative_to(project.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            return path
+
+
+def should_search(req: EnrichRequest) -> tuple[bool, str]:
+    """Whether to run, and why. With mode auto and no wantSearch: run when the query has 2+ content words."""
+    cfg = req.config
+    if not cfg.enabled:
+        return False, "vector search is not enabled for this skill"
+    if cfg.mode == "never":
+        return False, "skill mode is never"
+    if cfg.mode == "always":
+        return True, "skill mode is always"
+    if req.want_search is not None:
+        return req.want_search, f"auto: wantSearch is {str(req.want_search).lower()}"
+    words = [w for w in re.findall(r"\w+", req.query.lower()) if w not in STOPWORDS and len(w) > 2]
+    if len(words) >= 2:
+        return True, "auto: the query has enough content words to search"
+    return False, "auto: the query is too short to search usefully"
+
+
+def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
+    req = parse_enrich(project, params)
+    ran, reason = should_search(req)
+    cs = load_context_settings(project.root)
+    out: dict[str, Any] = {
+        "contextBlock": "",
+        "searchResults": [],
+        "tokensUsed": 0,
+        "skipped": [],
+        "ran": ran,
+        "reason": reason,
+        "degraded": None,
+        "noConfidentMatch": False,
+    }
+    if cs.warnings:  # (a `.context_settings.json` that cannot be read, and what applies instead)
+        out["warnings"] = cs.warnings
+    if not ran:
+        return out
+    budget = req.max_search_tokens
+    if req.total_budget_tokens is not None:
+        budget = max(0, min(budget, req.total_budget_tokens - req.loaded_tokens))
+    flt = ChunkFilter(
+        entity_types=list(req.config.filter_entity_types or []), max_chapter=req.max_chapter, known_by=req.known_by
+    )
+    flt.book_scope = req.book_id
+    loaded = set(req.loaded_files)
+    forced = set(cs.forced())
+
+    def already_loaded(path: str) -> bool:
+        return path in loaded or path in forced or cs.mode_for(path) == "force"
+
+    def search(exclude: list[str], log: bool) -> dict[str, Any]:
+        f = dataclasses.replace(flt, exclude_paths=list(exclude))
+        sreq = SearchRequest(
+            query=req.query, max_results=min(100, req.max_results * 3), filter=f, source="agent", log=log, role=req.role
+        )
+        return run_search(project, sreq)
+
+    response = search([], log=True)
+    out["degraded"] = response["degraded"]
+    results = response["results"]
+    dropped = sorted({r["filePath"] for r in results if already_loaded(r["filePath"])})
+    skipped: dict[tuple[str, str], None] = {(path, "already_loaded"): None for path in dropped}
+    if dropped and sum(not already_loaded(r["filePath"]) for r in results) < req.max_results:
+        # Loaded files crowded the page: search again with them excluded before ranking.
+        dup = loaded | {p for p in project.store.file_states() if already_loaded(p)}
+        results = search(sorted(dup), log=False)["results"]
+    floor = req.config.min_relevance
+    relevant = [r for r in results if r["score"] >= floor]
+    for r in results:
+        if r["score"] < floor and not already_loaded(r["filePath"]):
+            skipped.setdefault((r["filePath"], "low_relevance"), None)
+    if not any(not already_loaded(r["filePath"]) for r in relevant):
+        best = max((r["score"] for r in results), default=0.0)
+        out["reason"] = f"{reason}; the search found nothing relevant" + (
+            f" (best score {best:.2f} is below min_relevance {floor:.2f})" if results else ""
+        )
+    results = relevant
+    out["noConfidentMatch"] = bool(response.get("noConfidentMatch", not results))
+    ctx = _ContextBuilder()
+    files: dict[str, _FileView] = {}
+    levels = role_levels(project.settings.roles, req.role, project.settings.default_role)
+    taken = 0
+    for r in results:
+        path = r["filePath"]
+        if already_loaded(path):
+            continue
+        if taken >= req.max_results:
+            break
+        passage = _passage(project, r, files, levels)
+        if passage is None:
+            if not files[path].hidden:  # (a file made invisible since it was indexed is not named at all)
+                skipped[(path, "missing")] = None
+            continue
+        text, whole_lines, first, last = passage
+        if whole_lines or r["headingPath"] or r["sectionHeading"]:
+            heading = r["headingPath"] or r["sectionHeading"] or "(start of file)"
+        else:
+            heading = "(frontmatter)" if files[path].is_frontmatter(r) else "(start of file)"
+        span = _Span(first, last, text.rstrip(), [heading], whole_lines)
+        added = ctx.add(path, span, files[path].lines or [], budget, files[path].indexed)
+        if added is None:
+            continue  # already in the context (a chunk inside a section given before): nothing new
+        if added < 0:
+            skipped[(path, "over_budget")] = None
+            continue
+        taken += 1
+        out["searchResults"].append(
+            {
+                "filePath": path,
+                "section": heading,
+                "similarityScore": r["score"],
+                "confidence": r["confidence"],
+                "tokensEst": added,
+                "contentPreview": r["preview"],
+                "startLine": r["startLine"],
+                "endLine": r["endLine"],
+            }
+        )
+    out["skipped"] = [{"path": path, "reason": reason} for path, reason in skipped]
+    out["contextBlock"] = ctx.render()
+    out["tokensUsed"] = ctx.tokens
+    return out
+
+
+@dataclass
+class _Span:
+    """One passage of a file in the context: a line range, its text, the heading paths it covers."""
+
+    start: int
+    end: int
+    text: str
+    headings: list[str]
+    whole_lines: bool  # the text is lines start..end as the file holds them (else part of one long line)
+
+
+class _ContextBuilder:
+    """The context block: one block per file (files in rank order of their best passage), its passages in file
+    order, each headed by its heading path and lines; passages that overlap or touch (only blank lines between)
+    merge into one. `add` keeps the whole rendering within the budget."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, list[_Span]] = {}
+        self.tokens = 0
+
+    def add(
+        self, path: str, span: _Span, lines: list[str], budget: int, indexed: list[str] | None = None
+    ) -> int | None:
+        """The tokens the passage adds (it is added); None when it adds nothing; -1 when it does not fit.
+        `indexed`: the file's lines as indexed (comments and link definitions blank: they do not part passages)."""
+        spans = self.files.get(path, [])
+        merged = _merge([*spans, span], lines, indexed)
+        if [(x.start, x.end, x.text) for x in merged] == [(x.start, x.end, x.text) for x in spans]:
+            return None
+        trial = dict(self.files)
+        trial[path] = merged
+        cost = estimate_tokens(_render(trial))
+        if cost > budget:
+            return -1
+        added, self.files, self.tokens = cost - self.tokens, trial, cost
+        return added
+
+    def render(self) -> str:
+        return _render(self.files)
+
+
+def _merge(spans: list[_Span], lines: list[str], indexed: list[str] | None = None) -> list[_Span]:
+    blank = indexed if indexed is not None and len(indexed) == len(lines) else lines
+    out: list[_Span] = []
+    for sp in sorted(spans, key=lambda x: (x.start, x.end)):
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and prev.whole_lines
+            and sp.whole_lines
+            and sp.start <= prev.end + 1 + sum(1 for k in range(prev.end + 1, sp.start) if not blank[k - 1].strip())
+        ):
+            start, end = prev.start, max(prev.end, sp.end)
+            heads = prev.headings + [h for h in sp.headings if h not in prev.headings]
+            # the first line as the earlier passage gives it (from its first sentence: _FileView.sentence_start)
+            firsts = [prev.text.split("\n", 1)[0]] + ([sp.text.split("\n", 1)[0]] if sp.start == start else [])
+            first = max(firsts, key=len) if start <= len(lines) else ""
+            text = "\n".join([first, *lines[start:end]]).rstrip()
+            out[-1] = _Span(start, end, text, heads, True)
+        elif prev is not None and (prev.start, prev.end, prev.text) == (sp.start, sp.end, sp.text):
+            continue  # chunks of one long line can share its range and text: one copy
+        else:
+            out.append(sp)
+    return out
+
+
+def _render(files: dict[str, list[_Span]]) -> str:
+    blocks = []
+    for path, spans in files.items():
+        parts = [f"=== FILE: {path} (SEARCH) ==="]
+        for sp in spans:
+            where = f"line {sp.start}" if sp.start == sp.end else f"lines {sp.start}-{sp.end}"
+            parts.append(f"--- {' | '.join(sp.headings)} ({where}) ---\n{sp.text}")
+        blocks.append("\n".join(parts) + "\n")
+    return "\n".join(blocks)
+
+
+def _passage(
+    project: ProjectView, r: Mapping[str, Any], files: dict[str, _FileView], levels: list[str]
+) -> tuple[str, bool, int, int] | None:
+    """The text of a search result as the file holds it now, whether it is whole lines of the file, and its first
+    and last line; or None when the file no longer holds it.
+
+    Whole lines start at a sentence or block boundary: a chunk that begins inside a line (a window whose first
+    sentence follows another on its line) is given from that sentence on, and the comments and link definitions
+    at either end of its range (not indexed: markdown/chunker.py) are left out.
+
+    Lines are read from disk (the source of truth; wiki-links shown as their display text, as indexed), then
+    checked against the indexed chunk: after an edit not yet indexed, the recorded line range can point at other
+    text or past the end of the file. A chunk that is only part of a long line (a paragraph written on one line)
+    is given as its own text, not the whole line; a frontmatter chunk as its readable `key: value` prose.
+    `files` keeps each file's lines and chunks for the request: several results often share a file."""
+    path = r["filePath"]
+    if path not in files:
+        doc, unchanged, hidden = _file_lines(project, path, levels)
+        files[path] = _FileView(
+            doc.lines if doc else None,
+            project.store.chunks_for_path(path),
+            unchanged,
+            indexed_lines(doc) if doc else None,
+            doc.code_lines if doc else frozenset(),
+            hidden,
+        )
+    view = files[path]
+    if view.lines is None or view.indexed is None:
+        return None
+    a, b = r["startLine"], r["endLine"]
+    chunk = next(
+        (c for c in view.chunks if c["start_line"] == a and c["end_line"] == b and c["preview"] == r["preview"]),
+        None,
+    )
+    if chunk is None:
+        current = "\n".join(view.lines[a - 1 : b])
+        return (current, True, a, b) if current.strip() else None
+    if chunk.get("kind") == "frontmatter":
+        return (chunk["text"], False, a, b) if chunk["text"].strip() else None
+    indexed, now = " ".join(chunk["text"].split()), " ".join("\n".join(view.indexed[a - 1 : b]).split())
+    if not view.unchanged and indexed not in now:
+        return None  # changed since it was indexed: the passage is gone or moved
+    if len(now) > 1.5 * len(indexed) + 200:
+        return chunk["text"], False, a, b
+    while a < b and not view.indexed[a - 1].strip():  # comments, link definitions at the ends
+        a += 1
+    while b > a and not view.indexed[b - 1].strip():
+        b -= 1
+    first = view.sentence_start(a, chunk["text"])
+    return "\n".join([first, *view.lines[a:b]]), True, a, b
+
+
+@dataclass
+class _FileView:
+    lines: list[str] | None  # None: the file is gone or unreadable
+    chunks: list[dict[str, Any]]
+    unchanged: bool = False  # the file's bytes are the ones indexed: every chunk's line range holds
+    indexed: list[str] | None = None  # the lines as indexed (markdown.blocks.indexed_lines)
+    code: frozenset[int] = frozenset()
+    hidden: bool = False  # its visibility on disk is not the request's (changed since it was indexed)
+
+    def sentence_start(self, line: int, text: str) -> str:
+        """The passage's first line: line `line` from where the chunk's `text` starts on it, when that is after
+        the line's start (a window whose first sentence follows another sentence on its line: whole, the passage
+        would begin with the end of that other sentence)."""
+        assert self.lines is not None and self.indexed is not None
+        shown = self.lines[line - 1]
+        head = text.split()[:2]
+        if not head or line in self.code or " ".join(self.indexed[line - 1].split()).startswith(" ".join(head)):
+            return shown
+        found = [m.start() for m in re.finditer(r"\s+".join(map(re.escape, head)), shown)]
+        after_end = [i for i in found if _SENTENCE_END_RE.search(shown[:i])]
+        cut = (after_end or found or [0])[-1]
+        return shown[cut:]
+
+    def is_frontmatter(self, r: Mapping[str, Any]) -> bool:
+        return any(
+            c.get("kind") == "frontmatter" and c["start_line"] == r["startLine"] and c["preview"] == r["preview"]
+            for c in self.chunks
+        )
+
+
+_SENTENCE_END_RE = re.compile(r"[.!?…。！？][\"'”’»)\]]*\s+$")
+
+
+def _file_lines(project: ProjectView, rel: str, levels: list[str]) -> tuple[MarkdownBlocks | None, bool, bool]:
+    """The file's parse (its lines with wiki-links as display text), whether its bytes are the indexed ones, and
+    whether it is hidden: its bytes changed since it was indexed and its visibility now is one `levels` do not see
+    (the search that found it went by the indexed level). No parse when the file is gone, unreadable or hidden."""
+    import hashlib
+
+    try:
+        data = read_regular(project.root / rel)
+        text = decode(data, rel).text
+    except (OSError, BinaryFile):
+        return None, False, False
+    record = project.store.get_file(rel)
+    unchanged = record is not None and record.get("content_hash") == hashlib.sha256(data).hexdigest()
+    if not unchanged and not visible(extract_metadata(rel, text).visibility, levels):
+        return None, False, True
+    return parse_blocks(text), unchanged, False

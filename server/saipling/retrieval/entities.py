@@ -1,0 +1,480 @@
+"""Writer-aware language features (engine side): entities from frontmatter, their mentions in prose, hover
+cards, definitions, references in manuscript order and the document outline.
+
+An entity is a file whose frontmatter has a `name` (or `aliases`), or a character profile
+(`characters/<slug>/profile.md`); its names are the display name plus every alias. A mention is a whole-word
+occurrence of one of those names in a file's body: ASCII/Unicode case is ignored except that a capital in the
+name must be a capital in the text ("the Detective" matches "The Detective" and "THE DETECTIVE", not "the
+detective"; "Rose" never matches "rose"), a possessive (`Marcus's`, `Marcus'`) still counts, the longest name
+wins ("Marcus Cole" is one mention, never also "Marcus"), and nothing inside frontmatter, fenced or indented
+code, or inline code counts.
+
+References take their candidate files from the keyword index (FTS5: one phrase query over every name) and
+verify each candidate's current text (an open editor buffer, else the file on disk) for exact positions, so
+they cost one index query plus a scan of the files that mention a name. Positions are 0-based lines and
+code-point columns (the LSP edge converts them to the client's encoding).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..config.visibility import role_levels, visible
+from ..files.context_settings import load_context_settings
+from ..files.metadata import slugify, split_frontmatter
+from ..files.textio import BinaryFile, decode, normalise_newlines, read_regular
+from ..storage.store import ChunkFilter
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from ..storage.store import Store
+
+
+class EntityProject(Protocol):
+    """What these features use of a project (in practice a `Project`; not imported: the indexer finds
+    mentions with this module, and the project imports the indexer)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    def refresh_dirty(self) -> Any: ...
+
+
+Project = EntityProject
+
+TextSource = Callable[[str], "str | None"]  # root-relative path -> its current text (None: unreadable)
+
+MIN_NAME_CHARS = 2
+FRONTMATTER_MAX_CHARS = 65536  # a longer frontmatter block is scanned as body
+SUMMARY_FIELDS = ("summary", "description")
+SUMMARY_MAX_CHARS = 600
+_WORD_CHAR_RE = re.compile(r"\w")
+_FRONTMATTER_CLOSE_RE = re.compile(r"(?<=\n)(?:---|\.\.\.)[ \t\r\f\v]*(?:\n|$)")
+_INLINE_CODE_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
+_DIGITS_RE = re.compile(r"(\d+)")
+_HEADING_LINE_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
+_SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
+
+
+@dataclass(frozen=True)
+class Entity:
+    path: str  # root-relative path of the profile / world entry
+    name: str
+    entity_type: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+@dataclass(frozen=True)
+class Mention:
+    line: int  # 0-based
+    start: int  # code-point columns, end exclusive
+    end: int
+    surface: str  # the name as written in the entity's frontmatter
+    entities: tuple[Entity, ...]
+    line_text: str = field(repr=False, compare=False, default="")
+
+
+@dataclass
+class EntityIndex:
+    """Every entity of a project and one regex over all their names."""
+
+    entities: list[Entity]
+    by_name: dict[str, list[tuple[str, Entity]]]  # casefolded name -> (name as written, entity)
+    pattern: re.Pattern[str] | None
+    longest: int = 0  # characters of the longest name
+
+    @classmethod
+    def build(cls, entities: Iterable[Entity]) -> EntityIndex:
+        ents = sorted(entities, key=lambda e: e.path)
+        by_name: dict[str, list[tuple[str, Entity]]] = {}
+        for e in ents:
+            for n in dict.fromkeys(n.strip() for n in e.names):
+                if len(n) >= MIN_NAME_CHARS:
+                    by_name.setdefault(n.casefold(), []).append((n, e))
+        names = [s for pairs in by_name.values() for s, _ in pairs]
+        return cls(ents, by_name, names_pattern(names), max((len(s) for s in names), default=0))
+
+    def for_path(self, path: str) -> Entity | None:
+        return next((e for e in self.entities if e.path == path), None)
+
+    def mentions(self, text: str, only: set[str] | None = None) -> Iterator[Mention]:
+        """Mentions in a file's text (frontmatter and code skipped); with `only`, just those whose name (as
+        written) is in `only`, and only lines holding the longest word of one of them are scanned (a plain
+        substring search over the lower-cased text finds them)."""
+        if self.pattern is None:
+            return
+        low = text.lower()
+        if only is None or len(low) != len(text):  # (lower() must keep every offset)
+            lines = text.split("\n")
+            skip = code_lines(text)
+            for n in range(frontmatter_end(lines), len(lines)):
+                if n not in skip:
+                    yield from self.line_mentions(lines[n], n, only)
+            return
+        offsets = sorted(
+            i for word in {max(n.lower().split(), key=len) for n in only if n.split()} for i in _find_all(low, word)
+        )
+        if not offsets:
+            return
+        body = frontmatter_lines(text)
+        skip = code_lines(text)
+        n, pos, line_start, hits = 0, 0, -1, []
+        for i in offsets:
+            k = text.count("\n", pos, i)
+            if k and hits:  # the line before is complete
+                yield from self._hits(text, line_start, n, hits, only)
+                hits = []
+            n, pos = n + k, i
+            if n >= body and n not in skip:
+                line_start = text.rfind("\n", 0, i) + 1
+                hits.append(i - line_start)
+        if hits:
+            yield from self._hits(text, line_start, n, hits, only)
+
+    def _hits(self, text: str, start: int, n: int, hits: list[int], only: set[str] | None) -> Iterator[Mention]:
+        end = text.find("\n", start)
+        yield from self.line_mentions(text[start : end if end != -1 else len(text)], n, only, hits)
+
+    def resolve(self, found: str, only: set[str] | None) -> tuple[str, tuple[Entity, ...]] | None:
+        """The name (as written) and entities a matched text stands for, after the capitals check."""
+        pairs = [
+            (s, e)
+            for s, e in self.by_name.get(" ".join(found.split()).casefold(), [])
+            if capitals_match(s, found) and (only is None or s in only)
+        ]
+        return (pairs[0][0], tuple(dict.fromkeys(e for _, e in pairs))) if pairs else None
+
+    def line_mentions(
+        self, line: str, n: int, only: set[str] | None = None, hits: list[int] | None = None
+    ) -> Iterator[Mention]:
+        """Mentions in one line; with `hits` (columns where a wanted name's word was found), only mentions
+        covering one of them, looked for in a window around each (long prose lines are not scanned whole)."""
+        if self.pattern is None:
+            return
+        masked = _INLINE_CODE_RE.sub(lambda m: " " * len(m.group(0)), line) if "`" in line else line
+        if hits is None or len(line) <= 8 * self.longest:
+            windows = [(0, len(line))]
+        else:
+            windows = []
+            for h in hits:  # every name covering column h starts within `longest` of it
+                a, b = max(0, h - self.longest), min(len(line), h + self.longest + 1)
+                if windows and a <= windows[-1][1]:
+                    windows[-1] = (windows[-1][0], b)
+                else:
+                    windows.append((a, b))
+        last_end = -1
+        for a, b in windows:
+            for m in self.pattern.finditer(masked, a, b):
+                if m.start() < last_end or (m.end() == b < len(line) and _WORD_CHAR_RE.match(line, b)):
+                    continue  # seen in the window before, or cut short by the window's end
+                if hits is not None and not any(m.start() <= h < m.end() for h in hits):
+                    continue
+                found = self.resolve(m.group(0), only)
+                if found is not None:
+                    last_end = m.end()
+                    yield Mention(n, m.start(), m.end(), found[0], found[1], line)
+
+    def at(self, text: str, line: int, col: int) -> Mention | None:
+        """The mention under (line, col) of `text` (0-based, code points), if any."""
+        lines = text.split("\n")
+        if not 0 <= line < len(lines):
+            return None
+        if line < frontmatter_end(lines) or line in code_lines(text):
+            return None
+        return next((m for m in self.line_mentions(lines[line], line) if m.start <= col <= m.end), None)
+
+
+def names_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
+    """Whole-word, case-insensitive alternation, longest names first (so "Marcus Cole" beats "Marcus")."""
+    unique = sorted(set(names), key=lambda s: (-len(s), s))
+    if not unique:
+        return None
+    alts = "|".join(r"[^\S\n]+".join(re.escape(w) for w in s.split()) for s in unique)  # within a line
+    return re.compile(rf"(?<!\w)(?:{alts})(?!\w)", re.IGNORECASE)
+
+
+def capitals_match(name: str, found: str) -> bool:
+    """Every capital letter of `name` is a capital in `found` (other letters may be any case)."""
+    a, b = name.split(), found.split()
+    if len(a) != len(b) or any(len(x) != len(y) for x, y in zip(a, b, strict=True)):
+        return True  # case folding changed the length (e.g. "ß"): the case-insensitive match stands
+    return all(not c.isupper() or d.isupper() for x, y in zip(a, b, strict=True) for c, d in zip(x, y, strict=True))
+
+
+def _find_all(text: str, word: str) -> Iterator[int]:
+    i = text.find(word)
+    while i != -1:
+        yield i
+        i = text.find(word, i + 1)
+
+
+def frontmatter_lines(text: str) -> int:
+    """`frontmatter_end` of a whole text, without splitting more than the frontmatter into lines."""
+    nl = text.find("\n")
+    if nl == -1 or text[:nl].rstrip() != "---":
+        return 0
+    m = _FRONTMATTER_CLOSE_RE.search(text, nl + 1, FRONTMATTER_MAX_CHARS)
+    return text.count("\n", 0, m.start()) + 1 if m is not None else 0
+
+
+def frontmatter_end(lines: list[str]) -> int:
+    """0-based number of the first line after a leading `---` frontmatter block (0 when there is none)."""
+    if not lines or lines[0].rstrip() != "---":
+        return 0
+    return next((j + 1 for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), 0)
+
+
+def code_lines(text: str) -> set[int]:
+    """0-based numbers of the lines in code blocks (fenced or indented; the chunker's CommonMark parse). Text
+    with no fence marker and no indented line has none, and is not parsed."""
+    if "```" not in text and "~~~" not in text and "\n    " not in text and "\n\t" not in text:
+        return set()
+    from ..markdown.blocks import parse_blocks
+
+    fm = frontmatter_lines(text)
+    return {n - 1 for n in parse_blocks(text).code_lines if n > fm}
+
+
+# -- the project's entities ----------------------------------------------------------------------------------
+def is_entity(row: dict[str, Any]) -> bool:
+    """A frontmatter `name` (its slug is the entity name), any alias, or a character profile; a chapter's
+    `title` alone makes no entity."""
+    display, aliases = row.get("display_name"), json.loads(row.get("aliases") or "[]")
+    if aliases:
+        return True
+    if not display:
+        return False
+    return row.get("file_type") == "character" or slugify(str(display)) == (row.get("entity_name") or "")
+
+
+_cache: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}
+_fast: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}  # by index version, levels and exclusions
+
+
+def entity_index(project: Project) -> EntityIndex:
+    """The entities the editor may see: visible to the `defaultRole` and not excluded by
+    `.context_settings.json` (the rule of every request that returns content, as `workspace/symbol`)."""
+    levels = role_levels(project.settings.roles, None, project.settings.default_role)
+    cs = load_context_settings(project.root)
+    store = project.store
+    version = (id(store), store.path, store.index_version(), tuple(levels), id(cs) if cs.has("exclude") else None)
+    fast = _fast.get(id(project))
+    if fast is not None and fast[0] == version:  # nothing changed in the index: no rows read
+        return fast[1]
+    rows = [
+        r
+        for r in project.store.entities()
+        if visible(r.get("visibility"), levels) and cs.mode_for(r["path"]) != "exclude"
+    ]
+    key = tuple(tuple(sorted(r.items())) for r in rows)
+    hit = _cache.get(id(project))
+    if hit is not None and hit[0] == key:
+        _fast[id(project)] = (version, hit[1])
+        return hit[1]
+    ents = [
+        Entity(
+            path=r["path"],
+            name=str(r["display_name"] or json.loads(r["aliases"])[0]),
+            entity_type=str(r["entity_type"] or r["file_type"] or "entity"),
+            aliases=tuple(str(a) for a in json.loads(r["aliases"] or "[]")),
+        )
+        for r in rows
+        if is_entity(r)
+    ]
+    index = EntityIndex.build(ents)
+    _cache[id(project)] = (key, index)
+    _fast[id(project)] = (version, index)
+    return index
+
+
+def disk_reader(root: Path) -> TextSource:
+    def read(rel: str) -> str | None:
+        try:
+            data = read_regular(root / rel)
+            if b"\0" in data:
+                return None
+            try:  # the common case, without textio's slower checks (a NUL byte already ruled binary out)
+                text = data.decode("utf-8-sig")
+                return normalise_newlines(text) if "\r" in text else text
+            except UnicodeDecodeError:
+                return decode(data, rel).text
+        except (OSError, BinaryFile):
+            return None
+
+    return read
+
+
+def with_buffers(root: Path, buffers: Callable[[str], str | None] | None) -> TextSource:
+    """Open editor buffers first (unsaved text), else the file on disk."""
+    disk = disk_reader(root)
+    if buffers is None:
+        return disk
+    return lambda rel: text if (text := buffers(rel)) is not None else disk(rel)
+
+
+# -- hover and definition ------------------------------------------------------------------------------------
+@dataclass
+class Card:
+    entity: Entity
+    summary: str
+    declaration: tuple[int, int]  # 0-based first and last line of the frontmatter (the definition)
+    mentions: str = ""  # where it is mentioned, in one line (retrieval.mentions.MentionReport.summary), when known
+
+
+def card(entity: Entity, read: TextSource) -> Card:
+    text = read(entity.path) or ""
+    fm, body_start, _ = split_frontmatter(text)
+    summary = ""
+    for key in SUMMARY_FIELDS:
+        value = fm.get(key)
+        if isinstance(value, str) and value.strip():
+            summary = value.strip()
+            break
+    if not summary:
+        summary = first_paragraph(text.split("\n")[body_start - 1 :])
+    if len(summary) > SUMMARY_MAX_CHARS:
+        summary = summary[:SUMMARY_MAX_CHARS].rsplit(" ", 1)[0] + " …"
+    return Card(entity, summary, declaration(text))
+
+
+def declaration(text: str) -> tuple[int, int]:
+    """The frontmatter block's lines (0-based, inclusive); line 0 alone when there is none."""
+    _, body_start, _ = split_frontmatter(text)
+    return (0, max(0, body_start - 2))
+
+
+def first_paragraph(lines: list[str]) -> str:
+    """The first paragraph of a body, skipping headings (ATX and setext) and code."""
+    out: list[str] = []
+    skip = code_lines("\n".join(lines))
+    for n, line in enumerate(lines):
+        setext = not out and n + 1 < len(lines) and _SETEXT_RE.match(lines[n + 1]) is not None
+        if n in skip or _HEADING_LINE_RE.match(line) or _SETEXT_RE.match(line) or setext or not line.strip():
+            if out:
+                break
+            continue
+        out.append(line.strip())
+    return " ".join(out)
+
+
+def entities_at(project: Project, rel: str, text: str, line: int, col: int) -> tuple[Mention | None, list[Entity]]:
+    """The mention under the cursor and its entities; on no mention inside an entity's own file, that entity."""
+    index = entity_index(project)
+    mention = index.at(text, line, col)
+    if mention is not None:
+        return mention, list(mention.entities)
+    own = index.for_path(rel)
+    return None, [own] if own is not None else []
+
+
+# -- references ----------------------------------------------------------------------------------------------
+@dataclass
+class FileMentions:
+    path: str
+    mentions: list[Mention]
+
+
+def fts_phrases(names: Iterable[str]) -> str:
+    """One FTS5 query matching any of the names as a phrase."""
+    words = [re.findall(r"\w+", n) for n in names]
+    return " OR ".join('"' + " ".join(w) + '"' for w in dict.fromkeys(tuple(w) for w in words if w))
+
+
+def reference_filter(project: Project, max_chapter: int | None = None) -> ChunkFilter:
+    """Excluded files (.context_settings.json), what the `defaultRole` may see (config/visibility.py) and a chapter
+    limit."""
+    settings = project.settings
+    flt = ChunkFilter(max_chapter=max_chapter, visibility=role_levels(settings.roles, None, settings.default_role))
+    cs = load_context_settings(project.root)
+    if cs.has("exclude"):
+        flt.exclude_paths = cs.excluded(list(project.store.file_states()))
+    return flt
+
+
+def references(
+    project: Project,
+    entities: list[Entity],
+    read: TextSource,
+    *,
+    max_chapter: int | None = None,
+) -> list[FileMentions]:
+    """Every mention of `entities` across the indexed project, grouped by file in manuscript order."""
+    names = {n for e in entities for n in e.names if len(n.strip()) >= MIN_NAME_CHARS}
+    match = fts_phrases(names)
+    if not match:
+        return []
+    project.refresh_dirty()  # files saved a moment ago: their text and keywords first (the live index)
+    index = entity_index(project)
+    wanted = set(entities)
+    out = []
+    for path, chapter in project.store.fts_paths(match, reference_filter(project, max_chapter)):
+        text = read(path)
+        if text is None:
+            continue
+        found = [m for m in index.mentions(text, only=names) if wanted & set(m.entities)]
+        if found:
+            out.append((manuscript_key(path, chapter), FileMentions(path, found)))
+    out.sort(key=lambda kv: kv[0])
+    return [fm for _, fm in out]
+
+
+def natural_key(path: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p.lower() for p in _DIGITS_RE.split(path))
+
+
+def manuscript_key(path: str, chapter: int | None) -> tuple[Any, ...]:
+    """Manuscript files (under books/, or with a chapter number) first in book, chapter, scene order (natural
+    order of their paths: chapter-2 before chapter-10), then every other file in natural path order."""
+    manuscript = path.startswith("books/") or "/books/" in path or chapter is not None
+    return (0 if manuscript else 1, natural_key(path))
+
+
+# -- document outline ----------------------------------------------------------------------------------------
+@dataclass
+class OutlineItem:
+    name: str
+    kind: str  # heading | entity
+    first: int  # 0-based lines, inclusive
+    last: int
+    detail: str = ""
+    entity_type: str = ""
+    children: list[OutlineItem] = field(default_factory=list)
+
+
+def outline(text: str, entity: Entity | None = None) -> list[OutlineItem]:
+    """The file's own entity (its frontmatter) then its headings nested by level, each spanning its section
+    (setext headings included: the chunker's CommonMark parse finds them)."""
+    from ..markdown.blocks import parse_blocks
+
+    lines = text.split("\n")
+    while len(lines) > 1 and not lines[-1].strip():
+        lines.pop()
+    items: list[OutlineItem] = []
+    if entity is not None:
+        first, last = declaration(text)
+        detail = ", ".join(entity.aliases)
+        items.append(OutlineItem(entity.name, "entity", first, last, detail, entity.entity_type))
+    heads = parse_blocks("\n".join(lines)).headings
+    stack: list[tuple[int, OutlineItem]] = []
+    end = len(lines) - 1
+    for i, h in enumerate(heads):
+        # a section runs to the line before the next heading of the same or a higher level
+        nxt = next((g.start for g in heads[i + 1 :] if g.level <= h.level), end + 2)
+        item = OutlineItem(h.title, "heading", h.start - 1, max(h.end - 1, nxt - 2), f"h{h.level}")
+        while stack and stack[-1][0] >= h.level:
+            stack.pop()
+        (stack[-1][1].children if stack else items).append(item)
+        stack.append((h.level, item))
+    return items

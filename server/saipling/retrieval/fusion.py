@@ -1,0 +1,96 @@
+"""Hybrid fusion that follows the evidence a query has: how much of the query's rare words the keyword side's best
+hits hold, and whether the two lists agree (README "Fusion that follows the evidence"). retrieval/search.py unions and
+z-normalises the candidates; this module decides how much each side counts for this query."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .confidence import coverages, query_idf, ramp
+
+if TYPE_CHECKING:
+    from .project_view import ProjectView
+
+# Fusion (chosen on the union of the dev sets; figures in README "Retrieval quality", benchmarks rows F1-F2)
+FUSION_VECTOR_WEIGHT = 0.6  # weight of the vector z-score in hybrid mode; keywords get at most the rest
+# The keyword side's weight follows the evidence it has (`Evidence`): trust = ramp(coverage + AGREEMENT_GAIN x
+# agreement) between KEYWORD_COVERAGE[0] (no weight) and KEYWORD_COVERAGE[1] (its full share), where coverage is the
+# best idf-weighted share of the query's terms among its top KEYWORD_EVIDENCE_DEPTH hits and agreement the share of
+# its top AGREEMENT_DEPTH files that the vector side also ranks in its top AGREEMENT_REACH files
+KEYWORD_COVERAGE = (0.3, 0.7)
+KEYWORD_EVIDENCE_DEPTH = 10  # the keyword hits whose coverage counts
+AGREEMENT_GAIN = 0.15
+AGREEMENT_DEPTH = 5
+AGREEMENT_REACH = 10
+
+
+@dataclass
+class Evidence:
+    """What a hybrid query's two lists say about it, and the weights of its fusion that follow.
+
+    The keyword side counts in full when its best hits hold the query's rare words, or when its top files are
+    among the vector side's: a long question in a reader's words spreads BM25 over many passages that share
+    its common words, and z-normalising that list made the noise look as sure as the vectors' evidence."""
+
+    coverage: float = 0.0  # best idf-weighted share of the query's terms among the top keyword hits
+    agreement: float = 0.0  # share of the top keyword files that the vector side ranks high too
+    keyword_weight: float = 0.0
+    vector_weight: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "keywordCoverage": round(self.coverage, 4),
+            "agreement": round(self.agreement, 4),
+            "keywordWeight": round(self.keyword_weight, 4),
+            "vectorWeight": round(self.vector_weight, 4),
+        }
+
+
+def weigh(
+    project: ProjectView,
+    query: str,
+    kw: list[tuple[int, float]],
+    ranked: Mapping[int, Any],  # chunk id -> a candidate with its `cosine` (retrieval.search.Ranked)
+    paths: Mapping[int, str | None],
+    lex_of: Mapping[int, float],
+    short_top: Sequence[str] = (),
+    vector_weight: float | None = None,
+) -> Evidence:
+    """The evidence of a hybrid query's lists (see `Evidence`); `short_top`: the short files among the top
+    whole-file keyword hits, whose coverage counts over the whole file (its words may sit in different chunks)."""
+    w_vec = FUSION_VECTOR_WEIGHT if vector_weight is None else vector_weight
+    ev = Evidence(vector_weight=w_vec)
+    top = [cid for cid, _ in kw[:KEYWORD_EVIDENCE_DEPTH]]
+    wanted = set(short_top)
+    in_short = [cid for cid in ranked if paths.get(cid) in wanted]
+    if top or in_short:
+        idf = query_idf(project, query)
+        rows = project.store.chunks_by_id(list(dict.fromkeys(top + in_short)))
+        texts: dict[str, list[str]] = {}
+        for cid in in_short:
+            if (row := rows.get(cid)) is not None:
+                texts.setdefault(row["path"], []).append(f"{row['text'] or ''} {row['heading_path'] or ''}")
+        scored = [rows[cid] for cid in top if cid in rows] + [{"text": " ".join(t)} for t in texts.values()]
+        ev.coverage = max(coverages(idf, scored), default=0.0)
+    kw_files = _top_files(sorted(ranked, key=lambda c: -lex_of[c]), paths, AGREEMENT_DEPTH)
+    with_cos = [c for c, r in ranked.items() if r.cosine is not None]
+    vec_files = _top_files(sorted(with_cos, key=lambda c: -(ranked[c].cosine or 0.0)), paths, AGREEMENT_REACH)
+    if kw_files:
+        ev.agreement = len(set(kw_files) & set(vec_files)) / len(kw_files)
+    lo, hi = KEYWORD_COVERAGE
+    trust = ramp(ev.coverage + AGREEMENT_GAIN * ev.agreement, lo, hi)
+    ev.keyword_weight = (1 - w_vec) * trust
+    return ev
+
+
+def _top_files(order: list[int], paths: Mapping[int, str | None], n: int) -> list[str]:
+    out: list[str] = []
+    for cid in order:
+        p = paths.get(cid)
+        if p is not None and p not in out:
+            out.append(p)
+            if len(out) >= n:
+                break
+    return out

@@ -1,0 +1,282 @@
+"""Where each entity is mentioned, computed at index time (indexing/mention_scan.py) and kept with the live index: per
+chapter counts, first and last appearance (file and line), chapters since last seen; and the files an entity
+knows (its scenes by frontmatter `pov`, or those that mention it) for the `knownBy` filter."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..config.visibility import role_levels, visible
+from ..errors import InvalidRequest
+from ..files.context_settings import load_context_settings
+from ..files.metadata import slugify
+from ..storage.store import ChunkFilter
+from .entities import Entity, EntityProject, entity_index, manuscript_key
+
+log = logging.getLogger(__name__)
+
+
+class Project(EntityProject, Protocol):
+    """What these requests use of a project (in practice a `Project`)."""
+
+    def refresh(self, paths: Any) -> Any: ...
+
+
+# -- requests ------------------------------------------------------------------------------------------------
+@dataclass
+class Place:
+    path: str
+    line: int  # 1-based
+    chapter: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "chapter": self.chapter}
+
+
+@dataclass
+class ChapterCount:
+    chapter: str
+    count: int
+    first: Place
+
+
+@dataclass
+class MentionReport:
+    entity: Entity
+    total: int  # mentions in chapters
+    chapters: list[ChapterCount]
+    first: Place | None
+    last: Place | None
+    chapters_since_last_seen: int | None
+    chapter_total: int  # chapters in the (visible, limited) manuscript
+    other_files: dict[str, int] = field(default_factory=dict)  # files outside chapters -> mentions
+    mentions: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """ "first ch-02 l.14 · 37 mentions in 9 chapters · last seen ch-19 (2 chapters ago)"."""
+        if self.first is None or self.last is None:
+            others = sum(self.other_files.values())
+            return f"no mentions in chapters ({others} in other files)" if others else "no mentions"
+        plural = "s" if self.total != 1 else ""
+        cplural = "s" if len(self.chapters) != 1 else ""
+        out = f"first {self.first.chapter} l.{self.first.line} · {self.total} mention{plural} in "
+        out += f"{len(self.chapters)} chapter{cplural} · last seen {self.last.chapter}"
+        if self.chapters_since_last_seen:
+            n = self.chapters_since_last_seen
+            out += f" ({n} chapter{'s' if n != 1 else ''} ago)"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        e = self.entity
+        return {
+            "entity": {"name": e.name, "path": e.path, "type": e.entity_type, "aliases": list(e.aliases)},
+            "total": self.total,
+            "summary": self.summary(),
+            "chapters": [{"chapter": c.chapter, "count": c.count, "first": c.first.to_dict()} for c in self.chapters],
+            "first": self.first.to_dict() if self.first else None,
+            "last": self.last.to_dict() if self.last else None,
+            "chaptersSinceLastSeen": self.chapters_since_last_seen,
+            "chapterTotal": self.chapter_total,
+            "otherFiles": [{"path": p, "count": n} for p, n in self.other_files.items()],
+            "mentions": self.mentions,
+        }
+
+
+def fresh(project: Project) -> None:
+    """Saved edits first (the live index; each run and refresh settles the mentions it changed), then an index
+    made before mentions were stored is scanned once."""
+    project.refresh_dirty()
+    if not project.store.readonly and project.store.mentions_unscanned():
+        project.refresh([])  # (every refresh settles the mentions: indexing.mention_scan.settle)
+
+
+def resolve(project: Project, name: str) -> list[Entity]:
+    """The visible entities called `name` (a name or alias, any case), or whose file or slug it is, else
+    those with a name holding `name` as a word."""
+    index = entity_index(project)
+    want = " ".join(name.split()).casefold()
+    found = [e for _, e in index.by_name.get(want, [])]
+    if not found:
+        found = [e for e in index.entities if e.path == name or slugify(e.name) == slugify(name)]
+    if not found and want:  # one word of a name ("Marcus" for "Marcus Cole")
+        found = [e for e in index.entities if any(want in n.casefold().split() for n in e.names)]
+    return list(dict.fromkeys(found))
+
+
+def _allowed(project: Project, role: str | None = None) -> Any:
+    levels = role_levels(project.settings.roles, role, project.settings.default_role)
+    cs = load_context_settings(project.root)
+    seen: dict[tuple[str, str | None], bool] = {}
+
+    def allowed(row: dict[str, Any]) -> bool:
+        key = (row["path"], row.get("visibility"))
+        if key not in seen:
+            seen[key] = visible(row.get("visibility"), levels) and cs.mode_for(row["path"]) != "exclude"
+        return seen[key]
+
+    return allowed
+
+
+def report(
+    project: Project,
+    name: str,
+    *,
+    max_chapter: int | None = None,
+    limit: int = 0,
+    role: str | None = None,
+    refresh: bool = True,
+) -> list[MentionReport]:
+    """One report per entity called `name` (InvalidRequest when none is)."""
+    if refresh:
+        fresh(project)
+    ents = resolve(project, name)
+    if not ents:
+        raise InvalidRequest("name", f"no entity is called {name!r}")
+    allowed = _allowed(project, role)
+    order, many_books = _chapters(project, allowed, role, max_chapter)
+    out = []
+    for e in ents:
+        rows = [
+            r
+            for r in project.store.mentions_of([e.path])
+            if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
+        ]
+        out.append(_report(e, rows, order, many_books, limit))
+    return out
+
+
+_order_cache: dict[int, tuple[tuple[Any, ...], tuple[list[str], bool]]] = {}
+
+
+def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int | None) -> tuple[list[str], bool]:
+    """The chapters the role may see in manuscript order (and whether there are several books), cached per
+    index version."""
+    cs = load_context_settings(project.root)
+    store = project.store
+    key = (id(store), store.path, store.index_version(), role, max_chapter, id(cs) if cs.has("exclude") else None)
+    hit = _order_cache.get(id(project))
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    chapters = [
+        r
+        for r in project.store.chapter_files()
+        if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
+    ]
+    many_books = len({r["book_id"] for r in chapters}) > 1
+    found = (_chapter_order(chapters, many_books), many_books)
+    _order_cache[id(project)] = (key, found)
+    return found
+
+
+def _label(row: dict[str, Any], many_books: bool) -> str:
+    return f"{row['book_id']}/{row['chapter_id']}" if many_books and row["book_id"] else row["chapter_id"]
+
+
+def _book_of(label: str) -> str:
+    return label.rsplit("/", 1)[0] if "/" in label else ""
+
+
+def _chapter_order(rows: list[dict[str, Any]], many_books: bool) -> list[str]:
+    first: dict[str, tuple[Any, ...]] = {}
+    for r in rows:
+        label = _label(r, many_books)
+        key = manuscript_key(r["path"], r["chapter_num"])
+        if label not in first or key < first[label]:
+            first[label] = key
+    return sorted(first, key=lambda c: first[c])
+
+
+def _report(e: Entity, rows: list[dict[str, Any]], order: list[str], many_books: bool, limit: int) -> MentionReport:
+    keys: dict[str, tuple[Any, ...]] = {}  # (a file's key, once: rows are many mentions of few files)
+    for r in rows:
+        if r["path"] not in keys:
+            keys[r["path"]] = manuscript_key(r["path"], r["chapter_num"])
+    rows.sort(key=lambda r: (keys[r["path"]], r["line"], r["col"]))
+    counts: dict[str, ChapterCount] = {}
+    others: dict[str, int] = {}
+    for r in rows:
+        if r["chapter_id"] is None:
+            others[r["path"]] = others.get(r["path"], 0) + 1
+            continue
+        label = _label(r, many_books)
+        if label not in counts:
+            counts[label] = ChapterCount(label, 0, Place(r["path"], r["line"] + 1, label))
+        counts[label].count += 1
+    rank = {c: i for i, c in enumerate(order)}
+    chs = sorted(counts.values(), key=lambda c: rank.get(c.chapter, len(rank)))
+    in_chapters = [r for r in rows if r["chapter_id"] is not None]
+    first = chs[0].first if chs else None
+    last = None
+    since = None
+    if chs:
+        last_label = max(chs, key=lambda c: rank.get(c.chapter, -1)).chapter
+        lr = [r for r in in_chapters if _label(r, many_books) == last_label][-1]
+        last = Place(lr["path"], lr["line"] + 1, last_label)
+        book = _book_of(last_label)  # chapters of the same book after it
+        since = sum(1 for c in order[rank[last_label] + 1 :] if _book_of(c) == book) if last_label in rank else 0
+    listed = rows[: max(0, limit)]
+    mentions = [
+        {
+            "path": r["path"],
+            "line": r["line"] + 1,
+            "column": r["col"],
+            "endColumn": r["end_col"],
+            "surface": r["surface"],
+            "chapter": _label(r, many_books) if r["chapter_id"] else None,
+        }
+        for r in listed
+    ]
+    return MentionReport(e, len(in_chapters), chs, first, last, since, len(order), others, mentions)
+
+
+def summary_for(project: Project, entity: Entity, shown_in: str | None = None) -> str:
+    """The hover card's line ("first ch-02 l.14 · 37 mentions in 9 chapters · last seen ch-19"), as of the
+    chapter of the file it is shown in (`shown_in`: nothing after it, the spoiler horizon); "" when it cannot
+    be had (the hover still shows the card)."""
+    try:
+        horizon = project.store.chapter_num_of(shown_in) if shown_in else None
+        found = [
+            r for r in report(project, entity.path, max_chapter=horizon, refresh=False) if r.entity.path == entity.path
+        ]
+    except Exception:  # noqa: BLE001 - a hover must never fail for its mentions line
+        log.debug("no mentions line for %s", entity.path, exc_info=True)
+        return ""
+    if not found:
+        return ""
+    return found[0].summary() + (f" (as of chapter {horizon})" if horizon is not None else "")
+
+
+def request(project: Project, params: dict[str, Any]) -> dict[str, Any]:
+    """`saipling/mentions` (retrieval.requests.MentionsParams): one report per entity called `name`."""
+    from .requests import MentionsParams, parse
+
+    req = parse(MentionsParams, params)
+    limit = 200 if req.limit is None else req.limit
+    found = report(project, req.name, max_chapter=req.max_chapter, limit=limit, role=req.role)
+    return {"entities": [r.to_dict() for r in found]}
+
+
+def resolve_known_by(project: EntityProject, flt: ChunkFilter) -> None:
+    """Fill the filter's `knownBy` condition (storage.schema.ChunkFilter.known_entities); InvalidRequest naming
+    `knownBy` when no entity is called so (fail closed: nothing is searched)."""
+    assert flt.known_by is not None
+    ents = resolve(project, flt.known_by)
+    if not ents:
+        raise InvalidRequest("knownBy", f"no entity is called {flt.known_by!r}")
+    flt.known_entities = [e.path for e in ents]
+    flt.known_povs = sorted(_povs(ents))
+
+
+def _povs(ents: list[Entity]) -> set[str]:
+    return {n.strip().casefold() for e in ents for n in e.names} | {slugify(e.name) for e in ents}
+
+
+def known_paths(project: Project, name: str) -> list[str]:
+    """The files the entity `name` knows: those that mention it and scenes whose `pov` is it (any of its
+    names); InvalidRequest when no entity is called `name`. Unknown names fail closed: nothing is known."""
+    ents = resolve(project, name)
+    if not ents:
+        raise InvalidRequest("knownBy", f"no entity is called {name!r}")
+    return project.store.known_paths([e.path for e in ents], sorted(_povs(ents)))

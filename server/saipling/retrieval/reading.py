@@ -1,0 +1,134 @@
+"""`get`: a line range read from disk, confined to the project root and to indexable files; and `authorize`, the
+check of every request that names a file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config.visibility import role_levels, visible
+from ..errors import InvalidRequest, PathOutsideRoot
+from ..files.context_settings import FILE_NAME as CONTEXT_FILE
+from ..files.context_settings import load_context_settings
+from ..paths import resolve_inside
+
+if TYPE_CHECKING:
+    from .project_view import ProjectView
+
+MAX_LINES = 5000
+
+
+def resolve_path(root: Path, path: str) -> tuple[Path, str]:
+    """`resolve_inside`, rejecting paths the OS cannot represent (NUL bytes, lone surrogates, too long)."""
+    try:
+        return resolve_inside(root, path)
+    except (ValueError, UnicodeError, OSError) as exc:  # PathOutsideRoot is none of these
+        raise InvalidRequest("path", f"not a usable path ({type(exc).__name__})") from None
+
+
+def get_lines(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
+    """A `saipling/get` request (checked by its schema) -> {path, startLine, endLine, totalLines, text}."""
+    # imported here: search imports this module (resolve_path), and a CLI search needs neither pydantic nor YAML
+    from .requests import GetParams, parse
+
+    m = parse(GetParams, params)
+    return read_lines(
+        project, m.path or m.uri or "", m.start_line or 1, m.lines, m.role, m.respect_context_settings is not False
+    )
+
+
+@dataclass
+class Authorized:
+    """A project file a request may read: its real path, root-relative path, text (as read for the check) and
+    the warnings the answer must carry (a `.context_settings.json` that cannot be read, unreadable frontmatter)."""
+
+    real: Path
+    rel: str
+    text: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def authorize(
+    project: ProjectView, path: str, role: str | None = None, respect: bool = True, field_name: str = "path"
+) -> Authorized:
+    """The one authorization path of every request that names a file (`get`, `related`; the LSP, MCP and CLI
+    alike): the path is inside the root, an indexable project file, not excluded by `.context_settings.json`
+    (unless `respect` is false), a regular file no larger than maxFileBytes, and its visibility (read from the
+    file on disk, as the index reads it: files/metadata.py, fail closed) is one `role` may see. Anything else is refused
+    with the same error whichever request asked, before anything of the file is used: PathOutsideRoot for a file
+    the request may not see, InvalidRequest for one that cannot be read (it does not exist, a folder, too large).
+
+    Exclusion is checked before the disk is touched (an excluded path is refused whether or not it exists)."""
+    from ..files.metadata import extract_metadata  # (its YAML parser loads only for a file with frontmatter)
+    from ..files.scanner import is_indexable
+    from ..files.textio import BinaryFile, decode, read_regular
+
+    if not path:
+        raise InvalidRequest(field_name, "is required and must be a non-empty string")
+    real, rel = resolve_path(project.root, path)
+    reason = is_indexable(project.root, rel, project.settings)
+    if reason is not None:
+        raise PathOutsideRoot(field_name, f"{rel} is not an indexable project file ({reason})")
+    warnings: list[str] = []
+    if respect:
+        cs = load_context_settings(project.root)
+        warnings += cs.warnings
+        if cs.mode_for(rel) == "exclude":
+            why = f" ({cs.warning})" if cs.exclude_all else ""
+            raise PathOutsideRoot(
+                field_name,
+                f"{rel} is excluded by {CONTEXT_FILE}{why} (pass respectContextSettings: false, or --all-files, "
+                "to read it)",
+            )
+    try:
+        if not real.is_file():
+            problem = "is not a regular file" if real.exists() else "does not exist"  # (a FIFO, a device)
+            raise InvalidRequest(field_name, f"{rel} {problem}")
+        size, limit = real.stat().st_size, project.settings.max_file_bytes
+        if size > limit:  # (not indexed either; a 2 GB file was read whole into memory)
+            raise InvalidRequest(field_name, f"{rel} is too large ({size} bytes > maxFileBytes {limit})")
+        text = decode(read_regular(real), rel).text
+    except BinaryFile as exc:
+        raise InvalidRequest(field_name, str(exc)) from None
+    except OSError as exc:
+        raise InvalidRequest(field_name, f"{rel} cannot be read ({exc.strerror or exc})") from None
+    levels = role_levels(project.settings.roles, role, project.settings.default_role)
+    meta = extract_metadata(rel, text)
+    if not visible(meta.visibility, levels):  # as search hides it
+        raise PathOutsideRoot(field_name, f"{rel} is not visible to {'role ' + repr(role) if role else 'this request'}")
+    if meta.warning:
+        warnings.append(meta.warning)
+    return Authorized(real, rel, text, warnings)
+
+
+def read_lines(
+    project: ProjectView,
+    path: str,
+    start: int = 1,
+    lines: int | None = None,
+    role: str | None = None,
+    respect: bool = True,
+) -> dict[str, Any]:
+    """`get_lines` with arguments the caller already checked (the CLI: click and `cli.main._parse_location` make
+    start and lines >= 1): a one-shot `saipling get` imports no pydantic (~45 ms)."""
+    got = authorize(project, path, role, respect)
+    rel = got.rel
+    all_lines = got.text.split("\n")
+    if all_lines and all_lines[-1] == "":
+        all_lines.pop()
+    if start > max(1, len(all_lines)):
+        raise InvalidRequest("startLine", f"is past the end of {rel} ({len(all_lines)} lines)")
+    count = min(lines or MAX_LINES, MAX_LINES)
+    chosen = all_lines[start - 1 : start - 1 + count]
+    out = {
+        "path": rel,
+        "startLine": start,
+        "endLine": start + max(len(chosen), 1) - 1,
+        "totalLines": len(all_lines),
+        "text": "\n".join(chosen),
+    }
+    if got.warnings:  # (only when there is something to say: answers without trouble keep their shape)
+        out["warnings"] = got.warnings
+    return out

@@ -1,0 +1,671 @@
+"""Hybrid search (SPEC 8): vector KNN + FTS5 BM25, fused on z-normalised scores; a calibrated confidence.
+
+Ranking: keyword candidates (chunk BM25, and whole-file BM25 for short files) and vector candidates (cosine) are
+unioned; each signal is z-normalised over the candidates (no keyword match = BM25 0) and the two are added with
+weights that follow the evidence the query has (`Evidence`): the keyword side counts in full when its best hits
+hold the query's rare words (or its top files are the vector side's too), and fades when they only share its
+common words, as a long question in a reader's own words does. A query that is exactly a heading, or a file's
+entity name or alias, puts that section first. An optional rerank stage
+(retrieval/rerank.py, off by default) then reorders the top N live candidates.
+
+Scores: `confidence` (0..1) of a result comes from absolute signals, not ranks: its raw cosine mapped through a
+per-model calibration (CALIBRATIONS in retrieval/confidence.py; scaled by the share of the query's words the project or
+the model knows) and the share of the query's rare terms (idf-weighted) it contains, combined as independent evidence
+(one alone at most 0.9; retrieval.confidence.combine). A
+result's `score` is the query's confidence (the best confidence among its top results) scaled by how far the
+result trails the top one in fused score: comparable across the queries of one project, and low everywhere when
+nothing relevant exists (`noConfidentMatch`).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..config.visibility import role_levels
+from ..embeddings.base import EmbeddingProvider, user_waiting
+from ..errors import InvalidRequest, ProviderError
+from ..files.context_settings import load_context_settings
+from ..lazy import np  # numpy loads on first use (cold CLI path)
+from ..markdown.terms import (  # noqa: F401 - STOPWORDS re-exported for callers
+    STOPWORDS,
+    WORD_RE,
+    fts_query,
+    highlight_terms,
+    make_snippet,
+    match_key,
+    query_name,
+    query_type,
+)
+from ..paths import glob_problem, normalise_rel
+from ..storage.store import ChunkFilter
+from .confidence import (  # noqa: F401 - fallback_calibration re-exported for callers
+    KEYWORD_ONLY_HIGH,
+    KEYWORD_ONLY_LOW,
+    LEXICAL_HIGH,
+    LEXICAL_LOW,
+    combine,
+    coverages,
+    fallback_calibration,
+    lexical_coverage,
+    query_idf,
+    ramp,
+    vector_calibration,
+    vocabulary_share,
+)
+from .fusion import (  # noqa: F401 - the fusion constants re-exported for callers
+    AGREEMENT_DEPTH,
+    AGREEMENT_GAIN,
+    AGREEMENT_REACH,
+    FUSION_VECTOR_WEIGHT,
+    KEYWORD_COVERAGE,
+    KEYWORD_EVIDENCE_DEPTH,
+    Evidence,
+    weigh,
+)
+from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
+from .request_checks import chapter_id as chapter_ref
+from .rerank import rerank_depth, rerank_pairs
+
+if TYPE_CHECKING:
+    from .project_view import ProjectView
+    from .requests import SearchFilter
+
+log = logging.getLogger(__name__)
+
+# Fusion (chosen on the union of the dev sets and SciFact train; figures in README "Retrieval quality")
+# files of at most this many bytes (about 500 words) are scored lexically as a whole (whole-file BM25). A size in
+# bytes, not chunks: the same note is "short" whatever the model's chunk length (SciFact train, hybrid nDCG@10 with
+# ~100-token chunks, maxResults 200: 0.7423 at <= 3 chunks, 0.7443 at <= 3,000 bytes, 99% of its abstracts)
+SHORT_FILE_BYTES = 3000
+# within a short file, how much a chunk's own keyword score counts beside the file's (only breaks ties: 0.1 cost
+# SciFact train 0.003)
+SHORT_FILE_CHUNK_WEIGHT = 0.01
+LONG_FILE_MIX = 0.5  # longer files: this share of their keyword score is whole-file BM25, the rest their own
+REL_SCALE = 2.0  # a result trailing the top one by this many fused z-units scores 1/e of the top's score
+NORM_POOL = 100  # z-score statistics come from the top this-many candidates of each list
+CONFIDENCE_DEPTH = 10  # the query's confidence is the best confidence among this many top results
+CONFIDENT = 0.5  # below this (every result): noConfidentMatch
+
+
+# -- request ---------------------------------------------------------------------------------------------------
+@dataclass
+class SearchRequest:
+    query: str
+    max_results: int = 5
+    min_score: float = 0.0
+    mode: str = "hybrid"
+    filter: ChunkFilter = field(default_factory=ChunkFilter)
+    role: str | None = None
+    respect_context_settings: bool = True
+    source: str = "cli"
+    explain: bool = False
+    log: bool = True
+
+
+def chunk_filter(flt: SearchFilter | None) -> ChunkFilter:
+    """The store's filter for a request's (validated) `filter` object."""
+    if flt is None:
+        return ChunkFilter()
+    return ChunkFilter(
+        entity_types=list(flt.entity_types or []),
+        file_types=list(flt.file_types or []),
+        book_id=flt.book_id,
+        chapter_id=chapter_ref(flt.chapter_id) if flt.chapter_id else None,  # (`5` is ch-05, as in the CLI)
+        max_chapter=flt.max_chapter,
+        path_prefix=normalise_rel(flt.path_prefix) if flt.path_prefix else None,
+        glob=flt.glob,
+        corpus=flt.corpus,
+        known_by=flt.known_by,
+    )
+
+
+def parse_request(params: Mapping[str, Any], default_max: int = 5) -> SearchRequest:
+    """Validate a SPEC 8 request (retrieval.requests.SearchParams); InvalidRequest names the offending field."""
+    from .requests import SearchParams, parse  # (pydantic: not on the CLI's search path, see cli_request)
+
+    m = parse(SearchParams, params)
+    return SearchRequest(
+        query=m.query,
+        max_results=m.max_results or max(1, min(default_max, MAX_RESULTS)),  # (a default from settings)
+        min_score=m.min_score if m.min_score is not None else 0.0,
+        mode=m.mode or "hybrid",
+        filter=chunk_filter(m.filter),
+        role=m.role,
+        respect_context_settings=m.respect_context_settings is not False,
+        source=m.source or "cli",
+        explain=bool(m.explain),
+    )
+
+
+def cli_request(
+    query: str,
+    *,
+    max_results: int,
+    glob: str | None = None,
+    path_prefix: str | None = None,
+    entity_types: list[str] | None = None,
+    file_types: list[str] | None = None,
+    book_id: str | None = None,
+    chapter_id: str | None = None,
+    max_chapter: int | None = None,
+    **fields: Any,
+) -> SearchRequest:
+    """A request whose option values the caller already checked (the CLI: click's types, choices and ranges),
+    with the checks of retrieval.requests.SearchParams that click cannot make (the query's text, the glob's syntax) and
+    the same errors, without importing pydantic: a one-shot `saipling search` stays cold."""
+    try:
+        query = check_query(query, MAX_QUERY_CHARS)
+    except ValueError as exc:
+        raise InvalidRequest("query", str(exc)) from None
+    if glob is not None and (problem := glob_problem(glob)) is not None:
+        raise InvalidRequest("filter.glob", problem)
+    flt = ChunkFilter(
+        entity_types=list(entity_types or []),
+        file_types=list(file_types or []),
+        book_id=book_id,
+        chapter_id=chapter_ref(chapter_id) if chapter_id else None,  # (`--chapter 5` is ch-05)
+        max_chapter=max_chapter,
+        path_prefix=normalise_rel(path_prefix) if path_prefix else None,
+        glob=glob,
+    )
+    return SearchRequest(query=query, max_results=max(1, min(max_results, MAX_RESULTS)), filter=flt, **fields)
+
+
+# -- query embeddings ------------------------------------------------------------------------------------------
+class QueryCache:
+    """LRU of query embeddings keyed by (model, text) (SPEC 6)."""
+
+    def __init__(self, size: int = 100) -> None:
+        self.size = size
+        self._data: collections.OrderedDict[tuple[str, str], np.ndarray] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, provider: EmbeddingProvider, text: str) -> np.ndarray:
+        size = getattr(provider, "dimensions", 0)  # (a learned size may change)
+        key = (f"{provider.query_key}@{size}", text)
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                self.hits += 1
+                return self._data[key]
+        with user_waiting():  # a search waits for it: no minutes of retries on a slow or rate-limiting server
+            vec = provider.embed_query(text)
+        with self._lock:
+            self.misses += 1
+            self._data[key] = vec
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+        return vec
+
+
+def _cache_for(project: ProjectView) -> QueryCache:
+    cache = getattr(project, "query_cache", None)
+    if cache is None:
+        cache = QueryCache()
+        project.query_cache = cache  # type: ignore[attr-defined]
+    return cache
+
+
+# -- search ----------------------------------------------------------------------------------------------------
+def vector_unavailable(project: ProjectView) -> str | None:
+    """Why vector search cannot run now, or None."""
+    p = project.provider
+    if not isinstance(p, EmbeddingProvider):
+        return "keyword search only: " + (p.reason or "no embedding provider configured")
+    if p.failed:
+        return f"keyword search only: {p.failed}"
+    if (down := p.unavailable) is not None:  # circuit breaker open: answer at keyword speed, no network wait
+        return f"keyword search only: {down}"
+    model, dims = project.store.vector_model()
+    if not project.store.has_vectors() or model != p.vector_key:
+        return f"keyword search only: the index has no {p.model} embeddings yet (run `saipling index`)"
+    return None
+
+
+def partly_embedded(project: ProjectView, mode: str) -> str | None:
+    """What a search must say when some chunks have no vector (an index run cut short, a provider that failed
+    on some batches), as status does: semantic search cannot see them, so its "no confident match" does not
+    mean "not in the project". None while a run is embedding them (status says so too) or when none lack one."""
+    p = project.provider
+    if project.state.is_indexing or not isinstance(p, EmbeddingProvider):
+        return None
+    missing, total = project.store.unembedded_share(p.vector_key, p.dimensions)
+    if not missing:
+        return None
+    scope = (
+        "this search found them by keywords only"
+        if mode == "hybrid"
+        else "hybrid or lexical search finds them by keywords"
+    )
+    return (
+        f"{missing} of {total} chunks have no embeddings (semantic search cannot find them; a missing match may "
+        f"be there): {scope}; run `saipling index` to embed them"
+    )
+
+
+def size_mismatch(project: ProjectView, qvec: np.ndarray) -> str | None:
+    """Why a query vector cannot be compared with the index's vectors (another size: the model behind a
+    custom server changed, e.g. llama.cpp, which ignores `model`), or None."""
+    _, dims = project.store.vector_model()
+    got = int(qvec.shape[-1])
+    if not dims or got == dims:
+        return None
+    p = project.provider
+    if isinstance(p, EmbeddingProvider) and not p.dimensions_fixed:
+        p.resized = got  # the next index run rebuilds the vectors at this size
+    return (
+        f"keyword search only: {p.name} {p.model} makes {got}-dimensional query vectors but the index holds "
+        f"{dims}-dimensional ones (the model behind it, or its `dimensions`, changed since the index was built); "
+        "run `saipling index` to embed the project again"
+    )
+
+
+def build_filter(project: ProjectView, req: SearchRequest) -> ChunkFilter:
+    flt = req.filter
+    flt.visibility = role_levels(project.settings.roles, req.role, project.settings.default_role)
+    if flt.known_by is not None and flt.known_entities is None:
+        from .mentions import resolve_known_by
+
+        resolve_known_by(project, flt)
+    if req.respect_context_settings:
+        cs = load_context_settings(project.root)
+        if cs.exclude_all:  # the settings file cannot be read: it could have excluded any file (fail closed)
+            flt.visibility = []  # (no level: nothing matches, files synced during the request included)
+        elif cs.has("exclude"):
+            flt.exclude_paths = sorted(set(flt.exclude_paths) | set(cs.excluded(list(project.store.file_states()))))
+    return flt
+
+
+def search(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
+    req = parse_request(params, project.settings.max_results_default)
+    return run_search(project, req)
+
+
+def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    flt = build_filter(project, req)
+    mode = req.mode
+    degraded: str | None = None
+    qvec = None
+    if mode != "lexical" and req.query.strip():  # (requests built in code skip parse_request's checks)
+        degraded = vector_unavailable(project)
+        if degraded is None:
+            try:
+                qvec = _cache_for(project).get(project.provider, req.query)  # type: ignore[arg-type]
+            except ProviderError as exc:
+                degraded = f"keyword search only: {exc}"
+            else:
+                degraded = size_mismatch(project, qvec)
+                qvec = None if degraded else qvec
+        if degraded is None and qvec is not None:
+            degraded = partly_embedded(project, mode)
+    want = req.max_results
+    pairs: list[tuple[dict[str, Any], Ranked]] = []
+    evidence = Evidence()
+    # the query's confidence looks this far down, whatever maxResults is (and the rerank stage its top N)
+    depth = max(want, CONFIDENCE_DEPTH, rerank_depth(project))
+    n_cand = max(100, want * 4)
+    sync = getattr(project, "lazy_sync", None)
+    synced = False
+    if sync is not None:
+        sync()  # files saved since their text was read (the server refreshes them at once; this is the race)
+    for _attempt in range(4):
+        ranked, evidence = _rank(project, req, flt, qvec, mode, n_cand)
+        pairs, missing, stale = live_rows(project, ranked, depth, check=sync is not None)
+        if stale:
+            if not synced and sync is not None:
+                sync(stale)  # changed on disk since they were read: refresh their text, then rank again
+                synced = True
+                continue
+            # (changed again while being refreshed: never point at lines that may have moved)
+            flt.exclude_paths = sorted(set(flt.exclude_paths) | stale)
+            continue
+        if not missing or len(pairs) >= depth:
+            break
+        # files vanished from disk (queued for deindexing, maybe still in the index): rank again without them
+        flt.exclude_paths = sorted(set(flt.exclude_paths) | missing)
+        n_cand *= 2
+    reranked = rerank_pairs(project, req.query, pairs)  # the rerank stage (retrieval/rerank.py; off by default)
+    pairs = reranked.items
+    if reranked.degraded:
+        degraded = f"{degraded}; {reranked.degraded}" if degraded else reranked.degraded
+    used_vectors = qvec is not None and mode != "lexical"
+    confidence = _score(project, req.query, pairs, used_vectors)
+    terms = highlight_terms(req.query)
+    results = [
+        result_dict(project, row, r.score, terms, r, req.explain)
+        for row, r in pairs[:want]
+        if round(r.score, 4) >= req.min_score  # as shown: a score copied from a result keeps that result
+    ]
+    if used_vectors and results:  # new or edited text: found by keywords now, embedded once the writer pauses
+        pending = project.store.without_vectors([r.chunk_id for _, r in pairs[: len(results)]])
+        for res, (_, r) in zip(results, pairs, strict=False):
+            if r.chunk_id in pending:
+                res["embeddingPending"] = True
+    elapsed = (time.perf_counter() - t0) * 1000
+    if req.log and project.settings.analytics and not project.store.readonly:
+        try:
+            project.store.log_search(
+                req.query, req.source, mode, len(results), results[0]["score"] if results else 0.0, elapsed
+            )
+        except Exception:  # noqa: BLE001 - logging a search must never fail it
+            log.debug("search log write failed", exc_info=True)
+    warnings = load_context_settings(project.root).warnings if req.respect_context_settings else []
+    out = {
+        "query": req.query,
+        "mode": mode,
+        "queryType": query_type(req.query),
+        "results": results,
+        "confidence": round(confidence, 4),
+        "noConfidentMatch": confidence < CONFIDENT,
+        "degraded": degraded,
+        "indexing": bool(project.state.is_indexing),
+        "elapsedMs": round(elapsed, 2),
+    }
+    if warnings:  # (a `.context_settings.json` that cannot be read, and what applies instead)
+        out["warnings"] = warnings
+    if reranked.info:  # what the rerank stage did (provider, model, candidates, elapsedMs)
+        out["rerank"] = {**reranked.info, "reranked": reranked.degraded is None}
+    if req.explain:  # how the two lists were weighed for this query (README "Fusion")
+        out["fusion"] = evidence.as_dict()
+    return out
+
+
+@dataclass
+class Ranked:
+    chunk_id: int
+    score: float  # the fused ranking key (z-score units in hybrid); replaced by the 0..1 score in results
+    kw_rank: int | None = None
+    vec_rank: int | None = None
+    bm25: float | None = None
+    cosine: float | None = None
+    file_bm25: float | None = None
+    exact: str | None = None  # "heading" | "entity": the query is this chunk's heading or its file's name
+    confidence: float = 0.0
+    fused: float = 0.0  # the ranking key (weighted z-scores); `score` becomes the 0..1 score
+    rerank: float | None = None  # the rerank stage's score (retrieval/rerank.py), when it reordered this candidate
+
+
+def _stats(values: list[float]) -> tuple[float, float]:
+    """Mean and standard deviation (1 when there is no spread) for z-scores."""
+    if not values:
+        return 0.0, 1.0
+    mean = math.fsum(values) / len(values)  # plain Python: a lexical search never imports numpy (cold CLI)
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+    return mean, (sd if sd > 1e-9 else 1.0)
+
+
+def _rank(
+    project: ProjectView, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
+) -> tuple[list[Ranked], Evidence]:
+    """Candidates best first. Hybrid: keyword and vector candidates unioned and ranked by a weighted sum of
+    z-normalised scores (x = -bm25 for keywords, cosine for vectors); see FUSION_* above."""
+    store = project.store
+    kw: list[tuple[int, float]] = []
+    files: list[tuple[str, float, int]] = []
+    vec: list[tuple[int, float]] = []
+    lexical = mode in ("hybrid", "lexical") or qvec is None
+    match = fts_query(req.query) if lexical else None
+    if match:
+        kw = store.fts_search(match, n_cand, flt)
+        # whole-file scores for the top NORM_POOL files only, however many chunks are fetched: with a deeper
+        # list (a large maxResults) files far down it brought their chunks in with file scores and the order
+        # changed with maxResults (SciFact train hybrid nDCG@10 0.7497 at maxResults 25 but 0.7443 at 200)
+        files = store.file_fts_search(match, NORM_POOL, flt)
+    if qvec is not None and mode in ("hybrid", "semantic"):
+        vec = store.knn(qvec, n_cand, flt)
+    short = {p: b for p, b, size in files if size <= SHORT_FILE_BYTES}
+    ranked: dict[int, Ranked] = {}
+    for i, (cid, b) in enumerate(kw):
+        ranked[cid] = Ranked(cid, 0.0, kw_rank=i + 1, bm25=b)
+    for i, (cid, c) in enumerate(vec):
+        r = ranked.setdefault(cid, Ranked(cid, 0.0))
+        r.vec_rank, r.cosine = i + 1, c
+    # with vectors, a short file that matches as a whole brings its chunks in even when no single chunk ranked
+    # (the vector side picks the file's best chunk); keywords alone only return chunks holding the words
+    if short and vec:
+        for cid, _path in store.chunk_ids_for_paths(list(short), flt):
+            ranked.setdefault(cid, Ranked(cid, 0.0))
+    exact = _exact_matches(project, req.query, flt) if lexical or mode == "hybrid" else {}
+    for cid in exact:
+        ranked.setdefault(cid, Ranked(cid, 0.0))
+    if not ranked:
+        return [], Evidence()
+    paths = store.chunk_paths(list(ranked))
+    file_bm25 = {p: b for p, b, _ in files}
+    if qvec is not None:  # exact cosines for candidates that only the keyword side found
+        need = [cid for cid, r in ranked.items() if r.cosine is None]
+        for cid, v in store.chunk_vectors(need).items():
+            ranked[cid].cosine = float(np.dot(v, qvec))
+    # Each signal is z-normalised over the candidates, a candidate without a keyword match at 0 (-bm25 of no
+    # match): over the matching list alone, a query whose rare word only two chunks hold gave them z = +-1 and
+    # let any vector candidate outrank them. The mean and spread come from the candidates of the top NORM_POOL
+    # of each list, however many were fetched: the order must not depend on maxResults.
+    pool_files = {p for p, _, _ in files[:NORM_POOL]}
+    pool = {cid for cid, _ in kw[:NORM_POOL]} | {cid for cid, _ in vec[:NORM_POOL]} | set(exact)
+    pool |= {cid for cid in ranked if paths.get(cid) in pool_files and paths.get(cid) in short}
+    chunk_bm25 = dict(kw)
+    k_mu, k_sd = _stats([-chunk_bm25.get(cid, 0.0) for cid in pool])
+    f_mu, f_sd = _stats([-file_bm25.get(p, 0.0) for p in {paths.get(cid) for cid in pool} if p is not None])
+    v_mu, v_sd = _stats([ranked[cid].cosine for cid in pool if cid in ranked and ranked[cid].cosine is not None])
+    use_vec = qvec is not None and mode in ("hybrid", "semantic") and bool(vec)
+    use_lex = lexical and bool(kw or files)
+    lex_of: dict[int, float] = {}
+    for cid in ranked:
+        path = paths.get(cid)
+        lex = 0.0
+        if use_lex:
+            zk = (-chunk_bm25.get(cid, 0.0) - k_mu) / k_sd
+            zf = (-file_bm25.get(path, 0.0) - f_mu) / f_sd if path is not None else 0.0
+            if path in short:  # the file's score; its own chunks' scores only break ties within the file
+                lex = zf + SHORT_FILE_CHUNK_WEIGHT * zk
+            else:
+                lex = (1 - LONG_FILE_MIX) * zk + LONG_FILE_MIX * zf
+        lex_of[cid] = lex
+    ev = Evidence()
+    if use_vec and use_lex:
+        short_top = [path for path, _, _ in files[:KEYWORD_EVIDENCE_DEPTH] if path in short]
+        ev = weigh(project, req.query, kw, ranked, paths, lex_of, short_top, FUSION_VECTOR_WEIGHT)
+    elif use_vec:
+        ev.vector_weight = 1.0
+    elif use_lex:
+        ev.keyword_weight = 1.0
+    w_vec, w_lex = ev.vector_weight, ev.keyword_weight
+    pending: list[tuple[Ranked, str | None, float]] = []
+    best_v: dict[str | None, float] = {}  # per file: the best vector z-score among its candidates
+    for cid, r in ranked.items():
+        path = paths.get(cid)
+        r.file_bm25 = file_bm25.get(path) if path else None
+        lex = lex_of[cid]
+        v = (r.cosine - v_mu) / v_sd if use_vec and r.cosine is not None else 0.0
+        r.fused = r.score = w_vec * v + w_lex * lex
+        if use_vec and r.cosine is not None:
+            best_v[path] = max(best_v.get(path, v), v)
+        if use_vec and use_lex and r.cosine is None and r.kw_rank is not None:
+            pending.append((r, path, lex))
+        r.exact = exact.get(cid)
+    for r, path, lex in pending:
+        # text with no vector yet (written since the last quiet period) has no cosine to lose: its keyword score
+        # stands for both, or a word just written would rank below merely similar passages; nor below the other
+        # passages of its own file (in a short file they share its keyword score): it is given their best cosine
+        r.fused = r.score = max(lex, w_vec * best_v.get(path, lex) + w_lex * lex)
+    out = sorted(ranked.values(), key=lambda r: (r.exact is None, -r.score))
+    return out, ev  # (the rerank stage, retrieval/rerank.py, reorders the live candidates in run_search)
+
+
+def _exact_matches(project: ProjectView, query: str, flt: ChunkFilter) -> dict[int, str]:
+    """Chunks whose heading is the query, or the first chunk of a file whose name or alias is the query."""
+    text = " ".join(query.strip().strip('"').split())
+    if not text or len(text) > 120 or len(text.split()) > 8:
+        return {}
+    out = {cid: "heading" for cid in project.store.chunks_with_heading(text, flt)}
+    if not out:
+        out = _name_heading_matches(project, text, flt)
+    for cid in project.store.entity_chunks(text, flt):
+        out.setdefault(cid, "entity")
+    return out
+
+
+def _name_heading_matches(project: ProjectView, query: str, flt: ChunkFilter) -> dict[int, str]:
+    """Identifier hook (issue 31): a query that is one name in code (`fs.createReadStream`, `setTimeout`) puts the
+    sections whose heading names it (`fs.createReadStream(path[, options])`) before those that mention it."""
+    name = query_name(query) or _joined_name(project, query)
+    return {cid: "heading" for cid in project.store.chunks_with_name_heading(name, flt)} if name else {}
+
+
+def _joined_name(project: ProjectView, query: str) -> str | None:
+    """A query of 2-4 plain words read as one name ("create read stream" -> `createreadstream`), when the keyword
+    index holds that word (one vocabulary lookup: a query whose words join to no indexed word costs no scan)."""
+    words = WORD_RE.findall(query)
+    if not 2 <= len(words) <= 4 or not all(w.isascii() and w.isalpha() for w in words):
+        return None
+    if any(w.lower() in STOPWORDS for w in words):
+        return None
+    joined = "".join(w.lower() for w in words)
+    df, _ = project.store.term_doc_freqs([match_key(joined)])
+    return joined if df.get(match_key(joined)) else None
+
+
+def live_rows(
+    project: ProjectView, ranked: list[Ranked], want: int, check: bool = False
+) -> tuple[list[tuple[dict[str, Any], Ranked]], set[str], set[str]]:
+    """The first `want` ranked chunks whose files still exist, with their rows; the paths found missing; and
+    (with `check`) the paths whose file changed on disk since it was indexed (their lines may have moved)."""
+    page = want * 3 + 20
+    rows: dict[int, dict[str, Any]] = {}
+    out: list[tuple[dict[str, Any], Ranked]] = []
+    missing: set[str] = set()
+    stale: set[str] = set()
+    checked: dict[str, bool] = {}
+    for i, r in enumerate(ranked):
+        if len(out) >= want:
+            break
+        if i % page == 0:  # rows are fetched a page at a time, as far down the list as needed
+            fetched = project.store.chunks_by_id([x.chunk_id for x in ranked[i : i + page]])
+            rows.update(fetched)
+            if check:
+                new = {row["path"] for row in fetched.values()} - checked.keys()
+                stale.update(project.stale_paths(new))
+        row = rows.get(r.chunk_id)
+        if row is None:
+            continue
+        path = row["path"]
+        if path not in checked:  # gone, or made unreadable (a chmod changes no mtime): not served
+            full = project.root / path
+            checked[path] = os.path.isfile(full) and os.access(full, os.R_OK)
+            if not checked[path]:
+                missing.add(path)
+                project_missing(project, path)
+        if not checked[path] or path in stale:
+            continue
+        out.append((row, r))
+    return out, missing, stale
+
+
+def _score(project: ProjectView, query: str, pairs: list[tuple[dict[str, Any], Ranked]], vectors: bool) -> float:
+    """Set each result's confidence and final 0..1 score (in place); return the query's confidence."""
+    if not pairs:
+        return 0.0
+    cal = vector_calibration(project) if vectors else None
+    idf = query_idf(project, query)
+    known = vocabulary_share(project, query) if cal is not None else 1.0
+    for (_row, r), coverage in zip(pairs, coverages(idf, [row for row, _ in pairs]), strict=True):
+        if r.exact:
+            conf = 1.0
+        elif cal is not None and r.cosine is not None:
+            conf = combine(known * ramp(r.cosine, cal.low, cal.high), ramp(coverage, LEXICAL_LOW, LEXICAL_HIGH))
+        else:
+            conf = ramp(coverage, KEYWORD_ONLY_LOW, KEYWORD_ONLY_HIGH)  # (keywords are all there is)
+        r.confidence = conf
+    confidence = max(r.confidence for _, r in pairs[:CONFIDENCE_DEPTH])
+    top = max(r.fused for _, r in pairs)
+    # reranked candidates: how far each trails the best in rerank score, z-normalised over them (retrieval/rerank.py)
+    _, rr_sd = _stats([r.rerank for _, r in pairs if r.rerank is not None])
+    rr_top = max((r.rerank for _, r in pairs if r.rerank is not None), default=0.0)
+    running = 1.0
+    for _, r in pairs:
+        if r.exact:
+            rel = 1.0
+        elif r.rerank is not None:
+            rel = math.exp(-(rr_top - r.rerank) / rr_sd / REL_SCALE)
+        else:
+            rel = math.exp(-(top - r.fused) / REL_SCALE)
+        running = min(running, rel)
+        r.score = confidence * running
+    return confidence
+
+
+def project_missing(project: ProjectView, path: str) -> None:
+    """A result's file is gone from disk: drop it and queue it for deindex."""
+    hook = getattr(project, "on_missing_file", None)
+    if hook is not None:
+        hook(path)
+    elif not project.store.readonly:
+        project.store.delete_file(path)
+
+
+def result_dict(
+    project: ProjectView,
+    row: Mapping[str, Any],
+    score: float,
+    terms: list[str],
+    r: Ranked | None = None,
+    explain: bool = False,
+) -> dict[str, Any]:
+    matched = []
+    confidence = score
+    if r is not None:
+        confidence = r.confidence
+        if r.vec_rank is not None:
+            matched.append("vector")
+        if r.kw_rank is not None or r.file_bm25 is not None or r.exact:
+            matched.append("keyword")  # the chunk, its whole (short) file, or its heading matched the words
+    res = {
+        "filePath": row["path"],
+        "uri": (project.root / row["path"]).as_uri(),
+        "sectionHeading": row["section_heading"],
+        "headingPath": row["heading_path"] or "",
+        "startLine": row["start_line"],
+        "endLine": row["end_line"],
+        "range": {
+            "start": {"line": row["start_line"] - 1, "character": 0},
+            "end": {"line": row["end_line"], "character": 0},
+        },
+        "snippet": make_snippet(row["text"] or "", terms),
+        "preview": row["preview"],
+        "score": round(float(score), 4),
+        "confidence": round(float(confidence), 4),
+        "tokenCount": row["token_count"],
+        "fileType": row["file_type"],
+        "entityType": row["entity_type"],
+        "entityName": row["entity_name"],
+        "bookId": row["book_id"],
+        "chapterId": row["chapter_id"],
+        "matchedBy": matched,
+    }
+    if r is not None and r.rerank is not None:
+        res["rerankScore"] = round(float(r.rerank), 4)  # the reranker's own score (its scale: retrieval/rerank.py)
+    if explain and r is not None:
+        res["explain"] = {
+            "keywordRank": r.kw_rank,
+            "vectorRank": r.vec_rank,
+            "bm25": r.bm25,
+            "fileBm25": r.file_bm25,
+            "cosine": r.cosine,
+            "exactMatch": r.exact,
+            "fused": round(float(r.fused), 4),
+            "confidence": round(float(r.confidence), 4),
+            "fusedScore": round(float(score), 4),
+        }
+        if r.rerank is not None:  # reranked (retrieval/rerank.py): the reranker's score
+            res["explain"]["rerankScore"] = round(float(r.rerank), 4)
+    return res

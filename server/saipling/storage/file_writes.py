@@ -1,0 +1,202 @@
+"""A file's chunks written to the index: `replace_file` swaps them in one transaction and touches only what
+changed (an edit of one paragraph of a 258-chunk note rewrites one chunk row, its keywords and its vector,
+not 258 of each). `FileWrites` is mixed into `Store`, whose connection, lock and helpers it uses."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import fields
+from operator import attrgetter
+
+import apsw
+
+from ..lazy import np  # numpy loads on first use (cold CLI path)
+from .mentions import FileMentionRows
+from .schema import ChunkRow, FileRecord
+from .vectors import vector_blob
+
+_ROW_FIELDS = [f.name for f in fields(ChunkRow)]
+# what a kept chunk row may differ in without being rewritten: no keyword (FTS) or vector change follows
+_MOVABLE = [n for n in _ROW_FIELDS if n not in ("content_hash", "text", "heading_path")]
+_HASH = 1 + _ROW_FIELDS.index("content_hash")  # in a stored row (id first)
+_values = attrgetter(*_ROW_FIELDS)  # a ChunkRow as the tuple of its columns
+_INSERT = "INSERT INTO chunks(path, " + ", ".join(_ROW_FIELDS) + ") VALUES (?" + ", ?" * len(_ROW_FIELDS) + ")"
+
+
+class FileWrites:
+    """File writes of `Store` (which sets these attributes and provides `_scalar`, `atomic`, `has_vectors`,
+    `_bump_vector_generation` and `_apply_delta`)."""
+
+    conn: apsw.Connection
+    _lock: threading.RLock
+
+    def replace_file(
+        self,
+        record: FileRecord,
+        chunks: Sequence[ChunkRow],
+        vectors: dict[str, np.ndarray] | None = None,
+        model: str | None = None,
+        mentions: FileMentionRows | None = None,
+    ) -> list[int]:
+        """Swap a file's chunks (and vectors) in one transaction. `vectors` maps content_hash -> vector.
+
+        A stored chunk whose text and heading path come back unchanged keeps its row, id, keywords and
+        vector: only the columns that differ (its index, line range, metadata) are updated, and a row equal in
+        every column is not written at all. Returns the ids of the chunks inserted without a vector (what the
+        embedding phase has to do for this file). `mentions`: the file's entity mentions, written in the same
+        transaction (storage/mentions.py)."""
+        with self._lock:  # the write and the matrix patch are one step for readers
+            vectors = vectors or {}
+            added: list[tuple[int, np.ndarray]] = []
+            unembedded: list[int] = []
+            with self.atomic():
+                has_vec = self.has_vectors()  # type: ignore[attr-defined]
+                old: dict[str, list[tuple]] = {}  # content hash -> stored rows (id first), in chunk order
+                for row in self.conn.execute(
+                    "SELECT id, " + ", ".join(_ROW_FIELDS) + " FROM chunks WHERE path = ? ORDER BY chunk_index",
+                    (record.path,),
+                ):
+                    old.setdefault(row[_HASH], []).append(row)
+                kept: list[tuple[tuple, ChunkRow]] = []  # (stored row, new row) pairs that keep their id
+                new: list[ChunkRow] = []
+                for ch in chunks:
+                    same = old.get(ch.content_hash)
+                    match = next((r for r in same or () if _same_text(r, ch)), None)
+                    if match is None:
+                        new.append(ch)
+                        continue
+                    same.remove(match)  # type: ignore[union-attr]
+                    kept.append((match, ch))
+                gone = [r[0] for rows in old.values() for r in rows]
+                # a new row whose text the file held before (a passage repeated or moved) gets its stored vector
+                wanted = {ch.content_hash for ch in new} - set(vectors)
+                twins = [r[0] for rows in old.values() for r in rows if r[_HASH] in wanted]
+                twins += [r[0] for r, ch in kept if ch.content_hash in wanted]
+                reused = self._vectors_of(twins) if has_vec and twins else {}
+                removed = self._delete_ids(gone, has_vec)
+                moved = [(r, ch) for r, ch in kept if tuple(r[1:]) != _values(ch)]
+                for r, _ch in moved:  # out of the way first: (path, chunk_index) is unique
+                    self.conn.execute("UPDATE chunks SET chunk_index = ? WHERE id = ?", (-1 - r[0], r[0]))
+                for ch in new:
+                    self.conn.execute(_INSERT, (record.path, *_values(ch)))
+                    chunk_id = self.conn.last_insert_rowid()
+                    vec = vectors.get(ch.content_hash)
+                    if vec is None:
+                        vec = reused.get(ch.content_hash)
+                    if has_vec and vec is not None:
+                        self.conn.execute(
+                            "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
+                            (chunk_id, vector_blob(vec)),
+                        )
+                        added.append((chunk_id, vec))
+                    else:
+                        unembedded.append(chunk_id)
+                for r, ch in moved:  # only the columns that differ (none of them feeds the keyword index)
+                    cols = [n for n in _MOVABLE if n == "chunk_index" or getattr(ch, n) != r[1 + _ROW_FIELDS.index(n)]]
+                    self.conn.execute(
+                        "UPDATE chunks SET " + ", ".join(f"{n} = ?" for n in cols) + " WHERE id = ?",
+                        (*(getattr(ch, n) for n in cols), r[0]),
+                    )
+                for r, ch in kept if has_vec else ():  # a kept chunk still without a vector: given one now
+                    vec = vectors.get(ch.content_hash)
+                    if vec is not None and not any(
+                        True for _ in self.conn.execute("SELECT 1 FROM chunks_vec WHERE chunk_id = ?", (r[0],))
+                    ):
+                        self.conn.execute(
+                            "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
+                            (r[0], vector_blob(vec)),
+                        )
+                        added.append((r[0], vec))
+                if model:
+                    now = time.time()
+                    self.conn.executemany(
+                        "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                        [(model, h, vector_blob(v), now) for h, v in vectors.items()],
+                    )
+                self._write_file_row(record, chunks)
+                if mentions is not None:
+                    self.write_mentions(record.path, mentions)  # type: ignore[attr-defined]
+                if removed or added:
+                    self._bump_vector_generation()  # type: ignore[attr-defined]
+            self._apply_delta(removed, added)  # type: ignore[attr-defined]
+        return unembedded
+
+    def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
+        self._drop_file_text(record.path)
+        self.conn.execute(
+            "INSERT OR REPLACE INTO files(path, content_hash, mtime_ns, size, file_type, encoding, last_indexed,"
+            " chunk_count, entity_type, entity_name, display_name, aliases, book_id, chapter_id, visibility,"
+            " corpus, warning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                record.path,
+                record.content_hash,
+                record.mtime_ns,
+                record.size,
+                record.file_type,
+                record.encoding,
+                time.time(),
+                len(chunks),
+                record.entity_type,
+                record.entity_name,
+                record.display_name,
+                json.dumps(record.aliases),
+                record.book_id,
+                record.chapter_id,
+                record.visibility,
+                record.corpus,
+                record.warning,
+            ),
+        )
+        self.conn.execute(  # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`)
+            "INSERT INTO files_fts(rowid, text) VALUES (?, ?)",
+            (self.conn.last_insert_rowid(), "\n".join([*(ch.text for ch in chunks), *_ident_lines(chunks)])),
+        )
+
+    def _vectors_of(self, chunk_ids: list[int]) -> dict[str, np.ndarray]:
+        """The stored vectors of these chunks, by content hash (one vec0 lookup each: `IN` is a full scan)."""
+        out: dict[str, np.ndarray] = {}
+        for cid in chunk_ids:
+            for h, blob in self.conn.execute(
+                "SELECT c.content_hash, v.embedding FROM chunks c JOIN chunks_vec v ON v.chunk_id = c.id"
+                " WHERE c.id = ?",
+                (cid,),
+            ):
+                out[h] = np.frombuffer(blob, dtype=np.float32).copy()
+        return out
+
+    def _delete_ids(self, ids: list[int], has_vec: bool) -> list[int]:
+        """Delete these chunks and their vectors; returns the ids whose vectors were removed."""
+        if has_vec and ids:
+            self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
+        self.conn.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
+        return ids if has_vec else []
+
+    def _drop_file_text(self, path: str) -> None:
+        """Remove a file's row from the file-level keyword index (before its files row goes or is replaced)."""
+        rowid = self._scalar("SELECT rowid FROM files WHERE path = ?", (path,))  # type: ignore[attr-defined]
+        if rowid is not None:
+            self.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
+
+    def _delete_chunks(self, path: str) -> list[int]:
+        """Delete a file's chunks and vectors; returns the chunk ids whose vectors were removed."""
+        ids: list[int] = []
+        if self.has_vectors():  # type: ignore[attr-defined]
+            # vec0 answers `chunk_id IN (subquery)` with a full scan; deleting by primary key is a lookup each
+            ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
+            self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
+        self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        return ids
+
+
+def _ident_lines(chunks: Sequence[ChunkRow]) -> list[str]:
+    """The distinct identifier parts of a file's chunks (each chunk's `ident_words`), for its whole-file keywords."""
+    return list(dict.fromkeys(w for ch in chunks if ch.ident_words for w in ch.ident_words.split("\n")))
+
+
+def _same_text(row: tuple, ch: ChunkRow) -> bool:
+    return row[1 + _ROW_FIELDS.index("text")] == ch.text and row[1 + _ROW_FIELDS.index("heading_path")] == (
+        ch.heading_path
+    )

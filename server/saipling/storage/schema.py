@@ -1,0 +1,355 @@
+"""What the SQLite index holds (SPEC 5): its schema and migrations, the records written to it, the SQL
+condition of a search filter, and how a connection is opened (sqlite-vec loaded, our SQL functions).
+`storage/store.py` owns the connection and every query."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+SCHEMA_VERSION = 5
+
+
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+
+# the embedding cache: its columns and its key (also what CACHE_AS_ROWID_TABLE converts an older layout to)
+_CACHE_COLUMNS = (
+    "id INTEGER PRIMARY KEY, model TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL, created REAL"
+)
+_CACHE_KEY = "embedding_cache_key ON embedding_cache(model, content_hash)"
+
+_MIGRATIONS: list[str] = [
+    # 1: initial schema
+    f"""
+    CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+    CREATE TABLE IF NOT EXISTS files(
+        path TEXT PRIMARY KEY, content_hash TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
+        file_type TEXT, encoding TEXT, last_indexed REAL, chunk_count INTEGER DEFAULT 0,
+        entity_type TEXT, entity_name TEXT, display_name TEXT, aliases TEXT, book_id TEXT, chapter_id TEXT,
+        visibility TEXT, corpus TEXT, warning TEXT);
+    CREATE TABLE IF NOT EXISTS chunks(
+        id INTEGER PRIMARY KEY, path TEXT NOT NULL, chunk_index INTEGER NOT NULL, kind TEXT,
+        section_heading TEXT, heading_path TEXT, start_line INTEGER, end_line INTEGER, content_hash TEXT,
+        preview TEXT, token_count INTEGER, text TEXT, file_type TEXT, entity_type TEXT, entity_name TEXT,
+        book_id TEXT, chapter_id TEXT, chapter_num INTEGER, visibility TEXT, corpus TEXT,
+        UNIQUE(path, chunk_index));
+    CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(content_hash);
+    CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+        text, heading_path, content='chunks', content_rowid='id', tokenize='{FTS_TOKENIZE}');
+    CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path)
+        VALUES ('delete', old.id, old.text, old.heading_path);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path)
+        VALUES ('delete', old.id, old.text, old.heading_path);
+        INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
+    END;
+    CREATE TABLE IF NOT EXISTS embedding_cache({_CACHE_COLUMNS});
+    CREATE UNIQUE INDEX IF NOT EXISTS {_CACHE_KEY};
+    CREATE TABLE IF NOT EXISTS embedding_log(
+        id INTEGER PRIMARY KEY, timestamp REAL, provider TEXT, model TEXT, tokens INTEGER, chunks INTEGER,
+        cost_usd REAL);
+    CREATE TABLE IF NOT EXISTS search_log(
+        id INTEGER PRIMARY KEY, timestamp REAL, query TEXT, source TEXT, mode TEXT, results INTEGER,
+        top_score REAL, elapsed_ms REAL);
+    CREATE VIEW IF NOT EXISTS search_analytics AS SELECT * FROM search_log WHERE source != 'eval';
+    """,
+    # 2: a file-level keyword index (whole-file BM25: retrieval/search.py's lexical signal for short files), rowid =
+    # files.rowid; contentless (the text lives in chunks) and filled from the chunks already indexed.
+    f"""
+    CREATE VIRTUAL TABLE IF NOT EXISTS files_fts USING fts5(
+        text, content='', contentless_delete=1, tokenize='{FTS_TOKENIZE}');
+    INSERT INTO files_fts(rowid, text)
+        SELECT f.rowid, (SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c
+                         WHERE c.path = f.path)
+        FROM files f;
+    CREATE INDEX IF NOT EXISTS chunks_heading ON chunks(trim(ltrim(section_heading, '#')) COLLATE NOCASE);
+    """,
+    # 3: a chunk row whose text stays (an edit elsewhere in its file moved its lines) is updated in place:
+    # its keywords are re-indexed only when its text or heading path changes
+    """
+    DROP TRIGGER IF EXISTS chunks_au;
+    CREATE TRIGGER chunks_au AFTER UPDATE OF text, heading_path ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path)
+        VALUES ('delete', old.id, old.text, old.heading_path);
+        INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
+    END;
+    """,
+    # 4: a third keyword column, the parts of the chunk's camelCase identifiers (`setTimeout` -> `set timeout`,
+    # markdown.chunker.Chunk.ident_words), so "timeout" finds `setTimeout`. Rows indexed before are NULL there until the
+    # chunker version change (5) re-chunks every file; a kept row then gets its column, and its keywords again.
+    f"""
+    ALTER TABLE chunks ADD COLUMN ident_words TEXT DEFAULT '';
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    DROP TRIGGER IF EXISTS chunks_au;
+    DROP TABLE IF EXISTS chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, heading_path, ident_words, content='chunks', content_rowid='id', tokenize='{FTS_TOKENIZE}');
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text, heading_path, ident_words)
+        VALUES (new.id, new.text, new.heading_path, new.ident_words);
+    END;
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path, ident_words)
+        VALUES ('delete', old.id, old.text, old.heading_path, old.ident_words);
+    END;
+    CREATE TRIGGER chunks_au AFTER UPDATE OF text, heading_path, ident_words ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path, ident_words)
+        VALUES ('delete', old.id, old.text, old.heading_path, old.ident_words);
+        INSERT INTO chunks_fts(rowid, text, heading_path, ident_words)
+        VALUES (new.id, new.text, new.heading_path, new.ident_words);
+    END;
+    INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');
+    """,
+    # 5: where each entity is mentioned (retrieval/mentions.py), written with a file's chunks; `mention_files` records
+    # the
+    # entity names a file's mentions were found with (a file found with other names is scanned again) and
+    # its frontmatter `pov`. An index made before has no rows here: the next run or refresh fills them.
+    """
+    CREATE TABLE IF NOT EXISTS mentions(
+        path TEXT NOT NULL, entity TEXT NOT NULL, line INTEGER NOT NULL, col INTEGER NOT NULL,
+        end_col INTEGER NOT NULL, surface TEXT);
+    CREATE INDEX IF NOT EXISTS mentions_entity ON mentions(entity, path);
+    CREATE INDEX IF NOT EXISTS mentions_path ON mentions(path);
+    CREATE TABLE IF NOT EXISTS mention_files(path TEXT PRIMARY KEY, names_key TEXT NOT NULL, pov TEXT);
+    """,
+]
+
+
+# The columns a migration (by its number, 1-based) adds: a statement left out when the table has it already
+ADDED_COLUMNS: dict[int, list[tuple[str, str]]] = {
+    4: [("chunks", "ALTER TABLE chunks ADD COLUMN ident_words TEXT DEFAULT '';")]
+}
+
+
+# The embedding cache as a rowid table: rows appended, its key in a small unique index. Index files written
+# before 2026-11-24 hold it as `WITHOUT ROWID`, keyed by (model, content hash): each 1.5 KB vector then lived
+# inside a B-tree ordered by a random hash, so every round of new vectors split and rewrote pages all over it
+# (236 MB written to store 26 MB of vectors for a 1,001-note vault; 109 MB as a rowid table). A writable open
+# converts such a table (storage.store.Store._upgrade_layout). Not a numbered migration: every query reads and writes
+# both layouts alike, so a read-only open and an older saipling keep using the index as it is.
+CACHE_AS_ROWID_TABLE = f"""
+    CREATE TABLE embedding_cache_rows({_CACHE_COLUMNS});
+    INSERT INTO embedding_cache_rows(model, content_hash, vector, created)
+        SELECT model, content_hash, vector, created FROM embedding_cache;
+    DROP TABLE embedding_cache;
+    ALTER TABLE embedding_cache_rows RENAME TO embedding_cache;
+    CREATE UNIQUE INDEX {_CACHE_KEY};
+"""
+
+
+CHUNK_COLUMNS = (
+    "id",
+    "path",
+    "chunk_index",
+    "kind",
+    "section_heading",
+    "heading_path",
+    "start_line",
+    "end_line",
+    "content_hash",
+    "preview",
+    "token_count",
+    "text",
+    "file_type",
+    "entity_type",
+    "entity_name",
+    "book_id",
+    "chapter_id",
+    "chapter_num",
+    "visibility",
+    "corpus",
+)
+
+
+@dataclass
+class FileState:
+    content_hash: str
+    mtime_ns: int
+    size: int
+
+
+@dataclass
+class FileRecord:
+    path: str
+    content_hash: str
+    mtime_ns: int
+    size: int
+    file_type: str
+    encoding: str
+    entity_type: str | None = None
+    entity_name: str | None = None
+    display_name: str | None = None
+    aliases: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    chapter_id: str | None = None
+    visibility: str = "public"
+    corpus: str = "content"
+    warning: str | None = None
+
+
+@dataclass
+class ChunkRow:
+    chunk_index: int
+    kind: str
+    section_heading: str | None
+    heading_path: str
+    start_line: int
+    end_line: int
+    content_hash: str
+    preview: str
+    token_count: int
+    text: str
+    file_type: str
+    entity_type: str | None
+    entity_name: str | None
+    book_id: str | None
+    chapter_id: str | None
+    chapter_num: int | None
+    visibility: str
+    corpus: str
+    ident_words: str = ""  # keywords: the parts of its camelCase identifiers (markdown.chunker.Chunk.ident_words)
+
+
+def book_keys(book: str) -> list[str]:
+    """What a book filter matches (lowercased book ids): the value itself, and the id a frontmatter `book:` of
+    that title gets (files.metadata.slugify)."""
+    from ..files.metadata import slugify
+
+    return [book.lower(), slugify(book)]
+
+
+@dataclass
+class ChunkFilter:
+    """Conditions applied in SQL before ranking."""
+
+    entity_types: list[str] = field(default_factory=list)
+    file_types: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    book_scope: str | None = None  # this book's chunks plus those that belong to no book
+    chapter_id: str | None = None
+    max_chapter: int | None = None
+    path_prefix: str | None = None
+    glob: str | None = None
+    corpus: str | None = None
+    visibility: list[str] | None = None  # None = no restriction
+    exclude_paths: list[str] = field(default_factory=list)
+    only_paths: list[str] | None = None
+    # what one entity knows (retrieval/mentions.py): files that mention one of `known_entities` (entity paths) or whose
+    # frontmatter `pov` is one of `known_povs` (casefolded); `known_by` named but not resolved matches nothing
+    known_by: str | None = None
+    known_entities: list[str] | None = None
+    known_povs: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return self.where() == ("", [])
+
+    def where(self) -> tuple[str, list[Any]]:
+        """SQL condition over `chunks` (alias c) and its parameters."""
+        conds: list[str] = []
+        params: list[Any] = []
+        if self.entity_types:  # as written in frontmatter: `type: Character` is the type `character`
+            conds.append(f"saipling_lower(c.entity_type) IN ({','.join('?' * len(self.entity_types))})")
+            params += [t.lower() for t in self.entity_types]
+        if self.file_types:  # (saipling names them, in lower case: `World` is `world`)
+            conds.append(f"c.file_type IN ({','.join('?' * len(self.file_types))})")
+            params += [t.lower() for t in self.file_types]
+        if self.book_id:  # its id, or the book as frontmatter names it (`Emma`, `Pride and Prejudice`)
+            conds.append("saipling_lower(c.book_id) IN (?, ?)")
+            params += book_keys(self.book_id)
+        if self.book_scope:
+            conds.append("(c.book_id IS NULL OR saipling_lower(c.book_id) IN (?, ?))")
+            params += book_keys(self.book_scope)
+        if self.chapter_id:
+            conds.append("c.chapter_id = ?")
+            params.append(self.chapter_id)
+        if self.max_chapter is not None:
+            conds.append("(c.chapter_num IS NULL OR c.chapter_num <= ?)")
+            params.append(self.max_chapter)
+        if self.path_prefix:
+            if self.path_prefix.isascii():
+                conds.append("substr(c.path, 1, ?) = ?")
+                params += [len(self.path_prefix), self.path_prefix]
+            else:  # `notes/privé` typed in NFC names the folder stored in NFD (as macOS writes it), and back
+                from ..paths import nfc
+
+                prefix = nfc(self.path_prefix)
+                conds.append("substr(saipling_nfc(c.path), 1, ?) = ?")
+                params += [len(prefix), prefix]
+        if self.glob:
+            conds.append("saipling_glob(c.path, ?)")
+            params.append(self.glob)
+        if self.corpus:
+            conds.append("c.corpus = ?")
+            params.append(self.corpus)
+        if self.visibility is not None:  # levels compare case-insensitively (config/visibility.py); NULL is public
+            conds.append(
+                f"lower(trim(coalesce(c.visibility, 'public'))) IN ({','.join('?' * len(self.visibility)) or 'NULL'})"
+            )
+            params += self.visibility
+        if self.exclude_paths:
+            conds.append("c.path NOT IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(self.exclude_paths))
+        if self.only_paths is not None:
+            conds.append("c.path IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(self.only_paths))
+        if self.known_entities is not None:
+            conds.append(
+                "(c.path IN (SELECT m.path FROM mentions m WHERE m.entity IN (SELECT value FROM json_each(?)))"
+                " OR c.path IN (SELECT f.path FROM mention_files f WHERE f.pov IN (SELECT value FROM json_each(?))))"
+            )
+            params += [json.dumps(self.known_entities), json.dumps(self.known_povs)]
+        elif self.known_by is not None:
+            conds.append("0")  # (fail closed: never resolved, nothing is known)
+        return " AND ".join(conds), params
+
+
+def _vec0_path() -> str:
+    """sqlite-vec's loadable extension, found without importing the package (its __init__ imports numpy)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or spec.origin is None:
+        import sqlite_vec  # raises the clear ImportError
+
+        return sqlite_vec.loadable_path()
+    return str(Path(spec.origin).parent / "vec0")
+
+
+def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -> apsw.Connection:
+    """A connection with sqlite-vec loaded and our SQL functions registered (read-only: never writes, and
+    `immutable` also takes no locks: for a folder where SQLite cannot create its -shm file)."""
+    # SQLITE_OPEN_NOFOLLOW: a link anywhere on the path is refused (CantOpenError), never written through; the
+    # Store passes a path with none (storage.index_files.sqlite_path), SQLite opens its -wal/-shm with O_NOFOLLOW itself
+    if readonly:
+        uri = Path(path).absolute().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI | apsw.SQLITE_OPEN_NOFOLLOW
+        conn = apsw.Connection(uri, flags=flags)
+    else:
+        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_NOFOLLOW
+        conn = apsw.Connection(str(path), flags=flags)
+    conn.enable_load_extension(True)
+    conn.load_extension(_vec0_path())
+    conn.enable_load_extension(False)
+    conn.set_busy_timeout(10_000)
+    from ..paths import glob_match, nfc
+
+    conn.create_scalar_function("saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True)
+    conn.create_scalar_function("saipling_nfc", lambda v: nfc(v) if isinstance(v, str) else v, 1, deterministic=True)
+    # Python's lower case for every script (SQLite's lower() folds A-Z only: `Персонаж`, `Émile` stayed as written)
+    conn.create_scalar_function(
+        "saipling_lower", lambda v: v.lower() if isinstance(v, str) else v, 1, deterministic=True
+    )
+    return conn
+
+
+VECTORS_CHECKED_META = "vectors_checked"  # meta key: stored vectors were scanned for NaN/Inf/zero rows

@@ -1,0 +1,187 @@
+"""Exact KNN over every embedded chunk: one in-memory float32 matrix, patched in place by the store's writes.
+
+sqlite-vec stays the store of record (vectors live in the index file); this is the search-time copy. A brute
+force matrix-vector product is exact (recall 1.0) and as fast as numpy gets, where vec0's MATCH is 4-10x slower.
+Writes cost O(rows changed): removed rows become holes (zero vector, a unique negative id) that later additions
+refill, and new rows go into spare capacity that grows geometrically, so rewriting one file never copies the
+whole matrix. The matrix is compacted once holes pass a quarter of it.
+
+Not thread-safe on its own: the store calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..lazy import np  # numpy loads on first use (cold CLI path)
+
+MIN_COMPACT = 1024  # holes tolerated before compaction is considered
+GROWTH = 1.5
+# Products up to this many floats (~10k x 384) always run on one BLAS thread: a second thread saves ~0.05 ms
+# on a quiet machine, but on a busy one it waits for a core and a 6k x 384 product went from 0.1 ms to a p95 of
+# 86 ms (benchmarks/bench_knn_load.py). Larger ones use every thread only while the machine has a core to spare.
+ONE_THREAD_FLOATS = 4_000_000
+
+_blas: Any = None  # threadpoolctl's controller of numpy's BLAS, False when unavailable; built on first use
+_blas_default = 0  # BLAS's own thread count, before we set any
+_blas_now = 0  # the thread count we last set
+
+
+def _blas_controller() -> Any:
+    global _blas, _blas_default, _blas_now
+    if _blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas = ThreadpoolController().select(user_api="blas") or False
+        except Exception:  # not installed, or an unknown BLAS: numpy's own threads
+            _blas = False
+        if _blas:
+            _blas_default = _blas_now = max(int(i["num_threads"]) for i in _blas.info())
+    return _blas
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _busy() -> bool:
+    try:
+        return os.getloadavg()[0] >= _cores() - 0.5
+    except (AttributeError, OSError):  # no load average on this platform
+        return False
+
+
+def set_blas_threads_for(floats: int) -> int:
+    """Set numpy's BLAS threads for a matrix-vector product over `floats` elements: one for small products or
+    while the load average says the cores are taken, else BLAS's default. Process-wide and left in place (a
+    context that restored the count after every product made OpenBLAS wake its threads again: p95 0.5 -> 7 ms
+    under load); changed only when the wanted count differs. Returns the count in effect (0: not controlled)."""
+    global _blas_now
+    blas = _blas_controller()
+    if not blas:
+        return 0
+    want = 1 if floats <= ONE_THREAD_FLOATS or _busy() else _blas_default
+    if want != _blas_now:
+        blas.limit(limits=want)  # not as a context manager: stays until changed
+        _blas_now = want
+    return want
+
+
+class VectorMatrix:
+    def __init__(self, ids: np.ndarray, mat: np.ndarray, min_compact: int = MIN_COMPACT) -> None:
+        """ids: (n,) int64 chunk ids; mat: (n, dims) float32 unit vectors, ideally numpy-allocated (numpy asks
+        for transparent huge pages on large arrays; a scan over a buffer of 4 KiB pages ran ~7% slower)."""
+        if mat.ndim != 2 or len(ids) != len(mat):
+            raise ValueError("ids and matrix rows differ")
+        self.dims = int(mat.shape[1])
+        self._ids = np.ascontiguousarray(ids, dtype=np.int64)
+        self._mat = np.ascontiguousarray(mat, dtype=np.float32)
+        self._n = len(ids)  # rows in use, holes included; capacity is len(self._mat)
+        self._row = {int(i): r for r, i in enumerate(self._ids.tolist())}
+        self._holes: list[int] = []
+        self._holes_arr: np.ndarray | None = None
+        self._min_compact = min_compact
+
+    @classmethod
+    def empty(cls, dims: int) -> VectorMatrix:
+        return cls(np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32))
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self._row
+
+    # -- writes --------------------------------------------------------------------------------------------
+    def remove(self, chunk_ids: Iterable[int]) -> None:
+        rows = [r for r in (self._row.pop(int(i), None) for i in chunk_ids) if r is not None]
+        if not rows:
+            return
+        self._mat[rows] = 0.0
+        self._ids[rows] = [-(r + 1) for r in rows]  # unique and negative: never a chunk id, never a duplicate
+        self._holes.extend(rows)
+        self._holes_arr = None
+        if len(self._holes) > max(self._min_compact, self._n // 4):
+            self._compact()
+
+    def add(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Add or replace vectors: (chunk id, vector)."""
+        if not items:
+            return
+        latest = {int(cid): v for cid, v in items}  # an id given twice: its last vector wins
+        items = list(latest.items())
+        vecs = np.asarray(np.stack([np.asarray(v, dtype=np.float32) for _, v in items]), dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape[1] != self.dims:
+            raise ValueError(f"vectors have {vecs.shape[1:]} dimensions, the matrix {self.dims}")  # nothing changed
+        self.remove([cid for cid in latest if cid in self._row])
+        reuse = min(len(items), len(self._holes))
+        rows = [self._holes.pop() for _ in range(reuse)]
+        extra = len(items) - reuse
+        if extra:
+            self._reserve(self._n + extra)
+            rows.extend(range(self._n, self._n + extra))
+            self._n += extra
+        if reuse:
+            self._holes_arr = None
+        self._mat[rows] = vecs
+        self._ids[rows] = [int(cid) for cid, _ in items]
+        for cid, r in zip((int(c) for c, _ in items), rows, strict=True):
+            self._row[cid] = r
+
+    def _reserve(self, rows: int) -> None:
+        if rows <= len(self._mat):
+            return
+        capacity = max(rows, int(len(self._mat) * GROWTH) + 16)
+        mat = np.empty((capacity, self.dims), dtype=np.float32)
+        ids = np.empty(capacity, dtype=np.int64)
+        mat[: self._n] = self._mat[: self._n]
+        ids[: self._n] = self._ids[: self._n]
+        self._mat, self._ids = mat, ids
+
+    def _compact(self) -> None:
+        ids, mat = self.arrays()
+        self.__init__(ids, mat, self._min_compact)  # type: ignore[misc]
+
+    # -- reads ---------------------------------------------------------------------------------------------
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of the live rows, as new arrays."""
+        live = np.nonzero(self._ids[: self._n] >= 0)[0]
+        return self._ids[live], self._mat[live]
+
+    def ids(self) -> list[int]:
+        """The chunk ids of the live rows."""
+        return list(self._row)
+
+    def vectors(self, chunk_ids: Iterable[int]) -> dict[int, np.ndarray]:
+        return {int(c): self._mat[self._row[int(c)]].copy() for c in chunk_ids if int(c) in self._row}
+
+    def knn(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) best first; `allowed` restricts the candidates to those chunk ids."""
+        q = np.asarray(query, dtype=np.float32)
+        ids = self._ids[: self._n]
+        set_blas_threads_for(self._n * self.dims)
+        sims = self._mat[: self._n] @ q  # a new array: masked in place below
+        if allowed is not None:
+            # one product over every row, then the rows outside the filter masked out: copying the allowed rows
+            # out first cost more than the product itself (56k x 384 floats, ~86 MB per search)
+            keep = np.isin(ids, allowed, assume_unique=True)  # holes are negative: never allowed
+            live = int(np.count_nonzero(keep))
+            sims[~keep] = -np.inf
+        else:
+            live = len(self)
+            if self._holes:
+                if self._holes_arr is None:
+                    self._holes_arr = np.asarray(self._holes, dtype=np.int64)
+                sims[self._holes_arr] = -np.inf
+        k = min(k, live)
+        if k <= 0:
+            return []
+        top = np.argpartition(sims, len(sims) - k)[len(sims) - k :]  # no negated copy of sims
+        top = top[np.argsort(-sims[top])]
+        return [(int(ids[i]), float(sims[i])) for i in top]
