@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config.visibility import role_levels, visible
 from ..embeddings.base import estimate_tokens
-from ..files.metadata import split_frontmatter
+from ..files.metadata import extract_metadata, split_frontmatter
 from .entities import Entity, EntityProject, disk_reader, entity_index
 
 DEFAULT_BUDGET = 4000
@@ -39,7 +40,8 @@ def check_passage(project: Any, params: dict[str, Any]) -> dict[str, Any]:
 
     req = parse(CheckPassageParams, params)
     budget = req.max_tokens or DEFAULT_BUDGET
-    index = entity_index(project)
+    index = entity_index(project, req.role)  # (the profiles this role may see: never another's facts)
+    levels = role_levels(project.settings.roles, req.role, project.settings.default_role)
     lines = req.text.split("\n")
     found: dict[str, tuple[Entity, list[str]]] = {}
     for m in index.mentions(req.text):
@@ -54,6 +56,8 @@ def check_passage(project: Any, params: dict[str, Any]) -> dict[str, Any]:
     for e, said in found.values():
         left = share
         text = read(e.path) or ""
+        if text and not visible(extract_metadata(e.path, text).visibility, levels):
+            text = ""  # made invisible to this role on disk since it was indexed: its facts are not given
         fm, body_start, _ = split_frontmatter(text)
         body = "\n".join(text.split("\n")[max(0, body_start - 1) :]).strip()
         profile_text = _cut(body, max(0, left // 3))

@@ -259,18 +259,22 @@ def is_entity(row: dict[str, Any]) -> bool:
     return row.get("file_type") == "character" or slugify(str(display)) == (row.get("entity_name") or "")
 
 
-_cache: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}
-_fast: dict[int, tuple[tuple[Any, ...], EntityIndex]] = {}  # by index version, levels and exclusions
+_cache: dict[tuple[int, tuple[str, ...]], tuple[tuple[Any, ...], EntityIndex]] = {}
+_fast: dict[
+    tuple[int, tuple[str, ...]], tuple[tuple[Any, ...], EntityIndex]
+] = {}  # by index version, levels and exclusions
 
 
-def entity_index(project: Project) -> EntityIndex:
-    """The entities the editor may see: visible to the `defaultRole` and not excluded by
-    `.context_settings.json` (the rule of every request that returns content, as `workspace/symbol`)."""
-    levels = role_levels(project.settings.roles, None, project.settings.default_role)
+def entity_index(project: Project, role: str | None = None) -> EntityIndex:
+    """The entities `role` may see (None: the editor's, the `defaultRole`): visible to it and not excluded by
+    `.context_settings.json` (the rule of every request that returns content, as `workspace/symbol`). A request
+    made as a role (an agent's `mcpRole`) never resolves a profile that role may not see."""
+    levels = role_levels(project.settings.roles, role, project.settings.default_role)
     cs = load_context_settings(project.root)
     store = project.store
     version = (id(store), store.path, store.index_version(), tuple(levels), id(cs) if cs.has("exclude") else None)
-    fast = _fast.get(id(project))
+    slot = (id(project), tuple(levels))  # (one cache per set of levels: roles do not evict each other)
+    fast = _fast.get(slot)
     if fast is not None and fast[0] == version:  # nothing changed in the index: no rows read
         return fast[1]
     rows = [
@@ -279,9 +283,9 @@ def entity_index(project: Project) -> EntityIndex:
         if visible(r.get("visibility"), levels) and cs.mode_for(r["path"]) != "exclude"
     ]
     key = tuple(tuple(sorted(r.items())) for r in rows)
-    hit = _cache.get(id(project))
+    hit = _cache.get(slot)
     if hit is not None and hit[0] == key:
-        _fast[id(project)] = (version, hit[1])
+        _fast[slot] = (version, hit[1])
         return hit[1]
     ents = [
         Entity(
@@ -294,8 +298,8 @@ def entity_index(project: Project) -> EntityIndex:
         if is_entity(r)
     ]
     index = EntityIndex.build(ents)
-    _cache[id(project)] = (key, index)
-    _fast[id(project)] = (version, index)
+    _cache[slot] = (key, index)
+    _fast[slot] = (version, index)
     return index
 
 

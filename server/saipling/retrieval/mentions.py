@@ -92,10 +92,10 @@ def fresh(project: Project) -> None:
         project.refresh([])  # (every refresh settles the mentions: indexing.mention_scan.settle)
 
 
-def resolve(project: Project, name: str) -> list[Entity]:
-    """The visible entities called `name` (a name or alias, any case), or whose file or slug it is, else
-    those with a name holding `name` as a word."""
-    index = entity_index(project)
+def resolve(project: Project, name: str, role: str | None = None) -> list[Entity]:
+    """The entities `role` may see (None: the `defaultRole`) called `name` (a name or alias, any case), or whose
+    file or slug it is, else those with a name holding `name` as a word."""
+    index = entity_index(project, role)
     want = " ".join(name.split()).casefold()
     found = [e for _, e in index.by_name.get(want, [])]
     if not found:
@@ -131,7 +131,7 @@ def report(
     """One report per entity called `name` (InvalidRequest when none is)."""
     if refresh:
         fresh(project)
-    ents = resolve(project, name)
+    ents = resolve(project, name, role)
     if not ents:
         raise InvalidRequest("name", f"no entity is called {name!r}")
     allowed = _allowed(project, role)
@@ -258,11 +258,11 @@ def request(project: Project, params: dict[str, Any]) -> dict[str, Any]:
     return {"entities": [r.to_dict() for r in found]}
 
 
-def resolve_known_by(project: EntityProject, flt: ChunkFilter) -> None:
-    """Fill the filter's `knownBy` condition (storage.schema.ChunkFilter.known_entities); InvalidRequest naming
-    `knownBy` when no entity is called so (fail closed: nothing is searched)."""
+def resolve_known_by(project: EntityProject, flt: ChunkFilter, role: str | None = None) -> None:
+    """Fill the filter's `knownBy` condition (storage.schema.ChunkFilter.known_entities) with the entities `role`
+    may see; InvalidRequest naming `knownBy` when none is called so (fail closed: nothing is searched)."""
     assert flt.known_by is not None
-    ents = resolve(project, flt.known_by)
+    ents = resolve(project, flt.known_by, role)
     if not ents:
         raise InvalidRequest("knownBy", f"no entity is called {flt.known_by!r}")
     flt.known_entities = [e.path for e in ents]
@@ -273,10 +273,10 @@ def _povs(ents: list[Entity]) -> set[str]:
     return {n.strip().casefold() for e in ents for n in e.names} | {slugify(e.name) for e in ents}
 
 
-def known_paths(project: Project, name: str) -> list[str]:
+def known_paths(project: Project, name: str, role: str | None = None) -> list[str]:
     """The files the entity `name` knows: those that mention it and scenes whose `pov` is it (any of its
-    names); InvalidRequest when no entity is called `name`. Unknown names fail closed: nothing is known."""
-    ents = resolve(project, name)
+    names); InvalidRequest when no entity `role` may see is called `name`. Unknown names fail closed."""
+    ents = resolve(project, name, role)
     if not ents:
         raise InvalidRequest("knownBy", f"no entity is called {name!r}")
     return project.store.known_paths([e.path for e in ents], sorted(_povs(ents)))

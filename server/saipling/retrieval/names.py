@@ -164,7 +164,7 @@ def _name_words(ents: list[Entity]) -> dict[str, list[Entity]]:
 
 
 def drift(project: EntityProject, voc: Vocabulary | None = None, role: str | None = None) -> list[Drift]:
-    ents = entity_index(project).entities
+    ents = entity_index(project, role).entities
     voc = voc or vocabulary(project, role)
     words = _name_words(ents)
     known = {w.casefold() for w in words}
@@ -192,7 +192,7 @@ def drift(project: EntityProject, voc: Vocabulary | None = None, role: str | Non
 def unknown(
     project: EntityProject, voc: Vocabulary | None = None, role: str | None = None, min_count: int = 5
 ) -> list[Unknown]:
-    words = {w.casefold() for w in _name_words(entity_index(project).entities)}
+    words = {w.casefold() for w in _name_words(entity_index(project, role).entities)}
     voc = voc or vocabulary(project, role)
     out = [
         Unknown(w, occ.count, occ.first)
@@ -217,7 +217,7 @@ def request(project: EntityProject, params: dict[str, Any]) -> dict[str, Any]:
     voc = vocabulary(project, req.role)
     out: dict[str, Any] = {"words": voc.words}
     if req.drift or both:
-        out["drift"] = [d.to_dict() for d in drift(project, voc)]
+        out["drift"] = [d.to_dict() for d in drift(project, voc, req.role)]
     if req.unknown or both:
-        out["unknown"] = [u.to_dict() for u in unknown(project, voc, min_count=req.min_count or 5)]
+        out["unknown"] = [u.to_dict() for u in unknown(project, voc, req.role, min_count=req.min_count or 5)]
     return out

@@ -275,7 +275,7 @@ def build_filter(project: ProjectView, req: SearchRequest) -> ChunkFilter:
     if flt.known_by is not None and flt.known_entities is None:
         from .mentions import resolve_known_by
 
-        resolve_known_by(project, flt)
+        resolve_known_by(project, flt, req.role)  # (the entities this role may see)
     if req.respect_context_settings:
         cs = load_context_settings(project.root)
         if cs.exclude_all:  # the settings file cannot be read: it could have excluded any file (fail closed)
