@@ -86,9 +86,31 @@ class Finder:
             for m in self.index.mentions(text, only=self.every_name)  # (4x faster than every line: the corpus)
             for e in m.entities
         ]
+        if rows and ("<!--" in text or "]:" in text):
+            rows = _indexed_only(text, rows)
         if frontmatter is None:
             frontmatter, _, _ = split_frontmatter(text)
         return FileMentionRows(self.key, rows, pov_of(frontmatter))
+
+
+def _indexed_only(text: str, rows: list[MentionRow]) -> list[MentionRow]:
+    """The mentions in what the index holds of the file (markdown.blocks.indexed_lines): none in an HTML comment
+    (an author's note is no appearance, and no scene an entity knows: `knownBy`) nor a link definition."""
+    from ..markdown.blocks import COMMENT_RE, parse_blocks
+
+    doc = parse_blocks(text)
+    lines = text.split("\n")
+    out = []
+    for row in rows:
+        n = row[1]  # 0-based
+        if n + 1 in doc.noise_lines:
+            continue
+        line = lines[n] if n < len(lines) else ""
+        if "<!--" in line and n + 1 not in doc.code_lines:
+            if any(c.start() <= row[2] < c.end() for c in COMMENT_RE.finditer(line)):
+                continue
+        out.append(row)
+    return out
 
 
 def pov_of(frontmatter: dict[str, Any]) -> str | None:

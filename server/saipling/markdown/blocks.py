@@ -21,6 +21,7 @@ _INLINE_MARKUP_RE = re.compile(r"[*_`\[<\\&!]")
 # an HTML comment on one line (a comment inside a paragraph or beside other HTML; a block of comments is a whole
 # `html_block`, found by the parse)
 _COMMENT_RE = re.compile(r"<!--.*?-->")
+COMMENT_RE = _COMMENT_RE  # (indexing/mention_scan.py: no mention inside one)
 _COMMENT_BLOCK_RE = re.compile(r"<!--.*?-->", re.S)
 
 
