@@ -353,7 +353,7 @@ class SaiplingServer(LanguageServer):
         for f in folders:
             if f.worker is not None and f.worker.ident is not None:  # (started: joinable)
                 f.worker.join(max(0.0, deadline - time.monotonic()))
-        if self._thread_pool is not None and not self._pool_drained(deadline):
+        if not self._pools_drained(deadline):
             log.warning("requests still running at exit: the index is left open (SQLite recovers it)")
             return  # requests in flight finish before the stores close: never close one under them
         for f in folders:
@@ -363,11 +363,14 @@ class SaiplingServer(LanguageServer):
             with contextlib.suppress(Exception):
                 f.project.close()
 
-    def _pool_drained(self, deadline: float) -> bool:
-        """Stop the worker pool (queued requests cancelled) and wait until `deadline` for the running ones."""
-        pool = self._thread_pool
-        pool.shutdown(wait=False, cancel_futures=True)
-        threads = list(getattr(pool, "_threads", ()))
+    def _pools_drained(self, deadline: float) -> bool:
+        """Stop the worker pools (queued requests cancelled) and wait until `deadline` for the running ones: the
+        requests' pool, start-up's and the light one `saipling/status` runs on (it reads the stores too)."""
+        threads = []
+        for pool in (self._thread_pool, self._start_pool, self._light_pool):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+                threads += list(getattr(pool, "_threads", ()))
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in threads)
