@@ -288,9 +288,10 @@ class LocalReranker(Reranker):
         return out
 
     def close(self) -> None:
+        # (no lock: `_load` holds it while a model loads on the worker, seconds for a large cross-encoder, and
+        # closing, at exit or on a settings change, never waits on a provider; a load that ends later is dropped)
         self._pool.shutdown(wait=False)
-        with self._lock:
-            self._state = None
+        self._state = None
 
 
 def create_reranker(settings: Settings) -> Reranker | None:
