@@ -182,7 +182,8 @@ class LocalReranker(Reranker):
     """A cross-encoder ONNX folder (tokenizer.json + model.onnx, as `modelPath` folders for embeddings): each
     (query, document) pair is one input, the model's logit its score. Loaded on first use; a run is waited for at
     most until the deadline (it finishes on its worker meanwhile; a query arriving before it has finished is
-    answered in fused order at once rather than queued behind it)."""
+    answered in fused order at once rather than queued behind it; the worker is a daemon thread, so a process
+    ending meanwhile, a CLI search, does not wait for it)."""
 
     name = "local"
 
@@ -211,10 +212,8 @@ class LocalReranker(Reranker):
             raise ProviderError(f"rerank modelPath {folder}: a window of {self.max_tokens} tokens is too small")
         self._state: tuple[Any, Any, tuple[str, ...]] | None = None
         self._lock = threading.Lock()
-        from concurrent.futures import ThreadPoolExecutor  # (not on a search's import path when off)
-
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="saipling-rerank")
-        self._busy = threading.Lock()
+        self._busy = threading.Lock()  # one run at a time, on a daemon thread of its own (`score`)
+        self._closed = False
 
     def _load(self) -> tuple[Any, Any, tuple[str, ...]]:
         with self._lock:
@@ -243,15 +242,32 @@ class LocalReranker(Reranker):
             return self._state
 
     def score(self, query: str, documents: Sequence[str], deadline: float) -> list[float]:
+        if self._closed:
+            raise ProviderUnavailable("the local reranker is closed")
         if not self._busy.acquire(blocking=False):
             raise ProviderUnavailable("the local reranker is still busy with an earlier query")
-        try:
-            future = self._pool.submit(self._scores, query, list(documents))
-        except RuntimeError:  # closed
-            self._busy.release()
-            raise ProviderUnavailable("the local reranker is closed") from None
-        future.add_done_callback(lambda _f: self._busy.release())
+        from concurrent.futures import Future
         from concurrent.futures import TimeoutError as FutureTimeout
+
+        future: Future[list[float]] = Future()
+        docs = list(documents)
+
+        def run() -> None:  # (a daemon thread, not a pool's: a run given up at the budget never holds up exit)
+            future.set_running_or_notify_cancel()
+            try:
+                result = self._scores(query, docs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting search
+                self._busy.release()  # (free before the answer: the next query may follow at once)
+                future.set_exception(exc)
+            else:
+                self._busy.release()
+                future.set_result(result)
+
+        try:
+            threading.Thread(target=run, name="saipling-rerank", daemon=True).start()
+        except RuntimeError:  # (no thread can be started: the interpreter is ending)
+            self._busy.release()
+            raise ProviderUnavailable("the local reranker cannot run now") from None
 
         try:
             return future.result(timeout=max(0.0, deadline - time.monotonic()))
@@ -290,7 +306,7 @@ class LocalReranker(Reranker):
     def close(self) -> None:
         # (no lock: `_load` holds it while a model loads on the worker, seconds for a large cross-encoder, and
         # closing, at exit or on a settings change, never waits on a provider; a load that ends later is dropped)
-        self._pool.shutdown(wait=False)
+        self._closed = True
         self._state = None
 
 
