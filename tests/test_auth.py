@@ -383,7 +383,7 @@ def broken_settings(draw: st.DrawFn) -> str:
     else:
         text = text[:at] + text[at + 1 :]
     try:
-        json.loads(text)
+        json.loads(text.removeprefix("\ufeff"))  # (a BOM put first is no break: the file is read as utf-8-sig)
     except ValueError:
         return text
     return text + ","  # (still JSON: broken at the end instead)
