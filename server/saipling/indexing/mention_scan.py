@@ -1,9 +1,9 @@
 """Entity mentions at index time: a file's mentions found with retrieval/entities.py's rules (name and aliases, whole
-words, case- and possessive-aware, nothing in frontmatter or code) over every entity of the index, whatever its
-visibility (a request filters by what its role may see), stored with the file's chunks (storage/mentions.py).
-Each file records the key of the entity names it was scanned with: when an entity file adds, renames or drops a
-name, `settle` scans again every file scanned with other names (read from disk), at the end of the run or
-refresh that changed them. `retrieval/mentions.py` answers the requests."""
+words, case- and possessive-aware, nothing in frontmatter, code, HTML comments or link definitions) over every
+entity of the index, whatever its visibility (a request filters by what its role may see), stored with the file's
+chunks (storage/mentions.py). Each file records the key of the entity names it was scanned with: when an entity file
+adds, renames or drops a name, `settle` scans again every file scanned with other names (read from disk), at the end
+of the run or refresh that changed them. `retrieval/mentions.py` answers the requests."""
 
 from __future__ import annotations
 
