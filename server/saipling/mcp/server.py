@@ -216,8 +216,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "headingPath, startLine/endLine (1-based, for `get`), a snippet with the matched words in **bold**, a "
         "score from 0 to 1 and a confidence from 0 to 1 (how likely the passage is relevant at all). "
         "`noConfidentMatch` is true when nothing in the project looks relevant: say so rather than use the "
-        "results. `degraded` is present when only keyword search could run; `indexing` is true while the index "
-        "is still being built. Read the lines around a hit with `get` before quoting it.",
+        "results. `degraded` is present when the search could not see everything (keyword search only, chunks "
+        "not embedded yet: a miss may still be in the project) or the rerank stage could not run; `indexing` is "
+        "true while the index is still being built. Read the lines around a hit with `get` before quoting it.",
         SearchParams,
         ("query", "maxResults", "mode", "minScore", "filter"),
         SEARCH_OUTPUT,
