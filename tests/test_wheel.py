@@ -206,11 +206,7 @@ def test_installed_wheel_serves_lsp_and_mcp(installed: Path, tmp_path: Path) -> 
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == [
-        saipling.__version__,
-        "enrich_context",
-        "get",
-        "related",
-        "search",
-        "status",
-    ]
+    from saipling.mcp.server import TOOL_NAMES
+
+    assert proc.stdout.split() == [saipling.__version__, *sorted(TOOL_NAMES)]
+    assert {"search", "get", "enrich_context", "related", "status", "mentions"} <= set(TOOL_NAMES)
