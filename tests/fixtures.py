@@ -324,3 +324,51 @@ def novel_project(tmp_path: Path, name: str = "novel") -> Path:
             f"---\npov: {pov}\n---\n# Chapter {ch}\n\n{body}\n"
         )
     return make_project(tmp_path, files, name)
+
+
+def need_local_model() -> None:
+    """Skip the calling test when the bundled local embedding model is not installed."""
+    import pytest
+
+    from saipling.embeddings import local_available
+
+    if not local_available():
+        pytest.skip("the local embedding model is not installed")
+
+
+def file_record(path: str, size: int = 1) -> Any:
+    """A store FileRecord for a plain document (store tests that write rows without indexing)."""
+    import hashlib
+
+    from saipling.storage.store import FileRecord
+
+    digest = hashlib.sha256(path.encode()).hexdigest()
+    return FileRecord(path=path, content_hash=digest, mtime_ns=1, size=size, file_type="document", encoding="utf-8")
+
+
+def chunk_row(i: int, text: str) -> Any:
+    """A store ChunkRow of one line of a plain document: chunk `i`, on line i + 1."""
+    import hashlib
+
+    from saipling.storage.store import ChunkRow
+
+    return ChunkRow(
+        chunk_index=i,
+        kind="section",
+        section_heading=None,
+        heading_path="",
+        start_line=i + 1,
+        end_line=i + 1,
+        content_hash=hashlib.sha256(text.encode()).hexdigest(),
+        preview=text[:50],
+        token_count=5,
+        text=text,
+        file_type="document",
+        entity_type="document",
+        entity_name=None,
+        book_id=None,
+        chapter_id=None,
+        chapter_num=None,
+        visibility="public",
+        corpus="content",
+    )

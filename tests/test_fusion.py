@@ -12,20 +12,12 @@ from typing import Any
 
 import pytest
 
-from fixtures import make_project, open_project
+from fixtures import chunk_row, file_record, make_project, need_local_model, open_project
 from saipling.retrieval import fusion
 from saipling.retrieval.confidence import SINGLE_SIGNAL, combine, vocabulary_share
 from saipling.retrieval.fusion import FUSION_VECTOR_WEIGHT, weigh
 from saipling.retrieval.search import CONFIDENT, Ranked
-from saipling.storage.store import ChunkRow, FileRecord, Store
-
-
-def _local() -> None:
-    from saipling.embeddings import local_available
-
-    if not local_available():
-        pytest.skip("the local embedding model is not installed")
-
+from saipling.storage.store import Store
 
 # -- a diffuse keyword list against a sharp vector match -------------------------------------------------------
 # A long question in a reader's own words: none of its rarer words is in the passage it describes, while thirty
@@ -64,7 +56,7 @@ def _diffuse_files() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def diffuse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    _local()
+    need_local_model()
     root = make_project(tmp_path_factory.mktemp("fusion"), _diffuse_files())
     with open_project(root, provider="local") as p:
         p.index()
@@ -108,31 +100,6 @@ def test_the_top_hybrid_score_is_not_one_for_every_query(diffuse: Any) -> None:
 
 
 # -- agreement, on a real store --------------------------------------------------------------------------------
-def _record(path: str) -> FileRecord:
-    return FileRecord(path=path, content_hash=path, mtime_ns=1, size=10_000, file_type="document", encoding="utf-8")
-
-
-def _row(i: int, text: str) -> ChunkRow:
-    return ChunkRow(
-        chunk_index=i,
-        kind="section",
-        section_heading=None,
-        heading_path="",
-        start_line=i + 1,
-        end_line=i + 1,
-        content_hash=f"{i}:{text}",
-        preview=text[:50],
-        token_count=5,
-        text=text,
-        file_type="document",
-        entity_type="document",
-        entity_name=None,
-        book_id=None,
-        chapter_id=None,
-        chapter_num=None,
-        visibility="public",
-        corpus="content",
-    )
 
 
 TEXTS = [
@@ -148,7 +115,7 @@ TEXTS = [
 def store(tmp_path: Path) -> Iterator[Store]:
     s = Store.open(tmp_path / "index.db")
     for i, text in enumerate(TEXTS):
-        s.replace_file(_record(f"f{i:02d}.md"), [_row(0, text)])
+        s.replace_file(file_record(f"f{i:02d}.md"), [chunk_row(0, text)])
     yield s
     s.close()
 
@@ -229,7 +196,7 @@ API_NOTES = {
 
 @pytest.fixture(scope="module")
 def api_notes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    _local()
+    need_local_model()
     root = make_project(tmp_path_factory.mktemp("api-notes"), API_NOTES)
     with open_project(root, provider="local") as p:
         p.index()

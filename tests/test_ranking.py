@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from fixtures import make_project, open_project, retrieval_project
+from fixtures import chunk_row, file_record, make_project, need_local_model, open_project, retrieval_project
 from saipling.config.skills import MIN_RELEVANCE_DEFAULT, parse_block
 from saipling.errors import InvalidRequest
 from saipling.retrieval.search import CONFIDENT, fallback_calibration
 from saipling.storage.schema import ChunkFilter
-from saipling.storage.store import ChunkRow, FileRecord, Store
+from saipling.storage.store import Store
 
 OFF_TOPIC = "how do I configure nginx as a reverse proxy for websockets"
 
@@ -32,52 +32,20 @@ def _h(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _record(path: str, size: int = 1) -> FileRecord:
-    return FileRecord(path=path, content_hash=_h(path), mtime_ns=1, size=size, file_type="document", encoding="utf-8")
-
-
-def _row(i: int, text: str) -> ChunkRow:
-    return ChunkRow(
-        chunk_index=i,
-        kind="section",
-        section_heading=None,
-        heading_path="",
-        start_line=i + 1,
-        end_line=i + 1,
-        content_hash=_h(text),
-        preview=text[:50],
-        token_count=5,
-        text=text,
-        file_type="document",
-        entity_type="document",
-        entity_name=None,
-        book_id=None,
-        chapter_id=None,
-        chapter_num=None,
-        visibility="public",
-        corpus="content",
-    )
-
-
-def _local() -> None:
-    from saipling.embeddings import local_available
-
-    if not local_available():
-        pytest.skip("the local embedding model is not installed")
-
-
 # -- the file-level keyword index ------------------------------------------------------------------------------
 def test_file_index_follows_every_write(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "index.db")
     try:
-        store.replace_file(_record("a.md", 120), [_row(0, "the amber lantern"), _row(1, "a quiet violet shore")])
-        store.replace_file(_record("b.md", 12), [_row(0, "violet only")])
+        store.replace_file(
+            file_record("a.md", 120), [chunk_row(0, "the amber lantern"), chunk_row(1, "a quiet violet shore")]
+        )
+        store.replace_file(file_record("b.md", 12), [chunk_row(0, "violet only")])
         hits = store.file_fts_search('"amber" OR "violet"', 10)
         assert [p for p, _, _ in hits] == ["a.md", "b.md"]  # both words, in two chunks of one file
         assert {p: size for p, _, size in hits} == {"a.md": 120, "b.md": 12}  # the file's size: short or long
         filtered = store.file_fts_search('"amber" OR "violet"', 10, ChunkFilter(only_paths=["a.md"]))
         assert [(p, size) for p, _, size in filtered] == [("a.md", 120)]
-        store.replace_file(_record("a.md"), [_row(0, "now about copper")])  # rewritten: old words gone
+        store.replace_file(file_record("a.md"), [chunk_row(0, "now about copper")])  # rewritten: old words gone
         assert [p for p, _, _ in store.file_fts_search('"amber"', 10)] == []
         assert [p for p, _, _ in store.file_fts_search('"copper"', 10)] == ["a.md"]
         store.delete_file("b.md")
@@ -91,7 +59,7 @@ def test_file_index_follows_every_write(tmp_path: Path) -> None:
 def test_migration_fills_the_file_index_from_an_older_index(tmp_path: Path) -> None:
     path = tmp_path / "index.db"
     store = Store.open(path)
-    store.replace_file(_record("a.md"), [_row(0, "the amber lantern"), _row(1, "a violet shore")])
+    store.replace_file(file_record("a.md"), [chunk_row(0, "the amber lantern"), chunk_row(1, "a violet shore")])
     store.conn.execute("DROP TABLE files_fts")  # what a schema-1 index lacks
     store.conn.execute("DROP INDEX chunks_heading")
     store.conn.execute("PRAGMA user_version=1")
@@ -194,7 +162,7 @@ def test_scores_fall_down_the_list_and_min_score_cuts_it_in_every_mode(tmp_path:
 # -- the local model: calibrated confidence --------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def local_novel(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    _local()
+    need_local_model()
     root = retrieval_project(tmp_path_factory.mktemp("ranking"))
     with open_project(root, provider="local") as p:
         p.index()
@@ -249,7 +217,9 @@ def test_a_model_without_a_calibration_gets_one_from_its_own_neighbours(tmp_path
             twin = 0.8 * base + 0.6 * noise  # cosine 0.8 with base, unit length
             for side, vec in (("a", base), ("b", twin)):
                 text = f"pair {pair} side {side}"
-                store.replace_file(_record(f"{pair}{side}.md"), [_row(0, text)], {_h(text): vec.astype(np.float32)})
+                store.replace_file(
+                    file_record(f"{pair}{side}.md"), [chunk_row(0, text)], {_h(text): vec.astype(np.float32)}
+                )
         project = SimpleNamespace(store=store)
         cal = fallback_calibration(project, "unknown-model")  # type: ignore[arg-type]
         assert cal is not None and (cal.low + cal.high) / 2 == pytest.approx(0.48, abs=0.01)
