@@ -32,7 +32,8 @@ Conventions every backend keeps (the conformance suite, tests/storage_conformanc
 - **Filters fail closed**: `ChunkFilter.visibility == []` passes nothing; `known_by` set with `known_entities`
   None passes nothing. A filter that passes nothing gives empty results, never an error.
 - **Errors**: a backend never lets its driver's exceptions out. What it raises is an `OSError` from a file it was
-  given, a `ValueError`/`TypeError` for a wrong argument, or one of these (`saipling.errors`):
+  given, a `ValueError`/`TypeError` for a wrong argument (or the `StorageError` its database raised for it: a
+  vector of the wrong size), or one of these (`saipling.errors`):
     `StorageError`        the base: any other failure of the backend (the driver's exception as `__cause__`);
     `StorageReadOnly`     the index cannot be written here (read-only file or mount, permission, a read-only
                           transaction or role): reads still work;
@@ -63,7 +64,7 @@ Changes after the interface was first published (09:25, for the `pg` branch) are
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -270,20 +271,26 @@ class FileMentionRows:
 
 
 # -- records read ----------------------------------------------------------------------------------------------
-class _Columns:
-    """Read access by column name (`row["text"]`, `row.get("x")`) for callers written against dict rows."""
+class _Columns(Mapping[str, Any]):
+    """A read row is also a read-only mapping of its columns (`row["text"]`, `row.get("x")`, `dict(row)`), for
+    callers written against dict rows; attribute access is the typed way."""
 
     def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
+        if key not in self._names():
+            raise KeyError(key)
+        return getattr(self, key)
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
 
-    def keys(self) -> list[str]:
-        return [f.name for f in fields(self)]  # type: ignore[arg-type]
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def _names(self) -> tuple[str, ...]:
+        return _FIELD_NAMES[type(self)]
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass
@@ -314,6 +321,7 @@ class StoredChunk(_Columns):
 
 
 CHUNK_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StoredChunk))
+_FIELD_NAMES[StoredChunk] = CHUNK_FIELDS
 
 
 @dataclass
@@ -338,6 +346,9 @@ class StoredFile(_Columns):
     visibility: str | None
     corpus: str | None
     warning: str | None
+
+
+_FIELD_NAMES[StoredFile] = tuple(f.name for f in fields(StoredFile))
 
 
 def cache_key(model: str, dims: int) -> str:

@@ -7,8 +7,8 @@ a run writes. The lock is `flock` on the file, released by the kernel when the h
 
 The holder writes its PID on the first line and what it is doing (a JSON record: phase, files and chunks done)
 on the second, so that `status` in any other process shows the run (`other_run`). The file is opened through
-the folder's descriptor without following links (storage/index_files.py): a lock file that is a link, or a hard link, is
-refused, never truncated.
+the folder's descriptor without following links (storage/sqlite/index_files.py): a lock file that is a link,
+or a hard link, is refused, never truncated.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import IndexPathUnsafe, SaiplingError
+from ...errors import IndexBusy, IndexPathUnsafe
 from . import index_files
 
 if TYPE_CHECKING:
-    from ..indexing.records import IndexProgress
+    from ...indexing.records import IndexProgress
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +39,6 @@ PUBLISH_SECONDS = 0.25  # a run's record is rewritten at most this often (and at
 # writer between taking the lock and writing its PID; tried again this often, this many times, before waiting
 _PROBE_RETRY_SECONDS = 0.01
 _PROBE_RETRIES = 30
-
-
-class IndexBusy(SaiplingError):
-    """Another process is writing this index."""
-
-    def __init__(self, pid: int | None, path: Path, doing: str | None = None) -> None:
-        who = f"PID {pid}" if pid else "another process"
-        super().__init__(f"index in use by {who}{f' ({doing})' if doing else ''} ({path.parent})")
-        self.pid = pid
 
 
 def _parse(data: bytes) -> dict[str, Any] | None:
@@ -71,27 +62,6 @@ def _read_record(fd: int) -> dict[str, Any] | None:
         return _parse(os.pread(fd, 4096, 0))
     except OSError:
         return None
-
-
-def progress_of(record: dict[str, Any]) -> IndexProgress:
-    """Another process's run as an IndexProgress (its phase: keywords or embedding; starting counts as keywords)."""
-    from ..indexing.records import IndexProgress
-
-    phase = record.get("phase") if record.get("phase") in ("keywords", "embedding") else "keywords"
-
-    def number(key: str) -> int:
-        value = record.get(key)
-        return value if isinstance(value, int) else 0
-
-    return IndexProgress(
-        number("filesDone"),
-        number("filesTotal"),
-        record.get("currentFile"),
-        phase=str(phase),
-        chunks_done=number("chunksDone"),
-        chunks_total=number("chunksTotal"),
-        eta_seconds=record.get("etaSeconds"),
-    )
 
 
 def describe(record: dict[str, Any] | None) -> str | None:
@@ -203,7 +173,7 @@ def _acquire(
     on_wait: Callable[[int | None], None] | None,
     timeout: float | None,
 ) -> None:
-    from ..errors import IndexCancelled
+    from ...errors import IndexCancelled
 
     told = False
     retries = 0
@@ -220,7 +190,7 @@ def _acquire(
                 continue
             pid = record["pid"] if record else None
             if not wait or (deadline is not None and time.monotonic() >= deadline):
-                raise IndexBusy(pid, path, describe(record)) from None
+                raise IndexBusy(pid, path.parent, describe(record)) from None
             if not told:
                 told = True
                 who = f"PID {pid}" if pid else "another process"
