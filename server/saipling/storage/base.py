@@ -18,12 +18,13 @@ The data it speaks is defined here, backend-neutral: `KeywordQuery` (words and p
 `ChunkFilter` (plain data: each backend compiles it to its own condition), the records written (`FileRecord`,
 `ChunkRow`, `FileMentionRows`) and read (`StoredFile`, `StoredChunk`, `FileState`).
 
-Conventions every backend keeps (the conformance suite, tests/storage_conformance.py, checks them):
+Conventions every backend keeps (the conformance suite, tests/test_storage_conformance.py, checks them):
 
 - **Paths** are project-relative, `/`-separated, as the indexer gives them; compared exactly (byte for byte),
   except where `ChunkFilter.path_prefix` says otherwise.
-- **Chunk ids** are positive integers unique within one index, stable while a chunk's text and heading path stay
-  the same (`replace_file` keeps them), never reused for another chunk while the index is open.
+- **Chunk ids** are positive integers unique within one index at any moment, stable while a chunk's text and
+  heading path stay the same (`replace_file` keeps them). An id freed by a deleted chunk may be given to a later
+  one (SQLite reuses rowids): (id, content hash) is what names a chunk's text across time (see `set_vectors`).
 - **Scores are higher-is-better everywhere**: keyword scores are the negated BM25 of the backend's ranking (SQLite
   returns -bm25(); a backend with another ranking function returns a score whose order matches its relevance and
   whose scale is BM25-like, since retrieval z-normalises it over the candidates), vector scores are cosine
@@ -50,12 +51,14 @@ Conventions every backend keeps (the conformance suite, tests/storage_conformanc
   and its index run); each method is atomic with respect to the others on the same object.
 - **Readers never wait for the writer**: searches run while a run writes (SQLite WAL; Postgres MVCC).
 
-Opening (`storage.open_store`, storage/__init__.py): `open_store(location, *, workspace, readonly=False,
-verify=True)` where `location` is a path (SQLite: the index file, created with its folder) or a
-`postgresql://` URL; then it calls `saipling.storage.postgres.open_store(url, workspace=..., readonly=...)`, which
-returns an `IndexStore` for one workspace (the project's key: many projects share one database). `workspace` is
-the project root's absolute path as text unless the settings name one; SQLite ignores it. A backend that cannot
-be reached raises StorageUnavailable; a schema newer than it knows, IndexCorrupted.
+Opening (`storage.open_store`, storage/__init__.py): `open_store(location, *, workspace=None, readonly=False,
+verify=True, root=None, create=True, warnings=None, settings=None, **options)`. `location` is a path (SQLite: the
+index file; with `root`, a project's index: storage/sqlite/opening.py) or a `postgresql://` URL: then it calls
+`saipling.storage.postgres.open_store(url, workspace=..., readonly=..., **options)`, which returns an `IndexStore`
+for one workspace (the project's key: many projects share one database). `workspace` defaults to the project
+root's absolute path as text (`root`), SQLite ignores it. `IndexStore.path` of a server store must not hold the
+password. A backend that cannot be reached raises StorageUnavailable; a schema newer than it knows,
+IndexCorrupted. `storage.disk_full_advice(root, store.path, settings)` says what to do when a write ran out of room.
 
 Changes after the interface was first published (09:25, for the `pg` branch) are additive and listed here:
 - (none yet)

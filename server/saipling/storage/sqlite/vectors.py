@@ -199,10 +199,10 @@ class Vectors:
         with self.db.lock:  # the write and the matrix patch are one step for readers
             with self.db.atomic():
                 now = time.time()
-                current = {
-                    r[0]
+                current = {  # (id, hash): an id freed by a replaced chunk may already hold its successor
+                    (int(r[0]), str(r[1]))
                     for r in self.db.conn.execute(
-                        "SELECT c.id FROM chunks c JOIN json_each(?) j ON c.id = j.value ->> 0"
+                        "SELECT c.id, c.content_hash FROM chunks c JOIN json_each(?) j ON c.id = j.value ->> 0"
                         " AND c.content_hash = j.value ->> 1",
                         (json.dumps([[int(cid), h] for cid, h, _ in items]),),
                     )
@@ -212,7 +212,7 @@ class Vectors:
                     "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                     [(model, h, b, now) for h, b in blobs.items()],
                 )
-                items = [it for it in items if it[0] in current]
+                items = [it for it in items if (int(it[0]), it[1]) in current]
                 self.db.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(cid,) for cid, _, _ in items])
                 self.db.conn.executemany(
                     "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
