@@ -34,7 +34,9 @@ def status(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
         for f in folders_for(ls, p):
             try:
                 f.project.state.pending_files = pending_files(f)
-                statuses.append((f.uri, {**f.project.status(), "indexPasses": f.passes, "pauseReason": f.pause_reason}))
+                statuses.append(
+                    (f.uri, {**f.project.status(), "indexPasses": f.live.passes, "pauseReason": f.pause_reason})
+                )
             except apsw.ConnectionClosedError:
                 if ls.folders.get(f.uri) is f:
                     raise
@@ -75,7 +77,7 @@ async def reindex_run(
     """A manual run; the pending changes it took go back to the queue if it is cancelled or fails."""
     summary = await run_index(ls, folder, full=full, paths=paths, title="Reindexing")
     if (summary is None or summary.cancelled) and not ls.stopping:
-        folder.queue.requeue(pending.paths, pending.rescan)
+        folder.live.requeue(pending)
 
 
 async def clear_index(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
@@ -87,8 +89,7 @@ async def clear_index(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
                 f"{wanted} is searched through the index of {held[0].name}: clear that folder's index instead"
             )
     for folder in folders_for(ls, p):
-        if folder.cancel is not None:
-            folder.cancel.set()
+        folder.live.cancel_run()
         async with folder.lock:
             await ls.call(folder.project.clear)
     return {"cleared": True}
