@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from apiserver import FakeEmbeddingAPI, api_server, engine_options  # noqa: F401  (fixture)
 from fixtures import make_project, open_project, write_file
 from saipling.live.service import EMBED_RETRY_FIRST, LiveIndex
 
@@ -70,8 +70,7 @@ def test_a_degraded_run_is_retried_with_backoff_and_a_clean_one_forgets_it(
 ) -> None:
     root = make_project(tmp_path, FILES)
     clock = Clock()
-    opts = {"base_url": api_server.url + "/v1", "model": "fake-embed", "dimensions": 32, "max_retries": 0}
-    with open_project(root, "openai", openai_api_key="sk-good", fallback="none", **opts) as project:
+    with open_project(root, **engine_options(api_server, fallback="none")) as project:
         live = LiveIndex(project, clock=clock)
         api_server.fail(503, times=1000)  # the provider is down: keyword-only, degraded
         with live.running() as cancel:

@@ -244,7 +244,7 @@ class Project:
         """Switch to new settings between runs (LSP didChangeConfiguration); returns the reindex they need:
         "full" (files must be re-chunked), "incremental" (new provider or scope; SPEC 5 rebuild), or None."""
         old, self.settings = self.settings, settings
-        self.indexer.settings = settings
+        self.indexer.ctx.settings = settings
         if old.rerank != settings.rerank or old.voyage_api_key != settings.voyage_api_key:
             self._drop_reranker()  # made again from the new settings on the next search
         if any(getattr(old, k) != getattr(settings, k) for k in _PROVIDER_KEYS):

@@ -35,28 +35,18 @@ class Indexer:
 
     def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider) -> None:
         self.ctx = IndexContext(Path(root), settings, store, provider)
+        self.root, self.store = self.ctx.root, store
         self._lock = threading.Lock()  # one run at a time
         self.paused = threading.Event()  # set: runs stop embedding (the text index stays live)
         self.text = TextPhase(self.ctx)
         self.embedding = EmbeddingPhase(self.ctx, self.text, self.paused)
         self.on_lock_wait: Callable[[int | None], None] | None = None  # told when another process holds the index
 
-    # settings and provider change between runs (new settings, a provider fallback): both phases see the change
-    @property
-    def root(self) -> Path:
-        return self.ctx.root
-
-    @property
-    def store(self) -> Store:
-        return self.ctx.store
-
+    # settings and provider change between runs (new settings, a provider fallback): set in `ctx`, where both phases
+    # see the change
     @property
     def settings(self) -> Settings:
         return self.ctx.settings
-
-    @settings.setter
-    def settings(self, settings: Settings) -> None:
-        self.ctx.settings = settings
 
     @property
     def provider(self) -> Provider:
@@ -74,14 +64,8 @@ class Indexer:
     def limits(self) -> ChunkLimits:
         return self.ctx.limits()
 
-    def chunking_signature(self) -> str:
-        return self.ctx.chunking_signature()
-
     def needs_rechunk(self) -> bool:
         return self.ctx.needs_rechunk()
-
-    def token_counter(self) -> Callable[[str], int]:
-        return self.ctx.token_counter()
 
     def embed_estimate(self, hold: Iterable[str] = ()) -> dict:
         return self.embedding.embed_estimate(hold)
@@ -227,8 +211,8 @@ class Indexer:
                     summary.warnings.append(self._model_changed(*stored))
             except ProviderError as exc:
                 self.embedding.provider_failed(exc, summary)
-        signature = self.chunking_signature()
-        rechunk = self.needs_rechunk()
+        signature = self.ctx.chunking_signature()
+        rechunk = self.ctx.needs_rechunk()
         if not rechunk:
             self.store.set_meta(CHUNKING_META, signature)  # (an empty index: every chunk will use these)
         elif paths is None:

@@ -23,7 +23,6 @@ from pygls.exceptions import JsonRpcException
 
 from ..files.scanner import is_indexable
 from ..live.service import LiveIndex
-from ..live.sync_queue import SyncQueue
 from ..paths import too_broad
 from ..project import Project
 from . import convert, params
@@ -77,10 +76,6 @@ class Folder:
     def project(self) -> Project:
         return self.live.project
 
-    @property
-    def queue(self) -> SyncQueue:
-        return self.live.queue
-
     def accepts(self, rel: str) -> bool:
         """True for a path the project indexes (under its current settings)."""
         return is_indexable(self.project.root, rel, self.project.settings) is None
@@ -131,7 +126,7 @@ def refresh_now(ls: SaiplingServer, folder: Folder) -> None:
 def queue_for_embedding(folder: Folder, paths: list[str]) -> None:
     """Files a search found changed on disk (no editor or watcher event): embedded once quiet."""
     for path in paths:
-        folder.queue.changed(path)
+        folder.live.queue.changed(path)
 
 
 def folder_depth(uri: str) -> int:
@@ -202,8 +197,8 @@ async def open_folder(ls: SaiplingServer, uri: str, name: str, config: dict[str,
         )
         return None
     folder = Folder(uri, name, LiveIndex(project, clock=ls.clock, name=name))
-    project.on_missing_file = folder.queue.deleted  # search drops vanished files
-    folder.queue.listener = partial(text_changed, ls, folder)  # every change: its text is refreshed at once
+    project.on_missing_file = folder.live.queue.deleted  # search drops vanished files
+    folder.live.queue.listener = partial(text_changed, ls, folder)  # every change: its text is refreshed at once
     project.on_refreshed = partial(queue_for_embedding, folder)  # a search found a file changed on disk
     ls.folders[uri] = folder
     ls.feedback.warnings(folder, project.warnings)

@@ -53,7 +53,7 @@ PENDING_CHECK_MAX = 500  # queued files checked one by one for work left; beyond
 def pending_files(folder: Folder) -> int:
     """Deletions waiting for the tick, plus the changed files that still have work left (a save whose text is
     current and embedded, e.g. a watcher event for what a reindex just read, is no pending work)."""
-    changed, deleted = folder.queue.pending()
+    changed, deleted = folder.live.queue.pending()
     if len(changed) > PENDING_CHECK_MAX:
         return len(changed) + deleted
     return len(folder.project.with_work_left(changed)) + deleted
@@ -65,7 +65,7 @@ async def reindex(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     for folder in folders_for(ls, p):
         with engine_errors():
             wanted = [convert.to_rel(folder.project.root, x, f"paths[{i}]") for i, x in enumerate(p.get("paths", []))]
-        pending = folder.queue.drain()  # after the checks: a rejected request leaves the queue as it was
+        pending = folder.live.queue.drain()  # after the checks: a rejected request leaves the queue as it was
         paths = None if "paths" not in p or pending.rescan else list(dict.fromkeys(wanted + pending.paths))
         ls.spawn(reindex_run(ls, folder, pending, full=bool(p.get("full")), paths=paths))
     return {"started": True}

@@ -154,7 +154,7 @@ async def apply_settings(ls: SaiplingServer, folder: Folder, settings: Any) -> N
     interrupted = folder.live.cancel_run()  # never switch providers under a running pass
     async with folder.lock:
         reindex = await ls.call(folder.project.apply_settings, settings)
-    folder.queue.quiet_period = settings.quiet_period_seconds
+    folder.live.queue.quiet_period = settings.quiet_period_seconds
     await set_watching(ls, folder, settings.watch and settings.enabled)
     if reindex or interrupted:  # an interrupted full reindex resumes as a full one
         await run_index(ls, folder, full=reindex == "full" or (interrupted and was_full), title="Reindexing")

@@ -105,9 +105,9 @@ def file_changed(ls: SaiplingServer, uri: str, folders_too: bool = False) -> Non
     if folders_too and (folder.project.root / rel).is_dir():
         # a folder (even one `include` names: globs match a path's folders) is no file to index
         if not ignored_folder(rel):
-            folder.queue.rescan()
+            folder.live.queue.rescan()
     elif folder.accepts(rel):
-        folder.queue.changed(rel)
+        folder.live.queue.changed(rel)
 
 
 def file_deleted(ls: SaiplingServer, uri: str, folders_too: bool = False) -> None:
@@ -118,9 +118,9 @@ def file_deleted(ls: SaiplingServer, uri: str, folders_too: bool = False) -> Non
     if folder.accepts(rel):
         inside = stored_under(folder, rel) if folders_too else []
         for path in inside or [rel]:  # a deleted folder `include` names: the files it held leave
-            folder.queue.deleted(path)
+            folder.live.queue.deleted(path)
     elif folders_too and not ignored_folder(rel):
-        folder.queue.rescan()
+        folder.live.queue.rescan()
 
 
 def stored_under(folder: Folder, rel: str) -> list[str]:
@@ -131,7 +131,7 @@ def stored_under(folder: Folder, rel: str) -> list[str]:
             return []
         return [p for p in store.file_states() if p.startswith(rel + "/")]
     except Exception:  # noqa: BLE001 - the store is closing: a rescan finds what is gone
-        folder.queue.rescan()
+        folder.live.queue.rescan()
         return []
 
 

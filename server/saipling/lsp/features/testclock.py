@@ -40,7 +40,7 @@ async def test_tick(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
                 "ran": summary is not None,
                 "retried": due.retry,
                 "passes": folder.live.passes,
-                "pending": len(folder.queue),
+                "pending": len(folder.live.queue),
             }
         )
     return {"folders": out}
