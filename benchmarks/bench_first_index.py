@@ -38,7 +38,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
-from saipling.files.scanner import scan  # noqa: E402
+try:
+    from saipling.files.scanner import scan  # noqa: E402
+except ImportError:  # a --baseline from before the folders by layer (issue 32)
+    from saipling.scanner import scan  # noqa: E402  # type: ignore[no-redef]
 from saipling.project import Project  # noqa: E402
 
 

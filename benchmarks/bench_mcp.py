@@ -141,7 +141,7 @@ async def measure(root: Path, label: str, n_queries: int) -> list[Any]:
                         (engine if way == "engine" else via_face)(q)
                     times[way].append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                face.sync.changed_paths()
+                face.live.lazy.changed_paths()
                 sync_check.append(time.perf_counter() - t0)
     finally:
         project.close()

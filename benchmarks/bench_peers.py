@@ -1,7 +1,7 @@
 """saipling beside embedded peers on the 13th Age vault: chromadb, lancedb, and ripgrep for keywords.
 
 Same corpus (../shared/corpora/13th-age-srd, copied per run), same chunks (saipling's chunker: every system
-indexes the chunks `Indexer.prepare` makes, embedding `heading path + text`), same model object (one local
+indexes the chunks `TextPhase.prepare` makes, embedding `heading path + text`), same model object (one local
 all-MiniLM-L6-v2 provider per process, used by every system in that process). Each system runs in a fresh
 Python process per round (so RSS per phase is its own), rounds interleaved A B C / C B A:
 
@@ -94,7 +94,7 @@ def _chunker(root: Path, provider):
         for e in scan(root, project.settings).entries:
             if paths is not None and e.rel not in paths:
                 continue
-            prep = project.indexer.prepare(e, e.abs_path.read_bytes(), IndexSummary())
+            prep = project.indexer.text.prepare(e, e.abs_path.read_bytes(), IndexSummary())
             if prep is not None:
                 out[e.rel] = [
                     (f"{e.rel}#{c.chunk_index}", embed_text_for(c.heading_path, c.text), c.text) for c in prep.chunks

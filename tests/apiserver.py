@@ -352,3 +352,17 @@ def api_server() -> Iterator[FakeEmbeddingAPI]:
         yield api
     finally:
         api.stop()
+
+
+def engine_options(api: FakeEmbeddingAPI, dims: int = 32, **kw: Any) -> dict[str, Any]:
+    """Engine settings (`Project.open` overrides) for the OpenAI-compatible provider pointed at this server: a good
+    key, no retries; `kw` adds or replaces settings."""
+    return {
+        "provider": "openai",
+        "base_url": api.url + "/v1",
+        "model": "fake-embed",
+        "dimensions": dims,
+        "max_retries": 0,
+        "openai_api_key": "sk-good",
+        **kw,
+    }

@@ -195,11 +195,11 @@ def test_a_worker_that_cannot_start_leaves_the_run_to_the_indexer(
 ) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
-    from saipling.indexing.indexer import Indexer
+    from saipling.indexing.context import IndexContext
 
     _, alone = run_index(corpus(tmp_path, "a"), 0, monkeypatch)
     if why == "its counter cannot load":
-        monkeypatch.setattr(Indexer, "token_counter", lambda self: Unloadable())
+        monkeypatch.setattr(IndexContext, "token_counter", lambda self: Unloadable())
     else:
         monkeypatch.setattr(ProcessPoolExecutor, "submit", _no_process)
     monkeypatch.setattr(ChunkPool, "take_back", False)  # every group waits for the worker: it never comes
@@ -304,14 +304,14 @@ def test_a_file_failing_to_read_ahead_fails_alone(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv(ENV, "1")
     monkeypatch.setattr(ChunkPool, "take_back", False)
     with open_project(root) as project:
-        real = project.indexer.read_bytes
+        real = project.indexer.text.read_bytes
 
         def odd(path: Path) -> bytes:
             if Path(path).name == "n20.md":
                 raise ValueError("simulated reader bug")
             return real(path)
 
-        monkeypatch.setattr(project.indexer, "read_bytes", odd)
+        monkeypatch.setattr(project.indexer.text, "read_bytes", odd)
         summary = project.index(embed=False)
         assert [p for p, _ in summary.failed] == ["notes/n20.md"] and "ValueError" in summary.failed[0][1]
         assert summary.chunk_workers == 1 and len(project.store.file_states()) == 39
@@ -321,10 +321,10 @@ def test_a_refresh_makes_a_run_read_its_files_again(tmp_path: Path) -> None:
     """Indexer.refresh (a saved file, stored between two batches of a run) moves the generation ReadAhead checks."""
     root = make_project(tmp_path, {"a.md": "# A\n\nOne.\n"})
     with open_project(root) as project:
-        before = project.indexer._refreshes
+        before = project.indexer.text.refreshes
         (root / "a.md").write_text("# A\n\nTwo.\n")
         project.indexer.refresh(["a.md"])
-        assert project.indexer._refreshes == before + 1
+        assert project.indexer.text.refreshes == before + 1
 
 
 ORPHAN = """

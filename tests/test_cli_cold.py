@@ -202,10 +202,10 @@ def test_keyword_only_project_search_imports_nothing_heavy(tmp_path: Path) -> No
 
 
 def test_status_reads_the_indexer_pending_key() -> None:
-    from saipling import project
+    from saipling import status
     from saipling.indexing import indexer
 
-    assert project._PENDING_META == indexer.PENDING_META
+    assert status.PENDING_META == indexer.PENDING_META
 
 
 @needs_local

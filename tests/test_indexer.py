@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from apiserver import FakeEmbeddingAPI, api_server, engine_options  # noqa: F401  (fixture)
 from fixtures import (
     SAIPLING_MARKDOWN,
     bump_mtime,
@@ -33,17 +33,8 @@ DIMS = 32
 
 
 def api_opts(api: FakeEmbeddingAPI, **kw: Any) -> dict[str, Any]:
-    """Settings for the OpenAI-compatible provider pointed at the test server."""
-    return {
-        "provider": "openai",
-        "base_url": api.url + "/v1",
-        "model": "fake-embed",
-        "dimensions": DIMS,
-        "max_retries": 0,
-        "openai_api_key": "sk-good",
-        "fallback": "none",
-        **kw,
-    }
+    """Settings for the OpenAI-compatible provider pointed at the test server (no fallback)."""
+    return engine_options(api, DIMS, **{"fallback": "none", **kw})
 
 
 def sent_texts(api: FakeEmbeddingAPI) -> list[str]:

@@ -316,14 +316,14 @@ def test_a_file_that_can_no_longer_be_read_leaves_the_index(tmp_path: Path, monk
     with open_project(root) as project:
         project.index()
         assert [r["filePath"] for r in project.search({"query": "amber lantern"})["results"]] == ["a.md"]
-        real = project.indexer.read_bytes
+        real = project.indexer.text.read_bytes
 
         def denied(path):
             if Path(path).name == "a.md":
                 raise PermissionError(13, "Permission denied")
             return real(path)
 
-        monkeypatch.setattr(project.indexer, "read_bytes", denied)
+        monkeypatch.setattr(project.indexer.text, "read_bytes", denied)
         (root / "a.md").write_text("# A\n\nThe amber lantern is gone now, replaced.\n", encoding="utf-8")
         s = project.index(paths=["a.md"])
         assert dict(s.skipped)["a.md"].startswith("unreadable")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from apiserver import FakeEmbeddingAPI, api_server, engine_options  # noqa: F401  (fixture)
 from fixtures import make_project, open_project
 
 DIMS = 32
@@ -19,15 +19,7 @@ PASSAGE = "The harbourmaster counted seven lanterns drifting past the breakwater
 
 
 def api_opts(api: FakeEmbeddingAPI, **kw: Any) -> dict[str, Any]:
-    return {
-        "provider": "openai",
-        "base_url": api.url + "/v1",
-        "model": "fake-embed",
-        "dimensions": DIMS,
-        "max_retries": 0,
-        "openai_api_key": "sk-good",
-        **kw,
-    }
+    return engine_options(api, DIMS, **kw)
 
 
 def chapter(inserted: int = 0, extra: str = "") -> str:

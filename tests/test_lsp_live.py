@@ -21,6 +21,7 @@ from lsp_client import (
     advance,
     did_save,
     ended_tokens,
+    fake_api_options,
     lsp_session,
     request,
     status,
@@ -36,16 +37,10 @@ PASSAGE = "The harbourmaster counted seven lanterns drifting past the breakwater
 
 
 def api_options(api: FakeEmbeddingAPI, **extra: Any) -> dict[str, Any]:
-    return {
-        "provider": "openai",
-        "baseUrl": api.url + "/v1",
-        "model": "fake-embed",
-        "quietPeriodSeconds": QUIET,
-        "tickSeconds": 3600,
-        "watch": False,
-        "fallback": "none",
-        **extra,
-    }
+    """Passes run only on `saipling/_test/tick`, after the quiet period; no watcher."""
+    return fake_api_options(
+        api, **{"quietPeriodSeconds": QUIET, "tickSeconds": 3600, "watch": False, "fallback": "none", **extra}
+    )
 
 
 def chapter(inserted: int = 0, extra: str = "") -> str:

@@ -8,7 +8,10 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from fixtures import make_project
 from lsp_client import fake_api_options, lsp_session, status, wait_for_index, wait_until, write_project
 from saipling.project import Project
 
@@ -60,15 +63,16 @@ def test_closing_while_an_index_thread_is_being_started_does_not_raise(tmp_path:
     raised "cannot join thread before it is started", answered as an internal error, and the client hung (the
     extension's e2e suite, once in CI). Only a started thread is joined."""
     import threading
-    import types as pytypes
 
+    from saipling.live.service import LiveIndex
+    from saipling.lsp.folders import Folder
     from saipling.lsp.server import create_server
 
     server = create_server(test_clock=False)
-    closed: list[bool] = []
-    project = pytypes.SimpleNamespace(close=lambda: closed.append(True))
-    unstarted = threading.Thread(target=lambda: None)
-    folder = pytypes.SimpleNamespace(cancel=None, watcher=None, worker=unstarted, project=project, name="f")
-    server.folders["file:///f"] = folder  # type: ignore[assignment]
+    project = Project.open(make_project(tmp_path, {"a.md": "# A\n\nText.\n"}), env={}, overrides={"provider": "none"})
+    live = LiveIndex(project)
+    live.worker = threading.Thread(target=lambda: None)  # created, not started yet
+    server.folders["file:///f"] = Folder("file:///f", "f", live)
     server.close_all(grace=0.1)
-    assert closed == [True]
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the index was closed: the backend's own error
+        project.store.file_states()

@@ -18,6 +18,7 @@ from lsp_client import (
     advance,
     did_save,
     ended_tokens,
+    fake_api_options,
     lsp_session,
     request,
     search_paths,
@@ -33,15 +34,8 @@ QUIET = 120.0
 
 
 def api_options(api: FakeEmbeddingAPI, **extra: Any) -> dict[str, Any]:
-    return {
-        "provider": "openai",
-        "baseUrl": api.url + "/v1",
-        "model": "fake-embed",
-        "quietPeriodSeconds": QUIET,
-        "tickSeconds": 3600,
-        "watch": False,
-        **extra,
-    }
+    """Passes run only on `saipling/_test/tick`, after the quiet period; no watcher."""
+    return fake_api_options(api, **{"quietPeriodSeconds": QUIET, "tickSeconds": 3600, "watch": False, **extra})
 
 
 def embedded_texts(api: FakeEmbeddingAPI, since: int = 0) -> list[str]:

@@ -162,7 +162,7 @@ def test_an_edited_file_indexes_as_in_a_fresh_index(tmp_path) -> None:
     cols = ("chunk_index", "text", "heading_path", "start_line", "end_line", "content_hash")
     with open_project(root) as project:
         project.index()
-        assert "keep.md" in project.indexer._parse_memos
+        assert "keep.md" in project.indexer.text.parse_memos
         lines = NOTE.split("\n")
         lines.insert(lines.index("## Last") + 2, "An inserted paragraph about the drums.\n")
         (root / "keep.md").write_text("\n".join(lines), encoding="utf-8")

@@ -168,7 +168,7 @@ def test_a_failed_batch_commit_fails_its_files_and_the_next_run_stores_them(tmp_
         fail = [True]
 
         def hook() -> bool:  # True turns the commit into a rollback (as a full disk would fail it)
-            if fail[0] and project.store.conn.changes() and project.indexer._write_lock.locked():
+            if fail[0] and project.store.conn.changes() and project.indexer.text.write_lock.locked():
                 fail[0] = False
                 return True
             return False

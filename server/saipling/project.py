@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import datetime as dt
 import logging
 import os
 import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
+from . import status
 from .config.settings import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
+from .embeddings.fallback import ProviderFallback
 from .errors import DiskFull, ProviderError, SaiplingError
-from .files.context_settings import load_context_settings
 from .live import unindexable
+from .status import RunState
 from .storage import open_store as open_index
 from .storage.base import IndexStore
 
@@ -30,10 +27,6 @@ if TYPE_CHECKING:  # the indexer (numpy, the chunker, frontmatter) loads only wh
     from .retrieval.rerank import Reranker
 
 log = logging.getLogger(__name__)
-
-# indexing.indexer.PENDING_META, named here so that `status` does not import the indexer (numpy, the chunker); a test
-# keeps the two equal
-_PENDING_META = "pending_files"
 
 _PROVIDER_KEYS = (
     "provider",
@@ -54,20 +47,6 @@ _PROVIDER_KEYS = (
 )
 
 
-API_PROVIDERS = ("voyage", "openai")
-
-
-def _probe(provider: EmbeddingProvider) -> str | None:
-    """None when the provider embeds a short text now, else why not (its dimensions are learned on the way)."""
-    try:
-        vec = provider.embed_query("saipling connection check")
-    except ProviderError as exc:
-        return str(exc)
-    if not provider.dimensions:
-        provider.dimensions = int(len(vec))
-    return None
-
-
 def find_root(start: Path) -> Path:
     """The nearest ancestor holding `.saipling/`, else `start` itself."""
     start = start.resolve()
@@ -75,19 +54,6 @@ def find_root(start: Path) -> Path:
         if (candidate / INDEX_DIR).is_dir():
             return candidate
     return start
-
-
-@dataclass
-class RunState:
-    """What status reports about a run in progress."""
-
-    is_indexing: bool = False
-    phase: str = "idle"  # idle | scanning | keywords | embedding (of the run in progress)
-    scheduled: bool = False  # a run is about to start (a server's first): status says `scanning`, not idle
-    progress: IndexProgress | None = None
-    last_summary: IndexSummary | None = None
-    pending_files: int = 0
-    messages: list[str] = field(default_factory=list)
 
 
 def open_store(
@@ -119,13 +85,27 @@ class Project:
         self._refresh_lock = threading.Lock()
         # called with the paths a lazy sync found changed on disk (the server queues them for embedding)
         self.on_refreshed: Callable[[list[str]], None] | None = None
-        # provider fallback (reference 002): the configured API provider while the local model stands in
-        self.fallback_from: EmbeddingProvider | None = None
-        self.fallback_reason: str | None = None
-        self.fallback_notices: list[str] = []  # what the user must be told once (the server shows them)
+        self.fallback = ProviderFallback()  # reference 002: the local model standing in for an API provider
         self._reranker: Reranker | None = None  # the rerank stage's model (retrieval/rerank.py), made on first use
         self._reranker_error: ProviderError | None = None
         self._reranker_lock = threading.Lock()
+
+    @property
+    def fallback_from(self) -> EmbeddingProvider | None:
+        """The configured API provider while the local model stands in for it (embeddings/fallback.py)."""
+        return self.fallback.api
+
+    @property
+    def fallback_reason(self) -> str | None:
+        return self.fallback.reason
+
+    @property
+    def fallback_notices(self) -> list[str]:
+        return self.fallback.notices
+
+    @fallback_notices.setter
+    def fallback_notices(self, notices: list[str]) -> None:
+        self.fallback.notices = notices
 
     @property
     def rerank_provider(self) -> Reranker | None:
@@ -229,7 +209,7 @@ class Project:
         """Switch to new settings between runs (LSP didChangeConfiguration); returns the reindex they need:
         "full" (files must be re-chunked), "incremental" (new provider or scope; SPEC 5 rebuild), or None."""
         old, self.settings = self.settings, settings
-        self.indexer.settings = settings
+        self.indexer.ctx.settings = settings
         if old.rerank != settings.rerank or old.voyage_api_key != settings.voyage_api_key:
             self._drop_reranker()  # made again from the new settings on the next search
         if any(getattr(old, k) != getattr(settings, k) for k in _PROVIDER_KEYS):
@@ -242,7 +222,7 @@ class Project:
                 self.warnings.append(f"embedding provider unavailable, keyword search only: {exc}")
                 self.provider = NoneProvider(reason=f"failed: {exc}")
             self.indexer.provider = self.provider
-            self.fallback_from = self.fallback_reason = None
+            self.fallback.forget()
             self.query_cache = None  # query vectors of the old provider
             # another input window (or tokenizer) means other chunk limits: every file must be re-chunked
             return "full" if self.indexer.needs_rechunk() else "incremental"
@@ -287,7 +267,7 @@ class Project:
             self.state.scheduled = False
             self.state.phase = "scanning" if paths is None else "keywords"
         try:
-            if self.fallback_from is not None and self._switch_back():
+            if self.fallback.api is not None and self._switch_back():
                 paths = None  # the provider changed: every file is checked, every vector rebuilt
             run = partial(
                 self.indexer.run,
@@ -301,7 +281,9 @@ class Project:
                 wait=wait,
             )
             summary = run(paths=paths)
-            if self._should_fall_back(summary) and self._fall_back(summary.degraded or "unusable"):
+            if self.fallback.should_fall_back(
+                self.provider, self.settings, summary.unusable, self.store
+            ) and self._fall_back(summary.degraded or "unusable"):
                 first_pass = summary
                 summary = run(paths=None)
                 summary.changed += first_pass.changed
@@ -316,86 +298,24 @@ class Project:
         unindexable.remember(self.store, self.root, summary.skipped)  # (not "changed" until they change)
         return summary
 
-    # -- provider fallback (reference 002) -------------------------------------------------------------------
-    def _should_fall_back(self, summary: IndexSummary) -> bool:
-        """True when this run's API provider proved unusable (key rejected, unreachable, down) on a project that
-        holds no vectors of its model: the local model stands in (setting `fallback`). Where vectors of the
-        API model exist, an outage stays keyword-only (degraded) instead."""
-        p = self.provider
-        if not summary.unusable or self.fallback_from is not None or self.settings.fallback != "local":
-            return False
-        if not isinstance(p, EmbeddingProvider) or p.name not in API_PROVIDERS:
-            return False
-        model, _ = self.store.vector_model()
-        if model == p.vector_key and self.store.stats()["embeddedChunks"] > 0:
-            return False
-        from .embeddings import local_available
-
-        return local_available(self.settings)
-
+    # -- provider fallback (reference 002: the decisions in embeddings/fallback.py) ------------------------------
     def _resume_fallback(self) -> None:
-        """At open: an index whose vectors the local model made while standing in for the configured API
-        provider (and none of that provider's model) is used with the local model again, so that searches in a
-        new process (the CLI, a restarted server) still find by meaning; the next run asks the API again."""
-        p = self.provider
-        if not isinstance(p, EmbeddingProvider) or p.name not in API_PROVIDERS or self.settings.fallback != "local":
-            return
-        model, _ = self.store.vector_model()
-        if self.store.get_meta("provider") != "local" or model == p.vector_key or not self.store.has_vectors():
-            return
-        from .embeddings import local_available
-
-        if not local_available(self.settings):
-            return
-        from .embeddings.local import LocalProvider
-
-        local = LocalProvider(self._local_settings())
-        if local.failed or local.vector_key != model:
-            return
-        reason = f"the index holds vectors of the local model {model}, made while {p.name} could not be used"
-        local.reason = f"fallback: {reason}"
-        self.fallback_from, self.fallback_reason = p, reason
-        self._use_provider(local)
-
-    def _local_settings(self) -> Settings:
-        return dataclasses.replace(self.settings, provider="local", model="", dimensions=0, base_url="")
+        if (local := self.fallback.resume(self.provider, self.settings, self.store)) is not None:
+            self._use_provider(local)
 
     def _fall_back(self, reason: str) -> bool:
         """Index with the local model until the API provider works again (see `_switch_back`)."""
-        from .embeddings.local import LocalProvider
-
         api = self.provider
         assert isinstance(api, EmbeddingProvider)
-        try:
-            local = LocalProvider(self._local_settings())
-        except Exception as exc:  # noqa: BLE001 - no fallback then: keyword-only, as without one
-            log.warning("the local model cannot stand in for %s: %s", api.name, exc)
+        if (local := self.fallback.fall_back(api, self.settings, reason)) is None:
             return False
-        local.reason = f"fallback: {api.name} cannot be used ({reason})"
-        self.fallback_from, self.fallback_reason = api, reason
         self._use_provider(local)
-        message = (
-            f"{api.name} cannot be used ({reason}): indexed with the local model {local.model} until it "
-            f"works again; the vectors are then rebuilt with {api.model}"
-        )
-        self.fallback_notices.append(message)
-        log.warning("%s", message)
         return True
 
     def _switch_back(self) -> bool:
-        api = self.fallback_from
-        assert api is not None
-        api.failed = None  # asked again: a new key (or the network) may be back
-        api.begin_pass()  # (a run starts: its circuit breaker lets the probe through)
-        reason = _probe(api)
-        if reason is not None:
-            self.fallback_reason = reason
+        if (api := self.fallback.switch_back()) is None:
             return False
-        message = f"{api.name} works again: the vectors are rebuilt with {api.model} (the local ones are dropped)"
-        self.fallback_notices.append(message)
-        log.warning("%s", message)
         self.provider.close()
-        self.fallback_from = self.fallback_reason = None
         self._use_provider(api)
         return True
 
@@ -523,37 +443,16 @@ class Project:
             return None
         return self.store.other_run()
 
-    # -- status --------------------------------------------------------------------------------------------
-    def degraded(self) -> str | None:
-        if self.provider.name == "none":
-            return "keyword search only: " + (self.provider.reason or "no embedding provider")
-        if self.provider.failed:
-            return f"keyword search only: {self.provider.failed}"
-        from .retrieval.search import vector_unavailable
+    # -- status (the report in status.py) -----------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        return status.report(self)
 
-        unavailable = vector_unavailable(self)  # e.g. no vectors of the active model in the index yet
-        if unavailable:
-            return unavailable
-        if (resized := getattr(self.provider, "resized", None)) and not self.state.is_indexing:
-            return (
-                f"keyword search only: {self.provider.name} {self.provider.model} now makes {resized}-dimensional "
-                f"vectors, the index holds {self.store.vector_model()[1]}-dimensional ones (the model behind it "
-                "changed); the next index run embeds the project again"
-            )
-        summary = self.state.last_summary
-        reason = summary.degraded if summary is not None else None
-        if self.state.is_indexing:  # (a pass in progress is still embedding: its own failures only)
-            return f"some chunks have no embeddings yet: {reason}" if reason else None
-        missing = self.unembedded()
-        if missing:
-            total = self.store.stats()["totalChunks"]
-            other = self.other_run()
-            if other is not None:  # not "run saipling index": one is running
-                reason = reason or f"PID {other['pid']} is indexing this project now"
-            return f"{missing} of {total} chunks have no embeddings (semantic search cannot find them)" + (
-                f": {reason}" if reason else "; run `saipling index` to embed them"
-            )
-        return None
+    def degraded(self) -> str | None:
+        return status.degraded(self)
+
+    def unread_files(self) -> int:
+        """Files the last scan run did not get to read (it was cancelled or killed); 0 after a complete run."""
+        return status.unread_files(self.store)
 
     def unembedded(self) -> int:
         """Chunks with no vector of the active provider's model: work still to do (0 in keyword-only mode,
@@ -569,121 +468,6 @@ class Project:
         with self._state_lock:
             if not self.state.is_indexing:
                 self.state.scheduled = True
-
-    def status(self) -> dict[str, Any]:
-        stats = self.store.stats()
-        last, st = stats["lastIndexed"], self.state
-        idle = "paused" if self.paused else "idle"
-        phase = st.phase if st.is_indexing else "scanning" if st.scheduled else idle
-        p = self.state.progress if self.state.is_indexing else None
-        other = self.other_run()
-        if other is not None:  # (its progress as it last published it)
-            from .indexing.records import progress_of
-
-            p = progress_of(other)
-            phase = p.phase
-        provider = self.provider
-        price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
-        # the size of this model's vectors in the index (a custom server's model learns it from a response)
-        stored_key, stored_dims = self.store.vector_model()
-        if not stats["embeddedChunks"] or not isinstance(provider, EmbeddingProvider):
-            stored_dims = 0
-        elif stored_key != provider.vector_key:
-            stored_dims = 0  # vectors of another model: not this one's size
-        return {
-            "version": __version__,
-            "root": str(self.root),
-            "indexPath": str(index_path(self.root)),
-            "totalFiles": stats["totalFiles"],
-            "totalChunks": stats["totalChunks"],
-            "embeddedChunks": stats["embeddedChunks"],
-            "unembeddedChunks": self.unembedded(),
-            "lastIndexed": dt.datetime.fromtimestamp(last, dt.UTC).isoformat() if last else None,
-            "provider": self.provider.name,
-            "model": self.provider.model or None,
-            "dimensions": stored_dims or provider.dimensions or None,
-            "providerReason": self.provider.reason,
-            "fallbackFrom": {
-                "provider": self.fallback_from.name,
-                "model": self.fallback_from.model,
-                "reason": self.fallback_reason,
-            }
-            if self.fallback_from is not None
-            else None,
-            "indexedWith": self.store.get_meta("model") or self.store.get_meta("provider"),
-            "totalCostUsd": round(stats["totalCostUsd"], 6),
-            "totalTokens": stats["totalTokens"],
-            "estimatedReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
-            "pendingFiles": self.state.pending_files + (0 if self.state.is_indexing else self.unread_files()),
-            "isIndexing": self.state.is_indexing or self.state.scheduled or other is not None,
-            "indexPhase": phase,
-            # another process's run on this index (`saipling index`, a server, `clear`): who and what
-            "indexingProcess": {"pid": other["pid"], "doing": other.get("what")} if other else None,
-            "paused": self.paused,
-            "progress": {
-                "filesProcessed": p.files_done if p else 0,
-                "filesTotal": p.files_total if p else 0,
-                "currentFile": p.current_file if p else None,
-                "phase": p.phase if p else None,
-                "chunksEmbedded": p.chunks_done if p else 0,
-                "chunksTotal": p.chunks_total if p else 0,
-                "etaSeconds": round(p.eta_seconds, 1) if p and p.eta_seconds is not None else None,
-            },
-            "embedding": provider.applied() if isinstance(provider, EmbeddingProvider) else None,
-            "rerank": self._rerank_status(),
-            "degraded": self.degraded(),
-            "readOnly": self.store.readonly,
-            # (with a `.context_settings.json` that cannot be read: what applies instead, as search says)
-            "warnings": list(self.warnings) + load_context_settings(self.root).warnings,
-            "lastRun": self._last_run(),
-            "indexBytes": self._index_bytes(),
-        }
-
-    def _rerank_status(self) -> dict[str, Any] | None:
-        """The rerank stage as configured (None: off); no call is made to learn it."""
-        rs = self.settings.rerank
-        if rs.provider == "none":
-            return None
-        from .redact import shown_url
-
-        return {
-            "provider": rs.provider,
-            "model": rs.model or None,
-            "baseUrl": shown_url(rs.base_url) or None,
-            "modelPath": rs.model_path or None,
-            "topN": rs.top_n,
-            "budgetSeconds": rs.budget_seconds,
-        }
-
-    def _last_run(self) -> dict[str, Any] | None:
-        """When the last index run (CLI or server) finished and how long it took; None before the first."""
-        try:
-            finished = float(self.store.get_meta("last_run") or 0)
-            seconds = self.store.get_meta("last_run_seconds")
-            took = float(seconds) if seconds else None
-        except ValueError:
-            return None
-        if not finished:
-            return None
-        return {"finished": dt.datetime.fromtimestamp(finished, dt.UTC).isoformat(), "seconds": took}
-
-    def _index_bytes(self) -> int | None:
-        """The index's size on disk: the database and its write-ahead log (None when it cannot be read)."""
-        path = index_path(self.root)
-        try:
-            size = path.stat().st_size
-        except OSError:
-            return None
-        with contextlib.suppress(OSError):
-            size += path.with_name(path.name + "-wal").stat().st_size
-        return size
-
-    def unread_files(self) -> int:
-        """Files the last scan run did not get to read (it was cancelled or killed); 0 after a complete run."""
-        try:
-            return int(self.store.get_meta(_PENDING_META, "0") or 0)
-        except ValueError:
-            return 0
 
     # -- retrieval (implemented in retrieval/search.py / retrieval/enrich.py / retrieval/reading.py)
     # ------------------------------------

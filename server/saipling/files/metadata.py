@@ -85,7 +85,8 @@ def slugify(value: str) -> str:
 
 
 # Bumped when the rules that read a file's metadata change (its visibility above all): the indexer re-reads every
-# file of an index written under other rules (indexer.chunking_signature), so no file keeps a level read the old way.
+# file of an index written under other rules (IndexContext.chunking_signature), so no file keeps a level read the old
+# way.
 METADATA_VERSION = 3
 PRIVATE = "private"  # the level a file gets when its frontmatter cannot be read (config/visibility.py: fail closed)
 _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")

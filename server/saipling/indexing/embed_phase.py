@@ -1,6 +1,6 @@
 """The embedding side of an index run: chunks stored without a vector get one, a batch at a time (the cache
 first, then the provider), with the cost question before a paid run and the estimates of `saipling
-estimate`. `EmbeddingPhase` is mixed into `Indexer`, whose settings, store and provider it uses."""
+estimate`. `EmbeddingPhase` is held by `Indexer` and works on its `IndexContext`."""
 
 from __future__ import annotations
 
@@ -9,12 +9,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 
-from ..config.settings import Settings
-from ..embeddings import Provider
 from ..embeddings.base import EmbeddingProvider, estimate_tokens
 from ..errors import (
     IndexCancelled,
@@ -26,38 +23,27 @@ from ..errors import (
 )
 from ..files.scanner import scan
 from ..markdown.chunker import embed_text_for
-from ..storage.base import IndexStore, cache_key
+from ..storage.base import IndexStore
+from .context import IndexContext
 from .records import IndexProgress, IndexSummary, ProgressCallback, Throughput
+from .text_phase import TextPhase
 
 log = logging.getLogger(__name__)
 
 
 class EmbeddingPhase:
-    """Embedding and estimates of `Indexer` (which sets these attributes and provides `embeds`, `prepare`,
-    `read_bytes` and `needs_rechunk`)."""
+    """Embedding: the second phase of a run (`run`), the cost question before it, and the estimates. Files are read
+    (for `estimate`) through the text phase."""
 
-    root: Path
-    settings: Settings
-    store: IndexStore
-    provider: Provider
-    paused: threading.Event
-
-    def _vectors_current(self) -> bool:
-        """True when the index holds vectors of the active model (so cached vectors of it may go in)."""
-        if not self.embeds or not self.store.has_vectors():
-            return False
-        model, dims = self.store.vector_model()
-        return model == self.provider.vector_key and dims == self.provider.dimensions
-
-    def _cache_key(self) -> str:
-        """The embedding-cache key vectors are written under: the model (with its prefixes) and their size."""
-        p = self.provider
-        return cache_key(p.vector_key if isinstance(p, EmbeddingProvider) else p.model, p.dimensions)
+    def __init__(self, ctx: IndexContext, text: TextPhase, paused: threading.Event) -> None:
+        self.ctx = ctx
+        self.text = text
+        self.paused = paused  # set: runs stop embedding (the text index stays live)
 
     def _embed(self, hashes: list[str], texts: list[str], summary: IndexSummary) -> dict[str, np.ndarray]:
-        if not self.embeds or summary.embedding_stopped:
+        if not self.ctx.embeds or summary.embedding_stopped:
             return {}
-        p = self.provider
+        p = self.ctx.provider
         assert isinstance(p, EmbeddingProvider)
         out: dict[str, np.ndarray] = {}
         done = 0
@@ -69,7 +55,7 @@ class EmbeddingPhase:
                 try:
                     result = p.embed_documents(texts[part])
                 except ProviderError as exc:
-                    self._provider_failed(exc, summary)
+                    self.provider_failed(exc, summary)
                     break
                 out.update(zip(hashes[part], result.vectors, strict=True))
                 done += len(result.vectors)
@@ -80,21 +66,21 @@ class EmbeddingPhase:
         summary.embedded += done
         return out
 
-    def _provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
+    def provider_failed(self, exc: ProviderError, summary: IndexSummary) -> None:
         reason = str(exc)
         # (a call abandoned because the process is ending says nothing about the provider: no fallback)
         summary.unusable = isinstance(exc, ProviderAuthError | ProviderUnavailable) and not isinstance(
             exc, ProviderAbandoned
         )
-        if isinstance(self.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
-            self.provider.failed = reason
+        if isinstance(self.ctx.provider, EmbeddingProvider) and isinstance(exc, ProviderAuthError):
+            self.ctx.provider.failed = reason
         if isinstance(exc, ProviderUnavailable | ProviderRateLimited):
             summary.embedding_stopped = True  # the rest of the pass is keyword-indexed without calling it
         summary.degraded = reason
         summary.warnings.append(f"embedding failed, indexed for keyword search only: {reason}")
         log.warning("embedding failed, indexed for keyword search only: %s", reason)
 
-    def _embed_phase(
+    def run(
         self,
         summary: IndexSummary,
         files_total: int,
@@ -107,11 +93,11 @@ class EmbeddingPhase:
         round at a time (whole provider batches, about ROUND_SECONDS of the provider's work: round_size):
         `first` files, then the most recently modified; `hold` files wait. Stops between rounds when cancelled
         (IndexCancelled) or paused (summary.paused)."""
-        if not self.embeds or summary.degraded:
+        if not self.ctx.embeds or summary.degraded:
             return
-        with StoreBehind(self.store, self._cache_key(), summary) as behind:
-            todo = self.store.unembedded(hold(), first)
-            base = size = max(1, self.settings.batch_size)
+        with StoreBehind(self.ctx.store, self.ctx.cache_key(), summary) as behind:
+            todo = self.ctx.store.unembedded(hold(), first)
+            base = size = max(1, self.ctx.settings.batch_size)
             done = done_tokens = 0
             total_tokens = sum(t for *_, t in todo)
             # tokens a second: chunks differ in length; tokens are what the model works on
@@ -121,7 +107,7 @@ class EmbeddingPhase:
             while True:
                 if pos >= len(todo):  # chunks stored meanwhile (a save, a lazy sync) are embedded too
                     behind.flush()  # (the round held back is not "without a vector")
-                    todo = [r for r in self.store.unembedded(hold(), first) if r[0] not in seen]
+                    todo = [r for r in self.ctx.store.unembedded(hold(), first) if r[0] not in seen]
                     if not todo:
                         return
                     pos, total_tokens = 0, done_tokens + sum(t for *_, t in todo)
@@ -170,9 +156,9 @@ class EmbeddingPhase:
         """Vectors for these chunks (chunk id, path, content hash, tokens): the cache first, then the provider.
         Returns whether the provider was called, None when it failed (summary.degraded says why). With
         `behind`, the round's vectors are stored while the next round is embedded."""
-        rows = self.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
+        rows = self.ctx.store.chunk_texts([r[0] for r in part])  # (a chunk replaced meanwhile is gone)
         texts = {h: embed_text_for(hp, text) for h, hp, text in rows.values()}
-        vectors = self.store.cached_vectors(self.provider.vector_key, texts, self.provider.dimensions)
+        vectors = self.ctx.store.cached_vectors(self.ctx.provider.vector_key, texts, self.ctx.provider.dimensions)
         if behind is not None:
             vectors.update(behind.vectors(texts.keys() - vectors.keys()))  # (not in the cache yet)
             behind.start()  # the round before is stored while the model embeds this one
@@ -191,18 +177,18 @@ class EmbeddingPhase:
             behind.hold(items)
         else:
             t1 = time.perf_counter()
-            self.store.set_vectors(items, self._cache_key())
+            self.ctx.store.set_vectors(items, self.ctx.cache_key())
             summary.timings["store"] += time.perf_counter() - t1
         if len(got) < len(missing):
             return None  # the provider failed within the round: what it got is stored, the run stops
         return bool(missing)
 
-    def _confirmed(
+    def confirmed(
         self, confirm: Callable[[dict], bool] | None, hold: Callable[[], Iterable[str]], summary: IndexSummary
     ) -> bool:
         """False when a paid provider's estimate is over the setting and `confirm` declined it."""
-        limit = self.settings.confirm_cost_above_usd
-        if confirm is None or limit < 0 or not self.provider.cost_per_million_tokens:
+        limit = self.ctx.settings.confirm_cost_above_usd
+        if confirm is None or limit < 0 or not self.ctx.provider.cost_per_million_tokens:
             return True
         estimate = self.embed_estimate(hold())
         if estimate["costUsd"] <= limit or estimate["chunks"] == 0:
@@ -216,22 +202,22 @@ class EmbeddingPhase:
     def embed_estimate(self, hold: Iterable[str] = ()) -> dict:
         """What embedding the chunks that have no vector yet would cost (none of them sent anywhere)."""
         held = set(hold)
-        if self._vectors_current():
-            rows = self.store.unembedded(held)
+        if self.ctx.vectors_current():
+            rows = self.ctx.store.unembedded(held)
         else:  # no vectors of this model yet: every chunk (the embedding cache may still hold some)
-            rows = [(0, p, h, t) for p, h, t in self.store.chunk_hashes() if p not in held]
-        model = self.provider.model if self.embeds else ""
-        key = self.provider.vector_key if isinstance(self.provider, EmbeddingProvider) else ""
-        cached = self.store.cached_vectors(key, [r[2] for r in rows], self.provider.dimensions) if model else {}
+            rows = [(0, p, h, t) for p, h, t in self.ctx.store.chunk_hashes() if p not in held]
+        model = self.ctx.provider.model if self.ctx.embeds else ""
+        key = self.ctx.provider.vector_key if isinstance(self.ctx.provider, EmbeddingProvider) else ""
+        cached = self.ctx.store.cached_vectors(key, [r[2] for r in rows], self.ctx.provider.dimensions) if model else {}
         tokens: dict[str, int] = {}
         files: set[str] = set()
         for _, path, h, t in rows:
             if h not in cached:
                 tokens[h] = t
                 files.add(path)
-        price = self.provider.cost_per_million_tokens if self.embeds else 0.0
+        price = self.ctx.provider.cost_per_million_tokens if self.ctx.embeds else 0.0
         return {
-            "provider": self.provider.name,
+            "provider": self.ctx.provider.name,
             "model": model or None,
             "files": len(files),
             "chunks": len(tokens),
@@ -243,17 +229,17 @@ class EmbeddingPhase:
     def estimate(self) -> dict:
         """What `index` would embed now, and its cost, without calling the provider."""
         summary = IndexSummary()
-        result = scan(self.root, self.settings)
-        states = self.store.file_states()
-        p = self.provider
+        result = scan(self.ctx.root, self.ctx.settings)
+        states = self.ctx.store.file_states()
+        p = self.ctx.provider
         model = p.vector_key if isinstance(p, EmbeddingProvider) else p.model
         # Unchanged files cost nothing only if their vectors come from this very model; after a model or
         # dimension change the run re-embeds everything the cache does not hold.
-        stored_model, stored_dims = self.store.vector_model()
-        dims = self.provider.dimensions
+        stored_model, stored_dims = self.ctx.store.vector_model()
+        dims = self.ctx.provider.dimensions
         same_model = stored_model == model and (not dims or stored_dims == dims)
         # other chunk limits than the index was made with: the next run re-chunks every file
-        vectors_current = self.store.has_vectors() and same_model and not self.needs_rechunk()
+        vectors_current = self.ctx.store.has_vectors() and same_model and not self.ctx.needs_rechunk()
         chunks_total = 0
         to_embed: dict[str, int] = {}  # content hash -> tokens (a text in several chunks is embedded once)
         unchanged: set[str] = set()
@@ -263,35 +249,35 @@ class EmbeddingPhase:
                 unchanged.add(e.rel)
                 continue
             try:
-                prep = self.prepare(e, self.read_bytes(e.abs_path), summary)
+                prep = self.text.prepare(e, self.text.read_bytes(e.abs_path), summary)
             except OSError:
                 continue
             if prep is None:
                 continue
             chunks_total += len(prep.chunks)
-            cached = self.store.cached_vectors(model, [c.content_hash for c in prep.chunks], dims) if model else {}
+            cached = self.ctx.store.cached_vectors(model, [c.content_hash for c in prep.chunks], dims) if model else {}
             for c in prep.chunks:
                 if c.content_hash not in cached:
                     to_embed[c.content_hash] = c.token_count
         if vectors_current and unchanged:
             # chunks of unchanged files still without a vector (an earlier provider failure) are backfilled
-            rows = [r for r in self.store.chunks_missing_vectors() if r["path"] in unchanged]
-            cached = self.store.cached_vectors(model, [r["content_hash"] for r in rows], dims)
+            rows = [r for r in self.ctx.store.chunks_missing_vectors() if r["path"] in unchanged]
+            cached = self.ctx.store.cached_vectors(model, [r["content_hash"] for r in rows], dims)
             for r in rows:
                 if r["content_hash"] not in cached:
                     text = embed_text_for(r["heading_path"] or "", r["text"] or "")
                     to_embed[r["content_hash"]] = estimate_tokens(text)
         chunks_new, tokens_new = len(to_embed), sum(to_embed.values())
-        price = self.provider.cost_per_million_tokens
+        price = self.ctx.provider.cost_per_million_tokens
         return {
-            "provider": self.provider.name,
-            "model": self.provider.model,
+            "provider": self.ctx.provider.name,
+            "model": self.ctx.provider.model,
             "files": len(result.entries),
             "chunksToCheck": chunks_total,
-            "chunksToEmbed": chunks_new if self.embeds else 0,
-            "tokensToEmbed": tokens_new if self.embeds else 0,
-            "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.embeds else 0.0,
-            "fullReindexCostUsd": round(self.store.total_tokens_indexed() * price / 1e6, 6),
+            "chunksToEmbed": chunks_new if self.ctx.embeds else 0,
+            "tokensToEmbed": tokens_new if self.ctx.embeds else 0,
+            "estimatedCostUsd": round(tokens_new * price / 1e6, 6) if self.ctx.embeds else 0.0,
+            "fullReindexCostUsd": round(self.ctx.store.total_tokens_indexed() * price / 1e6, 6),
         }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import stat
@@ -14,98 +13,64 @@ from pathlib import Path
 
 from ..config.settings import Settings
 from ..embeddings import Provider
-from ..embeddings.base import EmbeddingProvider, estimate_tokens
+from ..embeddings.base import EmbeddingProvider
 from ..errors import IndexCancelled, ProviderError
-from ..files.metadata import METADATA_VERSION
 from ..files.scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
-from ..markdown.chunker import CHUNKER_VERSION, ChunkLimits, limits_for
-from ..markdown.parse_memo import ParseMemo
+from ..markdown.chunker import ChunkLimits
 from ..storage.base import IndexStore, LockHandle
 from . import mention_scan
+from .context import CHUNKING_META, IndexContext, file_failed
 from .embed_phase import EmbeddingPhase
 from .records import IndexProgress, IndexSummary, ProgressCallback  # (callers import them here too)
 from .text_phase import TextPhase
 
 log = logging.getLogger(__name__)
 
-CHUNKING_META = "chunking"  # meta key: the chunk limits (and tokenizer) the indexed chunks were made with
 PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run did not get to read
 
 
-class Indexer(TextPhase, EmbeddingPhase):
-    """Brings the store in line with the files on disk."""
+class Indexer:
+    """Brings the store in line with the files on disk: a run is its text phase, then its embedding phase."""
 
     def __init__(self, root: Path, settings: Settings, store: IndexStore, provider: Provider) -> None:
-        self.root = Path(root)
-        self.settings = settings
-        self.store = store
-        self.provider = provider
+        self.ctx = IndexContext(Path(root), settings, store, provider)
+        self.root, self.store = self.ctx.root, store
         self._lock = threading.Lock()  # one run at a time
-        # held while files are read and stored: a run's text phase takes it a batch at a time, so that a
-        # refresh of a saved file (or a search's lazy sync) waits for one batch, never for a whole run
-        self._write_lock = threading.Lock()
         self.paused = threading.Event()  # set: runs stop embedding (the text index stays live)
-        self._refreshes = 0  # refresh() calls: a run's read-ahead re-reads files read before the last one
-        self._parse_memos: dict[str, ParseMemo] = {}  # path -> what its next parse can reuse (markdown/parse_memo.py)
+        self.text = TextPhase(self.ctx)
+        self.embedding = EmbeddingPhase(self.ctx, self.text, self.paused)
         self.on_lock_wait: Callable[[int | None], None] | None = None  # told when another process holds the index
+
+    # settings and provider change between runs (new settings, a provider fallback): set in `ctx`, where both phases
+    # see the change
+    @property
+    def settings(self) -> Settings:
+        return self.ctx.settings
+
+    @property
+    def provider(self) -> Provider:
+        return self.ctx.provider
+
+    @provider.setter
+    def provider(self, provider: Provider) -> None:
+        self.ctx.provider = provider
 
     # -- configuration -------------------------------------------------------------------------------------
     @property
     def embeds(self) -> bool:
-        return isinstance(self.provider, EmbeddingProvider) and not self.provider.failed
+        return self.ctx.embeds
 
     def limits(self) -> ChunkLimits:
-        c = self.settings.chunking
-        p = self.provider if isinstance(self.provider, EmbeddingProvider) else None
-        window, passage = (p.max_input_tokens, p.passage_tokens) if p else (0, 0)
-        return limits_for(c.max_tokens, c.target_tokens, c.overlap_tokens, window, passage)
-
-    def chunking_signature(self) -> str:
-        """What the chunks depend on besides the text: the effective limits and whose tokens they count.
-
-        Stored in the meta table after a full run; a run that finds another signature re-chunks every file
-        (switching to a model with a smaller input window must not leave chunks it silently truncates).
-        """
-        lim = self.limits()
-        p = self.provider
-        counts = isinstance(p, EmbeddingProvider) and callable(getattr(p, "count_tokens", None))
-        tokenizer = f"{p.name}:{p.model}" if counts else "estimate"
-        return json.dumps(
-            {
-                "max": lim.max_tokens,
-                "target": lim.target_tokens,
-                "overlap": lim.overlap_tokens,
-                "block": lim.block_max,  # a code block may fill the window (markdown.chunker.ChunkLimits.block_tokens)
-                "tokenizer": tokenizer,
-                "chunker": CHUNKER_VERSION,  # the same text can chunk differently after a chunker change
-                "metadata": METADATA_VERSION,  # a file's visibility read another way (files/metadata.py) is re-read
-            },
-            sort_keys=True,
-        )
+        return self.ctx.limits()
 
     def needs_rechunk(self) -> bool:
-        """True when the indexed chunks were made with other limits (or a tokenizer) than the current ones."""
-        stored = self.store.get_meta(CHUNKING_META)
-        if stored is None:  # an index written before the limits were recorded: unknown unless it is empty
-            return bool(self.store.file_states())
-        return stored != self.chunking_signature()
+        return self.ctx.needs_rechunk()
 
-    def token_counter(self) -> Callable[[str], int]:
-        """The provider's own tokenizer when it has one (local models count word pieces), else the estimate.
+    def embed_estimate(self, hold: Iterable[str] = ()) -> dict:
+        return self.embedding.embed_estimate(hold)
 
-        Chunk limits are in the model's tokens: with the ~4-characters estimate, Japanese text or a table
-        of numbers makes chunks of twice MiniLM's 256 word pieces, and the model silently drops the rest.
-        """
-        count = getattr(self.provider, "count_tokens", None)
-        if not self.embeds or not callable(count):
-            return estimate_tokens
-        try:
-            count("probe")
-        except Exception as exc:  # the model cannot load: chunk by the estimate, embedding will report it
-            log.warning("%s cannot count tokens (%s); chunking by estimate", self.provider.name, exc)
-            return estimate_tokens
-        counter = getattr(self.provider, "token_counter", None)
-        return counter() if callable(counter) else count
+    def estimate(self) -> dict:
+        return self.embedding.estimate()
 
     def ensure_vector_table(self) -> bool:
         """Match the store's vector table to the provider. True when vectors were reset (model changed).
@@ -206,8 +171,8 @@ class Indexer(TextPhase, EmbeddingPhase):
         for the quiet period). Does not wait for a run in progress, only for the batch it is storing."""
         summary = IndexSummary()
         start = time.perf_counter()
-        with self._write_lock:
-            self._refreshes += 1  # files a run read ahead before now are read again (indexing.chunk_pool.ReadAhead)
+        with self.text.write_lock:
+            self.text.refreshes += 1  # files a run read ahead before now are read again (indexing.chunk_pool.ReadAhead)
             entries, stale = self._entries_for(list(paths), summary)
             for rel in stale:
                 if self.store.delete_file(rel):
@@ -217,17 +182,17 @@ class Indexer(TextPhase, EmbeddingPhase):
             batch = []
             for e in entries:
                 try:
-                    prep = self._prepare_one(e, states, True, summary, racy)
+                    prep = self.text.prepare_one(e, states, True, summary, racy)
                 except Exception as exc:  # noqa: BLE001 - one odd path must never stop the others
-                    self._file_failed(e.rel, exc, summary)
+                    file_failed(e.rel, exc, summary)
                     continue
                 if prep is not None:
                     summary.changed += 1
                     batch.append(prep)
             if batch:
-                self._flush(batch, summary)
+                self.text.flush(batch, summary)
             self._settle_mentions(summary)
-        self._settle_racy(racy)
+        self.text.settle_racy(racy)
         summary.scanned = len(entries)
         summary.seconds = time.perf_counter() - start
         return summary
@@ -244,9 +209,9 @@ class Indexer(TextPhase, EmbeddingPhase):
                 if self.ensure_vector_table():
                     summary.warnings.append(self._model_changed(*stored))
             except ProviderError as exc:
-                self._provider_failed(exc, summary)
-        signature = self.chunking_signature()
-        rechunk = self.needs_rechunk()
+                self.embedding.provider_failed(exc, summary)
+        signature = self.ctx.chunking_signature()
+        rechunk = self.ctx.needs_rechunk()
         if not rechunk:
             self.store.set_meta(CHUNKING_META, signature)  # (an empty index: every chunk will use these)
         elif paths is None:
@@ -284,20 +249,20 @@ class Indexer(TextPhase, EmbeddingPhase):
                 if self.store.delete_file(rel):
                     summary.deleted += 1
             except Exception as exc:  # one odd path must never stop the run
-                self._file_failed(rel, exc, summary)
+                file_failed(rel, exc, summary)
         total = len(todo)
         stored = [0]  # files of `todo` stored so far (a cancelled run leaves the rest to the next one)
         text_done = False
         try:
-            self._text_phase(todo, states, full, summary, progress, cancel, stored)
+            self.text.run(todo, states, full, summary, progress, cancel, stored)
             text_done = True
-            with self._write_lock:
+            with self.text.write_lock:
                 self._settle_mentions(summary)
             if embed and self.embeds and not self.paused.is_set() and not summary.degraded:
-                if self._confirmed(confirm, hold, summary):
-                    self._embed_phase(summary, total, progress, cancel, hold, first)
+                if self.embedding.confirmed(confirm, hold, summary):
+                    self.embedding.run(summary, total, progress, cancel, hold, first)
                     if self._adopt_new_size(summary):
-                        self._embed_phase(summary, total, progress, cancel, hold, first)
+                        self.embedding.run(summary, total, progress, cancel, hold, first)
             elif embed and self.embeds and self.paused.is_set():
                 summary.paused = True
         except (IndexCancelled, KeyboardInterrupt) as exc:
@@ -324,17 +289,6 @@ class Indexer(TextPhase, EmbeddingPhase):
             mention_scan.settle(self.store, self.root)
         except Exception as exc:  # noqa: BLE001 - mentions must never fail the run that stored the text
             log.warning("entity mentions not brought up to date: %s", exc)
-
-    def _file_failed(self, rel: str, exc: BaseException, summary: IndexSummary) -> None:
-        """A file an error kept out of the index: one log line per distinct cause (a full disk fails every
-        file the same way: one line, not a traceback per file); the traceback only at debug level."""
-        shown = shown_name(rel)
-        cause = f"{type(exc).__name__}: {exc}"
-        if all(c != cause for _, c in summary.failed):
-            log.error("%s could not be indexed: %s", shown, cause)
-        log.debug("%s could not be indexed", shown, exc_info=exc)
-        summary.failed.append((shown, cause))
-        summary.skipped.append((shown, f"could not be indexed ({cause})"))
 
     def _entries_for(self, paths: list[str], summary: IndexSummary) -> tuple[list[ScanEntry], list[str]]:
         """Scan entries for explicit relative paths (a save, a watcher event); the rest is stale or skipped."""

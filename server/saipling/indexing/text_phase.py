@@ -1,7 +1,7 @@
 """The text side of an index run: every changed file read, chunked and stored a batch at a time (keyword-
 searchable at once, with the vectors of chunks whose text did not change), worker processes chunking ahead of
-the store when the run is big (indexing/chunk_pool.py). `TextPhase` is mixed into `Indexer`, whose settings, store and
-provider it uses."""
+the store when the run is big (indexing/chunk_pool.py). `TextPhase` is held by `Indexer` and works on its
+`IndexContext`."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config.settings import Settings
 from ..errors import IndexCancelled
 from ..files.metadata import FileMeta
 from ..files.scanner import ScanEntry
 from ..files.textio import BinaryFile, decode, read_regular
 from ..markdown.chunker import Chunk
 from ..markdown.parse_memo import ParseMemo
-from ..storage.base import ChunkRow, FileRecord, IndexStore
+from ..storage.base import ChunkRow, FileRecord
 from . import mention_scan
 from .chunk_pool import Chunked, ChunkPool, Early, ReadAhead, chunk_bytes, read_early, worker_count
+from .context import IndexContext, file_failed
 from .records import (
     RACY_WINDOW_FINE_NS,
     IndexProgress,
@@ -60,15 +60,15 @@ class _Prepared:
 
 
 class TextPhase:
-    """Reading, chunking and storing of `Indexer` (which sets these attributes and provides `limits`,
-    `token_counter`, `_vectors_current` and `_file_failed`)."""
+    """Reading, chunking and storing: the first phase of a run (`run`) and the cheap refresh of a saved file."""
 
-    root: Path
-    settings: Settings
-    store: IndexStore
-    _write_lock: threading.Lock
-    _refreshes: int
-    _parse_memos: dict[str, ParseMemo]
+    def __init__(self, ctx: IndexContext) -> None:
+        self.ctx = ctx
+        # held while files are read and stored: a run's text phase takes it a batch at a time, so that a
+        # refresh of a saved file (or a search's lazy sync) waits for one batch, never for a whole run
+        self.write_lock = threading.Lock()
+        self.refreshes = 0  # refresh() calls: a run's read-ahead re-reads files read before the last one
+        self.parse_memos: dict[str, ParseMemo] = {}  # path -> what its next parse can reuse (markdown/parse_memo.py)
 
     def read_bytes(self, path: Path) -> bytes:
         """Every file read goes through here (counted: a no-op reindex must read nothing).
@@ -88,9 +88,9 @@ class TextPhase:
         """A file's record and chunks, from its bytes (`chunked`: already chunked by a worker; `digest`: their
         sha256, when already known)."""
         t0 = time.perf_counter()
-        memo = self._parse_memos.pop(entry.rel, None)
+        memo = self.parse_memos.pop(entry.rel, None)
         if chunked is None:
-            chunked = chunk_bytes(entry.rel, data, self.limits(), self.token_counter(), memo)
+            chunked = chunk_bytes(entry.rel, data, self.ctx.limits(), self.ctx.token_counter(), memo)
         if chunked.decode_warning:
             summary.warnings.append(chunked.decode_warning)
             if chunked.in_worker:  # (what decode() logs in process)
@@ -131,9 +131,9 @@ class TextPhase:
     def _remember_parse(self, rel: str, memo: ParseMemo | None) -> None:
         if memo is None:
             return
-        self._parse_memos[rel] = memo
-        while len(self._parse_memos) > MAX_PARSE_MEMOS:  # the least recently read go first
-            self._parse_memos.pop(next(iter(self._parse_memos)))
+        self.parse_memos[rel] = memo
+        while len(self.parse_memos) > MAX_PARSE_MEMOS:  # the least recently read go first
+            self.parse_memos.pop(next(iter(self.parse_memos)))
 
     def _rows(self, prep: _Prepared) -> list[ChunkRow]:
         m = prep.meta
@@ -162,7 +162,7 @@ class TextPhase:
             for c in prep.chunks
         ]
 
-    def _text_phase(
+    def run(
         self,
         todo: list[ScanEntry],
         states: dict,
@@ -182,7 +182,7 @@ class TextPhase:
             while n < total:
                 t0 = time.perf_counter()
                 begin = n
-                with self._write_lock:
+                with self.write_lock:
                     locked = time.perf_counter()
                     batch: list[_Prepared] = []
                     batch_chunks = 0
@@ -199,13 +199,13 @@ class TextPhase:
                         n += 1
                         try:
                             early = ahead.take(n - 1) if ahead else None
-                            prep = self._prepare_one(
+                            prep = self.prepare_one(
                                 e, states, full, summary, racy, early, ahead if early is not None else None
                             )
                         except (IndexCancelled, KeyboardInterrupt):
                             raise
                         except Exception as exc:  # one odd path must never stop a run over thousands
-                            self._file_failed(e.rel, exc, summary)
+                            file_failed(e.rel, exc, summary)
                             continue
                         if prep is None:
                             continue
@@ -219,9 +219,9 @@ class TextPhase:
                         ):
                             break
                     if batch:
-                        self._flush(batch, summary)
+                        self.flush(batch, summary)
                     stored[0] = n
-                self._settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
+                self.settle_racy(racy)  # (every racy file so far is stored: a killed run keeps them)
                 rate.add(n - begin, time.perf_counter() - t0)
 
     @contextlib.contextmanager
@@ -232,7 +232,7 @@ class TextPhase:
         (None: the indexer chunks every file itself); the workers it used go to `summary`."""
         workers = worker_count(len(todo), sum(e.size for e in todo))
         if workers:  # (the counter loads a local model: only for a run that chunks)
-            count, limits = self.token_counter(), self.limits()
+            count, limits = self.ctx.token_counter(), self.ctx.limits()
             try:
                 pickle.dumps(count)  # a worker gets its own copy (a local model's tokenizer, or the estimate)
             except Exception as exc:  # noqa: BLE001 - a counter that cannot travel (a custom tokenizer's) stays
@@ -246,14 +246,14 @@ class TextPhase:
             st = states.get(e.rel)
             if st is not None and st.content_hash == digest and not full:
                 return False
-            return self._parse_memos.get(e.rel)
+            return self.parse_memos.get(e.rel)
 
         def chunk_here(rel: str, data: bytes, memo: ParseMemo | None) -> Chunked:
             return chunk_bytes(rel, data, limits, count, memo)
 
         with ChunkPool(workers, limits, count) as pool:
             ahead = ReadAhead(
-                todo, pool, self.read_bytes, changed, lambda: self._refreshes, READ_AHEAD_FILES, chunk_here
+                todo, pool, self.read_bytes, changed, lambda: self.refreshes, READ_AHEAD_FILES, chunk_here
             )
             try:
                 yield ahead
@@ -261,7 +261,7 @@ class TextPhase:
                 ahead.close()
                 summary.chunk_workers = ahead.workers_used
 
-    def _prepare_one(
+    def prepare_one(
         self,
         e: ScanEntry,
         states: dict,
@@ -283,7 +283,7 @@ class TextPhase:
                 raise err  # type: ignore[misc]  (this file failed, as if read now: _file_failed)
             summary.skipped.append((e.rel, f"unreadable ({err.strerror or err})"))
             if e.rel in states:  # gone or unreadable now: its old text must not stay searchable
-                self.store.delete_file(e.rel)
+                self.ctx.store.delete_file(e.rel)
             return None
         data, read_ns, digest = early.data, early.read_ns, early.digest
         summary.files_read += 1
@@ -293,7 +293,7 @@ class TextPhase:
         if mtime_ns == 0:
             racy.append((e, digest))
         if st is not None and st.content_hash == digest and not full:
-            self.store.touch_file(e.rel, mtime_ns, e.size)
+            self.ctx.store.touch_file(e.rel, mtime_ns, e.size)
             summary.unchanged += 1
             return None
         t0 = time.perf_counter()
@@ -302,12 +302,12 @@ class TextPhase:
         prep = self.prepare(e, data, summary, chunked, digest)
         if prep is None:
             if st is not None:
-                self.store.delete_file(e.rel)
+                self.ctx.store.delete_file(e.rel)
             return None
         prep.record.mtime_ns = mtime_ns
         return prep
 
-    def _settle_racy(self, racy: list[tuple[ScanEntry, str]]) -> None:
+    def settle_racy(self, racy: list[tuple[ScanEntry, str]]) -> None:
         """Give files read within a fine-grained timestamp tick their real mtime back, when still unchanged.
 
         Once the racy window has passed, any later write gets a later mtime; so a file whose (mtime, size)
@@ -326,42 +326,42 @@ class TextPhase:
                 st = e.abs_path.stat()
                 if (st.st_mtime_ns, st.st_size) != (e.mtime_ns, e.size) or is_racy(e.mtime_ns, time.time_ns()):
                     continue
-                row = self.store.get_file(e.rel)
+                row = self.ctx.store.get_file(e.rel)
                 if row is None or row["content_hash"] != digest or row["mtime_ns"] != 0:
                     continue
                 if hashlib.sha256(self.read_bytes(e.abs_path)).hexdigest() == digest:
-                    self.store.touch_file(e.rel, e.mtime_ns, e.size)
+                    self.ctx.store.touch_file(e.rel, e.mtime_ns, e.size)
             except Exception:  # left at mtime 0: the next run hashes it again
                 log.debug("could not settle the racy mtime of %s", e.rel, exc_info=True)
 
-    def _flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
+    def flush(self, batch: list[_Prepared], summary: IndexSummary) -> None:
         """Store prepared files: chunks, keywords, line ranges, metadata. Nothing is sent to the provider here:
         chunks whose text did not change keep their vectors, texts embedded before (the cache) get theirs, the
         rest wait for the embedding phase."""
         vectors: dict[str, np.ndarray] = {}
-        if self._vectors_current():
+        if self.ctx.vectors_current():
             wanted = {c.content_hash for p in batch for c in p.chunks}
-            vectors = self.store.cached_vectors(self.provider.vector_key, wanted, self.provider.dimensions)
+            vectors = self.ctx.store.cached_vectors(self.ctx.provider.vector_key, wanted, self.ctx.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
         t0 = time.perf_counter()
-        finder = mention_scan.Finder.for_store(self.store, [p.record for p in batch])
+        finder = mention_scan.Finder.for_store(self.ctx.store, [p.record for p in batch])
         stored: list[_Prepared] = []
         try:
             # one commit per batch (a commit per file was half the store time); each file is a savepoint in it
-            with self.store.atomic():
+            with self.ctx.store.atomic():
                 for prep in batch:
                     try:
                         found = finder.scan(_text_of(prep), prep.meta.frontmatter)
-                        self.store.replace_file(prep.record, self._rows(prep), vectors, mentions=found)
+                        self.ctx.store.replace_file(prep.record, self._rows(prep), vectors, mentions=found)
                     except Exception as exc:  # one odd path must never lose the rest of the batch
                         summary.changed -= 1
-                        self._file_failed(prep.record.path, exc, summary)
+                        file_failed(prep.record.path, exc, summary)
                         continue
                     stored.append(prep)
         except Exception as exc:  # the commit failed (a full disk): none of the batch was stored
             for prep in stored:
                 summary.changed -= 1
-                self._file_failed(prep.record.path, exc, summary)
+                file_failed(prep.record.path, exc, summary)
             stored = []
         summary.new_chunks += sum(len(p.chunks) for p in stored)
         summary.timings["store"] += time.perf_counter() - t0

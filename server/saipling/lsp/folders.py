@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,8 +22,7 @@ from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException
 
 from ..files.scanner import is_indexable
-from ..live.sync_queue import SyncQueue
-from ..live.watcher import Watcher
+from ..live.service import LiveIndex
 from ..paths import too_broad
 from ..project import Project
 from . import convert, params
@@ -36,8 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-EMBED_RETRY_FIRST = 60.0  # seconds before the first retry of failed embeddings; doubles up to
-EMBED_RETRY_MAX = 1800.0
 CLIENT_TIMEOUT = 10.0  # seconds to wait for the client to answer our requests
 TEST_CLOCK_ENV = "SAIPLING_TEST_CLOCK"
 SERVER_ONLY_ENV = {TEST_CLOCK_ENV, "SAIPLING_LOG_LEVEL"}  # not settings: kept away from the engine
@@ -66,43 +62,26 @@ class TestClock:
 
 @dataclass
 class Folder:
-    """One workspace folder: its project (index), sync queue, watcher and its one index run at a time."""
+    """One workspace folder: its live index (project, sync queue, watcher, runs) and what the editor adds."""
 
     uri: str
     name: str
-    project: Project
-    queue: SyncQueue
-    watcher: Watcher | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held by the run in progress
-    cancel: threading.Event | None = None  # of the run in progress
-    running_full: bool = False  # the run in progress re-chunks every file
-    worker: threading.Thread | None = None  # the thread of the last run
-    passes: int = 0  # index passes finished (initial, sync, manual)
-    # embeddings that failed (provider down, rate limited, timed out) are retried with backoff, without a save
-    retry_at: float | None = None
-    retry_delay: float = EMBED_RETRY_FIRST
+    live: LiveIndex
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held by the run in progress (runs on the loop)
     open_files: dict[str, None] = field(default_factory=dict)  # open in the editor: embedded first
     cost_confirmed: bool = False  # the user agreed to what embedding costs (asked once per session)
     pause_reason: str | None = None  # why embedding is paused (saipling/pauseIndexing, cost not confirmed)
 
-    def schedule_retry(self, summary: Any, now: float) -> None:
-        """After a run: retry its missing embeddings later if it ran keyword-only for a reason that can pass
-        (not a rejected API key: that waits for the user), else forget any retry."""
-        # (while the local model stands in for an API provider, the retry asks that provider again)
-        if summary is not None and (
-            (summary.degraded and self.project.indexer.embeds) or self.project.fallback_from is not None
-        ):
-            self.retry_at = now + self.retry_delay
-            self.retry_delay = min(self.retry_delay * 2, EMBED_RETRY_MAX)
-        elif summary is not None and not summary.cancelled:
-            self.retry_at, self.retry_delay = None, EMBED_RETRY_FIRST
+    @property
+    def project(self) -> Project:
+        return self.live.project
 
     def accepts(self, rel: str) -> bool:
         """True for a path the project indexes (under its current settings)."""
         return is_indexable(self.project.root, rel, self.project.settings) is None
 
     def run_in_thread(self, fn: Callable[[], T]) -> asyncio.Future[T]:
-        """Run `fn` on a daemon thread (an index run must not keep a closing process alive)."""
+        """Run `fn` on the live index's daemon thread, awaitable from the event loop."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
 
@@ -118,9 +97,7 @@ class Folder:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
                 loop.call_soon_threadsafe(settle, result, error)
 
-        worker = threading.Thread(target=target, name=f"saipling-index-{self.name}", daemon=True)
-        worker.start()
-        self.worker = worker  # (only once started: a shutdown on another thread may join it at once)
+        self.live.start_run(target)
         return fut
 
 
@@ -149,7 +126,7 @@ def refresh_now(ls: SaiplingServer, folder: Folder) -> None:
 def queue_for_embedding(folder: Folder, paths: list[str]) -> None:
     """Files a search found changed on disk (no editor or watcher event): embedded once quiet."""
     for path in paths:
-        folder.queue.changed(path)
+        folder.live.queue.changed(path)
 
 
 def folder_depth(uri: str) -> int:
@@ -219,9 +196,9 @@ async def open_folder(ls: SaiplingServer, uri: str, name: str, config: dict[str,
             f"folder:{uri}", f"cannot open the index of {root}: {exc.message}", types.MessageType.Error
         )
         return None
-    folder = Folder(uri, name, project, SyncQueue(project.settings.quiet_period_seconds, ls.clock))
-    project.on_missing_file = folder.queue.deleted  # search drops vanished files
-    folder.queue.listener = partial(text_changed, ls, folder)  # every change: its text is refreshed at once
+    folder = Folder(uri, name, LiveIndex(project, clock=ls.clock, name=name))
+    project.on_missing_file = folder.live.queue.deleted  # search drops vanished files
+    folder.live.queue.listener = partial(text_changed, ls, folder)  # every change: its text is refreshed at once
     project.on_refreshed = partial(queue_for_embedding, folder)  # a search found a file changed on disk
     ls.folders[uri] = folder
     ls.feedback.warnings(folder, project.warnings)
@@ -264,8 +241,7 @@ async def close_folder(ls: SaiplingServer, uri: str) -> None:
     folder = ls.folders.pop(uri, None)
     if folder is None:
         return
-    if folder.cancel is not None:
-        folder.cancel.set()
+    folder.live.cancel_run()
     await set_watching(ls, folder, False)
     async with folder.lock:
         await ls.call(folder.project.close)
@@ -289,18 +265,12 @@ async def remove_folders(ls: SaiplingServer, uris: list[str]) -> list[Folder]:
 
 
 async def set_watching(ls: SaiplingServer, folder: Folder, on: bool) -> None:
-    if on and folder.watcher is None:
-        folder.watcher = Watcher.for_project(folder.project, folder.queue)
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, folder.watcher.start)
-        except Exception as exc:  # noqa: BLE001 - e.g. inotify watch limit reached
-            folder.watcher = None
-            ls.feedback.show_once(
-                f"watch:{folder.uri}", f"{folder.name}: cannot watch files ({exc}); editor saves still sync"
-            )
-    elif not on and folder.watcher is not None:
-        watcher, folder.watcher = folder.watcher, None
-        await asyncio.get_running_loop().run_in_executor(None, watcher.stop)
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, folder.live.watch, on)
+    except Exception as exc:  # noqa: BLE001 - e.g. inotify watch limit reached
+        ls.feedback.show_once(
+            f"watch:{folder.uri}", f"{folder.name}: cannot watch files ({exc}); editor saves still sync"
+        )
 
 
 # -- finding the folder of a request or a file -------------------------------------------------------------

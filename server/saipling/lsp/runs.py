@@ -81,32 +81,31 @@ async def run_index(
     async with folder.lock:
         if ls.stopping or ls.folders.get(folder.uri) is not folder:  # shutting down, or closed
             return None
-        folder.cancel = cancel = threading.Event()
-        folder.running_full = full
-        reporter = await begin_progress(ls, title, cancel) if progress else None
+        live = folder.live
         summary: IndexSummary | None = None
-        run = partial(
-            folder.project.index,
-            full,
-            paths,
-            reporter.update if reporter else None,
-            cancel,
-            hold=folder.queue.waiting,  # files still in their quiet period: their new text waits
-            first=list(folder.open_files),  # then open files, then the most recently modified
-            confirm=partial(confirm_cost, ls, folder, cancel),
-        )
+        reporter: ProgressReporter | None = None
         try:
-            summary = await folder.run_in_thread(run)
-        except SaiplingError as exc:  # refused on purpose (a read-only index): said once, no traceback
-            ls.feedback.show_once(f"index:{folder.uri}:{exc}", f"cannot index {folder.project.root}: {exc}")
-        except Exception:
-            log.exception("indexing %s failed", folder.project.root)
+            with live.running(full) as cancel:
+                reporter = await begin_progress(ls, title, cancel) if progress else None
+                run = partial(
+                    live.index,
+                    cancel,
+                    full,
+                    paths,
+                    reporter.update if reporter else None,
+                    first=list(folder.open_files),  # then open files, then the most recently modified
+                    confirm=partial(confirm_cost, ls, folder, cancel),
+                )
+                try:
+                    summary = await folder.run_in_thread(run)
+                except SaiplingError as exc:  # refused on purpose (a read-only index): said once, no traceback
+                    ls.feedback.show_once(f"index:{folder.uri}:{exc}", f"cannot index {folder.project.root}: {exc}")
+                except Exception:
+                    log.exception("indexing %s failed", folder.project.root)
         finally:
-            folder.cancel = None
-            folder.passes += 1
             if reporter:
                 reporter.end(convert.summary_message(summary))
-        folder.schedule_retry(summary, ls.clock())
+        live.schedule_retry(summary)
         ls.feedback.index_done(folder, summary, title)
         notices, folder.project.fallback_notices = folder.project.fallback_notices, []
         for notice in notices:  # the local model stands in for the API provider, or it works again

@@ -341,23 +341,17 @@ class SaiplingServer(LanguageServer):
             if self._closed:
                 return
             self._closed = self.stopping = True
-        self.abort_provider_calls()
         folders = list(self.folders.values())
-        for f in folders:
-            if f.cancel is not None:
-                f.cancel.set()
-        for f in folders:
-            if f.watcher is not None:
-                f.watcher.stop()
+        for f in folders:  # (provider calls aborted, runs cancelled, watchers stopped: the stores stay open)
+            f.live.stop()
         deadline = time.monotonic() + grace
         for f in folders:
-            if f.worker is not None and f.worker.ident is not None:  # (started: joinable)
-                f.worker.join(max(0.0, deadline - time.monotonic()))
+            f.live.wait(deadline)
         if not self._pools_drained(deadline):
             log.warning("requests still running at exit: the index is left open (SQLite recovers it)")
             return  # requests in flight finish before the stores close: never close one under them
         for f in folders:
-            if f.worker is not None and f.worker.is_alive():
+            if not f.live.wait(deadline):  # (a run that ended meanwhile counts as stopped)
                 log.warning("%s: an index run is still finishing; the next start resumes it", f.name)
                 continue
             with contextlib.suppress(Exception):

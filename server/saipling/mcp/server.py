@@ -18,7 +18,6 @@ import difflib
 import functools
 import json
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,9 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..errors import InvalidRequest, SaiplingError
 from ..jsonrpc_salvage import is_request_id, salvage_id
-from ..live.freshness import LazySync
-from ..live.sync_queue import SyncQueue
-from ..live.watcher import Watcher
+from ..live.service import SHUTDOWN_GRACE, LiveIndex
 from ..retrieval.requests import (
     CheckPassageParams,
     EnrichParams,
@@ -49,7 +46,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "saipling"
-SHUTDOWN_GRACE = 10.0  # seconds to wait for a background index run to stop
 
 INSTRUCTIONS = (
     "saipling searches one markdown project (notes, documentation, agent memory files, fiction) by meaning "
@@ -349,12 +345,8 @@ class McpFace:
 
     def __init__(self, project: Project) -> None:
         self.project = project
-        self.sync = LazySync(project)
+        self.live = LiveIndex(project, name="mcp")
         self.role = project.settings.mcp_role or None
-        self._cancel = threading.Event()
-        self._background: threading.Thread | None = None
-        self._watcher: Watcher | None = None
-        self._watch_loop: threading.Thread | None = None
 
     # -- index life cycle ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -365,71 +357,26 @@ class McpFace:
             return
         if s.auto_index:
             self.project.expect_run()  # status says `scanning` from the first call, never idle with 0 files
-            self._background = threading.Thread(target=self._index_all, name="saipling-mcp-index", daemon=True)
-            self._background.start()
+            self.live.start_run()
         if s.watch:
-            queue = SyncQueue(s.quiet_period_seconds)
-            watcher = Watcher.for_project(self.project, queue)
             try:
-                watcher.start()
+                self.live.watch(True)
             except Exception as exc:  # noqa: BLE001 - e.g. the inotify watch limit: calls still sync lazily
                 log.warning("not watching %s (%s); files are synced before each call", self.project.root, exc)
                 return
-            self._watcher = watcher
-            self._watch_loop = threading.Thread(
-                target=self._sync_when_quiet, args=(queue,), name="saipling-mcp-watch", daemon=True
-            )
-            self._watch_loop.start()
-
-    def _index_all(self) -> None:
-        try:
-            summary = self.project.index(cancel=self._cancel)
-            log.info(
-                "index ready: %d files, %d chunks (%d changed)",
-                summary.files,
-                summary.chunks,
-                summary.changed,
-            )
-        except Exception:  # noqa: BLE001 - the server keeps answering from the index it has
-            log.exception("indexing %s failed", self.project.root)
-
-    def _sync_when_quiet(self, queue: SyncQueue) -> None:
-        """The watcher's side: changes quiet for the quiet period are indexed before any call asks for them."""
-        tick = max(0.05, self.project.settings.tick_seconds)
-        while not self._cancel.wait(tick):
-            if self.indexing_in_background or not queue.due():
-                continue
-            self.refresh()
+            self.live.follow()
 
     @property
     def indexing_in_background(self) -> bool:
-        return self._background is not None and self._background.is_alive()
+        return self.live.running_in_background
 
     def refresh(self) -> None:
         """Index files changed on disk since the last call (skipped while the first full run is going)."""
-        if not self.project.settings.enabled or self.indexing_in_background or self._cancel.is_set():
-            return
-        try:
-            self.sync.sync(self._cancel)
-        except Exception:  # noqa: BLE001 - answer from the index as it stands rather than fail the call
-            log.exception("syncing changed files failed")
+        self.live.sync_before_call()
 
     def close(self) -> None:
         """Stop watching and indexing, then close the index (left open if a run does not stop in time)."""
-        self._cancel.set()
-        self.project.abort_calls()  # (an index run blocked on a provider stops at once)
-        if self._watcher is not None:
-            self._watcher.stop()
-        for thread in (self._watch_loop, self._background):
-            if thread is not None:
-                thread.join(SHUTDOWN_GRACE)
-                if thread.is_alive():
-                    log.warning("%s did not stop within %.0f s", thread.name, SHUTDOWN_GRACE)
-                    return  # the process is exiting: leave the store to the thread that still uses it
-        if not self.sync.idle(SHUTDOWN_GRACE):
-            log.warning("a sync did not stop within %.0f s", SHUTDOWN_GRACE)
-            return
-        self.project.close()
+        self.live.close(SHUTDOWN_GRACE)
 
     # -- tools -----------------------------------------------------------------------------------------------
     def call(self, name: str, arguments: Any) -> dict[str, Any]:

@@ -33,7 +33,9 @@ def status(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
         for f in folders_for(ls, p):
             try:
                 f.project.state.pending_files = pending_files(f)
-                statuses.append((f.uri, {**f.project.status(), "indexPasses": f.passes, "pauseReason": f.pause_reason}))
+                statuses.append(
+                    (f.uri, {**f.project.status(), "indexPasses": f.live.passes, "pauseReason": f.pause_reason})
+                )
             except StorageUnavailable:
                 if ls.folders.get(f.uri) is f:
                     raise
@@ -50,7 +52,7 @@ PENDING_CHECK_MAX = 500  # queued files checked one by one for work left; beyond
 def pending_files(folder: Folder) -> int:
     """Deletions waiting for the tick, plus the changed files that still have work left (a save whose text is
     current and embedded, e.g. a watcher event for what a reindex just read, is no pending work)."""
-    changed, deleted = folder.queue.pending()
+    changed, deleted = folder.live.queue.pending()
     if len(changed) > PENDING_CHECK_MAX:
         return len(changed) + deleted
     return len(folder.project.with_work_left(changed)) + deleted
@@ -62,7 +64,7 @@ async def reindex(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     for folder in folders_for(ls, p):
         with engine_errors():
             wanted = [convert.to_rel(folder.project.root, x, f"paths[{i}]") for i, x in enumerate(p.get("paths", []))]
-        pending = folder.queue.drain()  # after the checks: a rejected request leaves the queue as it was
+        pending = folder.live.queue.drain()  # after the checks: a rejected request leaves the queue as it was
         paths = None if "paths" not in p or pending.rescan else list(dict.fromkeys(wanted + pending.paths))
         ls.spawn(reindex_run(ls, folder, pending, full=bool(p.get("full")), paths=paths))
     return {"started": True}
@@ -74,7 +76,7 @@ async def reindex_run(
     """A manual run; the pending changes it took go back to the queue if it is cancelled or fails."""
     summary = await run_index(ls, folder, full=full, paths=paths, title="Reindexing")
     if (summary is None or summary.cancelled) and not ls.stopping:
-        folder.queue.requeue(pending.paths, pending.rescan)
+        folder.live.requeue(pending)
 
 
 async def clear_index(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
@@ -86,8 +88,7 @@ async def clear_index(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
                 f"{wanted} is searched through the index of {held[0].name}: clear that folder's index instead"
             )
     for folder in folders_for(ls, p):
-        if folder.cancel is not None:
-            folder.cancel.set()
+        folder.live.cancel_run()
         async with folder.lock:
             await ls.call(folder.project.clear)
     return {"cleared": True}

@@ -150,16 +150,14 @@ async def reconfigure(ls: SaiplingServer, pushed: Any) -> None:
 
 
 async def apply_settings(ls: SaiplingServer, folder: Folder, settings: Any) -> None:
-    interrupted = folder.cancel is not None
-    interrupted_full = interrupted and folder.running_full
-    if folder.cancel is not None:
-        folder.cancel.set()  # never switch providers under a running pass
+    was_full = folder.live.running_full
+    interrupted = folder.live.cancel_run()  # never switch providers under a running pass
     async with folder.lock:
         reindex = await ls.call(folder.project.apply_settings, settings)
-    folder.queue.quiet_period = settings.quiet_period_seconds
+    folder.live.queue.quiet_period = settings.quiet_period_seconds
     await set_watching(ls, folder, settings.watch and settings.enabled)
     if reindex or interrupted:  # an interrupted full reindex resumes as a full one
-        await run_index(ls, folder, full=reindex == "full" or interrupted_full, title="Reindexing")
+        await run_index(ls, folder, full=reindex == "full" or (interrupted and was_full), title="Reindexing")
 
 
 async def stop(ls: SaiplingServer) -> None:

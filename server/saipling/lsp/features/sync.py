@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from ...indexing.indexer import IndexSummary
+from ...live.service import Due
 from ...live.sync_queue import Batch
 from ...live.watcher import ignored_folder
 from ..folders import Folder, locate
@@ -104,9 +105,9 @@ def file_changed(ls: SaiplingServer, uri: str, folders_too: bool = False) -> Non
     if folders_too and (folder.project.root / rel).is_dir():
         # a folder (even one `include` names: globs match a path's folders) is no file to index
         if not ignored_folder(rel):
-            folder.queue.rescan()
+            folder.live.queue.rescan()
     elif folder.accepts(rel):
-        folder.queue.changed(rel)
+        folder.live.queue.changed(rel)
 
 
 def file_deleted(ls: SaiplingServer, uri: str, folders_too: bool = False) -> None:
@@ -117,9 +118,9 @@ def file_deleted(ls: SaiplingServer, uri: str, folders_too: bool = False) -> Non
     if folder.accepts(rel):
         inside = stored_under(folder, rel) if folders_too else []
         for path in inside or [rel]:  # a deleted folder `include` names: the files it held leave
-            folder.queue.deleted(path)
+            folder.live.queue.deleted(path)
     elif folders_too and not ignored_folder(rel):
-        folder.queue.rescan()
+        folder.live.queue.rescan()
 
 
 def stored_under(folder: Folder, rel: str) -> list[str]:
@@ -130,7 +131,7 @@ def stored_under(folder: Folder, rel: str) -> list[str]:
             return []
         return [p for p in store.file_states() if p.startswith(rel + "/")]
     except Exception:  # noqa: BLE001 - the store is closing: a rescan finds what is gone
-        folder.queue.rescan()
+        folder.live.queue.rescan()
         return []
 
 
@@ -159,11 +160,14 @@ def tick(ls: SaiplingServer) -> list[asyncio.Task[Any]]:
 
 def due_work(ls: SaiplingServer, folder: Folder) -> Coroutine[Any, Any, IndexSummary | None] | None:
     """The pass a folder needs now: its due changes, else a retry of embeddings that failed earlier."""
-    if batch := folder.queue.due():
-        return sync_pass(ls, folder, batch)
-    if folder.retry_at is not None and ls.clock() >= folder.retry_at:
-        folder.retry_at = None  # set again by the run if the provider still fails
-        return run_index(ls, folder, paths=[], title="Embedding", progress=False)  # chunks without vectors
+    return due_pass(ls, folder, folder.live.take_due())
+
+
+def due_pass(ls: SaiplingServer, folder: Folder, due: Due) -> Coroutine[Any, Any, IndexSummary | None] | None:
+    if due.batch:
+        return sync_pass(ls, folder, due.batch)
+    if due.retry:  # chunks without vectors (the run sets the next retry if the provider still fails)
+        return run_index(ls, folder, paths=[], title="Embedding", progress=False)
     return None
 
 
@@ -172,5 +176,5 @@ async def sync_pass(ls: SaiplingServer, folder: Folder, batch: Batch) -> IndexSu
     paths = None if batch.rescan else batch.paths
     summary = await run_index(ls, folder, paths=paths, title="Syncing", progress=big)
     if (summary is None or summary.cancelled) and not ls.stopping:
-        folder.queue.requeue(batch.paths, batch.rescan)
+        folder.live.requeue(batch)
     return summary

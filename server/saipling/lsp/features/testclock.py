@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..runs import run_index
-from .sync import sync_pass
+from .sync import due_pass
 
 if TYPE_CHECKING:
     from ..server import SaiplingServer
@@ -30,24 +29,18 @@ async def test_tick(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     out = []
     for folder in list(ls.folders.values()):
         async with folder.lock:
-            batch = folder.queue.due()
-            retry = not batch and folder.retry_at is not None and ls.clock() >= folder.retry_at
-        if batch:
-            summary = await sync_pass(ls, folder, batch)
-        elif retry:
-            folder.retry_at = None
-            summary = await run_index(ls, folder, paths=[], title="Embedding", progress=False)
-        else:
-            summary = None
+            due = folder.live.take_due()
+        work = due_pass(ls, folder, due)
+        summary = await work if work is not None else None
         out.append(
             {
                 "workspaceFolder": folder.uri,
-                "paths": len(batch),
-                "rescan": batch.rescan,
+                "paths": len(due.batch),
+                "rescan": due.batch.rescan,
                 "ran": summary is not None,
-                "retried": retry,
-                "passes": folder.passes,
-                "pending": len(folder.queue),
+                "retried": due.retry,
+                "passes": folder.live.passes,
+                "pending": len(folder.live.queue),
             }
         )
     return {"folders": out}

@@ -1,0 +1,209 @@
+"""The status report of a project (`saipling/status`, `saipling status`, the MCP `status` tool): what the index
+holds, the run in progress (`RunState`), the provider and any fallback, why search is degraded. Reads, never writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from . import __version__
+from .config.settings import Settings, index_path
+from .embeddings.base import EmbeddingProvider
+from .files.context_settings import load_context_settings
+from .indexing.records import progress_of
+
+if TYPE_CHECKING:
+    from .embeddings import Provider
+    from .embeddings.fallback import ProviderFallback
+    from .indexing.indexer import IndexProgress, IndexSummary
+    from .storage.base import IndexStore
+
+# indexing.indexer.PENDING_META, named here so that `status` does not import the indexer (numpy, the chunker); a test
+# keeps the two equal
+PENDING_META = "pending_files"
+
+
+@dataclass
+class RunState:
+    """What status reports about a run in progress."""
+
+    is_indexing: bool = False
+    phase: str = "idle"  # idle | scanning | keywords | embedding (of the run in progress)
+    scheduled: bool = False  # a run is about to start (a server's first): status says `scanning`, not idle
+    progress: IndexProgress | None = None
+    last_summary: IndexSummary | None = None
+    pending_files: int = 0
+    messages: list[str] = field(default_factory=list)
+
+
+class StatusSource(Protocol):
+    """What the report reads of a project (`project.Project`)."""
+
+    root: Path
+    settings: Settings
+    store: IndexStore
+    provider: Provider
+    state: RunState
+    warnings: list[str]
+    fallback: ProviderFallback
+
+    @property
+    def paused(self) -> bool: ...
+    def other_run(self) -> dict[str, Any] | None: ...
+    def unembedded(self) -> int: ...
+
+
+def report(project: StatusSource) -> dict[str, Any]:
+    """The status report (SPEC 8 `saipling/status`, `saipling status --json`, the MCP `status` tool)."""
+    stats = project.store.stats()
+    last, st = stats["lastIndexed"], project.state
+    idle = "paused" if project.paused else "idle"
+    phase = st.phase if st.is_indexing else "scanning" if st.scheduled else idle
+    p = project.state.progress if project.state.is_indexing else None
+    other = project.other_run()
+    if other is not None:  # (its progress as it last published it)
+        p = progress_of(other)
+        phase = p.phase
+    provider = project.provider
+    price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
+    # the size of this model's vectors in the index (a custom server's model learns it from a response)
+    stored_key, stored_dims = project.store.vector_model()
+    if not stats["embeddedChunks"] or not isinstance(provider, EmbeddingProvider):
+        stored_dims = 0
+    elif stored_key != provider.vector_key:
+        stored_dims = 0  # vectors of another model: not this one's size
+    return {
+        "version": __version__,
+        "root": str(project.root),
+        "indexPath": str(index_path(project.root)),
+        "totalFiles": stats["totalFiles"],
+        "totalChunks": stats["totalChunks"],
+        "embeddedChunks": stats["embeddedChunks"],
+        "unembeddedChunks": project.unembedded(),
+        "lastIndexed": dt.datetime.fromtimestamp(last, dt.UTC).isoformat() if last else None,
+        "provider": project.provider.name,
+        "model": project.provider.model or None,
+        "dimensions": stored_dims or provider.dimensions or None,
+        "providerReason": project.provider.reason,
+        "fallbackFrom": {
+            "provider": project.fallback.api.name,
+            "model": project.fallback.api.model,
+            "reason": project.fallback.reason,
+        }
+        if project.fallback.api is not None
+        else None,
+        "indexedWith": project.store.get_meta("model") or project.store.get_meta("provider"),
+        "totalCostUsd": round(stats["totalCostUsd"], 6),
+        "totalTokens": stats["totalTokens"],
+        "estimatedReindexCostUsd": round(project.store.total_tokens_indexed() * price / 1e6, 6),
+        "pendingFiles": project.state.pending_files + (0 if project.state.is_indexing else unread_files(project.store)),
+        "isIndexing": project.state.is_indexing or project.state.scheduled or other is not None,
+        "indexPhase": phase,
+        # another process's run on this index (`saipling index`, a server, `clear`): who and what
+        "indexingProcess": {"pid": other["pid"], "doing": other.get("what")} if other else None,
+        "paused": project.paused,
+        "progress": {
+            "filesProcessed": p.files_done if p else 0,
+            "filesTotal": p.files_total if p else 0,
+            "currentFile": p.current_file if p else None,
+            "phase": p.phase if p else None,
+            "chunksEmbedded": p.chunks_done if p else 0,
+            "chunksTotal": p.chunks_total if p else 0,
+            "etaSeconds": round(p.eta_seconds, 1) if p and p.eta_seconds is not None else None,
+        },
+        "embedding": provider.applied() if isinstance(provider, EmbeddingProvider) else None,
+        "rerank": rerank_status(project.settings),
+        "degraded": degraded(project),
+        "readOnly": project.store.readonly,
+        # (with a `.context_settings.json` that cannot be read: what applies instead, as search says)
+        "warnings": list(project.warnings) + load_context_settings(project.root).warnings,
+        "lastRun": last_run(project.store),
+        "indexBytes": index_bytes(project.root),
+    }
+
+
+def degraded(project: StatusSource) -> str | None:
+    """Why search cannot see everything now (keyword search only, chunks without vectors), else None."""
+    if project.provider.name == "none":
+        return "keyword search only: " + (project.provider.reason or "no embedding provider")
+    if project.provider.failed:
+        return f"keyword search only: {project.provider.failed}"
+    from .retrieval.search import vector_unavailable
+
+    unavailable = vector_unavailable(project)  # e.g. no vectors of the active model in the index yet
+    if unavailable:
+        return unavailable
+    if (resized := getattr(project.provider, "resized", None)) and not project.state.is_indexing:
+        return (
+            f"keyword search only: {project.provider.name} {project.provider.model} now makes {resized}-dimensional "
+            f"vectors, the index holds {project.store.vector_model()[1]}-dimensional ones (the model behind it "
+            "changed); the next index run embeds the project again"
+        )
+    summary = project.state.last_summary
+    reason = summary.degraded if summary is not None else None
+    if project.state.is_indexing:  # (a pass in progress is still embedding: its own failures only)
+        return f"some chunks have no embeddings yet: {reason}" if reason else None
+    missing = project.unembedded()
+    if missing:
+        total = project.store.stats()["totalChunks"]
+        other = project.other_run()
+        if other is not None:  # not "run saipling index": one is running
+            reason = reason or f"PID {other['pid']} is indexing this project now"
+        return f"{missing} of {total} chunks have no embeddings (semantic search cannot find them)" + (
+            f": {reason}" if reason else "; run `saipling index` to embed them"
+        )
+    return None
+
+
+def rerank_status(settings: Settings) -> dict[str, Any] | None:
+    """The rerank stage as configured (None: off); no call is made to learn it."""
+    rs = settings.rerank
+    if rs.provider == "none":
+        return None
+    from .redact import shown_url
+
+    return {
+        "provider": rs.provider,
+        "model": rs.model or None,
+        "baseUrl": shown_url(rs.base_url) or None,
+        "modelPath": rs.model_path or None,
+        "topN": rs.top_n,
+        "budgetSeconds": rs.budget_seconds,
+    }
+
+
+def last_run(store: Any) -> dict[str, Any] | None:
+    """When the last index run (CLI or server) finished and how long it took; None before the first."""
+    try:
+        finished = float(store.get_meta("last_run") or 0)
+        seconds = store.get_meta("last_run_seconds")
+        took = float(seconds) if seconds else None
+    except ValueError:
+        return None
+    if not finished:
+        return None
+    return {"finished": dt.datetime.fromtimestamp(finished, dt.UTC).isoformat(), "seconds": took}
+
+
+def index_bytes(root: Path) -> int | None:
+    """The index's size on disk: the database and its write-ahead log (None when it cannot be read)."""
+    path = index_path(root)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        size += path.with_name(path.name + "-wal").stat().st_size
+    return size
+
+
+def unread_files(store: Any) -> int:
+    """Files the last scan run did not get to read (it was cancelled or killed); 0 after a complete run."""
+    try:
+        return int(store.get_meta(PENDING_META, "0") or 0)
+    except ValueError:
+        return 0
