@@ -47,9 +47,14 @@ def _wheel_bin() -> Path | None:
     shims = Path(tempfile.gettempdir()) / f"saipling-test-node-{os.getuid()}-{node_major(node)}"
     shims.mkdir(exist_ok=True)
     link = shims / "node"
-    if not link.exists():
-        with contextlib.suppress(FileExistsError):  # another test process made it first
-            link.symlink_to(node)
+    if not link.is_symlink() or os.readlink(link) != str(node):
+        # (a link left by another venv, perhaps deleted since, is replaced: in one step, as other test processes
+        # may be reading it)
+        tmp = shims / f".node.{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        tmp.symlink_to(node)
+        tmp.replace(link)
     for name in ("npm", "npx"):
         script = shims / name
         body = f'#!/bin/sh\nexec "{node}" "{npm_bin / (name + "-cli.js")}" "$@"\n'
