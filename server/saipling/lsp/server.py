@@ -126,6 +126,7 @@ class SaiplingServer(LanguageServer):
         self.ready = asyncio.Event()  # start-up done (for coroutines) ...
         self.ready_threads = threading.Event()  # ... and for handlers running on worker threads
         self.progress_cancels: dict[str, threading.Event] = {}
+        self.index_listeners: list[Callable[[Folder], None]] = []  # told of each finished index run of a folder
         self.feedback = Feedback(self, self.post)
         self.tick_task: asyncio.Task[None] | None = None
         self.stopping = False
