@@ -231,12 +231,13 @@ def _report(e: Entity, rows: list[dict[str, Any]], order: list[str], many_books:
     return MentionReport(e, len(in_chapters), chs, first, last, since, len(order), others, mentions)
 
 
-def summary_for(project: Project, entity: Entity, shown_in: str | None = None) -> str:
-    """The hover card's line ("first ch-02 l.14 · 37 mentions in 9 chapters · last seen ch-19"), as of the
-    chapter of the file it is shown in (`shown_in`: nothing after it, the spoiler horizon); "" when it cannot
-    be had (the hover still shows the card)."""
+def summary_for(project: Project, entity: Entity, shown_in: str | None = None, *, horizon: int | None = None) -> str:
+    """The hover card's line ("first ch-02 l.14 · 37 mentions in 9 chapters · last seen ch-19"), as of chapter
+    `horizon` (else the chapter of the file it is shown in, `shown_in`: nothing after it, the spoiler horizon);
+    "" when it cannot be had (the hover still shows the card)."""
     try:
-        horizon = project.store.chapter_num_of(shown_in) if shown_in else None
+        if horizon is None and shown_in:
+            horizon = project.store.chapter_num_of(shown_in)
         found = [
             r for r in report(project, entity.path, max_chapter=horizon, refresh=False) if r.entity.path == entity.path
         ]
