@@ -7,7 +7,10 @@ The corpus (1,129 chapters, frontmatter `chapter:` and `book:`) is copied to a t
 Dracula's cast and two from the references benchmark (a frequent main character, a very common first name),
 and indexed keyword-only. The copy is reused on later runs.
 
-    python benchmarks/bench_mentions.py [--quick] [--rounds N]
+    python benchmarks/bench_mentions.py [--quick] [--rounds N] [--load N]
+
+With `--load N`, N threads ask for the other entities' mentions without pause while the timed requests run (an
+editor and agents asking at once, as the language server's worker threads do), on top of the machine's own load.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -74,12 +78,26 @@ def pct(xs: list[float], q: float) -> float:
 def main() -> None:
     p = bu.parser(__doc__ or "")
     p.add_argument("--rounds", type=int, default=None, help="timed requests per entity (default 20)")
+    p.add_argument("--load", type=int, default=0, help="threads asking for mentions meanwhile (default 0)")
     args = p.parse_args()
     rounds = args.rounds or (5 if args.quick else 20)
     bu.banner("mentions on the fiction corpus", args.quick)
     root = Path(tempfile.gettempdir()) / "saipling-bench-mentions"
     prepare(root)
     project = Project.open(root, overrides={"provider": "none"})
+    stop = threading.Event()
+    served = [0]
+
+    def hammer(i: int) -> None:
+        while not stop.is_set():
+            mentions.request(project, {"name": ASKED[(i + served[0]) % len(ASKED)]})
+            served[0] += 1
+
+    loaders = [threading.Thread(target=hammer, args=(i,), daemon=True) for i in range(args.load)]
+    for t in loaders:
+        t.start()
+    if loaders:
+        print(f"   with {args.load} threads asking for mentions meanwhile")
     try:
         read = entities.disk_reader(project.root)
         index = entities.entity_index(project)
@@ -103,6 +121,11 @@ def main() -> None:
                 f"   {name:<16} {rep.total:>8} {len(rep.chapters):>8} {m:>8.1f} {pct(times, 0.95):>8.1f}"
                 f" {r:>9.1f} {r / m:>6.1f}  {rep.summary()}"
             )
+        stop.set()
+        for t in loaders:
+            t.join()
+        if loaders:
+            print(f"   (the load threads answered {served[0]} requests)")
         # an entity gains a name, then loses it: the files that may hold it are scanned again (the first time
         # on an index made before the names were recorded: every file)
         rel = "characters/renfield/profile.md"
@@ -118,6 +141,7 @@ def main() -> None:
             path.write_text(old, encoding="utf-8")
             project.refresh([rel])
     finally:
+        stop.set()
         project.close()
 
 
