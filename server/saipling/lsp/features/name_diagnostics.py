@@ -55,10 +55,7 @@ def schedule(ls: SaiplingServer, uris: list[str] | None = None, folder: Folder |
         uris = [u for u in list(ls.workspace.text_documents) if folder is None or _folder_of(ls, u) is folder]
     if not uris:
         return
-    try:
-        ls.thread_pool.submit(_publish_all, ls, uris)
-    except RuntimeError:  # the pool is shutting down
-        pass
+    ls.background(_publish_all, ls, uris)  # (the lists take a pass over the index: never on a request's worker)
 
 
 def _folder_of(ls: SaiplingServer, uri: str) -> Folder | None:
