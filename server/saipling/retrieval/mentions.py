@@ -135,7 +135,7 @@ def report(
     if not ents:
         raise InvalidRequest("name", f"no entity is called {name!r}")
     allowed = _allowed(project, role)
-    order, many_books = _chapters(project, allowed, role, max_chapter)
+    chapters = _chapters(project, allowed, role, max_chapter)
     out = []
     for e in ents:
         rows = [
@@ -143,14 +143,24 @@ def report(
             for r in project.store.mentions_of([e.path])
             if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
         ]
-        out.append(_report(e, rows, order, many_books, limit))
+        out.append(_report(e, rows, chapters, limit))
     return out
 
 
-_order_cache: dict[int, tuple[tuple[Any, ...], tuple[list[str], bool]]] = {}
+@dataclass
+class ChapterOrder:
+    """The chapters a role may see in manuscript order, with what each report needs of them computed once."""
+
+    order: list[str]
+    many_books: bool  # labels are "book/chapter"
+    rank: dict[str, int]  # label -> its place in `order`
+    after: dict[str, int]  # label -> chapters of the same book after it
 
 
-def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int | None) -> tuple[list[str], bool]:
+_order_cache: dict[int, tuple[tuple[Any, ...], ChapterOrder]] = {}
+
+
+def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int | None) -> ChapterOrder:
     """The chapters the role may see in manuscript order (and whether there are several books), cached per
     index version."""
     cs = load_context_settings(project.root)
@@ -165,7 +175,14 @@ def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int
         if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
     ]
     many_books = len({r["book_id"] for r in chapters}) > 1
-    found = (_chapter_order(chapters, many_books), many_books)
+    order = _chapter_order(chapters, many_books)
+    seen: dict[str, int] = {}
+    after: dict[str, int] = {}
+    for label in reversed(order):
+        book = _book_of(label)
+        after[label] = seen.get(book, 0)
+        seen[book] = after[label] + 1
+    found = ChapterOrder(order, many_books, {c: i for i, c in enumerate(order)}, after)
     _order_cache[id(project)] = (key, found)
     return found
 
@@ -188,34 +205,39 @@ def _chapter_order(rows: list[dict[str, Any]], many_books: bool) -> list[str]:
     return sorted(first, key=lambda c: first[c])
 
 
-def _report(e: Entity, rows: list[dict[str, Any]], order: list[str], many_books: bool, limit: int) -> MentionReport:
+def _report(e: Entity, rows: list[dict[str, Any]], chapters: ChapterOrder, limit: int) -> MentionReport:
+    many_books, rank = chapters.many_books, chapters.rank
     keys: dict[str, tuple[Any, ...]] = {}  # (a file's key, once: rows are many mentions of few files)
     for r in rows:
         if r["path"] not in keys:
             keys[r["path"]] = manuscript_key(r["path"], r["chapter_num"])
     rows.sort(key=lambda r: (keys[r["path"]], r["line"], r["col"]))
     counts: dict[str, ChapterCount] = {}
+    last_rows: dict[str, dict[str, Any]] = {}  # chapter -> its last mention
+    labels: dict[str, str] = {}  # path -> its chapter's label
     others: dict[str, int] = {}
+    in_chapters = 0
     for r in rows:
         if r["chapter_id"] is None:
             others[r["path"]] = others.get(r["path"], 0) + 1
             continue
-        label = _label(r, many_books)
+        label = labels.get(r["path"])
+        if label is None:
+            label = labels[r["path"]] = _label(r, many_books)
         if label not in counts:
             counts[label] = ChapterCount(label, 0, Place(r["path"], r["line"] + 1, label))
         counts[label].count += 1
-    rank = {c: i for i, c in enumerate(order)}
+        last_rows[label] = r
+        in_chapters += 1
     chs = sorted(counts.values(), key=lambda c: rank.get(c.chapter, len(rank)))
-    in_chapters = [r for r in rows if r["chapter_id"] is not None]
     first = chs[0].first if chs else None
     last = None
     since = None
     if chs:
         last_label = max(chs, key=lambda c: rank.get(c.chapter, -1)).chapter
-        lr = [r for r in in_chapters if _label(r, many_books) == last_label][-1]
+        lr = last_rows[last_label]
         last = Place(lr["path"], lr["line"] + 1, last_label)
-        book = _book_of(last_label)  # chapters of the same book after it
-        since = sum(1 for c in order[rank[last_label] + 1 :] if _book_of(c) == book) if last_label in rank else 0
+        since = chapters.after.get(last_label, 0)  # chapters of the same book after it
     listed = rows[: max(0, limit)]
     mentions = [
         {
@@ -224,11 +246,11 @@ def _report(e: Entity, rows: list[dict[str, Any]], order: list[str], many_books:
             "column": r["col"],
             "endColumn": r["end_col"],
             "surface": r["surface"],
-            "chapter": _label(r, many_books) if r["chapter_id"] else None,
+            "chapter": labels.get(r["path"]) if r["chapter_id"] else None,
         }
         for r in listed
     ]
-    return MentionReport(e, len(in_chapters), chs, first, last, since, len(order), others, mentions)
+    return MentionReport(e, in_chapters, chs, first, last, since, len(chapters.order), others, mentions)
 
 
 def summary_for(project: Project, entity: Entity, shown_in: str | None = None, *, horizon: int | None = None) -> str:
