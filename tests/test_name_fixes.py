@@ -3,8 +3,11 @@ profile's `aliases` has, the word joins them and the frontmatter still parses wi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from fixtures import novel_project, open_project
 from saipling.files.metadata import split_frontmatter
 from saipling.retrieval.name_fixes import TextChange, alias_change
 
@@ -36,3 +39,26 @@ def test_alias_change_adds_the_word_and_keeps_the_rest(profile: str, aliases: li
     found = fm["aliases"] if isinstance(fm["aliases"], list) else [fm["aliases"]]
     assert found == [*aliases, "Dormaan"], edited
     assert edited.split("---\n")[-1] == profile.split("---\n")[-1]  # the body is untouched
+
+
+def test_a_costly_vocabulary_is_reused_but_changed_names_always_count(tmp_path: Path) -> None:
+    """On a large project the vocabulary (a pass over the whole index) is not read again after every save; a
+    change of entity names (an alias added) still makes new lists at once, and once the wait is over a new
+    misspelling is found."""
+    from saipling.retrieval import name_fixes
+
+    root = novel_project(tmp_path)
+    scene = root / "books/book-01/phase-1-setup/ch-05/scene-01.md"
+    profile = root / "characters/mina-harker/profile.md"
+    with open_project(root) as p:
+        p.index()
+        assert set(name_fixes.project_lists(p).drift) == {"Minal"}
+        name_fixes._passes[id(p)].cost = 3600.0  # as if the pass had taken an hour
+        scene.write_text("# Five\n\nLucy wrote to Minna.\n", encoding="utf-8")
+        p.refresh([scene.relative_to(root).as_posix()])
+        assert set(name_fixes.project_lists(p).drift) == {"Minal"}  # the last pass's vocabulary
+        profile.write_text(profile.read_text(encoding="utf-8").replace("Madam Mina]", "Madam Mina, Minal]"))
+        p.refresh([profile.relative_to(root).as_posix()])
+        assert set(name_fixes.project_lists(p).drift) == set()  # a name now: gone at once
+        name_fixes._passes[id(p)].cost = 0.0
+        assert set(name_fixes.project_lists(p).drift) == {"Minna"}
