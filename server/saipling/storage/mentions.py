@@ -97,17 +97,16 @@ class MentionWrites:
 
     def chapter_num_of(self, path: str) -> int | None:
         """The chapter number of an indexed file (None: no chapter, or not indexed)."""
-        for (n,) in self.conn.execute("SELECT chapter_num FROM chunks WHERE path = ? LIMIT 1", (path,)):
-            return None if n is None else int(n)
-        return None
+        n = self._scalar("SELECT chapter_num FROM chunks WHERE path = ? LIMIT 1", (path,))  # type: ignore[attr-defined]
+        return None if n is None else int(n)
 
     def mentions_unscanned(self) -> bool:
         """Some indexed file was never scanned for mentions (an index made before they were stored)."""
-        return any(
-            True
-            for _ in self.conn.execute(
+        return (  # (under the store's lock, as every read: requests run on several threads)
+            self._scalar(  # type: ignore[attr-defined]
                 "SELECT 1 FROM files f WHERE NOT EXISTS (SELECT 1 FROM mention_files m WHERE m.path = f.path) LIMIT 1"
             )
+            is not None
         )
 
     def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
@@ -136,6 +135,10 @@ class MentionWrites:
 
     def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
         """Files that mention one of these entities or whose `pov` is one of `povs` (both sides casefolded)."""
+        with self._lock:  # type: ignore[attr-defined]
+            return self._known_paths(entity_paths, povs)
+
+    def _known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
         return [
             r[0]
             for r in self.conn.execute(
