@@ -58,6 +58,10 @@ class MentionWrites:
     def mention_stale_keys(self, names_key: str) -> list[tuple[str, str | None]]:
         """Indexed files whose mentions were found with other entity names: (path, the key they were found
         with, None when never looked for)."""
+        with self._lock:  # type: ignore[attr-defined]
+            return self._stale_keys(names_key)
+
+    def _stale_keys(self, names_key: str) -> list[tuple[str, str | None]]:
         return [
             (r[0], r[1])
             for r in self.conn.execute(
@@ -69,6 +73,10 @@ class MentionWrites:
 
     def mention_paths(self, entity_paths: Sequence[str]) -> list[str]:
         """Files holding a mention of one of these entities."""
+        with self._lock:  # type: ignore[attr-defined]
+            return self._mention_paths(entity_paths)
+
+    def _mention_paths(self, entity_paths: Sequence[str]) -> list[str]:
         return [
             r[0]
             for r in self.conn.execute(
@@ -86,6 +94,10 @@ class MentionWrites:
 
     def mention_stale_paths(self, names_key: str) -> list[str]:
         """Indexed files whose mentions were found with other entity names (or never looked for)."""
+        with self._lock:  # type: ignore[attr-defined]
+            return self._stale_paths(names_key)
+
+    def _stale_paths(self, names_key: str) -> list[str]:
         return [
             r[0]
             for r in self.conn.execute(
