@@ -128,9 +128,44 @@ def report(
     role: str | None = None,
     refresh: bool = True,
 ) -> list[MentionReport]:
-    """One report per entity called `name` (InvalidRequest when none is)."""
+    """One report per entity called `name` (InvalidRequest when none is); the same question on an unchanged index
+    (a hover over the same name again, an agent asking twice) is answered from the last reports."""
     if refresh:
         fresh(project)
+    cs = load_context_settings(project.root)
+    store = project.store
+    key = (
+        id(project),
+        id(store),
+        store.path,
+        store.index_version(),
+        id(cs) if cs.has("exclude") else None,
+        name,
+        max_chapter,
+        limit,
+        role,
+    )
+    if (hit := _reports.get(key)) is not None:
+        return list(hit)
+    found = _reports_of(project, name, max_chapter, limit, role)
+    if len(_reports) >= REPORTS_KEPT:
+        _reports.pop(next(iter(_reports)), None)  # (the oldest: dicts keep insertion order)
+    _reports[key] = tuple(found)
+    return found
+
+
+REPORTS_KEPT = 64
+_reports: dict[tuple[Any, ...], tuple[MentionReport, ...]] = {}
+
+
+def clear_reports() -> None:
+    """Forget the reports kept (benchmarks time the work itself)."""
+    _reports.clear()
+
+
+def _reports_of(
+    project: Project, name: str, max_chapter: int | None, limit: int, role: str | None
+) -> list[MentionReport]:
     ents = resolve(project, name, role)
     if not ents:
         raise InvalidRequest("name", f"no entity is called {name!r}")
