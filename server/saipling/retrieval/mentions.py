@@ -86,10 +86,19 @@ class MentionReport:
 
 def fresh(project: Project) -> None:
     """Saved edits first (the live index; each run and refresh settles the mentions it changed), then an index
-    made before mentions were stored is scanned once."""
+    made before mentions were stored is scanned once (checked once per index version: a scan over every file)."""
     project.refresh_dirty()
-    if not project.store.readonly and project.store.mentions_unscanned():
+    store = project.store
+    version = (id(store), store.path, store.index_version())
+    if _all_scanned.get(id(project)) == version:
+        return
+    if not store.readonly and store.mentions_unscanned():
         project.refresh([])  # (every refresh settles the mentions: indexing.mention_scan.settle)
+        version = (id(store), store.path, store.index_version())
+    _all_scanned[id(project)] = version
+
+
+_all_scanned: dict[int, tuple[Any, ...]] = {}  # project -> the index version at which no file was left unscanned
 
 
 def resolve(project: Project, name: str, role: str | None = None) -> list[Entity]:
