@@ -62,3 +62,12 @@ def test_a_costly_vocabulary_is_reused_but_changed_names_always_count(tmp_path: 
         assert set(name_fixes.project_lists(p).drift) == set()  # a name now: gone at once
         name_fixes._passes[id(p)].cost = 0.0
         assert set(name_fixes.project_lists(p).drift) == {"Minna"}
+
+
+def test_name_diagnostics_setting_takes_a_severity_or_off(tmp_path: Path) -> None:
+    from saipling.config.settings import load_settings
+
+    settings, warnings = load_settings(tmp_path, env={}, init_options={"nameDiagnostics": "warning"})
+    assert settings.name_diagnostics == "warning" and warnings == []
+    settings, warnings = load_settings(tmp_path, env={}, init_options={"nameDiagnostics": "loud"})
+    assert settings.name_diagnostics == "hint" and any("nameDiagnostics" in w and "loud" in w for w in warnings)
