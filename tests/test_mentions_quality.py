@@ -111,7 +111,7 @@ def test_precision_and_recall_of_stored_mentions_on_the_labelled_lines(tmp_path:
     assert precision >= 0.98 and recall >= 0.98, (precision, recall, found - expected, expected - found)
 
 
-# -- Dracula, four chapters read by hand (the corpus is read at test time, never copied) ----------------------
+# -- Dracula, six chapters read by hand (the corpus is read at test time, never copied) ----------------------
 DRACULA_CAST = [
     ("mina", "Mina Harker", ("Mina", "Mina Murray", "Madam Mina")),
     ("jon", "Jonathan Harker", ("Jonathan",)),
@@ -120,10 +120,28 @@ DRACULA_CAST = [
     ("drac", "Count Dracula", ("Dracula", "the Count")),
     ("art", "Arthur Holmwood", ("Arthur",)),
 ]
-# Every case-insensitive occurrence of a word of these names in the four chapters was read: these are the
-# mentions a reader counts that the names cover, as "line:column:entity" (0-based line, start column).
+# Every case-insensitive occurrence of a word of these names (and of Art, Holmwood, Godalming, Westenra, Murray)
+# in the six chapters was read in context: these are the mentions a reader counts that the names cover, as
+# "line:column:entity" (0-based line, start column of the mention). 301 mentions.
 # ("Castle Dracula" in chapter 25 names the castle, not the Count: it is not in the list.)
 DRACULA_CHECKED = {
+    # chapters 3 and 4 (Jonathan at the castle): "Castle Dracula" (4, 92:548) and the clan in "we of the Dracula
+    # blood", "the Dracula as their heart's blood" (3, 20:2679 and 20:2811) are not the Count; "This was a Dracula
+    # indeed!" and "this Dracula, indeed" (3, 20:1927, 20:2091) are the Voivode, whom the book reveals as the Count
+    "03-chapter-3.md": (
+        "11:0:jon 13:705:drac 15:91:drac 15:640:drac 15:1602:drac 18:40:drac 20:1927:drac 20:2091:drac "
+        "24:249:drac 24:553:drac 44:135:drac 44:303:drac 46:698:mina 46:762:drac 46:860:drac 48:443:drac "
+        "56:1163:drac 58:15:drac 62:32:drac 62:829:drac 62:3167:drac 64:367:drac 73:0:drac 75:105:drac "
+        "77:578:drac 77:1297:mina 85:114:drac 85:430:drac 89:226:drac "
+    ),
+    "04-chapter-4.md": (
+        "11:2:jon 13:55:drac 13:670:drac 17:47:drac 17:468:drac 26:28:mina 26:304:drac 28:295:drac 30:0:drac "
+        "36:28:drac 49:38:drac 49:226:drac 51:93:drac 55:28:drac 59:64:drac 67:69:drac 79:131:drac 80:436:mina "
+        "80:532:mina 82:673:drac 82:1070:drac 86:102:drac 86:870:drac 88:53:drac 90:18:drac 104:0:drac "
+        "114:252:drac 114:391:drac 114:623:drac 116:157:drac 118:106:drac 120:171:drac 129:208:drac "
+        "131:124:drac 131:303:drac 133:342:drac 133:1239:drac 135:334:drac 135:470:drac 143:56:mina "
+        "149:150:mina "
+    ),
     "05-chapter-5.md": (
         "11:19:mina 11:39:lucy 14:12:lucy 16:324:jon 16:451:jon 16:1073:jon 16:1518:jon 16:1699:jon 19:1:mina "
         "24:10:lucy 24:27:mina 29:12:mina 31:708:jon 31:1804:art 31:1854:mina 31:2065:mina 31:2203:mina "
@@ -167,7 +185,7 @@ DRACULA_READER_ONLY = 4
 
 
 @pytest.mark.skipif(not (FICTION_CORPUS / "bram-stoker" / "dracula").is_dir(), reason="no fiction corpus")
-def test_precision_and_recall_on_four_hand_checked_chapters_of_dracula() -> None:
+def test_precision_and_recall_on_six_hand_checked_chapters_of_dracula() -> None:
     from saipling.retrieval.entities import Entity, EntityIndex
 
     index = EntityIndex.build(Entity(slug, name, "character", aliases) for slug, name, aliases in DRACULA_CAST)
@@ -176,8 +194,12 @@ def test_precision_and_recall_on_four_hand_checked_chapters_of_dracula() -> None
     for f in DRACULA_CHECKED:
         text = (FICTION_CORPUS / "bram-stoker" / "dracula" / f).read_text(encoding="utf-8")
         found |= {f"{f}:{m.line}:{m.start}:{e.path}" for m in index.mentions(text) for e in m.entities}
-    assert len(expected) >= 230
+    assert len(expected) >= 300
     precision = len(found & expected) / len(found)
     recall = len(found & expected) / len(expected)
     reader_recall = len(found & expected) / (len(expected) + DRACULA_READER_ONLY)
+    print(
+        f"Dracula, {len(expected)} hand-checked mentions: precision {precision:.3f} recall {recall:.3f} "
+        f"against a reader {reader_recall:.3f} ({len(found - expected)} false, {len(expected - found)} missed)"
+    )
     assert precision >= 0.98 and recall >= 0.98 and reader_recall >= 0.98, (precision, recall, reader_recall)

@@ -489,3 +489,51 @@ def test_names_hover_definition_references(nvim: Path, tmp_path: Path) -> None:
     ], msg
     assert result["position"]["bufname"].endswith("/characters/marcus-cole/profile.md"), msg
     assert result["position"]["line"] == 1, msg
+
+
+def test_mentions_quickfix_and_name_diagnostics(nvim: Path, tmp_path: Path) -> None:
+    """:SaiplingMentions NAME fills the quickfix list (manuscript order, chapter and surface in the text); a
+    drifting name and a name with no page show in vim.diagnostic as hints from saipling, with quick fixes."""
+    root = tmp_path / "novel"
+    scene = "books/b1/phase-1/ch-{:02d}/scene-01.md"
+    files = {
+        ".saipling/.keep": "",
+        "characters/mina-harker/profile.md": "---\nname: Mina Harker\ntype: character\naliases: [Mina]\n---\n"
+        "# Mina Harker\n",
+        scene.format(1): "---\npov: Mina\n---\n# One\n\nMina wrote in her journal.\n",
+        scene.format(2): "# Two\n\nThe letter was from Mina Harker, and Mina's hand shook.\n",
+        scene.format(3): "# Three\n\nLucy wrote to Minna, and Quincey came; then Quincey left, and Quincey laughed, "
+        "so Quincey sang, and Quincey slept.\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    result, detail = run_nvim(
+        nvim,
+        tmp_path,
+        "mentions_test.lua",
+        cwd=root,
+        NVIMTEST_PYTHON=sys.executable,
+        NVIMTEST_OPEN=str(root / scene.format(3)),
+        NVIMTEST_TIMEOUT_MS="60000",
+    )
+    msg = show(result, detail)
+    assert not result.get("error"), msg
+    diags = {(d["code"], d["lnum"], d["col"], d["end_col"]) for d in result["diagnostics"]}
+    assert ("name-drift", 2, 14, 19) in diags, msg  # "Minna" on line 3
+    assert sum(1 for d in result["diagnostics"] if d["code"] == "name-without-page") == 5, msg
+    assert {d["severity"] for d in result["diagnostics"]} == {4} and {d["source"] for d in result["diagnostics"]} == {
+        "saipling"
+    }, msg  # vim.diagnostic.severity.HINT
+    assert "Replace with Mina" in result["actions"] and "Add `Minna` as an alias of Mina Harker" in result["actions"]
+    rows = [
+        (Path(x["file"]).relative_to(root.resolve()).as_posix(), x["lnum"], x["col"], x["text"]) for x in result["qf"]
+    ]
+    assert rows == [
+        (scene.format(1), 6, 1, "ch-01: Mina · Mina Harker"),
+        (scene.format(2), 3, 21, "ch-02: Mina Harker · Mina Harker"),
+        (scene.format(2), 3, 38, "ch-02: Mina · Mina Harker"),
+        ("characters/mina-harker/profile.md", 6, 3, "Mina Harker · Mina Harker"),  # (outside the chapters)
+    ], msg
+    assert "Mina Harker: first ch-01 l.6 · 3 mentions in 2 chapters" in result["qf_title"], msg
+    assert result["qf_open"], msg

@@ -21,6 +21,7 @@ export const COMMANDS = {
   clearIndex: 'saipling.clearIndex',
   showStatus: 'saipling.showStatus',
   setApiKey: 'saipling.setApiKey',
+  mentionsOf: 'saipling.mentionsOf',
 } as const;
 
 const OWN_COMMANDS: ReadonlySet<string> = new Set(Object.values(COMMANDS));

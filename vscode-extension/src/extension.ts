@@ -4,6 +4,7 @@ import { State, type LanguageClientOptions, type ServerOptions } from 'vscode-la
 import { COMMANDS, resolveCommandOrExplain, SaiplingLanguageClient, type Session } from './client';
 import { suggestHidingIndex } from './excludeHint';
 import { registerIndexCommands } from './indexCommands';
+import { registerMentions } from './mentions';
 import { registerRelated } from './related';
 import { RelatedView } from './relatedView';
 import { registerSearchPicker } from './searchPicker';
@@ -24,6 +25,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<Sessio
   const statusBar = new StatusBar(session, COMMANDS.showStatus);
   relatedView = new RelatedView(session);
   context.subscriptions.push(output, statusBar, relatedView, registerSearchPicker(session), registerRelated(session),
+    registerMentions(session),
     statusBar.onDidFinishIndexing(() => relatedView?.indexChanged()),
     ...registerIndexCommands(session), registerSetApiKey(context, session),
     vscode.workspace.onDidChangeConfiguration((e) => {

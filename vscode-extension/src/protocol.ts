@@ -7,6 +7,7 @@ export const Methods = {
   status: 'saipling/status',
   reindex: 'saipling/reindex',
   clearIndex: 'saipling/clearIndex',
+  mentions: 'saipling/mentions',
 } as const;
 
 export type SearchMode = 'hybrid' | 'semantic' | 'lexical';
@@ -159,4 +160,72 @@ export function buildRelatedParams(
     params.endLine = Math.max(params.startLine, Math.floor(lines.end));
   }
   return params;
+}
+
+/** A place in the manuscript (`saipling/mentions`): a root-relative path and a 1-based line. */
+export interface MentionPlace {
+  path: string;
+  line: number;
+  chapter: string | null;
+}
+
+export interface MentionsParams {
+  name: string;
+  maxChapter?: number;
+  limit?: number;
+}
+
+export interface MentionsEntity {
+  entity: { name: string; path: string; type: string; aliases: string[] };
+  total: number;
+  summary: string;
+  chapters: { chapter: string; count: number; first: MentionPlace }[];
+  first: MentionPlace | null;
+  last: MentionPlace | null;
+  otherFiles: { path: string; count: number }[];
+  mentions: { path: string; line: number; column: number; endColumn: number; surface: string; chapter: string | null }[];
+  workspaceFolder?: string;
+}
+
+export interface MentionsResponse {
+  entities: MentionsEntity[];
+}
+
+/** Params for `saipling/mentions`, or undefined for a blank name (nothing is sent). */
+export function buildMentionsParams(name: string, limit = 500): MentionsParams | undefined {
+  const trimmed = name.trim().replace(/\s+/g, ' ');
+  return trimmed === '' ? undefined : { name: trimmed.slice(0, 200), limit };
+}
+
+/** One row of the "Mentions of…" list: a mention (path, 0-based line and columns) with its labels. */
+export interface MentionRow {
+  label: string;
+  description: string;
+  detail?: string;
+  path: string;
+  line: number;
+  column: number;
+  endColumn: number;
+}
+
+/**
+ * The rows of the "Mentions of…" list, in manuscript order: each mention with its chapter; the entity's
+ * summary line (first, count, last seen) is the detail of the first row of each entity.
+ */
+export function mentionRows(response: MentionsResponse): MentionRow[] {
+  const rows: MentionRow[] = [];
+  for (const entity of response.entities) {
+    entity.mentions.forEach((m, i) => {
+      rows.push({
+        label: `${m.chapter ?? m.path}: l.${m.line}`,
+        description: `${m.surface} · ${entity.entity.name}`,
+        detail: i === 0 ? entity.summary : undefined,
+        path: m.path,
+        line: m.line - 1,
+        column: m.column,
+        endColumn: m.endColumn,
+      });
+    });
+  }
+  return rows;
 }

@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildRelatedParams, buildSearchParams, clampMaxResults, MAX_QUERY_CHARS } from '../src/protocol';
+import {
+  buildMentionsParams,
+  buildRelatedParams,
+  buildSearchParams,
+  clampMaxResults,
+  MAX_QUERY_CHARS,
+  mentionRows,
+} from '../src/protocol';
 import {
   buildInitializationOptions,
   cleanConfigurationValues,
@@ -113,5 +120,40 @@ describe('settings sent to the server', () => {
   it('restarts the server only for command settings', () => {
     assert.equal(needsRestart((s) => s === 'saipling.pythonPath'), true);
     assert.equal(needsRestart((s) => s === 'saipling.provider'), false);
+  });
+});
+
+describe('mentions', () => {
+  it('sends a trimmed name, nothing for a blank one', () => {
+    assert.deepEqual(buildMentionsParams('  Mina   Harker '), { name: 'Mina Harker', limit: 500 });
+    assert.equal(buildMentionsParams('  '), undefined);
+  });
+
+  it('lists each mention with its chapter, 0-based line, and the summary on the first row', () => {
+    const place = { path: 'books/ch-02/scene-01.md', line: 6, chapter: 'ch-02' };
+    const rows = mentionRows({
+      entities: [
+        {
+          entity: { name: 'Mina Harker', path: 'characters/mina.md', type: 'character', aliases: ['Mina'] },
+          total: 2,
+          summary: 'first ch-02 l.6 · 2 mentions in 1 chapter · last seen ch-02',
+          chapters: [{ chapter: 'ch-02', count: 2, first: place }],
+          first: place,
+          last: place,
+          otherFiles: [],
+          mentions: [
+            { path: place.path, line: 6, column: 14, endColumn: 18, surface: 'Mina', chapter: 'ch-02' },
+            { path: 'notes.md', line: 3, column: 0, endColumn: 11, surface: 'Mina Harker', chapter: null },
+          ],
+        },
+      ],
+    });
+    assert.deepEqual(
+      rows.map((r) => [r.label, r.description, r.line, r.column, r.endColumn, r.detail]),
+      [
+        ['ch-02: l.6', 'Mina · Mina Harker', 5, 14, 18, 'first ch-02 l.6 · 2 mentions in 1 chapter · last seen ch-02'],
+        ['notes.md: l.3', 'Mina Harker · Mina Harker', 2, 0, 11, undefined],
+      ],
+    );
   });
 });

@@ -15,6 +15,10 @@ end, { range = true, desc = "Saipling: passages related to this file (with a ran
 cmd("SaiplingRelatedWindow", function() require("saipling.related").toggle() end, {
   desc = "Saipling: toggle a window of passages related to the current file, following it",
 })
+cmd("SaiplingMentions", function(a) require("saipling").mentions(a.args) end, {
+  nargs = "*",
+  desc = "Saipling: every mention of a character or place (default: the name under the cursor) in the quickfix list",
+})
 cmd("SaiplingReindex", function(a) require("saipling").reindex(a.bang) end, { bang = true, desc = "Saipling: reindex (! = full)" })
 cmd("SaiplingStatus", function() require("saipling").status() end, { desc = "Saipling: index status" })
 cmd("SaiplingClearIndex", function() require("saipling").clear_index() end, { desc = "Saipling: clear the index" })

@@ -76,6 +76,8 @@ class Settings:
     default_role: str = ""  # the role of requests that name none ("": public content only)
     analytics: bool = True
     references_max_chapter: int = 0  # textDocument/references: mentions up to this chapter only (0 = all)
+    name_diagnostics: str = "hint"  # names that drift or have no page: off | hint | information | warning | error
+    hover_all_chapters: bool = False  # the entity card ignores the open chapter's spoiler horizon
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
     # How texts are presented to the model (None: the known model family's, see embeddings/families.py).
@@ -109,6 +111,8 @@ _ALIASES = {
     "requestTimeoutSeconds": "request_timeout_seconds",
     "maxRetries": "max_retries",
     "referencesMaxChapter": "references_max_chapter",
+    "nameDiagnostics": "name_diagnostics",
+    "hoverAllChapters": "hover_all_chapters",
     "mcpRole": "mcp_role",
     "queryPrefix": "query_prefix",
     "documentPrefix": "document_prefix",
@@ -133,6 +137,7 @@ _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
 _OPTIONAL_STRINGS = {"query_prefix", "document_prefix"}  # None = not set (the model family decides)
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
 _FALLBACKS = {"local", "none"}
+_NAME_DIAGNOSTICS = ("off", "hint", "information", "warning", "error")
 _MINIMUMS = {
     "max_file_bytes": 1,
     "batch_size": 1,
@@ -236,6 +241,9 @@ def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, al
             continue
         if name == "fallback" and coerced not in _FALLBACKS:
             warnings.append(f"{source}: fallback must be one of {sorted(_FALLBACKS)}, got {shown(coerced)}")
+            continue
+        if name == "name_diagnostics" and coerced not in _NAME_DIAGNOSTICS:
+            warnings.append(f"{source}: {raw_key} must be one of {list(_NAME_DIAGNOSTICS)}, got {shown(coerced)}")
             continue
         setattr(settings, name, coerced)
     return warnings

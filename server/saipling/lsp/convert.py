@@ -232,6 +232,8 @@ def hover_markdown(root: Path, cards: list[Any]) -> str:
         lines = [f"**{e.name}** · _{e.entity_type}_"]
         if c.summary:
             lines.append(c.summary)
+        for heading, note in getattr(c, "chapter_notes", []):  # (as of the card's chapter: later ones left out)
+            lines.append(f"**{heading}**" + (f" — {note}" if note else ""))
         if c.mentions:
             lines.append(f"_{c.mentions}_")
         if e.aliases:

@@ -107,6 +107,8 @@ async def run_index(
                 reporter.end(convert.summary_message(summary))
         live.schedule_retry(summary)
         ls.feedback.index_done(folder, summary, title)
+        for listener in list(ls.index_listeners):  # (features/name_diagnostics.py: names may have changed)
+            listener(folder)
         notices, folder.project.fallback_notices = folder.project.fallback_notices, []
         for notice in notices:  # the local model stands in for the API provider, or it works again
             ls.feedback.show_once(f"fallback:{folder.uri}:{notice}", f"{folder.name}: {notice}")

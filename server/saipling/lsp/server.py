@@ -126,6 +126,7 @@ class SaiplingServer(LanguageServer):
         self.ready = asyncio.Event()  # start-up done (for coroutines) ...
         self.ready_threads = threading.Event()  # ... and for handlers running on worker threads
         self.progress_cancels: dict[str, threading.Event] = {}
+        self.index_listeners: list[Callable[[Folder], None]] = []  # told of each finished index run of a folder
         self.feedback = Feedback(self, self.post)
         self.tick_task: asyncio.Task[None] | None = None
         self.stopping = False
@@ -138,6 +139,7 @@ class SaiplingServer(LanguageServer):
         self._background: set[asyncio.Task[Any]] = set()
         self._start_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._light_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._background_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- transport -----------------------------------------------------------------------------------------
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
@@ -168,7 +170,7 @@ class SaiplingServer(LanguageServer):
         self.exiting.set()
         if self._stop_event is not None:
             self._stop_event.set()
-        for pool in (self._thread_pool, self._start_pool, self._light_pool):
+        for pool in (self._thread_pool, self._start_pool, self._light_pool, self._background_pool):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
         # pygls' own TCP server (not used): closed as pygls does
@@ -322,6 +324,14 @@ class SaiplingServer(LanguageServer):
 
         return _like(run_light, handler)
 
+    def background(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(*args)` on one background thread of its own (work the server does unasked, like publishing
+        diagnostics): it never takes a worker from the requests. Nothing when the server is closing."""
+        if self._background_pool is None:
+            self._background_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saipling-background")
+        with contextlib.suppress(RuntimeError):  # the pool is shutting down
+            self._background_pool.submit(fn, *args)
+
     def handle_command(self, name: str, handler: Callable[..., Any], *, threaded: bool = False) -> None:
         """Register a `workspace/executeCommand` command, guarded like `handle`."""
         wrapped = guarded(name, handler)
@@ -361,7 +371,7 @@ class SaiplingServer(LanguageServer):
         """Stop the worker pools (queued requests cancelled) and wait until `deadline` for the running ones: the
         requests' pool, start-up's and the light one `saipling/status` runs on (it reads the stores too)."""
         threads = []
-        for pool in (self._thread_pool, self._start_pool, self._light_pool):
+        for pool in (self._thread_pool, self._start_pool, self._light_pool, self._background_pool):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
                 threads += list(getattr(pool, "_threads", ()))

@@ -335,9 +335,22 @@ class Card:
     summary: str
     declaration: tuple[int, int]  # 0-based first and last line of the frontmatter (the definition)
     mentions: str = ""  # where it is mentioned, in one line (retrieval.mentions.MentionReport.summary), when known
+    # the profile's sections headed for a chapter (`## Chapter 4`, `## From ch-12`), up to the horizon:
+    # (heading, its first paragraph), the latest CARD_CHAPTER_NOTES
+    chapter_notes: list[tuple[str, str]] = field(default_factory=list)
+    horizon: int | None = None  # the chapter the card is as of (None: everything)
 
 
-def card(entity: Entity, read: TextSource) -> Card:
+CARD_CHAPTER_NOTES = 3
+CHAPTER_NOTE_MAX_CHARS = 300
+# a heading for a chapter: "Chapter 4", "ch-12", "Ch. 3", "From chapter 7: the bite"
+_CHAPTER_HEADING_RE = re.compile(r"(?<![^\W\d_])(?:chapter|ch)[ .\-]*(\d+)(?!\d)", re.IGNORECASE)
+_ATX_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+
+
+def card(entity: Entity, read: TextSource, horizon: int | None = None) -> Card:
+    """The hover card of an entity; with `horizon` (the chapter of the file it is shown in), as of that
+    chapter: sections of the profile headed for a later chapter are left out of its summary and notes."""
     text = read(entity.path) or ""
     fm, body_start, _ = split_frontmatter(text)
     summary = ""
@@ -346,11 +359,41 @@ def card(entity: Entity, read: TextSource) -> Card:
         if isinstance(value, str) and value.strip():
             summary = value.strip()
             break
-    if not summary:
-        summary = first_paragraph(text.split("\n")[body_start - 1 :])
+    body = text.split("\n")[body_start - 1 :]
+    sections = chapter_sections(body)
+    hidden = {n for first, last, ch, _ in sections if horizon is not None and ch > horizon for n in range(first, last)}
+    if not summary:  # outside the chapter sections (shown as notes), else the first the horizon shows
+        dated = {n for first, last, _, _ in sections for n in range(first, last)}
+        summary = first_paragraph([ln for n, ln in enumerate(body) if n not in dated]) or first_paragraph(
+            [ln for n, ln in enumerate(body) if n not in hidden]
+        )
     if len(summary) > SUMMARY_MAX_CHARS:
         summary = summary[:SUMMARY_MAX_CHARS].rsplit(" ", 1)[0] + " …"
-    return Card(entity, summary, declaration(text))
+    notes = []
+    for first, last, ch, heading in sections:
+        if horizon is None or ch <= horizon:
+            note = first_paragraph([ln for n, ln in enumerate(body[first:last], first) if n not in hidden])
+            if len(note) > CHAPTER_NOTE_MAX_CHARS:
+                note = note[:CHAPTER_NOTE_MAX_CHARS].rsplit(" ", 1)[0] + " …"
+            notes.append((heading, note))
+    return Card(entity, summary, declaration(text), chapter_notes=notes[-CARD_CHAPTER_NOTES:], horizon=horizon)
+
+
+def chapter_sections(lines: list[str]) -> list[tuple[int, int, int, str]]:
+    """The sections of a profile body headed for a chapter: (first line, end line exclusive, chapter, heading),
+    a section running to the next heading of its level or above (code blocks skipped)."""
+    skip = code_lines("\n".join(lines))
+    heads = []
+    for n, line in enumerate(lines):
+        if n not in skip and (m := _ATX_RE.match(line)) is not None:
+            heads.append((n, len(m.group(1)), (m.group(2) or "").strip()))
+    out = []
+    for i, (n, level, title) in enumerate(heads):
+        if (m := _CHAPTER_HEADING_RE.search(title)) is None:
+            continue
+        end = next((h[0] for h in heads[i + 1 :] if h[1] <= level), len(lines))
+        out.append((n, end, int(m.group(1)), title))
+    return out
 
 
 def declaration(text: str) -> tuple[int, int]:

@@ -86,10 +86,19 @@ class MentionReport:
 
 def fresh(project: Project) -> None:
     """Saved edits first (the live index; each run and refresh settles the mentions it changed), then an index
-    made before mentions were stored is scanned once."""
+    made before mentions were stored is scanned once (checked once per index version: a scan over every file)."""
     project.refresh_dirty()
-    if not project.store.readonly and project.store.mentions_unscanned():
+    store = project.store
+    version = (id(store), store.path, store.index_version())
+    if _all_scanned.get(id(project)) == version:
+        return
+    if not store.readonly and store.mentions_unscanned():
         project.refresh([])  # (every refresh settles the mentions: indexing.mention_scan.settle)
+        version = (id(store), store.path, store.index_version())
+    _all_scanned[id(project)] = version
+
+
+_all_scanned: dict[int, tuple[Any, ...]] = {}  # project -> the index version at which no file was left unscanned
 
 
 def resolve(project: Project, name: str, role: str | None = None) -> list[Entity]:
@@ -128,14 +137,49 @@ def report(
     role: str | None = None,
     refresh: bool = True,
 ) -> list[MentionReport]:
-    """One report per entity called `name` (InvalidRequest when none is)."""
+    """One report per entity called `name` (InvalidRequest when none is); the same question on an unchanged index
+    (a hover over the same name again, an agent asking twice) is answered from the last reports."""
     if refresh:
         fresh(project)
+    cs = load_context_settings(project.root)
+    store = project.store
+    key = (
+        id(project),
+        id(store),
+        store.path,
+        store.index_version(),
+        id(cs) if cs.has("exclude") else None,
+        name,
+        max_chapter,
+        limit,
+        role,
+    )
+    if (hit := _reports.get(key)) is not None:
+        return list(hit)
+    found = _reports_of(project, name, max_chapter, limit, role)
+    if len(_reports) >= REPORTS_KEPT:
+        _reports.pop(next(iter(_reports)), None)  # (the oldest: dicts keep insertion order)
+    _reports[key] = tuple(found)
+    return found
+
+
+REPORTS_KEPT = 64
+_reports: dict[tuple[Any, ...], tuple[MentionReport, ...]] = {}
+
+
+def clear_reports() -> None:
+    """Forget the reports kept (benchmarks time the work itself)."""
+    _reports.clear()
+
+
+def _reports_of(
+    project: Project, name: str, max_chapter: int | None, limit: int, role: str | None
+) -> list[MentionReport]:
     ents = resolve(project, name, role)
     if not ents:
         raise InvalidRequest("name", f"no entity is called {name!r}")
     allowed = _allowed(project, role)
-    order, many_books = _chapters(project, allowed, role, max_chapter)
+    chapters = _chapters(project, allowed, role, max_chapter)
     out = []
     for e in ents:
         rows = [
@@ -143,14 +187,24 @@ def report(
             for r in project.store.mentions_of([e.path])
             if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
         ]
-        out.append(_report(e, rows, order, many_books, limit))
+        out.append(_report(e, rows, chapters, limit))
     return out
 
 
-_order_cache: dict[int, tuple[tuple[Any, ...], tuple[list[str], bool]]] = {}
+@dataclass
+class ChapterOrder:
+    """The chapters a role may see in manuscript order, with what each report needs of them computed once."""
+
+    order: list[str]
+    many_books: bool  # labels are "book/chapter"
+    rank: dict[str, int]  # label -> its place in `order`
+    after: dict[str, int]  # label -> chapters of the same book after it
 
 
-def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int | None) -> tuple[list[str], bool]:
+_order_cache: dict[int, tuple[tuple[Any, ...], ChapterOrder]] = {}
+
+
+def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int | None) -> ChapterOrder:
     """The chapters the role may see in manuscript order (and whether there are several books), cached per
     index version."""
     cs = load_context_settings(project.root)
@@ -165,7 +219,14 @@ def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int
         if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
     ]
     many_books = len({r["book_id"] for r in chapters}) > 1
-    found = (_chapter_order(chapters, many_books), many_books)
+    order = _chapter_order(chapters, many_books)
+    seen: dict[str, int] = {}
+    after: dict[str, int] = {}
+    for label in reversed(order):
+        book = _book_of(label)
+        after[label] = seen.get(book, 0)
+        seen[book] = after[label] + 1
+    found = ChapterOrder(order, many_books, {c: i for i, c in enumerate(order)}, after)
     _order_cache[id(project)] = (key, found)
     return found
 
@@ -188,34 +249,39 @@ def _chapter_order(rows: list[dict[str, Any]], many_books: bool) -> list[str]:
     return sorted(first, key=lambda c: first[c])
 
 
-def _report(e: Entity, rows: list[dict[str, Any]], order: list[str], many_books: bool, limit: int) -> MentionReport:
+def _report(e: Entity, rows: list[dict[str, Any]], chapters: ChapterOrder, limit: int) -> MentionReport:
+    many_books, rank = chapters.many_books, chapters.rank
     keys: dict[str, tuple[Any, ...]] = {}  # (a file's key, once: rows are many mentions of few files)
     for r in rows:
         if r["path"] not in keys:
             keys[r["path"]] = manuscript_key(r["path"], r["chapter_num"])
     rows.sort(key=lambda r: (keys[r["path"]], r["line"], r["col"]))
     counts: dict[str, ChapterCount] = {}
+    last_rows: dict[str, dict[str, Any]] = {}  # chapter -> its last mention
+    labels: dict[str, str] = {}  # path -> its chapter's label
     others: dict[str, int] = {}
+    in_chapters = 0
     for r in rows:
         if r["chapter_id"] is None:
             others[r["path"]] = others.get(r["path"], 0) + 1
             continue
-        label = _label(r, many_books)
+        label = labels.get(r["path"])
+        if label is None:
+            label = labels[r["path"]] = _label(r, many_books)
         if label not in counts:
             counts[label] = ChapterCount(label, 0, Place(r["path"], r["line"] + 1, label))
         counts[label].count += 1
-    rank = {c: i for i, c in enumerate(order)}
+        last_rows[label] = r
+        in_chapters += 1
     chs = sorted(counts.values(), key=lambda c: rank.get(c.chapter, len(rank)))
-    in_chapters = [r for r in rows if r["chapter_id"] is not None]
     first = chs[0].first if chs else None
     last = None
     since = None
     if chs:
         last_label = max(chs, key=lambda c: rank.get(c.chapter, -1)).chapter
-        lr = [r for r in in_chapters if _label(r, many_books) == last_label][-1]
+        lr = last_rows[last_label]
         last = Place(lr["path"], lr["line"] + 1, last_label)
-        book = _book_of(last_label)  # chapters of the same book after it
-        since = sum(1 for c in order[rank[last_label] + 1 :] if _book_of(c) == book) if last_label in rank else 0
+        since = chapters.after.get(last_label, 0)  # chapters of the same book after it
     listed = rows[: max(0, limit)]
     mentions = [
         {
@@ -224,19 +290,20 @@ def _report(e: Entity, rows: list[dict[str, Any]], order: list[str], many_books:
             "column": r["col"],
             "endColumn": r["end_col"],
             "surface": r["surface"],
-            "chapter": _label(r, many_books) if r["chapter_id"] else None,
+            "chapter": labels.get(r["path"]) if r["chapter_id"] else None,
         }
         for r in listed
     ]
-    return MentionReport(e, len(in_chapters), chs, first, last, since, len(order), others, mentions)
+    return MentionReport(e, in_chapters, chs, first, last, since, len(chapters.order), others, mentions)
 
 
-def summary_for(project: Project, entity: Entity, shown_in: str | None = None) -> str:
-    """The hover card's line ("first ch-02 l.14 · 37 mentions in 9 chapters · last seen ch-19"), as of the
-    chapter of the file it is shown in (`shown_in`: nothing after it, the spoiler horizon); "" when it cannot
-    be had (the hover still shows the card)."""
+def summary_for(project: Project, entity: Entity, shown_in: str | None = None, *, horizon: int | None = None) -> str:
+    """The hover card's line ("first ch-02 l.14 · 37 mentions in 9 chapters · last seen ch-19"), as of chapter
+    `horizon` (else the chapter of the file it is shown in, `shown_in`: nothing after it, the spoiler horizon);
+    "" when it cannot be had (the hover still shows the card)."""
     try:
-        horizon = project.store.chapter_num_of(shown_in) if shown_in else None
+        if horizon is None and shown_in:
+            horizon = project.store.chapter_num_of(shown_in)
         found = [
             r for r in report(project, entity.path, max_chapter=horizon, refresh=False) if r.entity.path == entity.path
         ]

@@ -277,6 +277,51 @@ function M.related(lines)
   end, bufnr)
 end
 
+--- Every mention of a character or place (its name and aliases) into the quickfix list, in manuscript order;
+--- without `name`, the word under the cursor. The list's title is the entity's summary line.
+---@param name? string
+---@param opts? {open?: boolean, cb?: fun(items: table[], title: string)}
+function M.mentions(name, opts)
+  opts = opts or {}
+  name = name and vim.trim(name) or ""
+  if name == "" then
+    name = vim.fn.expand("<cword>") -- (the apostrophe is no keyword character: `Mina's` gives Mina)
+  end
+  if name == "" then
+    notify("usage: :SaiplingMentions NAME (or the cursor on a name)", vim.log.levels.WARN)
+    return
+  end
+  M.request("saipling/mentions", { name = name, limit = 2000 }, function(result, client)
+    local items, titles = {}, {}
+    for _, e in ipairs(result and result.entities or {}) do
+      titles[#titles + 1] = ("%s: %s"):format(e.entity.name, e.summary)
+      local base = client.root_dir
+      if type(e.workspaceFolder) == "string" then
+        base = vim.uri_to_fname(e.workspaceFolder)
+      end
+      for _, m in ipairs(e.mentions or {}) do
+        items[#items + 1] = {
+          filename = vim.fs.joinpath(base, m.path),
+          lnum = m.line,
+          col = m.column + 1,
+          end_col = m.endColumn + 1,
+          text = ("%s%s · %s"):format(m.chapter ~= vim.NIL and m.chapter and (m.chapter .. ": ") or "", m.surface, e.entity.name),
+        }
+      end
+    end
+    local title = "Saipling mentions: " .. table.concat(titles, "; ")
+    vim.fn.setqflist({}, " ", { title = title, items = items })
+    if opts.cb then
+      opts.cb(items, title)
+    end
+    if #items == 0 then
+      notify(table.concat(titles, "; "))
+    elseif opts.open ~= false then
+      vim.cmd("botright copen")
+    end
+  end)
+end
+
 --- Reindex the project in the background (`full` rebuilds from scratch).
 ---@param full? boolean
 function M.reindex(full)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import entities, index, lifecycle, search, symbols, sync, testclock
+from . import entities, index, lifecycle, name_diagnostics, search, symbols, sync, testclock
 
 if TYPE_CHECKING:
     from ..server import SaiplingServer
 
-MODULES = (lifecycle, sync, search, index, symbols, entities)
+MODULES = (lifecycle, sync, search, index, symbols, entities, name_diagnostics)
 
 
 def register_all(server: SaiplingServer, *, test_clock: bool = False) -> None:

@@ -95,10 +95,15 @@ def hover(ls: SaiplingServer, p: types.HoverParams) -> types.Hover | None:
         if (hit := at_cursor(ls, p)) is None or hit[2] is None:
             return None
         folder, read, m, found = hit
-        cards = [entities.card(e, read) for e in found]
+        project = folder.project
         shown_in = (locate(ls, p.text_document.uri) or (None, None))[1]
-        for c in cards:  # as of the open file's chapter (the spoiler horizon)
-            c.mentions = mentions.summary_for(folder.project, c.entity, shown_in)
+        # as of the open file's chapter (the spoiler horizon), unless the user asks for everything
+        horizon = None
+        if shown_in is not None and not project.settings.hover_all_chapters:
+            horizon = project.store.chapter_num_of(shown_in)
+        cards = [entities.card(e, read, horizon) for e in found]
+        for c in cards:
+            c.mentions = mentions.summary_for(project, c.entity, horizon=horizon)
     codec = ls.workspace.position_codec
     return types.Hover(
         contents=types.MarkupContent(types.MarkupKind.Markdown, convert.hover_markdown(folder.project.root, cards)),

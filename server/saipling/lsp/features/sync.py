@@ -17,6 +17,8 @@ from ...live.sync_queue import Batch
 from ...live.watcher import ignored_folder
 from ..folders import Folder, locate
 from ..runs import run_index
+from .name_diagnostics import clear as clear_name_diagnostics
+from .name_diagnostics import schedule as schedule_name_diagnostics
 
 if TYPE_CHECKING:
     from ..server import SaiplingServer
@@ -54,6 +56,7 @@ async def on_did_open(ls: SaiplingServer, p: types.DidOpenTextDocumentParams) ->
     if hit := locate(ls, p.text_document.uri):
         folder, rel = hit
         folder.open_files[rel] = None
+        schedule_name_diagnostics(ls, [p.text_document.uri])
 
 
 async def on_did_close(ls: SaiplingServer, p: types.DidCloseTextDocumentParams) -> None:
@@ -61,11 +64,15 @@ async def on_did_close(ls: SaiplingServer, p: types.DidCloseTextDocumentParams) 
     if hit := locate(ls, p.text_document.uri):
         folder, rel = hit
         folder.open_files.pop(rel, None)
+        clear_name_diagnostics(ls, p.text_document.uri)
 
 
 async def on_did_save(ls: SaiplingServer, p: types.DidSaveTextDocumentParams) -> None:
     await ls.wait_ready()
     file_changed(ls, p.text_document.uri)
+    # the saved text is in the lists once refreshed (name_fixes refreshes first); every open document of the
+    # folder, as a saved profile may have gained an alias
+    schedule_name_diagnostics(ls, folder=(locate(ls, p.text_document.uri) or (None,))[0])
 
 
 async def on_did_create_files(ls: SaiplingServer, p: types.CreateFilesParams) -> None:

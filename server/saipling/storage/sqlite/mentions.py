@@ -40,24 +40,26 @@ class Mentions:
     def mention_stale_keys(self, names_key: str) -> list[tuple[str, str | None]]:
         """Indexed files whose mentions were found with other entity names: (path, the key they were found
         with, None when never looked for)."""
-        return [
-            (r[0], r[1])
-            for r in self.db.conn.execute(
-                "SELECT f.path, m.names_key FROM files f LEFT JOIN mention_files m ON m.path = f.path"
-                " WHERE m.names_key IS NOT ? ORDER BY f.path",
-                (names_key,),
-            )
-        ]
+        with self.db.lock:  # (every read under the store's lock: requests run on several threads)
+            return [
+                (r[0], r[1])
+                for r in self.db.conn.execute(
+                    "SELECT f.path, m.names_key FROM files f LEFT JOIN mention_files m ON m.path = f.path"
+                    " WHERE m.names_key IS NOT ? ORDER BY f.path",
+                    (names_key,),
+                )
+            ]
 
     def mention_paths(self, entity_paths: Sequence[str]) -> list[str]:
         """Files holding a mention of one of these entities."""
-        return [
-            r[0]
-            for r in self.db.conn.execute(
-                "SELECT DISTINCT path FROM mentions WHERE entity IN (SELECT value FROM json_each(?))",
-                (_json(entity_paths),),
-            )
-        ]
+        with self.db.lock:  # (every read under the store's lock: requests run on several threads)
+            return [
+                r[0]
+                for r in self.db.conn.execute(
+                    "SELECT DISTINCT path FROM mentions WHERE entity IN (SELECT value FROM json_each(?))",
+                    (_json(entity_paths),),
+                )
+            ]
 
     def relabel_mentions(self, paths: Sequence[str], names_key: str) -> None:
         """These files' mentions stand for `names_key` too (none of the names that changed is in them)."""
@@ -68,28 +70,28 @@ class Mentions:
 
     def mention_stale_paths(self, names_key: str) -> list[str]:
         """Indexed files whose mentions were found with other entity names (or never looked for)."""
-        return [
-            r[0]
-            for r in self.db.conn.execute(
-                "SELECT f.path FROM files f LEFT JOIN mention_files m ON m.path = f.path"
-                " WHERE m.names_key IS NOT ? ORDER BY f.path",
-                (names_key,),
-            )
-        ]
+        with self.db.lock:  # (every read under the store's lock: requests run on several threads)
+            return [
+                r[0]
+                for r in self.db.conn.execute(
+                    "SELECT f.path FROM files f LEFT JOIN mention_files m ON m.path = f.path"
+                    " WHERE m.names_key IS NOT ? ORDER BY f.path",
+                    (names_key,),
+                )
+            ]
 
     def chapter_num_of(self, path: str) -> int | None:
         """The chapter number of an indexed file (None: no chapter, or not indexed)."""
-        for (n,) in self.db.conn.execute("SELECT chapter_num FROM chunks WHERE path = ? LIMIT 1", (path,)):
-            return None if n is None else int(n)
-        return None
+        n = self.db.scalar("SELECT chapter_num FROM chunks WHERE path = ? LIMIT 1", (path,))
+        return None if n is None else int(n)
 
     def mentions_unscanned(self) -> bool:
         """Some indexed file was never scanned for mentions (an index made before they were stored)."""
-        return any(
-            True
-            for _ in self.db.conn.execute(
+        return (  # (db.scalar reads under the store's lock)
+            self.db.scalar(
                 "SELECT 1 FROM files f WHERE NOT EXISTS (SELECT 1 FROM mention_files m WHERE m.path = f.path) LIMIT 1"
             )
+            is not None
         )
 
     def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
@@ -116,15 +118,16 @@ class Mentions:
 
     def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
         """Files that mention one of these entities or whose `pov` is one of `povs` (both sides casefolded)."""
-        return [
-            r[0]
-            for r in self.db.conn.execute(
-                "SELECT DISTINCT path FROM mentions WHERE entity IN (SELECT value FROM json_each(?))"
-                " UNION SELECT path FROM mention_files"
-                " WHERE pov IN (SELECT value FROM json_each(?))",
-                (_json(entity_paths), _json([p.casefold() for p in povs])),
-            )
-        ]
+        with self.db.lock:  # (every read under the store's lock: requests run on several threads)
+            return [
+                r[0]
+                for r in self.db.conn.execute(
+                    "SELECT DISTINCT path FROM mentions WHERE entity IN (SELECT value FROM json_each(?))"
+                    " UNION SELECT path FROM mention_files"
+                    " WHERE pov IN (SELECT value FROM json_each(?))",
+                    (_json(entity_paths), _json([p.casefold() for p in povs])),
+                )
+            ]
 
 
 def _json(values: Sequence[str]) -> str:

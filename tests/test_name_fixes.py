@@ -1,0 +1,73 @@
+"""The edits behind the name code actions (retrieval/name_fixes.py), applied and re-read: whatever shape a
+profile's `aliases` has, the word joins them and the frontmatter still parses with every old alias kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fixtures import novel_project, open_project
+from saipling.files.metadata import split_frontmatter
+from saipling.retrieval.name_fixes import TextChange, alias_change
+
+
+def apply(text: str, c: TextChange) -> str:
+    lines = text.split("\n")
+
+    def offset(line: int, col: int) -> int:
+        return sum(len(x) + 1 for x in lines[:line]) + col
+
+    return text[: offset(c.line, c.col)] + c.text + text[offset(c.end_line, c.end_col) :]
+
+
+@pytest.mark.parametrize(
+    ("profile", "aliases"),
+    [
+        ("---\nname: Dorman Vale\naliases: [Dorm, The Vale]\ntype: character\n---\n# Dorman\n", ["Dorm", "The Vale"]),
+        ("---\nname: Dorman Vale\naliases: []\n---\nBody.\n", []),
+        ("---\nname: Dorman Vale\naliases:\n  - Dorm\n  - The Vale\ntype: character\n---\n", ["Dorm", "The Vale"]),
+        ("---\nname: Dorman Vale\naliases: Dorm\n---\n", ["Dorm"]),
+        ("---\nname: Dorman Vale\naliases:\ntype: character\n---\n", []),
+        ("---\nname: Dorman Vale\ntype: character\n---\n# Dorman\n", []),
+        ("# Dorman Vale\n\nNo frontmatter at all.\n", []),
+    ],
+)
+def test_alias_change_adds_the_word_and_keeps_the_rest(profile: str, aliases: list[str]) -> None:
+    edited = apply(profile, alias_change(profile, "Dormaan"))
+    fm, _, _ = split_frontmatter(edited)
+    found = fm["aliases"] if isinstance(fm["aliases"], list) else [fm["aliases"]]
+    assert found == [*aliases, "Dormaan"], edited
+    assert edited.split("---\n")[-1] == profile.split("---\n")[-1]  # the body is untouched
+
+
+def test_a_costly_vocabulary_is_reused_but_changed_names_always_count(tmp_path: Path) -> None:
+    """On a large project the vocabulary (a pass over the whole index) is not read again after every save; a
+    change of entity names (an alias added) still makes new lists at once, and once the wait is over a new
+    misspelling is found."""
+    from saipling.retrieval import name_fixes
+
+    root = novel_project(tmp_path)
+    scene = root / "books/book-01/phase-1-setup/ch-05/scene-01.md"
+    profile = root / "characters/mina-harker/profile.md"
+    with open_project(root) as p:
+        p.index()
+        assert set(name_fixes.project_lists(p).drift) == {"Minal"}
+        name_fixes._passes[id(p)].cost = 3600.0  # as if the pass had taken an hour
+        scene.write_text("# Five\n\nLucy wrote to Minna.\n", encoding="utf-8")
+        p.refresh([scene.relative_to(root).as_posix()])
+        assert set(name_fixes.project_lists(p).drift) == {"Minal"}  # the last pass's vocabulary
+        profile.write_text(profile.read_text(encoding="utf-8").replace("Madam Mina]", "Madam Mina, Minal]"))
+        p.refresh([profile.relative_to(root).as_posix()])
+        assert set(name_fixes.project_lists(p).drift) == set()  # a name now: gone at once
+        name_fixes._passes[id(p)].cost = 0.0
+        assert set(name_fixes.project_lists(p).drift) == {"Minna"}
+
+
+def test_name_diagnostics_setting_takes_a_severity_or_off(tmp_path: Path) -> None:
+    from saipling.config.settings import load_settings
+
+    settings, warnings = load_settings(tmp_path, env={}, init_options={"nameDiagnostics": "warning"})
+    assert settings.name_diagnostics == "warning" and warnings == []
+    settings, warnings = load_settings(tmp_path, env={}, init_options={"nameDiagnostics": "loud"})
+    assert settings.name_diagnostics == "hint" and any("nameDiagnostics" in w and "loud" in w for w in warnings)
