@@ -11,6 +11,10 @@ Corpora (never written to: benchmarks index copies):
   nodejs     /usr/share/doc/nodejs/api/*.md.gz, from Debian's `nodejs-doc`, unpacked into the benchmark cache.
              Install it with `apt-get install --no-install-recommends nodejs-doc` (without the flag apt also
              installs Debian's Node 18 over a newer Node); absent, the set is skipped.
+  cjk        Chinese: the 313 Tang poems (唐诗三百首) and 95 Song poems of Debian's `fortunes-zh`
+             (/usr/share/games/fortunes/{tang300,song100}; the poems are public domain, over a thousand years
+             old), one markdown file per poem (`tang300/001.md`: `# title`, the author line, one line per couplet),
+             built into the benchmark cache by cjk_corpus(). `apt-get install fortunes-zh`; absent, skipped.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ SETS = {
     "fiction": DevSet("fiction"),
     "nodejs": DevSet("nodejs", frozenset({"software", "ot50"})),  # (ot50: a kubectl command)
     "13th-age": DevSet("13th-age"),
+    "cjk": DevSet("cjk"),
 }
 
 
@@ -101,7 +106,38 @@ def source(name: str, log=print) -> Path | None:
                 (out / f.name[: -len(".gz")]).write_bytes(gzip.decompress(f.read_bytes()))
             marker.write_text(f"{len(packed)} files\n", encoding="utf-8")
         return out
+    if name == "cjk":
+        return cjk_corpus(bu.CACHE_ROOT / "cjk-src", log)
     raise SystemExit(f"unknown dev set {name!r} (known: {', '.join(SETS)})")
+
+
+FORTUNES_ZH = Path("/usr/share/games/fortunes")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def cjk_corpus(out: Path, log=print) -> Path | None:
+    """The cjk set's corpus built from Debian's `fortunes-zh` into `out` (kept once built): each fortune (a poem:
+    its title in 《》, a line `作者：...`, its couplets) becomes `<collection>/NNN.md`, numbered in file order."""
+    sources = [FORTUNES_ZH / n for n in ("tang300", "song100")]
+    if not all(f.is_file() for f in sources):
+        log(f"SKIPPED cjk: {FORTUNES_ZH}/tang300 absent (install the poems: apt-get install fortunes-zh)")
+        return None
+    marker = out / ".built"
+    if marker.exists():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    n = 0
+    for src in sources:
+        (out / src.name).mkdir(parents=True)
+        blocks = _ANSI.sub("", src.read_text(encoding="utf-8")).split("\n%\n")
+        poems = [[x.rstrip() for x in b.strip("\n").split("\n") if x.strip()] for b in blocks]
+        for i, lines in enumerate((p for p in poems if len(p) >= 2), 1):
+            title = re.sub(r"^题目[:：]", "", lines[0]).replace("《", "").replace("》", "")
+            text = "# " + title + "\n\n" + "\n\n".join(lines[1:]) + "\n"
+            (out / src.name / f"{i:03d}.md").write_text(text, encoding="utf-8")
+            n += 1
+    marker.write_text(f"{n} poems\n", encoding="utf-8")
+    return out
 
 
 def indexed_root(name: str, provider: str, log=print) -> Path | None:
