@@ -288,3 +288,13 @@ def match_key(word: str) -> str:
     if stemmer is None:
         stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
     return stemmer.stemWord(folded)
+
+
+def mostly_latin(text: str) -> bool:
+    """True when most of the letters of `text` are Latin (ASCII or accented: below U+0250), or it has none.
+    An English-only embedding model reads such text; its vectors of a Chinese, Japanese or Russian query are
+    noise (retrieval/search.py leaves them out of a hybrid search)."""
+    if text.isascii():
+        return True
+    letters = [c for c in text if c.isalpha()]
+    return 2 * sum(c < "\u0250" for c in letters) >= len(letters)
