@@ -15,6 +15,8 @@ Corpora (never written to: benchmarks index copies):
              (/usr/share/games/fortunes/{tang300,song100}; the poems are public domain, over a thousand years
              old), one markdown file per poem (`tang300/001.md`: `# title`, the author line, one line per couplet),
              built into the benchmark cache by cjk_corpus(). `apt-get install fortunes-zh`; absent, skipped.
+  german     benchmarks/devsets/german/: 30 short German notes about a made-up town (Altenbrück: its bakery,
+             lighthouse, ferry, salt mine...), written for this set and checked in (CC0, like the queries)
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ SETS = {
     "nodejs": DevSet("nodejs", frozenset({"software", "ot50"})),  # (ot50: a kubectl command)
     "13th-age": DevSet("13th-age"),
     "cjk": DevSet("cjk"),
+    "german": DevSet("german"),
 }
 
 
@@ -108,6 +111,8 @@ def source(name: str, log=print) -> Path | None:
         return out
     if name == "cjk":
         return cjk_corpus(bu.CACHE_ROOT / "cjk-src", log)
+    if name == "german":
+        return DEVSETS / "german"
     raise SystemExit(f"unknown dev set {name!r} (known: {', '.join(SETS)})")
 
 
@@ -140,7 +145,7 @@ def cjk_corpus(out: Path, log=print) -> Path | None:
     return out
 
 
-def indexed_root(name: str, provider: str, log=print) -> Path | None:
+def indexed_root(name: str, provider: str, log=print, overrides: dict[str, Any] | None = None) -> Path | None:
     """A copy of the set's corpus indexed with `provider`, cached under bu.CACHE_ROOT as `<name>-<provider>` and
     reused by later runs (an unfinished one is rebuilt). None when the corpus is absent."""
     src = source(name, log)
@@ -157,7 +162,7 @@ def indexed_root(name: str, provider: str, log=print) -> Path | None:
     n = bu.copy_corpus(src, root)
     log(f"   building cached index {root} ({n} files, provider {provider}); reused by later runs")
     t0 = time.perf_counter()
-    project = Project.open(root, overrides={"provider": provider})
+    project = Project.open(root, overrides=overrides or {"provider": provider})
     try:
         summary = project.index(progress=bu.progress_printer("indexing", 0.25, log))
     finally:

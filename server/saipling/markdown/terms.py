@@ -290,6 +290,19 @@ def match_key(word: str) -> str:
     return stemmer.stemWord(folded)
 
 
+def cjk_sentence_pairs(words: list[str]) -> list[str]:
+    """Query words with each CJK run longer than MAX_CJK_PHRASE (a sentence, not a word) replaced by its distinct
+    bigrams, as fts_query also searches them: the terms whose share in a result is its lexical coverage."""
+    out: list[str] = []
+    for w in words:
+        if w.isascii() or not CJK_RE.search(w):
+            out.append(w)
+            continue
+        for run in [m.group(0) for m in CJK_RUN_RE.finditer(w)] or [w]:
+            out += [run[i : i + 2] for i in range(len(run) - 1)] if len(run) > MAX_CJK_PHRASE else [run]
+    return list(dict.fromkeys(out))
+
+
 def mostly_latin(text: str) -> bool:
     """True when most of the letters of `text` are Latin (ASCII or accented: below U+0250), or it has none.
     An English-only embedding model reads such text; its vectors of a Chinese, Japanese or Russian query are
