@@ -99,8 +99,9 @@ def test_an_index_of_schema_5_gets_the_cjk_words_when_opened(tmp_path: Path) -> 
     rows = [("meng.md", "冠盖满京华，斯人独憔悴。"), ("other.md", "The storm drowned the harbour.")]
     for n, (path, text) in enumerate(rows, 1):
         rec, ch = file_record(path), chunk_row(0, text)
-        conn.execute(
-            "INSERT INTO chunks(path, chunk_index, kind, heading_path, content_hash, text) VALUES (?, ?, ?, ?, ?, ?)",
+        conn.execute(  # (ident_words NULL, as in a row indexed before migration 4)
+            "INSERT INTO chunks(path, chunk_index, kind, heading_path, content_hash, text, ident_words)"
+            " VALUES (?, ?, ?, ?, ?, ?, NULL)",
             (path, ch.chunk_index, ch.kind, ch.heading_path, ch.content_hash, text),
         )
         conn.execute(
@@ -115,6 +116,7 @@ def test_an_index_of_schema_5_gets_the_cjk_words_when_opened(tmp_path: Path) -> 
         hits = store.fts_search('"京华"', 10)
         assert [store.chunk_paths([c for c, _ in hits])[c] for c, _ in hits] == ["meng.md"]
         assert [p for p, _, _ in store.file_fts_search('"京华"', 10)] == ["meng.md"]
+        assert [p for p, _, _ in store.file_fts_search('"斯人独憔悴"', 10)] == ["meng.md"]  # its text kept too
         assert [p for p, _, _ in store.file_fts_search('"storm"', 10)] == ["other.md"]
         words = store.conn.execute("SELECT path, cjk_words FROM chunks ORDER BY path").fetchall()
         assert words == [("meng.md", "冠盖 盖满 满京 京华 华\n斯人 人独 独憔 憔悴 悴"), ("other.md", "")]

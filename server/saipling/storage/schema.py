@@ -156,9 +156,13 @@ _MIGRATIONS: list[str] = [
         WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.path = f.path AND c.cjk_words != '');
     DELETE FROM files_fts WHERE rowid IN (SELECT id FROM cjk_files);
     INSERT INTO files_fts(rowid, text)
-        SELECT t.id, (SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c WHERE c.path = t.path)
-            || char(10) || (SELECT group_concat(c.ident_words, char(10)) FROM chunks c WHERE c.path = t.path)
-            || char(10) || (SELECT group_concat(c.cjk_words, char(10)) FROM chunks c WHERE c.path = t.path)
+        SELECT t.id,
+            coalesce((SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c
+                      WHERE c.path = t.path), '')
+            || char(10) || coalesce((SELECT group_concat(c.ident_words, char(10)) FROM chunks c
+                                     WHERE c.path = t.path), '')
+            || char(10) || coalesce((SELECT group_concat(c.cjk_words, char(10)) FROM chunks c
+                                     WHERE c.path = t.path), '')
         FROM cjk_files t;
     DROP TABLE cjk_files;
     """,
