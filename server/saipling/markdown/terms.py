@@ -165,7 +165,7 @@ def identifier_terms(query: str, words: list[str]) -> list[str]:
 # word becomes the phrase of its bigrams ("京华" -> "京华", "鸭先知" -> "鸭先 先知"): found anywhere inside a run,
 # never across two runs. One character is a prefix of the pairs it starts ("龙"*, the run's last character
 # included). Latin text has no CJK run: its rows get an empty column and its queries are unchanged.
-CJK_RE = LazyPattern(r"[\u2e80-\u9fff\uac00-\ud7ff\uf900-\ufaff]")  # compiled only for non-ASCII words
+CJK_RE = LazyPattern(r"[\u2e80-\u9fff\uac00-\ud7ff\uf900-\ufaff\U00020000-\U0003134f]")  # (non-ASCII text only)
 # a run of CJK letters as unicode61 sees them (\w: no 、。・「」 or symbols): kana, bopomofo, Hangul, the unified
 # ideographs with extension A and the supplementary planes, compatibility ideographs, 々〆〇
 CJK_RUN_RE = LazyPattern(
@@ -178,7 +178,7 @@ MAX_CJK_PHRASE = 6  # a longer run in a query (a sentence, not a word) also coun
 def cjk_bigrams(text: str) -> str:
     """The CJK runs of `text` as the keyword index's `cjk_words` column: one run a line, its overlapping
     character pairs then its last character ("東京タワー" -> "東京 京タ タワ ワー ー"); "" for text without one."""
-    if text.isascii():
+    if text.isascii() or not CJK_RE.search(text):  # (a plain class: ~15x faster on Latin text than the runs' scan)
         return ""
     runs = []
     for m in CJK_RUN_RE.finditer(text):
