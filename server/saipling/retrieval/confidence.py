@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..lazy import np  # numpy loads on first use (cold CLI path)
-from ..markdown.terms import CJK_RE, STOPWORDS, WORD_RE, fold_text, match_key
+from ..markdown.terms import CJK_RE, STOPWORDS, WORD_RE, cjk_sentence_pairs, fold_text, match_key
 
 if TYPE_CHECKING:
     from .project_view import ProjectView
@@ -122,7 +122,7 @@ def query_idf(project: ProjectView, query: str) -> dict[str, float]:
     cannot reach lexical confidence."""
     words = [w.lower() for w in WORD_RE.findall(query)]
     content = [w for w in dict.fromkeys(words) if w not in STOPWORDS] or list(dict.fromkeys(words))
-    keys = list(dict.fromkeys(match_key(w) for w in content[:64]))
+    keys = list(dict.fromkeys(match_key(w) for w in cjk_sentence_pairs(content[:64])))
     if not keys:
         return {}
     df, n = project.store.term_doc_freqs(keys)

@@ -15,6 +15,7 @@ from ...lazy import np  # numpy loads on first use (cold CLI path)
 from ..base import ChunkRow, FileMentionRows, FileRecord
 from .database import Database
 from .mentions import Mentions
+from .schema import chunk_cjk_words
 from .vectors import Vectors, vector_blob
 
 _ROW_FIELDS = [f.name for f in fields(ChunkRow)]
@@ -22,7 +23,10 @@ _ROW_FIELDS = [f.name for f in fields(ChunkRow)]
 _MOVABLE = [n for n in _ROW_FIELDS if n not in ("content_hash", "text", "heading_path")]
 _HASH = 1 + _ROW_FIELDS.index("content_hash")  # in a stored row (id first)
 _values = attrgetter(*_ROW_FIELDS)  # a ChunkRow as the tuple of its columns
-_INSERT = "INSERT INTO chunks(path, " + ", ".join(_ROW_FIELDS) + ") VALUES (?" + ", ?" * len(_ROW_FIELDS) + ")"
+# (with the CJK bigrams of its heading path and text: storage.schema.chunk_cjk_words, migration 6)
+_INSERT = (
+    "INSERT INTO chunks(path, cjk_words, " + ", ".join(_ROW_FIELDS) + ") VALUES (?, ?" + ", ?" * len(_ROW_FIELDS) + ")"
+)
 
 
 class FileWrites:
@@ -81,7 +85,9 @@ class FileWrites:
                 for r, _ch in moved:  # out of the way first: (path, chunk_index) is unique
                     self.db.conn.execute("UPDATE chunks SET chunk_index = ? WHERE id = ?", (-1 - r[0], r[0]))
                 for ch in new:
-                    self.db.conn.execute(_INSERT, (record.path, *_values(ch)))
+                    self.db.conn.execute(
+                        _INSERT, (record.path, chunk_cjk_words(ch.heading_path, ch.text), *_values(ch))
+                    )
                     chunk_id = self.db.conn.last_insert_rowid()
                     vec = vectors.get(ch.content_hash)
                     if vec is None:
@@ -180,9 +186,11 @@ class FileWrites:
                 record.warning,
             ),
         )
-        self.db.conn.execute(  # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`)
-            "INSERT INTO files_fts(rowid, text) VALUES (?, ?)",
-            (self.db.conn.last_insert_rowid(), "\n".join([*(ch.text for ch in chunks), *_ident_lines(chunks)])),
+        # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`; and its CJK bigrams)
+        words = [*(ch.text for ch in chunks), *_ident_lines(chunks)]
+        words += [w for w in (chunk_cjk_words(ch.heading_path, ch.text) for ch in chunks) if w]
+        self.db.conn.execute(
+            "INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (self.db.conn.last_insert_rowid(), "\n".join(words))
         )
 
     def _vectors_of(self, chunk_ids: list[int]) -> dict[str, np.ndarray]:

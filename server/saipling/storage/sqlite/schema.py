@@ -9,7 +9,7 @@ from pathlib import Path
 
 import apsw
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -121,12 +121,55 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS mentions_path ON mentions(path);
     CREATE TABLE IF NOT EXISTS mention_files(path TEXT PRIMARY KEY, names_key TEXT NOT NULL, pov TEXT);
     """,
+    # 6: a fourth keyword column, the chunk's CJK runs as overlapping character pairs (markdown.terms.cjk_bigrams,
+    # written with the row by storage/file_writes.py), so a Chinese or Japanese word is found inside a run. Rows
+    # indexed before get it here (saipling_cjk, registered by connect(): "" for a chunk without CJK, which is not
+    # rewritten), and so do the whole-file keywords of the files holding CJK.
+    f"""
+    ALTER TABLE chunks ADD COLUMN cjk_words TEXT DEFAULT '';
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    DROP TRIGGER IF EXISTS chunks_au;
+    UPDATE chunks SET cjk_words = saipling_cjk(heading_path, text) WHERE saipling_cjk(heading_path, text) != '';
+    DROP TABLE IF EXISTS chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, heading_path, ident_words, cjk_words, content='chunks', content_rowid='id', tokenize='{FTS_TOKENIZE}');
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text, heading_path, ident_words, cjk_words)
+        VALUES (new.id, new.text, new.heading_path, new.ident_words, new.cjk_words);
+    END;
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path, ident_words, cjk_words)
+        VALUES ('delete', old.id, old.text, old.heading_path, old.ident_words, old.cjk_words);
+    END;
+    CREATE TRIGGER chunks_au AFTER UPDATE OF text, heading_path, ident_words, cjk_words ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path, ident_words, cjk_words)
+        VALUES ('delete', old.id, old.text, old.heading_path, old.ident_words, old.cjk_words);
+        INSERT INTO chunks_fts(rowid, text, heading_path, ident_words, cjk_words)
+        VALUES (new.id, new.text, new.heading_path, new.ident_words, new.cjk_words);
+    END;
+    INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');
+    CREATE TEMP TABLE cjk_files AS SELECT f.rowid AS id, f.path AS path FROM files f
+        WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.path = f.path AND c.cjk_words != '');
+    DELETE FROM files_fts WHERE rowid IN (SELECT id FROM cjk_files);
+    INSERT INTO files_fts(rowid, text)
+        SELECT t.id,
+            coalesce((SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c
+                      WHERE c.path = t.path), '')
+            || char(10) || coalesce((SELECT group_concat(c.ident_words, char(10)) FROM chunks c
+                                     WHERE c.path = t.path), '')
+            || char(10) || coalesce((SELECT group_concat(c.cjk_words, char(10)) FROM chunks c
+                                     WHERE c.path = t.path), '')
+        FROM cjk_files t;
+    DROP TABLE cjk_files;
+    """,
 ]
 
 
 # The columns a migration (by its number, 1-based) adds: a statement left out when the table has it already
 ADDED_COLUMNS: dict[int, list[tuple[str, str]]] = {
-    4: [("chunks", "ALTER TABLE chunks ADD COLUMN ident_words TEXT DEFAULT '';")]
+    4: [("chunks", "ALTER TABLE chunks ADD COLUMN ident_words TEXT DEFAULT '';")],
+    6: [("chunks", "ALTER TABLE chunks ADD COLUMN cjk_words TEXT DEFAULT '';")],
 }
 
 
@@ -205,7 +248,15 @@ def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -
     conn.create_scalar_function(
         "saipling_lower", lambda v: v.lower() if isinstance(v, str) else v, 1, deterministic=True
     )
+    conn.create_scalar_function("saipling_cjk", chunk_cjk_words, 2, deterministic=True)  # (migration 6)
     return conn
+
+
+def chunk_cjk_words(heading_path: str | None, text: str | None) -> str:
+    """A chunk's `cjk_words` keyword column: the CJK bigrams of its heading path and text."""
+    from ...markdown.terms import cjk_bigrams
+
+    return cjk_bigrams(f"{heading_path or ''}\n{text or ''}")
 
 
 VECTORS_CHECKED_META = "vectors_checked"  # meta key: stored vectors were scanned for NaN/Inf/zero rows
