@@ -44,6 +44,10 @@ def pg_server():
     if reason:
         pytest.skip(reason)
     server = pg_fixture.start_server()
+    problem = server.vector_problem()
+    if problem:
+        server.stop()
+        pytest.skip(problem)
     yield server
     server.stop()
 

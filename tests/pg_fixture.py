@@ -90,13 +90,45 @@ class PgServer:
         )
         assert started.returncode == 0, f"pg_ctl start failed: {started.stderr}\n{self.log_tail()}"
         created = subprocess.run(
-            [str(bin_ / "psql"), "-h", str(self.socket_dir), "-U", "postgres", "-d", "postgres", "-c",
-             "CREATE DATABASE saipling"],
+            [
+                str(bin_ / "psql"),
+                "-h",
+                str(self.socket_dir),
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-c",
+                "CREATE DATABASE saipling",
+            ],
             capture_output=True,
             text=True,
             check=False,
         )
         assert created.returncode == 0, created.stderr
+
+    def vector_problem(self) -> str | None:
+        """Why pgvector cannot compute distances on this machine (None: it can). The wheel's vector.so was built
+        with AVX-512 instructions outside any CPU check: on a CPU without them every distance over 16 or more
+        dimensions kills the backend (SIGILL) and the server restarts."""
+        import time
+
+        import psycopg
+
+        try:
+            with psycopg.connect(self.base_url, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute("SELECT vector_norm(array_fill(1.5, ARRAY[32])::real[]::vector)").fetchone()
+            return None
+        except psycopg.OperationalError as exc:
+            for _ in range(100):  # the server recovers from the crashed backend
+                with contextlib.suppress(psycopg.OperationalError), psycopg.connect(self.base_url):
+                    break
+                time.sleep(0.1)
+            return (
+                f"the pgvector extension of {WHEEL} crashes on this CPU ({str(exc).strip()[:80]}; server log: "
+                "'Illegal instruction'): rebuild its vector.so for this CPU (docs/postgres.md, Troubleshooting)"
+            )
 
     def log_tail(self) -> str:
         with contextlib.suppress(OSError):

@@ -100,6 +100,13 @@ def open_store(
     index that cannot be written (a read-only folder or mount, a full disk) is opened read-only, with a warning
     saying which: search and status work, indexing is refused and searches are not logged. A `.saipling` that
     is a link, or holds links where saipling writes, is refused whatever the command (IndexPathUnsafe)."""
+    location = settings.store if settings is not None else ""
+    if location:
+        from .storage.postgres import is_postgres_location, open_postgres
+
+        if not is_postgres_location(location):
+            raise SaiplingError(f"store: {location!r} is not a postgresql:// URL (leave it empty for SQLite)")
+        return open_postgres(location, workspace=root.name)
     path = index_path(root)
     index_files.check_folder(path.parent)
     if not (os.path.lexists(path) or create):

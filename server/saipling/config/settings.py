@@ -75,6 +75,9 @@ class Settings:
     mcp_role: str = ""  # the role `saipling mcp` searches as ("" = as a request without a role)
     default_role: str = ""  # the role of requests that name none ("": public content only)
     analytics: bool = True
+    # where the index lives: "" = the project's .saipling/index.db (SQLite); a postgresql:// URL = a workspace of
+    # that database (storage/postgres/, docs/postgres.md; `?workspace=NAME`, else the project folder's name)
+    store: str = ""
     references_max_chapter: int = 0  # textDocument/references: mentions up to this chapter only (0 = all)
     request_timeout_seconds: float = 30.0
     max_retries: int = 3
