@@ -23,7 +23,32 @@ class PathOutsideRoot(InvalidRequest):
     """A path resolves outside the project root or is not an indexable file."""
 
 
-class IndexCorrupted(SaiplingError):
+class StorageError(SaiplingError):
+    """The index's storage backend failed (storage/base.py says how each backend maps its driver's errors): the
+    driver's exception is the `__cause__`; `system_errno` the OS error number when one is known, else None."""
+
+    def __init__(self, message: str, system_errno: int | None = None) -> None:
+        super().__init__(message)
+        self.system_errno = system_errno
+
+
+class StorageReadOnly(StorageError):
+    """The index cannot be written here (a read-only file, folder, mount, transaction or role): reads work."""
+
+
+class StorageFull(StorageError):
+    """The index has no room to write (SQLITE_FULL, ENOSPC, a database server's disk full)."""
+
+
+class StorageBusy(StorageError):
+    """Another writer held a lock of the database past the backend's wait."""
+
+
+class StorageUnavailable(StorageError):
+    """The store was closed, or cannot be reached (a database server refused or dropped the connection)."""
+
+
+class IndexCorrupted(StorageError):
     """The index file failed its integrity check."""
 
 
@@ -76,6 +101,15 @@ class IndexPathUnsafe(SaiplingError):
             f"(remove it, e.g. `rm {path}`, and index again)"
         )
         self.path = str(path)
+
+
+class IndexBusy(SaiplingError):
+    """Another process holds the index's writer lock (storage/base.py WriterLock); `where` names the index."""
+
+    def __init__(self, pid: int | None, where: object, doing: str | None = None) -> None:
+        who = f"PID {pid}" if pid else "another process"
+        super().__init__(f"index in use by {who}{f' ({doing})' if doing else ''} ({where})")
+        self.pid = pid
 
 
 class DiskFull(SaiplingError):

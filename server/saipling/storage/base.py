@@ -1,0 +1,735 @@
+"""The storage interface: what the engine (indexing/, live/, retrieval/, project.py) may ask of an index, whatever
+engine holds it. Every backend implements `IndexStore` (today `storage/sqlite/`, the SQLite file under
+`.saipling/`; `storage/postgres/` on the `pg` branch); `storage.open_store(location, ...)` picks one (a path: SQLite;
+`postgresql://...`: `storage.postgres`, imported lazily). The engine imports this module only, never a backend.
+
+The interface is split by concept, as basic-memory separates its search repository from its vector index:
+
+- `ChunkStore`      files and their chunks: the writes of an index run, and the reads of search and context;
+- `KeywordIndex`    keyword (BM25-like) search over chunks and whole files, and term document frequencies;
+- `VectorIndex`     the chunk vectors (exact or approximate cosine KNN) and what is left to embed;
+- `EmbeddingCache`  vectors by (model, content hash), kept across renames, edits and `clear`;
+- `MentionStore`    where each entity is mentioned, written with a file's chunks;
+- `IndexLog`        meta keys, the embedding and search logs, counts, the index's change version;
+- `WriterLock`      one writer per index across processes, and what the current writer is doing;
+- `IndexStore`      all of the above plus opening facts (`path`, `readonly`, ...), `atomic` and `close`.
+
+The data it speaks is defined here, backend-neutral: `KeywordQuery` (words and phrases, never a query syntax),
+`ChunkFilter` (plain data: each backend compiles it to its own condition), the records written (`FileRecord`,
+`ChunkRow`, `FileMentionRows`) and read (`StoredFile`, `StoredChunk`, `FileState`).
+
+Conventions every backend keeps (the conformance suite, tests/storage_conformance.py, checks them):
+
+- **Paths** are project-relative, `/`-separated, as the indexer gives them; compared exactly (byte for byte),
+  except where `ChunkFilter.path_prefix` says otherwise.
+- **Chunk ids** are positive integers unique within one index, stable while a chunk's text and heading path stay
+  the same (`replace_file` keeps them), never reused for another chunk while the index is open.
+- **Scores are higher-is-better everywhere**: keyword scores are the negated BM25 of the backend's ranking (SQLite
+  returns -bm25(); a backend with another ranking function returns a score whose order matches its relevance and
+  whose scale is BM25-like, since retrieval z-normalises it over the candidates), vector scores are cosine
+  similarities in [-1, 1].
+- **Ordering**: "best first" lists are by score descending; the order among equal scores is unspecified.
+- **Filters fail closed**: `ChunkFilter.visibility == []` passes nothing; `known_by` set with `known_entities`
+  None passes nothing. A filter that passes nothing gives empty results, never an error.
+- **Errors**: a backend never lets its driver's exceptions out. What it raises is an `OSError` from a file it was
+  given, a `ValueError`/`TypeError` for a wrong argument, or one of these (`saipling.errors`):
+    `StorageError`        the base: any other failure of the backend (the driver's exception as `__cause__`);
+    `StorageReadOnly`     the index cannot be written here (read-only file or mount, permission, a read-only
+                          transaction or role): reads still work;
+    `StorageFull`         no room (SQLITE_FULL, ENOSPC, Postgres 53100 disk_full, 53200 out_of_memory is NOT this);
+    `StorageBusy`         another writer held a lock past the backend's wait (SQLITE_BUSY, Postgres 55P03);
+    `StorageUnavailable`  the store was closed or cannot be reached (a closed connection, a server that refuses or
+                          drops the connection): retrying later may work;
+    `IndexCorrupted`      the stored data is unreadable (SQLITE_CORRUPT/NOTADB; a schema newer than this saipling);
+    `IndexPathUnsafe`     (file backends) a link where the index writes;
+    `IndexBusy`           (`WriterLock`) another process holds the writer lock.
+  Each mapped error keeps the driver's error as `__cause__` and, where the OS gave one, its errno as
+  `system_errno`. `StorageError` and its subclasses are `SaiplingError`s: the edges report them as messages.
+- **Threads**: one store object may be used from several threads at once (the language server's request threads
+  and its index run); each method is atomic with respect to the others on the same object.
+- **Readers never wait for the writer**: searches run while a run writes (SQLite WAL; Postgres MVCC).
+
+Opening (`storage.open_store`, storage/__init__.py): `open_store(location, *, workspace, readonly=False,
+verify=True)` where `location` is a path (SQLite: the index file, created with its folder) or a
+`postgresql://` URL; then it calls `saipling.storage.postgres.open_store(url, workspace=..., readonly=...)`, which
+returns an `IndexStore` for one workspace (the project's key: many projects share one database). `workspace` is
+the project root's absolute path as text unless the settings name one; SQLite ignores it. A backend that cannot
+be reached raises StorageUnavailable; a schema newer than it knows, IndexCorrupted.
+
+Changes after the interface was first published (09:25, for the `pg` branch) are additive and listed here:
+- (none yet)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import threading
+
+    from ..indexing.records import IndexProgress
+    from ..lazy import np
+
+
+# -- keyword queries -------------------------------------------------------------------------------------------
+class KeywordTerm(NamedTuple):
+    """One alternative of a keyword query: its words in order (one word, or a phrase that matches only when the
+    words are adjacent and in this order, after the backend's tokenising: case and accents folded, words stemmed
+    as `markdown.terms.match_key` does), and `prefix`: the last word also matches as a prefix of an indexed token
+    (used for CJK runs, which the tokenizer keeps as one token)."""
+
+    words: tuple[str, ...]
+    prefix: bool = False
+
+
+@dataclass(frozen=True)
+class KeywordQuery:
+    """An OR of terms: a chunk (or file) matches when it holds at least one term. Built from user text by
+    `markdown.terms.keyword_terms` (the words, quoted phrases and identifier parts of a query: what `fts_query`
+    produced as an FTS5 string before) or `KeywordQuery.phrases`. Never empty; order of terms does not change
+    results (it is kept so a backend may render the same text every time, for its caches)."""
+
+    terms: tuple[KeywordTerm, ...]
+
+    def __post_init__(self) -> None:
+        if not self.terms or any(not t.words or any(not w or w.isspace() for w in t.words) for t in self.terms):
+            raise ValueError("a keyword query needs at least one term, and each term at least one word")
+
+    @classmethod
+    def of(cls, terms: Iterable[tuple[Sequence[str], bool] | KeywordTerm]) -> KeywordQuery | None:
+        """A query from (words, prefix) pairs, duplicates dropped (first kept); None when there is none."""
+        out = [KeywordTerm(tuple(w), bool(p)) for w, p in terms if w]
+        return cls(tuple(dict.fromkeys(out))) if out else None
+
+    @classmethod
+    def parse(cls, text: str) -> KeywordQuery | None:
+        """The keyword query for raw user text (markdown.terms.keyword_terms); None when it has no word."""
+        from ..markdown.terms import keyword_terms
+
+        return cls.of(keyword_terms(text))
+
+    @classmethod
+    def phrases(cls, names: Iterable[str]) -> KeywordQuery | None:
+        """A query matching any of `names` as a phrase (their `\\w+` words in order); None when none has a word."""
+        import re
+
+        return cls.of((tuple(re.findall(r"\w+", n)), False) for n in names)
+
+
+# -- filters ---------------------------------------------------------------------------------------------------
+def book_keys(book: str) -> list[str]:
+    """What a book filter matches (lowercased book ids): the value itself, and the id a frontmatter `book:` of
+    that title gets (files.metadata.slugify)."""
+    from ..files.metadata import slugify
+
+    return [book.lower(), slugify(book)]
+
+
+@dataclass
+class ChunkFilter:
+    """Which chunks a search may see, applied before ranking (a KNN or keyword search ranks only passing chunks;
+    `limit` counts passing chunks). Plain data: each backend compiles it (SQLite: storage/sqlite/filters.py).
+    Every condition set must hold (AND); an unset condition (None, empty list, the default) holds for every chunk.
+    Compared against the chunk's own columns (copied from its file when written):
+
+    - `entity_types`: the chunk's entity_type, lowercased with Python's `str.lower` on both sides, is one of them.
+    - `file_types`: file_type equals one of them lowercased (stored file types are lower case).
+    - `book_id`: the chunk's book_id lowercased (Python `str.lower`) is one of `book_keys(book_id)`.
+    - `book_scope`: as `book_id`, or the chunk has no book_id (NULL).
+    - `chapter_id`: chapter_id equals it exactly.
+    - `max_chapter`: chapter_num is NULL or <= it.
+    - `path_prefix`: the path starts with it (a string prefix, not a folder: `notes` passes `notes2/a.md`); when the
+      prefix is not ASCII both sides are compared in Unicode NFC (paths.nfc).
+    - `glob`: `paths.glob_match(path, glob)` is true.
+    - `corpus`: corpus equals it.
+    - `visibility`: None = any; else the chunk's visibility (NULL read as "public"), trimmed and lowercased
+      (ASCII), is one of the given levels (callers pass them lower case). `[]` passes NOTHING (fail closed).
+    - `exclude_paths`: the path is none of them (exact). `only_paths`: None = any, else the path is one of them
+      (`[]` passes nothing).
+    - `known_entities` (with `known_povs`): the chunk's file holds a stored mention (MentionStore) of one of these
+      entity paths, OR its file's stored `pov` (casefolded when written) is one of `known_povs`. When
+      `known_entities` is None but `known_by` is set (a name not resolved yet), NOTHING passes (fail closed).
+      `known_by` itself is only the name the caller asked with; backends read `known_entities`/`known_povs`.
+    """
+
+    entity_types: list[str] = field(default_factory=list)
+    file_types: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    book_scope: str | None = None  # this book's chunks plus those that belong to no book
+    chapter_id: str | None = None
+    max_chapter: int | None = None
+    path_prefix: str | None = None
+    glob: str | None = None
+    corpus: str | None = None
+    visibility: list[str] | None = None  # None = no restriction
+    exclude_paths: list[str] = field(default_factory=list)
+    only_paths: list[str] | None = None
+    # what one entity knows (retrieval/mentions.py): files that mention one of `known_entities` (entity paths) or whose
+    # frontmatter `pov` is one of `known_povs` (casefolded); `known_by` named but not resolved matches nothing
+    known_by: str | None = None
+    known_entities: list[str] | None = None
+    known_povs: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        """No condition set: every chunk passes (backends skip filtering)."""
+        return not (
+            self.entity_types
+            or self.file_types
+            or self.book_id
+            or self.book_scope
+            or self.chapter_id
+            or self.max_chapter is not None
+            or self.path_prefix
+            or self.glob
+            or self.corpus
+            or self.visibility is not None
+            or self.exclude_paths
+            or self.only_paths is not None
+            or self.known_entities is not None
+            or self.known_by is not None
+        )
+
+    def key(self) -> str:
+        """A stable text of every condition (for caches of a filter's results)."""
+        import json
+
+        return json.dumps([getattr(self, f.name) for f in fields(self)], default=str)
+
+
+# -- records written -------------------------------------------------------------------------------------------
+@dataclass
+class FileState:
+    """What change detection compares: the file's sha256 (hex), mtime in ns (0: read within its timestamp tick,
+    see indexing.records.is_racy) and size in bytes, as last indexed."""
+
+    content_hash: str
+    mtime_ns: int
+    size: int
+
+
+@dataclass
+class FileRecord:
+    """A file as an index run writes it (with `ChunkStore.replace_file`)."""
+
+    path: str
+    content_hash: str
+    mtime_ns: int
+    size: int
+    file_type: str
+    encoding: str
+    entity_type: str | None = None
+    entity_name: str | None = None
+    display_name: str | None = None
+    aliases: list[str] = field(default_factory=list)
+    book_id: str | None = None
+    chapter_id: str | None = None
+    visibility: str = "public"
+    corpus: str = "content"
+    warning: str | None = None
+
+
+@dataclass
+class ChunkRow:
+    """A chunk as an index run writes it; `chunk_index` orders a file's chunks (0-based, unique per file)."""
+
+    chunk_index: int
+    kind: str
+    section_heading: str | None
+    heading_path: str
+    start_line: int
+    end_line: int
+    content_hash: str
+    preview: str
+    token_count: int
+    text: str
+    file_type: str
+    entity_type: str | None
+    entity_name: str | None
+    book_id: str | None
+    chapter_id: str | None
+    chapter_num: int | None
+    visibility: str
+    corpus: str
+    ident_words: str = ""  # keywords: the parts of its camelCase identifiers (markdown.chunker.Chunk.ident_words)
+
+
+# (entity path, 0-based line, start column, end column, the name as written in the entity's frontmatter)
+MentionRow = tuple[str, int, int, int, str]
+
+
+@dataclass
+class FileMentionRows:
+    """What one file's text gave: its mentions, the names key they were found with, its `pov` (casefolded)."""
+
+    names_key: str
+    rows: Sequence[MentionRow]
+    pov: str | None = None
+
+
+# -- records read ----------------------------------------------------------------------------------------------
+class _Columns:
+    """Read access by column name (`row["text"]`, `row.get("x")`) for callers written against dict rows."""
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self)]  # type: ignore[arg-type]
+
+
+@dataclass
+class StoredChunk(_Columns):
+    """A stored chunk (`chunks_by_id`, `chunks_for_path`): the ChunkRow it was written from (without
+    `ident_words`) plus its id and path. Values come back exactly as written (None stays None)."""
+
+    id: int
+    path: str
+    chunk_index: int
+    kind: str | None
+    section_heading: str | None
+    heading_path: str | None
+    start_line: int | None
+    end_line: int | None
+    content_hash: str | None
+    preview: str | None
+    token_count: int | None
+    text: str | None
+    file_type: str | None
+    entity_type: str | None
+    entity_name: str | None
+    book_id: str | None
+    chapter_id: str | None
+    chapter_num: int | None
+    visibility: str | None
+    corpus: str | None
+
+
+CHUNK_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StoredChunk))
+
+
+@dataclass
+class StoredFile(_Columns):
+    """A stored file (`get_file`): its FileRecord plus when it was written (`last_indexed`, Unix seconds) and how
+    many chunks it has. `aliases` comes back as the list written."""
+
+    path: str
+    content_hash: str
+    mtime_ns: int
+    size: int
+    file_type: str | None
+    encoding: str | None
+    last_indexed: float | None
+    chunk_count: int
+    entity_type: str | None
+    entity_name: str | None
+    display_name: str | None
+    aliases: list[str]
+    book_id: str | None
+    chapter_id: str | None
+    visibility: str | None
+    corpus: str | None
+    warning: str | None
+
+
+def cache_key(model: str, dims: int) -> str:
+    """The embedding-cache key of `model` embedding at `dims` dimensions (one model name, several sizes)."""
+    return f"{model}@{int(dims)}" if dims else model
+
+
+# -- the protocols ---------------------------------------------------------------------------------------------
+@runtime_checkable
+class ChunkStore(Protocol):
+    """Files and their chunks."""
+
+    def replace_file(
+        self,
+        record: FileRecord,
+        chunks: Sequence[ChunkRow],
+        vectors: dict[str, np.ndarray] | None = None,
+        model: str | None = None,
+        mentions: FileMentionRows | None = None,
+    ) -> list[int]:
+        """Make `record` and exactly `chunks` the file's stored state, in one transaction (readers see the old
+        state or the new, never a mix), with its keywords (KeywordIndex), vectors and `mentions` (when given:
+        MentionStore.write_mentions in the same transaction; None leaves the file's stored mentions as they are).
+
+        A stored chunk of this path whose text AND heading path equal a new chunk's keeps its id (and its vector);
+        each stored chunk is matched at most once, in chunk order. Every other new chunk gets a fresh id.
+        `vectors` maps content_hash -> vector (float32, the configured dimensions): a new chunk takes the vector of
+        its hash from `vectors`, else the vector a replaced chunk of this file with that hash had; a kept chunk
+        without a vector takes one from `vectors`. With `model` (the cache key, `cache_key(model, dims)`), every
+        entry of `vectors` also goes to the EmbeddingCache. Without a configured vector table
+        (`has_vectors()` false) no vector is stored. Returns the ids of the chunks left without a vector, in
+        chunk order (what the embedding phase must embed). Raises StorageReadOnly on a read-only store."""
+        ...
+
+    def delete_file(self, path: str) -> bool:
+        """Forget a file: its record, chunks, keywords, vectors and mentions (the embedding cache keeps its
+        vectors). True when it was indexed."""
+        ...
+
+    def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
+        """Record a new mtime and size for an indexed file whose content did not change (no other effect)."""
+        ...
+
+    def clear(self) -> None:
+        """Forget every file, chunk, vector and mention. The embedding cache, meta keys (incl. the vector model)
+        and logs stay."""
+        ...
+
+    def file_states(self) -> dict[str, FileState]:
+        """path -> FileState of every indexed file."""
+        ...
+
+    def file_states_for(self, paths: Iterable[str]) -> dict[str, FileState]:
+        """As file_states, for those of `paths` that are indexed."""
+        ...
+
+    def get_file(self, path: str) -> StoredFile | None:
+        """The stored record of one file, None when not indexed."""
+        ...
+
+    def chunk_hashes(self) -> list[tuple[str, str, int]]:
+        """(path, content hash, token count; 0 for NULL) of every chunk, ordered by path then chunk_index."""
+        ...
+
+    def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """chunk id -> (content hash, heading path or "", text or "") for those ids that exist."""
+        ...
+
+    def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, StoredChunk]:
+        """The stored chunks of these ids (missing ids left out); {} for no ids."""
+        ...
+
+    def chunks_for_path(self, path: str) -> list[StoredChunk]:
+        """A file's stored chunks in chunk_index order ([] when not indexed)."""
+        ...
+
+    def chunk_ids_for_paths(self, paths: Sequence[str], flt: ChunkFilter | None = None) -> list[tuple[int, str]]:
+        """(chunk id, path) of every chunk of `paths` passing `flt` (any order)."""
+        ...
+
+    def chunk_paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        """chunk id -> its path, for the ids that exist."""
+        ...
+
+    def chunks_with_heading(self, heading: str, flt: ChunkFilter | None = None) -> list[int]:
+        """Ids of chunks passing `flt` whose section_heading, with its leading `#`s and then surrounding
+        whitespace removed, equals `heading` ignoring ASCII case; ordered by path, chunk_index."""
+        ...
+
+    def chunks_with_name_heading(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
+        """Ids of chunks passing `flt` whose section heading (its `#`s stripped) names the identifier `name` at
+        the best level `markdown.terms.heading_names` gives any of them (2: the name itself; else 1: a member of
+        that name); [] when none names it. Candidates are headings containing `name` (ASCII case ignored);
+        ordered by path, chunk_index."""
+        ...
+
+    def entity_chunks(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
+        """For each file whose display_name or entity_name equals `name` (ASCII case ignored), or one of whose
+        aliases does: the id of its first chunk (by chunk_index) passing `flt`, a chunk of kind 'frontmatter'
+        only when no other passes. Files with no passing chunk are left out. Any order."""
+        ...
+
+    def entities(self) -> list[dict[str, Any]]:
+        """Files that may be entities: those with a non-empty aliases list, or a display_name and (file_type
+        'character' or an entity_name). Dicts with keys path, entity_type, entity_name, display_name,
+        aliases (the JSON text of the list, e.g. '["Mo"]'), file_type, visibility."""
+        ...
+
+    def headings(self) -> list[dict[str, Any]]:
+        """Every chunk with a section_heading: dicts with path, section_heading, heading_path, start_line,
+        end_line, visibility; ordered by path, chunk_index."""
+        ...
+
+    def prose(self) -> list[dict[str, Any]]:
+        """Every chunk: dicts with path, start_line, text, visibility; ordered by path, chunk_index."""
+        ...
+
+    def total_tokens_indexed(self) -> int:
+        """The sum of every chunk's token_count."""
+        ...
+
+
+@runtime_checkable
+class KeywordIndex(Protocol):
+    """Keyword search. The SQLite backend tokenises with `porter unicode61 remove_diacritics 2` over a chunk's
+    text, heading path and identifier words (`ChunkRow.ident_words`), and a whole file's text (its chunks' texts
+    and identifier words) for `file_keyword_search`; another backend should fold and stem alike."""
+
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, score) of the `limit` best chunks matching `query` and passing `flt`, best first (score
+        descending: higher is better, the negated BM25 of the chunk's columns weighted equally)."""
+        ...
+
+    def keyword_paths(self, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
+        """Every file with a chunk matching `query` that passes `flt` (frontmatter chunks count): (path, the
+        smallest chapter_num of those chunks, None when none has one). Any order."""
+        ...
+
+    def file_keyword_search(
+        self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[str, float, int]]:
+        """(path, score, size in bytes) of the `limit` best files matching `query` as a whole (all of a file's
+        text as one document), best first (higher is better: negated BM25); a file counts when one of its
+        chunks passes `flt`."""
+        ...
+
+    def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """({term: number of chunks whose keywords hold it} for every term given, 0 when none does; the number of
+        chunks). Terms are keys as `markdown.terms.match_key` makes them (case and accents folded, Porter-stemmed,
+        as the SQLite index stores its tokens); a backend that stems otherwise maps them itself."""
+        ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """Chunk vectors: one model and size per index (never mixed), cosine similarity."""
+
+    def has_vectors(self) -> bool:
+        """A vector table exists (configure_vectors was called with dimensions > 0)."""
+        ...
+
+    def vector_model(self) -> tuple[str | None, int]:
+        """(the model recorded by configure_vectors, its dimensions; 0 when none)."""
+        ...
+
+    def configure_vectors(self, provider: str, model: str, dimensions: int) -> bool:
+        """Record the provider, model and dimensions (meta keys `provider`, `model`, `dimensions`). A different
+        model or size than recorded drops every stored chunk vector (the cache stays). dimensions > 0 creates the
+        vector table when missing. True when vectors were dropped."""
+        ...
+
+    def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the k nearest embedded chunks passing `flt`, best first. Exact on
+        SQLite; a backend may be approximate for large indexes, but returns k results whenever k chunks pass
+        (no post-filter loss). [] when k <= 0, nothing is embedded or nothing passes."""
+        ...
+
+    def chunk_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """chunk id -> its stored vector (unit length, float32) for those ids that have one."""
+        ...
+
+    def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
+        """Those of `chunk_ids` with no vector; set() when nothing at all is embedded."""
+        ...
+
+    def paths_without_vectors(self, paths: Sequence[str]) -> set[str]:
+        """Those of `paths` with at least one chunk lacking a vector (every indexed one without a vector table)."""
+        ...
+
+    def embedded_count(self) -> int:
+        """How many chunks have a usable vector (0 without vectors)."""
+        ...
+
+    def count_unembedded(self, model: str | None = None, dims: int = 0) -> int:
+        """Chunks with no vector of `model`/`dims` (default: the recorded model). Every chunk counts when the
+        index holds no vectors of that model (or dims differ, when dims is given)."""
+        ...
+
+    def unembedded_share(self, model: str, dims: int) -> tuple[int, int]:
+        """(count_unembedded(model, dims), number of chunks); may be cached until the index changes."""
+        ...
+
+    def unembedded(self, hold: Iterable[str] = (), first: Iterable[str] = ()) -> list[tuple[int, str, str, int]]:
+        """(chunk id, path, content hash, token count; 0 for NULL) of chunks without a vector, in the order to
+        embed them: files in `first` (in that order), then files by mtime_ns descending (mtime 0 counts as the
+        newest), chunks of a file in chunk_index order; files in `hold` left out. [] without a vector table."""
+        ...
+
+    def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
+        """Up to `limit` chunks without a vector: dicts with id, path, heading_path, text, content_hash; ordered
+        by path, chunk_index. [] without a vector table."""
+        ...
+
+    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
+        """Store vectors for existing chunks: (chunk id, content hash, vector). A chunk whose id no longer exists
+        or whose content hash differs (replaced meanwhile) gets none; every vector still goes to the cache under
+        `model` (the cache key)."""
+        ...
+
+    def drop_unusable_vectors(self) -> int:
+        """Delete stored and cached vectors holding NaN, Inf or only zeros (they are embedded again); may run once
+        per index (recorded in meta). Returns how many were deleted."""
+        ...
+
+    def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
+        """(embedded chunks, for a fixed random sample of up to `sample` of them, seeded: the cosine of each one's
+        nearest chunk in another file, among its 12 nearest). (n, []) when fewer than 2 are embedded."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingCache(Protocol):
+    """Vectors by (cache key, content hash): same model + text = one vector. Written by replace_file(model=...)
+    and set_vectors; survives delete_file, clear and configure_vectors; never holds unusable vectors it serves."""
+
+    def cached_vectors(self, model: str, hashes: Iterable[str], dims: int = 0) -> dict[str, np.ndarray]:
+        """content hash -> cached vector of `model`, for those of `hashes` cached. With `dims`, only vectors of
+        that size count, looked up under both `model` and `cache_key(model, dims)`. Vectors with NaN, Inf or
+        only zeros are never returned."""
+        ...
+
+
+@runtime_checkable
+class MentionStore(Protocol):
+    """Where each entity (by its file's path) is mentioned, per file, with the names key the mentions were found
+    with and the file's `pov`."""
+
+    def write_mentions(self, path: str, found: FileMentionRows) -> None:
+        """Replace a file's mentions, names key and pov (inside the caller's `atomic` block, or on its own)."""
+        ...
+
+    def relabel_mentions(self, paths: Sequence[str], names_key: str) -> None:
+        """These files' stored mentions stand for `names_key` too (only the key changes)."""
+        ...
+
+    def mention_stale_keys(self, names_key: str) -> list[tuple[str, str | None]]:
+        """Indexed files whose mentions were found with another key: (path, that key, None when never
+        scanned), ordered by path."""
+        ...
+
+    def mention_stale_paths(self, names_key: str) -> list[str]:
+        """The paths of mention_stale_keys(names_key)."""
+        ...
+
+    def mentions_unscanned(self) -> bool:
+        """Some indexed file has no mentions record (never scanned)."""
+        ...
+
+    def mention_paths(self, entity_paths: Sequence[str]) -> list[str]:
+        """Distinct files holding a mention of one of these entities (any order)."""
+        ...
+
+    def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
+        """Distinct files that mention one of these entities or whose pov is one of `povs` (casefolded here)."""
+        ...
+
+    def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
+        """Every mention of these entities: dicts with path, entity, line, col, end_col, surface, and the file's
+        book_id, chapter_id, chapter_num (of its first chunk), visibility; ordered by path, line, col."""
+        ...
+
+    def chapter_files(self) -> list[dict[str, Any]]:
+        """Every indexed file with a chapter_id: dicts with path, book_id, chapter_id, visibility, pov (None when
+        unscanned), chapter_num (of a chunk of it)."""
+        ...
+
+    def chapter_num_of(self, path: str) -> int | None:
+        """The chapter number of an indexed file (None: no chapter, or not indexed)."""
+        ...
+
+
+@runtime_checkable
+class IndexLog(Protocol):
+    """Meta keys, logs and counts."""
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        """The value of a meta key, `default` when unset."""
+        ...
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a meta key (own transaction, or the caller's `atomic`)."""
+        ...
+
+    def index_version(self) -> Any:
+        """A hashable value that changes with every committed change to files, chunks, vectors or mentions, by
+        this process or another (caches are keyed on it); equal values mean nothing changed in between."""
+        ...
+
+    def log_embedding(self, provider: str, model: str, tokens: int, chunks: int, cost_usd: float) -> None:
+        """Append one embedding call to the embedding log (timestamp: now)."""
+        ...
+
+    def log_search(self, query: str, source: str, mode: str, results: int, top_score: float, elapsed_ms: float) -> None:
+        """Append one search to the search log (timestamp: now)."""
+        ...
+
+    def search_log(self, include_eval: bool = False, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest `limit` searches, newest first: dicts with id (ascending with time), timestamp, query,
+        source, mode, results, top_score, elapsed_ms. Rows with source 'eval' are left out unless include_eval."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """{totalFiles, totalChunks, embeddedChunks (stored vectors; 0 without a table), lastIndexed (max
+        last_indexed or None), totalCostUsd, totalTokens (embedding log sums), cachedEmbeddings}."""
+        ...
+
+
+@runtime_checkable
+class LockHandle(Protocol):
+    """The writer lock while held."""
+
+    def publish(self, progress: IndexProgress | None, force: bool = False) -> None:
+        """Make what the run is doing visible to other processes' `WriterLock.other_run` (throttled)."""
+        ...
+
+    def reporting(self, progress: Callable[[IndexProgress], None] | None) -> Callable[[IndexProgress], None]:
+        """A progress callback that also publishes."""
+        ...
+
+
+@runtime_checkable
+class WriterLock(Protocol):
+    """One writer (an index run, a refresh, a clear) per index across processes; readers never take it."""
+
+    def writer_lock(
+        self,
+        *,
+        wait: bool = True,
+        cancel: threading.Event | None = None,
+        on_wait: Callable[[int | None], None] | None = None,
+        timeout: float | None = None,
+        what: str = "index",
+    ) -> contextlib.AbstractContextManager[LockHandle | None]:
+        """Hold the writer lock for the block. Busy: with `wait`, poll until free (`on_wait(pid)` once; `cancel`
+        set: IndexCancelled; past `timeout` s: IndexBusy); without, IndexBusy naming the holder. Yields None when
+        the store cannot be written anyway (read-only): nothing to protect. Released when the holder exits,
+        even killed."""
+        ...
+
+    def other_run(self) -> dict[str, Any] | None:
+        """Another process's run on this index as it last published it ({"pid", "what", "phase", "filesDone",
+        ...}), None when no other process holds the lock. Never blocks, never writes."""
+        ...
+
+
+@runtime_checkable
+class IndexStore(ChunkStore, KeywordIndex, VectorIndex, EmbeddingCache, MentionStore, IndexLog, WriterLock, Protocol):
+    """One project's index (what `ProjectView.store` is).
+
+    Attributes: `path` where it lives, for messages and cache keys (a file path for SQLite; a URL WITHOUT its
+    password plus the workspace for a server); `readonly` (opened for reading only: every write raises
+    StorageReadOnly); `rebuilt` (why, when an unusable index was replaced by an empty one at open, else None);
+    `disk_full` (why, when it was opened read-only for lack of room, else None)."""
+
+    path: str
+    readonly: bool
+    rebuilt: str | None
+    disk_full: str | None
+
+    def atomic(self) -> contextlib.AbstractContextManager[None]:
+        """One write transaction around the block (a savepoint when nested): every write inside commits together
+        or, on any exception, none does. The write lock of the database is taken at entry (no reader-turned-writer
+        failure later)."""
+        ...
+
+    def close(self, checkpoint: bool = True) -> None:
+        """Release the store. checkpoint=False: a one-shot reader, skip any work meant for long sessions."""
+        ...
+
+
+def iter_protocols() -> Iterator[type]:
+    """The concept protocols IndexStore combines (for the conformance suite)."""
+    yield from (ChunkStore, KeywordIndex, VectorIndex, EmbeddingCache, MentionStore, IndexLog, WriterLock)
