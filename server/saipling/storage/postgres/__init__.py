@@ -10,14 +10,14 @@ def is_postgres_location(location: str | None) -> bool:
     return bool(location) and str(location).startswith(("postgresql://", "postgres://"))
 
 
-def open_postgres(location: str, workspace: str | None = None) -> Any:
-    """The PostgresStore of `location` (a postgresql:// URL; its `workspace` parameter, else `workspace`)."""
+def open_store(url: str, *, workspace: str | None = None, readonly: bool = False) -> Any:
+    """The store of one workspace of the database at `url` (its `workspace` parameter, else `workspace`)."""
     try:
         from .store import PostgresStore
     except ImportError as exc:  # psycopg missing
-        from ...errors import SaiplingError
+        from ...errors import StorageUnavailable
 
-        raise SaiplingError(
+        raise StorageUnavailable(
             f"a PostgreSQL store needs the `postgres` extra (pip install 'saipling-search[postgres]'): {exc}"
         ) from exc
-    return PostgresStore.open(location, workspace)
+    return PostgresStore.open(url, workspace, readonly=readonly)

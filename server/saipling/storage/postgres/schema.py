@@ -99,6 +99,9 @@ CREATE TABLE search_log(
   id bigserial PRIMARY KEY, ws int NOT NULL REFERENCES workspaces ON DELETE CASCADE, timestamp double precision,
   query text, source text, mode text, results int, top_score double precision, elapsed_ms double precision);
 CREATE INDEX search_log_ws ON search_log(ws, id);
+-- what the holder of a workspace's writer lock (an advisory lock) is doing, for other processes' status
+CREATE TABLE writer_runs(
+  ws int PRIMARY KEY REFERENCES workspaces ON DELETE CASCADE, pid int, record text, updated timestamptz);
 -- the site owner's analytics, per workspace (source `eval` left out, as SQLite's search_analytics view)
 CREATE VIEW search_analytics AS
   SELECT l.*, w.name AS workspace FROM search_log l JOIN workspaces w ON w.id = l.ws WHERE l.source <> 'eval';

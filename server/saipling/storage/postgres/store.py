@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,11 +25,24 @@ import psycopg
 from psycopg.rows import dict_row
 
 from ...embeddings.base import usable_vector
-from ...errors import IndexCorrupted, SaiplingError
+from ...errors import IndexBusy, IndexCancelled, IndexCorrupted, StorageError, StorageUnavailable
 from ...lazy import np
-from ..schema import CHUNK_COLUMNS, VECTORS_CHECKED_META, ChunkRow, FileRecord, FileState
+from ..base import (
+    CHUNK_FIELDS,
+    ChunkFilter,
+    ChunkRow,
+    FileRecord,
+    FileState,
+    KeywordQuery,
+    KeywordTerm,
+    StoredChunk,
+    StoredFile,
+    cache_key,
+)
 from . import keywords, vectorio
+from .errors import MappedConnection, mapped
 from .filters import compile_filter
+from .runs import PgLockHandle, describe_record
 from .schema import MIGRATION_LOCK, MIGRATIONS
 from .vectorio import Vector
 
@@ -45,7 +59,8 @@ _INSERT = (
     + ", %s" * len(_ROW_FIELDS)
     + ") RETURNING id"
 )
-_CHUNK_SELECT = ", ".join(f"c.{n}" for n in CHUNK_COLUMNS)
+_CHUNK_SELECT = ", ".join(f"c.{n}" for n in CHUNK_FIELDS)
+VECTORS_CHECKED_META = "vectors_checked"
 _FILE_COLUMNS = (
     "path, content_hash, mtime_ns, size, file_type, encoding, last_indexed, chunk_count, entity_type, entity_name,"
     " display_name, aliases, book_id, chapter_id, visibility, corpus, warning"
@@ -54,10 +69,6 @@ _FILE_COLUMNS = (
 ANN_MIN_ROWS = int(os.environ.get("SAIPLING_PG_ANN_MIN", "20000"))
 EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
 ADVISORY_CLASS = 0x5A1  # pg_advisory_lock(class, workspace id): the writer lock of one workspace
-
-
-class StoreError(SaiplingError):
-    """The PostgreSQL store cannot be used (unreachable, refused, a bad URL)."""
 
 
 def split_location(url: str) -> tuple[str, str | None]:
@@ -82,7 +93,7 @@ def connect(conninfo: str) -> psycopg.Connection:
     try:
         conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, application_name="saipling")
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to PostgreSQL at {redacted(conninfo)}: {str(exc).strip()}") from exc
+        raise StorageUnavailable(f"cannot connect to PostgreSQL at {redacted(conninfo)}: {str(exc).strip()}") from exc
     return conn
 
 
@@ -111,7 +122,7 @@ class PostgresStore:
     backend = "postgresql"
 
     def __init__(self, conn: psycopg.Connection, url: str, workspace: str, ws: int) -> None:
-        self.conn = conn
+        self.conn = MappedConnection(conn)
         self.url = url
         self.workspace = workspace
         self.ws = ws
@@ -126,13 +137,13 @@ class PostgresStore:
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, location: str, workspace: str | None = None) -> PostgresStore:
+    def open(cls, location: str, workspace: str | None = None, readonly: bool = False) -> PostgresStore:
         """Connect, migrate the schema if needed and find (or create) the workspace: the URL's `workspace`
-        parameter, else `workspace`."""
+        parameter, else `workspace`. `readonly`: a read-only session (every write raises StorageReadOnly)."""
         conninfo, named = split_location(location)
         name = named or workspace
         if not name:
-            raise StoreError(f"no workspace named for the PostgreSQL store {redacted(location)}")
+            raise StorageError(f"no workspace named for the PostgreSQL store {redacted(location)}")
         conn = connect(conninfo)
         try:
             vectorio_ready = False
@@ -144,11 +155,14 @@ class PostgresStore:
                 ws = conn.execute("SELECT id FROM workspaces WHERE name = %s", (name,)).fetchone()[0]
             except psycopg.Error as exc:
                 hint = "" if vectorio_ready else " (the server needs pgvector >= 0.8: CREATE EXTENSION vector)"
-                raise StoreError(f"cannot open the PostgreSQL store {redacted(conninfo)}: {exc}{hint}") from exc
+                raise mapped(exc, f"cannot open the PostgreSQL store {redacted(conninfo)}{hint}") from exc
+            if readonly:
+                conn.execute("SET default_transaction_read_only = on")
         except BaseException:
             conn.close()
             raise
         store = cls(conn, conninfo, name, int(ws))
+        store.readonly = readonly
         store._ann_dims = store._existing_ann_dims()
         return store
 
@@ -229,25 +243,71 @@ class PostgresStore:
 
     # -- the writer lock -----------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def writer_lock(self, wait: bool = True, timeout: float | None = None, poll: float = 0.2) -> Iterator[bool]:
-        """The workspace's writer lock, a session advisory lock on a connection of its own (released by the server
-        when this process dies). Yields True when held; False (no wait) or after `timeout`: another writer has it."""
+    def writer_lock(
+        self,
+        *,
+        wait: bool = True,
+        cancel: threading.Event | None = None,
+        on_wait: Any = None,
+        timeout: float | None = None,
+        what: str = "index",
+    ) -> Iterator[PgLockHandle | None]:
+        """The workspace's writer lock: a session advisory lock on a connection of its own, released by the
+        server when this process dies (or its connection drops). Busy: as storage/base.py WriterLock says."""
+        if self.readonly:
+            yield None
+            return
         conn = connect(self.url)
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (ADVISORY_CLASS, self.ws)).fetchone()[0]
-                if got or not wait or (deadline is not None and time.monotonic() >= deadline):
-                    break
-                time.sleep(poll)
+            told = False
+            while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (ADVISORY_CLASS, self.ws)).fetchone()[0]:
+                record = self.other_run() or {}
+                pid = record.get("pid")
+                if not wait or (deadline is not None and time.monotonic() >= deadline):
+                    raise IndexBusy(pid, self.path, describe_record(record))
+                if not told:
+                    told = True
+                    log.warning(
+                        "index in use by %s: waiting for it to finish", f"PID {pid}" if pid else "another process"
+                    )
+                    if on_wait is not None:
+                        on_wait(pid)
+                pause = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
+                if cancel is not None and cancel.wait(pause):
+                    raise IndexCancelled("indexing cancelled while waiting for the index lock")
+                if cancel is None:
+                    time.sleep(pause)
             try:
-                yield bool(got)
+                yield PgLockHandle(conn, self.ws, what)
             finally:
-                if got:
-                    with contextlib.suppress(psycopg.Error):
-                        conn.execute("SELECT pg_advisory_unlock(%s, %s)", (ADVISORY_CLASS, self.ws))
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("DELETE FROM writer_runs WHERE ws = %s", (self.ws,))
+                    conn.execute("SELECT pg_advisory_unlock(%s, %s)", (ADVISORY_CLASS, self.ws))
         finally:
             conn.close()
+
+    def other_run(self) -> dict[str, Any] | None:
+        """Another process's run on this workspace as it last published it; None when no other session holds the
+        writer lock (or this process does). Never blocks, never writes."""
+        rows = self._rows(
+            "SELECT r.pid, r.record FROM pg_locks l LEFT JOIN writer_runs r ON r.ws = %s"
+            " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s"
+            " AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            (self.ws, ADVISORY_CLASS, self.ws),
+        )
+        if not rows:
+            return None
+        pid, text = rows[0]
+        record: dict[str, Any] = {}
+        with contextlib.suppress(ValueError, TypeError):
+            loaded = json.loads(text or "{}")
+            if isinstance(loaded, dict):
+                record = loaded
+        record["pid"] = pid
+        if pid == os.getpid() and record.get("host") == socket.gethostname():
+            return None
+        return record
 
     # -- files ---------------------------------------------------------------------------------------------
     def file_states(self) -> dict[str, FileState]:
@@ -261,9 +321,22 @@ class PostgresStore:
         )
         return {p: FileState(h, int(m), int(s)) for p, h, m, s in rows}
 
-    def get_file(self, path: str) -> dict[str, Any] | None:
+    def get_file(self, path: str) -> StoredFile | None:
         rows = self._dicts(f"SELECT {_FILE_COLUMNS} FROM files WHERE ws = %s AND path = %s", (self.ws, path))
-        return rows[0] if rows else None
+        if not rows:
+            return None
+        row = rows[0]
+        try:
+            aliases = json.loads(row["aliases"] or "[]")
+        except ValueError:
+            aliases = []
+        row.update(
+            aliases=aliases,
+            mtime_ns=int(row["mtime_ns"]),
+            size=int(row["size"]),
+            chunk_count=int(row["chunk_count"] or 0),
+        )
+        return StoredFile(**row)
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         with self.atomic():
@@ -460,34 +533,29 @@ class PostgresStore:
         return int(self._scalar("SELECT coalesce(sum(token_count), 0) FROM chunks WHERE ws = %s", (self.ws,)) or 0)
 
     # -- keywords ------------------------------------------------------------------------------------------
-    def _prepared_terms(self, match: str) -> list[tuple[str, list[str], bool]]:
-        """Each term of `match` as (its tsquery text, its lexemes, a phrase or prefix), kept per query."""
-        terms = keywords.terms_of_match(match)
+    def _prepared_terms(self, query: KeywordQuery) -> list[tuple[str, list[str], bool]]:
+        """Each term of `query` as (its tsquery text, its lexemes, a phrase or prefix), kept per query."""
 
         def build() -> list[tuple[str, list[str], bool]]:
             out = []
-            for t in terms:
+            for t in query.terms:
                 q, lex = self._rows(
                     f"SELECT ({keywords.TERM_TSQUERY})::text,"
                     " tsvector_to_array(to_tsvector('saipling', saipling_fold(%(text)s)))",
-                    {"prefix": t.prefix, "text": t.text},
+                    {"prefix": t.prefix, "text": " ".join(t.words)},
                 )[0]
                 if q:
                     out.append((q, list(lex or []), t.prefix or len(lex or []) > 1))
             return out
 
-        return self._cached(("terms", match), build)
+        return self._cached(("terms", query.terms), build)
 
     def _term_df(self, table: str, tsquery: str) -> int:
-        return self._cached(
-            ("df", table, tsquery),
-            lambda: int(
-                self._scalar(
-                    f"SELECT count(*) FROM {table} c WHERE c.ws = %s AND c.tsv @@ %s::tsquery", (self.ws, tsquery)
-                )
-                or 0
-            ),
-        )
+        def build() -> int:
+            sql = f"SELECT count(*) FROM {table} c WHERE c.ws = %s AND c.tsv @@ %s::tsquery"
+            return int(self._scalar(sql, (self.ws, tsquery)) or 0)
+
+        return self._cached(("df", table, tsquery), build)
 
     def _collection(self, table: str) -> tuple[int, float]:
         def build() -> tuple[int, float]:
@@ -496,9 +564,11 @@ class PostgresStore:
 
         return self._cached(("collection", table), build)
 
-    def _bm25(self, table: str, match: str, where: str, wparams: list, limit: int | None) -> list[tuple[Any, float]]:
-        """(key, BM25 higher-is-better) of the rows of `table` matching `match` that pass `where`, best first."""
-        terms = self._prepared_terms(match)
+    def _bm25(
+        self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
+    ) -> list[tuple[Any, float]]:
+        """(key, BM25: higher is better) of the rows of `table` matching `query` that pass `where`, best first."""
+        terms = self._prepared_terms(query)
         if not terms:
             return []
         n, avgdl = self._collection(table)
@@ -506,49 +576,73 @@ class PostgresStore:
         expr, eparams = keywords.bm25_expr(
             [lex for _q, lex, _p in terms], [q if phrase else None for q, _l, phrase in terms], idfs, avgdl
         )
-        query = " || ".join("%s::tsquery" for _ in terms)
+        tsquery = " || ".join("%s::tsquery" for _ in terms)
         key = "c.id" if table == "chunks" else "fl.path"
         alias = "c"
         if table == "files":  # (`c` is the chunk in a filter's condition)
             expr, alias = expr.replace("c.tsv", "fl.tsv").replace("c.doclen", "fl.doclen"), "fl"
         sql = (
-            f"SELECT {key}, {expr} AS score FROM {table} {alias} WHERE {alias}.ws = %s AND {alias}.tsv @@ ({query})"
-            f" AND {where}"
-            f" ORDER BY score DESC, {key}" + (" LIMIT %s" if limit is not None else "")
+            f"SELECT {key}, {expr} AS score FROM {table} {alias} WHERE {alias}.ws = %s AND {alias}.tsv @@ ({tsquery})"
+            f" AND {where} ORDER BY score DESC, {key}" + (" LIMIT %s" if limit is not None else "")
         )
         params = [*eparams, self.ws, *(q for q, _l, _p in terms), *wparams] + ([limit] if limit is not None else [])
         return [(k, float(s)) for k, s in self._rows(sql, params)]
 
-    def fts_search(self, match: str, limit: int, flt: Any = None) -> list[tuple[int, float]]:
-        """(chunk id, bm25) best first; bm25 is lower-is-better, as SQLite's (the negated BM25)."""
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, BM25 as FTS5 computes it, higher is better) of the `limit` best chunks, best first."""
+        if limit <= 0:
+            return []
         where, params = self._where(flt)
-        return [(int(i), -s) for i, s in self._bm25("chunks", match, where, params, limit)]
+        return [(int(i), s) for i, s in self._bm25("chunks", query, where, params, limit)]
 
-    def file_fts_search(self, match: str, limit: int, flt: Any = None) -> list[tuple[str, float, int]]:
-        """(path, whole-file bm25 (lower-is-better), size in bytes) best first; a file counts when one of its chunks
-        passes `flt`."""
+    def file_keyword_search(
+        self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[str, float, int]]:
+        """(path, whole-file BM25 (higher is better), size in bytes) best first; a file counts when one of its
+        chunks passes `flt`."""
+        if limit <= 0:
+            return []
         where, params = self._where(flt)
-        cond = f"EXISTS (SELECT 1 FROM chunks c WHERE c.ws = fl.ws AND c.path = fl.path AND {where})"
-        ranked = self._bm25("files", match, cond, params, limit)
+        cond = (
+            "TRUE"
+            if where == "TRUE"
+            else (f"EXISTS (SELECT 1 FROM chunks c WHERE c.ws = fl.ws AND c.path = fl.path AND {where})")
+        )
+        ranked = self._bm25("files", query, cond, params if where != "TRUE" else [], limit)
         sizes = dict(
             self._rows(
                 "SELECT path, size FROM files WHERE ws = %s AND path = ANY(%s)", (self.ws, [p for p, _ in ranked])
             )
         )
-        return [(str(p), -s, int(sizes.get(p) or 0)) for p, s in ranked]
+        return [(str(p), s, int(sizes.get(p) or 0)) for p, s in ranked]
 
-    def fts_paths(self, match: str, flt: Any = None) -> list[tuple[str, int | None]]:
-        terms = self._prepared_terms(match)
+    def keyword_paths(self, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
+        terms = self._prepared_terms(query)
         if not terms:
             return []
         where, params = self._where(flt)
-        query = " || ".join("%s::tsquery" for _ in terms)
+        tsquery = " || ".join("%s::tsquery" for _ in terms)
         rows = self._rows(
-            f"SELECT c.path, min(c.chapter_num) FROM chunks c WHERE c.ws = %s AND c.tsv @@ ({query}) AND {where}"
+            f"SELECT c.path, min(c.chapter_num) FROM chunks c WHERE c.ws = %s AND c.tsv @@ ({tsquery}) AND {where}"
             " GROUP BY c.path",
             [self.ws, *(q for q, _l, _p in terms), *params],
         )
         return [(str(p), None if n is None else int(n)) for p, n in rows]
+
+    # (the engine before the storage interface: FTS5 MATCH strings in, SQLite's lower-is-better bm25 out)
+    def fts_search(self, match: str, limit: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
+        query = _match_query(match)
+        return [] if query is None else [(i, -s) for i, s in self.keyword_search(query, limit, flt)]
+
+    def file_fts_search(self, match: str, limit: int, flt: ChunkFilter | None = None) -> list[tuple[str, float, int]]:
+        query = _match_query(match)
+        return [] if query is None else [(p, -s, n) for p, s, n in self.file_keyword_search(query, limit, flt)]
+
+    def fts_paths(self, match: str, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
+        query = _match_query(match)
+        return [] if query is None else self.keyword_paths(query, flt)
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """({term: chunks holding it}, chunks), terms as the keyword index stems them (markdown.terms.match_key)."""
@@ -625,20 +719,21 @@ class PostgresStore:
                 out.append(int(cid))
         return out
 
-    def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, StoredChunk]:
         if not chunk_ids:
             return {}
-        rows = self._dicts(
+        rows = self._rows(
             f"SELECT {_CHUNK_SELECT} FROM chunks c WHERE c.ws = %s AND c.id = ANY(%s)",
             (self.ws, [int(i) for i in chunk_ids]),
         )
-        return {r["id"]: r for r in rows}
+        return {int(r[0]): StoredChunk(*r) for r in rows}
 
-    def chunks_for_path(self, path: str) -> list[dict[str, Any]]:
-        return self._dicts(
+    def chunks_for_path(self, path: str) -> list[StoredChunk]:
+        rows = self._rows(
             f"SELECT {_CHUNK_SELECT} FROM chunks c WHERE c.ws = %s AND c.path = %s ORDER BY c.chunk_index",
             (self.ws, path),
         )
+        return [StoredChunk(*r) for r in rows]
 
     def entities(self) -> list[dict[str, Any]]:
         return self._dicts(
@@ -804,8 +899,6 @@ class PostgresStore:
             )
 
     def cached_vectors(self, model: str, hashes: Iterable[str], dims: int = 0) -> dict[str, np.ndarray]:
-        from ..vectors import cache_key
-
         hashes = list(dict.fromkeys(hashes))
         keys = [model, cache_key(model, dims)] if dims else [model]
         size = int(dims) * 4 if dims else -1
@@ -1008,6 +1101,17 @@ class PostgresStore:
                 f" {int(ef_construction)}) WHERE vector_dims(embedding) = {int(dims)}"
             )
         self._ann_dims.add(int(dims))
+
+
+def _match_query(match: str) -> KeywordQuery | None:
+    import re
+
+    terms = [
+        KeywordTerm(tuple(re.findall(r"\w+", t.text)), t.prefix)
+        for t in keywords.terms_of_match(match)
+        if re.search(r"\w", t.text)
+    ]
+    return KeywordQuery(tuple(dict.fromkeys(terms))) if terms else None
 
 
 def _unit(vec: np.ndarray) -> np.ndarray:
