@@ -199,6 +199,8 @@ class Indexer(TextPhase, EmbeddingPhase):
     ) -> contextlib.AbstractContextManager[HeldLock | None]:
         if self.store.path == ":memory:":
             return contextlib.nullcontext()
+        if hasattr(self.store, "writer_lock"):  # a database server's store: its own writer lock
+            return self.store.writer_lock(wait=wait, cancel=cancel, on_wait=self.on_lock_wait)
         return index_lock(Path(self.store.path).parent, wait=wait, cancel=cancel, on_wait=self.on_lock_wait)
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:

@@ -214,7 +214,13 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
             "run `saipling index` to bring the index up to date"
         )
     try:
-        with index_lock(Path(project.store.path).parent, wait=False, what="refresh"):
+        lock = getattr(project.store, "writer_lock", None)  # a database server's store: its own writer lock
+        held = (
+            lock(wait=False, what="refresh")
+            if lock
+            else index_lock(Path(project.store.path).parent, wait=False, what="refresh")
+        )
+        with held:
             summary = project.refresh(changed)
     except IndexBusy as exc:
         log.info("not re-reading changed files: %s", exc)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import IndexPathUnsafe, SaiplingError
+from ..errors import IndexBusy, IndexPathUnsafe  # noqa: F401 - IndexBusy re-exported (callers import it here)
 from . import index_files
 
 if TYPE_CHECKING:
@@ -39,15 +39,6 @@ PUBLISH_SECONDS = 0.25  # a run's record is rewritten at most this often (and at
 # writer between taking the lock and writing its PID; tried again this often, this many times, before waiting
 _PROBE_RETRY_SECONDS = 0.01
 _PROBE_RETRIES = 30
-
-
-class IndexBusy(SaiplingError):
-    """Another process is writing this index."""
-
-    def __init__(self, pid: int | None, path: Path, doing: str | None = None) -> None:
-        who = f"PID {pid}" if pid else "another process"
-        super().__init__(f"index in use by {who}{f' ({doing})' if doing else ''} ({path.parent})")
-        self.pid = pid
 
 
 def _parse(data: bytes) -> dict[str, Any] | None:

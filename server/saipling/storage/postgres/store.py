@@ -262,7 +262,7 @@ class PostgresStore:
             deadline = None if timeout is None else time.monotonic() + timeout
             told = False
             while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (ADVISORY_CLASS, self.ws)).fetchone()[0]:
-                record = self.other_run() or {}
+                record = self._run_record() or {}
                 pid = record.get("pid")
                 if not wait or (deadline is not None and time.monotonic() >= deadline):
                     raise IndexBusy(pid, self.path, describe_record(record))
@@ -290,6 +290,13 @@ class PostgresStore:
     def other_run(self) -> dict[str, Any] | None:
         """Another process's run on this workspace as it last published it; None when no other session holds the
         writer lock (or this process does). Never blocks, never writes."""
+        record = self._run_record()
+        if record is None or (record.get("pid") == os.getpid() and record.get("host") == socket.gethostname()):
+            return None
+        return record
+
+    def _run_record(self) -> dict[str, Any] | None:
+        """The writer lock's holder's record ({"pid": None} when it published none), None when the lock is free."""
         rows = self._rows(
             "SELECT r.pid, r.record FROM pg_locks l LEFT JOIN writer_runs r ON r.ws = %s"
             " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s"
@@ -305,8 +312,6 @@ class PostgresStore:
             if isinstance(loaded, dict):
                 record = loaded
         record["pid"] = pid
-        if pid == os.getpid() and record.get("host") == socket.gethostname():
-            return None
         return record
 
     # -- files ---------------------------------------------------------------------------------------------
