@@ -102,12 +102,11 @@ def open_store(
     is a link, or holds links where saipling writes, is refused whatever the command (IndexPathUnsafe)."""
     location = settings.store if settings is not None else ""
     if location:
-        from .storage.postgres import is_postgres_location
-        from .storage.postgres import open_store as open_postgres
+        from .storage import is_server_location, open_server_store
 
-        if not is_postgres_location(location):
+        if not is_server_location(location):
             raise SaiplingError(f"store: {location!r} is not a postgresql:// URL (leave it empty for SQLite)")
-        return open_postgres(location, workspace=str(root))
+        return open_server_store(location, workspace=str(root))
     path = index_path(root)
     index_files.check_folder(path.parent)
     if not (os.path.lexists(path) or create):

@@ -8,3 +8,21 @@ folder.
 May import: config/, files/, embeddings/, markdown/; and errors.py, redact.py, lazy.py, jsonrpc_salvage.py, paths.py.
 It never imports pygls, lsprotocol, click, rich or mcp (tests/test_architecture.py).
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def is_server_location(location: str | None) -> bool:
+    """A `postgresql://` (or `postgres://`) URL: a workspace of a database server, not a file."""
+    return bool(location) and str(location).startswith(("postgresql://", "postgres://"))
+
+
+def open_server_store(location: str, *, workspace: str, readonly: bool = False) -> Any:
+    """The store of a database-server location (storage/postgres/, imported only here and only then).
+
+    (A minimal factory for the `pg` branch: the `store` branch's `open_store(location, ...)` takes its place.)"""
+    from .postgres import open_store
+
+    return open_store(location, workspace=workspace, readonly=readonly)

@@ -39,12 +39,12 @@ from ..base import (
     StoredFile,
     cache_key,
 )
-from . import keywords, vectorio
 from .errors import MappedConnection, mapped
 from .filters import compile_filter
+from .keywords import TERM_TSQUERY, bm25_expr, idf, terms_of_match
 from .runs import PgLockHandle, describe_record
 from .schema import MIGRATION_LOCK, MIGRATIONS
-from .vectorio import Vector
+from .vectorio import Vector, register
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class PostgresStore:
             vectorio_ready = False
             try:
                 migrate(conn)
-                vectorio.register(conn)
+                register(conn)
                 vectorio_ready = True
                 conn.execute("INSERT INTO workspaces(name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
                 ws = conn.execute("SELECT id FROM workspaces WHERE name = %s", (name,)).fetchone()[0]
@@ -545,7 +545,7 @@ class PostgresStore:
             out = []
             for t in query.terms:
                 q, lex = self._rows(
-                    f"SELECT ({keywords.TERM_TSQUERY})::text,"
+                    f"SELECT ({TERM_TSQUERY})::text,"
                     " tsvector_to_array(to_tsvector('saipling', saipling_fold(%(text)s)))",
                     {"prefix": t.prefix, "text": " ".join(t.words)},
                 )[0]
@@ -577,8 +577,8 @@ class PostgresStore:
         if not terms:
             return []
         n, avgdl = self._collection(table)
-        idfs = [keywords.idf(n, self._term_df(table, q)) for q, _l, _p in terms]
-        expr, eparams = keywords.bm25_expr(
+        idfs = [idf(n, self._term_df(table, q)) for q, _l, _p in terms]
+        expr, eparams = bm25_expr(
             [lex for _q, lex, _p in terms], [q if phrase else None for q, _l, phrase in terms], idfs, avgdl
         )
         tsquery = " || ".join("%s::tsquery" for _ in terms)
@@ -1113,7 +1113,7 @@ def _match_query(match: str) -> KeywordQuery | None:
 
     terms = [
         KeywordTerm(tuple(re.findall(r"\w+", t.text)), t.prefix)
-        for t in keywords.terms_of_match(match)
+        for t in terms_of_match(match)
         if re.search(r"\w", t.text)
     ]
     return KeywordQuery(tuple(dict.fromkeys(terms))) if terms else None
