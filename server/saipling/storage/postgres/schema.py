@@ -27,10 +27,13 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fold$
       normalize($1, NFKD), '[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+', '', 'g'),
     '[^[:alnum:]]+', ' ', 'g')
 $fold$;
--- a lexeme's term frequency in a tsvector (1 when stored without positions; 0 when absent)
+-- a lexeme's term frequency in a tsvector (1 when stored without positions; 0 when absent), read back from
+-- ts_rank: with every weight 1, one lexeme's rank is H2(tf) / (pi^2 / 6), H2(n) = sum of 1/k^2 for k <= n, and
+-- pi^2/6 - H2(n) ~ 1 / (n + 1/2): exact for every tf a tsvector holds (<= 256 positions). A binary search in the
+-- tsvector, where unnest() read every lexeme (4.4x slower: 440 vs 100 ms over 2,543 SciFact chunks).
 CREATE OR REPLACE FUNCTION saipling_tf(tsvector, text) RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $tf$
-  SELECT coalesce((SELECT greatest(cardinality(u.positions), 1) FROM unnest($1) u WHERE u.lexeme = $2), 0)
+  SELECT round(1 / (1.64493406685 * (1 - ts_rank('{1,1,1,1}', $1, quote_literal($2)::tsquery)::float8)) - 0.5)::int
 $tf$;
 """
 
