@@ -31,7 +31,8 @@ def terms_of_match(match: str) -> list[Term]:
 
 def idf(n_docs: int, df: int) -> float:
     """FTS5's IDF: log((N - n + 0.5) / (n + 0.5)), at least 1e-6."""
-    value = math.log((n_docs - df + 0.5) / (df + 0.5)) if n_docs else 0.0
+    ratio = (n_docs - df + 0.5) / (df + 0.5)  # (df > N for an instant while another process writes)
+    value = math.log(ratio) if n_docs and ratio > 0 else 0.0
     return value if value > 0 else 1e-6
 
 

@@ -8,8 +8,8 @@ database at once migrate it once).
   configuration: the Porter stemmer that SQLite's FTS5 `porter unicode61 remove_diacritics 2` uses, no stop words,
   accents folded and every non-alphanumeric character a separator (`saipling_fold`), so both backends see the same
   terms (markdown.terms.match_key). `chunks.doclen` counts its words (BM25's document length).
-- `chunks.embedding`: a pgvector `vector` of any size; an HNSW index per dimension (partial, on the cast
-  expression) is created when a workspace grows large (storage/postgres/vectors.py).
+- `chunk_vectors.embedding`: a pgvector `vector` of any size; an HNSW index per dimension (partial, on the cast
+  expression) is created when a workspace grows large (PostgresStore.build_ann_index).
 - `embedding_cache`: shared by every workspace of the database: the same model and text give one vector, ever.
 """
 
@@ -65,12 +65,17 @@ CREATE TABLE chunks(
   chunk_index int NOT NULL, kind text, section_heading text, heading_path text, start_line int, end_line int,
   content_hash text, preview text, token_count int, text text, file_type text, entity_type text, entity_name text,
   book_id text, chapter_id text, chapter_num int, visibility text, corpus text, ident_words text DEFAULT '',
-  tsv tsvector, doclen int NOT NULL DEFAULT 0, embedding vector,
+  tsv tsvector, doclen int NOT NULL DEFAULT 0,
   UNIQUE (ws, path, chunk_index));
 CREATE INDEX chunks_tsv ON chunks USING gin(tsv);
 CREATE INDEX chunks_hash ON chunks(ws, content_hash);
 CREATE INDEX chunks_heading ON chunks(ws, lower(trim(ltrim(section_heading, '#'))));
-CREATE INDEX chunks_unembedded ON chunks(ws) WHERE embedding IS NULL;
+-- a chunk's vector in a narrow table of its own (stored inline, never compressed): an exact search reads only
+-- the workspace's vectors, not chunk texts (2x faster than a column of chunks, whose vectors were TOASTed)
+CREATE TABLE chunk_vectors(
+  chunk_id bigint PRIMARY KEY REFERENCES chunks ON DELETE CASCADE, ws int NOT NULL, embedding vector NOT NULL);
+ALTER TABLE chunk_vectors ALTER COLUMN embedding SET STORAGE PLAIN;
+CREATE INDEX chunk_vectors_ws ON chunk_vectors(ws);
 
 CREATE FUNCTION saipling_chunk_keywords() RETURNS trigger LANGUAGE plpgsql AS $t$
 DECLARE folded text;

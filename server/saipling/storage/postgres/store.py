@@ -68,6 +68,9 @@ _FILE_COLUMNS = (
 # a workspace holding at least this many vectors is searched through the HNSW index of its dimension
 ANN_MIN_ROWS = int(os.environ.get("SAIPLING_PG_ANN_MIN", "20000"))
 EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
+# how long a read of the workspace's version is trusted: other processes' commits are seen at most this late by this
+# process's caches (its own writes at once); every cache check was a round trip (~30 per hybrid search)
+VERSION_TTL = float(os.environ.get("SAIPLING_PG_VERSION_TTL", "0.25"))
 ADVISORY_CLASS = 0x5A1  # pg_advisory_lock(class, workspace id): the writer lock of one workspace
 
 
@@ -134,6 +137,7 @@ class PostgresStore:
         self._depth = 0  # nesting of atomic()
         self._version_cache: dict[Any, tuple[int, Any]] = {}
         self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
+        self._version_read: tuple[float, int] | None = None  # (monotonic time, version) of the last read
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
@@ -183,6 +187,7 @@ class PostgresStore:
                         self.conn.execute("UPDATE workspaces SET version = version + 1 WHERE id = %s", (self.ws,))
                 finally:
                     self._depth -= 1
+                    self._version_read = None  # our own write: seen by the next read at once
 
     # -- small helpers -------------------------------------------------------------------------------------
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -220,14 +225,22 @@ class PostgresStore:
         return value
 
     def _any_version(self) -> int:
-        return int(self._scalar("SELECT version FROM workspaces WHERE id = %s", (self.ws,)) or 0)
+        with self._lock:
+            now = time.monotonic()
+            if self._version_read is not None and now - self._version_read[0] < VERSION_TTL:
+                return self._version_read[1]
+            version = int(self._scalar("SELECT version FROM workspaces WHERE id = %s", (self.ws,)) or 0)
+            self._version_read = (now, version)
+            return version
 
     def index_version(self) -> tuple[int, int]:
         """Changes with every committed change to the workspace, by any process (what caches are keyed on)."""
         return (self._any_version(), 0)
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
-        value = self._scalar("SELECT value FROM meta WHERE ws = %s AND key = %s", (self.ws, key))
+        value = self._cached(
+            ("meta", key), lambda: self._scalar("SELECT value FROM meta WHERE ws = %s AND key = %s", (self.ws, key))
+        )
         return default if value is None else value
 
     def set_meta(self, key: str, value: str) -> None:
@@ -412,7 +425,10 @@ class PostgresStore:
                     vec = reused.get(ch.content_hash)
                 chunk_id = self.conn.execute(_INSERT, (self.ws, record.path, *_values(ch))).fetchone()[0]
                 if has_vec and vec is not None:
-                    self.conn.execute("UPDATE chunks SET embedding = %s WHERE id = %s", (Vector(vec), chunk_id))
+                    self.conn.execute(
+                        "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES (%s, %s, %s)",
+                        (chunk_id, self.ws, Vector(vec)),
+                    )
                 else:
                     unembedded.append(int(chunk_id))
             for r, ch in moved:
@@ -426,7 +442,9 @@ class PostgresStore:
                     vec = vectors.get(ch.content_hash)
                     if vec is not None:
                         self.conn.execute(
-                            "UPDATE chunks SET embedding = %s WHERE id = %s AND embedding IS NULL", (Vector(vec), r[0])
+                            "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES (%s, %s, %s)"
+                            " ON CONFLICT (chunk_id) DO NOTHING",
+                            (r[0], self.ws, Vector(vec)),
                         )
             if model and vectors:
                 self._cache_vectors(model, vectors)
@@ -518,7 +536,7 @@ class PostgresStore:
         row = self._rows(
             "SELECT (SELECT count(*) FROM files WHERE ws = %(ws)s),"
             " (SELECT count(*) FROM chunks WHERE ws = %(ws)s),"
-            " (SELECT count(*) FROM chunks WHERE ws = %(ws)s AND embedding IS NOT NULL),"
+            " (SELECT count(*) FROM chunk_vectors WHERE ws = %(ws)s),"
             " (SELECT max(last_indexed) FROM files WHERE ws = %(ws)s),"
             " (SELECT coalesce(sum(cost_usd), 0) FROM embedding_log WHERE ws = %(ws)s),"
             " (SELECT coalesce(sum(tokens), 0) FROM embedding_log WHERE ws = %(ws)s)",
@@ -882,9 +900,7 @@ class PostgresStore:
         reset = False
         with self.atomic():
             if self.has_vectors() and (old_model != model or old_dims != dimensions):
-                self.conn.execute(
-                    "UPDATE chunks SET embedding = NULL WHERE ws = %s AND embedding IS NOT NULL", (self.ws,)
-                )
+                self.conn.execute("DELETE FROM chunk_vectors WHERE ws = %s", (self.ws,))
                 reset = True
             for key, value in (("provider", provider), ("model", model), ("dimensions", str(dimensions))):
                 self._set_meta(key, value)
@@ -924,7 +940,8 @@ class PostgresStore:
             return []
         return self._dicts(
             "SELECT c.id, c.path, c.heading_path, c.text, c.content_hash FROM chunks c"
-            " WHERE c.ws = %s AND c.embedding IS NULL ORDER BY c.path, c.chunk_index LIMIT %s",
+            " WHERE c.ws = %s AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)"
+            " ORDER BY c.path, c.chunk_index LIMIT %s",
             (self.ws, limit),
         )
 
@@ -941,7 +958,7 @@ class PostgresStore:
             model, dims = stored_model, stored_dims
         if not model or not self.has_vectors() or stored_model != model or (dims and stored_dims != dims):
             return total
-        return int(self._scalar("SELECT count(*) FROM chunks WHERE ws = %s AND embedding IS NULL", (self.ws,)) or 0)
+        return total - self.embedded_count()
 
     def unembedded_share(self, model: str, dims: int) -> tuple[int, int]:
         return self._cached(
@@ -957,7 +974,8 @@ class PostgresStore:
             return []
         rows = self._rows(
             "SELECT c.id, c.path, c.content_hash, c.token_count, f.mtime_ns FROM chunks c"
-            " JOIN files f ON f.ws = c.ws AND f.path = c.path WHERE c.ws = %s AND c.embedding IS NULL"
+            " JOIN files f ON f.ws = c.ws AND f.path = c.path WHERE c.ws = %s"
+            " AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)"
             " ORDER BY c.path, c.chunk_index",
             (self.ws,),
         )
@@ -975,18 +993,19 @@ class PostgresStore:
             self._cache_vectors(model, {h: v for _, h, v in items})
             with self.conn.cursor() as cur:
                 cur.executemany(
-                    "UPDATE chunks SET embedding = %s WHERE id = %s AND ws = %s AND content_hash = %s",
+                    "INSERT INTO chunk_vectors(chunk_id, ws, embedding) SELECT id, ws, %s FROM chunks"
+                    " WHERE id = %s AND ws = %s AND content_hash = %s"
+                    " ON CONFLICT (chunk_id) DO UPDATE SET embedding = excluded.embedding",
                     [(Vector(v), int(cid), self.ws, h) for cid, h, v in items],
                 )
         self._maybe_build_ann()
 
     def embedded_count(self) -> int:
-        return int(self._scalar("SELECT count(*) FROM chunks WHERE ws = %s AND embedding IS NOT NULL", (self.ws,)) or 0)
+        return int(self._scalar("SELECT count(*) FROM chunk_vectors WHERE ws = %s", (self.ws,)) or 0)
 
     def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
         ids = [
-            r[0]
-            for r in self._rows("SELECT id FROM chunks WHERE ws = %s AND embedding IS NOT NULL ORDER BY id", (self.ws,))
+            r[0] for r in self._rows("SELECT chunk_id FROM chunk_vectors WHERE ws = %s ORDER BY chunk_id", (self.ws,))
         ]
         n = len(ids)
         if n < 2:
@@ -1005,7 +1024,9 @@ class PostgresStore:
 
     def _vectors_by_hash(self, chunk_ids: list[int]) -> dict[str, np.ndarray]:
         rows = self._rows(
-            "SELECT content_hash, embedding FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL", (chunk_ids,)
+            "SELECT c.content_hash, v.embedding FROM chunks c JOIN chunk_vectors v ON v.chunk_id = c.id"
+            " WHERE c.id = ANY(%s)",
+            (chunk_ids,),
         )
         return {h: v for h, v in rows}
 
@@ -1013,15 +1034,13 @@ class PostgresStore:
         if not len(chunk_ids):
             return {}
         rows = self._rows(
-            "SELECT id, embedding FROM chunks WHERE ws = %s AND id = ANY(%s) AND embedding IS NOT NULL",
+            "SELECT chunk_id, embedding FROM chunk_vectors WHERE ws = %s AND chunk_id = ANY(%s)",
             (self.ws, [int(i) for i in chunk_ids]),
         )
         return {int(i): _unit(v) for i, v in rows}
 
     def vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
-        rows = self._rows(
-            "SELECT id, embedding FROM chunks WHERE ws = %s AND embedding IS NOT NULL ORDER BY id", (self.ws,)
-        )
+        rows = self._rows("SELECT chunk_id, embedding FROM chunk_vectors WHERE ws = %s ORDER BY chunk_id", (self.ws,))
         if not rows:
             return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
         return np.array([r[0] for r in rows], dtype=np.int64), np.vstack([_unit(r[1]) for r in rows])
@@ -1030,7 +1049,8 @@ class PostgresStore:
         if not self.has_vectors() or not self.embedded_count():
             return set()
         rows = self._rows(
-            "SELECT id FROM chunks WHERE ws = %s AND id = ANY(%s) AND embedding IS NULL",
+            "SELECT c.id FROM chunks c WHERE c.ws = %s AND c.id = ANY(%s)"
+            " AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)",
             (self.ws, [int(i) for i in chunk_ids]),
         )
         return {int(r[0]) for r in rows}
@@ -1046,7 +1066,8 @@ class PostgresStore:
                 )
             }
         rows = self._rows(
-            "SELECT DISTINCT path FROM chunks WHERE ws = %s AND path = ANY(%s) AND embedding IS NULL",
+            "SELECT DISTINCT c.path FROM chunks c WHERE c.ws = %s AND c.path = ANY(%s)"
+            " AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)",
             (self.ws, list(paths)),
         )
         return {str(r[0]) for r in rows}
@@ -1063,29 +1084,31 @@ class PostgresStore:
             return []
         where, params = self._where(flt)
         ann = dims in self._ann_dims and self._cached(("embedded",), self.embedded_count) >= ANN_MIN_ROWS
+        # the chunk's own columns only when a filter needs them (a join per vector otherwise)
+        join = "" if where == "TRUE" else f" JOIN chunks c ON c.id = v.chunk_id AND {where}"
         with self._lock:
             if ann:
                 with self.conn.transaction():
                     self.conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     self.conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}")
                     rows = self.conn.execute(
-                        f"SELECT c.id, 1 - ((c.embedding::vector({dims})) <=> %s::vector({dims})) FROM chunks c"
-                        f" WHERE c.ws = %s AND vector_dims(c.embedding) = {dims} AND {where}"
-                        f" ORDER BY (c.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
-                        [Vector(q), self.ws, *params, Vector(q), k],
+                        f"SELECT v.chunk_id, 1 - ((v.embedding::vector({dims})) <=> %s::vector({dims}))"
+                        f" FROM chunk_vectors v{join} WHERE v.ws = %s AND vector_dims(v.embedding) = {dims}"
+                        f" ORDER BY (v.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
+                        [Vector(q), *params, self.ws, Vector(q), k],
                     ).fetchall()
                 rows.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
             else:
                 rows = self.conn.execute(
-                    f"SELECT c.id, 1 - (c.embedding <=> %s) FROM chunks c WHERE c.ws = %s AND c.embedding IS NOT NULL"
-                    f" AND {where} ORDER BY c.embedding <=> %s LIMIT %s",
-                    [Vector(q), self.ws, *params, Vector(q), k],
+                    f"SELECT v.chunk_id, 1 - (v.embedding <=> %s) FROM chunk_vectors v{join} WHERE v.ws = %s"
+                    " ORDER BY v.embedding <=> %s LIMIT %s",
+                    [Vector(q), *params, self.ws, Vector(q), k],
                 ).fetchall()
         return [(int(i), float(s)) for i, s in rows]
 
     def _existing_ann_dims(self) -> set[int]:
         rows = self._rows(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'chunks' AND indexname LIKE 'chunks_hnsw_%%'"
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'chunk_vectors' AND indexname LIKE 'chunks_hnsw_%%'"
         )
         return {int(n.rsplit("_", 1)[1]) for (n,) in rows if n.rsplit("_", 1)[1].isdigit()}
 
@@ -1101,7 +1124,7 @@ class PostgresStore:
         log.info("building the HNSW index of %d-dimension vectors (once per database)", dims)
         with self._lock:
             self.conn.execute(
-                f"CREATE INDEX IF NOT EXISTS chunks_hnsw_{int(dims)} ON chunks USING hnsw"
+                f"CREATE INDEX IF NOT EXISTS chunks_hnsw_{int(dims)} ON chunk_vectors USING hnsw"
                 f" ((embedding::vector({int(dims)})) vector_cosine_ops) WITH (m = {int(m)}, ef_construction ="
                 f" {int(ef_construction)}) WHERE vector_dims(embedding) = {int(dims)}"
             )
