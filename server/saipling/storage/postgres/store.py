@@ -601,15 +601,17 @@ class PostgresStore:
         )
         tsquery = " || ".join("%s::tsquery" for _ in terms)
         key = "c.id" if table == "chunks" else "fl.path"
+        extra = "" if table == "chunks" else ", fl.size"
         alias = "c"
         if table == "files":  # (`c` is the chunk in a filter's condition)
             expr, alias = expr.replace("c.tsv", "fl.tsv").replace("c.doclen", "fl.doclen"), "fl"
         sql = (
-            f"SELECT {key}, {expr} AS score FROM {table} {alias} WHERE {alias}.ws = %s AND {alias}.tsv @@ ({tsquery})"
-            f" AND {where} ORDER BY score DESC, {key}" + (" LIMIT %s" if limit is not None else "")
+            f"SELECT {key}, {expr} AS score{extra} FROM {table} {alias}"
+            f" WHERE {alias}.ws = %s AND {alias}.tsv @@ ({tsquery}) AND {where} ORDER BY score DESC, {key}"
+            + (" LIMIT %s" if limit is not None else "")
         )
         params = [*eparams, self.ws, *(q for q, _l, _p in terms), *wparams] + ([limit] if limit is not None else [])
-        return [(k, float(s)) for k, s in self._rows(sql, params)]
+        return [(r[0], float(r[1]), *r[2:]) for r in self._rows(sql, params)]
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
@@ -634,12 +636,7 @@ class PostgresStore:
             else (f"EXISTS (SELECT 1 FROM chunks c WHERE c.ws = fl.ws AND c.path = fl.path AND {where})")
         )
         ranked = self._bm25("files", query, cond, params if where != "TRUE" else [], limit)
-        sizes = dict(
-            self._rows(
-                "SELECT path, size FROM files WHERE ws = %s AND path = ANY(%s)", (self.ws, [p for p, _ in ranked])
-            )
-        )
-        return [(str(p), s, int(sizes.get(p) or 0)) for p, s in ranked]
+        return [(str(p), s, int(n or 0)) for p, s, n in ranked]
 
     def keyword_paths(self, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
         terms = self._prepared_terms(query)
@@ -1046,7 +1043,7 @@ class PostgresStore:
         return np.array([r[0] for r in rows], dtype=np.int64), np.vstack([_unit(r[1]) for r in rows])
 
     def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
-        if not self.has_vectors() or not self.embedded_count():
+        if not self.has_vectors() or not self._cached(("embedded",), self.embedded_count):
             return set()
         rows = self._rows(
             "SELECT c.id FROM chunks c WHERE c.ws = %s AND c.id = ANY(%s)"
