@@ -141,7 +141,7 @@ def _reader(url: str, seconds: float, queue) -> None:
             q = QUERIES[int(rng.integers(len(QUERIES)))]
             t = time.perf_counter()
             try:
-                store.keyword_search(KeywordQuery.parse(q), 100)
+                store.keyword_search(KeywordQuery.of([((w,), False) for w in q.lower().split()]), 100)
                 store.knn(HashProvider().embed([q], "query").vectors[0], 100)
             except Exception:  # noqa: BLE001 - counted
                 errors += 1

@@ -43,26 +43,38 @@ TERM_TSQUERY = (
 )
 
 
-def bm25_expr(lexemes: list[list[str]], phrases: list[str | None], idfs: list[float], avgdl: float) -> tuple[str, list]:
-    """The SQL expression of a chunk's BM25 (higher is better) over `c.tsv`/`c.doclen`, and its parameters."""
+def bm25_sql(
+    lexemes: list[list[str]], phrases: list[str | None], idfs: list[float], avgdl: float
+) -> tuple[str, list, str, list]:
+    """A chunk's BM25 (higher is better) over `c.tsv`/`c.doclen`: (a LATERAL join computing each term's frequency
+    once, its parameters, the score expression over it, its parameters). `OFFSET 0` keeps the planner from
+    inlining the frequencies into the score, which names each twice. Decompressing the tsvector once per row
+    instead of once per term made a 12-word SciFact query's scoring 2.2-2.6x faster (864 -> 335 ms, 5,067 rows)."""
+    freqs: list[str] = []
+    fparams: list = []
     parts: list[str] = []
-    params: list = []
+    sparams: list = []
     norm = f"({K1} * ({1 - B} + {B} * c.doclen / %s::float8))"
     for lex, phrase, weight in zip(lexemes, phrases, idfs, strict=True):
         if not lex:
             continue
+        t = f"tf.t{len(freqs)}"
         if len(lex) == 1 and phrase is None:
-            tf = "saipling_tf(c.tsv, %s)"
-            tf_params: list = [lex[0]]
+            freqs.append(f"saipling_tf(d.v, %s) AS t{len(freqs)}")
+            fparams.append(lex[0])
         else:
-            tf = (
-                "(CASE WHEN c.tsv @@ %s::tsquery THEN greatest(1, least("
-                + ", ".join("saipling_tf(c.tsv, %s)" for _ in lex)
-                + ")) ELSE 0 END)"
+            least = ", ".join("saipling_tf(c.tsv, %s)" for _ in lex)
+            freqs.append(
+                f"(CASE WHEN c.tsv @@ %s::tsquery THEN greatest(1, least({least})) ELSE 0 END) AS t{len(freqs)}"
             )
-            tf_params = [phrase, *lex]
-        parts.append(f"(%s::float8 * {tf} * {K1 + 1} / nullif({tf} + {norm}, 0))")
-        params += [weight, *tf_params, *tf_params, max(avgdl, 1e-9)]
+            fparams += [phrase, *lex]
+        parts.append(f"coalesce(%s::float8 * {t} * {K1 + 1} / nullif({t} + {norm}, 0), 0)")
+        sparams += [weight, max(avgdl, 1e-9)]
     if not parts:
-        return "0::float8", []
-    return "coalesce(" + " + ".join(f"coalesce({p}, 0)" for p in parts) + ", 0)", params
+        return "", [], "0::float8", []
+    # the tsvector decompressed once per row (`|| ''` makes a new value), not once per term
+    lateral = (
+        " CROSS JOIN LATERAL (SELECT c.tsv || ''::tsvector AS v OFFSET 0) d"
+        f" CROSS JOIN LATERAL (SELECT {', '.join(freqs)} OFFSET 0) tf"
+    )
+    return lateral, fparams, " + ".join(parts), sparams

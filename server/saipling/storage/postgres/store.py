@@ -41,7 +41,7 @@ from ..base import (
 )
 from .errors import MappedConnection, mapped
 from .filters import compile_filter
-from .keywords import TERM_TSQUERY, bm25_expr, idf, terms_of_match
+from .keywords import TERM_TSQUERY, bm25_sql, idf, terms_of_match
 from .runs import PgLockHandle, describe_record
 from .schema import MIGRATION_LOCK, MIGRATIONS
 from .vectorio import Vector, register
@@ -596,7 +596,7 @@ class PostgresStore:
             return []
         n, avgdl = self._collection(table)
         idfs = [idf(n, self._term_df(table, q)) for q, _l, _p in terms]
-        expr, eparams = bm25_expr(
+        lateral, lparams, expr, eparams = bm25_sql(
             [lex for _q, lex, _p in terms], [q if phrase else None for q, _l, phrase in terms], idfs, avgdl
         )
         tsquery = " || ".join("%s::tsquery" for _ in terms)
@@ -604,13 +604,15 @@ class PostgresStore:
         extra = "" if table == "chunks" else ", fl.size"
         alias = "c"
         if table == "files":  # (`c` is the chunk in a filter's condition)
-            expr, alias = expr.replace("c.tsv", "fl.tsv").replace("c.doclen", "fl.doclen"), "fl"
+            expr = expr.replace("c.doclen", "fl.doclen")
+            lateral, alias = lateral.replace("c.tsv", "fl.tsv"), "fl"
         sql = (
-            f"SELECT {key}, {expr} AS score{extra} FROM {table} {alias}"
+            f"SELECT {key}, {expr} AS score{extra} FROM {table} {alias}{lateral}"
             f" WHERE {alias}.ws = %s AND {alias}.tsv @@ ({tsquery}) AND {where} ORDER BY score DESC, {key}"
             + (" LIMIT %s" if limit is not None else "")
         )
-        params = [*eparams, self.ws, *(q for q, _l, _p in terms), *wparams] + ([limit] if limit is not None else [])
+        params = [*eparams, *lparams, self.ws, *(q for q, _l, _p in terms), *wparams]
+        params += [limit] if limit is not None else []
         return [(r[0], float(r[1]), *r[2:]) for r in self._rows(sql, params)]
 
     def keyword_search(
