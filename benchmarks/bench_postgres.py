@@ -135,6 +135,7 @@ def _reader(url: str, seconds: float, queue) -> None:
     times, errors = [], 0
     try:
         store = open_store(url)
+        provider = HashProvider()
         rng = np.random.default_rng(os.getpid())
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -142,8 +143,10 @@ def _reader(url: str, seconds: float, queue) -> None:
             t = time.perf_counter()
             try:
                 store.keyword_search(KeywordQuery.of([((w,), False) for w in q.lower().split()]), 100)
-                store.knn(HashProvider().embed([q], "query").vectors[0], 100)
-            except Exception:  # noqa: BLE001 - counted
+                store.knn(provider.embed_query(q), 100)
+            except Exception as exc:  # noqa: BLE001 - counted
+                if not errors:
+                    print(f"   reader error: {type(exc).__name__}: {exc}", flush=True)
                 errors += 1
             times.append(time.perf_counter() - t)
         store.close()
@@ -196,7 +199,7 @@ def _writer(url: str, seconds: float, queue) -> None:
         store.close()
     except Exception:  # noqa: BLE001
         errors += 1
-    queue.put((written, errors))
+    queue.put((written, errors, url))
 
 
 def concurrency(url: str, quick: bool) -> dict:
@@ -216,10 +219,10 @@ def concurrency(url: str, quick: bool) -> dict:
     errors = sum(r[1] for r in results)
     written = sum(r[0] for r in results if isinstance(r[0], int))
     lost = 0
-    for i in range(8):
-        store = open_store(f"{url}&workspace=bench-w{i}")
-        want = {f"w{n:02d}.md" for n in range(min(50, max(r[0] for r in results if isinstance(r[0], int))))}
-        lost += len(want - set(store.file_states())) if want else 0
+    for count, _errors, wurl in (r for r in results if len(r) == 3):
+        store = open_store(wurl)
+        want = {f"w{n:02d}.md" for n in range(min(50, count))}  # every file this writer wrote is there
+        lost += len(want - set(store.file_states()))
         store.close()
     out = {
         "reads": len(times),
@@ -236,11 +239,14 @@ def concurrency(url: str, quick: bool) -> dict:
 # -- ann -------------------------------------------------------------------------------------------------------
 def ann(url: str, rows: int) -> dict:
     import psycopg
+    from psycopg.types import TypeInfo
 
     from saipling.storage.postgres.vectorio import Vector, register
 
     conn = psycopg.connect(url, autocommit=True)
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     register(conn)
+    vector_oid = TypeInfo.fetch(conn, "vector").oid
     dims, k = 384, 10
     rng = np.random.default_rng(7)
     centers = rng.standard_normal((1000, dims)).astype(np.float32)
@@ -254,7 +260,7 @@ def ann(url: str, rows: int) -> dict:
         mat = centers[which] + 0.6 * rng.standard_normal((n, dims)).astype(np.float32)
         mat /= np.linalg.norm(mat, axis=1, keepdims=True)
         with conn.cursor() as cur, cur.copy("COPY bench_ann(id, grp, embedding) FROM STDIN WITH (FORMAT BINARY)") as cp:
-            cp.set_types(["int4", "int4", "vector"])
+            cp.set_types(["int4", "int4", vector_oid])
             for j in range(n):
                 cp.write_row((start + j, int((start + j) % 50), Vector(mat[j])))
     load_s = time.perf_counter() - t0
