@@ -696,7 +696,9 @@ class LockHandle(Protocol):
 
 @runtime_checkable
 class WriterLock(Protocol):
-    """One writer (an index run, a refresh, a clear) per index across processes; readers never take it."""
+    """One writer (an index run, a refresh, a clear) per index across processes, and between the threads of one
+    process too (a refresh with wait=False while the server's own run holds it gets IndexBusy): the lock is not
+    re-entrant. Readers never take it."""
 
     def writer_lock(
         self,
