@@ -32,7 +32,7 @@ import _benchutil as bu  # noqa: E402
 
 from saipling.project import Project  # noqa: E402
 from saipling.retrieval.evaluation import load_beir, score_run  # noqa: E402
-from saipling.retrieval.search import fts_query  # noqa: E402
+from saipling.storage.base import KeywordQuery  # noqa: E402
 
 N = 100
 
@@ -42,12 +42,12 @@ def collect(project: Project, queries: dict[str, str]) -> dict[str, dict]:
     out = {}
     for qid, text in queries.items():
         text = text[:2000]
-        match = fts_query(text)
+        match = KeywordQuery.parse(text)
         qv = project.provider.embed_query(text)  # type: ignore[union-attr]
         out[qid] = {
             "qv": np.asarray(qv, dtype=np.float32),
-            "kw": store.fts_search(match, N) if match else [],
-            "files": store.file_fts_search(match, N) if match else [],
+            "kw": store.keyword_search(match, N) if match else [],
+            "files": store.file_keyword_search(match, N) if match else [],
             "vec": store.knn(qv, N),
         }
     return out
@@ -78,12 +78,12 @@ def rank(sig: dict, ctx: dict, variant: str, wv: float) -> list[str]:
             a = np.asarray(vals)
             return float(a.mean()), float(a.std()) or 1.0
 
-        km, ks = z([-kw.get(c, 0.0) for c in cand])
-        fm, fs = z([-fb.get(path_of[c], 0.0) for c in cand])
+        km, ks = z([kw.get(c, 0.0) for c in cand])
+        fm, fs = z([fb.get(path_of[c], 0.0) for c in cand])
         vm, vs = z(list(cos.values()))
         fused = {}
         for c in cand:
-            zk, zf = (-kw.get(c, 0.0) - km) / ks, (-fb.get(path_of[c], 0.0) - fm) / fs
+            zk, zf = (kw.get(c, 0.0) - km) / ks, (fb.get(path_of[c], 0.0) - fm) / fs
             lex = (zf if path_of[c] in short else 0.5 * zk + 0.5 * zf) if use_file else zk
             fused[c] = wv * ((cos.get(c, vm) - vm) / vs) + (1 - wv) * lex
         ranked = sorted(fused, key=lambda c: -fused[c])

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
 from saipling.storage import vector_matrix as vmod  # noqa: E402
-from saipling.storage.store import Store  # noqa: E402
+from saipling.storage.sqlite.store import SqliteStore as Store  # noqa: E402
 from saipling.storage.vector_matrix import VectorMatrix  # noqa: E402
 
 K = 10

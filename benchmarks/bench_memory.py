@@ -52,7 +52,7 @@ def child(scenario: str, root: str | None, sqlite: list[str]) -> None:
     out: dict = {"scenario": scenario}
     t0 = time.perf_counter()
     if sqlite:  # experiment: extra PRAGMAs after the store's own (e.g. mmap_size=0)
-        from saipling.storage.store import Store
+        from saipling.storage.sqlite.store import SqliteStore as Store
 
         configure = Store._configure
 

@@ -27,6 +27,7 @@ from bench_lsp import start_server, stop_pygls  # noqa: E402
 
 from saipling.project import Project  # noqa: E402
 from saipling.retrieval import entities  # noqa: E402
+from saipling.storage.base import KeywordQuery  # noqa: E402
 
 # ../shared, or where SAIPLING_SHARED points (a worktree outside the dev checkout)
 FICTION = Path(os.environ.get("SAIPLING_SHARED") or bu.SHARED) / "corpora" / "fiction-chapters"
@@ -72,7 +73,7 @@ async def measure(root: Path, rounds: int) -> None:
         for rel in PROFILES:
             entity = index.for_path(rel)
             assert entity is not None, rel
-            candidates = len(project.store.fts_paths(entities.fts_phrases(entity.names)))
+            candidates = len(project.store.keyword_paths(KeywordQuery.phrases(entity.names)))
             found = entities.references(project, [entity], read)  # warm-up (page cache)
             first = found[0].mentions[0]  # ask from the first mention (BMP text: code points = UTF-16 units)
             params = types.ReferenceParams(

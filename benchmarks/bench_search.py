@@ -12,7 +12,7 @@ Two projects:
 Each query is run once to warm the query-embedding LRU and the vector matrix, then every query is timed
 ROUNDS times through Project.search (parse, filters, KNN + FTS5, fusion, materialise, search log), interleaving
 modes. Besides hybrid we time lexical and semantic on the same queries, and the two store calls hybrid makes
-(store.knn and store.fts_search, 100 candidates), to show where the time goes; then a few times: rewrite
+(store.knn and store.keyword_search, 100 candidates), to show where the time goes; then a few times: rewrite
 one file through Store.replace_file (as an editor sync pass does) and time the first search after it (the
 cached vector matrix is invalidated by any write and reloaded from vec0 by that search).
 
@@ -36,8 +36,11 @@ import _benchutil as bu  # noqa: E402
 
 from saipling.embeddings.base import EmbeddingProvider, EmbeddingResult  # noqa: E402
 from saipling.project import Project  # noqa: E402
-from saipling.retrieval.search import fts_query  # noqa: E402
-from saipling.storage.store import ChunkRow, FileRecord  # noqa: E402
+from saipling.storage.base import (  # noqa: E402
+    ChunkRow,
+    FileRecord,
+    KeywordQuery,  # noqa: E402
+)
 
 ROUNDS = 5
 REWRITES = 7  # one-file writes, each followed by one timed search (the matrix reload)
@@ -241,7 +244,7 @@ def measure(project: Project, queries: list[str], label: str) -> list[tuple]:
     times["store.knn (100)"] = []
     if one is not None:
         times["store.knn (100), 1 BLAS thread"] = []
-    times["store.fts_search (100)"] = []
+    times["store.keyword_search (100)"] = []
     vec_ok = degraded is None
     cache = getattr(project, "query_cache", None)
     step = 0
@@ -257,10 +260,10 @@ def measure(project: Project, queries: list[str], label: str) -> list[tuple]:
                     lambda q=q: one(lambda: project.search({"query": q, "mode": "hybrid", "maxResults": 5}))
                 )
                 times["hybrid, 1 BLAS thread"].append(t)
-            match = fts_query(q)
-            if match:
-                t, _ = bu.timed(lambda match=match: project.store.fts_search(match, N_CAND))
-                times["store.fts_search (100)"].append(t)
+            match = KeywordQuery.parse(q)
+            if match is not None:
+                t, _ = bu.timed(lambda match=match: project.store.keyword_search(match, N_CAND))
+                times["store.keyword_search (100)"].append(t)
             if vec_ok and cache is not None:
                 qvec = cache.get(project.provider, q)
                 t, _ = bu.timed(lambda qvec=qvec: project.store.knn(qvec, N_CAND))

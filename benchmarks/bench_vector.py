@@ -35,7 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
 
-from saipling.storage.store import ChunkRow, FileRecord, Store  # noqa: E402
+from saipling.storage.base import ChunkRow, FileRecord
+from saipling.storage.sqlite.store import SqliteStore as Store  # noqa: E402
 
 K = 10
 CHUNKS_PER_FILE = 100

@@ -340,7 +340,7 @@ def file_record(path: str, size: int = 1) -> Any:
     """A store FileRecord for a plain document (store tests that write rows without indexing)."""
     import hashlib
 
-    from saipling.storage.store import FileRecord
+    from saipling.storage.base import FileRecord
 
     digest = hashlib.sha256(path.encode()).hexdigest()
     return FileRecord(path=path, content_hash=digest, mtime_ns=1, size=size, file_type="document", encoding="utf-8")
@@ -350,7 +350,7 @@ def chunk_row(i: int, text: str) -> Any:
     """A store ChunkRow of one line of a plain document: chunk `i`, on line i + 1."""
     import hashlib
 
-    from saipling.storage.store import ChunkRow
+    from saipling.storage.base import ChunkRow
 
     return ChunkRow(
         chunk_index=i,
@@ -372,3 +372,21 @@ def chunk_row(i: int, text: str) -> Any:
         visibility="public",
         corpus="content",
     )
+
+
+def kw(*phrases: str) -> Any:
+    """A keyword query (storage.base.KeywordQuery) matching any of `phrases` (each its words in order)."""
+    from saipling.storage.base import KeywordQuery
+
+    query = KeywordQuery.of((tuple(p.split()), False) for p in phrases)
+    assert query is not None
+    return query
+
+
+def fts_query(text: str) -> str | None:
+    """What the SQLite backend sends to FTS5 for a user's query text (None: no keyword in it)."""
+    from saipling.storage.base import KeywordQuery
+    from saipling.storage.sqlite.keywords import match_expression
+
+    query = KeywordQuery.parse(text)
+    return None if query is None else match_expression(query)

@@ -5,6 +5,7 @@ libraries of the edges, and nothing imports in a circle. (Written by move_layout
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import re
 import sys
@@ -62,18 +63,16 @@ CORE: tuple[str, ...] = (
 # module-level imports across the layer order, each with its reason
 ACROSS: dict[tuple[str, str], str] = {
     (
-        "saipling.storage.lock",
-        "saipling.indexing.records",
-    ): "the lock holder's record carries the run's progress (fs branch)",
-    (
         "saipling.indexing.mention_scan",
         "saipling.retrieval.entities",
     ): "mentions are found at index time by the same name rules (entities, aliases, possessives) that hover and "
     "references use",
 }
 EDGE_LIBRARIES = {"pygls", "lsprotocol", "click", "rich", "mcp", "pytest_lsp"}
-# storage's public modules: everything else under storage/ is imported from storage/ only
-STORAGE_PUBLIC = {"saipling.storage", "saipling.storage.store", "saipling.storage.lock", "saipling.storage.index_files"}
+# storage's public modules: the interface (base.py) and the factory (storage/__init__.py, `open_store`); the backends
+# (storage/sqlite/, storage/postgres/) and the shared vector matrix are imported from storage/ only
+STORAGE_PUBLIC = {"saipling.storage", "saipling.storage.base"}
+BACKENDS = ("saipling.storage.sqlite", "saipling.storage.postgres")
 
 
 def module_name(path: Path) -> str:
@@ -106,7 +105,8 @@ def _type_checking_block(node: ast.AST) -> bool:
     )
 
 
-def imported(name: str, *, typing_too: bool) -> set[str]:
+@functools.cache
+def imported(name: str, *, typing_too: bool) -> frozenset[str]:
     """What a module imports (absolute names, also from inside functions; `if TYPE_CHECKING:` blocks only
     when typing_too)."""
     path = MODULES[name]
@@ -130,7 +130,7 @@ def imported(name: str, *, typing_too: bool) -> set[str]:
             visit(child)
 
     visit(ast.parse(path.read_text(encoding="utf-8")))
-    return found
+    return frozenset(found)
 
 
 def package_imports(name: str, *, typing_too: bool) -> set[str]:
@@ -173,11 +173,14 @@ def graph_of(names: list[str], *, typing_too: bool) -> dict[str, set[str]]:
 
 
 def test_the_graph_sees_the_folders() -> None:
-    assert {"saipling.project", "saipling.retrieval.search", "saipling.storage.store", "saipling.lsp.server"} <= set(
-        MODULES
-    )
-    assert "saipling.storage.store" in imported("saipling.project", typing_too=False)
-    assert folder_of("saipling.storage.schema") == "storage" and folder_of("saipling.project") == ""
+    assert {
+        "saipling.project",
+        "saipling.retrieval.search",
+        "saipling.storage.sqlite.store",
+        "saipling.lsp.server",
+    } <= set(MODULES)
+    assert "saipling.storage.base" in imported("saipling.project", typing_too=False)
+    assert folder_of("saipling.storage.sqlite.schema") == "storage" and folder_of("saipling.project") == ""
     assert folder_of("saipling.errors") == "errors" and not is_engine("saipling.cli.main")
     assert all(a in MODULES and b in MODULES for a, b in ACROSS), "a declared edge names a module that is gone"
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -232,6 +235,36 @@ def test_storage_internals_are_imported_by_storage_only() -> None:
         )
         for n in MODULES
         if folder_of(n) != "storage"
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def _backend_of(name: str) -> str | None:
+    return next((b for b in BACKENDS if name == b or name.startswith(b + ".")), None)
+
+
+def test_a_backend_is_imported_by_itself_and_the_factory_only() -> None:
+    """Nothing outside storage/sqlite/ (or storage/postgres/) imports it, but `storage.open_store` (issue 32): a
+    backend's records, errors and SQL stay inside it; the engine speaks storage/base.py."""
+    wrong = {
+        n: sorted(m for m in package_imports(n, typing_too=True) if _backend_of(m) not in (None, _backend_of(n)))
+        for n in MODULES
+        if n != "saipling.storage"
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+    assert any(_backend_of(m) for m in package_imports("saipling.storage", typing_too=True))
+
+
+def test_the_engine_never_imports_a_database_driver() -> None:
+    """apsw (and a server backend's driver) is imported by its backend only: the engine above storage/ and the edges
+    see `saipling.errors` (storage/base.py, "Errors")."""
+    drivers = {"apsw", "sqlite_vec", "psycopg", "psycopg_pool"}
+    wrong = {
+        n: sorted(
+            lib for lib in drivers if any(m == lib or m.startswith(lib + ".") for m in imported(n, typing_too=True))
+        )
+        for n in MODULES
+        if _backend_of(n) is None
     }
     assert {k: v for k, v in wrong.items() if v} == {}
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from fixtures import bump_mtime, make_project, open_project, words
+from fixtures import bump_mtime, kw, make_project, open_project, words
 from saipling.embeddings.base import estimate_tokens
 from saipling.indexing import chunk_pool
 from saipling.indexing.chunk_pool import ChunkPool, ReadAhead, chunk_bytes, read_early
@@ -64,7 +64,7 @@ def snapshot(project: Any) -> dict[str, Any]:
             " token_count, text FROM chunks"
         )
     )
-    hits = {w: project.store.fts_search(w, 50) for w in ("person", "café", "body", "notepad")}
+    hits = {w: project.store.keyword_search(kw(w), 50) for w in ("person", "café", "body", "notepad")}
     ranked = {
         w: sorted(conn.execute("SELECT path FROM chunks WHERE id = ?", (i,)).fetchone()[0] for i, _ in h)
         for w, h in hits.items()
@@ -385,7 +385,9 @@ def test_a_run_of_touched_files_with_a_few_edits_fails_none(tmp_path: Path, monk
             bump_mtime(path)
         summary = project.index(embed=False)
         assert not summary.failed and summary.changed == 10 and summary.unchanged == 50
-        assert sorted(p for p, _ in project.store.fts_paths("lighthouse")) == [f"n{i:02d}.md" for i in range(0, 60, 6)]
+        assert sorted(p for p, _ in project.store.keyword_paths(kw("lighthouse"))) == [
+            f"n{i:02d}.md" for i in range(0, 60, 6)
+        ]
 
 
 def test_chunk_bytes_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from fixtures import bump_mtime
 from saipling.cli.main import main
 from saipling.live import freshness
-from saipling.storage.lock import index_lock
+from saipling.storage.sqlite.lock import index_lock
 from test_cli_cold import heavy_modules
 
 ENV = {

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import make_project, open_project
-from saipling.storage.schema import ChunkFilter
-from saipling.storage.store import ChunkRow, FileRecord, Store
+from fixtures import kw, make_project, open_project
+from saipling.storage.base import ChunkFilter, ChunkRow, FileRecord
+from saipling.storage.sqlite.store import SqliteStore as Store
 
 PUBLIC = ChunkFilter(visibility=["public"])
 
@@ -52,16 +52,16 @@ def test_our_own_writes_refresh_the_filtered_ids_and_paths(tmp_path: Path) -> No
         _put(store, "a.md", "the amber lantern")
         _put(store, "b.md", "the amber door", visibility="private")
         assert store.filtered_paths(PUBLIC) == {"a.md"}
-        assert [p for p, _, _ in store.file_fts_search('"amber"', 10, PUBLIC)] == ["a.md"]
-        assert len(store.fts_search('"amber"', 10, PUBLIC)) == 1
+        assert [p for p, _, _ in store.file_keyword_search(kw("amber"), 10, PUBLIC)] == ["a.md"]
+        assert len(store.keyword_search(kw("amber"), 10, PUBLIC)) == 1
         _put(store, "b.md", "the amber door", visibility="public")  # made public
         assert store.filtered_paths(PUBLIC) == {"a.md", "b.md"}
         assert len(store.filtered_ids(PUBLIC)) == 2
-        assert {p for p, _, _ in store.file_fts_search('"amber"', 10, PUBLIC)} == {"a.md", "b.md"}
-        assert len(store.fts_search('"amber"', 10, PUBLIC)) == 2
+        assert {p for p, _, _ in store.file_keyword_search(kw("amber"), 10, PUBLIC)} == {"a.md", "b.md"}
+        assert len(store.keyword_search(kw("amber"), 10, PUBLIC)) == 2
         store.delete_file("a.md")
         assert store.filtered_paths(PUBLIC) == {"b.md"}
-        assert [p for p, _, _ in store.file_fts_search('"amber"', 10, PUBLIC)] == ["b.md"]
+        assert [p for p, _, _ in store.file_keyword_search(kw("amber"), 10, PUBLIC)] == ["b.md"]
     finally:
         store.close()
 
@@ -74,7 +74,7 @@ def test_another_process_writes_refresh_the_filtered_ids_and_paths(tmp_path: Pat
         assert reader.filtered_paths(PUBLIC) == {"a.md"}
         _put(writer, "c.md", "an amber key")
         assert reader.filtered_paths(PUBLIC) == {"a.md", "c.md"}
-        assert len(reader.fts_search('"amber"', 10, PUBLIC)) == 2
+        assert len(reader.keyword_search(kw("amber"), 10, PUBLIC)) == 2
     finally:
         reader.close()
         writer.close()
@@ -89,8 +89,8 @@ def test_a_restrictive_filter_still_finds_matches_ranked_below_many_others(tmp_p
             _put(store, f"other-{i:02d}.md", "amber " * 5 + f"note {i}")
         _put(store, "mine.md", "a long text that mentions amber once among many other words " * 3)
         only = ChunkFilter(only_paths=["mine.md"])
-        assert [p for p, _, _ in store.file_fts_search('"amber"', 5, only)] == ["mine.md"]
-        hits = store.fts_search('"amber"', 5, only)
+        assert [p for p, _, _ in store.file_keyword_search(kw("amber"), 5, only)] == ["mine.md"]
+        hits = store.keyword_search(kw("amber"), 5, only)
         assert len(hits) == 1 and store.chunk_paths([hits[0][0]]) == {hits[0][0]: "mine.md"}
     finally:
         store.close()
@@ -119,8 +119,8 @@ def test_a_filter_that_passes_nothing_finds_nothing(tmp_path: Path) -> None:
         _put(store, "a.md", "the amber lantern", visibility="private")
         ((cid, _path),) = store.chunk_ids_for_paths(["a.md"])
         store.set_vectors([(cid, _h("the amber lantern"), np.ones(4, dtype=np.float32) / 2)], "m")
-        assert store.fts_search('"amber"', 5, PUBLIC) == []
-        assert store.file_fts_search('"amber"', 5, PUBLIC) == []
+        assert store.keyword_search(kw("amber"), 5, PUBLIC) == []
+        assert store.file_keyword_search(kw("amber"), 5, PUBLIC) == []
         assert store.knn(np.ones(4, dtype=np.float32) / 2, 5, PUBLIC) == []
         assert len(store.knn(np.ones(4, dtype=np.float32) / 2, 5)) == 1  # there, just filtered out
     finally:

@@ -17,7 +17,7 @@ from saipling.retrieval import fusion
 from saipling.retrieval.confidence import SINGLE_SIGNAL, combine, vocabulary_share
 from saipling.retrieval.fusion import FUSION_VECTOR_WEIGHT, weigh
 from saipling.retrieval.search import CONFIDENT, Ranked
-from saipling.storage.store import Store
+from saipling.storage.sqlite.store import SqliteStore as Store
 
 # -- a diffuse keyword list against a sharp vector match -------------------------------------------------------
 # A long question in a reader's own words: none of its rarer words is in the passage it describes, while thirty

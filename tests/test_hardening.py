@@ -22,7 +22,7 @@ import pytest
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import make_project
-from saipling.storage.store import connect
+from saipling.storage.sqlite.schema import connect
 
 SAIPLING = [sys.executable, "-m", "saipling"]
 NOBODY = 65534

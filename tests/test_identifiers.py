@@ -10,10 +10,10 @@ from typing import Any
 import apsw
 import pytest
 
-from fixtures import make_project, open_project
-from saipling.markdown.terms import fts_query, identifier_parts, identifier_words, make_snippet
-from saipling.storage.schema import _MIGRATIONS
-from saipling.storage.store import Store
+from fixtures import fts_query, kw, make_project, open_project
+from saipling.markdown.terms import identifier_parts, identifier_words, make_snippet
+from saipling.storage.sqlite.schema import _MIGRATIONS
+from saipling.storage.sqlite.store import SqliteStore as Store
 
 FS = """# File system
 
@@ -143,10 +143,10 @@ def test_an_index_of_schema_3_gains_the_identifier_column(tmp_path: Path) -> Non
     conn.close()
     store = Store.open(path)
     try:
-        assert [i for i, _ in store.fts_search('"settimeout"', 5)] == [1]  # the keywords were rebuilt
+        assert [i for i, _ in store.keyword_search(kw("settimeout"), 5)] == [1]  # the keywords were rebuilt
         store.conn.execute("UPDATE chunks SET ident_words = 'set timeout' WHERE id = 1")
-        assert [i for i, _ in store.fts_search('"timeout"', 5)] == [1]  # ... and follow the new column
+        assert [i for i, _ in store.keyword_search(kw("timeout"), 5)] == [1]  # ... and follow the new column
         store.conn.execute("DELETE FROM chunks WHERE id = 1")
-        assert store.fts_search('"timeout"', 5) == []
+        assert store.keyword_search(kw("timeout"), 5) == []
     finally:
         store.close()

@@ -215,7 +215,7 @@ def test_a_folder_swapped_for_a_link_after_it_was_opened_cannot_redirect_our_fil
     """The folder is held by a descriptor: a swap after the check writes into the folder we checked, never
     into the link's target; SQLite's path is refused outright (no link anywhere on it)."""
     from saipling.errors import IndexPathUnsafe
-    from saipling.storage import index_files
+    from saipling.storage.sqlite import index_files
 
     root = tmp_path / "p"
     folder = root / ".saipling"
@@ -239,7 +239,7 @@ def test_a_folder_swapped_for_a_link_after_it_was_opened_cannot_redirect_our_fil
 def test_a_corrupt_index_is_moved_aside_to_a_name_no_link_holds(tmp_path: Path) -> None:
     """`index.db.corrupt-<time>` names already taken (here by links to files outside) are skipped, never
     replaced or written through."""
-    from saipling.storage.store import Store
+    from saipling.storage.sqlite.store import SqliteStore as Store
 
     folder = tmp_path / "p" / ".saipling"
     folder.mkdir(parents=True)

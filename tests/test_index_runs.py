@@ -138,14 +138,14 @@ def test_a_status_probe_never_makes_a_writer_think_the_index_is_busy(tmp_path: P
     """`status` takes a shared lock for an instant to see whether a run holds the index: a writer trying at that
     instant (even one that will not wait) takes the lock a moment later instead of failing or saying it waits.
     Another process probes in a tight loop while this one takes and releases the lock."""
-    from saipling.storage.lock import index_lock
+    from saipling.storage.sqlite.lock import index_lock
 
     folder = tmp_path / ".saipling"
     folder.mkdir()
     (folder / "index.lock").touch()
     code = (
         "import sys, time\n"
-        "from saipling.storage.lock import other_run\n"
+        "from saipling.storage.sqlite.lock import other_run\n"
         "n, seen, end = 0, 0, time.monotonic() + 60\n"
         "print('ready', flush=True)\n"
         "while time.monotonic() < end and not sys.stdin.closed:\n"

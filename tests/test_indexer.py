@@ -19,6 +19,7 @@ from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import (
     SAIPLING_MARKDOWN,
     bump_mtime,
+    kw,
     make_project,
     open_project,
     saipling_project,
@@ -178,12 +179,12 @@ def test_delete_rename_and_explicit_paths_keyword_only(tmp_path: Path) -> None:
         (root / "notes/ideas.md").unlink()
         s = project.index()
         assert s.deleted == 1 and "notes/ideas.md" not in project.store.file_states()
-        assert project.store.fts_search('"cipher"', 5) == []
+        assert project.store.keyword_search(kw("cipher"), 5) == []
 
         write_file(root, "notes/new.md", "# New\n\nA brand new note about the cipher.\n")
         s = project.index(paths=["notes/new.md", "world/places/harbor.md", "gone.md", ".hidden/x.md"])
         assert s.changed == 2 and "notes/new.md" in project.store.file_states()
-        assert project.store.fts_search('"cipher"', 5)
+        assert project.store.keyword_search(kw("cipher"), 5)
         (root / "notes/new.md").unlink()
         s = project.index(paths=["notes/new.md"])
         assert s.deleted == 1 and "notes/new.md" not in project.store.file_states()
@@ -202,7 +203,7 @@ def test_explicit_paths_obey_the_symlink_rule(tmp_path: Path) -> None:
         assert set(project.store.file_states()) == set(SAIPLING_MARKDOWN)
         skipped = dict(s.skipped)
         assert skipped["escape.md"] == skipped["linked/secret.md"] == "symlink leaves the project root"
-        assert project.store.fts_search('"outside"', 5) == []
+        assert project.store.keyword_search(kw("outside"), 5) == []
 
 
 def test_a_file_that_breaks_the_chunker_is_skipped_not_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -312,7 +313,7 @@ def test_delete_prunes_chunks_and_vectors(tmp_path: Path, api_server: FakeEmbedd
         assert s.deleted == 1 and s.chunks == first.chunks - n
         st = project.store.stats()
         assert st["embeddedChunks"] == st["totalChunks"] == s.chunks
-        assert project.store.fts_search('"chandlery"', 5) == []
+        assert project.store.keyword_search(kw("chandlery"), 5) == []
         assert_consistent(project, all_embedded=True)
 
 
@@ -484,7 +485,7 @@ def test_pause_stops_embedding_and_keeps_the_text_live(tmp_path: Path, api_serve
         write_file(root, "chapters/f00.md", "# File 0\n\nA zebra crossing appeared.\n")
         s = project.index(paths=["chapters/f00.md"])  # while paused: text only
         assert s.paused and s.embedded == 0
-        assert project.store.fts_search('"zebra"', 5)
+        assert project.store.keyword_search(kw("zebra"), 5)
         project.resume()
         s = project.index()
         assert not s.paused and project.status()["unembeddedChunks"] == 0
@@ -504,7 +505,7 @@ def test_provider_401_keeps_keyword_index_then_backfills(
         assert s.degraded and "401" in s.degraded
         assert s.files == 6 and s.chunks > 0 and s.embedded == 0
         assert project.store.stats()["embeddedChunks"] == 0
-        assert project.store.fts_search('"chandlery"', 5)  # keyword search still works
+        assert project.store.keyword_search(kw("chandlery"), 5)  # keyword search still works
         assert project.provider.failed
         assert project.status()["degraded"]
         assert api_server.count == 1  # told once: no retries, no more calls after the failure

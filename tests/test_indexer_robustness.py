@@ -19,7 +19,7 @@ from saipling.embeddings.base import EmbeddingProvider, EmbeddingResult
 from saipling.indexing.records import is_racy
 from saipling.live.sync_queue import SyncQueue
 from saipling.live.watcher import Watcher
-from saipling.storage.store import cache_key
+from saipling.storage.base import cache_key
 
 HOUR_AGO_NS = time.time_ns() - 3600 * 10**9
 
@@ -359,7 +359,7 @@ def test_a_fast_provider_stores_its_vectors_in_few_transactions(tmp_path: Path, 
     """Each round of the embedding phase is one transaction: a fast provider gets bigger rounds (not one per
     batch), and every chunk still gets its vector."""
     from saipling.indexing import embed_phase as index_embed
-    from saipling.storage.store import Store
+    from saipling.storage.sqlite.store import SqliteStore as Store
 
     files = {f"n{i:02d}.md": f"# Note {i}\n\nThe lantern number {i} glows amber.\n" for i in range(60)}
     root = make_project(tmp_path, files)
@@ -410,7 +410,7 @@ def rounds_project(tmp_path: Path, monkeypatch, n: int = 20) -> Path:
 def test_a_round_is_stored_while_the_model_embeds_the_next(tmp_path: Path, monkeypatch) -> None:
     """The embedding phase stores a round's vectors (a thread) while the provider embeds the next round: a
     first index of the 13th Age vault left the local model idle ~0.33 s while rounds were stored."""
-    from saipling.storage.store import Store
+    from saipling.storage.sqlite.store import SqliteStore as Store
 
     root = rounds_project(tmp_path, monkeypatch)
     stores: list[tuple[str, bool]] = []
@@ -467,7 +467,7 @@ def test_a_round_that_cannot_be_stored_fails_the_run_in_its_thread(tmp_path: Pat
     paid provider it was paid for), nothing after it."""
     import apsw
 
-    from saipling.storage.store import Store
+    from saipling.storage.sqlite.store import SqliteStore as Store
 
     root = rounds_project(tmp_path, monkeypatch)
     real, n = Store.set_vectors, [0]

@@ -225,7 +225,7 @@ async def test_every_search_is_logged_with_source_agent(tmp_path: Path) -> None:
     async with mcp_session(root) as session:
         await call(session, "search", {"query": "brass lantern"})
         await call(session, "enrich_context", {"query": "storm ledger signal", "skill": "always"})
-    from saipling.storage.store import Store
+    from saipling.storage.sqlite.store import SqliteStore as Store
 
     store = Store.open(root / ".saipling" / "index.db")
     try:

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from fixtures import chunk_row, file_record, make_project, need_local_model, open_project, retrieval_project
+from fixtures import chunk_row, file_record, kw, make_project, need_local_model, open_project, retrieval_project
 from saipling.config.skills import MIN_RELEVANCE_DEFAULT, parse_block
 from saipling.errors import InvalidRequest
 from saipling.retrieval.search import CONFIDENT, fallback_calibration
-from saipling.storage.schema import ChunkFilter
-from saipling.storage.store import Store
+from saipling.storage.base import ChunkFilter
+from saipling.storage.sqlite.store import SqliteStore as Store
 
 OFF_TOPIC = "how do I configure nginx as a reverse proxy for websockets"
 
@@ -40,18 +40,18 @@ def test_file_index_follows_every_write(tmp_path: Path) -> None:
             file_record("a.md", 120), [chunk_row(0, "the amber lantern"), chunk_row(1, "a quiet violet shore")]
         )
         store.replace_file(file_record("b.md", 12), [chunk_row(0, "violet only")])
-        hits = store.file_fts_search('"amber" OR "violet"', 10)
+        hits = store.file_keyword_search(kw("amber", "violet"), 10)
         assert [p for p, _, _ in hits] == ["a.md", "b.md"]  # both words, in two chunks of one file
         assert {p: size for p, _, size in hits} == {"a.md": 120, "b.md": 12}  # the file's size: short or long
-        filtered = store.file_fts_search('"amber" OR "violet"', 10, ChunkFilter(only_paths=["a.md"]))
+        filtered = store.file_keyword_search(kw("amber", "violet"), 10, ChunkFilter(only_paths=["a.md"]))
         assert [(p, size) for p, _, size in filtered] == [("a.md", 120)]
         store.replace_file(file_record("a.md"), [chunk_row(0, "now about copper")])  # rewritten: old words gone
-        assert [p for p, _, _ in store.file_fts_search('"amber"', 10)] == []
-        assert [p for p, _, _ in store.file_fts_search('"copper"', 10)] == ["a.md"]
+        assert [p for p, _, _ in store.file_keyword_search(kw("amber"), 10)] == []
+        assert [p for p, _, _ in store.file_keyword_search(kw("copper"), 10)] == ["a.md"]
         store.delete_file("b.md")
-        assert store.file_fts_search('"violet"', 10) == []
+        assert store.file_keyword_search(kw("violet"), 10) == []
         store.clear()
-        assert store.file_fts_search('"copper"', 10) == []
+        assert store.file_keyword_search(kw("copper"), 10) == []
     finally:
         store.close()
 
@@ -66,7 +66,9 @@ def test_migration_fills_the_file_index_from_an_older_index(tmp_path: Path) -> N
     store.close()
     store = Store.open(path)
     try:
-        assert [p for p, _, _ in store.file_fts_search('"amber" AND "violet"', 10)] == ["a.md"]
+        # both chunks' words are in the file's row
+        assert [p for p, _, _ in store.file_keyword_search(kw("amber"), 10)] == ["a.md"]
+        assert [p for p, _, _ in store.file_keyword_search(kw("violet"), 10)] == ["a.md"]
     finally:
         store.close()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import SAIPLING_MARKDOWN, make_project, open_project, saipling_project, words, write_file
+from fixtures import SAIPLING_MARKDOWN, kw, make_project, open_project, saipling_project, words, write_file
 from saipling.config.settings import Settings
 from saipling.files.metadata import extract_metadata, file_type_for, slugify, split_frontmatter
 from saipling.files.scanner import is_indexable, scan
@@ -358,7 +358,7 @@ def test_bad_input_each_indexed_or_skipped(tmp_path: Path, caplog: pytest.LogCap
         assert all(c["token_count"] <= project.indexer.limits().max_tokens for c in huge)
         assert all(c["start_line"] == c["end_line"] == 1 for c in huge)
         # keyword search reaches the text
-        assert store.fts_search('"café"', 5)
+        assert store.keyword_search(kw("café"), 5)
 
 
 def test_file_name_that_is_not_utf8_is_skipped(tmp_path: Path) -> None:

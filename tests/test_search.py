@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
-from fixtures import make_project, open_project, retrieval_project, write_file
+from fixtures import fts_query, make_project, open_project, retrieval_project, write_file
 from saipling.errors import InvalidRequest, PathOutsideRoot
-from saipling.retrieval.search import MODES, QueryCache, fts_query, parse_request, query_type
+from saipling.retrieval.search import MODES, QueryCache, parse_request, query_type
+from saipling.storage.base import KeywordQuery
 
 ROLES = {"public": ["public"], "author": ["public", "private"]}
 CORPORA = {"lore": ["world/**"]}
@@ -268,9 +269,9 @@ HOSTILE = [
 
 @pytest.mark.parametrize("query", HOSTILE)
 def test_fts_query_is_always_valid_fts5(keyword_novel: Any, query: str) -> None:
-    match = fts_query(query)
+    match = KeywordQuery.parse(query)
     if match is not None:
-        keyword_novel.store.fts_search(match, 5)  # raises apsw.SQLError if the expression is not valid
+        keyword_novel.store.keyword_search(match, 5)  # raises StorageError if the expression is not valid
 
 
 @pytest.mark.parametrize("mode", MODES)

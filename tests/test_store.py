@@ -10,7 +10,11 @@ import apsw
 import numpy as np
 import pytest
 
-from saipling.storage.store import SCHEMA_VERSION, ChunkRow, FileRecord, Store
+from fixtures import kw
+from saipling.errors import StorageError
+from saipling.storage.base import ChunkRow, FileRecord
+from saipling.storage.sqlite.schema import SCHEMA_VERSION
+from saipling.storage.sqlite.store import SqliteStore as Store
 
 
 def unit(seed: int, dims: int = 8) -> np.ndarray:
@@ -71,7 +75,7 @@ def store(db_path: Path):
 
 
 def fts_paths(store: Store, word: str) -> list[str]:
-    ids = [i for i, _ in store.fts_search(f'"{word}"', 50)]
+    ids = [i for i, _ in store.keyword_search(kw(word), 50)]
     return sorted(r["path"] for r in store.chunks_by_id(ids).values())
 
 
@@ -199,7 +203,7 @@ def test_vectors_and_cache_by_model_and_hash(store: Store) -> None:
 
 def _index_with_the_old_cache_layout(db_path: Path) -> dict[str, np.ndarray]:
     """An index file as saipling wrote it before 2026-11-24: schema 3, the embedding cache `WITHOUT ROWID`."""
-    from saipling.storage.schema import _MIGRATIONS, connect
+    from saipling.storage.sqlite.schema import _MIGRATIONS, connect
 
     db_path.parent.mkdir(parents=True)
     conn = connect(str(db_path))
@@ -297,7 +301,7 @@ def test_failed_replace_leaves_old_file_intact(store: Store) -> None:
     new = [row(0, "new ferry chunk"), row(1, "new storm chunk")]
     # the second vector has the wrong dimension: vec0 refuses it half-way through the file
     bad = {new[0].content_hash: unit(5), new[1].content_hash: unit(6, dims=5)}
-    with pytest.raises(apsw.Error):
+    with pytest.raises(StorageError):  # (apsw's error, mapped at the backend's edge)
         store.replace_file(record("a.md", "new"), new, bad, "m")
 
     assert store.chunks_for_path("a.md") == before
@@ -390,7 +394,7 @@ def test_header_only_garbage_is_rebuilt(db_path: Path) -> None:
 
 
 def test_newer_schema_version_is_moved_aside_and_rebuilt(tmp_path):
-    from saipling.storage.store import Store
+    from saipling.storage.sqlite.store import SqliteStore as Store
 
     path = tmp_path / "index.db"
     store = Store.open(path)
@@ -403,7 +407,7 @@ def test_newer_schema_version_is_moved_aside_and_rebuilt(tmp_path):
 
 
 def test_two_corruptions_in_one_second_keep_both_copies(tmp_path):
-    from saipling.storage.store import Store
+    from saipling.storage.sqlite.store import SqliteStore as Store
 
     path = tmp_path / "index.db"
     for _ in range(2):

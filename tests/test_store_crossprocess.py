@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from saipling.storage.store import ChunkRow, FileRecord, Store
+from saipling.storage.base import ChunkRow, FileRecord
+from saipling.storage.sqlite.store import SqliteStore as Store
 
 DIMS = 16
 
@@ -64,7 +65,7 @@ def _in_other_process(db: Path, body: str) -> None:
         import sys
         sys.path[:0] = {[str(Path(__file__).parent)]!r}
         from test_store_crossprocess import _write
-        from saipling.storage.store import Store
+        from saipling.storage.sqlite.store import SqliteStore as Store
         store = Store.open({str(db)!r})
         """
         )

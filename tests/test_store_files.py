@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from saipling.storage.store import Store
+from saipling.storage.sqlite.store import SqliteStore as Store
 from test_store import fts_integrity, fts_paths, record, row, unit
 
 

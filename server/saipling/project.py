@@ -15,8 +15,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import apsw
-
 from . import __version__
 from .config.settings import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
@@ -24,9 +22,9 @@ from .embeddings.base import EmbeddingProvider
 from .errors import DiskFull, ProviderError, SaiplingError
 from .files.context_settings import load_context_settings
 from .live import unindexable
-from .storage import index_files
-from .storage.lock import index_lock, other_run, progress_of
-from .storage.store import Store
+from .storage import is_server_location
+from .storage import open_store as open_index
+from .storage.base import IndexStore
 
 if TYPE_CHECKING:  # the indexer (numpy, the chunker, frontmatter) loads only when a run needs it
     from .indexing.indexer import Indexer, IndexProgress, IndexSummary, ProgressCallback
@@ -95,57 +93,22 @@ class RunState:
 
 def open_store(
     root: Path, create: bool, warnings: list[str], verify: bool = True, settings: Settings | None = None
-) -> Store:
+) -> IndexStore:
     """The project's index: created when `create`; a folder never indexed gets an empty in-memory one. An
     index that cannot be written (a read-only folder or mount, a full disk) is opened read-only, with a warning
     saying which: search and status work, indexing is refused and searches are not logged. A `.saipling` that
-    is a link, or holds links where saipling writes, is refused whatever the command (IndexPathUnsafe)."""
-    location = settings.store if settings is not None else ""
-    if location:
-        from .storage import is_server_location, open_server_store
-
-        if not is_server_location(location):
-            raise SaiplingError(f"store: {location!r} is not a postgresql:// URL (leave it empty for SQLite)")
-        return open_server_store(location, workspace=str(root))
-    path = index_path(root)
-    index_files.check_folder(path.parent)
-    if not (os.path.lexists(path) or create):
-        return Store.open(":memory:")
-    try:
-        return Store.open(path, verify=verify)
-    except (apsw.Error, OSError) as exc:
-        full = index_files.out_of_space(exc, path.parent)
-        cannot_write = (apsw.ReadOnlyError, apsw.CantOpenError, apsw.IOError, PermissionError)
-        if not (full or isinstance(exc, cannot_write)):
-            raise
-        if full:  # not a read-only index: say so, and how much room it needs
-            message = index_files.project_disk_full(root, path.parent, settings)
-            # a new index (or one never written) has nothing to read: refused as what it is
-            try:
-                store = Store.open(path, readonly=True)
-            except (SaiplingError, apsw.Error, OSError):
-                raise DiskFull(message) from exc
-            store.disk_full = message
-            warnings.append(
-                f"{message}. Until then search and status work on the index as it is; indexing is off and "
-                "searches are not logged"
-            )
-            return store
-        if not path.is_file():
-            raise
-        store = Store.open(path, readonly=True)
-        reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
-        warnings.append(
-            f"the index {path} is read-only ({reason}): search and status work; indexing is off and "
-            "searches are not logged"
-        )
-        return store
+    is a link, or holds links where saipling writes, is refused whatever the command (IndexPathUnsafe). The
+    `store` setting (a `postgresql://` URL) puts it in a workspace of that database instead (docs/postgres.md)."""
+    location = settings.store if settings is not None and settings.store else index_path(root)
+    if isinstance(location, str) and not is_server_location(location):
+        raise SaiplingError(f"store: {location!r} is not a postgresql:// URL (leave it empty for SQLite)")
+    return open_index(location, root=root, create=create, warnings=warnings, verify=verify, settings=settings)
 
 
 class Project:
     """Everything about one project root."""
 
-    def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider, warnings: list[str]):
+    def __init__(self, root: Path, settings: Settings, store: IndexStore, provider: Provider, warnings: list[str]):
         self.root = root
         self.settings = settings
         self.store = store
@@ -233,7 +196,7 @@ class Project:
         verify: bool = True,
     ) -> Project:
         """Open a project; with create=False a folder never indexed gets an empty in-memory index (no files written).
-        verify=False skips the full integrity check of the index file (Store.open): for one-shot readers."""
+        verify=False skips the full integrity check of the index file (storage.open_store): for one-shot readers."""
         root = Path(root).resolve()
         warnings: list[str] = []
         if settings is None:
@@ -555,7 +518,7 @@ class Project:
         if self.store.path == ":memory:":
             self.store.clear()
             return
-        with index_lock(Path(self.store.path).parent, timeout=timeout, on_wait=on_wait, what="clear"):
+        with self.store.writer_lock(timeout=timeout, on_wait=on_wait, what="clear"):
             self.store.clear()
 
     def other_run(self) -> dict[str, Any] | None:
@@ -563,7 +526,7 @@ class Project:
         while a run of ours waits for it: status then shows the run that holds the index)."""
         if self.store.path == ":memory:":
             return None
-        return other_run(Path(self.store.path).parent)
+        return self.store.other_run()
 
     # -- status --------------------------------------------------------------------------------------------
     def degraded(self) -> str | None:
@@ -620,6 +583,8 @@ class Project:
         p = self.state.progress if self.state.is_indexing else None
         other = self.other_run()
         if other is not None:  # (its progress as it last published it)
+            from .indexing.records import progress_of
+
             p = progress_of(other)
             phase = p.phase
         provider = self.provider

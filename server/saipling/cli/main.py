@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import apsw
 import click
 
 from .. import __version__, redact
@@ -36,7 +35,7 @@ def _root(root: str | None) -> Path:
 def _open(root: str | None, create: bool = False, embeds: bool = True, **overrides: Any) -> Project:
     """Open the project; only commands that index (create=True) may create `.saipling/`. `embeds=False`: the
     command never embeds (a lexical search, `get`), so no provider is built (the local one costs ~8 ms to set up).
-    Commands that only read close with `checkpoint=False` (Store.close): a one-shot search leaves its log row in
+    Commands that only read close with `checkpoint=False` (IndexStore.close): a one-shot search leaves its log row in
     the WAL for the next writer instead of syncing the database file at exit."""
     path = _root(root)
     if not path.is_dir():
@@ -103,7 +102,7 @@ class _Group(click.Group):
             # (stdout to /dev/null: nothing left to flush at exit; exit 1, as rich does for the tables)
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(1)
-        except (OSError, apsw.Error) as exc:
+        except OSError as exc:
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             ctx.exit(1)
 
@@ -236,11 +235,9 @@ def _report_failures(summary: Any, project: Project) -> None:
     for cause, n in causes.items():
         click.echo(f"error: {n} file{'s' if n != 1 else ''} could not be indexed: {cause}", err=True)
     if any(word in cause for cause in causes for word in _NO_ROOM):
-        from ..config.settings import index_path
-        from ..storage.index_files import project_disk_full
+        from ..storage import disk_full_advice
 
-        folder = index_path(project.root).parent
-        click.echo(f"error: {project_disk_full(project.root, folder, project.settings)}", err=True)
+        click.echo(f"error: {disk_full_advice(project.root, project.store.path, project.settings)}", err=True)
     raise SystemExit(1)
 
 
@@ -430,7 +427,7 @@ def estimate(root: str | None, as_json: bool, provider: str | None) -> None:
 def clear(root: str | None, as_json: bool, wait_seconds: float) -> None:
     """Remove every file and chunk from the index (the embedding cache is kept). A run in another process is
     waited for (--wait), never cleared under."""
-    from ..storage.lock import IndexBusy
+    from ..errors import IndexBusy
 
     project = _open(root)
     try:

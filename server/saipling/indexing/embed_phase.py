@@ -26,7 +26,7 @@ from ..errors import (
 )
 from ..files.scanner import scan
 from ..markdown.chunker import embed_text_for
-from ..storage.store import Store, cache_key
+from ..storage.base import IndexStore, cache_key
 from .records import IndexProgress, IndexSummary, ProgressCallback, Throughput
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class EmbeddingPhase:
 
     root: Path
     settings: Settings
-    store: Store
+    store: IndexStore
     provider: Provider
     paused: threading.Event
 
@@ -320,7 +320,7 @@ class StoreBehind:
     `with` does too (a cancel or a pause keeps the rounds it embedded), after an error without raising a second.
     """
 
-    def __init__(self, store: Store, key: str, summary: IndexSummary) -> None:
+    def __init__(self, store: IndexStore, key: str, summary: IndexSummary) -> None:
         self._store, self._key, self._summary = store, key, summary
         self._ex = ThreadPoolExecutor(1, thread_name_prefix="saipling-store")
         self._held: list[tuple[int, str, np.ndarray]] = []

@@ -20,8 +20,7 @@ from ..files.metadata import METADATA_VERSION
 from ..files.scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from ..markdown.chunker import CHUNKER_VERSION, ChunkLimits, limits_for
 from ..markdown.parse_memo import ParseMemo
-from ..storage.lock import HeldLock, index_lock
-from ..storage.store import Store
+from ..storage.base import IndexStore, LockHandle
 from . import mention_scan
 from .embed_phase import EmbeddingPhase
 from .records import IndexProgress, IndexSummary, ProgressCallback  # (callers import them here too)
@@ -36,7 +35,7 @@ PENDING_META = "pending_files"  # meta key: files a cancelled (or killed) run di
 class Indexer(TextPhase, EmbeddingPhase):
     """Brings the store in line with the files on disk."""
 
-    def __init__(self, root: Path, settings: Settings, store: Store, provider: Provider) -> None:
+    def __init__(self, root: Path, settings: Settings, store: IndexStore, provider: Provider) -> None:
         self.root = Path(root)
         self.settings = settings
         self.store = store
@@ -196,12 +195,10 @@ class Indexer(TextPhase, EmbeddingPhase):
 
     def _index_lock(
         self, wait: bool, cancel: threading.Event | None
-    ) -> contextlib.AbstractContextManager[HeldLock | None]:
+    ) -> contextlib.AbstractContextManager[LockHandle | None]:
         if self.store.path == ":memory:":
             return contextlib.nullcontext()
-        if hasattr(self.store, "writer_lock"):  # a database server's store: its own writer lock
-            return self.store.writer_lock(wait=wait, cancel=cancel, on_wait=self.on_lock_wait)
-        return index_lock(Path(self.store.path).parent, wait=wait, cancel=cancel, on_wait=self.on_lock_wait)
+        return self.store.writer_lock(wait=wait, cancel=cancel, on_wait=self.on_lock_wait)
 
     def refresh(self, paths: Iterable[str]) -> IndexSummary:
         """The cheap text pass for files known (or suspected) to have changed: re-read, re-chunk and replace

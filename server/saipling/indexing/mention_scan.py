@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..files.metadata import split_frontmatter
-from ..retrieval.entities import MIN_NAME_CHARS, Entity, EntityIndex, disk_reader, fts_phrases, is_entity
-from ..storage.store import FileMentionRows, FileRecord, MentionRow
+from ..retrieval.entities import MIN_NAME_CHARS, Entity, EntityIndex, disk_reader, is_entity
+from ..storage.base import FileMentionRows, FileRecord, KeywordQuery, MentionRow
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..storage.store import Store
+    from ..storage.base import IndexStore
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Finder:
         return cls(index, digest, {s for pairs in index.by_name.values() for s, _ in pairs})
 
     @classmethod
-    def for_store(cls, store: Store, records: Sequence[FileRecord] = ()) -> Finder:
+    def for_store(cls, store: IndexStore, records: Sequence[FileRecord] = ()) -> Finder:
         """The store's entities, with `records` (files about to be stored) in place of their stored rows."""
         rows = {r["path"]: r for r in store.entities()}
         for rec in records:
@@ -123,7 +123,7 @@ def pov_of(frontmatter: dict[str, Any]) -> str | None:
 NAMES_META = "mention_names"  # {"key": the last settled names key, "names": {entity path: [names]}}
 
 
-def settle(store: Store, root: Path) -> int:
+def settle(store: IndexStore, root: Path) -> int:
     """Bring every file's mentions to the current entity names; returns how many files were scanned again.
 
     Files scanned with the names last settled are scanned again only when they may hold a changed entity's
@@ -144,9 +144,9 @@ def settle(store: Store, root: Path) -> int:
         old, new = prev.get("names") or {}, finder.names
         changed = sorted(e for e in set(old) | set(new) if old.get(e) != new.get(e))
         maybe = set(store.mention_paths(changed))
-        match = fts_phrases(n for e in changed for n in new.get(e, []) if len(n.strip()) >= MIN_NAME_CHARS)
-        if match:
-            maybe |= {p for p, _ in store.fts_paths(match)}
+        match = KeywordQuery.phrases(n for e in changed for n in new.get(e, []) if len(n.strip()) >= MIN_NAME_CHARS)
+        if match is not None:
+            maybe |= {p for p, _ in store.keyword_paths(match)}
         stale += [p for p in settled if p in maybe]
         with store.atomic():
             store.relabel_mentions([p for p in settled if p not in maybe], finder.key)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 # Racy (mtime, size) (git's "racy clean"): a file read within one timestamp tick of its mtime can be written
 # again in that same tick with the same size, and the fast path would skip the edit forever. Such a file is
@@ -169,3 +170,22 @@ class IndexSummary:
             "chunkWorkers": self.chunk_workers,
             "couldNotIndex": [{"path": p, "reason": r} for p, r in self.could_not_index()],
         }
+
+
+def progress_of(record: dict[str, Any]) -> IndexProgress:
+    """Another process's run as an IndexProgress (its phase: keywords or embedding; starting counts as keywords)."""
+    phase = record.get("phase") if record.get("phase") in ("keywords", "embedding") else "keywords"
+
+    def number(key: str) -> int:
+        value = record.get(key)
+        return value if isinstance(value, int) else 0
+
+    return IndexProgress(
+        number("filesDone"),
+        number("filesTotal"),
+        record.get("currentFile"),
+        phase=str(phase),
+        chunks_done=number("chunksDone"),
+        chunks_total=number("chunksTotal"),
+        eta_seconds=record.get("etaSeconds"),
+    )

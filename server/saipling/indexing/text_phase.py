@@ -24,7 +24,7 @@ from ..files.scanner import ScanEntry
 from ..files.textio import BinaryFile, decode, read_regular
 from ..markdown.chunker import Chunk
 from ..markdown.parse_memo import ParseMemo
-from ..storage.store import ChunkRow, FileRecord, Store
+from ..storage.base import ChunkRow, FileRecord, IndexStore
 from . import mention_scan
 from .chunk_pool import Chunked, ChunkPool, Early, ReadAhead, chunk_bytes, read_early, worker_count
 from .records import (
@@ -65,7 +65,7 @@ class TextPhase:
 
     root: Path
     settings: Settings
-    store: Store
+    store: IndexStore
     _write_lock: threading.Lock
     _refreshes: int
     _parse_memos: dict[str, ParseMemo]

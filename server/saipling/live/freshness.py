@@ -22,12 +22,11 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import IndexBusy
 from ..files.scanner import SKIP_DIRS, scan
-from ..storage.lock import IndexBusy, index_lock
-from ..storage.store import FileState
+from ..storage.base import FileState
 from .unindexable import still_refused, unindexable
 
 if TYPE_CHECKING:
@@ -214,13 +213,7 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
             "run `saipling index` to bring the index up to date"
         )
     try:
-        lock = getattr(project.store, "writer_lock", None)  # a database server's store: its own writer lock
-        held = (
-            lock(wait=False, what="refresh")
-            if lock
-            else index_lock(Path(project.store.path).parent, wait=False, what="refresh")
-        )
-        with held:
+        with project.store.writer_lock(wait=False, what="refresh"):
             summary = project.refresh(changed)
     except IndexBusy as exc:
         log.info("not re-reading changed files: %s", exc)

@@ -12,14 +12,14 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..storage.store import Store
+from ..storage.base import IndexStore
 
 META_KEY = "unindexable_files"  # {path: [mtime_ns, size]} or [mtime_ns, size, 1] for a file it could not open
 _CONTENT_SKIPS = ("binary or undecodable", "could not be chunked")
 _UNREADABLE = "unreadable"  # (permission denied, ...: tried again once readable, though a chmod keeps its mtime)
 
 
-def unindexable(store: Store) -> dict[str, list[int]]:
+def unindexable(store: IndexStore) -> dict[str, list[int]]:
     try:
         known = json.loads(store.get_meta(META_KEY, "{}") or "{}")
     except ValueError:
@@ -27,7 +27,7 @@ def unindexable(store: Store) -> dict[str, list[int]]:
     return known if isinstance(known, dict) else {}
 
 
-def remember(store: Store, root: Path, skipped: Iterable[tuple[str, str]]) -> None:
+def remember(store: IndexStore, root: Path, skipped: Iterable[tuple[str, str]]) -> None:
     """After a run (its summary's `skipped`): the files refused for their content are remembered with their
     (mtime, size) now; entries of files since indexed or gone are dropped."""
     if store.readonly:

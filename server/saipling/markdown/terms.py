@@ -126,34 +126,34 @@ def query_type(query: str) -> str:
     return "mixed"
 
 
-def fts_query(query: str) -> str | None:
-    """A safe FTS5 MATCH expression from raw user text: quoted phrases kept, each word quoted, OR-joined."""
+def keyword_terms(query: str) -> list[tuple[tuple[str, ...], bool]]:
+    """The keyword terms of raw user text, as (words, prefix) pairs that storage.base.KeywordQuery.of takes (any one
+    matches): quoted phrases kept, each word on its own, OR-joined; a CJK word matches as a prefix."""
     phrases = [p.strip() for p in _PHRASE_RE.findall(query) if WORD_RE.search(p)]
     rest = _PHRASE_RE.sub(" ", query)
     words = [w.lower() for w in WORD_RE.findall(rest)]
     content = [w for w in words if w not in STOPWORDS]
     adjacent = words if len(content) == len(words) else []  # (the query's words in order, none left out)
     words = list(dict.fromkeys(content or words))
-    terms = [_quote(" ".join(WORD_RE.findall(p))) for p in phrases] + [
-        _quote(w) + ("*" if not w.isascii() and CJK_RE.search(w) else "") for w in words[:64]
+    terms = [_term(WORD_RE.findall(p)) for p in phrases] + [
+        _term([w], not w.isascii() and bool(CJK_RE.search(w))) for w in words[:64]
     ]
     terms += identifier_terms(rest, adjacent)
-    terms = list(dict.fromkeys(terms))
-    return " OR ".join(terms) if terms else None
+    return list(dict.fromkeys(terms))
 
 
-def identifier_terms(query: str, words: list[str]) -> list[str]:
-    """Extra FTS5 phrases for names in a query: a dotted name as itself (`fs.createReadStream` -> "fs
+def identifier_terms(query: str, words: list[str]) -> list[tuple[tuple[str, ...], bool]]:
+    """Extra phrases for names in a query: a dotted name as itself (`fs.createReadStream` -> "fs
     createreadstream"), a camelCase word as its parts ("create read stream": the `ident_words` of chunks naming
     it), and a short query of 2-4 plain words (`words`, in order, no stop word among them) as one phrase ("create
     read stream" -> the parts of `createReadStream` in that order)."""
-    out = [_quote(" ".join(WORD_RE.findall(m.group(0))).lower()) for m in _DOTTED_RE.finditer(query)]
+    out = [_term([w.lower() for w in WORD_RE.findall(m.group(0))]) for m in _DOTTED_RE.finditer(query)]
     for w in WORD_RE.findall(query):
         parts = identifier_parts(w)
         if len(parts) > 1:
-            out.append(_quote(" ".join(parts)))
+            out.append(_term(parts))
     if 2 <= len(words) <= 4 and all(w.isascii() and w.isalpha() for w in words) and not out:
-        out.append(_quote(" ".join(words)))
+        out.append(_term(words))
     return out
 
 
@@ -162,8 +162,8 @@ def identifier_terms(query: str, words: list[str]) -> list[str]:
 CJK_RE = LazyPattern(r"[\u2e80-\u9fff\uac00-\ud7ff\uf900-\ufaff]")  # compiled only for non-ASCII words
 
 
-def _quote(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
+def _term(words: list[str], prefix: bool = False) -> tuple[tuple[str, ...], bool]:
+    return tuple(words), prefix
 
 
 def highlight_terms(query: str) -> list[str]:

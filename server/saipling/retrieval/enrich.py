@@ -21,7 +21,7 @@ from ..files.metadata import extract_metadata
 from ..files.textio import BinaryFile, decode, read_regular
 from ..markdown.blocks import MarkdownBlocks, indexed_lines, parse_blocks
 from ..paths import normalise_rel
-from ..storage.store import ChunkFilter
+from ..storage.base import ChunkFilter
 from .requests import MAX_RESULTS, EnrichParams, parse
 from .search import STOPWORDS, SearchRequest, run_search
 

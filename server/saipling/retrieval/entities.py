@@ -28,11 +28,11 @@ from ..config.visibility import role_levels, visible
 from ..files.context_settings import load_context_settings
 from ..files.metadata import slugify, split_frontmatter
 from ..files.textio import BinaryFile, decode, normalise_newlines, read_regular
-from ..storage.store import ChunkFilter
+from ..storage.base import ChunkFilter, KeywordQuery
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
-    from ..storage.store import Store
+    from ..storage.base import IndexStore
 
 
 class EntityProject(Protocol):
@@ -44,7 +44,7 @@ class EntityProject(Protocol):
     @property
     def settings(self) -> Settings: ...
     @property
-    def store(self) -> Store: ...
+    def store(self) -> IndexStore: ...
     def refresh_dirty(self) -> Any: ...
 
 
@@ -390,12 +390,6 @@ class FileMentions:
     mentions: list[Mention]
 
 
-def fts_phrases(names: Iterable[str]) -> str:
-    """One FTS5 query matching any of the names as a phrase."""
-    words = [re.findall(r"\w+", n) for n in names]
-    return " OR ".join('"' + " ".join(w) + '"' for w in dict.fromkeys(tuple(w) for w in words if w))
-
-
 def reference_filter(project: Project, max_chapter: int | None = None) -> ChunkFilter:
     """Excluded files (.context_settings.json), what the `defaultRole` may see (config/visibility.py) and a chapter
     limit."""
@@ -416,14 +410,14 @@ def references(
 ) -> list[FileMentions]:
     """Every mention of `entities` across the indexed project, grouped by file in manuscript order."""
     names = {n for e in entities for n in e.names if len(n.strip()) >= MIN_NAME_CHARS}
-    match = fts_phrases(names)
-    if not match:
+    match = KeywordQuery.phrases(names)
+    if match is None:
         return []
     project.refresh_dirty()  # files saved a moment ago: their text and keywords first (the live index)
     index = entity_index(project)
     wanted = set(entities)
     out = []
-    for path, chapter in project.store.fts_paths(match, reference_filter(project, max_chapter)):
+    for path, chapter in project.store.keyword_paths(match, reference_filter(project, max_chapter)):
         text = read(path)
         if text is None:
             continue

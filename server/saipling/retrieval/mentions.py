@@ -12,7 +12,7 @@ from ..config.visibility import role_levels, visible
 from ..errors import InvalidRequest
 from ..files.context_settings import load_context_settings
 from ..files.metadata import slugify
-from ..storage.store import ChunkFilter
+from ..storage.base import ChunkFilter
 from .entities import Entity, EntityProject, entity_index, manuscript_key
 
 log = logging.getLogger(__name__)
@@ -259,7 +259,7 @@ def request(project: Project, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolve_known_by(project: EntityProject, flt: ChunkFilter, role: str | None = None) -> None:
-    """Fill the filter's `knownBy` condition (storage.schema.ChunkFilter.known_entities) with the entities `role`
+    """Fill the filter's `knownBy` condition (storage.base.ChunkFilter.known_entities) with the entities `role`
     may see; InvalidRequest naming `knownBy` when none is called so (fail closed: nothing is searched)."""
     assert flt.known_by is not None
     ents = resolve(project, flt.known_by, role)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..config.settings import Settings
     from ..embeddings import Provider
-    from ..storage.store import Store
+    from ..storage.base import IndexStore
 
 
 class IndexingState(Protocol):
@@ -35,7 +35,7 @@ class ProjectView(Protocol):
     def settings(self) -> Settings: ...
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> IndexStore: ...
 
     @property
     def provider(self) -> Provider: ...

@@ -12,8 +12,8 @@ from ..config.visibility import role_levels
 from ..errors import InvalidRequest
 from ..files.context_settings import load_context_settings
 from ..lazy import np
-from ..markdown.terms import WORD_RE, fts_query
-from ..storage.store import ChunkFilter
+from ..markdown.terms import WORD_RE
+from ..storage.base import ChunkFilter, KeywordQuery
 from .confidence import ramp
 from .reading import authorize
 from .request_checks import MAX_RESULTS
@@ -66,9 +66,9 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
         ]
     elif chunks:  # keyword only, or text not embedded yet (a passage just written): by its distinctive words
         words = collections.Counter(w.lower() for c in chunks for w in WORD_RE.findall(c["text"] or "") if len(w) > 4)
-        match = fts_query(" ".join(w for w, _ in words.most_common(24)))
+        match = KeywordQuery.parse(" ".join(w for w, _ in words.most_common(24)))
         if match:
-            hits = project.store.fts_search(match, max_results * 3, flt)
+            hits = project.store.keyword_search(match, max_results * 3, flt)
             best = abs(hits[0][1]) if hits else 1.0
             ranked = [Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b) for i, (cid, b) in enumerate(hits)]
     pairs, _, _ = live_rows(project, ranked, max_results)

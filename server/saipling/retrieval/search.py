@@ -37,7 +37,6 @@ from ..lazy import np  # numpy loads on first use (cold CLI path)
 from ..markdown.terms import (  # noqa: F401 - STOPWORDS re-exported for callers
     STOPWORDS,
     WORD_RE,
-    fts_query,
     highlight_terms,
     make_snippet,
     match_key,
@@ -45,7 +44,7 @@ from ..markdown.terms import (  # noqa: F401 - STOPWORDS re-exported for callers
     query_type,
 )
 from ..paths import glob_problem, normalise_rel
-from ..storage.store import ChunkFilter
+from ..storage.base import ChunkFilter, KeywordQuery
 from .confidence import (  # noqa: F401 - fallback_calibration re-exported for callers
     KEYWORD_ONLY_HIGH,
     KEYWORD_ONLY_LOW,
@@ -386,9 +385,9 @@ class Ranked:
     score: float  # the fused ranking key (z-score units in hybrid); replaced by the 0..1 score in results
     kw_rank: int | None = None
     vec_rank: int | None = None
-    bm25: float | None = None
+    kw_score: float | None = None  # the keyword index's score (higher is better; SQLite: -bm25)
     cosine: float | None = None
-    file_bm25: float | None = None
+    file_kw_score: float | None = None  # its file's whole-file keyword score (higher is better)
     exact: str | None = None  # "heading" | "entity": the query is this chunk's heading or its file's name
     confidence: float = 0.0
     fused: float = 0.0  # the ranking key (weighted z-scores); `score` becomes the 0..1 score
@@ -408,25 +407,26 @@ def _rank(
     project: ProjectView, req: SearchRequest, flt: ChunkFilter, qvec, mode: str, n_cand: int
 ) -> tuple[list[Ranked], Evidence]:
     """Candidates best first. Hybrid: keyword and vector candidates unioned and ranked by a weighted sum of
-    z-normalised scores (x = -bm25 for keywords, cosine for vectors); see FUSION_* above."""
+    z-normalised scores (the keyword index's score for keywords, higher is better; cosine for vectors); see
+    FUSION_* above."""
     store = project.store
     kw: list[tuple[int, float]] = []
     files: list[tuple[str, float, int]] = []
     vec: list[tuple[int, float]] = []
     lexical = mode in ("hybrid", "lexical") or qvec is None
-    match = fts_query(req.query) if lexical else None
-    if match:
-        kw = store.fts_search(match, n_cand, flt)
+    match = KeywordQuery.parse(req.query) if lexical else None
+    if match is not None:
+        kw = store.keyword_search(match, n_cand, flt)
         # whole-file scores for the top NORM_POOL files only, however many chunks are fetched: with a deeper
         # list (a large maxResults) files far down it brought their chunks in with file scores and the order
         # changed with maxResults (SciFact train hybrid nDCG@10 0.7497 at maxResults 25 but 0.7443 at 200)
-        files = store.file_fts_search(match, NORM_POOL, flt)
+        files = store.file_keyword_search(match, NORM_POOL, flt)
     if qvec is not None and mode in ("hybrid", "semantic"):
         vec = store.knn(qvec, n_cand, flt)
     short = {p: b for p, b, size in files if size <= SHORT_FILE_BYTES}
     ranked: dict[int, Ranked] = {}
     for i, (cid, b) in enumerate(kw):
-        ranked[cid] = Ranked(cid, 0.0, kw_rank=i + 1, bm25=b)
+        ranked[cid] = Ranked(cid, 0.0, kw_rank=i + 1, kw_score=b)
     for i, (cid, c) in enumerate(vec):
         r = ranked.setdefault(cid, Ranked(cid, 0.0))
         r.vec_rank, r.cosine = i + 1, c
@@ -441,21 +441,21 @@ def _rank(
     if not ranked:
         return [], Evidence()
     paths = store.chunk_paths(list(ranked))
-    file_bm25 = {p: b for p, b, _ in files}
+    file_kw = {p: b for p, b, _ in files}
     if qvec is not None:  # exact cosines for candidates that only the keyword side found
         need = [cid for cid, r in ranked.items() if r.cosine is None]
         for cid, v in store.chunk_vectors(need).items():
             ranked[cid].cosine = float(np.dot(v, qvec))
-    # Each signal is z-normalised over the candidates, a candidate without a keyword match at 0 (-bm25 of no
-    # match): over the matching list alone, a query whose rare word only two chunks hold gave them z = +-1 and
+    # Each signal is z-normalised over the candidates, a candidate without a keyword match at 0 (the score of
+    # no match): over the matching list alone, a query whose rare word only two chunks hold gave them z = +-1 and
     # let any vector candidate outrank them. The mean and spread come from the candidates of the top NORM_POOL
     # of each list, however many were fetched: the order must not depend on maxResults.
     pool_files = {p for p, _, _ in files[:NORM_POOL]}
     pool = {cid for cid, _ in kw[:NORM_POOL]} | {cid for cid, _ in vec[:NORM_POOL]} | set(exact)
     pool |= {cid for cid in ranked if paths.get(cid) in pool_files and paths.get(cid) in short}
-    chunk_bm25 = dict(kw)
-    k_mu, k_sd = _stats([-chunk_bm25.get(cid, 0.0) for cid in pool])
-    f_mu, f_sd = _stats([-file_bm25.get(p, 0.0) for p in {paths.get(cid) for cid in pool} if p is not None])
+    chunk_kw = dict(kw)
+    k_mu, k_sd = _stats([chunk_kw.get(cid, 0.0) for cid in pool])
+    f_mu, f_sd = _stats([file_kw.get(p, 0.0) for p in {paths.get(cid) for cid in pool} if p is not None])
     v_mu, v_sd = _stats([ranked[cid].cosine for cid in pool if cid in ranked and ranked[cid].cosine is not None])
     use_vec = qvec is not None and mode in ("hybrid", "semantic") and bool(vec)
     use_lex = lexical and bool(kw or files)
@@ -464,8 +464,8 @@ def _rank(
         path = paths.get(cid)
         lex = 0.0
         if use_lex:
-            zk = (-chunk_bm25.get(cid, 0.0) - k_mu) / k_sd
-            zf = (-file_bm25.get(path, 0.0) - f_mu) / f_sd if path is not None else 0.0
+            zk = (chunk_kw.get(cid, 0.0) - k_mu) / k_sd
+            zf = (file_kw.get(path, 0.0) - f_mu) / f_sd if path is not None else 0.0
             if path in short:  # the file's score; its own chunks' scores only break ties within the file
                 lex = zf + SHORT_FILE_CHUNK_WEIGHT * zk
             else:
@@ -484,7 +484,7 @@ def _rank(
     best_v: dict[str | None, float] = {}  # per file: the best vector z-score among its candidates
     for cid, r in ranked.items():
         path = paths.get(cid)
-        r.file_bm25 = file_bm25.get(path) if path else None
+        r.file_kw_score = file_kw.get(path) if path else None
         lex = lex_of[cid]
         v = (r.cosine - v_mu) / v_sd if use_vec and r.cosine is not None else 0.0
         r.fused = r.score = w_vec * v + w_lex * lex
@@ -627,7 +627,7 @@ def result_dict(
         confidence = r.confidence
         if r.vec_rank is not None:
             matched.append("vector")
-        if r.kw_rank is not None or r.file_bm25 is not None or r.exact:
+        if r.kw_rank is not None or r.file_kw_score is not None or r.exact:
             matched.append("keyword")  # the chunk, its whole (short) file, or its heading matched the words
     res = {
         "filePath": row["path"],
@@ -658,8 +658,9 @@ def result_dict(
         res["explain"] = {
             "keywordRank": r.kw_rank,
             "vectorRank": r.vec_rank,
-            "bm25": r.bm25,
-            "fileBm25": r.file_bm25,
+            # (as FTS5 reports BM25: lower is better; the keyword index scores the other way round)
+            "bm25": None if r.kw_score is None else -r.kw_score,
+            "fileBm25": None if r.file_kw_score is None else -r.file_kw_score,
             "cosine": r.cosine,
             "exactMatch": r.exact,
             "fused": round(float(r.fused), 4),

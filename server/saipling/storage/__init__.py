@@ -1,9 +1,7 @@
-"""The index on disk: the SQLite index (`store.py` the public `Store`; `schema.py` tables, migrations, records, filter
-SQL; `vectors.py` vectors and the embedding cache; `file_writes.py` a file's chunk writes, touching only the chunks
-an edit changed), the in-memory vector matrix for exact KNN (`vector_matrix.py`), one writer per index across
-processes and the holder's record of what it is doing (`lock.py`), the files under `.saipling/` opened without
-following links (`index_files.py`). Only `store.py`, `lock.py` and `index_files.py` are imported from outside this
-folder.
+"""The index: what the engine may ask of it (`base.py`, the storage interface: typing Protocols and the data they
+speak), the backends that hold it (`sqlite/`: the SQLite file under `.saipling/`, with sqlite-vec and FTS5; the
+`pg` branch adds `postgres/`), and the in-memory vector matrix for exact KNN (`vector_matrix.py`, a shared piece).
+`open_store` (here) picks the backend for a location; nothing outside storage/ imports a backend.
 
 May import: config/, files/, embeddings/, markdown/; and errors.py, redact.py, lazy.py, jsonrpc_salvage.py, paths.py.
 It never imports pygls, lsprotocol, click, rich or mcp (tests/test_architecture.py).
@@ -11,18 +9,63 @@ It never imports pygls, lsprotocol, click, rich or mcp (tests/test_architecture.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from .base import IndexStore
+
+SERVER_SCHEMES = ("postgresql://", "postgres://")
 
 
-def is_server_location(location: str | None) -> bool:
-    """A `postgresql://` (or `postgres://`) URL: a workspace of a database server, not a file."""
-    return bool(location) and str(location).startswith(("postgresql://", "postgres://"))
+def is_server_location(location: str | Path) -> bool:
+    """A database server's URL (not a file path)."""
+    return isinstance(location, str) and location.startswith(SERVER_SCHEMES)
 
 
-def open_server_store(location: str, *, workspace: str, readonly: bool = False) -> Any:
-    """The store of a database-server location (storage/postgres/, imported only here and only then).
+def open_store(
+    location: str | Path,
+    *,
+    workspace: str | None = None,
+    readonly: bool = False,
+    verify: bool = True,
+    root: Path | None = None,
+    create: bool = True,
+    warnings: list[str] | None = None,
+    settings: Settings | None = None,
+    **options: Any,
+) -> IndexStore:
+    """The index at `location`: a `postgresql://` URL opens `storage.postgres` (imported only then) for
+    `workspace` (default: the project root's absolute path); a path, the SQLite index file there (`:memory:`: an
+    empty one in memory). For a project's SQLite index (`root` given): `create=False` gives an in-memory index
+    when none exists yet, and one that cannot be written opens read-only with a line in `warnings`
+    (storage/sqlite/opening.py). `verify=False` skips the full integrity check (one-shot readers)."""
+    if is_server_location(location):
+        from . import postgres  # type: ignore[attr-defined]  # (the `pg` branch)
 
-    (A minimal factory for the `pg` branch: the `store` branch's `open_store(location, ...)` takes its place.)"""
-    from .postgres import open_store
+        key = workspace or (str(Path(root).resolve()) if root is not None else "default")
+        return postgres.open_store(str(location), workspace=key, readonly=readonly, **options)
+    if root is None or readonly:
+        from .sqlite.store import SqliteStore
 
-    return open_store(location, workspace=workspace, readonly=readonly)
+        return SqliteStore.open(location, readonly=readonly, verify=verify)
+    from .sqlite.opening import open_project_index
+
+    return open_project_index(
+        Path(location),
+        root=root,
+        create=create,
+        warnings=warnings if warnings is not None else [],
+        verify=verify,
+        settings=settings,
+    )
+
+
+def disk_full_advice(root: Path, location: str | Path, settings: Settings | None) -> str:
+    """What to tell the user when the index ran out of room: where, what is free, about how much it needs."""
+    if is_server_location(location):
+        return "the database server has no room left: free space there (or ask its administrator)"
+    from .sqlite.opening import disk_full_advice as advice
+
+    return advice(root, Path(location).parent, settings)

@@ -18,12 +18,13 @@ The data it speaks is defined here, backend-neutral: `KeywordQuery` (words and p
 `ChunkFilter` (plain data: each backend compiles it to its own condition), the records written (`FileRecord`,
 `ChunkRow`, `FileMentionRows`) and read (`StoredFile`, `StoredChunk`, `FileState`).
 
-Conventions every backend keeps (the conformance suite, tests/storage_conformance.py, checks them):
+Conventions every backend keeps (the conformance suite, tests/test_storage_conformance.py, checks them):
 
 - **Paths** are project-relative, `/`-separated, as the indexer gives them; compared exactly (byte for byte),
   except where `ChunkFilter.path_prefix` says otherwise.
-- **Chunk ids** are positive integers unique within one index, stable while a chunk's text and heading path stay
-  the same (`replace_file` keeps them), never reused for another chunk while the index is open.
+- **Chunk ids** are positive integers unique within one index at any moment, stable while a chunk's text and
+  heading path stay the same (`replace_file` keeps them). An id freed by a deleted chunk may be given to a later
+  one (SQLite reuses rowids): (id, content hash) is what names a chunk's text across time (see `set_vectors`).
 - **Scores are higher-is-better everywhere**: keyword scores are the negated BM25 of the backend's ranking (SQLite
   returns -bm25(); a backend with another ranking function returns a score whose order matches its relevance and
   whose scale is BM25-like, since retrieval z-normalises it over the candidates), vector scores are cosine
@@ -32,7 +33,8 @@ Conventions every backend keeps (the conformance suite, tests/storage_conformanc
 - **Filters fail closed**: `ChunkFilter.visibility == []` passes nothing; `known_by` set with `known_entities`
   None passes nothing. A filter that passes nothing gives empty results, never an error.
 - **Errors**: a backend never lets its driver's exceptions out. What it raises is an `OSError` from a file it was
-  given, a `ValueError`/`TypeError` for a wrong argument, or one of these (`saipling.errors`):
+  given, a `ValueError`/`TypeError` for a wrong argument (or the `StorageError` its database raised for it: a
+  vector of the wrong size), or one of these (`saipling.errors`):
     `StorageError`        the base: any other failure of the backend (the driver's exception as `__cause__`);
     `StorageReadOnly`     the index cannot be written here (read-only file or mount, permission, a read-only
                           transaction or role): reads still work;
@@ -49,21 +51,24 @@ Conventions every backend keeps (the conformance suite, tests/storage_conformanc
   and its index run); each method is atomic with respect to the others on the same object.
 - **Readers never wait for the writer**: searches run while a run writes (SQLite WAL; Postgres MVCC).
 
-Opening (`storage.open_store`, storage/__init__.py): `open_store(location, *, workspace, readonly=False,
-verify=True)` where `location` is a path (SQLite: the index file, created with its folder) or a
-`postgresql://` URL; then it calls `saipling.storage.postgres.open_store(url, workspace=..., readonly=...)`, which
-returns an `IndexStore` for one workspace (the project's key: many projects share one database). `workspace` is
-the project root's absolute path as text unless the settings name one; SQLite ignores it. A backend that cannot
-be reached raises StorageUnavailable; a schema newer than it knows, IndexCorrupted.
+Opening (`storage.open_store`, storage/__init__.py): `open_store(location, *, workspace=None, readonly=False,
+verify=True, root=None, create=True, warnings=None, settings=None, **options)`. `location` is a path (SQLite: the
+index file; with `root`, a project's index: storage/sqlite/opening.py) or a `postgresql://` URL: then it calls
+`saipling.storage.postgres.open_store(url, workspace=..., readonly=..., **options)`, which returns an `IndexStore`
+for one workspace (the project's key: many projects share one database). `workspace` defaults to the project
+root's absolute path as text (`root`), SQLite ignores it. `IndexStore.path` of a server store must not hold the
+password. A backend that cannot be reached raises StorageUnavailable; a schema newer than it knows,
+IndexCorrupted. `storage.disk_full_advice(root, store.path, settings)` says what to do when a write ran out of room.
 
 Changes after the interface was first published (09:25, for the `pg` branch) are additive and listed here:
-- (none yet)
+- 09:27 `WriterLock`: the docstring says what SQLite always did and tests/test_storage_conformance.py checks: the lock
+  is not re-entrant, a second `writer_lock` in the same process (another thread) waits or raises IndexBusy.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -270,20 +275,26 @@ class FileMentionRows:
 
 
 # -- records read ----------------------------------------------------------------------------------------------
-class _Columns:
-    """Read access by column name (`row["text"]`, `row.get("x")`) for callers written against dict rows."""
+class _Columns(Mapping[str, Any]):
+    """A read row is also a read-only mapping of its columns (`row["text"]`, `row.get("x")`, `dict(row)`), for
+    callers written against dict rows; attribute access is the typed way."""
 
     def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
+        if key not in self._names():
+            raise KeyError(key)
+        return getattr(self, key)
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
 
-    def keys(self) -> list[str]:
-        return [f.name for f in fields(self)]  # type: ignore[arg-type]
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def _names(self) -> tuple[str, ...]:
+        return _FIELD_NAMES[type(self)]
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass
@@ -314,6 +325,7 @@ class StoredChunk(_Columns):
 
 
 CHUNK_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StoredChunk))
+_FIELD_NAMES[StoredChunk] = CHUNK_FIELDS
 
 
 @dataclass
@@ -338,6 +350,9 @@ class StoredFile(_Columns):
     visibility: str | None
     corpus: str | None
     warning: str | None
+
+
+_FIELD_NAMES[StoredFile] = tuple(f.name for f in fields(StoredFile))
 
 
 def cache_key(model: str, dims: int) -> str:
@@ -682,7 +697,9 @@ class LockHandle(Protocol):
 
 @runtime_checkable
 class WriterLock(Protocol):
-    """One writer (an index run, a refresh, a clear) per index across processes; readers never take it."""
+    """One writer (an index run, a refresh, a clear) per index across processes, and between the threads of one
+    process too (a refresh with wait=False while the server's own run holds it gets IndexBusy): the lock is not
+    re-entrant. Readers never take it."""
 
     def writer_lock(
         self,

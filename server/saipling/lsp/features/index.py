@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import apsw
-
+from ...errors import StorageUnavailable
 from ...live.sync_queue import Batch
 from .. import convert, params
 from ..folders import Folder, covered_by, folders_for
@@ -35,7 +34,7 @@ def status(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
             try:
                 f.project.state.pending_files = pending_files(f)
                 statuses.append((f.uri, {**f.project.status(), "indexPasses": f.passes, "pauseReason": f.pause_reason}))
-            except apsw.ConnectionClosedError:
+            except StorageUnavailable:
                 if ls.folders.get(f.uri) is f:
                     raise
                 # closed by a workspace change while this request ran: no longer reported (it failed the

@@ -10,7 +10,7 @@ def is_postgres_location(location: str | None) -> bool:
     return bool(location) and str(location).startswith(("postgresql://", "postgres://"))
 
 
-def open_store(url: str, *, workspace: str | None = None, readonly: bool = False) -> Any:
+def open_store(url: str, *, workspace: str | None = None, readonly: bool = False, **_options: Any) -> Any:
     """The store of one workspace of the database at `url` (its `workspace` parameter, else `workspace`)."""
     try:
         from .store import PostgresStore

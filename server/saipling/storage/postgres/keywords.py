@@ -2,31 +2,16 @@
 same IDF floor) computed in SQL from the chunk's tsvector, so scores and rankings match the SQLite backend's.
 
 A term is a word, a phrase (its words adjacent: `<->`) or a prefix (a CJK word: FTS5's unicode61 keeps a run of CJK
-as one token, and the query word matches a prefix of it). Terms are OR'ed, as `markdown.terms.fts_query` does.
+as one token, and the query word matches a prefix of it): a `KeywordTerm` of storage/base.py. Terms are OR'ed.
 A phrase's term frequency in a chunk is the least of its words' (an approximation: FTS5 counts the phrase's
 occurrences)."""
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
 
 K1 = 1.2
 B = 0.75
-
-_TERM_RE = re.compile(r'"((?:[^"]|"")*)"(\*?)')
-
-
-@dataclass(frozen=True)
-class Term:
-    text: str  # as typed (one word or a phrase), folded and stemmed by the database
-    prefix: bool = False
-
-
-def terms_of_match(match: str) -> list[Term]:
-    """The terms of an FTS5 MATCH expression as markdown.terms.fts_query writes it: `"a b" OR "c" OR "東京"*`."""
-    return [Term(m.group(1).replace('""', '"'), bool(m.group(2))) for m in _TERM_RE.finditer(match)]
 
 
 def idf(n_docs: int, df: int) -> float:

@@ -34,14 +34,13 @@ from ..base import (
     FileRecord,
     FileState,
     KeywordQuery,
-    KeywordTerm,
     StoredChunk,
     StoredFile,
     cache_key,
 )
 from .errors import MappedConnection, mapped
 from .filters import compile_filter
-from .keywords import TERM_TSQUERY, bm25_sql, idf, terms_of_match
+from .keywords import TERM_TSQUERY, bm25_sql, idf
 from .runs import PgLockHandle, describe_record
 from .schema import MIGRATION_LOCK, MIGRATIONS
 from .vectorio import Vector, register
@@ -387,7 +386,8 @@ class PostgresStore:
     ) -> list[int]:
         """Swap a file's chunks (and vectors) in one transaction; a chunk whose text and heading path stay keeps
         its row, id, keywords and vector (as storage/file_writes.py). Returns the ids inserted without a vector."""
-        vectors = vectors or {}
+        # a vector with NaN, Inf or only zeros is never stored: its chunk stays to be embedded again
+        vectors = {h: v for h, v in (vectors or {}).items() if usable_vector(np.asarray(v, dtype=np.float32))}
         unembedded: list[int] = []
         with self.atomic():
             has_vec = self.has_vectors()
@@ -652,19 +652,6 @@ class PostgresStore:
             [self.ws, *(q for q, _l, _p in terms), *params],
         )
         return [(str(p), None if n is None else int(n)) for p, n in rows]
-
-    # (the engine before the storage interface: FTS5 MATCH strings in, SQLite's lower-is-better bm25 out)
-    def fts_search(self, match: str, limit: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
-        query = _match_query(match)
-        return [] if query is None else [(i, -s) for i, s in self.keyword_search(query, limit, flt)]
-
-    def file_fts_search(self, match: str, limit: int, flt: ChunkFilter | None = None) -> list[tuple[str, float, int]]:
-        query = _match_query(match)
-        return [] if query is None else [(p, -s, n) for p, s, n in self.file_keyword_search(query, limit, flt)]
-
-    def fts_paths(self, match: str, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
-        query = _match_query(match)
-        return [] if query is None else self.keyword_paths(query, flt)
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """({term: chunks holding it}, chunks), terms as the keyword index stems them (markdown.terms.match_key)."""
@@ -986,7 +973,8 @@ class PostgresStore:
     def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
         """Add vectors for existing chunks: (chunk_id, content_hash, vector); a chunk replaced meanwhile gets none
         (its vector still goes to the shared cache)."""
-        if not items:
+        items = [(cid, h, v) for cid, h, v in items if usable_vector(np.asarray(v, dtype=np.float32))]
+        if not items:  # (NaN, Inf or zero vectors are never stored: those chunks are embedded again)
             return
         with self.atomic():
             self._cache_vectors(model, {h: v for _, h, v in items})
@@ -1128,17 +1116,6 @@ class PostgresStore:
                 f" {int(ef_construction)}) WHERE vector_dims(embedding) = {int(dims)}"
             )
         self._ann_dims.add(int(dims))
-
-
-def _match_query(match: str) -> KeywordQuery | None:
-    import re
-
-    terms = [
-        KeywordTerm(tuple(re.findall(r"\w+", t.text)), t.prefix)
-        for t in terms_of_match(match)
-        if re.search(r"\w", t.text)
-    ]
-    return KeywordQuery(tuple(dict.fromkeys(terms))) if terms else None
 
 
 def _unit(vec: np.ndarray) -> np.ndarray:

@@ -1,10 +1,13 @@
-"""The SQLite index (SPEC 5): one class owns the connection; no SQL lives anywhere else. The schema, records
-and filter conditions are in `storage/schema.py`, the vector side of the class in `storage/vectors.py`, a file's chunk
-writes in `storage/file_writes.py`.
+"""The SQLite index of one project (SPEC 5), `SqliteStore`: the storage interface (storage/base.py) over one apsw
+connection. No SQL lives outside storage/sqlite/. This module opens the file (moving a corrupted one aside,
+read-only when it cannot be written), migrates it, answers the file and chunk reads and the logs, and hands the
+rest to its parts, which share its `Database` (database.py): `FileWrites` (file_writes.py: a file's chunk
+writes, touching only the chunks an edit changed), `Keywords` (keywords.py: FTS5), `Vectors` (vectors.py:
+sqlite-vec, the embedding cache, the in-memory matrix), `Mentions` (mentions.py), the filter compiler and its
+cache (filters.py), the writer lock (lock.py). Every public method maps apsw's errors to saipling's (errors.py).
 
 apsw bundles a SQLite that can load extensions (many stdlib builds cannot), sqlite-vec holds the vectors
-(vec0, cosine), FTS5 the keywords. Vector KNN runs on an in-memory float32 matrix loaded from vec0 and
-kept in step with writes: exact, and faster than vec0's non-SIMD scan (see benchmarks/).
+(vec0, cosine), FTS5 the keywords.
 """
 
 from __future__ import annotations
@@ -16,65 +19,78 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ..errors import IndexCorrupted
-from . import index_files
-from .file_writes import FileWrites
-from .mentions import (  # noqa: F401 - records re-exported: callers import them from the store
-    FileMentionRows,
-    MentionRow,
-    MentionWrites,
-)
-from .schema import (  # noqa: F401 - records re-exported: callers import them from the store
-    _MIGRATIONS,
-    ADDED_COLUMNS,
-    CACHE_AS_ROWID_TABLE,
-    CHUNK_COLUMNS,
-    FTS_TOKENIZE,
-    SCHEMA_VERSION,
-    VECTORS_CHECKED_META,
+from ...errors import IndexCorrupted
+from ..base import (
+    CHUNK_FIELDS,
     ChunkFilter,
     ChunkRow,
+    FileMentionRows,
     FileRecord,
     FileState,
-    connect,
+    KeywordQuery,
+    StoredChunk,
+    StoredFile,
 )
-from .vector_matrix import VectorMatrix
-from .vectors import VectorStore, cache_key, vector_blob  # noqa: F401 - cache_key re-exported
+from . import index_files, lock
+from .database import Database
+from .errors import mapped_errors, translated
+from .file_writes import FileWrites
+from .filters import FilterCache, where
+from .keywords import Keywords
+from .lock import HeldLock
+from .mentions import Mentions
+from .schema import _MIGRATIONS, ADDED_COLUMNS, CACHE_AS_ROWID_TABLE, SCHEMA_VERSION, connect
+from .vectors import Vectors
+
+if TYPE_CHECKING:
+    from ...lazy import np
+    from ..vector_matrix import VectorMatrix
 
 log = logging.getLogger(__name__)
 
+_CHUNK_SELECT = ", ".join(CHUNK_FIELDS)  # a StoredChunk's columns, in its fields' order
 
-class Store(FileWrites, MentionWrites, VectorStore):
-    """The index of one project."""
+
+@mapped_errors
+class SqliteStore:
+    """The index of one project in a SQLite file (or in memory: `:memory:`)."""
 
     def __init__(self, conn: apsw.Connection, path: str, rebuilt: str | None = None, readonly: bool = False) -> None:
-        self.conn = conn
         self.path = path
         self.rebuilt = rebuilt  # reason, when a corrupted index was moved aside at open
         self.readonly = readonly  # opened read-only (a read-only folder or mount): reads only
-        # why, when it was opened read-only for a full disk (project.open_store)
+        # why, when it was opened read-only for a full disk (storage/sqlite/opening.py)
         self.disk_full: str | None = None
-        self._lock = threading.RLock()
-        self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
-        self._matrix_version: tuple[int, int] | None = None
-        self._generation = 0
-        self._vgen_written: int | None = None  # the vector generation our last write committed
-        self._writes = 0  # our own committed writes to files/chunks (with SQLite's data_version: any change)
-        self._vocab = False  # the temp fts5vocab table over chunks_fts exists on this connection
-        self._df_cache: dict[str, int] = {}  # term -> chunks holding it, for _df_version of the index
-        self._filtered_cache = {}  # a filter's chunk ids / paths, per index state (store_vectors._filtered)
-        self._df_version: tuple[int, int] | None = None
-        self._df_total = 0
+        self._db = Database(conn)
+        self._filters = FilterCache(self._db)
+        self._vectors = Vectors(self._db, self._filters)
+        self._mentions = Mentions(self._db)
+        self._keywords = Keywords(self._db, self._filters)
+        self._files = FileWrites(self._db, self._vectors, self._mentions)
+
+    @property
+    def conn(self) -> apsw.Connection:
+        """The apsw connection (for this backend's own tests and benchmarks)."""
+        return self._db.conn
+
+    @property
+    def _lock(self) -> threading.RLock:
+        return self._db.lock
+
+    @property
+    def _matrix(self) -> VectorMatrix | None:
+        """The cached search matrix, None until loaded (for tests)."""
+        return self._vectors._matrix
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: Path | str, *, readonly: bool = False, verify: bool = True) -> Store:
+    def open(cls, path: Path | str, *, readonly: bool = False, verify: bool = True) -> SqliteStore:
         """Open or create the index; a corrupted file (or a folder where the file should be) is moved aside
         and rebuilt empty. `readonly` opens an existing index without writing anything (IndexCorrupted when
         it cannot be read either). The folder, the database and its side files are never used through a link
@@ -127,7 +143,7 @@ class Store(FileWrites, MentionWrites, VectorStore):
         return cls._opened(conn, path, rebuilt)
 
     @classmethod
-    def _opened(cls, conn: apsw.Connection, path: str, rebuilt: str | None) -> Store:
+    def _opened(cls, conn: apsw.Connection, path: str, rebuilt: str | None) -> SqliteStore:
         store = cls(conn, path, rebuilt)
         try:
             store._configure()
@@ -161,7 +177,7 @@ class Store(FileWrites, MentionWrites, VectorStore):
         return index_files.sqlite_path(folder, dir_fd, name), st
 
     @classmethod
-    def _open_readonly(cls, path: str, real: str) -> Store:
+    def _open_readonly(cls, path: str, real: str) -> SqliteStore:
         """An existing index opened read-only: `mode=ro`, else `immutable=1` (a WAL index in a folder where
         SQLite cannot create its shared-memory file). Nothing is written: no migration, no pragmas that write."""
         last: Exception | None = None
@@ -249,55 +265,26 @@ class Store(FileWrites, MentionWrites, VectorStore):
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
-        """One write transaction (a savepoint when nested); rolled back on any exception.
-
-        The outermost one starts with BEGIN IMMEDIATE: the write lock is taken (waiting up to the busy
-        timeout for another process's transaction) before anything is read. A deferred transaction that reads
-        first and then writes fails at once with BusyError when another process wrote in between (SQLite
-        cannot retry a stale snapshot), which made a server fail files while `saipling index` ran beside it."""
-        with self._lock:
-            if self.conn.in_transaction:
-                with self.conn:
-                    yield
-                return
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
-            try:
-                self.conn.execute("COMMIT")
-            except BaseException:
-                if self.conn.in_transaction:  # (a commit that failed, e.g. on a full disk, leaves it open)
-                    with contextlib.suppress(apsw.Error):
-                        self.conn.execute("ROLLBACK")
-                raise
+        """One write transaction (a savepoint when nested); rolled back on any exception (Database.atomic)."""
+        with translated(), self._db.atomic():
+            yield
 
     # -- small helpers -------------------------------------------------------------------------------------
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        with self._lock:
-            for row in self.conn.execute(sql, params):
-                return row[0]
-        return None
+        return self._db.scalar(sql, params)
 
     def _dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        with self._lock:
-            cur = self.conn.execute(sql, params)
-            try:
-                names = [d[0] for d in cur.get_description()]
-            except apsw.ExecutionCompleteError:
-                return []
-            return [dict(zip(names, row, strict=True)) for row in cur]
+        return self._db.dicts(sql, params)
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
-        value = self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
-        return default if value is None else value
+        return self._db.get_meta(key, default)
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.atomic():
-            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        self._db.set_meta(key, value)
+
+    def index_version(self) -> tuple[int, int]:
+        """Changes with every committed change to the index, by any process (what caches are keyed on)."""
+        return self._db.any_version()
 
     # -- files ---------------------------------------------------------------------------------------------
     def file_states(self) -> dict[str, FileState]:
@@ -307,39 +294,34 @@ class Store(FileWrites, MentionWrites, VectorStore):
                 for p, h, m, s in self.conn.execute("SELECT path, content_hash, mtime_ns, size FROM files")
             }
 
-    def get_file(self, path: str) -> dict[str, Any] | None:
+    def get_file(self, path: str) -> StoredFile | None:
         rows = self._dicts("SELECT * FROM files WHERE path = ?", (path,))
-        return rows[0] if rows else None
+        if not rows:
+            return None
+        row = rows[0]
+        row["aliases"] = json.loads(row["aliases"] or "[]")
+        row["chunk_count"] = int(row["chunk_count"] or 0)
+        return StoredFile(**row)
+
+    def replace_file(
+        self,
+        record: FileRecord,
+        chunks: Sequence[ChunkRow],
+        vectors: dict[str, np.ndarray] | None = None,
+        model: str | None = None,
+        mentions: FileMentionRows | None = None,
+    ) -> list[int]:
+        return self._files.replace_file(record, chunks, vectors, model, mentions)
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
-        with self.atomic():
-            self.conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
+        self._files.touch_file(path, mtime_ns, size)
 
     def delete_file(self, path: str) -> bool:
-        with self._lock:  # the write and the matrix patch are one step for readers
-            with self.atomic():
-                existed = bool(self._scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
-                removed = self._delete_chunks(path)
-                self._drop_file_text(path)
-                self.drop_mentions(path)
-                self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
-                if removed:
-                    self._bump_vector_generation()
-            self._apply_delta(removed, [])
-        return existed
+        return self._files.delete_file(path)
 
     def clear(self) -> None:
         """Forget every file, chunk and vector (the embedding cache and logs stay: they cost money)."""
-        with self.atomic():
-            if self.has_vectors():
-                self.conn.execute("DELETE FROM chunks_vec")
-                self._bump_vector_generation()
-            self.conn.execute("DELETE FROM chunks")
-            self.conn.execute("DELETE FROM files_fts")
-            self.clear_mentions()
-            self.conn.execute("DELETE FROM files")
-        self._vgen_written = None
-        self._invalidate()
+        self._files.clear()
 
     def chunk_hashes(self) -> list[tuple[str, str, int]]:
         """(path, content hash, tokens) of every chunk."""
@@ -402,100 +384,27 @@ class Store(FileWrites, MentionWrites, VectorStore):
         return int(self._scalar("SELECT coalesce(sum(token_count), 0) FROM chunks") or 0)
 
     # -- reads for search ----------------------------------------------------------------------------------
-    def fts_search(self, match: str, limit: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
-        """(chunk id, bm25) best first; bm25 is lower-is-better.
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[int, float]]:
+        return self._keywords.keyword_search(query, limit, flt)
 
-        The heading path column weighs the same as the text: FTS5 saturates each column separately and adds
-        them, and a section's own heading is in both (its text starts with it), so a weight of 2 counted it
-        three times and put tiny sub-sections (`##### Epic Feat` under `#### Fireball`) above the section a
-        query names (README "Retrieval quality"). Exact heading matches are handled in retrieval/search.py."""
-        # ranked without a join (a join row per match before the sort cost ~3x), then filtered by the (cached)
-        # ids passing `flt`; all matches are ranked only when the first 4 x limit hold too few of them
-        allowed = self.filtered_id_set(flt) if flt is not None and not flt.is_empty() else None
-        if allowed is not None and not allowed:
-            return []  # the filter passes no chunk
-        sql = (
-            "SELECT rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER "
-            "BY rank"
-        )
-        with self._lock:
-            if allowed is None:
-                return [(int(i), float(r)) for i, r in self.conn.execute(sql + " LIMIT ?", (match, limit))]
-            rows = list(self.conn.execute(sql + " LIMIT ?", (match, limit * 4)))
-            hits = [(int(i), float(r)) for i, r in rows if i in allowed]
-            if len(hits) < limit and len(rows) == limit * 4:
-                hits = [(int(i), float(r)) for i, r in self.conn.execute(sql, (match,)) if i in allowed]
-        return hits[:limit]
+    def keyword_paths(self, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
+        return self._keywords.keyword_paths(query, flt)
 
-    def fts_paths(self, match: str, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
-        """Every file with a chunk matching the FTS5 query `match` that passes `flt`: (path, chapter number).
-        (Frontmatter chunks count: a short body may share the frontmatter's chunk.)"""
-        where, params = (flt or ChunkFilter()).where()
-        sql = (
-            "SELECT c.path, min(c.chapter_num) FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-            " WHERE chunks_fts MATCH ?" + (f" AND {where}" if where else "") + " GROUP BY c.path"
-        )
-        with self._lock:
-            return [(str(p), None if n is None else int(n)) for p, n in self.conn.execute(sql, [match, *params])]
-
-    def file_fts_search(self, match: str, limit: int, flt: ChunkFilter | None = None) -> list[tuple[str, float, int]]:
-        """(path, whole-file bm25, size in bytes) best first; a file counts when one of its chunks passes `flt`.
-        Ranked first, then looked up and filtered by the (cached) paths passing `flt`: a join with the filter's
-        subquery over every chunk cost ~30 ms a search on the fiction corpus, the ranking ~1 ms."""
-        allowed = self.filtered_paths(flt) if flt is not None and not flt.is_empty() else None
-        if allowed is not None and not allowed:
-            return []
-        with self._lock:
-            ranked = list(
-                self.conn.execute(
-                    "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ? ORDER BY rank"
-                    + (" LIMIT ?" if allowed is None else ""),
-                    (match, limit) if allowed is None else (match,),
-                )
-            )
-            files = {
-                r: (p, n)
-                for r, p, n in self.conn.execute(
-                    "SELECT rowid, path, size FROM files WHERE rowid IN (SELECT value FROM json_each(?))",
-                    (json.dumps([r for r, _ in ranked]),),
-                )
-            }
-        rows = [(*files[r], b) for r, b in ranked if r in files and (allowed is None or files[r][0] in allowed)]
-        return [(str(p), float(b), int(n or 0)) for p, n, b in rows[:limit]]
+    def file_keyword_search(
+        self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[str, float, int]]:
+        return self._keywords.file_keyword_search(query, limit, flt)
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """({term: number of chunks holding it}, number of chunks), terms as the keyword index stems them.
-        Kept per term until the index changes (queries repeat their words)."""
-        with self._lock:
-            version = self._any_version()
-            if self._df_version != version:
-                self._df_cache.clear()
-                self._df_version = version
-                self._df_total = int(self._scalar("SELECT count(*) FROM chunks") or 0)
-            missing = [t for t in terms if t not in self._df_cache]
-            if missing:
-                if not self._vocab:
-                    self.conn.execute(
-                        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, "
-                        "row)"
-                    )
-                    self._vocab = True
-                found = dict.fromkeys(missing, 0)
-                for t, d in self.conn.execute(
-                    "SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
-                    (json.dumps(missing),),
-                ):
-                    found[str(t)] = int(d)
-                if len(self._df_cache) > 10_000:
-                    self._df_cache.clear()
-                self._df_cache.update(found)
-            return {t: self._df_cache[t] for t in terms}, self._df_total
+        return self._keywords.term_doc_freqs(terms)
 
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: ChunkFilter | None = None) -> list[tuple[int, str]]:
         """(chunk id, path) of every chunk of `paths` that passes `flt`."""
-        where, params = (flt or ChunkFilter()).where()
+        cond, params = where(flt or ChunkFilter())
         sql = "SELECT c.id, c.path FROM chunks c WHERE c.path IN (SELECT value FROM json_each(?))" + (
-            f" AND {where}" if where else ""
+            f" AND {cond}" if cond else ""
         )
         with self._lock:
             return [(int(i), str(p)) for i, p in self.conn.execute(sql, [json.dumps(list(paths)), *params])]
@@ -512,9 +421,9 @@ class Store(FileWrites, MentionWrites, VectorStore):
 
     def chunks_with_heading(self, heading: str, flt: ChunkFilter | None = None) -> list[int]:
         """Chunks whose own heading (without its markdown `#`s) is `heading` (ASCII case ignored), in file order."""
-        where, params = (flt or ChunkFilter()).where()
+        cond, params = where(flt or ChunkFilter())
         sql = "SELECT c.id FROM chunks c WHERE trim(ltrim(c.section_heading, '#')) = ? COLLATE NOCASE" + (
-            f" AND {where}" if where else ""
+            f" AND {cond}" if cond else ""
         )
         with self._lock:
             return [int(r[0]) for r in self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [heading, *params])]
@@ -522,12 +431,12 @@ class Store(FileWrites, MentionWrites, VectorStore):
     def chunks_with_name_heading(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
         """Chunks whose own heading names the identifier `name` (markdown.terms.heading_names): the sections that are
         `name` itself, else (none is) those of a member of that name (`fs.createReadStream` for `createReadStream`)."""
-        from ..markdown.terms import heading_names
+        from ...markdown.terms import heading_names
 
-        where, params = (flt or ChunkFilter()).where()
+        cond, params = where(flt or ChunkFilter())
         pattern = "%" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         sql = "SELECT c.id, c.section_heading FROM chunks c WHERE c.section_heading LIKE ? ESCAPE '\\'" + (
-            f" AND {where}" if where else ""
+            f" AND {cond}" if cond else ""
         )
         with self._lock:
             rows = list(self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [pattern, *params]))
@@ -538,10 +447,10 @@ class Store(FileWrites, MentionWrites, VectorStore):
     def entity_chunks(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
         """For each file whose entity name, display name or an alias is `name` (ASCII case ignored): its first
         chunk that passes `flt` (the frontmatter chunk only when it is all there is)."""
-        where, params = (flt or ChunkFilter()).where()
+        cond, params = where(flt or ChunkFilter())
         sql = (
             "SELECT (SELECT c.id FROM chunks c WHERE c.path = f.path"
-            + (f" AND {where}" if where else "")
+            + (f" AND {cond}" if cond else "")
             + " ORDER BY c.kind = 'frontmatter', c.chunk_index LIMIT 1) FROM files f"
             " WHERE f.display_name = ? COLLATE NOCASE OR f.entity_name = ? COLLATE NOCASE"
             " OR (instr(lower(f.aliases), lower(?)) > 0"
@@ -551,19 +460,20 @@ class Store(FileWrites, MentionWrites, VectorStore):
             rows = self.conn.execute(sql, [*params, name, name, json.dumps(name)[1:-1], name])
             return [int(r[0]) for r in rows if r[0] is not None]
 
-    def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, StoredChunk]:
         if not chunk_ids:
             return {}
-        rows = self._dicts(
-            f"SELECT {', '.join(CHUNK_COLUMNS)} FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps([int(i) for i in chunk_ids]),),
-        )
-        return {r["id"]: r for r in rows}
+        with self._lock:
+            rows = self.conn.execute(
+                f"SELECT {_CHUNK_SELECT} FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([int(i) for i in chunk_ids]),),
+            )
+            return {r[0]: StoredChunk(*r) for r in rows}
 
-    def chunks_for_path(self, path: str) -> list[dict[str, Any]]:
-        return self._dicts(
-            f"SELECT {', '.join(CHUNK_COLUMNS)} FROM chunks WHERE path = ? ORDER BY chunk_index", (path,)
-        )
+    def chunks_for_path(self, path: str) -> list[StoredChunk]:
+        with self._lock:
+            rows = self.conn.execute(f"SELECT {_CHUNK_SELECT} FROM chunks WHERE path = ? ORDER BY chunk_index", (path,))
+            return [StoredChunk(*r) for r in rows]
 
     def entities(self) -> list[dict[str, Any]]:
         """Files that may be entities (retrieval.entities.is_entity decides): a chapter's `title` alone is none."""
@@ -582,3 +492,125 @@ class Store(FileWrites, MentionWrites, VectorStore):
     def search_log(self, include_eval: bool = False, limit: int = 100) -> list[dict[str, Any]]:
         table = "search_log" if include_eval else "search_analytics"
         return self._dicts(f"SELECT * FROM {table} ORDER BY id DESC LIMIT ?", (limit,))
+
+    # -- vectors and the embedding cache (vectors.py) ------------------------------------------------------
+    def has_vectors(self) -> bool:
+        return self._vectors.has_vectors()
+
+    def vector_model(self) -> tuple[str | None, int]:
+        return self._vectors.vector_model()
+
+    def configure_vectors(self, provider: str, model: str, dimensions: int) -> bool:
+        return self._vectors.configure_vectors(provider, model, dimensions)
+
+    def cached_vectors(self, model: str, hashes: Iterable[str], dims: int = 0) -> dict[str, np.ndarray]:
+        return self._vectors.cached_vectors(model, hashes, dims)
+
+    def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
+        return self._vectors.chunks_missing_vectors(limit)
+
+    def drop_unusable_vectors(self) -> int:
+        return self._vectors.drop_unusable_vectors()
+
+    def count_unembedded(self, model: str | None = None, dims: int = 0) -> int:
+        return self._vectors.count_unembedded(model, dims)
+
+    def unembedded_share(self, model: str, dims: int) -> tuple[int, int]:
+        return self._vectors.unembedded_share(model, dims)
+
+    def unembedded(self, hold: Iterable[str] = (), first: Iterable[str] = ()) -> list[tuple[int, str, str, int]]:
+        return self._vectors.unembedded(hold, first)
+
+    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
+        self._vectors.set_vectors(items, model)
+
+    def embedded_count(self) -> int:
+        return self._vectors.embedded_count()
+
+    def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
+        return self._vectors.nearest_other_file_cosines(sample, seed)
+
+    def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
+        return self._vectors.knn(query, k, flt)
+
+    def knn_vec0(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """KNN through sqlite-vec itself (kept for comparison in benchmarks)."""
+        return self._vectors.knn_vec0(query, k)
+
+    def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
+        return self._vectors.without_vectors(chunk_ids)
+
+    def paths_without_vectors(self, paths: Sequence[str]) -> set[str]:
+        return self._vectors.paths_without_vectors(paths)
+
+    def chunk_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        return self._vectors.chunk_vectors(chunk_ids)
+
+    def vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, unit vectors) of every embedded chunk (copies; for tests and benchmarks)."""
+        return self._vectors.vector_matrix()
+
+    def filtered_ids(self, flt: ChunkFilter) -> np.ndarray:
+        """The ids of the chunks passing `flt`, cached until the index changes (filters.FilterCache)."""
+        return self._filters.ids(flt)
+
+    def filtered_paths(self, flt: ChunkFilter) -> frozenset[str]:
+        """The paths of the files with a chunk passing `flt`, cached the same way."""
+        return self._filters.paths(flt)
+
+    # -- mentions (mentions.py) ----------------------------------------------------------------------------
+    def write_mentions(self, path: str, found: FileMentionRows) -> None:
+        self._mentions.write_mentions(path, found)
+
+    def relabel_mentions(self, paths: Sequence[str], names_key: str) -> None:
+        self._mentions.relabel_mentions(paths, names_key)
+
+    def mention_stale_keys(self, names_key: str) -> list[tuple[str, str | None]]:
+        return self._mentions.mention_stale_keys(names_key)
+
+    def mention_stale_paths(self, names_key: str) -> list[str]:
+        return self._mentions.mention_stale_paths(names_key)
+
+    def mentions_unscanned(self) -> bool:
+        return self._mentions.mentions_unscanned()
+
+    def mention_paths(self, entity_paths: Sequence[str]) -> list[str]:
+        return self._mentions.mention_paths(entity_paths)
+
+    def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
+        return self._mentions.known_paths(entity_paths, povs)
+
+    def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
+        return self._mentions.mentions_of(entity_paths)
+
+    def chapter_files(self) -> list[dict[str, Any]]:
+        return self._mentions.chapter_files()
+
+    def chapter_num_of(self, path: str) -> int | None:
+        return self._mentions.chapter_num_of(path)
+
+    def prose(self) -> list[dict[str, Any]]:
+        return self._mentions.prose()
+
+    # -- the writer lock (lock.py: a lock file next to the index) ------------------------------------------
+    def writer_lock(
+        self,
+        *,
+        wait: bool = True,
+        cancel: threading.Event | None = None,
+        on_wait: Callable[[int | None], None] | None = None,
+        timeout: float | None = None,
+        what: str = "index",
+    ) -> contextlib.AbstractContextManager[HeldLock | None]:
+        """Hold the index's lock file (`.saipling/index.lock`) for the block (lock.index_lock); an in-memory
+        index has nothing to lock."""
+        if self.path == ":memory:":
+            return contextlib.nullcontext()
+        return lock.index_lock(
+            Path(self.path).parent, wait=wait, cancel=cancel, on_wait=on_wait, timeout=timeout, what=what
+        )
+
+    def other_run(self) -> dict[str, Any] | None:
+        if self.path == ":memory:":
+            return None
+        return lock.other_run(Path(self.path).parent)

@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import IndexPathUnsafe
+from ...errors import IndexPathUnsafe
 
 if TYPE_CHECKING:
-    from ..config.settings import Settings
+    from ...config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,7 @@ def project_disk_full(root: Path, folder: Path, settings: Settings | None) -> st
     """The full-disk message for a project, with the space its index needs (from its markdown's size)."""
     markdown = dims = None
     if settings is not None:
-        from ..files.scanner import scan
+        from ...files.scanner import scan
 
         markdown = sum(e.size for e in scan(root, settings).entries)
         dims = None if settings.provider == "none" else settings.dimensions or 384

@@ -1,14 +1,11 @@
-"""What the SQLite index holds (SPEC 5): its schema and migrations, the records written to it, the SQL
-condition of a search filter, and how a connection is opened (sqlite-vec loaded, our SQL functions).
-`storage/store.py` owns the connection and every query."""
+"""What the SQLite index holds (SPEC 5): its schema and migrations, and how a connection is opened (sqlite-vec
+loaded, our SQL functions). The records written and read are the interface's (storage/base.py); a filter's SQL
+condition is compiled in `filters.py`; `store.py` owns the connection."""
 
 from __future__ import annotations
 
 import importlib.util
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import apsw
 
@@ -137,8 +134,8 @@ ADDED_COLUMNS: dict[int, list[tuple[str, str]]] = {
 # before 2026-11-24 hold it as `WITHOUT ROWID`, keyed by (model, content hash): each 1.5 KB vector then lived
 # inside a B-tree ordered by a random hash, so every round of new vectors split and rewrote pages all over it
 # (236 MB written to store 26 MB of vectors for a 1,001-note vault; 109 MB as a rowid table). A writable open
-# converts such a table (storage.store.Store._upgrade_layout). Not a numbered migration: every query reads and writes
-# both layouts alike, so a read-only open and an older saipling keep using the index as it is.
+# converts such a table (storage.sqlite.store.SqliteStore._upgrade_layout). Not a numbered migration: every
+# query reads and writes both layouts alike, so a read-only open and an older saipling keep using the index as it is.
 CACHE_AS_ROWID_TABLE = f"""
     CREATE TABLE embedding_cache_rows({_CACHE_COLUMNS});
     INSERT INTO embedding_cache_rows(model, content_hash, vector, created)
@@ -173,148 +170,6 @@ CHUNK_COLUMNS = (
 )
 
 
-@dataclass
-class FileState:
-    content_hash: str
-    mtime_ns: int
-    size: int
-
-
-@dataclass
-class FileRecord:
-    path: str
-    content_hash: str
-    mtime_ns: int
-    size: int
-    file_type: str
-    encoding: str
-    entity_type: str | None = None
-    entity_name: str | None = None
-    display_name: str | None = None
-    aliases: list[str] = field(default_factory=list)
-    book_id: str | None = None
-    chapter_id: str | None = None
-    visibility: str = "public"
-    corpus: str = "content"
-    warning: str | None = None
-
-
-@dataclass
-class ChunkRow:
-    chunk_index: int
-    kind: str
-    section_heading: str | None
-    heading_path: str
-    start_line: int
-    end_line: int
-    content_hash: str
-    preview: str
-    token_count: int
-    text: str
-    file_type: str
-    entity_type: str | None
-    entity_name: str | None
-    book_id: str | None
-    chapter_id: str | None
-    chapter_num: int | None
-    visibility: str
-    corpus: str
-    ident_words: str = ""  # keywords: the parts of its camelCase identifiers (markdown.chunker.Chunk.ident_words)
-
-
-def book_keys(book: str) -> list[str]:
-    """What a book filter matches (lowercased book ids): the value itself, and the id a frontmatter `book:` of
-    that title gets (files.metadata.slugify)."""
-    from ..files.metadata import slugify
-
-    return [book.lower(), slugify(book)]
-
-
-@dataclass
-class ChunkFilter:
-    """Conditions applied in SQL before ranking."""
-
-    entity_types: list[str] = field(default_factory=list)
-    file_types: list[str] = field(default_factory=list)
-    book_id: str | None = None
-    book_scope: str | None = None  # this book's chunks plus those that belong to no book
-    chapter_id: str | None = None
-    max_chapter: int | None = None
-    path_prefix: str | None = None
-    glob: str | None = None
-    corpus: str | None = None
-    visibility: list[str] | None = None  # None = no restriction
-    exclude_paths: list[str] = field(default_factory=list)
-    only_paths: list[str] | None = None
-    # what one entity knows (retrieval/mentions.py): files that mention one of `known_entities` (entity paths) or whose
-    # frontmatter `pov` is one of `known_povs` (casefolded); `known_by` named but not resolved matches nothing
-    known_by: str | None = None
-    known_entities: list[str] | None = None
-    known_povs: list[str] = field(default_factory=list)
-
-    def is_empty(self) -> bool:
-        return self.where() == ("", [])
-
-    def where(self) -> tuple[str, list[Any]]:
-        """SQL condition over `chunks` (alias c) and its parameters."""
-        conds: list[str] = []
-        params: list[Any] = []
-        if self.entity_types:  # as written in frontmatter: `type: Character` is the type `character`
-            conds.append(f"saipling_lower(c.entity_type) IN ({','.join('?' * len(self.entity_types))})")
-            params += [t.lower() for t in self.entity_types]
-        if self.file_types:  # (saipling names them, in lower case: `World` is `world`)
-            conds.append(f"c.file_type IN ({','.join('?' * len(self.file_types))})")
-            params += [t.lower() for t in self.file_types]
-        if self.book_id:  # its id, or the book as frontmatter names it (`Emma`, `Pride and Prejudice`)
-            conds.append("saipling_lower(c.book_id) IN (?, ?)")
-            params += book_keys(self.book_id)
-        if self.book_scope:
-            conds.append("(c.book_id IS NULL OR saipling_lower(c.book_id) IN (?, ?))")
-            params += book_keys(self.book_scope)
-        if self.chapter_id:
-            conds.append("c.chapter_id = ?")
-            params.append(self.chapter_id)
-        if self.max_chapter is not None:
-            conds.append("(c.chapter_num IS NULL OR c.chapter_num <= ?)")
-            params.append(self.max_chapter)
-        if self.path_prefix:
-            if self.path_prefix.isascii():
-                conds.append("substr(c.path, 1, ?) = ?")
-                params += [len(self.path_prefix), self.path_prefix]
-            else:  # `notes/privé` typed in NFC names the folder stored in NFD (as macOS writes it), and back
-                from ..paths import nfc
-
-                prefix = nfc(self.path_prefix)
-                conds.append("substr(saipling_nfc(c.path), 1, ?) = ?")
-                params += [len(prefix), prefix]
-        if self.glob:
-            conds.append("saipling_glob(c.path, ?)")
-            params.append(self.glob)
-        if self.corpus:
-            conds.append("c.corpus = ?")
-            params.append(self.corpus)
-        if self.visibility is not None:  # levels compare case-insensitively (config/visibility.py); NULL is public
-            conds.append(
-                f"lower(trim(coalesce(c.visibility, 'public'))) IN ({','.join('?' * len(self.visibility)) or 'NULL'})"
-            )
-            params += self.visibility
-        if self.exclude_paths:
-            conds.append("c.path NOT IN (SELECT value FROM json_each(?))")
-            params.append(json.dumps(self.exclude_paths))
-        if self.only_paths is not None:
-            conds.append("c.path IN (SELECT value FROM json_each(?))")
-            params.append(json.dumps(self.only_paths))
-        if self.known_entities is not None:
-            conds.append(
-                "(c.path IN (SELECT m.path FROM mentions m WHERE m.entity IN (SELECT value FROM json_each(?)))"
-                " OR c.path IN (SELECT f.path FROM mention_files f WHERE f.pov IN (SELECT value FROM json_each(?))))"
-            )
-            params += [json.dumps(self.known_entities), json.dumps(self.known_povs)]
-        elif self.known_by is not None:
-            conds.append("0")  # (fail closed: never resolved, nothing is known)
-        return " AND ".join(conds), params
-
-
 def _vec0_path() -> str:
     """sqlite-vec's loadable extension, found without importing the package (its __init__ imports numpy)."""
     spec = importlib.util.find_spec("sqlite_vec")
@@ -329,7 +184,8 @@ def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -
     """A connection with sqlite-vec loaded and our SQL functions registered (read-only: never writes, and
     `immutable` also takes no locks: for a folder where SQLite cannot create its -shm file)."""
     # SQLITE_OPEN_NOFOLLOW: a link anywhere on the path is refused (CantOpenError), never written through; the
-    # Store passes a path with none (storage.index_files.sqlite_path), SQLite opens its -wal/-shm with O_NOFOLLOW itself
+    # store passes a path with none (storage.sqlite.index_files.sqlite_path), SQLite opens its -wal/-shm with
+    # O_NOFOLLOW itself
     if readonly:
         uri = Path(path).absolute().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
         flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI | apsw.SQLITE_OPEN_NOFOLLOW
@@ -341,7 +197,7 @@ def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -
     conn.load_extension(_vec0_path())
     conn.enable_load_extension(False)
     conn.set_busy_timeout(10_000)
-    from ..paths import glob_match, nfc
+    from ...paths import glob_match, nfc
 
     conn.create_scalar_function("saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True)
     conn.create_scalar_function("saipling_nfc", lambda v: nfc(v) if isinstance(v, str) else v, 1, deterministic=True)

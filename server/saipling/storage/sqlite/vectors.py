@@ -1,78 +1,74 @@
-"""The vectors of the index: the sqlite-vec table and its model, the embedding cache, and the in-memory
-matrix that answers KNN (`storage/vector_matrix.py`), kept in step with every write. `VectorStore` is mixed into
-`Store`, whose connection, lock and helpers it uses."""
+"""The vectors of the SQLite index: the sqlite-vec table and its model, the embedding cache, and the in-memory
+matrix that answers KNN (`storage/vector_matrix.py`), kept in step with every write. `Vectors` is a part of
+`SqliteStore` (store.py), sharing its `Database`.
+
+sqlite-vec holds the vectors (vec0, cosine); KNN runs on an in-memory float32 matrix loaded from vec0 and kept in
+step with writes: exact, and faster than vec0's non-SIMD scan (see benchmarks/)."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import apsw
-
-from ..embeddings.base import usable_vector
-from ..lazy import np  # numpy loads on first use (cold CLI path)
-from .schema import VECTORS_CHECKED_META, ChunkFilter
-from .vector_matrix import VectorMatrix
+from ...embeddings.base import usable_vector
+from ...lazy import np  # numpy loads on first use (cold CLI path)
+from ..base import ChunkFilter, cache_key
+from ..vector_matrix import VectorMatrix
+from .database import Database
+from .filters import FilterCache
+from .schema import VECTORS_CHECKED_META
 
 log = logging.getLogger(__name__)
-
-
-def cache_key(model: str, dims: int) -> str:
-    """The embedding-cache key of `model` embedding at `dims` dimensions (one model name, several sizes)."""
-    return f"{model}@{int(dims)}" if dims else model
 
 
 def vector_blob(vec: np.ndarray) -> bytes:
     return np.asarray(vec, dtype=np.float32).tobytes()
 
 
-class VectorStore:
-    """Vector reads and writes of `Store` (which sets these attributes and provides `_scalar`, `_dicts`,
-    `get_meta`/`set_meta` and `atomic`)."""
+class Vectors:
+    """Vector reads and writes over the store's connection."""
 
-    conn: apsw.Connection
-    _lock: threading.RLock
-    _matrix: VectorMatrix | None  # the search-time copy of the vectors
-    _matrix_version: tuple[int, int] | None
-    _generation: int
-    _vgen_written: int | None  # the vector generation our last write committed
-    _writes: int  # our own committed writes to files/chunks (with SQLite's data_version: any change)
-    _filtered_cache: dict[tuple[str, str, str], tuple[tuple[int, int], Any]]  # see _filtered
+    def __init__(self, db: Database, filters: FilterCache) -> None:
+        self.db = db
+        self.filters = filters
+        self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
+        self._matrix_version: tuple[int, int] | None = None
+        self._generation = 0
+        self._vgen_written: int | None = None  # the vector generation our last write committed
 
     # -- vectors configuration -----------------------------------------------------------------------------
     def has_vectors(self) -> bool:
-        return bool(self._scalar("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'"))
+        return bool(self.db.scalar("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'"))
 
     def vector_model(self) -> tuple[str | None, int]:
-        return self.get_meta("model"), int(self.get_meta("dimensions", "0") or 0)
+        return self.db.get_meta("model"), int(self.db.get_meta("dimensions", "0") or 0)
 
     def configure_vectors(self, provider: str, model: str, dimensions: int) -> bool:
         """Record the provider; a different model or dimension drops the vectors (never mixed). True if reset."""
-        with self._lock:  # readers never see the new table with the old matrix
+        with self.db.lock:  # readers never see the new table with the old matrix
             return self._configure_vectors(provider, model, dimensions)
 
     def _configure_vectors(self, provider: str, model: str, dimensions: int) -> bool:
         old_model, old_dims = self.vector_model()
         reset = created = False
-        with self.atomic():
+        with self.db.atomic():
             if self.has_vectors() and (old_model != model or old_dims != dimensions):
-                self.conn.execute("DROP TABLE chunks_vec")
+                self.db.conn.execute("DROP TABLE chunks_vec")
                 reset = True
             if dimensions > 0 and not self.has_vectors():
                 created = True
-                self.conn.execute(
+                self.db.conn.execute(
                     f"CREATE VIRTUAL TABLE chunks_vec USING vec0("
                     f"chunk_id INTEGER PRIMARY KEY, embedding float[{int(dimensions)}] distance_metric=cosine)"
                 )
             for key, value in (("provider", provider), ("model", model), ("dimensions", str(dimensions))):
-                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+                self.db.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
             if reset or created:
-                self._bump_vector_generation()
+                self.bump_generation()
         if reset:
             log.info(
                 "embedding model changed (%s/%s -> %s/%s): vectors rebuilt",
@@ -84,7 +80,7 @@ class VectorStore:
         if reset or created:
             self._matrix = None  # the vector table itself changed
             self._vgen_written = None
-            self._invalidate()
+            self.invalidate()
         return reset
 
     # -- embedding cache -----------------------------------------------------------------------------------
@@ -100,10 +96,10 @@ class VectorStore:
         out: dict[str, np.ndarray] = {}
         keys = [model, cache_key(model, dims)] if dims else [model]
         size = int(dims) * 4 if dims else -1
-        with self._lock:
+        with self.db.lock:
             for i in range(0, len(hashes), 500):
                 part = hashes[i : i + 500]
-                for h, blob in self.conn.execute(
+                for h, blob in self.db.conn.execute(
                     "SELECT content_hash, vector FROM embedding_cache WHERE model IN (SELECT value FROM json_each(?))"
                     " AND content_hash IN (SELECT value FROM json_each(?)) AND (? < 0 OR length(vector) = ?)",
                     (json.dumps(keys), json.dumps(part), size, size),
@@ -116,7 +112,7 @@ class VectorStore:
     def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
         if not self.has_vectors():
             return []
-        return self._dicts(
+        return self.db.dicts(
             "SELECT c.id, c.path, c.heading_path, c.text, c.content_hash FROM chunks c"
             " WHERE c.id NOT IN (SELECT chunk_id FROM chunks_vec) ORDER BY c.path, c.chunk_index LIMIT ?",
             (limit,),
@@ -126,26 +122,26 @@ class VectorStore:
         """Delete vectors (in the vector table and the embedding cache) that hold NaN, Inf or only zeros, so the
         chunks are embedded again. Such rows came from providers before their answers were checked; the scan
         runs once per index (recorded in meta)."""
-        if self.get_meta(VECTORS_CHECKED_META) == "1":
+        if self.db.get_meta(VECTORS_CHECKED_META) == "1":
             return 0
         bad_ids: list[int] = []
         bad_cache: list[tuple[str, str]] = []
-        with self._lock:
+        with self.db.lock:
             if self.has_vectors():
-                for chunk_id, blob in self.conn.execute("SELECT chunk_id, embedding FROM chunks_vec"):
+                for chunk_id, blob in self.db.conn.execute("SELECT chunk_id, embedding FROM chunks_vec"):
                     if not usable_vector(np.frombuffer(blob, dtype=np.float32)):
                         bad_ids.append(int(chunk_id))
-            for model, h, blob in self.conn.execute("SELECT model, content_hash, vector FROM embedding_cache"):
+            for model, h, blob in self.db.conn.execute("SELECT model, content_hash, vector FROM embedding_cache"):
                 if len(blob) % 4 or not usable_vector(np.frombuffer(blob, dtype=np.float32)):
                     bad_cache.append((model, h))
-            with self.atomic():
-                self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in bad_ids])
-                self.conn.executemany("DELETE FROM embedding_cache WHERE model = ? AND content_hash = ?", bad_cache)
-                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (VECTORS_CHECKED_META,))
+            with self.db.atomic():
+                self.db.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in bad_ids])
+                self.db.conn.executemany("DELETE FROM embedding_cache WHERE model = ? AND content_hash = ?", bad_cache)
+                self.db.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (VECTORS_CHECKED_META,))
                 if bad_ids:
-                    self._bump_vector_generation()
+                    self.bump_generation()
             if bad_ids:
-                self._apply_delta(bad_ids, [])
+                self.apply_delta(bad_ids, [])
         if bad_ids or bad_cache:
             log.warning(
                 "removed %d unusable vectors and %d unusable cache entries (NaN, Inf or zero): they are embedded again",
@@ -157,34 +153,25 @@ class VectorStore:
     def count_unembedded(self, model: str | None = None, dims: int = 0) -> int:
         """Chunks with no vector for the active model (`model`/`dims`; default: the model the index records).
         Every chunk counts when the index holds no vectors of that model."""
-        with self._lock:
-            total = int(self._scalar("SELECT count(*) FROM chunks") or 0)
+        with self.db.lock:
+            total = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)
             stored_model, stored_dims = self.vector_model()
             if model is None:
                 model, dims = stored_model, stored_dims
             if not model or not self.has_vectors() or stored_model != model or (dims and stored_dims != dims):
                 return total
             return int(
-                self._scalar("SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunks_vec)") or 0
+                self.db.scalar("SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunks_vec)") or 0
             )
 
     def unembedded_share(self, model: str, dims: int) -> tuple[int, int]:
         """(chunks without a vector of `model`/`dims`, all chunks), kept until the index changes: every search
         on a partly embedded index says how much of it semantic search cannot see."""
-        with self._lock:
-            key = ("unembedded", model, str(dims))
-            version = self._any_version()
-            hit = self._filtered_cache.get(key)
-            if hit is not None and hit[0] == version:
-                return hit[1]
-            value = (
-                self.count_unembedded(model, dims),
-                int(self._scalar("SELECT count(*) FROM chunks") or 0),
+        with self.db.lock:
+            return self.filters.cached(
+                ("unembedded", model, str(dims)),
+                lambda: (self.count_unembedded(model, dims), int(self.db.scalar("SELECT count(*) FROM chunks") or 0)),
             )
-            if len(self._filtered_cache) >= 16:
-                self._filtered_cache.clear()
-            self._filtered_cache[key] = (version, value)
-            return value
 
     def unembedded(self, hold: Iterable[str] = (), first: Iterable[str] = ()) -> list[tuple[int, str, str, int]]:
         """(chunk id, path, content hash, tokens) of chunks without a vector, in the order to embed them: the
@@ -192,9 +179,9 @@ class VectorStore:
         being edited: waiting for their quiet period) are left out."""
         if not self.has_vectors():
             return []
-        with self._lock:  # (one pass over vec0's ids, not a row of every chunk into Python)
+        with self.db.lock:  # (one pass over vec0's ids, not a row of every chunk into Python)
             rows = list(
-                self.conn.execute(
+                self.db.conn.execute(
                     "SELECT c.id, c.path, c.content_hash, c.token_count, f.mtime_ns FROM chunks c"
                     " JOIN files f ON f.path = c.path WHERE c.id NOT IN (SELECT chunk_id FROM chunks_vec)"
                     " ORDER BY c.path, c.chunk_index"
@@ -209,42 +196,42 @@ class VectorStore:
     def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
         """Add vectors for existing chunks: (chunk_id, content_hash, vector). A chunk replaced meanwhile (an
         edit stored while its old text was being embedded) gets none; its vector still goes to the cache."""
-        with self._lock:  # the write and the matrix patch are one step for readers
-            with self.atomic():
+        with self.db.lock:  # the write and the matrix patch are one step for readers
+            with self.db.atomic():
                 now = time.time()
-                current = {
-                    r[0]
-                    for r in self.conn.execute(
-                        "SELECT c.id FROM chunks c JOIN json_each(?) j ON c.id = j.value ->> 0"
+                current = {  # (id, hash): an id freed by a replaced chunk may already hold its successor
+                    (int(r[0]), str(r[1]))
+                    for r in self.db.conn.execute(
+                        "SELECT c.id, c.content_hash FROM chunks c JOIN json_each(?) j ON c.id = j.value ->> 0"
                         " AND c.content_hash = j.value ->> 1",
                         (json.dumps([[int(cid), h] for cid, h, _ in items]),),
                     )
                 }
                 blobs = {h: vector_blob(vec) for _, h, vec in items}
-                self.conn.executemany(
+                self.db.conn.executemany(
                     "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                     [(model, h, b, now) for h, b in blobs.items()],
                 )
-                items = [it for it in items if it[0] in current]
-                self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(cid,) for cid, _, _ in items])
-                self.conn.executemany(
+                items = [it for it in items if (int(it[0]), it[1]) in current]
+                self.db.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(cid,) for cid, _, _ in items])
+                self.db.conn.executemany(
                     "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
                     [(cid, blobs[h]) for cid, h, _ in items],
                 )
                 if items:
-                    self._bump_vector_generation()
-            self._apply_delta([cid for cid, _, _ in items], [(cid, vec) for cid, _, vec in items])
+                    self.bump_generation()
+            self.apply_delta([cid for cid, _, _ in items], [(cid, vec) for cid, _, vec in items])
 
     def embedded_count(self) -> int:
         """Vectors in the search-time matrix (0 without vectors)."""
-        with self._lock:
+        with self.db.lock:
             return len(self._vectors()) if self.has_vectors() else 0
 
     def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
         """(embedded chunks, for a fixed random sample of them: the cosine of each one's nearest chunk in another
         file): how similar "related" passages are for this model on this project (retrieval/search.py's fallback).
         One KNN per sampled chunk on the search matrix: no copy of the vectors."""
-        with self._lock:
+        with self.db.lock:
             if not self.has_vectors():
                 return 0, []
             matrix = self._vectors()
@@ -253,10 +240,18 @@ class VectorStore:
         if n < 2:
             return n, []
         picked = [ids[i] for i in np.random.default_rng(seed).choice(n, min(sample, n), replace=False)]
-        with self._lock:
+        with self.db.lock:
             vectors = self._vectors().vectors(picked)
         neighbours = {cid: self.knn(vec, 12) for cid, vec in vectors.items()}
-        paths = self.chunk_paths(list({c for hits in neighbours.values() for c, _ in hits} | set(neighbours)))
+        wanted = list({c for hits in neighbours.values() for c, _ in hits} | set(neighbours))
+        with self.db.lock:
+            paths = {
+                int(i): str(p)
+                for i, p in self.db.conn.execute(
+                    "SELECT id, path FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                    (self.db.json_ids(wanted),),
+                )
+            }
         out: list[float] = []
         for cid, hits in neighbours.items():
             own = paths.get(cid)
@@ -267,47 +262,12 @@ class VectorStore:
 
     def _file_vectors(self, path: str) -> dict[str, np.ndarray]:
         """The vectors a file's chunks have now, by content hash."""
-        ids = {r[0]: r[1] for r in self.conn.execute("SELECT id, content_hash FROM chunks WHERE path = ?", (path,))}
+        ids = {r[0]: r[1] for r in self.db.conn.execute("SELECT id, content_hash FROM chunks WHERE path = ?", (path,))}
         out: dict[str, np.ndarray] = {}
         for cid, h in ids.items():  # (vec0 answers `IN (subquery)` with a full scan: one lookup per chunk)
-            for (blob,) in self.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)):
+            for (blob,) in self.db.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)):
                 out[h] = np.frombuffer(blob, dtype=np.float32).copy()
         return out
-
-    def filtered_ids(self, flt: ChunkFilter) -> np.ndarray:
-        """The ids of the chunks passing `flt`, kept until the index changes: most searches repeat one filter
-        (the role's visibility, the context exclusions), and reading every chunk row for it cost ~38 ms a search
-        on the 56k chunks of the fiction corpus."""
-        return self._filtered(
-            "SELECT c.id FROM chunks c WHERE {}", flt, lambda rows: np.fromiter((r[0] for r in rows), dtype=np.int64)
-        )
-
-    def filtered_id_set(self, flt: ChunkFilter) -> frozenset[int]:
-        """filtered_ids as a set (membership tests), kept the same way."""
-        return self._filtered(
-            "SELECT c.id FROM chunks c WHERE {}", flt, lambda rows: frozenset(int(r[0]) for r in rows), "set"
-        )
-
-    def filtered_paths(self, flt: ChunkFilter) -> frozenset[str]:
-        """The paths of the files with a chunk passing `flt`, kept until the index changes (as filtered_ids)."""
-        return self._filtered(
-            "SELECT DISTINCT c.path FROM chunks c WHERE {}", flt, lambda rows: frozenset(str(r[0]) for r in rows)
-        )
-
-    def _filtered(self, sql: str, flt: ChunkFilter, build: Any, shape: str = "") -> Any:
-        where, params = flt.where()
-        key = (sql + shape, where, json.dumps(params, default=str))
-        with self._lock:
-            version = self._any_version()
-            cache = self._filtered_cache
-            hit = cache.get(key)
-            if hit is not None and hit[0] == version:
-                return hit[1]
-            value = build(self.conn.execute(sql.format(where), params))
-            if len(cache) >= 16:
-                cache.clear()
-            cache[key] = (version, value)
-        return value
 
     def _data_version(self) -> tuple[int, int]:
         """What the cached matrix depends on: the index's vector generation (bumped by every vector write, in
@@ -317,31 +277,35 @@ class VectorStore:
 
     def _any_version(self) -> tuple[int, int]:
         """Changes with any commit to the index, ours or another process's (for caches of chunk text stats)."""
-        return (int(self._scalar("PRAGMA data_version") or 0), self._writes)
+        return (int(self.db.scalar("PRAGMA data_version") or 0), self.db.writes)
 
     def _vector_generation(self) -> int:
-        return int(self._scalar("SELECT value FROM meta WHERE key = 'vector_generation'") or 0)
+        return int(self.db.scalar("SELECT value FROM meta WHERE key = 'vector_generation'") or 0)
 
-    def _bump_vector_generation(self) -> None:
+    def bump_generation(self) -> None:
         """Inside a write transaction that changes vectors: other processes' matrices go stale, ours is patched."""
         rows = list(
-            self.conn.execute(
+            self.db.conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('vector_generation', '1') ON CONFLICT(key)"
                 " DO UPDATE SET value = CAST(value AS INTEGER) + 1 RETURNING value"
             )
         )
         self._vgen_written = int(rows[0][0])
 
-    def _invalidate(self) -> None:
-        self._generation += 1
-        self._writes += 1
+    def forget_written(self) -> None:
+        """After a write that replaced every vector (clear): the generation it committed is not a patch."""
+        self._vgen_written = None
 
-    def _apply_delta(self, removed: Sequence[int], added: Sequence[tuple[int, np.ndarray]]) -> None:
+    def invalidate(self) -> None:
+        self._generation += 1
+        self.db.writes += 1
+
+    def apply_delta(self, removed: Sequence[int], added: Sequence[tuple[int, np.ndarray]]) -> None:
         """After our own committed write: patch the cached matrix in place (O(rows changed)) instead of
         reloading it (a reload of 34k vectors took ~250 ms, paid by the first search after every editor save).
         A matrix that was already stale (another process wrote) is dropped and reloaded on the next search."""
-        with self._lock:
-            self._writes += 1
+        with self.db.lock:
+            self.db.writes += 1
             written, self._vgen_written = self._vgen_written, None
             if written is None:  # no vector changed: the matrix (current or not) stays as it is
                 return
@@ -364,14 +328,14 @@ class VectorStore:
         version = self._data_version()
         if self._matrix is not None and self._matrix_version == version:
             return self._matrix
-        dims = int(self.get_meta("dimensions", "0") or 0) if self.has_vectors() else 0
+        dims = int(self.db.get_meta("dimensions", "0") or 0) if self.has_vectors() else 0
         self._matrix = VectorMatrix(*self._load_vectors(dims)) if dims else VectorMatrix.empty(0)
         self._matrix_version = version
         return self._matrix
 
     def vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, unit vectors) of every embedded chunk (copies; for tests and benchmarks)."""
-        with self._lock:
+        with self.db.lock:
             return self._vectors().arrays()
 
     def _load_vectors(self, dims: int, batch: int = 4096) -> tuple[np.ndarray, np.ndarray]:
@@ -381,12 +345,12 @@ class VectorStore:
         arrays, and a full scan of a 100k x 384 matrix ran ~7% slower over a buffer built from Python bytes
         (4 KiB pages: a TLB miss per page) than over the same data in a numpy array. Filling a preallocated array
         also keeps the peak at one copy of the vectors (plus one batch) instead of two."""
-        with self.conn:  # one read transaction: the count and the rows agree
-            n = int(self._scalar("SELECT count(*) FROM chunks_vec") or 0)
+        with self.db.conn:  # one read transaction: the count and the rows agree
+            n = int(self.db.scalar("SELECT count(*) FROM chunks_vec") or 0)
             ids = np.empty(n, dtype=np.int64)
             mat = np.empty((n, dims), dtype=np.float32)
             filled = 0
-            cursor = self.conn.execute("SELECT chunk_id, embedding FROM chunks_vec")
+            cursor = self.db.conn.execute("SELECT chunk_id, embedding FROM chunks_vec")
             while filled < n:
                 rows = list(itertools.islice(cursor, batch))
                 if not rows:
@@ -405,10 +369,10 @@ class VectorStore:
 
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
-        allowed = self.filtered_ids(flt) if flt is not None and not flt.is_empty() else None
+        allowed = self.filters.ids(flt) if flt is not None and not flt.is_empty() else None
         if allowed is not None and not len(allowed):
             return []
-        with self._lock:  # writes patch the matrix in place
+        with self.db.lock:  # writes patch the matrix in place
             matrix = self._vectors()
             if len(matrix) == 0 or k <= 0:
                 return []
@@ -416,8 +380,8 @@ class VectorStore:
 
     def knn_vec0(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """KNN through sqlite-vec itself (kept for comparison in benchmarks)."""
-        with self._lock:
-            rows = self.conn.execute(
+        with self.db.lock:
+            rows = self.db.conn.execute(
                 "SELECT chunk_id, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?",
                 (vector_blob(query), k),
             )
@@ -425,7 +389,7 @@ class VectorStore:
 
     def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
         """Those of `chunk_ids` that have no vector (none when the index holds no vectors at all)."""
-        with self._lock:
+        with self.db.lock:
             matrix = self._vectors()
             return {int(c) for c in chunk_ids if int(c) not in matrix} if len(matrix) else set()
 
@@ -433,10 +397,10 @@ class VectorStore:
         """Those of `paths` with at least one chunk that has no vector (all of them without a vector table)."""
         if not paths:
             return set()
-        with self._lock:
+        with self.db.lock:
             rows = [
                 (int(i), p)
-                for i, p in self.conn.execute(
+                for i, p in self.db.conn.execute(
                     "SELECT id, path FROM chunks WHERE path IN (SELECT value FROM json_each(?))",
                     (json.dumps(list(paths)),),
                 )
@@ -447,5 +411,5 @@ class VectorStore:
             return {p for i, p in rows if i not in matrix}
 
     def chunk_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
-        with self._lock:
+        with self.db.lock:
             return self._vectors().vectors(chunk_ids)

@@ -7,8 +7,8 @@ a run writes. The lock is `flock` on the file, released by the kernel when the h
 
 The holder writes its PID on the first line and what it is doing (a JSON record: phase, files and chunks done)
 on the second, so that `status` in any other process shows the run (`other_run`). The file is opened through
-the folder's descriptor without following links (storage/index_files.py): a lock file that is a link, or a hard link, is
-refused, never truncated.
+the folder's descriptor without following links (storage/sqlite/index_files.py): a lock file that is a link,
+or a hard link, is refused, never truncated.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import IndexBusy, IndexPathUnsafe  # noqa: F401 - IndexBusy re-exported (callers import it here)
+from ...errors import IndexBusy, IndexPathUnsafe
 from . import index_files
 
 if TYPE_CHECKING:
-    from ..indexing.records import IndexProgress
+    from ...indexing.records import IndexProgress
 
 log = logging.getLogger(__name__)
 
@@ -62,27 +62,6 @@ def _read_record(fd: int) -> dict[str, Any] | None:
         return _parse(os.pread(fd, 4096, 0))
     except OSError:
         return None
-
-
-def progress_of(record: dict[str, Any]) -> IndexProgress:
-    """Another process's run as an IndexProgress (its phase: keywords or embedding; starting counts as keywords)."""
-    from ..indexing.records import IndexProgress
-
-    phase = record.get("phase") if record.get("phase") in ("keywords", "embedding") else "keywords"
-
-    def number(key: str) -> int:
-        value = record.get(key)
-        return value if isinstance(value, int) else 0
-
-    return IndexProgress(
-        number("filesDone"),
-        number("filesTotal"),
-        record.get("currentFile"),
-        phase=str(phase),
-        chunks_done=number("chunksDone"),
-        chunks_total=number("chunksTotal"),
-        eta_seconds=record.get("etaSeconds"),
-    )
 
 
 def describe(record: dict[str, Any] | None) -> str | None:
@@ -194,7 +173,7 @@ def _acquire(
     on_wait: Callable[[int | None], None] | None,
     timeout: float | None,
 ) -> None:
-    from ..errors import IndexCancelled
+    from ...errors import IndexCancelled
 
     told = False
     retries = 0
@@ -211,7 +190,7 @@ def _acquire(
                 continue
             pid = record["pid"] if record else None
             if not wait or (deadline is not None and time.monotonic() >= deadline):
-                raise IndexBusy(pid, path, describe(record)) from None
+                raise IndexBusy(pid, path.parent, describe(record)) from None
             if not told:
                 told = True
                 who = f"PID {pid}" if pid else "another process"

@@ -1,22 +1,21 @@
-"""A file's chunks written to the index: `replace_file` swaps them in one transaction and touches only what
-changed (an edit of one paragraph of a 258-chunk note rewrites one chunk row, its keywords and its vector,
-not 258 of each). `FileWrites` is mixed into `Store`, whose connection, lock and helpers it uses."""
+"""A file's chunks written to the SQLite index: `replace_file` swaps them in one transaction and touches only what
+changed (an edit of one paragraph of a 258-chunk note rewrites one chunk row, its keywords and its vector, not 258
+of each); `delete_file` and `clear`. `FileWrites` is a part of `SqliteStore` (store.py), sharing its `Database`
+and calling its `Vectors` and `Mentions` parts."""
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import fields
 from operator import attrgetter
 
-import apsw
-
-from ..lazy import np  # numpy loads on first use (cold CLI path)
-from .mentions import FileMentionRows
-from .schema import ChunkRow, FileRecord
-from .vectors import vector_blob
+from ...lazy import np  # numpy loads on first use (cold CLI path)
+from ..base import ChunkRow, FileMentionRows, FileRecord
+from .database import Database
+from .mentions import Mentions
+from .vectors import Vectors, vector_blob
 
 _ROW_FIELDS = [f.name for f in fields(ChunkRow)]
 # what a kept chunk row may differ in without being rewritten: no keyword (FTS) or vector change follows
@@ -27,11 +26,12 @@ _INSERT = "INSERT INTO chunks(path, " + ", ".join(_ROW_FIELDS) + ") VALUES (?" +
 
 
 class FileWrites:
-    """File writes of `Store` (which sets these attributes and provides `_scalar`, `atomic`, `has_vectors`,
-    `_bump_vector_generation` and `_apply_delta`)."""
+    """File writes over the store's connection."""
 
-    conn: apsw.Connection
-    _lock: threading.RLock
+    def __init__(self, db: Database, vectors: Vectors, mentions: Mentions) -> None:
+        self.db = db
+        self.vectors = vectors
+        self.mentions = mentions
 
     def replace_file(
         self,
@@ -48,14 +48,14 @@ class FileWrites:
         every column is not written at all. Returns the ids of the chunks inserted without a vector (what the
         embedding phase has to do for this file). `mentions`: the file's entity mentions, written in the same
         transaction (storage/mentions.py)."""
-        with self._lock:  # the write and the matrix patch are one step for readers
+        with self.db.lock:  # the write and the matrix patch are one step for readers
             vectors = vectors or {}
             added: list[tuple[int, np.ndarray]] = []
             unembedded: list[int] = []
-            with self.atomic():
-                has_vec = self.has_vectors()  # type: ignore[attr-defined]
+            with self.db.atomic():
+                has_vec = self.vectors.has_vectors()
                 old: dict[str, list[tuple]] = {}  # content hash -> stored rows (id first), in chunk order
-                for row in self.conn.execute(
+                for row in self.db.conn.execute(
                     "SELECT id, " + ", ".join(_ROW_FIELDS) + " FROM chunks WHERE path = ? ORDER BY chunk_index",
                     (record.path,),
                 ):
@@ -79,15 +79,15 @@ class FileWrites:
                 removed = self._delete_ids(gone, has_vec)
                 moved = [(r, ch) for r, ch in kept if tuple(r[1:]) != _values(ch)]
                 for r, _ch in moved:  # out of the way first: (path, chunk_index) is unique
-                    self.conn.execute("UPDATE chunks SET chunk_index = ? WHERE id = ?", (-1 - r[0], r[0]))
+                    self.db.conn.execute("UPDATE chunks SET chunk_index = ? WHERE id = ?", (-1 - r[0], r[0]))
                 for ch in new:
-                    self.conn.execute(_INSERT, (record.path, *_values(ch)))
-                    chunk_id = self.conn.last_insert_rowid()
+                    self.db.conn.execute(_INSERT, (record.path, *_values(ch)))
+                    chunk_id = self.db.conn.last_insert_rowid()
                     vec = vectors.get(ch.content_hash)
                     if vec is None:
                         vec = reused.get(ch.content_hash)
                     if has_vec and vec is not None:
-                        self.conn.execute(
+                        self.db.conn.execute(
                             "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
                             (chunk_id, vector_blob(vec)),
                         )
@@ -96,37 +96,67 @@ class FileWrites:
                         unembedded.append(chunk_id)
                 for r, ch in moved:  # only the columns that differ (none of them feeds the keyword index)
                     cols = [n for n in _MOVABLE if n == "chunk_index" or getattr(ch, n) != r[1 + _ROW_FIELDS.index(n)]]
-                    self.conn.execute(
+                    self.db.conn.execute(
                         "UPDATE chunks SET " + ", ".join(f"{n} = ?" for n in cols) + " WHERE id = ?",
                         (*(getattr(ch, n) for n in cols), r[0]),
                     )
                 for r, ch in kept if has_vec else ():  # a kept chunk still without a vector: given one now
                     vec = vectors.get(ch.content_hash)
                     if vec is not None and not any(
-                        True for _ in self.conn.execute("SELECT 1 FROM chunks_vec WHERE chunk_id = ?", (r[0],))
+                        True for _ in self.db.conn.execute("SELECT 1 FROM chunks_vec WHERE chunk_id = ?", (r[0],))
                     ):
-                        self.conn.execute(
+                        self.db.conn.execute(
                             "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
                             (r[0], vector_blob(vec)),
                         )
                         added.append((r[0], vec))
                 if model:
                     now = time.time()
-                    self.conn.executemany(
+                    self.db.conn.executemany(
                         "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         [(model, h, vector_blob(v), now) for h, v in vectors.items()],
                     )
                 self._write_file_row(record, chunks)
                 if mentions is not None:
-                    self.write_mentions(record.path, mentions)  # type: ignore[attr-defined]
+                    self.mentions.write_mentions(record.path, mentions)
                 if removed or added:
-                    self._bump_vector_generation()  # type: ignore[attr-defined]
-            self._apply_delta(removed, added)  # type: ignore[attr-defined]
+                    self.vectors.bump_generation()
+            self.vectors.apply_delta(removed, added)
         return unembedded
+
+    def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
+        with self.db.atomic():
+            self.db.conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
+
+    def delete_file(self, path: str) -> bool:
+        with self.db.lock:  # the write and the matrix patch are one step for readers
+            with self.db.atomic():
+                existed = bool(self.db.scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
+                removed = self._delete_chunks(path)
+                self._drop_file_text(path)
+                self.mentions.drop_mentions(path)
+                self.db.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+                if removed:
+                    self.vectors.bump_generation()
+            self.vectors.apply_delta(removed, [])
+        return existed
+
+    def clear(self) -> None:
+        """Forget every file, chunk and vector (the embedding cache and logs stay: they cost money)."""
+        with self.db.atomic():
+            if self.vectors.has_vectors():
+                self.db.conn.execute("DELETE FROM chunks_vec")
+                self.vectors.bump_generation()
+            self.db.conn.execute("DELETE FROM chunks")
+            self.db.conn.execute("DELETE FROM files_fts")
+            self.mentions.clear_mentions()
+            self.db.conn.execute("DELETE FROM files")
+        self.vectors.forget_written()
+        self.vectors.invalidate()
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
         self._drop_file_text(record.path)
-        self.conn.execute(
+        self.db.conn.execute(
             "INSERT OR REPLACE INTO files(path, content_hash, mtime_ns, size, file_type, encoding, last_indexed,"
             " chunk_count, entity_type, entity_name, display_name, aliases, book_id, chapter_id, visibility,"
             " corpus, warning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -150,16 +180,16 @@ class FileWrites:
                 record.warning,
             ),
         )
-        self.conn.execute(  # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`)
+        self.db.conn.execute(  # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`)
             "INSERT INTO files_fts(rowid, text) VALUES (?, ?)",
-            (self.conn.last_insert_rowid(), "\n".join([*(ch.text for ch in chunks), *_ident_lines(chunks)])),
+            (self.db.conn.last_insert_rowid(), "\n".join([*(ch.text for ch in chunks), *_ident_lines(chunks)])),
         )
 
     def _vectors_of(self, chunk_ids: list[int]) -> dict[str, np.ndarray]:
         """The stored vectors of these chunks, by content hash (one vec0 lookup each: `IN` is a full scan)."""
         out: dict[str, np.ndarray] = {}
         for cid in chunk_ids:
-            for h, blob in self.conn.execute(
+            for h, blob in self.db.conn.execute(
                 "SELECT c.content_hash, v.embedding FROM chunks c JOIN chunks_vec v ON v.chunk_id = c.id"
                 " WHERE c.id = ?",
                 (cid,),
@@ -170,24 +200,24 @@ class FileWrites:
     def _delete_ids(self, ids: list[int], has_vec: bool) -> list[int]:
         """Delete these chunks and their vectors; returns the ids whose vectors were removed."""
         if has_vec and ids:
-            self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
-        self.conn.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
+            self.db.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
+        self.db.conn.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
         return ids if has_vec else []
 
     def _drop_file_text(self, path: str) -> None:
         """Remove a file's row from the file-level keyword index (before its files row goes or is replaced)."""
-        rowid = self._scalar("SELECT rowid FROM files WHERE path = ?", (path,))  # type: ignore[attr-defined]
+        rowid = self.db.scalar("SELECT rowid FROM files WHERE path = ?", (path,))
         if rowid is not None:
-            self.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
+            self.db.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
 
     def _delete_chunks(self, path: str) -> list[int]:
         """Delete a file's chunks and vectors; returns the chunk ids whose vectors were removed."""
         ids: list[int] = []
-        if self.has_vectors():  # type: ignore[attr-defined]
+        if self.vectors.has_vectors():
             # vec0 answers `chunk_id IN (subquery)` with a full scan; deleting by primary key is a lookup each
-            ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
-            self.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
-        self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+            ids = [r[0] for r in self.db.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
+            self.db.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
+        self.db.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
         return ids
 
 

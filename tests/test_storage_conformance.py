@@ -1,0 +1,535 @@
+"""The storage conformance suite (issue 32): what storage/base.py promises, checked through the interface alone, on
+every backend. A backend is one entry of BACKENDS (a function of the test's tmp_path and pytest request returning an
+open `IndexStore` on a fresh, empty index); the `pg` branch adds "postgres" (a workspace on its session's server).
+
+Only `IndexStore` methods and the records of storage/base.py are used here: no SQL, no backend module, no driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from saipling.errors import IndexBusy
+from saipling.storage import open_store
+from saipling.storage.base import (
+    ChunkFilter,
+    ChunkRow,
+    FileMentionRows,
+    FileRecord,
+    IndexStore,
+    KeywordQuery,
+    KeywordTerm,
+    StoredChunk,
+    StoredFile,
+    cache_key,
+    iter_protocols,
+)
+
+
+def _sqlite(tmp_path: Path, request: pytest.FixtureRequest) -> IndexStore:
+    return open_store(tmp_path / "project" / ".saipling" / "index.db")
+
+
+def _postgres(tmp_path: Path, request: pytest.FixtureRequest) -> IndexStore:
+    """A fresh workspace on the session's PostgreSQL (tests/pg_fixture.py; skipped, with the reason, without it)."""
+    return open_store(request.getfixturevalue("pg_url"))
+
+
+# backend name -> how to open a fresh, empty index of it
+BACKENDS: dict[str, Callable[[Path, pytest.FixtureRequest], IndexStore]] = {"sqlite": _sqlite, "postgres": _postgres}
+
+DIMS = 8
+MODEL = cache_key("fake-model", DIMS)
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexStore]:
+    s = BACKENDS[request.param](tmp_path, request)
+    yield s
+    s.close()
+
+
+# -- building blocks -------------------------------------------------------------------------------------------
+def h(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=DIMS).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def record(path: str, content: str = "x", **meta: Any) -> FileRecord:
+    return FileRecord(
+        path=path,
+        content_hash=h(path + content),
+        mtime_ns=meta.pop("mtime_ns", 1),
+        size=meta.pop("size", len(content)),
+        file_type=meta.pop("file_type", "document"),
+        encoding="utf-8",
+        **meta,
+    )
+
+
+def row(i: int, text: str, heading: str = "", **meta: Any) -> ChunkRow:
+    values: dict[str, Any] = {
+        "kind": "section",
+        "file_type": "document",
+        "entity_type": None,
+        "entity_name": None,
+        "book_id": None,
+        "chapter_id": None,
+        "chapter_num": None,
+        "visibility": "public",
+        "corpus": "content",
+    }
+    values.update(meta)
+    return ChunkRow(
+        chunk_index=i,
+        section_heading=f"## {heading}" if heading else None,
+        heading_path=heading,
+        start_line=i * 10 + 1,
+        end_line=i * 10 + 5,
+        content_hash=h(text),
+        preview=text[:200],
+        token_count=len(text.split()),
+        text=text,
+        **values,
+    )
+
+
+def put(store: IndexStore, path: str, *texts: str, vectors: bool = False, **meta: Any) -> list[int]:
+    """Write a file of one chunk per text (the same metadata on the file and its chunks); its chunk ids."""
+    file_meta = {k: v for k, v in meta.items() if k in ("visibility", "book_id", "chapter_id", "file_type")}
+    chunk_meta = {k: v for k, v in meta.items() if k != "aliases" and k != "display_name"}
+    rows = [row(i, t, **chunk_meta) for i, t in enumerate(texts)]
+    vecs = {r.content_hash: unit(len(r.text)) for r in rows} if vectors else None
+    extra = {k: meta[k] for k in ("aliases", "display_name") if k in meta}
+    store.replace_file(record(path, "".join(texts), **file_meta, **extra), rows, vecs, MODEL if vectors else None)
+    return [c.id for c in store.chunks_for_path(path)]
+
+
+def q(*terms: str, prefix: bool = False) -> KeywordQuery:
+    """Each term a phrase of its words (`prefix`: every term matches as a prefix too)."""
+    query = KeywordQuery.of((tuple(t.split()), prefix) for t in terms)
+    assert query is not None
+    return query
+
+
+def paths_of(store: IndexStore, ids: list[int]) -> list[str]:
+    found = store.chunk_paths(ids)
+    return [found[i] for i in ids]
+
+
+def hit_paths(store: IndexStore, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[str]:
+    return paths_of(store, [i for i, _ in store.keyword_search(query, 50, flt)])
+
+
+# -- the shape -------------------------------------------------------------------------------------------------
+def test_the_backend_implements_every_protocol(store: IndexStore) -> None:
+    assert isinstance(store, IndexStore)
+    for proto in iter_protocols():
+        assert isinstance(store, proto), proto.__name__
+    assert isinstance(store.path, str) and store.readonly is False and store.rebuilt is None
+
+
+# -- files and chunks ------------------------------------------------------------------------------------------
+def test_replace_file_stores_the_file_and_its_chunks_in_order(store: IndexStore) -> None:
+    rec = record("notes/a.md", "abc", aliases=["Al", "Ally"], display_name="Alpha", visibility="private")
+    rows = [row(0, "the first chunk", "One"), row(1, "the second chunk", "Two", chapter_num=3)]
+    assert store.get_file("notes/a.md") is None and store.chunks_for_path("notes/a.md") == []
+    unembedded = store.replace_file(rec, rows)
+    got = store.get_file("notes/a.md")
+    assert isinstance(got, StoredFile)
+    assert (got.path, got.content_hash, got.size, got.chunk_count) == ("notes/a.md", rec.content_hash, 3, 2)
+    assert got.aliases == ["Al", "Ally"] and got.display_name == "Alpha" and got.visibility == "private"
+    assert got["content_hash"] == rec.content_hash  # (read as a mapping too)
+    chunks = store.chunks_for_path("notes/a.md")
+    assert all(isinstance(c, StoredChunk) for c in chunks)
+    assert [(c.chunk_index, c.text, c.heading_path, c.section_heading) for c in chunks] == [
+        (0, "the first chunk", "One", "## One"),
+        (1, "the second chunk", "Two", "## Two"),
+    ]
+    assert chunks[1].chapter_num == 3 and chunks[0].chapter_num is None
+    assert store.chunks_by_id([c.id for c in chunks] + [10**9]) == {c.id: c for c in chunks}
+    assert store.chunks_by_id([]) == {}
+    assert sorted(unembedded) == sorted(c.id for c in chunks)  # nothing embedded
+    assert store.file_states()["notes/a.md"].content_hash == rec.content_hash
+    assert set(store.file_states_for(["notes/a.md", "nope.md"])) == {"notes/a.md"}
+    assert store.chunk_hashes() == [("notes/a.md", h("the first chunk"), 3), ("notes/a.md", h("the second chunk"), 3)]
+    assert store.chunk_texts([chunks[0].id]) == {chunks[0].id: (h("the first chunk"), "One", "the first chunk")}
+    assert store.total_tokens_indexed() == 6
+
+
+def test_an_unchanged_chunk_keeps_its_id_and_a_changed_one_gets_a_new_one(store: IndexStore) -> None:
+    first = put(store, "a.md", "alpha text", "beta text", "gamma text")
+    store.replace_file(record("a.md", "v2"), [row(0, "new opening"), row(1, "alpha text"), row(2, "gamma text")])
+    after = store.chunks_for_path("a.md")
+    assert [c.text for c in after] == ["new opening", "alpha text", "gamma text"]
+    assert after[1].id == first[0] and after[2].id == first[2]  # kept (moved) rows keep their ids
+    assert after[0].id not in first
+    assert [c.chunk_index for c in after] == [0, 1, 2] and after[1].start_line == 11  # moved: its new lines
+    assert hit_paths(store, q("beta")) == []  # the gone chunk's keywords went with it
+
+
+def test_delete_and_touch_and_clear(store: IndexStore) -> None:
+    put(store, "a.md", "lighthouse keeper")
+    put(store, "b.md", "harbor master")
+    store.touch_file("a.md", 77, 5)
+    assert (store.file_states()["a.md"].mtime_ns, store.file_states()["a.md"].size) == (77, 5)
+    assert store.delete_file("a.md") is True and store.delete_file("a.md") is False
+    assert store.get_file("a.md") is None and store.chunks_for_path("a.md") == []
+    assert hit_paths(store, q("lighthouse")) == [] and hit_paths(store, q("harbor")) == ["b.md"]
+    assert store.file_keyword_search(q("lighthouse"), 5) == []
+    store.set_meta("kept", "yes")
+    store.clear()
+    assert store.file_states() == {} and hit_paths(store, q("harbor")) == [] and store.stats()["totalChunks"] == 0
+    assert store.get_meta("kept") == "yes"
+
+
+def test_atomic_rolls_back_every_write_inside_it(store: IndexStore) -> None:
+    put(store, "a.md", "old words here")
+    with pytest.raises(RuntimeError), store.atomic():
+        store.replace_file(record("a.md", "new"), [row(0, "brand new words")])
+        store.set_meta("k", "v")
+        store.delete_file("a.md")
+        raise RuntimeError("stop")
+    assert [c.text for c in store.chunks_for_path("a.md")] == ["old words here"]
+    assert store.get_meta("k") is None and hit_paths(store, q("brand")) == []
+
+
+# -- keyword search --------------------------------------------------------------------------------------------
+def test_keyword_scores_are_higher_is_better_and_best_first(store: IndexStore) -> None:
+    put(store, "once.md", "the amber lamp by the door of the old house stood there")
+    put(store, "thrice.md", "amber amber amber lamp by the door of the old house")
+    put(store, "none.md", "a violet lamp by the door of the old house stood there")
+    hits = store.keyword_search(q("amber"), 10)
+    assert paths_of(store, [i for i, _ in hits]) == ["thrice.md", "once.md"]
+    assert hits[0][1] > hits[1][1]
+    files = store.file_keyword_search(q("amber"), 10)
+    assert [p for p, _, _ in files] == ["thrice.md", "once.md"] and files[0][1] > files[1][1]
+    assert store.keyword_search(q("amber"), 1) == hits[:1]
+
+
+def test_keyword_terms_phrases_prefixes_folding_and_stems(store: IndexStore) -> None:
+    put(store, "a.md", "The old man walked to the Café by the sea")
+    put(store, "b.md", "a man who was old drowned in the lighthouse")
+    assert sorted(hit_paths(store, q("old man"))) == ["a.md"]  # a phrase: adjacent, in order
+    assert sorted(hit_paths(store, q("old", "sea"))) == ["a.md", "b.md"]  # an OR of terms
+    assert hit_paths(store, q("cafe")) == ["a.md"]  # case and accents folded
+    assert hit_paths(store, q("drowning")) == ["b.md"]  # stemmed
+    assert hit_paths(store, q("light")) == []
+    assert hit_paths(store, q("light", prefix=True)) == ["b.md"]
+    assert hit_paths(store, KeywordQuery((KeywordTerm(("light",), True),))) == ["b.md"]
+    assert hit_paths(store, q("zebra")) == []
+
+
+def test_keyword_search_reads_headings_and_identifier_words(store: IndexStore) -> None:
+    rows = [row(0, "body text only", "Keeper Notes"), row(1, "call setTimeout here", ident_words="set\ntimeout")]
+    store.replace_file(record("a.md", "x"), rows)
+    assert hit_paths(store, q("keeper")) == ["a.md"]
+    assert hit_paths(store, q("timeout")) == ["a.md"]
+    assert [p for p, _, _ in store.file_keyword_search(q("timeout"), 5)] == ["a.md"]
+
+
+def test_keyword_paths_give_each_matching_file_once_with_its_first_chapter(store: IndexStore) -> None:
+    put(store, "ch2.md", "Mina wrote", "Mina slept", chapter_num=2, chapter_id="c2")
+    put(store, "notes.md", "about Mina")
+    put(store, "other.md", "nobody here")
+    assert sorted(store.keyword_paths(q("mina"))) == [("ch2.md", 2), ("notes.md", None)]
+    assert store.keyword_paths(q("mina"), ChunkFilter(max_chapter=1)) == [("notes.md", None)]
+
+
+def test_file_keyword_search_ranks_whole_files_with_their_sizes(store: IndexStore) -> None:
+    put(store, "a.md", "amber here", "violet there")
+    put(store, "b.md", "violet only")
+    hits = store.file_keyword_search(q("amber", "violet"), 10)
+    assert [p for p, _, _ in hits][0] == "a.md" and {p for p, _, _ in hits} == {"a.md", "b.md"}
+    assert {p: size for p, _, size in hits} == {"a.md": len("amber here" + "violet there"), "b.md": len("violet only")}
+    only_b = store.file_keyword_search(q("amber", "violet"), 10, ChunkFilter(only_paths=["b.md"]))
+    assert [p for p, _, _ in only_b] == ["b.md"]
+
+
+def test_term_doc_freqs_count_chunks_by_stemmed_term(store: IndexStore) -> None:
+    from saipling.markdown.terms import match_key
+
+    put(store, "a.md", "drowning sailors", "a drowned man", "dry land")
+    put(store, "b.md", "sailors sing")
+    df, n = store.term_doc_freqs([match_key("drowning"), match_key("sailors"), match_key("zebra")])
+    assert n == 4
+    assert df == {match_key("drowning"): 2, match_key("sailors"): 2, match_key("zebra"): 0}
+    store.delete_file("b.md")
+    df, n = store.term_doc_freqs([match_key("sailors")])
+    assert (df, n) == ({match_key("sailors"): 1}, 3)
+
+
+# -- filters ---------------------------------------------------------------------------------------------------
+@pytest.fixture
+def shelf(store: IndexStore) -> IndexStore:
+    """Five files, one chunk each, all holding the word `lantern`."""
+    put(store, "pub/a.md", "lantern a", visibility="public", book_id="the-book", chapter_num=1, entity_type="Scene")
+    put(store, "pub/b.md", "lantern b", visibility="Public", chapter_num=5, file_type="world")
+    put(store, "priv/c.md", "lantern c", visibility="private", book_id="other")
+    put(store, "priv/d.md", "lantern d", visibility=None)
+    put(store, "notes/é.md", "lantern e", visibility="secret", corpus="reference")
+    return store
+
+
+FILTERS: list[tuple[ChunkFilter, set[str]]] = [
+    (ChunkFilter(), {"pub/a.md", "pub/b.md", "priv/c.md", "priv/d.md", "notes/é.md"}),
+    (ChunkFilter(visibility=["public"]), {"pub/a.md", "pub/b.md", "priv/d.md"}),  # case folded; NULL is public
+    (ChunkFilter(visibility=["public", "secret"]), {"pub/a.md", "pub/b.md", "priv/d.md", "notes/é.md"}),
+    (ChunkFilter(visibility=[]), set()),  # fail closed
+    (ChunkFilter(known_by="Mina"), set()),  # a name never resolved: nothing known (fail closed)
+    (ChunkFilter(only_paths=[]), set()),
+    (ChunkFilter(only_paths=["pub/a.md", "x.md"]), {"pub/a.md"}),
+    (ChunkFilter(exclude_paths=["pub/a.md", "priv/c.md"]), {"pub/b.md", "priv/d.md", "notes/é.md"}),
+    (ChunkFilter(path_prefix="pub/"), {"pub/a.md", "pub/b.md"}),
+    (ChunkFilter(path_prefix="pri"), {"priv/c.md", "priv/d.md"}),
+    (ChunkFilter(glob="priv/*.md"), {"priv/c.md", "priv/d.md"}),
+    (ChunkFilter(file_types=["World"]), {"pub/b.md"}),
+    (ChunkFilter(entity_types=["scene"]), {"pub/a.md"}),
+    (ChunkFilter(book_id="The Book"), {"pub/a.md"}),  # a title names the book's slug
+    (ChunkFilter(book_scope="other"), {"priv/c.md", "pub/b.md", "priv/d.md", "notes/é.md"}),
+    (ChunkFilter(max_chapter=2), {"pub/a.md", "priv/c.md", "priv/d.md", "notes/é.md"}),
+    (ChunkFilter(corpus="reference"), {"notes/é.md"}),
+    (ChunkFilter(visibility=["public"], path_prefix="pub/", max_chapter=3), {"pub/a.md"}),
+]
+
+
+@pytest.mark.parametrize(("flt", "expected"), FILTERS, ids=[str(i) for i in range(len(FILTERS))])
+def test_filters_hold_in_every_search(shelf: IndexStore, flt: ChunkFilter, expected: set[str]) -> None:
+    assert flt.is_empty() == (flt == ChunkFilter())
+    assert set(hit_paths(shelf, q("lantern"), flt)) == expected
+    assert {p for p, _, _ in shelf.file_keyword_search(q("lantern"), 10, flt)} == expected
+    assert {p for p, _ in shelf.keyword_paths(q("lantern"), flt)} == expected
+    ids = [c.id for p in shelf.file_states() for c in shelf.chunks_for_path(p)]
+    assert {p for _, p in shelf.chunk_ids_for_paths(list(shelf.file_states()), flt)} == expected
+    assert len(ids) == 5
+
+
+def test_a_non_ascii_path_prefix_matches_either_normal_form(shelf: IndexStore) -> None:
+    import unicodedata
+
+    nfd = unicodedata.normalize("NFD", "notes/é")
+    assert hit_paths(shelf, q("lantern"), ChunkFilter(path_prefix=nfd)) == ["notes/é.md"]
+
+
+def test_known_by_passes_files_that_mention_the_entity_or_are_its_pov(store: IndexStore) -> None:
+    put(store, "ch1.md", "the lantern burned")
+    put(store, "ch2.md", "the lantern went out")
+    put(store, "ch3.md", "the lantern again")
+    store.write_mentions("ch1.md", FileMentionRows("k1", [("people/mina.md", 0, 4, 8, "Mina")]))
+    store.write_mentions("ch2.md", FileMentionRows("k1", [], pov="mina harker"))
+    flt = ChunkFilter(known_by="Mina", known_entities=["people/mina.md"], known_povs=["mina harker"])
+    assert sorted(hit_paths(store, q("lantern"), flt)) == ["ch1.md", "ch2.md"]
+    nobody = ChunkFilter(known_by="Mina", known_entities=[], known_povs=[])
+    assert hit_paths(store, q("lantern"), nobody) == []
+
+
+def test_heading_and_entity_lookups(store: IndexStore) -> None:
+    rows = [
+        row(0, "---\nname: Mina\n---", kind="frontmatter"),
+        row(1, "Mina's story", "Fireball"),
+        row(2, "a member", "fs.createReadStream(path)"),
+    ]
+    store.replace_file(record("people/mina.md", "m", display_name="Mina", aliases=["Wilhelmina"]), rows)
+    put(store, "spells.md", "the spell", heading="fireball")
+    ids = {c.chunk_index: c.id for c in store.chunks_for_path("people/mina.md")}
+    spell = store.chunks_for_path("spells.md")[0].id
+    assert store.chunks_with_heading("FIREBALL") == [ids[1], spell]  # ASCII case ignored, path order
+    assert store.chunks_with_heading("fireball", ChunkFilter(only_paths=["spells.md"])) == [spell]
+    assert store.chunks_with_name_heading("createReadStream") == [ids[2]]
+    assert store.entity_chunks("mina") == [ids[1]]  # its first chunk that is not the frontmatter
+    assert store.entity_chunks("wilhelmina") == [ids[1]]  # an alias
+    assert store.entity_chunks("Mina", ChunkFilter(only_paths=[])) == []
+    (entity,) = store.entities()
+    assert entity["path"] == "people/mina.md" and entity["display_name"] == "Mina"
+    assert [r["path"] for r in store.headings()] == ["people/mina.md", "people/mina.md", "spells.md"]
+    assert [r["text"] for r in store.prose()][0].startswith("---")
+
+
+# -- vectors and the embedding cache ---------------------------------------------------------------------------
+def test_vectors_are_stored_searched_and_filtered(store: IndexStore) -> None:
+    assert store.has_vectors() is False and store.knn(unit(1), 5) == []
+    assert store.configure_vectors("fake", MODEL, DIMS) is False
+    assert store.has_vectors() and store.vector_model() == (MODEL, DIMS)
+    a = put(store, "a.md", "one chunk here", "two chunk here", vectors=True)
+    b = put(store, "b.md", "three chunks", vectors=True, visibility="private")
+    assert store.embedded_count() == 3 and store.count_unembedded() == 0
+    target = store.chunk_vectors([b[0]])[b[0]]
+    hits = store.knn(target, 3)
+    assert hits[0][0] == b[0] and hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True) and len(hits) == 3
+    expected = {cid: float(np.dot(store.chunk_vectors([cid])[cid], target)) for cid in a + b}
+    assert all(s == pytest.approx(expected[c], abs=1e-5) for c, s in hits)
+    public = store.knn(target, 3, ChunkFilter(visibility=["public"]))
+    assert sorted(c for c, _ in public) == sorted(a)  # filtered before ranking: k passing chunks
+    assert store.knn(target, 3, ChunkFilter(visibility=[])) == [] and store.knn(target, 0) == []
+
+
+def test_the_cache_keeps_vectors_across_deletes_renames_clear_and_model_changes(store: IndexStore) -> None:
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(store, "old-name.md", "a passage worth keeping", vectors=True)
+    vec = unit(len("a passage worth keeping"))
+    store.delete_file("old-name.md")  # renamed: deleted, then written under the new name
+    cached = store.cached_vectors("fake-model", [h("a passage worth keeping"), h("never")], dims=DIMS)
+    assert list(cached) == [h("a passage worth keeping")]
+    assert np.allclose(cached[h("a passage worth keeping")], vec, atol=1e-6)
+    assert store.cached_vectors("fake-model", [h("a passage worth keeping")], dims=DIMS + 1) == {}
+    store.clear()
+    assert list(store.cached_vectors(MODEL, [h("a passage worth keeping")])) == [h("a passage worth keeping")]
+    put(store, "x.md", "another", vectors=True)
+    assert store.configure_vectors("fake", "other-model", DIMS) is True  # a new model drops the vectors
+    assert store.embedded_count() == 0 and store.count_unembedded() == 1
+    assert list(store.cached_vectors(MODEL, [h("another")])) == [h("another")]  # ... not the cache
+
+
+def test_a_chunk_moved_or_repeated_in_its_file_keeps_its_vector(store: IndexStore) -> None:
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(store, "a.md", "first part", "second part", vectors=True)
+    before = store.chunk_vectors([c.id for c in store.chunks_for_path("a.md")])
+    # rewritten without vectors: the same texts (one moved, one repeated) take the vectors they had
+    unembedded = store.replace_file(
+        record("a.md", "v2"), [row(0, "second part"), row(1, "first part"), row(2, "first part"), row(3, "fresh")]
+    )
+    after = store.chunks_for_path("a.md")
+    assert unembedded == [after[3].id]
+    vectors = store.chunk_vectors([c.id for c in after])
+    assert set(vectors) == {after[0].id, after[1].id, after[2].id}
+    assert np.allclose(vectors[after[2].id], vectors[after[1].id])
+    assert any(np.allclose(vectors[after[1].id], v) for v in before.values())
+
+
+def test_set_vectors_skips_replaced_chunks_but_caches_every_vector(store: IndexStore) -> None:
+    store.configure_vectors("fake", MODEL, DIMS)
+    (old,) = put(store, "a.md", "draft text")
+    put(store, "a.md", "final text")  # replaced while "draft text" was being embedded
+    (new,) = [c.id for c in store.chunks_for_path("a.md")]
+    store.set_vectors([(old, h("draft text"), unit(1)), (new, h("final text"), unit(2))], MODEL)
+    assert set(store.chunk_vectors([old, new])) == {new}
+    assert set(store.cached_vectors(MODEL, [h("draft text"), h("final text")])) == {h("draft text"), h("final text")}
+    assert store.without_vectors([new]) == set()
+
+
+def test_what_is_left_to_embed_and_in_which_order(store: IndexStore) -> None:
+    store.configure_vectors("fake", MODEL, DIMS)
+    store.replace_file(record("old.md", "o", mtime_ns=100), [row(0, "old one"), row(1, "old two")])
+    store.replace_file(record("new.md", "n", mtime_ns=900), [row(0, "new one")])
+    store.replace_file(record("open.md", "p", mtime_ns=5), [row(0, "open one")])
+    store.replace_file(record("held.md", "h", mtime_ns=999), [row(0, "held one")])
+    order = [p for _, p, _, _ in store.unembedded(hold=["held.md"], first=["open.md"])]
+    assert order == ["open.md", "new.md", "old.md", "old.md"]
+    assert store.count_unembedded() == 5 and store.unembedded_share(MODEL, DIMS) == (5, 5)
+    assert store.paths_without_vectors(["old.md", "gone.md"]) == {"old.md"}
+    missing = store.chunks_missing_vectors()
+    assert [(m["path"], m["text"]) for m in missing][:2] == [("held.md", "held one"), ("new.md", "new one")]
+    cid, _, content_hash, tokens = store.unembedded(first=["open.md"])[0]
+    assert (content_hash, tokens) == (h("open one"), 2)
+    store.set_vectors([(cid, content_hash, unit(3))], MODEL)
+    assert store.count_unembedded() == 4 and store.paths_without_vectors(["open.md"]) == set()
+
+
+def test_unusable_vectors_are_never_served(store: IndexStore) -> None:
+    store.configure_vectors("fake", MODEL, DIMS)
+    (cid,) = put(store, "a.md", "zero vector text")
+    store.set_vectors([(cid, h("zero vector text"), np.zeros(DIMS, dtype=np.float32))], MODEL)
+    assert store.cached_vectors(MODEL, [h("zero vector text")]) == {}
+    assert store.knn(unit(1), 5) == []
+    store.drop_unusable_vectors()
+    assert store.count_unembedded() == 1
+
+
+def test_nearest_other_file_cosines(store: IndexStore) -> None:
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(store, "a.md", "first", "second", vectors=True)
+    put(store, "b.md", "third", vectors=True)
+    n, cosines = store.nearest_other_file_cosines(10)
+    assert n == 3 and len(cosines) == 3 and all(-1.0 <= c <= 1.0 + 1e-6 for c in cosines)
+
+
+# -- mentions --------------------------------------------------------------------------------------------------
+def test_mentions_are_written_with_the_file_and_go_with_it(store: IndexStore) -> None:
+    found = FileMentionRows("key1", [("people/mina.md", 3, 0, 4, "Mina"), ("people/mina.md", 1, 2, 6, "Mina")])
+    rows = [row(0, "Mina went out", chapter_num=4, chapter_id="c4")]
+    store.replace_file(record("ch4.md", "x", chapter_id="c4", book_id="b"), rows, mentions=found)
+    put(store, "ch5.md", "nothing", chapter_id="c5", chapter_num=5)
+    assert store.mentions_unscanned() is True  # ch5.md was written without mentions
+    store.write_mentions("ch5.md", FileMentionRows("key2", [], pov="jonathan"))
+    assert store.mentions_unscanned() is False
+    got = store.mentions_of(["people/mina.md"])
+    assert [(m["path"], m["line"], m["col"], m["surface"]) for m in got] == [
+        ("ch4.md", 1, 2, "Mina"),
+        ("ch4.md", 3, 0, "Mina"),
+    ]
+    assert (got[0]["chapter_num"], got[0]["chapter_id"], got[0]["book_id"]) == (4, "c4", "b")
+    assert store.mention_paths(["people/mina.md"]) == ["ch4.md"]
+    assert sorted(store.known_paths(["people/mina.md"], ["Jonathan"])) == ["ch4.md", "ch5.md"]
+    assert store.mention_stale_keys("key1") == [("ch5.md", "key2")]
+    store.relabel_mentions(["ch5.md"], "key1")
+    assert store.mention_stale_paths("key1") == []
+    assert {f["path"]: f["pov"] for f in store.chapter_files()} == {"ch4.md": None, "ch5.md": "jonathan"}
+    assert store.chapter_num_of("ch5.md") == 5 and store.chapter_num_of("nope.md") is None
+    store.delete_file("ch4.md")
+    assert store.mentions_of(["people/mina.md"]) == [] and store.mention_paths(["people/mina.md"]) == []
+
+
+# -- meta, logs, versions --------------------------------------------------------------------------------------
+def test_meta_logs_and_stats(store: IndexStore) -> None:
+    assert store.get_meta("missing") is None and store.get_meta("missing", "d") == "d"
+    store.set_meta("k", "1")
+    store.set_meta("k", "2")
+    assert store.get_meta("k") == "2"
+    store.log_search("first", "cli", "hybrid", 3, 0.5, 12.0)
+    store.log_search("benchmark", "eval", "lexical", 1, 0.1, 3.0)
+    store.log_search("second", "lsp", "semantic", 0, 0.0, 4.0)
+    assert [r["query"] for r in store.search_log()] == ["second", "first"]  # eval left out, newest first
+    assert [r["query"] for r in store.search_log(include_eval=True)] == ["second", "benchmark", "first"]
+    assert [r["query"] for r in store.search_log(limit=1)] == ["second"]
+    first = store.search_log()[1]
+    assert (first["source"], first["mode"], first["results"], first["top_score"]) == ("cli", "hybrid", 3, 0.5)
+    store.log_embedding("fake", MODEL, 100, 2, 0.25)
+    store.log_embedding("fake", MODEL, 50, 1, 0.5)
+    put(store, "a.md", "one", "two")
+    stats = store.stats()
+    assert (stats["totalFiles"], stats["totalChunks"], stats["totalTokens"]) == (1, 2, 150)
+    assert stats["totalCostUsd"] == pytest.approx(0.75) and stats["lastIndexed"] is not None
+
+
+def test_the_index_version_changes_with_every_write(store: IndexStore) -> None:
+    v0 = store.index_version()
+    assert store.index_version() == v0
+    put(store, "a.md", "words")
+    v1 = store.index_version()
+    assert v1 != v0
+    store.write_mentions("a.md", FileMentionRows("k", []))
+    assert store.index_version() != v1
+
+
+# -- the writer lock -------------------------------------------------------------------------------------------
+def test_one_writer_at_a_time(store: IndexStore) -> None:
+    with store.writer_lock(what="index") as held:
+        assert held is not None
+        with pytest.raises(IndexBusy), store.writer_lock(wait=False):
+            pass
+        done = threading.Event()
+
+        def second() -> None:
+            with pytest.raises(IndexBusy), store.writer_lock(timeout=0.3):
+                pass
+            done.set()
+
+        t = threading.Thread(target=second)
+        t.start()
+        t.join(10)
+        assert done.is_set()
+    with store.writer_lock(wait=False) as again:  # released
+        assert again is not None
+    assert store.other_run() is None  # (our own run is not another's)
