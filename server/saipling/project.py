@@ -19,6 +19,7 @@ from .embeddings.fallback import ProviderFallback
 from .errors import DiskFull, ProviderError, SaiplingError
 from .live import unindexable
 from .status import RunState
+from .storage import is_server_location
 from .storage import open_store as open_index
 from .storage.base import IndexStore
 
@@ -62,8 +63,12 @@ def open_store(
     """The project's index: created when `create`; a folder never indexed gets an empty in-memory one. An
     index that cannot be written (a read-only folder or mount, a full disk) is opened read-only, with a warning
     saying which: search and status work, indexing is refused and searches are not logged. A `.saipling` that
-    is a link, or holds links where saipling writes, is refused whatever the command (IndexPathUnsafe)."""
-    return open_index(index_path(root), root=root, create=create, warnings=warnings, verify=verify, settings=settings)
+    is a link, or holds links where saipling writes, is refused whatever the command (IndexPathUnsafe). The
+    `store` setting (a `postgresql://` URL) puts it in a workspace of that database instead (docs/postgres.md)."""
+    location = settings.store if settings is not None and settings.store else index_path(root)
+    if isinstance(location, str) and not is_server_location(location):
+        raise SaiplingError(f"store: {location!r} is not a postgresql:// URL (leave it empty for SQLite)")
+    return open_index(location, root=root, create=create, warnings=warnings, verify=verify, settings=settings)
 
 
 class Project:

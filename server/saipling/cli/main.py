@@ -798,5 +798,60 @@ def mcp(root: str | None, provider: str | None) -> None:
     run(_open(root, create=True, provider=provider))
 
 
+@main.command(name="export")
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--root", default=None, type=click.Path(file_okay=False), help="The project (default: the nearest).")
+@click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+def export_cmd(out: str, root: str | None, as_json: bool) -> None:
+    """Write the vectors of the project's index to OUT, for `saipling import` into another store (SQLite file or
+    PostgreSQL workspace) without embedding again."""
+    from ..indexing.transfer import export_vectors
+
+    project = _open(root, embeds=False)
+    try:
+        done = export_vectors(project.store, Path(out))
+    finally:
+        project.close(checkpoint=False)
+    if as_json:
+        _emit_json(done)
+    else:
+        what = f"{done['model']} ({done['dimensions']} dimensions)"
+        click.echo(f"exported {done['vectors']:,} vectors of {what} to {out}")
+
+
+@main.command(name="import")
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.option("--root", default=None, type=click.Path(file_okay=False), help="The project (default: the nearest).")
+@click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@provider_option
+def import_cmd(src: str, root: str | None, as_json: bool, provider: str | None) -> None:
+    """Load the vectors of an export file into this project's store (its `store` setting) and index the project
+    there: chunks whose text is unchanged take their vectors from it, none is embedded again (a paid provider is
+    not asked to embed the rest: `saipling index` does that)."""
+    from ..indexing.transfer import import_vectors
+
+    project = _open(root, create=True, provider=provider)
+    try:
+        loaded = import_vectors(project.store, Path(src))
+        key = getattr(project.provider, "vector_key", None)
+        if key and (key, project.provider.dimensions) != (loaded["model"], loaded["dimensions"]):
+            click.echo(
+                f"warning: the vectors are of {loaded['model']} ({loaded['dimensions']} dimensions) but this project "
+                f"embeds with {key} ({project.provider.dimensions}): they will not be used",
+                err=True,
+            )
+        summary = project.index(confirm=lambda _est: False)  # (a paid provider is never called without asking)
+    finally:
+        project.close()
+    out = loaded | {"embedded": summary.embedded, "reused": summary.reused, "chunks": summary.chunks}
+    if as_json:
+        _emit_json(out)
+    else:
+        click.echo(
+            f"imported {loaded['vectors']:,} vectors; indexed {summary.chunks:,} chunks: {summary.reused:,} vectors "
+            f"reused, {summary.embedded:,} embedded"
+        )
+
+
 if __name__ == "__main__":
     main()

@@ -75,6 +75,9 @@ class Settings:
     mcp_role: str = ""  # the role `saipling mcp` searches as ("" = as a request without a role)
     default_role: str = ""  # the role of requests that name none ("": public content only)
     analytics: bool = True
+    # where the index lives: "" = the project's .saipling/index.db (SQLite); a postgresql:// URL = a workspace of
+    # that database (storage/postgres/, docs/postgres.md; `?workspace=NAME`, else the project folder's name)
+    store: str = ""
     references_max_chapter: int = 0  # textDocument/references: mentions up to this chapter only (0 = all)
     name_diagnostics: str = "hint"  # names that drift or have no page: off | hint | information | warning | error
     hover_all_chapters: bool = False  # the entity card ignores the open chapter's spoiler horizon

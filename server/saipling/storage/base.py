@@ -61,7 +61,8 @@ password. A backend that cannot be reached raises StorageUnavailable; a schema n
 IndexCorrupted. `storage.disk_full_advice(root, store.path, settings)` says what to do when a write ran out of room.
 
 Changes after the interface was first published (09:25, for the `pg` branch) are additive and listed here:
-- (none yet)
+- 09:27 `WriterLock`: the docstring says what SQLite always did and tests/test_storage_conformance.py checks: the lock
+  is not re-entrant, a second `writer_lock` in the same process (another thread) waits or raises IndexBusy.
 """
 
 from __future__ import annotations
@@ -696,7 +697,9 @@ class LockHandle(Protocol):
 
 @runtime_checkable
 class WriterLock(Protocol):
-    """One writer (an index run, a refresh, a clear) per index across processes; readers never take it."""
+    """One writer (an index run, a refresh, a clear) per index across processes, and between the threads of one
+    process too (a refresh with wait=False while the server's own run holds it gets IndexBusy): the lock is not
+    re-entrant. Readers never take it."""
 
     def writer_lock(
         self,

@@ -1,0 +1,1134 @@
+"""The PostgreSQL + pgvector index of one project: a *workspace* of a shared database (storage/postgres/schema.py).
+
+It answers what the SQLite `Store` answers, with the same records, and keeps no copy of the index in memory:
+vectors are searched by pgvector (exact inside the workspace while it is small, an HNSW index with iterative
+scan once it is large), keywords by a GIN index over tsvectors scored with FTS5's BM25 (keywords.py). One
+connection per store, used under a lock (the server's threads share it, as they share SQLite's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import fields
+from operator import attrgetter
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg.rows import dict_row
+
+from ...embeddings.base import usable_vector
+from ...errors import IndexBusy, IndexCancelled, IndexCorrupted, StorageError, StorageUnavailable
+from ...lazy import np
+from ..base import (
+    CHUNK_FIELDS,
+    ChunkFilter,
+    ChunkRow,
+    FileRecord,
+    FileState,
+    KeywordQuery,
+    StoredChunk,
+    StoredFile,
+    cache_key,
+)
+from .errors import MappedConnection, mapped
+from .filters import compile_filter
+from .keywords import TERM_TSQUERY, bm25_sql, idf
+from .runs import PgLockHandle, describe_record
+from .schema import MIGRATION_LOCK, MIGRATIONS
+from .vectorio import Vector, register
+
+log = logging.getLogger(__name__)
+
+_ROW_FIELDS = [f.name for f in fields(ChunkRow)]
+_MOVABLE = [n for n in _ROW_FIELDS if n not in ("content_hash", "text", "heading_path")]
+_HASH = 1 + _ROW_FIELDS.index("content_hash")
+_values = attrgetter(*_ROW_FIELDS)
+_INSERT = (
+    "INSERT INTO chunks(ws, path, "
+    + ", ".join(_ROW_FIELDS)
+    + ") VALUES (%s, %s"
+    + ", %s" * len(_ROW_FIELDS)
+    + ") RETURNING id"
+)
+_CHUNK_SELECT = ", ".join(f"c.{n}" for n in CHUNK_FIELDS)
+VECTORS_CHECKED_META = "vectors_checked"
+_FILE_COLUMNS = (
+    "path, content_hash, mtime_ns, size, file_type, encoding, last_indexed, chunk_count, entity_type, entity_name,"
+    " display_name, aliases, book_id, chapter_id, visibility, corpus, warning"
+)
+# a workspace holding at least this many vectors is searched through the HNSW index of its dimension
+ANN_MIN_ROWS = int(os.environ.get("SAIPLING_PG_ANN_MIN", "20000"))
+EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
+# how long a read of the workspace's version is trusted: other processes' commits are seen at most this late by this
+# process's caches (its own writes at once); every cache check was a round trip (~30 per hybrid search)
+VERSION_TTL = float(os.environ.get("SAIPLING_PG_VERSION_TTL", "0.25"))
+ADVISORY_CLASS = 0x5A1  # pg_advisory_lock(class, workspace id): the writer lock of one workspace
+
+
+def split_location(url: str) -> tuple[str, str | None]:
+    """(a libpq connection URL, the workspace named by its `workspace` parameter or None)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    workspace = next((v for k, v in query if k == "workspace"), None)
+    rest = urlencode([(k, v) for k, v in query if k != "workspace"])
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), workspace
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (for messages and `status`)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def connect(conninfo: str) -> psycopg.Connection:
+    try:
+        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, application_name="saipling")
+    except psycopg.Error as exc:
+        raise StorageUnavailable(f"cannot connect to PostgreSQL at {redacted(conninfo)}: {str(exc).strip()}") from exc
+    return conn
+
+
+def migrate(conn: psycopg.Connection) -> None:
+    """Bring the database's schema to this saipling's version (once, whoever opens it first)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS saipling_schema(version int NOT NULL)")
+        row = conn.execute("SELECT version FROM saipling_schema").fetchone()
+        version = row[0] if row else 0
+        if row is None:
+            conn.execute("INSERT INTO saipling_schema VALUES (0)")
+        if version > len(MIGRATIONS):
+            raise IndexCorrupted(
+                f"the database has saipling schema version {version}, newer than this saipling knows "
+                f"({len(MIGRATIONS)})"
+            )
+        for number in range(version, len(MIGRATIONS)):
+            conn.execute(MIGRATIONS[number])
+            conn.execute("UPDATE saipling_schema SET version = %s", (number + 1,))
+
+
+class PostgresStore:
+    """The index of one project: one workspace of a PostgreSQL database."""
+
+    backend = "postgresql"
+
+    def __init__(self, conn: psycopg.Connection, url: str, workspace: str, ws: int) -> None:
+        self.conn = MappedConnection(conn)
+        self.url = url
+        self.workspace = workspace
+        self.ws = ws
+        self.path = f"{redacted(url)}#{workspace}"  # what messages and status call the index
+        self.rebuilt: str | None = None
+        self.readonly = False
+        self.disk_full: str | None = None
+        self._lock = threading.RLock()
+        self._depth = 0  # nesting of atomic()
+        self._version_cache: dict[Any, tuple[int, Any]] = {}
+        self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
+        self._version_read: tuple[float, int] | None = None  # (monotonic time, version) of the last read
+
+    # -- opening -------------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, location: str, workspace: str | None = None, readonly: bool = False) -> PostgresStore:
+        """Connect, migrate the schema if needed and find (or create) the workspace: the URL's `workspace`
+        parameter, else `workspace`. `readonly`: a read-only session (every write raises StorageReadOnly)."""
+        conninfo, named = split_location(location)
+        name = named or workspace
+        if not name:
+            raise StorageError(f"no workspace named for the PostgreSQL store {redacted(location)}")
+        conn = connect(conninfo)
+        try:
+            vectorio_ready = False
+            try:
+                migrate(conn)
+                register(conn)
+                vectorio_ready = True
+                conn.execute("INSERT INTO workspaces(name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
+                ws = conn.execute("SELECT id FROM workspaces WHERE name = %s", (name,)).fetchone()[0]
+            except psycopg.Error as exc:
+                hint = "" if vectorio_ready else " (the server needs pgvector >= 0.8: CREATE EXTENSION vector)"
+                raise mapped(exc, f"cannot open the PostgreSQL store {redacted(conninfo)}{hint}") from exc
+            if readonly:
+                conn.execute("SET default_transaction_read_only = on")
+        except BaseException:
+            conn.close()
+            raise
+        store = cls(conn, conninfo, name, int(ws))
+        store.readonly = readonly
+        store._ann_dims = store._existing_ann_dims()
+        return store
+
+    def close(self, checkpoint: bool = True) -> None:
+        with self._lock, contextlib.suppress(psycopg.Error):
+            self.conn.close()
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One write transaction (a savepoint when nested); rolled back on any exception. The outermost one bumps
+        the workspace's version (what other processes' caches compare)."""
+        with self._lock:
+            with self.conn.transaction():
+                self._depth += 1
+                try:
+                    yield
+                    if self._depth == 1:
+                        self.conn.execute("UPDATE workspaces SET version = version + 1 WHERE id = %s", (self.ws,))
+                finally:
+                    self._depth -= 1
+                    self._version_read = None  # our own write: seen by the next read at once
+
+    # -- small helpers -------------------------------------------------------------------------------------
+    def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        with self._lock:
+            row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self._lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    def _dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self._lock, self.conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+    def _where(self, flt: Any) -> tuple[str, list[Any]]:
+        return compile_filter(flt, self._glob_paths)
+
+    def _glob_paths(self, glob: str) -> list[str]:
+        from ...paths import glob_match
+
+        return [p for (p,) in self._rows("SELECT path FROM files WHERE ws = %s", (self.ws,)) if glob_match(p, glob)]
+
+    def _cached(self, key: Any, build: Any) -> Any:
+        """`build()`, kept until the workspace changes (any process's commit)."""
+        version = self._any_version()
+        hit = self._version_cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = build()
+        if len(self._version_cache) >= 256:
+            self._version_cache.clear()
+        self._version_cache[key] = (version, value)
+        return value
+
+    def _any_version(self) -> int:
+        with self._lock:
+            now = time.monotonic()
+            if self._version_read is not None and now - self._version_read[0] < VERSION_TTL:
+                return self._version_read[1]
+            version = int(self._scalar("SELECT version FROM workspaces WHERE id = %s", (self.ws,)) or 0)
+            self._version_read = (now, version)
+            return version
+
+    def index_version(self) -> tuple[int, int]:
+        """Changes with every committed change to the workspace, by any process (what caches are keyed on)."""
+        return (self._any_version(), 0)
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        value = self._cached(
+            ("meta", key), lambda: self._scalar("SELECT value FROM meta WHERE ws = %s AND key = %s", (self.ws, key))
+        )
+        return default if value is None else value
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.atomic():
+            self._set_meta(key, value)
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO meta(ws, key, value) VALUES (%s, %s, %s) ON CONFLICT (ws, key) DO UPDATE SET value = "
+            "excluded.value",
+            (self.ws, key, value),
+        )
+
+    # -- the writer lock -----------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writer_lock(
+        self,
+        *,
+        wait: bool = True,
+        cancel: threading.Event | None = None,
+        on_wait: Any = None,
+        timeout: float | None = None,
+        what: str = "index",
+    ) -> Iterator[PgLockHandle | None]:
+        """The workspace's writer lock: a session advisory lock on a connection of its own, released by the
+        server when this process dies (or its connection drops). Busy: as storage/base.py WriterLock says."""
+        if self.readonly:
+            yield None
+            return
+        conn = connect(self.url)
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            told = False
+            while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (ADVISORY_CLASS, self.ws)).fetchone()[0]:
+                record = self._run_record() or {}
+                pid = record.get("pid")
+                if not wait or (deadline is not None and time.monotonic() >= deadline):
+                    raise IndexBusy(pid, self.path, describe_record(record))
+                if not told:
+                    told = True
+                    log.warning(
+                        "index in use by %s: waiting for it to finish", f"PID {pid}" if pid else "another process"
+                    )
+                    if on_wait is not None:
+                        on_wait(pid)
+                pause = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
+                if cancel is not None and cancel.wait(pause):
+                    raise IndexCancelled("indexing cancelled while waiting for the index lock")
+                if cancel is None:
+                    time.sleep(pause)
+            try:
+                yield PgLockHandle(conn, self.ws, what)
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("DELETE FROM writer_runs WHERE ws = %s", (self.ws,))
+                    conn.execute("SELECT pg_advisory_unlock(%s, %s)", (ADVISORY_CLASS, self.ws))
+        finally:
+            conn.close()
+
+    def other_run(self) -> dict[str, Any] | None:
+        """Another process's run on this workspace as it last published it; None when no other session holds the
+        writer lock (or this process does). Never blocks, never writes."""
+        record = self._run_record()
+        if record is None or (record.get("pid") == os.getpid() and record.get("host") == socket.gethostname()):
+            return None
+        return record
+
+    def _run_record(self) -> dict[str, Any] | None:
+        """The writer lock's holder's record ({"pid": None} when it published none), None when the lock is free."""
+        rows = self._rows(
+            "SELECT r.pid, r.record FROM pg_locks l LEFT JOIN writer_runs r ON r.ws = %s"
+            " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s"
+            " AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            (self.ws, ADVISORY_CLASS, self.ws),
+        )
+        if not rows:
+            return None
+        pid, text = rows[0]
+        record: dict[str, Any] = {}
+        with contextlib.suppress(ValueError, TypeError):
+            loaded = json.loads(text or "{}")
+            if isinstance(loaded, dict):
+                record = loaded
+        record["pid"] = pid
+        return record
+
+    # -- files ---------------------------------------------------------------------------------------------
+    def file_states(self) -> dict[str, FileState]:
+        rows = self._rows("SELECT path, content_hash, mtime_ns, size FROM files WHERE ws = %s", (self.ws,))
+        return {p: FileState(h, int(m), int(s)) for p, h, m, s in rows}
+
+    def file_states_for(self, paths: Iterable[str]) -> dict[str, FileState]:
+        rows = self._rows(
+            "SELECT path, content_hash, mtime_ns, size FROM files WHERE ws = %s AND path = ANY(%s)",
+            (self.ws, list(paths)),
+        )
+        return {p: FileState(h, int(m), int(s)) for p, h, m, s in rows}
+
+    def get_file(self, path: str) -> StoredFile | None:
+        rows = self._dicts(f"SELECT {_FILE_COLUMNS} FROM files WHERE ws = %s AND path = %s", (self.ws, path))
+        if not rows:
+            return None
+        row = rows[0]
+        try:
+            aliases = json.loads(row["aliases"] or "[]")
+        except ValueError:
+            aliases = []
+        row.update(
+            aliases=aliases,
+            mtime_ns=int(row["mtime_ns"]),
+            size=int(row["size"]),
+            chunk_count=int(row["chunk_count"] or 0),
+        )
+        return StoredFile(**row)
+
+    def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
+        with self.atomic():
+            self.conn.execute(
+                "UPDATE files SET mtime_ns = %s, size = %s WHERE ws = %s AND path = %s", (mtime_ns, size, self.ws, path)
+            )
+
+    def delete_file(self, path: str) -> bool:
+        with self.atomic():
+            existed = self.conn.execute(
+                "DELETE FROM files WHERE ws = %s AND path = %s RETURNING 1", (self.ws, path)
+            ).fetchone()
+            self.conn.execute("DELETE FROM chunks WHERE ws = %s AND path = %s", (self.ws, path))
+            self.drop_mentions(path)
+        return existed is not None
+
+    def clear(self) -> None:
+        """Forget every file, chunk and vector of the workspace (the shared embedding cache and logs stay)."""
+        with self.atomic():
+            for table in ("chunks", "files", "mentions", "mention_files"):
+                self.conn.execute(f"DELETE FROM {table} WHERE ws = %s", (self.ws,))
+
+    def replace_file(
+        self,
+        record: FileRecord,
+        chunks: Sequence[ChunkRow],
+        vectors: dict[str, np.ndarray] | None = None,
+        model: str | None = None,
+        mentions: Any = None,
+    ) -> list[int]:
+        """Swap a file's chunks (and vectors) in one transaction; a chunk whose text and heading path stay keeps
+        its row, id, keywords and vector (as storage/file_writes.py). Returns the ids inserted without a vector."""
+        # a vector with NaN, Inf or only zeros is never stored: its chunk stays to be embedded again
+        vectors = {h: v for h, v in (vectors or {}).items() if usable_vector(np.asarray(v, dtype=np.float32))}
+        unembedded: list[int] = []
+        with self.atomic():
+            has_vec = self.has_vectors()
+            old: dict[str, list[tuple]] = {}
+            for row in self.conn.execute(
+                "SELECT id, "
+                + ", ".join(_ROW_FIELDS)
+                + " FROM chunks WHERE ws = %s AND path = %s ORDER BY chunk_index",
+                (self.ws, record.path),
+            ):
+                old.setdefault(row[_HASH], []).append(row)
+            kept: list[tuple[tuple, ChunkRow]] = []
+            new: list[ChunkRow] = []
+            for ch in chunks:
+                same = old.get(ch.content_hash)
+                match = next((r for r in same or () if _same_text(r, ch)), None)
+                if match is None:
+                    new.append(ch)
+                    continue
+                same.remove(match)  # type: ignore[union-attr]
+                kept.append((match, ch))
+            gone = [r[0] for rows in old.values() for r in rows]
+            wanted = {ch.content_hash for ch in new} - set(vectors)
+            twins = [r[0] for rows in old.values() for r in rows if r[_HASH] in wanted]
+            twins += [r[0] for r, ch in kept if ch.content_hash in wanted]
+            reused = self._vectors_by_hash(twins) if has_vec and twins else {}
+            if gone:
+                self.conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (gone,))
+            moved = [(r, ch) for r, ch in kept if tuple(r[1:]) != _values(ch)]
+            for r, _ch in moved:  # out of the way first: (ws, path, chunk_index) is unique
+                self.conn.execute("UPDATE chunks SET chunk_index = %s WHERE id = %s", (-1 - r[0], r[0]))
+            for ch in new:
+                vec = vectors.get(ch.content_hash)
+                if vec is None:
+                    vec = reused.get(ch.content_hash)
+                chunk_id = self.conn.execute(_INSERT, (self.ws, record.path, *_values(ch))).fetchone()[0]
+                if has_vec and vec is not None:
+                    self.conn.execute(
+                        "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES (%s, %s, %s)",
+                        (chunk_id, self.ws, Vector(vec)),
+                    )
+                else:
+                    unembedded.append(int(chunk_id))
+            for r, ch in moved:
+                cols = [n for n in _MOVABLE if n == "chunk_index" or getattr(ch, n) != r[1 + _ROW_FIELDS.index(n)]]
+                self.conn.execute(
+                    "UPDATE chunks SET " + ", ".join(f"{n} = %s" for n in cols) + " WHERE id = %s",
+                    (*(getattr(ch, n) for n in cols), r[0]),
+                )
+            if has_vec:
+                for r, ch in kept:
+                    vec = vectors.get(ch.content_hash)
+                    if vec is not None:
+                        self.conn.execute(
+                            "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES (%s, %s, %s)"
+                            " ON CONFLICT (chunk_id) DO NOTHING",
+                            (r[0], self.ws, Vector(vec)),
+                        )
+            if model and vectors:
+                self._cache_vectors(model, vectors)
+            self._write_file_row(record, chunks)
+            if mentions is not None:
+                self.write_mentions(record.path, mentions)
+        return unembedded
+
+    def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
+        text = "\n".join([*(ch.text for ch in chunks), *_ident_lines(chunks)])
+        self.conn.execute(
+            "INSERT INTO files(ws, " + _FILE_COLUMNS + ", tsv, doclen) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s,"
+            " %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+            " CASE WHEN length(%s) > 400000 THEN strip(to_tsvector('saipling', saipling_fold(%s)))"
+            " ELSE to_tsvector('saipling', saipling_fold(%s)) END,"
+            " coalesce(array_length(regexp_split_to_array(btrim(saipling_fold(%s)), ' +'), 1), 0))"
+            " ON CONFLICT (ws, path) DO UPDATE SET content_hash = excluded.content_hash, mtime_ns = excluded.mtime_ns,"
+            " size = excluded.size, file_type = excluded.file_type, encoding = excluded.encoding,"
+            " last_indexed = excluded.last_indexed, chunk_count = excluded.chunk_count,"
+            " entity_type = excluded.entity_type, entity_name = excluded.entity_name,"
+            " display_name = excluded.display_name, aliases = excluded.aliases, book_id = excluded.book_id,"
+            " chapter_id = excluded.chapter_id, visibility = excluded.visibility, corpus = excluded.corpus,"
+            " warning = excluded.warning, tsv = excluded.tsv, doclen = excluded.doclen",
+            (
+                self.ws,
+                record.path,
+                record.content_hash,
+                record.mtime_ns,
+                record.size,
+                record.file_type,
+                record.encoding,
+                time.time(),
+                len(chunks),
+                record.entity_type,
+                record.entity_name,
+                record.display_name,
+                json.dumps(record.aliases),
+                record.book_id,
+                record.chapter_id,
+                record.visibility,
+                record.corpus,
+                record.warning,
+                text,
+                text,
+                text,
+                text,
+            ),
+        )
+
+    def chunk_hashes(self) -> list[tuple[str, str, int]]:
+        rows = self._rows(
+            "SELECT path, content_hash, token_count FROM chunks WHERE ws = %s ORDER BY path, chunk_index", (self.ws,)
+        )
+        return [(p, h, int(t or 0)) for p, h, t in rows]
+
+    def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        rows = self._rows(
+            "SELECT id, content_hash, heading_path, text FROM chunks WHERE ws = %s AND id = ANY(%s)",
+            (self.ws, [int(i) for i in chunk_ids]),
+        )
+        return {int(i): (h, hp or "", t or "") for i, h, hp, t in rows}
+
+    # -- logs and stats ------------------------------------------------------------------------------------
+    def log_embedding(self, provider: str, model: str, tokens: int, chunks: int, cost_usd: float) -> None:
+        with self._lock:
+            self.conn.execute(
+                "INSERT INTO embedding_log(ws, timestamp, provider, model, tokens, chunks, cost_usd)"
+                " VALUES (%s,%s,%s,%s,%s,%s,%s)",
+                (self.ws, time.time(), provider, model, tokens, chunks, cost_usd),
+            )
+
+    def log_search(self, query: str, source: str, mode: str, results: int, top_score: float, elapsed_ms: float) -> None:
+        with self._lock:  # (no version bump: a logged search changes nothing a cache holds)
+            self.conn.execute(
+                "INSERT INTO search_log(ws, timestamp, query, source, mode, results, top_score, elapsed_ms)"
+                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                (self.ws, time.time(), query, source, mode, results, top_score, elapsed_ms),
+            )
+
+    def search_log(self, include_eval: bool = False, limit: int = 100) -> list[dict[str, Any]]:
+        """This workspace's searches, newest first (`eval` searches left out unless asked for)."""
+        return self._dicts(
+            "SELECT id, timestamp, query, source, mode, results, top_score, elapsed_ms FROM search_log"
+            " WHERE ws = %s AND (%s OR source <> 'eval') ORDER BY id DESC LIMIT %s",
+            (self.ws, include_eval, limit),
+        )
+
+    def stats(self) -> dict[str, Any]:
+        row = self._rows(
+            "SELECT (SELECT count(*) FROM files WHERE ws = %(ws)s),"
+            " (SELECT count(*) FROM chunks WHERE ws = %(ws)s),"
+            " (SELECT count(*) FROM chunk_vectors WHERE ws = %(ws)s),"
+            " (SELECT max(last_indexed) FROM files WHERE ws = %(ws)s),"
+            " (SELECT coalesce(sum(cost_usd), 0) FROM embedding_log WHERE ws = %(ws)s),"
+            " (SELECT coalesce(sum(tokens), 0) FROM embedding_log WHERE ws = %(ws)s)",
+            {"ws": self.ws},
+        )[0]
+        return {
+            "totalFiles": int(row[0]),
+            "totalChunks": int(row[1]),
+            "embeddedChunks": int(row[2]) if self.has_vectors() else 0,
+            "lastIndexed": row[3],
+            "totalCostUsd": float(row[4] or 0.0),
+            "totalTokens": int(row[5] or 0),
+            "cachedEmbeddings": int(self._scalar("SELECT count(*) FROM embedding_cache") or 0),
+        }
+
+    def total_tokens_indexed(self) -> int:
+        return int(self._scalar("SELECT coalesce(sum(token_count), 0) FROM chunks WHERE ws = %s", (self.ws,)) or 0)
+
+    # -- keywords ------------------------------------------------------------------------------------------
+    def _prepared_terms(self, query: KeywordQuery) -> list[tuple[str, list[str], bool]]:
+        """Each term of `query` as (its tsquery text, its lexemes, a phrase or prefix), kept per query."""
+
+        def build() -> list[tuple[str, list[str], bool]]:
+            out = []
+            for t in query.terms:
+                q, lex = self._rows(
+                    f"SELECT ({TERM_TSQUERY})::text,"
+                    " tsvector_to_array(to_tsvector('saipling', saipling_fold(%(text)s)))",
+                    {"prefix": t.prefix, "text": " ".join(t.words)},
+                )[0]
+                if q:
+                    out.append((q, list(lex or []), t.prefix or len(lex or []) > 1))
+            return out
+
+        return self._cached(("terms", query.terms), build)
+
+    def _term_df(self, table: str, tsquery: str) -> int:
+        def build() -> int:
+            sql = f"SELECT count(*) FROM {table} c WHERE c.ws = %s AND c.tsv @@ %s::tsquery"
+            return int(self._scalar(sql, (self.ws, tsquery)) or 0)
+
+        return self._cached(("df", table, tsquery), build)
+
+    def _collection(self, table: str) -> tuple[int, float]:
+        def build() -> tuple[int, float]:
+            n, avg = self._rows(f"SELECT count(*), coalesce(avg(doclen), 0) FROM {table} WHERE ws = %s", (self.ws,))[0]
+            return int(n), float(avg)
+
+        return self._cached(("collection", table), build)
+
+    def _bm25(
+        self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
+    ) -> list[tuple[Any, float]]:
+        """(key, BM25: higher is better) of the rows of `table` matching `query` that pass `where`, best first."""
+        terms = self._prepared_terms(query)
+        if not terms:
+            return []
+        n, avgdl = self._collection(table)
+        idfs = [idf(n, self._term_df(table, q)) for q, _l, _p in terms]
+        lateral, lparams, expr, eparams = bm25_sql(
+            [lex for _q, lex, _p in terms], [q if phrase else None for q, _l, phrase in terms], idfs, avgdl
+        )
+        tsquery = " || ".join("%s::tsquery" for _ in terms)
+        key = "c.id" if table == "chunks" else "fl.path"
+        extra = "" if table == "chunks" else ", fl.size"
+        alias = "c"
+        if table == "files":  # (`c` is the chunk in a filter's condition)
+            expr = expr.replace("c.doclen", "fl.doclen")
+            lateral, alias = lateral.replace("c.tsv", "fl.tsv"), "fl"
+        sql = (
+            f"SELECT {key}, {expr} AS score{extra} FROM {table} {alias}{lateral}"
+            f" WHERE {alias}.ws = %s AND {alias}.tsv @@ ({tsquery}) AND {where} ORDER BY score DESC, {key}"
+            + (" LIMIT %s" if limit is not None else "")
+        )
+        params = [*eparams, *lparams, self.ws, *(q for q, _l, _p in terms), *wparams]
+        params += [limit] if limit is not None else []
+        return [(r[0], float(r[1]), *r[2:]) for r in self._rows(sql, params)]
+
+    def keyword_search(
+        self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, BM25 as FTS5 computes it, higher is better) of the `limit` best chunks, best first."""
+        if limit <= 0:
+            return []
+        where, params = self._where(flt)
+        return [(int(i), s) for i, s in self._bm25("chunks", query, where, params, limit)]
+
+    def file_keyword_search(
+        self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[str, float, int]]:
+        """(path, whole-file BM25 (higher is better), size in bytes) best first; a file counts when one of its
+        chunks passes `flt`."""
+        if limit <= 0:
+            return []
+        where, params = self._where(flt)
+        cond = (
+            "TRUE"
+            if where == "TRUE"
+            else (f"EXISTS (SELECT 1 FROM chunks c WHERE c.ws = fl.ws AND c.path = fl.path AND {where})")
+        )
+        ranked = self._bm25("files", query, cond, params if where != "TRUE" else [], limit)
+        return [(str(p), s, int(n or 0)) for p, s, n in ranked]
+
+    def keyword_paths(self, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
+        terms = self._prepared_terms(query)
+        if not terms:
+            return []
+        where, params = self._where(flt)
+        tsquery = " || ".join("%s::tsquery" for _ in terms)
+        rows = self._rows(
+            f"SELECT c.path, min(c.chapter_num) FROM chunks c WHERE c.ws = %s AND c.tsv @@ ({tsquery}) AND {where}"
+            " GROUP BY c.path",
+            [self.ws, *(q for q, _l, _p in terms), *params],
+        )
+        return [(str(p), None if n is None else int(n)) for p, n in rows]
+
+    def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """({term: chunks holding it}, chunks), terms as the keyword index stems them (markdown.terms.match_key)."""
+        out = {}
+        for t in terms:
+            out[t] = self._cached(
+                ("tdf", t),
+                lambda t=t: int(
+                    self._scalar(
+                        "SELECT count(*) FROM chunks WHERE ws = %s AND tsv @@ plainto_tsquery('simple', %s)",
+                        (self.ws, t),
+                    )
+                    or 0
+                ),
+            )
+        return out, self._collection("chunks")[0]
+
+    # -- chunk reads ---------------------------------------------------------------------------------------
+    def chunk_ids_for_paths(self, paths: Sequence[str], flt: Any = None) -> list[tuple[int, str]]:
+        where, params = self._where(flt)
+        rows = self._rows(
+            f"SELECT c.id, c.path FROM chunks c WHERE c.ws = %s AND c.path = ANY(%s) AND {where}",
+            [self.ws, list(paths), *params],
+        )
+        return [(int(i), str(p)) for i, p in rows]
+
+    def chunk_paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        rows = self._rows(
+            "SELECT id, path FROM chunks WHERE ws = %s AND id = ANY(%s)", (self.ws, [int(i) for i in chunk_ids])
+        )
+        return {int(i): str(p) for i, p in rows}
+
+    def chunks_with_heading(self, heading: str, flt: Any = None) -> list[int]:
+        """Chunks whose own heading (without its `#`s) is `heading` (case ignored), in file order."""
+        where, params = self._where(flt)
+        rows = self._rows(
+            "SELECT c.id FROM chunks c WHERE c.ws = %s AND lower(trim(ltrim(c.section_heading, '#'))) = lower(%s)"
+            f" AND {where} ORDER BY c.path, c.chunk_index",
+            [self.ws, heading, *params],
+        )
+        return [int(r[0]) for r in rows]
+
+    def chunks_with_name_heading(self, name: str, flt: Any = None) -> list[int]:
+        from ...markdown.terms import heading_names
+
+        where, params = self._where(flt)
+        rows = self._rows(
+            "SELECT c.id, c.section_heading FROM chunks c WHERE c.ws = %s AND strpos(c.section_heading, %s) > 0"
+            f" AND {where} ORDER BY c.path, c.chunk_index",
+            [self.ws, name, *params],
+        )
+        level = {int(i): heading_names(str(h).lstrip("#"), name) for i, h in rows}
+        best = max(level.values(), default=0)
+        return [i for i, v in level.items() if v and v == best]
+
+    def entity_chunks(self, name: str, flt: Any = None) -> list[int]:
+        """For each file whose entity name, display name or an alias is `name` (case ignored): its first chunk
+        that passes `flt` (the frontmatter chunk only when it is all there is)."""
+        where, params = self._where(flt)
+        rows = self._rows(
+            "SELECT (SELECT c.id FROM chunks c WHERE c.ws = f.ws AND c.path = f.path AND "
+            + where
+            + " ORDER BY c.kind = 'frontmatter', c.chunk_index LIMIT 1), f.display_name, f.entity_name, f.aliases"
+            " FROM files f WHERE f.ws = %s AND (lower(f.display_name) = lower(%s) OR lower(f.entity_name) = lower(%s)"
+            " OR strpos(lower(f.aliases), lower(%s)) > 0) ORDER BY f.path",
+            [*params, self.ws, name, name, json.dumps(name)[1:-1]],
+        )
+        out = []
+        for cid, display, entity, aliases in rows:
+            names = [n for n in (display, entity) if n]
+            with contextlib.suppress(ValueError, TypeError):
+                names += [a for a in json.loads(aliases or "[]") if isinstance(a, str)]
+            if cid is not None and any(n.lower() == name.lower() for n in names):
+                out.append(int(cid))
+        return out
+
+    def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, StoredChunk]:
+        if not chunk_ids:
+            return {}
+        rows = self._rows(
+            f"SELECT {_CHUNK_SELECT} FROM chunks c WHERE c.ws = %s AND c.id = ANY(%s)",
+            (self.ws, [int(i) for i in chunk_ids]),
+        )
+        return {int(r[0]): StoredChunk(*r) for r in rows}
+
+    def chunks_for_path(self, path: str) -> list[StoredChunk]:
+        rows = self._rows(
+            f"SELECT {_CHUNK_SELECT} FROM chunks c WHERE c.ws = %s AND c.path = %s ORDER BY c.chunk_index",
+            (self.ws, path),
+        )
+        return [StoredChunk(*r) for r in rows]
+
+    def entities(self) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT path, entity_type, entity_name, display_name, aliases, file_type, visibility FROM files"
+            " WHERE ws = %s AND ((aliases IS NOT NULL AND aliases != '[]')"
+            " OR (display_name IS NOT NULL AND (file_type = 'character' OR entity_name IS NOT NULL)))",
+            (self.ws,),
+        )
+
+    def headings(self) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT path, section_heading, heading_path, start_line, end_line, visibility FROM chunks"
+            " WHERE ws = %s AND section_heading IS NOT NULL ORDER BY path, chunk_index",
+            (self.ws,),
+        )
+
+    def filtered_ids(self, flt: Any) -> np.ndarray:
+        where, params = self._where(flt)
+        rows = self._rows(f"SELECT c.id FROM chunks c WHERE c.ws = %s AND {where}", [self.ws, *params])
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def filtered_id_set(self, flt: Any) -> frozenset[int]:
+        return frozenset(int(i) for i in self.filtered_ids(flt))
+
+    def filtered_paths(self, flt: Any) -> frozenset[str]:
+        where, params = self._where(flt)
+        rows = self._rows(f"SELECT DISTINCT c.path FROM chunks c WHERE c.ws = %s AND {where}", [self.ws, *params])
+        return frozenset(str(r[0]) for r in rows)
+
+    # -- mentions ------------------------------------------------------------------------------------------
+    def write_mentions(self, path: str, found: Any) -> None:
+        with self.atomic():
+            self.conn.execute("DELETE FROM mentions WHERE ws = %s AND path = %s", (self.ws, path))
+            if found.rows:
+                with self.conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO mentions(ws, path, entity, line, col, end_col, surface)"
+                        " VALUES (%s,%s,%s,%s,%s,%s,%s)",
+                        [(self.ws, path, *r) for r in found.rows],
+                    )
+            self.conn.execute(
+                "INSERT INTO mention_files(ws, path, names_key, pov) VALUES (%s,%s,%s,%s) ON CONFLICT (ws, path)"
+                " DO UPDATE SET names_key = excluded.names_key, pov = excluded.pov",
+                (self.ws, path, found.names_key, found.pov),
+            )
+
+    def drop_mentions(self, path: str) -> None:
+        with self.atomic():
+            self.conn.execute("DELETE FROM mentions WHERE ws = %s AND path = %s", (self.ws, path))
+            self.conn.execute("DELETE FROM mention_files WHERE ws = %s AND path = %s", (self.ws, path))
+
+    def clear_mentions(self) -> None:
+        with self.atomic():
+            self.conn.execute("DELETE FROM mentions WHERE ws = %s", (self.ws,))
+            self.conn.execute("DELETE FROM mention_files WHERE ws = %s", (self.ws,))
+
+    def mention_stale_keys(self, names_key: str) -> list[tuple[str, str | None]]:
+        return [
+            (r[0], r[1])
+            for r in self._rows(
+                "SELECT f.path, m.names_key FROM files f LEFT JOIN mention_files m ON m.ws = f.ws AND m.path = f.path"
+                " WHERE f.ws = %s AND m.names_key IS DISTINCT FROM %s ORDER BY f.path",
+                (self.ws, names_key),
+            )
+        ]
+
+    def mention_stale_paths(self, names_key: str) -> list[str]:
+        return [p for p, _k in self.mention_stale_keys(names_key)]
+
+    def mention_paths(self, entity_paths: Sequence[str]) -> list[str]:
+        return [
+            r[0]
+            for r in self._rows(
+                "SELECT DISTINCT path FROM mentions WHERE ws = %s AND entity = ANY(%s)", (self.ws, list(entity_paths))
+            )
+        ]
+
+    def relabel_mentions(self, paths: Sequence[str], names_key: str) -> None:
+        with self.atomic():
+            self.conn.execute(
+                "UPDATE mention_files SET names_key = %s WHERE ws = %s AND path = ANY(%s)",
+                (names_key, self.ws, list(paths)),
+            )
+
+    def chapter_num_of(self, path: str) -> int | None:
+        rows = self._rows("SELECT chapter_num FROM chunks WHERE ws = %s AND path = %s LIMIT 1", (self.ws, path))
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+    def mentions_unscanned(self) -> bool:
+        return bool(
+            self._rows(
+                "SELECT 1 FROM files f WHERE f.ws = %s AND NOT EXISTS"
+                " (SELECT 1 FROM mention_files m WHERE m.ws = f.ws AND m.path = f.path) LIMIT 1",
+                (self.ws,),
+            )
+        )
+
+    def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT m.path, m.entity, m.line, m.col, m.end_col, m.surface, f.book_id, f.chapter_id,"
+            " (SELECT c.chapter_num FROM chunks c WHERE c.ws = m.ws AND c.path = m.path LIMIT 1) AS chapter_num,"
+            " f.visibility FROM mentions m JOIN files f ON f.ws = m.ws AND f.path = m.path"
+            " WHERE m.ws = %s AND m.entity = ANY(%s) ORDER BY m.path, m.line, m.col",
+            (self.ws, list(entity_paths)),
+        )
+
+    def chapter_files(self) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT f.path, f.book_id, f.chapter_id, f.visibility, m.pov,"
+            " (SELECT c.chapter_num FROM chunks c WHERE c.ws = f.ws AND c.path = f.path LIMIT 1) AS chapter_num"
+            " FROM files f LEFT JOIN mention_files m ON m.ws = f.ws AND m.path = f.path"
+            " WHERE f.ws = %s AND f.chapter_id IS NOT NULL",
+            (self.ws,),
+        )
+
+    def prose(self) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT path, start_line, text, visibility FROM chunks WHERE ws = %s ORDER BY path, chunk_index", (self.ws,)
+        )
+
+    def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
+        return [
+            r[0]
+            for r in self._rows(
+                "SELECT DISTINCT path FROM mentions WHERE ws = %s AND entity = ANY(%s)"
+                " UNION SELECT path FROM mention_files WHERE ws = %s AND pov = ANY(%s)",
+                (self.ws, list(entity_paths), self.ws, [p.casefold() for p in povs]),
+            )
+        ]
+
+    # -- vectors -------------------------------------------------------------------------------------------
+    def has_vectors(self) -> bool:
+        return int(self.get_meta("dimensions", "0") or 0) > 0
+
+    def vector_model(self) -> tuple[str | None, int]:
+        return self.get_meta("model"), int(self.get_meta("dimensions", "0") or 0)
+
+    def configure_vectors(self, provider: str, model: str, dimensions: int) -> bool:
+        """Record the provider; a different model or dimension drops the workspace's vectors. True if reset."""
+        old_model, old_dims = self.vector_model()
+        reset = False
+        with self.atomic():
+            if self.has_vectors() and (old_model != model or old_dims != dimensions):
+                self.conn.execute("DELETE FROM chunk_vectors WHERE ws = %s", (self.ws,))
+                reset = True
+            for key, value in (("provider", provider), ("model", model), ("dimensions", str(dimensions))):
+                self._set_meta(key, value)
+        if reset:
+            log.info(
+                "embedding model changed (%s/%s -> %s/%s): vectors rebuilt", old_model, old_dims, model, dimensions
+            )
+        return reset
+
+    def _cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        now = time.time()
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO embedding_cache(model, content_hash, vector, created) VALUES (%s,%s,%s,%s)"
+                " ON CONFLICT (model, content_hash) DO UPDATE SET vector = excluded.vector, created = excluded.created",
+                [(model, h, np.asarray(v, dtype=np.float32).tobytes(), now) for h, v in vectors.items()],
+            )
+
+    def cached_vectors(self, model: str, hashes: Iterable[str], dims: int = 0) -> dict[str, np.ndarray]:
+        hashes = list(dict.fromkeys(hashes))
+        keys = [model, cache_key(model, dims)] if dims else [model]
+        size = int(dims) * 4 if dims else -1
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(hashes), 1000):
+            for h, blob in self._rows(
+                "SELECT content_hash, vector FROM embedding_cache WHERE model = ANY(%s) AND content_hash = ANY(%s)"
+                " AND (%s < 0 OR length(vector) = %s)",
+                (keys, hashes[i : i + 1000], size, size),
+            ):
+                vec = np.frombuffer(bytes(blob), dtype=np.float32)
+                if usable_vector(vec):
+                    out[h] = vec
+        return out
+
+    def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
+        if not self.has_vectors():
+            return []
+        return self._dicts(
+            "SELECT c.id, c.path, c.heading_path, c.text, c.content_hash FROM chunks c"
+            " WHERE c.ws = %s AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)"
+            " ORDER BY c.path, c.chunk_index LIMIT %s",
+            (self.ws, limit),
+        )
+
+    def drop_unusable_vectors(self) -> int:
+        """Vectors are checked at the provider boundary before they reach this backend: nothing to scan."""
+        if self.get_meta(VECTORS_CHECKED_META) != "1":
+            self.set_meta(VECTORS_CHECKED_META, "1")
+        return 0
+
+    def count_unembedded(self, model: str | None = None, dims: int = 0) -> int:
+        total = int(self._scalar("SELECT count(*) FROM chunks WHERE ws = %s", (self.ws,)) or 0)
+        stored_model, stored_dims = self.vector_model()
+        if model is None:
+            model, dims = stored_model, stored_dims
+        if not model or not self.has_vectors() or stored_model != model or (dims and stored_dims != dims):
+            return total
+        return total - self.embedded_count()
+
+    def unembedded_share(self, model: str, dims: int) -> tuple[int, int]:
+        return self._cached(
+            ("unembedded", model, dims),
+            lambda: (
+                self.count_unembedded(model, dims),
+                int(self._scalar("SELECT count(*) FROM chunks WHERE ws = %s", (self.ws,)) or 0),
+            ),
+        )
+
+    def unembedded(self, hold: Iterable[str] = (), first: Iterable[str] = ()) -> list[tuple[int, str, str, int]]:
+        if not self.has_vectors():
+            return []
+        rows = self._rows(
+            "SELECT c.id, c.path, c.content_hash, c.token_count, f.mtime_ns FROM chunks c"
+            " JOIN files f ON f.ws = c.ws AND f.path = c.path WHERE c.ws = %s"
+            " AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)"
+            " ORDER BY c.path, c.chunk_index",
+            (self.ws,),
+        )
+        held, top = set(hold), {p: i for i, p in enumerate(dict.fromkeys(first))}
+        rows = [r for r in rows if r[1] not in held]
+        rows.sort(key=lambda r: (top.get(r[1], len(top)), -(r[4] or (1 << 62))))
+        return [(int(r[0]), r[1], r[2], int(r[3] or 0)) for r in rows]
+
+    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
+        """Add vectors for existing chunks: (chunk_id, content_hash, vector); a chunk replaced meanwhile gets none
+        (its vector still goes to the shared cache)."""
+        items = [(cid, h, v) for cid, h, v in items if usable_vector(np.asarray(v, dtype=np.float32))]
+        if not items:  # (NaN, Inf or zero vectors are never stored: those chunks are embedded again)
+            return
+        with self.atomic():
+            self._cache_vectors(model, {h: v for _, h, v in items})
+            with self.conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO chunk_vectors(chunk_id, ws, embedding) SELECT id, ws, %s FROM chunks"
+                    " WHERE id = %s AND ws = %s AND content_hash = %s"
+                    " ON CONFLICT (chunk_id) DO UPDATE SET embedding = excluded.embedding",
+                    [(Vector(v), int(cid), self.ws, h) for cid, h, v in items],
+                )
+        self._maybe_build_ann()
+
+    def embedded_count(self) -> int:
+        return int(self._scalar("SELECT count(*) FROM chunk_vectors WHERE ws = %s", (self.ws,)) or 0)
+
+    def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
+        ids = [
+            r[0] for r in self._rows("SELECT chunk_id FROM chunk_vectors WHERE ws = %s ORDER BY chunk_id", (self.ws,))
+        ]
+        n = len(ids)
+        if n < 2:
+            return n, []
+        picked = [int(ids[i]) for i in np.random.default_rng(seed).choice(n, min(sample, n), replace=False)]
+        vectors = self.chunk_vectors(picked)
+        neighbours = {cid: self.knn(vec, 12) for cid, vec in vectors.items()}
+        paths = self.chunk_paths(list({c for hits in neighbours.values() for c, _ in hits} | set(neighbours)))
+        out: list[float] = []
+        for cid, hits in neighbours.items():
+            own = paths.get(cid)
+            other = next((s for c, s in hits if paths.get(c) not in (None, own)), None)
+            if other is not None:
+                out.append(other)
+        return n, out
+
+    def _vectors_by_hash(self, chunk_ids: list[int]) -> dict[str, np.ndarray]:
+        rows = self._rows(
+            "SELECT c.content_hash, v.embedding FROM chunks c JOIN chunk_vectors v ON v.chunk_id = c.id"
+            " WHERE c.id = ANY(%s)",
+            (chunk_ids,),
+        )
+        return {h: v for h, v in rows}
+
+    def chunk_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        if not len(chunk_ids):
+            return {}
+        rows = self._rows(
+            "SELECT chunk_id, embedding FROM chunk_vectors WHERE ws = %s AND chunk_id = ANY(%s)",
+            (self.ws, [int(i) for i in chunk_ids]),
+        )
+        return {int(i): _unit(v) for i, v in rows}
+
+    def vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        rows = self._rows("SELECT chunk_id, embedding FROM chunk_vectors WHERE ws = %s ORDER BY chunk_id", (self.ws,))
+        if not rows:
+            return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
+        return np.array([r[0] for r in rows], dtype=np.int64), np.vstack([_unit(r[1]) for r in rows])
+
+    def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
+        if not self.has_vectors() or not self._cached(("embedded",), self.embedded_count):
+            return set()
+        rows = self._rows(
+            "SELECT c.id FROM chunks c WHERE c.ws = %s AND c.id = ANY(%s)"
+            " AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)",
+            (self.ws, [int(i) for i in chunk_ids]),
+        )
+        return {int(r[0]) for r in rows}
+
+    def paths_without_vectors(self, paths: Sequence[str]) -> set[str]:
+        if not paths:
+            return set()
+        if not self.has_vectors():
+            return {
+                str(r[0])
+                for r in self._rows(
+                    "SELECT DISTINCT path FROM chunks WHERE ws = %s AND path = ANY(%s)", (self.ws, list(paths))
+                )
+            }
+        rows = self._rows(
+            "SELECT DISTINCT c.path FROM chunks c WHERE c.ws = %s AND c.path = ANY(%s)"
+            " AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)",
+            (self.ws, list(paths)),
+        )
+        return {str(r[0]) for r in rows}
+
+    def knn(self, query: np.ndarray, k: int, flt: Any = None) -> list[tuple[int, float]]:
+        """Cosine KNN inside the workspace: (chunk id, similarity) best first, the filter applied in the query.
+        Exact while the workspace is small; through the HNSW index of its dimension (iterative scan, so a
+        selective filter still fills k) once it holds ANN_MIN_ROWS vectors."""
+        if k <= 0 or not self.has_vectors():
+            return []
+        dims = int(self.get_meta("dimensions", "0") or 0)
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if dims and q.shape[0] != dims:
+            return []
+        where, params = self._where(flt)
+        ann = dims in self._ann_dims and self._cached(("embedded",), self.embedded_count) >= ANN_MIN_ROWS
+        # the chunk's own columns only when a filter needs them (a join per vector otherwise)
+        join = "" if where == "TRUE" else f" JOIN chunks c ON c.id = v.chunk_id AND {where}"
+        with self._lock:
+            if ann:
+                with self.conn.transaction():
+                    self.conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    self.conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}")
+                    rows = self.conn.execute(
+                        f"SELECT v.chunk_id, 1 - ((v.embedding::vector({dims})) <=> %s::vector({dims}))"
+                        f" FROM chunk_vectors v{join} WHERE v.ws = %s AND vector_dims(v.embedding) = {dims}"
+                        f" ORDER BY (v.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
+                        [Vector(q), *params, self.ws, Vector(q), k],
+                    ).fetchall()
+                rows.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
+            else:
+                rows = self.conn.execute(
+                    f"SELECT v.chunk_id, 1 - (v.embedding <=> %s) FROM chunk_vectors v{join} WHERE v.ws = %s"
+                    " ORDER BY v.embedding <=> %s LIMIT %s",
+                    [Vector(q), *params, self.ws, Vector(q), k],
+                ).fetchall()
+        return [(int(i), float(s)) for i, s in rows]
+
+    def _existing_ann_dims(self) -> set[int]:
+        rows = self._rows(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'chunk_vectors' AND indexname LIKE 'chunks_hnsw_%%'"
+        )
+        return {int(n.rsplit("_", 1)[1]) for (n,) in rows if n.rsplit("_", 1)[1].isdigit()}
+
+    def _maybe_build_ann(self) -> None:
+        """Create the HNSW index of the workspace's dimension once it holds ANN_MIN_ROWS vectors (one index per
+        dimension for the whole database, partial on the cast expression; built once, then kept up to date)."""
+        dims = int(self.get_meta("dimensions", "0") or 0)
+        if not dims or dims in self._ann_dims or dims > 2000 or self.embedded_count() < ANN_MIN_ROWS:
+            return
+        self.build_ann_index(dims)
+
+    def build_ann_index(self, dims: int, m: int = 16, ef_construction: int = 64) -> None:
+        log.info("building the HNSW index of %d-dimension vectors (once per database)", dims)
+        with self._lock:
+            self.conn.execute(
+                f"CREATE INDEX IF NOT EXISTS chunks_hnsw_{int(dims)} ON chunk_vectors USING hnsw"
+                f" ((embedding::vector({int(dims)})) vector_cosine_ops) WITH (m = {int(m)}, ef_construction ="
+                f" {int(ef_construction)}) WHERE vector_dims(embedding) = {int(dims)}"
+            )
+        self._ann_dims.add(int(dims))
+
+
+def _unit(vec: np.ndarray) -> np.ndarray:
+    v = np.asarray(vec, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+def _ident_lines(chunks: Sequence[ChunkRow]) -> list[str]:
+    return list(dict.fromkeys(w for ch in chunks if ch.ident_words for w in ch.ident_words.split("\n")))
+
+
+def _same_text(row: tuple, ch: ChunkRow) -> bool:
+    return (
+        row[1 + _ROW_FIELDS.index("text")] == ch.text and row[1 + _ROW_FIELDS.index("heading_path")] == ch.heading_path
+    )

@@ -1,0 +1,269 @@
+"""The PostgreSQL + pgvector backend against a real server (tests/pg_fixture.py: one per session, a workspace per
+test): same keyword answers as SQLite, workspaces isolated, visibility in SQL, the writer lock, other processes'
+writes, and many writers and readers at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures import chunk_row, file_record, open_project, saipling_project
+
+pytest.importorskip("psycopg")
+
+QUERIES = ["lighthouse ledger", "Marcus", "copper coin", "storm signal", "sister", "green winter harbor"]
+
+
+def _store(url: str):
+    from saipling.storage.postgres import open_store
+
+    return open_store(url)
+
+
+def _vec(seed: int, dims: int = 8):
+    import numpy as np
+
+    v = np.random.default_rng(seed).standard_normal(dims).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_keyword_search_answers_as_sqlite(tmp_path: Path, pg_url: str) -> None:
+    """The same project, keyword-only, on SQLite and on PostgreSQL: the same results in the same order."""
+    root = saipling_project(tmp_path)
+    answers = {}
+    for name, opts in (("sqlite", {}), ("postgres", {"store": pg_url})):
+        with open_project(root, **opts) as project:
+            project.index()
+            answers[name] = [
+                [(r["filePath"], r["startLine"]) for r in project.search({"query": q, "maxResults": 5})["results"]]
+                for q in QUERIES
+            ]
+            if name == "postgres":
+                assert project.store.backend == "postgresql"
+    assert any(answers["sqlite"]), "the queries found nothing on SQLite"
+    assert answers["postgres"] == answers["sqlite"]
+
+
+def test_bm25_scores_match_fts5(tmp_path: Path, pg_url: str) -> None:
+    """Keyword scores are FTS5's BM25 (higher is better), term by term, phrases and accents folded included."""
+    from saipling.storage import open_store
+    from saipling.storage.base import KeywordQuery
+
+    texts = [
+        "The lighthouse keeper counts the ships at dawn.",
+        "Ships, ships and more ships crowd the harbour of Émile.",
+        "A keeper of secrets walks to the lighthouse keeper's cottage.",
+        "Nothing here but the sea.",
+        "running runners ran to the lighthouse",
+    ]
+    lite = open_store(tmp_path / "i.db")
+    pg = _store(pg_url)
+    try:
+        for s in (lite, pg):
+            s.replace_file(file_record("a.md"), [chunk_row(i, t) for i, t in enumerate(texts)])
+        for words in (["ships"], ["lighthouse", "keeper"], ["emile"], ["run"], ["sea"]):
+            phrase = [tuple(words)] if len(words) > 1 else []
+            query = KeywordQuery.of([((w,), False) for w in words] + [(p, False) for p in phrase])
+            want = [s for _i, s in lite.keyword_search(query, 10)]  # FTS5's negated bm25(), best first
+            got = pg.keyword_search(query, 10)
+            assert got, f"nothing found for {words}"
+            assert [round(s, 6) for _i, s in got] == [round(s, 6) for s in want], words
+    finally:
+        lite.close()
+        pg.close()
+
+
+def test_workspaces_are_isolated(pg_server) -> None:
+    """Two projects in one database: neither sees the other's files, vectors or logs; clearing one leaves the
+    other whole."""
+    from saipling.storage.base import ChunkFilter, KeywordQuery
+
+    a, b = _store(pg_server.url("iso-a")), _store(pg_server.url("iso-b"))
+    try:
+        for s in (a, b):
+            s.configure_vectors("test", "m", 8)
+        a.replace_file(file_record("a.md"), [chunk_row(0, "the shared secret word")], {})
+        b.replace_file(file_record("b.md"), [chunk_row(0, "the shared secret word")], {})
+        a.set_vectors([(i, h, _vec(1)) for i, _p, h, _t in a.unembedded()], "m")
+        b.set_vectors([(i, h, _vec(1)) for i, _p, h, _t in b.unembedded()], "m")
+        query = KeywordQuery.of([(("secret",), False)])
+        assert {a.chunk_paths([i])[i] for i, _ in a.keyword_search(query, 10)} == {"a.md"}
+        assert [p for p, _s, _n in b.file_keyword_search(query, 10)] == ["b.md"]
+        assert set(a.chunk_paths([i for i, _ in a.knn(_vec(1), 10)]).values()) == {"a.md"}
+        assert set(a.chunk_paths([i for i, _ in b.knn(_vec(1), 10)]).values()) == set()  # b's ids are not a's
+        a.log_search("secret", "lsp", "hybrid", 1, 1.0, 2.0)
+        assert [r["query"] for r in a.search_log()] == ["secret"] and b.search_log() == []
+        a.clear()
+        assert a.file_states() == {} and list(b.file_states()) == ["b.md"]
+        assert b.keyword_search(query, 10, ChunkFilter(visibility=["public"]))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_reader_role_never_sees_private(tmp_path: Path, pg_url: str) -> None:
+    """Visibility is in the SQL of every read: a private passage never comes back to a public reader, whatever
+    the query or the vector, and an empty level list passes nothing."""
+    from dataclasses import replace
+
+    from saipling.storage.base import ChunkFilter, KeywordQuery
+
+    store = _store(pg_url)
+    try:
+        store.configure_vectors("test", "m", 8)
+        secret = replace(file_record("private.md"), visibility="private")
+        store.replace_file(secret, [replace(chunk_row(0, "the murderer is the gardener"), visibility="private")])
+        store.replace_file(file_record("public.md"), [chunk_row(0, "the garden is in bloom")])
+        store.set_vectors([(i, h, _vec(7 if p == "private.md" else 8)) for i, p, h, _t in store.unembedded()], "m")
+        reader = ChunkFilter(visibility=["public"])
+        for words in (["murderer"], ["gardener"], ["garden"], ["murderer", "gardener"]):
+            query = KeywordQuery.of([((w,), False) for w in words])
+            hits = store.keyword_search(query, 10, reader)
+            assert "private.md" not in store.chunk_paths([i for i, _ in hits]).values()
+            assert "private.md" not in [p for p, _s, _n in store.file_keyword_search(query, 10, reader)]
+            assert "private.md" not in [p for p, _n in store.keyword_paths(query, reader)]
+        assert store.keyword_search(KeywordQuery.of([(("murderer",), False)]), 10), "the owner sees it"
+        near = store.knn(_vec(7), 5, reader)  # the private chunk's own vector
+        assert near and "private.md" not in store.chunk_paths([i for i, _ in near]).values()
+        assert store.knn(_vec(7), 5, ChunkFilter(visibility=[])) == []
+        assert store.entity_chunks("x", ChunkFilter(visibility=[])) == []
+    finally:
+        store.close()
+
+
+def test_writer_lock_is_per_workspace(pg_server) -> None:
+    from saipling.errors import IndexBusy
+
+    one, two, other = (_store(pg_server.url(w)) for w in ("lock-a", "lock-a", "lock-b"))
+    try:
+        with one.writer_lock(what="index") as held:
+            assert held is not None
+            with pytest.raises(IndexBusy) as busy:
+                with two.writer_lock(wait=False):
+                    pass
+            assert "indexing" in str(busy.value)
+            with other.writer_lock(wait=False) as free:
+                assert free is not None  # another workspace is not locked
+        with two.writer_lock(wait=False) as again:
+            assert again is not None
+    finally:
+        for s in (one, two, other):
+            s.close()
+
+
+def test_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
+    from saipling.errors import StorageUnavailable
+
+    with pytest.raises(StorageUnavailable, match="cannot connect"):
+        _store(f"postgresql://nobody@/db?host={tmp_path}&workspace=x")
+
+
+def test_another_process_sees_edits_by_the_next_search(tmp_path: Path, pg_url: str) -> None:
+    """A `saipling index` in another process (the CLI, SAIPLING_STORE) writes a new file: this process's open store
+    finds it at its next search (no cache outlives another process's commit)."""
+    root = saipling_project(tmp_path)
+    with open_project(root, store=pg_url) as project:
+        project.index()
+        assert not project.search({"query": "quetzalcoatl"})["results"]
+        (root / "notes" / "new.md").write_text("# New\n\nA quetzalcoatl flies over the harbor.\n")
+        env = {**os.environ, "SAIPLING_STORE": pg_url, "SAIPLING_PROVIDER": "none"}
+        cli = Path(sys.executable).parent / "saipling"
+        done = subprocess.run([str(cli), "index", str(root)], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert not (root / ".saipling" / "index.db").exists(), "the CLI wrote a SQLite index instead"
+        results = project.search({"query": "quetzalcoatl"})["results"]
+        assert [r["filePath"] for r in results] == ["notes/new.md"]
+
+
+def test_ann_index_fills_k_under_a_selective_filter(pg_server, monkeypatch) -> None:
+    """Past ANN_MIN_ROWS a workspace is searched through HNSW with iterative scan: a filter passing 2% of chunks
+    still gets k results, and they are the exact nearest among the passing chunks."""
+    import numpy as np
+
+    from saipling.storage.base import ChunkFilter
+    from saipling.storage.postgres import store as pgstore
+
+    monkeypatch.setattr(pgstore, "ANN_MIN_ROWS", 500)
+    store = _store(pg_server.url("ann"))
+    try:
+        store.configure_vectors("test", "m", 16)
+        rng = np.random.default_rng(3)
+        centers = rng.standard_normal((20, 16)).astype(np.float32)
+        vecs = {}
+        for f in range(50):
+            rows = [chunk_row(i, f"file {f} chunk {i}") for i in range(20)]
+            store.replace_file(file_record(f"d{f:02d}.md"), rows)
+        for cid, _p, _h, _t in store.unembedded():
+            v = centers[cid % 20] + 0.3 * rng.standard_normal(16).astype(np.float32)
+            vecs[cid] = v / np.linalg.norm(v)
+        store.set_vectors([(cid, h, vecs[cid]) for cid, _p, h, _t in store.unembedded()], "m")
+        assert 16 in store._ann_dims, "the HNSW index was not built"
+        flt = ChunkFilter(only_paths=["d07.md"])  # 20 of 1,000 chunks
+        query = vecs[next(iter(vecs))]
+        got = store.knn(query, 10, flt)
+        assert len(got) == 10
+        ids = store.filtered_ids(flt)
+        exact = sorted(ids, key=lambda i: -float(np.dot(vecs[int(i)], query)))[:10]
+        assert len(set(exact) & {i for i, _ in got}) >= 9
+    finally:
+        store.close()
+
+
+def _writer(url: str, n_files: int, queue) -> None:
+    try:
+        store = _store(url)
+        for f in range(n_files):
+            store.replace_file(
+                file_record(f"f{f:03d}.md"), [chunk_row(i, f"{url[-6:]} word{f} chunk{i}") for i in range(3)]
+            )
+        store.close()
+        queue.put(("ok", url))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        queue.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _reader(url: str, rounds: int, queue) -> None:
+    from saipling.storage.base import KeywordQuery
+
+    try:
+        store = _store(url)
+        leaked = 0
+        for r in range(rounds):
+            hits = store.keyword_search(KeywordQuery.of([((f"word{r % 20}",), False)]), 10)
+            paths = store.chunk_paths([i for i, _ in hits])
+            leaked += sum(1 for i, _ in hits if i not in paths)  # a hit that is not this workspace's chunk
+        store.close()
+        queue.put(("ok", leaked))
+    except Exception as exc:  # noqa: BLE001
+        queue.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def test_eight_writers_and_many_readers(pg_server) -> None:
+    """8 writer processes on 8 workspaces and 64 reader processes on the first: no error, nothing lost, nothing
+    leaked across workspaces."""
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    urls = [pg_server.url(f"conc{i}") for i in range(8)]
+    n_files = 20
+    procs = [ctx.Process(target=_writer, args=(u, n_files, queue)) for u in urls]
+    procs += [ctx.Process(target=_reader, args=(urls[0], 10, queue)) for _ in range(64)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(60)
+    errors = [r for r in results if r[0] == "error"]
+    assert not errors, errors[:3]
+    assert sum(r[1] for r in results if isinstance(r[1], int)) == 0
+    for u in urls:
+        store = _store(u)
+        try:
+            assert sorted(store.file_states()) == [f"f{f:03d}.md" for f in range(n_files)]
+            assert len(store.chunk_hashes()) == 3 * n_files
+        finally:
+            store.close()
