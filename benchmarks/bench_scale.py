@@ -96,12 +96,11 @@ def serve_embeddings(port_file: str) -> None:
                 seed = int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "big")
                 v = np.random.default_rng(seed).standard_normal(DIMS, dtype=np.float32)
                 v /= np.linalg.norm(v)
-                data.append('{"object":"embedding","index":%d,"embedding":[%s]}' % (i, ",".join(f"{x:.6f}" for x in v)))
+                floats = ",".join(f"{x:.6f}" for x in v)
+                data.append(f'{{"object":"embedding","index":{i},"embedding":[{floats}]}}')
             tokens = sum(max(1, len(t.split())) for t in texts)
-            out = (
-                '{"object":"list","model":"%s","usage":{"prompt_tokens":%d,"total_tokens":%d},"data":[%s]}'
-                % (MODEL, tokens, tokens, ",".join(data))
-            ).encode()
+            usage = f'"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}'
+            out = f'{{"object":"list","model":"{MODEL}",{usage},"data":[{",".join(data)}]}}'.encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(out)))
