@@ -19,6 +19,13 @@ them again); every measurement of a round runs in a fresh process:
 
     nice -n 10 python benchmarks/bench_scale.py --size 55k --size 269k [--queries 30] [--rebuild]
     python benchmarks/bench_scale.py --quick          # 300 files: a smoke run
+    python benchmarks/bench_scale.py --recall A.db,B.db [--recall-queries 300]
+
+`--recall` measures the compact matrix (storage/vector_matrix.py: int8 codes, then the best candidates rescored
+on exact float32 vectors) against exact float32 search on REAL embeddings: the all-MiniLM-L6-v2 vectors in the
+embedding caches of the given index files (e.g. indexes of parts of the fiction corpus made with the local model),
+queries embedded by the local model (the query list below and the first sentences of sampled chunks); recall@10
+for several candidate counts, and the bytes per vector.
 
 Ratios: each size's figures over the first size's, side by side in one run. Nothing is asserted.
 """
@@ -43,7 +50,7 @@ import _benchutil as bu  # noqa: E402
 
 SIZES = {"300": 300, "55k": 1129, "269k": 5126, "1.07M": 20514}  # label -> files
 DIMS = 384
-MODEL = "scale-fake-384"
+MODEL = "all-minilm-scale-fake"  # an all-MiniLM family name: its 128-word-piece passages, as the local model
 QUERIES = [
     "a ship caught in a storm at sea",
     "the detective examines the footprints",
@@ -323,6 +330,67 @@ def cold_cli(root: Path, runs: int = 3) -> float:
     return bu.median(times)
 
 
+# -- recall of the compact matrix on real vectors ---------------------------------------------------------------------
+def real_vectors(paths: list[str]) -> tuple[Any, list[str]]:
+    """The distinct all-MiniLM-L6-v2 vectors in the embedding caches of `paths`, and chunk texts (for queries)."""
+    import apsw
+    import numpy as np
+
+    seen: dict[str, Any] = {}
+    texts: list[str] = []
+    for path in paths:
+        conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        for h, blob in conn.execute(
+            "SELECT content_hash, vector FROM embedding_cache"
+            " WHERE model LIKE 'all-MiniLM-L6-v2%' AND length(vector) = ?",
+            (DIMS * 4,),
+        ):
+            seen.setdefault(h, np.frombuffer(blob, dtype=np.float32))
+        texts += [str(t) for (t,) in conn.execute("SELECT text FROM chunks ORDER BY random() LIMIT 400")]
+        conn.close()
+    return np.stack(list(seen.values())), texts
+
+
+def recall(paths: list[str], n_queries: int) -> None:
+    import numpy as np
+
+    from saipling.config.settings import Settings
+    from saipling.embeddings import create_provider
+    from saipling.storage.vector_matrix import VectorMatrix, quantize, steps_for
+
+    mat, texts = real_vectors(paths)
+    print(f"   {len(mat):,} distinct real vectors from {len(paths)} index files")
+    sentences = [t.split(". ")[0][:200] for t in texts if len(t) > 40]
+    queries = (QUERIES + sentences)[:n_queries]
+    provider = create_provider(Settings(provider="local"))
+    qv = np.stack([provider.embed_query(q) for q in queries]).astype(np.float32)
+    ids = np.arange(len(mat), dtype=np.int64)
+    exact = VectorMatrix(ids, mat)
+    steps = steps_for(mat[:20_000])
+    lookups = [0]
+
+    def fetch(cids: list[int]) -> dict[int, Any]:
+        lookups[0] += len(cids)
+        return {c: mat[c] for c in cids}
+
+    compact = VectorMatrix(ids, quantize(mat, steps), steps=steps, exact=fetch)
+    codes_only = VectorMatrix(ids, quantize(mat, steps), steps=steps)
+    truth = [{c for c, _ in exact.knn(q, 10)} for q in qv]
+    print(f"   {len(queries)} queries embedded by {provider.name}; bytes per vector: float32 {DIMS * 4}, codes {DIMS}")
+    rows = [("codes only", codes_only)]
+    import saipling.storage.vector_matrix as vm
+
+    for rescore in (50, 100, 200, 400):
+        vm.RESCORE = rescore
+        got = [{c for c, _ in compact.knn(q, 10)} for q in qv]
+        r = sum(len(g & t) for g, t in zip(got, truth, strict=True)) / (10 * len(qv))
+        print(f"   recall@10, {rescore} candidates rescored on exact vectors: {r:.4f}")
+    for name, m in rows:
+        got = [{c for c, _ in m.knn(q, 10)} for q in qv]
+        r = sum(len(g & t) for g, t in zip(got, truth, strict=True)) / (10 * len(qv))
+        print(f"   recall@10, {name}: {r:.4f}")
+
+
 # -- the run ---------------------------------------------------------------------------------------------------------
 ROWS = [
     ("chunks", "chunks", "{:,.0f}"),
@@ -362,7 +430,13 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=30)
     p.add_argument("--rebuild", action="store_true")
     p.add_argument("--no-cli", action="store_true", help="skip the cold CLI row")
+    p.add_argument("--recall", help="index files (comma-separated) whose all-MiniLM-L6-v2 vectors to test on")
+    p.add_argument("--recall-queries", type=int, default=300)
     args = p.parse_args()
+    if args.recall:
+        bu.banner("bench_scale --recall: the compact matrix against exact float32", args.quick)
+        recall(args.recall.split(","), args.recall_queries)
+        return
     sizes = ["300"] if args.quick else (args.size or ["55k", "269k"])
     bu.banner("bench_scale: the store and search at size", args.quick)
     if not bu.need_shared(bu.FICTION, "the scale benchmark"):
