@@ -445,3 +445,45 @@ def test_cached_matrix_is_patched_by_writes_and_matches_a_fresh_reload(tmp_path)
     np.testing.assert_allclose(mat[o1], mat2[o2])
     fresh.close()
     store.close()
+
+
+def test_a_big_index_is_searched_on_compact_codes_with_exact_scores(tmp_path, monkeypatch):
+    """Past COMPACT_FLOATS the store holds int8 codes (a quarter of float32) and rescores the best candidates on
+    the vectors it stores: the same chunks and scores as exact search, before and after writes that patch it."""
+    from saipling.storage import vector_matrix as vm
+
+    monkeypatch.setattr(vm, "COMPACT_FLOATS", 16 * 100)
+    rng = np.random.default_rng(11)
+    store = Store.open(tmp_path / "index.db")
+    store.configure_vectors("test", "m", 16)
+    truth: dict[str, np.ndarray] = {}
+
+    def write(path: str, n: int, salt: str) -> None:
+        rows = [row(i, f"{path}-{salt}-{i}") for i in range(n)]
+        vecs = {}
+        for r in rows:
+            v = rng.standard_normal(16).astype("float32")
+            vecs[r.content_hash] = truth[r.content_hash] = v / np.linalg.norm(v)
+        store.replace_file(record(path, salt), rows, vecs, "m")
+
+    def exact(q: np.ndarray, k: int) -> list[int]:
+        ids = store.chunk_texts([int(i) for i in store.vector_matrix()[0]])
+        scored = sorted(((float(truth[hsh] @ q), cid) for cid, (hsh, _, _) in ids.items()), reverse=True)
+        return [cid for _, cid in scored[:k]]
+
+    for f in range(40):
+        write(f"f{f}.md", 5, "a")
+    queries = [unit(s, 16) for s in range(10)]
+    for q in queries:
+        assert [c for c, _ in store.knn(q, 10)] == exact(q, 10)
+    assert store._matrix is not None and store._matrix.compact
+    loaded = store._matrix
+    for f in range(0, 40, 4):
+        write(f"f{f}.md", 6, "b")
+    store.delete_file("f1.md")
+    assert store._matrix is loaded  # patched, not reloaded
+    for q in queries:
+        got = store.knn(q, 10)
+        assert [c for c, _ in got] == exact(q, 10)
+        assert abs(got[0][1] - float(truth[store.chunk_texts([got[0][0]])[got[0][0]][0]] @ q)) < 1e-5
+    store.close()

@@ -17,7 +17,7 @@ import apsw
 from ..embeddings.base import usable_vector
 from ..lazy import np  # numpy loads on first use (cold CLI path)
 from .schema import VECTORS_CHECKED_META, ChunkFilter
-from .vector_matrix import VectorMatrix
+from .vector_matrix import SAMPLE_ROWS, VectorMatrix, quantize, steps_for, wants_compact
 
 log = logging.getLogger(__name__)
 
@@ -364,18 +364,34 @@ class VectorStore:
         version = self._data_version()
         if self._matrix is not None and self._matrix_version == version:
             return self._matrix
+        self._matrix = None  # (a reload never holds the old matrix and the new one at once)
         dims = int(self.get_meta("dimensions", "0") or 0) if self.has_vectors() else 0
-        self._matrix = VectorMatrix(*self._load_vectors(dims)) if dims else VectorMatrix.empty(0)
+        if dims:
+            ids, mat, steps = self._load_vectors(dims)
+            self._matrix = VectorMatrix(ids, mat, steps=steps, exact=self._exact_vectors)
+        else:
+            self._matrix = VectorMatrix.empty(0)
         self._matrix_version = version
         return self._matrix
+
+    def _exact_vectors(self, chunk_ids: list[int]) -> dict[int, np.ndarray]:
+        """The stored float32 vectors of `chunk_ids` (a compact matrix rescores its candidates with them)."""
+        out: dict[int, np.ndarray] = {}
+        with self._lock:  # (vec0 answers `IN (subquery)` with a full scan: one lookup per chunk)
+            for cid in chunk_ids:
+                for (blob,) in self.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)):
+                    out[int(cid)] = np.frombuffer(blob, dtype=np.float32)
+        return out
 
     def vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, unit vectors) of every embedded chunk (copies; for tests and benchmarks)."""
         with self._lock:
             return self._vectors().arrays()
 
-    def _load_vectors(self, dims: int, batch: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-        """Read every vector into one numpy-allocated matrix, a batch of rows at a time.
+    def _load_vectors(self, dims: int, batch: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Read every vector into one numpy-allocated matrix, a batch of rows at a time: (ids, rows, steps);
+        steps is None for float32 rows, else the rows are int8 codes (a matrix past COMPACT_FLOATS, quantized a
+        batch at a time: the float32 matrix never exists; the steps come from the first SAMPLE_ROWS vectors).
 
         numpy's own allocation matters for speed: numpy asks the kernel for transparent huge pages on large
         arrays, and a full scan of a 100k x 384 matrix ran ~7% slower over a buffer built from Python bytes
@@ -383,25 +399,33 @@ class VectorStore:
         also keeps the peak at one copy of the vectors (plus one batch) instead of two."""
         with self.conn:  # one read transaction: the count and the rows agree
             n = int(self._scalar("SELECT count(*) FROM chunks_vec") or 0)
+            compact = wants_compact(n, dims)
             ids = np.empty(n, dtype=np.int64)
-            mat = np.empty((n, dims), dtype=np.float32)
+            mat = np.empty((n, dims), dtype=np.int8 if compact else np.float32)
+            steps: np.ndarray | None = None
             filled = 0
             cursor = self.conn.execute("SELECT chunk_id, embedding FROM chunks_vec")
             while filled < n:
-                rows = list(itertools.islice(cursor, batch))
+                rows = list(itertools.islice(cursor, SAMPLE_ROWS if compact and steps is None else batch))
                 if not rows:
                     break
                 rows = rows[: n - filled]
+                got = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dims)
+                good = np.isfinite(got).all(axis=1) & (got != 0).any(axis=1)
+                if not good.all():  # vectors stored before the provider boundary checked them: never served
+                    log.warning("ignoring %d unusable vectors (NaN, Inf or zero) in the index", int((~good).sum()))
+                    rows = [r for r, ok in zip(rows, good.tolist(), strict=True) if ok]
+                    got = got[good]
+                if compact:
+                    steps = steps_for(got) if steps is None else steps
+                    got = quantize(got, steps)
                 end = filled + len(rows)
                 ids[filled:end] = [r[0] for r in rows]
-                mat[filled:end] = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dims)
+                mat[filled:end] = got
                 filled = end
-        ids, mat = ids[:filled], mat[:filled]
-        good = np.isfinite(mat).all(axis=1) & (mat != 0).any(axis=1)
-        if not good.all():  # vectors stored before the provider boundary checked them: never served
-            log.warning("ignoring %d unusable vectors (NaN, Inf or zero) in the index", int((~good).sum()))
-            ids, mat = ids[good], mat[good]
-        return ids, mat
+        if compact and steps is None:
+            steps = np.ones(dims, dtype=np.float32) / 127.0
+        return ids[:filled], mat[:filled], steps
 
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
