@@ -377,14 +377,29 @@ def recall(paths: list[str], n_queries: int) -> None:
     codes_only = VectorMatrix(ids, quantize(mat, steps), steps=steps)
     truth = [{c for c, _ in exact.knn(q, 10)} for q in qv]
     print(f"   {len(queries)} queries embedded by {provider.name}; bytes per vector: float32 {DIMS * 4}, codes {DIMS}")
-    rows = [("codes only", codes_only)]
+    rows = [("codes only, nothing rescored", codes_only)]
     import saipling.storage.vector_matrix as vm
 
-    for rescore in (50, 100, 200, 400):
-        vm.RESCORE = rescore
+    def measure(label: str) -> None:
+        t = time.perf_counter()
         got = [{c for c, _ in compact.knn(q, 10)} for q in qv]
+        took = (time.perf_counter() - t) / len(qv)
         r = sum(len(g & t) for g, t in zip(got, truth, strict=True)) / (10 * len(qv))
-        print(f"   recall@10, {rescore} candidates rescored on exact vectors: {r:.4f}")
+        print(f"   recall@10, {label}: {r:.4f} ({took * 1000:.1f} ms a query, {lookups[0] / len(qv):.0f} exact reads)")
+        lookups[0] = 0
+
+    default_pool, default_rescore = vm.SIGN_POOL, vm.RESCORE
+    print(f"   sign bits: {compact._bits is not None} (pool max({vm.SIGN_POOL}, rows / {vm.SIGN_SHARE}))")
+    for pool in (500, 1000, 2000, 4000):
+        vm.SIGN_POOL = pool
+        measure(f"sign pool {pool}, {vm.RESCORE} rescored")
+    vm.SIGN_POOL = default_pool
+    for rescore in (50, 100, 200):
+        vm.RESCORE = rescore
+        measure(f"sign pool {vm.SIGN_POOL}, {rescore} rescored")
+    vm.RESCORE = default_rescore
+    compact._bits = None
+    measure(f"codes for every row (no sign bits), {vm.RESCORE} rescored")
     for name, m in rows:
         got = [{c for c, _ in m.knn(q, 10)} for q in qv]
         r = sum(len(g & t) for g, t in zip(got, truth, strict=True)) / (10 * len(qv))

@@ -487,3 +487,32 @@ def test_a_big_index_is_searched_on_compact_codes_with_exact_scores(tmp_path, mo
         assert [c for c, _ in got] == exact(q, 10)
         assert abs(got[0][1] - float(truth[store.chunk_texts([got[0][0]])[got[0][0]][0]] @ q)) < 1e-5
     store.close()
+
+
+def test_vectors_read_from_vec0s_blocks_equal_a_row_by_row_read(tmp_path):
+    """The matrix is loaded from vec0's own tables (its blocks and its map of ids to them): the same ids and
+    vectors as reading vec0 row by row, after deletes and rewrites left holes in its blocks."""
+    rng = np.random.default_rng(5)
+    store = Store.open(tmp_path / "index.db")
+    store.configure_vectors("test", "m", 16)
+
+    def write(path: str, n: int, salt: str) -> None:
+        rows = [row(i, f"{path}-{salt}-{i}") for i in range(n)]
+        store.replace_file(
+            record(path, salt), rows, {r.content_hash: rng.standard_normal(16).astype("float32") for r in rows}, "m"
+        )
+
+    for f in range(300):  # > one vec0 block of 1,024 vectors
+        write(f"f{f}.md", 5, "a")
+    for f in range(0, 300, 7):
+        write(f"f{f}.md", 3, "b")
+    for f in range(1, 300, 11):
+        store.delete_file(f"f{f}.md")
+    blocks = store._load_vec0_blocks(16)
+    assert blocks is not None
+    rows_ids, rows_mat, _ = store._load_vec0_rows(16, 100)
+    assert len(rows_ids) > 1024
+    o1, o2 = np.argsort(blocks[0]), np.argsort(rows_ids)
+    assert np.array_equal(blocks[0][o1], rows_ids[o2])
+    assert np.array_equal(blocks[1][o1], rows_mat[o2])
+    store.close()

@@ -180,21 +180,41 @@ def test_a_compact_matrix_answers_like_brute_force_after_any_writes(ops, seed, k
     assert matrix.compact and matrix._mat.dtype == np.int8  # compaction kept the codes
 
 
-def test_a_compact_matrix_ranks_a_large_set_on_its_codes_and_rescores_only_the_best() -> None:
+def clustered(rng: np.random.Generator, n: int, dims: int = 384, clusters: int = 40) -> np.ndarray:
+    """Unit vectors around `clusters` centres (real embeddings cluster; uniform random ones have no neighbours)."""
+    centres = rng.standard_normal((clusters, dims))
+    v = (centres[rng.integers(0, clusters, n)] + 0.6 * rng.standard_normal((n, dims))).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("signs", [True, False])
+def test_a_compact_matrix_ranks_a_large_set_on_its_codes_and_rescores_only_the_best(signs, monkeypatch) -> None:
+    """A large compact matrix finds the exact top k: sign bits first (numpy >= 2), then the codes, then exact
+    vectors for the best few hundred only."""
+    from saipling.storage import vector_matrix as vm
+
+    if signs and not hasattr(np, "bitwise_count"):
+        pytest.skip("numpy < 2: no popcount")
+    if not signs:
+        monkeypatch.setattr(vm, "_has_popcount", lambda: False)
     rng = np.random.default_rng(7)
-    n = 5000
-    mat = unit(rng, n)
+    n = 6000
+    points = clustered(rng, n + 20)
+    mat, queries = points[:n], points[n:]  # queries near the data, as real ones are
     ids = np.arange(1, n + 1, dtype=np.int64)
     store = {int(i): v for i, v in zip(ids, mat, strict=True)}
     calls: list[int] = []
     matrix = compact_matrix(ids, mat.copy(), store, calls)
+    assert (matrix._bits is not None) == signs
     exact = VectorMatrix(ids, mat.copy())
     assert matrix._mat.nbytes * 4 == exact._mat.nbytes  # int8 codes: a quarter of the rows' memory
-    for q in unit(rng, 20):
+    matrix.remove(range(1, 200))
+    exact.remove(range(1, 200))
+    allowed = np.arange(1, n + 1, 2, dtype=np.int64)
+    for q in queries:
         assert [c for c, _ in matrix.knn(q, 10)] == [c for c, _ in exact.knn(q, 10)]
-    from saipling.storage.vector_matrix import RESCORE
-
-    assert calls and max(calls) <= max(RESCORE, 20) < n  # a few candidates read back, never every row
+        assert [c for c, _ in matrix.knn(q, 10, allowed)] == [c for c, _ in exact.knn(q, 10, allowed)]
+    assert calls and max(calls) <= vm.RESCORE < n  # a few candidates read back, never every row
 
 
 def test_a_float32_matrix_turns_compact_when_it_grows_past_the_limit(monkeypatch) -> None:
