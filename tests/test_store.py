@@ -516,3 +516,37 @@ def test_vectors_read_from_vec0s_blocks_equal_a_row_by_row_read(tmp_path):
     assert np.array_equal(blocks[0][o1], rows_ids[o2])
     assert np.array_equal(blocks[1][o1], rows_mat[o2])
     store.close()
+
+
+def test_a_big_index_opens_without_reading_every_page_and_is_checked_after(db_path: Path, monkeypatch) -> None:
+    """Past VERIFY_INLINE_BYTES the open reads the header and schema only; the check runs on a thread of its
+    own, and a damaged index is marked so the next open checks it at once and rebuilds it."""
+    from saipling.storage import integrity
+
+    _filled(db_path)
+    monkeypatch.setattr(integrity, "VERIFY_INLINE_BYTES", 4096)
+    checked: list[str] = []
+    monkeypatch.setattr(Store, "_check", staticmethod(lambda conn: checked.append("inline")))
+    sound = Store.open(db_path)
+    assert sound.unverified and checked == []  # nothing proportional to the index at open
+    told: list[str] = []
+    sound.check_later(told.append).join(10)
+    assert told == [] and not (db_path.parent / "index.db.damaged").exists()
+    sound.close()
+    monkeypatch.undo()
+    monkeypatch.setattr(integrity, "VERIFY_INLINE_BYTES", 4096)
+
+    data = bytearray(db_path.read_bytes())
+    page = 4096
+    pages = len(data) // page
+    for p in range(pages - pages // 3, pages):  # the last third of the pages (chunk text) scribbled over
+        data[p * page + 8 : p * page + 64] = b"\xff" * 56
+    db_path.write_bytes(bytes(data))
+    damaged = Store.open(db_path)  # opens (the damage is in pages it does not read)
+    assert damaged.unverified and damaged.rebuilt is None
+    damaged.check_later(told.append).join(30)
+    damaged.close()
+    assert len(told) == 1 and "rebuilt the next time" in told[0]
+    assert (db_path.parent / "index.db.damaged").exists()
+    _assert_rebuilt(db_path)  # the marker makes the next open check it at once: moved aside, rebuilt
+    assert not (db_path.parent / "index.db.damaged").exists()

@@ -244,6 +244,8 @@ class Project:
                 provider = NoneProvider(reason=f"failed: {exc}")
         project = cls(root, settings, store, provider, warnings)
         project._resume_fallback()
+        if store.unverified:  # a big index opened without reading every page: checked on a thread
+            store.check_later(project.warnings.append)
         return project
 
     def abort_calls(self) -> None:

@@ -16,14 +16,14 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import apsw
 
 from ..errors import IndexCorrupted
-from . import index_files
+from . import index_files, integrity
 from .file_writes import FileWrites
 from .mentions import (  # noqa: F401 - records re-exported: callers import them from the store
     FileMentionRows,
@@ -60,6 +60,8 @@ class Store(FileWrites, MentionWrites, VectorStore):
         self.readonly = readonly  # opened read-only (a read-only folder or mount): reads only
         # why, when it was opened read-only for a full disk (project.open_store)
         self.disk_full: str | None = None
+        # opened without the whole-file check (a big index: storage/integrity.py): the writer checks it after
+        self.unverified = False
         self._lock = threading.RLock()
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
         self._matrix_version: tuple[int, int] | None = None
@@ -82,7 +84,10 @@ class Store(FileWrites, MentionWrites, VectorStore):
 
         verify=False skips `PRAGMA quick_check` (it reads every page: ~0.1 s on a 45 MB index) for one-shot
         readers such as a CLI search: a file that is not a database is still caught here, and damaged pages
-        raise apsw.CorruptError when read (the CLI reports it); the next indexing run or server rebuilds it."""
+        raise apsw.CorruptError when read (the CLI reports it); the next indexing run or server rebuilds it.
+        With verify=True an index past integrity.VERIFY_INLINE_BYTES is not checked here either (46 s for a
+        million chunks) unless a check marked it damaged: `unverified` is set, and the caller checks it on a
+        thread (integrity.check_later; Project.open does)."""
         path = str(path)
         if path == ":memory:":
             return cls._opened(connect(path), path, None)
@@ -97,6 +102,7 @@ class Store(FileWrites, MentionWrites, VectorStore):
             index_files.write_gitignore(dir_fd)
             real, st = cls._checked(folder, dir_fd, name)
             rebuilt = None
+            inline = verify and (st is None or integrity.verify_at_open(folder, dir_fd, name, st.st_size))
             if st is not None and not stat.S_ISREG(st.st_mode):
                 kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
                 moved = cls._move_aside(folder, dir_fd, name)
@@ -105,7 +111,7 @@ class Store(FileWrites, MentionWrites, VectorStore):
             conn = None
             try:
                 conn = connect(real)
-                if verify:
+                if inline:
                     cls._check(conn)
                 else:
                     conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # NotADB / header damage
@@ -124,7 +130,16 @@ class Store(FileWrites, MentionWrites, VectorStore):
                 cls._remember_errno(exc, conn)
                 cls._close_quietly(conn)
                 raise
-        return cls._opened(conn, path, rebuilt)
+            if inline:
+                integrity.unmark(dir_fd, name)  # checked now (or rebuilt): a marker left before has done its job
+        store = cls._opened(conn, path, rebuilt)
+        store.unverified = verify and not inline
+        return store
+
+    def check_later(self, on_damaged: Callable[[str], None] | None = None) -> threading.Thread:
+        """The whole-file check an `unverified` open left out, on a thread and a connection of its own; a
+        damaged index is logged, marked for a rebuild at the next open and told to `on_damaged`."""
+        return integrity.check_later(self.path, on_damaged)
 
     @classmethod
     def _opened(cls, conn: apsw.Connection, path: str, rebuilt: str | None) -> Store:
