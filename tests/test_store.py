@@ -550,3 +550,26 @@ def test_a_big_index_opens_without_reading_every_page_and_is_checked_after(db_pa
     assert (db_path.parent / "index.db.damaged").exists()
     _assert_rebuilt(db_path)  # the marker makes the next open check it at once: moved aside, rebuilt
     assert not (db_path.parent / "index.db.damaged").exists()
+
+
+def test_a_keyword_search_ranks_a_bounded_number_of_rows(store: Store, monkeypatch) -> None:
+    """Past FTS_BUDGET matching rows, the rarest terms are ranked (the common ones, lowest in idf, left out) and a
+    term more common than the budget is ranked over the most recent share of its rows only."""
+    from saipling.storage import fts_bound
+
+    for n in range(200):
+        extra = " zephyr" if n % 40 == 0 else ""
+        text = f"chunk {n}: the lantern burned low" + extra
+        store.replace_file(record(f"f{n:03d}.md", text), [row(0, text)])
+    ids = {p: cid for cid, p in store.chunk_paths(list(range(1, 1000))).items()}
+    rare = {ids[f"f{n:03d}.md"] for n in range(0, 200, 40)}
+    unbounded = store.fts_search('"lantern" OR "zephyr"', 10)
+    assert len(unbounded) == 10 and {c for c, _ in unbounded[:5]} == rare
+    monkeypatch.setattr(fts_bound, "FTS_BUDGET", 50)
+    bounded = store.fts_search('"lantern" OR "zephyr"', 10)
+    assert {c for c, _ in bounded} == rare  # "lantern" (200 rows) left out: only the rare term's rows ranked
+    common = store.fts_search('"lantern"', 100)
+    assert 40 <= len(common) <= 60  # a quarter of the 200 rows: the most recently written
+    assert min(c for c, _ in common) >= max(ids.values()) - 55
+    files = store.file_fts_search('"lantern" OR "zephyr"', 10)
+    assert {p for p, _, _ in files} == {f"f{n:03d}.md" for n in range(0, 200, 40)}
