@@ -18,6 +18,8 @@ them again); every measurement of a round runs in a fresh process:
   RSS               VmRSS / VmHWM of the searching process after all that
 
     nice -n 10 python benchmarks/bench_scale.py --size 55k --size 269k [--queries 30] [--rebuild]
+    nice -n 10 python benchmarks/bench_scale.py --size 55k --baseline /tmp/base/server --rounds 2
+                                                      # side by side with other code (`git archive` of main)
     python benchmarks/bench_scale.py --quick          # 300 files: a smoke run
     python benchmarks/bench_scale.py --recall A.db,B.db [--recall-queries 300]
 
@@ -202,19 +204,22 @@ def built(size: str, url: str, rebuild: bool) -> tuple[Path, dict[str, Any]]:
     return root, out
 
 
-def child_json(args: list[str], timeout: float = 7200) -> dict[str, Any]:
+def child_json(args: list[str], timeout: float = 7200, server_dir: str | None = None) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout, env=child_env()
+        [sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout, env=child_env(server_dir)
     )
     if proc.returncode != 0:
         raise RuntimeError(f"child {args} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def child_env() -> dict[str, str]:
+def child_env(server_dir: str | None = None) -> dict[str, str]:
+    """The children's environment; with `server_dir`, that code imported instead of this checkout's."""
     env = dict(os.environ)
     env.pop("OPENAI_API_KEY", None)
     env.pop("OPENAI_BASE_URL", None)
+    if server_dir:
+        env["SAIPLING_BENCH_SERVER"] = env["PYTHONPATH"] = server_dir
     return env
 
 
@@ -305,7 +310,9 @@ def child_measure(root: str, queries: int) -> None:
     out["search_after_own_edit_s"] = bu.median(after_own)
     other: list[float] = []
     for n in range(3):
-        subprocess.run([sys.executable, __file__, "--child-edit", root], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, __file__, "--child-edit", root], check=True, capture_output=True, env=os.environ
+        )
         other.append(search(f"after their edit {n}", "semantic"))
     out["search_after_other_write_s"] = bu.median(other)
     status = bu.proc_status_mb()
@@ -314,7 +321,7 @@ def child_measure(root: str, queries: int) -> None:
     print(json.dumps(out))
 
 
-def cold_cli(root: Path, runs: int = 3) -> float:
+def cold_cli(root: Path, runs: int = 3, server_dir: str | None = None) -> float:
     script = Path(sys.executable).parent / "saipling"
     cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "saipling"]
     times = []
@@ -324,7 +331,7 @@ def cold_cli(root: Path, runs: int = 3) -> float:
             [*cmd, "search", QUERIES[i], "--mode", "semantic", "--json", "--root", str(root)],
             check=True,
             capture_output=True,
-            env=child_env(),
+            env=child_env(server_dir),
         )
         times.append(time.perf_counter() - t)
     return bu.median(times)
@@ -447,6 +454,8 @@ def main() -> None:
     p.add_argument("--no-cli", action="store_true", help="skip the cold CLI row")
     p.add_argument("--recall", help="index files (comma-separated) whose all-MiniLM-L6-v2 vectors to test on")
     p.add_argument("--recall-queries", type=int, default=300)
+    p.add_argument("--baseline", help="another server/ folder (e.g. from `git archive`) measured alternately")
+    p.add_argument("--rounds", type=int, default=1, help="measurement rounds (medians; alternating order)")
     args = p.parse_args()
     if args.recall:
         bu.banner("bench_scale --recall: the compact matrix against exact float32", args.quick)
@@ -458,31 +467,45 @@ def main() -> None:
         return
     bu.CACHE_ROOT.mkdir(parents=True, exist_ok=True)
     server = EmbeddingServer(bu.CACHE_ROOT)
+    # columns: each size, and with --baseline each size on the baseline code too (measured alternately)
+    variants = [("", None)] + ([("base ", args.baseline)] if args.baseline else [])
     results: dict[str, dict[str, Any]] = {}
     try:
         for size in sizes:
             root, rec = built(size, server.url, args.rebuild)
-            r = dict(rec)
             db = root / ".saipling" / "index.db"
-            r["db_mb"] = db.stat().st_size / 1e6
-            r["db_ratio"] = db.stat().st_size / max(1, rec.get("prose_bytes", 1))
-            r.update(child_json(["--child-measure", str(root), str(args.queries)]))
-            if not args.no_cli:
-                r["cold_cli_s"] = cold_cli(root)
-            results[size] = r
-            print(f"   {size}: {json.dumps(r)}", flush=True)
+            for rnd in range(args.rounds):
+                order = variants if rnd % 2 == 0 else variants[::-1]
+                for prefix, server_dir in order:
+                    r = results.setdefault(prefix + size, {**rec})
+                    r["db_mb"] = db.stat().st_size / 1e6
+                    r["db_ratio"] = db.stat().st_size / max(1, rec.get("prose_bytes", 1))
+                    got = child_json(["--child-measure", str(root), str(args.queries)], server_dir=server_dir)
+                    if not args.no_cli:
+                        got["cold_cli_s"] = cold_cli(root, server_dir=server_dir)
+                    for key, value in got.items():  # the median over rounds
+                        r.setdefault("_rounds", {}).setdefault(key, []).append(value)
+                        r[key] = bu.median(r["_rounds"][key])
+                    print(f"   {prefix}{size} round {rnd + 1}: {json.dumps(got)}", flush=True)
     finally:
         server.stop()
+    cols = [prefix + size for size in sizes for prefix, _ in variants]
     print()
-    print("| row | " + " | ".join(sizes) + (" | ratio last/first |" if len(sizes) > 1 else " |"))
-    print("|---|" + "---|" * (len(sizes) + (1 if len(sizes) > 1 else 0)))
+    ratio_head = " | ratio |" if len(cols) > 1 else " |"
+    print("| row | " + " | ".join(cols) + ratio_head)
+    print("|---|" + "---|" * (len(cols) + (1 if len(cols) > 1 else 0)))
     for label, key, fmt in ROWS:
-        cells = [cell(results[s], key, fmt) for s in sizes]
+        cells = [cell(results[c], key, fmt) for c in cols]
         ratio = ""
-        if len(sizes) > 1:
+        if len(cols) > 1:  # with a baseline: this / baseline for each size; else last size / first
             k = key[0] if isinstance(key, tuple) else key
-            a, b = results[sizes[0]].get(k), results[sizes[-1]].get(k)
-            ratio = f" | {b / a:.2f}x" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else " | -"
+            pairs = [(c, "base " + c) for c in sizes] if args.baseline else [(cols[-1], cols[0])]
+            parts = []
+            for a_col, b_col in pairs:
+                a, b = results[a_col].get(k), results[b_col].get(k)
+                ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) and b
+                parts.append(f"{a / b:.2f}x" if ok else "-")
+            ratio = " | " + " ".join(parts)
         print(f"| {label} | " + " | ".join(cells) + ratio + " |")
 
 
