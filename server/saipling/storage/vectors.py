@@ -43,6 +43,9 @@ class VectorStore:
     _vgen_written: int | None  # the vector generation our last write committed
     _writes: int  # our own committed writes to files/chunks (with SQLite's data_version: any change)
     _filtered_cache: dict[tuple[str, str, str], tuple[tuple[int, int], Any]]  # see _filtered
+    # where each vector of the matrix sits in vec0 when it was read: (ids sorted, block << 16 | offset, model);
+    # another process's write is then picked up by what moved (_refresh), not by reading every vector again
+    _vec_where: tuple[np.ndarray, np.ndarray, str | None] | None = None
 
     # -- vectors configuration -----------------------------------------------------------------------------
     def has_vectors(self) -> bool:
@@ -349,7 +352,7 @@ class VectorStore:
             current = self._matrix is not None and self._matrix_version == (written - 1, self._generation)
             self._generation += 1
             if not current or self._matrix is None:
-                self._matrix = None
+                # stale (another process wrote): left unpatched; the next search refreshes it from what moved
                 return
             try:
                 self._matrix.remove(removed)
@@ -364,8 +367,12 @@ class VectorStore:
         version = self._data_version()
         if self._matrix is not None and self._matrix_version == version:
             return self._matrix
-        self._matrix = None  # (a reload never holds the old matrix and the new one at once)
         dims = int(self.get_meta("dimensions", "0") or 0) if self.has_vectors() else 0
+        if dims and self._matrix is not None and self._refresh(dims):
+            self._matrix_version = version
+            return self._matrix
+        self._matrix = None  # (a reload never holds the old matrix and the new one at once)
+        self._vec_where = None
         if dims:
             ids, mat, steps = self._load_vectors(dims)
             self._matrix = VectorMatrix(ids, mat, steps=steps, exact=self._exact_vectors)
@@ -373,6 +380,55 @@ class VectorStore:
             self._matrix = VectorMatrix.empty(0)
         self._matrix_version = version
         return self._matrix
+
+    def _refresh(self, dims: int) -> bool:
+        """Bring a stale matrix up to date from what moved in vec0 since it was read: its map of ids to blocks
+        (16 bytes a vector, no vector read) against the one kept; only the vectors added or moved are read.
+        False (reload it all) without a kept map, another model, or more changes than a quarter of it."""
+        kept, matrix = self._vec_where, self._matrix
+        if kept is None or matrix is None or matrix.dims != dims or kept[2] != self.get_meta("model"):
+            return False
+        with self.conn:  # one read transaction: the map and the blocks agree
+            where = self._vec0_map()
+            if where is None:
+                return False
+            order = np.argsort(where[:, 0], kind="stable")
+            ids, locs = where[order, 0], (where[order, 1] << 16) | where[order, 2]
+            old_ids, old_locs = kept[0], kept[1]
+            pos = np.minimum(np.searchsorted(old_ids, ids), max(len(old_ids) - 1, 0))
+            same = (old_ids[pos] == ids) & (old_locs[pos] == locs) if len(old_ids) else np.zeros(len(ids), bool)
+            moved = where[order][~same]
+            removed = old_ids[~np.isin(old_ids, ids, assume_unique=True)]
+            if len(moved) + len(removed) > max(1024, len(ids) // 4):
+                return False
+            added: list[tuple[int, np.ndarray]] = []
+            for block in np.unique(moved[:, 1]).tolist():
+                rows = moved[moved[:, 1] == block]
+                blob = self._scalar("SELECT vectors FROM chunks_vec_vector_chunks00 WHERE rowid = ?", (block,))
+                if blob is None or len(blob) % (dims * 4) or int(rows[:, 2].max()) * dims * 4 >= len(blob):
+                    return False
+                got = np.frombuffer(blob, dtype=np.float32).reshape(-1, dims)[rows[:, 2]]
+                added += [(int(i), v) for i, v in zip(rows[:, 0].tolist(), got, strict=True) if usable_vector(v)]
+        try:
+            matrix.remove(removed.tolist())
+            matrix.add(added)
+        except ValueError:
+            return False
+        self._vec_where = (ids, locs, kept[2])
+        return True
+
+    def _vec0_map(self) -> np.ndarray | None:
+        """vec0's map of vectors: (id, block, offset) rows, as sqlite-vec 0.1 keeps it; None in another layout."""
+        try:
+            cols = {r[1] for r in self.conn.execute("PRAGMA table_info(chunks_vec_rowids)")}
+            if not {"chunk_id", "chunk_offset"} <= cols:
+                return None
+            rows = self.conn.execute(
+                "SELECT rowid, chunk_id, chunk_offset FROM chunks_vec_rowids ORDER BY chunk_id, chunk_offset"
+            )
+            return np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64).reshape(-1, 3)
+        except apsw.SQLError:
+            return None
 
     def _exact_vectors(self, chunk_ids: list[int]) -> dict[int, np.ndarray]:
         """The stored float32 vectors of `chunk_ids` (a compact matrix rescores its candidates with them): from
@@ -422,19 +478,8 @@ class VectorStore:
     def _load_vec0_blocks(self, dims: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
         """vec0's map (chunks_vec_rowids: id -> block, offset) and blocks (chunks_vec_vector_chunks00: `size`
         vectors each, as sqlite-vec 0.1 lays them out); None when the tables are not as expected."""
-        try:
-            cols = {r[1] for r in self.conn.execute("PRAGMA table_info(chunks_vec_rowids)")}
-            if not {"rowid", "chunk_id", "chunk_offset"} <= cols | {"rowid"}:
-                return None
-            where = np.fromiter(
-                itertools.chain.from_iterable(
-                    self.conn.execute(
-                        "SELECT rowid, chunk_id, chunk_offset FROM chunks_vec_rowids ORDER BY chunk_id, chunk_offset"
-                    )
-                ),
-                dtype=np.int64,
-            ).reshape(-1, 3)
-        except apsw.SQLError:
+        where = self._vec0_map()
+        if where is None:
             return None
         n = len(where)
         compact = wants_compact(n, dims)
@@ -466,6 +511,8 @@ class VectorStore:
             filled += len(got)
         if compact and steps is None:
             steps = np.ones(dims, dtype=np.float32) / 127.0
+        order = np.argsort(where[:, 0], kind="stable")
+        self._vec_where = (where[order, 0], (where[order, 1] << 16) | where[order, 2], self.get_meta("model"))
         return ids[:filled], mat[:filled], steps
 
     def _sample(self, where: np.ndarray, dims: int) -> np.ndarray:
