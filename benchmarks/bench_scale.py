@@ -353,7 +353,7 @@ def real_vectors(paths: list[str]) -> tuple[Any, list[str]]:
             (DIMS * 4,),
         ):
             seen.setdefault(h, np.frombuffer(blob, dtype=np.float32))
-        texts += [str(t) for (t,) in conn.execute("SELECT text FROM chunks ORDER BY random() LIMIT 400")]
+        texts += [str(t) for (t,) in conn.execute("SELECT text FROM chunks WHERE id % 29 = 0 LIMIT 400")]
         conn.close()
     return np.stack(list(seen.values())), texts
 
@@ -367,7 +367,7 @@ def recall(paths: list[str], n_queries: int) -> None:
 
     mat, texts = real_vectors(paths)
     print(f"   {len(mat):,} distinct real vectors from {len(paths)} index files")
-    sentences = [t.split(". ")[0][:200] for t in texts if len(t) > 40]
+    sentences = [s for s in (t.split(". ")[0][:200].strip() for t in texts) if len(s) > 20]
     queries = (QUERIES + sentences)[:n_queries]
     provider = create_provider(Settings(provider="local"))
     qv = np.stack([provider.embed_query(q) for q in queries]).astype(np.float32)
