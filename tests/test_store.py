@@ -473,3 +473,131 @@ def test_apsw_errors_leave_the_store_as_saipling_errors(db_path: Path) -> None:
     assert isinstance(caught.value.__cause__, apsw.ConnectionClosedError)
     with pytest.raises(StorageUnavailable), s.atomic():
         pass
+
+
+def test_a_big_index_is_searched_on_compact_codes_with_exact_scores(tmp_path, monkeypatch):
+    """Past COMPACT_FLOATS the store holds int8 codes (a quarter of float32) and rescores the best candidates on
+    the vectors it stores: the same chunks and scores as exact search, before and after writes that patch it."""
+    from saipling.storage import vector_matrix as vm
+
+    monkeypatch.setattr(vm, "COMPACT_FLOATS", 16 * 100)
+    rng = np.random.default_rng(11)
+    store = Store.open(tmp_path / "index.db")
+    store.configure_vectors("test", "m", 16)
+    truth: dict[str, np.ndarray] = {}
+
+    def write(path: str, n: int, salt: str) -> None:
+        rows = [row(i, f"{path}-{salt}-{i}") for i in range(n)]
+        vecs = {}
+        for r in rows:
+            v = rng.standard_normal(16).astype("float32")
+            vecs[r.content_hash] = truth[r.content_hash] = v / np.linalg.norm(v)
+        store.replace_file(record(path, salt), rows, vecs, "m")
+
+    def exact(q: np.ndarray, k: int) -> list[int]:
+        ids = store.chunk_texts([int(i) for i in store.vector_matrix()[0]])
+        scored = sorted(((float(truth[hsh] @ q), cid) for cid, (hsh, _, _) in ids.items()), reverse=True)
+        return [cid for _, cid in scored[:k]]
+
+    for f in range(40):
+        write(f"f{f}.md", 5, "a")
+    queries = [unit(s, 16) for s in range(10)]
+    for q in queries:
+        assert [c for c, _ in store.knn(q, 10)] == exact(q, 10)
+    assert store._matrix is not None and store._matrix.compact
+    loaded = store._matrix
+    for f in range(0, 40, 4):
+        write(f"f{f}.md", 6, "b")
+    store.delete_file("f1.md")
+    assert store._matrix is loaded  # patched, not reloaded
+    for q in queries:
+        got = store.knn(q, 10)
+        assert [c for c, _ in got] == exact(q, 10)
+        assert abs(got[0][1] - float(truth[store.chunk_texts([got[0][0]])[got[0][0]][0]] @ q)) < 1e-5
+    store.close()
+
+
+def test_vectors_read_from_vec0s_blocks_equal_a_row_by_row_read(tmp_path):
+    """The matrix is loaded from vec0's own tables (its blocks and its map of ids to them): the same ids and
+    vectors as reading vec0 row by row, after deletes and rewrites left holes in its blocks."""
+    rng = np.random.default_rng(5)
+    store = Store.open(tmp_path / "index.db")
+    store.configure_vectors("test", "m", 16)
+
+    def write(path: str, n: int, salt: str) -> None:
+        rows = [row(i, f"{path}-{salt}-{i}") for i in range(n)]
+        store.replace_file(
+            record(path, salt), rows, {r.content_hash: rng.standard_normal(16).astype("float32") for r in rows}, "m"
+        )
+
+    for f in range(300):  # > one vec0 block of 1,024 vectors
+        write(f"f{f}.md", 5, "a")
+    for f in range(0, 300, 7):
+        write(f"f{f}.md", 3, "b")
+    for f in range(1, 300, 11):
+        store.delete_file(f"f{f}.md")
+    blocks = store._vectors._load_vec0_blocks(16)
+    assert blocks is not None
+    rows_ids, rows_mat, _ = store._vectors._load_vec0_rows(16, 100)
+    assert len(rows_ids) > 1024
+    o1, o2 = np.argsort(blocks[0]), np.argsort(rows_ids)
+    assert np.array_equal(blocks[0][o1], rows_ids[o2])
+    assert np.array_equal(blocks[1][o1], rows_mat[o2])
+    store.close()
+
+
+def test_a_big_index_opens_without_reading_every_page_and_is_checked_after(db_path: Path, monkeypatch) -> None:
+    """Past VERIFY_INLINE_BYTES the open reads the header and schema only; the check runs on a thread of its
+    own, and a damaged index is marked so the next open checks it at once and rebuilds it."""
+    from saipling.storage.sqlite import integrity
+
+    _filled(db_path)
+    monkeypatch.setattr(integrity, "VERIFY_INLINE_BYTES", 4096)
+    checked: list[str] = []
+    monkeypatch.setattr(Store, "_check", staticmethod(lambda conn: checked.append("inline")))
+    sound = Store.open(db_path)
+    assert sound.unverified and checked == []  # nothing proportional to the index at open
+    told: list[str] = []
+    sound.check_later(told.append).join(10)
+    assert told == [] and not (db_path.parent / "index.db.damaged").exists()
+    sound.close()
+    monkeypatch.undo()
+    monkeypatch.setattr(integrity, "VERIFY_INLINE_BYTES", 4096)
+
+    data = bytearray(db_path.read_bytes())
+    page = 4096
+    pages = len(data) // page
+    for p in range(pages - pages // 3, pages):  # the last third of the pages (chunk text) scribbled over
+        data[p * page + 8 : p * page + 64] = b"\xff" * 56
+    db_path.write_bytes(bytes(data))
+    damaged = Store.open(db_path)  # opens (the damage is in pages it does not read)
+    assert damaged.unverified and damaged.rebuilt is None
+    damaged.check_later(told.append).join(30)
+    damaged.close()
+    assert len(told) == 1 and "rebuilt the next time" in told[0]
+    assert (db_path.parent / "index.db.damaged").exists()
+    _assert_rebuilt(db_path)  # the marker makes the next open check it at once: moved aside, rebuilt
+    assert not (db_path.parent / "index.db.damaged").exists()
+
+
+def test_a_keyword_search_ranks_a_bounded_number_of_rows(store: Store, monkeypatch) -> None:
+    """Past FTS_BUDGET matching rows, the rarest terms are ranked (the common ones, lowest in idf, left out) and a
+    term more common than the budget is ranked over the most recent share of its rows only."""
+    from saipling.storage.sqlite import fts_bound
+
+    for n in range(200):
+        extra = " zephyr" if n % 40 == 0 else ""
+        text = f"chunk {n}: the lantern burned low" + extra
+        store.replace_file(record(f"f{n:03d}.md", text), [row(0, text)])
+    ids = {p: cid for cid, p in store.chunk_paths(list(range(1, 1000))).items()}
+    rare = {ids[f"f{n:03d}.md"] for n in range(0, 200, 40)}
+    unbounded = store.keyword_search(kw("lantern", "zephyr"), 10)
+    assert len(unbounded) == 10 and {c for c, _ in unbounded[:5]} == rare
+    monkeypatch.setattr(fts_bound, "FTS_BUDGET", 50)
+    bounded = store.keyword_search(kw("lantern", "zephyr"), 10)
+    assert {c for c, _ in bounded} == rare  # "lantern" (200 rows) left out: only the rare term's rows ranked
+    common = store.keyword_search(kw("lantern"), 100)
+    assert 40 <= len(common) <= 60  # a quarter of the 200 rows: the most recently written
+    assert min(c for c, _ in common) >= max(ids.values()) - 55
+    files = store.file_keyword_search(kw("lantern", "zephyr"), 10)
+    assert {p for p, _, _ in files} == {f"f{n:03d}.md" for n in range(0, 200, 40)}

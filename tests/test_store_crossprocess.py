@@ -98,18 +98,28 @@ def test_search_log_written_by_another_process_keeps_the_matrix(tmp_path: Path) 
         store.close()
 
 
-def test_vector_write_by_another_process_reloads_the_matrix(tmp_path: Path) -> None:
+def test_vector_write_by_another_process_is_picked_up_by_what_changed(tmp_path: Path) -> None:
+    """Another process's vector write is patched into the matrix from what moved in vec0's map (issue 34): the
+    same matrix object, no vector read again but the new ones, and the same contents as a fresh load."""
     db, store = _opened(tmp_path)
     try:
         store.knn(_unit(3), 5)
         loaded = store._matrix
         _in_other_process(db, '_write(store, "new.md", 1000)\nstore.delete_file("f3.md")')
         got = store.knn(_unit(1000), 1)
-        assert store._matrix is not loaded  # reloaded
+        assert store._matrix is loaded  # patched, not read again
         new_id = store.chunks_for_path("new.md")[0]["id"]
         assert got[0][0] == new_id and got[0][1] > 0.999
         assert store.chunks_for_path("f3.md") == []
         assert len(store.knn(_unit(3), 100)) == 30  # 30 files, one replaced by new.md
+        _write(store, "f4.md", 2000)  # our own write after it still patches
+        ids, mat = store.vector_matrix()
+        fresh = Store.open(db)
+        ids2, mat2 = fresh.vector_matrix()
+        fresh.close()
+        o1, o2 = np.argsort(ids), np.argsort(ids2)
+        assert np.array_equal(ids[o1], ids2[o2])
+        np.testing.assert_array_equal(mat[o1], mat2[o2])
     finally:
         store.close()
 

@@ -6,13 +6,20 @@ Writes cost O(rows changed): removed rows become holes (zero vector, a unique ne
 refill, and new rows go into spare capacity that grows geometrically, so rewriting one file never copies the
 whole matrix. The matrix is compacted once holes pass a quarter of it.
 
+A big matrix (more than COMPACT_FLOATS floats: ~170k chunks of 384 dimensions) is held compact instead (issue
+34): one int8 code per dimension, each dimension scaled by its own step (from the largest magnitude seen in a
+sample of the vectors, with headroom; a value past it is clipped), a quarter of the float32 memory. A search
+scores every row on the codes, then rescores the best RESCORE candidates (at least 2x k) on their exact float32
+vectors, which the store reads from the index (`exact`): recall@10 against exact float32 search on real MiniLM
+vectors is measured in benchmarks/bench_scale.py --recall.
+
 Not thread-safe on its own: the store calls it under its lock.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..lazy import np  # numpy loads on first use (cold CLI path)
@@ -23,6 +30,19 @@ GROWTH = 1.5
 # on a quiet machine, but on a busy one it waits for a core and a 6k x 384 product went from 0.1 ms to a p95 of
 # 86 ms (benchmarks/bench_knn_load.py). Larger ones use every thread only while the machine has a core to spare.
 ONE_THREAD_FLOATS = 4_000_000
+# Above this many floats the matrix is held as int8 codes (a quarter of the memory; scoring the codes costs about
+# what the float32 product did) and the best candidates are rescored on exact vectors: 64M floats = 256 MB float32.
+COMPACT_FLOATS = 64_000_000
+RESCORE = 200  # candidates rescored on exact vectors (at least 2 x k): 50 gave recall@10 1.0 on real MiniLM vectors
+# A compact matrix first ranks every row by the Hamming distance of its sign bits to the query's (an eighth of the
+# codes' bytes, 64 dimensions per popcount), keeps the nearest max(SIGN_POOL, rows / SIGN_SHARE) for its codes, then
+# the best RESCORE for exact vectors. On 35k real MiniLM vectors a pool of 2,000 (5.7%) kept recall@10 at 0.997,
+# 4,000 (11%) at 0.9993; the pool grows with the rows, as the Hamming rank of the true neighbours does. Needs
+# numpy >= 2 (bitwise_count); without it every row is scored on its codes.
+SIGN_POOL = 4000
+SIGN_SHARE = 16
+SAMPLE_ROWS = 20_000  # the rows whose largest magnitudes set the steps of the codes
+HEADROOM = 1.25  # the codes' range over the largest magnitude of a dimension in the sample that set the steps
 
 _blas: Any = None  # threadpoolctl's controller of numpy's BLAS, False when unavailable; built on first use
 _blas_default = 0  # BLAS's own thread count, before we set any
@@ -73,24 +93,55 @@ def set_blas_threads_for(floats: int) -> int:
     return want
 
 
+def _has_popcount() -> bool:
+    return hasattr(np, "bitwise_count")
+
+
 class VectorMatrix:
-    def __init__(self, ids: np.ndarray, mat: np.ndarray, min_compact: int = MIN_COMPACT) -> None:
+    def __init__(
+        self,
+        ids: np.ndarray,
+        mat: np.ndarray,
+        min_compact: int = MIN_COMPACT,
+        *,
+        steps: np.ndarray | None = None,
+        exact: Callable[[list[int]], dict[int, np.ndarray]] | None = None,
+    ) -> None:
         """ids: (n,) int64 chunk ids; mat: (n, dims) float32 unit vectors, ideally numpy-allocated (numpy asks
-        for transparent huge pages on large arrays; a scan over a buffer of 4 KiB pages ran ~7% slower)."""
+        for transparent huge pages on large arrays; a scan over a buffer of 4 KiB pages ran ~7% slower).
+        With `steps` (dims,) float32, `mat` holds int8 codes (code x step = the value): a compact matrix (see
+        `quantize`). `exact` reads exact float32 vectors by chunk id (a compact matrix rescores its candidates
+        with them; without it, the codes' scores are returned)."""
         if mat.ndim != 2 or len(ids) != len(mat):
             raise ValueError("ids and matrix rows differ")
         self.dims = int(mat.shape[1])
+        self._steps = None if steps is None else np.ascontiguousarray(steps, dtype=np.float32)
         self._ids = np.ascontiguousarray(ids, dtype=np.int64)
-        self._mat = np.ascontiguousarray(mat, dtype=np.float32)
+        self._mat = np.ascontiguousarray(mat, dtype=np.float32 if steps is None else np.int8)
+        self._bits = signs(self._mat) if steps is not None and _has_popcount() else None  # see _by_signs
         self._n = len(ids)  # rows in use, holes included; capacity is len(self._mat)
         self._row = {int(i): r for r, i in enumerate(self._ids.tolist())}
         self._holes: list[int] = []
         self._holes_arr: np.ndarray | None = None
         self._min_compact = min_compact
+        self.exact = exact
+
+    @property
+    def compact(self) -> bool:
+        """Held as int8 codes (see the module docstring)."""
+        return self._steps is not None
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of the rows and ids (capacity included)."""
+        return int(self._mat.nbytes + self._ids.nbytes)
 
     @classmethod
     def empty(cls, dims: int) -> VectorMatrix:
         return cls(np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32))
+
+    def _encode(self, vecs: np.ndarray) -> np.ndarray:
+        return vecs if self._steps is None else quantize(vecs, self._steps)
 
     def __len__(self) -> int:
         return len(self._row)
@@ -129,7 +180,9 @@ class VectorMatrix:
             self._n += extra
         if reuse:
             self._holes_arr = None
-        self._mat[rows] = vecs
+        self._mat[rows] = codes = self._encode(vecs)
+        if self._bits is not None:
+            self._bits[rows] = signs(codes)
         self._ids[rows] = [int(cid) for cid, _ in items]
         for cid, r in zip((int(c) for c, _ in items), rows, strict=True):
             self._row[cid] = r
@@ -138,50 +191,140 @@ class VectorMatrix:
         if rows <= len(self._mat):
             return
         capacity = max(rows, int(len(self._mat) * GROWTH) + 16)
-        mat = np.empty((capacity, self.dims), dtype=np.float32)
+        if self._steps is None and self.exact is not None and wants_compact(rows, self.dims):
+            # grown past the size held compact (a first index into a searching server): codes from now on
+            self._steps = steps_for(self._mat[: self._n][self._ids[: self._n] >= 0][:SAMPLE_ROWS])
+            self._mat = quantize(self._mat[: self._n], self._steps)
+            self._bits = signs(self._mat) if _has_popcount() else None
+        mat = np.empty((capacity, self.dims), dtype=self._mat.dtype)
         ids = np.empty(capacity, dtype=np.int64)
         mat[: self._n] = self._mat[: self._n]
         ids[: self._n] = self._ids[: self._n]
+        if self._bits is not None:
+            bits = np.zeros((capacity, self._bits.shape[1]), dtype=np.uint64)
+            bits[: self._n] = self._bits[: self._n]
+            self._bits = bits
         self._mat, self._ids = mat, ids
 
     def _compact(self) -> None:
-        ids, mat = self.arrays()
-        self.__init__(ids, mat, self._min_compact)  # type: ignore[misc]
+        live = np.nonzero(self._ids[: self._n] >= 0)[0]
+        ids, mat = self._ids[live], self._mat[live]
+        self.__init__(ids, mat, self._min_compact, steps=self._steps, exact=self.exact)  # type: ignore[misc]
 
     # -- reads ---------------------------------------------------------------------------------------------
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, vectors) of the live rows, as new arrays."""
+        """(ids, vectors) of the live rows, as new arrays (a compact matrix: its codes decoded, approximate)."""
         live = np.nonzero(self._ids[: self._n] >= 0)[0]
-        return self._ids[live], self._mat[live]
+        return self._ids[live], self._decode(self._mat[live])
+
+    def _decode(self, rows: np.ndarray) -> np.ndarray:
+        return rows if self._steps is None else rows.astype(np.float32) * self._steps
 
     def ids(self) -> list[int]:
         """The chunk ids of the live rows."""
         return list(self._row)
 
     def vectors(self, chunk_ids: Iterable[int]) -> dict[int, np.ndarray]:
-        return {int(c): self._mat[self._row[int(c)]].copy() for c in chunk_ids if int(c) in self._row}
+        """The vectors of those of `chunk_ids` in the matrix (a compact one: exact, read through `exact`)."""
+        ids = [int(c) for c in chunk_ids if int(c) in self._row]
+        if self._steps is not None and self.exact is not None:
+            return self.exact(ids)
+        return {c: self._decode(self._mat[self._row[c]]).copy() for c in ids}
 
     def knn(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) best first; `allowed` restricts the candidates to those chunk ids."""
         q = np.asarray(query, dtype=np.float32)
         ids = self._ids[: self._n]
-        set_blas_threads_for(self._n * self.dims)
-        sims = self._mat[: self._n] @ q  # a new array: masked in place below
+        keep: np.ndarray | None = None
         if allowed is not None:
-            # one product over every row, then the rows outside the filter masked out: copying the allowed rows
-            # out first cost more than the product itself (56k x 384 floats, ~86 MB per search)
             keep = np.isin(ids, allowed, assume_unique=True)  # holes are negative: never allowed
             live = int(np.count_nonzero(keep))
-            sims[~keep] = -np.inf
         else:
             live = len(self)
-            if self._holes:
-                if self._holes_arr is None:
-                    self._holes_arr = np.asarray(self._holes, dtype=np.int64)
-                sims[self._holes_arr] = -np.inf
         k = min(k, live)
         if k <= 0:
             return []
+        rescore = min(live, max(RESCORE, 2 * k))
+        if self._bits is not None and self.exact is not None:
+            pool = max(SIGN_POOL, self._n // SIGN_SHARE)
+            if pool < live // 2:
+                return self._by_signs(q, k, keep, pool, rescore)
+        set_blas_threads_for(self._n * self.dims)
+        if self._steps is None:
+            sims = self._mat[: self._n] @ q  # a new array: masked in place below
+        else:  # the codes times the query scaled by each dimension's step: numpy casts a buffer at a time
+            sims = np.einsum("ij,j->i", self._mat[: self._n], q * self._steps, dtype=np.float32, casting="unsafe")
+        # one product over every row, then the rows outside the filter masked out: copying the allowed rows
+        # out first cost more than the product itself (56k x 384 floats, ~86 MB per search)
+        if keep is not None:
+            sims[~keep] = -np.inf
+        elif self._holes:
+            sims[self._holes_array()] = -np.inf
+        if self._steps is not None and self.exact is not None:
+            top = np.argpartition(sims, len(sims) - rescore)[len(sims) - rescore :]
+            return self._rescored(top, sims[top], q, k)
         top = np.argpartition(sims, len(sims) - k)[len(sims) - k :]  # no negated copy of sims
         top = top[np.argsort(-sims[top])]
         return [(int(ids[i]), float(sims[i])) for i in top]
+
+    def _holes_array(self) -> np.ndarray:
+        if self._holes_arr is None:
+            self._holes_arr = np.asarray(self._holes, dtype=np.int64)
+        return self._holes_arr
+
+    def _by_signs(
+        self, q: np.ndarray, k: int, keep: np.ndarray | None, pool: int, rescore: int
+    ) -> list[tuple[int, float]]:
+        """Three passes: every row's sign bits against the query's (Hamming distance: 64 dimensions per popcount),
+        the `pool` nearest scored on their int8 codes, the best `rescore` of those on their exact vectors."""
+        assert self._bits is not None and self._steps is not None
+        qbits = signs((q / self._steps)[None, :])[0]
+        dist = np.bitwise_count(self._bits[: self._n] ^ qbits).sum(axis=1, dtype=np.int32)
+        far = np.int32(self.dims + 1)
+        if keep is not None:
+            dist[~keep] = far
+        elif self._holes:
+            dist[self._holes_array()] = far
+        near = np.argpartition(dist, pool)[:pool]
+        near = near[dist[near] < far]
+        scores = self._mat[near].astype(np.float32) @ (q * self._steps)
+        rescore = min(rescore, len(near))
+        best = np.argpartition(scores, len(scores) - rescore)[len(scores) - rescore :]
+        return self._rescored(near[best], scores[best], q, k)
+
+    def _rescored(self, rows: np.ndarray, approx: np.ndarray, q: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """`rows` (with their codes' scores `approx`) scored again on their exact vectors: the best k of those."""
+        assert self.exact is not None
+        cand = [int(i) for i in self._ids[rows]]
+        exact = self.exact(cand)
+        scored = [(c, float(np.dot(v, q))) for c, v in exact.items()]
+        if len(exact) < len(cand):  # a vector the store could not give back: its code's score stands
+            scored += [(c, float(a)) for c, a in zip(cand, approx.tolist(), strict=True) if c not in exact]
+        scored.sort(key=lambda cs: -cs[1])
+        return scored[:k]
+
+
+def signs(codes: np.ndarray) -> np.ndarray:
+    """The sign bits of rows of codes (or vectors), packed into uint64 words (zero-padded): Hamming distance by
+    popcount."""
+    packed = np.packbits(np.asarray(codes) > 0, axis=1)
+    pad = (-packed.shape[1]) % 8
+    if pad:
+        packed = np.pad(packed, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def steps_for(sample: np.ndarray) -> np.ndarray:
+    """Each dimension's step for int8 codes: its largest magnitude in `sample` (with HEADROOM) over 127."""
+    top = np.abs(np.asarray(sample, dtype=np.float32)).max(axis=0) if len(sample) else np.ones(sample.shape[1])
+    return np.maximum(top * HEADROOM / 127.0, 1e-6).astype(np.float32)
+
+
+def quantize(vecs: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """int8 codes of `vecs` (rows) for `steps`; a value past the range is clipped."""
+    return np.clip(np.rint(np.asarray(vecs, dtype=np.float32) / steps), -127, 127).astype(np.int8)
+
+
+def wants_compact(rows: int, dims: int) -> bool:
+    """Whether a matrix of this size is held compact (COMPACT_FLOATS)."""
+    return rows * dims > COMPACT_FLOATS

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from ..base import ChunkFilter, KeywordQuery
+from . import fts_bound
 from .database import Database
 from .filters import FilterCache, where
 
@@ -39,25 +41,50 @@ class Keywords:
         them, and a section's own heading is in both (its text starts with it), so a weight of 2 counted it
         three times and put tiny sub-sections (`##### Epic Feat` under `#### Fireball`) above the section a
         query names (README "Retrieval quality"). Exact heading matches are handled in retrieval/search.py."""
-        # ranked without a join (a join row per match before the sort cost ~3x), then filtered by the (cached)
-        # ids passing `flt`; all matches are ranked only when the first 4 x limit hold too few of them
-        match = match_expression(query)
-        allowed = self.filters.id_set(flt) if flt is not None and not flt.is_empty() else None
-        if allowed is not None and not allowed:
-            return []  # the filter passes no chunk
-        sql = (
-            "SELECT rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER "
-            "BY rank"
-        )
+        # ranked without a join (a join row per match before the sort cost ~3x), then the ranked rows checked
+        # against `flt` (a set of every chunk id passing it cost 1.5 s at a million chunks, after every change);
+        # all matches are ranked only when the first 4 x limit hold too few that pass. A search that finds more
+        # rows than fts_bound.FTS_BUDGET ranks its rarest terms (and a recent share of them) only.
+        filtered = flt is not None and not flt.is_empty()
         conn = self.db.conn
         with self.db.lock:
-            if allowed is None:
-                return [(int(i), -float(r)) for i, r in conn.execute(sql + " LIMIT ?", (match, limit))]
-            rows = list(conn.execute(sql + " LIMIT ?", (match, limit * 4)))
-            hits = [(int(i), -float(r)) for i, r in rows if i in allowed]
+            bound = fts_bound.plan(query, self.term_doc_freqs)
+            floor = None
+            if bound is not None:
+                query = bound.query
+                floor = fts_bound.rowid_floor(bound.share, *self._rowid_range("chunks"))
+            sql = (
+                "SELECT rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
+                + (" AND rowid >= ?" if floor is not None else "")
+                + " ORDER BY rank"
+            )
+            params: list[Any] = [match_expression(query)] + ([] if floor is None else [floor])
+            if not filtered:
+                return [(int(i), -float(r)) for i, r in conn.execute(sql + " LIMIT ?", (*params, limit))]
+            assert flt is not None
+            rows = list(conn.execute(sql + " LIMIT ?", (*params, limit * 4)))
+            hits = self._passing(rows, flt)
             if len(hits) < limit and len(rows) == limit * 4:
-                hits = [(int(i), -float(r)) for i, r in conn.execute(sql, (match,)) if i in allowed]
+                hits = self._passing(list(conn.execute(sql, params)), flt)
         return hits[:limit]
+
+    def _passing(self, rows: list[tuple[int, float]], flt: ChunkFilter) -> list[tuple[int, float]]:
+        """Those of the ranked (chunk id, bm25) rows whose chunk passes `flt`, in their order, as (id, -bm25)."""
+        cond, params = where(flt)
+        ok = {
+            int(r[0])
+            for r in self.db.conn.execute(
+                f"SELECT c.id FROM chunks c WHERE c.id IN (SELECT value FROM json_each(?)) AND {cond}",
+                [json.dumps([int(i) for i, _ in rows]), *params],
+            )
+        }
+        return [(int(i), -float(r)) for i, r in rows if i in ok]
+
+    def _rowid_range(self, table: str) -> tuple[int | None, int | None]:
+        """(smallest, largest) rowid of `table` (two b-tree ends: constant time)."""
+        low = self.db.scalar(f"SELECT min(rowid) FROM {table}")
+        high = self.db.scalar(f"SELECT max(rowid) FROM {table}")
+        return (None if low is None else int(low)), (None if high is None else int(high))
 
     def keyword_paths(self, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
         """Every file with a chunk matching `query` that passes `flt`: (path, chapter number).
@@ -79,17 +106,27 @@ class Keywords:
         """(path, whole-file -bm25, size in bytes) best first; a file counts when one of its chunks passes `flt`.
         Ranked first, then looked up and filtered by the (cached) paths passing `flt`: a join with the filter's
         subquery over every chunk cost ~30 ms a search on the fiction corpus, the ranking ~1 ms."""
-        match = match_expression(query)
         allowed = self.filters.paths(flt) if flt is not None and not flt.is_empty() else None
         if allowed is not None and not allowed:
             return []
         conn = self.db.conn
         with self.db.lock:
+            bound = fts_bound.plan(query, self.term_doc_freqs)  # (the chunks' frequencies: a file holds its chunks)
+            floor = None
+            if bound is not None:
+                query = bound.query
+                floor = fts_bound.rowid_floor(bound.share, *self._rowid_range("files"))
             ranked = list(
                 conn.execute(
-                    "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ? ORDER BY rank"
+                    "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ?"
+                    + (" AND rowid >= ?" if floor is not None else "")
+                    + " ORDER BY rank"
                     + (" LIMIT ?" if allowed is None else ""),
-                    (match, limit) if allowed is None else (match,),
+                    [
+                        match_expression(query),
+                        *([floor] if floor is not None else []),
+                        *([limit] if allowed is None else []),
+                    ],
                 )
             )
             files = {

@@ -35,7 +35,10 @@ def open_project_index(
     if not (os.path.lexists(path) or create):
         return SqliteStore.open(":memory:")
     try:
-        return SqliteStore.open(path, verify=verify)
+        store = SqliteStore.open(path, verify=verify)
+        if store.unverified:  # a big index opened without reading every page: checked on a thread
+            store.check_later(warnings.append)
+        return store
     except (SaiplingError, OSError) as exc:
         # (the store maps apsw's errors: the cause is what SQLite said)
         cause = exc.__cause__ if isinstance(exc.__cause__, apsw.Error) else exc

@@ -37,7 +37,7 @@ from ..base import (
     StoredChunk,
     StoredFile,
 )
-from . import index_files, lock
+from . import index_files, integrity, lock
 from .database import Database
 from .errors import mapped_errors, translated
 from .file_writes import FileWrites
@@ -67,6 +67,8 @@ class SqliteStore:
         self.readonly = readonly  # opened read-only (a read-only folder or mount): reads only
         # why, when it was opened read-only for a full disk (storage/sqlite/opening.py)
         self.disk_full: str | None = None
+        # opened without the whole-file check (a big index: integrity.py): checked on a thread after (opening.py)
+        self.unverified = False
         self._db = Database(conn)
         self._filters = FilterCache(self._db)
         self._vectors = Vectors(self._db, self._filters)
@@ -98,7 +100,10 @@ class SqliteStore:
 
         verify=False skips `PRAGMA quick_check` (it reads every page: ~0.1 s on a 45 MB index) for one-shot
         readers such as a CLI search: a file that is not a database is still caught here, and damaged pages
-        raise apsw.CorruptError when read (the CLI reports it); the next indexing run or server rebuilds it."""
+        raise apsw.CorruptError when read (the CLI reports it); the next indexing run or server rebuilds it.
+        With verify=True an index past integrity.VERIFY_INLINE_BYTES is not checked here either (46 s for a
+        million chunks) unless a check marked it damaged: `unverified` is set, and the caller checks it on a
+        thread (integrity.check_later; Project.open does)."""
         path = str(path)
         if path == ":memory:":
             return cls._opened(connect(path), path, None)
@@ -113,6 +118,7 @@ class SqliteStore:
             index_files.write_gitignore(dir_fd)
             real, st = cls._checked(folder, dir_fd, name)
             rebuilt = None
+            inline = verify and (st is None or integrity.verify_at_open(folder, dir_fd, name, st.st_size))
             if st is not None and not stat.S_ISREG(st.st_mode):
                 kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
                 moved = cls._move_aside(folder, dir_fd, name)
@@ -121,7 +127,7 @@ class SqliteStore:
             conn = None
             try:
                 conn = connect(real)
-                if verify:
+                if inline:
                     cls._check(conn)
                 else:
                     conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # NotADB / header damage
@@ -140,7 +146,16 @@ class SqliteStore:
                 cls._remember_errno(exc, conn)
                 cls._close_quietly(conn)
                 raise
-        return cls._opened(conn, path, rebuilt)
+            if inline:
+                integrity.unmark(dir_fd, name)  # checked now (or rebuilt): a marker left before has done its job
+        store = cls._opened(conn, path, rebuilt)
+        store.unverified = verify and not inline
+        return store
+
+    def check_later(self, on_damaged: Callable[[str], None] | None = None) -> threading.Thread:
+        """The whole-file check an `unverified` open left out, on a thread and a connection of its own; a
+        damaged index is logged, marked for a rebuild at the next open and told to `on_damaged`."""
+        return integrity.check_later(self.path, on_damaged)
 
     @classmethod
     def _opened(cls, conn: apsw.Connection, path: str, rebuilt: str | None) -> SqliteStore:

@@ -1,0 +1,532 @@
+"""Big projects on one machine (issue 34): the store and search at 55k, 269k and 1.07M chunks.
+
+Each size is word-perturbed copies of ../shared/corpora/fiction-chapters (copy 0 is the corpus itself; in copy c
+pairs of neighbouring words are swapped on a pattern of its own, so no chunk repeats while the vocabulary and
+word frequencies stay the corpus's), embedded by a fast local OpenAI-compatible server on 127.0.0.1 (a process of
+its own: deterministic 384-d unit vectors from a hash of each text, numpy-made), so that only the store and the
+search are timed. Indexes are built once and kept under $SAIPLING_BENCH_CACHE/scale-<size> (`--rebuild` makes
+them again); every measurement of a round runs in a fresh process:
+
+  text phase        the first index's keyword phase (files read, chunked, FTS5): seconds until it is searchable
+  index.db          its size on disk (and x the prose it indexes)
+  open              import saipling + Project.open (a server's start: verify on)
+  first semantic    the first semantic search after open (the vector side loads)
+  warm p50/p95      semantic / lexical / hybrid over the query set (query vectors cached first: store + search)
+  own write         one file edited and indexed in the searching process, then the next semantic search
+  other's write     one file edited and indexed by another process, then the next semantic search here
+  cold CLI          the whole process `saipling search Q --mode semantic --json` (median of 3)
+  RSS               VmRSS / VmHWM of the searching process after all that
+
+    nice -n 10 python benchmarks/bench_scale.py --size 55k --size 269k [--queries 30] [--rebuild]
+    nice -n 10 python benchmarks/bench_scale.py --size 55k --baseline /tmp/base/server --rounds 2
+                                                      # side by side with other code (`git archive` of main)
+    python benchmarks/bench_scale.py --quick          # 300 files: a smoke run
+    python benchmarks/bench_scale.py --recall A.db,B.db [--recall-queries 300]
+
+`--recall` measures the compact matrix (storage/vector_matrix.py: int8 codes, then the best candidates rescored
+on exact float32 vectors) against exact float32 search on REAL embeddings: the all-MiniLM-L6-v2 vectors in the
+embedding caches of the given index files (e.g. indexes of parts of the fiction corpus made with the local model),
+queries embedded by the local model (the query list below and the first sentences of sampled chunks); recall@10
+for several candidate counts, and the bytes per vector.
+
+Ratios: each size's figures over the first size's, side by side in one run. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _benchutil as bu  # noqa: E402
+
+SIZES = {"300": 300, "55k": 1129, "269k": 5126, "1.07M": 20514}  # label -> files
+DIMS = 384
+MODEL = "all-minilm-scale-fake"  # an all-MiniLM family name: its 128-word-piece passages, as the local model
+QUERIES = [
+    "a ship caught in a storm at sea",
+    "the detective examines the footprints",
+    "a letter arrives with terrible news",
+    "the old house at night",
+    "she refused to marry him",
+    "a murder in the library",
+    "the vampire's castle in the mountains",
+    "money and debt in the family",
+    "a long journey by train",
+    "the prisoner escapes",
+    "love letters hidden in a drawer",
+    "the doctor is called at midnight",
+    "a child lost in the streets of London",
+    "the inheritance and the will",
+    "a duel at dawn",
+    "hunting in the forest",
+    "the church bells ring",
+    "a secret society meets",
+    "the fire spreads through the town",
+    "a ball at the great house",
+    "the",
+    "said",
+    "man",
+    "night",
+    "little door",
+    "time",
+    "hand eyes",
+    "good morning",
+    "the king",
+    "water",
+]
+
+
+# -- the embedding server (its own process) -----------------------------------------------------------------------
+def serve_embeddings(port_file: str) -> None:
+    import numpy as np
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            data = []
+            for i, t in enumerate(texts):
+                seed = int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "big")
+                v = np.random.default_rng(seed).standard_normal(DIMS, dtype=np.float32)
+                v /= np.linalg.norm(v)
+                floats = ",".join(f"{x:.6f}" for x in v)
+                data.append(f'{{"object":"embedding","index":{i},"embedding":[{floats}]}}')
+            tokens = sum(max(1, len(t.split())) for t in texts)
+            usage = f'"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}'
+            out = f'{{"object":"list","model":"{MODEL}",{usage},"data":[{",".join(data)}]}}'.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    Path(port_file).write_text(str(server.server_address[1]))
+    server.serve_forever()
+
+
+class EmbeddingServer:
+    def __init__(self, tmp: Path) -> None:
+        port_file = tmp / "port"
+        port_file.unlink(missing_ok=True)
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve-embeddings", str(port_file)])
+        for _ in range(200):
+            if port_file.exists() and port_file.read_text():
+                break
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{port_file.read_text()}/v1"
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(10)
+
+
+# -- the corpus copies ----------------------------------------------------------------------------------------------
+_WORD = re.compile(r"\S+")
+
+
+def perturb(text: str, copy: int) -> str:
+    """Copy `copy` of a chapter: in every prose line, words j and j+1 swapped for j = start, start+step, ...
+    (start and step fixed per copy: 20 distinct patterns); headings and frontmatter untouched."""
+    if copy == 0:
+        return text
+    start, step = copy % 5, 9 + (copy // 5) % 4
+    out: list[str] = []
+    in_front = text.startswith("---\n")
+    for n, line in enumerate(text.split("\n")):
+        if in_front:
+            out.append(line)
+            if n > 0 and line.strip() == "---":
+                in_front = False
+            continue
+        words = line.split(" ")
+        if line.startswith("#") or len(words) < start + 2:
+            out.append(line)
+            continue
+        for j in range(start, len(words) - 1, step):
+            words[j], words[j + 1] = words[j + 1], words[j]
+        out.append(" ".join(words))
+    return "\n".join(out)
+
+
+def build_tree(root: Path, files: int) -> int:
+    """Write `files` chapters (copies of the corpus) under root; returns the prose bytes written."""
+    sources = sorted(p for p in bu.FICTION.rglob("*.md") if p.is_file())
+    total = 0
+    for i in range(files):
+        copy, src = divmod(i, len(sources))
+        rel = sources[src].relative_to(bu.FICTION)
+        dest = root / f"copy{copy:02d}" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        text = perturb(sources[src].read_text(encoding="utf-8"), copy)
+        dest.write_text(text, encoding="utf-8")
+        total += len(text.encode())
+    return total
+
+
+def write_config(root: Path, url: str) -> None:
+    cfg = root / ".saipling" / "config.toml"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(f'provider = "openai"\nbaseUrl = "{url}"\nmodel = "{MODEL}"\nbatchSize = 256\n', encoding="utf-8")
+
+
+def built(size: str, url: str, rebuild: bool) -> tuple[Path, dict[str, Any]]:
+    """The indexed copy for `size` (built now if absent or `rebuild`) and its build record."""
+    base = bu.CACHE_ROOT / f"scale-{size}"
+    root, record = base / "project", base / "build.json"
+    if record.exists() and not rebuild:
+        write_config(root, url)
+        return root, json.loads(record.read_text())
+    shutil.rmtree(base, ignore_errors=True)
+    root.mkdir(parents=True)
+    prose = build_tree(root, SIZES[size])
+    write_config(root, url)
+    print(f"   building {size}: {SIZES[size]} files, {prose / 1e6:.0f} MB of prose ...", flush=True)
+    out = child_json(["--child-index", str(root)])
+    out["prose_bytes"] = prose
+    record.write_text(json.dumps(out))
+    return root, out
+
+
+def child_json(args: list[str], timeout: float = 7200, server_dir: str | None = None) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout, env=child_env(server_dir)
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {args} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def child_env(server_dir: str | None = None) -> dict[str, str]:
+    """The children's environment; with `server_dir`, that code imported instead of this checkout's."""
+    env = dict(os.environ)
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("OPENAI_BASE_URL", None)
+    if server_dir:
+        env["SAIPLING_BENCH_SERVER"] = env["PYTHONPATH"] = server_dir
+    return env
+
+
+# -- children ------------------------------------------------------------------------------------------------------
+def child_index(root: str) -> None:
+    from saipling.project import Project
+
+    t0 = time.perf_counter()
+    text_done: list[float] = []
+
+    def progress(p: Any) -> None:
+        if p.phase != "keywords" and not text_done:
+            text_done.append(time.perf_counter() - t0)
+
+    project = Project.open(root)
+    s = project.index(progress=progress)
+    total = time.perf_counter() - t0
+    project.close()
+    print(
+        json.dumps(
+            {
+                "files": s.files,
+                "chunks": s.chunks,
+                "embedded": s.embedded,
+                "text_s": round(text_done[0] if text_done else total, 2),
+                "index_s": round(total, 2),
+            }
+        )
+    )
+
+
+def edit(root: Path, nth: int) -> str:
+    """Append a sentence to one chapter (a different one each time); returns its path relative to root."""
+    files = sorted(root.glob("copy00/**/*.md"))
+    path = files[(nth * 7919 + int(time.time())) % len(files)]
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(f"\n\nA new paragraph written at {time.time():.6f} by the scale benchmark.\n")
+    return str(path.relative_to(root))
+
+
+def child_edit(root: str) -> None:
+    from saipling.project import Project
+
+    project = Project.open(root)
+    rel = edit(Path(root), os.getpid())
+    project.index(paths=[rel])
+    project.close()
+    print(json.dumps({"edited": rel}))
+
+
+def child_measure(root: str, queries: int) -> None:
+    t0 = time.perf_counter()
+    from saipling.project import Project
+
+    project = Project.open(root)
+    out: dict[str, Any] = {"open_s": time.perf_counter() - t0}
+    qs = (QUERIES * (queries // len(QUERIES) + 1))[:queries]
+
+    def search(q: str, mode: str) -> float:
+        t = time.perf_counter()
+        r = project.search({"query": q, "mode": mode, "maxResults": 10})
+        took = time.perf_counter() - t
+        if mode != "lexical" and not r["results"]:
+            raise RuntimeError(f"no {mode} results for {q!r}")
+        return took
+
+    out["first_semantic_s"] = search("the first question after opening", "semantic")
+    out["rss_after_first_mb"] = bu.proc_status_mb().get("VmRSS")
+    # a big index's integrity check runs on a thread after open (storage/integrity.py): the warm figures are
+    # taken once it is done (the code before ran it inside the open), its remaining time reported on its own
+    import threading
+
+    t = time.perf_counter()
+    for thread in threading.enumerate():
+        if thread.name == "saipling-integrity-check":
+            thread.join()
+    out["integrity_wait_s"] = time.perf_counter() - t
+    for q in qs:  # query vectors cached: what follows times the store and the search
+        search(q, "semantic")
+    times: dict[str, list[float]] = {"semantic": [], "lexical": [], "hybrid": []}
+    for i, q in enumerate(qs):
+        modes = ["semantic", "lexical", "hybrid"] if i % 2 == 0 else ["hybrid", "lexical", "semantic"]
+        for mode in modes:
+            times[mode].append(search(q, mode))
+    for mode, xs in times.items():
+        out[f"{mode}_p50"] = bu.median(xs)
+        out[f"{mode}_p95"] = bu.percentile(xs, 95)
+    own: list[float] = []
+    after_own: list[float] = []
+    for n in range(3):
+        rel = edit(Path(root), n)
+        t = time.perf_counter()
+        project.index(paths=[rel])
+        own.append(time.perf_counter() - t)
+        after_own.append(search(f"after my edit {n}", "semantic"))
+    out["own_edit_s"] = bu.median(own)
+    out["search_after_own_edit_s"] = bu.median(after_own)
+    other: list[float] = []
+    for n in range(3):
+        subprocess.run(
+            [sys.executable, __file__, "--child-edit", root], check=True, capture_output=True, env=os.environ
+        )
+        other.append(search(f"after their edit {n}", "semantic"))
+    out["search_after_other_write_s"] = bu.median(other)
+    status = bu.proc_status_mb()
+    out["rss_mb"], out["hwm_mb"] = status.get("VmRSS"), status.get("VmHWM")
+    project.close()
+    print(json.dumps(out))
+
+
+def cold_cli(root: Path, runs: int = 3, server_dir: str | None = None) -> float:
+    script = Path(sys.executable).parent / "saipling"
+    cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "saipling"]
+    times = []
+    for i in range(runs):
+        t = time.perf_counter()
+        subprocess.run(
+            [*cmd, "search", QUERIES[i], "--mode", "semantic", "--json", "--root", str(root)],
+            check=True,
+            capture_output=True,
+            env=child_env(server_dir),
+        )
+        times.append(time.perf_counter() - t)
+    return bu.median(times)
+
+
+# -- recall of the compact matrix on real vectors ---------------------------------------------------------------------
+def real_vectors(paths: list[str]) -> tuple[Any, list[str]]:
+    """The distinct all-MiniLM-L6-v2 vectors in the embedding caches of `paths`, and chunk texts (for queries)."""
+    import apsw
+    import numpy as np
+
+    seen: dict[str, Any] = {}
+    texts: list[str] = []
+    for path in paths:
+        conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        for h, blob in conn.execute(
+            "SELECT content_hash, vector FROM embedding_cache"
+            " WHERE model LIKE 'all-MiniLM-L6-v2%' AND length(vector) = ?",
+            (DIMS * 4,),
+        ):
+            seen.setdefault(h, np.frombuffer(blob, dtype=np.float32))
+        texts += [str(t) for (t,) in conn.execute("SELECT text FROM chunks WHERE id % 29 = 0 LIMIT 400")]
+        conn.close()
+    return np.stack(list(seen.values())), texts
+
+
+def recall(paths: list[str], n_queries: int) -> None:
+    import numpy as np
+
+    from saipling.config.settings import Settings
+    from saipling.embeddings import create_provider
+    from saipling.storage.vector_matrix import VectorMatrix, quantize, steps_for
+
+    mat, texts = real_vectors(paths)
+    print(f"   {len(mat):,} distinct real vectors from {len(paths)} index files")
+    sentences = [s for s in (t.split(". ")[0][:200].strip() for t in texts) if len(s) > 20]
+    queries = (QUERIES + sentences)[:n_queries]
+    provider = create_provider(Settings(provider="local"))
+    qv = np.stack([provider.embed_query(q) for q in queries]).astype(np.float32)
+    ids = np.arange(len(mat), dtype=np.int64)
+    exact = VectorMatrix(ids, mat)
+    steps = steps_for(mat[:20_000])
+    lookups = [0]
+
+    def fetch(cids: list[int]) -> dict[int, Any]:
+        lookups[0] += len(cids)
+        return {c: mat[c] for c in cids}
+
+    compact = VectorMatrix(ids, quantize(mat, steps), steps=steps, exact=fetch)
+    codes_only = VectorMatrix(ids, quantize(mat, steps), steps=steps)
+    truth = [{c for c, _ in exact.knn(q, 10)} for q in qv]
+    print(f"   {len(queries)} queries embedded by {provider.name}; bytes per vector: float32 {DIMS * 4}, codes {DIMS}")
+    rows = [("codes only, nothing rescored", codes_only)]
+    import saipling.storage.vector_matrix as vm
+
+    def measure(label: str) -> None:
+        t = time.perf_counter()
+        got = [{c for c, _ in compact.knn(q, 10)} for q in qv]
+        took = (time.perf_counter() - t) / len(qv)
+        r = sum(len(g & t) for g, t in zip(got, truth, strict=True)) / (10 * len(qv))
+        print(f"   recall@10, {label}: {r:.4f} ({took * 1000:.1f} ms a query, {lookups[0] / len(qv):.0f} exact reads)")
+        lookups[0] = 0
+
+    default_pool, default_rescore = vm.SIGN_POOL, vm.RESCORE
+    print(f"   sign bits: {compact._bits is not None} (pool max({vm.SIGN_POOL}, rows / {vm.SIGN_SHARE}))")
+    for pool in (500, 1000, 2000, 4000):
+        vm.SIGN_POOL = pool
+        measure(f"sign pool {pool}, {vm.RESCORE} rescored")
+    vm.SIGN_POOL = default_pool
+    for rescore in (50, 100, 200):
+        vm.RESCORE = rescore
+        measure(f"sign pool {vm.SIGN_POOL}, {rescore} rescored")
+    vm.RESCORE = default_rescore
+    compact._bits = None
+    measure(f"codes for every row (no sign bits), {vm.RESCORE} rescored")
+    for name, m in rows:
+        got = [{c for c, _ in m.knn(q, 10)} for q in qv]
+        r = sum(len(g & t) for g, t in zip(got, truth, strict=True)) / (10 * len(qv))
+        print(f"   recall@10, {name}: {r:.4f}")
+
+
+# -- the run ---------------------------------------------------------------------------------------------------------
+ROWS = [
+    ("chunks", "chunks", "{:,.0f}"),
+    ("text phase (s)", "text_s", "{:.1f}"),
+    ("index.db (MB)", "db_mb", "{:.0f}"),
+    ("index.db / prose", "db_ratio", "{:.1f}x"),
+    ("open: import + open (s)", "open_s", "{:.2f}"),
+    ("first semantic after open (s)", "first_semantic_s", "{:.2f}"),
+    ("integrity check still running after it (s)", "integrity_wait_s", "{:.2f}"),
+    ("semantic p50 / p95 (ms)", ("semantic_p50", "semantic_p95"), "ms"),
+    ("lexical p50 / p95 (ms)", ("lexical_p50", "lexical_p95"), "ms"),
+    ("hybrid p50 / p95 (ms)", ("hybrid_p50", "hybrid_p95"), "ms"),
+    ("one edit, own process (s)", "own_edit_s", "{:.3f}"),
+    ("semantic after own edit (ms)", "search_after_own_edit_s", "ms1"),
+    ("semantic after other's write (s)", "search_after_other_write_s", "{:.3f}"),
+    ("cold CLI semantic (s)", "cold_cli_s", "{:.2f}"),
+    ("RSS after first search (MB)", "rss_after_first_mb", "{:.0f}"),
+    ("RSS / peak after all (MB)", ("rss_mb", "hwm_mb"), "mb2"),
+]
+
+
+def cell(r: dict[str, Any], key: Any, fmt: str) -> str:
+    try:
+        if fmt == "ms":
+            return f"{r[key[0]] * 1000:.1f} / {r[key[1]] * 1000:.1f}"
+        if fmt == "ms1":
+            return f"{r[key] * 1000:.1f}"
+        if fmt == "mb2":
+            return f"{r[key[0]]:.0f} / {r[key[1]]:.0f}"
+        return fmt.format(r[key])
+    except (KeyError, TypeError):
+        return "-"
+
+
+def main() -> None:
+    p = bu.parser(__doc__.splitlines()[0])
+    p.add_argument("--size", action="append", choices=list(SIZES), help="55k, 269k, 1.07M (repeatable)")
+    p.add_argument("--queries", type=int, default=30)
+    p.add_argument("--rebuild", action="store_true")
+    p.add_argument("--no-cli", action="store_true", help="skip the cold CLI row")
+    p.add_argument("--recall", help="index files (comma-separated) whose all-MiniLM-L6-v2 vectors to test on")
+    p.add_argument("--recall-queries", type=int, default=300)
+    p.add_argument("--baseline", help="another server/ folder (e.g. from `git archive`) measured alternately")
+    p.add_argument("--rounds", type=int, default=1, help="measurement rounds (medians; alternating order)")
+    args = p.parse_args()
+    if args.recall:
+        bu.banner("bench_scale --recall: the compact matrix against exact float32", args.quick)
+        recall(args.recall.split(","), args.recall_queries)
+        return
+    sizes = ["300"] if args.quick else (args.size or ["55k", "269k"])
+    bu.banner("bench_scale: the store and search at size", args.quick)
+    if not bu.need_shared(bu.FICTION, "the scale benchmark"):
+        return
+    bu.CACHE_ROOT.mkdir(parents=True, exist_ok=True)
+    server = EmbeddingServer(bu.CACHE_ROOT)
+    # columns: each size, and with --baseline each size on the baseline code too (measured alternately)
+    variants = [("", None)] + ([("base ", args.baseline)] if args.baseline else [])
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for size in sizes:
+            root, rec = built(size, server.url, args.rebuild)
+            db = root / ".saipling" / "index.db"
+            for rnd in range(args.rounds):
+                order = variants if rnd % 2 == 0 else variants[::-1]
+                for prefix, server_dir in order:
+                    r = results.setdefault(prefix + size, {**rec})
+                    r["db_mb"] = db.stat().st_size / 1e6
+                    r["db_ratio"] = db.stat().st_size / max(1, rec.get("prose_bytes", 1))
+                    got = child_json(["--child-measure", str(root), str(args.queries)], server_dir=server_dir)
+                    if not args.no_cli:
+                        got["cold_cli_s"] = cold_cli(root, server_dir=server_dir)
+                    for key, value in got.items():  # the median over rounds
+                        r.setdefault("_rounds", {}).setdefault(key, []).append(value)
+                        r[key] = bu.median(r["_rounds"][key])
+                    print(f"   {prefix}{size} round {rnd + 1}: {json.dumps(got)}", flush=True)
+    finally:
+        server.stop()
+    cols = [prefix + size for size in sizes for prefix, _ in variants]
+    print()
+    ratio_head = " | ratio |" if len(cols) > 1 else " |"
+    print("| row | " + " | ".join(cols) + ratio_head)
+    print("|---|" + "---|" * (len(cols) + (1 if len(cols) > 1 else 0)))
+    for label, key, fmt in ROWS:
+        cells = [cell(results[c], key, fmt) for c in cols]
+        ratio = ""
+        if len(cols) > 1:  # with a baseline: this / baseline for each size; else last size / first
+            k = key[0] if isinstance(key, tuple) else key
+            pairs = [(c, "base " + c) for c in sizes] if args.baseline else [(cols[-1], cols[0])]
+            parts = []
+            for a_col, b_col in pairs:
+                a, b = results[a_col].get(k), results[b_col].get(k)
+                ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) and b
+                parts.append(f"{a / b:.2f}x" if ok else "-")
+            ratio = " | " + " ".join(parts)
+        print(f"| {label} | " + " | ".join(cells) + ratio + " |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--serve-embeddings":
+        serve_embeddings(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "--child-index":
+        child_index(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "--child-edit":
+        child_edit(sys.argv[2])
+    elif len(sys.argv) > 3 and sys.argv[1] == "--child-measure":
+        child_measure(sys.argv[2], int(sys.argv[3]))
+    else:
+        main()
