@@ -3,7 +3,7 @@ recall@10 per query kind and the keyword index's size.
 
   unicode61  today's tokenizer alone: a run of CJK text is one token, a query word matches a run's start (prefix)
   bigrams    + a column of each run's overlapping character pairs (markdown.terms.cjk_bigrams, what saipling
-             indexes); a query word is the phrase of its bigrams (markdown.terms.fts_query)
+             indexes); a query word is the phrase of its bigrams (markdown.terms.keyword_terms)
   trigram    + a second FTS5 table with the `trigram` tokenizer over the CJK runs; a query word of 3+ characters
              is a substring match, a shorter one cannot be searched (FTS5's trigram needs 3 characters), a
              sentence is the OR of its trigrams
@@ -35,8 +35,14 @@ def main() -> None:
         return
     import apsw
 
-    from saipling.markdown.terms import CJK_RUN_RE, MAX_CJK_PHRASE, cjk_bigrams, fts_query
-    from saipling.storage.schema import FTS_TOKENIZE
+    from saipling.markdown.terms import CJK_RUN_RE, MAX_CJK_PHRASE, cjk_bigrams
+    from saipling.storage.base import KeywordQuery
+    from saipling.storage.sqlite.keywords import match_expression
+    from saipling.storage.sqlite.schema import FTS_TOKENIZE
+
+    def fts_query(q: str) -> str | None:  # what the SQLite backend searches for a query
+        query = KeywordQuery.parse(q)
+        return match_expression(query) if query is not None else None
 
     rows = ds.load(ds.SETS["cjk"].path)
     files = sorted(str(f.relative_to(src)) for f in src.rglob("*.md"))
