@@ -465,8 +465,7 @@ def test_a_round_that_cannot_be_stored_fails_the_run_in_its_thread(tmp_path: Pat
     """A store error on the storing thread (a full disk) is raised in the run, as when it stored itself; the
     round stored before it stays, and the round embedded meanwhile is tried once more on the way out (with a
     paid provider it was paid for), nothing after it."""
-    import apsw
-
+    from saipling.errors import StorageFull
     from saipling.storage.sqlite.store import SqliteStore as Store
 
     root = rounds_project(tmp_path, monkeypatch)
@@ -475,12 +474,12 @@ def test_a_round_that_cannot_be_stored_fails_the_run_in_its_thread(tmp_path: Pat
     def second_fails(self, items, model):
         n[0] += 1
         if n[0] == 2:
-            raise apsw.FullError("database or disk is full")
+            raise StorageFull("FullError: database or disk is full")  # (apsw's error as the backend maps it)
         real(self, items, model)
 
     monkeypatch.setattr(Store, "set_vectors", second_fails)
     with open_project(root, SlowProvider(), batch_size=4) as project:
-        with pytest.raises(apsw.FullError):
+        with pytest.raises(StorageFull):
             project.index()
         assert project.store.stats()["embeddedChunks"] == 8  # rounds 1 and 3
     assert n[0] == 3

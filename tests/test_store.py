@@ -449,3 +449,27 @@ def test_cached_matrix_is_patched_by_writes_and_matches_a_fresh_reload(tmp_path)
     np.testing.assert_allclose(mat[o1], mat2[o2])
     fresh.close()
     store.close()
+
+
+# -- apsw's errors as saipling's, at the backend's edge (storage/base.py "Errors") ------------------------------
+def test_apsw_errors_leave_the_store_as_saipling_errors(db_path: Path) -> None:
+    from saipling.errors import IndexCorrupted, StorageBusy, StorageFull, StorageReadOnly, StorageUnavailable
+    from saipling.storage.sqlite.errors import storage_error
+
+    for raw, kind in [
+        (apsw.FullError("database or disk is full"), StorageFull),
+        (apsw.ReadOnlyError("attempt to write a readonly database"), StorageReadOnly),
+        (apsw.BusyError("database is locked"), StorageBusy),
+        (apsw.CorruptError("database disk image is malformed"), IndexCorrupted),
+        (apsw.ConnectionClosedError("closed"), StorageUnavailable),
+        (apsw.SQLError("no such table: x"), StorageError),
+    ]:
+        mapped = storage_error(raw)
+        assert type(mapped) is kind and str(mapped) == f"{type(raw).__name__}: {raw}"
+    s = Store.open(db_path)
+    s.close()
+    with pytest.raises(StorageUnavailable) as caught:  # a closed store: no apsw error reaches the caller
+        s.stats()
+    assert isinstance(caught.value.__cause__, apsw.ConnectionClosedError)
+    with pytest.raises(StorageUnavailable), s.atomic():
+        pass
