@@ -267,3 +267,25 @@ def test_eight_writers_and_many_readers(pg_server) -> None:
             assert len(store.chunk_hashes()) == 3 * n_files
         finally:
             store.close()
+
+
+def test_a_dropped_connection_is_opened_again(pg_url: str) -> None:
+    """The server drops the store's connection (a restart, a failover): the next call connects again and answers;
+    a closed store stays closed (StorageUnavailable)."""
+    import psycopg
+
+    from saipling.errors import StorageUnavailable
+    from saipling.storage.postgres.store import split_location
+
+    store = _store(pg_url)
+    try:
+        store.replace_file(file_record("a.md"), [chunk_row(0, "still here after the restart")])
+        pid = store.conn.raw.info.backend_pid
+        with psycopg.connect(split_location(pg_url)[0], autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        assert list(store.file_states()) == ["a.md"]
+        assert store.conn.raw.info.backend_pid != pid
+    finally:
+        store.close()
+    with pytest.raises(StorageUnavailable):
+        store.file_states()

@@ -6,7 +6,7 @@ raise StorageError subclasses, with psycopg's exception as `__cause__`."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -62,29 +62,57 @@ class _MappedCursor:
 
 
 class MappedConnection:
-    """The store's psycopg connection, its errors mapped."""
+    """The store's psycopg connection, its errors mapped. A connection the server dropped (a restart, a failover,
+    an idle timeout) is opened again by `reconnect` before the next statement outside a transaction, and a
+    statement outside a transaction that failed because of it is run once more on the new one: a long-running
+    server survives a database restart."""
 
-    def __init__(self, conn: psycopg.Connection) -> None:
+    def __init__(self, conn: psycopg.Connection, reconnect: Callable[[], psycopg.Connection] | None = None) -> None:
         self.raw = conn
+        self._reconnect = reconnect
+        self._depth = 0  # transactions open on it (nothing is retried inside one)
+        self.closed_by_us = False
+
+    def _fresh(self) -> None:
+        if self._reconnect is not None and self._depth == 0 and not self.closed_by_us and self.raw.broken:
+            with contextlib.suppress(psycopg.Error):
+                self.raw.close()
+            self.raw = self._reconnect()
 
     def execute(self, sql: Any, params: Any = None) -> psycopg.Cursor:
+        self._fresh()
         try:
             return self.raw.execute(sql, params)
+        except psycopg.OperationalError as exc:
+            if self._depth or self._reconnect is None or self.closed_by_us or not self.raw.broken:
+                raise mapped(exc) from exc
+            self._fresh()  # the server dropped us between statements: once more, on a new connection
+            try:
+                return self.raw.execute(sql, params)
+            except psycopg.Error as again:
+                raise mapped(again) from again
         except psycopg.Error as exc:
             raise mapped(exc) from exc
 
     def cursor(self, **kwargs: Any) -> _MappedCursor:
+        self._fresh()
         if self.raw.closed:
             raise StorageUnavailable("PostgreSQL: the store is closed")
         return _MappedCursor(self.raw.cursor(**kwargs))
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
+        self._fresh()
         try:
             with self.raw.transaction():
-                yield
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
         except psycopg.Error as exc:
             raise mapped(exc) from exc
 
     def close(self) -> None:
+        self.closed_by_us = True
         self.raw.close()

@@ -124,7 +124,7 @@ class PostgresStore:
     backend = "postgresql"
 
     def __init__(self, conn: psycopg.Connection, url: str, workspace: str, ws: int) -> None:
-        self.conn = MappedConnection(conn)
+        self.conn = MappedConnection(conn, self._connect_again)
         self.url = url
         self.workspace = workspace
         self.ws = ws
@@ -168,6 +168,15 @@ class PostgresStore:
         store.readonly = readonly
         store._ann_dims = store._existing_ann_dims()
         return store
+
+    def _connect_again(self) -> psycopg.Connection:
+        log.warning("the connection to %s was lost: connecting again", self.path)
+        conn = connect(self.url)
+        register(conn)
+        if self.readonly:
+            conn.execute("SET default_transaction_read_only = on")
+        self._version_read = None
+        return conn
 
     def close(self, checkpoint: bool = True) -> None:
         with self._lock, contextlib.suppress(psycopg.Error):
