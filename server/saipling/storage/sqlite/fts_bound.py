@@ -6,7 +6,8 @@ find more than FTS_BUDGET rows in all (estimated from the index's document frequ
 ranked on its rarest terms only: the OR'ed items are taken rarest first while their rows stay within the budget
 (at least the rarest one). The common terms left out weigh least in bm25 (their idf is smallest). When even the
 rarest term finds more rows than the budget, only the most recently written share of them is ranked (a rowid
-range, which FTS5 reads without visiting the rest). An index below the budget is searched as before.
+range, which FTS5 reads without visiting the rest). An index below the budget, or of fewer than BOUND_MIN_CHUNKS
+chunks, is searched as before.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from ...markdown.terms import WORD_RE, match_key
 from ..base import KeywordQuery, KeywordTerm
 
 FTS_BUDGET = 16_000  # rows a keyword search ranks at most (~4 us each)
+# An index of fewer chunks ranks every row a query finds (at most ~0.4 s, at its most common words): the bound
+# drops terms, which changes results, and the dev sets (up to 56k chunks: benchmarks/devsets) are measured without it
+BOUND_MIN_CHUNKS = 100_000
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,9 @@ def plan(query: KeywordQuery, doc_freqs: Callable[[Sequence[str]], tuple[dict[st
     }
     if not all(words.values()):
         return None
-    df, _ = doc_freqs(list(dict.fromkeys(k for ws in words.values() for k in ws)))
+    df, chunks = doc_freqs(list(dict.fromkeys(k for ws in words.values() for k in ws)))
+    if chunks < BOUND_MIN_CHUNKS:
+        return None
     rows = {t: min(df.get(k, 0) for k in ws) for t, ws in words.items()}  # a phrase: at most its rarest word's
     if sum(rows.values()) <= FTS_BUDGET:
         return None
