@@ -147,3 +147,16 @@ def _q(word: str) -> KeywordQuery:
     query = KeywordQuery.of([((word,), False)])
     assert query is not None
     return query
+
+
+def test_the_cjk_dev_set_has_exact_and_paraphrase_queries() -> None:
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "devsets" / "cjk.jsonl"
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    assert sum(r["kind"] == "exact" for r in rows) >= 20 and sum(r["kind"] == "paraphrase" for r in rows) >= 20
+    assert len({r["id"] for r in rows}) == len(rows)
+    # an exact query is a CJK word the keyword index sees inside a run: never the start of its line
+    for r in rows:
+        if r["kind"] == "exact" and r["line"] > 1:
+            assert not r["evidence"].startswith(r["query"]), r["id"]

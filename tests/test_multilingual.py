@@ -120,3 +120,19 @@ def test_status_json_has_the_languages_field(tmp_path: Path) -> None:
     out = CliRunner().invoke(cli, ["status", str(root), "--json"], env={"OPENAI_API_KEY": "sk-test-key"})
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["embedding"]["languages"] == "multilingual"  # text-embedding-3-small
+
+
+def test_the_german_dev_set_matches_its_notes() -> None:
+    """benchmarks/devsets/german.jsonl: every evidence line is in its checked-in note, at least 20 paraphrases."""
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        import _devsets as ds
+    finally:
+        sys.path.remove(str(bench))
+    rows = ds.load(ds.SETS["german"].path)
+    assert sum(q.kind == "paraphrase" for q in rows) >= 20 and sum(q.kind == "exact" for q in rows) >= 10
+    assert ds.check(rows, ds.DEVSETS / "german") == []
+    assert not any(ds.paraphrase_overlap(rows, ds.DEVSETS / "german").values())
