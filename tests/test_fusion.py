@@ -15,7 +15,7 @@ import pytest
 from fixtures import chunk_row, file_record, make_project, need_local_model, open_project
 from saipling.retrieval import fusion
 from saipling.retrieval.confidence import SINGLE_SIGNAL, combine, vocabulary_share
-from saipling.retrieval.fusion import FUSION_VECTOR_WEIGHT, weigh
+from saipling.retrieval.fusion import FUSION_VECTOR_WEIGHT, KEYWORD_WEIGHT, keyword_trust, weigh
 from saipling.retrieval.search import CONFIDENT, Ranked
 from saipling.storage.sqlite.store import SqliteStore as Store
 
@@ -73,7 +73,7 @@ def test_a_diffuse_keyword_list_cannot_outrank_a_sharp_vector_match(diffuse: Any
     fusion = hybrid["fusion"]
     # the notes' keyword hits hold a few of the query's words each: the keyword side loses most of its weight
     assert fusion["keywordCoverage"] < 0.75
-    assert fusion["keywordWeight"] < 0.5 * (1 - FUSION_VECTOR_WEIGHT)
+    assert fusion["keywordWeight"] < 0.5 * KEYWORD_WEIGHT
     assert fusion["vectorWeight"] == FUSION_VECTOR_WEIGHT
 
 
@@ -81,7 +81,7 @@ def test_words_the_passage_holds_keep_the_keyword_side_at_full_weight(diffuse: A
     exact = diffuse.search({"query": "brass chime drowning trawler", "maxResults": 5, "explain": True})
     assert exact["results"][0]["filePath"] == "wreck.md"
     assert exact["fusion"]["keywordCoverage"] == 1.0
-    assert exact["fusion"]["keywordWeight"] == pytest.approx(1 - FUSION_VECTOR_WEIGHT)
+    assert exact["fusion"]["keywordWeight"] == pytest.approx(KEYWORD_WEIGHT)
     # one mode alone: that side's weight is all there is
     lexical = diffuse.search({"query": PARAPHRASE, "mode": "lexical", "explain": True})["fusion"]
     assert (lexical["keywordWeight"], lexical["vectorWeight"]) == (1.0, 0.0)
@@ -141,6 +141,43 @@ def test_agreement_between_the_two_lists_raises_the_keyword_weight(store: Store)
     assert (disagree.agreement, agree.agreement) == (0.0, 1.0)
     assert agree.keyword_weight > disagree.keyword_weight
     assert agree.vector_weight == disagree.vector_weight == FUSION_VECTOR_WEIGHT
+
+
+def test_agreement_alone_gives_the_keyword_side_its_whole_weight(store: Store) -> None:
+    """A scientific claim against the abstract that answers it in other terms: its keyword hits hold part of its
+    rare words, and the vector side ranks the same files high. Those hits are not noise: the keyword side counts
+    as much as for a query its hits cover whole; the same hits the vectors do not vouch for fade."""
+    project = SimpleNamespace(store=store, provider=None)
+    paths = dict(store.chunk_ids_for_paths([f"f{i:02d}.md" for i in range(len(TEXTS))]))
+    order = sorted(paths, key=lambda cid: paths[cid])
+    kw = [(cid, -3.0 + i * 0.5) for i, cid in enumerate(order[:5])]
+    lex = {cid: (2.0 - 0.4 * i if i < 5 else -0.5) for i, cid in enumerate(order)}
+
+    def evidence(query: str, vector_favours_keyword_files: bool) -> fusion.Evidence:
+        ranked = {}
+        for i, cid in enumerate(order):
+            near = (i < 5) == vector_favours_keyword_files
+            ranked[cid] = Ranked(cid, 0.0, cosine=0.8 - 0.01 * i if near else 0.2 - 0.01 * i)
+        return weigh(project, query, kw, ranked, paths, lex)  # type: ignore[arg-type]
+
+    partial = "lantern keeper violet festival honey taxes"  # no hit holds more than two of its six words
+    covered = evidence("lantern keeper", False)  # the first hit holds every word: whole by coverage alone
+    agree, disagree = evidence(partial, True), evidence(partial, False)
+    assert agree.coverage < fusion.KEYWORD_COVERAGE[1] and covered.coverage == 1.0
+    assert covered.keyword_weight == pytest.approx(KEYWORD_WEIGHT)
+    assert agree.keyword_weight == pytest.approx(covered.keyword_weight)
+    assert disagree.keyword_weight < 0.5 * KEYWORD_WEIGHT
+
+
+def test_keyword_trust_adds_coverage_and_agreement_up_as_independent_evidence() -> None:
+    lo, hi = fusion.KEYWORD_COVERAGE
+    alo, ahi = fusion.AGREEMENT_RAMP
+    assert keyword_trust(lo, alo) == 0.0  # neither: a diffuse list the vectors do not share
+    assert keyword_trust(hi, 0.0) == keyword_trust(0.0, ahi) == 1.0  # either one alone is enough
+    c, a = keyword_trust((lo + hi) / 2, 0.0), keyword_trust(0.0, (alo + ahi) / 2)
+    assert 0.0 < c < 1.0 and 0.0 < a < 1.0
+    both = keyword_trust((lo + hi) / 2, (alo + ahi) / 2)
+    assert both == pytest.approx(1 - (1 - c) * (1 - a)) and both > max(c, a)
 
 
 # -- confidence --------------------------------------------------------------------------------------------------

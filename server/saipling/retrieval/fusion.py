@@ -13,15 +13,20 @@ from .confidence import coverages, query_idf, ramp
 if TYPE_CHECKING:
     from .project_view import ProjectView
 
-# Fusion (chosen on the union of the dev sets; figures in README "Retrieval quality", benchmarks rows F1-F2)
-FUSION_VECTOR_WEIGHT = 0.6  # weight of the vector z-score in hybrid mode; keywords get at most the rest
-# The keyword side's weight follows the evidence it has (`Evidence`): trust = ramp(coverage + AGREEMENT_GAIN x
-# agreement) between KEYWORD_COVERAGE[0] (no weight) and KEYWORD_COVERAGE[1] (its full share), where coverage is the
-# best idf-weighted share of the query's terms among its top KEYWORD_EVIDENCE_DEPTH hits and agreement the share of
-# its top AGREEMENT_DEPTH files that the vector side also ranks in its top AGREEMENT_REACH files
+# Fusion (chosen on the union of the dev sets and SciFact train; figures in benchmarks/README.md rows F1-F2, F8)
+FUSION_VECTOR_WEIGHT = 0.6  # weight of the vector z-score in hybrid mode
+KEYWORD_WEIGHT = 0.5  # weight of the keyword z-score when its evidence is whole (`Evidence`)
+# The keyword side's weight follows the evidence it has (`Evidence`): two signals, each ramped between its bounds
+# and added up as independent evidence (trust = 1 - (1 - c)(1 - a)): c = ramp(coverage, KEYWORD_COVERAGE), the best
+# idf-weighted share of the query's terms among its top KEYWORD_EVIDENCE_DEPTH hits; a = ramp(agreement,
+# AGREEMENT_RAMP), the share of its top AGREEMENT_DEPTH files that the vector side ranks in its top AGREEMENT_REACH
+# files. Either one alone can give the keyword side its whole weight: keyword hits the vector side vouches for are
+# not noise, even when they hold only part of the query's words (a scientific claim against the abstract that
+# answers it, in other terms); a list that neither covers the query nor agrees with the vectors (a question in a
+# reader's own words) fades out.
 KEYWORD_COVERAGE = (0.3, 0.7)
+AGREEMENT_RAMP = (0.4, 1.0)
 KEYWORD_EVIDENCE_DEPTH = 10  # the keyword hits whose coverage counts
-AGREEMENT_GAIN = 0.15
 AGREEMENT_DEPTH = 5
 AGREEMENT_REACH = 10
 
@@ -31,8 +36,9 @@ class Evidence:
     """What a hybrid query's two lists say about it, and the weights of its fusion that follow.
 
     The keyword side counts in full when its best hits hold the query's rare words, or when its top files are
-    among the vector side's: a long question in a reader's words spreads BM25 over many passages that share
-    its common words, and z-normalising that list made the noise look as sure as the vectors' evidence."""
+    among the vector side's (`keyword_trust`): a long question in a reader's words spreads BM25 over many passages
+    that share its common words, and z-normalising that list made the noise look as sure as the vectors'
+    evidence."""
 
     coverage: float = 0.0  # best idf-weighted share of the query's terms among the top keyword hits
     agreement: float = 0.0  # share of the top keyword files that the vector side ranks high too
@@ -79,10 +85,16 @@ def weigh(
     vec_files = _top_files(sorted(with_cos, key=lambda c: -(ranked[c].cosine or 0.0)), paths, AGREEMENT_REACH)
     if kw_files:
         ev.agreement = len(set(kw_files) & set(vec_files)) / len(kw_files)
-    lo, hi = KEYWORD_COVERAGE
-    trust = ramp(ev.coverage + AGREEMENT_GAIN * ev.agreement, lo, hi)
-    ev.keyword_weight = (1 - w_vec) * trust
+    ev.keyword_weight = KEYWORD_WEIGHT * keyword_trust(ev.coverage, ev.agreement)
     return ev
+
+
+def keyword_trust(coverage: float, agreement: float) -> float:
+    """How far the keyword side's evidence goes (0..1): its coverage of the query and its agreement with the
+    vector side, each ramped, combined as independent evidence (either alone can make it whole)."""
+    by_words = ramp(coverage, *KEYWORD_COVERAGE)
+    by_agreement = ramp(agreement, *AGREEMENT_RAMP)
+    return 1.0 - (1.0 - by_words) * (1.0 - by_agreement)
 
 
 def _top_files(order: list[int], paths: Mapping[int, str | None], n: int) -> list[str]:

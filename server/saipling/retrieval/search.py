@@ -63,11 +63,12 @@ from .confidence import (  # noqa: F401 - fallback_calibration re-exported for c
 )
 from .fusion import (  # noqa: F401 - the fusion constants re-exported for callers
     AGREEMENT_DEPTH,
-    AGREEMENT_GAIN,
+    AGREEMENT_RAMP,
     AGREEMENT_REACH,
     FUSION_VECTOR_WEIGHT,
     KEYWORD_COVERAGE,
     KEYWORD_EVIDENCE_DEPTH,
+    KEYWORD_WEIGHT,
     Evidence,
     weigh,
 )
