@@ -21,7 +21,8 @@ from click.testing import CliRunner
 from fixtures import chunk_row, file_record, kw, make_project, need_local_model, open_project, retrieval_project
 from saipling.config.skills import MIN_RELEVANCE_DEFAULT, parse_block
 from saipling.errors import InvalidRequest
-from saipling.retrieval.search import CONFIDENT, fallback_calibration
+from saipling.retrieval.confidence import fallback_calibration
+from saipling.retrieval.search import CONFIDENT
 from saipling.storage.base import ChunkFilter
 from saipling.storage.sqlite.store import SqliteStore as Store
 

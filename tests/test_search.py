@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
 from fixtures import fts_query, make_project, open_project, retrieval_project, write_file
 from saipling.errors import InvalidRequest, PathOutsideRoot
-from saipling.retrieval.search import MODES, QueryCache, parse_request, query_type
+from saipling.retrieval.request_checks import MODES
+from saipling.retrieval.search import QueryCache, parse_request, query_type
 from saipling.storage.base import KeywordQuery
 
 ROLES = {"public": ["public"], "author": ["public", "private"]}

@@ -20,10 +20,11 @@ from ..files.context_settings import load_context_settings
 from ..files.metadata import extract_metadata
 from ..files.textio import BinaryFile, decode, read_regular
 from ..markdown.blocks import MarkdownBlocks, indexed_lines, parse_blocks
+from ..markdown.terms import STOPWORDS
 from ..paths import normalise_rel
 from ..storage.base import ChunkFilter
 from .requests import MAX_RESULTS, EnrichParams, parse
-from .search import STOPWORDS, SearchRequest, run_search
+from .search import SearchRequest, run_search
 
 if TYPE_CHECKING:
     from .project_view import ProjectView

@@ -25,7 +25,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from ..errors import InvalidRequest
 from ..paths import glob_problem
-from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
+from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, check_query
 
 Mode = Literal["hybrid", "semantic", "lexical"]
 Source = Literal["editor", "agent", "cli", "eval"]

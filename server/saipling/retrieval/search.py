@@ -35,7 +35,7 @@ from ..embeddings.families import ENGLISH
 from ..errors import InvalidRequest, ProviderError
 from ..files.context_settings import load_context_settings
 from ..lazy import np  # numpy loads on first use (cold CLI path)
-from ..markdown.terms import (  # noqa: F401 - STOPWORDS re-exported for callers
+from ..markdown.terms import (
     STOPWORDS,
     WORD_RE,
     highlight_terms,
@@ -47,32 +47,25 @@ from ..markdown.terms import (  # noqa: F401 - STOPWORDS re-exported for callers
 )
 from ..paths import glob_problem, normalise_rel
 from ..storage.base import ChunkFilter, KeywordQuery
-from .confidence import (  # noqa: F401 - fallback_calibration re-exported for callers
+from .confidence import (
     KEYWORD_ONLY_HIGH,
     KEYWORD_ONLY_LOW,
     LEXICAL_HIGH,
     LEXICAL_LOW,
     combine,
     coverages,
-    fallback_calibration,
-    lexical_coverage,
     query_idf,
     ramp,
     vector_calibration,
     vocabulary_share,
 )
-from .fusion import (  # noqa: F401 - the fusion constants re-exported for callers
-    AGREEMENT_DEPTH,
-    AGREEMENT_RAMP,
-    AGREEMENT_REACH,
+from .fusion import (
     FUSION_VECTOR_WEIGHT,
-    KEYWORD_COVERAGE,
     KEYWORD_EVIDENCE_DEPTH,
-    KEYWORD_WEIGHT,
     Evidence,
     weigh,
 )
-from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, MODES, SOURCES, check_query  # noqa: F401 - re-exported
+from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, check_query
 from .request_checks import chapter_id as chapter_ref
 from .rerank import rerank_depth, rerank_pairs
 
