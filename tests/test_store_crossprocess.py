@@ -124,6 +124,22 @@ def test_vector_write_by_another_process_is_picked_up_by_what_changed(tmp_path: 
         store.close()
 
 
+def test_a_reused_chunk_id_in_a_reused_slot_gets_its_new_vector(tmp_path: Path) -> None:
+    """Another process re-embeds the file holding the highest chunk id: SQLite gives the new chunk that same id and
+    sqlite-vec the slot it just freed; the matrix must follow the content, not the slot (a fresh load agrees)."""
+    db, store = _opened(tmp_path)
+    try:
+        store.knn(_unit(3), 5)
+        last = store.chunks_for_path("f29.md")[0]["id"]
+        _in_other_process(db, '_write(store, "f29.md", 5000)')
+        assert store.chunks_for_path("f29.md")[0]["id"] == last  # (the case: the same id again)
+        got = store.knn(_unit(5000), 1)
+        assert got[0][0] == last and got[0][1] > 0.999
+        assert all(cid != last for cid, _ in store.knn(_unit(29), 3))  # the old vector is gone
+    finally:
+        store.close()
+
+
 def test_our_own_writes_still_patch_after_another_process_logged(tmp_path: Path) -> None:
     """Patching in place survives foreign non-vector commits; the result equals a fresh load."""
     db, store = _opened(tmp_path)

@@ -43,7 +43,9 @@ class Vectors:
         self._vgen_written: int | None = None  # the vector generation our last write committed
         # where each vector of the matrix sits in vec0 when it was read: (ids sorted, block << 16 | offset, model);
         # another process's write is then picked up by what moved (_refresh), not by reading every vector again
-        self._vec_where: tuple[np.ndarray, np.ndarray, str | None] | None = None
+        # (ids sorted, block << 16 | offset, model, each id's content key): a chunk id SQLite reuses (the highest,
+        # deleted then inserted again) can land in the slot vec0 freed for it, so the slot alone misses the change
+        self._vec_where: tuple[np.ndarray, np.ndarray, str | None, np.ndarray] | None = None
 
     # -- vectors configuration -----------------------------------------------------------------------------
     def has_vectors(self) -> bool:
@@ -360,11 +362,17 @@ class Vectors:
                 return False
             order = np.argsort(where[:, 0], kind="stable")
             ids, locs = where[order, 0], (where[order, 1] << 16) | where[order, 2]
-            old_ids, old_locs = kept[0], kept[1]
+            old_ids, old_locs, old_keys = kept[0], kept[1], kept[3]
+            keys = self._content_keys(ids)
             pos = np.minimum(np.searchsorted(old_ids, ids), max(len(old_ids) - 1, 0))
-            same = (old_ids[pos] == ids) & (old_locs[pos] == locs) if len(old_ids) else np.zeros(len(ids), bool)
+            same = (
+                (old_ids[pos] == ids) & (old_locs[pos] == locs) & (old_keys[pos] == keys)
+                if len(old_ids)
+                else np.zeros(len(ids), bool)
+            )
             moved = where[order][~same]
-            removed = old_ids[~np.isin(old_ids, ids, assume_unique=True)]
+            # gone, or the same id now another chunk's (its new vector comes back with `moved`)
+            removed = np.union1d(old_ids[~np.isin(old_ids, ids, assume_unique=True)], ids[~same])
             if len(moved) + len(removed) > max(1024, len(ids) // 4):
                 return False
             added: list[tuple[int, np.ndarray]] = []
@@ -380,8 +388,14 @@ class Vectors:
             matrix.add(added)
         except ValueError:
             return False
-        self._vec_where = (ids, locs, kept[2])
+        self._vec_where = (ids, locs, kept[2], keys)
         return True
+
+    def _content_keys(self, ids: np.ndarray) -> np.ndarray:
+        """A key of each chunk's content hash (0: no such chunk), for `ids` in order: one read of the chunks' ids
+        and hashes, no vector read."""
+        keys = {int(i): hash(h) for i, h in self.db.conn.execute("SELECT id, content_hash FROM chunks")}
+        return np.fromiter((keys.get(i, 0) for i in ids.tolist()), dtype=np.int64, count=len(ids))
 
     def _vec0_map(self) -> np.ndarray | None:
         """vec0's map of vectors: (id, block, offset) rows, as sqlite-vec 0.1 keeps it; None in another layout."""
@@ -478,7 +492,12 @@ class Vectors:
         if compact and steps is None:
             steps = np.ones(dims, dtype=np.float32) / 127.0
         order = np.argsort(where[:, 0], kind="stable")
-        self._vec_where = (where[order, 0], (where[order, 1] << 16) | where[order, 2], self.db.get_meta("model"))
+        self._vec_where = (
+            where[order, 0],
+            (where[order, 1] << 16) | where[order, 2],
+            self.db.get_meta("model"),
+            self._content_keys(where[order, 0]),
+        )
         return ids[:filled], mat[:filled], steps
 
     def _sample(self, where: np.ndarray, dims: int) -> np.ndarray:
