@@ -604,3 +604,19 @@ def test_a_keyword_search_ranks_a_bounded_number_of_rows(store: Store, monkeypat
     assert min(c for c, _ in common) >= max(ids.values()) - 55
     files = store.file_keyword_search(kw("lantern", "zephyr"), 10)
     assert {p for p, _, _ in files} == {f"f{n:03d}.md" for n in range(0, 200, 40)}
+
+
+def test_the_damage_marker_never_empties_a_file_it_is_a_hard_link_to(tmp_path: Path) -> None:
+    """`index.db.damaged` planted as a hard link to a file outside the project: marking the index refuses it, and
+    the outside file keeps every byte (O_TRUNC only after the link check)."""
+    from saipling.errors import IndexPathUnsafe
+    from saipling.storage.sqlite import integrity
+
+    folder = tmp_path / "project" / ".saipling"
+    folder.mkdir(parents=True)
+    outside = tmp_path / "diary.md"
+    outside.write_text("my private diary\n", encoding="utf-8")
+    (folder / ("index.db" + integrity.MARKER_SUFFIX)).hardlink_to(outside)
+    with pytest.raises(IndexPathUnsafe):
+        integrity.mark(str(folder / "index.db"), "damaged")
+    assert outside.read_text(encoding="utf-8") == "my private diary\n"

@@ -114,10 +114,12 @@ def check_folder(folder: Path, db_name: str = "index.db") -> None:
 
 def open_file(folder: Path, dir_fd: int, name: str, flags: int, mode: int = 0o644) -> int:
     """os.open of `name` in the folder (relative to its descriptor), never through a link; the file must be a
-    regular file with one name. Returns the descriptor."""
+    regular file with one name. Returns the descriptor. O_TRUNC is applied only after those checks (a hard link
+    to a file elsewhere is refused before anything of it is emptied)."""
     path = folder / name
+    truncate = bool(flags & os.O_TRUNC)
     try:
-        fd = os.open(name, flags | _OPEN_FLAGS, mode, dir_fd=dir_fd)
+        fd = os.open(name, (flags & ~os.O_TRUNC) | _OPEN_FLAGS, mode, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             target = _link_target(path, name, dir_fd)
@@ -128,6 +130,8 @@ def open_file(folder: Path, dir_fd: int, name: str, flags: int, mode: int = 0o64
         refuse(path, st)
         if not stat.S_ISREG(st.st_mode):
             raise IndexPathUnsafe(path, "is not a regular file")
+        if truncate:
+            os.ftruncate(fd, 0)
     except BaseException:
         os.close(fd)
         raise
