@@ -71,3 +71,36 @@ def test_name_diagnostics_setting_takes_a_severity_or_off(tmp_path: Path) -> Non
     assert settings.name_diagnostics == "warning" and warnings == []
     settings, warnings = load_settings(tmp_path, env={}, init_options={"nameDiagnostics": "loud"})
     assert settings.name_diagnostics == "hint" and any("nameDiagnostics" in w and "loud" in w for w in warnings)
+
+
+def test_a_request_never_waits_for_a_pass_over_the_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code actions run on a request's worker: with wait=False the lists come as they stand: none while no pass
+    has run (the vocabulary is not read on that worker), the last ones while another thread holds a pass."""
+    import threading
+
+    from saipling.retrieval import name_fixes
+
+    root = novel_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+        name_fixes._passes.pop(id(p), None)
+        real = name_fixes.vocabulary
+        monkeypatch.setattr(name_fixes, "vocabulary", lambda project: pytest.fail("read on a request's worker"))
+        assert name_fixes.project_lists(p, wait=False) == name_fixes.Lists({}, set())
+        monkeypatch.setattr(name_fixes, "vocabulary", real)
+        assert set(name_fixes.project_lists(p).drift) == {"Minal"}  # a pass (the background thread's)
+        held, release = threading.Event(), threading.Event()
+
+        def pass_in_progress() -> None:
+            with name_fixes._passes_lock:
+                held.set()
+                release.wait(30)
+
+        other = threading.Thread(target=pass_in_progress)
+        other.start()
+        try:
+            assert held.wait(10)
+            assert set(name_fixes.project_lists(p, wait=False).drift) == {"Minal"}  # at once, the last lists
+        finally:
+            release.set()
+            other.join()

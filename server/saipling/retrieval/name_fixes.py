@@ -78,17 +78,23 @@ _passes_lock = threading.Lock()
 REREAD_FACTOR = 10.0  # a vocabulary that took T seconds is read again at most every REREAD_FACTOR * T seconds
 
 
-def project_lists(project: EntityProject, min_count: int = 5) -> Lists:
+def project_lists(project: EntityProject, min_count: int = 5, wait: bool = True) -> Lists:
     """The project's drifting words and names without a page (the default role's view), shared by every open
     document. The vocabulary is one pass over the index (about 40 s for the 3.4 million words of the whole
     fiction corpus on a loaded machine, 0.1 s for a novel): read again after a change, but on a large project at
     most every REREAD_FACTOR times as long as it took (the lists meanwhile come from the last pass). A change of
-    entity names (an alias added, a profile created) always makes the lists again, from that vocabulary."""
+    entity names (an alias added, a profile created) always makes the lists again, from that vocabulary.
+
+    wait=False (a request's worker, e.g. code actions): never waits for a pass in progress and never reads the
+    vocabulary itself: the last lists, or none yet."""
     store = project.store
     version = (id(store), store.path, store.index_version(), min_count)
     names = tuple((e.path, e.names) for e in entity_index(project).entities)
     voc: Vocabulary | None = None
-    with _passes_lock:  # (one pass at a time: the others wait for its lists)
+    if not _passes_lock.acquire(blocking=wait):  # (one pass at a time: a waiting caller gets its lists)
+        last = _passes.get(id(project))
+        return last.lists if last is not None else Lists({}, set())
+    try:
         last = _passes.get(id(project))
         if last is not None:
             due = time.monotonic() - last.ended >= REREAD_FACTOR * last.cost
@@ -97,6 +103,8 @@ def project_lists(project: EntityProject, min_count: int = 5) -> Lists:
             if last.version == version or not due:  # the names changed: new lists from the same vocabulary
                 voc, cost, ended, version = last.voc, last.cost, last.ended, last.version
         if last is None or voc is None:
+            if not wait:
+                return last.lists if last is not None else Lists({}, set())
             t0 = time.monotonic()
             voc = vocabulary(project)
             ended = time.monotonic()
@@ -107,6 +115,8 @@ def project_lists(project: EntityProject, min_count: int = 5) -> Lists:
         )
         _passes[id(project)] = _Pass(version, voc, cost, ended, names, found)
         return found
+    finally:
+        _passes_lock.release()
 
 
 def findings(lists: Lists, text: str) -> list[NameFinding]:
@@ -134,9 +144,9 @@ def findings(lists: Lists, text: str) -> list[NameFinding]:
     return out
 
 
-def file_findings(project: EntityProject, text: str) -> list[NameFinding]:
+def file_findings(project: EntityProject, text: str, wait: bool = True) -> list[NameFinding]:
     project.refresh_dirty()  # (a saved edit is in the lists)
-    return findings(project_lists(project), text)
+    return findings(project_lists(project, wait=wait), text)
 
 
 # -- the edits -----------------------------------------------------------------------------------------------

@@ -90,8 +90,11 @@ def shown_for(folder: Folder, rel: str) -> bool:
     return project.store.get_file(rel) is not None
 
 
-def document_findings(ls: SaiplingServer, uri: str) -> tuple[Folder, str, list[name_fixes.NameFinding]] | None:
-    """The findings in an open document (None: not one of ours; [] when it gets none)."""
+def document_findings(
+    ls: SaiplingServer, uri: str, wait: bool = True
+) -> tuple[Folder, str, list[name_fixes.NameFinding]] | None:
+    """The findings in an open document (None: not one of ours; [] when it gets none). wait=False (a request's
+    worker): from the lists as they stand, never waiting for a pass over the index."""
     if (hit := locate(ls, uri)) is None:
         return None
     folder, rel = hit
@@ -101,7 +104,7 @@ def document_findings(ls: SaiplingServer, uri: str) -> tuple[Folder, str, list[n
     ls.ready_threads.wait(60)
     if not shown_for(folder, rel):
         return folder, text, []
-    return folder, text, name_fixes.file_findings(folder.project, text)
+    return folder, text, name_fixes.file_findings(folder.project, text, wait=wait)
 
 
 def document_diagnostics(ls: SaiplingServer, uri: str) -> list[types.Diagnostic] | None:
@@ -130,7 +133,7 @@ def code_action(ls: SaiplingServer, p: types.CodeActionParams) -> list[types.Cod
     from the client is never trusted to name a file to edit)."""
     with ls.engine_call():
         uri = p.text_document.uri
-        found = document_findings(ls, uri)
+        found = document_findings(ls, uri, wait=False)  # (a pass over a big index runs on the background thread)
         if found is None:
             return None
         folder, text, items = found
