@@ -18,6 +18,7 @@ from .embeddings.base import EmbeddingProvider
 from .embeddings.fallback import ProviderFallback
 from .errors import DiskFull, ProviderError, SaiplingError
 from .live import unindexable
+from .redact import shown_url
 from .status import RunState
 from .storage import is_server_location
 from .storage import open_store as open_index
@@ -67,7 +68,7 @@ def open_store(
     `store` setting (a `postgresql://` URL) puts it in a workspace of that database instead (docs/postgres.md)."""
     location = settings.store if settings is not None and settings.store else index_path(root)
     if isinstance(location, str) and not is_server_location(location):
-        raise SaiplingError(f"store: {location!r} is not a postgresql:// URL (leave it empty for SQLite)")
+        raise SaiplingError(f"store: {shown_url(location)!r} is not a postgresql:// URL (leave it empty for SQLite)")
     return open_index(location, root=root, create=create, warnings=warnings, verify=verify, settings=settings)
 
 

@@ -27,6 +27,7 @@ from psycopg.rows import dict_row
 from ...embeddings.base import usable_vector
 from ...errors import IndexBusy, IndexCancelled, IndexCorrupted, StorageError, StorageUnavailable
 from ...lazy import np
+from ...redact import remember
 from ..base import (
     CHUNK_FIELDS,
     ChunkFilter,
@@ -82,16 +83,29 @@ def split_location(url: str) -> tuple[str, str | None]:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), workspace
 
 
-def redacted(url: str) -> str:
-    """The URL without its password (for messages and `status`)."""
+def _passwords(url: str) -> list[str]:
+    """The passwords a URL carries: `user:password@` and a `password=` query parameter (libpq takes both)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    found = [v for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() == "password"]
+    return ([parts.password] if parts.password else []) + found
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, in the user part or the query (for messages and `status`)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":***@")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(k.lower() == "password" for k, _ in query):
+        shown_query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in query], safe="*")
+    else:
+        shown_query = parts.query
+    return urlunsplit((parts.scheme, netloc, parts.path, shown_query, parts.fragment))
 
 
 def connect(conninfo: str) -> psycopg.Connection:
+    remember(*_passwords(conninfo))  # (never logged: the redacting log filter knows them from now on)
     try:
         conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, application_name="saipling")
     except psycopg.Error as exc:

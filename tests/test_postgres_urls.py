@@ -1,0 +1,54 @@
+"""A PostgreSQL store URL's password never shows: in the user part or as a `password=` parameter (libpq takes
+both), in messages, in the refusal of a URL of another scheme, or in logs (no server needed)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from saipling.errors import SaiplingError, StorageUnavailable
+
+pytest.importorskip("psycopg", reason="the PostgreSQL backend needs psycopg (pip install -e '.[postgres]')")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://writer:s3cret-Passw0rd@db.example/saipling?workspace=w1",
+        "postgresql://writer@db.example/saipling?password=s3cret-Passw0rd&workspace=w1",
+        "postgresql://writer@db.example/saipling?PASSWORD=s3cret-Passw0rd",
+    ],
+)
+def test_redacted_hides_the_password_in_either_place(url: str) -> None:
+    from saipling.storage.postgres.store import redacted
+
+    shown = redacted(url)
+    assert "s3cret-Passw0rd" not in shown and "***" in shown
+    assert "db.example" in shown and "writer" in shown
+
+
+def test_a_failed_connection_names_the_server_not_the_password(tmp_path: Path, caplog) -> None:
+    from saipling.redact import RedactingFilter
+    from saipling.storage.postgres.store import connect
+
+    socket_dir = tmp_path / "nothing-listens-here"
+    socket_dir.mkdir()
+    with pytest.raises(StorageUnavailable) as caught:
+        connect(f"postgresql://writer@/saipling?host={socket_dir}&password=s3cret-Passw0rd")
+    assert "s3cret-Passw0rd" not in str(caught.value) and str(socket_dir) in str(caught.value)
+    record = logging.LogRecord("t", logging.WARNING, __file__, 1, "tried %s", (caught.value.args,), None)
+    RedactingFilter().filter(record)
+    assert "s3cret-Passw0rd" not in record.getMessage()  # (remembered: the log filter hides it from now on)
+
+
+def test_a_store_of_another_scheme_is_refused_without_echoing_its_password(tmp_path: Path) -> None:
+    from saipling.config.settings import load_settings
+    from saipling.project import open_store
+
+    settings, _ = load_settings(tmp_path, env={"SAIPLING_STORE": "mysql://writer:s3cret-Passw0rd@db.example/x"})
+    assert settings.store
+    with pytest.raises(SaiplingError) as caught:
+        open_store(tmp_path, True, [], settings=settings)
+    assert "not a postgresql:// URL" in str(caught.value) and "s3cret-Passw0rd" not in str(caught.value)
