@@ -289,3 +289,24 @@ def test_a_dropped_connection_is_opened_again(pg_url: str) -> None:
         store.close()
     with pytest.raises(StorageUnavailable):
         store.file_states()
+
+
+def test_a_runaway_statement_is_cut_off_not_left_holding_the_store(pg_url: str, monkeypatch) -> None:
+    """Every connection carries a statement timeout: a statement running past it fails with a saipling error
+    (StorageBusy) and the store answers the next call, instead of one query holding the store's lock forever."""
+    import time
+
+    from saipling.errors import StorageBusy
+    from saipling.storage.postgres import store as pg_store
+
+    monkeypatch.setattr(pg_store, "STATEMENT_TIMEOUT_MS", 300)
+    store = _store(pg_url)
+    try:
+        start = time.monotonic()
+        with pytest.raises(StorageBusy):
+            store.conn.execute("SELECT pg_sleep(30)")
+        assert time.monotonic() - start < 20
+        store.replace_file(file_record("a.md"), [chunk_row(0, "the store still answers")])
+        assert list(store.file_states()) == ["a.md"]
+    finally:
+        store.close()

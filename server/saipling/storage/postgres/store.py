@@ -83,6 +83,10 @@ def split_location(url: str) -> tuple[str, str | None]:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), workspace
 
 
+# a statement running longer than this fails with StorageBusy (QueryCanceled) instead of holding every thread
+STATEMENT_TIMEOUT_MS = int(os.environ.get("SAIPLING_PG_STATEMENT_TIMEOUT_MS", "120000"))
+
+
 def _passwords(url: str) -> list[str]:
     """The passwords a URL carries: `user:password@` and a `password=` query parameter (libpq takes both)."""
     parts = urlsplit(url)
@@ -107,7 +111,18 @@ def redacted(url: str) -> str:
 def connect(conninfo: str) -> psycopg.Connection:
     remember(*_passwords(conninfo))  # (never logged: the redacting log filter knows them from now on)
     try:
-        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10, application_name="saipling")
+        conn = psycopg.connect(
+            conninfo,
+            autocommit=True,
+            connect_timeout=10,
+            application_name="saipling",
+            # a half-dead connection or a runaway query must not hold the store's lock (and every thread) forever
+            keepalives=1,
+            keepalives_idle=30,
+            keepalives_interval=10,
+            keepalives_count=3,
+            options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+        )
     except psycopg.Error as exc:
         raise StorageUnavailable(f"cannot connect to PostgreSQL at {redacted(conninfo)}: {str(exc).strip()}") from exc
     return conn
@@ -1133,11 +1148,15 @@ class PostgresStore:
     def build_ann_index(self, dims: int, m: int = 16, ef_construction: int = 64) -> None:
         log.info("building the HNSW index of %d-dimension vectors (once per database)", dims)
         with self._lock:
-            self.conn.execute(
-                f"CREATE INDEX IF NOT EXISTS chunks_hnsw_{int(dims)} ON chunk_vectors USING hnsw"
-                f" ((embedding::vector({int(dims)})) vector_cosine_ops) WITH (m = {int(m)}, ef_construction ="
-                f" {int(ef_construction)}) WHERE vector_dims(embedding) = {int(dims)}"
-            )
+            self.conn.execute("SET statement_timeout = 0")  # (a build of minutes: the one statement let run)
+            try:
+                self.conn.execute(
+                    f"CREATE INDEX IF NOT EXISTS chunks_hnsw_{int(dims)} ON chunk_vectors USING hnsw"
+                    f" ((embedding::vector({int(dims)})) vector_cosine_ops) WITH (m = {int(m)}, ef_construction ="
+                    f" {int(ef_construction)}) WHERE vector_dims(embedding) = {int(dims)}"
+                )
+            finally:
+                self.conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
         self._ann_dims.add(int(dims))
 
 
