@@ -12,7 +12,7 @@ import pytest
 
 from fixtures import kw
 from saipling.errors import StorageError
-from saipling.storage.base import ChunkRow, FileRecord
+from saipling.storage.base import ChunkFilter, ChunkRow, FileRecord
 from saipling.storage.sqlite.schema import SCHEMA_VERSION
 from saipling.storage.sqlite.store import SqliteStore as Store
 
@@ -604,6 +604,11 @@ def test_a_keyword_search_ranks_a_bounded_number_of_rows(store: Store, monkeypat
     assert min(c for c, _ in common) >= max(ids.values()) - 55
     files = store.file_keyword_search(kw("lantern", "zephyr"), 10)
     assert {p for p, _, _ in files} == {f"f{n:03d}.md" for n in range(0, 200, 40)}
+    # a filter keeping only the oldest chunks (below the recent share): the bound falls back, they are found
+    old = store.keyword_search(kw("lantern"), 10, ChunkFilter(path_prefix="f00"))
+    assert {store.chunk_paths([c])[c] for c, _ in old} == {f"f00{n}.md" for n in range(10)}
+    # the whole-file search keeps no recent share only: every file holding the word can rank
+    assert len(store.file_keyword_search(kw("lantern"), 200)) == 200
 
 
 def test_the_damage_marker_never_empties_a_file_it_is_a_hard_link_to(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ class Keywords:
         conn = self.db.conn
         with self.db.lock:
             bound = fts_bound.plan(query, self.term_doc_freqs)
-            floor = None
+            floor, unbounded = None, query
             if bound is not None:
                 query = bound.query
                 floor = fts_bound.rowid_floor(bound.share, *self._rowid_range("chunks"))
@@ -64,7 +64,10 @@ class Keywords:
             assert flt is not None
             rows = list(conn.execute(sql + " LIMIT ?", (*params, limit * 4)))
             hits = self._passing(rows, flt)
-            if len(hits) < limit and len(rows) == limit * 4:
+            if len(hits) < limit and (len(rows) == limit * 4 or bound is not None):
+                if bound is not None:  # the bound was planned over every chunk, not those the filter keeps
+                    sql = sql.replace(" AND rowid >= ?", "")
+                    params = [match_expression(unbounded)]
                 hits = self._passing(list(conn.execute(sql, params)), flt)
         return hits[:limit]
 
@@ -111,11 +114,12 @@ class Keywords:
             return []
         conn = self.db.conn
         with self.db.lock:
-            bound = fts_bound.plan(query, self.term_doc_freqs)  # (the chunks' frequencies: a file holds its chunks)
+            # the rarest terms only (the chunks' frequencies: a file holds its chunks); no rowid floor: its share
+            # comes from chunk counts, and the files are far fewer
+            bound = fts_bound.plan(query, self.term_doc_freqs)
             floor = None
             if bound is not None:
                 query = bound.query
-                floor = fts_bound.rowid_floor(bound.share, *self._rowid_range("files"))
             ranked = list(
                 conn.execute(
                     "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ?"
