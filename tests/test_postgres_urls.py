@@ -52,3 +52,24 @@ def test_a_store_of_another_scheme_is_refused_without_echoing_its_password(tmp_p
     with pytest.raises(SaiplingError) as caught:
         open_store(tmp_path, True, [], settings=settings)
     assert "not a postgresql:// URL" in str(caught.value) and "s3cret-Passw0rd" not in str(caught.value)
+
+
+def test_a_project_file_never_supplies_a_store_password(tmp_path: Path) -> None:
+    """config.toml is shared with the project (a clone, a repository): a store URL there may name the server but
+    never carry its password; the environment may."""
+    from saipling.config.settings import load_settings
+
+    (tmp_path / ".saipling").mkdir()
+    (tmp_path / ".saipling" / "config.toml").write_text(
+        'store = "postgresql://writer:s3cret-Passw0rd@db.example/saipling"\n', encoding="utf-8"
+    )
+    settings, warnings = load_settings(tmp_path, env={})
+    assert settings.store == "" and any("never read from project files" in w for w in warnings)
+    assert not any("s3cret-Passw0rd" in w for w in warnings)
+    (tmp_path / ".saipling" / "config.toml").write_text(
+        'store = "postgresql://writer@db.example/saipling?workspace=team"\n', encoding="utf-8"
+    )
+    settings, warnings = load_settings(tmp_path, env={})
+    assert settings.store == "postgresql://writer@db.example/saipling?workspace=team" and not warnings
+    settings, _ = load_settings(tmp_path, env={"SAIPLING_STORE": "postgresql://writer:pw-from-env@db/saipling"})
+    assert settings.store == "postgresql://writer:pw-from-env@db/saipling"

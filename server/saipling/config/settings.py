@@ -208,6 +208,19 @@ def _coerce(value: Any, default: Any, key: str) -> Any:
     return value
 
 
+def _url_password(value: Any) -> bool:
+    """True for a URL carrying a password (`user:password@` or a `password=` parameter)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    if not isinstance(value, str):
+        return False
+    try:
+        parts = urlsplit(value.strip())
+        return bool(parts.password) or any(k.lower() == "password" for k, _ in parse_qsl(parts.query))
+    except ValueError:
+        return False
+
+
 def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, allow_secrets: bool) -> list[str]:
     """Merge one source into settings in place; returns warnings for keys or values it ignored."""
     warnings: list[str] = []
@@ -226,6 +239,12 @@ def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, al
             continue
         if name in _SECRET_FIELDS and not allow_secrets:
             warnings.append(f"{source}: API keys are never read from project files ({raw_key} ignored)")
+            continue
+        if name == "store" and not allow_secrets and _url_password(value):
+            warnings.append(
+                f"{source}: a store URL with a password is never read from project files ({raw_key} ignored: give "
+                "the password in SAIPLING_STORE, PGPASSWORD or ~/.pgpass)"
+            )
             continue
         try:
             default = None if name in _OPTIONAL_STRINGS else getattr(settings, name)
