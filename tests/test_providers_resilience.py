@@ -325,6 +325,7 @@ def test_prefixes_are_sent_and_settings_override_the_family(api_server: FakeEmbe
             "maxInputTokens": 8192,
             "passageTokens": None,
             "batchSize": 128,
+            "languages": "en",  # (nomic-embed-text reads English: status says so)
         }
     finally:
         p.close()
