@@ -39,10 +39,11 @@ from ..base import (
     StoredFile,
     cache_key,
 )
+from ..run_record import describe
 from .errors import MappedConnection, mapped
 from .filters import compile_filter
 from .keywords import TERM_TSQUERY, bm25_sql, idf
-from .runs import PgLockHandle, describe_record
+from .runs import PgLockHandle
 from .schema import MIGRATION_LOCK, MIGRATIONS
 from .vectorio import Vector, register
 
@@ -315,7 +316,7 @@ class PostgresStore:
                 record = self._run_record() or {}
                 pid = record.get("pid")
                 if not wait or (deadline is not None and time.monotonic() >= deadline):
-                    raise IndexBusy(pid, self.path, describe_record(record))
+                    raise IndexBusy(pid, self.path, describe(record))
                 if not told:
                     told = True
                     log.warning(

@@ -25,16 +25,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import IndexBusy, IndexPathUnsafe
+from ..run_record import PublishedRun, describe
 from . import index_files
 
 if TYPE_CHECKING:
-    from ...indexing.records import IndexProgress
+    pass
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = index_files.LOCK_FILE
 POLL_SECONDS = 0.2
-PUBLISH_SECONDS = 0.25  # a run's record is rewritten at most this often (and at each change of phase)
 # a lock held with no record in it: another process's status probe (a shared lock held for microseconds), or a
 # writer between taking the lock and writing its PID; tried again this often, this many times, before waiting
 _PROBE_RETRY_SECONDS = 0.01
@@ -64,64 +64,22 @@ def _read_record(fd: int) -> dict[str, Any] | None:
         return None
 
 
-def describe(record: dict[str, Any] | None) -> str | None:
-    """What a holder is doing, for messages: `indexing: keywords, 1,200 of 20,000 files`."""
-    if not record or not record.get("what"):
-        return None
-    what = {"index": "indexing", "refresh": "re-reading changed files", "clear": "clearing"}.get(
-        str(record["what"]), str(record["what"])
-    )
-    phase = record.get("phase")
-    if phase == "keywords" and record.get("filesTotal"):
-        return f"{what}: keywords, {record.get('filesDone', 0):,} of {record['filesTotal']:,} files"
-    if phase == "embedding" and record.get("chunksTotal"):
-        return f"{what}: embedding, {record.get('chunksDone', 0):,} of {record['chunksTotal']:,} chunks"
-    return what
-
-
-class HeldLock:
+class HeldLock(PublishedRun):
     """The lock while held: `publish` writes what the run is doing for other processes' `status`."""
 
     def __init__(self, fd: int, what: str) -> None:
+        super().__init__(what)
         self.fd = fd
-        self.what = what
-        self.started = time.time()
-        self._last = 0.0
-        self._phase: str | None = None
-        self._write_lock = threading.Lock()
         self.publish(None, force=True)
 
-    def publish(self, progress: IndexProgress | None, force: bool = False) -> None:
-        phase = progress.phase if progress is not None else "starting"
-        now = time.monotonic()
-        if not force and phase == self._phase and now - self._last < PUBLISH_SECONDS:
-            return
-        record: dict[str, Any] = {"what": self.what, "phase": phase, "startedAt": self.started}
-        if progress is not None:
-            record.update(
-                filesDone=progress.files_done,
-                filesTotal=progress.files_total,
-                currentFile=progress.current_file,
-                chunksDone=progress.chunks_done,
-                chunksTotal=progress.chunks_total,
-                etaSeconds=progress.eta_seconds,
-            )
+    def _store(self, record: dict[str, Any]) -> bool:
         data = f"{os.getpid()}\n{json.dumps(record, ensure_ascii=False)}\n".encode()
-        # (on a full disk the record may not fit: the lock holds all the same)
-        with self._write_lock, contextlib.suppress(OSError):
+        try:  # (on a full disk the record may not fit: the lock holds all the same)
             os.pwrite(self.fd, data, 0)
             os.ftruncate(self.fd, len(data))
-            self._last, self._phase = now, phase
-
-    def reporting(self, progress: Callable[[IndexProgress], None] | None) -> Callable[[IndexProgress], None]:
-        """A progress callback that also publishes (throttled) what the run is doing."""
-
-        def report(p: IndexProgress) -> None:
-            self.publish(p)
-            if progress is not None:
-                progress(p)
-
-        return report
+        except OSError:
+            return False
+        return True
 
 
 @contextlib.contextmanager
