@@ -21,11 +21,14 @@ from saipling.storage import open_store
 from saipling.storage.base import (
     ChunkFilter,
     ChunkRow,
+    EntityRow,
     FileMentionRows,
     FileRecord,
+    HeadingRow,
     IndexStore,
     KeywordQuery,
     KeywordTerm,
+    ProseRow,
     StoredChunk,
     StoredFile,
     cache_key,
@@ -351,9 +354,17 @@ def test_heading_and_entity_lookups(store: IndexStore) -> None:
     assert store.entity_chunks("wilhelmina") == [ids[1]]  # an alias
     assert store.entity_chunks("Mina", ChunkFilter(only_paths=[])) == []
     (entity,) = store.entities()
-    assert entity["path"] == "people/mina.md" and entity["display_name"] == "Mina"
-    assert [r["path"] for r in store.headings()] == ["people/mina.md", "people/mina.md", "spells.md"]
-    assert [r["text"] for r in store.prose()][0].startswith("---")
+    assert entity == EntityRow("people/mina.md", None, None, "Mina", ("Wilhelmina",), "document", "public")
+    headings = store.headings()
+    assert all(type(r) is HeadingRow for r in headings)
+    assert [(r.path, r.section_heading) for r in headings] == [
+        ("people/mina.md", "## Fireball"),
+        ("people/mina.md", "## fs.createReadStream(path)"),
+        ("spells.md", "## fireball"),
+    ]
+    prose = store.prose()
+    assert all(type(r) is ProseRow for r in prose) and len(prose) == 4
+    assert prose[0].path == "people/mina.md" and prose[0].text.startswith("---") and prose[-1].text == "the spell"
 
 
 # -- vectors and the embedding cache ---------------------------------------------------------------------------

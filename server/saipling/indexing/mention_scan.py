@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..files.metadata import split_frontmatter
 from ..retrieval.entities import MIN_NAME_CHARS, Entity, EntityIndex, disk_reader, is_entity
-from ..storage.base import FileMentionRows, FileRecord, KeywordQuery, MentionRow
+from ..storage.base import EntityRow, FileMentionRows, FileRecord, KeywordQuery, MentionRow
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,27 +29,6 @@ SETTLE_BATCH_FILES = 256  # files re-scanned per transaction when the entity nam
 
 
 # -- index time ----------------------------------------------------------------------------------------------
-def _entity(r: dict[str, Any]) -> Entity:
-    return Entity(
-        path=r["path"],
-        name=str(r["display_name"] or json.loads(r["aliases"])[0]),
-        entity_type=str(r["entity_type"] or r["file_type"] or "entity"),
-        aliases=tuple(str(a) for a in json.loads(r["aliases"] or "[]")),
-    )
-
-
-def _record_row(rec: FileRecord) -> dict[str, Any]:
-    return {
-        "path": rec.path,
-        "entity_type": rec.entity_type,
-        "entity_name": rec.entity_name,
-        "display_name": rec.display_name,
-        "aliases": json.dumps(rec.aliases),
-        "file_type": rec.file_type,
-        "visibility": rec.visibility,
-    }
-
-
 @dataclass
 class Finder:
     """Every entity of the index (all visibilities) and the key of their names."""
@@ -64,8 +43,8 @@ class Finder:
         return {e.path: list(e.names) for e in self.index.entities}
 
     @classmethod
-    def from_rows(cls, rows: Iterable[dict[str, Any]]) -> Finder:
-        ents = [_entity(r) for r in rows if is_entity(r)]
+    def from_rows(cls, rows: Iterable[EntityRow]) -> Finder:
+        ents = [Entity.of_row(r) for r in rows if is_entity(r)]
         digest = hashlib.sha256(json.dumps(sorted([e.path, list(e.names)] for e in ents)).encode("utf-8")).hexdigest()[
             :32
         ]
@@ -75,9 +54,9 @@ class Finder:
     @classmethod
     def for_store(cls, store: IndexStore, records: Sequence[FileRecord] = ()) -> Finder:
         """The store's entities, with `records` (files about to be stored) in place of their stored rows."""
-        rows = {r["path"]: r for r in store.entities()}
+        rows = {r.path: r for r in store.entities()}
         for rec in records:
-            rows[rec.path] = _record_row(rec)
+            rows[rec.path] = EntityRow.of_record(rec)
         return cls.from_rows(rows.values())
 
     def scan(self, text: str, frontmatter: dict[str, Any] | None = None) -> FileMentionRows:

@@ -17,7 +17,6 @@ code-point columns (the LSP edge converts them to the client's encoding).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from ..config.visibility import role_levels, visible
 from ..files.context_settings import load_context_settings
 from ..files.metadata import slugify, split_frontmatter
 from ..files.textio import BinaryFile, decode, normalise_newlines, read_regular
-from ..storage.base import ChunkFilter, KeywordQuery
+from ..storage.base import ChunkFilter, EntityRow, KeywordQuery
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -74,6 +73,16 @@ class Entity:
     @property
     def names(self) -> tuple[str, ...]:
         return (self.name, *self.aliases)
+
+    @classmethod
+    def of_row(cls, row: EntityRow) -> Entity:
+        """The entity a stored row names (`is_entity(row)` holds): its display name, else its first alias."""
+        return cls(
+            path=row.path,
+            name=str(row.display_name or row.aliases[0]),
+            entity_type=str(row.entity_type or row.file_type or "entity"),
+            aliases=row.aliases,
+        )
 
 
 @dataclass(frozen=True)
@@ -248,15 +257,14 @@ def code_lines(text: str) -> set[int]:
 
 
 # -- the project's entities ----------------------------------------------------------------------------------
-def is_entity(row: dict[str, Any]) -> bool:
+def is_entity(row: EntityRow) -> bool:
     """A frontmatter `name` (its slug is the entity name), any alias, or a character profile; a chapter's
     `title` alone makes no entity."""
-    display, aliases = row.get("display_name"), json.loads(row.get("aliases") or "[]")
-    if aliases:
+    if row.aliases:
         return True
-    if not display:
+    if not row.display_name:
         return False
-    return row.get("file_type") == "character" or slugify(str(display)) == (row.get("entity_name") or "")
+    return row.file_type == "character" or slugify(str(row.display_name)) == (row.entity_name or "")
 
 
 _cache: dict[tuple[int, tuple[str, ...]], tuple[tuple[Any, ...], EntityIndex]] = {}
@@ -277,26 +285,13 @@ def entity_index(project: Project, role: str | None = None) -> EntityIndex:
     fast = _fast.get(slot)
     if fast is not None and fast[0] == version:  # nothing changed in the index: no rows read
         return fast[1]
-    rows = [
-        r
-        for r in project.store.entities()
-        if visible(r.get("visibility"), levels) and cs.mode_for(r["path"]) != "exclude"
-    ]
-    key = tuple(tuple(sorted(r.items())) for r in rows)
+    rows = [r for r in project.store.entities() if visible(r.visibility, levels) and cs.mode_for(r.path) != "exclude"]
+    key = tuple(rows)
     hit = _cache.get(slot)
     if hit is not None and hit[0] == key:
         _fast[slot] = (version, hit[1])
         return hit[1]
-    ents = [
-        Entity(
-            path=r["path"],
-            name=str(r["display_name"] or json.loads(r["aliases"])[0]),
-            entity_type=str(r["entity_type"] or r["file_type"] or "entity"),
-            aliases=tuple(str(a) for a in json.loads(r["aliases"] or "[]")),
-        )
-        for r in rows
-        if is_entity(r)
-    ]
+    ents = [Entity.of_row(r) for r in rows if is_entity(r)]
     index = EntityIndex.build(ents)
     _cache[slot] = (key, index)
     _fast[slot] = (version, index)

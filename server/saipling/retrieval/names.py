@@ -86,9 +86,9 @@ def vocabulary(project: EntityProject, role: str | None = None) -> Vocabulary:
     cs = load_context_settings(project.root)
     voc = Vocabulary()
     for row in project.store.prose():
-        if not visible(row["visibility"], levels) or cs.mode_for(row["path"]) == "exclude":
+        if not visible(row.visibility, levels) or cs.mode_for(row.path) == "exclude":
             continue
-        for n, line in _prose_lines(row["text"] or ""):
+        for n, line in _prose_lines(row.text or ""):
             prev = ""
             for m in _WORD_RE.finditer(line):
                 w = m.group(0).rstrip("'’-")
@@ -97,7 +97,7 @@ def vocabulary(project: EntityProject, role: str | None = None) -> Vocabulary:
                     occ = voc.capitalised.setdefault(w, Occurrence())
                     occ.count += 1
                     if occ.first is None:
-                        occ.first = (row["path"], row["start_line"] + n)
+                        occ.first = (row.path, row.start_line + n)
                     gap = line[m.start() - 2 : m.start()] if m.start() >= 2 else ""
                     if prev[:1].islower() or gap.endswith(", "):
                         occ.mid_sentence += 1

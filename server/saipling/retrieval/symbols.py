@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +9,7 @@ from ..config.visibility import role_levels, visible
 from ..files.context_settings import load_context_settings
 
 if TYPE_CHECKING:
+    from ..storage.base import EntityRow, HeadingRow
     from .project_view import ProjectView
 
 MAX_SYMBOLS = 200
@@ -40,13 +40,13 @@ def find_symbols(project: ProjectView, query: str, role: str | None = None) -> l
     levels = role_levels(project.settings.roles, role, project.settings.default_role)
     cs = load_context_settings(project.root)
 
-    def shown(row: dict[str, Any]) -> bool:
-        return visible(row.get("visibility"), levels) and cs.mode_for(row["path"]) != "exclude"
+    def shown(row: EntityRow | HeadingRow) -> bool:
+        return visible(row.visibility, levels) and cs.mode_for(row.path) != "exclude"
 
     found: list[tuple[float, int, dict[str, Any]]] = []
     for row in filter(shown, project.store.entities()):
-        names = [row["display_name"]] if row["display_name"] else []
-        names += json.loads(row["aliases"] or "[]")
+        names = [row.display_name] if row.display_name else []
+        names += row.aliases
         best = max(((fuzzy_score(query, n), n) for n in names if n), default=(0.0, ""))
         if best[0] > 0:
             found.append(
@@ -54,19 +54,19 @@ def find_symbols(project: ProjectView, query: str, role: str | None = None) -> l
                     best[0],
                     0,
                     {
-                        "name": row["display_name"] or best[1],
+                        "name": row.display_name or best[1],
                         "matched": best[1],
                         "kind": "entity",
-                        "entityType": row["entity_type"],
-                        "entityName": row["entity_name"],
-                        "path": row["path"],
+                        "entityType": row.entity_type,
+                        "entityName": row.entity_name,
+                        "path": row.path,
                         "startLine": 1,
                         "endLine": 1,
                     },
                 )
             )
-    for row in filter(shown, project.store.headings()):
-        title = (row["section_heading"] or "").lstrip("#").strip()
+    for hrow in filter(shown, project.store.headings()):
+        title = (hrow.section_heading or "").lstrip("#").strip()
         score = fuzzy_score(query, title) if title else 0.0
         if score > 0:
             found.append(
@@ -76,10 +76,10 @@ def find_symbols(project: ProjectView, query: str, role: str | None = None) -> l
                     {
                         "name": title,
                         "kind": "heading",
-                        "headingPath": row["heading_path"],
-                        "path": row["path"],
-                        "startLine": row["start_line"],
-                        "endLine": row["end_line"],
+                        "headingPath": hrow.heading_path,
+                        "path": hrow.path,
+                        "startLine": hrow.start_line,
+                        "endLine": hrow.end_line,
                     },
                 )
             )

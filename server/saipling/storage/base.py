@@ -355,6 +355,67 @@ class StoredFile(_Columns):
 _FIELD_NAMES[StoredFile] = tuple(f.name for f in fields(StoredFile))
 
 
+def aliases_of(text: str | None) -> tuple[str, ...]:
+    """A file's aliases from the JSON text a backend stores them as (`[]` for none, or for text that is not a
+    JSON list)."""
+    import json
+
+    try:
+        loaded = json.loads(text or "[]")
+    except ValueError:
+        return ()
+    return tuple(str(a) for a in loaded) if isinstance(loaded, list) else ()
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRow:
+    """A file that may be an entity (`entities`; retrieval.entities.is_entity decides): its names and kind."""
+
+    path: str
+    entity_type: str | None
+    entity_name: str | None
+    display_name: str | None
+    aliases: tuple[str, ...]
+    file_type: str | None
+    visibility: str | None
+
+    @classmethod
+    def of_record(cls, rec: FileRecord) -> EntityRow:
+        """The row `rec` gives once stored (for a file about to be written)."""
+        return cls(
+            rec.path,
+            rec.entity_type,
+            rec.entity_name,
+            rec.display_name,
+            tuple(str(a) for a in rec.aliases),
+            rec.file_type,
+            rec.visibility,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HeadingRow:
+    """A chunk that starts with a heading (`headings`): the heading as written (`#`s kept), its heading path
+    and 1-based lines."""
+
+    path: str
+    section_heading: str
+    heading_path: str | None
+    start_line: int
+    end_line: int
+    visibility: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProseRow:
+    """A chunk's text where it starts (`prose`): its file, first line (1-based), text and visibility."""
+
+    path: str
+    start_line: int
+    text: str | None
+    visibility: str | None
+
+
 def cache_key(model: str, dims: int) -> str:
     """The embedding-cache key of `model` embedding at `dims` dimensions (one model name, several sizes)."""
     return f"{model}@{int(dims)}" if dims else model
@@ -455,19 +516,17 @@ class ChunkStore(Protocol):
         only when no other passes. Files with no passing chunk are left out. Any order."""
         ...
 
-    def entities(self) -> list[dict[str, Any]]:
+    def entities(self) -> list[EntityRow]:
         """Files that may be entities: those with a non-empty aliases list, or a display_name and (file_type
-        'character' or an entity_name). Dicts with keys path, entity_type, entity_name, display_name,
-        aliases (the JSON text of the list, e.g. '["Mo"]'), file_type, visibility."""
+        'character' or an entity_name). Any order."""
         ...
 
-    def headings(self) -> list[dict[str, Any]]:
-        """Every chunk with a section_heading: dicts with path, section_heading, heading_path, start_line,
-        end_line, visibility; ordered by path, chunk_index."""
+    def headings(self) -> list[HeadingRow]:
+        """Every chunk with a section_heading, ordered by path, chunk_index."""
         ...
 
-    def prose(self) -> list[dict[str, Any]]:
-        """Every chunk: dicts with path, start_line, text, visibility; ordered by path, chunk_index."""
+    def prose(self) -> list[ProseRow]:
+        """Every chunk, ordered by path, chunk_index."""
         ...
 
     def total_tokens_indexed(self) -> int:

@@ -32,11 +32,15 @@ from ..base import (
     CHUNK_FIELDS,
     ChunkFilter,
     ChunkRow,
+    EntityRow,
     FileRecord,
     FileState,
+    HeadingRow,
     KeywordQuery,
+    ProseRow,
     StoredChunk,
     StoredFile,
+    aliases_of,
     cache_key,
 )
 from ..run_record import describe
@@ -783,20 +787,26 @@ class PostgresStore:
         )
         return [StoredChunk(*r) for r in rows]
 
-    def entities(self) -> list[dict[str, Any]]:
-        return self._dicts(
-            "SELECT path, entity_type, entity_name, display_name, aliases, file_type, visibility FROM files"
-            " WHERE ws = %s AND ((aliases IS NOT NULL AND aliases != '[]')"
-            " OR (display_name IS NOT NULL AND (file_type = 'character' OR entity_name IS NOT NULL)))",
-            (self.ws,),
-        )
+    def entities(self) -> list[EntityRow]:
+        return [
+            EntityRow(p, et, en, dn, aliases_of(al), ft, vis)
+            for p, et, en, dn, al, ft, vis in self._rows(
+                "SELECT path, entity_type, entity_name, display_name, aliases, file_type, visibility FROM files"
+                " WHERE ws = %s AND ((aliases IS NOT NULL AND aliases != '[]')"
+                " OR (display_name IS NOT NULL AND (file_type = 'character' OR entity_name IS NOT NULL)))",
+                (self.ws,),
+            )
+        ]
 
-    def headings(self) -> list[dict[str, Any]]:
-        return self._dicts(
-            "SELECT path, section_heading, heading_path, start_line, end_line, visibility FROM chunks"
-            " WHERE ws = %s AND section_heading IS NOT NULL ORDER BY path, chunk_index",
-            (self.ws,),
-        )
+    def headings(self) -> list[HeadingRow]:
+        return [
+            HeadingRow(*r)
+            for r in self._rows(
+                "SELECT path, section_heading, heading_path, start_line, end_line, visibility FROM chunks"
+                " WHERE ws = %s AND section_heading IS NOT NULL ORDER BY path, chunk_index",
+                (self.ws,),
+            )
+        ]
 
     def filtered_ids(self, flt: Any) -> np.ndarray:
         where, params = self._where(flt)
@@ -897,10 +907,14 @@ class PostgresStore:
             (self.ws,),
         )
 
-    def prose(self) -> list[dict[str, Any]]:
-        return self._dicts(
-            "SELECT path, start_line, text, visibility FROM chunks WHERE ws = %s ORDER BY path, chunk_index", (self.ws,)
-        )
+    def prose(self) -> list[ProseRow]:
+        return [
+            ProseRow(*r)
+            for r in self._rows(
+                "SELECT path, start_line, text, visibility FROM chunks WHERE ws = %s ORDER BY path, chunk_index",
+                (self.ws,),
+            )
+        ]
 
     def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
         return [

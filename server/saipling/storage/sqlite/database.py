@@ -26,6 +26,10 @@ class Database:
                 return row[0]
         return None
 
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.lock:
+            return list(self.conn.execute(sql, params))
+
     def dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         with self.lock:
             cur = self.conn.execute(sql, params)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..base import FileMentionRows
+from ..base import FileMentionRows, ProseRow
 from .database import Database
 
 
@@ -112,9 +112,12 @@ class Mentions:
             " FROM files f LEFT JOIN mention_files m ON m.path = f.path WHERE f.chapter_id IS NOT NULL"
         )
 
-    def prose(self) -> list[dict[str, Any]]:
+    def prose(self) -> list[ProseRow]:
         """Every chunk's path, first line (1-based), text and visibility, in file order."""
-        return self.db.dicts("SELECT path, start_line, text, visibility FROM chunks ORDER BY path, chunk_index")
+        return [
+            ProseRow(*r)
+            for r in self.db.rows("SELECT path, start_line, text, visibility FROM chunks ORDER BY path, chunk_index")
+        ]
 
     def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
         """Files that mention one of these entities or whose `pov` is one of `povs` (both sides casefolded)."""

@@ -30,12 +30,16 @@ from ..base import (
     CHUNK_FIELDS,
     ChunkFilter,
     ChunkRow,
+    EntityRow,
     FileMentionRows,
     FileRecord,
     FileState,
+    HeadingRow,
     KeywordQuery,
+    ProseRow,
     StoredChunk,
     StoredFile,
+    aliases_of,
 )
 from . import index_files, integrity, lock
 from .database import Database
@@ -490,19 +494,25 @@ class SqliteStore:
             rows = self.conn.execute(f"SELECT {_CHUNK_SELECT} FROM chunks WHERE path = ? ORDER BY chunk_index", (path,))
             return [StoredChunk(*r) for r in rows]
 
-    def entities(self) -> list[dict[str, Any]]:
+    def entities(self) -> list[EntityRow]:
         """Files that may be entities (retrieval.entities.is_entity decides): a chapter's `title` alone is none."""
-        return self._dicts(
-            "SELECT path, entity_type, entity_name, display_name, aliases, file_type, visibility FROM files"
-            " WHERE (aliases IS NOT NULL AND aliases != '[]')"
-            " OR (display_name IS NOT NULL AND (file_type = 'character' OR entity_name IS NOT NULL))"
-        )
+        return [
+            EntityRow(p, et, en, dn, aliases_of(al), ft, vis)
+            for p, et, en, dn, al, ft, vis in self._db.rows(
+                "SELECT path, entity_type, entity_name, display_name, aliases, file_type, visibility FROM files"
+                " WHERE (aliases IS NOT NULL AND aliases != '[]')"
+                " OR (display_name IS NOT NULL AND (file_type = 'character' OR entity_name IS NOT NULL))"
+            )
+        ]
 
-    def headings(self) -> list[dict[str, Any]]:
-        return self._dicts(
-            "SELECT path, section_heading, heading_path, start_line, end_line, visibility FROM chunks"
-            " WHERE section_heading IS NOT NULL ORDER BY path, chunk_index"
-        )
+    def headings(self) -> list[HeadingRow]:
+        return [
+            HeadingRow(*r)
+            for r in self._db.rows(
+                "SELECT path, section_heading, heading_path, start_line, end_line, visibility FROM chunks"
+                " WHERE section_heading IS NOT NULL ORDER BY path, chunk_index"
+            )
+        ]
 
     def search_log(self, include_eval: bool = False, limit: int = 100) -> list[dict[str, Any]]:
         table = "search_log" if include_eval else "search_analytics"
@@ -604,7 +614,7 @@ class SqliteStore:
     def chapter_num_of(self, path: str) -> int | None:
         return self._mentions.chapter_num_of(path)
 
-    def prose(self) -> list[dict[str, Any]]:
+    def prose(self) -> list[ProseRow]:
         return self._mentions.prose()
 
     # -- the writer lock (lock.py: a lock file next to the index) ------------------------------------------
