@@ -103,7 +103,7 @@ def test_precision_and_recall_of_stored_mentions_on_the_labelled_lines(tmp_path:
         rows = p.store.mentions_of(list(PROFILES))
     first_body_line = front.count("\n") + 2  # 0-based line of LABELLED[0]
     expected = Counter((first_body_line + 2 * i, e) for i, (_, ents) in enumerate(LABELLED) for e in ents)
-    found = Counter((r["line"], r["entity"]) for r in rows if r["path"].startswith("books/"))
+    found = Counter((r.line, r.entity) for r in rows if r.path.startswith("books/"))
     true_pos = sum((expected & found).values())
     precision = true_pos / max(1, sum(found.values()))
     recall = true_pos / sum(expected.values())

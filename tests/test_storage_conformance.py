@@ -19,6 +19,7 @@ import pytest
 from saipling.errors import IndexBusy
 from saipling.storage import open_store
 from saipling.storage.base import (
+    ChapterFile,
     ChunkFilter,
     ChunkRow,
     EntityRow,
@@ -31,6 +32,7 @@ from saipling.storage.base import (
     ProseRow,
     StoredChunk,
     StoredFile,
+    StoredMention,
     cache_key,
     iter_protocols,
 )
@@ -475,18 +477,19 @@ def test_mentions_are_written_with_the_file_and_go_with_it(store: IndexStore) ->
     assert store.mentions_unscanned() is True  # ch5.md was written without mentions
     store.write_mentions("ch5.md", FileMentionRows("key2", [], pov="jonathan"))
     assert store.mentions_unscanned() is False
-    got = store.mentions_of(["people/mina.md"])
-    assert [(m["path"], m["line"], m["col"], m["surface"]) for m in got] == [
-        ("ch4.md", 1, 2, "Mina"),
-        ("ch4.md", 3, 0, "Mina"),
+    assert store.mentions_of(["people/mina.md"]) == [
+        StoredMention("ch4.md", "people/mina.md", 1, 2, 6, "Mina", "b", "c4", 4, "public"),
+        StoredMention("ch4.md", "people/mina.md", 3, 0, 4, "Mina", "b", "c4", 4, "public"),
     ]
-    assert (got[0]["chapter_num"], got[0]["chapter_id"], got[0]["book_id"]) == (4, "c4", "b")
     assert store.mention_paths(["people/mina.md"]) == ["ch4.md"]
     assert sorted(store.known_paths(["people/mina.md"], ["Jonathan"])) == ["ch4.md", "ch5.md"]
     assert store.mention_stale_keys("key1") == [("ch5.md", "key2")]
     store.relabel_mentions(["ch5.md"], "key1")
     assert store.mention_stale_paths("key1") == []
-    assert {f["path"]: f["pov"] for f in store.chapter_files()} == {"ch4.md": None, "ch5.md": "jonathan"}
+    assert sorted(store.chapter_files(), key=lambda f: f.path) == [
+        ChapterFile("ch4.md", "b", "c4", "public", None, 4),
+        ChapterFile("ch5.md", None, "c5", "public", "jonathan", 5),
+    ]
     assert store.chapter_num_of("ch5.md") == 5 and store.chapter_num_of("nope.md") is None
     store.delete_file("ch4.md")
     assert store.mentions_of(["people/mina.md"]) == [] and store.mention_paths(["people/mina.md"]) == []

@@ -12,7 +12,7 @@ from ..config.visibility import role_levels, visible
 from ..errors import InvalidRequest
 from ..files.context_settings import load_context_settings
 from ..files.metadata import slugify
-from ..storage.base import ChunkFilter
+from ..storage.base import ChapterFile, ChunkFilter, StoredMention
 from .entities import Entity, EntityProject, entity_index, manuscript_key
 
 log = logging.getLogger(__name__)
@@ -119,10 +119,10 @@ def _allowed(project: Project, role: str | None = None) -> Any:
     cs = load_context_settings(project.root)
     seen: dict[tuple[str, str | None], bool] = {}
 
-    def allowed(row: dict[str, Any]) -> bool:
-        key = (row["path"], row.get("visibility"))
+    def allowed(row: StoredMention | ChapterFile) -> bool:
+        key = (row.path, row.visibility)
         if key not in seen:
-            seen[key] = visible(row.get("visibility"), levels) and cs.mode_for(row["path"]) != "exclude"
+            seen[key] = visible(row.visibility, levels) and cs.mode_for(row.path) != "exclude"
         return seen[key]
 
     return allowed
@@ -185,7 +185,7 @@ def _reports_of(
         rows = [
             r
             for r in project.store.mentions_of([e.path])
-            if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
+            if allowed(r) and (max_chapter is None or r.chapter_num is None or r.chapter_num <= max_chapter)
         ]
         out.append(_report(e, rows, chapters, limit))
     return out
@@ -216,9 +216,9 @@ def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int
     chapters = [
         r
         for r in project.store.chapter_files()
-        if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
+        if allowed(r) and (max_chapter is None or r.chapter_num is None or r.chapter_num <= max_chapter)
     ]
-    many_books = len({r["book_id"] for r in chapters}) > 1
+    many_books = len({r.book_id for r in chapters}) > 1
     order = _chapter_order(chapters, many_books)
     seen: dict[str, int] = {}
     after: dict[str, int] = {}
@@ -231,45 +231,45 @@ def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int
     return found
 
 
-def _label(row: dict[str, Any], many_books: bool) -> str:
-    return f"{row['book_id']}/{row['chapter_id']}" if many_books and row["book_id"] else row["chapter_id"]
+def _label(row: StoredMention | ChapterFile, many_books: bool) -> str:
+    return f"{row.book_id}/{row.chapter_id}" if many_books and row.book_id else str(row.chapter_id)
 
 
 def _book_of(label: str) -> str:
     return label.rsplit("/", 1)[0] if "/" in label else ""
 
 
-def _chapter_order(rows: list[dict[str, Any]], many_books: bool) -> list[str]:
+def _chapter_order(rows: list[ChapterFile], many_books: bool) -> list[str]:
     first: dict[str, tuple[Any, ...]] = {}
     for r in rows:
         label = _label(r, many_books)
-        key = manuscript_key(r["path"], r["chapter_num"])
+        key = manuscript_key(r.path, r.chapter_num)
         if label not in first or key < first[label]:
             first[label] = key
     return sorted(first, key=lambda c: first[c])
 
 
-def _report(e: Entity, rows: list[dict[str, Any]], chapters: ChapterOrder, limit: int) -> MentionReport:
+def _report(e: Entity, rows: list[StoredMention], chapters: ChapterOrder, limit: int) -> MentionReport:
     many_books, rank = chapters.many_books, chapters.rank
     keys: dict[str, tuple[Any, ...]] = {}  # (a file's key, once: rows are many mentions of few files)
     for r in rows:
-        if r["path"] not in keys:
-            keys[r["path"]] = manuscript_key(r["path"], r["chapter_num"])
-    rows.sort(key=lambda r: (keys[r["path"]], r["line"], r["col"]))
+        if r.path not in keys:
+            keys[r.path] = manuscript_key(r.path, r.chapter_num)
+    rows.sort(key=lambda r: (keys[r.path], r.line, r.col))
     counts: dict[str, ChapterCount] = {}
-    last_rows: dict[str, dict[str, Any]] = {}  # chapter -> its last mention
+    last_rows: dict[str, StoredMention] = {}  # chapter -> its last mention
     labels: dict[str, str] = {}  # path -> its chapter's label
     others: dict[str, int] = {}
     in_chapters = 0
     for r in rows:
-        if r["chapter_id"] is None:
-            others[r["path"]] = others.get(r["path"], 0) + 1
+        if r.chapter_id is None:
+            others[r.path] = others.get(r.path, 0) + 1
             continue
-        label = labels.get(r["path"])
+        label = labels.get(r.path)
         if label is None:
-            label = labels[r["path"]] = _label(r, many_books)
+            label = labels[r.path] = _label(r, many_books)
         if label not in counts:
-            counts[label] = ChapterCount(label, 0, Place(r["path"], r["line"] + 1, label))
+            counts[label] = ChapterCount(label, 0, Place(r.path, r.line + 1, label))
         counts[label].count += 1
         last_rows[label] = r
         in_chapters += 1
@@ -280,17 +280,17 @@ def _report(e: Entity, rows: list[dict[str, Any]], chapters: ChapterOrder, limit
     if chs:
         last_label = max(chs, key=lambda c: rank.get(c.chapter, -1)).chapter
         lr = last_rows[last_label]
-        last = Place(lr["path"], lr["line"] + 1, last_label)
+        last = Place(lr.path, lr.line + 1, last_label)
         since = chapters.after.get(last_label, 0)  # chapters of the same book after it
     listed = rows[: max(0, limit)]
     mentions = [
         {
-            "path": r["path"],
-            "line": r["line"] + 1,
-            "column": r["col"],
-            "endColumn": r["end_col"],
-            "surface": r["surface"],
-            "chapter": labels.get(r["path"]) if r["chapter_id"] else None,
+            "path": r.path,
+            "line": r.line + 1,
+            "column": r.col,
+            "endColumn": r.end_col,
+            "surface": r.surface,
+            "chapter": labels.get(r.path) if r.chapter_id else None,
         }
         for r in listed
     ]

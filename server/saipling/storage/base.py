@@ -407,6 +407,37 @@ class HeadingRow:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredMention:
+    """A stored mention of an entity (`mentions_of`): where (0-based line, code-point columns, end exclusive),
+    the name as written in the entity's frontmatter, and its file's book, chapter id, chapter number (of the
+    file's first chunk) and visibility."""
+
+    path: str
+    entity: str
+    line: int
+    col: int
+    end_col: int
+    surface: str
+    book_id: str | None
+    chapter_id: str | None
+    chapter_num: int | None
+    visibility: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChapterFile:
+    """An indexed file with a chapter id (`chapter_files`): its book, chapter id, visibility, frontmatter `pov`
+    as stored with its mentions (casefolded; None when never scanned) and chapter number (of a chunk of it)."""
+
+    path: str
+    book_id: str | None
+    chapter_id: str
+    visibility: str | None
+    pov: str | None
+    chapter_num: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class ProseRow:
     """A chunk's text where it starts (`prose`): its file, first line (1-based), text and visibility."""
 
@@ -690,14 +721,12 @@ class MentionStore(Protocol):
         """Distinct files that mention one of these entities or whose pov is one of `povs` (casefolded here)."""
         ...
 
-    def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
-        """Every mention of these entities: dicts with path, entity, line, col, end_col, surface, and the file's
-        book_id, chapter_id, chapter_num (of its first chunk), visibility; ordered by path, line, col."""
+    def mentions_of(self, entity_paths: Sequence[str]) -> list[StoredMention]:
+        """Every mention of these entities, ordered by path, line, col."""
         ...
 
-    def chapter_files(self) -> list[dict[str, Any]]:
-        """Every indexed file with a chapter_id: dicts with path, book_id, chapter_id, visibility, pov (None when
-        unscanned), chapter_num (of a chunk of it)."""
+    def chapter_files(self) -> list[ChapterFile]:
+        """Every indexed file with a chapter_id (any order)."""
         ...
 
     def chapter_num_of(self, path: str) -> int | None:

@@ -30,6 +30,7 @@ from ...lazy import np
 from ...redact import remember
 from ..base import (
     CHUNK_FIELDS,
+    ChapterFile,
     ChunkFilter,
     ChunkRow,
     EntityRow,
@@ -40,6 +41,7 @@ from ..base import (
     ProseRow,
     StoredChunk,
     StoredFile,
+    StoredMention,
     aliases_of,
     cache_key,
 )
@@ -889,23 +891,25 @@ class PostgresStore:
             )
         )
 
-    def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
-        return self._dicts(
+    def mentions_of(self, entity_paths: Sequence[str]) -> list[StoredMention]:
+        rows = self._rows(
             "SELECT m.path, m.entity, m.line, m.col, m.end_col, m.surface, f.book_id, f.chapter_id,"
             " (SELECT c.chapter_num FROM chunks c WHERE c.ws = m.ws AND c.path = m.path LIMIT 1) AS chapter_num,"
             " f.visibility FROM mentions m JOIN files f ON f.ws = m.ws AND f.path = m.path"
             " WHERE m.ws = %s AND m.entity = ANY(%s) ORDER BY m.path, m.line, m.col",
             (self.ws, list(entity_paths)),
         )
+        return [StoredMention(*r) for r in rows]
 
-    def chapter_files(self) -> list[dict[str, Any]]:
-        return self._dicts(
+    def chapter_files(self) -> list[ChapterFile]:
+        rows = self._rows(
             "SELECT f.path, f.book_id, f.chapter_id, f.visibility, m.pov,"
             " (SELECT c.chapter_num FROM chunks c WHERE c.ws = f.ws AND c.path = f.path LIMIT 1) AS chapter_num"
             " FROM files f LEFT JOIN mention_files m ON m.ws = f.ws AND m.path = f.path"
             " WHERE f.ws = %s AND f.chapter_id IS NOT NULL",
             (self.ws,),
         )
+        return [ChapterFile(*r) for r in rows]
 
     def prose(self) -> list[ProseRow]:
         return [

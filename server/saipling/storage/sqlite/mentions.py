@@ -5,9 +5,8 @@ and the file's frontmatter `pov`. `Mentions` is a part of `SqliteStore` (store.p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from ..base import FileMentionRows, ProseRow
+from ..base import ChapterFile, FileMentionRows, ProseRow, StoredMention
 from .database import Database
 
 
@@ -94,23 +93,25 @@ class Mentions:
             is not None
         )
 
-    def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
+    def mentions_of(self, entity_paths: Sequence[str]) -> list[StoredMention]:
         """Every stored mention of these entities with its file's book, chapter id and number, visibility."""
-        return self.db.dicts(
+        rows = self.db.rows(
             "SELECT m.path, m.entity, m.line, m.col, m.end_col, m.surface, f.book_id, f.chapter_id,"
             " (SELECT c.chapter_num FROM chunks c WHERE c.path = m.path LIMIT 1) AS chapter_num,"
             " f.visibility FROM mentions m JOIN files f ON f.path = m.path"
             " WHERE m.entity IN (SELECT value FROM json_each(?)) ORDER BY m.path, m.line, m.col",
             (_json(entity_paths),),
         )
+        return [StoredMention(*r) for r in rows]
 
-    def chapter_files(self) -> list[dict[str, Any]]:
+    def chapter_files(self) -> list[ChapterFile]:
         """Every file with a chapter: its path, book, chapter id and number, visibility and `pov`."""
-        return self.db.dicts(
+        rows = self.db.rows(
             "SELECT f.path, f.book_id, f.chapter_id, f.visibility, m.pov,"
             " (SELECT c.chapter_num FROM chunks c WHERE c.path = f.path LIMIT 1) AS chapter_num"
             " FROM files f LEFT JOIN mention_files m ON m.path = f.path WHERE f.chapter_id IS NOT NULL"
         )
+        return [ChapterFile(*r) for r in rows]
 
     def prose(self) -> list[ProseRow]:
         """Every chunk's path, first line (1-based), text and visibility, in file order."""

@@ -28,6 +28,7 @@ import apsw
 from ...errors import IndexCorrupted
 from ..base import (
     CHUNK_FIELDS,
+    ChapterFile,
     ChunkFilter,
     ChunkRow,
     EntityRow,
@@ -39,6 +40,7 @@ from ..base import (
     ProseRow,
     StoredChunk,
     StoredFile,
+    StoredMention,
     aliases_of,
 )
 from . import index_files, integrity, lock
@@ -605,10 +607,10 @@ class SqliteStore:
     def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:
         return self._mentions.known_paths(entity_paths, povs)
 
-    def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
+    def mentions_of(self, entity_paths: Sequence[str]) -> list[StoredMention]:
         return self._mentions.mentions_of(entity_paths)
 
-    def chapter_files(self) -> list[dict[str, Any]]:
+    def chapter_files(self) -> list[ChapterFile]:
         return self._mentions.chapter_files()
 
     def chapter_num_of(self, path: str) -> int | None:
