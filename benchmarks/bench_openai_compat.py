@@ -163,7 +163,7 @@ def outage(ds: BeirDataset, port: int, threads: int, tmp: Path, n_docs: int, sea
     killed: list[float] = []
 
     def killer() -> None:
-        while project.store.stats()["embeddedChunks"] == 0 and proc.poll() is None:
+        while project.store.stats().embedded_chunks == 0 and proc.poll() is None:
             time.sleep(0.05)
         stop(proc)
         killed.append(time.perf_counter())

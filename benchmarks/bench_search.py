@@ -281,7 +281,7 @@ def measure(project: Project, queries: list[str], label: str) -> list[tuple]:
             t, _ = bu.timed(lambda q=q: project.search({"query": q, "mode": "hybrid", "maxResults": 5}))
             times.setdefault("hybrid, first search after that write", []).append(t)
     stats = project.store.stats()
-    size = f"{stats['totalChunks']:,} chunks / {stats['embeddedChunks']:,} vectors"
+    size = f"{stats.total_chunks:,} chunks / {stats.embedded_chunks:,} vectors"
     rows = []
     for name, ts in times.items():
         if not ts:

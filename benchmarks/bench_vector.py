@@ -193,7 +193,7 @@ def run_size(n: int, d: int, n_queries: int, bin_candidates: list[int], seed: in
         store = Store.open(db)
         store.configure_vectors("bench", f"synthetic-{d}", d)
         t_ins, ids = bu.timed(lambda: fill_store(store, data))
-        assert store.stats()["embeddedChunks"] == n
+        assert store.stats().embedded_chunks == n
         # one-off matrix load: a fresh Store on the same file, first call (median of 3)
         loads = []
         for _ in range(3):

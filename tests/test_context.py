@@ -439,7 +439,7 @@ def test_enrich_with_vectors(tmp_path: Path, api_server: FakeEmbeddingAPI) -> No
         assert response["ran"] and response["degraded"] is None
         files = {r["filePath"] for r in response["searchResults"]}
         assert len(response["searchResults"]) == 3 and not files & ({MARCUS, HARBOR} | EXCLUDED)
-        source = {r["source"] for r in p.store.search_log(include_eval=True)}
+        source = {r.source for r in p.store.search_log(include_eval=True)}
         assert source == {"agent"}
 
 

@@ -85,7 +85,7 @@ def test_keyword_only_index_and_metadata(tmp_path: Path) -> None:
     with open_project(root) as project:
         s = project.index()
         assert (s.files, s.scanned, s.changed, s.files_read) == (6, 6, 6, 6)
-        assert s.chunks == project.store.stats()["totalChunks"] > 6
+        assert s.chunks == project.store.stats().total_chunks > 6
         assert (s.embedded, s.reused, s.cost_usd, s.degraded) == (0, 0, 0.0, None)
         assert set(project.store.file_states()) == set(SAIPLING_MARKDOWN)
         assert not project.store.has_vectors()
@@ -229,7 +229,7 @@ def test_embedding_run_then_noop(tmp_path: Path, api_server: FakeEmbeddingAPI) -
         assert s.tokens > 0
         assert sorted(s.embedded_paths) == SAIPLING_MARKDOWN
         st = project.store.stats()
-        assert st["embeddedChunks"] == total and st["cachedEmbeddings"] == total
+        assert st.embedded_chunks == total and st.cached_embeddings == total
         assert project.store.vector_model() == ("fake-embed", DIMS)
         assert sorted(sent_texts(api_server)) == sorted(t for p in SAIPLING_MARKDOWN for t in embed_texts(project, p))
         assert_consistent(project, all_embedded=True)
@@ -303,7 +303,7 @@ def test_delete_prunes_chunks_and_vectors(tmp_path: Path, api_server: FakeEmbedd
         s = project.index()
         assert s.deleted == 1 and s.chunks == first.chunks - n
         st = project.store.stats()
-        assert st["embeddedChunks"] == st["totalChunks"] == s.chunks
+        assert st.embedded_chunks == st.total_chunks == s.chunks
         assert project.store.keyword_search(kw("chandlery"), 5) == []
         assert_consistent(project, all_embedded=True)
 
@@ -379,7 +379,7 @@ def test_killed_run_resumes_without_reembedding(tmp_path: Path, api_server: Fake
         with pytest.raises(kill):
             project.index(progress=StopAt(32, die, "embedding"))  # after the first round of vectors
         assert len(project.store.file_states()) == N_FILES  # every file was keyword-searchable first
-        assert project.store.stats()["embeddedChunks"] == 32
+        assert project.store.stats().embedded_chunks == 32
         assert project.status()["unembeddedChunks"] == N_FILES * SECTIONS - 32
         assert_consistent(project, all_embedded=False)
         first_run = sent_texts(api_server)
@@ -428,7 +428,7 @@ def test_cancel_leaves_consistent_index_and_next_run_completes(tmp_path: Path, a
         s = project.index()
         assert not s.cancelled and s.files == N_FILES
         assert s.files_read == N_FILES - 8
-        assert project.store.stats()["embeddedChunks"] == N_FILES * SECTIONS
+        assert project.store.stats().embedded_chunks == N_FILES * SECTIONS
         assert len(sent_texts(api_server)) == N_FILES * SECTIONS
         assert_consistent(project, all_embedded=True)
 
@@ -495,7 +495,7 @@ def test_provider_401_keeps_keyword_index_then_backfills(
         s = project.index()
         assert s.degraded and "401" in s.degraded
         assert s.files == 6 and s.chunks > 0 and s.embedded == 0
-        assert project.store.stats()["embeddedChunks"] == 0
+        assert project.store.stats().embedded_chunks == 0
         assert project.store.keyword_search(kw("chandlery"), 5)  # keyword search still works
         assert project.provider.failed
         assert project.status()["degraded"]
@@ -506,7 +506,7 @@ def test_provider_401_keeps_keyword_index_then_backfills(
         s = project.index()
         assert s.degraded is None and s.files_read == 0
         assert s.embedded == s.chunks
-        assert project.store.stats()["embeddedChunks"] == s.chunks
+        assert project.store.stats().embedded_chunks == s.chunks
         assert project.status()["degraded"] is None
         assert_consistent(project, all_embedded=True)
 
@@ -516,7 +516,7 @@ def test_provider_401_in_the_middle_of_a_run(tmp_path: Path, api_server: FakeEmb
     with open_project(root, **batched(api_server)) as project:
         s = project.index(progress=StopAt(32, lambda: api_server.require_key("rotated-key"), "embedding"))
         assert s.degraded and s.files == N_FILES
-        assert project.store.stats()["embeddedChunks"] == 32
+        assert project.store.stats().embedded_chunks == 32
         assert_consistent(project, all_embedded=False)
     api_server.require_key(None)
     api_server.requests.clear()
@@ -605,7 +605,7 @@ def test_local_model_chunks_fit_its_word_piece_window(tmp_path: Path) -> None:
     root = make_project(tmp_path, DENSE_TEXT)
     with open_project(root, "local") as project:
         s = project.index()
-        assert s.files == 2 and s.degraded is None and project.store.stats()["embeddedChunks"] == s.chunks
+        assert s.files == 2 and s.degraded is None and project.store.stats().embedded_chunks == s.chunks
         window = project.provider.max_input_tokens
         # all-MiniLM-L6-v2 was trained on 128-word-piece passages: chunks are cut to that, not to its window
         assert project.provider.passage_tokens == 128 and project.indexer.limits().max_tokens == 128

@@ -438,7 +438,7 @@ def test_a_round_is_stored_while_the_model_embeds_the_next(tmp_path: Path, monke
     with open_project(root, provider, batch_size=4) as project:
         s = project.index()
         assert s.embedded == 20 and project.store.count_unembedded() == 0
-        assert project.store.stats()["embeddedChunks"] == 20
+        assert project.store.stats().embedded_chunks == 20
     assert len(provider.calls) == len(stores) == 5
     assert all(name.startswith("saipling-store") for name, _ in stores)
     assert [seen for _, seen in stores] == [True, True, True, True, False]
@@ -457,7 +457,7 @@ def test_rounds_embedded_before_a_cancel_are_stored(tmp_path: Path, monkeypatch)
     with open_project(root, SlowProvider(), batch_size=4) as project:
         s = project.index(progress=progress, cancel=cancel)
         assert s.cancelled and s.embedded == 8
-        assert project.store.stats()["embeddedChunks"] == 8  # the round held back when cancelled too
+        assert project.store.stats().embedded_chunks == 8  # the round held back when cancelled too
         assert project.store.count_unembedded() == 12
 
 
@@ -481,7 +481,7 @@ def test_a_round_that_cannot_be_stored_fails_the_run_in_its_thread(tmp_path: Pat
     with open_project(root, SlowProvider(), batch_size=4) as project:
         with pytest.raises(StorageFull):
             project.index()
-        assert project.store.stats()["embeddedChunks"] == 8  # rounds 1 and 3
+        assert project.store.stats().embedded_chunks == 8  # rounds 1 and 3
     assert n[0] == 3
 
 
@@ -508,5 +508,5 @@ def test_a_provider_that_fails_within_a_round_stops_the_run_there(tmp_path: Path
     with open_project(root, provider, batch_size=4) as project:
         s = project.index()
         assert provider.calls == 3 and s.embedded == 8 and "bad request 400" in (s.degraded or "")
-        assert project.store.stats()["embeddedChunks"] == 8  # the two batches before the failure are kept
+        assert project.store.stats().embedded_chunks == 8  # the two batches before the failure are kept
         assert project.store.count_unembedded() == 112

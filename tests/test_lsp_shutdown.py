@@ -37,7 +37,7 @@ async def test_shutdown_during_indexing_exits_promptly_and_the_next_start_resume
     try:
         assert list(project.store.conn.execute("PRAGMA integrity_check")) == [("ok",)]
         stats = project.store.stats()  # keywords first: every file is searchable, embedding was cut short
-        assert stats["totalFiles"] == FILES and 0 <= stats["embeddedChunks"] < stats["totalChunks"]
+        assert stats.total_files == FILES and 0 <= stats.embedded_chunks < stats.total_chunks
     finally:
         project.close()
 

@@ -229,7 +229,7 @@ async def test_every_search_is_logged_with_source_agent(tmp_path: Path) -> None:
 
     store = Store.open(root / ".saipling" / "index.db")
     try:
-        logged = {(row["query"], row["source"]) for row in store.search_log()}
+        logged = {(row.query, row.source) for row in store.search_log()}
     finally:
         store.close()
     assert {("brass lantern", "agent"), ("storm ledger signal", "agent")} <= logged

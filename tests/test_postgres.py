@@ -97,7 +97,7 @@ def test_workspaces_are_isolated(pg_server) -> None:
         assert set(a.chunk_paths([i for i, _ in a.knn(_vec(1), 10)]).values()) == {"a.md"}
         assert set(a.chunk_paths([i for i, _ in b.knn(_vec(1), 10)]).values()) == set()  # b's ids are not a's
         a.log_search("secret", "lsp", "hybrid", 1, 1.0, 2.0)
-        assert [r["query"] for r in a.search_log()] == ["secret"] and b.search_log() == []
+        assert [r.query for r in a.search_log()] == ["secret"] and b.search_log() == []
         a.clear()
         assert a.file_states() == {} and list(b.file_states()) == ["b.md"]
         assert b.keyword_search(query, 10, ChunkFilter(visibility=["public"]))

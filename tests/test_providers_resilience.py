@@ -398,12 +398,12 @@ def test_the_chunker_follows_the_window(tmp_path: Path, api_server: FakeEmbeddin
     base = {"provider": "openai", "base_url": api_server.url + "/v1", "dimensions": DIMS}
     with open_project(root, **base, model="my-model") as project:  # unknown model: 512-token window
         project.index()
-        small = project.store.stats()["totalChunks"]
+        small = project.store.stats().total_chunks
         assert project.status()["embedding"]["maxInputTokens"] == 512
         assert max(r["token_count"] for r in chunk_rows(project)) <= 512
     with open_project(root, **base, model="my-model", max_input_tokens=8192) as project:
         project.index()
-        assert project.store.stats()["totalChunks"] < small  # re-chunked to the larger window
+        assert project.store.stats().total_chunks < small  # re-chunked to the larger window
 
 
 def chunk_rows(project: Any) -> list[dict[str, Any]]:

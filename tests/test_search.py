@@ -770,17 +770,17 @@ def test_search_log_records_source_and_hides_eval(tmp_path: Path) -> None:
         p.search({"query": "storm"})
         p.search({"query": "benchmark query", "source": "eval"})
         rows = p.store.search_log(include_eval=True)
-        assert [(r["query"], r["source"]) for r in reversed(rows)] == [
+        assert [(r.query, r.source) for r in reversed(rows)] == [
             ("ledger", "editor"),
             ("nothing matches zzqx", "agent"),
             ("storm", "cli"),
             ("benchmark query", "eval"),
         ]
-        by_query = {r["query"]: r for r in rows}
-        assert by_query["nothing matches zzqx"]["results"] == 0 and by_query["nothing matches zzqx"]["top_score"] == 0
-        assert by_query["ledger"]["results"] > 0 and 0 < by_query["ledger"]["top_score"] <= 1
-        assert by_query["ledger"]["mode"] == "hybrid" and by_query["ledger"]["elapsed_ms"] >= 0
-        assert "eval" not in {r["source"] for r in p.store.search_log()}
+        by_query = {r.query: r for r in rows}
+        assert by_query["nothing matches zzqx"].results == 0 and by_query["nothing matches zzqx"].top_score == 0
+        assert by_query["ledger"].results > 0 and 0 < by_query["ledger"].top_score <= 1
+        assert by_query["ledger"].mode == "hybrid" and by_query["ledger"].elapsed_ms >= 0
+        assert "eval" not in {r.source for r in p.store.search_log()}
         assert len(p.store.search_log()) == 3
     with open_project(root, analytics=False) as p:
         p.search({"query": "ledger"})

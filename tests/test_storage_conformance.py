@@ -30,9 +30,11 @@ from saipling.storage.base import (
     KeywordQuery,
     KeywordTerm,
     ProseRow,
+    SearchLogEntry,
     StoredChunk,
     StoredFile,
     StoredMention,
+    StoreStats,
     cache_key,
     iter_protocols,
 )
@@ -195,7 +197,7 @@ def test_delete_and_touch_and_clear(store: IndexStore) -> None:
     assert store.file_keyword_search(q("lighthouse"), 5) == []
     store.set_meta("kept", "yes")
     store.clear()
-    assert store.file_states() == {} and hit_paths(store, q("harbor")) == [] and store.stats()["totalChunks"] == 0
+    assert store.file_states() == {} and hit_paths(store, q("harbor")) == [] and store.stats().total_chunks == 0
     assert store.get_meta("kept") == "yes"
 
 
@@ -504,17 +506,25 @@ def test_meta_logs_and_stats(store: IndexStore) -> None:
     store.log_search("first", "cli", "hybrid", 3, 0.5, 12.0)
     store.log_search("benchmark", "eval", "lexical", 1, 0.1, 3.0)
     store.log_search("second", "lsp", "semantic", 0, 0.0, 4.0)
-    assert [r["query"] for r in store.search_log()] == ["second", "first"]  # eval left out, newest first
-    assert [r["query"] for r in store.search_log(include_eval=True)] == ["second", "benchmark", "first"]
-    assert [r["query"] for r in store.search_log(limit=1)] == ["second"]
-    first = store.search_log()[1]
-    assert (first["source"], first["mode"], first["results"], first["top_score"]) == ("cli", "hybrid", 3, 0.5)
+    assert [r.query for r in store.search_log()] == ["second", "first"]  # eval left out, newest first
+    assert [r.query for r in store.search_log(include_eval=True)] == ["second", "benchmark", "first"]
+    assert [r.query for r in store.search_log(limit=1)] == ["second"]
+    second, first = store.search_log()
+    assert type(first) is SearchLogEntry and first.id < second.id and first.timestamp <= second.timestamp
+    assert (first.source, first.mode, first.results, first.top_score, first.elapsed_ms) == (
+        "cli",
+        "hybrid",
+        3,
+        0.5,
+        12.0,
+    )
     store.log_embedding("fake", MODEL, 100, 2, 0.25)
     store.log_embedding("fake", MODEL, 50, 1, 0.5)
     put(store, "a.md", "one", "two")
     stats = store.stats()
-    assert (stats["totalFiles"], stats["totalChunks"], stats["totalTokens"]) == (1, 2, 150)
-    assert stats["totalCostUsd"] == pytest.approx(0.75) and stats["lastIndexed"] is not None
+    assert type(stats) is StoreStats and stats.last_indexed is not None
+    assert (stats.total_files, stats.total_chunks, stats.embedded_chunks, stats.total_tokens) == (1, 2, 0, 150)
+    assert stats.total_cost_usd == pytest.approx(0.75)  # (cached_embeddings: PostgreSQL shares its cache)
 
 
 def test_the_index_version_changes_with_every_write(store: IndexStore) -> None:

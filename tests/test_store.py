@@ -102,7 +102,7 @@ def test_new_store_schema(store: Store, db_path: Path) -> None:
         "search_log",
     } <= names
     assert (db_path.parent / ".gitignore").read_text() == "*\n"
-    assert store.stats()["totalFiles"] == 0
+    assert store.stats().total_files == 0
 
 
 def test_reopen_keeps_data_and_version(db_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_fts_in_sync_on_replace_and_delete(store: Store) -> None:
     assert store.chunks_for_path("b.md") == []
     fts_integrity(store)
     st = store.stats()
-    assert (st["totalFiles"], st["totalChunks"]) == (1, 1)
+    assert (st.total_files, st.total_chunks) == (1, 1)
 
 
 def test_fts_porter_stemming_and_diacritics(store: Store) -> None:
@@ -172,8 +172,8 @@ def test_touch_and_clear(store: Store) -> None:
     store.replace_file(record("b.md"), [row(0, "beta text here")], {h("beta text here"): unit(1)}, "m")
     store.clear()
     stats = store.stats()
-    assert (stats["totalFiles"], stats["totalChunks"], stats["embeddedChunks"]) == (0, 0, 0)
-    assert stats["cachedEmbeddings"] == 1  # the cache survives a clear: it cost money
+    assert (stats.total_files, stats.total_chunks, stats.embedded_chunks) == (0, 0, 0)
+    assert stats.cached_embeddings == 1  # the cache survives a clear: it cost money
     assert fts_paths(store, "beta") == []
     fts_integrity(store)
 
@@ -186,7 +186,7 @@ def test_vectors_and_cache_by_model_and_hash(store: Store) -> None:
     texts = ["first chunk text", "second chunk text"]
     vecs = {h(t): unit(i) for i, t in enumerate(texts)}
     store.replace_file(record("a.md"), [row(i, t) for i, t in enumerate(texts)], vecs, "m1")
-    assert store.stats()["embeddedChunks"] == 2
+    assert store.stats().embedded_chunks == 2
     cached = store.cached_vectors("m1", [h(t) for t in texts] + [h("unknown")])
     assert set(cached) == set(vecs)
     np.testing.assert_allclose(cached[h(texts[0])], vecs[h(texts[0])])
@@ -265,17 +265,17 @@ def test_configure_vectors_with_other_model_or_dims_resets(store: Store) -> None
     store.configure_vectors("fake", "m1", 8)
     store.replace_file(record("a.md"), [row(0, "some chunk text")], {h("some chunk text"): unit(0)}, "m1")
     assert store.configure_vectors("fake", "m1", 8) is False
-    assert store.stats()["embeddedChunks"] == 1
+    assert store.stats().embedded_chunks == 1
 
     assert store.configure_vectors("fake", "m2", 8) is True  # other model, same dims
-    assert store.stats()["embeddedChunks"] == 0
+    assert store.stats().embedded_chunks == 0
     assert [r["path"] for r in store.chunks_missing_vectors()] == ["a.md"]
     assert store.vector_model() == ("m2", 8)
 
     assert store.configure_vectors("fake", "m2", 16) is True  # other dims
     rows = store.chunks_missing_vectors()
     store.set_vectors([(rows[0]["id"], rows[0]["content_hash"], unit(3, 16))], "m2")
-    assert store.stats()["embeddedChunks"] == 1
+    assert store.stats().embedded_chunks == 1
     ids, mat = store.vector_matrix()
     assert mat.shape == (1, 16)
     # the old model's cache entry is still there for a switch back
@@ -308,7 +308,7 @@ def test_failed_replace_leaves_old_file_intact(store: Store) -> None:
     assert store.get_file("a.md")["content_hash"] == h("old")
     assert fts_paths(store, "lighthouse") == ["a.md"]
     assert fts_paths(store, "ferry") == []
-    assert store.stats()["embeddedChunks"] == 2
+    assert store.stats().embedded_chunks == 2
     assert store.cached_vectors("m", [new[0].content_hash]) == {}  # cache writes rolled back too
     fts_integrity(store)
     # and the store still works afterwards
@@ -322,9 +322,9 @@ def test_logs_and_stats(store: Store) -> None:
     store.log_search("q", "cli", "hybrid", 3, 0.9, 12.0)
     store.log_search("q2", "eval", "hybrid", 0, 0.0, 5.0)
     st = store.stats()
-    assert st["totalTokens"] == 1500 and st["totalCostUsd"] == pytest.approx(0.00009)
-    assert [r["query"] for r in store.search_log()] == ["q"]
-    assert [r["query"] for r in store.search_log(include_eval=True)] == ["q2", "q"]
+    assert st.total_tokens == 1500 and st.total_cost_usd == pytest.approx(0.00009)
+    assert [r.query for r in store.search_log()] == ["q"]
+    assert [r.query for r in store.search_log(include_eval=True)] == ["q2", "q"]
 
 
 # -- corruption --------------------------------------------------------------------------------------------
@@ -347,7 +347,7 @@ def _assert_rebuilt(db_path: Path) -> None:
         assert len(moved) >= 1
         assert moved[0].name in s.rebuilt
         assert s._scalar("PRAGMA user_version") == SCHEMA_VERSION
-        assert s.stats()["totalFiles"] == 0
+        assert s.stats().total_files == 0
         s.replace_file(record("new.md"), [row(0, "fresh start after rebuild")])
         assert fts_paths(s, "fresh") == ["new.md"]
     finally:

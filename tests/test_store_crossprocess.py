@@ -91,7 +91,7 @@ def test_search_log_written_by_another_process_keeps_the_matrix(tmp_path: Path) 
         loaded = store._matrix
         assert loaded is not None
         _in_other_process(db, 'store.log_search("dragon", "cli", "lexical", 3, 0.5, 1.2)')
-        assert store.search_log(limit=1)[0]["query"] == "dragon"  # we do see the other process's commit
+        assert store.search_log(limit=1)[0].query == "dragon"  # we do see the other process's commit
         assert store.knn(_unit(3), 5) == before
         assert store._matrix is loaded  # not reloaded
     finally:

@@ -60,7 +60,7 @@ class StatusSource(Protocol):
 def report(project: StatusSource) -> dict[str, Any]:
     """The status report (SPEC 8 `saipling/status`, `saipling status --json`, the MCP `status` tool)."""
     stats = project.store.stats()
-    last, st = stats["lastIndexed"], project.state
+    last, st = stats.last_indexed, project.state
     idle = "paused" if project.paused else "idle"
     phase = st.phase if st.is_indexing else "scanning" if st.scheduled else idle
     p = project.state.progress if project.state.is_indexing else None
@@ -72,7 +72,7 @@ def report(project: StatusSource) -> dict[str, Any]:
     price = provider.cost_per_million_tokens if isinstance(provider, EmbeddingProvider) else 0.0
     # the size of this model's vectors in the index (a custom server's model learns it from a response)
     stored_key, stored_dims = project.store.vector_model()
-    if not stats["embeddedChunks"] or not isinstance(provider, EmbeddingProvider):
+    if not stats.embedded_chunks or not isinstance(provider, EmbeddingProvider):
         stored_dims = 0
     elif stored_key != provider.vector_key:
         stored_dims = 0  # vectors of another model: not this one's size
@@ -80,9 +80,9 @@ def report(project: StatusSource) -> dict[str, Any]:
         "version": __version__,
         "root": str(project.root),
         "indexPath": str(index_path(project.root)),
-        "totalFiles": stats["totalFiles"],
-        "totalChunks": stats["totalChunks"],
-        "embeddedChunks": stats["embeddedChunks"],
+        "totalFiles": stats.total_files,
+        "totalChunks": stats.total_chunks,
+        "embeddedChunks": stats.embedded_chunks,
         "unembeddedChunks": project.unembedded(),
         "lastIndexed": dt.datetime.fromtimestamp(last, dt.UTC).isoformat() if last else None,
         "provider": project.provider.name,
@@ -97,8 +97,8 @@ def report(project: StatusSource) -> dict[str, Any]:
         if project.fallback.api is not None
         else None,
         "indexedWith": project.store.get_meta("model") or project.store.get_meta("provider"),
-        "totalCostUsd": round(stats["totalCostUsd"], 6),
-        "totalTokens": stats["totalTokens"],
+        "totalCostUsd": round(stats.total_cost_usd, 6),
+        "totalTokens": stats.total_tokens,
         "estimatedReindexCostUsd": round(project.store.total_tokens_indexed() * price / 1e6, 6),
         "pendingFiles": project.state.pending_files + (0 if project.state.is_indexing else unread_files(project.store)),
         "isIndexing": project.state.is_indexing or project.state.scheduled or other is not None,
@@ -149,7 +149,7 @@ def degraded(project: StatusSource) -> str | None:
         return f"some chunks have no embeddings yet: {reason}" if reason else None
     missing = project.unembedded()
     if missing:
-        total = project.store.stats()["totalChunks"]
+        total = project.store.stats().total_chunks
         other = project.other_run()
         if other is not None:  # not "run saipling index": one is running
             reason = reason or f"PID {other['pid']} is indexing this project now"

@@ -75,7 +75,7 @@ class ProviderFallback:
         if not isinstance(provider, EmbeddingProvider) or provider.name not in API_PROVIDERS:
             return False
         model, _ = index.vector_model()
-        if model == provider.vector_key and index.stats()["embeddedChunks"] > 0:
+        if model == provider.vector_key and index.stats().embedded_chunks > 0:
             return False
         from . import local_available
 

@@ -341,7 +341,7 @@ class Indexer:
                 self.provider.name, self.provider.model, summary.tokens, summary.embedded, summary.cost_usd
             )
         stats = self.store.stats()
-        summary.files, summary.chunks = stats["totalFiles"], stats["totalChunks"]
+        summary.files, summary.chunks = stats.total_files, stats.total_chunks
         summary.unembedded = self.store.count_unembedded() if self.embeds else 0
         summary.seconds = time.perf_counter() - start
         self.store.set_meta("last_run", str(time.time()))  # when the run finished (status: lastRun)

@@ -447,6 +447,34 @@ class ProseRow:
     visibility: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class SearchLogEntry:
+    """One logged search (`search_log`): `id` ascends with time, `timestamp` in Unix seconds."""
+
+    id: int
+    timestamp: float
+    query: str
+    source: str
+    mode: str
+    results: int
+    top_score: float
+    elapsed_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """The index's counts (`stats`): files, chunks, stored vectors (0 without a vector table), when a file was
+    last written (max `last_indexed`, None when none is), the embedding log's sums and the cache's size."""
+
+    total_files: int
+    total_chunks: int
+    embedded_chunks: int
+    last_indexed: float | None
+    total_cost_usd: float
+    total_tokens: int
+    cached_embeddings: int
+
+
 def cache_key(model: str, dims: int) -> str:
     """The embedding-cache key of `model` embedding at `dims` dimensions (one model name, several sizes)."""
     return f"{model}@{int(dims)}" if dims else model
@@ -759,14 +787,12 @@ class IndexLog(Protocol):
         """Append one search to the search log (timestamp: now)."""
         ...
 
-    def search_log(self, include_eval: bool = False, limit: int = 100) -> list[dict[str, Any]]:
-        """The latest `limit` searches, newest first: dicts with id (ascending with time), timestamp, query,
-        source, mode, results, top_score, elapsed_ms. Rows with source 'eval' are left out unless include_eval."""
+    def search_log(self, include_eval: bool = False, limit: int = 100) -> list[SearchLogEntry]:
+        """The latest `limit` searches, newest first. Rows with source 'eval' are left out unless include_eval."""
         ...
 
-    def stats(self) -> dict[str, Any]:
-        """{totalFiles, totalChunks, embeddedChunks (stored vectors; 0 without a table), lastIndexed (max
-        last_indexed or None), totalCostUsd, totalTokens (embedding log sums), cachedEmbeddings}."""
+    def stats(self) -> StoreStats:
+        """The index's counts."""
         ...
 
 

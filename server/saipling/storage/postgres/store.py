@@ -39,9 +39,11 @@ from ..base import (
     HeadingRow,
     KeywordQuery,
     ProseRow,
+    SearchLogEntry,
     StoredChunk,
     StoredFile,
     StoredMention,
+    StoreStats,
     aliases_of,
     cache_key,
 )
@@ -569,15 +571,16 @@ class PostgresStore:
                 (self.ws, time.time(), query, source, mode, results, top_score, elapsed_ms),
             )
 
-    def search_log(self, include_eval: bool = False, limit: int = 100) -> list[dict[str, Any]]:
+    def search_log(self, include_eval: bool = False, limit: int = 100) -> list[SearchLogEntry]:
         """This workspace's searches, newest first (`eval` searches left out unless asked for)."""
-        return self._dicts(
+        rows = self._rows(
             "SELECT id, timestamp, query, source, mode, results, top_score, elapsed_ms FROM search_log"
             " WHERE ws = %s AND (%s OR source <> 'eval') ORDER BY id DESC LIMIT %s",
             (self.ws, include_eval, limit),
         )
+        return [SearchLogEntry(*r) for r in rows]
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> StoreStats:
         row = self._rows(
             "SELECT (SELECT count(*) FROM files WHERE ws = %(ws)s),"
             " (SELECT count(*) FROM chunks WHERE ws = %(ws)s),"
@@ -587,15 +590,15 @@ class PostgresStore:
             " (SELECT coalesce(sum(tokens), 0) FROM embedding_log WHERE ws = %(ws)s)",
             {"ws": self.ws},
         )[0]
-        return {
-            "totalFiles": int(row[0]),
-            "totalChunks": int(row[1]),
-            "embeddedChunks": int(row[2]) if self.has_vectors() else 0,
-            "lastIndexed": row[3],
-            "totalCostUsd": float(row[4] or 0.0),
-            "totalTokens": int(row[5] or 0),
-            "cachedEmbeddings": int(self._scalar("SELECT count(*) FROM embedding_cache") or 0),
-        }
+        return StoreStats(
+            total_files=int(row[0]),
+            total_chunks=int(row[1]),
+            embedded_chunks=int(row[2]) if self.has_vectors() else 0,
+            last_indexed=row[3],
+            total_cost_usd=float(row[4] or 0.0),
+            total_tokens=int(row[5] or 0),
+            cached_embeddings=int(self._scalar("SELECT count(*) FROM embedding_cache") or 0),
+        )
 
     def total_tokens_indexed(self) -> int:
         return int(self._scalar("SELECT coalesce(sum(token_count), 0) FROM chunks WHERE ws = %s", (self.ws,)) or 0)

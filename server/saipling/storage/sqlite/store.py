@@ -38,9 +38,11 @@ from ..base import (
     HeadingRow,
     KeywordQuery,
     ProseRow,
+    SearchLogEntry,
     StoredChunk,
     StoredFile,
     StoredMention,
+    StoreStats,
     aliases_of,
 )
 from . import index_files, integrity, lock
@@ -389,17 +391,17 @@ class SqliteStore:
                 (time.time(), query, source, mode, results, top_score, elapsed_ms),
             )
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> StoreStats:
         with self._lock:
-            return {
-                "totalFiles": self._scalar("SELECT count(*) FROM files") or 0,
-                "totalChunks": self._scalar("SELECT count(*) FROM chunks") or 0,
-                "embeddedChunks": (self._scalar("SELECT count(*) FROM chunks_vec") or 0) if self.has_vectors() else 0,
-                "lastIndexed": self._scalar("SELECT max(last_indexed) FROM files"),
-                "totalCostUsd": float(self._scalar("SELECT coalesce(sum(cost_usd), 0) FROM embedding_log") or 0.0),
-                "totalTokens": int(self._scalar("SELECT coalesce(sum(tokens), 0) FROM embedding_log") or 0),
-                "cachedEmbeddings": self._scalar("SELECT count(*) FROM embedding_cache") or 0,
-            }
+            return StoreStats(
+                total_files=self._scalar("SELECT count(*) FROM files") or 0,
+                total_chunks=self._scalar("SELECT count(*) FROM chunks") or 0,
+                embedded_chunks=(self._scalar("SELECT count(*) FROM chunks_vec") or 0) if self.has_vectors() else 0,
+                last_indexed=self._scalar("SELECT max(last_indexed) FROM files"),
+                total_cost_usd=float(self._scalar("SELECT coalesce(sum(cost_usd), 0) FROM embedding_log") or 0.0),
+                total_tokens=int(self._scalar("SELECT coalesce(sum(tokens), 0) FROM embedding_log") or 0),
+                cached_embeddings=self._scalar("SELECT count(*) FROM embedding_cache") or 0,
+            )
 
     def total_tokens_indexed(self) -> int:
         return int(self._scalar("SELECT coalesce(sum(token_count), 0) FROM chunks") or 0)
@@ -516,9 +518,16 @@ class SqliteStore:
             )
         ]
 
-    def search_log(self, include_eval: bool = False, limit: int = 100) -> list[dict[str, Any]]:
+    def search_log(self, include_eval: bool = False, limit: int = 100) -> list[SearchLogEntry]:
         table = "search_log" if include_eval else "search_analytics"
-        return self._dicts(f"SELECT * FROM {table} ORDER BY id DESC LIMIT ?", (limit,))
+        return [
+            SearchLogEntry(*r)
+            for r in self._db.rows(
+                "SELECT id, timestamp, query, source, mode, results, top_score, elapsed_ms"
+                f" FROM {table} ORDER BY id DESC LIMIT ?",
+                (limit,),
+            )
+        ]
 
     # -- vectors and the embedding cache (vectors.py) ------------------------------------------------------
     def has_vectors(self) -> bool:
