@@ -29,6 +29,7 @@ from saipling.storage.base import (
     IndexStore,
     KeywordQuery,
     KeywordTerm,
+    PendingChunk,
     ProseRow,
     SearchLogEntry,
     StoredChunk,
@@ -445,7 +446,11 @@ def test_what_is_left_to_embed_and_in_which_order(store: IndexStore) -> None:
     assert store.count_unembedded() == 5 and store.unembedded_share(MODEL, DIMS) == (5, 5)
     assert store.paths_without_vectors(["old.md", "gone.md"]) == {"old.md"}
     missing = store.chunks_missing_vectors()
-    assert [(m["path"], m["text"]) for m in missing][:2] == [("held.md", "held one"), ("new.md", "new one")]
+    assert missing[:2] == [
+        PendingChunk(store.chunks_for_path("held.md")[0].id, "held.md", "", "held one", h("held one")),
+        PendingChunk(store.chunks_for_path("new.md")[0].id, "new.md", "", "new one", h("new one")),
+    ]
+    assert store.chunks_missing_vectors(limit=1) == missing[:1]
     cid, _, content_hash, tokens = store.unembedded(first=["open.md"])[0]
     assert (content_hash, tokens) == (h("open one"), 2)
     store.set_vectors([(cid, content_hash, unit(3))], MODEL)

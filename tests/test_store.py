@@ -269,12 +269,12 @@ def test_configure_vectors_with_other_model_or_dims_resets(store: Store) -> None
 
     assert store.configure_vectors("fake", "m2", 8) is True  # other model, same dims
     assert store.stats().embedded_chunks == 0
-    assert [r["path"] for r in store.chunks_missing_vectors()] == ["a.md"]
+    assert [r.path for r in store.chunks_missing_vectors()] == ["a.md"]
     assert store.vector_model() == ("m2", 8)
 
     assert store.configure_vectors("fake", "m2", 16) is True  # other dims
     rows = store.chunks_missing_vectors()
-    store.set_vectors([(rows[0]["id"], rows[0]["content_hash"], unit(3, 16))], "m2")
+    store.set_vectors([(rows[0].id, rows[0].content_hash, unit(3, 16))], "m2")
     assert store.stats().embedded_chunks == 1
     ids, mat = store.vector_matrix()
     assert mat.shape == (1, 16)
@@ -437,7 +437,7 @@ def test_cached_matrix_is_patched_by_writes_and_matches_a_fresh_reload(tmp_path)
         store.delete_file(f"f{f}.md")
     write("k.md", 3, "c", with_vectors=False)
     missing = store.chunks_missing_vectors()
-    store.set_vectors([(m["id"], m["content_hash"], rng.standard_normal(16).astype("float32")) for m in missing], "m")
+    store.set_vectors([(m.id, m.content_hash, rng.standard_normal(16).astype("float32")) for m in missing], "m")
     assert store._matrix is loaded  # patched in place (a reload would build a new one)
     ids, mat = store.vector_matrix()
     assert len(ids) != len(before[0])

@@ -261,12 +261,12 @@ class EmbeddingPhase:
                     to_embed[c.content_hash] = c.token_count
         if vectors_current and unchanged:
             # chunks of unchanged files still without a vector (an earlier provider failure) are backfilled
-            rows = [r for r in self.ctx.store.chunks_missing_vectors() if r["path"] in unchanged]
-            cached = self.ctx.store.cached_vectors(model, [r["content_hash"] for r in rows], dims)
+            rows = [r for r in self.ctx.store.chunks_missing_vectors() if r.path in unchanged]
+            cached = self.ctx.store.cached_vectors(model, [r.content_hash for r in rows], dims)
             for r in rows:
-                if r["content_hash"] not in cached:
-                    text = embed_text_for(r["heading_path"] or "", r["text"] or "")
-                    to_embed[r["content_hash"]] = estimate_tokens(text)
+                if r.content_hash not in cached:
+                    text = embed_text_for(r.heading_path or "", r.text or "")
+                    to_embed[r.content_hash] = estimate_tokens(text)
         chunks_new, tokens_new = len(to_embed), sum(to_embed.values())
         price = self.ctx.provider.cost_per_million_tokens
         return {

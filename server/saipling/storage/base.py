@@ -448,6 +448,17 @@ class ProseRow:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingChunk:
+    """A chunk still without a vector (`chunks_missing_vectors`): what embedding it takes."""
+
+    id: int
+    path: str
+    heading_path: str | None
+    text: str | None
+    content_hash: str
+
+
+@dataclass(frozen=True, slots=True)
 class SearchLogEntry:
     """One logged search (`search_log`): `id` ascends with time, `timestamp` in Unix seconds."""
 
@@ -681,9 +692,8 @@ class VectorIndex(Protocol):
         newest), chunks of a file in chunk_index order; files in `hold` left out. [] without a vector table."""
         ...
 
-    def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
-        """Up to `limit` chunks without a vector: dicts with id, path, heading_path, text, content_hash; ordered
-        by path, chunk_index. [] without a vector table."""
+    def chunks_missing_vectors(self, limit: int = 100_000) -> list[PendingChunk]:
+        """Up to `limit` chunks without a vector, ordered by path, chunk_index. [] without a vector table."""
         ...
 
     def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:

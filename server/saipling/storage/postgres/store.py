@@ -38,6 +38,7 @@ from ..base import (
     FileState,
     HeadingRow,
     KeywordQuery,
+    PendingChunk,
     ProseRow,
     SearchLogEntry,
     StoredChunk,
@@ -981,15 +982,16 @@ class PostgresStore:
                     out[h] = vec
         return out
 
-    def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
+    def chunks_missing_vectors(self, limit: int = 100_000) -> list[PendingChunk]:
         if not self.has_vectors():
             return []
-        return self._dicts(
+        rows = self._rows(
             "SELECT c.id, c.path, c.heading_path, c.text, c.content_hash FROM chunks c"
             " WHERE c.ws = %s AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)"
             " ORDER BY c.path, c.chunk_index LIMIT %s",
             (self.ws, limit),
         )
+        return [PendingChunk(*r) for r in rows]
 
     def drop_unusable_vectors(self) -> int:
         """Vectors are checked at the provider boundary before they reach this backend: nothing to scan."""

@@ -37,6 +37,7 @@ from ..base import (
     FileState,
     HeadingRow,
     KeywordQuery,
+    PendingChunk,
     ProseRow,
     SearchLogEntry,
     StoredChunk,
@@ -542,7 +543,7 @@ class SqliteStore:
     def cached_vectors(self, model: str, hashes: Iterable[str], dims: int = 0) -> dict[str, np.ndarray]:
         return self._vectors.cached_vectors(model, hashes, dims)
 
-    def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
+    def chunks_missing_vectors(self, limit: int = 100_000) -> list[PendingChunk]:
         return self._vectors.chunks_missing_vectors(limit)
 
     def drop_unusable_vectors(self) -> int:

@@ -12,13 +12,12 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import apsw
 
 from ...embeddings.base import usable_vector
 from ...lazy import np  # numpy loads on first use (cold CLI path)
-from ..base import ChunkFilter, cache_key
+from ..base import ChunkFilter, PendingChunk, cache_key
 from ..vector_matrix import SAMPLE_ROWS, VectorMatrix, quantize, steps_for, wants_compact
 from .database import Database
 from .filters import FilterCache
@@ -116,14 +115,15 @@ class Vectors:
                         out[h] = vec
         return out
 
-    def chunks_missing_vectors(self, limit: int = 100_000) -> list[dict[str, Any]]:
+    def chunks_missing_vectors(self, limit: int = 100_000) -> list[PendingChunk]:
         if not self.has_vectors():
             return []
-        return self.db.dicts(
+        rows = self.db.rows(
             "SELECT c.id, c.path, c.heading_path, c.text, c.content_hash FROM chunks c"
             " WHERE c.id NOT IN (SELECT chunk_id FROM chunks_vec) ORDER BY c.path, c.chunk_index LIMIT ?",
             (limit,),
         )
+        return [PendingChunk(*r) for r in rows]
 
     def drop_unusable_vectors(self) -> int:
         """Delete vectors (in the vector table and the embedding cache) that hold NaN, Inf or only zeros, so the
