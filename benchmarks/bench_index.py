@@ -90,7 +90,7 @@ def pick_paragraph(root: Path) -> tuple[Path, int, int]:
 
 
 def chunk_map(project: Project, rel: str) -> dict[str, dict]:
-    return {c["content_hash"]: c for c in project.store.chunks_for_path(rel)}
+    return {c.content_hash: c for c in project.store.chunks_for_path(rel)}
 
 
 def edit_sweep(project: Project, root: Path, n: int, seed: int = 7) -> None:
@@ -269,7 +269,7 @@ def main() -> None:
     edit = project.index()
     after = chunk_map(project, rel)
     new_hashes = [h for h in after if h not in before]
-    changed = sorted((after[h] for h in new_hashes), key=lambda c: c["chunk_index"])
+    changed = sorted((after[h] for h in new_hashes), key=lambda c: c.chunk_index)
     embedded_texts = rec.texts
     with_marker = sum(1 for x in embedded_texts if "grey heron" in x)
     print()
@@ -282,12 +282,12 @@ def main() -> None:
             ["chunk_index", "lines", "heading", "tokens", "text changed", "contains the edit"],
             [
                 (
-                    c["chunk_index"],
-                    f"{c['start_line']}-{c['end_line']}",
-                    (c["heading_path"] or "")[:40],
-                    c["token_count"],
+                    c.chunk_index,
+                    f"{c.start_line}-{c.end_line}",
+                    (c.heading_path or "")[:40],
+                    c.token_count,
                     "yes",
-                    "yes" if EDIT_MARKER in (c["text"] or "") else "no (overlap/shifted)",
+                    "yes" if EDIT_MARKER in (c.text or "") else "no (overlap/shifted)",
                 )
                 for c in changed
             ],

@@ -23,7 +23,6 @@ cached vector matrix is invalidated by any write and reloaded from vec0 by that 
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import sys
 import time
@@ -207,27 +206,27 @@ def rewrite_one_file(project: Project, path: str) -> None:
     """Write one file's chunks and vectors back unchanged through Store.replace_file (what a sync pass does)."""
     store = project.store
     rows = store.chunks_for_path(path)
-    vecs = store.chunk_vectors([r["id"] for r in rows])
+    vecs = store.chunk_vectors([r.id for r in rows])
     f = store.get_file(path)
     record = FileRecord(
-        f["path"],
-        f["content_hash"],
-        f["mtime_ns"],
-        f["size"],
-        f["file_type"],
-        f["encoding"],
-        f["entity_type"],
-        f["entity_name"],
-        f["display_name"],
-        json.loads(f["aliases"] or "[]"),
-        f["book_id"],
-        f["chapter_id"],
-        f["visibility"],
-        f["corpus"],
-        f["warning"],
+        f.path,
+        f.content_hash,
+        f.mtime_ns,
+        f.size,
+        f.file_type,
+        f.encoding,
+        f.entity_type,
+        f.entity_name,
+        f.display_name,
+        list(f.aliases),
+        f.book_id,
+        f.chapter_id,
+        f.visibility,
+        f.corpus,
+        f.warning,
     )
-    chunks = [ChunkRow(**{k: r[k] for k in ChunkRow.__dataclass_fields__ if k in r}) for r in rows]
-    store.replace_file(record, chunks, {r["content_hash"]: vecs[r["id"]] for r in rows if r["id"] in vecs}, None)
+    chunks = [r.chunk_row() for r in rows]
+    store.replace_file(record, chunks, {r.content_hash: vecs[r.id] for r in rows if r.id in vecs}, None)
 
 
 def measure(project: Project, queries: list[str], label: str) -> list[tuple]:

@@ -139,8 +139,8 @@ def write_costs(store: Store, db: Path, q: np.ndarray, reps: int = 5) -> tuple[f
                 )
             }
             f = target.get_file(path)
-            record = FileRecord(f["path"], f["content_hash"], f["mtime_ns"], f["size"], f["file_type"], f["encoding"])
-            chunks = [ChunkRow(**{k: r[k] for k in ChunkRow.__dataclass_fields__ if k in r}) for r in rows]
+            record = FileRecord(f.path, f.content_hash, f.mtime_ns, f.size, f.file_type, f.encoding)
+            chunks = [r.chunk_row() for r in rows]
             if target is store:
                 store.knn(q, K)  # (re)load: the fresh store's writes made the cached matrix stale
             t, _ = bu.timed(

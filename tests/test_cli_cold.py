@@ -244,9 +244,9 @@ def test_a_lexical_search_rereads_a_changed_file_with_the_models_chunk_limits(tm
     with open_project(root, "local") as p:
         limit = p.indexer.limits().max_tokens
         stored = p.store.chunks_for_path("note.md")
-        assert any("A late line" in c["text"] for c in stored)  # the search did read the change
-        assert max(c["token_count"] for c in stored) <= limit + 8  # (+ the heading path it carries)
+        assert any("A late line" in c.text for c in stored)  # the search did read the change
+        assert max(c.token_count for c in stored) <= limit + 8  # (+ the heading path it carries)
         assert len(stored) > 4
         # exactly what a full index of the same text makes
         p.index(full=True)
-        assert [c["text"] for c in p.store.chunks_for_path("note.md")] == [c["text"] for c in stored]
+        assert [c.text for c in p.store.chunks_for_path("note.md")] == [c.text for c in stored]

@@ -588,10 +588,10 @@ def test_a_window_that_starts_inside_a_line_is_given_from_its_sentence(tmp_path:
         p.index()
         chunks = p.store.chunks_for_path("wrapped.md")
         assert len(chunks) > 1
-        (hit,) = [c for c in chunks if "albatross" in c["text"]][:1]
+        (hit,) = [c for c in chunks if "albatross" in c.text][:1]
         disk = (root / "wrapped.md").read_text(encoding="utf-8").split("\n")
-        first = disk[hit["start_line"] - 1]
-        assert not first.startswith(hit["text"].split()[0] + " " + hit["text"].split()[1])  # (starts inside it)
+        first = disk[hit.start_line - 1]
+        assert not first.startswith(hit.text.split()[0] + " " + hit.text.split()[1])  # (starts inside it)
         response = p.enrich({"query": "albatross", "skillConfig": ALWAYS, "wantSearch": True})
         passages = re.split(r"^--- .* ---$", response["contextBlock"], flags=re.M)[1:]
         assert passages and "albatross" in response["contextBlock"]
@@ -599,7 +599,7 @@ def test_a_window_that_starts_inside_a_line_is_given_from_its_sentence(tmp_path:
             body = passage.strip("\n")
             assert body.startswith(("The ", "# ")), body[:80]  # a sentence's start, not another's end
             # no line is missing: the passage holds every word of its chunk, in order
-            assert " ".join(hit["text"].split()) in " ".join(body.split())
+            assert " ".join(hit.text.split()) in " ".join(body.split())
 
 
 def test_link_definitions_and_comments_at_a_passage_end_are_left_out(tmp_path: Path) -> None:

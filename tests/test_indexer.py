@@ -48,7 +48,7 @@ def sent_texts(api: FakeEmbeddingAPI) -> list[str]:
 
 
 def embed_texts(project: Project, path: str) -> list[str]:
-    return [embed_text_for(c["heading_path"] or "", c["text"]) for c in project.store.chunks_for_path(path)]
+    return [embed_text_for(c.heading_path or "", c.text) for c in project.store.chunks_for_path(path)]
 
 
 def assert_consistent(project: Project, *, all_embedded: bool) -> None:
@@ -90,14 +90,14 @@ def test_keyword_only_index_and_metadata(tmp_path: Path) -> None:
         assert set(project.store.file_states()) == set(SAIPLING_MARKDOWN)
         assert not project.store.has_vectors()
         profile = project.store.get_file("characters/marcus-cole/profile.md")
-        assert (profile["file_type"], profile["entity_name"], profile["display_name"]) == (
+        assert (profile.file_type, profile.entity_name, profile.display_name) == (
             "character",
             "marcus-cole",
             "Marcus Cole",
         )
-        assert "The Ferryman" in profile["aliases"]
+        assert "The Ferryman" in profile.aliases
         scene = project.store.chunks_for_path("books/book-01/phase-5-bloom/ch-02/scene-01.md")[0]
-        assert (scene["entity_name"], scene["book_id"], scene["chapter_id"], scene["chapter_num"]) == (
+        assert (scene.entity_name, scene.book_id, scene.chapter_id, scene.chapter_num) == (
             "ch-02-scene-01",
             "book-01",
             "ch-02",
@@ -253,11 +253,11 @@ def test_edit_one_section_reembeds_only_that_chunk(tmp_path: Path, api_server: F
         path.write_text(path.read_text().replace("changed the way he reads the sky", "taught him to fear calm water"))
         api_server.requests.clear()
         s = project.index()
-        storm = next(c for c in project.store.chunks_for_path(rel) if c["section_heading"] == "### The Storm")
-        assert "fear calm water" in storm["text"]
+        storm = next(c for c in project.store.chunks_for_path(rel) if c.section_heading == "### The Storm")
+        assert "fear calm water" in storm.text
         assert (s.files_read, s.changed, s.embedded) == (1, 1, 1)
         assert s.reused == len(project.store.chunks_for_path(rel)) - 1
-        assert sent_texts(api_server) == [embed_text_for(storm["heading_path"], storm["text"])]
+        assert sent_texts(api_server) == [embed_text_for(storm.heading_path, storm.text)]
         assert s.embedded_paths == [rel]
         assert_consistent(project, all_embedded=True)
 
@@ -267,15 +267,15 @@ def test_adding_lines_above_keeps_embeddings_of_moved_sections(tmp_path: Path, a
     rel = "world/places/harbor.md"
     with open_project(root, **api_opts(api_server)) as project:
         project.index()
-        docks_before = next(c for c in project.store.chunks_for_path(rel) if c["section_heading"] == "## Docks")
+        docks_before = next(c for c in project.store.chunks_for_path(rel) if c.section_heading == "## Docks")
         path = root / rel
         path.write_text(
             path.read_text().replace("## Docks", "## Lighthouse\n\nThe keeper lives alone up there.\n\n## Docks")
         )
         api_server.requests.clear()
         s = project.index()
-        docks = next(c for c in project.store.chunks_for_path(rel) if c["section_heading"] == "## Docks")
-        assert docks["start_line"] == docks_before["start_line"] + 4
+        docks = next(c for c in project.store.chunks_for_path(rel) if c.section_heading == "## Docks")
+        assert docks.start_line == docks_before.start_line + 4
         assert s.embedded == 1 and "keeper lives alone" in sent_texts(api_server)[0]
 
 

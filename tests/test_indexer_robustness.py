@@ -149,7 +149,7 @@ def test_dimension_change_for_the_same_model_never_reuses_old_size_vectors(tmp_p
             st = project.status()
             assert st["embeddedChunks"] == st["totalChunks"] == 2
         assert len(four.texts) == 2  # embedded once at the new size, then cached under model and size
-        hashes = [c["content_hash"] for p in ("a.md", "b.md") for c in project.store.chunks_for_path(p)]
+        hashes = [c.content_hash for p in ("a.md", "b.md") for c in project.store.chunks_for_path(p)]
         assert {len(v) for v in project.store.cached_vectors("fake-embed", hashes, 4).values()} == {4}
         assert {len(v) for v in project.store.cached_vectors("fake-embed", hashes, 8).values()} == {8}
         found = project.search({"query": "amber lantern"})  # the 4-dimension vectors serve the query
@@ -174,13 +174,13 @@ def test_switching_to_a_smaller_window_rechunks_unchanged_files(tmp_path: Path) 
     age(root)
     with open_project(root) as project:
         project.index()
-        assert max(c["token_count"] for c in project.store.chunks_for_path("long.md")) > 300
+        assert max(c.token_count for c in project.store.chunks_for_path("long.md")) > 300
         small = FakeProvider(model="minilm", dims=8, window=256)
         project.provider = project.indexer.provider = small
         s = project.index()  # an incremental run: nothing changed on disk
         limit = project.indexer.limits().max_tokens
         assert limit < 256 and s.files_read == 2
-        assert max(c["token_count"] for c in project.store.chunks_for_path("long.md")) <= limit
+        assert max(c.token_count for c in project.store.chunks_for_path("long.md")) <= limit
         assert max(len(t) // 4 for t in small.texts) <= limit
         assert project.status()["embeddedChunks"] == project.status()["totalChunks"]
         s = project.index()  # the new limits were recorded: a no-op again
@@ -198,7 +198,7 @@ def test_an_index_made_by_an_older_chunker_is_rechunked_once(tmp_path: Path) -> 
     age(root)
     with open_project(root) as project:
         project.index()
-        assert project.store.chunks_for_path("a.md")[0]["section_heading"] == "# Chapter One"
+        assert project.store.chunks_for_path("a.md")[0].section_heading == "# Chapter One"
         # as an older chunker left it: its signature (no chunker version) and its chunks
         old = json.loads(project.store.get_meta(CHUNKING_META))
         old.pop("chunker")
@@ -208,7 +208,7 @@ def test_an_index_made_by_an_older_chunker_is_rechunked_once(tmp_path: Path) -> 
         s = project.index()  # incremental: nothing changed on disk, yet every file is re-chunked
         assert s.files_read == 1
         chunk = project.store.chunks_for_path("a.md")[0]
-        assert chunk["section_heading"] == "# Chapter One" and "The old harbor at dawn" in chunk["text"]
+        assert chunk.section_heading == "# Chapter One" and "The old harbor at dawn" in chunk.text
         assert (project.index().files_read, project.index().embedded) == (0, 0)  # recorded: a no-op again
 
 

@@ -44,14 +44,14 @@ def test_refresh_moves_ranges_and_keeps_vectors_then_one_request_embeds_the_chan
     root = make_project(tmp_path, {"ch09.md": chapter(), "other.md": "# Other\n\nA quiet field of barley.\n"})
     with open_project(root, **api_opts(api_server)) as project:
         project.index()
-        before = {c["content_hash"]: c["start_line"] for c in project.store.chunks_for_path("ch09.md")}
+        before = {c.content_hash: c.start_line for c in project.store.chunks_for_path("ch09.md")}
         sent = len(api_server.requests)
         (root / "ch09.md").write_text(chapter(inserted=7, extra="Zeppelins hummed overhead.\n"), encoding="utf-8")
         s = project.refresh(["ch09.md"])
         assert s.changed == 1 and s.embedded == 0 and len(api_server.requests) == sent  # nothing sent
         after = project.store.chunks_for_path("ch09.md")
-        moved = [c for c in after if c["content_hash"] in before]
-        assert moved and all(c["start_line"] > before[c["content_hash"]] for c in moved)  # new line ranges
+        moved = [c for c in after if c.content_hash in before]
+        assert moved and all(c.start_line > before[c.content_hash] for c in moved)  # new line ranges
         assert project.status()["unembeddedChunks"] == len(after) - len(moved) > 0  # only changed text waits
         results = project.search({"query": "zeppelins", "mode": "hybrid"})["results"]
         hit = next(r for r in results if "keyword" in r["matchedBy"])  # (fake vectors rank any chunk too)

@@ -167,9 +167,9 @@ def test_an_edited_file_indexes_as_in_a_fresh_index(tmp_path) -> None:
         lines.insert(lines.index("## Last") + 2, "An inserted paragraph about the drums.\n")
         (root / "keep.md").write_text("\n".join(lines), encoding="utf-8")
         assert project.index().changed == 1
-        got = [tuple(c[k] for k in cols) for c in project.store.chunks_for_path("keep.md")]
+        got = [tuple(getattr(c, k) for k in cols) for c in project.store.chunks_for_path("keep.md")]
     fresh = tmp_path / "b"
     shutil.copytree(root, fresh, ignore=shutil.ignore_patterns(".saipling"))
     with open_project(fresh) as project:
         project.index()
-        assert got == [tuple(c[k] for k in cols) for c in project.store.chunks_for_path("keep.md")]
+        assert got == [tuple(getattr(c, k) for k in cols) for c in project.store.chunks_for_path("keep.md")]

@@ -332,31 +332,31 @@ def test_bad_input_each_indexed_or_skipped(tmp_path: Path, caplog: pytest.LogCap
         assert any("binary.md" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
 
         # empty: indexed, no chunks
-        assert store.get_file("empty.md")["chunk_count"] == 0
+        assert store.get_file("empty.md").chunk_count == 0
         # malformed frontmatter: indexed as plain text, with a warning in the summary and the files row
         assert any("malformed.md" in w and "frontmatter" in w for w in summary.warnings)
-        assert "malformed YAML" in store.get_file("malformed.md")["warning"]
-        assert "still indexed" in " ".join(c["text"] for c in store.chunks_for_path("malformed.md"))
+        assert "malformed YAML" in store.get_file("malformed.md").warning
+        assert "still indexed" in " ".join(c.text for c in store.chunks_for_path("malformed.md"))
         assert any("bad-date.md" in w for w in summary.warnings)
-        assert "thirtieth" in store.chunks_for_path("bad-date.md")[-1]["text"]
+        assert "thirtieth" in store.chunks_for_path("bad-date.md")[-1].text
         # CRLF: line numbers are the file's own
         disk = (root / "crlf.md").read_bytes().split(b"\r\n")
-        second = next(c for c in store.chunks_for_path("crlf.md") if c["section_heading"] == "## Second")
-        assert disk[second["start_line"] - 1] == b"## Second"
-        assert disk[second["end_line"] - 1] == b"Second section, line seven."
-        assert "\r" not in second["text"]
+        second = next(c for c in store.chunks_for_path("crlf.md") if c.section_heading == "## Second")
+        assert disk[second.start_line - 1] == b"## Second"
+        assert disk[second.end_line - 1] == b"Second section, line seven."
+        assert "\r" not in second.text
         # BOM stripped
         bom = store.chunks_for_path("bom.md")[0]
-        assert bom["text"].startswith("# Bom Heading") and bom["heading_path"] == "Bom Heading"
-        assert store.get_file("bom.md")["encoding"] == "utf-8-sig"
+        assert bom.text.startswith("# Bom Heading") and bom.heading_path == "Bom Heading"
+        assert store.get_file("bom.md").encoding == "utf-8-sig"
         # latin-1 decoded, with a warning
-        assert "café" in store.chunks_for_path("latin1.md")[0]["text"]
+        assert "café" in store.chunks_for_path("latin1.md")[0].text
         assert any("latin1.md" in w and "not UTF-8" in w for w in summary.warnings)
         # 30,000 words on one line: many chunks, all within the limit, all on line 1
         huge = store.chunks_for_path("huge.md")
         assert len(huge) > 50
-        assert all(c["token_count"] <= project.indexer.limits().max_tokens for c in huge)
-        assert all(c["start_line"] == c["end_line"] == 1 for c in huge)
+        assert all(c.token_count <= project.indexer.limits().max_tokens for c in huge)
+        assert all(c.start_line == c.end_line == 1 for c in huge)
         # keyword search reaches the text
         assert store.keyword_search(kw("café"), 5)
 

@@ -7,9 +7,10 @@ Only `IndexStore` methods and the records of storage/base.py are used here: no S
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,6 @@ def test_replace_file_stores_the_file_and_its_chunks_in_order(store: IndexStore)
     assert isinstance(got, StoredFile)
     assert (got.path, got.content_hash, got.size, got.chunk_count) == ("notes/a.md", rec.content_hash, 3, 2)
     assert got.aliases == ["Al", "Ally"] and got.display_name == "Alpha" and got.visibility == "private"
-    assert got["content_hash"] == rec.content_hash  # (read as a mapping too)
     chunks = store.chunks_for_path("notes/a.md")
     assert all(isinstance(c, StoredChunk) for c in chunks)
     assert [(c.chunk_index, c.text, c.heading_path, c.section_heading) for c in chunks] == [
@@ -530,6 +530,44 @@ def test_meta_logs_and_stats(store: IndexStore) -> None:
     assert type(stats) is StoreStats and stats.last_indexed is not None
     assert (stats.total_files, stats.total_chunks, stats.embedded_chunks, stats.total_tokens) == (1, 2, 0, 150)
     assert stats.total_cost_usd == pytest.approx(0.75)  # (cached_embeddings: PostgreSQL shares its cache)
+
+
+def test_read_rows_are_dataclasses_not_mappings(store: IndexStore) -> None:
+    """Every row a read method returns is a dataclass read by attribute (no dict, no mapping shim); the rows of
+    the listing reads are frozen."""
+    store.configure_vectors("fake", MODEL, DIMS)
+    found = FileMentionRows("k", [("people/mina.md", 0, 0, 4, "Mina")], pov="mina")
+    chapter = [row(0, "Mina sails", "Sea", chapter_id="c1", chapter_num=1)]
+    store.replace_file(record("ch1.md", "c", chapter_id="c1"), chapter, mentions=found)
+    put(store, "people/mina.md", "Mina's profile", heading="Mina", display_name="Mina", aliases=["Mo"])
+    store.log_search("sea", "cli", "hybrid", 1, 0.5, 2.0)
+    (cid, _), *_ = store.chunk_ids_for_paths(["ch1.md"])
+    listings: dict[str, list[Any]] = {
+        "entities": store.entities(),
+        "headings": store.headings(),
+        "prose": store.prose(),
+        "mentions_of": store.mentions_of(["people/mina.md"]),
+        "chapter_files": store.chapter_files(),
+        "search_log": store.search_log(),
+        "chunks_missing_vectors": store.chunks_missing_vectors(),
+        "stats": [store.stats()],
+    }
+    for name, rows in listings.items():
+        assert rows, name
+        for r in rows:
+            assert dataclasses.is_dataclass(r) and not isinstance(r, (dict, Mapping)), name
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                r.path = "elsewhere"  # type: ignore[misc]
+    stored: list[Any] = [
+        store.get_file("ch1.md"),
+        *store.chunks_for_path("ch1.md"),
+        *store.chunks_by_id([cid]).values(),
+    ]
+    assert len(stored) == 3
+    for r in stored:
+        assert dataclasses.is_dataclass(r) and not isinstance(r, Mapping)
+        with pytest.raises(TypeError):
+            r["path"]
 
 
 def test_the_index_version_changes_with_every_write(store: IndexStore) -> None:

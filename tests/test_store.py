@@ -76,7 +76,7 @@ def store(db_path: Path):
 
 def fts_paths(store: Store, word: str) -> list[str]:
     ids = [i for i, _ in store.keyword_search(kw(word), 50)]
-    return sorted(r["path"] for r in store.chunks_by_id(ids).values())
+    return sorted(r.path for r in store.chunks_by_id(ids).values())
 
 
 def fts_integrity(store: Store) -> None:
@@ -143,8 +143,8 @@ def test_fts_in_sync_on_replace_and_delete(store: Store) -> None:
     assert fts_paths(store, "lighthouse") == ["b.md"]
     assert fts_paths(store, "rope") == []
     assert fts_paths(store, "ferry") == ["a.md"]
-    assert [c["text"] for c in store.chunks_for_path("a.md")] == ["now about the ferry only"]
-    assert store.get_file("a.md")["content_hash"] == h("2")
+    assert [c.text for c in store.chunks_for_path("a.md")] == ["now about the ferry only"]
+    assert store.get_file("a.md").content_hash == h("2")
     fts_integrity(store)
 
     assert store.delete_file("b.md") is True
@@ -192,7 +192,7 @@ def test_vectors_and_cache_by_model_and_hash(store: Store) -> None:
     np.testing.assert_allclose(cached[h(texts[0])], vecs[h(texts[0])])
     assert store.cached_vectors("m2", [h(t) for t in texts]) == {}
     # knn finds the exact vector first
-    ids = [r["id"] for r in store.chunks_for_path("a.md")]
+    ids = [r.id for r in store.chunks_for_path("a.md")]
     top = store.knn(vecs[h(texts[1])], 2)
     assert top[0][0] == ids[1] and top[0][1] == pytest.approx(1.0, abs=1e-5)
     vec0 = store.knn_vec0(vecs[h(texts[1])], 1)
@@ -305,7 +305,7 @@ def test_failed_replace_leaves_old_file_intact(store: Store) -> None:
         store.replace_file(record("a.md", "new"), new, bad, "m")
 
     assert store.chunks_for_path("a.md") == before
-    assert store.get_file("a.md")["content_hash"] == h("old")
+    assert store.get_file("a.md").content_hash == h("old")
     assert fts_paths(store, "lighthouse") == ["a.md"]
     assert fts_paths(store, "ferry") == []
     assert store.stats().embedded_chunks == 2

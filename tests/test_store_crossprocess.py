@@ -108,7 +108,7 @@ def test_vector_write_by_another_process_is_picked_up_by_what_changed(tmp_path: 
         _in_other_process(db, '_write(store, "new.md", 1000)\nstore.delete_file("f3.md")')
         got = store.knn(_unit(1000), 1)
         assert store._matrix is loaded  # patched, not read again
-        new_id = store.chunks_for_path("new.md")[0]["id"]
+        new_id = store.chunks_for_path("new.md")[0].id
         assert got[0][0] == new_id and got[0][1] > 0.999
         assert store.chunks_for_path("f3.md") == []
         assert len(store.knn(_unit(3), 100)) == 30  # 30 files, one replaced by new.md
@@ -130,9 +130,9 @@ def test_a_reused_chunk_id_in_a_reused_slot_gets_its_new_vector(tmp_path: Path) 
     db, store = _opened(tmp_path)
     try:
         store.knn(_unit(3), 5)
-        last = store.chunks_for_path("f29.md")[0]["id"]
+        last = store.chunks_for_path("f29.md")[0].id
         _in_other_process(db, '_write(store, "f29.md", 5000)')
-        assert store.chunks_for_path("f29.md")[0]["id"] == last  # (the case: the same id again)
+        assert store.chunks_for_path("f29.md")[0].id == last  # (the case: the same id again)
         got = store.knn(_unit(5000), 1)
         assert got[0][0] == last and got[0][1] > 0.999
         assert all(cid != last for cid, _ in store.knn(_unit(29), 3))  # the old vector is gone

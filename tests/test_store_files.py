@@ -41,7 +41,7 @@ def writes(store: Store) -> list[tuple[str, int]]:
 
 
 def ids_by_text(store: Store, path: str) -> dict[str, int]:
-    return {c["text"]: c["id"] for c in store.chunks_for_path(path)}
+    return {c.text: c.id for c in store.chunks_for_path(path)}
 
 
 TEXTS = [f"paragraph {i} about the {w} of the keep" for i, w in enumerate(["gate", "well", "tower", "moat"])]
@@ -69,7 +69,7 @@ def test_an_edit_rewrites_only_the_changed_chunk(store: Store) -> None:
     got = dict(zip(ids.tolist(), mat, strict=True))
     assert set(got) == {before[t] for t in TEXTS if t != TEXTS[2]}
     np.testing.assert_allclose(got[before[TEXTS[3]]], unit(3))
-    assert [c["chunk_index"] for c in store.chunks_for_path("a.md")] == [0, 1, 2, 3]
+    assert [c.chunk_index for c in store.chunks_for_path("a.md")] == [0, 1, 2, 3]
 
 
 def test_moved_chunks_keep_their_row_and_keywords(store: Store) -> None:
@@ -89,11 +89,11 @@ def test_moved_chunks_keep_their_row_and_keywords(store: Store) -> None:
     missing = store.replace_file(record("a.md", "2"), [top, *shifted], {})
 
     after = store.chunks_for_path("a.md")
-    assert [c["text"] for c in after] == [top.text, *TEXTS]
-    assert [c["chunk_index"] for c in after] == [0, 1, 2, 3, 4]
-    assert [(c["start_line"], c["end_line"]) for c in after[1:]] == [(r.start_line, r.end_line) for r in shifted]
-    assert {c["text"]: c["id"] for c in after[1:]} == before
-    assert missing == [after[0]["id"]]
+    assert [c.text for c in after] == [top.text, *TEXTS]
+    assert [c.chunk_index for c in after] == [0, 1, 2, 3, 4]
+    assert [(c.start_line, c.end_line) for c in after[1:]] == [(r.start_line, r.end_line) for r in shifted]
+    assert {c.text: c.id for c in after[1:]} == before
+    assert missing == [after[0].id]
     assert all(k == "update" for k, _ in writes(store))  # moved, not deleted and inserted again
     fts_integrity(store)
     assert fts_paths(store, "opening") == ["a.md"] and fts_paths(store, "gate") == ["a.md"]
@@ -110,7 +110,7 @@ def test_duplicate_and_reordered_chunks_and_metadata_changes(store: Store) -> No
     ]
     assert store.replace_file(record("a.md", "2"), swapped, {}) == []
     after = store.chunks_for_path("a.md")
-    assert [(c["chunk_index"], c["text"], c["entity_type"]) for c in after] == [
+    assert [(c.chunk_index, c.text, c.entity_type) for c in after] == [
         (0, TEXTS[1], "character"),
         (1, TEXTS[0], "character"),
     ]

@@ -327,7 +327,7 @@ class TextPhase:
                 if (st.st_mtime_ns, st.st_size) != (e.mtime_ns, e.size) or is_racy(e.mtime_ns, time.time_ns()):
                     continue
                 row = self.ctx.store.get_file(e.rel)
-                if row is None or row["content_hash"] != digest or row["mtime_ns"] != 0:
+                if row is None or row.content_hash != digest or row.mtime_ns != 0:
                     continue
                 if hashlib.sha256(self.read_bytes(e.abs_path)).hexdigest() == digest:
                     self.ctx.store.touch_file(e.rel, e.mtime_ns, e.size)

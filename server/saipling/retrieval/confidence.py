@@ -8,12 +8,13 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..lazy import np  # numpy loads on first use (cold CLI path)
 from ..markdown.terms import CJK_RE, STOPWORDS, WORD_RE, cjk_sentence_pairs, fold_text, match_key
 
 if TYPE_CHECKING:
+    from ..storage.base import StoredChunk
     from .project_view import ProjectView
 
 
@@ -129,15 +130,20 @@ def query_idf(project: ProjectView, query: str) -> dict[str, float]:
     return {k: math.log(1.0 + (n - df.get(k, 0) + 0.5) / (df.get(k, 0) + 0.5)) for k in keys}
 
 
-def lexical_coverage(idf: Mapping[str, float], row: Mapping[str, Any]) -> float:
-    """The idf-weighted share of the query's terms that this chunk (text or heading path) contains.
+def chunk_words(row: StoredChunk) -> str:
+    """What lexical coverage reads of a chunk: its text and heading path."""
+    return f"{row.text or ''} {row.heading_path or ''}"
+
+
+def lexical_coverage(idf: Mapping[str, float], text: str) -> float:
+    """The idf-weighted share of the query's terms that this text (a chunk's `chunk_words`) contains.
 
     A Porter stem starts with the first three letters of its word, so only words starting like a term are
     stemmed (tokenising and stemming every word of every result was most of the cost)."""
     total = sum(idf.values())
     if total <= 0:
         return 0.0
-    folded = fold_text(f"{row.get('text') or ''} {row.get('heading_path') or ''}".lower())
+    folded = fold_text(text.lower())
     got = 0.0
     for key, weight in idf.items():
         start = key[:3]
@@ -182,20 +188,20 @@ def vocabulary_share(project: ProjectView, query: str) -> float:
 FEW_TERMS = 6
 
 
-def coverages(idf: Mapping[str, float], rows: list[Mapping[str, Any]]) -> list[float]:
-    """`lexical_coverage` of each row, in one regex pass a row: the words starting like one of the query's
+def coverages(idf: Mapping[str, float], texts: list[str]) -> list[float]:
+    """`lexical_coverage` of each text, in one regex pass a text: the words starting like one of the query's
     terms are found together (not a pass per term), then stemmed (memoised). CJK terms go through
     lexical_coverage (they match inside the tokenizer's longer runs)."""
     total = sum(idf.values())
     if total <= 0:
-        return [0.0] * len(rows)
+        return [0.0] * len(texts)
     if len(idf) <= FEW_TERMS or any(not k.isascii() and CJK_RE.search(k) for k in idf):
-        return [lexical_coverage(idf, row) for row in rows]  # (a few terms: their own checks are quicker)
+        return [lexical_coverage(idf, text) for text in texts]  # (a few terms: their own checks are quicker)
     starts = sorted({k[:3] for k in idf}, key=len, reverse=True)
     pattern = re.compile(r"\b(?:" + "|".join(re.escape(x) for x in starts) + r")\w*")
     out = []
-    for row in rows:
-        folded = fold_text(f"{row.get('text') or ''} {row.get('heading_path') or ''}".lower())
+    for text in texts:
+        folded = fold_text(text.lower())
         keys = {match_key(w) for w in set(pattern.findall(folded))}
         out.append(sum(w for k, w in idf.items() if k in keys) / total)
     return out

@@ -108,6 +108,6 @@ def check_passage(project: Any, params: dict[str, Any]) -> dict[str, Any]:
 
 def _chunk_text(project: EntityProject, path: str, start_line: int) -> str:
     for row in project.store.chunks_for_path(path):
-        if row["start_line"] == start_line:
-            return str(row["text"] or "")
+        if row.start_line == start_line:
+            return str(row.text or "")
     return ""

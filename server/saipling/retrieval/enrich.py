@@ -22,7 +22,7 @@ from ..files.textio import BinaryFile, decode, read_regular
 from ..markdown.blocks import MarkdownBlocks, indexed_lines, parse_blocks
 from ..markdown.terms import STOPWORDS
 from ..paths import normalise_rel
-from ..storage.base import ChunkFilter
+from ..storage.base import ChunkFilter, StoredChunk
 from .requests import MAX_RESULTS, EnrichParams, parse
 from .search import SearchRequest, run_search
 
@@ -329,31 +329,32 @@ def _passage(
         return None
     a, b = r["startLine"], r["endLine"]
     chunk = next(
-        (c for c in view.chunks if c["start_line"] == a and c["end_line"] == b and c["preview"] == r["preview"]),
+        (c for c in view.chunks if c.start_line == a and c.end_line == b and c.preview == r["preview"]),
         None,
     )
     if chunk is None:
         current = "\n".join(view.lines[a - 1 : b])
         return (current, True, a, b) if current.strip() else None
-    if chunk.get("kind") == "frontmatter":
-        return (chunk["text"], False, a, b) if chunk["text"].strip() else None
-    indexed, now = " ".join(chunk["text"].split()), " ".join("\n".join(view.indexed[a - 1 : b]).split())
+    text = chunk.text or ""
+    if chunk.kind == "frontmatter":
+        return (text, False, a, b) if text.strip() else None
+    indexed, now = " ".join(text.split()), " ".join("\n".join(view.indexed[a - 1 : b]).split())
     if not view.unchanged and indexed not in now:
         return None  # changed since it was indexed: the passage is gone or moved
     if len(now) > 1.5 * len(indexed) + 200:
-        return chunk["text"], False, a, b
+        return text, False, a, b
     while a < b and not view.indexed[a - 1].strip():  # comments, link definitions at the ends
         a += 1
     while b > a and not view.indexed[b - 1].strip():
         b -= 1
-    first = view.sentence_start(a, chunk["text"])
+    first = view.sentence_start(a, text)
     return "\n".join([first, *view.lines[a:b]]), True, a, b
 
 
 @dataclass
 class _FileView:
     lines: list[str] | None  # None: the file is gone or unreadable
-    chunks: list[dict[str, Any]]
+    chunks: list[StoredChunk]
     unchanged: bool = False  # the file's bytes are the ones indexed: every chunk's line range holds
     indexed: list[str] | None = None  # the lines as indexed (markdown.blocks.indexed_lines)
     code: frozenset[int] = frozenset()
@@ -375,7 +376,7 @@ class _FileView:
 
     def is_frontmatter(self, r: Mapping[str, Any]) -> bool:
         return any(
-            c.get("kind") == "frontmatter" and c["start_line"] == r["startLine"] and c["preview"] == r["preview"]
+            c.kind == "frontmatter" and c.start_line == r["startLine"] and c.preview == r["preview"]
             for c in self.chunks
         )
 
@@ -395,7 +396,7 @@ def _file_lines(project: ProjectView, rel: str, levels: list[str]) -> tuple[Mark
     except (OSError, BinaryFile):
         return None, False, False
     record = project.store.get_file(rel)
-    unchanged = record is not None and record.get("content_hash") == hashlib.sha256(data).hexdigest()
+    unchanged = record is not None and record.content_hash == hashlib.sha256(data).hexdigest()
     if not unchanged and not visible(extract_metadata(rel, text).visibility, levels):
         return None, False, True
     return parse_blocks(text), unchanged, False

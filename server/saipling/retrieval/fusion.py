@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .confidence import coverages, query_idf, ramp
+from .confidence import chunk_words, coverages, query_idf, ramp
 
 if TYPE_CHECKING:
     from .project_view import ProjectView
@@ -77,8 +77,8 @@ def weigh(
         texts: dict[str, list[str]] = {}
         for cid in in_short:
             if (row := rows.get(cid)) is not None:
-                texts.setdefault(row["path"], []).append(f"{row['text'] or ''} {row['heading_path'] or ''}")
-        scored = [rows[cid] for cid in top if cid in rows] + [{"text": " ".join(t)} for t in texts.values()]
+                texts.setdefault(row.path, []).append(f"{row.text or ''} {row.heading_path or ''}")
+        scored = [chunk_words(rows[cid]) for cid in top if cid in rows] + [" ".join(t) for t in texts.values()]
         ev.coverage = max(coverages(idf, scored), default=0.0)
     kw_files = _top_files(sorted(ranked, key=lambda c: -lex_of[c]), paths, AGREEMENT_DEPTH)
     with_cos = [c for c, r in ranked.items() if r.cosine is not None]

@@ -13,7 +13,7 @@ from ..errors import InvalidRequest
 from ..files.context_settings import load_context_settings
 from ..lazy import np
 from ..markdown.terms import WORD_RE
-from ..storage.base import ChunkFilter, KeywordQuery
+from ..storage.base import ChunkFilter, KeywordQuery, StoredChunk
 from .confidence import ramp
 from .reading import authorize
 from .request_checks import MAX_RESULTS
@@ -56,7 +56,7 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
         flt.exclude_paths += cs.excluded(list(project.store.file_states()))
     degraded = vector_unavailable(project)
     ranked: list[Ranked] = []
-    vecs = project.store.chunk_vectors([c["id"] for c in chunks]) if chunks and degraded is None else {}
+    vecs = project.store.chunk_vectors([c.id for c in chunks]) if chunks and degraded is None else {}
     if vecs:
         mean = np.mean(np.stack(list(vecs.values())), axis=0)
         mean /= np.linalg.norm(mean) or 1.0
@@ -65,7 +65,7 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
             for i, (cid, s) in enumerate(project.store.knn(mean, max_results * 3, flt))
         ]
     elif chunks:  # keyword only, or text not embedded yet (a passage just written): by its distinctive words
-        words = collections.Counter(w.lower() for c in chunks for w in WORD_RE.findall(c["text"] or "") if len(w) > 4)
+        words = collections.Counter(w.lower() for c in chunks for w in WORD_RE.findall(c.text or "") if len(w) > 4)
         match = KeywordQuery.parse(" ".join(w for w, _ in words.most_common(24)))
         if match:
             hits = project.store.keyword_search(match, max_results * 3, flt)
@@ -86,17 +86,17 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     if warnings:
         out["warnings"] = warnings
     if chunks and m.start_line is not None:  # the passage the results are like
-        out["startLine"], out["endLine"] = chunks[0]["start_line"], chunks[-1]["end_line"]
+        out["startLine"], out["endLine"] = chunks[0].start_line, chunks[-1].end_line
     return out
 
 
-def _chunks_at(chunks: list[dict[str, Any]], lo: int, hi: int) -> list[dict[str, Any]]:
+def _chunks_at(chunks: list[StoredChunk], lo: int, hi: int) -> list[StoredChunk]:
     """The chunks of a file that lines lo..hi fall in; between chunks (a blank line, a lone heading), the one
     before (else the first). Frontmatter only when the lines are in it."""
-    inside = [c for c in chunks if c["start_line"] <= hi and c["end_line"] >= lo]
-    body = [c for c in inside if c.get("kind") != "frontmatter"] or inside
+    inside = [c for c in chunks if c.start_line <= hi and c.end_line >= lo]
+    body = [c for c in inside if c.kind != "frontmatter"] or inside
     if body:
         return body
-    text = [c for c in chunks if c.get("kind") != "frontmatter"] or chunks
-    before = [c for c in text if c["start_line"] <= lo]
+    text = [c for c in chunks if c.kind != "frontmatter"] or chunks
+    before = [c for c in text if c.start_line <= lo]
     return [before[-1] if before else text[0]]

@@ -43,6 +43,7 @@ from ..errors import ProviderError, ProviderTimeout, ProviderUnavailable
 
 if TYPE_CHECKING:
     from ..config.settings import RerankSettings, Settings
+    from ..storage.base import StoredChunk
 
 log = logging.getLogger(__name__)
 
@@ -343,10 +344,10 @@ class Reranked(Generic[T]):
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def document_text(row: Mapping[str, Any]) -> str:
+def document_text(row: StoredChunk) -> str:
     """What a candidate shows the reranker: its heading path and text, capped at DOCUMENT_CHARS."""
-    heading = row.get("heading_path") or ""
-    text = row.get("text") or ""
+    heading = row.heading_path or ""
+    text = row.text or ""
     return (f"{heading}\n{text}" if heading else text)[:DOCUMENT_CHARS]
 
 

@@ -46,12 +46,13 @@ from ..markdown.terms import (
     query_type,
 )
 from ..paths import glob_problem, normalise_rel
-from ..storage.base import ChunkFilter, KeywordQuery
+from ..storage.base import ChunkFilter, KeywordQuery, StoredChunk
 from .confidence import (
     KEYWORD_ONLY_HIGH,
     KEYWORD_ONLY_LOW,
     LEXICAL_HIGH,
     LEXICAL_LOW,
+    chunk_words,
     combine,
     coverages,
     query_idf,
@@ -546,12 +547,12 @@ def _joined_name(project: ProjectView, query: str) -> str | None:
 
 def live_rows(
     project: ProjectView, ranked: list[Ranked], want: int, check: bool = False
-) -> tuple[list[tuple[dict[str, Any], Ranked]], set[str], set[str]]:
+) -> tuple[list[tuple[StoredChunk, Ranked]], set[str], set[str]]:
     """The first `want` ranked chunks whose files still exist, with their rows; the paths found missing; and
     (with `check`) the paths whose file changed on disk since it was indexed (their lines may have moved)."""
     page = want * 3 + 20
-    rows: dict[int, dict[str, Any]] = {}
-    out: list[tuple[dict[str, Any], Ranked]] = []
+    rows: dict[int, StoredChunk] = {}
+    out: list[tuple[StoredChunk, Ranked]] = []
     missing: set[str] = set()
     stale: set[str] = set()
     checked: dict[str, bool] = {}
@@ -562,12 +563,12 @@ def live_rows(
             fetched = project.store.chunks_by_id([x.chunk_id for x in ranked[i : i + page]])
             rows.update(fetched)
             if check:
-                new = {row["path"] for row in fetched.values()} - checked.keys()
+                new = {row.path for row in fetched.values()} - checked.keys()
                 stale.update(project.stale_paths(new))
         row = rows.get(r.chunk_id)
         if row is None:
             continue
-        path = row["path"]
+        path = row.path
         if path not in checked:  # gone, or made unreadable (a chmod changes no mtime): not served
             full = project.root / path
             checked[path] = os.path.isfile(full) and os.access(full, os.R_OK)
@@ -587,7 +588,7 @@ def _score(project: ProjectView, query: str, pairs: list[tuple[dict[str, Any], R
     cal = vector_calibration(project) if vectors else None
     idf = query_idf(project, query)
     known = vocabulary_share(project, query) if cal is not None else 1.0
-    for (_row, r), coverage in zip(pairs, coverages(idf, [row for row, _ in pairs]), strict=True):
+    for (_row, r), coverage in zip(pairs, coverages(idf, [chunk_words(row) for row, _ in pairs]), strict=True):
         if r.exact:
             conf = 1.0
         elif cal is not None and r.cosine is not None:
@@ -624,7 +625,7 @@ def project_missing(project: ProjectView, path: str) -> None:
 
 def result_dict(
     project: ProjectView,
-    row: Mapping[str, Any],
+    row: StoredChunk,
     score: float,
     terms: list[str],
     r: Ranked | None = None,
@@ -639,26 +640,26 @@ def result_dict(
         if r.kw_rank is not None or r.file_kw_score is not None or r.exact:
             matched.append("keyword")  # the chunk, its whole (short) file, or its heading matched the words
     res = {
-        "filePath": row["path"],
-        "uri": (project.root / row["path"]).as_uri(),
-        "sectionHeading": row["section_heading"],
-        "headingPath": row["heading_path"] or "",
-        "startLine": row["start_line"],
-        "endLine": row["end_line"],
+        "filePath": row.path,
+        "uri": (project.root / row.path).as_uri(),
+        "sectionHeading": row.section_heading,
+        "headingPath": row.heading_path or "",
+        "startLine": row.start_line,
+        "endLine": row.end_line,
         "range": {
-            "start": {"line": row["start_line"] - 1, "character": 0},
-            "end": {"line": row["end_line"], "character": 0},
+            "start": {"line": row.start_line - 1, "character": 0},
+            "end": {"line": row.end_line, "character": 0},
         },
-        "snippet": make_snippet(row["text"] or "", terms),
-        "preview": row["preview"],
+        "snippet": make_snippet(row.text or "", terms),
+        "preview": row.preview,
         "score": round(float(score), 4),
         "confidence": round(float(confidence), 4),
-        "tokenCount": row["token_count"],
-        "fileType": row["file_type"],
-        "entityType": row["entity_type"],
-        "entityName": row["entity_name"],
-        "bookId": row["book_id"],
-        "chapterId": row["chapter_id"],
+        "tokenCount": row.token_count,
+        "fileType": row.file_type,
+        "entityType": row.entity_type,
+        "entityName": row.entity_name,
+        "bookId": row.book_id,
+        "chapterId": row.chapter_id,
         "matchedBy": matched,
     }
     if r is not None and r.rerank is not None:

@@ -16,7 +16,11 @@ The interface is split by concept, as basic-memory separates its search reposito
 
 The data it speaks is defined here, backend-neutral: `KeywordQuery` (words and phrases, never a query syntax),
 `ChunkFilter` (plain data: each backend compiles it to its own condition), the records written (`FileRecord`,
-`ChunkRow`, `FileMentionRows`) and read (`StoredFile`, `StoredChunk`, `FileState`).
+`ChunkRow`, `FileMentionRows`) and read: dataclasses read by attribute, never dicts or mappings (`StoredFile`,
+`StoredChunk`, `FileState`; the frozen rows of the listing reads: `EntityRow`, `HeadingRow`, `ProseRow`,
+`StoredMention`, `ChapterFile`, `PendingChunk`, `SearchLogEntry`, `StoreStats`). The edges (CLI --json, MCP, LSP)
+shape their own JSON from them. `WriterLock.other_run` stays a dict: it is the JSON record another process
+published (storage/run_record.py), whose fields depend on that process's version.
 
 Conventions every backend keeps (the conformance suite, tests/test_storage_conformance.py, checks them):
 
@@ -63,12 +67,16 @@ IndexCorrupted. `storage.disk_full_advice(root, store.path, settings)` says what
 Changes after the interface was first published (09:25, for the `pg` branch) are additive and listed here:
 - 09:27 `WriterLock`: the docstring says what SQLite always did and tests/test_storage_conformance.py checks: the lock
   is not re-entrant, a second `writer_lock` in the same process (another thread) waits or raises IndexBusy.
+- 12:00 (branch `rows`) rows are dataclasses: `entities`, `headings`, `prose`, `mentions_of`, `chapter_files`,
+  `search_log`, `chunks_missing_vectors` and `stats` return the frozen rows above instead of dicts (same fields;
+  `stats` in snake_case, `EntityRow.aliases` a tuple instead of JSON text); `StoredFile` and `StoredChunk` are no
+  longer mappings (`row["text"]` is `row.text`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -275,30 +283,8 @@ class FileMentionRows:
 
 
 # -- records read ----------------------------------------------------------------------------------------------
-class _Columns(Mapping[str, Any]):
-    """A read row is also a read-only mapping of its columns (`row["text"]`, `row.get("x")`, `dict(row)`), for
-    callers written against dict rows; attribute access is the typed way."""
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._names():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def _names(self) -> tuple[str, ...]:
-        return _FIELD_NAMES[type(self)]
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
 @dataclass
-class StoredChunk(_Columns):
+class StoredChunk:
     """A stored chunk (`chunks_by_id`, `chunks_for_path`): the ChunkRow it was written from (without
     `ident_words`) plus its id and path. Values come back exactly as written (None stays None)."""
 
@@ -323,13 +309,16 @@ class StoredChunk(_Columns):
     visibility: str | None
     corpus: str | None
 
+    def chunk_row(self) -> ChunkRow:
+        """The ChunkRow that writes this chunk back as it is (without `ident_words`, which is not read back)."""
+        return ChunkRow(**{k: getattr(self, k) for k in ChunkRow.__dataclass_fields__ if k != "ident_words"})
+
 
 CHUNK_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StoredChunk))
-_FIELD_NAMES[StoredChunk] = CHUNK_FIELDS
 
 
 @dataclass
-class StoredFile(_Columns):
+class StoredFile:
     """A stored file (`get_file`): its FileRecord plus when it was written (`last_indexed`, Unix seconds) and how
     many chunks it has. `aliases` comes back as the list written."""
 
@@ -352,9 +341,6 @@ class StoredFile(_Columns):
     warning: str | None
 
 
-_FIELD_NAMES[StoredFile] = tuple(f.name for f in fields(StoredFile))
-
-
 def aliases_of(text: str | None) -> tuple[str, ...]:
     """A file's aliases from the JSON text a backend stores them as (`[]` for none, or for text that is not a
     JSON list)."""
@@ -367,7 +353,7 @@ def aliases_of(text: str | None) -> tuple[str, ...]:
     return tuple(str(a) for a in loaded) if isinstance(loaded, list) else ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class EntityRow:
     """A file that may be an entity (`entities`; retrieval.entities.is_entity decides): its names and kind."""
 
@@ -393,7 +379,7 @@ class EntityRow:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HeadingRow:
     """A chunk that starts with a heading (`headings`): the heading as written (`#`s kept), its heading path
     and 1-based lines."""
@@ -406,7 +392,7 @@ class HeadingRow:
     visibility: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StoredMention:
     """A stored mention of an entity (`mentions_of`): where (0-based line, code-point columns, end exclusive),
     the name as written in the entity's frontmatter, and its file's book, chapter id, chapter number (of the
@@ -424,7 +410,7 @@ class StoredMention:
     visibility: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ChapterFile:
     """An indexed file with a chapter id (`chapter_files`): its book, chapter id, visibility, frontmatter `pov`
     as stored with its mentions (casefolded; None when never scanned) and chapter number (of a chunk of it)."""
@@ -437,7 +423,7 @@ class ChapterFile:
     chapter_num: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ProseRow:
     """A chunk's text where it starts (`prose`): its file, first line (1-based), text and visibility."""
 
@@ -447,7 +433,7 @@ class ProseRow:
     visibility: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PendingChunk:
     """A chunk still without a vector (`chunks_missing_vectors`): what embedding it takes."""
 
@@ -458,7 +444,7 @@ class PendingChunk:
     content_hash: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SearchLogEntry:
     """One logged search (`search_log`): `id` ascends with time, `timestamp` in Unix seconds."""
 
@@ -472,7 +458,7 @@ class SearchLogEntry:
     elapsed_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StoreStats:
     """The index's counts (`stats`): files, chunks, stored vectors (0 without a vector table), when a file was
     last written (max `last_indexed`, None when none is), the embedding log's sums and the cache's size."""
