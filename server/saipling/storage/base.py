@@ -243,6 +243,57 @@ class FileRecord:
     corpus: str = "content"
     warning: str | None = None
 
+    def file_row(self, last_indexed: float, chunk_count: int) -> tuple[Any, ...]:
+        """Its values in FILE_COLUMNS order, as every backend stores them (aliases as JSON text)."""
+        import json
+
+        return (
+            self.path,
+            self.content_hash,
+            self.mtime_ns,
+            self.size,
+            self.file_type,
+            self.encoding,
+            last_indexed,
+            chunk_count,
+            self.entity_type,
+            self.entity_name,
+            self.display_name,
+            json.dumps(self.aliases),
+            self.book_id,
+            self.chapter_id,
+            self.visibility,
+            self.corpus,
+            self.warning,
+        )
+
+
+# the columns of a stored file (both backends' `files` table), in FileRecord.file_row's order
+FILE_COLUMNS: tuple[str, ...] = (
+    "path",
+    "content_hash",
+    "mtime_ns",
+    "size",
+    "file_type",
+    "encoding",
+    "last_indexed",
+    "chunk_count",
+    "entity_type",
+    "entity_name",
+    "display_name",
+    "aliases",
+    "book_id",
+    "chapter_id",
+    "visibility",
+    "corpus",
+    "warning",
+)
+
+
+def ident_lines(chunks: Sequence[ChunkRow]) -> list[str]:
+    """The distinct identifier parts of a file's chunks (each chunk's `ident_words`), for its whole-file keywords."""
+    return list(dict.fromkeys(w for ch in chunks if ch.ident_words for w in ch.ident_words.split("\n")))
+
 
 @dataclass
 class ChunkRow:

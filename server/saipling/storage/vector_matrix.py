@@ -328,3 +328,16 @@ def quantize(vecs: np.ndarray, steps: np.ndarray) -> np.ndarray:
 def wants_compact(rows: int, dims: int) -> bool:
     """Whether a matrix of this size is held compact (COMPACT_FLOATS)."""
     return rows * dims > COMPACT_FLOATS
+
+
+def other_file_cosines(neighbours: dict[int, list[tuple[int, float]]], paths: dict[int, str]) -> list[float]:
+    """For each chunk with its nearest chunks (id, cosine; best first): the cosine of the best one in another file
+    (chunks whose path is unknown are skipped; a chunk with none in another file gives nothing). The backends'
+    `nearest_other_file_cosines`."""
+    out: list[float] = []
+    for cid, hits in neighbours.items():
+        own = paths.get(cid)
+        other = next((s for c, s in hits if paths.get(c) not in (None, own)), None)
+        if other is not None:
+            out.append(other)
+    return out

@@ -30,6 +30,7 @@ from ...lazy import np
 from ...redact import remember
 from ..base import (
     CHUNK_FIELDS,
+    FILE_COLUMNS,
     ChapterFile,
     ChunkFilter,
     ChunkRow,
@@ -47,8 +48,10 @@ from ..base import (
     StoreStats,
     aliases_of,
     cache_key,
+    ident_lines,
 )
 from ..run_record import describe
+from ..vector_matrix import other_file_cosines
 from .errors import MappedConnection, mapped
 from .filters import compile_filter
 from .keywords import TERM_TSQUERY, bm25_sql, idf
@@ -71,10 +74,7 @@ _INSERT = (
 )
 _CHUNK_SELECT = ", ".join(f"c.{n}" for n in CHUNK_FIELDS)
 VECTORS_CHECKED_META = "vectors_checked"
-_FILE_COLUMNS = (
-    "path, content_hash, mtime_ns, size, file_type, encoding, last_indexed, chunk_count, entity_type, entity_name,"
-    " display_name, aliases, book_id, chapter_id, visibility, corpus, warning"
-)
+_FILE_COLUMNS = ", ".join(FILE_COLUMNS)
 # a workspace holding at least this many vectors is searched through the HNSW index of its dimension
 ANN_MIN_ROWS = int(os.environ.get("SAIPLING_PG_ANN_MIN", "20000"))
 EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
@@ -502,7 +502,7 @@ class PostgresStore:
         return unembedded
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
-        text = "\n".join([*(ch.text for ch in chunks), *_ident_lines(chunks)])
+        text = "\n".join([*(ch.text for ch in chunks), *ident_lines(chunks)])
         self.conn.execute(
             "INSERT INTO files(ws, " + _FILE_COLUMNS + ", tsv, doclen) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s,"
             " %s, %s, %s, %s, %s, %s, %s, %s, %s,"
@@ -516,30 +516,7 @@ class PostgresStore:
             " display_name = excluded.display_name, aliases = excluded.aliases, book_id = excluded.book_id,"
             " chapter_id = excluded.chapter_id, visibility = excluded.visibility, corpus = excluded.corpus,"
             " warning = excluded.warning, tsv = excluded.tsv, doclen = excluded.doclen",
-            (
-                self.ws,
-                record.path,
-                record.content_hash,
-                record.mtime_ns,
-                record.size,
-                record.file_type,
-                record.encoding,
-                time.time(),
-                len(chunks),
-                record.entity_type,
-                record.entity_name,
-                record.display_name,
-                json.dumps(record.aliases),
-                record.book_id,
-                record.chapter_id,
-                record.visibility,
-                record.corpus,
-                record.warning,
-                text,
-                text,
-                text,
-                text,
-            ),
+            (self.ws, *record.file_row(time.time(), len(chunks)), text, text, text, text),
         )
 
     def chunk_hashes(self) -> list[tuple[str, str, int]]:
@@ -1063,13 +1040,7 @@ class PostgresStore:
         vectors = self.chunk_vectors(picked)
         neighbours = {cid: self.knn(vec, 12) for cid, vec in vectors.items()}
         paths = self.chunk_paths(list({c for hits in neighbours.values() for c, _ in hits} | set(neighbours)))
-        out: list[float] = []
-        for cid, hits in neighbours.items():
-            own = paths.get(cid)
-            other = next((s for c, s in hits if paths.get(c) not in (None, own)), None)
-            if other is not None:
-                out.append(other)
-        return n, out
+        return n, other_file_cosines(neighbours, paths)
 
     def _vectors_by_hash(self, chunk_ids: list[int]) -> dict[str, np.ndarray]:
         rows = self._rows(
@@ -1188,10 +1159,6 @@ def _unit(vec: np.ndarray) -> np.ndarray:
     v = np.asarray(vec, dtype=np.float32)
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else v
-
-
-def _ident_lines(chunks: Sequence[ChunkRow]) -> list[str]:
-    return list(dict.fromkeys(w for ch in chunks if ch.ident_words for w in ch.ident_words.split("\n")))
 
 
 def _same_text(row: tuple, ch: ChunkRow) -> bool:

@@ -5,20 +5,20 @@ and calling its `Vectors` and `Mentions` parts."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import fields
 from operator import attrgetter
 
 from ...lazy import np  # numpy loads on first use (cold CLI path)
-from ..base import ChunkRow, FileMentionRows, FileRecord
+from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, ident_lines
 from .database import Database
 from .mentions import Mentions
 from .schema import chunk_cjk_words
 from .vectors import Vectors, vector_blob
 
 _ROW_FIELDS = [f.name for f in fields(ChunkRow)]
+_INSERT_FILE = f"INSERT OR REPLACE INTO files({', '.join(FILE_COLUMNS)}) VALUES ({', '.join('?' * len(FILE_COLUMNS))})"
 # what a kept chunk row may differ in without being rewritten: no keyword (FTS) or vector change follows
 _MOVABLE = [n for n in _ROW_FIELDS if n not in ("content_hash", "text", "heading_path")]
 _HASH = 1 + _ROW_FIELDS.index("content_hash")  # in a stored row (id first)
@@ -162,32 +162,9 @@ class FileWrites:
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
         self._drop_file_text(record.path)
-        self.db.conn.execute(
-            "INSERT OR REPLACE INTO files(path, content_hash, mtime_ns, size, file_type, encoding, last_indexed,"
-            " chunk_count, entity_type, entity_name, display_name, aliases, book_id, chapter_id, visibility,"
-            " corpus, warning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                record.path,
-                record.content_hash,
-                record.mtime_ns,
-                record.size,
-                record.file_type,
-                record.encoding,
-                time.time(),
-                len(chunks),
-                record.entity_type,
-                record.entity_name,
-                record.display_name,
-                json.dumps(record.aliases),
-                record.book_id,
-                record.chapter_id,
-                record.visibility,
-                record.corpus,
-                record.warning,
-            ),
-        )
+        self.db.conn.execute(_INSERT_FILE, record.file_row(time.time(), len(chunks)))
         # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`; and its CJK bigrams)
-        words = [*(ch.text for ch in chunks), *_ident_lines(chunks)]
+        words = [*(ch.text for ch in chunks), *ident_lines(chunks)]
         words += [w for w in (chunk_cjk_words(ch.heading_path, ch.text) for ch in chunks) if w]
         self.db.conn.execute(
             "INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (self.db.conn.last_insert_rowid(), "\n".join(words))
@@ -227,11 +204,6 @@ class FileWrites:
             self.db.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
         self.db.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
         return ids
-
-
-def _ident_lines(chunks: Sequence[ChunkRow]) -> list[str]:
-    """The distinct identifier parts of a file's chunks (each chunk's `ident_words`), for its whole-file keywords."""
-    return list(dict.fromkeys(w for ch in chunks if ch.ident_words for w in ch.ident_words.split("\n")))
 
 
 def _same_text(row: tuple, ch: ChunkRow) -> bool:

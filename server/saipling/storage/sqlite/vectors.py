@@ -18,7 +18,7 @@ import apsw
 from ...embeddings.base import usable_vector
 from ...lazy import np  # numpy loads on first use (cold CLI path)
 from ..base import ChunkFilter, PendingChunk, cache_key
-from ..vector_matrix import SAMPLE_ROWS, VectorMatrix, quantize, steps_for, wants_compact
+from ..vector_matrix import SAMPLE_ROWS, VectorMatrix, other_file_cosines, quantize, steps_for, wants_compact
 from .database import Database
 from .filters import FilterCache
 from .schema import VECTORS_CHECKED_META
@@ -259,13 +259,7 @@ class Vectors:
                     (self.db.json_ids(wanted),),
                 )
             }
-        out: list[float] = []
-        for cid, hits in neighbours.items():
-            own = paths.get(cid)
-            other = next((s for c, s in hits if paths.get(c) not in (None, own)), None)
-            if other is not None:
-                out.append(other)
-        return n, out
+        return n, other_file_cosines(neighbours, paths)
 
     def _file_vectors(self, path: str) -> dict[str, np.ndarray]:
         """The vectors a file's chunks have now, by content hash."""
