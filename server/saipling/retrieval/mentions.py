@@ -12,7 +12,7 @@ from ..config.visibility import role_levels, visible
 from ..errors import InvalidRequest
 from ..files.context_settings import load_context_settings
 from ..files.metadata import slugify
-from ..storage.base import ChunkFilter
+from ..storage.base import ChunkFilter, MentionCount, StoredMention
 from .entities import Entity, EntityProject, entity_index, manuscript_key
 
 log = logging.getLogger(__name__)
@@ -114,18 +114,27 @@ def resolve(project: Project, name: str, role: str | None = None) -> list[Entity
     return list(dict.fromkeys(found))
 
 
-def _allowed(project: Project, role: str | None = None) -> Any:
-    levels = role_levels(project.settings.roles, role, project.settings.default_role)
-    cs = load_context_settings(project.root)
-    seen: dict[tuple[str, str | None], bool] = {}
+class _Allowed:
+    """Whether a role may see a file (its visibility level, `.context_settings.json` exclusions), asked once per
+    file and visibility."""
 
-    def allowed(row: dict[str, Any]) -> bool:
-        key = (row["path"], row.get("visibility"))
-        if key not in seen:
-            seen[key] = visible(row.get("visibility"), levels) and cs.mode_for(row["path"]) != "exclude"
-        return seen[key]
+    def __init__(self, project: Project, role: str | None) -> None:
+        self.levels = role_levels(project.settings.roles, role, project.settings.default_role)
+        self.cs = load_context_settings(project.root)
+        self.seen: dict[tuple[str, str | None], bool] = {}
 
-    return allowed
+    def file(self, path: str, visibility: str | None) -> bool:
+        key = (path, visibility)
+        if key not in self.seen:
+            self.seen[key] = visible(visibility, self.levels) and self.cs.mode_for(path) != "exclude"
+        return self.seen[key]
+
+    def __call__(self, row: dict[str, Any]) -> bool:
+        return self.file(row["path"], row.get("visibility"))
+
+
+def _allowed(project: Project, role: str | None = None) -> _Allowed:
+    return _Allowed(project, role)
 
 
 def report(
@@ -182,12 +191,13 @@ def _reports_of(
     chapters = _chapters(project, allowed, role, max_chapter)
     out = []
     for e in ents:
-        rows = [
-            r
-            for r in project.store.mentions_of([e.path])
-            if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
+        files = [
+            c
+            for c in project.store.mention_counts([e.path])
+            if allowed.file(c.path, c.visibility)
+            and (max_chapter is None or c.chapter_num is None or c.chapter_num <= max_chapter)
         ]
-        out.append(_report(e, rows, chapters, limit))
+        out.append(_report(project, e, files, chapters, limit))
     return out
 
 
@@ -232,7 +242,11 @@ def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int
 
 
 def _label(row: dict[str, Any], many_books: bool) -> str:
-    return f"{row['book_id']}/{row['chapter_id']}" if many_books and row["book_id"] else row["chapter_id"]
+    return _label_of(row["book_id"], row["chapter_id"], many_books)
+
+
+def _label_of(book_id: str | None, chapter_id: str, many_books: bool) -> str:
+    return f"{book_id}/{chapter_id}" if many_books and book_id else chapter_id
 
 
 def _book_of(label: str) -> str:
@@ -249,52 +263,71 @@ def _chapter_order(rows: list[dict[str, Any]], many_books: bool) -> list[str]:
     return sorted(first, key=lambda c: first[c])
 
 
-def _report(e: Entity, rows: list[dict[str, Any]], chapters: ChapterOrder, limit: int) -> MentionReport:
+def _report(
+    project: Project, e: Entity, files: list[MentionCount], chapters: ChapterOrder, limit: int
+) -> MentionReport:
+    """The report from one row per file (the counts kept at index time): the work is proportional to the files that
+    mention the entity, plus the `limit` mentions listed, whatever the corpus."""
     many_books, rank = chapters.many_books, chapters.rank
-    keys: dict[str, tuple[Any, ...]] = {}  # (a file's key, once: rows are many mentions of few files)
-    for r in rows:
-        if r["path"] not in keys:
-            keys[r["path"]] = manuscript_key(r["path"], r["chapter_num"])
-    rows.sort(key=lambda r: (keys[r["path"]], r["line"], r["col"]))
+    keys = {c.path: manuscript_key(c.path, c.chapter_num) for c in files}
+    files.sort(key=lambda c: keys[c.path])  # (stable: files of equal keys stay in path order)
     counts: dict[str, ChapterCount] = {}
-    last_rows: dict[str, dict[str, Any]] = {}  # chapter -> its last mention
+    last_files: dict[str, MentionCount] = {}  # chapter -> the file of its last mention
     labels: dict[str, str] = {}  # path -> its chapter's label
     others: dict[str, int] = {}
     in_chapters = 0
-    for r in rows:
-        if r["chapter_id"] is None:
-            others[r["path"]] = others.get(r["path"], 0) + 1
+    for c in files:
+        if c.chapter_id is None:
+            others[c.path] = others.get(c.path, 0) + c.count
             continue
-        label = labels.get(r["path"])
-        if label is None:
-            label = labels[r["path"]] = _label(r, many_books)
+        label = labels[c.path] = _label_of(c.book_id, c.chapter_id, many_books)
         if label not in counts:
-            counts[label] = ChapterCount(label, 0, Place(r["path"], r["line"] + 1, label))
-        counts[label].count += 1
-        last_rows[label] = r
-        in_chapters += 1
+            counts[label] = ChapterCount(label, 0, Place(c.path, c.first_line + 1, label))
+        counts[label].count += c.count
+        last_files[label] = c
+        in_chapters += c.count
     chs = sorted(counts.values(), key=lambda c: rank.get(c.chapter, len(rank)))
     first = chs[0].first if chs else None
     last = None
     since = None
     if chs:
         last_label = max(chs, key=lambda c: rank.get(c.chapter, -1)).chapter
-        lr = last_rows[last_label]
-        last = Place(lr["path"], lr["line"] + 1, last_label)
+        lf = last_files[last_label]
+        last = Place(lf.path, lf.last_line + 1, last_label)
         since = chapters.after.get(last_label, 0)  # chapters of the same book after it
-    listed = rows[: max(0, limit)]
+    chapter_ids = {c.path: c.chapter_id for c in files}
     mentions = [
         {
-            "path": r["path"],
-            "line": r["line"] + 1,
-            "column": r["col"],
-            "endColumn": r["end_col"],
-            "surface": r["surface"],
-            "chapter": labels.get(r["path"]) if r["chapter_id"] else None,
+            "path": m.path,
+            "line": m.line + 1,
+            "column": m.col,
+            "endColumn": m.end_col,
+            "surface": m.surface,
+            "chapter": labels.get(m.path) if chapter_ids.get(m.path) else None,
         }
-        for r in listed
+        for m in _listed(project, e, files, keys, limit)
     ]
     return MentionReport(e, in_chapters, chs, first, last, since, len(chapters.order), others, mentions)
+
+
+def _listed(
+    project: Project, e: Entity, files: list[MentionCount], keys: dict[str, tuple[Any, ...]], limit: int
+) -> list[StoredMention]:
+    """The first `limit` mentions in manuscript order, read from the fewest files that hold them."""
+    if limit <= 0:
+        return []
+    paths: list[str] = []
+    held = 0
+    for c in files:  # (in manuscript order)
+        if held >= limit:
+            break
+        paths.append(c.path)
+        held += c.count
+    if not paths:
+        return []
+    found = project.store.mentions_in([e.path], paths)
+    found.sort(key=lambda m: (keys[m.path], m.line, m.col))
+    return found[:limit]
 
 
 def summary_for(project: Project, entity: Entity, shown_in: str | None = None, *, horizon: int | None = None) -> str:

@@ -35,8 +35,10 @@ from ..base import (
     FileRecord,
     FileState,
     KeywordQuery,
+    MentionCount,
     StoredChunk,
     StoredFile,
+    StoredMention,
     cache_key,
 )
 from ..run_record import describe
@@ -887,6 +889,33 @@ class PostgresStore:
             " WHERE m.ws = %s AND m.entity = ANY(%s) ORDER BY m.path, m.line, m.col",
             (self.ws, list(entity_paths)),
         )
+
+    def mention_counts(self, entity_paths: Sequence[str]) -> list[MentionCount]:
+        """Aggregated from the mentions at read time (the server does it next to the data, one row per file out)."""
+        return [
+            MentionCount(*r)
+            for r in self._rows(
+                "SELECT k.path, k.entity, k.n, k.first_line, k.first_col, k.last_line, k.last_col, f.book_id,"
+                " f.chapter_id,"
+                " (SELECT c.chapter_num FROM chunks c WHERE c.ws = f.ws AND c.path = f.path LIMIT 1), f.visibility"
+                " FROM (SELECT m.path, m.entity, count(*) AS n,"
+                " (min(ARRAY[m.line, m.col]))[1] AS first_line, (min(ARRAY[m.line, m.col]))[2] AS first_col,"
+                " (max(ARRAY[m.line, m.col]))[1] AS last_line, (max(ARRAY[m.line, m.col]))[2] AS last_col"
+                " FROM mentions m WHERE m.ws = %s AND m.entity = ANY(%s) GROUP BY m.path, m.entity) k"
+                " JOIN files f ON f.ws = %s AND f.path = k.path ORDER BY k.path, k.entity",
+                (self.ws, list(entity_paths), self.ws),
+            )
+        ]
+
+    def mentions_in(self, entity_paths: Sequence[str], paths: Sequence[str]) -> list[StoredMention]:
+        return [
+            StoredMention(*r)
+            for r in self._rows(
+                "SELECT path, entity, line, col, end_col, surface FROM mentions"
+                " WHERE ws = %s AND entity = ANY(%s) AND path = ANY(%s) ORDER BY path, line, col",
+                (self.ws, list(entity_paths), list(paths)),
+            )
+        ]
 
     def chapter_files(self) -> list[dict[str, Any]]:
         return self._dicts(

@@ -34,8 +34,10 @@ from ..base import (
     FileRecord,
     FileState,
     KeywordQuery,
+    MentionCount,
     StoredChunk,
     StoredFile,
+    StoredMention,
 )
 from . import index_files, integrity, lock
 from .database import Database
@@ -597,6 +599,12 @@ class SqliteStore:
 
     def mentions_of(self, entity_paths: Sequence[str]) -> list[dict[str, Any]]:
         return self._mentions.mentions_of(entity_paths)
+
+    def mention_counts(self, entity_paths: Sequence[str]) -> list[MentionCount]:
+        return self._mentions.mention_counts(entity_paths)
+
+    def mentions_in(self, entity_paths: Sequence[str], paths: Sequence[str]) -> list[StoredMention]:
+        return self._mentions.mentions_in(entity_paths, paths)
 
     def chapter_files(self) -> list[dict[str, Any]]:
         return self._mentions.chapter_files()
