@@ -211,21 +211,38 @@ class ChapterOrder:
     after: dict[str, int]  # label -> chapters of the same book after it
 
 
-_order_cache: dict[int, tuple[tuple[Any, ...], ChapterOrder]] = {}
+@dataclass
+class _ChapterRows:
+    """A project's chapter files as last read (per index version), and the orders computed from them per role,
+    spoiler horizon and exclusions: an index change that leaves every chapter file's path, book, chapter,
+    visibility and pov as they were (an edit of a chapter's text) keeps the orders."""
+
+    version: tuple[Any, ...]
+    rows: list[Any]
+    orders: dict[tuple[Any, ...], ChapterOrder]
 
 
-def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int | None) -> ChapterOrder:
-    """The chapters the role may see in manuscript order (and whether there are several books), cached per
-    index version."""
-    cs = load_context_settings(project.root)
+ORDERS_KEPT = 64
+_order_cache: dict[int, _ChapterRows] = {}
+
+
+def _chapters(project: Project, allowed: _Allowed, role: str | None, max_chapter: int | None) -> ChapterOrder:
+    """The chapters the role may see in manuscript order (and whether there are several books), computed again
+    only when the chapter files changed."""
     store = project.store
-    key = (id(store), store.path, store.index_version(), role, max_chapter, id(cs) if cs.has("exclude") else None)
-    hit = _order_cache.get(id(project))
-    if hit is not None and hit[0] == key:
-        return hit[1]
+    version = (id(store), store.path, store.index_version())
+    cached = _order_cache.get(id(project))
+    if cached is None or cached.version != version:
+        rows = store.chapter_files()
+        orders = cached.orders if cached is not None and cached.rows == rows else {}
+        cached = _order_cache[id(project)] = _ChapterRows(version, rows, orders)
+    cs = allowed.cs
+    key = (role, tuple(allowed.levels), max_chapter, id(cs) if cs.has("exclude") else None)
+    if (hit := cached.orders.get(key)) is not None:
+        return hit
     chapters = [
         r
-        for r in project.store.chapter_files()
+        for r in cached.rows
         if allowed(r) and (max_chapter is None or r["chapter_num"] is None or r["chapter_num"] <= max_chapter)
     ]
     many_books = len({r["book_id"] for r in chapters}) > 1
@@ -237,8 +254,25 @@ def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int
         after[label] = seen.get(book, 0)
         seen[book] = after[label] + 1
     found = ChapterOrder(order, many_books, {c: i for i, c in enumerate(order)}, after)
-    _order_cache[id(project)] = (key, found)
+    if len(cached.orders) >= ORDERS_KEPT:
+        cached.orders.pop(next(iter(cached.orders)), None)
+    cached.orders[key] = found
     return found
+
+
+def _key(path: str, chapter_num: int | None) -> tuple[Any, ...]:
+    """entities.manuscript_key, kept per path (a path's key never changes; computing it splits the path)."""
+    k = (path, chapter_num)
+    found = _keys.get(k)
+    if found is None:
+        if len(_keys) >= KEYS_KEPT:
+            _keys.clear()
+        found = _keys[k] = manuscript_key(path, chapter_num)
+    return found
+
+
+KEYS_KEPT = 200_000
+_keys: dict[tuple[str, int | None], tuple[Any, ...]] = {}
 
 
 def _label(row: dict[str, Any], many_books: bool) -> str:
@@ -257,7 +291,7 @@ def _chapter_order(rows: list[dict[str, Any]], many_books: bool) -> list[str]:
     first: dict[str, tuple[Any, ...]] = {}
     for r in rows:
         label = _label(r, many_books)
-        key = manuscript_key(r["path"], r["chapter_num"])
+        key = _key(r["path"], r["chapter_num"])
         if label not in first or key < first[label]:
             first[label] = key
     return sorted(first, key=lambda c: first[c])
@@ -269,7 +303,7 @@ def _report(
     """The report from one row per file (the counts kept at index time): the work is proportional to the files that
     mention the entity, plus the `limit` mentions listed, whatever the corpus."""
     many_books, rank = chapters.many_books, chapters.rank
-    keys = {c.path: manuscript_key(c.path, c.chapter_num) for c in files}
+    keys = {c.path: _key(c.path, c.chapter_num) for c in files}
     files.sort(key=lambda c: keys[c.path])  # (stable: files of equal keys stay in path order)
     counts: dict[str, ChapterCount] = {}
     last_files: dict[str, MentionCount] = {}  # chapter -> the file of its last mention

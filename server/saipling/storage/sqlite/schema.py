@@ -167,8 +167,10 @@ _MIGRATIONS: list[str] = [
     """,
     # 7: per file and entity, how many mentions and the first and last (storage/sqlite/mentions.py keeps them with
     # the file's mentions), so an entity's mentions are answered from one row per file (retrieval/mentions.py);
-    # filled here from the mentions an index holds already.
+    # filled here from the mentions an index holds already. `chunks_chapter` answers "the chapter number of a file"
+    # (asked per file by the mentions and chapter reads) from the index alone, without reading a chunk's text.
     f"""
+    CREATE INDEX IF NOT EXISTS chunks_chapter ON chunks(path, chapter_num);
     CREATE TABLE IF NOT EXISTS mention_counts(
         entity TEXT NOT NULL, path TEXT NOT NULL, count INTEGER NOT NULL, first_line INTEGER NOT NULL,
         first_col INTEGER NOT NULL, last_line INTEGER NOT NULL, last_col INTEGER NOT NULL,
