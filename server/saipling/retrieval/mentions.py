@@ -134,7 +134,19 @@ class _Allowed:
 
 
 def _allowed(project: Project, role: str | None = None) -> _Allowed:
-    return _Allowed(project, role)
+    """The role's check, kept while its levels and the exclusions file stay the same (its answers are per file)."""
+    fresh_check = _Allowed(project, role)
+    key = (id(project), role, tuple(fresh_check.levels), id(fresh_check.cs))
+    kept = _allowed_kept.get(key)
+    if kept is not None and kept.cs is fresh_check.cs:
+        return kept
+    if len(_allowed_kept) >= ORDERS_KEPT:
+        _allowed_kept.pop(next(iter(_allowed_kept)), None)
+    _allowed_kept[key] = fresh_check
+    return fresh_check
+
+
+_allowed_kept: dict[tuple[Any, ...], _Allowed] = {}
 
 
 def report(
