@@ -121,3 +121,81 @@ def test_a_dropped_alias_and_a_deleted_profile_take_their_mentions_and_only_thos
         assert p.store.mention_paths(["characters/count-dracula/profile.md"]) == []
         with pytest.raises(InvalidRequest):
             mentions.report(p, "the Count")
+
+
+def test_the_counts_kept_per_file_agree_with_the_mentions_through_every_change(tmp_path: Path) -> None:
+    """The report reads one row per file (counts kept at index time) and a page of mentions: after an index run,
+    an edit, a new chapter and a deletion, the counts equal the mentions', and a short page is the long one's
+    start."""
+    root = novel_project(tmp_path)
+
+    def check(p: object) -> None:
+        for path in NOVEL_MENTIONS:
+            every = p.store.mentions_of([path])  # type: ignore[attr-defined]
+            kept = {c.path: (c.count, c.first_line, c.last_line) for c in p.store.mention_counts([path])}  # type: ignore[attr-defined]
+            want: dict[str, tuple[int, int, int]] = {}
+            for m in every:
+                n, first, last = want.get(m["path"], (0, m["line"], m["line"]))
+                want[m["path"]] = (n + 1, min(first, m["line"]), max(last, m["line"]))
+            assert kept == want and kept
+            (long,) = mentions.report(p, path, limit=1000)  # type: ignore[arg-type]
+            (short,) = mentions.report(p, path, limit=2)  # type: ignore[arg-type]
+            assert len(long.mentions) == sum(n for n, _, _ in want.values())
+            assert short.mentions == long.mentions[:2] and short.total == long.total
+
+    with open_project(root) as p:
+        p.index()
+        check(p)
+        write_file(root, SCENE.format(3), "# Chapter 3\n\nJonathan, Mina and Madam Mina.\n\nMina again.\n")
+        write_file(root, SCENE.format(6), "# Chapter 6\n\nMina Harker and the Count.\n")
+        p.refresh([SCENE.format(3), SCENE.format(6)])
+        check(p)
+        (mina,) = mentions.report(p, "Mina")
+        assert counts(mina)[3] == 3 and counts(mina)[6] == 1
+        (root / SCENE.format(2)).unlink()
+        p.refresh([SCENE.format(2)])
+        check(p)
+        assert 2 not in counts(mentions.report(p, "Mina")[0])
+
+
+def test_an_index_made_before_the_counts_were_kept_gets_them_when_opened(tmp_path: Path) -> None:
+    root = novel_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+        before = [r.to_dict() for path in NOVEL_MENTIONS for r in mentions.report(p, path, limit=100)]
+        with p.store.atomic():  # (as the SQLite index was at schema 6: mentions but no counts)
+            p.store.conn.execute("DROP TABLE mention_counts")
+            p.store.conn.execute("PRAGMA user_version=6")
+    mentions.clear_reports()
+    with open_project(root) as p:
+        after = [r.to_dict() for path in NOVEL_MENTIONS for r in mentions.report(p, path, limit=100)]
+        assert after == before and all(r["total"] for r in after)
+
+
+def test_the_chapter_order_follows_new_and_renumbered_chapters(tmp_path: Path) -> None:
+    """The manuscript's chapters are read again only when a chapter file changed; a text edit keeps them, a new
+    chapter or a new chapter number does not."""
+    root = novel_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+        (mina,) = mentions.report(p, "Mina")
+        total, since = mina.chapter_total, mina.chapters_since_last_seen
+        write_file(root, SCENE.format(1), (root / SCENE.format(1)).read_text() + "\nThe wind rose.\n")
+        p.refresh([SCENE.format(1)])
+        (mina,) = mentions.report(p, "Mina")
+        assert (mina.chapter_total, mina.chapters_since_last_seen) == (total, since)
+        write_file(root, SCENE.format(7), "# Chapter 7\n\nFog.\n")
+        p.refresh([SCENE.format(7)])
+        (mina,) = mentions.report(p, "Mina")
+        assert (mina.chapter_total, mina.chapters_since_last_seen) == (total + 1, since + 1)
+        (horizon,) = mentions.report(p, "Mina", max_chapter=3)
+        assert max(counts(horizon)) == 3
+        assert counts(horizon)[2] == 1
+        write_file(root, "books/book-01/drafts/late.md", "---\nchapter: 9\n---\n# Late\n\nMina, at last.\n")
+        p.refresh(["books/book-01/drafts/late.md"])
+        (horizon,) = mentions.report(p, "Mina", max_chapter=3)
+        assert counts(horizon)[2] == 1  # chapter 9: past the horizon
+        write_file(root, "books/book-01/drafts/late.md", "---\nchapter: 2\n---\n# Late\n\nMina, at last.\n")
+        p.refresh(["books/book-01/drafts/late.md"])
+        (horizon,) = mentions.report(p, "Mina", max_chapter=3)
+        assert counts(horizon)[2] == 2  # renumbered into chapter 2

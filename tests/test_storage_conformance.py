@@ -502,6 +502,46 @@ def test_mentions_are_written_with_the_file_and_go_with_it(store: IndexStore) ->
     assert store.mentions_of(["people/mina.md"]) == [] and store.mention_paths(["people/mina.md"]) == []
 
 
+def test_mention_counts_are_one_row_per_file_and_follow_every_change(store: IndexStore) -> None:
+    mina, jon = "people/mina.md", "people/jon.md"
+    found = FileMentionRows(
+        "k", [(mina, 7, 3, 7, "Mina"), (jon, 2, 0, 3, "Jon"), (mina, 1, 9, 13, "Mina"), (mina, 7, 1, 5, "Mina")]
+    )
+    store.replace_file(
+        record("ch4.md", "x", chapter_id="c4", book_id="b", visibility="private"),
+        [row(0, "text", chapter_num=4, chapter_id="c4", book_id="b")],
+        mentions=found,
+    )
+    put(store, "notes.md", "n")
+    store.write_mentions("notes.md", FileMentionRows("k", [(mina, 0, 0, 4, "Mina")]))
+    got = store.mention_counts([mina])
+    assert [(c.path, c.entity, c.count, c.first_line, c.first_col, c.last_line, c.last_col) for c in got] == [
+        ("ch4.md", mina, 3, 1, 9, 7, 3),
+        ("notes.md", mina, 1, 0, 0, 0, 0),
+    ]
+    assert (got[0].book_id, got[0].chapter_id, got[0].chapter_num, got[0].visibility) == ("b", "c4", 4, "private")
+    assert (got[1].chapter_id, got[1].chapter_num) == (None, None)
+    assert [(c.path, c.entity) for c in store.mention_counts([mina, jon])] == [
+        ("ch4.md", jon),
+        ("ch4.md", mina),
+        ("notes.md", mina),
+    ]
+    page = store.mentions_in([mina], ["ch4.md"])
+    assert [(m.path, m.entity, m.line, m.col, m.end_col, m.surface) for m in page] == [
+        ("ch4.md", mina, 1, 9, 13, "Mina"),
+        ("ch4.md", mina, 7, 1, 5, "Mina"),
+        ("ch4.md", mina, 7, 3, 7, "Mina"),
+    ]
+    assert store.mentions_in([mina], ["elsewhere.md"]) == [] and store.mentions_in([], ["ch4.md"]) == []
+    store.write_mentions("ch4.md", FileMentionRows("k", [(jon, 5, 5, 8, "Jon")]))  # rewritten: hers are gone
+    assert [c.path for c in store.mention_counts([mina])] == ["notes.md"]
+    assert [(c.count, c.first_line) for c in store.mention_counts([jon])] == [(1, 5)]
+    store.delete_file("notes.md")
+    assert store.mention_counts([mina]) == []
+    store.clear()
+    assert store.mention_counts([jon]) == []
+
+
 # -- meta, logs, versions --------------------------------------------------------------------------------------
 def test_meta_logs_and_stats(store: IndexStore) -> None:
     assert store.get_meta("missing") is None and store.get_meta("missing", "d") == "d"

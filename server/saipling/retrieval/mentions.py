@@ -12,7 +12,7 @@ from ..config.visibility import role_levels, visible
 from ..errors import InvalidRequest
 from ..files.context_settings import load_context_settings
 from ..files.metadata import slugify
-from ..storage.base import ChapterFile, ChunkFilter, StoredMention
+from ..storage.base import ChapterFile, ChunkFilter, MentionAt, MentionCount
 from .entities import Entity, EntityProject, entity_index, manuscript_key
 
 log = logging.getLogger(__name__)
@@ -114,18 +114,39 @@ def resolve(project: Project, name: str, role: str | None = None) -> list[Entity
     return list(dict.fromkeys(found))
 
 
-def _allowed(project: Project, role: str | None = None) -> Any:
-    levels = role_levels(project.settings.roles, role, project.settings.default_role)
-    cs = load_context_settings(project.root)
-    seen: dict[tuple[str, str | None], bool] = {}
+class _Allowed:
+    """Whether a role may see a file (its visibility level, `.context_settings.json` exclusions), asked once per
+    file and visibility."""
 
-    def allowed(row: StoredMention | ChapterFile) -> bool:
-        key = (row.path, row.visibility)
-        if key not in seen:
-            seen[key] = visible(row.visibility, levels) and cs.mode_for(row.path) != "exclude"
-        return seen[key]
+    def __init__(self, project: Project, role: str | None) -> None:
+        self.levels = role_levels(project.settings.roles, role, project.settings.default_role)
+        self.cs = load_context_settings(project.root)
+        self.seen: dict[tuple[str, str | None], bool] = {}
 
-    return allowed
+    def file(self, path: str, visibility: str | None) -> bool:
+        key = (path, visibility)
+        if key not in self.seen:
+            self.seen[key] = visible(visibility, self.levels) and self.cs.mode_for(path) != "exclude"
+        return self.seen[key]
+
+    def __call__(self, row: ChapterFile) -> bool:
+        return self.file(row.path, row.visibility)
+
+
+def _allowed(project: Project, role: str | None = None) -> _Allowed:
+    """The role's check, kept while its levels and the exclusions file stay the same (its answers are per file)."""
+    fresh_check = _Allowed(project, role)
+    key = (id(project), role, tuple(fresh_check.levels), id(fresh_check.cs))
+    kept = _allowed_kept.get(key)
+    if kept is not None and kept.cs is fresh_check.cs:
+        return kept
+    if len(_allowed_kept) >= ORDERS_KEPT:
+        _allowed_kept.pop(next(iter(_allowed_kept)), None)
+    _allowed_kept[key] = fresh_check
+    return fresh_check
+
+
+_allowed_kept: dict[tuple[Any, ...], _Allowed] = {}
 
 
 def report(
@@ -182,12 +203,13 @@ def _reports_of(
     chapters = _chapters(project, allowed, role, max_chapter)
     out = []
     for e in ents:
-        rows = [
-            r
-            for r in project.store.mentions_of([e.path])
-            if allowed(r) and (max_chapter is None or r.chapter_num is None or r.chapter_num <= max_chapter)
+        files = [
+            c
+            for c in project.store.mention_counts([e.path])
+            if allowed.file(c.path, c.visibility)
+            and (max_chapter is None or c.chapter_num is None or c.chapter_num <= max_chapter)
         ]
-        out.append(_report(e, rows, chapters, limit))
+        out.append(_report(project, e, files, chapters, limit))
     return out
 
 
@@ -201,21 +223,38 @@ class ChapterOrder:
     after: dict[str, int]  # label -> chapters of the same book after it
 
 
-_order_cache: dict[int, tuple[tuple[Any, ...], ChapterOrder]] = {}
+@dataclass
+class _ChapterRows:
+    """A project's chapter files as last read (per index version), and the orders computed from them per role,
+    spoiler horizon and exclusions: an index change that leaves every chapter file's path, book, chapter,
+    visibility and pov as they were (an edit of a chapter's text) keeps the orders."""
+
+    version: tuple[Any, ...]
+    rows: list[Any]
+    orders: dict[tuple[Any, ...], ChapterOrder]
 
 
-def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int | None) -> ChapterOrder:
-    """The chapters the role may see in manuscript order (and whether there are several books), cached per
-    index version."""
-    cs = load_context_settings(project.root)
+ORDERS_KEPT = 64
+_order_cache: dict[int, _ChapterRows] = {}
+
+
+def _chapters(project: Project, allowed: _Allowed, role: str | None, max_chapter: int | None) -> ChapterOrder:
+    """The chapters the role may see in manuscript order (and whether there are several books), computed again
+    only when the chapter files changed."""
     store = project.store
-    key = (id(store), store.path, store.index_version(), role, max_chapter, id(cs) if cs.has("exclude") else None)
-    hit = _order_cache.get(id(project))
-    if hit is not None and hit[0] == key:
-        return hit[1]
+    version = (id(store), store.path, store.index_version())
+    cached = _order_cache.get(id(project))
+    if cached is None or cached.version != version:
+        rows = store.chapter_files()
+        orders = cached.orders if cached is not None and cached.rows == rows else {}
+        cached = _order_cache[id(project)] = _ChapterRows(version, rows, orders)
+    cs = allowed.cs
+    key = (role, tuple(allowed.levels), max_chapter, id(cs) if cs.has("exclude") else None)
+    if (hit := cached.orders.get(key)) is not None:
+        return hit
     chapters = [
         r
-        for r in project.store.chapter_files()
+        for r in cached.rows
         if allowed(r) and (max_chapter is None or r.chapter_num is None or r.chapter_num <= max_chapter)
     ]
     many_books = len({r.book_id for r in chapters}) > 1
@@ -227,12 +266,33 @@ def _chapters(project: Project, allowed: Any, role: str | None, max_chapter: int
         after[label] = seen.get(book, 0)
         seen[book] = after[label] + 1
     found = ChapterOrder(order, many_books, {c: i for i, c in enumerate(order)}, after)
-    _order_cache[id(project)] = (key, found)
+    if len(cached.orders) >= ORDERS_KEPT:
+        cached.orders.pop(next(iter(cached.orders)), None)
+    cached.orders[key] = found
     return found
 
 
-def _label(row: StoredMention | ChapterFile, many_books: bool) -> str:
-    return f"{row.book_id}/{row.chapter_id}" if many_books and row.book_id else str(row.chapter_id)
+def _key(path: str, chapter_num: int | None) -> tuple[Any, ...]:
+    """entities.manuscript_key, kept per path (a path's key never changes; computing it splits the path)."""
+    k = (path, chapter_num)
+    found = _keys.get(k)
+    if found is None:
+        if len(_keys) >= KEYS_KEPT:
+            _keys.clear()
+        found = _keys[k] = manuscript_key(path, chapter_num)
+    return found
+
+
+KEYS_KEPT = 200_000
+_keys: dict[tuple[str, int | None], tuple[Any, ...]] = {}
+
+
+def _label(row: ChapterFile, many_books: bool) -> str:
+    return _label_of(row.book_id, row.chapter_id, many_books)
+
+
+def _label_of(book_id: str | None, chapter_id: str, many_books: bool) -> str:
+    return f"{book_id}/{chapter_id}" if many_books and book_id else chapter_id
 
 
 def _book_of(label: str) -> str:
@@ -243,58 +303,77 @@ def _chapter_order(rows: list[ChapterFile], many_books: bool) -> list[str]:
     first: dict[str, tuple[Any, ...]] = {}
     for r in rows:
         label = _label(r, many_books)
-        key = manuscript_key(r.path, r.chapter_num)
+        key = _key(r.path, r.chapter_num)
         if label not in first or key < first[label]:
             first[label] = key
     return sorted(first, key=lambda c: first[c])
 
 
-def _report(e: Entity, rows: list[StoredMention], chapters: ChapterOrder, limit: int) -> MentionReport:
+def _report(
+    project: Project, e: Entity, files: list[MentionCount], chapters: ChapterOrder, limit: int
+) -> MentionReport:
+    """The report from one row per file (the counts kept at index time): the work is proportional to the files that
+    mention the entity, plus the `limit` mentions listed, whatever the corpus."""
     many_books, rank = chapters.many_books, chapters.rank
-    keys: dict[str, tuple[Any, ...]] = {}  # (a file's key, once: rows are many mentions of few files)
-    for r in rows:
-        if r.path not in keys:
-            keys[r.path] = manuscript_key(r.path, r.chapter_num)
-    rows.sort(key=lambda r: (keys[r.path], r.line, r.col))
+    keys = {c.path: _key(c.path, c.chapter_num) for c in files}
+    files.sort(key=lambda c: keys[c.path])  # (stable: files of equal keys stay in path order)
     counts: dict[str, ChapterCount] = {}
-    last_rows: dict[str, StoredMention] = {}  # chapter -> its last mention
+    last_files: dict[str, MentionCount] = {}  # chapter -> the file of its last mention
     labels: dict[str, str] = {}  # path -> its chapter's label
     others: dict[str, int] = {}
     in_chapters = 0
-    for r in rows:
-        if r.chapter_id is None:
-            others[r.path] = others.get(r.path, 0) + 1
+    for c in files:
+        if c.chapter_id is None:
+            others[c.path] = others.get(c.path, 0) + c.count
             continue
-        label = labels.get(r.path)
-        if label is None:
-            label = labels[r.path] = _label(r, many_books)
+        label = labels[c.path] = _label_of(c.book_id, c.chapter_id, many_books)
         if label not in counts:
-            counts[label] = ChapterCount(label, 0, Place(r.path, r.line + 1, label))
-        counts[label].count += 1
-        last_rows[label] = r
-        in_chapters += 1
+            counts[label] = ChapterCount(label, 0, Place(c.path, c.first_line + 1, label))
+        counts[label].count += c.count
+        last_files[label] = c
+        in_chapters += c.count
     chs = sorted(counts.values(), key=lambda c: rank.get(c.chapter, len(rank)))
     first = chs[0].first if chs else None
     last = None
     since = None
     if chs:
         last_label = max(chs, key=lambda c: rank.get(c.chapter, -1)).chapter
-        lr = last_rows[last_label]
-        last = Place(lr.path, lr.line + 1, last_label)
+        lf = last_files[last_label]
+        last = Place(lf.path, lf.last_line + 1, last_label)
         since = chapters.after.get(last_label, 0)  # chapters of the same book after it
-    listed = rows[: max(0, limit)]
+    chapter_ids = {c.path: c.chapter_id for c in files}
     mentions = [
         {
-            "path": r.path,
-            "line": r.line + 1,
-            "column": r.col,
-            "endColumn": r.end_col,
-            "surface": r.surface,
-            "chapter": labels.get(r.path) if r.chapter_id else None,
+            "path": m.path,
+            "line": m.line + 1,
+            "column": m.col,
+            "endColumn": m.end_col,
+            "surface": m.surface,
+            "chapter": labels.get(m.path) if chapter_ids.get(m.path) else None,
         }
-        for r in listed
+        for m in _listed(project, e, files, keys, limit)
     ]
     return MentionReport(e, in_chapters, chs, first, last, since, len(chapters.order), others, mentions)
+
+
+def _listed(
+    project: Project, e: Entity, files: list[MentionCount], keys: dict[str, tuple[Any, ...]], limit: int
+) -> list[MentionAt]:
+    """The first `limit` mentions in manuscript order, read from the fewest files that hold them."""
+    if limit <= 0:
+        return []
+    paths: list[str] = []
+    held = 0
+    for c in files:  # (in manuscript order)
+        if held >= limit:
+            break
+        paths.append(c.path)
+        held += c.count
+    if not paths:
+        return []
+    found = project.store.mentions_in([e.path], paths)
+    found.sort(key=lambda m: (keys[m.path], m.line, m.col))
+    return found[:limit]
 
 
 def summary_for(project: Project, entity: Entity, shown_in: str | None = None, *, horizon: int | None = None) -> str:

@@ -333,6 +333,38 @@ class FileMentionRows:
     pov: str | None = None
 
 
+@dataclass(frozen=True)
+class MentionCount:
+    """One file's mentions of one entity, kept at index time (`MentionStore.mention_counts`): how many, the first and
+    the last (0-based line and column, in text order), with the file's book, chapter id and number (of a chunk of
+    it) and visibility. A request for an entity's mentions reads one of these per file, not every mention."""
+
+    path: str
+    entity: str
+    count: int
+    first_line: int
+    first_col: int
+    last_line: int
+    last_col: int
+    book_id: str | None
+    chapter_id: str | None
+    chapter_num: int | None
+    visibility: str | None
+
+
+@dataclass(frozen=True)
+class MentionAt:
+    """One stored mention (`MentionStore.mentions_in`): where (0-based line, start and end column) and the name as
+    written in the entity's frontmatter."""
+
+    path: str
+    entity: str
+    line: int
+    col: int
+    end_col: int
+    surface: str | None
+
+
 # -- records read ----------------------------------------------------------------------------------------------
 @dataclass
 class StoredChunk:
@@ -798,6 +830,16 @@ class MentionStore(Protocol):
 
     def mentions_of(self, entity_paths: Sequence[str]) -> list[StoredMention]:
         """Every mention of these entities, ordered by path, line, col."""
+        ...
+
+    def mention_counts(self, entity_paths: Sequence[str]) -> list[MentionCount]:
+        """Per indexed file holding a mention of one of these entities, and per entity: its MentionCount (kept up to
+        date by write_mentions, drop_mentions and clear_mentions); ordered by path, then entity."""
+        ...
+
+    def mentions_in(self, entity_paths: Sequence[str], paths: Sequence[str]) -> list[MentionAt]:
+        """The stored mentions of these entities in these files (a page of an entity's mentions, files chosen from
+        mention_counts); ordered by path, line, col."""
         ...
 
     def chapter_files(self) -> list[ChapterFile]:

@@ -39,6 +39,8 @@ from ..base import (
     FileState,
     HeadingRow,
     KeywordQuery,
+    MentionAt,
+    MentionCount,
     PendingChunk,
     ProseRow,
     SearchLogEntry,
@@ -881,6 +883,33 @@ class PostgresStore:
             (self.ws, list(entity_paths)),
         )
         return [StoredMention(*r) for r in rows]
+
+    def mention_counts(self, entity_paths: Sequence[str]) -> list[MentionCount]:
+        """Aggregated from the mentions at read time (the server does it next to the data, one row per file out)."""
+        return [
+            MentionCount(*r)
+            for r in self._rows(
+                "SELECT k.path, k.entity, k.n, k.first_line, k.first_col, k.last_line, k.last_col, f.book_id,"
+                " f.chapter_id,"
+                " (SELECT c.chapter_num FROM chunks c WHERE c.ws = f.ws AND c.path = f.path LIMIT 1), f.visibility"
+                " FROM (SELECT m.path, m.entity, count(*) AS n,"
+                " (min(ARRAY[m.line, m.col]))[1] AS first_line, (min(ARRAY[m.line, m.col]))[2] AS first_col,"
+                " (max(ARRAY[m.line, m.col]))[1] AS last_line, (max(ARRAY[m.line, m.col]))[2] AS last_col"
+                " FROM mentions m WHERE m.ws = %s AND m.entity = ANY(%s) GROUP BY m.path, m.entity) k"
+                " JOIN files f ON f.ws = %s AND f.path = k.path ORDER BY k.path, k.entity",
+                (self.ws, list(entity_paths), self.ws),
+            )
+        ]
+
+    def mentions_in(self, entity_paths: Sequence[str], paths: Sequence[str]) -> list[MentionAt]:
+        return [
+            MentionAt(*r)
+            for r in self._rows(
+                "SELECT path, entity, line, col, end_col, surface FROM mentions"
+                " WHERE ws = %s AND entity = ANY(%s) AND path = ANY(%s) ORDER BY path, line, col",
+                (self.ws, list(entity_paths), list(paths)),
+            )
+        ]
 
     def chapter_files(self) -> list[ChapterFile]:
         rows = self._rows(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..base import ChapterFile, FileMentionRows, ProseRow, StoredMention
+from ..base import ChapterFile, FileMentionRows, MentionAt, MentionCount, MentionRow, ProseRow, StoredMention
 from .database import Database
 
 
@@ -22,6 +22,12 @@ class Mentions:
                 "INSERT INTO mentions(path, entity, line, col, end_col, surface) VALUES (?,?,?,?,?,?)",
                 [(path, *r) for r in found.rows],
             )
+            self.db.conn.execute("DELETE FROM mention_counts WHERE path = ?", (path,))
+            self.db.conn.executemany(
+                "INSERT INTO mention_counts(entity, path, count, first_line, first_col, last_line, last_col)"
+                " VALUES (?,?,?,?,?,?,?)",
+                [(entity, path, *agg) for entity, agg in _counts(found.rows).items()],
+            )
             self.db.conn.execute(
                 "INSERT OR REPLACE INTO mention_files(path, names_key, pov) VALUES (?,?,?)",
                 (path, found.names_key, found.pov),
@@ -30,10 +36,12 @@ class Mentions:
 
     def drop_mentions(self, path: str) -> None:
         self.db.conn.execute("DELETE FROM mentions WHERE path = ?", (path,))
+        self.db.conn.execute("DELETE FROM mention_counts WHERE path = ?", (path,))
         self.db.conn.execute("DELETE FROM mention_files WHERE path = ?", (path,))
 
     def clear_mentions(self) -> None:
         self.db.conn.execute("DELETE FROM mentions")
+        self.db.conn.execute("DELETE FROM mention_counts")
         self.db.conn.execute("DELETE FROM mention_files")
 
     def mention_stale_keys(self, names_key: str) -> list[tuple[str, str | None]]:
@@ -104,6 +112,33 @@ class Mentions:
         )
         return [StoredMention(*r) for r in rows]
 
+    def mention_counts(self, entity_paths: Sequence[str]) -> list[MentionCount]:
+        """Per file and entity: how many mentions, the first and last (one row per file, kept by write_mentions)."""
+        with self.db.lock:  # (every read under the store's lock: requests run on several threads)
+            return [
+                MentionCount(*r)
+                for r in self.db.conn.execute(
+                    "SELECT k.path, k.entity, k.count, k.first_line, k.first_col, k.last_line, k.last_col, f.book_id,"
+                    " f.chapter_id, (SELECT c.chapter_num FROM chunks c WHERE c.path = k.path LIMIT 1), f.visibility"
+                    " FROM mention_counts k JOIN files f ON f.path = k.path"
+                    " WHERE k.entity IN (SELECT value FROM json_each(?)) ORDER BY k.path, k.entity",
+                    (_json(entity_paths),),
+                )
+            ]
+
+    def mentions_in(self, entity_paths: Sequence[str], paths: Sequence[str]) -> list[MentionAt]:
+        """The mentions of these entities in these files (a page of them)."""
+        with self.db.lock:
+            return [
+                MentionAt(*r)
+                for r in self.db.conn.execute(
+                    "SELECT path, entity, line, col, end_col, surface FROM mentions"
+                    " WHERE entity IN (SELECT value FROM json_each(?)) AND path IN (SELECT value FROM json_each(?))"
+                    " ORDER BY path, line, col",
+                    (_json(entity_paths), _json(paths)),
+                )
+            ]
+
     def chapter_files(self) -> list[ChapterFile]:
         """Every file with a chapter: its path, book, chapter id and number, visibility and `pov`."""
         rows = self.db.rows(
@@ -138,3 +173,20 @@ def _json(values: Sequence[str]) -> str:
     import json
 
     return json.dumps(list(values))
+
+
+def _counts(rows: Sequence[MentionRow]) -> dict[str, tuple[int, int, int, int, int]]:
+    """A file's mentions per entity: (count, first line, first column, last line, last column), in text order."""
+    out: dict[str, tuple[int, int, int, int, int]] = {}
+    for entity, line, col, _end, _surface in rows:
+        had = out.get(entity)
+        if had is None:
+            out[entity] = (1, line, col, line, col)
+            continue
+        n, fl, fc, ll, lc = had
+        if (line, col) < (fl, fc):
+            fl, fc = line, col
+        if (line, col) > (ll, lc):
+            ll, lc = line, col
+        out[entity] = (n + 1, fl, fc, ll, lc)
+    return out

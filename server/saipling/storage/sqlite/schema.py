@@ -9,7 +9,7 @@ from pathlib import Path
 
 import apsw
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -20,6 +20,8 @@ _CACHE_COLUMNS = (
     "id INTEGER PRIMARY KEY, model TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL, created REAL"
 )
 _CACHE_KEY = "embedding_cache_key ON embedding_cache(model, content_hash)"
+
+POSITION = 1 << 32  # (a line and a column as one integer, line * POSITION + col: columns are below 2**32)
 
 _MIGRATIONS: list[str] = [
     # 1: initial schema
@@ -162,6 +164,23 @@ _MIGRATIONS: list[str] = [
                                      WHERE c.path = t.path), '')
         FROM cjk_files t;
     DROP TABLE cjk_files;
+    """,
+    # 7: per file and entity, how many mentions and the first and last (storage/sqlite/mentions.py keeps them with
+    # the file's mentions), so an entity's mentions are answered from one row per file (retrieval/mentions.py);
+    # filled here from the mentions an index holds already. `chunks_chapter` answers "the chapter number of a file"
+    # (asked per file by the mentions and chapter reads) from the index alone, without reading a chunk's text.
+    f"""
+    CREATE INDEX IF NOT EXISTS chunks_chapter ON chunks(path, chapter_num);
+    CREATE TABLE IF NOT EXISTS mention_counts(
+        entity TEXT NOT NULL, path TEXT NOT NULL, count INTEGER NOT NULL, first_line INTEGER NOT NULL,
+        first_col INTEGER NOT NULL, last_line INTEGER NOT NULL, last_col INTEGER NOT NULL,
+        PRIMARY KEY (entity, path)) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS mention_counts_path ON mention_counts(path);
+    DELETE FROM mention_counts;
+    INSERT INTO mention_counts(entity, path, count, first_line, first_col, last_line, last_col)
+        SELECT entity, path, n, lo / {POSITION}, lo % {POSITION}, hi / {POSITION}, hi % {POSITION}
+        FROM (SELECT entity, path, count(*) AS n, min(line * {POSITION} + col) AS lo, max(line * {POSITION} + col) AS hi
+              FROM mentions GROUP BY entity, path);
     """,
 ]
 

@@ -37,6 +37,8 @@ from ..base import (
     FileState,
     HeadingRow,
     KeywordQuery,
+    MentionAt,
+    MentionCount,
     PendingChunk,
     ProseRow,
     SearchLogEntry,
@@ -619,6 +621,12 @@ class SqliteStore:
 
     def mentions_of(self, entity_paths: Sequence[str]) -> list[StoredMention]:
         return self._mentions.mentions_of(entity_paths)
+
+    def mention_counts(self, entity_paths: Sequence[str]) -> list[MentionCount]:
+        return self._mentions.mention_counts(entity_paths)
+
+    def mentions_in(self, entity_paths: Sequence[str], paths: Sequence[str]) -> list[MentionAt]:
+        return self._mentions.mentions_in(entity_paths, paths)
 
     def chapter_files(self) -> list[ChapterFile]:
         return self._mentions.chapter_files()
