@@ -135,8 +135,8 @@ def test_the_counts_kept_per_file_agree_with_the_mentions_through_every_change(t
             kept = {c.path: (c.count, c.first_line, c.last_line) for c in p.store.mention_counts([path])}  # type: ignore[attr-defined]
             want: dict[str, tuple[int, int, int]] = {}
             for m in every:
-                n, first, last = want.get(m["path"], (0, m["line"], m["line"]))
-                want[m["path"]] = (n + 1, min(first, m["line"]), max(last, m["line"]))
+                n, first, last = want.get(m.path, (0, m.line, m.line))
+                want[m.path] = (n + 1, min(first, m.line), max(last, m.line))
             assert kept == want and kept
             (long,) = mentions.report(p, path, limit=1000)  # type: ignore[arg-type]
             (short,) = mentions.report(p, path, limit=2)  # type: ignore[arg-type]
