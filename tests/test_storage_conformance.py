@@ -375,6 +375,44 @@ def test_vectors_are_stored_searched_and_filtered(store: IndexStore) -> None:
     assert store.knn(target, 3, ChunkFilter(visibility=[])) == [] and store.knn(target, 0) == []
 
 
+def test_a_knn_sees_a_chunk_made_private_at_once(store: IndexStore) -> None:
+    """A file's visibility changes while its text stays (the chunk keeps its row and vector): a reader's KNN stops
+    finding it at once, and finds it again once public (PostgreSQL keeps the level beside the vector)."""
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(store, "a.md", "one chunk here", vectors=True)
+    (b,) = put(store, "b.md", "three chunks", vectors=True)
+    target = store.chunk_vectors([b])[b]
+    reader = ChunkFilter(visibility=["public"])
+    assert b in {c for c, _ in store.knn(target, 5, reader)}
+    assert put(store, "b.md", "three chunks", vectors=True, visibility=" Private") == [b]  # (same row)
+    assert b not in {c for c, _ in store.knn(target, 5, reader)}
+    assert b in {c for c, _ in store.knn(target, 5, ChunkFilter(visibility=["private"]))}
+    assert b in {c for c, _ in store.knn(target, 5)}
+    put(store, "b.md", "three chunks", vectors=True, visibility=None)
+    assert b in {c for c, _ in store.knn(target, 5, reader)}
+
+
+@pytest.mark.parametrize(("flt", "expected"), FILTERS, ids=[str(i) for i in range(len(FILTERS))])
+def test_filters_hold_in_a_knn(store: IndexStore, flt: ChunkFilter, expected: set[str]) -> None:
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(
+        store,
+        "pub/a.md",
+        "lantern a",
+        visibility="public",
+        book_id="the-book",
+        chapter_num=1,
+        entity_type="Scene",
+        vectors=True,
+    )
+    put(store, "pub/b.md", "lantern b", visibility="Public", chapter_num=5, file_type="world", vectors=True)
+    put(store, "priv/c.md", "lantern c", visibility="private", book_id="other", vectors=True)
+    put(store, "priv/d.md", "lantern d", visibility=None, vectors=True)
+    put(store, "notes/é.md", "lantern e", visibility="secret", corpus="reference", vectors=True)
+    hits = store.knn(unit(9), 10, flt)
+    assert set(paths_of(store, [c for c, _ in hits])) == expected
+
+
 def test_the_cache_keeps_vectors_across_deletes_renames_clear_and_model_changes(store: IndexStore) -> None:
     store.configure_vectors("fake", MODEL, DIMS)
     put(store, "old-name.md", "a passage worth keeping", vectors=True)

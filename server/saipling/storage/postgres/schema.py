@@ -10,12 +10,15 @@ database at once migrate it once).
   terms (markdown.terms.match_key). `chunks.doclen` counts its words (BM25's document length).
 - `chunk_vectors.embedding`: a pgvector `vector` of any size; an HNSW index per dimension (partial, on the cast
   expression) is created when a workspace grows large (PostgresStore.build_ann_index).
+- `chunk_vectors.level`: the chunk's visibility level as a filter compares it (trimmed, lower case, NULL read as
+  `public`), kept by triggers (migration 2): a search whose only condition is the reader's levels reads the vectors
+  alone, without a join per vector to `chunks`.
 - `embedding_cache`: shared by every workspace of the database: the same model and text give one vector, ever.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIGRATION_LOCK = 0x5A1_9115  # pg_advisory_xact_lock key of the migrations (any constant of our own)
 
 # combining marks removed after NFKD (markdown.terms.fold_text), then anything not a letter or a digit a separator
@@ -113,5 +116,25 @@ CREATE TABLE writer_runs(
 -- the site owner's analytics, per workspace (source `eval` left out, as SQLite's search_analytics view)
 CREATE VIEW search_analytics AS
   SELECT l.*, w.name AS workspace FROM search_log l JOIN workspaces w ON w.id = l.ws WHERE l.source <> 'eval';
+""",
+    # 2: the chunk's visibility level beside its vector (a KNN filtered by the reader's levels alone needs no join:
+    # the join per vector took 9 of a 12 ms exact search over 2,524 chunks), kept by triggers on both tables
+    r"""
+ALTER TABLE chunk_vectors ADD COLUMN level text;
+UPDATE chunk_vectors v SET level = lower(btrim(coalesce(c.visibility, 'public'))) FROM chunks c WHERE c.id = v.chunk_id;
+CREATE FUNCTION saipling_vector_level() RETURNS trigger LANGUAGE plpgsql AS $t$
+BEGIN
+  SELECT lower(btrim(coalesce(c.visibility, 'public'))) INTO NEW.level FROM chunks c WHERE c.id = NEW.chunk_id;
+  RETURN NEW;
+END $t$;
+CREATE TRIGGER chunk_vectors_level BEFORE INSERT OR UPDATE OF chunk_id ON chunk_vectors
+  FOR EACH ROW EXECUTE FUNCTION saipling_vector_level();
+CREATE FUNCTION saipling_chunk_level() RETURNS trigger LANGUAGE plpgsql AS $t$
+BEGIN
+  UPDATE chunk_vectors SET level = lower(btrim(coalesce(NEW.visibility, 'public'))) WHERE chunk_id = NEW.id;
+  RETURN NULL;
+END $t$;
+CREATE TRIGGER chunks_level AFTER UPDATE OF visibility ON chunks
+  FOR EACH ROW WHEN (OLD.visibility IS DISTINCT FROM NEW.visibility) EXECUTE FUNCTION saipling_chunk_level();
 """,
 ]

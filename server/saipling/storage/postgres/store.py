@@ -41,8 +41,8 @@ from ..base import (
 )
 from ..run_record import describe
 from .errors import MappedConnection, mapped
-from .filters import compile_filter
-from .keywords import TERM_TSQUERY, bm25_sql, idf
+from .filters import compile_filter, vector_level_filter
+from .keywords import TERM_TSQUERY_OF, bm25_sql, idf
 from .runs import PgLockHandle
 from .schema import MIGRATION_LOCK, MIGRATIONS
 from .vectorio import Vector, register
@@ -86,6 +86,7 @@ def split_location(url: str) -> tuple[str, str | None]:
 
 # a statement running longer than this fails with StorageBusy (QueryCanceled) instead of holding every thread
 STATEMENT_TIMEOUT_MS = int(os.environ.get("SAIPLING_PG_STATEMENT_TIMEOUT_MS", "120000"))
+PREPARE_THRESHOLD = 1  # psycopg prepares a statement on its (n+1)th execution on a connection
 
 
 def _passwords(url: str) -> list[str]:
@@ -122,7 +123,15 @@ def connect(conninfo: str) -> psycopg.Connection:
             keepalives_idle=30,
             keepalives_interval=10,
             keepalives_count=3,
-            options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+            # session settings at connection time, not a SET per query: a search through an HNSW index scans
+            # iteratively (a selective filter still fills k) with this ef_search (a placeholder until pgvector
+            # loads, which adopts it)
+            options=(
+                f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c hnsw.iterative_scan=relaxed_order"
+                f" -c hnsw.ef_search={EF_SEARCH}"
+            ),
+            # every statement prepared on its second use (a search repeats the same few): no parse and plan
+            prepare_threshold=PREPARE_THRESHOLD,
         )
     except psycopg.Error as exc:
         raise StorageUnavailable(f"cannot connect to PostgreSQL at {redacted(conninfo)}: {str(exc).strip()}") from exc
@@ -251,7 +260,10 @@ class PostgresStore:
         return [p for (p,) in self._rows("SELECT path FROM files WHERE ws = %s", (self.ws,)) if glob_match(p, glob)]
 
     def _cached(self, key: Any, build: Any) -> Any:
-        """`build()`, kept until the workspace changes (any process's commit)."""
+        """`build()`, kept until the workspace changes (any process's commit); never inside a write transaction
+        (its own uncommitted writes would be cached under the version before them)."""
+        if self._depth:
+            return build()
         version = self._any_version()
         hit = self._version_cache.get(key)
         if hit is not None and hit[0] == version:
@@ -261,6 +273,11 @@ class PostgresStore:
             self._version_cache.clear()
         self._version_cache[key] = (version, value)
         return value
+
+    def _remember(self, key: Any, value: Any) -> None:
+        """Keep `value` under `key` for the version a `_cached` build is running under."""
+        if not self._depth and self._version_read is not None:
+            self._version_cache[key] = (self._version_read[1], value)
 
     def _any_version(self) -> int:
         with self._lock:
@@ -597,27 +614,43 @@ class PostgresStore:
     # -- keywords ------------------------------------------------------------------------------------------
     def _prepared_terms(self, query: KeywordQuery) -> list[tuple[str, list[str], bool]]:
         """Each term of `query` as (its tsquery text, its lexemes, a phrase or prefix), kept per query."""
+        return [(q, lex, phrase) for q, lex, phrase, _dc, _df in self._term_stats(query)]
 
-        def build() -> list[tuple[str, list[str], bool]]:
+    def _term_stats(self, query: KeywordQuery) -> list[tuple[str, list[str], bool, int, int]]:
+        """Each term of `query` as (tsquery text, lexemes, a phrase or prefix, chunks holding it, files holding
+        it), with the collections' sizes (`_collection`): one round trip for them all, kept until the workspace
+        changes (a term's tsquery and document frequencies were a round trip each)."""
+
+        def build() -> list[tuple[str, list[str], bool, int, int]]:
+            rows = self._rows(
+                "SELECT t.q::text, tsvector_to_array(to_tsvector('saipling', saipling_fold(t.text))),"
+                " (SELECT count(*) FROM chunks c WHERE c.ws = %(ws)s AND c.tsv @@ t.q),"
+                " (SELECT count(*) FROM files c WHERE c.ws = %(ws)s AND c.tsv @@ t.q),"
+                " n.chunks, n.chunk_avg, n.files, n.file_avg"
+                " FROM (SELECT u.ord, u.text, " + TERM_TSQUERY_OF % {"prefix": "u.prefix", "text": "u.text"} + " AS q"
+                " FROM unnest(%(texts)s::text[], %(prefixes)s::bool[]) WITH ORDINALITY u(text, prefix, ord)) t,"
+                " (SELECT (SELECT count(*) FROM chunks WHERE ws = %(ws)s) AS chunks,"
+                " (SELECT coalesce(avg(doclen), 0) FROM chunks WHERE ws = %(ws)s) AS chunk_avg,"
+                " (SELECT count(*) FROM files WHERE ws = %(ws)s) AS files,"
+                " (SELECT coalesce(avg(doclen), 0) FROM files WHERE ws = %(ws)s) AS file_avg) n"
+                " ORDER BY t.ord",
+                {
+                    "ws": self.ws,
+                    "texts": [" ".join(t.words) for t in query.terms],
+                    "prefixes": [bool(t.prefix) for t in query.terms],
+                },
+            )
             out = []
-            for t in query.terms:
-                q, lex = self._rows(
-                    f"SELECT ({TERM_TSQUERY})::text,"
-                    " tsvector_to_array(to_tsvector('saipling', saipling_fold(%(text)s)))",
-                    {"prefix": t.prefix, "text": " ".join(t.words)},
-                )[0]
+            for (q, lex, dc, df, *_sizes), t in zip(rows, query.terms, strict=True):
                 if q:
-                    out.append((q, list(lex or []), t.prefix or len(lex or []) > 1))
+                    out.append((q, list(lex or []), bool(t.prefix) or len(lex or []) > 1, int(dc), int(df)))
+            if rows:
+                n_chunks, chunk_avg, n_files, file_avg = rows[0][4:]
+                self._remember(("collection", "chunks"), (int(n_chunks), float(chunk_avg)))
+                self._remember(("collection", "files"), (int(n_files), float(file_avg)))
             return out
 
         return self._cached(("terms", query.terms), build)
-
-    def _term_df(self, table: str, tsquery: str) -> int:
-        def build() -> int:
-            sql = f"SELECT count(*) FROM {table} c WHERE c.ws = %s AND c.tsv @@ %s::tsquery"
-            return int(self._scalar(sql, (self.ws, tsquery)) or 0)
-
-        return self._cached(("df", table, tsquery), build)
 
     def _collection(self, table: str) -> tuple[int, float]:
         def build() -> tuple[int, float]:
@@ -630,11 +663,12 @@ class PostgresStore:
         self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
     ) -> list[tuple[Any, float]]:
         """(key, BM25: higher is better) of the rows of `table` matching `query` that pass `where`, best first."""
-        terms = self._prepared_terms(query)
-        if not terms:
+        stats = self._term_stats(query)
+        if not stats:
             return []
+        terms = [(q, lex, phrase) for q, lex, phrase, _dc, _df in stats]
         n, avgdl = self._collection(table)
-        idfs = [idf(n, self._term_df(table, q)) for q, _l, _p in terms]
+        idfs = [idf(n, dc if table == "chunks" else df) for _q, _l, _p, dc, df in stats]
         lateral, lparams, expr, eparams = bm25_sql(
             [lex for _q, lex, _p in terms], [q if phrase else None for q, _l, phrase in terms], idfs, avgdl
         )
@@ -693,20 +727,29 @@ class PostgresStore:
         return [(str(p), None if n is None else int(n)) for p, n in rows]
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """({term: chunks holding it}, chunks), terms as the keyword index stems them (markdown.terms.match_key)."""
-        out = {}
-        for t in terms:
-            out[t] = self._cached(
-                ("tdf", t),
-                lambda t=t: int(
-                    self._scalar(
-                        "SELECT count(*) FROM chunks WHERE ws = %s AND tsv @@ plainto_tsquery('simple', %s)",
-                        (self.ws, t),
-                    )
-                    or 0
-                ),
+        """({term: chunks holding it}, chunks), terms as the keyword index stems them (markdown.terms.match_key).
+        The terms not known since the workspace last changed are counted in one round trip."""
+        version = self._any_version() if not self._depth else None
+        out: dict[str, int] = {}
+        todo: list[str] = []
+        for t in dict.fromkeys(terms):
+            hit = self._version_cache.get(("tdf", t))
+            if version is not None and hit is not None and hit[0] == version:
+                out[t] = hit[1]
+            else:
+                todo.append(t)
+        if todo:
+            rows = self._rows(
+                "SELECT t.ord, (SELECT count(*) FROM chunks WHERE ws = %s AND tsv @@ plainto_tsquery('simple', t.term))"
+                " FROM unnest(%s::text[]) WITH ORDINALITY t(term, ord)",
+                (self.ws, todo),
             )
-        return out, self._collection("chunks")[0]
+            for ord_, n in rows:
+                term = todo[int(ord_) - 1]
+                out[term] = int(n or 0)
+                if version is not None:
+                    self._version_cache[("tdf", term)] = (version, out[term])
+        return {t: out[t] for t in terms}, self._collection("chunks")[0]
 
     # -- chunk reads ---------------------------------------------------------------------------------------
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: Any = None) -> list[tuple[int, str]]:
@@ -1027,7 +1070,10 @@ class PostgresStore:
         self._maybe_build_ann()
 
     def embedded_count(self) -> int:
-        return int(self._scalar("SELECT count(*) FROM chunk_vectors WHERE ws = %s", (self.ws,)) or 0)
+        return self._cached(
+            ("embedded",),
+            lambda: int(self._scalar("SELECT count(*) FROM chunk_vectors WHERE ws = %s", (self.ws,)) or 0),
+        )
 
     def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
         ids = [
@@ -1072,7 +1118,7 @@ class PostgresStore:
         return np.array([r[0] for r in rows], dtype=np.int64), np.vstack([_unit(r[1]) for r in rows])
 
     def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
-        if not self.has_vectors() or not self._cached(("embedded",), self.embedded_count):
+        if not self.has_vectors() or not self.embedded_count():
             return set()
         rows = self._rows(
             "SELECT c.id FROM chunks c WHERE c.ws = %s AND c.id = ANY(%s)"
@@ -1108,29 +1154,43 @@ class PostgresStore:
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if dims and q.shape[0] != dims:
             return []
-        where, params = self._where(flt)
-        ann = dims in self._ann_dims and self._cached(("embedded",), self.embedded_count) >= ANN_MIN_ROWS
+        ann = dims in self._ann_dims and self.embedded_count() >= ANN_MIN_ROWS
         # the chunk's own columns only when a filter needs them (a join per vector otherwise)
-        join = "" if where == "TRUE" else f" JOIN chunks c ON c.id = v.chunk_id AND {where}"
+        sql, qparams = self._knn_sql(q, k, dims, ann, flt)
         with self._lock:
-            if ann:
+            if ann and k > EF_SEARCH:  # (ef_search below k would cut the list short)
                 with self.conn.transaction():
-                    self.conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    self.conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}")
-                    rows = self.conn.execute(
-                        f"SELECT v.chunk_id, 1 - ((v.embedding::vector({dims})) <=> %s::vector({dims}))"
-                        f" FROM chunk_vectors v{join} WHERE v.ws = %s AND vector_dims(v.embedding) = {dims}"
-                        f" ORDER BY (v.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
-                        [Vector(q), *params, self.ws, Vector(q), k],
-                    ).fetchall()
-                rows.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
+                    self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(k)}")
+                    rows = self.conn.execute(sql, qparams).fetchall()
             else:
-                rows = self.conn.execute(
-                    f"SELECT v.chunk_id, 1 - (v.embedding <=> %s) FROM chunk_vectors v{join} WHERE v.ws = %s"
-                    " ORDER BY v.embedding <=> %s LIMIT %s",
-                    [Vector(q), *params, self.ws, Vector(q), k],
-                ).fetchall()
+                rows = self.conn.execute(sql, qparams).fetchall()
+        if ann:
+            rows.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
         return [(int(i), float(s)) for i, s in rows]
+
+    def _knn_sql(self, q: np.ndarray, k: int, dims: int, ann: bool, flt: Any) -> tuple[str, list[Any]]:
+        """The KNN statement: (chunk_id, cosine similarity) rows, nearest first."""
+        # the chunk's own columns only when a filter needs more than the reader's levels (a join per vector
+        # otherwise), bound to the workspace (a join on the id alone scanned every workspace's chunks)
+        alone = vector_level_filter(flt)
+        if alone is not None:  # (params: those of the join, then those of the condition after `v.ws = %s`)
+            join, jparams, (cond, cparams) = "", [], alone
+        else:
+            where, params = self._where(flt)
+            join, jparams = f" JOIN chunks c ON c.id = v.chunk_id AND c.ws = %s AND {where}", [self.ws, *params]
+            cond, cparams = "TRUE", []
+        if ann:
+            return (
+                f"SELECT v.chunk_id, 1 - ((v.embedding::vector({dims})) <=> %s::vector({dims}))"
+                f" FROM chunk_vectors v{join} WHERE v.ws = %s AND vector_dims(v.embedding) = {dims} AND {cond}"
+                f" ORDER BY (v.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
+                [Vector(q), *jparams, self.ws, *cparams, Vector(q), k],
+            )
+        return (
+            f"SELECT v.chunk_id, 1 - (v.embedding <=> %s) FROM chunk_vectors v{join} WHERE v.ws = %s AND {cond}"
+            " ORDER BY v.embedding <=> %s LIMIT %s",
+            [Vector(q), *jparams, self.ws, *cparams, Vector(q), k],
+        )
 
     def _existing_ann_dims(self) -> set[int]:
         rows = self._rows(
