@@ -413,6 +413,43 @@ def test_filters_hold_in_a_knn(store: IndexStore, flt: ChunkFilter, expected: se
     assert set(paths_of(store, [c for c, _ in hits])) == expected
 
 
+def test_search_candidates_are_the_separate_reads(store: IndexStore) -> None:
+    """One call (one statement on PostgreSQL) answers what keyword_search, file_keyword_search, knn, chunk_paths
+    and chunk_vectors answer, in the same order, with and without a filter, a query vector or keywords."""
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(store, "a.md", "the lantern burned low", "a lantern and a lamp", vectors=True)
+    put(store, "b.md", "no light here at all", vectors=True, visibility="private")
+    put(store, "c.md", "lantern lantern lantern", "the lamp went out")  # (no vectors)
+    put(store, "d.md", "a lamp in the window", vectors=True)
+    put(store, "e.md", "cold wind", "dark night", "wet stone", "old rope", "far shore", vectors=True)
+    query = q("lantern", "lamp")
+    seen_vectors = 0
+    target = unit(21)
+    reader = ChunkFilter(visibility=["public"])
+    for flt in (None, reader, ChunkFilter(visibility=[])):
+        for match, vector, files in ((query, target, 3), (query, None, 2), (None, target, 0), (query, target, 0)):
+            got = store.search_candidates(match, 4, files, vector, flt)
+            kw = store.keyword_search(match, 4, flt) if match else []
+            assert got.keywords == kw
+            assert got.files == (store.file_keyword_search(match, files, flt) if match and files else [])
+            vec = store.knn(vector, 4, flt) if vector is not None else []
+            assert [c for c, _ in got.vectors] == [c for c, _ in vec]
+            assert [s for _, s in got.vectors] == pytest.approx([s for _, s in vec], abs=1e-6)
+            ids = {c for c, _ in kw} | {c for c, _ in vec}
+            assert got.paths == store.chunk_paths(list(ids))
+            missed = [c for c, _ in kw if c not in {c for c, _ in vec}] if vector is not None else []
+            expected = store.chunk_vectors(missed) if missed else {}
+            assert got.keyword_vectors.keys() == expected.keys()
+            assert all(np.allclose(got.keyword_vectors[c], expected[c]) for c in expected)
+            seen_vectors += len(expected)
+            if flt is None and match is not None:
+                assert got.keywords and (files == 0 or got.files)  # (a check that can fail on empty lists)
+            if flt is None and vector is not None:
+                assert len(got.vectors) == 4
+    assert seen_vectors  # (keyword candidates the KNN missed, with vectors, were read)
+    assert store.search_candidates(None, 4, 3, None, None).keywords == []
+
+
 def test_the_cache_keeps_vectors_across_deletes_renames_clear_and_model_changes(store: IndexStore) -> None:
     store.configure_vectors("fake", MODEL, DIMS)
     put(store, "old-name.md", "a passage worth keeping", vectors=True)

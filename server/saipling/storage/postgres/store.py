@@ -30,6 +30,7 @@ from ...lazy import np
 from ...redact import remember
 from ..base import (
     CHUNK_FIELDS,
+    Candidates,
     ChunkFilter,
     ChunkRow,
     FileRecord,
@@ -388,6 +389,9 @@ class PostgresStore:
         return {p: FileState(h, int(m), int(s)) for p, h, m, s in rows}
 
     def file_states_for(self, paths: Iterable[str]) -> dict[str, FileState]:
+        paths = list(paths)
+        if not paths:
+            return {}
         rows = self._rows(
             "SELECT path, content_hash, mtime_ns, size FROM files WHERE ws = %s AND path = ANY(%s)",
             (self.ws, list(paths)),
@@ -663,9 +667,18 @@ class PostgresStore:
         self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
     ) -> list[tuple[Any, float]]:
         """(key, BM25: higher is better) of the rows of `table` matching `query` that pass `where`, best first."""
+        built = self._bm25_sql(table, query, where, wparams, limit)
+        if built is None:
+            return []
+        return [(r[0], float(r[1]), *r[2:]) for r in self._rows(*built)]
+
+    def _bm25_sql(
+        self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
+    ) -> tuple[str, list[Any]] | None:
+        """The statement of `_bm25` (key, score[, size]) and its parameters; None when `query` has no term."""
         stats = self._term_stats(query)
         if not stats:
-            return []
+            return None
         terms = [(q, lex, phrase) for q, lex, phrase, _dc, _df in stats]
         n, avgdl = self._collection(table)
         idfs = [idf(n, dc if table == "chunks" else df) for _q, _l, _p, dc, df in stats]
@@ -686,7 +699,95 @@ class PostgresStore:
         )
         params = [*eparams, *lparams, self.ws, *(q for q, _l, _p in terms), *wparams]
         params += [limit] if limit is not None else []
-        return [(r[0], float(r[1]), *r[2:]) for r in self._rows(sql, params)]
+        return sql, params
+
+    def _file_condition(self, flt: Any) -> tuple[str, list[Any]]:
+        """A file passes `flt` when one of its chunks does."""
+        where, params = self._where(flt)
+        if where == "TRUE":
+            return "TRUE", []
+        return f"EXISTS (SELECT 1 FROM chunks c WHERE c.ws = fl.ws AND c.path = fl.path AND {where})", params
+
+    def search_candidates(
+        self,
+        query: KeywordQuery | None,
+        limit: int,
+        file_limit: int,
+        qvec: np.ndarray | None = None,
+        flt: ChunkFilter | None = None,
+    ) -> Candidates:
+        """The keyword, whole-file and vector lists, the paths of their chunks and the vectors of the keyword
+        candidates the KNN missed: one statement (five round trips as separate reads)."""
+        parts: list[str] = []  # the lists, as CTEs (materialized: each is read twice, in its order)
+        params: list[Any] = []
+        lists: list[str] = []  # rows (kind, position, chunk id, path, score, size, vector)
+        where, wparams = self._where(flt)
+        has_kw = has_vc = ann = False
+        if query is not None and limit > 0:
+            built = self._bm25_sql("chunks", query, where, wparams, limit)
+            if built is not None:
+                has_kw = True
+                parts.append(f"kw(id, score) AS MATERIALIZED ({built[0]})")
+                params += built[1]
+                lists.append(
+                    "SELECT 0, row_number() OVER (), id, NULL::text, score, NULL::bigint, NULL::vector FROM kw"
+                )
+                if file_limit > 0:
+                    cond, cparams = self._file_condition(flt)
+                    built = self._bm25_sql("files", query, cond, cparams, file_limit)
+                    if built is not None:
+                        parts.append(f"fk(path, score, size) AS MATERIALIZED ({built[0]})")
+                        params += built[1]
+                        lists.append("SELECT 1, row_number() OVER (), NULL, path, score, size, NULL FROM fk")
+        if qvec is not None and limit > 0 and self.has_vectors():
+            dims = int(self.get_meta("dimensions", "0") or 0)
+            q = np.asarray(qvec, dtype=np.float32).reshape(-1)
+            if not dims or q.shape[0] == dims:
+                has_vc = True
+                ann = dims in self._ann_dims and self.embedded_count() >= ANN_MIN_ROWS
+                sql, kparams = self._knn_sql(q, limit, dims, ann, flt)
+                parts.append(f"vc(id, sim) AS MATERIALIZED ({sql})")
+                params += kparams
+                lists.append("SELECT 2, row_number() OVER (), id, NULL, sim, NULL, NULL FROM vc")
+        if not parts:
+            return Candidates()
+        ids = " UNION ".join([*(["SELECT id FROM kw"] if has_kw else []), *(["SELECT id FROM vc"] if has_vc else [])])
+        # (driven by the lists, a primary key lookup each: `id IN (...)` scanned the workspace's chunks)
+        lists.append(
+            f"SELECT 3, 0, c.id, c.path, NULL, NULL, NULL FROM ({ids}) i JOIN chunks c ON c.id = i.id WHERE c.ws = %s"
+        )
+        params.append(self.ws)
+        if qvec is not None and has_kw:  # (the vectors, as chunk_vectors reads them: cosines computed as before)
+            missed = "SELECT id FROM kw" + (" EXCEPT SELECT id FROM vc" if has_vc else "")
+            lists.append(
+                f"SELECT 4, 0, v.chunk_id, NULL, NULL, NULL, v.embedding FROM ({missed}) i"
+                " JOIN chunk_vectors v ON v.chunk_id = i.id WHERE v.ws = %s"
+            )
+            params.append(self.ws)
+        sql = "WITH " + ", ".join(parts) + " " + " UNION ALL ".join(f"({x})" for x in lists)
+        with self._lock:
+            if ann and limit > EF_SEARCH:  # (ef_search below k would cut the list short)
+                with self.conn.transaction():
+                    self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(limit)}")
+                    rows = self.conn.execute(sql, params).fetchall()
+            else:
+                rows = self.conn.execute(sql, params).fetchall()
+        rows.sort(key=lambda r: (r[0], r[1]))
+        out = Candidates()
+        for kind, _pos, cid, path, score, size, vec in rows:
+            if kind == 0:
+                out.keywords.append((int(cid), float(score)))
+            elif kind == 1:
+                out.files.append((str(path), float(score), int(size or 0)))
+            elif kind == 2:
+                out.vectors.append((int(cid), float(score)))
+            elif kind == 3:
+                out.paths[int(cid)] = str(path)
+            else:
+                out.keyword_vectors[int(cid)] = _unit(vec)
+        if ann:
+            out.vectors.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
+        return out
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
@@ -704,13 +805,8 @@ class PostgresStore:
         chunks passes `flt`."""
         if limit <= 0:
             return []
-        where, params = self._where(flt)
-        cond = (
-            "TRUE"
-            if where == "TRUE"
-            else (f"EXISTS (SELECT 1 FROM chunks c WHERE c.ws = fl.ws AND c.path = fl.path AND {where})")
-        )
-        ranked = self._bm25("files", query, cond, params if where != "TRUE" else [], limit)
+        cond, params = self._file_condition(flt)
+        ranked = self._bm25("files", query, cond, params, limit)
         return [(str(p), s, int(n or 0)) for p, s, n in ranked]
 
     def keyword_paths(self, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
@@ -761,6 +857,8 @@ class PostgresStore:
         return [(int(i), str(p)) for i, p in rows]
 
     def chunk_paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        if not len(chunk_ids):
+            return {}
         rows = self._rows(
             "SELECT id, path FROM chunks WHERE ws = %s AND id = ANY(%s)", (self.ws, [int(i) for i in chunk_ids])
         )
