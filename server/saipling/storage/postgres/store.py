@@ -46,6 +46,7 @@ from .filters import compile_filter, vector_level_filter
 from .keywords import TERM_TSQUERY_OF, bm25_sql, idf
 from .runs import PgLockHandle
 from .schema import MIGRATION_LOCK, MIGRATIONS
+from .sessions import POOL_SIZE, Sessions
 from .vectorio import Vector, register
 
 log = logging.getLogger(__name__)
@@ -76,13 +77,30 @@ VERSION_TTL = float(os.environ.get("SAIPLING_PG_VERSION_TTL", "0.25"))
 ADVISORY_CLASS = 0x5A1  # pg_advisory_lock(class, workspace id): the writer lock of one workspace
 
 
+OURS = ("workspace", "pool_size")  # the store URL's parameters that are saipling's, not libpq's
+
+
 def split_location(url: str) -> tuple[str, str | None]:
     """(a libpq connection URL, the workspace named by its `workspace` parameter or None)."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     workspace = next((v for k, v in query if k == "workspace"), None)
-    rest = urlencode([(k, v) for k, v in query if k != "workspace"])
+    rest = urlencode([(k, v) for k, v in query if k not in OURS])
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), workspace
+
+
+def pool_size(url: str) -> int:
+    """The store URL's `pool_size`: how many connections one store may hold at once (POOL_SIZE by default)."""
+    given = next((v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True) if k == "pool_size"), None)
+    if given is None:
+        return POOL_SIZE
+    try:
+        size = int(given)
+    except ValueError:
+        size = 0
+    if not 1 <= size <= 1000:
+        raise StorageError(f"pool_size={given!r} in the store URL: a number of connections from 1 to 1000")
+    return size
 
 
 # a statement running longer than this fails with StorageBusy (QueryCanceled) instead of holding every thread
@@ -114,29 +132,33 @@ def redacted(url: str) -> str:
 def connect(conninfo: str) -> psycopg.Connection:
     remember(*_passwords(conninfo))  # (never logged: the redacting log filter knows them from now on)
     try:
-        conn = psycopg.connect(
-            conninfo,
-            autocommit=True,
-            connect_timeout=10,
-            application_name="saipling",
-            # a half-dead connection or a runaway query must not hold the store's lock (and every thread) forever
-            keepalives=1,
-            keepalives_idle=30,
-            keepalives_interval=10,
-            keepalives_count=3,
-            # session settings at connection time, not a SET per query: a search through an HNSW index scans
-            # iteratively (a selective filter still fills k) with this ef_search (a placeholder until pgvector
-            # loads, which adopts it)
-            options=(
-                f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c hnsw.iterative_scan=relaxed_order"
-                f" -c hnsw.ef_search={EF_SEARCH}"
-            ),
-            # every statement prepared on its second use (a search repeats the same few): no parse and plan
-            prepare_threshold=PREPARE_THRESHOLD,
-        )
+        conn = psycopg.connect(conninfo, **connect_options())
     except psycopg.Error as exc:
         raise StorageUnavailable(f"cannot connect to PostgreSQL at {redacted(conninfo)}: {str(exc).strip()}") from exc
     return conn
+
+
+def connect_options() -> dict[str, Any]:
+    """psycopg.connect's keyword arguments for every connection of a store (its pool's too)."""
+    return dict(
+        autocommit=True,
+        connect_timeout=10,
+        application_name="saipling",
+        # a half-dead connection or a runaway query must not hold the store's lock (and every thread) forever
+        keepalives=1,
+        keepalives_idle=30,
+        keepalives_interval=10,
+        keepalives_count=3,
+        # session settings at connection time, not a SET per query: a search through an HNSW index scans
+        # iteratively (a selective filter still fills k) with this ef_search (a placeholder until pgvector
+        # loads, which adopts it)
+        options=(
+            f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c hnsw.iterative_scan=relaxed_order"
+            f" -c hnsw.ef_search={EF_SEARCH}"
+        ),
+        # every statement prepared on its second use (a search repeats the same few): no parse and plan
+        prepare_threshold=PREPARE_THRESHOLD,
+    )
 
 
 def migrate(conn: psycopg.Connection) -> None:
@@ -163,8 +185,12 @@ class PostgresStore:
 
     backend = "postgresql"
 
-    def __init__(self, conn: psycopg.Connection, url: str, workspace: str, ws: int) -> None:
-        self.conn = MappedConnection(conn, self._connect_again)
+    def __init__(self, conn: psycopg.Connection, url: str, workspace: str, ws: int, size: int = 1) -> None:
+        # the calling thread's connection under `with self._lock:` (storage/postgres/sessions.py)
+        self._lock = Sessions(
+            MappedConnection(conn, self._connect_again), size, url, connect_options(), self._configure
+        )
+        self._tx = threading.local()  # the calling thread's nesting of atomic()
         self.url = url
         self.workspace = workspace
         self.ws = ws
@@ -172,11 +198,28 @@ class PostgresStore:
         self.rebuilt: str | None = None
         self.readonly = False
         self.disk_full: str | None = None
-        self._lock = threading.RLock()
-        self._depth = 0  # nesting of atomic()
         self._version_cache: dict[Any, tuple[int, Any]] = {}
         self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
         self._version_read: tuple[float, int] | None = None  # (monotonic time, version) of the last read
+
+    @property
+    def conn(self) -> MappedConnection:
+        """The calling thread's connection (inside `with self._lock:`; the first one outside)."""
+        return self._lock.conn
+
+    @property
+    def _depth(self) -> int:
+        return getattr(self._tx, "depth", 0)
+
+    @_depth.setter
+    def _depth(self, value: int) -> None:
+        self._tx.depth = value
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        """A new pooled connection: vectors as numpy arrays; read-only sessions for a read-only store."""
+        register(conn)
+        if self.readonly:
+            conn.execute("SET default_transaction_read_only = on")
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
@@ -204,7 +247,7 @@ class PostgresStore:
         except BaseException:
             conn.close()
             raise
-        store = cls(conn, conninfo, name, int(ws))
+        store = cls(conn, conninfo, name, int(ws), pool_size(location))
         store.readonly = readonly
         store._ann_dims = store._existing_ann_dims()
         return store
@@ -219,8 +262,8 @@ class PostgresStore:
         return conn
 
     def close(self, checkpoint: bool = True) -> None:
-        with self._lock, contextlib.suppress(psycopg.Error):
-            self.conn.close()
+        """Close every connection of the store (the pool's too)."""
+        self._lock.close()
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
