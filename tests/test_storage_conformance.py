@@ -450,6 +450,39 @@ def test_search_candidates_are_the_separate_reads(store: IndexStore) -> None:
     assert store.search_candidates(None, 4, 3, None, None).keywords == []
 
 
+def test_an_import_never_replaces_a_cached_vector(store: IndexStore, tmp_path: Path) -> None:
+    """The embedding cache holds one vector per (model, text), ever (shared by every workspace of a PostgreSQL
+    database): `saipling import` adds the vectors the cache lacks and leaves those it holds as they are."""
+    import base64
+    import gzip
+    import json
+
+    from saipling.indexing import transfer
+
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(store, "a.md", "a passage already embedded", vectors=True)
+    (held,) = [h for _p, h, _t in store.chunk_hashes()]
+    mine = store.cached_vectors(MODEL, [held])[held]
+    other, new = unit(77), unit(78)
+    export = tmp_path / "vectors.jsonl.gz"
+    with gzip.open(export, "wt", encoding="utf-8") as f:
+        f.write(
+            json.dumps(
+                {"format": transfer.FORMAT, "version": transfer.VERSION, "model": "fake-model", "dimensions": DIMS}
+            )
+            + "\n"
+        )
+        for h, v in ((held, other), ("f" * 64, new)):
+            f.write(json.dumps({"h": h, "v": base64.b64encode(v.astype("<f4").tobytes()).decode()}) + "\n")
+    assert transfer._cache_key("fake-model", DIMS) == MODEL
+    assert transfer.import_vectors(store, export)["vectors"] == 2
+    got = store.cached_vectors(MODEL, [held, "f" * 64])
+    assert np.allclose(got[held], mine) and not np.allclose(got[held], other)
+    assert np.allclose(got["f" * 64], new)
+    store.set_vectors([(0, held, other)], MODEL)  # (an index run's vectors go to the cache the same way)
+    assert np.allclose(store.cached_vectors(MODEL, [held])[held], mine)
+
+
 def test_the_cache_keeps_vectors_across_deletes_renames_clear_and_model_changes(store: IndexStore) -> None:
     store.configure_vectors("fake", MODEL, DIMS)
     put(store, "old-name.md", "a passage worth keeping", vectors=True)

@@ -1123,8 +1123,10 @@ class PostgresStore:
         now = time.time()
         with self.conn.cursor() as cur:
             cur.executemany(
+                # one vector per model and text, ever (shared by every workspace): a vector the cache holds is
+                # never replaced, by an index run or an import
                 "INSERT INTO embedding_cache(model, content_hash, vector, created) VALUES (%s,%s,%s,%s)"
-                " ON CONFLICT (model, content_hash) DO UPDATE SET vector = excluded.vector, created = excluded.created",
+                " ON CONFLICT (model, content_hash) DO NOTHING",
                 [(model, h, np.asarray(v, dtype=np.float32).tobytes(), now) for h, v in vectors.items()],
             )
 
