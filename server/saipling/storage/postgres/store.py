@@ -75,6 +75,7 @@ EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
 # process's caches (its own writes at once); every cache check was a round trip (~30 per hybrid search)
 VERSION_TTL = float(os.environ.get("SAIPLING_PG_VERSION_TTL", "0.25"))
 ADVISORY_CLASS = 0x5A1  # pg_advisory_lock(class, workspace id): the writer lock of one workspace
+ANN_BUILD_CLASS = 0x5A2  # pg_advisory_lock(class, dimensions): the build of one HNSW index
 
 
 OURS = ("workspace", "pool_size")  # the store URL's parameters that are saipling's, not libpq's
@@ -1336,8 +1337,10 @@ class PostgresStore:
         )
 
     def _existing_ann_dims(self) -> set[int]:
+        """The dimensions whose HNSW index is built and valid (a build cut short leaves an invalid one)."""
         rows = self._rows(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'chunk_vectors' AND indexname LIKE 'chunks_hnsw_%%'"
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE i.indrelid = 'chunk_vectors'::regclass AND i.indisvalid AND c.relname LIKE 'chunks_hnsw_%%'"
         )
         return {int(n.rsplit("_", 1)[1]) for (n,) in rows if n.rsplit("_", 1)[1].isdigit()}
 
@@ -1349,19 +1352,43 @@ class PostgresStore:
             return
         self.build_ann_index(dims)
 
-    def build_ann_index(self, dims: int, m: int = 16, ef_construction: int = 64) -> None:
-        log.info("building the HNSW index of %d-dimension vectors (once per database)", dims)
-        with self._lock:
-            self.conn.execute("SET statement_timeout = 0")  # (a build of minutes: the one statement let run)
-            try:
-                self.conn.execute(
-                    f"CREATE INDEX IF NOT EXISTS chunks_hnsw_{int(dims)} ON chunk_vectors USING hnsw"
-                    f" ((embedding::vector({int(dims)})) vector_cosine_ops) WITH (m = {int(m)}, ef_construction ="
-                    f" {int(ef_construction)}) WHERE vector_dims(embedding) = {int(dims)}"
+    def build_ann_index(self, dims: int, m: int = 16, ef_construction: int = 64) -> bool:
+        """Build the HNSW index of `dims`-dimension vectors with CREATE INDEX CONCURRENTLY, on a connection of its
+        own and outside the store's lock: this process's searches go on, and so do writers of every workspace (a
+        plain CREATE INDEX held chunk_vectors' SHARE lock for the minutes of the build). Idempotent: a valid index
+        is kept, an invalid one (a build cut short) dropped and built again; another process building it at the
+        same time is left to it (an advisory lock per dimension). Not inside a write transaction (CONCURRENTLY
+        cannot run in one, and waits for every open one): then it is left to a later call. True once built."""
+        dims = int(dims)
+        if self._depth or self.readonly:
+            return False
+        name = f"chunks_hnsw_{dims}"
+        conn = connect(self.url)
+        try:
+            conn.execute("SET statement_timeout = 0")  # (a build of minutes: the one statement let run)
+            if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (ANN_BUILD_CLASS, dims)).fetchone()[0]:
+                log.info("the HNSW index of %d-dimension vectors is being built by another process", dims)
+                return False
+            valid = conn.execute(
+                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+                (name,),
+            ).fetchone()
+            if valid is not None and not valid[0]:
+                log.warning("dropping the HNSW index %s left invalid by a build cut short", name)
+                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            if valid is None or not valid[0]:
+                log.info("building the HNSW index of %d-dimension vectors (once per database)", dims)
+                conn.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON chunk_vectors USING hnsw"
+                    f" ((embedding::vector({dims})) vector_cosine_ops) WITH (m = {int(m)}, ef_construction ="
+                    f" {int(ef_construction)}) WHERE vector_dims(embedding) = {dims}"
                 )
-            finally:
-                self.conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
-        self._ann_dims.add(int(dims))
+        except psycopg.Error as exc:
+            raise mapped(exc, f"building the HNSW index {name}") from exc
+        finally:
+            conn.close()  # (the advisory lock goes with it)
+        self._ann_dims.add(dims)
+        return True
 
 
 def _unit(vec: np.ndarray) -> np.ndarray:
