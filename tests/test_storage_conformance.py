@@ -270,6 +270,25 @@ def test_term_doc_freqs_count_chunks_by_stemmed_term(store: IndexStore) -> None:
     assert (df, n) == ({match_key("sailors"): 1}, 3)
 
 
+def test_a_cjk_word_is_found_inside_a_run_not_across_punctuation(store: IndexStore) -> None:
+    """Chinese puts no spaces between words: a two-character word inside a longer run is found (by chunk and by
+    file), a longer word too, one character as the start of its pairs; a pair across punctuation is not."""
+    put(store, "poem.md", "冠盖满京华，斯人独憔悴。")
+    put(store, "latin.md", "no such words here")
+
+    def found(text: str) -> tuple[list[str], list[str]]:
+        query = KeywordQuery.parse(text)
+        assert query is not None
+        files = [p for p, _s, _n in store.file_keyword_search(query, 10)]
+        return hit_paths(store, query), files
+
+    assert found("京华") == (["poem.md"], ["poem.md"])  # (inside the run 冠盖满京华, not its start)
+    assert found("满京华") == (["poem.md"], ["poem.md"])
+    assert found("独憔悴") == (["poem.md"], ["poem.md"])
+    assert found("华斯") == ([], [])  # (华，斯: across the comma)
+    assert found("京") == (["poem.md"], ["poem.md"])  # (one character: the pairs it starts)
+
+
 # -- filters ---------------------------------------------------------------------------------------------------
 @pytest.fixture
 def shelf(store: IndexStore) -> IndexStore:

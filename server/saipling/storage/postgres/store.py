@@ -558,7 +558,8 @@ class PostgresStore:
         return unembedded
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
-        text = "\n".join([*(ch.text for ch in chunks), *_ident_lines(chunks)])
+        # (with its chunks' CJK runs as character pairs, as SQLite's whole-file keywords: schema.py, migration 3)
+        text = "\n".join([*(ch.text for ch in chunks), *_ident_lines(chunks), *_cjk_lines(chunks)])
         self.conn.execute(
             "INSERT INTO files(ws, " + _FILE_COLUMNS + ", tsv, doclen) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s,"
             " %s, %s, %s, %s, %s, %s, %s, %s, %s,"
@@ -1395,6 +1396,12 @@ def _unit(vec: np.ndarray) -> np.ndarray:
     v = np.asarray(vec, dtype=np.float32)
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else v
+
+
+def _cjk_lines(chunks: Sequence[ChunkRow]) -> list[str]:
+    from ...markdown.terms import cjk_bigrams
+
+    return [w for w in (cjk_bigrams(f"{ch.heading_path or ''}\n{ch.text or ''}") for ch in chunks) if w]
 
 
 def _ident_lines(chunks: Sequence[ChunkRow]) -> list[str]:
