@@ -278,6 +278,25 @@ def test_term_doc_freqs_count_chunks_by_stemmed_term(store: IndexStore) -> None:
     assert (df, n) == ({match_key("sailors"): 1}, 3)
 
 
+def test_a_cjk_word_is_found_inside_a_run_not_across_punctuation(store: IndexStore) -> None:
+    """Chinese puts no spaces between words: a two-character word inside a longer run is found (by chunk and by
+    file), a longer word too, one character as the start of its pairs; a pair across punctuation is not."""
+    put(store, "poem.md", "冠盖满京华，斯人独憔悴。")
+    put(store, "latin.md", "no such words here")
+
+    def found(text: str) -> tuple[list[str], list[str]]:
+        query = KeywordQuery.parse(text)
+        assert query is not None
+        files = [p for p, _s, _n in store.file_keyword_search(query, 10)]
+        return hit_paths(store, query), files
+
+    assert found("京华") == (["poem.md"], ["poem.md"])  # (inside the run 冠盖满京华, not its start)
+    assert found("满京华") == (["poem.md"], ["poem.md"])
+    assert found("独憔悴") == (["poem.md"], ["poem.md"])
+    assert found("华斯") == ([], [])  # (华，斯: across the comma)
+    assert found("京") == (["poem.md"], ["poem.md"])  # (one character: the pairs it starts)
+
+
 # -- filters ---------------------------------------------------------------------------------------------------
 @pytest.fixture
 def shelf(store: IndexStore) -> IndexStore:
@@ -389,6 +408,114 @@ def test_vectors_are_stored_searched_and_filtered(store: IndexStore) -> None:
     public = store.knn(target, 3, ChunkFilter(visibility=["public"]))
     assert sorted(c for c, _ in public) == sorted(a)  # filtered before ranking: k passing chunks
     assert store.knn(target, 3, ChunkFilter(visibility=[])) == [] and store.knn(target, 0) == []
+
+
+def test_a_knn_sees_a_chunk_made_private_at_once(store: IndexStore) -> None:
+    """A file's visibility changes while its text stays (the chunk keeps its row and vector): a reader's KNN stops
+    finding it at once, and finds it again once public (PostgreSQL keeps the level beside the vector)."""
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(store, "a.md", "one chunk here", vectors=True)
+    (b,) = put(store, "b.md", "three chunks", vectors=True)
+    target = store.chunk_vectors([b])[b]
+    reader = ChunkFilter(visibility=["public"])
+    assert b in {c for c, _ in store.knn(target, 5, reader)}
+    assert put(store, "b.md", "three chunks", vectors=True, visibility=" Private") == [b]  # (same row)
+    assert b not in {c for c, _ in store.knn(target, 5, reader)}
+    assert b in {c for c, _ in store.knn(target, 5, ChunkFilter(visibility=["private"]))}
+    assert b in {c for c, _ in store.knn(target, 5)}
+    put(store, "b.md", "three chunks", vectors=True, visibility=None)
+    assert b in {c for c, _ in store.knn(target, 5, reader)}
+
+
+@pytest.mark.parametrize(("flt", "expected"), FILTERS, ids=[str(i) for i in range(len(FILTERS))])
+def test_filters_hold_in_a_knn(store: IndexStore, flt: ChunkFilter, expected: set[str]) -> None:
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(
+        store,
+        "pub/a.md",
+        "lantern a",
+        visibility="public",
+        book_id="the-book",
+        chapter_num=1,
+        entity_type="Scene",
+        vectors=True,
+    )
+    put(store, "pub/b.md", "lantern b", visibility="Public", chapter_num=5, file_type="world", vectors=True)
+    put(store, "priv/c.md", "lantern c", visibility="private", book_id="other", vectors=True)
+    put(store, "priv/d.md", "lantern d", visibility=None, vectors=True)
+    put(store, "notes/é.md", "lantern e", visibility="secret", corpus="reference", vectors=True)
+    hits = store.knn(unit(9), 10, flt)
+    assert set(paths_of(store, [c for c, _ in hits])) == expected
+
+
+def test_search_candidates_are_the_separate_reads(store: IndexStore) -> None:
+    """One call (one statement on PostgreSQL) answers what keyword_search, file_keyword_search, knn, chunk_paths
+    and chunk_vectors answer, in the same order, with and without a filter, a query vector or keywords."""
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(store, "a.md", "the lantern burned low", "a lantern and a lamp", vectors=True)
+    put(store, "b.md", "no light here at all", vectors=True, visibility="private")
+    put(store, "c.md", "lantern lantern lantern", "the lamp went out")  # (no vectors)
+    put(store, "d.md", "a lamp in the window", vectors=True)
+    put(store, "e.md", "cold wind", "dark night", "wet stone", "old rope", "far shore", vectors=True)
+    query = q("lantern", "lamp")
+    seen_vectors = 0
+    target = unit(21)
+    reader = ChunkFilter(visibility=["public"])
+    for flt in (None, reader, ChunkFilter(visibility=[])):
+        for match, vector, files in ((query, target, 3), (query, None, 2), (None, target, 0), (query, target, 0)):
+            got = store.search_candidates(match, 4, files, vector, flt)
+            kw = store.keyword_search(match, 4, flt) if match else []
+            assert got.keywords == kw
+            assert got.files == (store.file_keyword_search(match, files, flt) if match and files else [])
+            vec = store.knn(vector, 4, flt) if vector is not None else []
+            assert [c for c, _ in got.vectors] == [c for c, _ in vec]
+            assert [s for _, s in got.vectors] == pytest.approx([s for _, s in vec], abs=1e-6)
+            ids = {c for c, _ in kw} | {c for c, _ in vec}
+            assert got.paths == store.chunk_paths(list(ids))
+            missed = [c for c, _ in kw if c not in {c for c, _ in vec}] if vector is not None else []
+            expected = store.chunk_vectors(missed) if missed else {}
+            assert got.keyword_vectors.keys() == expected.keys()
+            assert all(np.allclose(got.keyword_vectors[c], expected[c]) for c in expected)
+            seen_vectors += len(expected)
+            if flt is None and match is not None:
+                assert got.keywords and (files == 0 or got.files)  # (a check that can fail on empty lists)
+            if flt is None and vector is not None:
+                assert len(got.vectors) == 4
+    assert seen_vectors  # (keyword candidates the KNN missed, with vectors, were read)
+    assert store.search_candidates(None, 4, 3, None, None).keywords == []
+
+
+def test_an_import_never_replaces_a_cached_vector(store: IndexStore, tmp_path: Path) -> None:
+    """The embedding cache holds one vector per (model, text), ever (shared by every workspace of a PostgreSQL
+    database): `saipling import` adds the vectors the cache lacks and leaves those it holds as they are."""
+    import base64
+    import gzip
+    import json
+
+    from saipling.indexing import transfer
+
+    store.configure_vectors("fake", MODEL, DIMS)
+    put(store, "a.md", "a passage already embedded", vectors=True)
+    (held,) = [h for _p, h, _t in store.chunk_hashes()]
+    mine = store.cached_vectors(MODEL, [held])[held]
+    other, new = unit(77), unit(78)
+    export = tmp_path / "vectors.jsonl.gz"
+    with gzip.open(export, "wt", encoding="utf-8") as f:
+        f.write(
+            json.dumps(
+                {"format": transfer.FORMAT, "version": transfer.VERSION, "model": "fake-model", "dimensions": DIMS}
+            )
+            + "\n"
+        )
+        for h, v in ((held, other), ("f" * 64, new)):
+            f.write(json.dumps({"h": h, "v": base64.b64encode(v.astype("<f4").tobytes()).decode()}) + "\n")
+    assert transfer._cache_key("fake-model", DIMS) == MODEL
+    assert transfer.import_vectors(store, export)["vectors"] == 2
+    got = store.cached_vectors(MODEL, [held, "f" * 64])
+    assert np.allclose(got[held], mine) and not np.allclose(got[held], other)
+    assert np.allclose(got["f" * 64], new)
+    store.set_vectors([(0, held, other)], MODEL)  # (an index run's vectors go to the cache the same way)
+    assert np.allclose(store.cached_vectors(MODEL, [held])[held], mine)
 
 
 def test_the_cache_keeps_vectors_across_deletes_renames_clear_and_model_changes(store: IndexStore) -> None:

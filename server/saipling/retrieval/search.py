@@ -344,7 +344,9 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
         if round(r.score, 4) >= req.min_score  # as shown: a score copied from a result keeps that result
     ]
     if used_vectors and results:  # new or edited text: found by keywords now, embedded once the writer pauses
-        pending = project.store.without_vectors([r.chunk_id for _, r in pairs[: len(results)]])
+        # (every candidate's vector was read: only those without a cosine can lack one; no read when none does)
+        lacking = [r.chunk_id for _, r in pairs[: len(results)] if r.cosine is None]
+        pending = project.store.without_vectors(lacking) if lacking else set()
         for res, (_, r) in zip(results, pairs, strict=False):
             if r.chunk_id in pending:
                 res["embeddingPending"] = True
@@ -425,14 +427,13 @@ def _rank(
     vec: list[tuple[int, float]] = []
     lexical = mode in ("hybrid", "lexical") or qvec is None
     match = KeywordQuery.parse(req.query) if lexical else None
-    if match is not None:
-        kw = store.keyword_search(match, n_cand, flt)
-        # whole-file scores for the top NORM_POOL files only, however many chunks are fetched: with a deeper
-        # list (a large maxResults) files far down it brought their chunks in with file scores and the order
-        # changed with maxResults (SciFact train hybrid nDCG@10 0.7497 at maxResults 25 but 0.7443 at 200)
-        files = store.file_keyword_search(match, NORM_POOL, flt)
-    if qvec is not None and mode in ("hybrid", "semantic"):
-        vec = store.knn(qvec, n_cand, flt)
+    # one read for the keyword, whole-file and vector lists, their chunks' paths and the keyword candidates'
+    # vectors (one statement on PostgreSQL). Whole-file scores for the top NORM_POOL files only, however many
+    # chunks are fetched: with a deeper list (a large maxResults) files far down it brought their chunks in with
+    # file scores and the order changed with maxResults (SciFact train hybrid nDCG@10 0.7497 at maxResults 25 but
+    # 0.7443 at 200)
+    found = store.search_candidates(match, n_cand, NORM_POOL, qvec if mode in ("hybrid", "semantic") else None, flt)
+    kw, files, vec = found.keywords, found.files, found.vectors
     short = {p: b for p, b, size in files if size <= SHORT_FILE_BYTES}
     ranked: dict[int, Ranked] = {}
     for i, (cid, b) in enumerate(kw):
@@ -450,12 +451,19 @@ def _rank(
         ranked.setdefault(cid, Ranked(cid, 0.0))
     if not ranked:
         return [], Evidence()
-    paths = store.chunk_paths(list(ranked))
+    paths = dict(found.paths)
+    if extra := [cid for cid in ranked if cid not in paths]:  # (a short file's other chunks, exact matches)
+        paths.update(store.chunk_paths(extra))
     file_kw = {p: b for p, b, _ in files}
     if qvec is not None:  # exact cosines for candidates that only the keyword side found
-        need = [cid for cid, r in ranked.items() if r.cosine is None]
-        for cid, v in store.chunk_vectors(need).items():
-            ranked[cid].cosine = float(np.dot(v, qvec))
+        vectors = dict(found.keyword_vectors)
+        looked = {cid for cid, _ in kw} if mode in ("hybrid", "semantic") else set()
+        need = [cid for cid, r in ranked.items() if r.cosine is None and cid not in looked]
+        if need:
+            vectors.update(store.chunk_vectors(need))
+        for cid, v in vectors.items():
+            if cid in ranked and ranked[cid].cosine is None:
+                ranked[cid].cosine = float(np.dot(v, qvec))
     # Each signal is z-normalised over the candidates, a candidate without a keyword match at 0 (the score of
     # no match): over the matching list alone, a query whose rare word only two chunks hold gave them z = +-1 and
     # let any vector candidate outrank them. The mean and spread come from the candidates of the top NORM_POOL

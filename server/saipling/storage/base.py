@@ -673,6 +673,39 @@ class ChunkStore(Protocol):
         ...
 
 
+@dataclass
+class Candidates:
+    """What a search ranks, read in one call (`KeywordIndex.search_candidates`): the keyword list, the whole-file
+    keyword list, the vector list (each best first, as `keyword_search`, `file_keyword_search` and `knn` return
+    them), the path of every chunk in the keyword and vector lists, and the unit vector of each keyword
+    candidate missing from the vector list (when a query vector was given; a chunk without a vector has none)."""
+
+    keywords: list[tuple[int, float]] = field(default_factory=list)
+    files: list[tuple[str, float, int]] = field(default_factory=list)
+    vectors: list[tuple[int, float]] = field(default_factory=list)
+    paths: dict[int, str] = field(default_factory=dict)
+    keyword_vectors: dict[int, Any] = field(default_factory=dict)
+
+
+def candidates_by_calls(
+    store: Any, query: KeywordQuery | None, limit: int, file_limit: int, qvec: Any, flt: ChunkFilter | None
+) -> Candidates:
+    """`search_candidates` as the separate reads (a backend in the same process as its data: SQLite)."""
+    out = Candidates()
+    if query is not None:
+        out.keywords = store.keyword_search(query, limit, flt)
+        out.files = store.file_keyword_search(query, file_limit, flt) if file_limit > 0 else []
+    if qvec is not None:
+        out.vectors = store.knn(qvec, limit, flt)
+    ids = list(dict.fromkeys([c for c, _ in out.keywords] + [c for c, _ in out.vectors]))
+    out.paths = store.chunk_paths(ids) if ids else {}
+    if qvec is not None:
+        seen = {c for c, _ in out.vectors}
+        need = [c for c, _ in out.keywords if c not in seen]
+        out.keyword_vectors = store.chunk_vectors(need) if need else {}
+    return out
+
+
 @runtime_checkable
 class KeywordIndex(Protocol):
     """Keyword search. The SQLite backend tokenises with `porter unicode61 remove_diacritics 2` over a chunk's
@@ -697,6 +730,20 @@ class KeywordIndex(Protocol):
         """(path, score, size in bytes) of the `limit` best files matching `query` as a whole (all of a file's
         text as one document), best first (higher is better: negated BM25); a file counts when one of its
         chunks passes `flt`."""
+        ...
+
+    def search_candidates(
+        self,
+        query: KeywordQuery | None,
+        limit: int,
+        file_limit: int,
+        qvec: np.ndarray | None = None,
+        flt: ChunkFilter | None = None,
+    ) -> Candidates:
+        """A search's candidates in one call (PostgreSQL: one statement, where the separate reads were five round
+        trips): `keyword_search(query, limit, flt)` and `file_keyword_search(query, file_limit, flt)` unless
+        `query` is None (no files when `file_limit` is 0), `knn(qvec, limit, flt)` unless `qvec` is None, the
+        paths of those chunks, and the unit vectors of the keyword candidates the KNN did not return."""
         ...
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:

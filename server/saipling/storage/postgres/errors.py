@@ -73,6 +73,9 @@ class MappedConnection:
         self._depth = 0  # transactions open on it (nothing is retried inside one)
         self.closed_by_us = False
 
+    def set_reconnect(self, reconnect: Callable[[], psycopg.Connection]) -> None:
+        self._reconnect = reconnect
+
     def _fresh(self) -> None:
         if self._reconnect is not None and self._depth == 0 and not self.closed_by_us and self.raw.broken:
             with contextlib.suppress(psycopg.Error):

@@ -8,6 +8,7 @@ closed), as a `known_by` never resolved does. A glob is matched in Python over t
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 
@@ -75,3 +76,14 @@ def compile_filter(flt: Any, glob_paths: Callable[[str], list[str]]) -> tuple[st
     elif flt.known_by is not None:
         conds.append("FALSE")  # (fail closed: never resolved, nothing is known)
     return (" AND ".join(conds) or "TRUE"), params
+
+
+def vector_level_filter(flt: Any) -> tuple[str, list[Any]] | None:
+    """The condition over `chunk_vectors v` alone when `flt`'s only condition is visibility (a reader's levels:
+    compared with `v.level`, kept equal to the chunk's by triggers, schema migration 2); "TRUE" when `flt` has no
+    condition; None when another condition needs the chunk's columns."""
+    if flt is None or flt.is_empty():
+        return "TRUE", []
+    if not replace(flt, visibility=None).is_empty():
+        return None
+    return "v.level = ANY(%s)", [[str(v).lower() for v in flt.visibility]]

@@ -21,8 +21,9 @@ def idf(n_docs: int, df: int) -> float:
     return value if value > 0 else 1e-6
 
 
-# One term's tsquery: a phrase of its folded, stemmed words, or a prefix of its one word
-TERM_TSQUERY = (
+# One term's tsquery over two SQL expressions (`TERM_TSQUERY_OF % {"prefix": ..., "text": ...}`): a phrase of its
+# folded, stemmed words, or a prefix of its one word
+TERM_TSQUERY_OF = (
     "CASE WHEN %(prefix)s THEN to_tsquery('saipling', quote_literal(btrim(saipling_fold(%(text)s))) || ':*')"
     " ELSE phraseto_tsquery('saipling', saipling_fold(%(text)s)) END"
 )

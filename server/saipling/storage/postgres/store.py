@@ -31,6 +31,7 @@ from ...redact import remember
 from ..base import (
     CHUNK_FIELDS,
     FILE_COLUMNS,
+    Candidates,
     ChapterFile,
     ChunkFilter,
     ChunkRow,
@@ -55,10 +56,11 @@ from ..base import (
 from ..run_record import describe
 from ..vector_matrix import other_file_cosines
 from .errors import MappedConnection, mapped
-from .filters import compile_filter
-from .keywords import TERM_TSQUERY, bm25_sql, idf
+from .filters import compile_filter, vector_level_filter
+from .keywords import TERM_TSQUERY_OF, bm25_sql, idf
 from .runs import PgLockHandle
 from .schema import MIGRATION_LOCK, MIGRATIONS
+from .sessions import POOL_SIZE, Sessions
 from .vectorio import Vector, register
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,10 @@ EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
 # process's caches (its own writes at once); every cache check was a round trip (~30 per hybrid search)
 VERSION_TTL = float(os.environ.get("SAIPLING_PG_VERSION_TTL", "0.25"))
 ADVISORY_CLASS = 0x5A1  # pg_advisory_lock(class, workspace id): the writer lock of one workspace
+ANN_BUILD_CLASS = 0x5A2  # pg_advisory_lock(class, dimensions): the build of one HNSW index
+
+
+OURS = ("workspace", "pool_size")  # the store URL's parameters that are saipling's, not libpq's
 
 
 def split_location(url: str) -> tuple[str, str | None]:
@@ -91,12 +97,27 @@ def split_location(url: str) -> tuple[str, str | None]:
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     workspace = next((v for k, v in query if k == "workspace"), None)
-    rest = urlencode([(k, v) for k, v in query if k != "workspace"])
+    rest = urlencode([(k, v) for k, v in query if k not in OURS])
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), workspace
+
+
+def pool_size(url: str) -> int:
+    """The store URL's `pool_size`: how many connections one store may hold at once (POOL_SIZE by default)."""
+    given = next((v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True) if k == "pool_size"), None)
+    if given is None:
+        return POOL_SIZE
+    try:
+        size = int(given)
+    except ValueError:
+        size = 0
+    if not 1 <= size <= 1000:
+        raise StorageError(f"pool_size={given!r} in the store URL: a number of connections from 1 to 1000")
+    return size
 
 
 # a statement running longer than this fails with StorageBusy (QueryCanceled) instead of holding every thread
 STATEMENT_TIMEOUT_MS = int(os.environ.get("SAIPLING_PG_STATEMENT_TIMEOUT_MS", "120000"))
+PREPARE_THRESHOLD = 1  # psycopg prepares a statement on its (n+1)th execution on a connection
 
 
 def _passwords(url: str) -> list[str]:
@@ -123,21 +144,33 @@ def redacted(url: str) -> str:
 def connect(conninfo: str) -> psycopg.Connection:
     remember(*_passwords(conninfo))  # (never logged: the redacting log filter knows them from now on)
     try:
-        conn = psycopg.connect(
-            conninfo,
-            autocommit=True,
-            connect_timeout=10,
-            application_name="saipling",
-            # a half-dead connection or a runaway query must not hold the store's lock (and every thread) forever
-            keepalives=1,
-            keepalives_idle=30,
-            keepalives_interval=10,
-            keepalives_count=3,
-            options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
-        )
+        conn = psycopg.connect(conninfo, **connect_options())
     except psycopg.Error as exc:
         raise StorageUnavailable(f"cannot connect to PostgreSQL at {redacted(conninfo)}: {str(exc).strip()}") from exc
     return conn
+
+
+def connect_options() -> dict[str, Any]:
+    """psycopg.connect's keyword arguments for every connection of a store (its pool's too)."""
+    return dict(
+        autocommit=True,
+        connect_timeout=10,
+        application_name="saipling",
+        # a half-dead connection or a runaway query must not hold the store's lock (and every thread) forever
+        keepalives=1,
+        keepalives_idle=30,
+        keepalives_interval=10,
+        keepalives_count=3,
+        # session settings at connection time, not a SET per query: a search through an HNSW index scans
+        # iteratively (a selective filter still fills k) with this ef_search (a placeholder until pgvector
+        # loads, which adopts it)
+        options=(
+            f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c hnsw.iterative_scan=relaxed_order"
+            f" -c hnsw.ef_search={EF_SEARCH}"
+        ),
+        # every statement prepared on its second use (a search repeats the same few): no parse and plan
+        prepare_threshold=PREPARE_THRESHOLD,
+    )
 
 
 def migrate(conn: psycopg.Connection) -> None:
@@ -164,8 +197,12 @@ class PostgresStore:
 
     backend = "postgresql"
 
-    def __init__(self, conn: psycopg.Connection, url: str, workspace: str, ws: int) -> None:
-        self.conn = MappedConnection(conn, self._connect_again)
+    def __init__(self, conn: psycopg.Connection, url: str, workspace: str, ws: int, size: int = 1) -> None:
+        # the calling thread's connection under `with self._lock:` (storage/postgres/sessions.py)
+        self._lock = Sessions(
+            MappedConnection(conn, self._connect_again), size, url, connect_options(), self._configure
+        )
+        self._tx = threading.local()  # the calling thread's nesting of atomic()
         self.url = url
         self.workspace = workspace
         self.ws = ws
@@ -173,11 +210,28 @@ class PostgresStore:
         self.rebuilt: str | None = None
         self.readonly = False
         self.disk_full: str | None = None
-        self._lock = threading.RLock()
-        self._depth = 0  # nesting of atomic()
         self._version_cache: dict[Any, tuple[int, Any]] = {}
         self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
         self._version_read: tuple[float, int] | None = None  # (monotonic time, version) of the last read
+
+    @property
+    def conn(self) -> MappedConnection:
+        """The calling thread's connection (inside `with self._lock:`; the first one outside)."""
+        return self._lock.conn
+
+    @property
+    def _depth(self) -> int:
+        return getattr(self._tx, "depth", 0)
+
+    @_depth.setter
+    def _depth(self, value: int) -> None:
+        self._tx.depth = value
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        """A new pooled connection: vectors as numpy arrays; read-only sessions for a read-only store."""
+        register(conn)
+        if self.readonly:
+            conn.execute("SET default_transaction_read_only = on")
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
@@ -205,7 +259,7 @@ class PostgresStore:
         except BaseException:
             conn.close()
             raise
-        store = cls(conn, conninfo, name, int(ws))
+        store = cls(conn, conninfo, name, int(ws), pool_size(location))
         store.readonly = readonly
         store._ann_dims = store._existing_ann_dims()
         return store
@@ -220,8 +274,8 @@ class PostgresStore:
         return conn
 
     def close(self, checkpoint: bool = True) -> None:
-        with self._lock, contextlib.suppress(psycopg.Error):
-            self.conn.close()
+        """Close every connection of the store (the pool's too)."""
+        self._lock.close()
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
@@ -262,7 +316,10 @@ class PostgresStore:
         return [p for (p,) in self._rows("SELECT path FROM files WHERE ws = %s", (self.ws,)) if glob_match(p, glob)]
 
     def _cached(self, key: Any, build: Any) -> Any:
-        """`build()`, kept until the workspace changes (any process's commit)."""
+        """`build()`, kept until the workspace changes (any process's commit); never inside a write transaction
+        (its own uncommitted writes would be cached under the version before them)."""
+        if self._depth:
+            return build()
         version = self._any_version()
         hit = self._version_cache.get(key)
         if hit is not None and hit[0] == version:
@@ -272,6 +329,11 @@ class PostgresStore:
             self._version_cache.clear()
         self._version_cache[key] = (version, value)
         return value
+
+    def _remember(self, key: Any, value: Any) -> None:
+        """Keep `value` under `key` for the version a `_cached` build is running under."""
+        if not self._depth and self._version_read is not None:
+            self._version_cache[key] = (self._version_read[1], value)
 
     def _any_version(self) -> int:
         with self._lock:
@@ -382,6 +444,9 @@ class PostgresStore:
         return {p: FileState(h, int(m), int(s)) for p, h, m, s in rows}
 
     def file_states_for(self, paths: Iterable[str]) -> dict[str, FileState]:
+        paths = list(paths)
+        if not paths:
+            return {}
         rows = self._rows(
             "SELECT path, content_hash, mtime_ns, size FROM files WHERE ws = %s AND path = ANY(%s)",
             (self.ws, list(paths)),
@@ -504,7 +569,8 @@ class PostgresStore:
         return unembedded
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
-        text = "\n".join([*(ch.text for ch in chunks), *ident_lines(chunks)])
+        # (with its chunks' CJK runs as character pairs, as SQLite's whole-file keywords: schema.py, migration 3)
+        text = "\n".join([*(ch.text for ch in chunks), *ident_lines(chunks), *_cjk_lines(chunks)])
         self.conn.execute(
             "INSERT INTO files(ws, " + _FILE_COLUMNS + ", tsv, doclen) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s,"
             " %s, %s, %s, %s, %s, %s, %s, %s, %s,"
@@ -586,27 +652,43 @@ class PostgresStore:
     # -- keywords ------------------------------------------------------------------------------------------
     def _prepared_terms(self, query: KeywordQuery) -> list[tuple[str, list[str], bool]]:
         """Each term of `query` as (its tsquery text, its lexemes, a phrase or prefix), kept per query."""
+        return [(q, lex, phrase) for q, lex, phrase, _dc, _df in self._term_stats(query)]
 
-        def build() -> list[tuple[str, list[str], bool]]:
+    def _term_stats(self, query: KeywordQuery) -> list[tuple[str, list[str], bool, int, int]]:
+        """Each term of `query` as (tsquery text, lexemes, a phrase or prefix, chunks holding it, files holding
+        it), with the collections' sizes (`_collection`): one round trip for them all, kept until the workspace
+        changes (a term's tsquery and document frequencies were a round trip each)."""
+
+        def build() -> list[tuple[str, list[str], bool, int, int]]:
+            rows = self._rows(
+                "SELECT t.q::text, tsvector_to_array(to_tsvector('saipling', saipling_fold(t.text))),"
+                " (SELECT count(*) FROM chunks c WHERE c.ws = %(ws)s AND c.tsv @@ t.q),"
+                " (SELECT count(*) FROM files c WHERE c.ws = %(ws)s AND c.tsv @@ t.q),"
+                " n.chunks, n.chunk_avg, n.files, n.file_avg"
+                " FROM (SELECT u.ord, u.text, " + TERM_TSQUERY_OF % {"prefix": "u.prefix", "text": "u.text"} + " AS q"
+                " FROM unnest(%(texts)s::text[], %(prefixes)s::bool[]) WITH ORDINALITY u(text, prefix, ord)) t,"
+                " (SELECT (SELECT count(*) FROM chunks WHERE ws = %(ws)s) AS chunks,"
+                " (SELECT coalesce(avg(doclen), 0) FROM chunks WHERE ws = %(ws)s) AS chunk_avg,"
+                " (SELECT count(*) FROM files WHERE ws = %(ws)s) AS files,"
+                " (SELECT coalesce(avg(doclen), 0) FROM files WHERE ws = %(ws)s) AS file_avg) n"
+                " ORDER BY t.ord",
+                {
+                    "ws": self.ws,
+                    "texts": [" ".join(t.words) for t in query.terms],
+                    "prefixes": [bool(t.prefix) for t in query.terms],
+                },
+            )
             out = []
-            for t in query.terms:
-                q, lex = self._rows(
-                    f"SELECT ({TERM_TSQUERY})::text,"
-                    " tsvector_to_array(to_tsvector('saipling', saipling_fold(%(text)s)))",
-                    {"prefix": t.prefix, "text": " ".join(t.words)},
-                )[0]
+            for (q, lex, dc, df, *_sizes), t in zip(rows, query.terms, strict=True):
                 if q:
-                    out.append((q, list(lex or []), t.prefix or len(lex or []) > 1))
+                    out.append((q, list(lex or []), bool(t.prefix) or len(lex or []) > 1, int(dc), int(df)))
+            if rows:
+                n_chunks, chunk_avg, n_files, file_avg = rows[0][4:]
+                self._remember(("collection", "chunks"), (int(n_chunks), float(chunk_avg)))
+                self._remember(("collection", "files"), (int(n_files), float(file_avg)))
             return out
 
         return self._cached(("terms", query.terms), build)
-
-    def _term_df(self, table: str, tsquery: str) -> int:
-        def build() -> int:
-            sql = f"SELECT count(*) FROM {table} c WHERE c.ws = %s AND c.tsv @@ %s::tsquery"
-            return int(self._scalar(sql, (self.ws, tsquery)) or 0)
-
-        return self._cached(("df", table, tsquery), build)
 
     def _collection(self, table: str) -> tuple[int, float]:
         def build() -> tuple[int, float]:
@@ -619,11 +701,21 @@ class PostgresStore:
         self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
     ) -> list[tuple[Any, float]]:
         """(key, BM25: higher is better) of the rows of `table` matching `query` that pass `where`, best first."""
-        terms = self._prepared_terms(query)
-        if not terms:
+        built = self._bm25_sql(table, query, where, wparams, limit)
+        if built is None:
             return []
+        return [(r[0], float(r[1]), *r[2:]) for r in self._rows(*built)]
+
+    def _bm25_sql(
+        self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
+    ) -> tuple[str, list[Any]] | None:
+        """The statement of `_bm25` (key, score[, size]) and its parameters; None when `query` has no term."""
+        stats = self._term_stats(query)
+        if not stats:
+            return None
+        terms = [(q, lex, phrase) for q, lex, phrase, _dc, _df in stats]
         n, avgdl = self._collection(table)
-        idfs = [idf(n, self._term_df(table, q)) for q, _l, _p in terms]
+        idfs = [idf(n, dc if table == "chunks" else df) for _q, _l, _p, dc, df in stats]
         lateral, lparams, expr, eparams = bm25_sql(
             [lex for _q, lex, _p in terms], [q if phrase else None for q, _l, phrase in terms], idfs, avgdl
         )
@@ -641,7 +733,95 @@ class PostgresStore:
         )
         params = [*eparams, *lparams, self.ws, *(q for q, _l, _p in terms), *wparams]
         params += [limit] if limit is not None else []
-        return [(r[0], float(r[1]), *r[2:]) for r in self._rows(sql, params)]
+        return sql, params
+
+    def _file_condition(self, flt: Any) -> tuple[str, list[Any]]:
+        """A file passes `flt` when one of its chunks does."""
+        where, params = self._where(flt)
+        if where == "TRUE":
+            return "TRUE", []
+        return f"EXISTS (SELECT 1 FROM chunks c WHERE c.ws = fl.ws AND c.path = fl.path AND {where})", params
+
+    def search_candidates(
+        self,
+        query: KeywordQuery | None,
+        limit: int,
+        file_limit: int,
+        qvec: np.ndarray | None = None,
+        flt: ChunkFilter | None = None,
+    ) -> Candidates:
+        """The keyword, whole-file and vector lists, the paths of their chunks and the vectors of the keyword
+        candidates the KNN missed: one statement (five round trips as separate reads)."""
+        parts: list[str] = []  # the lists, as CTEs (materialized: each is read twice, in its order)
+        params: list[Any] = []
+        lists: list[str] = []  # rows (kind, position, chunk id, path, score, size, vector)
+        where, wparams = self._where(flt)
+        has_kw = has_vc = ann = False
+        if query is not None and limit > 0:
+            built = self._bm25_sql("chunks", query, where, wparams, limit)
+            if built is not None:
+                has_kw = True
+                parts.append(f"kw(id, score) AS MATERIALIZED ({built[0]})")
+                params += built[1]
+                lists.append(
+                    "SELECT 0, row_number() OVER (), id, NULL::text, score, NULL::bigint, NULL::vector FROM kw"
+                )
+                if file_limit > 0:
+                    cond, cparams = self._file_condition(flt)
+                    built = self._bm25_sql("files", query, cond, cparams, file_limit)
+                    if built is not None:
+                        parts.append(f"fk(path, score, size) AS MATERIALIZED ({built[0]})")
+                        params += built[1]
+                        lists.append("SELECT 1, row_number() OVER (), NULL, path, score, size, NULL FROM fk")
+        if qvec is not None and limit > 0 and self.has_vectors():
+            dims = int(self.get_meta("dimensions", "0") or 0)
+            q = np.asarray(qvec, dtype=np.float32).reshape(-1)
+            if not dims or q.shape[0] == dims:
+                has_vc = True
+                ann = dims in self._ann_dims and self.embedded_count() >= ANN_MIN_ROWS
+                sql, kparams = self._knn_sql(q, limit, dims, ann, flt)
+                parts.append(f"vc(id, sim) AS MATERIALIZED ({sql})")
+                params += kparams
+                lists.append("SELECT 2, row_number() OVER (), id, NULL, sim, NULL, NULL FROM vc")
+        if not parts:
+            return Candidates()
+        ids = " UNION ".join([*(["SELECT id FROM kw"] if has_kw else []), *(["SELECT id FROM vc"] if has_vc else [])])
+        # (driven by the lists, a primary key lookup each: `id IN (...)` scanned the workspace's chunks)
+        lists.append(
+            f"SELECT 3, 0, c.id, c.path, NULL, NULL, NULL FROM ({ids}) i JOIN chunks c ON c.id = i.id WHERE c.ws = %s"
+        )
+        params.append(self.ws)
+        if qvec is not None and has_kw:  # (the vectors, as chunk_vectors reads them: cosines computed as before)
+            missed = "SELECT id FROM kw" + (" EXCEPT SELECT id FROM vc" if has_vc else "")
+            lists.append(
+                f"SELECT 4, 0, v.chunk_id, NULL, NULL, NULL, v.embedding FROM ({missed}) i"
+                " JOIN chunk_vectors v ON v.chunk_id = i.id WHERE v.ws = %s"
+            )
+            params.append(self.ws)
+        sql = "WITH " + ", ".join(parts) + " " + " UNION ALL ".join(f"({x})" for x in lists)
+        with self._lock:
+            if ann and limit > EF_SEARCH:  # (ef_search below k would cut the list short)
+                with self.conn.transaction():
+                    self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(limit)}")
+                    rows = self.conn.execute(sql, params).fetchall()
+            else:
+                rows = self.conn.execute(sql, params).fetchall()
+        rows.sort(key=lambda r: (r[0], r[1]))
+        out = Candidates()
+        for kind, _pos, cid, path, score, size, vec in rows:
+            if kind == 0:
+                out.keywords.append((int(cid), float(score)))
+            elif kind == 1:
+                out.files.append((str(path), float(score), int(size or 0)))
+            elif kind == 2:
+                out.vectors.append((int(cid), float(score)))
+            elif kind == 3:
+                out.paths[int(cid)] = str(path)
+            else:
+                out.keyword_vectors[int(cid)] = _unit(vec)
+        if ann:
+            out.vectors.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
+        return out
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
@@ -659,13 +839,8 @@ class PostgresStore:
         chunks passes `flt`."""
         if limit <= 0:
             return []
-        where, params = self._where(flt)
-        cond = (
-            "TRUE"
-            if where == "TRUE"
-            else (f"EXISTS (SELECT 1 FROM chunks c WHERE c.ws = fl.ws AND c.path = fl.path AND {where})")
-        )
-        ranked = self._bm25("files", query, cond, params if where != "TRUE" else [], limit)
+        cond, params = self._file_condition(flt)
+        ranked = self._bm25("files", query, cond, params, limit)
         return [(str(p), s, int(n or 0)) for p, s, n in ranked]
 
     def keyword_paths(self, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
@@ -682,20 +857,29 @@ class PostgresStore:
         return [(str(p), None if n is None else int(n)) for p, n in rows]
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """({term: chunks holding it}, chunks), terms as the keyword index stems them (markdown.terms.match_key)."""
-        out = {}
-        for t in terms:
-            out[t] = self._cached(
-                ("tdf", t),
-                lambda t=t: int(
-                    self._scalar(
-                        "SELECT count(*) FROM chunks WHERE ws = %s AND tsv @@ plainto_tsquery('simple', %s)",
-                        (self.ws, t),
-                    )
-                    or 0
-                ),
+        """({term: chunks holding it}, chunks), terms as the keyword index stems them (markdown.terms.match_key).
+        The terms not known since the workspace last changed are counted in one round trip."""
+        version = self._any_version() if not self._depth else None
+        out: dict[str, int] = {}
+        todo: list[str] = []
+        for t in dict.fromkeys(terms):
+            hit = self._version_cache.get(("tdf", t))
+            if version is not None and hit is not None and hit[0] == version:
+                out[t] = hit[1]
+            else:
+                todo.append(t)
+        if todo:
+            rows = self._rows(
+                "SELECT t.ord, (SELECT count(*) FROM chunks WHERE ws = %s AND tsv @@ plainto_tsquery('simple', t.term))"
+                " FROM unnest(%s::text[]) WITH ORDINALITY t(term, ord)",
+                (self.ws, todo),
             )
-        return out, self._collection("chunks")[0]
+            for ord_, n in rows:
+                term = todo[int(ord_) - 1]
+                out[term] = int(n or 0)
+                if version is not None:
+                    self._version_cache[("tdf", term)] = (version, out[term])
+        return {t: out[t] for t in terms}, self._collection("chunks")[0]
 
     # -- chunk reads ---------------------------------------------------------------------------------------
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: Any = None) -> list[tuple[int, str]]:
@@ -707,6 +891,8 @@ class PostgresStore:
         return [(int(i), str(p)) for i, p in rows]
 
     def chunk_paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        if not len(chunk_ids):
+            return {}
         rows = self._rows(
             "SELECT id, path FROM chunks WHERE ws = %s AND id = ANY(%s)", (self.ws, [int(i) for i in chunk_ids])
         )
@@ -967,8 +1153,10 @@ class PostgresStore:
         now = time.time()
         with self.conn.cursor() as cur:
             cur.executemany(
+                # one vector per model and text, ever (shared by every workspace): a vector the cache holds is
+                # never replaced, by an index run or an import
                 "INSERT INTO embedding_cache(model, content_hash, vector, created) VALUES (%s,%s,%s,%s)"
-                " ON CONFLICT (model, content_hash) DO UPDATE SET vector = excluded.vector, created = excluded.created",
+                " ON CONFLICT (model, content_hash) DO NOTHING",
                 [(model, h, np.asarray(v, dtype=np.float32).tobytes(), now) for h, v in vectors.items()],
             )
 
@@ -1056,7 +1244,10 @@ class PostgresStore:
         self._maybe_build_ann()
 
     def embedded_count(self) -> int:
-        return int(self._scalar("SELECT count(*) FROM chunk_vectors WHERE ws = %s", (self.ws,)) or 0)
+        return self._cached(
+            ("embedded",),
+            lambda: int(self._scalar("SELECT count(*) FROM chunk_vectors WHERE ws = %s", (self.ws,)) or 0),
+        )
 
     def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
         ids = [
@@ -1095,7 +1286,7 @@ class PostgresStore:
         return np.array([r[0] for r in rows], dtype=np.int64), np.vstack([_unit(r[1]) for r in rows])
 
     def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
-        if not self.has_vectors() or not self._cached(("embedded",), self.embedded_count):
+        if not self.has_vectors() or not self.embedded_count():
             return set()
         rows = self._rows(
             "SELECT c.id FROM chunks c WHERE c.ws = %s AND c.id = ANY(%s)"
@@ -1131,33 +1322,49 @@ class PostgresStore:
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if dims and q.shape[0] != dims:
             return []
-        where, params = self._where(flt)
-        ann = dims in self._ann_dims and self._cached(("embedded",), self.embedded_count) >= ANN_MIN_ROWS
+        ann = dims in self._ann_dims and self.embedded_count() >= ANN_MIN_ROWS
         # the chunk's own columns only when a filter needs them (a join per vector otherwise)
-        join = "" if where == "TRUE" else f" JOIN chunks c ON c.id = v.chunk_id AND {where}"
+        sql, qparams = self._knn_sql(q, k, dims, ann, flt)
         with self._lock:
-            if ann:
+            if ann and k > EF_SEARCH:  # (ef_search below k would cut the list short)
                 with self.conn.transaction():
-                    self.conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    self.conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}")
-                    rows = self.conn.execute(
-                        f"SELECT v.chunk_id, 1 - ((v.embedding::vector({dims})) <=> %s::vector({dims}))"
-                        f" FROM chunk_vectors v{join} WHERE v.ws = %s AND vector_dims(v.embedding) = {dims}"
-                        f" ORDER BY (v.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
-                        [Vector(q), *params, self.ws, Vector(q), k],
-                    ).fetchall()
-                rows.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
+                    self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(k)}")
+                    rows = self.conn.execute(sql, qparams).fetchall()
             else:
-                rows = self.conn.execute(
-                    f"SELECT v.chunk_id, 1 - (v.embedding <=> %s) FROM chunk_vectors v{join} WHERE v.ws = %s"
-                    " ORDER BY v.embedding <=> %s LIMIT %s",
-                    [Vector(q), *params, self.ws, Vector(q), k],
-                ).fetchall()
+                rows = self.conn.execute(sql, qparams).fetchall()
+        if ann:
+            rows.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
         return [(int(i), float(s)) for i, s in rows]
 
+    def _knn_sql(self, q: np.ndarray, k: int, dims: int, ann: bool, flt: Any) -> tuple[str, list[Any]]:
+        """The KNN statement: (chunk_id, cosine similarity) rows, nearest first."""
+        # the chunk's own columns only when a filter needs more than the reader's levels (a join per vector
+        # otherwise), bound to the workspace (a join on the id alone scanned every workspace's chunks)
+        alone = vector_level_filter(flt)
+        if alone is not None:  # (params: those of the join, then those of the condition after `v.ws = %s`)
+            join, jparams, (cond, cparams) = "", [], alone
+        else:
+            where, params = self._where(flt)
+            join, jparams = f" JOIN chunks c ON c.id = v.chunk_id AND c.ws = %s AND {where}", [self.ws, *params]
+            cond, cparams = "TRUE", []
+        if ann:
+            return (
+                f"SELECT v.chunk_id, 1 - ((v.embedding::vector({dims})) <=> %s::vector({dims}))"
+                f" FROM chunk_vectors v{join} WHERE v.ws = %s AND vector_dims(v.embedding) = {dims} AND {cond}"
+                f" ORDER BY (v.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
+                [Vector(q), *jparams, self.ws, *cparams, Vector(q), k],
+            )
+        return (
+            f"SELECT v.chunk_id, 1 - (v.embedding <=> %s) FROM chunk_vectors v{join} WHERE v.ws = %s AND {cond}"
+            " ORDER BY v.embedding <=> %s LIMIT %s",
+            [Vector(q), *jparams, self.ws, *cparams, Vector(q), k],
+        )
+
     def _existing_ann_dims(self) -> set[int]:
+        """The dimensions whose HNSW index is built and valid (a build cut short leaves an invalid one)."""
         rows = self._rows(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'chunk_vectors' AND indexname LIKE 'chunks_hnsw_%%'"
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE i.indrelid = 'chunk_vectors'::regclass AND i.indisvalid AND c.relname LIKE 'chunks_hnsw_%%'"
         )
         return {int(n.rsplit("_", 1)[1]) for (n,) in rows if n.rsplit("_", 1)[1].isdigit()}
 
@@ -1169,25 +1376,55 @@ class PostgresStore:
             return
         self.build_ann_index(dims)
 
-    def build_ann_index(self, dims: int, m: int = 16, ef_construction: int = 64) -> None:
-        log.info("building the HNSW index of %d-dimension vectors (once per database)", dims)
-        with self._lock:
-            self.conn.execute("SET statement_timeout = 0")  # (a build of minutes: the one statement let run)
-            try:
-                self.conn.execute(
-                    f"CREATE INDEX IF NOT EXISTS chunks_hnsw_{int(dims)} ON chunk_vectors USING hnsw"
-                    f" ((embedding::vector({int(dims)})) vector_cosine_ops) WITH (m = {int(m)}, ef_construction ="
-                    f" {int(ef_construction)}) WHERE vector_dims(embedding) = {int(dims)}"
+    def build_ann_index(self, dims: int, m: int = 16, ef_construction: int = 64) -> bool:
+        """Build the HNSW index of `dims`-dimension vectors with CREATE INDEX CONCURRENTLY, on a connection of its
+        own and outside the store's lock: this process's searches go on, and so do writers of every workspace (a
+        plain CREATE INDEX held chunk_vectors' SHARE lock for the minutes of the build). Idempotent: a valid index
+        is kept, an invalid one (a build cut short) dropped and built again; another process building it at the
+        same time is left to it (an advisory lock per dimension). Not inside a write transaction (CONCURRENTLY
+        cannot run in one, and waits for every open one): then it is left to a later call. True once built."""
+        dims = int(dims)
+        if self._depth or self.readonly:
+            return False
+        name = f"chunks_hnsw_{dims}"
+        conn = connect(self.url)
+        try:
+            conn.execute("SET statement_timeout = 0")  # (a build of minutes: the one statement let run)
+            if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (ANN_BUILD_CLASS, dims)).fetchone()[0]:
+                log.info("the HNSW index of %d-dimension vectors is being built by another process", dims)
+                return False
+            valid = conn.execute(
+                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+                (name,),
+            ).fetchone()
+            if valid is not None and not valid[0]:
+                log.warning("dropping the HNSW index %s left invalid by a build cut short", name)
+                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            if valid is None or not valid[0]:
+                log.info("building the HNSW index of %d-dimension vectors (once per database)", dims)
+                conn.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON chunk_vectors USING hnsw"
+                    f" ((embedding::vector({dims})) vector_cosine_ops) WITH (m = {int(m)}, ef_construction ="
+                    f" {int(ef_construction)}) WHERE vector_dims(embedding) = {dims}"
                 )
-            finally:
-                self.conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
-        self._ann_dims.add(int(dims))
+        except psycopg.Error as exc:
+            raise mapped(exc, f"building the HNSW index {name}") from exc
+        finally:
+            conn.close()  # (the advisory lock goes with it)
+        self._ann_dims.add(dims)
+        return True
 
 
 def _unit(vec: np.ndarray) -> np.ndarray:
     v = np.asarray(vec, dtype=np.float32)
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else v
+
+
+def _cjk_lines(chunks: Sequence[ChunkRow]) -> list[str]:
+    from ...markdown.terms import cjk_bigrams
+
+    return [w for w in (cjk_bigrams(f"{ch.heading_path or ''}\n{ch.text or ''}") for ch in chunks) if w]
 
 
 def _same_text(row: tuple, ch: ChunkRow) -> bool:

@@ -118,8 +118,9 @@ class FileWrites:
                         added.append((r[0], vec))
                 if model:
                     now = time.time()
+                    # (one vector per model and text, ever: a cached vector is never replaced, by an import neither)
                     self.db.conn.executemany(
-                        "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                         [(model, h, vector_blob(v), now) for h, v in vectors.items()],
                     )
                 self._write_file_row(record, chunks)

@@ -28,6 +28,7 @@ import apsw
 from ...errors import IndexCorrupted
 from ..base import (
     CHUNK_FIELDS,
+    Candidates,
     ChapterFile,
     ChunkFilter,
     ChunkRow,
@@ -47,6 +48,7 @@ from ..base import (
     StoredMention,
     StoreStats,
     aliases_of,
+    candidates_by_calls,
 )
 from . import index_files, integrity, lock
 from .database import Database
@@ -425,6 +427,16 @@ class SqliteStore:
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         return self._keywords.term_doc_freqs(terms)
+
+    def search_candidates(
+        self,
+        query: KeywordQuery | None,
+        limit: int,
+        file_limit: int,
+        qvec: np.ndarray | None = None,
+        flt: ChunkFilter | None = None,
+    ) -> Candidates:
+        return candidates_by_calls(self, query, limit, file_limit, qvec, flt)
 
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: ChunkFilter | None = None) -> list[tuple[int, str]]:
         """(chunk id, path) of every chunk of `paths` that passes `flt`."""

@@ -215,8 +215,9 @@ class Vectors:
                     )
                 }
                 blobs = {h: vector_blob(vec) for _, h, vec in items}
+                # (one vector per model and text, ever: a cached vector is never replaced, by an import neither)
                 self.db.conn.executemany(
-                    "INSERT OR REPLACE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
+                    "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
                     [(model, h, b, now) for h, b in blobs.items()],
                 )
                 items = [it for it in items if (int(it[0]), it[1]) in current]

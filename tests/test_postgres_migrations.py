@@ -1,0 +1,64 @@
+"""A PostgreSQL database of an older saipling schema is brought up to date when a store opens it, its rows
+included: the visibility level beside each vector (migration 2) and the CJK character pairs in the keywords of
+chunks and files (migration 3)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+pytest.importorskip("psycopg")
+
+
+def test_a_schema_1_database_gets_vector_levels_and_cjk_keywords(pg_server) -> None:
+    import numpy as np
+    import psycopg
+
+    from saipling.storage.base import ChunkFilter, KeywordQuery
+    from saipling.storage.postgres import open_store
+    from saipling.storage.postgres.schema import MIGRATIONS
+    from saipling.storage.postgres.store import split_location
+    from saipling.storage.postgres.vectorio import Vector, register
+
+    name = "old" + uuid.uuid4().hex[:8]
+    admin_url = split_location(pg_server.url())[0]
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    old_url = admin_url.replace("/saipling?", f"/{name}?")
+    with psycopg.connect(old_url, autocommit=True) as conn:  # (what saipling of schema 1 wrote)
+        conn.execute("CREATE TABLE saipling_schema(version int NOT NULL)")
+        conn.execute("INSERT INTO saipling_schema VALUES (1)")
+        conn.execute(MIGRATIONS[0])
+        register(conn)
+        ws = conn.execute("INSERT INTO workspaces(name) VALUES ('bible') RETURNING id").fetchone()[0]
+        text = "冠盖满京华，斯人独憔悴。"
+        conn.execute(
+            "INSERT INTO files(ws, path, content_hash, mtime_ns, size, tsv, doclen)"
+            " VALUES (%s, 'poem.md', 'h', 1, 1, to_tsvector('saipling', saipling_fold(%s)), 2)",
+            (ws, text),
+        )
+        for i, (path, vis) in enumerate((("poem.md", "Private "), ("open.md", None))):
+            cid = conn.execute(
+                "INSERT INTO chunks(ws, path, chunk_index, content_hash, text, visibility) VALUES (%s, %s, 0, %s, %s,"
+                " %s) RETURNING id",
+                (ws, path, f"h{i}", text if i == 0 else "plain words", vis),
+            ).fetchone()[0]
+            conn.execute(
+                "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES (%s, %s, %s)",
+                (cid, ws, Vector(np.eye(4, dtype=np.float32)[i])),
+            )
+        conn.execute("INSERT INTO meta(ws, key, value) VALUES (%s, 'dimensions', '4'), (%s, 'model', 'm')", (ws, ws))
+    store = open_store(f"{old_url}&workspace=bible")
+    try:
+        assert store._scalar("SELECT version FROM saipling_schema") == len(MIGRATIONS)
+        levels = dict(store._rows("SELECT c.path, v.level FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id"))
+        assert levels == {"poem.md": "private", "open.md": "public"}
+        hits = store.knn(np.eye(4, dtype=np.float32)[0], 5, ChunkFilter(visibility=["public"]))
+        assert [store.chunk_paths([c])[c] for c, _ in hits] == ["open.md"]
+        query = KeywordQuery.parse("京华")
+        assert query is not None
+        assert [store.chunk_paths([c])[c] for c, _ in store.keyword_search(query, 5)] == ["poem.md"]
+        assert [p for p, _s, _n in store.file_keyword_search(query, 5)] == ["poem.md"]
+    finally:
+        store.close()
