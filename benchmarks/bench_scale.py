@@ -186,9 +186,11 @@ def write_config(root: Path, url: str) -> None:
     cfg.write_text(f'provider = "openai"\nbaseUrl = "{url}"\nmodel = "{MODEL}"\nbatchSize = 256\n', encoding="utf-8")
 
 
-def built(size: str, url: str, rebuild: bool) -> tuple[Path, dict[str, Any]]:
-    """The indexed copy for `size` (built now if absent or `rebuild`) and its build record."""
-    base = bu.CACHE_ROOT / f"scale-{size}"
+def built(size: str, url: str, rebuild: bool, server_dir: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """The indexed copy for `size` (built now if absent or `rebuild`) and its build record. The baseline code
+    (`server_dir`) has copies of its own, built by it (scale-<size>-base): an index of another schema version is
+    not one both can open (schema 7 moved the vectors)."""
+    base = bu.CACHE_ROOT / (f"scale-{size}" + ("-base" if server_dir else ""))
     root, record = base / "project", base / "build.json"
     if record.exists() and not rebuild:
         write_config(root, url)
@@ -198,7 +200,7 @@ def built(size: str, url: str, rebuild: bool) -> tuple[Path, dict[str, Any]]:
     prose = build_tree(root, SIZES[size])
     write_config(root, url)
     print(f"   building {size}: {SIZES[size]} files, {prose / 1e6:.0f} MB of prose ...", flush=True)
-    out = child_json(["--child-index", str(root)])
+    out = child_json(["--child-index", str(root)], server_dir=server_dir)
     out["prose_bytes"] = prose
     record.write_text(json.dumps(out))
     return root, out
@@ -482,11 +484,12 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     try:
         for size in sizes:
-            root, rec = built(size, server.url, args.rebuild)
-            db = root / ".saipling" / "index.db"
+            builds = {d: built(size, server.url, args.rebuild, d) for _, d in variants}
             for rnd in range(args.rounds):
                 order = variants if rnd % 2 == 0 else variants[::-1]
                 for prefix, server_dir in order:
+                    root, rec = builds[server_dir]
+                    db = root / ".saipling" / "index.db"
                     r = results.setdefault(prefix + size, {**rec})
                     r["db_mb"] = db.stat().st_size / 1e6
                     r["db_ratio"] = db.stat().st_size / max(1, rec.get("prose_bytes", 1))

@@ -143,8 +143,7 @@ def test_item01_a_bad_batch_is_asked_for_again(tmp_path: Path, api_server: FakeE
     api_server.poison("nan", times=1)  # only the first answer (the dimension probe or the batch)
     summary = cli_json("index", str(root), env=api_env(api_server))
     assert summary["degraded"] is None and summary["embedded"] == summary["chunks"] > 0, summary
-    assert all(finite(b) for (b,) in db_rows(root, "SELECT embedding FROM chunks_vec"))  # the retry's vectors
-    assert all(finite(b) for (b,) in db_rows(root, "SELECT vector FROM embedding_cache"))
+    assert all(finite(b) for (b,) in db_rows(root, "SELECT vector FROM embedding_cache"))  # (vectors stored once)
 
 
 def test_item01_poisoned_rows_already_stored_are_ignored_and_embedded_again(
@@ -156,7 +155,6 @@ def test_item01_poisoned_rows_already_stored_are_ignored_and_embedded_again(
     nan = np.full(32, np.nan, dtype=np.float32).tobytes()
     conn = connect(index_db(root))  # what an older saipling stored from a bad provider
     with conn:
-        conn.execute("UPDATE chunks_vec SET embedding = ?", (nan,))
         conn.execute("UPDATE embedding_cache SET vector = ?", (nan,))
         conn.execute("DELETE FROM meta WHERE key = 'vectors_checked'")
     conn.close()
@@ -166,7 +164,6 @@ def test_item01_poisoned_rows_already_stored_are_ignored_and_embedded_again(
     summary = cli_json("index", str(root), "--full", env=env)
     assert api_server.count > before and summary["reused"] == 0  # the poisoned cache was not reused
     assert all(finite(b) for (b,) in db_rows(root, "SELECT vector FROM embedding_cache"))
-    assert all(finite(b) for (b,) in db_rows(root, "SELECT embedding FROM chunks_vec"))
     status = cli_json("status", str(root), env=env)
     assert status["unembeddedChunks"] == 0 and status["embeddedChunks"] == status["totalChunks"]
 

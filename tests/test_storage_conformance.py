@@ -55,7 +55,8 @@ def _postgres(tmp_path: Path, request: pytest.FixtureRequest) -> IndexStore:
 BACKENDS: dict[str, Callable[[Path, pytest.FixtureRequest], IndexStore]] = {"sqlite": _sqlite, "postgres": _postgres}
 
 DIMS = 8
-MODEL = cache_key("fake-model", DIMS)
+BASE = "fake-model"  # what the indexer configures: the provider's vector key
+MODEL = cache_key(BASE, DIMS)  # what it writes vectors under: that key and their size
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -394,8 +395,8 @@ def test_heading_and_entity_lookups(store: IndexStore) -> None:
 # -- vectors and the embedding cache ---------------------------------------------------------------------------
 def test_vectors_are_stored_searched_and_filtered(store: IndexStore) -> None:
     assert store.has_vectors() is False and store.knn(unit(1), 5) == []
-    assert store.configure_vectors("fake", MODEL, DIMS) is False
-    assert store.has_vectors() and store.vector_model() == (MODEL, DIMS)
+    assert store.configure_vectors("fake", BASE, DIMS) is False
+    assert store.has_vectors() and store.vector_model() == (BASE, DIMS)
     a = put(store, "a.md", "one chunk here", "two chunk here", vectors=True)
     b = put(store, "b.md", "three chunks", vectors=True, visibility="private")
     assert store.embedded_count() == 3 and store.count_unembedded() == 0
@@ -519,7 +520,7 @@ def test_an_import_never_replaces_a_cached_vector(store: IndexStore, tmp_path: P
 
 
 def test_the_cache_keeps_vectors_across_deletes_renames_clear_and_model_changes(store: IndexStore) -> None:
-    store.configure_vectors("fake", MODEL, DIMS)
+    store.configure_vectors("fake", BASE, DIMS)
     put(store, "old-name.md", "a passage worth keeping", vectors=True)
     vec = unit(len("a passage worth keeping"))
     store.delete_file("old-name.md")  # renamed: deleted, then written under the new name
@@ -536,7 +537,7 @@ def test_the_cache_keeps_vectors_across_deletes_renames_clear_and_model_changes(
 
 
 def test_a_chunk_moved_or_repeated_in_its_file_keeps_its_vector(store: IndexStore) -> None:
-    store.configure_vectors("fake", MODEL, DIMS)
+    store.configure_vectors("fake", BASE, DIMS)
     put(store, "a.md", "first part", "second part", vectors=True)
     before = store.chunk_vectors([c.id for c in store.chunks_for_path("a.md")])
     # rewritten without vectors: the same texts (one moved, one repeated) take the vectors they had
@@ -552,7 +553,7 @@ def test_a_chunk_moved_or_repeated_in_its_file_keeps_its_vector(store: IndexStor
 
 
 def test_set_vectors_skips_replaced_chunks_but_caches_every_vector(store: IndexStore) -> None:
-    store.configure_vectors("fake", MODEL, DIMS)
+    store.configure_vectors("fake", BASE, DIMS)
     (old,) = put(store, "a.md", "draft text")
     put(store, "a.md", "final text")  # replaced while "draft text" was being embedded
     (new,) = [c.id for c in store.chunks_for_path("a.md")]
@@ -563,14 +564,14 @@ def test_set_vectors_skips_replaced_chunks_but_caches_every_vector(store: IndexS
 
 
 def test_what_is_left_to_embed_and_in_which_order(store: IndexStore) -> None:
-    store.configure_vectors("fake", MODEL, DIMS)
+    store.configure_vectors("fake", BASE, DIMS)
     store.replace_file(record("old.md", "o", mtime_ns=100), [row(0, "old one"), row(1, "old two")])
     store.replace_file(record("new.md", "n", mtime_ns=900), [row(0, "new one")])
     store.replace_file(record("open.md", "p", mtime_ns=5), [row(0, "open one")])
     store.replace_file(record("held.md", "h", mtime_ns=999), [row(0, "held one")])
     order = [p for _, p, _, _ in store.unembedded(hold=["held.md"], first=["open.md"])]
     assert order == ["open.md", "new.md", "old.md", "old.md"]
-    assert store.count_unembedded() == 5 and store.unembedded_share(MODEL, DIMS) == (5, 5)
+    assert store.count_unembedded() == 5 and store.unembedded_share(BASE, DIMS) == (5, 5)
     assert store.paths_without_vectors(["old.md", "gone.md"]) == {"old.md"}
     missing = store.chunks_missing_vectors()
     assert missing[:2] == [
@@ -585,7 +586,7 @@ def test_what_is_left_to_embed_and_in_which_order(store: IndexStore) -> None:
 
 
 def test_unusable_vectors_are_never_served(store: IndexStore) -> None:
-    store.configure_vectors("fake", MODEL, DIMS)
+    store.configure_vectors("fake", BASE, DIMS)
     (cid,) = put(store, "a.md", "zero vector text")
     store.set_vectors([(cid, h("zero vector text"), np.zeros(DIMS, dtype=np.float32))], MODEL)
     assert store.cached_vectors(MODEL, [h("zero vector text")]) == {}
@@ -595,7 +596,7 @@ def test_unusable_vectors_are_never_served(store: IndexStore) -> None:
 
 
 def test_nearest_other_file_cosines(store: IndexStore) -> None:
-    store.configure_vectors("fake", MODEL, DIMS)
+    store.configure_vectors("fake", BASE, DIMS)
     put(store, "a.md", "first", "second", vectors=True)
     put(store, "b.md", "third", vectors=True)
     n, cosines = store.nearest_other_file_cosines(10)

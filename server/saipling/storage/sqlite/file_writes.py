@@ -1,7 +1,8 @@
 """A file's chunks written to the SQLite index: `replace_file` swaps them in one transaction and touches only what
 changed (an edit of one paragraph of a 258-chunk note rewrites one chunk row, its keywords and its vector, not 258
-of each); `delete_file` and `clear`. `FileWrites` is a part of `SqliteStore` (store.py), sharing its `Database`
-and calling its `Vectors` and `Mentions` parts."""
+of each; vectors are stored by content hash in the embedding cache, vectors.py); `delete_file` and `clear`.
+`FileWrites` is a part of `SqliteStore` (store.py), sharing its `Database` and calling its `Vectors` and
+`Mentions` parts."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, ident_li
 from .database import Database
 from .mentions import Mentions
 from .schema import chunk_cjk_words
-from .vectors import Vectors, vector_blob
+from .vectors import Vectors
 
 _ROW_FIELDS = [f.name for f in fields(ChunkRow)]
 _INSERT_FILE = f"INSERT OR REPLACE INTO files({', '.join(FILE_COLUMNS)}) VALUES ({', '.join('?' * len(FILE_COLUMNS))})"
@@ -52,12 +53,11 @@ class FileWrites:
         every column is not written at all. Returns the ids of the chunks inserted without a vector (what the
         embedding phase has to do for this file). `mentions`: the file's entity mentions, written in the same
         transaction (storage/mentions.py)."""
-        with self.db.lock:  # the write and the matrix patch are one step for readers
+        with self.db.lock:
             vectors = vectors or {}
-            added: list[tuple[int, np.ndarray]] = []
             unembedded: list[int] = []
             with self.db.atomic():
-                has_vec = self.vectors.has_vectors()
+                key = self.vectors.index_key()
                 old: dict[str, list[tuple]] = {}  # content hash -> stored rows (id first), in chunk order
                 for row in self.db.conn.execute(
                     "SELECT id, " + ", ".join(_ROW_FIELDS) + " FROM chunks WHERE path = ? ORDER BY chunk_index",
@@ -75,60 +75,31 @@ class FileWrites:
                     same.remove(match)  # type: ignore[union-attr]
                     kept.append((match, ch))
                 gone = [r[0] for rows in old.values() for r in rows]
-                # a new row whose text the file held before (a passage repeated or moved) gets its stored vector
-                wanted = {ch.content_hash for ch in new} - set(vectors)
-                twins = [r[0] for rows in old.values() for r in rows if r[_HASH] in wanted]
-                twins += [r[0] for r, ch in kept if ch.content_hash in wanted]
-                reused = self._vectors_of(twins) if has_vec and twins else {}
-                removed = self._delete_ids(gone, has_vec)
+                # vectors are stored by content hash (vectors.py): a new row whose text the index holds a vector
+                # for (a passage repeated, moved or renamed) has it at once; given ones are stored first
+                self.vectors.store_vectors(vectors, model)
+                self.db.conn.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in gone])
                 moved = [(r, ch) for r, ch in kept if tuple(r[1:]) != _values(ch)]
                 for r, _ch in moved:  # out of the way first: (path, chunk_index) is unique
                     self.db.conn.execute("UPDATE chunks SET chunk_index = ? WHERE id = ?", (-1 - r[0], r[0]))
+                inserted: list[int] = []
                 for ch in new:
                     self.db.conn.execute(
                         _INSERT, (record.path, chunk_cjk_words(ch.heading_path, ch.text), *_values(ch))
                     )
-                    chunk_id = self.db.conn.last_insert_rowid()
-                    vec = vectors.get(ch.content_hash)
-                    if vec is None:
-                        vec = reused.get(ch.content_hash)
-                    if has_vec and vec is not None:
-                        self.db.conn.execute(
-                            "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
-                            (chunk_id, vector_blob(vec)),
-                        )
-                        added.append((chunk_id, vec))
-                    else:
-                        unembedded.append(chunk_id)
+                    inserted.append(self.db.conn.last_insert_rowid())
                 for r, ch in moved:  # only the columns that differ (none of them feeds the keyword index)
                     cols = [n for n in _MOVABLE if n == "chunk_index" or getattr(ch, n) != r[1 + _ROW_FIELDS.index(n)]]
                     self.db.conn.execute(
                         "UPDATE chunks SET " + ", ".join(f"{n} = ?" for n in cols) + " WHERE id = ?",
                         (*(getattr(ch, n) for n in cols), r[0]),
                     )
-                for r, ch in kept if has_vec else ():  # a kept chunk still without a vector: given one now
-                    vec = vectors.get(ch.content_hash)
-                    if vec is not None and not any(
-                        True for _ in self.db.conn.execute("SELECT 1 FROM chunks_vec WHERE chunk_id = ?", (r[0],))
-                    ):
-                        self.db.conn.execute(
-                            "INSERT INTO chunks_vec(chunk_id, embedding) VALUES (?, ?)",
-                            (r[0], vector_blob(vec)),
-                        )
-                        added.append((r[0], vec))
-                if model:
-                    now = time.time()
-                    # (one vector per model and text, ever: a cached vector is never replaced, by an import neither)
-                    self.db.conn.executemany(
-                        "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
-                        [(model, h, vector_blob(v), now) for h, v in vectors.items()],
-                    )
+                unembedded = self.vectors.without_stored(inserted) if key is not None else inserted
                 self._write_file_row(record, chunks)
                 if mentions is not None:
                     self.mentions.write_mentions(record.path, mentions)
-                if removed or added:
-                    self.vectors.bump_generation()
-            self.vectors.apply_delta(removed, added)
+                self.vectors.journal_written()
+            self.vectors.after_write()
         return unembedded
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
@@ -136,29 +107,25 @@ class FileWrites:
             self.db.conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
 
     def delete_file(self, path: str) -> bool:
-        with self.db.lock:  # the write and the matrix patch are one step for readers
+        with self.db.lock:
             with self.db.atomic():
                 existed = bool(self.db.scalar("SELECT 1 FROM files WHERE path = ?", (path,)))
-                removed = self._delete_chunks(path)
+                self.db.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
                 self._drop_file_text(path)
                 self.mentions.drop_mentions(path)
                 self.db.conn.execute("DELETE FROM files WHERE path = ?", (path,))
-                if removed:
-                    self.vectors.bump_generation()
-            self.vectors.apply_delta(removed, [])
+                self.vectors.journal_written()
+            self.vectors.after_write()
         return existed
 
     def clear(self) -> None:
         """Forget every file, chunk and vector (the embedding cache and logs stay: they cost money)."""
         with self.db.atomic():
-            if self.vectors.has_vectors():
-                self.db.conn.execute("DELETE FROM chunks_vec")
-                self.vectors.bump_generation()
             self.db.conn.execute("DELETE FROM chunks")
+            self.vectors.forget_journal()
             self.db.conn.execute("DELETE FROM files_fts")
             self.mentions.clear_mentions()
             self.db.conn.execute("DELETE FROM files")
-        self.vectors.forget_written()
         self.vectors.invalidate()
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
@@ -171,40 +138,11 @@ class FileWrites:
             "INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (self.db.conn.last_insert_rowid(), "\n".join(words))
         )
 
-    def _vectors_of(self, chunk_ids: list[int]) -> dict[str, np.ndarray]:
-        """The stored vectors of these chunks, by content hash (one vec0 lookup each: `IN` is a full scan)."""
-        out: dict[str, np.ndarray] = {}
-        for cid in chunk_ids:
-            for h, blob in self.db.conn.execute(
-                "SELECT c.content_hash, v.embedding FROM chunks c JOIN chunks_vec v ON v.chunk_id = c.id"
-                " WHERE c.id = ?",
-                (cid,),
-            ):
-                out[h] = np.frombuffer(blob, dtype=np.float32).copy()
-        return out
-
-    def _delete_ids(self, ids: list[int], has_vec: bool) -> list[int]:
-        """Delete these chunks and their vectors; returns the ids whose vectors were removed."""
-        if has_vec and ids:
-            self.db.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
-        self.db.conn.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
-        return ids if has_vec else []
-
     def _drop_file_text(self, path: str) -> None:
         """Remove a file's row from the file-level keyword index (before its files row goes or is replaced)."""
         rowid = self.db.scalar("SELECT rowid FROM files WHERE path = ?", (path,))
         if rowid is not None:
             self.db.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
-
-    def _delete_chunks(self, path: str) -> list[int]:
-        """Delete a file's chunks and vectors; returns the chunk ids whose vectors were removed."""
-        ids: list[int] = []
-        if self.vectors.has_vectors():
-            # vec0 answers `chunk_id IN (subquery)` with a full scan; deleting by primary key is a lookup each
-            ids = [r[0] for r in self.db.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
-            self.db.conn.executemany("DELETE FROM chunks_vec WHERE chunk_id = ?", [(i,) for i in ids])
-        self.db.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
-        return ids
 
 
 def _same_text(row: tuple, ch: ChunkRow) -> bool:

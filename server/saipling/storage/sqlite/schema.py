@@ -9,7 +9,7 @@ from pathlib import Path
 
 import apsw
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -22,6 +22,100 @@ _CACHE_COLUMNS = (
 _CACHE_KEY = "embedding_cache_key ON embedding_cache(model, content_hash)"
 
 POSITION = 1 << 32  # (a line and a column as one integer, line * POSITION + col: columns are below 2**32)
+# The change journal of the vectors (migration 8): one row per chunk whose vector may have changed. A chunk counts
+# when its content hash has a cache row under the index's key; a cache row of that key counts for every chunk of
+# its hash. (INSERT OR REPLACE into the cache fires the insert trigger only: the row it replaces had the same key.)
+_HAS_VECTOR = (
+    "EXISTS (SELECT 1 FROM embedding_cache e WHERE e.model = (SELECT value FROM meta WHERE key = 'vector_key')"
+    " AND e.content_hash = {row}.content_hash)"
+)
+_INDEX_KEY = "(SELECT value FROM meta WHERE key = 'vector_key')"
+JOURNAL_SQL = f"""
+    CREATE TABLE IF NOT EXISTS vector_changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk_id INTEGER NOT NULL);
+    CREATE TRIGGER IF NOT EXISTS chunks_vector_ai AFTER INSERT ON chunks WHEN {_HAS_VECTOR.format(row="new")} BEGIN
+        INSERT INTO vector_changes(chunk_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_vector_ad AFTER DELETE ON chunks WHEN {_HAS_VECTOR.format(row="old")} BEGIN
+        INSERT INTO vector_changes(chunk_id) VALUES (old.id);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_vector_au AFTER UPDATE OF content_hash ON chunks
+        WHEN old.content_hash IS NOT new.content_hash BEGIN
+        INSERT INTO vector_changes(chunk_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER IF NOT EXISTS cache_vector_ai AFTER INSERT ON embedding_cache WHEN new.model = {_INDEX_KEY} BEGIN
+        INSERT INTO vector_changes(chunk_id) SELECT id FROM chunks WHERE content_hash = new.content_hash;
+    END;
+    CREATE TRIGGER IF NOT EXISTS cache_vector_ad AFTER DELETE ON embedding_cache WHEN old.model = {_INDEX_KEY} BEGIN
+        INSERT INTO vector_changes(chunk_id) SELECT id FROM chunks WHERE content_hash = old.content_hash;
+    END;
+    CREATE TRIGGER IF NOT EXISTS cache_vector_au AFTER UPDATE ON embedding_cache
+        WHEN old.model = {_INDEX_KEY} OR new.model = {_INDEX_KEY} BEGIN
+        INSERT INTO vector_changes(chunk_id)
+            SELECT id FROM chunks WHERE content_hash IN (old.content_hash, new.content_hash);
+    END;
+"""
+# (an embedding cache converted to a rowid table drops them first: a trigger naming a missing table fails the rename)
+DROP_JOURNAL_TRIGGERS = "".join(
+    f"DROP TRIGGER IF EXISTS {name};"
+    for name in (
+        "chunks_vector_ai",
+        "chunks_vector_ad",
+        "chunks_vector_au",
+        "cache_vector_ai",
+        "cache_vector_ad",
+        "cache_vector_au",
+    )
+)
+VECTOR_KEY_META = "vector_key"  # meta key: the cache key the index's vectors are stored under (None: no vectors)
+JOURNAL_FLOOR_META = "vector_changes_floor"  # meta key: the highest seq deleted from vector_changes
+
+
+def move_vectors_into_cache(conn: apsw.Connection) -> int:
+    """Migration 8's data step: the index's key recorded, vectors only vec0 held copied into the cache (the rows of
+    the index's model stored before the key carried the size renamed to the key), vec0 dropped. Nothing is
+    embedded again. Returns the vectors copied."""
+    meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('model', 'dimensions')").fetchall())
+    has_vec0 = bool(conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'chunks_vec'").fetchall()[0][0])
+    model, dims = meta.get("model"), int(meta.get("dimensions") or 0)
+    copied = 0
+    if has_vec0 and model is not None and dims > 0:
+        key = f"{model}@{dims}"  # (storage.base.cache_key)
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (VECTOR_KEY_META, key))
+        conn.execute(
+            "UPDATE OR IGNORE embedding_cache SET model = ? WHERE model = ? AND length(vector) = ?",
+            (key, model, dims * 4),
+        )
+        # (only the chunks the cache lacks: a join of vec0 with chunks looks vec0 up per chunk, 72 s for 55k)
+        missing = {
+            int(cid): h
+            for cid, h in conn.execute(
+                "SELECT c.id, c.content_hash FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM embedding_cache e"
+                " WHERE e.model = ? AND e.content_hash = c.content_hash)",
+                (key,),
+            )
+        }
+        if len(missing) > 1000:  # one pass over vec0 (vec0 answers `IN (subquery)` with a full scan anyway)
+            found = ((cid, blob) for cid, blob in conn.execute("SELECT chunk_id, embedding FROM chunks_vec"))
+        else:
+            found = (
+                (cid, blob)
+                for one in missing
+                for cid, blob in conn.execute("SELECT chunk_id, embedding FROM chunks_vec WHERE chunk_id = ?", (one,))
+            )
+        rows = [(key, missing[int(cid)], blob) for cid, blob in found if int(cid) in missing]
+        conn.executemany(
+            "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?, ?, ?, unixepoch())",
+            rows,
+        )
+        copied = len(rows)
+    if has_vec0:
+        conn.execute("DROP TABLE chunks_vec")
+    return copied
+
+
+# Python steps a migration (by its number, 1-based) runs first, in its transaction
+MIGRATION_STEPS = {8: move_vectors_into_cache}
+
 
 _MIGRATIONS: list[str] = [
     # 1: initial schema
@@ -182,6 +276,15 @@ _MIGRATIONS: list[str] = [
         FROM (SELECT entity, path, count(*) AS n, min(line * {POSITION} + col) AS lo, max(line * {POSITION} + col) AS hi
               FROM mentions GROUP BY entity, path);
     """,
+    # 8: vectors stored once (issue 34): the embedding cache is the one table of vectors; a chunk's vector is the
+    # cache row of the index's key (meta `vector_key`: storage.base.cache_key of its model and size) and its content
+    # hash, so a renamed, moved or re-chunked passage keeps its vector. sqlite-vec's vec0 table `chunks_vec`, which
+    # held a second copy of every vector, is emptied into the cache and dropped by `move_vectors_into_cache`
+    # (run before this SQL, in the same transaction). `vector_changes` is the change journal a searching process
+    # follows to patch its matrix (storage/sqlite/vectors.py): the triggers below append the id of every chunk
+    # whose vector may have changed, in the writer's own transaction; `seq` is never reused (AUTOINCREMENT), and
+    # writers delete old rows (meta `vector_changes_floor`: the highest seq deleted).
+    JOURNAL_SQL,
 ]
 
 

@@ -3,11 +3,11 @@ connection. No SQL lives outside storage/sqlite/. This module opens the file (mo
 read-only when it cannot be written), migrates it, answers the file and chunk reads and the logs, and hands the
 rest to its parts, which share its `Database` (database.py): `FileWrites` (file_writes.py: a file's chunk
 writes, touching only the chunks an edit changed), `Keywords` (keywords.py: FTS5), `Vectors` (vectors.py:
-sqlite-vec, the embedding cache, the in-memory matrix), `Mentions` (mentions.py), the filter compiler and its
+the embedding cache, its change journal, the in-memory matrix), `Mentions` (mentions.py), the filter compiler and its
 cache (filters.py), the writer lock (lock.py). Every public method maps apsw's errors to saipling's (errors.py).
 
-apsw bundles a SQLite that can load extensions (many stdlib builds cannot), sqlite-vec holds the vectors
-(vec0, cosine), FTS5 the keywords.
+apsw bundles a SQLite that can load extensions (many stdlib builds cannot); the embedding cache holds the vectors
+(once: schema 8), FTS5 the keywords; sqlite-vec is loaded only to read and drop the vec0 table of an older index.
 """
 
 from __future__ import annotations
@@ -58,7 +58,16 @@ from .filters import FilterCache, where
 from .keywords import Keywords
 from .lock import HeldLock
 from .mentions import Mentions
-from .schema import _MIGRATIONS, ADDED_COLUMNS, CACHE_AS_ROWID_TABLE, SCHEMA_VERSION, connect
+from .schema import (
+    _MIGRATIONS,
+    ADDED_COLUMNS,
+    CACHE_AS_ROWID_TABLE,
+    DROP_JOURNAL_TRIGGERS,
+    JOURNAL_SQL,
+    MIGRATION_STEPS,
+    SCHEMA_VERSION,
+    connect,
+)
 from .vectors import Vectors
 
 if TYPE_CHECKING:
@@ -267,6 +276,9 @@ class SqliteStore:
                 if column in {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}:
                     sql = sql.replace(statement, "")  # (an index that has it already: ALTER would fail)
             with self.conn:
+                step = MIGRATION_STEPS.get(number + 1)
+                if step is not None:
+                    step(self.conn)
                 self.conn.execute(sql)
                 self.conn.execute(f"PRAGMA user_version={number + 1}")
         self._upgrade_layout()
@@ -278,7 +290,8 @@ class SqliteStore:
         sql = self._scalar("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'embedding_cache'")
         if sql and "WITHOUT ROWID" in str(sql).upper():
             with self.conn:
-                self.conn.execute(CACHE_AS_ROWID_TABLE)
+                self.conn.execute(DROP_JOURNAL_TRIGGERS + CACHE_AS_ROWID_TABLE)
+                self.conn.execute(JOURNAL_SQL)  # (the cache's journal triggers went with the old table)
             log.info("embedding cache converted to an appended table")
 
     def close(self, checkpoint: bool = True) -> None:
@@ -401,7 +414,7 @@ class SqliteStore:
             return StoreStats(
                 total_files=self._scalar("SELECT count(*) FROM files") or 0,
                 total_chunks=self._scalar("SELECT count(*) FROM chunks") or 0,
-                embedded_chunks=(self._scalar("SELECT count(*) FROM chunks_vec") or 0) if self.has_vectors() else 0,
+                embedded_chunks=self._vectors.stored_count(),
                 last_indexed=self._scalar("SELECT max(last_indexed) FROM files"),
                 total_cost_usd=float(self._scalar("SELECT coalesce(sum(cost_usd), 0) FROM embedding_log") or 0.0),
                 total_tokens=int(self._scalar("SELECT coalesce(sum(tokens), 0) FROM embedding_log") or 0),
@@ -583,10 +596,6 @@ class SqliteStore:
 
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         return self._vectors.knn(query, k, flt)
-
-    def knn_vec0(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """KNN through sqlite-vec itself (kept for comparison in benchmarks)."""
-        return self._vectors.knn_vec0(query, k)
 
     def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
         return self._vectors.without_vectors(chunk_ids)
