@@ -127,7 +127,7 @@ def test_an_index_of_schema_6_moves_its_vectors_into_the_cache_and_searches_the_
             store._scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'chunks_vec%'") == 0
         )  # vec0 gone
         # nothing to embed again: every chunk has its vector, the one only vec0 held and the bare-named one too
-        assert store.count_unembedded() == 0 and store.unembedded() == [] and store.stats()["embeddedChunks"] == 36
+        assert store.count_unembedded() == 0 and store.unembedded() == [] and store.stats().embedded_chunks == 36
         assert store._scalar("SELECT count(*) FROM embedding_cache WHERE model = ?", (f"m@{DIMS}",)) == 36
         assert store._scalar("SELECT count(*) FROM embedding_cache WHERE model = 'other@8'") == 1  # kept
         ids, mat = store.vector_matrix()
