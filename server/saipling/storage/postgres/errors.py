@@ -82,16 +82,17 @@ class MappedConnection:
                 self.raw.close()
             self.raw = self._reconnect()
 
-    def execute(self, sql: Any, params: Any = None) -> psycopg.Cursor:
+    def execute(self, sql: Any, params: Any = None, **kwargs: Any) -> psycopg.Cursor:
+        """psycopg's Connection.execute (`binary=True`: results in binary, vectors without text floats)."""
         self._fresh()
         try:
-            return self.raw.execute(sql, params)
+            return self.raw.execute(sql, params, **kwargs)
         except psycopg.OperationalError as exc:
             if self._depth or self._reconnect is None or self.closed_by_us or not self.raw.broken:
                 raise mapped(exc) from exc
             self._fresh()  # the server dropped us between statements: once more, on a new connection
             try:
-                return self.raw.execute(sql, params)
+                return self.raw.execute(sql, params, **kwargs)
             except psycopg.Error as again:
                 raise mapped(again) from again
         except psycopg.Error as exc:
