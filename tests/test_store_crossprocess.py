@@ -99,8 +99,8 @@ def test_search_log_written_by_another_process_keeps_the_matrix(tmp_path: Path) 
 
 
 def test_vector_write_by_another_process_is_picked_up_by_what_changed(tmp_path: Path) -> None:
-    """Another process's vector write is patched into the matrix from what moved in vec0's map (issue 34): the
-    same matrix object, no vector read again but the new ones, and the same contents as a fresh load."""
+    """Another process's vector write is patched into the matrix from the change journal (issue 34): the same
+    matrix object, no vector read again but the new ones, and the same contents as a fresh load."""
     db, store = _opened(tmp_path)
     try:
         store.knn(_unit(3), 5)
@@ -125,8 +125,8 @@ def test_vector_write_by_another_process_is_picked_up_by_what_changed(tmp_path: 
 
 
 def test_a_reused_chunk_id_in_a_reused_slot_gets_its_new_vector(tmp_path: Path) -> None:
-    """Another process re-embeds the file holding the highest chunk id: SQLite gives the new chunk that same id and
-    sqlite-vec the slot it just freed; the matrix must follow the content, not the slot (a fresh load agrees)."""
+    """Another process re-embeds the file holding the highest chunk id: SQLite gives the new chunk that same id; the
+    matrix must follow the content, not the id (a fresh load agrees)."""
     db, store = _opened(tmp_path)
     try:
         store.knn(_unit(3), 5)
