@@ -220,3 +220,32 @@ def test_a_files_new_chunks_go_in_many_rows_to_a_statement(store: Store) -> None
     for i in (0, INSERT_ROWS, n - 1):  # keywords of every statement's rows
         assert fts_paths(store, f"word{i}x") == ["long.md"]
     fts_integrity(store)
+
+
+def test_a_batch_of_new_files_is_written_in_one_insert(store: Store) -> None:
+    """replace_files: the chunks of a batch's new files go in together (one keyword segment per batch)."""
+    from saipling.storage.base import FileWrite
+
+    files = [
+        FileWrite(record(f"n{i}.md", "1"), [row(j, f"note {i} part {j} word{i}x{j}") for j in range(4)])
+        for i in range(3)
+    ]
+    inserts: list[str] = []
+
+    def trace(_cursor, sql: str, _bindings) -> bool:
+        if sql.lstrip().upper().startswith("INSERT INTO CHUNKS("):
+            inserts.append(sql)
+        return True
+
+    store.conn.exec_trace = trace
+    try:
+        store.replace_files(files)
+    finally:
+        store.conn.exec_trace = None
+    assert len(inserts) == 1
+    for i in range(3):
+        assert [c["text"] for c in store.chunks_for_path(f"n{i}.md")] == [
+            f"note {i} part {j} word{i}x{j}" for j in range(4)
+        ]
+        assert fts_paths(store, f"word{i}x3") == [f"n{i}.md"]
+    fts_integrity(store)

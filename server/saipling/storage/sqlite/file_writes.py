@@ -12,7 +12,7 @@ from dataclasses import fields
 from operator import attrgetter
 
 from ...lazy import np  # numpy loads on first use (cold CLI path)
-from ..base import ChunkRow, FileMentionRows, FileRecord
+from ..base import ChunkRow, FileMentionRows, FileRecord, FileWrite
 from .database import Database
 from .mentions import Mentions
 from .schema import chunk_cjk_words
@@ -89,9 +89,9 @@ class FileWrites:
                 for r, _ch in moved:  # out of the way first: (path, chunk_index) is unique
                     self.db.conn.execute("UPDATE chunks SET chunk_index = ? WHERE id = ?", (-1 - r[0], r[0]))
                 cjk = {id(ch): chunk_cjk_words(ch.heading_path, ch.text) for ch in chunks}
-                ids = self._insert_rows(record.path, new, cjk)
+                ids = self._insert_rows([(record.path, ch) for ch in new], cjk)
                 for ch in new:
-                    chunk_id = ids[ch.chunk_index]
+                    chunk_id = ids[record.path, ch.chunk_index]
                     vec = vectors.get(ch.content_hash)
                     if vec is None:
                         vec = reused.get(ch.content_hash)
@@ -163,14 +163,40 @@ class FileWrites:
         self.vectors.forget_written()
         self.vectors.invalidate()
 
-    def _insert_rows(self, path: str, rows: Sequence[ChunkRow], cjk: dict[int, str]) -> dict[int, int]:
-        """Insert a file's new chunk rows, many to a statement; returns their ids by chunk index."""
-        ids: dict[int, int] = {}
+    def replace_files(self, files: Sequence[FileWrite]) -> None:
+        """Several files' `replace_file` (no vectors) in one transaction; the chunks of those with none stored go
+        in together, a few statements for the batch: FTS5 writes its pending terms out at each statement (its
+        savepoint), so the keyword index gets one segment per batch instead of one per file."""
+        if not files:
+            return
+        with self.db.lock, self.db.atomic():
+            paths = json.dumps([f.record.path for f in files])
+            stored = {
+                r[0]
+                for r in self.db.conn.execute(
+                    "SELECT DISTINCT path FROM chunks WHERE path IN (SELECT value FROM json_each(?))", (paths,)
+                )
+            }
+            fresh = [f for f in files if f.record.path not in stored]
+            cjk = {id(ch): chunk_cjk_words(ch.heading_path, ch.text) for f in fresh for ch in f.chunks}
+            self._insert_rows([(f.record.path, ch) for f in fresh for ch in f.chunks], cjk)
+            for f in fresh:  # (the whole-file keywords after all the chunks': they are written out together too)
+                self._write_file_row(f.record, f.chunks, cjk)
+            for f in fresh:
+                if f.mentions is not None:
+                    self.mentions.write_mentions(f.record.path, f.mentions)
+            for f in files:
+                if f.record.path in stored:  # chunks to keep or replace: the one-file path
+                    self.replace_file(f.record, f.chunks, mentions=f.mentions)
+
+    def _insert_rows(self, rows: Sequence[tuple[str, ChunkRow]], cjk: dict[int, str]) -> dict[tuple[str, int], int]:
+        """Insert new chunk rows (path, row), many to a statement; returns their ids by (path, chunk index)."""
+        ids: dict[tuple[str, int], int] = {}
         for start in range(0, len(rows), INSERT_ROWS):
             part = rows[start : start + INSERT_ROWS]
-            params = [v for ch in part for v in (path, cjk[id(ch)], *_values(ch))]
-            sql = _INSERT_HEAD + ", ".join([_INSERT_ROW] * len(part)) + " RETURNING id, chunk_index"
-            ids.update((index, chunk_id) for chunk_id, index in self.db.conn.execute(sql, params))
+            params = [v for path, ch in part for v in (path, cjk[id(ch)], *_values(ch))]
+            sql = _INSERT_HEAD + ", ".join([_INSERT_ROW] * len(part)) + " RETURNING id, path, chunk_index"
+            ids.update(((path, index), chunk_id) for chunk_id, path, index in self.db.conn.execute(sql, params))
         return ids
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow], cjk: dict[int, str]) -> None:
