@@ -97,7 +97,15 @@ def test_one_file_that_cannot_be_stored_does_not_abort_the_batch(
                 raise UnicodeEncodeError("utf-8", "x", 0, 1, "simulated")
             return real(record, *args, **kwargs)
 
+        real_batch = project.store.replace_files
+
+        def flaky_batch(files):  # (a batch holding it fails whole: the indexer stores the batch file by file)
+            if any(f.record.path == "n2.md" for f in files):
+                raise UnicodeEncodeError("utf-8", "x", 0, 1, "simulated")
+            return real_batch(files)
+
         monkeypatch.setattr(project.store, "replace_file", flaky)
+        monkeypatch.setattr(project.store, "replace_files", flaky_batch)
         s = project.index()
         assert set(project.store.file_states()) == {"n0.md", "n1.md", "n3.md", "n4.md"}
         assert "could not be indexed" in dict(s.skipped)["n2.md"]

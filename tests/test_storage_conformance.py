@@ -26,6 +26,7 @@ from saipling.storage.base import (
     EntityRow,
     FileMentionRows,
     FileRecord,
+    FileWrite,
     HeadingRow,
     IndexStore,
     KeywordQuery,
@@ -186,6 +187,43 @@ def test_an_unchanged_chunk_keeps_its_id_and_a_changed_one_gets_a_new_one(store:
     assert after[0].id not in first
     assert [c.chunk_index for c in after] == [0, 1, 2] and after[1].start_line == 11  # moved: its new lines
     assert hit_paths(store, q("beta")) == []  # the gone chunk's keywords went with it
+
+
+def test_replace_files_writes_a_batch_as_replace_file_would(store: IndexStore) -> None:
+    kept = put(store, "a.md", "alpha text", "beta text")
+    store.replace_files(
+        [
+            FileWrite(record("b.md", "1"), [row(0, "bravo lantern"), row(1, "bravo harbour")]),
+            FileWrite(record("a.md", "v2"), [row(0, "new opening"), row(1, "alpha text")]),
+            FileWrite(
+                record("c.md", "1"),
+                [row(0, "charlie lantern")],
+                FileMentionRows("k1", [("people/mina.md", 0, 8, 15, "lantern")]),
+            ),
+        ]
+    )
+    assert sorted(store.file_states()) == ["a.md", "b.md", "c.md"]
+    a = store.chunks_for_path("a.md")
+    assert [c.text for c in a] == ["new opening", "alpha text"] and a[1].id == kept[0]  # (a stored file: ids kept)
+    assert [(c.chunk_index, c.text) for c in store.chunks_for_path("b.md")] == [
+        (0, "bravo lantern"),
+        (1, "bravo harbour"),
+    ]
+    assert hit_paths(store, q("lantern")) == ["b.md", "c.md"] and hit_paths(store, q("beta")) == []
+    assert [r[0] for r in store.file_keyword_search(q("harbour"), 5)] == ["b.md"]  # (the whole-file keywords too)
+    assert store.mention_paths(["people/mina.md"]) == ["c.md"]
+    ids = {c.id for p in ("a.md", "b.md", "c.md") for c in store.chunks_for_path(p)}
+    assert len(ids) == 5 and store.stats()["totalChunks"] == 5
+    store.replace_files([])
+
+
+def test_replace_files_stores_nothing_of_a_batch_that_fails(store: IndexStore) -> None:
+    put(store, "a.md", "old words here")
+    bad = FileWrite(record("c.md", "1"), [row(0, "first"), row(0, "the same chunk index twice")])
+    with pytest.raises(Exception):  # noqa: B017 - the backend's constraint error, whatever its type
+        store.replace_files([FileWrite(record("b.md", "1"), [row(0, "bravo lantern")]), bad])
+    assert sorted(store.file_states()) == ["a.md"] and hit_paths(store, q("lantern")) == []
+    assert [c.text for c in store.chunks_for_path("a.md")] == ["old words here"]
 
 
 def test_delete_and_touch_and_clear(store: IndexStore) -> None:

@@ -185,3 +185,67 @@ def test_a_failed_batch_commit_fails_its_files_and_the_next_run_stores_them(tmp_
         s = project.index()
         assert s.changed == failed and not s.failed
         assert len(project.store.file_states()) == 40
+
+
+def test_a_files_new_chunks_go_in_many_rows_to_a_statement(store: Store) -> None:
+    """A statement per row made FTS5 write its pending terms out per row (the keyword trigger's statement journal):
+    a file's new chunks go in a few statements, each chunk still with its own id, vector and keywords."""
+    from saipling.storage.sqlite.file_writes import INSERT_ROWS
+
+    n = 2 * INSERT_ROWS + 7  # three statements, the last one short
+    texts = [f"passage {i} of the long file, word{i}x" for i in range(n)]
+    rows = [row(i, t) for i, t in enumerate(texts)]
+    vecs = {r.content_hash: unit(i) for i, r in enumerate(rows) if i % 3 == 0}
+    inserts: list[str] = []
+
+    def trace(_cursor, sql: str, _bindings) -> bool:
+        if sql.lstrip().upper().startswith("INSERT INTO CHUNKS("):
+            inserts.append(sql)
+        return True
+
+    store.conn.exec_trace = trace
+    try:
+        missing = store.replace_file(record("long.md", "1"), rows, vecs, "m")
+    finally:
+        store.conn.exec_trace = None
+    assert len(inserts) == 3
+    stored = {c["chunk_index"]: c for c in store.chunks_for_path("long.md")}
+    assert sorted(stored) == list(range(n))
+    assert all(stored[i]["text"] == texts[i] for i in range(n))
+    assert sorted(missing) == sorted(stored[i]["id"] for i in range(n) if i % 3)
+    for i in (0, 3, INSERT_ROWS + (-INSERT_ROWS) % 3, n - 1 - (n - 1) % 3):  # each vector under its own chunk id
+        cid = stored[i]["id"]
+        blob = store.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)).fetchall()[0][0]
+        assert np.allclose(np.frombuffer(blob, dtype=np.float32), unit(i))
+    for i in (0, INSERT_ROWS, n - 1):  # keywords of every statement's rows
+        assert fts_paths(store, f"word{i}x") == ["long.md"]
+    fts_integrity(store)
+
+
+def test_a_batch_of_new_files_is_written_in_one_insert(store: Store) -> None:
+    """replace_files: the chunks of a batch's new files go in together (one keyword segment per batch)."""
+    from saipling.storage.base import FileWrite
+
+    files = [
+        FileWrite(record(f"n{i}.md", "1"), [row(j, f"note {i} part {j} word{i}x{j}") for j in range(4)])
+        for i in range(3)
+    ]
+    inserts: list[str] = []
+
+    def trace(_cursor, sql: str, _bindings) -> bool:
+        if sql.lstrip().upper().startswith("INSERT INTO CHUNKS("):
+            inserts.append(sql)
+        return True
+
+    store.conn.exec_trace = trace
+    try:
+        store.replace_files(files)
+    finally:
+        store.conn.exec_trace = None
+    assert len(inserts) == 1
+    for i in range(3):
+        assert [c["text"] for c in store.chunks_for_path(f"n{i}.md")] == [
+            f"note {i} part {j} word{i}x{j}" for j in range(4)
+        ]
+        assert fts_paths(store, f"word{i}x3") == [f"n{i}.md"]
+    fts_integrity(store)

@@ -23,7 +23,7 @@ from ..files.scanner import ScanEntry
 from ..files.textio import BinaryFile, decode, read_regular
 from ..markdown.chunker import Chunk
 from ..markdown.parse_memo import ParseMemo
-from ..storage.base import ChunkRow, FileRecord
+from ..storage.base import ChunkRow, FileRecord, FileWrite
 from . import mention_scan
 from .chunk_pool import Chunked, ChunkPool, Early, ReadAhead, chunk_bytes, read_early, worker_count
 from .context import IndexContext, file_failed
@@ -346,6 +346,12 @@ class TextPhase:
         t0 = time.perf_counter()
         finder = mention_scan.Finder.for_store(self.ctx.store, [p.record for p in batch])
         stored: list[_Prepared] = []
+        if not vectors:  # (a first index): the whole batch in one write, the file-by-file path only on an error
+            together = self._flush_together(batch, finder, summary)
+            if together is not None:
+                summary.new_chunks += sum(len(p.chunks) for p in together)
+                summary.timings["store"] += time.perf_counter() - t0
+                return
         try:
             # one commit per batch (a commit per file was half the store time); each file is a savepoint in it
             with self.ctx.store.atomic():
@@ -365,6 +371,31 @@ class TextPhase:
             stored = []
         summary.new_chunks += sum(len(p.chunks) for p in stored)
         summary.timings["store"] += time.perf_counter() - t0
+
+    def _flush_together(
+        self, batch: list[_Prepared], finder: mention_scan.Finder, summary: IndexSummary
+    ) -> list[_Prepared] | None:
+        """Store the batch with one `replace_files` (its files' new chunks written together: one keyword segment
+        for the batch). Returns the files stored: all of them, or none when the commit failed (a full disk: each
+        is failed, as on the file-by-file path); None when a file could not be written (nothing was: the caller
+        stores the batch file by file, each failure its own)."""
+        written = False
+        try:
+            writes = [FileWrite(p.record, self._rows(p), finder.scan(_text_of(p), p.meta.frontmatter)) for p in batch]
+            with self.ctx.store.atomic():
+                self.ctx.store.replace_files(writes)
+                written = True
+        except (IndexCancelled, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a file or the commit failed
+            if not written:
+                log.debug("storing the batch together failed (%s: %s); file by file", type(exc).__name__, exc)
+                return None
+            for prep in batch:  # the commit failed: none of the batch was stored
+                summary.changed -= 1
+                file_failed(prep.record.path, exc, summary)
+            return []
+        return list(batch)
 
 
 def _text_of(prep: _Prepared) -> str:

@@ -325,6 +325,15 @@ MentionRow = tuple[str, int, int, int, str]
 
 
 @dataclass
+class FileWrite:
+    """One file of a `replace_files` batch: its record, exactly its chunks, its mentions (None: left as stored)."""
+
+    record: FileRecord
+    chunks: Sequence[ChunkRow]
+    mentions: FileMentionRows | None = None
+
+
+@dataclass
 class FileMentionRows:
     """What one file's text gave: its mentions, the names key they were found with, its `pov` (casefolded)."""
 
@@ -585,6 +594,13 @@ class ChunkStore(Protocol):
         entry of `vectors` also goes to the EmbeddingCache. Without a configured vector table
         (`has_vectors()` false) no vector is stored. Returns the ids of the chunks left without a vector, in
         chunk order (what the embedding phase must embed). Raises StorageReadOnly on a read-only store."""
+        ...
+
+    def replace_files(self, files: Sequence[FileWrite]) -> None:
+        """`replace_file` (no vectors given) for each of `files`, in one transaction: a first index's batch. A file
+        with no stored chunks has its chunks written with the others' (SQLite: a few statements for the batch, so
+        the keyword index writes one segment for it, not one per file); one with stored chunks is replaced as by
+        `replace_file`, keeping the ids of its unchanged chunks. On any error nothing of the batch is stored."""
         ...
 
     def delete_file(self, path: str) -> bool:

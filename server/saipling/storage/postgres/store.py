@@ -38,6 +38,7 @@ from ..base import (
     EntityRow,
     FileRecord,
     FileState,
+    FileWrite,
     HeadingRow,
     KeywordQuery,
     MentionAt,
@@ -491,6 +492,12 @@ class PostgresStore:
         with self.atomic():
             for table in ("chunks", "files", "mentions", "mention_files"):
                 self.conn.execute(f"DELETE FROM {table} WHERE ws = %s", (self.ws,))
+
+    def replace_files(self, files: Sequence[FileWrite]) -> None:
+        """Each file's `replace_file` (no vectors), all in one transaction."""
+        with self.atomic():
+            for f in files:
+                self.replace_file(f.record, f.chunks, mentions=f.mentions)
 
     def replace_file(
         self,

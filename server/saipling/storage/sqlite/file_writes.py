@@ -6,13 +6,14 @@ of each; vectors are stored by content hash in the embedding cache, vectors.py);
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import fields
 from operator import attrgetter
 
 from ...lazy import np  # numpy loads on first use (cold CLI path)
-from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, ident_lines
+from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, FileWrite, ident_lines
 from .database import Database
 from .mentions import Mentions
 from .schema import chunk_cjk_words
@@ -25,9 +26,13 @@ _MOVABLE = [n for n in _ROW_FIELDS if n not in ("content_hash", "text", "heading
 _HASH = 1 + _ROW_FIELDS.index("content_hash")  # in a stored row (id first)
 _values = attrgetter(*_ROW_FIELDS)  # a ChunkRow as the tuple of its columns
 # (with the CJK bigrams of its heading path and text: storage.schema.chunk_cjk_words, migration 6)
-_INSERT = (
-    "INSERT INTO chunks(path, cjk_words, " + ", ".join(_ROW_FIELDS) + ") VALUES (?, ?" + ", ?" * len(_ROW_FIELDS) + ")"
-)
+_INSERT_HEAD = "INSERT INTO chunks(path, cjk_words, " + ", ".join(_ROW_FIELDS) + ") VALUES "
+_INSERT_ROW = "(?, ?" + ", ?" * len(_ROW_FIELDS) + ")"
+# A file's new chunks go in with one INSERT of many rows (up to this many: SQLite's 32,766 bound parameters). Its
+# keyword trigger (chunks_ai) makes every INSERT a statement with its own statement journal, and FTS5 writes its
+# pending terms out at each one: a statement per row cost 2.7x the keyword time of a statement per file (55k chunks:
+# 20,000 rows 8.7 s vs 3.3 s, benchmarks/README row S2).
+INSERT_ROWS = 1000
 
 
 class FileWrites:
@@ -82,12 +87,9 @@ class FileWrites:
                 moved = [(r, ch) for r, ch in kept if tuple(r[1:]) != _values(ch)]
                 for r, _ch in moved:  # out of the way first: (path, chunk_index) is unique
                     self.db.conn.execute("UPDATE chunks SET chunk_index = ? WHERE id = ?", (-1 - r[0], r[0]))
-                inserted: list[int] = []
-                for ch in new:
-                    self.db.conn.execute(
-                        _INSERT, (record.path, chunk_cjk_words(ch.heading_path, ch.text), *_values(ch))
-                    )
-                    inserted.append(self.db.conn.last_insert_rowid())
+                cjk = {id(ch): chunk_cjk_words(ch.heading_path, ch.text) for ch in chunks}
+                ids = self._insert_rows([(record.path, ch) for ch in new], cjk)
+                inserted = [ids[record.path, ch.chunk_index] for ch in new]
                 for r, ch in moved:  # only the columns that differ (none of them feeds the keyword index)
                     cols = [n for n in _MOVABLE if n == "chunk_index" or getattr(ch, n) != r[1 + _ROW_FIELDS.index(n)]]
                     self.db.conn.execute(
@@ -95,7 +97,7 @@ class FileWrites:
                         (*(getattr(ch, n) for n in cols), r[0]),
                     )
                 unembedded = self.vectors.without_stored(inserted) if key is not None else inserted
-                self._write_file_row(record, chunks)
+                self._write_file_row(record, chunks, cjk)
                 if mentions is not None:
                     self.mentions.write_mentions(record.path, mentions)
                 self.vectors.journal_written()
@@ -128,12 +130,48 @@ class FileWrites:
             self.db.conn.execute("DELETE FROM files")
         self.vectors.invalidate()
 
-    def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
+    def replace_files(self, files: Sequence[FileWrite]) -> None:
+        """Several files' `replace_file` (no vectors) in one transaction; the chunks of those with none stored go
+        in together, a few statements for the batch: FTS5 writes its pending terms out at each statement (its
+        savepoint), so the keyword index gets one segment per batch instead of one per file."""
+        if not files:
+            return
+        with self.db.lock, self.db.atomic():
+            paths = json.dumps([f.record.path for f in files])
+            stored = {
+                r[0]
+                for r in self.db.conn.execute(
+                    "SELECT DISTINCT path FROM chunks WHERE path IN (SELECT value FROM json_each(?))", (paths,)
+                )
+            }
+            fresh = [f for f in files if f.record.path not in stored]
+            cjk = {id(ch): chunk_cjk_words(ch.heading_path, ch.text) for f in fresh for ch in f.chunks}
+            self._insert_rows([(f.record.path, ch) for f in fresh for ch in f.chunks], cjk)
+            for f in fresh:  # (the whole-file keywords after all the chunks': they are written out together too)
+                self._write_file_row(f.record, f.chunks, cjk)
+            for f in fresh:
+                if f.mentions is not None:
+                    self.mentions.write_mentions(f.record.path, f.mentions)
+            for f in files:
+                if f.record.path in stored:  # chunks to keep or replace: the one-file path
+                    self.replace_file(f.record, f.chunks, mentions=f.mentions)
+
+    def _insert_rows(self, rows: Sequence[tuple[str, ChunkRow]], cjk: dict[int, str]) -> dict[tuple[str, int], int]:
+        """Insert new chunk rows (path, row), many to a statement; returns their ids by (path, chunk index)."""
+        ids: dict[tuple[str, int], int] = {}
+        for start in range(0, len(rows), INSERT_ROWS):
+            part = rows[start : start + INSERT_ROWS]
+            params = [v for path, ch in part for v in (path, cjk[id(ch)], *_values(ch))]
+            sql = _INSERT_HEAD + ", ".join([_INSERT_ROW] * len(part)) + " RETURNING id, path, chunk_index"
+            ids.update(((path, index), chunk_id) for chunk_id, path, index in self.db.conn.execute(sql, params))
+        return ids
+
+    def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow], cjk: dict[int, str]) -> None:
         self._drop_file_text(record.path)
         self.db.conn.execute(_INSERT_FILE, record.file_row(time.time(), len(chunks)))
         # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`; and its CJK bigrams)
         words = [*(ch.text for ch in chunks), *ident_lines(chunks)]
-        words += [w for w in (chunk_cjk_words(ch.heading_path, ch.text) for ch in chunks) if w]
+        words += [w for w in (cjk[id(ch)] for ch in chunks) if w]
         self.db.conn.execute(
             "INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (self.db.conn.last_insert_rowid(), "\n".join(words))
         )

@@ -5,6 +5,7 @@ condition is compiled in `filters.py`; `store.py` owns the connection."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
@@ -376,9 +377,15 @@ def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -
 
 def chunk_cjk_words(heading_path: str | None, text: str | None) -> str:
     """A chunk's `cjk_words` keyword column: the CJK bigrams of its heading path and text."""
-    from ...markdown.terms import cjk_bigrams
+    global _cjk_bigrams
+    if _cjk_bigrams is None:  # (imported on first use, once: an import statement per chunk cost ~5 us each)
+        from ...markdown.terms import cjk_bigrams
 
-    return cjk_bigrams(f"{heading_path or ''}\n{text or ''}")
+        _cjk_bigrams = cjk_bigrams
+    return _cjk_bigrams(f"{heading_path or ''}\n{text or ''}")
+
+
+_cjk_bigrams: Callable[[str], str] | None = None
 
 
 VECTORS_CHECKED_META = "vectors_checked"  # meta key: stored vectors were scanned for NaN/Inf/zero rows

@@ -36,6 +36,7 @@ from ..base import (
     FileMentionRows,
     FileRecord,
     FileState,
+    FileWrite,
     HeadingRow,
     KeywordQuery,
     MentionAt,
@@ -353,6 +354,9 @@ class SqliteStore:
         mentions: FileMentionRows | None = None,
     ) -> list[int]:
         return self._files.replace_file(record, chunks, vectors, model, mentions)
+
+    def replace_files(self, files: Sequence[FileWrite]) -> None:
+        self._files.replace_files(files)
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         self._files.touch_file(path, mtime_ns, size)
