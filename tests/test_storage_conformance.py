@@ -213,7 +213,7 @@ def test_replace_files_writes_a_batch_as_replace_file_would(store: IndexStore) -
     assert [r[0] for r in store.file_keyword_search(q("harbour"), 5)] == ["b.md"]  # (the whole-file keywords too)
     assert store.mention_paths(["people/mina.md"]) == ["c.md"]
     ids = {c.id for p in ("a.md", "b.md", "c.md") for c in store.chunks_for_path(p)}
-    assert len(ids) == 5 and store.stats()["totalChunks"] == 5
+    assert len(ids) == 5 and store.stats().total_chunks == 5
     store.replace_files([])
 
 

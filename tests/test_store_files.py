@@ -209,14 +209,13 @@ def test_a_files_new_chunks_go_in_many_rows_to_a_statement(store: Store) -> None
     finally:
         store.conn.exec_trace = None
     assert len(inserts) == 3
-    stored = {c["chunk_index"]: c for c in store.chunks_for_path("long.md")}
+    stored = {c.chunk_index: c for c in store.chunks_for_path("long.md")}
     assert sorted(stored) == list(range(n))
-    assert all(stored[i]["text"] == texts[i] for i in range(n))
-    assert sorted(missing) == sorted(stored[i]["id"] for i in range(n) if i % 3)
+    assert all(stored[i].text == texts[i] for i in range(n))
+    assert sorted(missing) == sorted(stored[i].id for i in range(n) if i % 3)
     for i in (0, 3, INSERT_ROWS + (-INSERT_ROWS) % 3, n - 1 - (n - 1) % 3):  # each vector under its own chunk id
-        cid = stored[i]["id"]
-        blob = store.conn.execute("SELECT embedding FROM chunks_vec WHERE chunk_id = ?", (cid,)).fetchall()[0][0]
-        assert np.allclose(np.frombuffer(blob, dtype=np.float32), unit(i))
+        cid = stored[i].id
+        assert np.allclose(store.chunk_vectors([cid])[cid], unit(i))
     for i in (0, INSERT_ROWS, n - 1):  # keywords of every statement's rows
         assert fts_paths(store, f"word{i}x") == ["long.md"]
     fts_integrity(store)
@@ -244,7 +243,7 @@ def test_a_batch_of_new_files_is_written_in_one_insert(store: Store) -> None:
         store.conn.exec_trace = None
     assert len(inserts) == 1
     for i in range(3):
-        assert [c["text"] for c in store.chunks_for_path(f"n{i}.md")] == [
+        assert [c.text for c in store.chunks_for_path(f"n{i}.md")] == [
             f"note {i} part {j} word{i}x{j}" for j in range(4)
         ]
         assert fts_paths(store, f"word{i}x3") == [f"n{i}.md"]
