@@ -8,7 +8,8 @@ retrieval/fusion.py measures). `sweep` then rebuilds retrieval/search.py's ranki
 BM25 of short files, z-scores over the NORM_POOL candidates, the F8 weights) and varies one thing at a time: the
 keyword weight (fixed, floored), a per-candidate keyword weight, the vector query (pseudo-relevance feedback from
 the vector list or from the fused list: Rocchio, query + b x mean of the top k chunk vectors) and the
-normalisation. Exact: `capture --verify N` compares the replay with the real search (top 10 files, three modes).
+normalisation. Exact: `capture --verify N` compares the replay with the real search (top 10 files, three modes;
+a few semantic lists may differ in the order of chunks of equal cosine, e.g. text repeated across 13th Age files).
 
     python benchmarks/bench_parts_replay.py capture --scifact-root DIR --out train.pkl
     python benchmarks/bench_parts_replay.py capture --devset fiction=DIR --verify 66 --out fiction.pkl
@@ -366,12 +367,15 @@ def main() -> None:
     src = c.add_mutually_exclusive_group(required=True)
     src.add_argument("--scifact-root", help="an indexed `saipling eval` workdir of ../shared/eval/scifact (train)")
     src.add_argument("--devset", help="NAME=DIR: an indexed copy of a dev set's corpus")
-    c.add_argument("--limit", type=int, default=0, help="only the first N queries (a smoke run)")
+    c.add_argument("--limit", type=int, default=0, help="only the first N queries")
+    c.add_argument("--quick", action="store_true", help="a smoke run: the first 20 queries, 5 verified")
     c.add_argument("--verify", type=int, default=0, help="compare the replay with the real search on N queries")
     c.add_argument("--out", required=True)
     s = sub.add_parser("sweep")
     s.add_argument("files", nargs="+")
     args = p.parse_args()
+    if args.cmd == "capture" and args.quick:
+        args.limit, args.verify = args.limit or 20, min(args.verify or 5, 5)
     capture(args) if args.cmd == "capture" else sweep(args)
 
 
