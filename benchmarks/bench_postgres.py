@@ -128,112 +128,185 @@ def fiction(url: str, quick: bool, work: Path) -> dict:
 
 
 # -- concurrency -----------------------------------------------------------------------------------------------
-def _reader(url: str, seconds: float, queue) -> None:
+# A reader is a person (or an agent) searching: a search, then a think time drawn from U(0.5, 1.5) x --think
+# (1.5 s: one search every 0.75-2.25 s), or back to back with --think 0 (closed loop: the saturation point).
+# A search is either the store calls of a hybrid search (`store`: keyword search + KNN, the server's work) or the
+# whole Project.search hybrid (`project`: also the fusion and the Python around it, which on a real site runs on
+# the readers' machines, not the database's). A writer is an author saving: one file replaced (5 chunks) then
+# --writer-think s (0: back to back, an index run).
+def _search_fn(url: str, op: str, root: Path | None):
+    provider = HashProvider()
+    if op == "project":
+        from saipling.project import Project
+
+        project = Project.open(root, overrides={"provider": "none", "store": url}, provider=provider)
+        return (lambda q: project.search({"query": q, "maxResults": 10})), project.close
     from saipling.storage.base import KeywordQuery
     from saipling.storage.postgres import open_store
 
+    store = open_store(url)
+
+    def search(q: str) -> None:
+        store.keyword_search(KeywordQuery.of([((w,), False) for w in q.lower().split()]), 100)
+        store.knn(provider.embed_query(q), 100)
+
+    return search, store.close
+
+
+def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, queue) -> None:
     times, errors = [], 0
     try:
-        store = open_store(url)
-        provider = HashProvider()
+        search, close = _search_fn(url, op, root)
         rng = np.random.default_rng(os.getpid())
+        time.sleep(float(rng.uniform(0, think)))  # (readers do not start in step)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             q = QUERIES[int(rng.integers(len(QUERIES)))]
             t = time.perf_counter()
             try:
-                store.keyword_search(KeywordQuery.of([((w,), False) for w in q.lower().split()]), 100)
-                store.knn(provider.embed_query(q), 100)
+                search(q)
             except Exception as exc:  # noqa: BLE001 - counted
                 if not errors:
                     print(f"   reader error: {type(exc).__name__}: {exc}", flush=True)
                 errors += 1
             times.append(time.perf_counter() - t)
-        store.close()
-    except Exception:  # noqa: BLE001
+            if think:
+                time.sleep(float(rng.uniform(0.5, 1.5)) * think)
+        close()
+    except Exception as exc:  # noqa: BLE001
+        print(f"   reader failed: {type(exc).__name__}: {exc}", flush=True)
         errors += 1
-    queue.put((times, errors))
+    queue.put(("r", times, errors))
 
 
-def _writer(url: str, seconds: float, queue) -> None:
-    from saipling.storage.base import ChunkRow, FileRecord
+def _chunk_rows(written: int) -> list:
+    from saipling.storage.base import ChunkRow
+
+    return [
+        ChunkRow(
+            i,
+            "section",
+            None,
+            "",
+            i + 1,
+            i + 1,
+            hashlib.sha256(f"{written}-{i}".encode()).hexdigest(),
+            "p",
+            20,
+            f"writer text {written} {i} " * 20,
+            "document",
+            None,
+            None,
+            None,
+            None,
+            None,
+            "public",
+            "content",
+        )
+        for i in range(5)
+    ]
+
+
+def _writer(url: str, seconds: float, think: float, queue) -> None:
+    from saipling.storage.base import FileRecord
     from saipling.storage.postgres import open_store
 
-    written, errors = 0, 0
+    written, errors, last = 0, 0, {}  # last: file -> (content hash, write number) of its last committed write
     try:
         store = open_store(url)
+        rng = np.random.default_rng(os.getpid())
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            n = written % 50
-            rows = [
-                ChunkRow(
-                    i,
-                    "section",
-                    None,
-                    "",
-                    i + 1,
-                    i + 1,
-                    hashlib.sha256(f"{written}-{i}".encode()).hexdigest(),
-                    "p",
-                    20,
-                    f"writer text {written} {i} " * 20,
-                    "document",
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    "public",
-                    "content",
-                )
-                for i in range(5)
-            ]
-            rec = FileRecord(
-                f"w{n:02d}.md", hashlib.sha256(str(written).encode()).hexdigest(), 1, 100, "document", "utf-8"
-            )
+            name = f"w{written % 50:02d}.md"
+            digest = hashlib.sha256(f"{url} {written}".encode()).hexdigest()
+            rec = FileRecord(name, digest, 1, 100, "document", "utf-8")
             try:
-                store.replace_file(rec, rows)
+                store.replace_file(rec, _chunk_rows(written))
+                last[name] = (digest, written)
                 written += 1
-            except Exception:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001
+                if not errors:
+                    print(f"   writer error: {type(exc).__name__}: {exc}", flush=True)
                 errors += 1
+            if think:
+                time.sleep(float(rng.uniform(0.5, 1.5)) * think)
         store.close()
-    except Exception:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001
+        print(f"   writer failed: {type(exc).__name__}: {exc}", flush=True)
         errors += 1
-    queue.put((written, errors, url))
+    queue.put(("w", written, errors, url, last))
 
 
-def concurrency(url: str, quick: bool) -> dict:
+def _check_writers(results: list) -> tuple[int, int, int]:
+    """(files lost, files stale, files leaked): every file a writer committed is there, with its last content
+    (file hash and chunk texts of the last write), and no workspace holds another's files."""
     from saipling.storage.postgres import open_store
 
-    seconds = 10 if quick else 30
+    lost = stale = leaked = 0
+    for _tag, _written, _errors, wurl, last in results:
+        store = open_store(wurl)
+        states = store.file_states()
+        lost += len(set(last) - set(states))
+        leaked += len(set(states) - set(last))
+        for name, (digest, n) in last.items():
+            if name not in states:
+                continue
+            texts = [c.text for c in store.chunks_for_path(name)]
+            if states[name].content_hash != digest or texts != [r.text for r in _chunk_rows(n)]:
+                stale += 1
+        store.close()
+    return lost, stale, leaked
+
+
+def concurrency(
+    url: str, seconds: float, think: float, writer_think: float, op: str, root: Path | None, readers: int = 64
+) -> dict:
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
-    readers = [ctx.Process(target=_reader, args=(f"{url}&workspace=bench-fiction", seconds, queue)) for _ in range(64)]
-    writers = [ctx.Process(target=_writer, args=(f"{url}&workspace=bench-w{i}", seconds, queue)) for i in range(8)]
-    for p in readers + writers:
+    tag = f"{op}, think {think:g} s, writers {writer_think:g} s"
+    procs = [
+        ctx.Process(target=_reader, args=(f"{url}&workspace=bench-fiction", seconds, think, op, root, queue))
+        for _ in range(readers)
+    ]
+    wid = uuid_hex()
+    procs += [
+        ctx.Process(target=_writer, args=(f"{url}&workspace=bench-w{wid}-{i}", seconds, writer_think, queue))
+        for i in range(8)
+    ]
+    load0 = os.getloadavg()[0]
+    for p in procs:
         p.start()
-    results = [queue.get(timeout=seconds + 120) for _ in readers + writers]
-    for p in readers + writers:
+    results = [queue.get(timeout=seconds + 300) for _ in procs]
+    for p in procs:
         p.join(30)
-    times = [t for r in results if isinstance(r[0], list) for t in r[0]]
-    errors = sum(r[1] for r in results)
-    written = sum(r[0] for r in results if isinstance(r[0], int))
-    lost = 0
-    for count, _errors, wurl in (r for r in results if len(r) == 3):
-        store = open_store(wurl)
-        want = {f"w{n:02d}.md" for n in range(min(50, count))}  # every file this writer wrote is there
-        lost += len(want - set(store.file_states()))
-        store.close()
+    reads = [r for r in results if r[0] == "r"]
+    writes = [r for r in results if r[0] == "w"]
+    times = [t for r in reads for t in r[1]]
+    lost, stale, leaked = _check_writers(writes)
     out = {
         "reads": len(times),
+        "reads_per_s": len(times) / seconds,
         "p50_ms": pct(times, 50),
         "p95_ms": pct(times, 95),
-        "errors": errors,
-        "writes": written,
+        "p99_ms": pct(times, 99),
+        "errors": sum(r[2] for r in results),
+        "writes": sum(r[1] for r in writes),
         "lost": lost,
+        "stale": stale,
+        "leaked": leaked,
+        "load_before": load0,
+        "load_after": os.getloadavg()[0],
     }
-    print(f"   64 readers + 8 writers, {seconds} s: {out}")
+    print(
+        f"   {readers} readers ({tag}) + 8 writers, {seconds:g} s: " + ", ".join(f"{k} {v:.4g}" for k, v in out.items())
+    )
     return out
+
+
+def uuid_hex() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:8]
 
 
 # -- ann -------------------------------------------------------------------------------------------------------
@@ -455,6 +528,24 @@ def main() -> None:
     ap.add_argument("--part", action="append", choices=["fiction", "concurrency", "ann"])
     ap.add_argument("--url", default=os.environ.get("SAIPLING_BENCH_PG_URL"), help="an existing server (no workspace)")
     ap.add_argument("--rows", type=int, default=None)
+    ap.add_argument("--seconds", type=float, default=None, help="concurrency: seconds per run (10 quick, 30)")
+    ap.add_argument(
+        "--think",
+        type=float,
+        action="append",
+        default=None,
+        help="concurrency: mean seconds between a reader's searches (repeatable; default 1.5 and 0, the closed loop)",
+    )
+    ap.add_argument(
+        "--writer-think", type=float, default=1.0, help="concurrency: mean seconds between a writer's saves"
+    )
+    ap.add_argument(
+        "--op",
+        action="append",
+        choices=["store", "project"],
+        default=None,
+        help="concurrency: what a reader's search is (repeatable; default store)",
+    )
     ap.add_argument("--queries", type=int, default=100, help="ann: queries measured (recall against exact)")
     ap.add_argument("--maintenance-work-mem", default="3GB", help="ann: for the HNSW build")
     ap.add_argument("--workers", type=int, default=2, help="ann: max_parallel_maintenance_workers for the build")
@@ -488,7 +579,10 @@ def main() -> None:
             print("\n## 64 readers + 8 writers on PostgreSQL")
             if "fiction" not in parts:
                 fiction(args.url, True, work)
-            concurrency(args.url, args.quick)
+            seconds = args.seconds or (10 if args.quick else 30)
+            for op in args.op or ["store"]:
+                for think in args.think or [1.5, 0.0]:
+                    concurrency(args.url, seconds, think, args.writer_think if think else 0.0, op, work / "fiction")
         if "ann" in parts:
             rows = args.rows or (20_000 if args.quick else 100_000)
             print(f"\n## ANN: {rows:,} clustered 384-dimension vectors")
