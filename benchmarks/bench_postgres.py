@@ -21,10 +21,13 @@ SciFact nDCG@10 is measured with the CLI on both backends (see docs/postgres.md 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import json
 import multiprocessing
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -125,6 +128,76 @@ def fiction(url: str, quick: bool, work: Path) -> dict:
         )
     )
     return out
+
+
+# -- answers ---------------------------------------------------------------------------------------------------
+# The same index on both backends, moved with export/import (no re-embedding), scored by the same commands:
+# `saipling eval` on SciFact test (nDCG@10 per mode) and bench_devset.py on the fiction dev set (recall@10 and
+# MRR@10 per mode and kind), once with the project's SQLite file and once with SAIPLING_STORE set.
+SCIFACT = bu.SHARED / "eval" / "scifact"
+
+
+def _cli(args: list[str], env: dict[str, str], log: Path, stdout: Path | None = None) -> None:
+    t0 = time.perf_counter()
+    with open(log, "w") as err, contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(stdout, "w")) if stdout else err
+        got = subprocess.run(args, env=env, stdout=out, stderr=err, check=False, stdin=subprocess.DEVNULL)
+    print(f"   {' '.join(Path(a).name if '/' in a else a for a in args[:4])} ...: {time.perf_counter() - t0:.0f} s")
+    if got.returncode != 0:
+        raise SystemExit(f"failed ({got.returncode}): {' '.join(args)}; see {log}")
+
+
+def answers(url: str, scifact_root: Path | None, fiction_root: Path | None, out_dir: Path) -> dict:
+    """Score each indexed copy on SQLite and on a PostgreSQL workspace it is imported into; the JSON outputs and
+    logs stay in out_dir."""
+    bin_ = Path(sys.executable).parent / "saipling"
+    base = {k: v for k, v in os.environ.items() if k != "SAIPLING_STORE"}
+    base["SAIPLING_SHARED"] = str(bu.SHARED)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    res: dict = {}
+    jobs = []
+    if scifact_root and bu.need_shared(SCIFACT, "SciFact"):
+        jobs.append(("scifact", scifact_root))
+    if fiction_root and bu.need_shared(bu.FICTION, "fiction corpus"):
+        jobs.append(("fiction", fiction_root))
+    for name, root in jobs:
+        pg_env = {**base, "SAIPLING_STORE": f"{url}&workspace=bench-{name}-{root.resolve().name}"}
+        vectors = out_dir / f"{name}.jsonl.gz"
+        _cli([str(bin_), "export", "--root", str(root), str(vectors)], base, out_dir / f"{name}-export.log")
+        args = [str(bin_), "import", "--root", str(root), "--provider", "local", str(vectors)]
+        _cli(args, pg_env, out_dir / f"{name}-import.log")
+        for backend, env in (("sqlite", base), ("postgres", pg_env)):
+            out = out_dir / f"{name}-{backend}.json"
+            if name == "scifact":
+                args = [str(bin_), "eval", str(SCIFACT), "--split", "test", "--provider", "local"]
+                args += ["--workdir", str(root), "--json"]
+                _cli(args, env, out.with_suffix(".log"), out)
+            else:
+                args = [sys.executable, str(HERE / "bench_devset.py"), "--set", "fiction", "--provider", "local"]
+                _cli(args + ["--root", f"fiction={root}", "--json", str(out)], env, out.with_suffix(".log"))
+            res[(name, backend)] = json.loads(out.read_text())
+    print(compare_answers(res))
+    return res
+
+
+def compare_answers(res: dict) -> str:
+    rows = []
+    if ("scifact", "sqlite") in res:
+        s, p = res[("scifact", "sqlite")]["modes"], res[("scifact", "postgres")]["modes"]
+        for mode in s:
+            d = p[mode]["ndcg@10"] - s[mode]["ndcg@10"]
+            rows.append([f"SciFact test nDCG@10, {mode}", s[mode]["ndcg@10"], p[mode]["ndcg@10"], f"{d:+.4f}"])
+            rows[-1].append(bu.verdict(abs(d) <= 0.01))
+    if ("fiction", "sqlite") in res:
+        s = res[("fiction", "sqlite")]["sets"]["fiction"]["modes"]
+        p = res[("fiction", "postgres")]["sets"]["fiction"]["modes"]
+        for mode in s:
+            for kind in s[mode]:
+                for m in ("recall@10", "mrr@10"):
+                    a, b = s[mode][kind][m], p[mode][kind][m]
+                    rows.append([f"fiction {mode} {kind} {m}", f"{a:.4f}", f"{b:.4f}", f"{b - a:+.4f}"])
+                    rows[-1].append(bu.verdict(abs(b - a) <= 0.02))
+    return bu.table(["measure", "SQLite", "PostgreSQL", "difference", "within 0.01 / 0.02"], rows)
 
 
 # -- concurrency -----------------------------------------------------------------------------------------------
@@ -525,7 +598,10 @@ def ann(url: str, rows: int, n_queries: int = 100, mwm: str = "3GB", workers: in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--part", action="append", choices=["fiction", "concurrency", "ann"])
+    ap.add_argument("--part", action="append", choices=["fiction", "concurrency", "ann", "answers"])
+    ap.add_argument("--scifact-root", type=Path, help="answers: a SciFact corpus indexed by `saipling eval` (local)")
+    ap.add_argument("--fiction-root", type=Path, help="answers: an indexed copy of the fiction corpus (local)")
+    ap.add_argument("--answers-dir", type=Path, help="answers: keep the JSON outputs and logs here")
     ap.add_argument("--url", default=os.environ.get("SAIPLING_BENCH_PG_URL"), help="an existing server (no workspace)")
     ap.add_argument("--rows", type=int, default=None)
     ap.add_argument("--seconds", type=float, default=None, help="concurrency: seconds per run (10 quick, 30)")
@@ -551,7 +627,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="ann: max_parallel_maintenance_workers for the build")
     ap.add_argument("--keep", action="store_true", help="ann: keep the table (a later run with --url reuses it)")
     args = ap.parse_args()
-    parts = args.part or ["fiction", "concurrency", "ann"]
+    parts = args.part or ["fiction", "concurrency", "ann"]  # (answers: only when asked, it needs indexed copies)
     bu.banner("PostgreSQL + pgvector side by side with SQLite", args.quick)
     server = None
     if not args.url:
@@ -583,6 +659,9 @@ def main() -> None:
             for op in args.op or ["store"]:
                 for think in args.think or [1.5, 0.0]:
                     concurrency(args.url, seconds, think, args.writer_think if think else 0.0, op, work / "fiction")
+        if "answers" in parts:
+            print("\n## same answers: SciFact and the fiction dev set on both backends")
+            answers(args.url, args.scifact_root, args.fiction_root, args.answers_dir or work / "answers")
         if "ann" in parts:
             rows = args.rows or (20_000 if args.quick else 100_000)
             print(f"\n## ANN: {rows:,} clustered 384-dimension vectors")
