@@ -454,14 +454,17 @@ def _copy_binary(conn, mat: np.ndarray, ws: np.ndarray) -> None:
 
 
 def _exact_top(mat: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int) -> list[set[int]]:
-    """Exact cosine top-k ids among `ids` (unit vectors: the largest dot products)."""
-    out = []
-    sub = mat[ids]
-    for v in q:
-        s = sub @ v
-        top = np.argpartition(-s, k)[:k]
-        out.append({int(i) for i in ids[top]})
-    return out
+    """Exact cosine top-k ids among `ids` (unit vectors: the largest dot products), one matrix product per block."""
+    best = np.full((len(q), k), -np.inf, dtype=np.float32)
+    best_ids = np.zeros((len(q), k), dtype=np.int64)
+    for start in range(0, len(ids), 100_000):
+        block = ids[start : start + 100_000]
+        scores = np.concatenate([best, q @ mat[block].T], axis=1)
+        cand = np.concatenate([best_ids, np.broadcast_to(block, (len(q), len(block)))], axis=1)
+        top = np.argpartition(-scores, k, axis=1)[:, :k]
+        best = np.take_along_axis(scores, top, axis=1)
+        best_ids = np.take_along_axis(cand, top, axis=1)
+    return [{int(i) for i in row} for row in best_ids]
 
 
 def ann(url: str, rows: int, n_queries: int = 100, mwm: str = "3GB", workers: int = 2, keep: bool = False) -> dict:
