@@ -467,7 +467,15 @@ def _exact_top(mat: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int) -> list[
     return [{int(i) for i in row} for row in best_ids]
 
 
-def ann(url: str, rows: int, n_queries: int = 100, mwm: str = "3GB", workers: int = 2, keep: bool = False) -> dict:
+def ann(
+    url: str,
+    rows: int,
+    n_queries: int = 100,
+    mwm: str = "3GB",
+    workers: int = 2,
+    keep: bool = False,
+    efs: tuple[int, ...] = (40, 64, 100, 200, 400),
+) -> dict:
     import psycopg
 
     from saipling.storage.postgres.vectorio import Vector, register
@@ -584,7 +592,7 @@ def ann(url: str, rows: int, n_queries: int = 100, mwm: str = "3GB", workers: in
     ).fetchall()
     out["filter_plan"] = " / ".join(r[0].strip().split("  (cost")[0] for r in plan[:3] if "cost" in r[0])
     print(f"   plan of the filtered query: {out['filter_plan']}", flush=True)
-    for ef in (40, 64, 100, 200, 400):
+    for ef in efs:
         measure(f"all ef{ef}", through_index("TRUE", ef), truth["all"])
         measure(f"workspace({big:,}) ef{ef}", through_index(f"ws = {BIG_WS}", ef), truth["big"])
     for mode in ("off", "relaxed_order", "strict_order"):
@@ -628,6 +636,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100, help="ann: queries measured (recall against exact)")
     ap.add_argument("--maintenance-work-mem", default="3GB", help="ann: for the HNSW build")
     ap.add_argument("--workers", type=int, default=2, help="ann: max_parallel_maintenance_workers for the build")
+    ap.add_argument("--ef", type=int, action="append", help="ann: hnsw.ef_search values (default 40 64 100 200 400)")
     ap.add_argument("--keep", action="store_true", help="ann: keep the table (a later run with --url reuses it)")
     args = ap.parse_args()
     parts = args.part or ["fiction", "concurrency", "ann"]  # (answers: only when asked, it needs indexed copies)
@@ -668,7 +677,15 @@ def main() -> None:
         if "ann" in parts:
             rows = args.rows or (20_000 if args.quick else 100_000)
             print(f"\n## ANN: {rows:,} clustered 384-dimension vectors")
-            ann(args.url, rows, args.queries, args.maintenance_work_mem, args.workers, args.keep)
+            ann(
+                args.url,
+                rows,
+                args.queries,
+                args.maintenance_work_mem,
+                args.workers,
+                args.keep,
+                tuple(args.ef or (40, 64, 100, 200, 400)),
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if server is not None:
