@@ -475,6 +475,15 @@ def _exact_top(mat: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int) -> list[
     return [{int(i) for i in row} for row in best_ids]
 
 
+def _proc_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a process (Linux /proc, the server on this machine), None when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def ann(
     url: str,
     rows: int,
@@ -573,18 +582,24 @@ def ann(
         )
         return lambda q: [r[0] for r in conn.execute(sql, (Vector(q), ws_id, Vector(q)))]
 
+    backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
     def measure(name: str, fn, want: list[set[int]]) -> dict:
         fn(queries[0])  # (warm the plan)
         times, hits, returned = [], 0, 0
+        cpu0 = _proc_cpu_s(backend)
         for q, w in zip(queries, want, strict=True):
             t = time.perf_counter()
             got = fn(q)
             times.append(time.perf_counter() - t)
             hits += len(set(got) & w)
             returned += len(got)
+        cpu = _proc_cpu_s(backend)
         res = {
             "p50_ms": pct(times, 50),
             "p95_ms": pct(times, 95),
+            # the server process's CPU per query: what a query costs on an idle core (nan: not readable here)
+            "server_cpu_ms": (cpu - cpu0) * 1000 / len(queries) if cpu0 is not None and cpu is not None else np.nan,
             "recall@10": hits / (k * len(queries)),
             "returned": returned / len(queries),
         }
