@@ -236,6 +236,7 @@ def _search_fn(url: str, op: str, root: Path | None):
 
 def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, queue) -> None:
     times, errors = [], 0
+    cpu0 = sum(os.times()[:2])
     try:
         search, close = _search_fn(url, op, root)
         rng = np.random.default_rng(os.getpid())
@@ -257,7 +258,7 @@ def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, 
     except Exception as exc:  # noqa: BLE001
         print(f"   reader failed: {type(exc).__name__}: {exc}", flush=True)
         errors += 1
-    queue.put(("r", times, errors))
+    queue.put(("r", times, errors, sum(os.times()[:2]) - cpu0))
 
 
 def _chunk_rows(written: int) -> list:
@@ -355,6 +356,7 @@ def concurrency(
         for i in range(8)
     ]
     load0 = os.getloadavg()[0]
+    server0 = _server_cpu_s(url)
     for p in procs:
         p.start()
     results = [queue.get(timeout=seconds + 300) for _ in procs]
@@ -363,6 +365,7 @@ def concurrency(
     reads = [r for r in results if r[0] == "r"]
     writes = [r for r in results if r[0] == "w"]
     times = [t for r in reads for t in r[1]]
+    server = _server_cpu_s(url)  # (the readers' and writers' backends have exited: counted in the postmaster's)
     lost, stale, leaked = _check_writers(writes)
     out = {
         "reads": len(times),
@@ -375,6 +378,10 @@ def concurrency(
         "lost": lost,
         "stale": stale,
         "leaked": leaked,
+        # CPU a search costs, on the database server (all its processes, writers' work included) and in the
+        # reader process: what a search costs on an idle core, whatever the machine's load
+        "server_cpu_ms_per_read": (server - server0) * 1000 / max(1, len(times)) if server and server0 else np.nan,
+        "reader_cpu_ms_per_read": sum(r[3] for r in reads) * 1000 / max(1, len(times)),
         "load_before": load0,
         "load_after": os.getloadavg()[0],
     }
@@ -382,6 +389,26 @@ def concurrency(
         f"   {readers} readers ({tag}) + 8 writers, {seconds:g} s: " + ", ".join(f"{k} {v:.4g}" for k, v in out.items())
     )
     return out
+
+
+def _server_cpu_s(url: str) -> float | None:
+    """CPU seconds of the PostgreSQL server so far: the postmaster and its exited children (backends that have
+    disconnected), plus the live processes' (Linux /proc, the server on this machine; None otherwise)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            data = conn.execute("SHOW data_directory").fetchone()[0]
+        pid = int(Path(data, "postmaster.pid").read_text().split()[0])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            with contextlib.suppress(OSError):
+                f = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(f[11]) + int(f[12])
+        return total / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, psycopg.Error):
+        return None
 
 
 def uuid_hex() -> str:
