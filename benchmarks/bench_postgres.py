@@ -215,13 +215,14 @@ def compare_answers(res: dict) -> str:
 # whole Project.search hybrid (`project`: also the fusion and the Python around it, which on a real site runs on
 # the readers' machines, not the database's). A writer is an author saving: one file replaced (5 chunks) then
 # --writer-think s (0: back to back, an index run).
-def _search_fn(url: str, op: str, root: Path | None):
+def _search_fn(url: str, op: str, root: Path | None, with_store: bool = False):
     provider = HashProvider()
     if op == "project":
         from saipling.project import Project
 
         project = Project.open(root, overrides={"provider": "none", "store": url}, provider=provider)
-        return (lambda q: project.search({"query": q, "maxResults": 10})), project.close
+        fns = (lambda q: project.search({"query": q, "maxResults": 10})), project.close
+        return (*fns, project.store) if with_store else fns
     from saipling.storage.base import KeywordQuery
     from saipling.storage.postgres import open_store
 
@@ -231,7 +232,32 @@ def _search_fn(url: str, op: str, root: Path | None):
         store.keyword_search(KeywordQuery.of([((w,), False) for w in q.lower().split()]), 100)
         store.knn(provider.embed_query(q), 100)
 
-    return search, store.close
+    return (search, store.close, store) if with_store else (search, store.close)
+
+
+def _solo(url: str, op: str, root: Path | None, n: int = 60) -> dict:
+    """One reader alone, searches back to back: p50, and the CPU a search costs its database backend (from /proc)
+    and the reader process: the cost of a search on idle cores, whatever else the machine runs."""
+    search, close, store = _search_fn(url, op, root, with_store=True)
+    try:
+        for q in QUERIES[:5]:
+            search(q)
+        pid = store.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        server0, client0, times = _proc_cpu_s(pid), sum(os.times()[:2]), []
+        for i in range(n):
+            t = time.perf_counter()
+            search(QUERIES[i % len(QUERIES)])
+            times.append(time.perf_counter() - t)
+        server, client = _proc_cpu_s(pid), sum(os.times()[:2])
+    finally:
+        close()
+    out = {
+        "solo_p50_ms": pct(times, 50),
+        "solo_server_cpu_ms": (server - server0) * 1000 / n if server is not None and server0 is not None else np.nan,
+        "solo_reader_cpu_ms": (client - client0) * 1000 / n,
+    }
+    print(f"   one reader alone ({op}): " + ", ".join(f"{k} {v:.3g}" for k, v in out.items()), flush=True)
+    return out
 
 
 def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, queue) -> None:
@@ -719,6 +745,7 @@ def main() -> None:
                 fiction(args.url, True, work)
             seconds = args.seconds or (10 if args.quick else 30)
             for op in args.op or ["store"]:
+                _solo(f"{args.url}&workspace=bench-fiction", op, work / "fiction")
                 for think in args.think or [1.5, 0.0]:
                     concurrency(args.url, seconds, think, args.writer_think if think else 0.0, op, work / "fiction")
         if "answers" in parts:
