@@ -3,6 +3,7 @@ since last seen, kept current by a refresh and by an entity's new name; the file
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,18 @@ def test_the_chapter_order_follows_new_and_renumbered_chapters(tmp_path: Path) -
         p.refresh(["books/book-01/drafts/late.md"])
         (horizon,) = mentions.report(p, "Mina", max_chapter=3)
         assert counts(horizon)[2] == 2  # renumbered into chapter 2
+
+
+def test_an_excluded_chapter_leaves_the_report_and_comes_back_when_the_exclusion_goes(tmp_path: Path) -> None:
+    """`.context_settings.json` exclusions apply to every report, also when the per-file checks are kept between
+    requests: an exclusion written, changed, then removed changes the next answer each time."""
+    root = novel_project(tmp_path)
+    with open_project(root) as p:
+        p.index()
+        assert counts(mentions.report(p, "Mina")[0]) == {2: 1, 3: 2, 4: 1}
+        write_file(root, ".context_settings.json", json.dumps({SCENE.format(3): "exclude"}))
+        assert counts(mentions.report(p, "Mina")[0]) == {2: 1, 4: 1}
+        write_file(root, ".context_settings.json", json.dumps({SCENE.format(4): "exclude", "x.md": "force"}))
+        assert counts(mentions.report(p, "Mina")[0]) == {2: 1, 3: 2}
+        (root / ".context_settings.json").unlink()
+        assert counts(mentions.report(p, "Mina")[0]) == {2: 1, 3: 2, 4: 1}

@@ -708,6 +708,33 @@ def test_mention_counts_are_one_row_per_file_and_follow_every_change(store: Inde
     assert store.mention_counts([jon]) == []
 
 
+def test_the_chapter_files_digest_changes_with_the_chapters_not_with_their_text(store: IndexStore) -> None:
+    def chapter(path: str, text: str, num: int, **meta: Any) -> None:
+        put(store, path, text, chapter_id=f"ch-{num:02d}", chapter_num=num, book_id="b1", **meta)
+
+    empty = store.chapter_files_digest()
+    chapter("b1/ch-01.md", "one", 1)
+    chapter("b1/ch-02.md", "two", 2)
+    put(store, "notes.md", "not a chapter")
+    first = store.chapter_files_digest()
+    assert first != empty
+    chapter("b1/ch-02.md", "two, rewritten", 2)  # only its text
+    put(store, "notes.md", "still not a chapter")
+    assert store.chapter_files_digest() == first
+    seen = {first}
+    for change in (
+        lambda: chapter("b1/ch-02.md", "two", 3),  # renumbered
+        lambda: chapter("b1/ch-02.md", "two", 3, visibility="private"),
+        lambda: store.write_mentions("b1/ch-02.md", FileMentionRows("k", [], pov="mina")),
+        lambda: chapter("b1/ch-03.md", "three", 3),  # a new chapter
+        lambda: store.delete_file("b1/ch-01.md"),
+    ):
+        change()
+        digest = store.chapter_files_digest()
+        assert digest not in seen
+        seen.add(digest)
+
+
 # -- meta, logs, versions --------------------------------------------------------------------------------------
 def test_meta_logs_and_stats(store: IndexStore) -> None:
     assert store.get_meta("missing") is None and store.get_meta("missing", "d") == "d"

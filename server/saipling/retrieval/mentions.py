@@ -136,9 +136,10 @@ class _Allowed:
 def _allowed(project: Project, role: str | None = None) -> _Allowed:
     """The role's check, kept while its levels and the exclusions file stay the same (its answers are per file)."""
     fresh_check = _Allowed(project, role)
-    key = (id(project), role, tuple(fresh_check.levels), id(fresh_check.cs))
+    excludes = fresh_check.cs.has("exclude")  # (without exclusions the file's settings play no part)
+    key = (id(project), role, tuple(fresh_check.levels), id(fresh_check.cs) if excludes else None)
     kept = _allowed_kept.get(key)
-    if kept is not None and kept.cs is fresh_check.cs:
+    if kept is not None and (kept.cs is fresh_check.cs or not excludes):
         return kept
     if len(_allowed_kept) >= ORDERS_KEPT:
         _allowed_kept.pop(next(iter(_allowed_kept)), None)
@@ -230,6 +231,7 @@ class _ChapterRows:
     visibility and pov as they were (an edit of a chapter's text) keeps the orders."""
 
     version: tuple[Any, ...]
+    digest: str  # MentionStore.chapter_files_digest() of `rows`
     rows: list[Any]
     orders: dict[tuple[Any, ...], ChapterOrder]
 
@@ -245,9 +247,12 @@ def _chapters(project: Project, allowed: _Allowed, role: str | None, max_chapter
     version = (id(store), store.path, store.index_version())
     cached = _order_cache.get(id(project))
     if cached is None or cached.version != version:
-        rows = store.chapter_files()
-        orders = cached.orders if cached is not None and cached.rows == rows else {}
-        cached = _order_cache[id(project)] = _ChapterRows(version, rows, orders)
+        digest = store.chapter_files_digest()  # (one step in the store; the rows only when they changed)
+        if cached is not None and cached.digest == digest:
+            cached = _ChapterRows(version, digest, cached.rows, cached.orders)
+        else:
+            cached = _ChapterRows(version, digest, store.chapter_files(), {})
+        _order_cache[id(project)] = cached
     cs = allowed.cs
     key = (role, tuple(allowed.levels), max_chapter, id(cs) if cs.has("exclude") else None)
     if (hit := cached.orders.get(key)) is not None:

@@ -905,6 +905,12 @@ class MentionStore(Protocol):
         mention_counts); ordered by path, line, col."""
         ...
 
+    def chapter_files_digest(self) -> str:
+        """A value that changes whenever chapter_files() would answer differently (a chapter file added, removed,
+        renumbered, moved to another book, its visibility or pov changed) and stays when only the text of a chapter
+        changed: computed next to the data, in one step, so a reader knows whether to read the chapters again."""
+        ...
+
     def chapter_files(self) -> list[ChapterFile]:
         """Every indexed file with a chapter_id (any order)."""
         ...

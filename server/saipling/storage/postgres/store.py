@@ -1110,6 +1110,18 @@ class PostgresStore:
             )
         ]
 
+    def chapter_files_digest(self) -> str:
+        rows = self._rows(
+            "SELECT md5(coalesce(string_agg(concat_ws(',', quote_nullable(f.path), quote_nullable(f.book_id),"
+            " quote_nullable(f.chapter_id), quote_nullable(f.visibility), quote_nullable(m.pov),"
+            " quote_nullable((SELECT c.chapter_num FROM chunks c WHERE c.ws = f.ws AND c.path = f.path LIMIT 1))),"
+            " E'\\n' ORDER BY f.path), ''))"
+            " FROM files f LEFT JOIN mention_files m ON m.ws = f.ws AND m.path = f.path"
+            " WHERE f.ws = %s AND f.chapter_id IS NOT NULL",
+            (self.ws,),
+        )
+        return str(rows[0][0]) if rows else ""
+
     def chapter_files(self) -> list[ChapterFile]:
         rows = self._rows(
             "SELECT f.path, f.book_id, f.chapter_id, f.visibility, m.pov,"

@@ -139,6 +139,18 @@ class Mentions:
                 )
             ]
 
+    def chapter_files_digest(self) -> str:
+        """The rows chapter_files() reads, as one text built by SQLite (one step: no row-by-row handoffs)."""
+        return str(
+            self.db.scalar(
+                "SELECT group_concat(quote(f.path) || ',' || quote(f.book_id) || ',' || quote(f.chapter_id) || ','"
+                " || quote(f.visibility) || ',' || quote(m.pov) || ',' || quote((SELECT c.chapter_num FROM chunks c"
+                " WHERE c.path = f.path LIMIT 1)), char(10) ORDER BY f.path)"
+                " FROM files f LEFT JOIN mention_files m ON m.path = f.path WHERE f.chapter_id IS NOT NULL"
+            )
+            or ""
+        )
+
     def chapter_files(self) -> list[ChapterFile]:
         """Every file with a chapter: its path, book, chapter id and number, visibility and `pov`."""
         rows = self.db.rows(

@@ -653,6 +653,9 @@ class SqliteStore:
     def mentions_in(self, entity_paths: Sequence[str], paths: Sequence[str]) -> list[MentionAt]:
         return self._mentions.mentions_in(entity_paths, paths)
 
+    def chapter_files_digest(self) -> str:
+        return self._mentions.chapter_files_digest()
+
     def chapter_files(self) -> list[ChapterFile]:
         return self._mentions.chapter_files()
 
