@@ -241,11 +241,12 @@ def test_an_old_embedding_cache_becomes_an_appended_table_and_keeps_its_vectors(
         cached = s.cached_vectors("m1", list(old))
         assert set(cached) == set(old)
         np.testing.assert_allclose(cached[h("text 3")], old[h("text 3")])
-        # the key stays unique: a vector stored again for the same text replaces the row, never adds one
+        # the key stays unique: a vector stored again for the same text adds no row, and the cached one stays
+        # (one vector per model and text, ever: tests/test_storage_conformance.py)
         s.configure_vectors("fake", "m1", 8)
         s.replace_file(record("a.md"), [row(0, "text 3")], {h("text 3"): unit(9)}, "m1")
         assert s._scalar("SELECT count(*) FROM embedding_cache WHERE content_hash = ?", (h("text 3"),)) == 1
-        np.testing.assert_allclose(s.cached_vectors("m1", [h("text 3")])[h("text 3")], unit(9))
+        np.testing.assert_allclose(s.cached_vectors("m1", [h("text 3")])[h("text 3")], old[h("text 3")])
         assert s._scalar("SELECT count(*) FROM embedding_cache") == 5
     finally:
         s.close()
