@@ -239,8 +239,8 @@ def test_an_old_embedding_cache_becomes_an_appended_table_and_keeps_its_vectors(
         cached = s.cached_vectors("m1", list(old))
         assert set(cached) == set(old)
         np.testing.assert_allclose(cached[h("text 3")], old[h("text 3")])
-        # the key stays unique: a vector stored again for the same text keeps the first (one vector per model and
-        # text, ever: the cache is insert-if-absent) and never adds a row
+        # the key stays unique: a vector stored again for the same text adds no row, and the cached one stays
+        # (one vector per model and text, ever: tests/test_storage_conformance.py)
         s.configure_vectors("fake", "m1", 8)
         s.replace_file(record("a.md"), [row(0, "text 3")], {h("text 3"): unit(9)}, "m1")
         assert s._scalar("SELECT count(*) FROM embedding_cache WHERE content_hash = ?", (h("text 3"),)) == 1
