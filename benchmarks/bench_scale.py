@@ -22,6 +22,8 @@ them again); every measurement of a round runs in a fresh process:
                                                       # side by side with other code (`git archive` of main)
     python benchmarks/bench_scale.py --quick          # 300 files: a smoke run
     python benchmarks/bench_scale.py --recall A.db,B.db [--recall-queries 300]
+    nice -n 10 python benchmarks/bench_scale.py --text-only --size 55k --baseline /tmp/base/server --rounds 2
+                                                      # the text phase alone (keyword-only, the same chunks)
 
 `--recall` measures the compact matrix (storage/vector_matrix.py: int8 codes, then the best candidates rescored
 on exact float32 vectors) against exact float32 search on REAL embeddings: the all-MiniLM-L6-v2 vectors in the
@@ -258,6 +260,48 @@ def child_index(root: str) -> None:
     )
 
 
+def child_text(src: str) -> None:
+    """The text phase alone, wall and CPU seconds (the indexing process's, not its chunking workers'): a fresh copy
+    of the tree `src` indexed keyword-only with the bench's chunk limits (its 128-word-piece model's: the same chunks
+    as the full build)."""
+    import tempfile
+
+    from saipling.project import Project
+
+    with tempfile.TemporaryDirectory(dir=bu.CACHE_ROOT) as tmp:
+        root = Path(tmp) / "project"
+        shutil.copytree(src, root, ignore=shutil.ignore_patterns(".saipling"))
+        (root / ".saipling").mkdir()
+        (root / ".saipling" / "config.toml").write_text(
+            'provider = "none"\n[chunking]\nmaxTokens = 128\ntargetTokens = 102\noverlapTokens = 25\n'
+        )
+        t0, c0 = time.perf_counter(), time.process_time()
+        project = Project.open(root)
+        s = project.index()
+        took, cpu = time.perf_counter() - t0, time.process_time() - c0
+        project.close()
+        db_mb = (root / ".saipling" / "index.db").stat().st_size / 1e6
+    out = {"chunks": s.chunks, "text_s": round(took, 2), "text_cpu_s": round(cpu, 2), "db_mb": round(db_mb, 1)}
+    print(json.dumps(out))
+
+
+def text_only(sizes: list[str], variants: list[tuple[str, str | None]], rounds: int) -> None:
+    for size in sizes:
+        src = bu.CACHE_ROOT / f"scale-{size}" / "project"
+        if not src.is_dir():
+            src.mkdir(parents=True)
+            build_tree(src, SIZES[size])
+        got: dict[str, list[dict[str, Any]]] = {}
+        for rnd in range(rounds):
+            for prefix, server_dir in variants if rnd % 2 == 0 else variants[::-1]:
+                r = child_json(["--child-text", str(src)], server_dir=server_dir)
+                got.setdefault(prefix, []).append(r)
+                print(f"   {prefix}{size} round {rnd + 1}: {json.dumps(r)}", flush=True)
+        for prefix, runs in got.items():
+            med = {k: bu.median([r[k] for r in runs]) for k in ("text_s", "text_cpu_s", "db_mb")}
+            print(f"   {prefix}{size} medians: {json.dumps(med)}")
+
+
 def edit(root: Path, nth: int) -> str:
     """Append a sentence to one chapter (a different one each time); returns its path relative to root."""
     files = sorted(root.glob("copy00/**/*.md"))
@@ -473,7 +517,13 @@ def main() -> None:
     p.add_argument("--recall-queries", type=int, default=300)
     p.add_argument("--baseline", help="another server/ folder (e.g. from `git archive`) measured alternately")
     p.add_argument("--rounds", type=int, default=1, help="measurement rounds (medians; alternating order)")
+    p.add_argument("--text-only", action="store_true", help="time the text phase alone (keyword-only, fresh copies)")
     args = p.parse_args()
+    if args.text_only:
+        bu.banner("bench_scale --text-only: the text phase of a first index", args.quick)
+        variants = [("", None)] + ([("base ", args.baseline)] if args.baseline else [])
+        text_only(["300"] if args.quick else (args.size or ["55k"]), variants, args.rounds)
+        return
     if args.recall:
         bu.banner("bench_scale --recall: the compact matrix against exact float32", args.quick)
         recall(args.recall.split(","), args.recall_queries)
@@ -532,6 +582,8 @@ if __name__ == "__main__":
         serve_embeddings(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--child-index":
         child_index(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "--child-text":
+        child_text(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--child-edit":
         child_edit(sys.argv[2])
     elif len(sys.argv) > 3 and sys.argv[1] == "--child-measure":
