@@ -95,3 +95,36 @@ def test_an_invalid_index_left_by_a_cut_build_is_built_again(pg_server) -> None:
         assert dims in store._existing_ann_dims()
     finally:
         store.close()
+
+
+def test_vectors_that_arrive_with_their_chunks_build_the_hnsw_index(pg_server, monkeypatch) -> None:
+    """A workspace whose vectors all come with their chunks (reused from the shared cache after `saipling import`,
+    never through set_vectors) gets its HNSW index once it passes the threshold, as an embedded one does."""
+    import numpy as np
+    import psycopg
+
+    from saipling.storage.postgres import open_store
+    from saipling.storage.postgres import store as pg_store
+    from saipling.storage.postgres.store import split_location
+
+    dims = 20  # (a dimension of this test's own: one index per dimension for the database)
+    monkeypatch.setattr(pg_store, "ANN_MIN_ROWS", 40)
+    monkeypatch.setattr(pg_store, "ANN_CHECK_EVERY", 10, raising=False)
+    store = open_store(pg_server.url())
+    admin_url = split_location(pg_server.url())[0]
+    try:
+        store.configure_vectors("test", "m", dims)
+        rng = np.random.default_rng(7)
+        for f in range(6):
+            rows = [chunk_row(i, f"file {f} passage {i}") for i in range(10)]
+            vecs = {r.content_hash: rng.standard_normal(dims).astype(np.float32) for r in rows}
+            assert store.replace_file(file_record(f"f{f}.md"), rows, vecs, "m") == []
+        assert store.embedded_count() == 60
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            valid = admin.execute(
+                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+                (f"chunks_hnsw_{dims}",),
+            ).fetchall()
+        assert valid == [(True,)]
+    finally:
+        store.close()

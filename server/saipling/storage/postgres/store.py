@@ -82,6 +82,7 @@ VECTORS_CHECKED_META = "vectors_checked"
 _FILE_COLUMNS = ", ".join(FILE_COLUMNS)
 # a workspace holding at least this many vectors is searched through the HNSW index of its dimension
 ANN_MIN_ROWS = int(os.environ.get("SAIPLING_PG_ANN_MIN", "20000"))
+ANN_CHECK_EVERY = 1000  # vectors a file write stores between two checks of the HNSW threshold (replace_file)
 EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
 # how long a read of the workspace's version is trusted: other processes' commits are seen at most this late by this
 # process's caches (its own writes at once); every cache check was a round trip (~30 per hybrid search)
@@ -213,6 +214,7 @@ class PostgresStore:
         self.disk_full: str | None = None
         self._version_cache: dict[Any, tuple[int, Any]] = {}
         self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
+        self._stored_since_ann_check = 0  # vectors replace_file stored since the threshold was last checked
         self._version_read: tuple[float, int] | None = None  # (monotonic time, version) of the last read
 
     @property
@@ -512,6 +514,7 @@ class PostgresStore:
         # a vector with NaN, Inf or only zeros is never stored: its chunk stays to be embedded again
         vectors = {h: v for h, v in (vectors or {}).items() if usable_vector(np.asarray(v, dtype=np.float32))}
         unembedded: list[int] = []
+        stored = 0  # vectors given to new chunks (given or reused from the cache: an import's vectors arrive so)
         with self.atomic():
             has_vec = self.has_vectors()
             old: dict[str, list[tuple]] = {}
@@ -552,6 +555,7 @@ class PostgresStore:
                         "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES (%s, %s, %s)",
                         (chunk_id, self.ws, Vector(vec)),
                     )
+                    stored += 1
                 else:
                     unembedded.append(int(chunk_id))
             for r, ch in moved:
@@ -574,6 +578,13 @@ class PostgresStore:
             self._write_file_row(record, chunks)
             if mentions is not None:
                 self.write_mentions(record.path, mentions)
+        if stored:
+            # (vectors that arrive with their chunks, never through set_vectors, e.g. reused after `saipling import`,
+            # count towards the HNSW threshold too: checked every ANN_CHECK_EVERY of them, after the commit)
+            self._stored_since_ann_check += stored
+            if self._stored_since_ann_check >= ANN_CHECK_EVERY and not self._depth:
+                self._stored_since_ann_check = 0
+                self._maybe_build_ann()
         return unembedded
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
