@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .. import __version__, redact
-from ..errors import InvalidRequest, SaiplingError
+from ..errors import InvalidRequest, SaiplingError, StorageFull
 from ..paths import from_cwd, root_relative_prefix, too_broad
 from ..project import Project, find_root
 
@@ -167,6 +167,12 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
 
             try:
                 summary = project.index(full=full, progress=bar.update, confirm=confirm, wait=not no_wait)
+            except StorageFull as exc:  # a write of the run itself (not one file's): where, and how much room
+                from ..storage import disk_full_advice
+
+                click.echo(f"error: {exc}", err=True)
+                click.echo(f"error: {disk_full_advice(project.root, project.store.path, project.settings)}", err=True)
+                raise SystemExit(1) from None
             except KeyboardInterrupt:
                 st = project.status()
                 click.echo(
