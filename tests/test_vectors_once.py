@@ -221,3 +221,48 @@ def test_the_journal_is_compacted_and_a_reader_left_behind_reads_again(tmp_path:
         writer.close()
         if reader is not None:
             reader.close()
+
+
+def test_a_reader_of_one_key_reads_again_after_the_index_went_to_another_key_and_back(tmp_path: Path) -> None:
+    """Key A -> B -> A in one process (another model run, then back) while another process holds a matrix of A:
+    what changed under B was never journaled for A, so the reader reads its matrix again instead of keeping the
+    vectors of chunks deleted meanwhile (whose ids a new file may take)."""
+    db = tmp_path / "index.db"
+    w = Store.open(db)
+    r = Store.open(db)
+    try:
+        w.configure_vectors("test", "m", DIMS)
+        for f in range(5):
+            write(w, f"f{f}.md", texts_of(f), 3 * f)
+        assert sorted(r.vector_matrix()[0].tolist()) == sorted(w.vector_matrix()[0].tolist())
+        w.configure_vectors("test", "other", DIMS)
+        w.delete_file("f4.md")
+        w.configure_vectors("test", "m", DIMS)
+        w.replace_file(record("new.md"), [row(i, f"brand new {i}") for i in range(3)])  # (ids freed by f4.md)
+        want = sorted(w.vector_matrix()[0].tolist())
+        assert want and sorted(r.vector_matrix()[0].tolist()) == want
+        gone = r.knn(unit(12), 3)
+        assert all(cid in want for cid, _ in gone)
+    finally:
+        w.close()
+        r.close()
+
+
+def test_an_unusable_vector_is_never_stored_and_its_chunk_stays_to_be_embedded(tmp_path: Path) -> None:
+    """NaN or all-zero vectors (an import, a provider's bad answer) are not written: the cache keeps the first vector
+    of a text, so one stored would stand for ever; the chunk stays unembedded and takes the good vector later."""
+    db = tmp_path / "index.db"
+    s = Store.open(db)
+    try:
+        s.configure_vectors("test", "m", DIMS)
+        s.replace_file(record("a.md"), [row(0, "alpha"), row(1, "beta")])
+        assert s.count_unembedded() == 2
+        ids = {c.text: c.id for c in s.chunks_for_path("a.md")}
+        s.set_vectors([(ids["alpha"], h("alpha"), np.full(DIMS, np.nan, dtype=np.float32))], "m")
+        s.set_vectors([(ids["beta"], h("beta"), np.zeros(DIMS, dtype=np.float32))], "m")
+        assert s.count_unembedded() == 2 and s.stats().embedded_chunks == 0
+        s.set_vectors([(ids["alpha"], h("alpha"), unit(3))], "m")
+        assert s.count_unembedded() == 1
+        assert s.knn(unit(3), 1)[0][0] == ids["alpha"]
+    finally:
+        s.close()

@@ -94,6 +94,12 @@ class Vectors:
                     "UPDATE OR IGNORE embedding_cache SET model = ? WHERE model = ? AND length(vector) = ?",
                     (key, model, dimensions * 4),
                 )
+            if key != old_key:
+                # every process's matrix is read again (a marker row, then the floor raised past it): while another
+                # key was the index's, the triggers journaled no change of this key's chunks, so a matrix of this key
+                # kept from before (A -> B -> A) could not be patched from the journal
+                self.db.conn.execute("INSERT INTO vector_changes(chunk_id) VALUES (-1)")
+                self._truncate_journal(self._journal_seq())
         reset = old_key is not None and old_key != key
         if reset:
             log.info(
@@ -124,7 +130,9 @@ class Vectors:
         key, dims = self._targets(model)
         if key is None:
             return
-        blobs = [(h, vector_blob(v)) for h, v in vectors.items()]
+        # a vector with NaN, Inf or only zeros is never stored (the cache keeps the first vector of a text: one stored
+        # would stand for ever and its chunks never be embedded again); those chunks stay to be embedded
+        blobs = [(h, vector_blob(v)) for h, v in vectors.items() if usable_vector(np.asarray(v, dtype=np.float32))]
         if dims:
             for h, b in blobs:
                 if len(b) != dims * 4:
