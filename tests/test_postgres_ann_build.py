@@ -115,10 +115,12 @@ def test_vectors_that_arrive_with_their_chunks_build_the_hnsw_index(pg_server, m
     try:
         store.configure_vectors("test", "m", dims)
         rng = np.random.default_rng(7)
-        for f in range(6):
-            rows = [chunk_row(i, f"file {f} passage {i}") for i in range(10)]
-            vecs = {r.content_hash: rng.standard_normal(dims).astype(np.float32) for r in rows}
-            assert store.replace_file(file_record(f"f{f}.md"), rows, vecs, "m") == []
+        for batch in (range(3), range(3, 6)):  # (an index run stores a batch of files in one transaction)
+            with store.atomic():
+                for f in batch:
+                    rows = [chunk_row(i, f"file {f} passage {i}") for i in range(10)]
+                    vecs = {r.content_hash: rng.standard_normal(dims).astype(np.float32) for r in rows}
+                    assert store.replace_file(file_record(f"f{f}.md"), rows, vecs, "m") == []
         assert store.embedded_count() == 60
         with psycopg.connect(admin_url, autocommit=True) as admin:
             valid = admin.execute(

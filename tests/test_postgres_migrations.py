@@ -49,9 +49,14 @@ def test_a_schema_1_database_gets_vector_levels_and_cjk_keywords(pg_server) -> N
                 (cid, ws, Vector(np.eye(4, dtype=np.float32)[i])),
             )
         conn.execute("INSERT INTO meta(ws, key, value) VALUES (%s, 'dimensions', '4'), (%s, 'model', 'm')", (ws, ws))
+        conn.execute(  # (a big workspace's HNSW index: migration 2 drops it rather than rewrite it row by row)
+            "CREATE INDEX chunks_hnsw_4 ON chunk_vectors USING hnsw ((embedding::vector(4)) vector_cosine_ops)"
+            " WHERE vector_dims(embedding) = 4"
+        )
     store = open_store(f"{old_url}&workspace=bible")
     try:
         assert store._scalar("SELECT version FROM saipling_schema") == len(MIGRATIONS)
+        assert store._scalar("SELECT count(*) FROM pg_class WHERE relname = 'chunks_hnsw_4'") == 0
         levels = dict(store._rows("SELECT c.path, v.level FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id"))
         assert levels == {"poem.md": "private", "open.md": "public"}
         hits = store.knn(np.eye(4, dtype=np.float32)[0], 5, ChunkFilter(visibility=["public"]))

@@ -126,6 +126,14 @@ CREATE VIEW search_analytics AS
     # the join per vector took 9 of a 12 ms exact search over 2,524 chunks), kept by triggers on both tables
     r"""
 ALTER TABLE chunk_vectors ADD COLUMN level text;
+-- (an HNSW index would take every rewritten row again: minutes per 100k vectors under the migration's lock;
+-- dropped here, it is built again once a writer stores vectors past the threshold: store.py _maybe_build_ann)
+DO $d$ DECLARE r record; BEGIN
+  FOR r IN SELECT i.indexrelid::regclass::text AS name FROM pg_index i
+      WHERE i.indrelid = 'chunk_vectors'::regclass AND i.indexrelid::regclass::text LIKE 'chunks_hnsw_%' LOOP
+    EXECUTE 'DROP INDEX ' || quote_ident(r.name);
+  END LOOP;
+END $d$;
 UPDATE chunk_vectors v SET level = lower(btrim(coalesce(c.visibility, 'public'))) FROM chunks c WHERE c.id = v.chunk_id;
 CREATE FUNCTION saipling_vector_level() RETURNS trigger LANGUAGE plpgsql AS $t$
 BEGIN

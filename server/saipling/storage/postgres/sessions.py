@@ -137,6 +137,8 @@ class Sessions:
     def _swap(self, conn: MappedConnection) -> psycopg.Connection:
         """A new pooled connection for one the server dropped (closed already: the pool discards it)."""
         pool = self._pool
+        if pool is None:  # (closed meanwhile: say so, not an AttributeError)
+            raise StorageUnavailable("the PostgreSQL store is closed")
         with contextlib.suppress(Exception):
             pool.putconn(conn.raw)
         return pool.getconn()

@@ -179,6 +179,7 @@ def migrate(conn: psycopg.Connection) -> None:
     """Bring the database's schema to this saipling's version (once, whoever opens it first)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute("SET LOCAL statement_timeout = 0")  # (a migration rewriting a big table is let run, once)
         conn.execute("CREATE TABLE IF NOT EXISTS saipling_schema(version int NOT NULL)")
         row = conn.execute("SELECT version FROM saipling_schema").fetchone()
         version = row[0] if row else 0
@@ -215,6 +216,8 @@ class PostgresStore:
         self._version_cache: dict[Any, tuple[int, Any]] = {}
         self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
         self._stored_since_ann_check = 0  # vectors replace_file stored since the threshold was last checked
+        self._ann_check_due = False  # the threshold to check once the outermost transaction has committed
+        self._commits = 0  # our own committed write transactions (a version read that raced one is not kept)
         self._version_read: tuple[float, int] | None = None  # (monotonic time, version) of the last read
 
     @property
@@ -284,7 +287,9 @@ class PostgresStore:
     def atomic(self) -> Iterator[None]:
         """One write transaction (a savepoint when nested); rolled back on any exception. The outermost one bumps
         the workspace's version (what other processes' caches compare)."""
+        build = False
         with self._lock:
+            outermost = self._depth == 0
             with self.conn.transaction():
                 self._depth += 1
                 try:
@@ -293,7 +298,12 @@ class PostgresStore:
                         self.conn.execute("UPDATE workspaces SET version = version + 1 WHERE id = %s", (self.ws,))
                 finally:
                     self._depth -= 1
-                    self._version_read = None  # our own write: seen by the next read at once
+            if outermost:  # committed: our own write is seen by the next read at once, whatever thread reads
+                self._commits += 1
+                self._version_read = None
+                build, self._ann_check_due = self._ann_check_due, False
+        if outermost and build:  # (outside the store's lock: the build has a connection of its own)
+            self._maybe_build_ann()
 
     # -- small helpers -------------------------------------------------------------------------------------
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -336,16 +346,19 @@ class PostgresStore:
 
     def _remember(self, key: Any, value: Any) -> None:
         """Keep `value` under `key` for the version a `_cached` build is running under."""
-        if not self._depth and self._version_read is not None:
-            self._version_cache[key] = (self._version_read[1], value)
+        read = self._version_read  # (another thread's commit may clear it meanwhile)
+        if not self._depth and read is not None:
+            self._version_cache[key] = (read[1], value)
 
     def _any_version(self) -> int:
         with self._lock:
             now = time.monotonic()
             if self._version_read is not None and now - self._version_read[0] < VERSION_TTL:
                 return self._version_read[1]
+            commits = self._commits
             version = int(self._scalar("SELECT version FROM workspaces WHERE id = %s", (self.ws,)) or 0)
-            self._version_read = (now, version)
+            if commits == self._commits:  # (a read that raced our own commit is not kept: it may predate it)
+                self._version_read = (now, version)
             return version
 
     def index_version(self) -> tuple[int, int]:
@@ -582,9 +595,12 @@ class PostgresStore:
             # (vectors that arrive with their chunks, never through set_vectors, e.g. reused after `saipling import`,
             # count towards the HNSW threshold too: checked every ANN_CHECK_EVERY of them, after the commit)
             self._stored_since_ann_check += stored
-            if self._stored_since_ann_check >= ANN_CHECK_EVERY and not self._depth:
+            if self._stored_since_ann_check >= ANN_CHECK_EVERY:
                 self._stored_since_ann_check = 0
-                self._maybe_build_ann()
+                if self._depth:  # (an index run's batch: checked when its transaction has committed)
+                    self._ann_check_due = True
+                else:
+                    self._maybe_build_ann()
         return unembedded
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
