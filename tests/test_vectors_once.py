@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from saipling.storage.base import ChunkRow, FileRecord
+from fixtures import chunk_row as row
+from saipling.storage.base import FileRecord
 from saipling.storage.sqlite import vectors as vectors_module
 from saipling.storage.sqlite.schema import _MIGRATIONS, connect
 from saipling.storage.sqlite.store import SqliteStore as Store
@@ -24,29 +25,6 @@ def h(text: str) -> str:
 def unit(seed: int) -> np.ndarray:
     v = np.random.default_rng(seed).standard_normal(DIMS).astype(np.float32)
     return v / np.linalg.norm(v)
-
-
-def row(i: int, text: str) -> ChunkRow:
-    return ChunkRow(
-        chunk_index=i,
-        kind="section",
-        section_heading=None,
-        heading_path="",
-        start_line=i + 1,
-        end_line=i + 1,
-        content_hash=h(text),
-        preview=text[:40],
-        token_count=3,
-        text=text,
-        file_type="note",
-        entity_type=None,
-        entity_name=None,
-        book_id=None,
-        chapter_id=None,
-        chapter_num=None,
-        visibility="public",
-        corpus="content",
-    )
 
 
 def record(path: str, salt: str = "") -> FileRecord:

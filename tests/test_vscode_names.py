@@ -12,7 +12,6 @@ Skips only when the installs are impossible here (no registry, not root); any ot
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import time
@@ -28,8 +27,7 @@ from test_vscode_real import (
     code_server_process,
     free_port,
     installed,  # noqa: F401 - the fixture, shared with test_vscode_real
-    run,
-    server_settings,
+    prepare_vscode,
 )
 
 pytestmark = pytest.mark.skipif(NODE_BIN is None, reason="the VS Code extension needs Node.js 20+")
@@ -64,37 +62,17 @@ def test_name_drift_hint_and_quick_fix_in_real_vscode(
     shots = Path(os.environ.get("SAIPLING_TEST_SCREENSHOTS") or tmp_path / "screens")
     shots.mkdir(parents=True, exist_ok=True)
     folder = tmp_path / "ferry"
-    for rel, text in PROJECT.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_text(text, encoding="utf-8")
     data = tmp_path / "code-server"
-    (data / "user-data" / "User").mkdir(parents=True)
-    settings = {
-        "security.workspace.trust.enabled": False,
-        "workbench.startupEditor": "none",
-        "workbench.tips.enabled": False,
-        "telemetry.telemetryLevel": "off",
-        "extensions.autoCheckUpdates": False,
-        "update.mode": "none",
-        "saipling.provider": "none",  # keyword-only: the hints need no model
-        "saipling.nameDiagnostics": "hint",  # (the default, said here: "off" publishes none)
-        **server_settings(),
-    }
-    (data / "user-data" / "User" / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SAIPLING_", "VSCODE_"))}
-    env.update({"XDG_CONFIG_HOME": str(data / "xdg-config"), "XDG_DATA_HOME": str(data / "xdg-data")})
-    run(
-        [
-            str(installed.executable),
-            "--user-data-dir",
-            str(data / "user-data"),
-            "--extensions-dir",
-            str(data / "extensions"),
-            "--install-extension",
-            str(vsix),
-        ],
-        env=env,
-        timeout=180,
+    env = prepare_vscode(
+        installed,
+        vsix,
+        folder,
+        PROJECT,
+        data,
+        {
+            "saipling.provider": "none",  # keyword-only: the hints need no model
+            "saipling.nameDiagnostics": "hint",  # (the default, said here: "off" publishes none)
+        },
     )
     timings: dict[str, float] = {}
     with (

@@ -287,33 +287,33 @@ def code_server_process(exe: Path, data: Path, port: int, folder: Path, env: dic
         log.close()
 
 
-def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
-    started = time.monotonic()
-    shots = Path(os.environ.get("SAIPLING_TEST_SCREENSHOTS") or tmp_path / "screens")
-    shots.mkdir(parents=True, exist_ok=True)
-    folder = tmp_path / "novel"
-    for rel, text in PROJECT.items():
+def prepare_vscode(
+    installed: codeserver.CodeServer,
+    vsix: Path,
+    folder: Path,
+    project: dict[str, str],
+    data: Path,
+    settings: dict[str, object],
+) -> dict[str, str]:
+    """The project written to `folder`, a fresh code-server profile under `data` (quiet workbench, `settings` and the
+    test's server settings) with the extension installed from the run's .vsix; returns the environment to start
+    code-server with (no SAIPLING_ or VSCODE_ variables of ours, its own XDG folders)."""
+    for rel, text in project.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text, encoding="utf-8")
-    data = tmp_path / "code-server"
     (data / "user-data" / "User").mkdir(parents=True)
-    settings = {
+    quiet = {
         "security.workspace.trust.enabled": False,
         "workbench.startupEditor": "none",
         "workbench.tips.enabled": False,
         "telemetry.telemetryLevel": "off",
         "extensions.autoCheckUpdates": False,
         "update.mode": "none",
-        "saipling.provider": "local",
-        "saipling.watch": False,
-        "saipling.quietPeriodSeconds": 600,  # a file changed on disk waits for Reindex
-        **server_settings(),
     }
-    (data / "user-data" / "User" / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    profile = {**quiet, **settings, **server_settings()}
+    (data / "user-data" / "User" / "settings.json").write_text(json.dumps(profile, indent=2), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SAIPLING_", "VSCODE_"))}
     env.update({"XDG_CONFIG_HOME": str(data / "xdg-config"), "XDG_DATA_HOME": str(data / "xdg-data")})
-
     # the .vsix built once for the run (tests/conftest.py), the artifact tests/test_vscode_extension.py checks
     run(
         [
@@ -327,6 +327,28 @@ def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, 
         ],
         env=env,
         timeout=180,
+    )
+    return env
+
+
+def test_extension_in_real_vscode(installed: codeserver.CodeServer, vsix: Path, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+    started = time.monotonic()
+    shots = Path(os.environ.get("SAIPLING_TEST_SCREENSHOTS") or tmp_path / "screens")
+    shots.mkdir(parents=True, exist_ok=True)
+    folder = tmp_path / "novel"
+    data = tmp_path / "code-server"
+    env = prepare_vscode(
+        installed,
+        vsix,
+        folder,
+        PROJECT,
+        data,
+        {
+            "saipling.provider": "local",
+            "saipling.watch": False,
+            "saipling.quietPeriodSeconds": 600,  # a file changed on disk waits for Reindex
+        },
     )
     timings: dict[str, float] = {}
 
