@@ -310,3 +310,32 @@ def test_a_runaway_statement_is_cut_off_not_left_holding_the_store(pg_url: str, 
         assert list(store.file_states()) == ["a.md"]
     finally:
         store.close()
+
+
+def test_writes_gather_planner_statistics(pg_server, monkeypatch) -> None:
+    """A store that has inserted many rows runs ANALYZE on chunks and files after its commit (issue 33: never
+    analyzed, a keyword search read every chunk of the workspace instead of what the GIN index finds), inside an
+    index run's transaction only once it has committed."""
+    import psycopg
+
+    from saipling.storage.postgres import store as pgstore
+
+    monkeypatch.setattr(pgstore, "ANALYZE_MIN_ROWS", 30)
+    monkeypatch.setattr(pgstore, "ANALYZE_FRACTION", 0.0)
+    store = _store(pg_server.url())
+    sql = "SELECT (SELECT reltuples FROM pg_class WHERE oid = 'chunks'::regclass), (SELECT count(*) FROM chunks)"
+    try:
+        with psycopg.connect(pg_server.base_url, autocommit=True) as conn:
+            with store.atomic():
+                for f in range(3):
+                    store.replace_file(file_record(f"a{f}.md"), [chunk_row(i, f"file {f} line {i}") for i in range(20)])
+                assert store._analyze_due and store._written_since_analyze >= 30
+            tuples, count = conn.execute(sql).fetchone()
+            assert tuples == count and not store._analyze_due and store._written_since_analyze == 0
+            store.replace_file(file_record("b.md"), [chunk_row(i, f"line {i}") for i in range(40)])
+            tuples, count = conn.execute(sql).fetchone()
+            assert tuples == count
+            hits = store.keyword_search(pgstore.KeywordQuery.parse("line"), 100)
+            assert len(hits) == 100
+    finally:
+        store.close()
