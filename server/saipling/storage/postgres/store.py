@@ -83,12 +83,12 @@ _FILE_COLUMNS = ", ".join(FILE_COLUMNS)
 # a workspace holding at least this many vectors is searched through the HNSW index of its dimension
 ANN_MIN_ROWS = int(os.environ.get("SAIPLING_PG_ANN_MIN", "20000"))
 ANN_CHECK_EVERY = 1000  # vectors a file write stores between two checks of the HNSW threshold (replace_file)
-# the planner's statistics of chunks and files gathered again (ANALYZE) once writers of this store have added this
-# many rows, and a fifth of the table's rows, since: without them, right after an index run (before autovacuum's
-# analyze, if it runs at all), a keyword search read every chunk of the workspace through the workspace index
-# instead of the rows its GIN index finds (issue 33: 78 -> 9 ms for "Sherlock Holmes" over 16,793 fiction chunks)
-ANALYZE_MIN_ROWS = 1000
-ANALYZE_FRACTION = 0.2
+# the planner's statistics of chunks and files gathered again (ANALYZE: 0.6 s at 16,793 chunks) once writers of this
+# store have added this many rows, and half the table's rows, since: without them, right after an index run (before
+# autovacuum's analyze, if it runs at all), a keyword search read every chunk of the workspace through the workspace
+# index instead of the rows its GIN index finds (issue 33: 78 -> 9 ms for "Sherlock Holmes" over 16,793 chunks)
+ANALYZE_MIN_ROWS = 2000
+ANALYZE_FRACTION = 0.5
 EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
 # how long a read of the workspace's version is trusted: other processes' commits are seen at most this late by this
 # process's caches (its own writes at once); every cache check was a round trip (~30 per hybrid search)
