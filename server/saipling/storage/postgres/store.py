@@ -1455,7 +1455,7 @@ class PostgresStore:
                     self._written_since_analyze = written
                     return
                 self.conn.execute("ANALYZE (SKIP_LOCKED) chunks, files")
-        except psycopg.Error as exc:
+        except (psycopg.Error, StorageError) as exc:  # (the connection maps driver errors to StorageError)
             log.warning("could not ANALYZE the keyword tables: %s", exc)
 
     def _maybe_build_ann(self) -> None:
