@@ -318,7 +318,8 @@ def text_only(sizes: list[str], variants: list[tuple[str, str | None]], rounds: 
                 got.setdefault(prefix, []).append(r)
                 print(f"   {prefix}{size} round {rnd + 1}: {json.dumps(r)}", flush=True)
         for prefix, runs in got.items():
-            med = {k: bu.median([r.get(k, 0) for r in runs]) for k in ("text_s", "text_cpu_s", "workers_cpu_s", "db_mb")}
+            keys = ("text_s", "text_cpu_s", "workers_cpu_s", "db_mb")
+            med = {k: bu.median([r.get(k, 0) for r in runs]) for k in keys}
             print(f"   {prefix}{size} medians: {json.dumps(med)}")
 
 

@@ -11,17 +11,14 @@ When the chunker's output changes ON PURPOSE (a new CHUNKER_VERSION), recompute 
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fixtures import FICTION_CORPUS, SRD_CORPUS  # noqa: E402
-
-from saipling.embeddings.base import estimate_tokens  # noqa: E402
-from saipling.indexing.chunk_pool import chunk_bytes  # noqa: E402
-from saipling.markdown.chunker import ChunkLimits  # noqa: E402
+from fixtures import FICTION_CORPUS, SRD_CORPUS
+from saipling.embeddings.base import estimate_tokens
+from saipling.indexing.chunk_pool import chunk_bytes
+from saipling.markdown.chunker import ChunkLimits
 
 BENCH_LIMITS = ChunkLimits(max_tokens=128, target_tokens=102, overlap_tokens=25)  # bench_scale's (a 128-piece model)
 EXPECTED = {
