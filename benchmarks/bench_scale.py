@@ -281,8 +281,28 @@ def child_text(src: str) -> None:
         took, cpu = time.perf_counter() - t0, time.process_time() - c0
         project.close()
         db_mb = (root / ".saipling" / "index.db").stat().st_size / 1e6
-    out = {"chunks": s.chunks, "text_s": round(took, 2), "text_cpu_s": round(cpu, 2), "db_mb": round(db_mb, 1)}
+    workers_cpu = _children_cpu()  # the chunking workers' (once they have exited)
+    out = {
+        "chunks": s.chunks,
+        "text_s": round(took, 2),
+        "text_cpu_s": round(cpu, 2),
+        "workers_cpu_s": round(workers_cpu, 2),
+        "db_mb": round(db_mb, 1),
+    }
     print(json.dumps(out))
+
+
+def _children_cpu(wait_s: float = 5.0) -> float:
+    """CPU seconds of this process's exited children (the chunking workers and multiprocessing's helpers), after
+    waiting for them to exit (a pool shut down without waiting leaves them finishing)."""
+    import multiprocessing
+    import resource
+
+    deadline = time.monotonic() + wait_s
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def text_only(sizes: list[str], variants: list[tuple[str, str | None]], rounds: int) -> None:
@@ -298,7 +318,8 @@ def text_only(sizes: list[str], variants: list[tuple[str, str | None]], rounds: 
                 got.setdefault(prefix, []).append(r)
                 print(f"   {prefix}{size} round {rnd + 1}: {json.dumps(r)}", flush=True)
         for prefix, runs in got.items():
-            med = {k: bu.median([r[k] for r in runs]) for k in ("text_s", "text_cpu_s", "db_mb")}
+            keys = ("text_s", "text_cpu_s", "workers_cpu_s", "db_mb")
+            med = {k: bu.median([r.get(k, 0) for r in runs]) for k in keys}
             print(f"   {prefix}{size} medians: {json.dumps(med)}")
 
 

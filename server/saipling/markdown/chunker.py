@@ -11,7 +11,7 @@ import bisect
 import datetime
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,10 @@ PREVIEW_CHARS = 200
 # whitespace; CJK full stops need no space after them
 _CLOSERS = "\"'”’»)\\]」』）"
 _SENTENCE_END_RE = re.compile(rf"(?<=[.!?。！？…])([{_CLOSERS}]*)\s+|(?<=[。！？])(?=[^\s{_CLOSERS}])")
+# The same cuts found from the stop itself (`sentence_cuts`): a pattern opening with one class is searched for at C
+# speed (sre skips to the next stop), one opening with a lookbehind is tried at every character (1.6 s over the
+# 17 MB fiction corpus, ~0.3 s this way)
+_SENTENCE_STOP_RE = re.compile(rf"[.!?。！？…](?:([{_CLOSERS}]*)\s+|(?<=[。！？])(?=[^\s{_CLOSERS}]))")
 
 TokenCounter = Callable[[str], int]
 # whitespace a WordPieceCounter does not split words at (it splits at ASCII space, tab, newline, CR only)
@@ -437,21 +441,46 @@ def _line_finder(u: _Unit) -> Callable[[int], int]:
 
 def _sentences(u: _Unit, count: TokenCounter) -> list[_Unit]:
     """`u` cut at its sentence ends (_SENTENCE_END_RE); `u` itself when it has none."""
-    out: list[_Unit] = []
     line_at = _line_finder(u)
+    out = [_Unit(line_at(a), line_at(b), u.text[a:b], count(u.text[a:b]), glued) for a, b, glued in _spans(u.text)]
+    return out or [u]
+
+
+def _last_sentences(u: _Unit, count: TokenCounter) -> Iterator[_Unit]:
+    """`reversed(_sentences(u, count)[1:])`, each sentence made (and counted) only when the caller asks for it: a
+    window's overlap takes the last one or two sentences of a paragraph of dozens."""
+    spans = _spans(u.text)[1:]
+    if not spans:
+        return
+    line_at = _line_finder(u)
+    for a, b, glued in reversed(spans):
+        yield _Unit(line_at(a), line_at(b), u.text[a:b], count(u.text[a:b]), glued)
+
+
+def _spans(text: str) -> list[tuple[int, int, bool]]:
+    """The sentences of `text` that hold more than whitespace: (start, end, glued to the one before)."""
+    out: list[tuple[int, int, bool]] = []
     pos = 0
     glued = False
-    for m in _SENTENCE_END_RE.finditer(u.text):
-        end = m.end(1) if m.start(1) >= 0 else m.start()  # a closing quote or bracket (group 1) stays with it
-        seg = u.text[pos:end]
-        if seg.strip():
-            out.append(_Unit(line_at(pos), line_at(end), seg, count(seg), glued))
-        pos = m.end()
+    for end, after in sentence_cuts(text):  # (a closing quote or bracket stays with its sentence)
+        if text[pos:end].strip():
+            out.append((pos, end, glued))
+        pos = after
         glued = pos == end  # after a CJK full stop the next sentence follows without a space
-    seg = u.text[pos:]
-    if seg.strip():
-        out.append(_Unit(line_at(pos), line_at(len(u.text)), seg, count(seg), glued))
-    return out or [u]
+    if text[pos:].strip():
+        out.append((pos, len(text), glued))
+    return out
+
+
+def sentence_cuts(text: str) -> list[tuple[int, int]]:
+    """Where `text` is cut into sentences: (end of a sentence, start of what follows) for each match of
+    `_SENTENCE_END_RE.finditer(text)`, in order: the end after its closing quotes or brackets (group 1), else
+    (a CJK stop with no space after it) where the match starts; what follows after the match."""
+    out: list[tuple[int, int]] = []
+    for m in _SENTENCE_STOP_RE.finditer(text):
+        nxt = m.end()
+        out.append((m.end(1) if m.start(1) >= 0 else nxt, nxt))
+    return out
 
 
 def _split_words(u: _Unit, budget: int, count: TokenCounter) -> list[_Unit]:
@@ -565,7 +594,7 @@ def _pack(
             in_code = any(n in code for n in range(last.start, last.end + 1))
             if not carry and overlap > 0 and not in_code:  # the last unit is too long: carry its trailing sentences
                 tail: list[_Unit] = []
-                for sent in reversed(_sentences(cur[-1], count)[1:]):
+                for sent in _last_sentences(cur[-1], count):
                     if ctotal + sent.tokens > overlap or ctotal + sent.tokens + u.tokens > budget:
                         break
                     tail.insert(0, sent)

@@ -7,6 +7,7 @@ import functools
 import re
 import threading
 import unicodedata
+from collections.abc import Iterator
 
 import snowballstemmer
 
@@ -57,8 +58,7 @@ def identifier_words(text: str) -> str:
         return ""
     words: dict[str, None] = {}
     taken = 0  # the end of the last word taken
-    for m in _CAMEL_BOUNDARY_RE.finditer(text):  # (a boundary is rare in prose: no pass over every word)
-        i = m.start()
+    for i in camel_boundaries(text):  # (a boundary is rare in prose: no pass over every word)
         if i < taken:
             continue
         start, floor = i, max(taken, i - MAX_IDENTIFIER_CHARS)
@@ -69,6 +69,28 @@ def identifier_words(text: str) -> str:
         taken = end
     out = dict.fromkeys(_parts_line(w) for w in words)
     return "\n".join(w for w in out if w)
+
+
+# A capital at a camelCase boundary: after a lower-case letter or digit (`tT`), or the first of two capitals before
+# a lower-case letter (`XMLHttp`: `Ht`). Opening with one class, it is searched for at C speed (sre skips to the
+# next capital); `_CAMEL_BOUNDARY_RE`, two alternatives each opening with a class, is tried at every character.
+_BOUNDARY_CAPITAL_RE = re.compile(r"[A-Z](?:(?<=[a-z0-9][A-Z])|(?=[A-Z][a-z]))")
+_LOWER_OR_DIGIT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+def camel_boundaries(text: str) -> Iterator[int]:
+    """Every position where `_CAMEL_BOUNDARY_RE` matches in `text`, in order (overlapping ones too, which its
+    finditer skips: identifier_words skips them anyway, inside the word before). 2.1 s over the 17 MB fiction
+    corpus with the pattern's finditer, ~0.1 s this way."""
+    n = len(text)
+    for m in _BOUNDARY_CAPITAL_RE.finditer(text):
+        j = m.start()
+        if j > 0 and text[j - 1] in _LOWER_OR_DIGIT:
+            yield j - 1
+        if j + 2 < n and text[j + 1] in _UPPER and text[j + 2] in _LOWER:
+            yield j
 
 
 @functools.lru_cache(maxsize=65536)
