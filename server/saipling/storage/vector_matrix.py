@@ -304,6 +304,19 @@ class VectorMatrix:
         return scored[:k]
 
 
+def unit_rows(rows: np.ndarray) -> np.ndarray:
+    """Stored rows as float32: float16 rows (the cache's format since schema 9) renormalised to unit length (their
+    rounding leaves norms ~1e-4 off one: a chunk's vector then scores 1.0 against itself, as it did in float32);
+    float32 rows as they are. The one decoding of stored vectors: the cache and the snapshot give equal rows."""
+    rows = np.asarray(rows)
+    out = rows.astype(np.float32)
+    if rows.dtype.itemsize == 2 and out.size:
+        norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+        norms[norms == 0] = 1.0
+        out /= norms[:, None]
+    return out
+
+
 def signs(codes: np.ndarray) -> np.ndarray:
     """The sign bits of rows of codes (or vectors), packed into uint64 words (zero-padded): Hamming distance by
     popcount."""

@@ -23,10 +23,18 @@ from ...embeddings.base import usable_vector
 from ...errors import StorageError
 from ...lazy import np  # numpy loads on first use (cold CLI path)
 from ..base import ChunkFilter, PendingChunk, cache_key
-from ..vector_matrix import SAMPLE_ROWS, VectorMatrix, other_file_cosines, quantize, steps_for, wants_compact
+from ..vector_matrix import (
+    SAMPLE_ROWS,
+    VectorMatrix,
+    other_file_cosines,
+    quantize,
+    steps_for,
+    unit_rows,
+    wants_compact,
+)
 from .database import Database
 from .filters import FilterCache
-from .schema import JOURNAL_FLOOR_META, VECTOR_KEY_META, VECTORS_CHECKED_META
+from .schema import FLOAT16, JOURNAL_FLOOR_META, VECTOR_FORMAT_META, VECTOR_KEY_META, VECTORS_CHECKED_META
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +51,15 @@ _UNEMBEDDED_IDS = (
 )
 
 
-def vector_blob(vec: np.ndarray) -> bytes:
-    return np.asarray(vec, dtype=np.float32).tobytes()
+def vector_blob(vec: np.ndarray, dtype: Any = "<f2") -> bytes:
+    """A vector as the cache stores it (`dtype`: the index's format, Vectors.dtype)."""
+    with np.errstate(over="ignore"):  # (a value past float16's range becomes Inf: the caller checks)
+        return np.asarray(vec, dtype=np.float32).astype(dtype).tobytes()
+
+
+def decoded(blob: bytes, dtype: Any) -> np.ndarray:
+    """A cache row's vector as float32 (vector_matrix.unit_rows)."""
+    return unit_rows(np.frombuffer(blob, dtype=dtype).reshape(1, -1))[0]
 
 
 class Vectors:
@@ -62,6 +77,11 @@ class Vectors:
         self.loads = 0  # whole reads of the matrix
 
     # -- vectors configuration -----------------------------------------------------------------------------
+    def dtype(self) -> Any:
+        """How the cache's vectors are stored (schema.VECTOR_FORMAT_META): float16 since migration 9, float32 in an
+        index written before (one format per index: the migration converted every row)."""
+        return np.dtype("<f2" if self.db.get_meta(VECTOR_FORMAT_META) == FLOAT16 else "<f4")
+
     def index_key(self) -> str | None:
         """The cache key the index's vectors are stored under; None: the index holds no vectors."""
         return self.db.get_meta(VECTOR_KEY_META)
@@ -92,7 +112,7 @@ class Vectors:
                 # this model's vectors cached before the key carried the size count as the key's
                 self.db.conn.execute(
                     "UPDATE OR IGNORE embedding_cache SET model = ? WHERE model = ? AND length(vector) = ?",
-                    (key, model, dimensions * 4),
+                    (key, model, dimensions * self.dtype().itemsize),
                 )
             if key != old_key:
                 # every process's matrix is read again (a marker row, then the floor raised past it): while another
@@ -132,11 +152,17 @@ class Vectors:
             return
         # a vector with NaN, Inf or only zeros is never stored (the cache keeps the first vector of a text: one stored
         # would stand for ever and its chunks never be embedded again); those chunks stay to be embedded
-        blobs = [(h, vector_blob(v)) for h, v in vectors.items() if usable_vector(np.asarray(v, dtype=np.float32))]
+        dtype = self.dtype()
+        blobs = [
+            (h, vector_blob(v, dtype)) for h, v in vectors.items() if usable_vector(np.asarray(v, dtype=np.float32))
+        ]
+        blobs = [(h, b) for h, b in blobs if usable_vector(np.frombuffer(b, dtype=dtype))]  # (past float16's range)
         if dims:
             for h, b in blobs:
-                if len(b) != dims * 4:
-                    raise StorageError(f"a vector of {len(b) // 4} dimensions for an index of {dims} ({h[:12]})")
+                if len(b) != dims * dtype.itemsize:
+                    raise StorageError(
+                        f"a vector of {len(b) // dtype.itemsize} dimensions for an index of {dims} ({h[:12]})"
+                    )
         now = time.time() if now is None else now
         self.db.conn.executemany(
             "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
@@ -158,8 +184,9 @@ class Vectors:
         keys = [model, cache_key(model, dims)] if dims else [model]
         if not dims and model == self.db.get_meta("model") and self.index_key():
             keys.append(str(self.index_key()))
-        size = int(dims) * 4 if dims else -1
         with self.db.lock:
+            dtype = self.dtype()
+            size = int(dims) * dtype.itemsize if dims else -1
             for i in range(0, len(hashes), 500):
                 part = hashes[i : i + 500]
                 for h, blob in self.db.conn.execute(
@@ -167,7 +194,7 @@ class Vectors:
                     " AND content_hash IN (SELECT value FROM json_each(?)) AND (? < 0 OR length(vector) = ?)",
                     (json.dumps(keys), json.dumps(part), size, size),
                 ):
-                    vec = np.frombuffer(blob, dtype=np.float32)
+                    vec = decoded(blob, dtype)
                     if usable_vector(vec):  # a poisoned row (NaN, Inf, zero) is never served: re-embedded
                         out[h] = vec
         return out
@@ -191,8 +218,9 @@ class Vectors:
             return 0
         bad_cache: list[tuple[str, str]] = []
         with self.db.lock:
+            dtype = self.dtype()
             for model, h, blob in self.db.conn.execute("SELECT model, content_hash, vector FROM embedding_cache"):
-                if len(blob) % 4 or not usable_vector(np.frombuffer(blob, dtype=np.float32)):
+                if len(blob) % dtype.itemsize or not usable_vector(np.frombuffer(blob, dtype=dtype)):
                     bad_cache.append((model, h))
             with self.db.atomic():
                 self.db.conn.executemany("DELETE FROM embedding_cache WHERE model = ? AND content_hash = ?", bad_cache)
@@ -418,12 +446,13 @@ class Vectors:
         out: dict[int, np.ndarray] = {}
         if not chunk_ids:
             return out
+        dtype = self.dtype()
         for cid, blob in self.db.conn.execute(
             "SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e ON e.model = ? AND e.content_hash ="
             " c.content_hash WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) = ?",
-            (key, self.db.json_ids(chunk_ids), dims * 4),
+            (key, self.db.json_ids(chunk_ids), dims * dtype.itemsize),
         ):
-            vec = np.frombuffer(blob, dtype=np.float32)
+            vec = decoded(blob, dtype)
             if usable_vector(vec):
                 out[int(cid)] = vec
         if counted:
@@ -431,7 +460,7 @@ class Vectors:
         return out
 
     def _exact_vectors(self, chunk_ids: list[int]) -> dict[int, np.ndarray]:
-        """The stored float32 vectors of `chunk_ids` (a compact matrix rescores its candidates with them), in one
+        """The stored vectors of `chunk_ids` as float32 (a compact matrix rescores its candidates with them), in one
         query (200 of them: ~8 ms at 55k chunks)."""
         key = self.index_key()
         dims = self.vector_model()[1]
@@ -458,6 +487,7 @@ class Vectors:
         self.loads += 1
         with self.db.conn:  # one read transaction: the vectors and the journal's seq agree
             seq = self._journal_seq()
+            dtype = self.dtype()
             n = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)  # at most one vector each
             compact = wants_compact(n, dims)
             ids = np.empty(n, dtype=np.int64)
@@ -467,14 +497,14 @@ class Vectors:
             cursor = self.db.conn.execute(
                 "SELECT c.id, e.vector FROM embedding_cache AS e NOT INDEXED CROSS JOIN chunks AS c"
                 " ON c.content_hash = e.content_hash WHERE e.model = ? AND length(e.vector) = ?",
-                (key, dims * 4),
+                (key, dims * dtype.itemsize),
             )
             while filled < n:
                 rows = list(itertools.islice(cursor, SAMPLE_ROWS if compact and steps is None else batch))
                 if not rows:
                     break
                 rows = rows[: n - filled]
-                got = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dims)
+                got = unit_rows(np.frombuffer(b"".join(r[1] for r in rows), dtype=dtype).reshape(-1, dims))
                 good = np.isfinite(got).all(axis=1) & (got != 0).any(axis=1)
                 if not good.all():  # vectors stored before the provider boundary checked them: never served
                     log.warning("ignoring %d unusable vectors (NaN, Inf or zero) in the index", int((~good).sum()))
