@@ -106,19 +106,24 @@ class VectorMatrix:
         *,
         steps: np.ndarray | None = None,
         exact: Callable[[list[int]], dict[int, np.ndarray]] | None = None,
+        bits: np.ndarray | None = None,
     ) -> None:
         """ids: (n,) int64 chunk ids; mat: (n, dims) float32 unit vectors, ideally numpy-allocated (numpy asks
         for transparent huge pages on large arrays; a scan over a buffer of 4 KiB pages ran ~7% slower).
         With `steps` (dims,) float32, `mat` holds int8 codes (code x step = the value): a compact matrix (see
         `quantize`). `exact` reads exact float32 vectors by chunk id (a compact matrix rescores its candidates
-        with them; without it, the codes' scores are returned)."""
+        with them; without it, the codes' scores are returned). `bits`: the codes' sign bits when known (`signs`
+        of `mat`, from a snapshot), else computed."""
         if mat.ndim != 2 or len(ids) != len(mat):
             raise ValueError("ids and matrix rows differ")
         self.dims = int(mat.shape[1])
         self._steps = None if steps is None else np.ascontiguousarray(steps, dtype=np.float32)
         self._ids = np.ascontiguousarray(ids, dtype=np.int64)
         self._mat = np.ascontiguousarray(mat, dtype=np.float32 if steps is None else np.int8)
-        self._bits = signs(self._mat) if steps is not None and _has_popcount() else None  # see _by_signs
+        self._bits: np.ndarray | None = None  # see _by_signs
+        if steps is not None and _has_popcount():
+            ok = bits is not None and bits.shape == (len(self._mat), (self.dims + 63) // 64)
+            self._bits = np.ascontiguousarray(bits, dtype=np.uint64) if ok else signs(self._mat)
         self._n = len(ids)  # rows in use, holes included; capacity is len(self._mat)
         self._row = {int(i): r for r, i in enumerate(self._ids.tolist())}
         self._holes: list[int] = []
@@ -130,6 +135,24 @@ class VectorMatrix:
     def compact(self) -> bool:
         """Held as int8 codes (see the module docstring)."""
         return self._steps is not None
+
+    @property
+    def steps(self) -> np.ndarray | None:
+        """Each dimension's step of a compact matrix's codes (None: float32 rows)."""
+        return self._steps
+
+    @property
+    def has_bits(self) -> bool:
+        return self._bits is not None
+
+    def live_blocks(self, block: int = 65_536) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """(ids, rows, sign bits or None) of the live rows, a block of rows at a time (copies of that block only):
+        what a snapshot of the matrix writes (storage/sqlite/snapshot.py)."""
+        for start in range(0, self._n, block):
+            end = min(self._n, start + block)
+            keep = self._ids[start:end] >= 0
+            bits = None if self._bits is None else self._bits[start:end][keep]
+            yield self._ids[start:end][keep], self._mat[start:end][keep], bits
 
     @property
     def nbytes(self) -> int:

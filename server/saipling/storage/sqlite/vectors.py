@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ...embeddings.base import usable_vector
@@ -32,9 +33,17 @@ from ..vector_matrix import (
     unit_rows,
     wants_compact,
 )
+from . import snapshot
 from .database import Database
 from .filters import FilterCache
-from .schema import FLOAT16, JOURNAL_FLOOR_META, VECTOR_FORMAT_META, VECTOR_KEY_META, VECTORS_CHECKED_META
+from .schema import (
+    FLOAT16,
+    INDEX_ID_META,
+    JOURNAL_FLOOR_META,
+    VECTOR_FORMAT_META,
+    VECTOR_KEY_META,
+    VECTORS_CHECKED_META,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +74,14 @@ def decoded(blob: bytes, dtype: Any) -> np.ndarray:
 class Vectors:
     """Vector reads and writes over the store's connection."""
 
-    def __init__(self, db: Database, filters: FilterCache) -> None:
+    def __init__(self, db: Database, filters: FilterCache, folder: Path | None = None, writable: bool = False) -> None:
         self.db = db
         self.filters = filters
+        self.folder = folder  # the index's folder: the matrix snapshot lives there (snapshot.py); None: in memory
+        self.writable = writable  # may write the snapshot (not a read-only open)
+        self.snapshot_reads = 0  # matrices taken from a snapshot (then caught up from the journal)
+        self.snapshot_writes = 0
+        self._since_snapshot = 0  # rows patched since the snapshot was read or written
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
         self._matrix_seq = 0  # the journal's seq the matrix reflects
         self._matrix_key: str | None = None  # the index key it was read for
@@ -395,17 +409,86 @@ class Vectors:
             and self._matrix_generation == self._generation
             and self._catch_up(key)
         ):
+            if self._since_snapshot > max(snapshot.MIN_ROWS, len(self._matrix) // 8):
+                self._write_snapshot(str(key))  # (an index run changed many vectors: the next open reads fewer)
             return self._matrix
         self._matrix = None  # (a reload never holds the old matrix and the new one at once)
         dims = self.vector_model()[1] if key is not None else 0
         if key is not None and dims:
+            if self._from_snapshot(key, dims):
+                assert self._matrix is not None
+                return self._matrix
             ids, mat, steps, seq = self._load_vectors(key, dims)
             self._matrix = VectorMatrix(ids, mat, steps=steps, exact=self._exact_vectors)
+            self._matrix_seq, self._matrix_key, self._matrix_generation = seq, key, self._generation
+            self._write_snapshot(key)
         else:
             seq = self._journal_seq()
             self._matrix = VectorMatrix.empty(dims)
-        self._matrix_seq, self._matrix_key, self._matrix_generation = seq, key, self._generation
+            self._matrix_seq, self._matrix_key, self._matrix_generation = seq, key, self._generation
         return self._matrix
+
+    # -- the snapshot of the matrix (snapshot.py) ------------------------------------------------------------
+    def _from_snapshot(self, key: str, dims: int) -> bool:
+        """The matrix taken from the snapshot beside the index, caught up from the journal; False (nothing
+        held) when there is none that fits or the journal cannot bring it up to date. Call under the lock."""
+        if self.folder is None:
+            return False
+        with self.db.conn:  # one read transaction: the id, the floor and the seq agree
+            index_id = self.db.get_meta(INDEX_ID_META)
+            floor = int(self.db.get_meta(JOURNAL_FLOOR_META, "0") or 0)
+            seq_now = self._journal_seq()
+        if not index_id:
+            return False
+        snap = snapshot.read(self.folder, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now)
+        if snap is None:
+            return False
+        try:
+            matrix = VectorMatrix(snap.ids, snap.rows, steps=snap.steps, exact=self._exact_vectors, bits=snap.bits)
+        except ValueError:
+            return False
+        self._matrix, self._since_snapshot = matrix, 0
+        self._matrix_seq, self._matrix_key, self._matrix_generation = snap.seq, key, self._generation
+        if not self._catch_up(key):
+            self._matrix = None
+            return False
+        self.snapshot_reads += 1
+        if self._since_snapshot > max(snapshot.MIN_ROWS, len(matrix) // 8):
+            self._write_snapshot(key)
+        return True
+
+    def _write_snapshot(self, key: str) -> None:
+        """Write the matrix's snapshot (after a full read, or once many rows were patched since the last one).
+        A failure is logged, never raised: the snapshot is a cache. Call under the lock."""
+        matrix = self._matrix
+        if self.folder is None or not self.writable or matrix is None or len(matrix) < snapshot.MIN_ROWS:
+            return
+        index_id = self.db.get_meta(INDEX_ID_META)
+        if not index_id:
+            return
+        start = time.perf_counter()
+        try:
+            size = snapshot.write(self.folder, matrix, index_id=index_id, key=key, seq=self._matrix_seq)
+        except Exception as exc:  # noqa: BLE001 - a full disk, a folder swapped for a link...: searches go on
+            log.warning("vector snapshot not written in %s: %s", self.folder, exc)
+            return
+        self.snapshot_writes += 1
+        self._since_snapshot = 0
+        log.info(
+            "vector snapshot written: %d rows, %.1f MB in %.2f s",
+            len(matrix),
+            size / 1e6,
+            time.perf_counter() - start,
+        )
+
+    def remove_snapshot(self) -> None:
+        """Delete the snapshot (the index was cleared)."""
+        if self.folder is None or not self.writable:
+            return
+        try:
+            snapshot.remove(self.folder)
+        except Exception as exc:  # noqa: BLE001 - a stale snapshot is ignored anyway (its seq is below the floor)
+            log.warning("vector snapshot not removed from %s: %s", self.folder, exc)
 
     def _catch_up(self, key: str | None) -> bool:
         """Patch the matrix with what the journal holds since its seq: the chunks named there lose their rows and
@@ -436,6 +519,7 @@ class Vectors:
         except ValueError:  # dimensions changed under us: read it again
             return False
         self._matrix_seq = seq
+        self._since_snapshot += len(changed)
         return True
 
     def _stored_vectors(
