@@ -399,7 +399,8 @@ def cold_cli(root: Path, runs: int = 3, server_dir: str | None = None) -> float:
 
 # -- recall of the compact matrix on real vectors ---------------------------------------------------------------------
 def real_vectors(paths: list[str]) -> tuple[Any, list[str]]:
-    """The distinct all-MiniLM-L6-v2 vectors in the embedding caches of `paths`, and chunk texts (for queries)."""
+    """The distinct all-MiniLM-L6-v2 vectors in the embedding caches of `paths`, and chunk texts (for queries).
+    Float32 indexes (schema 8 and before) give the exact vectors; a float16 one gives its rounded vectors."""
     import apsw
     import numpy as np
 
@@ -407,12 +408,14 @@ def real_vectors(paths: list[str]) -> tuple[Any, list[str]]:
     texts: list[str] = []
     for path in paths:
         conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        fmt = conn.execute("SELECT value FROM meta WHERE key = 'vector_format'").fetchall()
+        dtype = np.float16 if fmt and fmt[0][0] == "float16" else np.float32
         for h, blob in conn.execute(
             "SELECT content_hash, vector FROM embedding_cache"
             " WHERE model LIKE 'all-MiniLM-L6-v2%' AND length(vector) = ?",
-            (DIMS * 4,),
+            (DIMS * np.dtype(dtype).itemsize,),
         ):
-            seen.setdefault(h, np.frombuffer(blob, dtype=np.float32))
+            seen.setdefault(h, np.frombuffer(blob, dtype=dtype).astype(np.float32))
         texts += [str(t) for (t,) in conn.execute("SELECT text FROM chunks WHERE id % 29 = 0 LIMIT 400")]
         conn.close()
     return np.stack(list(seen.values())), texts
@@ -423,16 +426,19 @@ def recall(paths: list[str], n_queries: int) -> None:
 
     from saipling.config.settings import Settings
     from saipling.embeddings import create_provider
-    from saipling.storage.vector_matrix import VectorMatrix, quantize, steps_for
+    from saipling.storage.vector_matrix import VectorMatrix, quantize, steps_for, unit_rows
 
-    mat, texts = real_vectors(paths)
+    exact32, texts = real_vectors(paths)
+    # what the index stores since schema 9 and searches: float16 on disk, read back as float32 unit vectors
+    mat = unit_rows(exact32.astype(np.float16))
     print(f"   {len(mat):,} distinct real vectors from {len(paths)} index files")
     sentences = [s for s in (t.split(". ")[0][:200].strip() for t in texts) if len(s) > 20]
     queries = (QUERIES + sentences)[:n_queries]
     provider = create_provider(Settings(provider="local"))
     qv = np.stack([provider.embed_query(q) for q in queries]).astype(np.float32)
     ids = np.arange(len(mat), dtype=np.int64)
-    exact = VectorMatrix(ids, mat)
+    exact = VectorMatrix(ids, exact32)
+    stored = VectorMatrix(ids, mat)  # the float32 matrix of a small index, of float16 vectors
     steps = steps_for(mat[:20_000])
     lookups = [0]
 
@@ -443,8 +449,12 @@ def recall(paths: list[str], n_queries: int) -> None:
     compact = VectorMatrix(ids, quantize(mat, steps), steps=steps, exact=fetch)
     codes_only = VectorMatrix(ids, quantize(mat, steps), steps=steps)
     truth = [{c for c, _ in exact.knn(q, 10)} for q in qv]
-    print(f"   {len(queries)} queries embedded by {provider.name}; bytes per vector: float32 {DIMS * 4}, codes {DIMS}")
-    rows = [("codes only, nothing rescored", codes_only)]
+    print(
+        f"   {len(queries)} queries embedded by {provider.name}; bytes per vector: float32 {DIMS * 4}, on disk"
+        f" (float16) {DIMS * 2}, codes {DIMS}; truth: exact search on the float32 vectors; all else on float16 ones"
+    )
+    rows = [("float16 vectors, exact search (an index below the compact size)", stored)]
+    rows += [("codes only, nothing rescored", codes_only)]
     import saipling.storage.vector_matrix as vm
 
     def measure(label: str) -> None:

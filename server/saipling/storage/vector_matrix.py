@@ -9,9 +9,9 @@ whole matrix. The matrix is compacted once holes pass a quarter of it.
 A big matrix (more than COMPACT_FLOATS floats: ~170k chunks of 384 dimensions) is held compact instead (issue
 34): one int8 code per dimension, each dimension scaled by its own step (from the largest magnitude seen in a
 sample of the vectors, with headroom; a value past it is clipped), a quarter of the float32 memory. A search
-scores every row on the codes, then rescores the best RESCORE candidates (at least 2x k) on their exact float32
-vectors, which the store reads from the index (`exact`): recall@10 against exact float32 search on real MiniLM
-vectors is measured in benchmarks/bench_scale.py --recall.
+scores every row on the codes, then rescores the best RESCORE candidates (at least 2x k) on their stored
+vectors (float16 on disk since schema 9, as float32), which the store reads from the index (`exact`):
+recall@10 against exact float32 search on real MiniLM vectors is measured in benchmarks/bench_scale.py --recall.
 
 Not thread-safe on its own: the store calls it under its lock.
 """

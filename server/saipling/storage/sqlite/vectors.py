@@ -8,7 +8,12 @@ lookup in the cache's key index, and every vector is stored once. The matrix is 
 over the cache, each row's chunks found by hash) and then follows the journal `vector_changes` (schema.py: triggers
 append, in the writer's transaction, the id of every chunk whose vector may have changed): a search reads the ids
 appended since the seq its matrix reflects and patches those rows, whichever process wrote them. Writers delete
-the journal's old rows; a matrix older than what is left is read again."""
+the journal's old rows; a matrix older than what is left is read again.
+
+Vectors are stored as float16 since schema 9 (meta `vector_format`; half the bytes, recall@10 unchanged: see
+benchmarks/README.md S6) and read back as float32 unit vectors (vector_matrix.unit_rows). After a whole read the
+process writes a snapshot of its matrix beside the index (snapshot.py): the next process takes it and catches up
+from the journal instead of reading every vector."""
 
 from __future__ import annotations
 
