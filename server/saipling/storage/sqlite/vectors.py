@@ -472,13 +472,13 @@ class Vectors:
         if not index_id:
             return
         start = time.perf_counter()
+        self._since_snapshot = 0  # (a failed write is not tried again at every search)
         try:
             size = snapshot.write(self.folder, matrix, index_id=index_id, key=key, seq=self._matrix_seq)
         except Exception as exc:  # noqa: BLE001 - a full disk, a folder swapped for a link...: searches go on
             log.warning("vector snapshot not written in %s: %s", self.folder, exc)
             return
         self.snapshot_writes += 1
-        self._since_snapshot = 0
         log.info(
             "vector snapshot written: %d rows, %.1f MB in %.2f s",
             len(matrix),
