@@ -344,3 +344,27 @@ def test_clear_removes_the_snapshot(tmp_path, monkeypatch) -> None:
         assert store.embedded_count() == 0
     finally:
         store.close()
+
+
+def test_a_process_that_changed_many_vectors_writes_the_snapshot_again(tmp_path, monkeypatch) -> None:
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    store = Store.open(db)
+    try:
+        _answers_right(store, truth)
+        assert store._vectors.snapshot_reads == 1 and store._vectors.snapshot_writes == 0
+        truth |= _write(store, "f0.md", 50, "again")  # a few rows: patched, no snapshot written
+        truth = {t: v for t, v in truth.items() if not t.startswith("f0.md  ")}
+        store.knn(unit(1), 3)
+        assert store._vectors.snapshot_writes == 0
+        for f in range(20, 26):  # an index run's worth of new vectors (60 rows, past the threshold)
+            truth |= _write(store, f"f{f}.md", f)
+        _answers_right(store, truth)
+        assert store._vectors.loads == 0 and store._vectors.snapshot_writes == 1
+    finally:
+        store.close()
+    again = Store.open(db)
+    try:
+        _answers_right(again, truth)
+        assert again._vectors.snapshot_reads == 1 and again._vectors.rows_read == 0  # nothing left to catch up
+    finally:
+        again.close()
