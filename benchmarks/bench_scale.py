@@ -24,6 +24,8 @@ them again); every measurement of a round runs in a fresh process:
     python benchmarks/bench_scale.py --recall A.db,B.db [--recall-queries 300]
     nice -n 10 python benchmarks/bench_scale.py --text-only --size 55k --baseline /tmp/base/server --rounds 2
                                                       # the text phase alone (keyword-only, the same chunks)
+    nice -n 10 python benchmarks/bench_scale.py --first-only --size 55k --baseline /tmp/base/server --rounds 6
+                                                      # open + first semantic search, cold CLI: A B / B A
 
 `--recall` measures the compact matrix (storage/vector_matrix.py: int8 codes, then the best candidates rescored
 on exact float32 vectors) against exact float32 search on REAL embeddings: the all-MiniLM-L6-v2 vectors in the
@@ -381,6 +383,43 @@ def child_measure(root: str, queries: int) -> None:
     print(json.dumps(out))
 
 
+def child_first(root: str) -> None:
+    """Open the project and run its first semantic search (what a server's or an agent's first question costs):
+    the vector side loads (from the snapshot when there is one) inside it."""
+    t0 = time.perf_counter()
+    from saipling.project import Project
+
+    project = Project.open(root)
+    out: dict[str, Any] = {"open_s": time.perf_counter() - t0}
+    t = time.perf_counter()
+    project.search({"query": "the first question after opening", "mode": "semantic", "maxResults": 10})
+    out["first_semantic_s"] = time.perf_counter() - t
+    project.close()
+    print(json.dumps(out))
+
+
+def first_only(sizes: list[str], variants: list[tuple[str, str | None]], rounds: int, url: str) -> None:
+    """`--first-only`: open + first semantic search and the cold CLI search, each code in fresh processes,
+    alternating (A B / B A) for `rounds` rounds on the indexes `built` already made; medians and ratios."""
+    for size in sizes:
+        got: dict[str, dict[str, list[float]]] = {}
+        for rnd in range(rounds):
+            for prefix, server_dir in variants if rnd % 2 == 0 else variants[::-1]:
+                root, _ = built(size, url, False, server_dir)
+                r = child_json(["--child-first", str(root)], server_dir=server_dir)
+                r["cold_cli_s"] = cold_cli(root, runs=1, server_dir=server_dir)
+                for key, value in r.items():
+                    got.setdefault(prefix, {}).setdefault(key, []).append(value)
+                print(f"   {prefix}{size} round {rnd + 1}: {json.dumps(r)}", flush=True)
+        keys = ["open_s", "first_semantic_s", "cold_cli_s"]
+        print(f"\n| {size} | " + " | ".join(f"{p or 'this '}median" for p, _ in variants) + " | ratio |")
+        print("|---|" + "---|" * (len(variants) + 1))
+        for key in keys:
+            meds = [bu.median(got[p][key]) for p, _ in variants]
+            ratio = f"{meds[0] / meds[1]:.2f}x" if len(meds) > 1 and meds[1] else "-"
+            print(f"| {key} | " + " | ".join(f"{m:.2f} s" for m in meds) + f" | {ratio} |")
+
+
 def cold_cli(root: Path, runs: int = 3, server_dir: str | None = None) -> float:
     script = Path(sys.executable).parent / "saipling"
     cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "saipling"]
@@ -528,6 +567,7 @@ def main() -> None:
     p.add_argument("--baseline", help="another server/ folder (e.g. from `git archive`) measured alternately")
     p.add_argument("--rounds", type=int, default=1, help="measurement rounds (medians; alternating order)")
     p.add_argument("--text-only", action="store_true", help="time the text phase alone (keyword-only, fresh copies)")
+    p.add_argument("--first-only", action="store_true", help="open + first semantic search and cold CLI only")
     args = p.parse_args()
     if args.text_only:
         bu.banner("bench_scale --text-only: the text phase of a first index", args.quick)
@@ -544,6 +584,13 @@ def main() -> None:
         return
     bu.CACHE_ROOT.mkdir(parents=True, exist_ok=True)
     server = EmbeddingServer(bu.CACHE_ROOT)
+    if args.first_only:
+        try:
+            variants = [("", None)] + ([("base ", args.baseline)] if args.baseline else [])
+            first_only(sizes, variants, max(2, args.rounds), server.url)
+        finally:
+            server.stop()
+        return
     # columns: each size, and with --baseline each size on the baseline code too (measured alternately)
     variants = [("", None)] + ([("base ", args.baseline)] if args.baseline else [])
     results: dict[str, dict[str, Any]] = {}
@@ -596,6 +643,8 @@ if __name__ == "__main__":
         child_text(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--child-edit":
         child_edit(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "--child-first":
+        child_first(sys.argv[2])
     elif len(sys.argv) > 3 and sys.argv[1] == "--child-measure":
         child_measure(sys.argv[2], int(sys.argv[3]))
     else:
