@@ -368,3 +368,21 @@ def test_a_process_that_changed_many_vectors_writes_the_snapshot_again(tmp_path,
         assert again._vectors.snapshot_reads == 1 and again._vectors.rows_read == 0  # nothing left to catch up
     finally:
         again.close()
+
+
+def test_a_read_only_open_uses_the_snapshot_and_never_writes_one(tmp_path, monkeypatch) -> None:
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    reader = Store.open(db, readonly=True)
+    try:
+        _answers_right(reader, truth)
+        assert reader._vectors.snapshot_reads == 1 and reader._vectors.rows_read == 0
+    finally:
+        reader.close()
+    (db.parent / "vectors.snapshot").unlink()
+    reader = Store.open(db, readonly=True)
+    try:
+        _answers_right(reader, truth)
+        assert reader._vectors.loads == 1 and reader._vectors.snapshot_writes == 0
+        assert not (db.parent / "vectors.snapshot").exists()
+    finally:
+        reader.close()
