@@ -348,7 +348,7 @@ class Vectors:
     def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
         """(embedded chunks, for a fixed random sample of them: the cosine of each one's nearest chunk in another
         file): how similar "related" passages are for this model on this project (retrieval/search.py's fallback).
-        One KNN per sampled chunk on the search matrix: no copy of the vectors."""
+        The sampled chunks' KNN on the search matrix in one product (knn_many): no copy of the vectors."""
         with self.db.lock:
             if not self.has_vectors():
                 return 0, []
@@ -359,8 +359,10 @@ class Vectors:
             return n, []
         picked = [ids[i] for i in np.random.default_rng(seed).choice(n, min(sample, n), replace=False)]
         with self.db.lock:
-            vectors = self._vectors().vectors(picked)
-        neighbours = {cid: self.knn(vec, 12) for cid, vec in vectors.items()}
+            matrix = self._vectors()
+            vectors = matrix.vectors(picked)
+            found = matrix.knn_many(np.stack(list(vectors.values())), 12) if vectors else []
+        neighbours = dict(zip(vectors, found, strict=True))
         wanted = list({c for hits in neighbours.values() for c, _ in hits} | set(neighbours))
         with self.db.lock:
             paths = {
