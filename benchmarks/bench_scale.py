@@ -24,6 +24,8 @@ them again); every measurement of a round runs in a fresh process:
     python benchmarks/bench_scale.py --recall A.db,B.db [--recall-queries 300]
     nice -n 10 python benchmarks/bench_scale.py --text-only --size 55k --baseline /tmp/base/server --rounds 2
                                                       # the text phase alone (keyword-only, the same chunks)
+    nice -n 10 python benchmarks/bench_scale.py --first-only --size 55k --baseline /tmp/base/server --rounds 6
+                                                      # open + first semantic search, cold CLI: A B / B A
 
 `--recall` measures the compact matrix (storage/vector_matrix.py: int8 codes, then the best candidates rescored
 on exact float32 vectors) against exact float32 search on REAL embeddings: the all-MiniLM-L6-v2 vectors in the
@@ -402,6 +404,43 @@ def child_measure(root: str, queries: int) -> None:
     print(json.dumps(out))
 
 
+def child_first(root: str) -> None:
+    """Open the project and run its first semantic search (what a server's or an agent's first question costs):
+    the vector side loads (from the snapshot when there is one) inside it."""
+    t0 = time.perf_counter()
+    from saipling.project import Project
+
+    project = Project.open(root)
+    out: dict[str, Any] = {"open_s": time.perf_counter() - t0}
+    t = time.perf_counter()
+    project.search({"query": "the first question after opening", "mode": "semantic", "maxResults": 10})
+    out["first_semantic_s"] = time.perf_counter() - t
+    project.close()
+    print(json.dumps(out))
+
+
+def first_only(sizes: list[str], variants: list[tuple[str, str | None]], rounds: int, url: str) -> None:
+    """`--first-only`: open + first semantic search and the cold CLI search, each code in fresh processes,
+    alternating (A B / B A) for `rounds` rounds on the indexes `built` already made; medians and ratios."""
+    for size in sizes:
+        got: dict[str, dict[str, list[float]]] = {}
+        for rnd in range(rounds):
+            for prefix, server_dir in variants if rnd % 2 == 0 else variants[::-1]:
+                root, _ = built(size, url, False, server_dir)
+                r = child_json(["--child-first", str(root)], server_dir=server_dir)
+                r["cold_cli_s"] = cold_cli(root, runs=1, server_dir=server_dir)
+                for key, value in r.items():
+                    got.setdefault(prefix, {}).setdefault(key, []).append(value)
+                print(f"   {prefix}{size} round {rnd + 1}: {json.dumps(r)}", flush=True)
+        keys = ["open_s", "first_semantic_s", "cold_cli_s"]
+        print(f"\n| {size} | " + " | ".join(f"{p or 'this '}median" for p, _ in variants) + " | ratio |")
+        print("|---|" + "---|" * (len(variants) + 1))
+        for key in keys:
+            meds = [bu.median(got[p][key]) for p, _ in variants]
+            ratio = f"{meds[0] / meds[1]:.2f}x" if len(meds) > 1 and meds[1] else "-"
+            print(f"| {key} | " + " | ".join(f"{m:.2f} s" for m in meds) + f" | {ratio} |")
+
+
 def cold_cli(root: Path, runs: int = 3, server_dir: str | None = None) -> float:
     script = Path(sys.executable).parent / "saipling"
     cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "saipling"]
@@ -420,7 +459,8 @@ def cold_cli(root: Path, runs: int = 3, server_dir: str | None = None) -> float:
 
 # -- recall of the compact matrix on real vectors ---------------------------------------------------------------------
 def real_vectors(paths: list[str]) -> tuple[Any, list[str]]:
-    """The distinct all-MiniLM-L6-v2 vectors in the embedding caches of `paths`, and chunk texts (for queries)."""
+    """The distinct all-MiniLM-L6-v2 vectors in the embedding caches of `paths`, and chunk texts (for queries).
+    Float32 indexes (schema 8 and before) give the exact vectors; a float16 one gives its rounded vectors."""
     import apsw
     import numpy as np
 
@@ -428,12 +468,14 @@ def real_vectors(paths: list[str]) -> tuple[Any, list[str]]:
     texts: list[str] = []
     for path in paths:
         conn = apsw.Connection(f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        fmt = conn.execute("SELECT value FROM meta WHERE key = 'vector_format'").fetchall()
+        dtype = np.float16 if fmt and fmt[0][0] == "float16" else np.float32
         for h, blob in conn.execute(
             "SELECT content_hash, vector FROM embedding_cache"
             " WHERE model LIKE 'all-MiniLM-L6-v2%' AND length(vector) = ?",
-            (DIMS * 4,),
+            (DIMS * np.dtype(dtype).itemsize,),
         ):
-            seen.setdefault(h, np.frombuffer(blob, dtype=np.float32))
+            seen.setdefault(h, np.frombuffer(blob, dtype=dtype).astype(np.float32))
         texts += [str(t) for (t,) in conn.execute("SELECT text FROM chunks WHERE id % 29 = 0 LIMIT 400")]
         conn.close()
     return np.stack(list(seen.values())), texts
@@ -444,16 +486,19 @@ def recall(paths: list[str], n_queries: int) -> None:
 
     from saipling.config.settings import Settings
     from saipling.embeddings import create_provider
-    from saipling.storage.vector_matrix import VectorMatrix, quantize, steps_for
+    from saipling.storage.vector_matrix import VectorMatrix, quantize, steps_for, unit_rows
 
-    mat, texts = real_vectors(paths)
+    exact32, texts = real_vectors(paths)
+    # what the index stores since schema 9 and searches: float16 on disk, read back as float32 unit vectors
+    mat = unit_rows(exact32.astype(np.float16))
     print(f"   {len(mat):,} distinct real vectors from {len(paths)} index files")
     sentences = [s for s in (t.split(". ")[0][:200].strip() for t in texts) if len(s) > 20]
     queries = (QUERIES + sentences)[:n_queries]
     provider = create_provider(Settings(provider="local"))
     qv = np.stack([provider.embed_query(q) for q in queries]).astype(np.float32)
     ids = np.arange(len(mat), dtype=np.int64)
-    exact = VectorMatrix(ids, mat)
+    exact = VectorMatrix(ids, exact32)
+    stored = VectorMatrix(ids, mat)  # the float32 matrix of a small index, of float16 vectors
     steps = steps_for(mat[:20_000])
     lookups = [0]
 
@@ -464,8 +509,12 @@ def recall(paths: list[str], n_queries: int) -> None:
     compact = VectorMatrix(ids, quantize(mat, steps), steps=steps, exact=fetch)
     codes_only = VectorMatrix(ids, quantize(mat, steps), steps=steps)
     truth = [{c for c, _ in exact.knn(q, 10)} for q in qv]
-    print(f"   {len(queries)} queries embedded by {provider.name}; bytes per vector: float32 {DIMS * 4}, codes {DIMS}")
-    rows = [("codes only, nothing rescored", codes_only)]
+    print(
+        f"   {len(queries)} queries embedded by {provider.name}; bytes per vector: float32 {DIMS * 4}, on disk"
+        f" (float16) {DIMS * 2}, codes {DIMS}; truth: exact search on the float32 vectors; all else on float16 ones"
+    )
+    rows = [("float16 vectors, exact search (an index below the compact size)", stored)]
+    rows += [("codes only, nothing rescored", codes_only)]
     import saipling.storage.vector_matrix as vm
 
     def measure(label: str) -> None:
@@ -539,6 +588,7 @@ def main() -> None:
     p.add_argument("--baseline", help="another server/ folder (e.g. from `git archive`) measured alternately")
     p.add_argument("--rounds", type=int, default=1, help="measurement rounds (medians; alternating order)")
     p.add_argument("--text-only", action="store_true", help="time the text phase alone (keyword-only, fresh copies)")
+    p.add_argument("--first-only", action="store_true", help="open + first semantic search and cold CLI only")
     args = p.parse_args()
     if args.text_only:
         bu.banner("bench_scale --text-only: the text phase of a first index", args.quick)
@@ -555,6 +605,13 @@ def main() -> None:
         return
     bu.CACHE_ROOT.mkdir(parents=True, exist_ok=True)
     server = EmbeddingServer(bu.CACHE_ROOT)
+    if args.first_only:
+        try:
+            variants = [("", None)] + ([("base ", args.baseline)] if args.baseline else [])
+            first_only(sizes, variants, max(2, args.rounds), server.url)
+        finally:
+            server.stop()
+        return
     # columns: each size, and with --baseline each size on the baseline code too (measured alternately)
     variants = [("", None)] + ([("base ", args.baseline)] if args.baseline else [])
     results: dict[str, dict[str, Any]] = {}
@@ -607,6 +664,8 @@ if __name__ == "__main__":
         child_text(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--child-edit":
         child_edit(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "--child-first":
+        child_first(sys.argv[2])
     elif len(sys.argv) > 3 and sys.argv[1] == "--child-measure":
         child_measure(sys.argv[2], int(sys.argv[3]))
     else:

@@ -58,6 +58,8 @@ BACKENDS: dict[str, Callable[[Path, pytest.FixtureRequest], IndexStore]] = {"sql
 DIMS = 8
 BASE = "fake-model"  # what the indexer configures: the provider's vector key
 MODEL = cache_key(BASE, DIMS)  # what it writes vectors under: that key and their size
+# a stored vector comes back within float16 rounding (SQLite stores float16 since schema 9; PostgreSQL float32)
+F16 = 1e-3
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -551,8 +553,8 @@ def test_an_import_never_replaces_a_cached_vector(store: IndexStore, tmp_path: P
     assert transfer._cache_key("fake-model", DIMS) == MODEL
     assert transfer.import_vectors(store, export)["vectors"] == 2
     got = store.cached_vectors(MODEL, [held, "f" * 64])
-    assert np.allclose(got[held], mine) and not np.allclose(got[held], other)
-    assert np.allclose(got["f" * 64], new)
+    assert np.allclose(got[held], mine) and not np.allclose(got[held], other, atol=F16)
+    assert np.allclose(got["f" * 64], new, atol=F16)
     store.set_vectors([(0, held, other)], MODEL)  # (an index run's vectors go to the cache the same way)
     assert np.allclose(store.cached_vectors(MODEL, [held])[held], mine)
 
@@ -564,7 +566,7 @@ def test_the_cache_keeps_vectors_across_deletes_renames_clear_and_model_changes(
     store.delete_file("old-name.md")  # renamed: deleted, then written under the new name
     cached = store.cached_vectors("fake-model", [h("a passage worth keeping"), h("never")], dims=DIMS)
     assert list(cached) == [h("a passage worth keeping")]
-    assert np.allclose(cached[h("a passage worth keeping")], vec, atol=1e-6)
+    assert np.allclose(cached[h("a passage worth keeping")], vec, atol=F16)
     assert store.cached_vectors("fake-model", [h("a passage worth keeping")], dims=DIMS + 1) == {}
     store.clear()
     assert list(store.cached_vectors(MODEL, [h("a passage worth keeping")])) == [h("a passage worth keeping")]

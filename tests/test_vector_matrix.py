@@ -232,3 +232,28 @@ def test_a_float32_matrix_turns_compact_when_it_grows_past_the_limit(monkeypatch
     assert matrix.compact and len(matrix) == 300
     q = unit(rng, 1)[0]
     assert [c for c, _ in matrix.knn(q, 5)] == [c for c, _ in brute(store, q, 5)]
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_many_queries_at_once_answer_like_one_at_a_time(compact: bool) -> None:
+    """knn_many (the fallback calibration's 64 samples in one product) ranks exactly as knn does, holes included."""
+    from saipling.storage.vector_matrix import quantize, steps_for
+
+    rng = np.random.default_rng(5)
+    vecs = unit(rng, 300)
+    ids = np.arange(1, 301, dtype=np.int64)
+    if compact:
+        steps = steps_for(vecs)
+        m = VectorMatrix(ids, quantize(vecs, steps), steps=steps, exact=lambda c: {i: vecs[i - 1] for i in c})
+    else:
+        m = VectorMatrix(ids, vecs.copy())
+    m.remove([3, 50, 51, 200])
+    queries = unit(rng, 20)
+    many = m.knn_many(queries, 12)
+    assert len(many) == 20 and all(len(hits) == 12 for hits in many)
+    for q, hits in zip(queries, many, strict=True):
+        one = m.knn(q, 12)
+        assert [c for c, _ in hits] == [c for c, _ in one]
+        assert np.allclose([s for _, s in hits], [s for _, s in one], atol=1e-5)
+        assert not {3, 50, 51, 200} & {c for c, _ in hits}
+    assert m.knn_many(queries[:0], 12) == []

@@ -14,6 +14,7 @@ from saipling.storage.base import FileRecord
 from saipling.storage.sqlite import vectors as vectors_module
 from saipling.storage.sqlite.schema import _MIGRATIONS, connect
 from saipling.storage.sqlite.store import SqliteStore as Store
+from saipling.storage.vector_matrix import unit_rows
 
 DIMS = 16
 
@@ -25,6 +26,11 @@ def h(text: str) -> str:
 def unit(seed: int) -> np.ndarray:
     v = np.random.default_rng(seed).standard_normal(DIMS).astype(np.float32)
     return v / np.linalg.norm(v)
+
+
+def half(vec: np.ndarray) -> np.ndarray:
+    """A vector as the index stores it (float16, migration 9), read back (float32, unit length)."""
+    return unit_rows(np.asarray(vec, dtype=np.float32).astype(np.float16)[None, :])[0]
 
 
 def record(path: str, salt: str = "") -> FileRecord:
@@ -100,7 +106,7 @@ def test_an_index_of_schema_6_moves_its_vectors_into_the_cache_and_searches_the_
     truth = _schema6_index(db)
     store = Store.open(db)
     try:
-        assert store._scalar("PRAGMA user_version") == 8
+        assert store._scalar("PRAGMA user_version") == len(_MIGRATIONS)
         assert (
             store._scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'chunks_vec%'") == 0
         )  # vec0 gone
@@ -112,8 +118,8 @@ def test_an_index_of_schema_6_moves_its_vectors_into_the_cache_and_searches_the_
         texts = {cid: text for cid, (_, _, text) in store.chunk_texts(ids.tolist()).items()}
         assert len(ids) == 36
         for cid, vec in zip(ids.tolist(), mat, strict=True):
-            np.testing.assert_array_equal(vec, truth[texts[cid]])  # the very vectors vec0 held
-        by_id = {cid: truth[texts[cid]] for cid in texts}
+            np.testing.assert_array_equal(vec, half(truth[texts[cid]]))  # the very vectors vec0 held (as float16)
+        by_id = {cid: half(truth[texts[cid]]) for cid in texts}
         for seed in range(5):
             q = unit(900 + seed)
             assert [c for c, _ in store.knn(q, 5)] == exact_top(store, by_id, q, 5)

@@ -9,9 +9,9 @@ whole matrix. The matrix is compacted once holes pass a quarter of it.
 A big matrix (more than COMPACT_FLOATS floats: ~170k chunks of 384 dimensions) is held compact instead (issue
 34): one int8 code per dimension, each dimension scaled by its own step (from the largest magnitude seen in a
 sample of the vectors, with headroom; a value past it is clipped), a quarter of the float32 memory. A search
-scores every row on the codes, then rescores the best RESCORE candidates (at least 2x k) on their exact float32
-vectors, which the store reads from the index (`exact`): recall@10 against exact float32 search on real MiniLM
-vectors is measured in benchmarks/bench_scale.py --recall.
+scores every row on the codes, then rescores the best RESCORE candidates (at least 2x k) on their stored
+vectors (float16 on disk since schema 9, as float32), which the store reads from the index (`exact`):
+recall@10 against exact float32 search on real MiniLM vectors is measured in benchmarks/bench_scale.py --recall.
 
 Not thread-safe on its own: the store calls it under its lock.
 """
@@ -106,19 +106,24 @@ class VectorMatrix:
         *,
         steps: np.ndarray | None = None,
         exact: Callable[[list[int]], dict[int, np.ndarray]] | None = None,
+        bits: np.ndarray | None = None,
     ) -> None:
         """ids: (n,) int64 chunk ids; mat: (n, dims) float32 unit vectors, ideally numpy-allocated (numpy asks
         for transparent huge pages on large arrays; a scan over a buffer of 4 KiB pages ran ~7% slower).
         With `steps` (dims,) float32, `mat` holds int8 codes (code x step = the value): a compact matrix (see
         `quantize`). `exact` reads exact float32 vectors by chunk id (a compact matrix rescores its candidates
-        with them; without it, the codes' scores are returned)."""
+        with them; without it, the codes' scores are returned). `bits`: the codes' sign bits when known (`signs`
+        of `mat`, from a snapshot), else computed."""
         if mat.ndim != 2 or len(ids) != len(mat):
             raise ValueError("ids and matrix rows differ")
         self.dims = int(mat.shape[1])
         self._steps = None if steps is None else np.ascontiguousarray(steps, dtype=np.float32)
         self._ids = np.ascontiguousarray(ids, dtype=np.int64)
         self._mat = np.ascontiguousarray(mat, dtype=np.float32 if steps is None else np.int8)
-        self._bits = signs(self._mat) if steps is not None and _has_popcount() else None  # see _by_signs
+        self._bits: np.ndarray | None = None  # see _by_signs
+        if steps is not None and _has_popcount():
+            ok = bits is not None and bits.shape == (len(self._mat), (self.dims + 63) // 64)
+            self._bits = np.ascontiguousarray(bits, dtype=np.uint64) if ok else signs(self._mat)
         self._n = len(ids)  # rows in use, holes included; capacity is len(self._mat)
         self._row = {int(i): r for r, i in enumerate(self._ids.tolist())}
         self._holes: list[int] = []
@@ -130,6 +135,24 @@ class VectorMatrix:
     def compact(self) -> bool:
         """Held as int8 codes (see the module docstring)."""
         return self._steps is not None
+
+    @property
+    def steps(self) -> np.ndarray | None:
+        """Each dimension's step of a compact matrix's codes (None: float32 rows)."""
+        return self._steps
+
+    @property
+    def has_bits(self) -> bool:
+        return self._bits is not None
+
+    def live_blocks(self, block: int = 65_536) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """(ids, rows, sign bits or None) of the live rows, a block of rows at a time (copies of that block only):
+        what a snapshot of the matrix writes (storage/sqlite/snapshot.py)."""
+        for start in range(0, self._n, block):
+            end = min(self._n, start + block)
+            keep = self._ids[start:end] >= 0
+            bits = None if self._bits is None else self._bits[start:end][keep]
+            yield self._ids[start:end][keep], self._mat[start:end][keep], bits
 
     @property
     def nbytes(self) -> int:
@@ -267,6 +290,29 @@ class VectorMatrix:
         top = top[np.argsort(-sims[top])]
         return [(int(ids[i]), float(sims[i])) for i in top]
 
+    def knn_many(self, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
+        """`knn` of each row of `queries` (no filter): a float32 matrix scores them all in one matrix product (64
+        queries cost about what 4 single ones did: the fallback calibration's sample, retrieval/confidence.py); a
+        compact one searches them one by one."""
+        qs = np.asarray(queries, dtype=np.float32)
+        k = min(k, len(self))
+        if not len(qs) or k <= 0:
+            return [[] for _ in range(len(qs))]
+        if self._steps is not None:
+            return [self.knn(q, k) for q in qs]
+        set_blas_threads_for(self._n * self.dims)
+        sims = self._mat[: self._n] @ qs.T  # (rows, queries)
+        if self._holes:
+            sims[self._holes_array()] = -np.inf
+        ids = self._ids[: self._n]
+        out: list[list[tuple[int, float]]] = []
+        for j in range(len(qs)):
+            col = sims[:, j]
+            top = np.argpartition(col, len(col) - k)[len(col) - k :]
+            top = top[np.argsort(-col[top])]
+            out.append([(int(ids[i]), float(col[i])) for i in top])
+        return out
+
     def _holes_array(self) -> np.ndarray:
         if self._holes_arr is None:
             self._holes_arr = np.asarray(self._holes, dtype=np.int64)
@@ -302,6 +348,19 @@ class VectorMatrix:
             scored += [(c, float(a)) for c, a in zip(cand, approx.tolist(), strict=True) if c not in exact]
         scored.sort(key=lambda cs: -cs[1])
         return scored[:k]
+
+
+def unit_rows(rows: np.ndarray) -> np.ndarray:
+    """Stored rows as float32: float16 rows (the cache's format since schema 9) renormalised to unit length (their
+    rounding leaves norms ~1e-4 off one: a chunk's vector then scores 1.0 against itself, as it did in float32);
+    float32 rows as they are. The one decoding of stored vectors: the cache and the snapshot give equal rows."""
+    rows = np.asarray(rows)
+    out = rows.astype(np.float32)
+    if rows.dtype.itemsize == 2 and out.size:
+        norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+        norms[norms == 0] = 1.0
+        out /= norms[:, None]
+    return out
 
 
 def signs(codes: np.ndarray) -> np.ndarray:

@@ -94,7 +94,8 @@ class SqliteStore:
         self.unverified = False
         self._db = Database(conn)
         self._filters = FilterCache(self._db)
-        self._vectors = Vectors(self._db, self._filters)
+        folder = None if path == ":memory:" else Path(path).parent
+        self._vectors = Vectors(self._db, self._filters, folder, writable=not readonly)
         self._mentions = Mentions(self._db)
         self._keywords = Keywords(self._db, self._filters)
         self._files = FileWrites(self._db, self._vectors, self._mentions)
@@ -365,8 +366,10 @@ class SqliteStore:
         return self._files.delete_file(path)
 
     def clear(self) -> None:
-        """Forget every file, chunk and vector (the embedding cache and logs stay: they cost money)."""
+        """Forget every file, chunk and vector (the embedding cache and logs stay: they cost money); the matrix
+        snapshot goes too."""
         self._files.clear()
+        self._vectors.remove_snapshot()
 
     def chunk_hashes(self) -> list[tuple[str, str, int]]:
         """(path, content hash, tokens) of every chunk."""

@@ -8,7 +8,12 @@ lookup in the cache's key index, and every vector is stored once. The matrix is 
 over the cache, each row's chunks found by hash) and then follows the journal `vector_changes` (schema.py: triggers
 append, in the writer's transaction, the id of every chunk whose vector may have changed): a search reads the ids
 appended since the seq its matrix reflects and patches those rows, whichever process wrote them. Writers delete
-the journal's old rows; a matrix older than what is left is read again."""
+the journal's old rows; a matrix older than what is left is read again.
+
+Vectors are stored as float16 since schema 9 (meta `vector_format`; half the bytes, recall@10 unchanged: see
+benchmarks/README.md S6) and read back as float32 unit vectors (vector_matrix.unit_rows). After a whole read the
+process writes a snapshot of its matrix beside the index (snapshot.py): the next process takes it and catches up
+from the journal instead of reading every vector."""
 
 from __future__ import annotations
 
@@ -17,16 +22,33 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ...embeddings.base import usable_vector
 from ...errors import StorageError
 from ...lazy import np  # numpy loads on first use (cold CLI path)
 from ..base import ChunkFilter, PendingChunk, cache_key
-from ..vector_matrix import SAMPLE_ROWS, VectorMatrix, other_file_cosines, quantize, steps_for, wants_compact
+from ..vector_matrix import (
+    SAMPLE_ROWS,
+    VectorMatrix,
+    other_file_cosines,
+    quantize,
+    steps_for,
+    unit_rows,
+    wants_compact,
+)
+from . import snapshot
 from .database import Database
 from .filters import FilterCache
-from .schema import JOURNAL_FLOOR_META, VECTOR_KEY_META, VECTORS_CHECKED_META
+from .schema import (
+    FLOAT16,
+    INDEX_ID_META,
+    JOURNAL_FLOOR_META,
+    VECTOR_FORMAT_META,
+    VECTOR_KEY_META,
+    VECTORS_CHECKED_META,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,16 +65,28 @@ _UNEMBEDDED_IDS = (
 )
 
 
-def vector_blob(vec: np.ndarray) -> bytes:
-    return np.asarray(vec, dtype=np.float32).tobytes()
+def vector_blob(vec: np.ndarray, dtype: Any = "<f2") -> bytes:
+    """A vector as the cache stores it (`dtype`: the index's format, Vectors.dtype)."""
+    with np.errstate(over="ignore"):  # (a value past float16's range becomes Inf: the caller checks)
+        return np.asarray(vec, dtype=np.float32).astype(dtype).tobytes()
+
+
+def decoded(blob: bytes, dtype: Any) -> np.ndarray:
+    """A cache row's vector as float32 (vector_matrix.unit_rows)."""
+    return unit_rows(np.frombuffer(blob, dtype=dtype).reshape(1, -1))[0]
 
 
 class Vectors:
     """Vector reads and writes over the store's connection."""
 
-    def __init__(self, db: Database, filters: FilterCache) -> None:
+    def __init__(self, db: Database, filters: FilterCache, folder: Path | None = None, writable: bool = False) -> None:
         self.db = db
         self.filters = filters
+        self.folder = folder  # the index's folder: the matrix snapshot lives there (snapshot.py); None: in memory
+        self.writable = writable  # may write the snapshot (not a read-only open)
+        self.snapshot_reads = 0  # matrices taken from a snapshot (then caught up from the journal)
+        self.snapshot_writes = 0
+        self._since_snapshot = 0  # rows patched since the snapshot was read or written
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
         self._matrix_seq = 0  # the journal's seq the matrix reflects
         self._matrix_key: str | None = None  # the index key it was read for
@@ -62,6 +96,11 @@ class Vectors:
         self.loads = 0  # whole reads of the matrix
 
     # -- vectors configuration -----------------------------------------------------------------------------
+    def dtype(self) -> Any:
+        """How the cache's vectors are stored (schema.VECTOR_FORMAT_META): float16 since migration 9, float32 in an
+        index written before (one format per index: the migration converted every row)."""
+        return np.dtype("<f2" if self.db.get_meta(VECTOR_FORMAT_META) == FLOAT16 else "<f4")
+
     def index_key(self) -> str | None:
         """The cache key the index's vectors are stored under; None: the index holds no vectors."""
         return self.db.get_meta(VECTOR_KEY_META)
@@ -92,7 +131,7 @@ class Vectors:
                 # this model's vectors cached before the key carried the size count as the key's
                 self.db.conn.execute(
                     "UPDATE OR IGNORE embedding_cache SET model = ? WHERE model = ? AND length(vector) = ?",
-                    (key, model, dimensions * 4),
+                    (key, model, dimensions * self.dtype().itemsize),
                 )
             if key != old_key:
                 # every process's matrix is read again (a marker row, then the floor raised past it): while another
@@ -132,11 +171,17 @@ class Vectors:
             return
         # a vector with NaN, Inf or only zeros is never stored (the cache keeps the first vector of a text: one stored
         # would stand for ever and its chunks never be embedded again); those chunks stay to be embedded
-        blobs = [(h, vector_blob(v)) for h, v in vectors.items() if usable_vector(np.asarray(v, dtype=np.float32))]
+        dtype = self.dtype()
+        blobs = [
+            (h, vector_blob(v, dtype)) for h, v in vectors.items() if usable_vector(np.asarray(v, dtype=np.float32))
+        ]
+        blobs = [(h, b) for h, b in blobs if usable_vector(np.frombuffer(b, dtype=dtype))]  # (past float16's range)
         if dims:
             for h, b in blobs:
-                if len(b) != dims * 4:
-                    raise StorageError(f"a vector of {len(b) // 4} dimensions for an index of {dims} ({h[:12]})")
+                if len(b) != dims * dtype.itemsize:
+                    raise StorageError(
+                        f"a vector of {len(b) // dtype.itemsize} dimensions for an index of {dims} ({h[:12]})"
+                    )
         now = time.time() if now is None else now
         self.db.conn.executemany(
             "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?,?,?,?)",
@@ -158,8 +203,9 @@ class Vectors:
         keys = [model, cache_key(model, dims)] if dims else [model]
         if not dims and model == self.db.get_meta("model") and self.index_key():
             keys.append(str(self.index_key()))
-        size = int(dims) * 4 if dims else -1
         with self.db.lock:
+            dtype = self.dtype()
+            size = int(dims) * dtype.itemsize if dims else -1
             for i in range(0, len(hashes), 500):
                 part = hashes[i : i + 500]
                 for h, blob in self.db.conn.execute(
@@ -167,7 +213,7 @@ class Vectors:
                     " AND content_hash IN (SELECT value FROM json_each(?)) AND (? < 0 OR length(vector) = ?)",
                     (json.dumps(keys), json.dumps(part), size, size),
                 ):
-                    vec = np.frombuffer(blob, dtype=np.float32)
+                    vec = decoded(blob, dtype)
                     if usable_vector(vec):  # a poisoned row (NaN, Inf, zero) is never served: re-embedded
                         out[h] = vec
         return out
@@ -191,8 +237,9 @@ class Vectors:
             return 0
         bad_cache: list[tuple[str, str]] = []
         with self.db.lock:
+            dtype = self.dtype()
             for model, h, blob in self.db.conn.execute("SELECT model, content_hash, vector FROM embedding_cache"):
-                if len(blob) % 4 or not usable_vector(np.frombuffer(blob, dtype=np.float32)):
+                if len(blob) % dtype.itemsize or not usable_vector(np.frombuffer(blob, dtype=dtype)):
                     bad_cache.append((model, h))
             with self.db.atomic():
                 self.db.conn.executemany("DELETE FROM embedding_cache WHERE model = ? AND content_hash = ?", bad_cache)
@@ -301,7 +348,7 @@ class Vectors:
     def nearest_other_file_cosines(self, sample: int, seed: int = 0) -> tuple[int, list[float]]:
         """(embedded chunks, for a fixed random sample of them: the cosine of each one's nearest chunk in another
         file): how similar "related" passages are for this model on this project (retrieval/search.py's fallback).
-        One KNN per sampled chunk on the search matrix: no copy of the vectors."""
+        The sampled chunks' KNN on the search matrix in one product (knn_many): no copy of the vectors."""
         with self.db.lock:
             if not self.has_vectors():
                 return 0, []
@@ -312,8 +359,10 @@ class Vectors:
             return n, []
         picked = [ids[i] for i in np.random.default_rng(seed).choice(n, min(sample, n), replace=False)]
         with self.db.lock:
-            vectors = self._vectors().vectors(picked)
-        neighbours = {cid: self.knn(vec, 12) for cid, vec in vectors.items()}
+            matrix = self._vectors()
+            vectors = matrix.vectors(picked)
+            found = matrix.knn_many(np.stack(list(vectors.values())), 12) if vectors else []
+        neighbours = dict(zip(vectors, found, strict=True))
         wanted = list({c for hits in neighbours.values() for c, _ in hits} | set(neighbours))
         with self.db.lock:
             paths = {
@@ -367,17 +416,86 @@ class Vectors:
             and self._matrix_generation == self._generation
             and self._catch_up(key)
         ):
+            if self._since_snapshot > max(snapshot.MIN_ROWS, len(self._matrix) // 8):
+                self._write_snapshot(str(key))  # (an index run changed many vectors: the next open reads fewer)
             return self._matrix
         self._matrix = None  # (a reload never holds the old matrix and the new one at once)
         dims = self.vector_model()[1] if key is not None else 0
         if key is not None and dims:
+            if self._from_snapshot(key, dims):
+                assert self._matrix is not None
+                return self._matrix
             ids, mat, steps, seq = self._load_vectors(key, dims)
             self._matrix = VectorMatrix(ids, mat, steps=steps, exact=self._exact_vectors)
+            self._matrix_seq, self._matrix_key, self._matrix_generation = seq, key, self._generation
+            self._write_snapshot(key)
         else:
             seq = self._journal_seq()
             self._matrix = VectorMatrix.empty(dims)
-        self._matrix_seq, self._matrix_key, self._matrix_generation = seq, key, self._generation
+            self._matrix_seq, self._matrix_key, self._matrix_generation = seq, key, self._generation
         return self._matrix
+
+    # -- the snapshot of the matrix (snapshot.py) ------------------------------------------------------------
+    def _from_snapshot(self, key: str, dims: int) -> bool:
+        """The matrix taken from the snapshot beside the index, caught up from the journal; False (nothing
+        held) when there is none that fits or the journal cannot bring it up to date. Call under the lock."""
+        if self.folder is None:
+            return False
+        with self.db.conn:  # one read transaction: the id, the floor and the seq agree
+            index_id = self.db.get_meta(INDEX_ID_META)
+            floor = int(self.db.get_meta(JOURNAL_FLOOR_META, "0") or 0)
+            seq_now = self._journal_seq()
+        if not index_id:
+            return False
+        snap = snapshot.read(self.folder, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now)
+        if snap is None:
+            return False
+        try:
+            matrix = VectorMatrix(snap.ids, snap.rows, steps=snap.steps, exact=self._exact_vectors, bits=snap.bits)
+        except ValueError:
+            return False
+        self._matrix, self._since_snapshot = matrix, 0
+        self._matrix_seq, self._matrix_key, self._matrix_generation = snap.seq, key, self._generation
+        if not self._catch_up(key):
+            self._matrix = None
+            return False
+        self.snapshot_reads += 1
+        if self._since_snapshot > max(snapshot.MIN_ROWS, len(matrix) // 8):
+            self._write_snapshot(key)
+        return True
+
+    def _write_snapshot(self, key: str) -> None:
+        """Write the matrix's snapshot (after a full read, or once many rows were patched since the last one).
+        A failure is logged, never raised: the snapshot is a cache. Call under the lock."""
+        matrix = self._matrix
+        if self.folder is None or not self.writable or matrix is None or len(matrix) < snapshot.MIN_ROWS:
+            return
+        index_id = self.db.get_meta(INDEX_ID_META)
+        if not index_id:
+            return
+        start = time.perf_counter()
+        self._since_snapshot = 0  # (a failed write is not tried again at every search)
+        try:
+            size = snapshot.write(self.folder, matrix, index_id=index_id, key=key, seq=self._matrix_seq)
+        except Exception as exc:  # noqa: BLE001 - a full disk, a folder swapped for a link...: searches go on
+            log.warning("vector snapshot not written in %s: %s", self.folder, exc)
+            return
+        self.snapshot_writes += 1
+        log.info(
+            "vector snapshot written: %d rows, %.1f MB in %.2f s",
+            len(matrix),
+            size / 1e6,
+            time.perf_counter() - start,
+        )
+
+    def remove_snapshot(self) -> None:
+        """Delete the snapshot (the index was cleared)."""
+        if self.folder is None or not self.writable:
+            return
+        try:
+            snapshot.remove(self.folder)
+        except Exception as exc:  # noqa: BLE001 - a stale snapshot is ignored anyway (its seq is below the floor)
+            log.warning("vector snapshot not removed from %s: %s", self.folder, exc)
 
     def _catch_up(self, key: str | None) -> bool:
         """Patch the matrix with what the journal holds since its seq: the chunks named there lose their rows and
@@ -408,6 +526,7 @@ class Vectors:
         except ValueError:  # dimensions changed under us: read it again
             return False
         self._matrix_seq = seq
+        self._since_snapshot += len(changed)
         return True
 
     def _stored_vectors(
@@ -418,12 +537,13 @@ class Vectors:
         out: dict[int, np.ndarray] = {}
         if not chunk_ids:
             return out
+        dtype = self.dtype()
         for cid, blob in self.db.conn.execute(
             "SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e ON e.model = ? AND e.content_hash ="
             " c.content_hash WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) = ?",
-            (key, self.db.json_ids(chunk_ids), dims * 4),
+            (key, self.db.json_ids(chunk_ids), dims * dtype.itemsize),
         ):
-            vec = np.frombuffer(blob, dtype=np.float32)
+            vec = decoded(blob, dtype)
             if usable_vector(vec):
                 out[int(cid)] = vec
         if counted:
@@ -431,7 +551,7 @@ class Vectors:
         return out
 
     def _exact_vectors(self, chunk_ids: list[int]) -> dict[int, np.ndarray]:
-        """The stored float32 vectors of `chunk_ids` (a compact matrix rescores its candidates with them), in one
+        """The stored vectors of `chunk_ids` as float32 (a compact matrix rescores its candidates with them), in one
         query (200 of them: ~8 ms at 55k chunks)."""
         key = self.index_key()
         dims = self.vector_model()[1]
@@ -458,6 +578,7 @@ class Vectors:
         self.loads += 1
         with self.db.conn:  # one read transaction: the vectors and the journal's seq agree
             seq = self._journal_seq()
+            dtype = self.dtype()
             n = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)  # at most one vector each
             compact = wants_compact(n, dims)
             ids = np.empty(n, dtype=np.int64)
@@ -467,14 +588,14 @@ class Vectors:
             cursor = self.db.conn.execute(
                 "SELECT c.id, e.vector FROM embedding_cache AS e NOT INDEXED CROSS JOIN chunks AS c"
                 " ON c.content_hash = e.content_hash WHERE e.model = ? AND length(e.vector) = ?",
-                (key, dims * 4),
+                (key, dims * dtype.itemsize),
             )
             while filled < n:
                 rows = list(itertools.islice(cursor, SAMPLE_ROWS if compact and steps is None else batch))
                 if not rows:
                     break
                 rows = rows[: n - filled]
-                got = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dims)
+                got = unit_rows(np.frombuffer(b"".join(r[1] for r in rows), dtype=dtype).reshape(-1, dims))
                 good = np.isfinite(got).all(axis=1) & (got != 0).any(axis=1)
                 if not good.all():  # vectors stored before the provider boundary checked them: never served
                     log.warning("ignoring %d unusable vectors (NaN, Inf or zero) in the index", int((~good).sum()))

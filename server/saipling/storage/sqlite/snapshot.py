@@ -1,0 +1,190 @@
+"""A snapshot of the search matrix beside the index (`.saipling/vectors.snapshot`, issue 34), so that a process
+opening the index reads one file instead of every vector from the embedding cache (55k chunks: ~2 s of SQLite
+rows; the snapshot: a few tens of ms), then catches up from the change journal since the seq it reflects.
+
+It is a cache: written by a searching process after it read the whole matrix (and again after it patched many
+rows), ignored (the matrix read from the cache, then the snapshot written again) when it is of another index file
+(meta `index_id`), another vector key or size, older than the journal's floor, newer than the journal (another
+history), or damaged (its size or CRC-32 disagree). Deleting it costs one full read; `clear` removes it.
+
+The file: 8 bytes of magic, a 4 KiB header (JSON, space-padded: version, index id, key, dims, rows, dtype, sign
+words, seq, payload bytes, CRC-32 of the payload), then the payload: ids (int64), the steps (float32 x dims, a
+compact matrix only), the rows as the matrix holds them (float32 unit vectors, or int8 codes: bit for bit what a
+full read gives; float16 rows would halve a small matrix's file but numpy's float16 -> float32 cast took ~0.3-0.7 s
+for 55k x 384 here, more than reading the float32 rows), the sign bits (uint64 words per row, if any). All
+little-endian.
+
+Written as a new file under a unique name in the folder (O_EXCL, never through a link: storage/sqlite/index_files),
+then renamed over the old one: a rename is atomic, so two processes writing at once leave one whole snapshot, and a
+reader sees the old file or the new one, never a mix."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...lazy import np
+from ..vector_matrix import VectorMatrix
+from . import index_files
+
+log = logging.getLogger(__name__)
+
+NAME = "vectors.snapshot"
+MAGIC = b"SAIPVEC1"
+HEADER = 4096  # bytes of header after the magic (JSON, padded with spaces)
+VERSION = 1
+# Below this many rows no snapshot is written: reading them from the cache takes a few ms anyway
+MIN_ROWS = 2_000
+_BLOCK = 65_536  # rows written (and checksummed) at a time: the copies stay small
+
+
+@dataclass
+class Snapshot:
+    """What a snapshot holds: rows as the matrix takes them (float32 unit vectors, or int8 codes with `steps`)."""
+
+    ids: Any
+    rows: Any
+    steps: Any
+    bits: Any
+    seq: int
+
+
+def _le(dtype: str) -> Any:
+    return np.dtype(dtype).newbyteorder("<")
+
+
+def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: int) -> int:
+    """Write a snapshot of `matrix` (which reflects the journal up to `seq`) into `folder`; returns its bytes.
+    Raises OSError / IndexPathUnsafe (the caller logs them: a snapshot is never worth failing a search)."""
+    compact = matrix.steps is not None
+    n, dims = len(matrix), matrix.dims
+    words = (dims + 63) // 64 if compact and matrix.has_bits else 0
+    itemsize = 1 if compact else 4
+    payload = n * 8 + (dims * 4 if compact else 0) + n * dims * itemsize + n * words * 8
+    with index_files.open_folder(folder, create=False) as dir_fd:
+        if dir_fd is None:
+            raise FileNotFoundError(folder)
+        tmp = f".{NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        fd = index_files.open_file(folder, dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.seek(len(MAGIC) + HEADER)
+                crc, rows_seen = 0, 0
+                # the ids first, then the steps, the rows and the bits: each section a pass over the live blocks
+                for part in ("ids", "steps", "rows", "bits"):
+                    if part == "steps":
+                        if compact:
+                            data = np.ascontiguousarray(matrix.steps, dtype=_le("f4")).tobytes()
+                            crc = zlib.crc32(data, crc)
+                            f.write(data)
+                        continue
+                    if part == "bits" and not words:
+                        continue
+                    for ids, rows, bits in matrix.live_blocks(_BLOCK):
+                        if part == "ids":
+                            arr = ids.astype(_le("i8"))
+                            rows_seen += len(ids)
+                        elif part == "rows":
+                            arr = rows.astype(_le("i1") if compact else _le("f4"), copy=False)
+                        else:
+                            arr = np.ascontiguousarray(bits, dtype=_le("u8"))
+                        view = memoryview(np.ascontiguousarray(arr)).cast("B")
+                        crc = zlib.crc32(view, crc)
+                        f.write(view)
+                if rows_seen != n:
+                    raise ValueError(f"the matrix changed while it was written ({rows_seen} rows, {n} expected)")
+                header = {
+                    "version": VERSION,
+                    "index_id": index_id,
+                    "key": key,
+                    "dims": dims,
+                    "rows": n,
+                    "dtype": "int8" if compact else "float32",
+                    "sign_words": words,
+                    "seq": int(seq),
+                    "payload": payload,
+                    "crc": crc,
+                }
+                text = json.dumps(header).encode()
+                if len(text) > HEADER:
+                    raise ValueError("snapshot header too long")
+                f.seek(0)
+                f.write(MAGIC + text.ljust(HEADER, b" "))
+            index_files.rename(dir_fd, tmp, NAME)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+    return len(MAGIC) + HEADER + payload
+
+
+def read(folder: Path, *, index_id: str, key: str, dims: int, floor: int, seq_now: int) -> Snapshot | None:
+    """The snapshot in `folder` if it is of this index, key and size, reaches back no further than the journal
+    (`floor` <= its seq <= `seq_now`) and is whole; else None (why: logged)."""
+    try:
+        with index_files.open_folder(folder, create=False) as dir_fd:
+            if dir_fd is None:
+                return None
+            try:
+                fd = index_files.open_file(folder, dir_fd, NAME, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+            with os.fdopen(fd, "rb") as f:
+                return _read(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now)
+    except Exception as exc:  # noqa: BLE001 - a snapshot that cannot be read is only a cache miss
+        log.info("vector snapshot in %s not used: %s", folder, exc)
+        return None
+
+
+def _read(f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: int) -> Snapshot | None:
+    head = f.read(len(MAGIC) + HEADER)
+    if len(head) != len(MAGIC) + HEADER or head[: len(MAGIC)] != MAGIC:
+        raise ValueError("not a vector snapshot (or cut short)")
+    h = json.loads(head[len(MAGIC) :].decode())
+    if h.get("version") != VERSION:
+        raise ValueError(f"version {h.get('version')}")
+    seq = int(h["seq"])
+    if h["index_id"] != index_id or h["key"] != key or int(h["dims"]) != dims:
+        raise ValueError("of another index, vector key or size")
+    if not floor <= seq <= seq_now:
+        raise ValueError(f"its seq {seq} is outside the journal ({floor}..{seq_now})")
+    if h.get("dtype") not in ("int8", "float32"):
+        raise ValueError(f"rows of {h.get('dtype')}")
+    n, words, compact = int(h["rows"]), int(h["sign_words"]), h["dtype"] == "int8"
+    size = os.fstat(f.fileno()).st_size
+    if size != len(MAGIC) + HEADER + int(h["payload"]):
+        raise ValueError(f"{size} bytes, the header says {len(MAGIC) + HEADER + int(h['payload'])}")
+    crc = 0
+
+    def section(shape: tuple[int, ...], dtype: str) -> Any:
+        nonlocal crc
+        arr = np.empty(shape, dtype=_le(dtype))
+        view = memoryview(arr).cast("B")
+        if f.readinto(view) != len(view):
+            raise ValueError("cut short")
+        crc = zlib.crc32(view, crc)
+        return arr
+
+    ids = section((n,), "i8")
+    steps = section((dims,), "f4") if compact else None
+    rows = section((n, dims), "i1" if compact else "f4")
+    bits = section((n, words), "u8") if words else None
+    if crc != int(h["crc"]):
+        raise ValueError("damaged (CRC-32 differs)")
+    return Snapshot(ids=ids.astype(np.int64, copy=False), rows=rows, steps=steps, bits=bits, seq=seq)
+
+
+def remove(folder: Path) -> None:
+    """Delete the snapshot (clear); a missing one is fine."""
+    with index_files.open_folder(folder, create=False) as dir_fd:
+        if dir_fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(NAME, dir_fd=dir_fd)

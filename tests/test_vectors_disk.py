@@ -1,0 +1,388 @@
+"""Vectors compact on disk (issue 34): the embedding cache stores float16 (migration 9 converts an index's float32
+rows in place, nothing embedded again), and a searching process keeps a snapshot of its matrix under `.saipling/`
+so that the next process opens it instead of reading every vector from the cache."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from fixtures import chunk_row as row
+from saipling.storage.base import FileRecord
+from saipling.storage.sqlite.schema import _MIGRATIONS, connect
+from saipling.storage.sqlite.store import SqliteStore as Store
+
+DIMS = 16
+
+
+def h(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def unit(seed: int, dims: int = DIMS) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(dims).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def record(path: str, salt: str = "") -> FileRecord:
+    return FileRecord(path=path, content_hash=h(path + salt), mtime_ns=1, size=1, file_type="note", encoding="utf-8")
+
+
+def half(vec: np.ndarray) -> np.ndarray:
+    """A vector as the index stores it (float16) and reads it back (float32, unit length)."""
+    out = np.asarray(vec, dtype=np.float32).astype(np.float16).astype(np.float32)
+    return out / np.sqrt(np.einsum("i,i->", out, out))
+
+
+def exact_top(truth: dict[int, np.ndarray], q: np.ndarray, k: int) -> list[int]:
+    return [c for _, c in sorted(((-float(v @ q), c) for c, v in truth.items()))[:k]]
+
+
+# -- float16 on disk -----------------------------------------------------------------------------------------------
+def _schema8_index(db: Path) -> dict[str, np.ndarray]:
+    """An index as saipling wrote it before float16: schema 8, float32 vectors in the cache under the index's key,
+    a row of another model, and a poisoned row (NaN). Returns the usable vectors by chunk text."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    conn = connect(str(db))
+    for number, sql in enumerate(_MIGRATIONS[:8]):
+        conn.execute(sql)
+        conn.execute(f"PRAGMA user_version={number + 1}")
+    key = f"m@{DIMS}"
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('provider', 'test'), ('model', 'm'), ('dimensions', ?),"
+        " ('vector_key', ?)",
+        (str(DIMS), key),
+    )
+    truth: dict[str, np.ndarray] = {}
+    for f in range(10):
+        path = f"f{f}.md"
+        conn.execute(
+            "INSERT INTO files(path, content_hash, mtime_ns, size, file_type, chunk_count) VALUES (?, ?, 1, 1,"
+            " 'note', 3)",
+            (path, h(path)),
+        )
+        for i in range(3):
+            text = f"passage {f}-{i}"
+            conn.execute(
+                "INSERT INTO chunks(path, chunk_index, kind, heading_path, start_line, end_line, content_hash,"
+                " preview, token_count, text, file_type, visibility, corpus) VALUES (?, ?, 'section', '', ?, ?, ?,"
+                " ?, 3, ?, 'note', 'public', 'content')",
+                (path, i, i + 1, i + 1, h(text), text, text),
+            )
+            vec = unit(f * 10 + i)
+            if (f, i) == (9, 2):
+                vec = vec.copy()
+                vec[3] = np.nan  # stored before vectors were checked: dropped by the migration, embedded again
+            else:
+                truth[text] = vec
+            conn.execute(
+                "INSERT INTO embedding_cache(model, content_hash, vector, created) VALUES (?, ?, ?, 1)",
+                (key, h(text), vec.astype("<f4").tobytes()),
+            )
+    conn.execute(
+        "INSERT INTO embedding_cache(model, content_hash, vector, created) VALUES ('other@8', ?, ?, 1)",
+        (h("elsewhere"), unit(77, 8).astype("<f4").tobytes()),
+    )
+    conn.close()
+    return truth
+
+
+def test_an_index_of_float32_vectors_is_converted_to_float16_without_embedding_anything(tmp_path: Path) -> None:
+    db = tmp_path / ".saipling" / "index.db"
+    truth = _schema8_index(db)
+    store = Store.open(db)
+    try:
+        assert store._scalar("PRAGMA user_version") == len(_MIGRATIONS)
+        assert store.get_meta("vector_format") == "float16"
+        # every row is float16 now, the other model's too: half the bytes
+        sizes = dict(store.conn.execute("SELECT model, length(vector) FROM embedding_cache GROUP BY model"))
+        assert sizes == {f"m@{DIMS}": DIMS * 2, "other@8": 8 * 2}
+        # nothing to embed again but the poisoned row's chunk
+        pending = store.unembedded()
+        assert [p for _, p, _, _ in pending] == ["f9.md"] and store.count_unembedded() == 1
+        ids, mat = store.vector_matrix()
+        texts = {cid: text for cid, (_, _, text) in store.chunk_texts(ids.tolist()).items()}
+        assert len(ids) == len(truth) == 29
+        for cid, vec in zip(ids.tolist(), mat, strict=True):
+            want = truth[texts[cid]]
+            assert np.abs(vec - want).max() < 1e-3  # equal within float16 rounding
+            assert abs(float(np.linalg.norm(vec)) - 1.0) < 1e-6  # read back as unit vectors
+        by_id = {cid: truth[texts[cid]] for cid in texts}
+        for seed in range(5):
+            q = unit(900 + seed)
+            assert [c for c, _ in store.knn(q, 5)] == exact_top(by_id, q, 5)
+        other = store.cached_vectors("other@8", [h("elsewhere")])[h("elsewhere")]
+        assert np.abs(other - unit(77, 8)).max() < 1e-3
+    finally:
+        store.close()
+    again = Store.open(db)  # opening again converts nothing twice
+    try:
+        assert again.get_meta("vector_format") == "float16"
+        assert again._scalar("SELECT min(length(vector)) FROM embedding_cache WHERE model = ?", (f"m@{DIMS}",)) == 32
+    finally:
+        again.close()
+
+
+def test_new_vectors_are_written_as_float16(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / ".saipling" / "index.db")
+    try:
+        store.configure_vectors("test", "m", DIMS)
+        rows = [row(i, f"text {i}") for i in range(4)]
+        store.replace_file(record("a.md"), rows, {r.content_hash: unit(i) for i, r in enumerate(rows)}, "m")
+        assert {int(n) for (n,) in store.conn.execute("SELECT length(vector) FROM embedding_cache")} == {DIMS * 2}
+        got = store.cached_vectors("m", [r.content_hash for r in rows], DIMS)
+        assert len(got) == 4 and all(np.abs(got[r.content_hash] - unit(i)).max() < 1e-3 for i, r in enumerate(rows))
+    finally:
+        store.close()
+
+
+# -- the matrix snapshot ---------------------------------------------------------------------------------------------
+ROWS_PER_FILE = 10
+
+
+def _write(store: Store, path: str, seed: int, salt: str = "") -> dict[str, np.ndarray]:
+    rows = [row(i, f"{path} {salt} passage {i}") for i in range(ROWS_PER_FILE)]
+    vecs = {r.content_hash: unit(seed * 100 + i) for i, r in enumerate(rows)}
+    store.replace_file(record(path, salt), rows, vecs, "m")
+    return {f"{path} {salt} passage {i}": v for i, v in enumerate(vecs.values())}
+
+
+def _index(db: Path, files: int = 12) -> dict[str, np.ndarray]:
+    """An index of `files` files of ROWS_PER_FILE chunks each with vectors; returns the vectors by text."""
+    store = Store.open(db)
+    truth: dict[str, np.ndarray] = {}
+    try:
+        store.configure_vectors("test", "m", DIMS)
+        for f in range(files):
+            truth |= _write(store, f"f{f}.md", f)
+    finally:
+        store.close()
+    return truth
+
+
+def _by_id(store: Store, truth: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
+    ids = [c.id for p in {t.split(" ")[0] for t in truth} for c in store.chunks_for_path(p)]
+    return {cid: half(truth[text]) for cid, (_, _, text) in store.chunk_texts(ids).items() if text in truth}
+
+
+def _answers_right(store: Store, truth: dict[str, np.ndarray]) -> None:
+    by_id = _by_id(store, truth)
+    assert len(by_id) == len(truth) and store.embedded_count() == len(truth)
+    for seed in range(6):
+        q = unit(5000 + seed)
+        assert [c for c, _ in store.knn(q, 8)] == exact_top(by_id, q, 8)
+
+
+def _snapshotted(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, np.ndarray]]:
+    """An index whose searching process read its matrix once and wrote the snapshot."""
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 50)
+    db = tmp_path / "project" / ".saipling" / "index.db"
+    truth = _index(db)
+    first = Store.open(db)
+    try:
+        _answers_right(first, truth)
+        assert first._vectors.loads == 1 and first._vectors.rows_read == len(truth)
+        assert first._vectors.snapshot_writes == 1
+    finally:
+        first.close()
+    assert (db.parent / "vectors.snapshot").is_file()
+    return db, truth
+
+
+def test_the_next_open_takes_the_matrix_from_the_snapshot_without_reading_the_cache(tmp_path, monkeypatch) -> None:
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    again = Store.open(db)
+    try:
+        _answers_right(again, truth)
+        assert again._vectors.snapshot_reads == 1
+        assert again._vectors.loads == 0 and again._vectors.rows_read == 0  # no vector read from the cache
+        ids, mat = again.vector_matrix()  # the same rows a full read gives
+        fresh = Store.open(db)
+        try:
+            fresh._vectors.folder = None  # (this one reads the cache)
+            ids2, mat2 = fresh.vector_matrix()
+            assert fresh._vectors.loads == 1
+        finally:
+            fresh.close()
+        order, order2 = np.argsort(ids), np.argsort(ids2)
+        assert np.array_equal(ids[order], ids2[order2]) and np.abs(mat[order] - mat2[order2]).max() < 1e-6
+    finally:
+        again.close()
+
+
+def test_another_process_write_after_the_snapshot_is_seen_reading_only_what_changed(tmp_path, monkeypatch) -> None:
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    other = Store.open(db)  # (another connection: what another process's store does)
+    try:
+        truth |= _write(other, "f3.md", 77, "rewritten")
+        del_truth = {t: v for t, v in truth.items() if not t.startswith("f3.md  ")}
+        other.delete_file("f5.md")
+    finally:
+        other.close()
+    truth = {t: v for t, v in del_truth.items() if not t.startswith("f5.md ")}
+    again = Store.open(db)
+    try:
+        _answers_right(again, truth)
+        new_id = next(c for c, v in _by_id(again, truth).items() if np.array_equal(v, half(unit(7700))))
+        assert again.knn(unit(7700), 1)[0][0] == new_id  # the new vector is searched
+        assert again._vectors.snapshot_reads == 1 and again._vectors.loads == 0
+        assert again._vectors.rows_read == ROWS_PER_FILE  # the rewritten file's vectors, nothing else
+    finally:
+        again.close()
+
+
+def test_a_damaged_or_cut_snapshot_is_ignored_and_written_again(tmp_path, monkeypatch) -> None:
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    snap = db.parent / "vectors.snapshot"
+    for damage in ("flip", "cut", "garbage"):
+        data = bytearray(snap.read_bytes())
+        if damage == "flip":
+            data[-7] ^= 0x40
+        elif damage == "cut":
+            data = data[: len(data) - 100]
+        else:
+            data = bytearray(b"\x00" * 100)
+        snap.write_bytes(bytes(data))
+        again = Store.open(db)
+        try:
+            _answers_right(again, truth)
+            assert again._vectors.snapshot_reads == 0 and again._vectors.loads == 1, damage
+            assert again._vectors.snapshot_writes == 1, damage  # a whole one again
+        finally:
+            again.close()
+
+
+def test_a_snapshot_of_another_key_another_index_or_past_the_journal_is_ignored(tmp_path, monkeypatch) -> None:
+    from saipling.storage.sqlite import vectors as vectors_module
+
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    saved = (db.parent / "vectors.snapshot").read_bytes()
+    # another vector key: the index's vectors are now another model's (same size)
+    store = Store.open(db)
+    try:
+        store.configure_vectors("test", "m2", DIMS)
+        rows = [row(i, f"f0.md  passage {i}") for i in range(ROWS_PER_FILE)]
+        store.replace_file(record("f0.md", "m2"), rows, {r.content_hash: unit(900 + i) for i, r in enumerate(rows)})
+        m2 = {f"f0.md  passage {i}": unit(900 + i) for i in range(ROWS_PER_FILE)}
+        assert store._vectors.snapshot_reads == 0
+        _answers_right(store, m2)
+        assert store._vectors.snapshot_reads == 0 and store._vectors.loads == 1
+    finally:
+        store.close()
+    # another index file at the same path (deleted and built again): its vectors, not the snapshot's
+    for name in ("index.db", "index.db-wal", "index.db-shm"):
+        (db.parent / name).unlink(missing_ok=True)
+    other_truth = {t: v for t, v in _index(db, files=7).items()}
+    (db.parent / "vectors.snapshot").write_bytes(saved)
+    store = Store.open(db)
+    try:
+        _answers_right(store, other_truth)
+        assert store._vectors.snapshot_reads == 0 and store._vectors.loads == 1
+    finally:
+        store.close()
+    # the journal's floor passed the snapshot's seq (writers compacted it): read again
+    monkeypatch.setattr(vectors_module, "JOURNAL_KEEP", 5)
+    store = Store.open(db)
+    try:
+        store.knn(unit(1), 3)  # (the snapshot the full read above wrote, of this index)
+        assert store._vectors.snapshot_reads == 1 and store._vectors.loads == 0
+    finally:
+        store.close()
+    writer = Store.open(db)
+    try:
+        for f in range(3):
+            other_truth |= _write(writer, f"g{f}.md", 40 + f)
+        assert int(writer.get_meta("vector_changes_floor") or 0) > 0
+    finally:
+        writer.close()
+    store = Store.open(db)
+    try:
+        _answers_right(store, other_truth)
+        assert store._vectors.snapshot_reads == 0 and store._vectors.loads == 1
+    finally:
+        store.close()
+
+
+def test_the_snapshot_is_never_written_through_a_linked_index_folder(tmp_path, monkeypatch) -> None:
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 50)
+    db = tmp_path / "project" / ".saipling" / "index.db"
+    truth = _index(db)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    store = Store.open(db)
+    try:
+        # the folder swapped for a link to a folder outside the project after the index was opened
+        real = db.parent.rename(tmp_path / "project" / ".saipling-real")
+        db.parent.symlink_to(outside, target_is_directory=True)
+        _answers_right(store, truth)  # searches still answer (from the open database)
+        assert store._vectors.loads == 1 and store._vectors.snapshot_writes == 0
+        assert list(outside.iterdir()) == []  # nothing written there, not even a temporary file
+        assert not (real / "vectors.snapshot").exists()
+        # put back: the next full read writes it, in the index's own folder
+        db.parent.unlink()
+        real.rename(db.parent)
+        store._vectors.invalidate()
+        _answers_right(store, truth)
+        assert store._vectors.snapshot_writes == 1 and (db.parent / "vectors.snapshot").is_file()
+        assert [p.name for p in db.parent.iterdir() if p.name.endswith(".tmp")] == []
+    finally:
+        store.close()
+
+
+def test_clear_removes_the_snapshot(tmp_path, monkeypatch) -> None:
+    db, _ = _snapshotted(tmp_path, monkeypatch)
+    store = Store.open(db)
+    try:
+        store.clear()
+        assert not (db.parent / "vectors.snapshot").exists()
+        assert store.embedded_count() == 0
+    finally:
+        store.close()
+
+
+def test_a_process_that_changed_many_vectors_writes_the_snapshot_again(tmp_path, monkeypatch) -> None:
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    store = Store.open(db)
+    try:
+        _answers_right(store, truth)
+        assert store._vectors.snapshot_reads == 1 and store._vectors.snapshot_writes == 0
+        truth |= _write(store, "f0.md", 50, "again")  # a few rows: patched, no snapshot written
+        truth = {t: v for t, v in truth.items() if not t.startswith("f0.md  ")}
+        store.knn(unit(1), 3)
+        assert store._vectors.snapshot_writes == 0
+        for f in range(20, 26):  # an index run's worth of new vectors (60 rows, past the threshold)
+            truth |= _write(store, f"f{f}.md", f)
+        _answers_right(store, truth)
+        assert store._vectors.loads == 0 and store._vectors.snapshot_writes == 1
+    finally:
+        store.close()
+    again = Store.open(db)
+    try:
+        _answers_right(again, truth)
+        assert again._vectors.snapshot_reads == 1 and again._vectors.rows_read == 0  # nothing left to catch up
+    finally:
+        again.close()
+
+
+def test_a_read_only_open_uses_the_snapshot_and_never_writes_one(tmp_path, monkeypatch) -> None:
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    reader = Store.open(db, readonly=True)
+    try:
+        _answers_right(reader, truth)
+        assert reader._vectors.snapshot_reads == 1 and reader._vectors.rows_read == 0
+    finally:
+        reader.close()
+    (db.parent / "vectors.snapshot").unlink()
+    reader = Store.open(db, readonly=True)
+    try:
+        _answers_right(reader, truth)
+        assert reader._vectors.loads == 1 and reader._vectors.snapshot_writes == 0
+        assert not (db.parent / "vectors.snapshot").exists()
+    finally:
+        reader.close()
