@@ -9,10 +9,10 @@ history), or damaged (its size or CRC-32 disagree). Deleting it costs one full r
 
 The file: 8 bytes of magic, a 4 KiB header (JSON, space-padded: version, index id, key, dims, rows, dtype, sign
 words, seq, payload bytes, CRC-32 of the payload), then the payload: ids (int64), the steps (float32 x dims, a
-compact matrix only), the rows as the matrix holds them (float32 unit vectors, or int8 codes: bit for bit what a
-full read gives; float16 rows would halve a small matrix's file but numpy's float16 -> float32 cast took ~0.3-0.7 s
-for 55k x 384 here, more than reading the float32 rows), the sign bits (uint64 words per row, if any). All
-little-endian.
+compact matrix only), the rows (int8 codes of a compact matrix: bit for bit what a full read gives; a float32
+matrix's unit vectors as float16, as the cache stores them, made unit vectors again on reading: half the file, 42 MB
+at 55k chunks, where float32 rows made the snapshot 5x the text it indexes; the cast and norm cost ~0.1-0.2 s at
+55k x 384 under load), the sign bits (uint64 words per row, if any). All little-endian.
 
 Written as a new file under a unique name in the folder (O_EXCL, never through a link: storage/sqlite/index_files),
 then renamed over the old one: a rename is atomic, so two processes writing at once leave one whole snapshot, and a
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ...lazy import np
-from ..vector_matrix import VectorMatrix
+from ..vector_matrix import VectorMatrix, unit_rows
 from . import index_files
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 NAME = "vectors.snapshot"
 MAGIC = b"SAIPVEC1"
 HEADER = 4096  # bytes of header after the magic (JSON, padded with spaces)
-VERSION = 1
+VERSION = 2  # 2: a float32 matrix's rows stored as float16
 # Below this many rows no snapshot is written: reading them from the cache takes a few ms anyway
 MIN_ROWS = 2_000
 _BLOCK = 65_536  # rows written (and checksummed) at a time: the copies stay small
@@ -66,7 +66,7 @@ def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: i
     compact = matrix.steps is not None
     n, dims = len(matrix), matrix.dims
     words = (dims + 63) // 64 if compact and matrix.has_bits else 0
-    itemsize = 1 if compact else 4
+    itemsize = 1 if compact else 2
     payload = n * 8 + (dims * 4 if compact else 0) + n * dims * itemsize + n * words * 8
     with index_files.open_folder(folder, create=False) as dir_fd:
         if dir_fd is None:
@@ -92,7 +92,7 @@ def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: i
                             arr = ids.astype(_le("i8"))
                             rows_seen += len(ids)
                         elif part == "rows":
-                            arr = rows.astype(_le("i1") if compact else _le("f4"), copy=False)
+                            arr = rows.astype(_le("i1") if compact else _le("f2"), copy=False)
                         else:
                             arr = np.ascontiguousarray(bits, dtype=_le("u8"))
                         view = memoryview(np.ascontiguousarray(arr)).cast("B")
@@ -106,7 +106,7 @@ def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: i
                     "key": key,
                     "dims": dims,
                     "rows": n,
-                    "dtype": "int8" if compact else "float32",
+                    "dtype": "int8" if compact else "float16",
                     "sign_words": words,
                     "seq": int(seq),
                     "payload": payload,
@@ -155,7 +155,7 @@ def _read(f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: in
         raise ValueError("of another index, vector key or size")
     if not floor <= seq <= seq_now:
         raise ValueError(f"its seq {seq} is outside the journal ({floor}..{seq_now})")
-    if h.get("dtype") not in ("int8", "float32"):
+    if h.get("dtype") not in ("int8", "float16"):
         raise ValueError(f"rows of {h.get('dtype')}")
     n, words, compact = int(h["rows"]), int(h["sign_words"]), h["dtype"] == "int8"
     size = os.fstat(f.fileno()).st_size
@@ -174,10 +174,15 @@ def _read(f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: in
 
     ids = section((n,), "i8")
     steps = section((dims,), "f4") if compact else None
-    rows = section((n, dims), "i1" if compact else "f4")
+    rows = section((n, dims), "i1" if compact else "f2")
     bits = section((n, words), "u8") if words else None
     if crc != int(h["crc"]):
         raise ValueError("damaged (CRC-32 differs)")
+    if not compact:  # float16 on disk: unit float32 vectors again, as a full read of the cache gives them
+        half = rows
+        rows = np.empty((n, dims), dtype=np.float32)
+        for i in range(0, n, _BLOCK):
+            rows[i : i + _BLOCK] = unit_rows(half[i : i + _BLOCK])
     return Snapshot(ids=ids.astype(np.int64, copy=False), rows=rows, steps=steps, bits=bits, seq=seq)
 
 
