@@ -58,7 +58,7 @@ from ..run_record import describe
 from ..vector_matrix import other_file_cosines
 from .errors import MappedConnection, mapped
 from .filters import compile_filter, vector_level_filter
-from .keywords import TERM_TSQUERY_OF, bm25_sql, idf
+from .keywords import TERM_TSQUERY_OF, bm25_sql, idf, is_single, postings_sql
 from .runs import PgLockHandle
 from .schema import MIGRATION_LOCK, MIGRATIONS
 from .sessions import POOL_SIZE, Sessions
@@ -713,12 +713,20 @@ class PostgresStore:
 
         def build() -> list[tuple[str, list[str], bool, int, int]]:
             rows = self._rows(
-                "SELECT t.q::text, tsvector_to_array(to_tsvector('saipling', saipling_fold(t.text))),"
-                " (SELECT count(*) FROM chunks c WHERE c.ws = %(ws)s AND c.tsv @@ t.q),"
-                " (SELECT count(*) FROM files c WHERE c.ws = %(ws)s AND c.tsv @@ t.q),"
+                "SELECT t.q::text, t.lex,"
+                " CASE WHEN t.single THEN (SELECT count(*) FROM chunk_terms p"
+                " WHERE p.ws = %(ws)s AND p.lexeme = t.lex[1])"
+                " ELSE (SELECT count(*) FROM chunks c WHERE c.ws = %(ws)s AND c.tsv @@ t.q) END,"
+                " CASE WHEN t.single THEN (SELECT count(*) FROM file_terms p"
+                " WHERE p.ws = %(ws)s AND p.lexeme = t.lex[1])"
+                " ELSE (SELECT count(*) FROM files c WHERE c.ws = %(ws)s AND c.tsv @@ t.q) END,"
                 " n.chunks, n.chunk_avg, n.files, n.file_avg"
-                " FROM (SELECT u.ord, u.text, " + TERM_TSQUERY_OF % {"prefix": "u.prefix", "text": "u.text"} + " AS q"
-                " FROM unnest(%(texts)s::text[], %(prefixes)s::bool[]) WITH ORDINALITY u(text, prefix, ord)) t,"
+                # (a term of one word, neither prefix nor phrase, is counted from its postings: keywords.is_single)
+                " FROM (SELECT x.*, NOT x.prefix AND cardinality(x.lex) = 1 AND numnode(x.q) = 1 AS single FROM"
+                " (SELECT u.ord, u.text, u.prefix,"
+                f" {TERM_TSQUERY_OF % {'prefix': 'u.prefix', 'text': 'u.text'}} AS q,"
+                " tsvector_to_array(to_tsvector('saipling', saipling_fold(u.text))) AS lex"
+                " FROM unnest(%(texts)s::text[], %(prefixes)s::bool[]) WITH ORDINALITY u(text, prefix, ord)) x) t,"
                 " (SELECT (SELECT count(*) FROM chunks WHERE ws = %(ws)s) AS chunks,"
                 " (SELECT coalesce(avg(doclen), 0) FROM chunks WHERE ws = %(ws)s) AS chunk_avg,"
                 " (SELECT count(*) FROM files WHERE ws = %(ws)s) AS files,"
@@ -750,41 +758,90 @@ class PostgresStore:
         return self._cached(("collection", table), build)
 
     def _bm25(
-        self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
+        self,
+        table: str,
+        query: KeywordQuery,
+        where: str,
+        wparams: list,
+        limit: int | None,
+        levels: list[str] | None = None,
     ) -> list[tuple[Any, float]]:
         """(key, BM25: higher is better) of the rows of `table` matching `query` that pass `where`, best first."""
-        built = self._bm25_sql(table, query, where, wparams, limit)
+        built = self._bm25_sql(table, query, where, wparams, limit, levels)
         if built is None:
             return []
         return [(r[0], float(r[1]), *r[2:]) for r in self._rows(*built)]
 
     def _bm25_sql(
-        self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
+        self,
+        table: str,
+        query: KeywordQuery,
+        where: str,
+        wparams: list,
+        limit: int | None,
+        levels: list[str] | None = None,
     ) -> tuple[str, list[Any]] | None:
-        """The statement of `_bm25` (key, score[, size]) and its parameters; None when `query` has no term."""
+        """The statement of `_bm25` (key, score[, size]) and its parameters; None when `query` has no term.
+        `where`: a condition over the chunk `c` (chunks) or the file `fl` (files); `levels`: for chunks, when
+        `where` is only the reader's visibility levels, those levels (the postings carry the chunk's level, so
+        no chunk row is read for the one-word terms). One-word terms are summed from their postings, phrases and
+        prefixes from the tsvectors of the rows holding them (keywords.py); the sums are ranked, then the
+        filter applied to the ranked rows when it needs the chunk's columns."""
         stats = self._term_stats(query)
         if not stats:
             return None
-        terms = [(q, lex, phrase) for q, lex, phrase, _dc, _df in stats]
+        chunks = table == "chunks"
         n, avgdl = self._collection(table)
-        idfs = [idf(n, dc if table == "chunks" else df) for _q, _l, _p, dc, df in stats]
-        lateral, lparams, expr, eparams = bm25_sql(
-            [lex for _q, lex, _p in terms], [q if phrase else None for q, _l, phrase in terms], idfs, avgdl
-        )
-        tsquery = " || ".join("%s::tsquery" for _ in terms)
-        key = "c.id" if table == "chunks" else "fl.path"
-        extra = "" if table == "chunks" else ", fl.size"
-        alias = "c"
-        if table == "files":  # (`c` is the chunk in a filter's condition)
-            expr = expr.replace("c.doclen", "fl.doclen")
-            lateral, alias = lateral.replace("c.tsv", "fl.tsv"), "fl"
-        sql = (
-            f"SELECT {key}, {expr} AS score{extra} FROM {table} {alias}{lateral}"
-            f" WHERE {alias}.ws = %s AND {alias}.tsv @@ ({tsquery}) AND {where} ORDER BY score DESC, {key}"
-            + (" LIMIT %s" if limit is not None else "")
-        )
-        params = [*eparams, *lparams, self.ws, *(q for q, _l, _p in terms), *wparams]
-        params += [limit] if limit is not None else []
+        singles: list[tuple[str, float]] = []
+        others: list[tuple[str, list[str], bool, float]] = []
+        for q, lex, phrase, dc, df in stats:
+            weight = idf(n, dc if chunks else df)
+            if is_single(q, lex, phrase):
+                singles.append((lex[0], weight))
+            else:
+                others.append((q, lex, phrase, weight))
+        alias = "c" if chunks else "fl"
+        inside = chunks and (levels is not None or where == "TRUE")  # (the filter applied to each part)
+        parts: list[str] = []
+        params: list[Any] = []
+        if singles:
+            level = levels if chunks and levels is not None else None
+            parts.append(postings_sql("chunk_terms" if chunks else "file_terms", level))
+            params += [max(avgdl, 1e-9), [lx for lx, _w in singles], [w for _lx, w in singles], self.ws]
+            params += [level] if level is not None else []
+        if others:
+            lateral, lparams, expr, eparams = bm25_sql(
+                [lex for _q, lex, _p, _w in others],
+                [q if phrase else None for q, _l, phrase, _w in others],
+                [w for *_x, w in others],
+                avgdl,
+            )
+            if not chunks:  # (`c` is the chunk in a filter's condition)
+                expr, lateral = expr.replace("c.doclen", "fl.doclen"), lateral.replace("c.tsv", "fl.tsv")
+            tsquery = " || ".join("%s::tsquery" for _ in others)
+            parts.append(
+                f"SELECT {alias}.id, {expr} FROM {table} {alias}{lateral}"
+                f" WHERE {alias}.ws = %s AND {alias}.tsv @@ ({tsquery}) AND {where if inside else 'TRUE'}"
+            )
+            params += [*eparams, *lparams, self.ws, *(q for q, *_x in others), *(wparams if inside else [])]
+        scored = f"SELECT u.id, sum(u.part) AS score FROM ({' UNION ALL '.join(parts)}) u(id, part) GROUP BY u.id"
+        if not chunks:
+            sql = (
+                f"SELECT fl.path, s.score, fl.size FROM ({scored}) s JOIN files fl ON fl.id = s.id AND fl.ws = %s"
+                f" WHERE {where} ORDER BY s.score DESC, fl.path"
+            )
+            params += [self.ws, *wparams]
+        elif inside:
+            sql = f"SELECT s.id, s.score FROM ({scored}) s ORDER BY s.score DESC, s.id"
+        else:
+            sql = (
+                f"SELECT s.id, s.score FROM ({scored}) s JOIN chunks c ON c.id = s.id AND c.ws = %s"
+                f" WHERE {where} ORDER BY s.score DESC, s.id"
+            )
+            params += [self.ws, *wparams]
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
         return sql, params
 
     def _file_condition(self, flt: Any) -> tuple[str, list[Any]]:
@@ -815,7 +872,7 @@ class PostgresStore:
         where, wparams = self._where(flt)
         has_kw = has_vc = ann = False
         if query is not None and limit > 0:
-            built = self._bm25_sql("chunks", query, where, wparams, limit)
+            built = self._bm25_sql("chunks", query, where, wparams, limit, _levels(flt))
             if built is not None:
                 has_kw = True
                 parts.append(f"kw(id, score) AS MATERIALIZED ({built[0]})")
@@ -887,7 +944,7 @@ class PostgresStore:
         if limit <= 0:
             return []
         where, params = self._where(flt)
-        return [(int(i), s) for i, s in self._bm25("chunks", query, where, params, limit)]
+        return [(int(i), s) for i, s in self._bm25("chunks", query, where, params, limit, _levels(flt))]
 
     def file_keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
@@ -1503,6 +1560,12 @@ class PostgresStore:
             conn.close()  # (the advisory lock goes with it)
         self._ann_dims.add(dims)
         return True
+
+
+def _levels(flt: Any) -> list[str] | None:
+    """The reader's levels when they are all `flt` asks for (the postings carry each chunk's level), else None."""
+    alone = vector_level_filter(flt)
+    return None if alone is None or not alone[1] else list(alone[1][0])
 
 
 def _unit(vec: np.ndarray) -> np.ndarray:
