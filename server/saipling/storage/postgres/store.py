@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import fields
 from operator import attrgetter
 from typing import Any
@@ -222,9 +222,10 @@ class PostgresStore:
         self._version_cache: dict[Any, tuple[int, Any]] = {}
         self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
         self._stored_since_ann_check = 0  # vectors replace_file stored since the threshold was last checked
-        self._ann_check_due = False  # the threshold to check once the outermost transaction has committed
         self._written_since_analyze = 0  # chunk and file rows this store inserted since it last ran ANALYZE
-        self._analyze_due = False  # ANALYZE to run once the outermost transaction has committed
+        # work that may not run inside a write transaction (ANALYZE, the HNSW build), by name: run once the
+        # outermost one has committed (`_once_committed`)
+        self._due: dict[str, Callable[[], None]] = {}
         self._commits = 0  # our own committed write transactions (a version read that raced one is not kept)
         self._version_read: tuple[float, int] | None = None  # (monotonic time, version) of the last read
 
@@ -295,7 +296,7 @@ class PostgresStore:
     def atomic(self) -> Iterator[None]:
         """One write transaction (a savepoint when nested); rolled back on any exception. The outermost one bumps
         the workspace's version (what other processes' caches compare)."""
-        build = False
+        due: dict[str, Callable[[], None]] = {}
         with self._lock:
             outermost = self._depth == 0
             with self.conn.transaction():
@@ -309,12 +310,18 @@ class PostgresStore:
             if outermost:  # committed: our own write is seen by the next read at once, whatever thread reads
                 self._commits += 1
                 self._version_read = None
-                build, self._ann_check_due = self._ann_check_due, False
-                analyze, self._analyze_due = self._analyze_due, False
-        if outermost and analyze:
-            self._maybe_analyze()
-        if outermost and build:  # (outside the store's lock: the build has a connection of its own)
-            self._maybe_build_ann()
+                due, self._due = self._due, {}
+        for work in due.values():  # (outside the store's lock: the HNSW build has a connection of its own)
+            work()
+
+    def _once_committed(self, name: str, work: Callable[[], None]) -> None:
+        """Run `work` now, or, inside a write transaction (an index run's batch), once the outermost one has
+        committed (ANALYZE and CREATE INDEX CONCURRENTLY cannot run inside one, and would not see its rows); the
+        same `name` twice runs once. A transaction rolled back leaves it due for the next commit."""
+        if self._depth:
+            self._due[name] = work
+        else:
+            work()
 
     # -- small helpers -------------------------------------------------------------------------------------
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -604,20 +611,14 @@ class PostgresStore:
                 self.write_mentions(record.path, mentions)
         self._written_since_analyze += len(new) + 1  # (+ the file's row)
         if self._written_since_analyze >= ANALYZE_MIN_ROWS:
-            if self._depth:  # (an index run's batch: once its transaction has committed)
-                self._analyze_due = True
-            else:
-                self._maybe_analyze()
+            self._once_committed("analyze", self._maybe_analyze)
         if stored:
             # (vectors that arrive with their chunks, never through set_vectors, e.g. reused after `saipling import`,
             # count towards the HNSW threshold too: checked every ANN_CHECK_EVERY of them, after the commit)
             self._stored_since_ann_check += stored
             if self._stored_since_ann_check >= ANN_CHECK_EVERY:
                 self._stored_since_ann_check = 0
-                if self._depth:  # (an index run's batch: checked when its transaction has committed)
-                    self._ann_check_due = True
-                else:
-                    self._maybe_build_ann()
+                self._once_committed("ann", self._maybe_build_ann)
         return unembedded
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
@@ -1498,8 +1499,9 @@ class PostgresStore:
         return {int(n.rsplit("_", 1)[1]) for (n,) in rows if n.rsplit("_", 1)[1].isdigit()}
 
     def _maybe_analyze(self) -> None:
-        """ANALYZE chunks and files when this store has inserted ANALYZE_MIN_ROWS rows and ANALYZE_FRACTION of the
-        table's since its last one (or the table was never analyzed): planner statistics only, the answers stay.
+        """ANALYZE chunks and files (and their postings) when this store has inserted ANALYZE_MIN_ROWS rows and
+        ANALYZE_FRACTION of the table's since its last one (or the table was never analyzed): planner statistics
+        only, the answers stay.
         Never inside a transaction; SKIP_LOCKED leaves a table another process analyzes to it; a failure (a role
         that may not analyze) is logged and the write goes on."""
         if self._depth or self.readonly:
@@ -1511,7 +1513,7 @@ class PostgresStore:
                 if tuples is not None and tuples[0] >= 0 and written < ANALYZE_FRACTION * tuples[0]:
                     self._written_since_analyze = written
                     return
-                self.conn.execute("ANALYZE (SKIP_LOCKED) chunks, files")
+                self.conn.execute("ANALYZE (SKIP_LOCKED) chunks, files, chunk_terms, file_terms")
         except (psycopg.Error, StorageError) as exc:  # (the connection maps driver errors to StorageError)
             log.warning("could not ANALYZE the keyword tables: %s", exc)
 
