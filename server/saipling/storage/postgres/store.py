@@ -984,10 +984,13 @@ class PostgresStore:
             else:
                 todo.append(t)
         if todo:
+            # (a term of one ASCII word is one lexeme: counted from its postings, not the GIN index's heap rows)
             rows = self._rows(
-                "SELECT t.ord, (SELECT count(*) FROM chunks WHERE ws = %s AND tsv @@ plainto_tsquery('simple', t.term))"
-                " FROM unnest(%s::text[]) WITH ORDINALITY t(term, ord)",
-                (self.ws, todo),
+                "SELECT t.ord, CASE WHEN t.term ~ '^[a-z0-9]+$'"
+                " THEN (SELECT count(*) FROM chunk_terms p WHERE p.ws = %(ws)s AND p.lexeme = t.term)"
+                " ELSE (SELECT count(*) FROM chunks WHERE ws = %(ws)s AND tsv @@ plainto_tsquery('simple', t.term)) END"
+                " FROM unnest(%(terms)s::text[]) WITH ORDINALITY t(term, ord)",
+                {"ws": self.ws, "terms": todo},
             )
             for ord_, n in rows:
                 term = todo[int(ord_) - 1]
