@@ -77,13 +77,13 @@ def part_sql(tf: str, doclen: str, weight: str, avgdl: str) -> str:
     return f"{weight} * {tf} * {K1 + 1} / nullif({tf} + ({K1} * ({1 - B} + {B}::float8 * {doclen} / {avgdl})), 0)"
 
 
-def postings_sql(table: str, level_cond: str | None) -> str:
+def postings_sql(table: str, by_level: bool) -> str:
     """The BM25 part of each posting of the query's one-word terms in `chunk_terms` or `file_terms`: rows (id,
-    part) from four parameters (the lexemes, their IDFs, the collection's average length, the workspace), then
-    the level list when `level_cond` (a chunk's visibility as a reader's levels) is given. A lexeme repeated in
+    part) from four parameters (the collection's average length, the lexemes, their IDFs, the workspace), then
+    the reader's levels when `by_level` (the chunk's visibility level, which chunk postings carry). A lexeme repeated in
     the arrays counts twice, as a term repeated in the query does in `bm25_sql`."""
     key = "chunk_id" if table == "chunk_terms" else "file_id"
-    level = " AND p.level = ANY(%s)" if level_cond is not None else ""
+    level = " AND p.level = ANY(%s)" if by_level else ""
     return (
         f"SELECT p.{key} AS id, {part_sql('p.tf', 'p.doclen', 'w.idf', '%s::float8')} AS part"
         " FROM unnest(%s::text[], %s::float8[]) w(lexeme, idf)"

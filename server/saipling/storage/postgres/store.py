@@ -806,10 +806,10 @@ class PostgresStore:
         parts: list[str] = []
         params: list[Any] = []
         if singles:
-            level = levels if chunks and levels is not None else None
-            parts.append(postings_sql("chunk_terms" if chunks else "file_terms", level))
+            by_level = chunks and levels is not None
+            parts.append(postings_sql("chunk_terms" if chunks else "file_terms", by_level))
             params += [max(avgdl, 1e-9), [lx for lx, _w in singles], [w for _lx, w in singles], self.ws]
-            params += [level] if level is not None else []
+            params += [levels] if by_level else []
         if others:
             lateral, lparams, expr, eparams = bm25_sql(
                 [lex for _q, lex, _p, _w in others],
