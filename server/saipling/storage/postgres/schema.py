@@ -191,12 +191,14 @@ UPDATE files f SET tsv = f.tsv || to_tsvector('saipling', saipling_fold(x.cjk)),
     # 4: postings (the lexemes of each chunk's and file's tsvector as rows, kept by triggers), so a keyword search
     # reads its terms' rows only (keywords.py); existing chunks and files are posted here (no re-embedding)
     r"""
+-- (no foreign key on ws: its check per posting row more than doubled a write's cost; the triggers below, and one
+-- on workspaces, remove a deleted chunk's, file's or workspace's postings)
 CREATE TABLE chunk_terms(
-  ws int NOT NULL REFERENCES workspaces ON DELETE CASCADE, lexeme text NOT NULL, chunk_id bigint NOT NULL,
+  ws int NOT NULL, lexeme text NOT NULL, chunk_id bigint NOT NULL,
   tf int NOT NULL, doclen int NOT NULL, level text NOT NULL,
   PRIMARY KEY (ws, lexeme, chunk_id) INCLUDE (tf, doclen, level));
 CREATE TABLE file_terms(
-  ws int NOT NULL REFERENCES workspaces ON DELETE CASCADE, lexeme text NOT NULL, file_id bigint NOT NULL,
+  ws int NOT NULL, lexeme text NOT NULL, file_id bigint NOT NULL,
   tf int NOT NULL, doclen int NOT NULL,
   PRIMARY KEY (ws, lexeme, file_id) INCLUDE (tf, doclen));
 -- a posting's term frequency: its positions (as saipling_tf reads them), 1 in a tsvector stored without them
@@ -271,6 +273,15 @@ CREATE TRIGGER files_terms_removed AFTER DELETE ON files REFERENCING OLD TABLE A
   FOR EACH STATEMENT EXECUTE FUNCTION saipling_file_terms_removed();
 CREATE TRIGGER files_terms_changed AFTER UPDATE ON files REFERENCING OLD TABLE AS removed NEW TABLE AS added
   FOR EACH STATEMENT EXECUTE FUNCTION saipling_file_terms_changed();
+
+CREATE FUNCTION saipling_workspace_terms_removed() RETURNS trigger LANGUAGE plpgsql AS $t$
+BEGIN
+  DELETE FROM chunk_terms WHERE ws = OLD.id;
+  DELETE FROM file_terms WHERE ws = OLD.id;
+  RETURN NULL;
+END $t$;
+CREATE TRIGGER workspaces_terms_removed AFTER DELETE ON workspaces
+  FOR EACH ROW EXECUTE FUNCTION saipling_workspace_terms_removed();
 
 INSERT INTO chunk_terms(ws, lexeme, chunk_id, tf, doclen, level)
   SELECT c.ws, u.lexeme, c.id, coalesce(array_length(u.positions, 1), 1), c.doclen,
