@@ -329,9 +329,9 @@ def test_writes_gather_planner_statistics(pg_server, monkeypatch) -> None:
             with store.atomic():
                 for f in range(3):
                     store.replace_file(file_record(f"a{f}.md"), [chunk_row(i, f"file {f} line {i}") for i in range(20)])
-                assert store._analyze_due and store._written_since_analyze >= 30
+                assert "analyze" in store._due and store._written_since_analyze >= 30
             tuples, count = conn.execute(sql).fetchone()
-            assert tuples == count and not store._analyze_due and store._written_since_analyze == 0
+            assert tuples == count and not store._due and store._written_since_analyze == 0
             store.replace_file(file_record("b.md"), [chunk_row(i, f"line {i}") for i in range(40)])
             tuples, count = conn.execute(sql).fetchone()
             assert tuples == count

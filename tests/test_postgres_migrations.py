@@ -1,12 +1,14 @@
 """A PostgreSQL database of an older saipling schema is brought up to date when a store opens it, its rows
-included: the visibility level beside each vector (migration 2) and the CJK character pairs in the keywords of
-chunks and files (migration 3)."""
+included: the visibility level beside each vector (migration 2), the CJK character pairs in the keywords of
+chunks and files (migration 3) and the keyword postings of both (migration 4), without re-embedding anything."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
+
+from test_postgres_postings import _assert_in_step
 
 pytest.importorskip("psycopg")
 
@@ -65,5 +67,9 @@ def test_a_schema_1_database_gets_vector_levels_and_cjk_keywords(pg_server) -> N
         assert query is not None
         assert [store.chunk_paths([c])[c] for c, _ in store.keyword_search(query, 5)] == ["poem.md"]
         assert [p for p, _s, _n in store.file_keyword_search(query, 5)] == ["poem.md"]
+        _assert_in_step(store)  # (the postings of rows written before migration 4)
+        plain = KeywordQuery.of([(("plain",), False)])
+        assert [store.chunk_paths([c])[c] for c, _ in store.keyword_search(plain, 5)] == ["open.md"]
+        assert [store.chunk_paths([c])[c] for c, _ in store.keyword_search(plain, 5, ChunkFilter(visibility=[]))] == []
     finally:
         store.close()

@@ -1,5 +1,10 @@
 """Keyword search on PostgreSQL: the terms of a query as tsqueries, scored with FTS5's BM25 (k1 1.2, b 0.75, the
-same IDF floor) computed in SQL from the chunk's tsvector, so scores and rankings match the SQLite backend's.
+same IDF floor) computed in SQL, so scores and rankings match the SQLite backend's.
+
+A term of one word is scored from its postings (schema.py, migration 4: a row per lexeme of a chunk or file, with
+its term frequency and the document's length, under a btree on (ws, lexeme)): a search reads the rows of its words
+only (`postings_sql`). A phrase or a prefix is scored from the tsvector of each chunk holding it (`bm25_sql`), as
+the positions it needs are there: fewer rows, those holding every word of the phrase.
 
 A term is a word, a phrase (its words adjacent: `<->`) or a prefix (a CJK word: FTS5's unicode61 keeps a run of CJK
 as one token, and the query word matches a prefix of it): a `KeywordTerm` of storage/base.py. Terms are OR'ed.
@@ -40,7 +45,7 @@ def bm25_sql(
     fparams: list = []
     parts: list[str] = []
     sparams: list = []
-    norm = f"({K1} * ({1 - B} + {B} * c.doclen / %s::float8))"
+    norm = f"({K1} * ({1 - B} + {B}::float8 * c.doclen / %s::float8))"
     for lex, phrase, weight in zip(lexemes, phrases, idfs, strict=True):
         if not lex:
             continue
@@ -64,3 +69,29 @@ def bm25_sql(
         f" CROSS JOIN LATERAL (SELECT {', '.join(freqs)} OFFSET 0) tf"
     )
     return lateral, fparams, " + ".join(parts), sparams
+
+
+def part_sql(tf: str, doclen: str, weight: str, avgdl: str) -> str:
+    """One term's BM25 over SQL expressions, written as `bm25_sql` writes it (the same float operations: the same
+    scores to the last bit)."""
+    return f"{weight} * {tf} * {K1 + 1} / nullif({tf} + ({K1} * ({1 - B} + {B}::float8 * {doclen} / {avgdl})), 0)"
+
+
+def postings_sql(table: str, by_level: bool) -> str:
+    """The BM25 part of each posting of the query's one-word terms in `chunk_terms` or `file_terms`: rows (id,
+    part) from four parameters (the collection's average length, the lexemes, their IDFs, the workspace), then
+    the reader's levels when `by_level` (the chunk's visibility level, which chunk postings carry). A lexeme repeated in
+    the arrays counts twice, as a term repeated in the query does in `bm25_sql`."""
+    key = "chunk_id" if table == "chunk_terms" else "file_id"
+    level = " AND p.level = ANY(%s)" if by_level else ""
+    return (
+        f"SELECT p.{key} AS id, {part_sql('p.tf', 'p.doclen', 'w.idf', '%s::float8')} AS part"
+        " FROM unnest(%s::text[], %s::float8[]) w(lexeme, idf)"
+        f" JOIN {table} p ON p.ws = %s AND p.lexeme = w.lexeme{level}"
+    )
+
+
+def is_single(tsquery: str, lexemes: list[str], phrase: bool) -> bool:
+    """True for a term scored from its postings: one word, neither a prefix nor a phrase (its tsquery the one
+    lexeme: `'holm'`)."""
+    return not phrase and len(lexemes) == 1 and tsquery == "'" + lexemes[0].replace("'", "''") + "'"

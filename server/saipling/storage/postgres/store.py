@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import fields
 from operator import attrgetter
 from typing import Any
@@ -58,7 +58,7 @@ from ..run_record import describe
 from ..vector_matrix import other_file_cosines
 from .errors import MappedConnection, mapped
 from .filters import compile_filter, vector_level_filter
-from .keywords import TERM_TSQUERY_OF, bm25_sql, idf
+from .keywords import TERM_TSQUERY_OF, bm25_sql, idf, is_single, postings_sql
 from .runs import PgLockHandle
 from .schema import MIGRATION_LOCK, MIGRATIONS
 from .sessions import POOL_SIZE, Sessions
@@ -222,9 +222,10 @@ class PostgresStore:
         self._version_cache: dict[Any, tuple[int, Any]] = {}
         self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
         self._stored_since_ann_check = 0  # vectors replace_file stored since the threshold was last checked
-        self._ann_check_due = False  # the threshold to check once the outermost transaction has committed
         self._written_since_analyze = 0  # chunk and file rows this store inserted since it last ran ANALYZE
-        self._analyze_due = False  # ANALYZE to run once the outermost transaction has committed
+        # work that may not run inside a write transaction (ANALYZE, the HNSW build), by name: run once the
+        # outermost one has committed (`_once_committed`)
+        self._due: dict[str, Callable[[], None]] = {}
         self._commits = 0  # our own committed write transactions (a version read that raced one is not kept)
         self._version_read: tuple[float, int] | None = None  # (monotonic time, version) of the last read
 
@@ -295,7 +296,7 @@ class PostgresStore:
     def atomic(self) -> Iterator[None]:
         """One write transaction (a savepoint when nested); rolled back on any exception. The outermost one bumps
         the workspace's version (what other processes' caches compare)."""
-        build = False
+        due: dict[str, Callable[[], None]] = {}
         with self._lock:
             outermost = self._depth == 0
             with self.conn.transaction():
@@ -309,12 +310,18 @@ class PostgresStore:
             if outermost:  # committed: our own write is seen by the next read at once, whatever thread reads
                 self._commits += 1
                 self._version_read = None
-                build, self._ann_check_due = self._ann_check_due, False
-                analyze, self._analyze_due = self._analyze_due, False
-        if outermost and analyze:
-            self._maybe_analyze()
-        if outermost and build:  # (outside the store's lock: the build has a connection of its own)
-            self._maybe_build_ann()
+                due, self._due = self._due, {}
+        for work in due.values():  # (outside the store's lock: the HNSW build has a connection of its own)
+            work()
+
+    def _once_committed(self, name: str, work: Callable[[], None]) -> None:
+        """Run `work` now, or, inside a write transaction (an index run's batch), once the outermost one has
+        committed (ANALYZE and CREATE INDEX CONCURRENTLY cannot run inside one, and would not see its rows); the
+        same `name` twice runs once. A transaction rolled back leaves it due for the next commit."""
+        if self._depth:
+            self._due[name] = work
+        else:
+            work()
 
     # -- small helpers -------------------------------------------------------------------------------------
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -604,20 +611,14 @@ class PostgresStore:
                 self.write_mentions(record.path, mentions)
         self._written_since_analyze += len(new) + 1  # (+ the file's row)
         if self._written_since_analyze >= ANALYZE_MIN_ROWS:
-            if self._depth:  # (an index run's batch: once its transaction has committed)
-                self._analyze_due = True
-            else:
-                self._maybe_analyze()
+            self._once_committed("analyze", self._maybe_analyze)
         if stored:
             # (vectors that arrive with their chunks, never through set_vectors, e.g. reused after `saipling import`,
             # count towards the HNSW threshold too: checked every ANN_CHECK_EVERY of them, after the commit)
             self._stored_since_ann_check += stored
             if self._stored_since_ann_check >= ANN_CHECK_EVERY:
                 self._stored_since_ann_check = 0
-                if self._depth:  # (an index run's batch: checked when its transaction has committed)
-                    self._ann_check_due = True
-                else:
-                    self._maybe_build_ann()
+                self._once_committed("ann", self._maybe_build_ann)
         return unembedded
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
@@ -713,12 +714,20 @@ class PostgresStore:
 
         def build() -> list[tuple[str, list[str], bool, int, int]]:
             rows = self._rows(
-                "SELECT t.q::text, tsvector_to_array(to_tsvector('saipling', saipling_fold(t.text))),"
-                " (SELECT count(*) FROM chunks c WHERE c.ws = %(ws)s AND c.tsv @@ t.q),"
-                " (SELECT count(*) FROM files c WHERE c.ws = %(ws)s AND c.tsv @@ t.q),"
+                "SELECT t.q::text, t.lex,"
+                " CASE WHEN t.single THEN (SELECT count(*) FROM chunk_terms p"
+                " WHERE p.ws = %(ws)s AND p.lexeme = t.lex[1])"
+                " ELSE (SELECT count(*) FROM chunks c WHERE c.ws = %(ws)s AND c.tsv @@ t.q) END,"
+                " CASE WHEN t.single THEN (SELECT count(*) FROM file_terms p"
+                " WHERE p.ws = %(ws)s AND p.lexeme = t.lex[1])"
+                " ELSE (SELECT count(*) FROM files c WHERE c.ws = %(ws)s AND c.tsv @@ t.q) END,"
                 " n.chunks, n.chunk_avg, n.files, n.file_avg"
-                " FROM (SELECT u.ord, u.text, " + TERM_TSQUERY_OF % {"prefix": "u.prefix", "text": "u.text"} + " AS q"
-                " FROM unnest(%(texts)s::text[], %(prefixes)s::bool[]) WITH ORDINALITY u(text, prefix, ord)) t,"
+                # (a term of one word, neither prefix nor phrase, is counted from its postings: keywords.is_single)
+                " FROM (SELECT x.*, NOT x.prefix AND cardinality(x.lex) = 1 AND numnode(x.q) = 1 AS single FROM"
+                " (SELECT u.ord, u.text, u.prefix,"
+                f" {TERM_TSQUERY_OF % {'prefix': 'u.prefix', 'text': 'u.text'}} AS q,"
+                " tsvector_to_array(to_tsvector('saipling', saipling_fold(u.text))) AS lex"
+                " FROM unnest(%(texts)s::text[], %(prefixes)s::bool[]) WITH ORDINALITY u(text, prefix, ord)) x) t,"
                 " (SELECT (SELECT count(*) FROM chunks WHERE ws = %(ws)s) AS chunks,"
                 " (SELECT coalesce(avg(doclen), 0) FROM chunks WHERE ws = %(ws)s) AS chunk_avg,"
                 " (SELECT count(*) FROM files WHERE ws = %(ws)s) AS files,"
@@ -750,41 +759,90 @@ class PostgresStore:
         return self._cached(("collection", table), build)
 
     def _bm25(
-        self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
+        self,
+        table: str,
+        query: KeywordQuery,
+        where: str,
+        wparams: list,
+        limit: int | None,
+        levels: list[str] | None = None,
     ) -> list[tuple[Any, float]]:
         """(key, BM25: higher is better) of the rows of `table` matching `query` that pass `where`, best first."""
-        built = self._bm25_sql(table, query, where, wparams, limit)
+        built = self._bm25_sql(table, query, where, wparams, limit, levels)
         if built is None:
             return []
         return [(r[0], float(r[1]), *r[2:]) for r in self._rows(*built)]
 
     def _bm25_sql(
-        self, table: str, query: KeywordQuery, where: str, wparams: list, limit: int | None
+        self,
+        table: str,
+        query: KeywordQuery,
+        where: str,
+        wparams: list,
+        limit: int | None,
+        levels: list[str] | None = None,
     ) -> tuple[str, list[Any]] | None:
-        """The statement of `_bm25` (key, score[, size]) and its parameters; None when `query` has no term."""
+        """The statement of `_bm25` (key, score[, size]) and its parameters; None when `query` has no term.
+        `where`: a condition over the chunk `c` (chunks) or the file `fl` (files); `levels`: for chunks, when
+        `where` is only the reader's visibility levels, those levels (the postings carry the chunk's level, so
+        no chunk row is read for the one-word terms). One-word terms are summed from their postings, phrases and
+        prefixes from the tsvectors of the rows holding them (keywords.py); the sums are ranked, then the
+        filter applied to the ranked rows when it needs the chunk's columns."""
         stats = self._term_stats(query)
         if not stats:
             return None
-        terms = [(q, lex, phrase) for q, lex, phrase, _dc, _df in stats]
+        chunks = table == "chunks"
         n, avgdl = self._collection(table)
-        idfs = [idf(n, dc if table == "chunks" else df) for _q, _l, _p, dc, df in stats]
-        lateral, lparams, expr, eparams = bm25_sql(
-            [lex for _q, lex, _p in terms], [q if phrase else None for q, _l, phrase in terms], idfs, avgdl
-        )
-        tsquery = " || ".join("%s::tsquery" for _ in terms)
-        key = "c.id" if table == "chunks" else "fl.path"
-        extra = "" if table == "chunks" else ", fl.size"
-        alias = "c"
-        if table == "files":  # (`c` is the chunk in a filter's condition)
-            expr = expr.replace("c.doclen", "fl.doclen")
-            lateral, alias = lateral.replace("c.tsv", "fl.tsv"), "fl"
-        sql = (
-            f"SELECT {key}, {expr} AS score{extra} FROM {table} {alias}{lateral}"
-            f" WHERE {alias}.ws = %s AND {alias}.tsv @@ ({tsquery}) AND {where} ORDER BY score DESC, {key}"
-            + (" LIMIT %s" if limit is not None else "")
-        )
-        params = [*eparams, *lparams, self.ws, *(q for q, _l, _p in terms), *wparams]
-        params += [limit] if limit is not None else []
+        singles: list[tuple[str, float]] = []
+        others: list[tuple[str, list[str], bool, float]] = []
+        for q, lex, phrase, dc, df in stats:
+            weight = idf(n, dc if chunks else df)
+            if is_single(q, lex, phrase):
+                singles.append((lex[0], weight))
+            else:
+                others.append((q, lex, phrase, weight))
+        alias = "c" if chunks else "fl"
+        inside = chunks and (levels is not None or where == "TRUE")  # (the filter applied to each part)
+        parts: list[str] = []
+        params: list[Any] = []
+        if singles:
+            by_level = chunks and levels is not None
+            parts.append(postings_sql("chunk_terms" if chunks else "file_terms", by_level))
+            params += [max(avgdl, 1e-9), [lx for lx, _w in singles], [w for _lx, w in singles], self.ws]
+            params += [levels] if by_level else []
+        if others:
+            lateral, lparams, expr, eparams = bm25_sql(
+                [lex for _q, lex, _p, _w in others],
+                [q if phrase else None for q, _l, phrase, _w in others],
+                [w for *_x, w in others],
+                avgdl,
+            )
+            if not chunks:  # (`c` is the chunk in a filter's condition)
+                expr, lateral = expr.replace("c.doclen", "fl.doclen"), lateral.replace("c.tsv", "fl.tsv")
+            tsquery = " || ".join("%s::tsquery" for _ in others)
+            parts.append(
+                f"SELECT {alias}.id, {expr} FROM {table} {alias}{lateral}"
+                f" WHERE {alias}.ws = %s AND {alias}.tsv @@ ({tsquery}) AND {where if inside else 'TRUE'}"
+            )
+            params += [*eparams, *lparams, self.ws, *(q for q, *_x in others), *(wparams if inside else [])]
+        scored = f"SELECT u.id, sum(u.part) AS score FROM ({' UNION ALL '.join(parts)}) u(id, part) GROUP BY u.id"
+        if not chunks:
+            sql = (
+                f"SELECT fl.path, s.score, fl.size FROM ({scored}) s JOIN files fl ON fl.id = s.id AND fl.ws = %s"
+                f" WHERE {where} ORDER BY s.score DESC, fl.path"
+            )
+            params += [self.ws, *wparams]
+        elif inside:
+            sql = f"SELECT s.id, s.score FROM ({scored}) s ORDER BY s.score DESC, s.id"
+        else:
+            sql = (
+                f"SELECT s.id, s.score FROM ({scored}) s JOIN chunks c ON c.id = s.id AND c.ws = %s"
+                f" WHERE {where} ORDER BY s.score DESC, s.id"
+            )
+            params += [self.ws, *wparams]
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
         return sql, params
 
     def _file_condition(self, flt: Any) -> tuple[str, list[Any]]:
@@ -815,7 +873,7 @@ class PostgresStore:
         where, wparams = self._where(flt)
         has_kw = has_vc = ann = False
         if query is not None and limit > 0:
-            built = self._bm25_sql("chunks", query, where, wparams, limit)
+            built = self._bm25_sql("chunks", query, where, wparams, limit, _levels(flt))
             if built is not None:
                 has_kw = True
                 parts.append(f"kw(id, score) AS MATERIALIZED ({built[0]})")
@@ -887,7 +945,7 @@ class PostgresStore:
         if limit <= 0:
             return []
         where, params = self._where(flt)
-        return [(int(i), s) for i, s in self._bm25("chunks", query, where, params, limit)]
+        return [(int(i), s) for i, s in self._bm25("chunks", query, where, params, limit, _levels(flt))]
 
     def file_keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
@@ -926,10 +984,13 @@ class PostgresStore:
             else:
                 todo.append(t)
         if todo:
+            # (a term of one ASCII word is one lexeme: counted from its postings, not the GIN index's heap rows)
             rows = self._rows(
-                "SELECT t.ord, (SELECT count(*) FROM chunks WHERE ws = %s AND tsv @@ plainto_tsquery('simple', t.term))"
-                " FROM unnest(%s::text[]) WITH ORDINALITY t(term, ord)",
-                (self.ws, todo),
+                "SELECT t.ord, CASE WHEN t.term ~ '^[a-z0-9]+$'"
+                " THEN (SELECT count(*) FROM chunk_terms p WHERE p.ws = %(ws)s AND p.lexeme = t.term)"
+                " ELSE (SELECT count(*) FROM chunks WHERE ws = %(ws)s AND tsv @@ plainto_tsquery('simple', t.term)) END"
+                " FROM unnest(%(terms)s::text[]) WITH ORDINALITY t(term, ord)",
+                {"ws": self.ws, "terms": todo},
             )
             for ord_, n in rows:
                 term = todo[int(ord_) - 1]
@@ -1441,8 +1502,9 @@ class PostgresStore:
         return {int(n.rsplit("_", 1)[1]) for (n,) in rows if n.rsplit("_", 1)[1].isdigit()}
 
     def _maybe_analyze(self) -> None:
-        """ANALYZE chunks and files when this store has inserted ANALYZE_MIN_ROWS rows and ANALYZE_FRACTION of the
-        table's since its last one (or the table was never analyzed): planner statistics only, the answers stay.
+        """ANALYZE chunks and files (and their postings) when this store has inserted ANALYZE_MIN_ROWS rows and
+        ANALYZE_FRACTION of the table's since its last one (or the table was never analyzed): planner statistics
+        only, the answers stay.
         Never inside a transaction; SKIP_LOCKED leaves a table another process analyzes to it; a failure (a role
         that may not analyze) is logged and the write goes on."""
         if self._depth or self.readonly:
@@ -1454,7 +1516,7 @@ class PostgresStore:
                 if tuples is not None and tuples[0] >= 0 and written < ANALYZE_FRACTION * tuples[0]:
                     self._written_since_analyze = written
                     return
-                self.conn.execute("ANALYZE (SKIP_LOCKED) chunks, files")
+                self.conn.execute("ANALYZE (SKIP_LOCKED) chunks, files, chunk_terms, file_terms")
         except (psycopg.Error, StorageError) as exc:  # (the connection maps driver errors to StorageError)
             log.warning("could not ANALYZE the keyword tables: %s", exc)
 
@@ -1503,6 +1565,12 @@ class PostgresStore:
             conn.close()  # (the advisory lock goes with it)
         self._ann_dims.add(dims)
         return True
+
+
+def _levels(flt: Any) -> list[str] | None:
+    """The reader's levels when they are all `flt` asks for (the postings carry each chunk's level), else None."""
+    alone = vector_level_filter(flt)
+    return None if alone is None or not alone[1] else list(alone[1][0])
 
 
 def _unit(vec: np.ndarray) -> np.ndarray:
