@@ -225,14 +225,12 @@ class Keywords:
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
     ) -> list[tuple[str, float, int]]:
         """(path, whole-file -bm25, size in bytes) best first; a file counts when one of its chunks passes `flt`.
-        Ranked first, then looked up and filtered by the (cached) paths passing `flt`: a join with the filter's
-        subquery over every chunk cost ~30 ms a search on the fiction corpus, the ranking ~1 ms. The first 4 x limit
-        ranked files are checked; all of them only when too few of those pass (ranking and looking up every file
-        holding a common word cost ~250 ms at 20,000 files). A big index scores candidate files only (fts_bound,
-        FILE_BUDGET), as keyword_search does."""
-        allowed = self.filters.paths(flt) if flt is not None and not flt.is_empty() else None
-        if allowed is not None and not allowed:
-            return []
+        Ranked first, then looked up, the first 4 x limit ranked files checked against `flt` (their chunks only,
+        by path); all of them only when too few of those pass. (A join with the filter's subquery over every chunk
+        cost ~30 ms a search on the fiction corpus; the set of every path passing it 2.5 s at a million chunks
+        after each write; ranking and looking up every file holding a common word ~250 ms at 20,000 files.) A big
+        index scores candidate files only (fts_bound, FILE_BUDGET), as keyword_search does."""
+        filtered = flt is not None and not flt.is_empty()
         conn = self.db.conn
         sql = "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ? ORDER BY rank"
         with self.db.lock:
@@ -241,13 +239,13 @@ class Keywords:
                 ranked = [(i, -s) for i, s in self._bounded("files_fts", bound, limit)]
             else:
                 ranked = list(conn.execute(sql + " LIMIT ?", (match_expression(query), limit * 4)))
-            rows = self._file_rows(ranked, allowed)
-            if len(rows) < limit and allowed is not None and (len(ranked) >= limit * 4 or bound is not None):
-                rows = self._file_rows(list(conn.execute(sql, (match_expression(query),))), allowed)
+            rows = self._file_rows(ranked, flt if filtered else None)
+            if len(rows) < limit and filtered and (len(ranked) >= limit * 4 or bound is not None):
+                rows = self._file_rows(list(conn.execute(sql, (match_expression(query),))), flt)
         return [(str(p), -float(b), int(n or 0)) for p, n, b in rows[:limit]]
 
-    def _file_rows(self, ranked: list[tuple[int, float]], allowed: frozenset[str] | None) -> list[tuple[Any, ...]]:
-        """(path, size, bm25) of the ranked (files_fts rowid, bm25) rows whose path is in `allowed` (None: any)."""
+    def _file_rows(self, ranked: list[tuple[int, float]], flt: ChunkFilter | None) -> list[tuple[Any, ...]]:
+        """(path, size, bm25) of the ranked (files_fts rowid, bm25) rows whose file has a chunk passing `flt`."""
         files = {
             r: (p, n)
             for r, p, n in self.db.conn.execute(
@@ -255,6 +253,17 @@ class Keywords:
                 (json.dumps([r for r, _ in ranked]),),
             )
         }
+        allowed: set[str] | None = None
+        if flt is not None:
+            cond, params = where(flt)
+            allowed = {
+                str(p)
+                for (p,) in self.db.conn.execute(
+                    "SELECT DISTINCT c.path FROM chunks c WHERE c.path IN (SELECT value FROM json_each(?))"
+                    + (f" AND {cond}" if cond else ""),
+                    [json.dumps([p for p, _ in files.values()]), *params],
+                )
+            }
         return [(*files[r], b) for r, b in ranked if r in files and (allowed is None or files[r][0] in allowed)]
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
