@@ -71,7 +71,9 @@ class Keywords:
             if not filtered:
                 return [(int(i), -float(r)) for i, r in rows[:limit]]
             assert flt is not None
-            hits = self._passing(rows, flt)
+            hits = self._passing(rows[: limit * 4], flt)
+            if len(hits) < limit and bound is not None and len(rows) > limit * 4:
+                hits = self._passing(rows, flt)  # (every candidate the bound scored)
             if len(hits) < limit and (len(rows) >= limit * 4 or bound is not None):
                 # (a bound chose its candidates among every chunk, not those the filter keeps)
                 hits = self._passing(list(conn.execute(sql, params)), flt)
@@ -239,7 +241,9 @@ class Keywords:
                 ranked = [(i, -s) for i, s in self._bounded("files_fts", bound, limit)]
             else:
                 ranked = list(conn.execute(sql + " LIMIT ?", (match_expression(query), limit * 4)))
-            rows = self._file_rows(ranked, flt if filtered else None)
+            rows = self._file_rows(ranked[: limit * 4], flt if filtered else None)
+            if len(rows) < limit and filtered and bound is not None and len(ranked) > limit * 4:
+                rows = self._file_rows(ranked, flt)  # (every candidate the bound scored)
             if len(rows) < limit and filtered and (len(ranked) >= limit * 4 or bound is not None):
                 rows = self._file_rows(list(conn.execute(sql, (match_expression(query),))), flt)
         return [(str(p), -float(b), int(n or 0)) for p, n, b in rows[:limit]]
