@@ -12,7 +12,7 @@ import pytest
 
 from fixtures import kw
 from saipling.errors import StorageError
-from saipling.storage.base import ChunkFilter, ChunkRow, FileRecord
+from saipling.storage.base import ChunkRow, FileRecord
 from saipling.storage.sqlite.schema import SCHEMA_VERSION
 from saipling.storage.sqlite.store import SqliteStore as Store
 
@@ -550,37 +550,6 @@ def test_a_big_index_opens_without_reading_every_page_and_is_checked_after(db_pa
     assert (db_path.parent / "index.db.damaged").exists()
     _assert_rebuilt(db_path)  # the marker makes the next open check it at once: moved aside, rebuilt
     assert not (db_path.parent / "index.db.damaged").exists()
-
-
-def test_a_keyword_search_ranks_a_bounded_number_of_rows(store: Store, monkeypatch) -> None:
-    """Past FTS_BUDGET matching rows, the rarest terms are ranked (the common ones, lowest in idf, left out) and a
-    term more common than the budget is ranked over the most recent share of its rows only."""
-    from saipling.storage.sqlite import fts_bound
-
-    for n in range(200):
-        extra = " zephyr" if n % 40 == 0 else ""
-        text = f"chunk {n}: the lantern burned low" + extra
-        store.replace_file(record(f"f{n:03d}.md", text), [row(0, text)])
-    ids = {p: cid for cid, p in store.chunk_paths(list(range(1, 1000))).items()}
-    rare = {ids[f"f{n:03d}.md"] for n in range(0, 200, 40)}
-    unbounded = store.keyword_search(kw("lantern", "zephyr"), 10)
-    assert len(unbounded) == 10 and {c for c, _ in unbounded[:5]} == rare
-    monkeypatch.setattr(fts_bound, "FTS_BUDGET", 50)
-    # an index of fewer than BOUND_MIN_CHUNKS chunks ranks every row (the dev sets' results stay as they were)
-    assert store.keyword_search(kw("lantern", "zephyr"), 10) == unbounded
-    monkeypatch.setattr(fts_bound, "BOUND_MIN_CHUNKS", 100)
-    bounded = store.keyword_search(kw("lantern", "zephyr"), 10)
-    assert {c for c, _ in bounded} == rare  # "lantern" (200 rows) left out: only the rare term's rows ranked
-    common = store.keyword_search(kw("lantern"), 100)
-    assert 40 <= len(common) <= 60  # a quarter of the 200 rows: the most recently written
-    assert min(c for c, _ in common) >= max(ids.values()) - 55
-    files = store.file_keyword_search(kw("lantern", "zephyr"), 10)
-    assert {p for p, _, _ in files} == {f"f{n:03d}.md" for n in range(0, 200, 40)}
-    # a filter keeping only the oldest chunks (below the recent share): the bound falls back, they are found
-    old = store.keyword_search(kw("lantern"), 10, ChunkFilter(path_prefix="f00"))
-    assert {store.chunk_paths([c])[c] for c, _ in old} == {f"f00{n}.md" for n in range(10)}
-    # the whole-file search keeps no recent share only: every file holding the word can rank
-    assert len(store.file_keyword_search(kw("lantern"), 200)) == 200
 
 
 def test_the_damage_marker_never_empties_a_file_it_is_a_hard_link_to(tmp_path: Path) -> None:

@@ -1,63 +1,175 @@
-"""A bound on the rows a keyword search ranks (issue 34).
+"""A bound on the rows a keyword search scores (issue 34), keeping FTS5's own bm25 for every row it returns.
 
-FTS5 computes bm25() for every row its MATCH finds before `ORDER BY rank LIMIT k` can keep the best k: ~4 us a
-row, so a common word in a million chunks (200k rows) cost the better part of a second. A search whose terms
-find more than FTS_BUDGET rows in all (estimated from the index's document frequencies, cached per term) is
-ranked on its rarest terms only: the OR'ed items are taken rarest first while their rows stay within the budget
-(at least the rarest one). The common terms left out weigh least in bm25 (their idf is smallest). When even the
-rarest term finds more rows than the budget, only the most recently written share of them is ranked (a rowid
-range, which FTS5 reads without visiting the rest). An index below the budget, or of fewer than BOUND_MIN_CHUNKS
-chunks, is searched as before.
+Why: FTS5 computes bm25() for every row its MATCH finds before `ORDER BY rank LIMIT k` keeps the best k (~2 us a
+row: the row's size from the docsize table and its position lists), and bm25() first counts the rows holding each
+of the query's phrases by reading their whole doclists once per statement (`xQueryPhrase`: ~45 ms for a word in
+every chunk of a million). A common word in a million chunks (200k rows) cost 0.3-1.3 s.
+
+How: a query whose terms find more than FTS_BUDGET rows in all (estimated from the index's document frequencies,
+cached per term), in an index of at least BOUND_MIN_CHUNKS chunks, is scored on candidate rows only:
+
+1. its **rare** terms (the rarest first, while their rows add up to at most FTS_BUDGET): every row holding one;
+2. its **common** terms (the rest), by coordination: the rows holding all of them, then all but one, ... down to
+   any one of them, each level the most recently written rows first, until FTS_BUDGET more rows were scored;
+3. terms in more than half the rows (FTS5 clamps their idf to 1e-6: they weigh nothing) choose no candidates
+   unless the query has nothing else.
+
+Each candidate is scored with the whole query (`(query) AND (candidates)` in one MATCH, the candidates an FTS5
+expression too) by `saipling_bm25`, the formula of FTS5's bm25 (k1 1.2, b 0.75, its idf and average row size,
+every column weight 1) with the idf of each term from the cached document frequencies instead of a doclist scan:
+a returned row's score is the one FTS5's bm25() gives it over the whole index. What the bound changes is which
+rows are scored: a row holding none of the rare terms and fewer of the common ones than the levels reached is
+not. `Plan.outside` bounds the score such a row can have (each term adds at most (k1 + 1) x idf): when the k-th
+best score found is at least that, the top k are exactly FTS5's (`exact`). An index below the budget, or of fewer
+than BOUND_MIN_CHUNKS chunks, or a query with a prefix term, is ranked by FTS5's bm25() over every row as before.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from ...markdown.terms import WORD_RE, match_key
 from ..base import KeywordQuery, KeywordTerm
 
-FTS_BUDGET = 16_000  # rows a keyword search ranks at most (~4 us each)
-# An index of fewer chunks ranks every row a query finds (at most ~0.4 s, at its most common words): the bound
-# drops terms, which changes results, and the dev sets (up to 56k chunks: benchmarks/devsets) are measured without it
+FTS_BUDGET = 2_000  # rows scored for the rare terms, and again for the common ones (~5 us each)
+FILE_BUDGET = 1_000  # the same for whole files (~13 us each: a file holds its chunks' position lists)
+# An index of fewer chunks ranks every row a query finds (at most ~0.1 s at its most common words): the dev sets
+# (up to 56k chunks: benchmarks/devsets) are measured without the bound and keep their results
 BOUND_MIN_CHUNKS = 100_000
+MAX_LEVEL_TERMS = 6  # coordination levels over at most this many common terms (the rarest); the rest: level 1 only
+MAX_LEVEL_CLAUSES = 20  # a level of more subsets than this is skipped (the next lower one covers its rows)
+K1, B = 1.2, 0.75  # FTS5's bm25 constants
+
+
+def fts5_idf(rows: int, holding: int) -> float:
+    """FTS5's bm25 idf of a phrase held by `holding` of `rows` rows (clamped to 1e-6 when <= 0)."""
+    idf = math.log((rows - holding + 0.5) / (holding + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+def term_expression(term: KeywordTerm) -> str:
+    """One term as an FTS5 string (`"` doubled inside), `*` after a prefix term."""
+    return '"' + " ".join(term.words).replace('"', '""') + '"' + ("*" if term.prefix else "")
+
+
+def or_expression(terms: Sequence[KeywordTerm]) -> str:
+    return " OR ".join(term_expression(t) for t in terms)
 
 
 @dataclass(frozen=True)
-class Bound:
-    query: KeywordQuery  # the query to rank (the rarest of its terms)
-    share: float  # the share of its rows to rank: the most recently written (1.0: all of them)
+class Plan:
+    terms: tuple[KeywordTerm, ...]  # the query's terms, in its order (the scored expression's phrases)
+    holding: tuple[int, ...]  # rows holding each term (a phrase: counted)
+    rows: int  # rows in the table
+    rare: tuple[KeywordTerm, ...]  # every row holding one is scored
+    common: tuple[KeywordTerm, ...]  # candidates by coordination levels, the rarest first
+    void: tuple[KeywordTerm, ...]  # held by more than half the rows (idf 1e-6)
+    budget: int
+    idfs: tuple[float, ...] = field(default=())
+
+    def ub(self, term: KeywordTerm) -> float:
+        """The most one term adds to a row's score: (k1 + 1) x idf."""
+        return (K1 + 1.0) * self.idfs[self.terms.index(term)]
+
+    def query_expression(self) -> str:
+        return or_expression(self.terms)
+
+    def levels(self) -> list[tuple[int, str]]:
+        """(level, FTS5 expression of the rows holding at least `level` of the common terms, none of the rare
+        ones, fewer than `level + 1` common ones) from the most terms down to one."""
+        common = list(self.common) or list(self.void)
+        head = common[:MAX_LEVEL_TERMS]
+        out: list[tuple[int, str]] = []
+        above: str | None = None
+        for level in range(len(head), 0, -1):
+            terms = head if level > 1 else common
+            if level > 1 and math.comb(len(head), level) > MAX_LEVEL_CLAUSES:
+                continue
+            subsets = [(t,) for t in terms] if level == 1 else list(itertools.combinations(terms, level))
+            clauses = ["(" + " AND ".join(term_expression(t) for t in s) + ")" for s in subsets]
+            expr = "(" + " OR ".join(clauses) + ")"
+            excluded = [x for x in (or_expression(self.rare) if self.rare else None, above) if x]
+            out.append((level, expr + "".join(f" NOT ({x})" for x in excluded)))
+            above = expr[1:-1] if above is None else above + " OR " + expr[1:-1]
+        return out
+
+    def outside(self, full_levels: int | None) -> float:
+        """The most a row that was not scored can score: it holds no rare term and fewer than `full_levels` of the
+        levels' common terms (every row of the levels from the most terms down to `full_levels` was scored; None:
+        no level was), any of the other common terms, and any void term."""
+        common = list(self.common) or list(self.void)
+        head = sorted((self.ub(t) for t in common[:MAX_LEVEL_TERMS]), reverse=True)
+        held = len(head) if full_levels is None else full_levels - 1
+        rest = [t for t in self.terms if t not in self.rare and t not in common[:MAX_LEVEL_TERMS]]
+        return sum(head[:held]) + sum(self.ub(t) for t in rest)
 
 
-def plan(query: KeywordQuery, doc_freqs: Callable[[Sequence[str]], tuple[dict[str, int], int]]) -> Bound | None:
-    """How to rank `query` within FTS_BUDGET rows; None to rank every row it finds (a query with a prefix term
-    is not bounded: its rows cannot be counted from the terms' frequencies)."""
+def plan(
+    query: KeywordQuery,
+    tokens: Callable[[KeywordTerm], list[str]],
+    doc_freqs: Callable[[Sequence[str]], tuple[dict[str, int], int]],
+    phrase_rows: Callable[[KeywordTerm], int],
+    budget: int,
+) -> Plan | None:
+    """How to score `query` within `budget` rows of a table (`tokens`: a term's words as the table's tokenizer
+    makes them; `doc_freqs`: its rows holding each token, and its number of rows; `phrase_rows`: its rows holding
+    a phrase); None: rank every row it finds with FTS5's bm25 (a query with a prefix term too: its rows cannot be
+    counted from the terms' frequencies). The caller decides whether the index is big enough (BOUND_MIN_CHUNKS)."""
     if any(t.prefix for t in query.terms):
         return None
-    words: dict[KeywordTerm, list[str]] = {
-        t: [match_key(w.lower()) for w in WORD_RE.findall(" ".join(t.words))] for t in query.terms
-    }
-    if not all(words.values()):
+    keys = {t: tokens(t) for t in query.terms}
+    if not all(keys.values()):
         return None
-    df, chunks = doc_freqs(list(dict.fromkeys(k for ws in words.values() for k in ws)))
-    if chunks < BOUND_MIN_CHUNKS:
+    df, table_rows = doc_freqs(list(dict.fromkeys(k for ks in keys.values() for k in ks)))
+    estimate = {t: min(df.get(k, 0) for k in ks) for t, ks in keys.items()}  # a phrase: at most its rarest word's
+    if table_rows <= 0 or sum(estimate.values()) <= budget:
         return None
-    rows = {t: min(df.get(k, 0) for k in ws) for t, ws in words.items()}  # a phrase: at most its rarest word's
-    if sum(rows.values()) <= FTS_BUDGET:
-        return None
-    kept: list[KeywordTerm] = []
+    holding = {t: (estimate[t] if len(keys[t]) == 1 or not estimate[t] else phrase_rows(t)) for t in query.terms}
+    void = tuple(t for t in query.terms if fts5_idf(table_rows, holding[t]) <= 1e-6)
+    rare: list[KeywordTerm] = []
     total = 0
-    for t in sorted(query.terms, key=lambda t: rows[t]):
-        if kept and total + rows[t] > FTS_BUDGET:
+    ordered = sorted((t for t in query.terms if t not in void), key=lambda t: holding[t])
+    for t in ordered:
+        if total + holding[t] > budget:
             break
-        kept.append(t)
-        total += rows[t]
-    return Bound(KeywordQuery(tuple(kept)), min(1.0, FTS_BUDGET / total) if total else 1.0)
+        rare.append(t)
+        total += holding[t]
+    common = tuple(t for t in ordered if t not in rare)
+    if not common and not void:
+        return None  # (every term is rare: the query finds at most the budget's rows)
+    return Plan(
+        terms=tuple(query.terms),
+        holding=tuple(holding[t] for t in query.terms),
+        rows=table_rows,
+        rare=tuple(rare),
+        common=common,
+        void=void,
+        budget=budget,
+        idfs=tuple(fts5_idf(table_rows, holding[t]) for t in query.terms),
+    )
 
 
-def rowid_floor(share: float, low: int | None, high: int | None) -> int | None:
-    """The smallest rowid of the most recent `share` of the rowid range [low, high]; None: no floor."""
-    if share >= 1.0 or low is None or high is None:
-        return None
-    return int(high - (high - low) * share)
+def bm25_function(api: Any, *holding: int) -> float:
+    """`saipling_bm25(table, n1, n2, ...)`: FTS5's bm25 (every column weight 1) of the current row over the first
+    len(holding) phrases of the MATCH expression, phrase i held by n_i rows of the table (FTS5 counts them by
+    reading the phrase's doclist); higher is better (-bm25, as the keyword index scores). Registered on a
+    connection by its first bounded search (keywords.py)."""
+    consts = api.aux_data
+    if consts is None:  # once per statement: the table's row count and average row size, the phrases' idfs
+        rows = api.row_count
+        average = api.column_total_size(-1) / max(1, rows)
+        consts = api.aux_data = (average, tuple(fts5_idf(rows, n) for n in holding))
+    average, idfs = consts
+    norm = K1 * (1.0 - B + B * api.column_size(-1) / average) if average else K1
+    score = 0.0
+    locations = api.phrase_locations
+    for i, idf in enumerate(idfs):
+        n = 0
+        for column in locations(i):
+            n += len(column)
+        if n:
+            score += idf * n * (K1 + 1.0) / (n + norm)
+    return score

@@ -5,32 +5,42 @@ better). `Keywords` is a part of `SqliteStore` (store.py), sharing its `Database
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..base import ChunkFilter, KeywordQuery
+import apsw
+
+from ..base import ChunkFilter, KeywordQuery, KeywordTerm
 from . import fts_bound
 from .database import Database
 from .filters import FilterCache, where
+from .schema import FTS_TOKENIZE
 
 
 def match_expression(query: KeywordQuery) -> str:
     """The FTS5 MATCH expression of a keyword query: each term a quoted string (a phrase when it has several words;
     `"` doubled inside), `*` after a prefix term, OR-joined."""
-    return " OR ".join(
-        '"' + " ".join(t.words).replace('"', '""') + '"' + ("*" if t.prefix else "") for t in query.terms
-    )
+    return fts_bound.or_expression(query.terms)
+
+
+_VOCAB = {"chunks_fts": "temp.chunks_fts_vocab", "files_fts": "temp.files_fts_vocab"}
 
 
 class Keywords:
     def __init__(self, db: Database, filters: FilterCache) -> None:
         self.db = db
         self.filters = filters
-        self._vocab = False  # the temp fts5vocab table over chunks_fts exists on this connection
-        self._df_cache: dict[str, int] = {}  # term -> chunks holding it, for _df_version of the index
+        self._vocabs: set[str] = set()  # the temp fts5vocab tables made on this connection
+        # per FTS table: {term or phrase expression: rows holding it}, its number of rows; for _df_version
+        self._df_cache: dict[str, dict[str, int]] = {}
+        self._df_rows: dict[str, int] = {}
         self._df_version: tuple[int, int] | None = None
-        self._df_total = 0
+        self._tokenizer: tuple[apsw.Connection, Any] | None = None
+        self._scorer_on: apsw.Connection | None = None  # the connection saipling_bm25 is registered on
+        self.last_scored = 0  # rows the last bounded search scored (tests, benchmarks)
+        self.last_exact: bool | None = None  # whether its top rows are provably FTS5's own (None: not bounded)
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
@@ -44,32 +54,148 @@ class Keywords:
         # ranked without a join (a join row per match before the sort cost ~3x), then the ranked rows checked
         # against `flt` (a set of every chunk id passing it cost 1.5 s at a million chunks, after every change);
         # all matches are ranked only when the first 4 x limit hold too few that pass. A search that finds more
-        # rows than fts_bound.FTS_BUDGET ranks its rarest terms (and a recent share of them) only.
+        # rows than fts_bound.FTS_BUDGET in a big index scores candidate rows only (fts_bound).
         filtered = flt is not None and not flt.is_empty()
         conn = self.db.conn
         with self.db.lock:
-            bound = fts_bound.plan(query, self.term_doc_freqs)
-            floor, unbounded = None, query
-            if bound is not None:
-                query = bound.query
-                floor = fts_bound.rowid_floor(bound.share, *self._rowid_range("chunks"))
+            bound = self._plan(query, "chunks_fts", max(fts_bound.FTS_BUDGET, limit * 4))
             sql = (
                 "SELECT rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
-                + (" AND rowid >= ?" if floor is not None else "")
-                + " ORDER BY rank"
+                " ORDER BY rank"
             )
-            params: list[Any] = [match_expression(query)] + ([] if floor is None else [floor])
+            params: list[Any] = [match_expression(query)]
+            if bound is not None:
+                rows = [(i, -s) for i, s in self._bounded("chunks_fts", bound, limit)]
+            else:
+                rows = list(conn.execute(sql + " LIMIT ?", (*params, limit * 4 if filtered else limit)))
             if not filtered:
-                return [(int(i), -float(r)) for i, r in conn.execute(sql + " LIMIT ?", (*params, limit))]
+                return [(int(i), -float(r)) for i, r in rows[:limit]]
             assert flt is not None
-            rows = list(conn.execute(sql + " LIMIT ?", (*params, limit * 4)))
-            hits = self._passing(rows, flt)
-            if len(hits) < limit and (len(rows) == limit * 4 or bound is not None):
-                if bound is not None:  # the bound was planned over every chunk, not those the filter keeps
-                    sql = sql.replace(" AND rowid >= ?", "")
-                    params = [match_expression(unbounded)]
+            hits = self._passing(rows[: limit * 4], flt)
+            if len(hits) < limit and bound is not None and len(rows) > limit * 4:
+                hits = self._passing(rows, flt)  # (every candidate the bound scored)
+            if len(hits) < limit and (len(rows) >= limit * 4 or bound is not None):
+                # (a bound chose its candidates among every chunk, not those the filter keeps)
                 hits = self._passing(list(conn.execute(sql, params)), flt)
         return hits[:limit]
+
+    def _plan(self, query: KeywordQuery, table: str, budget: int) -> fts_bound.Plan | None:
+        """fts_bound's plan for `query` over `table` in an index of at least BOUND_MIN_CHUNKS chunks, or None."""
+        self.last_exact = None
+        if self._doc_freqs("chunks_fts", [])[1] < fts_bound.BOUND_MIN_CHUNKS:
+            return None
+        return fts_bound.plan(
+            query,
+            self._tokens,
+            lambda keys: self._doc_freqs(table, keys),
+            lambda t: self._phrase_rows(table, t),
+            budget,
+        )
+
+    def _tokens(self, term: KeywordTerm) -> list[str]:
+        """A term's words as the keyword index's own tokenizer makes them (schema.FTS_TOKENIZE: the index's
+        vocabulary; markdown.terms.match_key's stemmer differs on a few words, `s`)."""
+        if self._tokenizer is None or self._tokenizer[0] is not self.db.conn:
+            name, *args = FTS_TOKENIZE.split()
+            self._tokenizer = (self.db.conn, self.db.conn.fts5_tokenizer(name, args))
+        text = " ".join(term.words).encode("utf-8")
+        return list(
+            self._tokenizer[1](text, apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False)
+        )
+
+    def _bounded(self, table: str, plan: fts_bound.Plan, limit: int) -> list[tuple[int, float]]:
+        """(rowid, -bm25) of the candidate rows of `plan` (fts_bound), best first: every row holding a rare term,
+        then the coordination levels of the common ones in the order they were written, while the budget lasts;
+        a level stops once the top `limit` are provably exact (Plan.outside). Rows holding one common term only
+        (level 1) are taken as far as `limit` rows in all when a higher level exists (they are the weakest)."""
+        if self._scorer_on is not self.db.conn:  # (registered on first use: FTS5's API is read from the database)
+            self.db.conn.register_fts5_function("saipling_bm25", fts_bound.bm25_function)
+            self._scorer_on = self.db.conn
+        holding = ", ".join(str(int(n)) for n in plan.holding)
+        sql = f"SELECT rowid, saipling_bm25({table}, {holding}) FROM {table} WHERE {table} MATCH ?"
+        scored: dict[int, float] = {}
+        everything = plan.query_expression()
+        left, full = plan.budget, None
+        if plan.rare:  # (at most twice the budget: the frequencies were an estimate for a phrase)
+            cursor = self.db.conn.execute(sql, (f"({everything}) AND ({fts_bound.or_expression(plan.rare)})",))
+            scored.update(itertools.islice(cursor, 2 * plan.budget + 1))
+            cursor.close()
+            if len(scored) > 2 * plan.budget:
+                left = 0
+        levels = plan.levels()
+        for level, expr in levels:
+            if self._exact(plan, scored, limit, full):
+                break
+            take = left if level > 1 or len(levels) == 1 else min(left, max(0, limit - len(scored)))
+            cursor = self.db.conn.execute(sql, (f"({everything}) AND ({expr})",))
+            got = list(itertools.islice(cursor, take + 1))
+            cursor.close()
+            scored.update(got[:take])
+            left -= min(take, len(got))
+            if len(got) > take:
+                break
+            full = level
+        ranked = sorted(scored.items(), key=lambda r: (-r[1], r[0]))
+        self.last_scored = len(scored)
+        self.last_exact = self._exact(plan, scored, limit, full, ranked)
+        return ranked
+
+    @staticmethod
+    def _exact(
+        plan: fts_bound.Plan,
+        scored: dict[int, float],
+        limit: int,
+        full: int | None,
+        ranked: list[tuple[int, float]] | None = None,
+    ) -> bool:
+        """Whether the best `limit` of `scored` are the best of the whole table: every level was scored, or the
+        limit-th best score is at least what a row left out can score."""
+        if full == 1:
+            return True
+        if len(scored) < limit:
+            return False
+        if ranked is None:
+            kth = sorted(scored.values(), reverse=True)[limit - 1]
+        else:
+            kth = ranked[limit - 1][1]
+        return kth >= plan.outside(full)
+
+    def _doc_freqs(self, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """({term: rows of `table` holding it}, rows of `table`), kept per term until the index changes."""
+        conn = self.db.conn
+        version = self.db.any_version()
+        if self._df_version != version:
+            self._df_cache.clear()
+            self._df_rows.clear()
+            self._df_version = version
+        if table not in self._df_rows:
+            content = "chunks" if table == "chunks_fts" else "files"
+            self._df_rows[table] = int(self.db.scalar(f"SELECT count(*) FROM {content}") or 0)
+        cache = self._df_cache.setdefault(table, {})
+        missing = [t for t in terms if t not in cache]
+        if missing:
+            vocab = _VOCAB[table]
+            if vocab not in self._vocabs:
+                conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, row)")
+                self._vocabs.add(vocab)
+            found = dict.fromkeys(missing, 0)
+            for t, d in conn.execute(
+                f"SELECT term, doc FROM {vocab} WHERE term IN (SELECT value FROM json_each(?))", (json.dumps(missing),)
+            ):
+                found[str(t)] = int(d)
+            if len(cache) > 10_000:
+                cache.clear()
+            cache.update(found)
+        return {t: cache[t] for t in terms}, self._df_rows[table]
+
+    def _phrase_rows(self, table: str, term: KeywordTerm) -> int:
+        """Rows of `table` holding the phrase `term` (counted by FTS5; kept as _doc_freqs keeps a term's)."""
+        self._doc_freqs(table, [])
+        cache = self._df_cache.setdefault(table, {})
+        key = fts_bound.term_expression(term)
+        if key not in cache:
+            cache[key] = int(self.db.scalar(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (key,)) or 0)
+        return cache[key]
 
     def _passing(self, rows: list[tuple[int, float]], flt: ChunkFilter) -> list[tuple[int, float]]:
         """Those of the ranked (chunk id, bm25) rows whose chunk passes `flt`, in their order, as (id, -bm25)."""
@@ -82,12 +208,6 @@ class Keywords:
             )
         }
         return [(int(i), -float(r)) for i, r in rows if i in ok]
-
-    def _rowid_range(self, table: str) -> tuple[int | None, int | None]:
-        """(smallest, largest) rowid of `table` (two b-tree ends: constant time)."""
-        low = self.db.scalar(f"SELECT min(rowid) FROM {table}")
-        high = self.db.scalar(f"SELECT max(rowid) FROM {table}")
-        return (None if low is None else int(low)), (None if high is None else int(high))
 
     def keyword_paths(self, query: KeywordQuery, flt: ChunkFilter | None = None) -> list[tuple[str, int | None]]:
         """Every file with a chunk matching `query` that passes `flt`: (path, chapter number).
@@ -107,67 +227,52 @@ class Keywords:
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
     ) -> list[tuple[str, float, int]]:
         """(path, whole-file -bm25, size in bytes) best first; a file counts when one of its chunks passes `flt`.
-        Ranked first, then looked up and filtered by the (cached) paths passing `flt`: a join with the filter's
-        subquery over every chunk cost ~30 ms a search on the fiction corpus, the ranking ~1 ms."""
-        allowed = self.filters.paths(flt) if flt is not None and not flt.is_empty() else None
-        if allowed is not None and not allowed:
-            return []
+        Ranked first, then looked up, the first 4 x limit ranked files checked against `flt` (their chunks only,
+        by path); all of them only when too few of those pass. (A join with the filter's subquery over every chunk
+        cost ~30 ms a search on the fiction corpus; the set of every path passing it 2.5 s at a million chunks
+        after each write; ranking and looking up every file holding a common word ~250 ms at 20,000 files.) A big
+        index scores candidate files only (fts_bound, FILE_BUDGET), as keyword_search does."""
+        filtered = flt is not None and not flt.is_empty()
         conn = self.db.conn
+        sql = "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ? ORDER BY rank"
         with self.db.lock:
-            # the rarest terms only (the chunks' frequencies: a file holds its chunks); no rowid floor: its share
-            # comes from chunk counts, and the files are far fewer
-            bound = fts_bound.plan(query, self.term_doc_freqs)
-            floor = None
+            bound = self._plan(query, "files_fts", max(fts_bound.FILE_BUDGET, limit * 4))
             if bound is not None:
-                query = bound.query
-            ranked = list(
-                conn.execute(
-                    "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ?"
-                    + (" AND rowid >= ?" if floor is not None else "")
-                    + " ORDER BY rank"
-                    + (" LIMIT ?" if allowed is None else ""),
-                    [
-                        match_expression(query),
-                        *([floor] if floor is not None else []),
-                        *([limit] if allowed is None else []),
-                    ],
-                )
+                ranked = [(i, -s) for i, s in self._bounded("files_fts", bound, limit)]
+            else:
+                ranked = list(conn.execute(sql + " LIMIT ?", (match_expression(query), limit * 4)))
+            rows = self._file_rows(ranked[: limit * 4], flt if filtered else None)
+            if len(rows) < limit and filtered and bound is not None and len(ranked) > limit * 4:
+                rows = self._file_rows(ranked, flt)  # (every candidate the bound scored)
+            if len(rows) < limit and filtered and (len(ranked) >= limit * 4 or bound is not None):
+                rows = self._file_rows(list(conn.execute(sql, (match_expression(query),))), flt)
+        return [(str(p), -float(b), int(n or 0)) for p, n, b in rows[:limit]]
+
+    def _file_rows(self, ranked: list[tuple[int, float]], flt: ChunkFilter | None) -> list[tuple[Any, ...]]:
+        """(path, size, bm25) of the ranked (files_fts rowid, bm25) rows whose file has a chunk passing `flt`."""
+        files = {
+            r: (p, n)
+            for r, p, n in self.db.conn.execute(
+                "SELECT rowid, path, size FROM files WHERE rowid IN (SELECT value FROM json_each(?))",
+                (json.dumps([r for r, _ in ranked]),),
             )
-            files = {
-                r: (p, n)
-                for r, p, n in conn.execute(
-                    "SELECT rowid, path, size FROM files WHERE rowid IN (SELECT value FROM json_each(?))",
-                    (json.dumps([r for r, _ in ranked]),),
+        }
+        allowed: set[str] | None = None
+        if flt is not None:
+            cond, params = where(flt)
+            allowed = {  # (one passing chunk a file is enough: a file holds ~50 chunks at a million)
+                str(p)
+                for (p,) in self.db.conn.execute(
+                    "SELECT j.value FROM json_each(?) j WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.path = j.value"
+                    + (f" AND {cond}" if cond else "")
+                    + ")",
+                    [json.dumps([p for p, _ in files.values()]), *params],
                 )
             }
-        rows = [(*files[r], b) for r, b in ranked if r in files and (allowed is None or files[r][0] in allowed)]
-        return [(str(p), -float(b), int(n or 0)) for p, n, b in rows[:limit]]
+        return [(*files[r], b) for r, b in ranked if r in files and (allowed is None or files[r][0] in allowed)]
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """({term: number of chunks holding it}, number of chunks), terms as the keyword index stems them.
         Kept per term until the index changes (queries repeat their words)."""
-        conn = self.db.conn
         with self.db.lock:
-            version = self.db.any_version()
-            if self._df_version != version:
-                self._df_cache.clear()
-                self._df_version = version
-                self._df_total = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)
-            missing = [t for t in terms if t not in self._df_cache]
-            if missing:
-                if not self._vocab:
-                    conn.execute(
-                        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, "
-                        "row)"
-                    )
-                    self._vocab = True
-                found = dict.fromkeys(missing, 0)
-                for t, d in conn.execute(
-                    "SELECT term, doc FROM temp.chunks_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
-                    (json.dumps(missing),),
-                ):
-                    found[str(t)] = int(d)
-                if len(self._df_cache) > 10_000:
-                    self._df_cache.clear()
-                self._df_cache.update(found)
-            return {t: self._df_cache[t] for t in terms}, self._df_total
+            return self._doc_freqs("chunks_fts", terms)

@@ -493,11 +493,20 @@ class SqliteStore:
 
         cond, params = where(flt or ChunkFilter())
         pattern = "%" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        sql = "SELECT c.id, c.section_heading FROM chunks c WHERE c.section_heading LIKE ? ESCAPE '\\'" + (
-            f" AND {cond}" if cond else ""
+        # the chunks whose heading path holds the name's words in order, from the keyword index (a heading naming
+        # it holds them: heading_names wants the name whole, after `.`, `::` or `#`), instead of reading every
+        # chunk's heading (12 s at a million chunks)
+        sql = (
+            "SELECT c.id, c.section_heading FROM chunks c WHERE c.id IN"
+            " (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?) AND c.section_heading LIKE ? ESCAPE '\\'"
+            + (f" AND {cond}" if cond else "")
         )
+        words = 'heading_path : "' + name.replace('"', '""') + '"'
         with self._lock:
-            rows = list(self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [pattern, *params]))
+            try:
+                rows = list(self.conn.execute(sql + " ORDER BY c.path, c.chunk_index", [words, pattern, *params]))
+            except apsw.SQLError:  # (a name with no word in it: FTS5 refuses the empty phrase)
+                return []
         level = {int(i): heading_names(str(h).lstrip("#"), name) for i, h in rows}
         best = max(level.values(), default=0)
         return [i for i, v in level.items() if v and v == best]

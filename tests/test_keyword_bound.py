@@ -1,0 +1,163 @@
+"""Keyword search at scale (issue 34, storage/sqlite/fts_bound.py): past FTS_BUDGET matching rows in an index of
+BOUND_MIN_CHUNKS chunks, a search scores candidate rows only (every row holding a rare term, then the rows holding
+the most of the common ones) with FTS5's own bm25 formula, and finds the true top rows of a constructed corpus.
+The budget and the size are lowered here so that a small real index stands for a million chunks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fixtures import kw
+from saipling.storage.base import ChunkFilter
+from saipling.storage.sqlite import fts_bound
+from saipling.storage.sqlite.store import SqliteStore as Store
+from test_store import record, row
+
+FILLER = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+
+
+def _text(n: int, *words: str) -> str:
+    """Every chunk the same length (12 words), so that bm25 orders rows by the query words they hold."""
+    body = [*words, *(f"{FILLER[(n + i) % len(FILLER)]}{n % 7}" for i in range(12 - len(words)))]
+    return " ".join(body)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path):
+    """600 chunks: `lantern` in 250, `harbour` in 250 (the same 10 of them, the oldest, hold both), `zephyr`
+    (rare) in 6, `said` in 400; one chunk per file."""
+    s = Store.open(tmp_path / "proj" / ".saipling" / "index.db")
+    for n in range(600):
+        words: list[str] = []
+        if n < 10:
+            words += ["lantern", "harbour"]
+        elif n < 250:
+            words.append("lantern")
+        elif n < 490:
+            words.append("harbour")
+        if n % 100 == 50:
+            words.append("zephyr")
+        if n % 3 != 0:
+            words.append("said")
+        text = _text(n, *words)
+        s.replace_file(record(f"f{n:03d}.md", text), [row(0, text)])
+    yield s
+    s.close()
+
+
+def _exact(store: Store, query, limit: int, flt: ChunkFilter | None = None):
+    """What FTS5's bm25() over every matching row gives (the bound off)."""
+    saved = fts_bound.BOUND_MIN_CHUNKS
+    fts_bound.BOUND_MIN_CHUNKS = 10**12
+    try:
+        return store.keyword_search(query, limit, flt), store.file_keyword_search(query, limit, flt)
+    finally:
+        fts_bound.BOUND_MIN_CHUNKS = saved
+
+
+def _same(got: list, exact: list) -> bool:
+    """The same ids in the same order, each with the same score (to 1e-9)."""
+    return [r[:-1] if len(r) > 2 else r[0] for r in got] == [r[:-1] if len(r) > 2 else r[0] for r in exact] and all(
+        abs(a[1] - b[1]) < 1e-9 for a, b in zip(got, exact, strict=True)
+    )
+
+
+@pytest.fixture
+def bounded(monkeypatch):
+    monkeypatch.setattr(fts_bound, "BOUND_MIN_CHUNKS", 100)
+    monkeypatch.setattr(fts_bound, "FTS_BUDGET", 40)
+    monkeypatch.setattr(fts_bound, "FILE_BUDGET", 40, raising=False)
+
+
+def test_common_words_score_a_bounded_number_of_rows_and_find_the_rows_holding_them_all(
+    corpus: Store, monkeypatch
+) -> None:
+    """`lantern harbour`: 490 rows match, the budget is 40. The 10 rows holding both words are the oldest (a
+    share of the most recent rows misses them); coordination scores them first, with FTS5's exact scores. Below
+    BOUND_MIN_CHUNKS chunks nothing is bounded: FTS5's bm25() over every row."""
+    query = kw("lantern", "harbour")
+    exact, exact_files = _exact(corpus, query, 10)
+    monkeypatch.setattr(fts_bound, "FTS_BUDGET", 40)
+    monkeypatch.setattr(fts_bound, "FILE_BUDGET", 40, raising=False)
+    for q in (query, kw("said"), kw("said", "zephyr")):  # (600 chunks: a small index)
+        assert corpus.keyword_search(q, 10) == _exact(corpus, q, 10)[0]
+        assert corpus.file_keyword_search(q, 10) == _exact(corpus, q, 10)[1]
+    monkeypatch.setattr(fts_bound, "BOUND_MIN_CHUNKS", 100)
+    got = corpus.keyword_search(query, 10)
+    assert len(got) == 10 and _same(got, exact)  # (chunk ids equal, scores FTS5's to 1e-9)
+    assert 10 <= corpus._keywords.last_scored <= 40  # (of 490 matching rows)
+    files = corpus.file_keyword_search(query, 10)
+    assert len(files) == 10 and _same(files, exact_files)
+    assert corpus._keywords.last_scored <= 40
+
+
+def test_rare_terms_are_scored_on_every_row_holding_them_with_the_common_words_added(corpus: Store, bounded) -> None:
+    """`zephyr said`: the 6 rows holding the rare word are all scored, `said` (400 rows) adds to their scores as in
+    FTS5's bm25 over the whole query (a word in most rows: idf 1e-6); the rest of the 10 are `said`'s rows."""
+    query = kw("zephyr", "said")
+    exact, _ = _exact(corpus, query, 600)
+    got = corpus.keyword_search(query, 10)
+    assert _same(got[:6], exact[:6])
+    scores = dict(exact)
+    assert len(got) == 10 and all(abs(s - scores[c]) < 1e-9 for c, s in got)  # every score FTS5's own
+    assert corpus._keywords.last_scored <= 40 + 6  # (of 402 matching rows)
+
+
+def test_a_phrase_is_scored_with_its_own_row_count(corpus: Store, bounded) -> None:
+    """A phrase's idf comes from the rows holding the phrase (counted once, then kept), not from its words'."""
+    query = kw("lantern harbour", "zephyr", "said")
+    exact, _ = _exact(corpus, query, 20)
+    got = corpus.keyword_search(query, 20)
+    scores = dict(exact)
+    assert _same(got[:10], exact[:10])
+    assert all(abs(s - scores[c]) < 1e-9 for c, s in got if c in scores)
+
+
+def test_a_word_in_most_rows_chooses_no_candidates(corpus: Store, bounded) -> None:
+    """A word held by more than half the rows weighs nothing in FTS5's bm25 (idf 1e-6): beside a rarer word it
+    picks no rows (`said` is in 400 of 600 rows; `lantern` in 250 is not void)."""
+    plan = fts_bound.plan(
+        kw("said", "lantern"),
+        corpus._keywords._tokens,
+        lambda keys: corpus._keywords._doc_freqs("chunks_fts", keys),
+        lambda t: corpus._keywords._phrase_rows("chunks_fts", t),
+        40,
+    )
+    assert plan is not None
+    assert [t.words for t in plan.void] == [("said",)]
+    assert [t.words for t in plan.common] == [("lantern",)] and not plan.rare
+    assert [level for level, _ in plan.levels()] == [1]
+
+
+def test_a_filter_the_candidates_miss_falls_back_to_every_row(corpus: Store, bounded) -> None:
+    """The candidates are chosen over every chunk; a filter keeping none of them still finds its rows."""
+    flt = ChunkFilter(path_prefix="f48")  # (ten old `harbour` rows)
+    exact, exact_files = _exact(corpus, kw("lantern", "harbour"), 5, flt)
+    assert len(exact) == 5 and all(p.startswith("f48") for p in corpus.chunk_paths([c for c, _ in exact]).values())
+    assert corpus.keyword_search(kw("lantern", "harbour"), 5, flt) == exact
+    assert corpus.file_keyword_search(kw("lantern", "harbour"), 5, flt) == exact_files
+
+
+def test_levels_are_the_rows_holding_the_most_common_words_first() -> None:
+    """Coordination levels: all common words, then all but one, ..., then any one, each excluding the rows of the
+    levels above and the rare words' rows."""
+    q = kw("night", "old", "house", "zephyr")
+    plan = fts_bound.Plan(
+        terms=q.terms,
+        holding=(500, 600, 700, 3),
+        rows=10_000,
+        rare=(q.terms[3],),
+        common=q.terms[:3],
+        void=(),
+        budget=100,
+        idfs=tuple(fts_bound.fts5_idf(10_000, n) for n in (500, 600, 700, 3)),
+    )
+    levels = plan.levels()
+    assert [level for level, _ in levels] == [3, 2, 1]
+    assert levels[0][1] == '(("night" AND "old" AND "house")) NOT ("zephyr")'
+    assert levels[2][1].startswith('(("night") OR ("old") OR ("house")) NOT ("zephyr") NOT (')
+    # a row outside every level holds none of them: it scores at most the void terms' (none here)
+    assert plan.outside(1) == 0
+    assert plan.outside(3) == pytest.approx(sum(sorted((plan.ub(t) for t in q.terms[:3]), reverse=True)[:2]))
