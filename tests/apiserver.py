@@ -98,6 +98,7 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None  # dict -> JSON; str -> text/plain
     delay: float = 0.0  # seconds to wait before answering
+    gate: threading.Event | None = None  # answered only once this is set (the test says when), or the server stops
     vectors: str | int | None = None  # a normal answer with bad vectors: "nan" | "inf" | "zero" | "garbage" | dims
     trickle: float = 0.0  # > 0: headers at once, then the body one byte every `trickle` seconds
     endless: int = 0  # > 0: headers, then a body without end (no Content-Length) until the client leaves or
@@ -185,6 +186,13 @@ class FakeEmbeddingAPI:
 
     def slow(self, seconds: float, times: int = 1) -> None:
         self.script(*[Step(delay=seconds) for _ in range(times)])
+
+    def hold(self, times: int = 1) -> threading.Event:
+        """The next `times` answers wait until the returned event is set (a client kept busy exactly as long as a
+        test needs, whatever the machine's load)."""
+        gate = threading.Event()
+        self.script(*[Step(gate=gate) for _ in range(times)])
+        return gate
 
     def trickle(self, seconds_per_byte: float = 1.0, times: int = 1) -> None:
         """The next `times` answers: headers at once, then the body a byte every `seconds_per_byte`."""
@@ -285,6 +293,9 @@ class _Handler(BaseHTTPRequestHandler):
         step = api._next_step() or Step()
         if step.delay and api._stopping.wait(step.delay):
             return  # server stopping
+        while step.gate is not None and not step.gate.wait(0.05):
+            if api._stopping.is_set():
+                return
         if step.endless:
             return self._send_endless(record, step.endless)
         if step.status == 200 and step.body is None:

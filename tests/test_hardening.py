@@ -284,24 +284,39 @@ def test_item09_two_index_runs_embed_each_chunk_once(tmp_path: Path, api_server:
     files = {f"notes/n{i:02d}.md": f"# Note {i}\n\nThe tide {i} turns the mill wheel {i}.\n" for i in range(40)}
     root = make_project(tmp_path, files)
     env = api_env(api_server, SAIPLING_BATCH_SIZE="8")
-    api_server.slow(1.5, times=8)  # the first run is still embedding when the second starts
+    gate = api_server.hold(times=3)  # the first run is still embedding until the second is seen waiting
     first = subprocess.Popen(
         [*SAIPLING, "index", str(root), "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    lock = root / ".saipling" / "index.lock"
-    deadline = time.monotonic() + 30
-    while not (lock.exists() and lock.read_text().split("\n")[0] == str(first.pid)):
-        assert time.monotonic() < deadline, "the first run never took the lock"
-        time.sleep(0.02)
-    busy = cli("index", str(root), "--no-wait", env=env)
-    assert busy.returncode == 1 and f"index in use by PID {first.pid}" in busy.stderr
-    second = cli("index", str(root), "--json", env=env)  # waits for the first, then has nothing to embed
+    try:
+        lock = root / ".saipling" / "index.lock"
+        deadline = time.monotonic() + 60
+        while not (lock.exists() and lock.read_text().split("\n")[0] == str(first.pid)):
+            assert time.monotonic() < deadline, "the first run never took the lock"
+            time.sleep(0.02)
+        busy = cli("index", str(root), "--no-wait", env=env)
+        assert busy.returncode == 1 and f"index in use by PID {first.pid}" in busy.stderr
+        second = subprocess.Popen(  # waits for the first, then has nothing to embed
+            [*SAIPLING, "index", str(root), "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert second.stderr is not None
+        said = ""  # the second says it waits (read until it does, or exits)
+        while f"in use by PID {first.pid}" not in said and (line := second.stderr.readline()):
+            said += line
+        assert f"in use by PID {first.pid}" in said, said
+    finally:
+        gate.set()
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
-    assert second.returncode == 0 and f"in use by PID {first.pid}" in second.stderr
+    second_out, second_err = second.communicate(timeout=120)
+    assert second.returncode == 0, said + second_err
     texts = [t for r in api_server.requests if isinstance(r.body, dict) for t in r.body["input"]]
     chunks = json.loads(out)["chunks"]
-    assert json.loads(second.stdout)["embedded"] == 0
+    assert json.loads(second_out)["embedded"] == 0
     assert len([t for t in texts if t != "dimension probe"]) == chunks  # each chunk paid for once
 
 
