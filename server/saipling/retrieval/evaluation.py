@@ -96,7 +96,7 @@ EVAL_MARKER = ".saipling-eval"  # in a workdir this command created: only such a
 
 
 def materialise_corpus(ds: BeirDataset, workdir: Path) -> Path:
-    """Write each document as `<workdir>/docs/<id>.md` (title + blank line + text); unchanged files are kept.
+    """Write each document as `<workdir>/docs/<id>.md` (render_document); unchanged files are kept.
 
     The workdir must be new, empty, or one made by an earlier eval (it holds EVAL_MARKER): eval never writes
     into a folder of the user's own files."""
@@ -113,10 +113,26 @@ def materialise_corpus(ds: BeirDataset, workdir: Path) -> Path:
         marker.write_text("a BEIR corpus written by `saipling eval`; safe to delete\n", encoding="utf-8")
     for did, (title, text) in ds.corpus.items():
         path = docs / f"{doc_stem(did)}.md"
-        body = f"{title}\n\n{text}\n" if title else f"{text}\n"
-        if not path.is_file() or path.stat().st_size != len(body.encode("utf-8")):
+        body = render_document(title, text)
+        if not path.is_file() or path.read_bytes() != body.encode("utf-8"):
             path.write_text(body, encoding="utf-8")
     return Path(workdir)
+
+
+def render_document(title: str, text: str) -> str:
+    """A BEIR document as a titled markdown page: the title in YAML frontmatter (`title:`), the text as its body.
+
+    That is how static sites (Hugo, Jekyll, Docusaurus) and Obsidian vaults keep a page's title, outside the body,
+    and the indexer makes it the root of every chunk's heading path (markdown.chunker.front_matter_title): each chunk
+    of a long abstract carries its title, not only the first. The title is written by the YAML library (quoted and
+    escaped as needed: a colon, a quote or a control character cannot break the frontmatter) on one line."""
+    import yaml
+
+    title = " ".join(title.split())
+    if not title:
+        return f"{text}\n"
+    head = yaml.safe_dump({"title": title}, allow_unicode=True, width=1 << 30, default_flow_style=False)
+    return f"---\n{head}---\n\n{text}\n"
 
 
 def doc_stem(did: str) -> str:
