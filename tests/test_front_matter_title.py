@@ -70,7 +70,8 @@ def test_a_huge_title_is_cut_to_a_quarter_of_the_chunk_limit() -> None:
     text = "---\ntitle: " + words(400) + "\n---\n\nA body that is long enough to be one chunk.\n"
     limits = ChunkLimits(max_tokens=200, target_tokens=150, overlap_tokens=20)
     (chunk,) = [c for c in chunks_of(text, limits=limits) if c.kind != "frontmatter"]
-    assert 0 < estimate_tokens(chunk.heading_path) <= 50 and words(400).startswith(chunk.heading_path)
+    assert chunk.heading_path and estimate_tokens(chunk.heading_path) <= 50
+    assert words(400).startswith(chunk.heading_path + " ")
     assert chunk.token_count <= limits.max_tokens and chunk.text.startswith("A body")
 
 
@@ -85,6 +86,9 @@ def test_a_page_with_an_h1_keeps_its_h1() -> None:
         ("## Sluices", "Lock gates > Sluices"),
     ]
     assert all("SEO" not in c.embed_text for c in body)
+    # (the control: without its H1 the same page is rooted at the frontmatter title)
+    no_h1 = [c for c in chunks_of(text.replace("# Lock gates\n\n", "")) if c.kind != "frontmatter"]
+    assert [c.heading_path for c in no_h1] == ["The SEO title of the page", "The SEO title of the page > Sluices"]
     # an H1 further down is the page's title too
     late = "---\ntitle: Page title\n---\n\nIntro before the heading, long enough.\n\n# Real title\n\nBody text here.\n"
     assert [c.heading_path for c in chunks_of(late) if c.kind != "frontmatter"] == ["", "Real title"]
