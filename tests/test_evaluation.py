@@ -19,9 +19,9 @@ from saipling.retrieval.evaluation import (
     load_beir,
     materialise_corpus,
     mrr,
-    render_document,
     ndcg_at,
     recall_at,
+    render_document,
     run_eval,
     score_run,
 )
