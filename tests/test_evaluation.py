@@ -159,7 +159,7 @@ def test_documents_are_written_as_pages_with_a_frontmatter_title(tmp_path: Path)
     from saipling.markdown.chunker import chunk_document
 
     titles = {
-        "t1": "Vitamin D: a review of \"its\" effects # not a heading",
+        "t1": 'Vitamin D: a review of "its" effects # not a heading',
         "t2": "  Two\nlines\tand --- dashes  ",
         "t3": "Control \x85 and \x9f characters, 'quotes' & [[links]]",
         "t4": "",
