@@ -133,3 +133,18 @@ def test_search_results_and_symbols_carry_the_front_matter_title(tmp_path: Path)
         # the page with its own H1 is unchanged
         crane = p.search({"query": "cranes quay", "mode": "lexical"})["results"]
         assert crane[0]["headingPath"] == "Harbour cranes"
+
+
+def test_the_outline_is_rooted_at_the_front_matter_title() -> None:
+    from saipling.retrieval.entities import outline
+
+    items = outline(HUGO_PAGE)
+    assert [(i.name, i.kind, i.first, i.last, i.detail) for i in items] == [
+        ("Tidal locks: how the harbour keeps its water", "heading", 1, 9, "title")
+    ]
+    assert [(c.name, c.first) for c in items[0].children] == [("Sluices", 7)]
+    # an H1 is the outline's root, as before; a non-string title is none
+    assert [i.name for i in outline(HUGO_PAGE.replace("## Sluices", "# Sluices"))] == ["Sluices"]
+    assert [
+        i.name for i in outline(HUGO_PAGE.replace('title: "Tidal', 'title: ["Tidal').replace('water"', 'water"]'))
+    ] == ["Sluices"]
