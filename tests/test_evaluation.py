@@ -154,37 +154,25 @@ def test_document_ids_survive_the_round_trip_through_files(tmp_path: Path) -> No
     assert run_eval(lambda text: results, ds)["ndcg@10"] == 1.0
 
 
-def test_documents_are_written_as_pages_with_a_frontmatter_title(tmp_path: Path) -> None:
+def test_documents_keep_their_title_as_a_first_paragraph_and_stale_files_are_rewritten(tmp_path: Path) -> None:
     from saipling.files.metadata import extract_metadata
-    from saipling.markdown.chunker import chunk_document
+    from saipling.markdown.chunker import ChunkLimits, chunk_document
 
-    titles = {
-        "t1": 'Vitamin D: a review of "its" effects # not a heading',
-        "t2": "  Two\nlines\tand --- dashes  ",
-        "t3": "Control \x85 and \x9f characters, 'quotes' & [[links]]",
-        "t4": "",
-    }
     text = "Deficiency is common in northern latitudes. " * 40
-    ds = BeirDataset({i: (t, text) for i, t in titles.items()}, {"q": "x"}, {"q": {"t1": 1}})
+    ds = BeirDataset({"t1": ("Vitamin D: a review", text), "t2": ("", "Just text.")}, {"q": "x"}, {"q": {"t1": 1}})
     work = tmp_path / "work"
     (work / "docs").mkdir(parents=True)
     (work / ".saipling-eval").write_text("", encoding="utf-8")
-    stale = work / "docs" / "t1.md"  # written by an older eval: title as a first paragraph
-    stale.write_text(f"{titles['t1']}\n\n{text}\n", encoding="utf-8")
+    stale = work / "docs" / "t1.md"  # another corpus's document of the same size: rewritten, not kept
+    stale.write_text("X" * len(render_document("Vitamin D: a review", text).encode("utf-8")), encoding="utf-8")
     docs = materialise_corpus(ds, work) / "docs"
-    for did, title in titles.items():
-        page = (docs / f"{did}.md").read_text(encoding="utf-8")
-        assert page == render_document(title, text)
-        meta = extract_metadata(f"docs/{did}.md", page)
-        assert meta.warning is None and meta.visibility == "public"
-        shown = " ".join(title.split())
-        assert meta.frontmatter.get("title") == (shown or None)
-        chunks = chunk_document(page, meta)
-        assert chunks and all(c.kind != "frontmatter" for c in chunks)
-        # every chunk of the document carries its title (as its heading path), none has it as body text
-        assert all(c.heading_path == shown.replace("[[links]]", "links") for c in chunks)
-        assert all(c.text.startswith("Deficiency") for c in chunks[:1])
-    assert render_document("", "Just text.") == "Just text.\n"
+    page = (docs / "t1.md").read_text(encoding="utf-8")
+    assert page == f"Vitamin D: a review\n\n{text}\n" == render_document("Vitamin D: a review", text)
+    assert (docs / "t2.md").read_text(encoding="utf-8") == "Just text.\n"
+    # the title is in the first chunk's text only (a frontmatter title in every chunk lowered SciFact: row F10)
+    chunks = chunk_document(page, extract_metadata("docs/t1.md", page), ChunkLimits(128, 100, 25))
+    assert len(chunks) > 2 and chunks[0].text.startswith("Vitamin D: a review")
+    assert all(c.heading_path == "" and "Vitamin" not in c.text for c in chunks[1:])
 
 
 # -- `saipling eval` -------------------------------------------------------------------------------------------
