@@ -21,6 +21,7 @@ from saipling.retrieval.evaluation import (
     mrr,
     ndcg_at,
     recall_at,
+    render_document,
     run_eval,
     score_run,
 )
@@ -151,6 +152,27 @@ def test_document_ids_survive_the_round_trip_through_files(tmp_path: Path) -> No
     mapping = {doc_stem(i): i for i in ids}
     assert doc_ranking(results, mapping) == ["d/5.x", "Émile Zola (writer)"]
     assert run_eval(lambda text: results, ds)["ndcg@10"] == 1.0
+
+
+def test_documents_keep_their_title_as_a_first_paragraph_and_stale_files_are_rewritten(tmp_path: Path) -> None:
+    from saipling.files.metadata import extract_metadata
+    from saipling.markdown.chunker import ChunkLimits, chunk_document
+
+    text = "Deficiency is common in northern latitudes. " * 40
+    ds = BeirDataset({"t1": ("Vitamin D: a review", text), "t2": ("", "Just text.")}, {"q": "x"}, {"q": {"t1": 1}})
+    work = tmp_path / "work"
+    (work / "docs").mkdir(parents=True)
+    (work / ".saipling-eval").write_text("", encoding="utf-8")
+    stale = work / "docs" / "t1.md"  # another corpus's document of the same size: rewritten, not kept
+    stale.write_text("X" * len(render_document("Vitamin D: a review", text).encode("utf-8")), encoding="utf-8")
+    docs = materialise_corpus(ds, work) / "docs"
+    page = (docs / "t1.md").read_text(encoding="utf-8")
+    assert page == f"Vitamin D: a review\n\n{text}\n" == render_document("Vitamin D: a review", text)
+    assert (docs / "t2.md").read_text(encoding="utf-8") == "Just text.\n"
+    # the title is in the first chunk's text only (a frontmatter title in every chunk lowered SciFact: row F10)
+    chunks = chunk_document(page, extract_metadata("docs/t1.md", page), ChunkLimits(128, 100, 25))
+    assert len(chunks) > 2 and chunks[0].text.startswith("Vitamin D: a review")
+    assert all(c.heading_path == "" and "Vitamin" not in c.text for c in chunks[1:])
 
 
 # -- `saipling eval` -------------------------------------------------------------------------------------------

@@ -29,7 +29,9 @@ from .terms import identifier_words
 # 5: HTML comments and link-reference definitions are neither embedded nor keyword-indexed (their lines stay inside
 # the line range of the chunk before them); a heading line or a lead-in ending in `:` is packed with the block it
 # introduces; a code block's sentences are not carried into the next window; identifier words (`ident_words`).
-CHUNKER_VERSION = 5
+# 6: a frontmatter `title:` of a file with no `# H1` is the root of its heading path (`front_matter_title`), and a
+# frontmatter that says nothing but that title is no chunk of its own.
+CHUNKER_VERSION = 6
 MIN_CHUNK_CHARS = 20
 PREVIEW_CHARS = 200
 # a sentence ends at . ! ? … (and the quotes or brackets closing it, straight or typographic: group 1) before
@@ -203,15 +205,19 @@ def chunk_document(
     # as indexed: the same line numbers as on disk, wiki-links as display text, comments and link definitions blank
     lines = indexed_lines(doc)
     body_start = meta.body_start_line if meta else 1
+    root = front_matter_title(meta, doc, limits.max_tokens // 4, count_tokens)
     pieces: list[_Piece] = []
     if meta and meta.frontmatter and body_start > 1:
         rendered = render_frontmatter(meta.frontmatter)
+        only_title = root is not None and rendered == render_frontmatter({"title": meta.frontmatter.get("title")})
+        if only_title and any(line.strip() for line in lines[body_start - 1 :]):
+            rendered = ""  # every body chunk carries the title in its heading path: no chunk for it alone
         if len(rendered) >= MIN_CHUNK_CHARS or (rendered and meta.display_name):
             for part in _fit_lines(rendered, limits.max_tokens, count_tokens):  # a long `description:` too
                 pieces.append(_Piece(1, body_start - 1, part, None, "", "frontmatter"))
-    sections = _sections(lines, body_start, doc)
+    sections = _sections(lines, body_start, doc, root)
     heads = {h.start for h in doc.headings}  # (heading lines: a unit that introduces the next, _glue_lead_ins)
-    has_headings = any(s[2] is not None for s in sections)
+    has_headings = any(h.start >= body_start for h in doc.headings)  # (a title alone: paragraph windows still)
     for start, end, heading, path in sections:
         while end > start and not lines[end - 1].strip():  # ranges end on text, not on trailing blank lines
             end -= 1
@@ -273,14 +279,40 @@ def chunk_document(
     return chunks
 
 
-def _sections(lines: list[str], body_start: int, doc: MarkdownBlocks) -> list[tuple[int, int, str | None, str]]:
-    """(start, end, heading line text, heading path) per section; heading-only sections fold into the next."""
+def front_matter_title(
+    meta: FileMeta | None, doc: MarkdownBlocks, max_tokens: int, count: TokenCounter = estimate_tokens
+) -> str | None:
+    """The frontmatter `title:` that stands for a `# H1` (Hugo, Jekyll, Docusaurus, Obsidian render it as the page's
+    heading): a non-empty string, in a file whose body has no level-1 heading (an H1 in the body is the title).
+    Plain text on one line, wiki-links as their display text; cut at a word to `max_tokens` (it is part of every
+    chunk's heading path, which counts toward the chunk's budget). None: no such title (absent, empty, not a string:
+    `title: 1984` or a list is no heading)."""
+    if meta is None or meta.body_start_line <= 1:
+        return None
+    value = meta.frontmatter.get("title")
+    if not isinstance(value, str):
+        return None
+    title = " ".join(display_text(value).split())
+    if not title or any(h.level == 1 and h.start >= meta.body_start_line for h in doc.headings):
+        return None
+    words = title.split(" ")
+    while len(words) > 1 and count(" ".join(words)) > max(8, max_tokens):
+        words.pop()
+    return " ".join(words)
+
+
+def _sections(
+    lines: list[str], body_start: int, doc: MarkdownBlocks, root: str | None = None
+) -> list[tuple[int, int, str | None, str]]:
+    """(start, end, heading line text, heading path) per section; heading-only sections fold into the next.
+    `root`: the file's title (front_matter_title), the H1 above every section: the text before the first heading is
+    its section."""
     heads = [h for h in doc.headings if h.start >= body_start]
     out: list[tuple[int, int, str | None, str]] = []
     first = heads[0].start if heads else len(lines) + 1
     if first > body_start:
-        out.append((body_start, first - 1, None, ""))
-    stack: list[tuple[int, str]] = []
+        out.append((body_start, first - 1, f"# {root}" if root else None, root or ""))
+    stack: list[tuple[int, str]] = [(1, root)] if root else []
     carry: int | None = None
     for i, h in enumerate(heads):
         end = heads[i + 1].start - 1 if i + 1 < len(heads) else len(lines)

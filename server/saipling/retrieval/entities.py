@@ -31,6 +31,7 @@ from ..storage.base import ChunkFilter, EntityRow, KeywordQuery
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
+    from ..markdown.blocks import MarkdownBlocks
     from ..storage.base import IndexStore
 
 
@@ -536,7 +537,8 @@ class OutlineItem:
 
 def outline(text: str, entity: Entity | None = None) -> list[OutlineItem]:
     """The file's own entity (its frontmatter) then its headings nested by level, each spanning its section
-    (setext headings included: the chunker's CommonMark parse finds them)."""
+    (setext headings included: the chunker's CommonMark parse finds them). A frontmatter `title:` of a page with no
+    H1 (markdown.chunker.front_matter_title) is the outline's root heading, from its `title:` line to the end."""
     from ..markdown.blocks import parse_blocks
 
     lines = text.split("\n")
@@ -547,9 +549,13 @@ def outline(text: str, entity: Entity | None = None) -> list[OutlineItem]:
         first, last = declaration(text)
         detail = ", ".join(entity.aliases)
         items.append(OutlineItem(entity.name, "entity", first, last, detail, entity.entity_type))
-    heads = parse_blocks("\n".join(lines)).headings
+    doc = parse_blocks("\n".join(lines))
+    heads = doc.headings
     stack: list[tuple[int, OutlineItem]] = []
     end = len(lines) - 1
+    if (title := _title_item(text, doc, end)) is not None:
+        items.append(title)
+        stack.append((1, title))  # (the page has no H1: every heading nests under its title)
     for i, h in enumerate(heads):
         # a section runs to the line before the next heading of the same or a higher level
         nxt = next((g.start for g in heads[i + 1 :] if g.level <= h.level), end + 2)
@@ -559,3 +565,18 @@ def outline(text: str, entity: Entity | None = None) -> list[OutlineItem]:
         (stack[-1][1].children if stack else items).append(item)
         stack.append((h.level, item))
     return items
+
+
+def _title_item(text: str, doc: MarkdownBlocks, end: int) -> OutlineItem | None:
+    from ..files.metadata import FileMeta
+    from ..markdown.chunker import front_matter_title
+
+    data, body_start, _ = split_frontmatter(text)
+    if body_start <= 1:
+        return None
+    title = front_matter_title(FileMeta(frontmatter=data, body_start_line=body_start), doc, 1 << 30)
+    if title is None:
+        return None
+    lines = text.split("\n")
+    at = next((n for n in range(1, body_start - 1) if re.match(r"title\s*:", lines[n])), 0)
+    return OutlineItem(title, "heading", at, max(at, end), "title")
