@@ -179,3 +179,14 @@ def test_a_batch_written_by_this_process_is_seen_by_the_cached_frequencies(corpu
     exact, _ = _exact(corpus, query, 10)
     got = corpus.keyword_search(query, 10)
     assert len(got) == 10 and _same(got, exact)
+
+
+def test_a_search_for_no_rows_finds_none_in_a_big_index(corpus: Store, bounded) -> None:
+    """A limit of 0 (or less) returns nothing, as it does below BOUND_MIN_CHUNKS and on PostgreSQL, instead of
+    failing in the bound's exactness check (the k-th best score of no rows)."""
+    for query in (kw("lantern", "harbour"), kw("zephyr", "said")):
+        assert corpus.keyword_search(query, 1)  # (the query finds rows)
+        for limit in (0, -1):
+            assert corpus.keyword_search(query, limit) == []
+            assert corpus.keyword_search(query, limit, ChunkFilter(path_prefix="f1")) == []
+            assert corpus.file_keyword_search(query, limit) == []
