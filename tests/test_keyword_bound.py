@@ -161,3 +161,32 @@ def test_levels_are_the_rows_holding_the_most_common_words_first() -> None:
     # a row outside every level holds none of them: it scores at most the void terms' (none here)
     assert plan.outside(1) == 0
     assert plan.outside(3) == pytest.approx(sum(sorted((plan.ub(t) for t in q.terms[:3]), reverse=True)[:2]))
+
+
+def test_a_batch_written_by_this_process_is_seen_by_the_cached_frequencies(corpus: Store, bounded) -> None:
+    """The document frequencies a bounded search scores with are kept until the index changes: a `replace_files`
+    batch (the indexer's path for new files) in this very process changes them too (SQLite's data_version counts
+    only other connections' commits), so the scores stay FTS5's own and the new rows' word is seen as common."""
+    from saipling.storage.base import FileWrite
+
+    query = kw("lantern", "harbour")
+    assert corpus.term_doc_freqs(["lantern"]) == ({"lantern": 250}, 600)
+    corpus.keyword_search(query, 10)  # (the frequencies cached)
+    corpus.replace_files(
+        [FileWrite(record(f"g{n:03d}.md", f"new{n}"), [row(0, _text(n, "lantern", "lantern"))]) for n in range(60)]
+    )
+    assert corpus.term_doc_freqs(["lantern"]) == ({"lantern": 310}, 660)
+    exact, _ = _exact(corpus, query, 10)
+    got = corpus.keyword_search(query, 10)
+    assert len(got) == 10 and _same(got, exact)
+
+
+def test_a_search_for_no_rows_finds_none_in_a_big_index(corpus: Store, bounded) -> None:
+    """A limit of 0 (or less) returns nothing, as it does below BOUND_MIN_CHUNKS and on PostgreSQL, instead of
+    failing in the bound's exactness check (the k-th best score of no rows)."""
+    for query in (kw("lantern", "harbour"), kw("zephyr", "said")):
+        assert corpus.keyword_search(query, 1)  # (the query finds rows)
+        for limit in (0, -1):
+            assert corpus.keyword_search(query, limit) == []
+            assert corpus.keyword_search(query, limit, ChunkFilter(path_prefix="f1")) == []
+            assert corpus.file_keyword_search(query, limit) == []

@@ -386,3 +386,32 @@ def test_a_read_only_open_uses_the_snapshot_and_never_writes_one(tmp_path, monke
         assert not (db.parent / "vectors.snapshot").exists()
     finally:
         reader.close()
+
+
+def test_a_temporary_snapshot_left_by_a_killed_process_is_removed_by_the_next_write(tmp_path, monkeypatch) -> None:
+    """A process killed while writing its snapshot (an editor closing its server: SIGTERM runs no cleanup) leaves
+    its temporary file, as big as a snapshot; the next write removes such files once they are an hour old (one
+    being written now by another process is left alone)."""
+    import os
+    import time
+
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 50)
+    db = tmp_path / "project" / ".saipling" / "index.db"
+    truth = _index(db)
+    old = db.parent / ".vectors.snapshot.4242.0badf00d.tmp"
+    fresh = db.parent / ".vectors.snapshot.4343.00c0ffee.tmp"
+    old.write_bytes(b"x" * 4096)
+    fresh.write_bytes(b"y" * 4096)
+    stale = time.time() - 2 * 3600
+    os.utime(old, (stale, stale))
+    store = Store.open(db)
+    try:
+        _answers_right(store, truth)
+        assert store._vectors.snapshot_writes == 1
+    finally:
+        store.close()
+    assert not old.exists()
+    assert fresh.read_bytes() == b"y" * 4096
+    assert (db.parent / "vectors.snapshot").is_file()

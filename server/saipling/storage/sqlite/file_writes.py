@@ -155,6 +155,9 @@ class FileWrites:
             for f in files:
                 if f.record.path in stored:  # chunks to keep or replace: the one-file path
                     self.replace_file(f.record, f.chunks, mentions=f.mentions)
+        # (our own commit: SQLite's data_version does not count it, so caches keyed on Database.any_version (the
+        # keyword bound's document frequencies, filters) would keep what they read before the batch)
+        self.vectors.after_write()
 
     def _insert_rows(self, rows: Sequence[tuple[str, ChunkRow]], cjk: dict[int, str]) -> dict[tuple[str, int], int]:
         """Insert new chunk rows (path, row), many to a statement; returns their ids by (path, chunk index)."""

@@ -10,7 +10,8 @@ cached per term), in an index of at least BOUND_MIN_CHUNKS chunks, is scored on 
 
 1. its **rare** terms (the rarest first, while their rows add up to at most FTS_BUDGET): every row holding one;
 2. its **common** terms (the rest), by coordination: the rows holding all of them, then all but one, ... down to
-   any one of them, each level the most recently written rows first, until FTS_BUDGET more rows were scored;
+   any one of them, each level in the order the rows were written (rowid order: the oldest first), until
+   FTS_BUDGET more rows were scored;
 3. terms in more than half the rows (FTS5 clamps their idf to 1e-6: they weigh nothing) choose no candidates
    unless the query has nothing else.
 

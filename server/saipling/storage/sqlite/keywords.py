@@ -55,6 +55,8 @@ class Keywords:
         # against `flt` (a set of every chunk id passing it cost 1.5 s at a million chunks, after every change);
         # all matches are ranked only when the first 4 x limit hold too few that pass. A search that finds more
         # rows than fts_bound.FTS_BUDGET in a big index scores candidate rows only (fts_bound).
+        if limit <= 0:  # (as PostgreSQL does; SQLite's LIMIT -1 is no limit, and the bound needs a k-th row)
+            return []
         filtered = flt is not None and not flt.is_empty()
         conn = self.db.conn
         with self.db.lock:
@@ -232,6 +234,8 @@ class Keywords:
         cost ~30 ms a search on the fiction corpus; the set of every path passing it 2.5 s at a million chunks
         after each write; ranking and looking up every file holding a common word ~250 ms at 20,000 files.) A big
         index scores candidate files only (fts_bound, FILE_BUDGET), as keyword_search does."""
+        if limit <= 0:  # (as PostgreSQL does; SQLite's LIMIT -1 is no limit, and the bound needs a k-th row)
+            return []
         filtered = flt is not None and not flt.is_empty()
         conn = self.db.conn
         sql = "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ? ORDER BY rank"

@@ -25,6 +25,8 @@ import json
 import logging
 import os
 import secrets
+import stat
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,9 @@ VERSION = 2  # 2: a float32 matrix's rows stored as float16
 # Below this many rows no snapshot is written: reading them from the cache takes a few ms anyway
 MIN_ROWS = 2_000
 _BLOCK = 65_536  # rows written (and checksummed) at a time: the copies stay small
+# A temporary file this old is a leftover of a process killed while writing (SIGTERM runs no cleanup): removed by
+# the next write (a write takes seconds; one in progress keeps its file's mtime fresh)
+STALE_TMP_SECONDS = 3600
 
 
 @dataclass
@@ -71,6 +76,7 @@ def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: i
     with index_files.open_folder(folder, create=False) as dir_fd:
         if dir_fd is None:
             raise FileNotFoundError(folder)
+        _remove_leftovers(dir_fd)
         tmp = f".{NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         fd = index_files.open_file(folder, dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -123,6 +129,22 @@ def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: i
                 os.unlink(tmp, dir_fd=dir_fd)
             raise
     return len(MAGIC) + HEADER + payload
+
+
+def _remove_leftovers(dir_fd: int) -> None:
+    """Delete the temporary snapshots of killed writers (regular files named as `write` names them, older than
+    STALE_TMP_SECONDS) in the folder; a link of that name is left alone."""
+    if os.listdir not in os.supports_fd:
+        return
+    now = time.time()
+    for name in os.listdir(dir_fd):
+        if not (name.startswith(f".{NAME}.") and name.endswith(".tmp")):
+            continue
+        with contextlib.suppress(OSError):
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TMP_SECONDS:
+                os.unlink(name, dir_fd=dir_fd)
+                log.info("removed a temporary vector snapshot left by a killed process: %s", name)
 
 
 def read(folder: Path, *, index_id: str, key: str, dims: int, floor: int, seq_now: int) -> Snapshot | None:
