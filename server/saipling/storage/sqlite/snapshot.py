@@ -24,7 +24,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import stat
 import time
 import zlib
@@ -77,7 +76,7 @@ def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: i
         if dir_fd is None:
             raise FileNotFoundError(folder)
         _remove_leftovers(dir_fd)
-        tmp = f".{NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        tmp = f".{NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         fd = index_files.open_file(folder, dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "wb") as f:
