@@ -80,10 +80,15 @@ def test_pool_size_one_keeps_one_connection_in_turn(pg_url: str) -> None:
     release, started = threading.Event(), threading.Event()
     try:
         holder = _hold_a_transaction(store, started, release)
-        done, _ = _in_thread(store.file_states, 1.0)
-        assert not done
+        out: list[object] = []
+        reader = threading.Thread(target=lambda: out.append(store.file_states()), daemon=True)
+        reader.start()
+        reader.join(1.0)
+        assert reader.is_alive()  # the read waits for the transaction
         release.set()
         holder.join(30)
+        reader.join(30)  # then answers (before the store closes: a read left waiting failed in the next test)
+        assert not reader.is_alive() and sorted(out[0]) == ["held.md"]  # type: ignore[call-overload]
     finally:
         release.set()
         store.close()
