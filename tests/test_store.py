@@ -566,3 +566,23 @@ def test_the_damage_marker_never_empties_a_file_it_is_a_hard_link_to(tmp_path: P
     with pytest.raises(IndexPathUnsafe):
         integrity.mark(str(folder / "index.db"), "damaged")
     assert outside.read_text(encoding="utf-8") == "my private diary\n"
+
+
+def test_previews_are_derived_from_the_text_not_stored(store: Store) -> None:
+    """A chunk's preview is a function of its text (markdown.preview): the index stores none (~10% of its size)
+    and gives it back on reading, as the chunker made it; a row of an older index that holds one keeps it."""
+    from saipling.markdown.preview import make_preview
+
+    long = "The harbour  lantern\nswung in the gale " * 20
+    store.replace_file(record("a.md"), [row(0, "A short line\n\nand a second."), row(1, long)])
+    assert [r[0] for r in store.conn.execute("SELECT preview FROM chunks ORDER BY chunk_index")] == [None, None]
+    got = store.chunks_for_path("a.md")
+    assert [c.preview for c in got] == [make_preview(c.text or "") for c in got]
+    assert got[0].preview == "A short line and a second." and got[1].preview.endswith("…")
+    assert len(got[1].preview) == 200
+    by_id = store.chunks_by_id([got[1].id])
+    assert by_id[got[1].id].preview == got[1].preview
+    store.conn.execute("UPDATE chunks SET preview = 'kept as written' WHERE id = ?", (got[0].id,))
+    assert store.chunks_by_id([got[0].id])[got[0].id].preview == "kept as written"
+    store.replace_file(record("a.md"), [row(0, "A short line\n\nand a second."), row(1, long)])  # unchanged rows
+    assert store.chunks_by_id([got[0].id])[got[0].id].preview == "kept as written"

@@ -18,6 +18,7 @@ from typing import Any
 from ..embeddings.base import estimate_tokens
 from ..files.metadata import BOOKKEEPING_KEYS, FileMeta
 from .blocks import MarkdownBlocks, display_text, indexed_lines, parse_blocks
+from .preview import make_preview
 from .terms import identifier_words
 
 # Bumped whenever the same text and limits chunk differently: an index made by an older chunker is re-chunked
@@ -33,7 +34,6 @@ from .terms import identifier_words
 # frontmatter that says nothing but that title is no chunk of its own.
 CHUNKER_VERSION = 6
 MIN_CHUNK_CHARS = 20
-PREVIEW_CHARS = 200
 # a sentence ends at . ! ? … (and the quotes or brackets closing it, straight or typographic: group 1) before
 # whitespace; CJK full stops need no space after them
 _CLOSERS = "\"'”’»)\\]」』）"
@@ -135,11 +135,6 @@ def embed_text_for(heading_path: str, text: str) -> str:
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def make_preview(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1].rstrip() + "…"
 
 
 def render_frontmatter(fm: dict) -> str:

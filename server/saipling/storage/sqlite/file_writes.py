@@ -19,7 +19,10 @@ from .mentions import Mentions
 from .schema import chunk_cjk_words
 from .vectors import Vectors
 
-_ROW_FIELDS = [f.name for f in fields(ChunkRow)]
+# A chunk's columns as written; not its preview: a function of its text (markdown.preview.make_preview), derived on
+# reading (store.py `_stored_chunk`) instead of stored: 196 bytes a chunk, ~10% of the index (issue 34: 55k chunks,
+# 147 -> 134 MB, 8.5x -> 7.7x the prose). Rows of an older index keep the previews they were written with.
+_ROW_FIELDS = [f.name for f in fields(ChunkRow) if f.name != "preview"]
 _INSERT_FILE = f"INSERT OR REPLACE INTO files({', '.join(FILE_COLUMNS)}) VALUES ({', '.join('?' * len(FILE_COLUMNS))})"
 # what a kept chunk row may differ in without being rewritten: no keyword (FTS) or vector change follows
 _MOVABLE = [n for n in _ROW_FIELDS if n not in ("content_hash", "text", "heading_path")]

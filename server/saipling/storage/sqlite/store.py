@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from ...errors import IndexCorrupted
+from ...markdown.preview import make_preview
 from ..base import (
     CHUNK_FIELDS,
     Candidates,
@@ -78,6 +79,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CHUNK_SELECT = ", ".join(CHUNK_FIELDS)  # a StoredChunk's columns, in its fields' order
+
+
+def _stored_chunk(row: Sequence[Any]) -> StoredChunk:
+    """A chunk row read back; its preview derived from its text when the row holds none (file_writes.py stores
+    none: it is a function of the text)."""
+    chunk = StoredChunk(*row)
+    if chunk.preview is None and chunk.text is not None:
+        chunk.preview = make_preview(chunk.text)
+    return chunk
 
 
 @mapped_errors
@@ -535,12 +545,12 @@ class SqliteStore:
                 f"SELECT {_CHUNK_SELECT} FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps([int(i) for i in chunk_ids]),),
             )
-            return {r[0]: StoredChunk(*r) for r in rows}
+            return {r[0]: _stored_chunk(r) for r in rows}
 
     def chunks_for_path(self, path: str) -> list[StoredChunk]:
         with self._lock:
             rows = self.conn.execute(f"SELECT {_CHUNK_SELECT} FROM chunks WHERE path = ? ORDER BY chunk_index", (path,))
-            return [StoredChunk(*r) for r in rows]
+            return [_stored_chunk(r) for r in rows]
 
     def entities(self) -> list[EntityRow]:
         """Files that may be entities (retrieval.entities.is_entity decides): a chapter's `title` alone is none."""
