@@ -378,7 +378,8 @@ class MentionAt:
 @dataclass
 class StoredChunk:
     """A stored chunk (`chunks_by_id`, `chunks_for_path`): the ChunkRow it was written from (without
-    `ident_words`) plus its id and path. Values come back exactly as written (None stays None)."""
+    `ident_words`) plus its id and path. Values come back exactly as written (None stays None), but for the preview:
+    the SQLite backend stores none and gives `markdown.preview.make_preview(text)` (what the chunker writes)."""
 
     id: int
     path: str
