@@ -12,6 +12,27 @@ import nodeenv  # noqa: E402
 
 EXTENSION = pathlib.Path(__file__).resolve().parent.parent / "vscode-extension"
 
+# The suite runs in two processes (`pytest -n 2 --dist loadgroup`, pytest-xdist: the README's test command). Each
+# test file is one unit of work, so a module fixture is paid once, as in one process; the files named here share
+# a unit (one worker runs them one after another) because they use the same folder or tool between them:
+# vscode-extension/ (npm ci, the build into dist/ and out/, the .vsix fixture) and one code-server install.
+SHARED_UNITS = {
+    "test_vscode_extension.py": "vscode",
+    "test_vscode_real.py": "vscode",
+    "test_vscode_names.py": "vscode",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook appends the group to each test's id
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup`, every test without an explicit `xdist_group` goes to its file's group."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            name = item.path.name
+            item.add_marker(pytest.mark.xdist_group(SHARED_UNITS.get(name, name)))
+
 
 @pytest.fixture(scope="session")
 def vsix(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
