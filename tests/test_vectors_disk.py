@@ -186,6 +186,7 @@ def _snapshotted(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, np.ndarra
     try:
         _answers_right(first, truth)
         assert first._vectors.loads == 1 and first._vectors.rows_read == len(truth)
+        assert first._vectors.wait_for_snapshot(10)  # (written in the background)
         assert first._vectors.snapshot_writes == 1
     finally:
         first.close()
@@ -251,6 +252,7 @@ def test_a_damaged_or_cut_snapshot_is_ignored_and_written_again(tmp_path, monkey
         try:
             _answers_right(again, truth)
             assert again._vectors.snapshot_reads == 0 and again._vectors.loads == 1, damage
+            assert again._vectors.wait_for_snapshot(10)  # (written in the background)
             assert again._vectors.snapshot_writes == 1, damage  # a whole one again
         finally:
             again.close()
@@ -321,6 +323,7 @@ def test_the_snapshot_is_never_written_through_a_linked_index_folder(tmp_path, m
         real = db.parent.rename(tmp_path / "project" / ".saipling-real")
         db.parent.symlink_to(outside, target_is_directory=True)
         _answers_right(store, truth)  # searches still answer (from the open database)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.loads == 1 and store._vectors.snapshot_writes == 0
         assert list(outside.iterdir()) == []  # nothing written there, not even a temporary file
         assert not (real / "vectors.snapshot").exists()
@@ -329,6 +332,7 @@ def test_the_snapshot_is_never_written_through_a_linked_index_folder(tmp_path, m
         real.rename(db.parent)
         store._vectors.invalidate()
         _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.snapshot_writes == 1 and (db.parent / "vectors.snapshot").is_file()
         assert [p.name for p in db.parent.iterdir() if p.name.endswith(".tmp")] == []
     finally:
@@ -351,14 +355,17 @@ def test_a_process_that_changed_many_vectors_writes_the_snapshot_again(tmp_path,
     store = Store.open(db)
     try:
         _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.snapshot_reads == 1 and store._vectors.snapshot_writes == 0
         truth |= _write(store, "f0.md", 50, "again")  # a few rows: patched, no snapshot written
         truth = {t: v for t, v in truth.items() if not t.startswith("f0.md  ")}
         store.knn(unit(1), 3)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.snapshot_writes == 0
         for f in range(20, 26):  # an index run's worth of new vectors (60 rows, past the threshold)
             truth |= _write(store, f"f{f}.md", f)
         _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.loads == 0 and store._vectors.snapshot_writes == 1
     finally:
         store.close()
@@ -382,6 +389,7 @@ def test_a_read_only_open_uses_the_snapshot_and_never_writes_one(tmp_path, monke
     reader = Store.open(db, readonly=True)
     try:
         _answers_right(reader, truth)
+        assert reader._vectors.wait_for_snapshot(10)  # (written in the background)
         assert reader._vectors.loads == 1 and reader._vectors.snapshot_writes == 0
         assert not (db.parent / "vectors.snapshot").exists()
     finally:
@@ -409,9 +417,65 @@ def test_a_temporary_snapshot_left_by_a_killed_process_is_removed_by_the_next_wr
     store = Store.open(db)
     try:
         _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.snapshot_writes == 1
     finally:
         store.close()
     assert not old.exists()
     assert fresh.read_bytes() == b"y" * 4096
     assert (db.parent / "vectors.snapshot").is_file()
+
+
+# -- the snapshot off the request path, with room, of this history (the review of issue 34) ---------------------------
+def test_a_search_returns_while_its_snapshot_is_written_and_the_snapshot_is_of_the_seq_it_names(
+    tmp_path, monkeypatch
+) -> None:
+    """The snapshot a search starts is written by another thread: the search (and the next ones, and a write that
+    patches the matrix meanwhile) never wait for it, and the file describes the matrix at the seq it records, not
+    the rows patched while it was written."""
+    import threading
+
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 50)
+    db = tmp_path / "project" / ".saipling" / "index.db"
+    truth = _index(db)
+    real_write = snapshot.write
+    started, release = threading.Event(), threading.Event()
+
+    def slow_write(*args, **kwargs):  # a write that takes as long as the test wants
+        started.set()
+        release.wait(30)
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "write", slow_write)
+    store = Store.open(db)
+    try:
+        found: list = []
+        search = threading.Thread(target=lambda: found.append(store.knn(unit(1), 5)), daemon=True)
+        search.start()
+        assert started.wait(10)
+        search.join(5)
+        returned = bool(found) and not release.is_set()
+        if returned:  # meanwhile: a write patches the matrix, searches answer from it
+            seq_frozen = store._vectors._matrix_seq
+            ids_frozen = set(store._vectors._matrix.ids())
+            truth = {t: v for t, v in truth.items() if not t.startswith("f0.md  ")} | _write(store, "f0.md", 60, "new")
+            _answers_right(store, truth)
+            assert store._vectors._matrix_seq > seq_frozen and set(store._vectors._matrix.ids()) != ids_frozen
+        release.set()
+        assert returned, "the search waited for its snapshot to be written"
+        assert store._vectors.wait_for_snapshot(10) and store._vectors.snapshot_writes == 1
+        index_id = str(store.get_meta("index_id"))
+    finally:
+        release.set()
+        store.close()
+    snap = snapshot.read(db.parent, index_id=index_id, key=f"m@{DIMS}", dims=DIMS, floor=0, seq_now=10**9)
+    assert snap is not None and snap.seq == seq_frozen and set(snap.ids.tolist()) == ids_frozen
+    again = Store.open(db)  # a new process takes it and catches up from the journal
+    try:
+        _answers_right(again, truth)
+        assert again._vectors.snapshot_reads == 1 and again._vectors.loads == 0
+        assert again._vectors.rows_read == ROWS_PER_FILE
+    finally:
+        again.close()

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ...lazy import np
-from ..vector_matrix import VectorMatrix, unit_rows
+from ..vector_matrix import MatrixState, VectorMatrix, unit_rows
 from . import index_files
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def _le(dtype: str) -> Any:
     return np.dtype(dtype).newbyteorder("<")
 
 
-def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: int) -> int:
+def write(folder: Path, matrix: VectorMatrix | MatrixState, *, index_id: str, key: str, seq: int) -> int:
     """Write a snapshot of `matrix` (which reflects the journal up to `seq`) into `folder`; returns its bytes.
     Raises OSError / IndexPathUnsafe (the caller logs them: a snapshot is never worth failing a search)."""
     compact = matrix.steps is not None
