@@ -4,10 +4,16 @@ so that the next process opens it instead of reading every vector from the cache
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fixtures import chunk_row as row
 from saipling.storage.base import FileRecord
@@ -479,3 +485,67 @@ def test_a_search_returns_while_its_snapshot_is_written_and_the_snapshot_is_of_t
         assert again._vectors.rows_read == ROWS_PER_FILE
     finally:
         again.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MB tmpfs (root only; skipped where mounting is not allowed), as tests/test_disk_full.py mounts it."""
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        pytest.skip("needs root to mount a small tmpfs")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_no_snapshot_is_written_without_room_for_it_and_one_the_disk_cuts_short_leaves_nothing(
+    small_disk: Path, monkeypatch, caplog
+) -> None:
+    """Room for the snapshot but not for the margin kept free for the index: skipped, said once. A write that
+    finds the disk full anyway (filled after the check) leaves no temporary file. Searches answer throughout."""
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 50)
+    monkeypatch.setattr(snapshot, "FREE_MARGIN", 256 << 10, raising=False)  # (a 2 MB disk: a margin that fits on it)
+    db = small_disk / "project" / ".saipling" / "index.db"
+    truth = _index(db)
+    store = Store.open(db)
+    try:
+        st = os.statvfs(small_disk)
+        (small_disk / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - (100 << 10)))  # 100 KB left
+        with caplog.at_level(logging.INFO, logger="saipling"):
+            for _ in range(2):  # two full reads, two snapshots wanted
+                store._vectors.invalidate()
+                _answers_right(store, truth)
+                assert store._vectors.wait_for_snapshot(10)
+        assert store._vectors.loads == 2 and store._vectors.snapshot_writes == 0
+        assert sorted(p.name for p in db.parent.iterdir() if "snapshot" in p.name) == []
+        said = [r for r in caplog.records if "snapshot not written" in r.getMessage() and r.levelno >= logging.WARNING]
+        assert len(said) == 1 and "kept free" in said[0].getMessage()
+        # the check passes (the disk filled after it): the write fails on ENOSPC and removes its temporary file
+        monkeypatch.setattr(snapshot, "free_bytes", lambda dir_fd: 1 << 40)
+        with open(small_disk / "filler", "ab", buffering=0) as f, contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 4096)
+        assert os.statvfs(small_disk).f_bavail == 0
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="saipling"):
+            store._vectors.invalidate()
+            _answers_right(store, truth)
+            assert store._vectors.wait_for_snapshot(10)
+        assert any("No space left" in r.getMessage() for r in caplog.records)
+        assert store._vectors.snapshot_writes == 0
+        assert sorted(p.name for p in db.parent.iterdir() if "snapshot" in p.name) == []
+        # room again: written
+        (small_disk / "filler").unlink()
+        store._vectors.invalidate()
+        _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10) and store._vectors.snapshot_writes == 1
+        assert (db.parent / "vectors.snapshot").is_file()
+    finally:
+        store.close()

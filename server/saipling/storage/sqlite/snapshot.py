@@ -47,6 +47,21 @@ _BLOCK = 65_536  # rows written (and checksummed) at a time: the copies stay sma
 # A temporary file this old is a leftover of a process killed while writing (SIGTERM runs no cleanup): removed by
 # the next write (a write takes seconds; one in progress keeps its file's mtime fresh)
 STALE_TMP_SECONDS = 3600
+# A snapshot is written only while the filesystem keeps this much free beyond it (or its own size, if larger): a
+# cache never takes the room the index's own writes (its WAL) need. Short of it the write is skipped (logged once).
+FREE_MARGIN = 64 << 20
+
+
+class NoRoom(OSError):
+    """Too little free space for the snapshot and the margin (FREE_MARGIN): not written."""
+
+
+def free_bytes(dir_fd: int) -> int | None:
+    """Free bytes for an unprivileged writer on the filesystem of the folder `dir_fd`; None: not known here."""
+    if not hasattr(os, "fstatvfs"):
+        return None
+    st = os.fstatvfs(dir_fd)
+    return int(st.f_bavail) * int(st.f_frsize)
 
 
 @dataclass
@@ -66,7 +81,9 @@ def _le(dtype: str) -> Any:
 
 def write(folder: Path, matrix: VectorMatrix | MatrixState, *, index_id: str, key: str, seq: int) -> int:
     """Write a snapshot of `matrix` (which reflects the journal up to `seq`) into `folder`; returns its bytes.
-    Raises OSError / IndexPathUnsafe (the caller logs them: a snapshot is never worth failing a search)."""
+    Raises NoRoom when the filesystem lacks its size plus FREE_MARGIN (nothing written), OSError (a write that
+    failed removes its temporary file) / IndexPathUnsafe (the caller logs them: a snapshot is never worth failing
+    a search)."""
     compact = matrix.steps is not None
     n, dims = len(matrix), matrix.dims
     words = (dims + 63) // 64 if compact and matrix.has_bits else 0
@@ -76,6 +93,13 @@ def write(folder: Path, matrix: VectorMatrix | MatrixState, *, index_id: str, ke
         if dir_fd is None:
             raise FileNotFoundError(folder)
         _remove_leftovers(dir_fd)
+        size = len(MAGIC) + HEADER + payload
+        free = free_bytes(dir_fd)
+        if free is not None and free < size + max(size, FREE_MARGIN):
+            raise NoRoom(
+                f"{free / 1e6:.1f} MB free, the snapshot needs {size / 1e6:.1f} MB and"
+                f" {max(size, FREE_MARGIN) / 1e6:.0f} MB are kept free for the index"
+            )
         tmp = f".{NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         fd = index_files.open_file(folder, dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -127,7 +151,7 @@ def write(folder: Path, matrix: VectorMatrix | MatrixState, *, index_id: str, ke
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)
             raise
-    return len(MAGIC) + HEADER + payload
+    return size
 
 
 def _remove_leftovers(dir_fd: int) -> None:

@@ -60,6 +60,7 @@ _PATCH_MIN, _PATCH_SHARE = 1024, 4  # a matrix is patched for up to max(_PATCH_M
 # One snapshot written at a time in a process (a search that would start another while one is written leaves it to a
 # later search: its count of patched rows is kept)
 _SNAPSHOT_WRITING = threading.Lock()
+_SHORT_OF_ROOM: set[str] = set()  # folders whose filesystem had no room for a snapshot (said once)
 _HAS_VECTOR = "EXISTS (SELECT 1 FROM embedding_cache e WHERE e.model = ? AND e.content_hash = c.content_hash)"
 # the ids of the chunks without a vector: a scan of the chunks' hash index (covering) with a probe of the cache's key
 # each; the chunk rows of the few that pass are read after (filtering the rows themselves read every chunk: 3x slower)
@@ -490,9 +491,15 @@ class Vectors:
             start = time.perf_counter()
             try:
                 size = snapshot.write(folder, state, index_id=index_id, key=key, seq=seq)
+            except snapshot.NoRoom as exc:  # logged once per folder until one is written again
+                (log.debug if str(folder) in _SHORT_OF_ROOM else log.warning)(
+                    "vector snapshot not written in %s: %s", folder, exc
+                )
+                _SHORT_OF_ROOM.add(str(folder))
             except Exception as exc:  # noqa: BLE001 - a full disk, a folder swapped for a link...: searches go on
                 log.warning("vector snapshot not written in %s: %s", folder, exc)
             else:
+                _SHORT_OF_ROOM.discard(str(folder))
                 self.snapshot_writes += 1
                 log.info(
                     "vector snapshot written: %d rows, %.1f MB in %.2f s",
