@@ -472,12 +472,19 @@ def test_a_search_returns_while_its_snapshot_is_written_and_the_snapshot_is_of_t
         release.set()
         assert returned, "the search waited for its snapshot to be written"
         assert store._vectors.wait_for_snapshot(10) and store._vectors.snapshot_writes == 1
-        index_id = str(store.get_meta("index_id"))
+        snap = snapshot.read(
+            db.parent,
+            index_id=str(store.get_meta("index_id")),
+            key=f"m@{DIMS}",
+            dims=DIMS,
+            floor=0,
+            seq_now=10**9,
+            **({"tag_at": store._vectors._journal_tag} if hasattr(store._vectors, "_journal_tag") else {}),
+        )
+        assert snap is not None and snap.seq == seq_frozen and set(snap.ids.tolist()) == ids_frozen
     finally:
         release.set()
         store.close()
-    snap = snapshot.read(db.parent, index_id=index_id, key=f"m@{DIMS}", dims=DIMS, floor=0, seq_now=10**9)
-    assert snap is not None and snap.seq == seq_frozen and set(snap.ids.tolist()) == ids_frozen
     again = Store.open(db)  # a new process takes it and catches up from the journal
     try:
         _answers_right(again, truth)
@@ -549,3 +556,64 @@ def test_no_snapshot_is_written_without_room_for_it_and_one_the_disk_cuts_short_
         assert (db.parent / "vectors.snapshot").is_file()
     finally:
         store.close()
+
+
+def _snapshot_seq(db: Path) -> int:
+    import json
+
+    from saipling.storage.sqlite import snapshot
+
+    with open(db.parent / "vectors.snapshot", "rb") as f:
+        return int(json.loads(f.read(len(snapshot.MAGIC) + snapshot.HEADER)[len(snapshot.MAGIC) :])["seq"])
+
+
+def test_a_snapshot_of_another_history_is_not_used_after_a_backup_is_restored_and_written_past_it(
+    tmp_path, monkeypatch
+) -> None:
+    """index.db restored from a backup (same index id) and then written past the snapshot's seq: the journal's seqs
+    reach the snapshot's again but name other changes. The snapshot is ignored, the matrix read in full and the
+    snapshot written again; answers are those of the restored index's own vectors."""
+    import shutil
+
+    db, truth = _snapshotted(tmp_path, monkeypatch)  # (a snapshot at the backup's seq)
+    backup = tmp_path / "index.db.backup"
+    shutil.copyfile(db, backup)
+    backup_truth = dict(truth)
+    store = Store.open(db)  # the history the backup does not hold: more vectors, the snapshot advanced past them
+    try:
+        seq_backup = _snapshot_seq(db)
+        for f in range(20, 26):
+            truth |= _write(store, f"f{f}.md", f)
+        _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10) and store._vectors.snapshot_writes == 1
+        assert store._vectors.snapshot_reads == 1 and store._vectors.loads == 0
+    finally:
+        store.close()
+    seq_other = _snapshot_seq(db)
+    assert seq_other > seq_backup
+    # the backup restored (its WAL and shared memory gone with the file they belonged to), then other writes
+    for name in ("index.db-wal", "index.db-shm"):
+        (db.parent / name).unlink(missing_ok=True)
+    shutil.copyfile(backup, db)
+    store = Store.open(db)
+    try:
+        restored = dict(backup_truth)
+        for f in range(30, 38):  # more rows than the other history wrote: its seqs pass the snapshot's
+            restored |= _write(store, f"f{f}.md", f)
+        assert store._vectors._journal_seq() > seq_other
+    finally:
+        store.close()
+    again = Store.open(db)
+    try:
+        _answers_right(again, restored)
+        assert again._vectors.snapshot_reads == 0 and again._vectors.loads == 1
+        assert again._vectors.wait_for_snapshot(10) and again._vectors.snapshot_writes == 1  # of this history
+    finally:
+        again.close()
+    assert _snapshot_seq(db) > seq_other
+    fresh = Store.open(db)  # which the next process takes
+    try:
+        _answers_right(fresh, restored)
+        assert fresh._vectors.snapshot_reads == 1 and fresh._vectors.loads == 0
+    finally:
+        fresh.close()

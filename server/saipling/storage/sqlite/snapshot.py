@@ -27,6 +27,7 @@ import os
 import stat
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 NAME = "vectors.snapshot"
 MAGIC = b"SAIPVEC1"
 HEADER = 4096  # bytes of header after the magic (JSON, padded with spaces)
-VERSION = 2  # 2: a float32 matrix's rows stored as float16
+VERSION = 3  # 2: a float32 matrix's rows stored as float16; 3: the tag of the journal's row at its seq
 # Below this many rows no snapshot is written: reading them from the cache takes a few ms anyway
 MIN_ROWS = 2_000
 _BLOCK = 65_536  # rows written (and checksummed) at a time: the copies stay small
@@ -79,8 +80,9 @@ def _le(dtype: str) -> Any:
     return np.dtype(dtype).newbyteorder("<")
 
 
-def write(folder: Path, matrix: VectorMatrix | MatrixState, *, index_id: str, key: str, seq: int) -> int:
-    """Write a snapshot of `matrix` (which reflects the journal up to `seq`) into `folder`; returns its bytes.
+def write(folder: Path, matrix: VectorMatrix | MatrixState, *, index_id: str, key: str, seq: int, tag: int) -> int:
+    """Write a snapshot of `matrix` (which reflects the journal up to `seq`, whose row there has the random `tag`:
+    schema.JOURNAL_COLUMNS) into `folder`; returns its bytes.
     Raises NoRoom when the filesystem lacks its size plus FREE_MARGIN (nothing written), OSError (a write that
     failed removes its temporary file) / IndexPathUnsafe (the caller logs them: a snapshot is never worth failing
     a search)."""
@@ -138,6 +140,7 @@ def write(folder: Path, matrix: VectorMatrix | MatrixState, *, index_id: str, ke
                     "dtype": "int8" if compact else "float16",
                     "sign_words": words,
                     "seq": int(seq),
+                    "tag": int(tag),
                     "payload": payload,
                     "crc": crc,
                 }
@@ -170,9 +173,20 @@ def _remove_leftovers(dir_fd: int) -> None:
                 log.info("removed a temporary vector snapshot left by a killed process: %s", name)
 
 
-def read(folder: Path, *, index_id: str, key: str, dims: int, floor: int, seq_now: int) -> Snapshot | None:
+def read(
+    folder: Path,
+    *,
+    index_id: str,
+    key: str,
+    dims: int,
+    floor: int,
+    seq_now: int,
+    tag_at: Callable[[int], int | None],
+) -> Snapshot | None:
     """The snapshot in `folder` if it is of this index, key and size, reaches back no further than the journal
-    (`floor` <= its seq <= `seq_now`) and is whole; else None (why: logged)."""
+    (`floor` <= its seq <= `seq_now`), is of this history of the index (`tag_at(seq)`, the tag of the journal's row
+    at its seq, is the one it recorded: an index restored from a backup and written past that seq has another row
+    there) and is whole; else None (why: logged)."""
     try:
         with index_files.open_folder(folder, create=False) as dir_fd:
             if dir_fd is None:
@@ -182,13 +196,15 @@ def read(folder: Path, *, index_id: str, key: str, dims: int, floor: int, seq_no
             except FileNotFoundError:
                 return None
             with os.fdopen(fd, "rb") as f:
-                return _read(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now)
+                return _read(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
     except Exception as exc:  # noqa: BLE001 - a snapshot that cannot be read is only a cache miss
         log.info("vector snapshot in %s not used: %s", folder, exc)
         return None
 
 
-def _read(f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: int) -> Snapshot | None:
+def _read(
+    f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: int, tag_at: Callable[[int], int | None]
+) -> Snapshot | None:
     head = f.read(len(MAGIC) + HEADER)
     if len(head) != len(MAGIC) + HEADER or head[: len(MAGIC)] != MAGIC:
         raise ValueError("not a vector snapshot (or cut short)")
@@ -200,6 +216,10 @@ def _read(f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: in
         raise ValueError("of another index, vector key or size")
     if not floor <= seq <= seq_now:
         raise ValueError(f"its seq {seq} is outside the journal ({floor}..{seq_now})")
+    if tag_at(seq) != int(h["tag"]):
+        raise ValueError(
+            f"of another history of the index (the journal's row at seq {seq} differs: a restored backup?)"
+        )
     if h.get("dtype") not in ("int8", "float16"):
         raise ValueError(f"rows of {h.get('dtype')}")
     n, words, compact = int(h["rows"]), int(h["sign_words"]), h["dtype"] == "int8"

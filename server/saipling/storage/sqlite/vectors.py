@@ -26,6 +26,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from ...embeddings.base import usable_vector
 from ...errors import StorageError
 from ...lazy import np  # numpy loads on first use (cold CLI path)
@@ -394,8 +396,18 @@ class Vectors:
             self._truncate_journal(seq - JOURNAL_KEEP)
 
     def _truncate_journal(self, upto: int) -> None:
-        self.db.conn.execute("DELETE FROM vector_changes WHERE seq <= ?", (upto,))
+        # (the row at `upto` stays: its tag proves the history of a snapshot taken at the floor)
+        self.db.conn.execute("DELETE FROM vector_changes WHERE seq < ?", (upto,))
         self.db.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (JOURNAL_FLOOR_META, str(upto)))
+
+    def _journal_tag(self, seq: int) -> int | None:
+        """The random tag of the journal's row at `seq` (schema.JOURNAL_COLUMNS); None: no row there (or a journal
+        without tags)."""
+        try:
+            value = self.db.scalar("SELECT tag FROM vector_changes WHERE seq = ?", (int(seq),))
+        except apsw.SQLError:  # (an index of schema 9 opened read-only: no tags, no snapshot of it is used)
+            return None
+        return None if value is None else int(value)
 
     def forget_journal(self) -> None:
         """Inside a write transaction that removed every vector (clear): the journal emptied, every matrix read
@@ -453,7 +465,9 @@ class Vectors:
             seq_now = self._journal_seq()
         if not index_id:
             return False
-        snap = snapshot.read(self.folder, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now)
+        snap = snapshot.read(
+            self.folder, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=self._journal_tag
+        )
         if snap is None:
             return False
         try:
@@ -482,6 +496,10 @@ class Vectors:
         index_id = self.db.get_meta(INDEX_ID_META)
         if not index_id:
             return
+        tag = self._journal_tag(self._matrix_seq)
+        if tag is None:  # (its seq's row deleted by a writer of an older saipling: no snapshot could prove its history)
+            log.debug("vector snapshot not written: no journal row at seq %d", self._matrix_seq)
+            return
         if not _SNAPSHOT_WRITING.acquire(blocking=False):
             return  # (one is being written: a later search writes this one)
         self._since_snapshot = 0  # (a failed write is not tried again at every search)
@@ -490,7 +508,7 @@ class Vectors:
         def job() -> None:
             start = time.perf_counter()
             try:
-                size = snapshot.write(folder, state, index_id=index_id, key=key, seq=seq)
+                size = snapshot.write(folder, state, index_id=index_id, key=key, seq=seq, tag=tag)
             except snapshot.NoRoom as exc:  # logged once per folder until one is written again
                 (log.debug if str(folder) in _SHORT_OF_ROOM else log.warning)(
                     "vector snapshot not written in %s: %s", folder, exc
