@@ -617,3 +617,70 @@ def test_a_snapshot_of_another_history_is_not_used_after_a_backup_is_restored_an
         assert fresh._vectors.snapshot_reads == 1 and fresh._vectors.loads == 0
     finally:
         fresh.close()
+
+
+def _old_process_writes(db: Path, path: str, seed: int) -> dict[str, np.ndarray]:
+    """A file written into the (migrated) index the way saipling before migration 9, still running, writes it:
+    float32 vectors into the cache under the index's key, then the chunks (the journal's triggers are the index's)."""
+    conn = connect(str(db))
+    truth: dict[str, np.ndarray] = {}
+    try:
+        with conn:
+            conn.execute(
+                "INSERT INTO files(path, content_hash, mtime_ns, size, file_type, chunk_count) VALUES (?, ?, 1, 1,"
+                " 'note', ?)",
+                (path, h(path), ROWS_PER_FILE),
+            )
+            for i in range(ROWS_PER_FILE):
+                text = f"{path} old process passage {i}"
+                truth[text] = vec = unit(seed * 100 + i)
+                conn.execute(
+                    "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?, ?, ?, 1)",
+                    (f"m@{DIMS}", h(text), vec.astype("<f4").tobytes()),
+                )
+                conn.execute(
+                    "INSERT INTO chunks(path, chunk_index, kind, heading_path, start_line, end_line, content_hash,"
+                    " token_count, text, file_type, visibility, corpus) VALUES (?, ?, 'section', '', ?, ?, ?, 3, ?,"
+                    " 'note', 'public', 'content')",
+                    (path, i, i + 1, i + 1, h(text), text),
+                )
+    finally:
+        conn.close()
+    return truth
+
+
+def test_float32_vectors_an_older_process_writes_into_a_float16_index_are_searched_as_they_are_counted(
+    tmp_path, monkeypatch
+) -> None:
+    """A float32 row written by an older process counts as a vector, as a float16 one does: the matrix (whole read,
+    patch from the journal, snapshot), the cache lookups and the counts agree, so its chunk is searched, never listed
+    as unembedded and never embedded again."""
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    searching = Store.open(db)  # a process holding its matrix while the older one writes
+    try:
+        _answers_right(searching, truth)
+        old = _old_process_writes(db, "old.md", 66)
+        assert {int(n) for (n,) in searching.conn.execute("SELECT length(vector) FROM embedding_cache")} == {
+            DIMS * 2,
+            DIMS * 4,
+        }
+        truth |= old
+        _answers_right(searching, truth)  # (patched from the journal)
+        assert searching.knn(unit(6600), 1)[0][1] > 0.999
+    finally:
+        searching.close()
+    for reader in ("snapshot", "cache"):
+        store = Store.open(db)
+        try:
+            if reader == "cache":
+                store._vectors.folder = None  # (a whole read of the cache)
+            assert store.count_unembedded() == 0 and store.unembedded() == []
+            assert store.stats().embedded_chunks == len(truth)  # (the SQL count: no matrix loaded yet)
+            _answers_right(store, truth)
+            assert store.knn(unit(6600), 1)[0][1] > 0.999
+            assert (store._vectors.loads, store._vectors.snapshot_reads) == ((1, 0) if reader == "cache" else (0, 1))
+            hashes = [h(t) for t in old]
+            got = store.cached_vectors("m", hashes, DIMS)  # what the embed queue takes instead of embedding again
+            assert len(got) == ROWS_PER_FILE and np.abs(got[hashes[0]] - unit(6600)).max() < 1e-6
+        finally:
+            store.close()

@@ -83,6 +83,25 @@ def decoded(blob: bytes, dtype: Any) -> np.ndarray:
     return unit_rows(np.frombuffer(blob, dtype=dtype).reshape(1, -1))[0]
 
 
+def row_dtype(blob: bytes, dims: int) -> Any:
+    """How a row of `dims` dimensions is stored, by its length: float16, or float32, which a saipling of before
+    migration 9 still running beside a migrated index writes into it (its rows are read as they are, never
+    skipped: "has a vector" counts them, so the matrix must hold them too)."""
+    return np.dtype("<f4" if len(blob) == dims * 4 else "<f2")
+
+
+def decoded_rows(blobs: Sequence[bytes], dims: int) -> np.ndarray:
+    """Cache rows of `dims` dimensions (float16 or float32: row_dtype) as float32 rows (vector_matrix.unit_rows);
+    rows of one format (the rule) in one pass."""
+    if len({len(b) for b in blobs}) <= 1:
+        dtype = row_dtype(blobs[0], dims) if blobs else np.dtype("<f2")
+        return unit_rows(np.frombuffer(b"".join(blobs), dtype=dtype).reshape(-1, dims))
+    out = np.empty((len(blobs), dims), dtype=np.float32)
+    for i, b in enumerate(blobs):
+        out[i] = decoded(b, row_dtype(b, dims))
+    return out
+
+
 class Vectors:
     """Vector reads and writes over the store's connection."""
 
@@ -214,14 +233,21 @@ class Vectors:
         with self.db.lock:
             dtype = self.dtype()
             size = int(dims) * dtype.itemsize if dims else -1
+            # rows under a key that carries the size are read by their length (float32 ones too: row_dtype)
+            sized = {cache_key(model, dims): int(dims)} if dims else {}
+            index_key, index_dims = self.index_key(), self.vector_model()[1]
+            if index_key is not None and index_dims:
+                sized[index_key] = index_dims
             for i in range(0, len(hashes), 500):
                 part = hashes[i : i + 500]
-                for h, blob in self.db.conn.execute(
-                    "SELECT content_hash, vector FROM embedding_cache WHERE model IN (SELECT value FROM json_each(?))"
-                    " AND content_hash IN (SELECT value FROM json_each(?)) AND (? < 0 OR length(vector) = ?)",
-                    (json.dumps(keys), json.dumps(part), size, size),
+                for row_key, h, blob in self.db.conn.execute(
+                    "SELECT model, content_hash, vector FROM embedding_cache"
+                    " WHERE model IN (SELECT value FROM json_each(?)) AND content_hash IN (SELECT value FROM"
+                    " json_each(?)) AND (? < 0 OR length(vector) = ? OR (model = ? AND length(vector) = ?))",
+                    (json.dumps(keys), json.dumps(part), size, size, cache_key(model, dims), int(dims) * 4),
                 ):
-                    vec = decoded(blob, dtype)
+                    row_dims = sized.get(row_key)
+                    vec = decoded(blob, row_dtype(blob, row_dims) if row_dims else dtype)
                     if usable_vector(vec):  # a poisoned row (NaN, Inf, zero) is never served: re-embedded
                         out[h] = vec
         return out
@@ -246,8 +272,10 @@ class Vectors:
         bad_cache: list[tuple[str, str]] = []
         with self.db.lock:
             dtype = self.dtype()
+            key, dims = self.index_key(), self.vector_model()[1]
             for model, h, blob in self.db.conn.execute("SELECT model, content_hash, vector FROM embedding_cache"):
-                if len(blob) % dtype.itemsize or not usable_vector(np.frombuffer(blob, dtype=dtype)):
+                fmt = row_dtype(blob, dims) if model == key and dims else dtype  # (float32 rows of an older process)
+                if len(blob) % fmt.itemsize or not usable_vector(np.frombuffer(blob, dtype=fmt)):
                     bad_cache.append((model, h))
             with self.db.atomic():
                 self.db.conn.executemany("DELETE FROM embedding_cache WHERE model = ? AND content_hash = ?", bad_cache)
@@ -596,13 +624,12 @@ class Vectors:
         out: dict[int, np.ndarray] = {}
         if not chunk_ids:
             return out
-        dtype = self.dtype()
         for cid, blob in self.db.conn.execute(
             "SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e ON e.model = ? AND e.content_hash ="
-            " c.content_hash WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) = ?",
-            (key, self.db.json_ids(chunk_ids), dims * dtype.itemsize),
+            " c.content_hash WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) IN (?, ?)",
+            (key, self.db.json_ids(chunk_ids), dims * 2, dims * 4),
         ):
-            vec = decoded(blob, dtype)
+            vec = decoded(blob, row_dtype(blob, dims))
             if usable_vector(vec):
                 out[int(cid)] = vec
         if counted:
@@ -637,7 +664,6 @@ class Vectors:
         self.loads += 1
         with self.db.conn:  # one read transaction: the vectors and the journal's seq agree
             seq = self._journal_seq()
-            dtype = self.dtype()
             n = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)  # at most one vector each
             compact = wants_compact(n, dims)
             ids = np.empty(n, dtype=np.int64)
@@ -646,15 +672,15 @@ class Vectors:
             filled = 0
             cursor = self.db.conn.execute(
                 "SELECT c.id, e.vector FROM embedding_cache AS e NOT INDEXED CROSS JOIN chunks AS c"
-                " ON c.content_hash = e.content_hash WHERE e.model = ? AND length(e.vector) = ?",
-                (key, dims * dtype.itemsize),
+                " ON c.content_hash = e.content_hash WHERE e.model = ? AND length(e.vector) IN (?, ?)",
+                (key, dims * 2, dims * 4),  # (float16, or float32 rows: decoded_rows)
             )
             while filled < n:
                 rows = list(itertools.islice(cursor, SAMPLE_ROWS if compact and steps is None else batch))
                 if not rows:
                     break
                 rows = rows[: n - filled]
-                got = unit_rows(np.frombuffer(b"".join(r[1] for r in rows), dtype=dtype).reshape(-1, dims))
+                got = decoded_rows([r[1] for r in rows], dims)
                 good = np.isfinite(got).all(axis=1) & (got != 0).any(axis=1)
                 if not good.all():  # vectors stored before the provider boundary checked them: never served
                     log.warning("ignoring %d unusable vectors (NaN, Inf or zero) in the index", int((~good).sum()))
