@@ -3,16 +3,20 @@ opening the index reads one file instead of every vector from the embedding cach
 rows; the snapshot: a few tens of ms), then catches up from the change journal since the seq it reflects.
 
 It is a cache: written by a searching process after it read the whole matrix (and again after it patched many
-rows), ignored (the matrix read from the cache, then the snapshot written again) when it is of another index file
-(meta `index_id`), another vector key or size, older than the journal's floor, newer than the journal (another
-history), or damaged (its size or CRC-32 disagree). Deleting it costs one full read; `clear` removes it.
+rows), in a background thread from a frozen view of the matrix (storage/sqlite/vectors.py), and only while the
+filesystem keeps FREE_MARGIN free beyond it; ignored (the matrix read from the cache, then the snapshot written
+again) when it is of another index file (meta `index_id`), another vector key or size, older than the journal's
+floor, newer than the journal, of another history of the index (the journal's row at its seq is gone or has
+another random tag: an index.db restored from a backup and written past that seq), or damaged (its size or CRC-32
+disagree). Deleting it costs one full read; `clear` removes it.
 
 The file: 8 bytes of magic, a 4 KiB header (JSON, space-padded: version, index id, key, dims, rows, dtype, sign
-words, seq, payload bytes, CRC-32 of the payload), then the payload: ids (int64), the steps (float32 x dims, a
-compact matrix only), the rows (int8 codes of a compact matrix: bit for bit what a full read gives; a float32
-matrix's unit vectors as float16, as the cache stores them, made unit vectors again on reading: half the file, 42 MB
-at 55k chunks, where float32 rows made the snapshot 5x the text it indexes; the cast and norm cost ~0.1-0.2 s at
-55k x 384 under load), the sign bits (uint64 words per row, if any). All little-endian.
+words, seq, the tag of the journal's row at seq, payload bytes, CRC-32 of the payload), then the payload: ids
+(int64), the steps (float32 x dims, a compact matrix only), the rows (int8 codes of a compact matrix: bit for bit
+what a full read gives; a float32 matrix's unit vectors as float16, as the cache stores them, made unit vectors
+again on reading: half the file, 42 MB at 55k chunks, where float32 rows made the snapshot 5x the text it indexes;
+the cast and norm cost ~0.1-0.2 s at 55k x 384 under load), the sign bits (uint64 words per row, if any). All
+little-endian.
 
 Written as a new file under a unique name in the folder (O_EXCL, never through a link: storage/sqlite/index_files),
 then renamed over the old one: a rename is atomic, so two processes writing at once leave one whole snapshot, and a

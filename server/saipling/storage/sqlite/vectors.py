@@ -12,14 +12,17 @@ the journal's old rows; a matrix older than what is left is read again.
 
 Vectors are stored as float16 since schema 9 (meta `vector_format`; half the bytes, recall@10 unchanged: see
 benchmarks/README.md S6) and read back as float32 unit vectors (vector_matrix.unit_rows). After a whole read the
-process writes a snapshot of its matrix beside the index (snapshot.py): the next process takes it and catches up
-from the journal instead of reading every vector."""
+process writes a snapshot of its matrix beside the index (snapshot.py; in a background thread): the next process
+takes it and catches up from the journal instead of reading every vector."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -62,6 +65,7 @@ _PATCH_MIN, _PATCH_SHARE = 1024, 4  # a matrix is patched for up to max(_PATCH_M
 # One snapshot written at a time in a process (a search that would start another while one is written leaves it to a
 # later search: its count of patched rows is kept)
 _SNAPSHOT_WRITING = threading.Lock()
+SNAPSHOT_NICE = 5  # how much lower the snapshot writer's thread runs than the searches (Linux)
 _SHORT_OF_ROOM: set[str] = set()  # folders whose filesystem had no room for a snapshot (said once)
 _HAS_VECTOR = "EXISTS (SELECT 1 FROM embedding_cache e WHERE e.model = ? AND e.content_hash = c.content_hash)"
 # the ids of the chunks without a vector: a scan of the chunks' hash index (covering) with a probe of the cache's key
@@ -100,6 +104,16 @@ def decoded_rows(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     for i, b in enumerate(blobs):
         out[i] = decoded(b, row_dtype(b, dims))
     return out
+
+
+def _lower_priority() -> None:
+    """The calling thread's CPU priority lowered (Linux: a thread's own nice value) so that a background job leaves
+    the cores to the searches; elsewhere nothing."""
+    if not hasattr(threading, "get_native_id") or not hasattr(os, "setpriority") or sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + SNAPSHOT_NICE))
 
 
 class Vectors:
@@ -534,6 +548,7 @@ class Vectors:
         state, seq, folder = matrix.freeze(), self._matrix_seq, self.folder
 
         def job() -> None:
+            _lower_priority()
             start = time.perf_counter()
             try:
                 size = snapshot.write(folder, state, index_id=index_id, key=key, seq=seq, tag=tag)
