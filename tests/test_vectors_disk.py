@@ -121,6 +121,11 @@ def test_an_index_of_float32_vectors_is_converted_to_float16_without_embedding_a
             assert [c for c, _ in store.knn(q, 5)] == exact_top(by_id, q, 5)
         other = store.cached_vectors("other@8", [h("elsewhere")])[h("elsewhere")]
         assert np.abs(other - unit(77, 8)).max() < 1e-3
+        # migration 10: every journal row tagged, the journal's high-water mark kept, a row at the current seq
+        seq = store._vectors._journal_seq()
+        assert seq > 0 and store._vectors._journal_tag(seq) is not None
+        assert store._scalar("SELECT count(*) FROM vector_changes WHERE tag IS NULL") == 0
+        assert store._scalar("SELECT count(DISTINCT tag) = count(*) FROM vector_changes") == 1
     finally:
         store.close()
     again = Store.open(db)  # opening again converts nothing twice

@@ -382,6 +382,7 @@ class SqliteStore:
         """Forget every file, chunk and vector (the embedding cache and logs stay: they cost money); the matrix
         snapshot goes too."""
         self._files.clear()
+        self._vectors.wait_for_snapshot()  # (one being written would land after the removal)
         self._vectors.remove_snapshot()
 
     def chunk_hashes(self) -> list[tuple[str, str, int]]:
