@@ -248,17 +248,22 @@ class Vectors:
             dtype = self.dtype()
             size = int(dims) * dtype.itemsize if dims else -1
             # rows under a key that carries the size are read by their length (float32 ones too: row_dtype)
-            sized = {cache_key(model, dims): int(dims)} if dims else {}
             index_key, index_dims = self.index_key(), self.vector_model()[1]
-            if index_key is not None and index_dims:
-                sized[index_key] = index_dims
+            sized = {index_key: index_dims} if index_key is not None and index_dims else {}
+            if dims:
+                sized[cache_key(model, dims)] = int(dims)
+            wide: list[Any] = []  # (key, bytes of a float32 row) of each of those (at most two), for the SQL below
+            for k, d in sized.items():
+                wide += [k, d * 4]
+            wide += ["", -1] * (2 - len(sized))
             for i in range(0, len(hashes), 500):
                 part = hashes[i : i + 500]
                 for row_key, h, blob in self.db.conn.execute(
                     "SELECT model, content_hash, vector FROM embedding_cache"
                     " WHERE model IN (SELECT value FROM json_each(?)) AND content_hash IN (SELECT value FROM"
-                    " json_each(?)) AND (? < 0 OR length(vector) = ? OR (model = ? AND length(vector) = ?))",
-                    (json.dumps(keys), json.dumps(part), size, size, cache_key(model, dims), int(dims) * 4),
+                    " json_each(?)) AND (? < 0 OR length(vector) = ? OR (model = ? AND length(vector) = ?)"
+                    " OR (model = ? AND length(vector) = ?))",
+                    (json.dumps(keys), json.dumps(part), size, size, *wide),
                 ):
                     row_dims = sized.get(row_key)
                     vec = decoded(blob, row_dtype(blob, row_dims) if row_dims else dtype)
