@@ -4,10 +4,16 @@ so that the next process opens it instead of reading every vector from the cache
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fixtures import chunk_row as row
 from saipling.storage.base import FileRecord
@@ -115,6 +121,11 @@ def test_an_index_of_float32_vectors_is_converted_to_float16_without_embedding_a
             assert [c for c, _ in store.knn(q, 5)] == exact_top(by_id, q, 5)
         other = store.cached_vectors("other@8", [h("elsewhere")])[h("elsewhere")]
         assert np.abs(other - unit(77, 8)).max() < 1e-3
+        # migration 10: every journal row tagged, the journal's high-water mark kept, a row at the current seq
+        seq = store._vectors._journal_seq()
+        assert seq > 0 and store._vectors._journal_tag(seq) is not None
+        assert store._scalar("SELECT count(*) FROM vector_changes WHERE tag IS NULL") == 0
+        assert store._scalar("SELECT count(DISTINCT tag) = count(*) FROM vector_changes") == 1
     finally:
         store.close()
     again = Store.open(db)  # opening again converts nothing twice
@@ -186,6 +197,7 @@ def _snapshotted(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, np.ndarra
     try:
         _answers_right(first, truth)
         assert first._vectors.loads == 1 and first._vectors.rows_read == len(truth)
+        assert first._vectors.wait_for_snapshot(10)  # (written in the background)
         assert first._vectors.snapshot_writes == 1
     finally:
         first.close()
@@ -251,6 +263,7 @@ def test_a_damaged_or_cut_snapshot_is_ignored_and_written_again(tmp_path, monkey
         try:
             _answers_right(again, truth)
             assert again._vectors.snapshot_reads == 0 and again._vectors.loads == 1, damage
+            assert again._vectors.wait_for_snapshot(10)  # (written in the background)
             assert again._vectors.snapshot_writes == 1, damage  # a whole one again
         finally:
             again.close()
@@ -321,6 +334,7 @@ def test_the_snapshot_is_never_written_through_a_linked_index_folder(tmp_path, m
         real = db.parent.rename(tmp_path / "project" / ".saipling-real")
         db.parent.symlink_to(outside, target_is_directory=True)
         _answers_right(store, truth)  # searches still answer (from the open database)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.loads == 1 and store._vectors.snapshot_writes == 0
         assert list(outside.iterdir()) == []  # nothing written there, not even a temporary file
         assert not (real / "vectors.snapshot").exists()
@@ -329,6 +343,7 @@ def test_the_snapshot_is_never_written_through_a_linked_index_folder(tmp_path, m
         real.rename(db.parent)
         store._vectors.invalidate()
         _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.snapshot_writes == 1 and (db.parent / "vectors.snapshot").is_file()
         assert [p.name for p in db.parent.iterdir() if p.name.endswith(".tmp")] == []
     finally:
@@ -351,14 +366,17 @@ def test_a_process_that_changed_many_vectors_writes_the_snapshot_again(tmp_path,
     store = Store.open(db)
     try:
         _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.snapshot_reads == 1 and store._vectors.snapshot_writes == 0
         truth |= _write(store, "f0.md", 50, "again")  # a few rows: patched, no snapshot written
         truth = {t: v for t, v in truth.items() if not t.startswith("f0.md  ")}
         store.knn(unit(1), 3)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.snapshot_writes == 0
         for f in range(20, 26):  # an index run's worth of new vectors (60 rows, past the threshold)
             truth |= _write(store, f"f{f}.md", f)
         _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.loads == 0 and store._vectors.snapshot_writes == 1
     finally:
         store.close()
@@ -382,6 +400,7 @@ def test_a_read_only_open_uses_the_snapshot_and_never_writes_one(tmp_path, monke
     reader = Store.open(db, readonly=True)
     try:
         _answers_right(reader, truth)
+        assert reader._vectors.wait_for_snapshot(10)  # (written in the background)
         assert reader._vectors.loads == 1 and reader._vectors.snapshot_writes == 0
         assert not (db.parent / "vectors.snapshot").exists()
     finally:
@@ -409,9 +428,264 @@ def test_a_temporary_snapshot_left_by_a_killed_process_is_removed_by_the_next_wr
     store = Store.open(db)
     try:
         _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10)  # (written in the background)
         assert store._vectors.snapshot_writes == 1
     finally:
         store.close()
     assert not old.exists()
     assert fresh.read_bytes() == b"y" * 4096
     assert (db.parent / "vectors.snapshot").is_file()
+
+
+# -- the snapshot off the request path, with room, of this history (the review of issue 34) ---------------------------
+def test_a_search_returns_while_its_snapshot_is_written_and_the_snapshot_is_of_the_seq_it_names(
+    tmp_path, monkeypatch
+) -> None:
+    """The snapshot a search starts is written by another thread: the search (and the next ones, and a write that
+    patches the matrix meanwhile) never wait for it, and the file describes the matrix at the seq it records, not
+    the rows patched while it was written."""
+    import threading
+
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 50)
+    db = tmp_path / "project" / ".saipling" / "index.db"
+    truth = _index(db)
+    real_write = snapshot.write
+    started, release = threading.Event(), threading.Event()
+
+    def slow_write(*args, **kwargs):  # a write that takes as long as the test wants
+        started.set()
+        release.wait(30)
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "write", slow_write)
+    store = Store.open(db)
+    try:
+        found: list = []
+        search = threading.Thread(target=lambda: found.append(store.knn(unit(1), 5)), daemon=True)
+        search.start()
+        assert started.wait(10)
+        search.join(5)
+        returned = bool(found) and not release.is_set()
+        if returned:  # meanwhile: a write patches the matrix, searches answer from it
+            seq_frozen = store._vectors._matrix_seq
+            ids_frozen = set(store._vectors._matrix.ids())
+            truth = {t: v for t, v in truth.items() if not t.startswith("f0.md  ")} | _write(store, "f0.md", 60, "new")
+            _answers_right(store, truth)
+            assert store._vectors._matrix_seq > seq_frozen and set(store._vectors._matrix.ids()) != ids_frozen
+        release.set()
+        assert returned, "the search waited for its snapshot to be written"
+        assert store._vectors.wait_for_snapshot(10) and store._vectors.snapshot_writes == 1
+        snap = snapshot.read(
+            db.parent,
+            index_id=str(store.get_meta("index_id")),
+            key=f"m@{DIMS}",
+            dims=DIMS,
+            floor=0,
+            seq_now=10**9,
+            **({"tag_at": store._vectors._journal_tag} if hasattr(store._vectors, "_journal_tag") else {}),
+        )
+        assert snap is not None and snap.seq == seq_frozen and set(snap.ids.tolist()) == ids_frozen
+    finally:
+        release.set()
+        store.close()
+    again = Store.open(db)  # a new process takes it and catches up from the journal
+    try:
+        _answers_right(again, truth)
+        assert again._vectors.snapshot_reads == 1 and again._vectors.loads == 0
+        assert again._vectors.rows_read == ROWS_PER_FILE
+    finally:
+        again.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MB tmpfs (root only; skipped where mounting is not allowed), as tests/test_disk_full.py mounts it."""
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        pytest.skip("needs root to mount a small tmpfs")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_no_snapshot_is_written_without_room_for_it_and_one_the_disk_cuts_short_leaves_nothing(
+    small_disk: Path, monkeypatch, caplog
+) -> None:
+    """Room for the snapshot but not for the margin kept free for the index: skipped, said once. A write that
+    finds the disk full anyway (filled after the check) leaves no temporary file. Searches answer throughout."""
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 50)
+    monkeypatch.setattr(snapshot, "FREE_MARGIN", 256 << 10, raising=False)  # (a 2 MB disk: a margin that fits on it)
+    db = small_disk / "project" / ".saipling" / "index.db"
+    truth = _index(db)
+    store = Store.open(db)
+    try:
+        st = os.statvfs(small_disk)
+        (small_disk / "filler").write_bytes(b"\0" * (st.f_bavail * st.f_frsize - (100 << 10)))  # 100 KB left
+        with caplog.at_level(logging.INFO, logger="saipling"):
+            for _ in range(2):  # two full reads, two snapshots wanted
+                store._vectors.invalidate()
+                _answers_right(store, truth)
+                assert store._vectors.wait_for_snapshot(10)
+        assert store._vectors.loads == 2 and store._vectors.snapshot_writes == 0
+        assert sorted(p.name for p in db.parent.iterdir() if "snapshot" in p.name) == []
+        said = [r for r in caplog.records if "snapshot not written" in r.getMessage() and r.levelno >= logging.WARNING]
+        assert len(said) == 1 and "kept free" in said[0].getMessage()
+        # the check passes (the disk filled after it): the write fails on ENOSPC and removes its temporary file
+        monkeypatch.setattr(snapshot, "free_bytes", lambda dir_fd: 1 << 40)
+        with open(small_disk / "filler", "ab", buffering=0) as f, contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 4096)
+        assert os.statvfs(small_disk).f_bavail == 0
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="saipling"):
+            store._vectors.invalidate()
+            _answers_right(store, truth)
+            assert store._vectors.wait_for_snapshot(10)
+        assert any("No space left" in r.getMessage() for r in caplog.records)
+        assert store._vectors.snapshot_writes == 0
+        assert sorted(p.name for p in db.parent.iterdir() if "snapshot" in p.name) == []
+        # room again: written
+        (small_disk / "filler").unlink()
+        store._vectors.invalidate()
+        _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10) and store._vectors.snapshot_writes == 1
+        assert (db.parent / "vectors.snapshot").is_file()
+    finally:
+        store.close()
+
+
+def _snapshot_seq(db: Path) -> int:
+    import json
+
+    from saipling.storage.sqlite import snapshot
+
+    with open(db.parent / "vectors.snapshot", "rb") as f:
+        return int(json.loads(f.read(len(snapshot.MAGIC) + snapshot.HEADER)[len(snapshot.MAGIC) :])["seq"])
+
+
+def test_a_snapshot_of_another_history_is_not_used_after_a_backup_is_restored_and_written_past_it(
+    tmp_path, monkeypatch
+) -> None:
+    """index.db restored from a backup (same index id) and then written past the snapshot's seq: the journal's seqs
+    reach the snapshot's again but name other changes. The snapshot is ignored, the matrix read in full and the
+    snapshot written again; answers are those of the restored index's own vectors."""
+    import shutil
+
+    db, truth = _snapshotted(tmp_path, monkeypatch)  # (a snapshot at the backup's seq)
+    backup = tmp_path / "index.db.backup"
+    shutil.copyfile(db, backup)
+    backup_truth = dict(truth)
+    store = Store.open(db)  # the history the backup does not hold: more vectors, the snapshot advanced past them
+    try:
+        seq_backup = _snapshot_seq(db)
+        for f in range(20, 26):
+            truth |= _write(store, f"f{f}.md", f)
+        _answers_right(store, truth)
+        assert store._vectors.wait_for_snapshot(10) and store._vectors.snapshot_writes == 1
+        assert store._vectors.snapshot_reads == 1 and store._vectors.loads == 0
+    finally:
+        store.close()
+    seq_other = _snapshot_seq(db)
+    assert seq_other > seq_backup
+    # the backup restored (its WAL and shared memory gone with the file they belonged to), then other writes
+    for name in ("index.db-wal", "index.db-shm"):
+        (db.parent / name).unlink(missing_ok=True)
+    shutil.copyfile(backup, db)
+    store = Store.open(db)
+    try:
+        restored = dict(backup_truth)
+        for f in range(30, 38):  # more rows than the other history wrote: its seqs pass the snapshot's
+            restored |= _write(store, f"f{f}.md", f)
+        assert store._vectors._journal_seq() > seq_other
+    finally:
+        store.close()
+    again = Store.open(db)
+    try:
+        _answers_right(again, restored)
+        assert again._vectors.snapshot_reads == 0 and again._vectors.loads == 1
+        assert again._vectors.wait_for_snapshot(10) and again._vectors.snapshot_writes == 1  # of this history
+    finally:
+        again.close()
+    assert _snapshot_seq(db) > seq_other
+    fresh = Store.open(db)  # which the next process takes
+    try:
+        _answers_right(fresh, restored)
+        assert fresh._vectors.snapshot_reads == 1 and fresh._vectors.loads == 0
+    finally:
+        fresh.close()
+
+
+def _old_process_writes(db: Path, path: str, seed: int) -> dict[str, np.ndarray]:
+    """A file written into the (migrated) index the way saipling before migration 9, still running, writes it:
+    float32 vectors into the cache under the index's key, then the chunks (the journal's triggers are the index's)."""
+    conn = connect(str(db))
+    truth: dict[str, np.ndarray] = {}
+    try:
+        with conn:
+            conn.execute(
+                "INSERT INTO files(path, content_hash, mtime_ns, size, file_type, chunk_count) VALUES (?, ?, 1, 1,"
+                " 'note', ?)",
+                (path, h(path), ROWS_PER_FILE),
+            )
+            for i in range(ROWS_PER_FILE):
+                text = f"{path} old process passage {i}"
+                truth[text] = vec = unit(seed * 100 + i)
+                conn.execute(
+                    "INSERT OR IGNORE INTO embedding_cache(model, content_hash, vector, created) VALUES (?, ?, ?, 1)",
+                    (f"m@{DIMS}", h(text), vec.astype("<f4").tobytes()),
+                )
+                conn.execute(
+                    "INSERT INTO chunks(path, chunk_index, kind, heading_path, start_line, end_line, content_hash,"
+                    " token_count, text, file_type, visibility, corpus) VALUES (?, ?, 'section', '', ?, ?, ?, 3, ?,"
+                    " 'note', 'public', 'content')",
+                    (path, i, i + 1, i + 1, h(text), text),
+                )
+    finally:
+        conn.close()
+    return truth
+
+
+def test_float32_vectors_an_older_process_writes_into_a_float16_index_are_searched_as_they_are_counted(
+    tmp_path, monkeypatch
+) -> None:
+    """A float32 row written by an older process counts as a vector, as a float16 one does: the matrix (whole read,
+    patch from the journal, snapshot), the cache lookups and the counts agree, so its chunk is searched, never listed
+    as unembedded and never embedded again."""
+    db, truth = _snapshotted(tmp_path, monkeypatch)
+    searching = Store.open(db)  # a process holding its matrix while the older one writes
+    try:
+        _answers_right(searching, truth)
+        old = _old_process_writes(db, "old.md", 66)
+        assert {int(n) for (n,) in searching.conn.execute("SELECT length(vector) FROM embedding_cache")} == {
+            DIMS * 2,
+            DIMS * 4,
+        }
+        truth |= old
+        _answers_right(searching, truth)  # (patched from the journal)
+        assert searching.knn(unit(6600), 1)[0][1] > 0.999
+    finally:
+        searching.close()
+    for reader in ("snapshot", "cache"):
+        store = Store.open(db)
+        try:
+            if reader == "cache":
+                store._vectors.folder = None  # (a whole read of the cache)
+            assert store.count_unembedded() == 0 and store.unembedded() == []
+            assert store.stats().embedded_chunks == len(truth)  # (the SQL count: no matrix loaded yet)
+            _answers_right(store, truth)
+            assert store.knn(unit(6600), 1)[0][1] > 0.999
+            assert (store._vectors.loads, store._vectors.snapshot_reads) == ((1, 0) if reader == "cache" else (0, 1))
+            hashes = [h(t) for t in old]
+            got = store.cached_vectors("m", hashes, DIMS)  # what the embed queue takes instead of embedding again
+            assert len(got) == ROWS_PER_FILE and np.abs(got[hashes[0]] - unit(6600)).max() < 1e-6
+        finally:
+            store.close()

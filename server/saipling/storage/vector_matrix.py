@@ -13,7 +13,10 @@ scores every row on the codes, then rescores the best RESCORE candidates (at lea
 vectors (float16 on disk since schema 9, as float32), which the store reads from the index (`exact`):
 recall@10 against exact float32 search on real MiniLM vectors is measured in benchmarks/bench_scale.py --recall.
 
-Not thread-safe on its own: the store calls it under its lock.
+Not thread-safe on its own: the store calls it under its lock. `freeze` gives a read-only view of the rows as they
+are (`MatrixState`) that another thread may read without the lock (a snapshot written in the background): the
+matrix copies its arrays before its next change while such a view is out (copy on write), never changing the rows
+the view sees.
 """
 
 from __future__ import annotations
@@ -130,6 +133,7 @@ class VectorMatrix:
         self._holes_arr: np.ndarray | None = None
         self._min_compact = min_compact
         self.exact = exact
+        self._shared: MatrixState | None = None  # a view handed out by `freeze`: copy the arrays before a change
 
     @property
     def compact(self) -> bool:
@@ -148,11 +152,31 @@ class VectorMatrix:
     def live_blocks(self, block: int = 65_536) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         """(ids, rows, sign bits or None) of the live rows, a block of rows at a time (copies of that block only):
         what a snapshot of the matrix writes (storage/sqlite/snapshot.py)."""
-        for start in range(0, self._n, block):
-            end = min(self._n, start + block)
-            keep = self._ids[start:end] >= 0
-            bits = None if self._bits is None else self._bits[start:end][keep]
-            yield self._ids[start:end][keep], self._mat[start:end][keep], bits
+        return _live_blocks(self._ids, self._mat, self._bits, self._n, block)
+
+    def freeze(self) -> MatrixState:
+        """A read-only view of the rows as they are now, readable from another thread while this matrix changes
+        (under the store's lock): the next change copies the arrays first (once), so the view keeps what it saw.
+        Free when nothing changes meanwhile; `thaw` when done with it."""
+        state = MatrixState(self._ids, self._mat, self._bits, self._n, len(self), self._steps, self.dims)
+        self._shared = state
+        return state
+
+    def thaw(self, state: MatrixState) -> None:
+        """`state` is no longer read: changes go back to writing the arrays in place. (Safe without the lock: at
+        worst a change copies the arrays once more.)"""
+        if self._shared is state:
+            self._shared = None
+
+    def _own(self) -> None:
+        """Before a change while a frozen view is out: this matrix's own copy of the arrays."""
+        if self._shared is None:
+            return
+        self._shared = None
+        self._mat = self._mat.copy()
+        self._ids = self._ids.copy()
+        if self._bits is not None:
+            self._bits = self._bits.copy()
 
     @property
     def nbytes(self) -> int:
@@ -177,6 +201,7 @@ class VectorMatrix:
         rows = [r for r in (self._row.pop(int(i), None) for i in chunk_ids) if r is not None]
         if not rows:
             return
+        self._own()
         self._mat[rows] = 0.0
         self._ids[rows] = [-(r + 1) for r in rows]  # unique and negative: never a chunk id, never a duplicate
         self._holes.extend(rows)
@@ -193,6 +218,7 @@ class VectorMatrix:
         vecs = np.asarray(np.stack([np.asarray(v, dtype=np.float32) for _, v in items]), dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[1] != self.dims:
             raise ValueError(f"vectors have {vecs.shape[1:]} dimensions, the matrix {self.dims}")  # nothing changed
+        self._own()
         self.remove([cid for cid in latest if cid in self._row])
         reuse = min(len(items), len(self._holes))
         rows = [self._holes.pop() for _ in range(reuse)]
@@ -348,6 +374,43 @@ class VectorMatrix:
             scored += [(c, float(a)) for c, a in zip(cand, approx.tolist(), strict=True) if c not in exact]
         scored.sort(key=lambda cs: -cs[1])
         return scored[:k]
+
+
+class MatrixState:
+    """The rows of a VectorMatrix as they were when it was frozen (VectorMatrix.freeze): what a snapshot writes, from
+    another thread, while the matrix goes on answering and changing. Read-only."""
+
+    def __init__(
+        self,
+        ids: np.ndarray,
+        mat: np.ndarray,
+        bits: np.ndarray | None,
+        n: int,
+        live: int,
+        steps: np.ndarray | None,
+        dims: int,
+    ) -> None:
+        self._ids, self._mat, self._bits, self._n, self._live = ids, mat, bits, n, live
+        self.steps, self.dims = steps, dims
+
+    def __len__(self) -> int:
+        return self._live
+
+    @property
+    def has_bits(self) -> bool:
+        return self._bits is not None
+
+    def live_blocks(self, block: int = 65_536) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        return _live_blocks(self._ids, self._mat, self._bits, self._n, block)
+
+
+def _live_blocks(
+    ids: np.ndarray, mat: np.ndarray, bits: np.ndarray | None, n: int, block: int
+) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    for start in range(0, n, block):
+        end = min(n, start + block)
+        keep = ids[start:end] >= 0
+        yield ids[start:end][keep], mat[start:end][keep], None if bits is None else bits[start:end][keep]
 
 
 def unit_rows(rows: np.ndarray) -> np.ndarray:

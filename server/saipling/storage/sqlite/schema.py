@@ -10,7 +10,7 @@ from pathlib import Path
 
 import apsw
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -68,7 +68,9 @@ DROP_JOURNAL_TRIGGERS = "".join(
     )
 )
 VECTOR_KEY_META = "vector_key"  # meta key: the cache key the index's vectors are stored under (None: no vectors)
-JOURNAL_FLOOR_META = "vector_changes_floor"  # meta key: the highest seq deleted from vector_changes
+# meta key: the journal's floor: a matrix older than it is read again; rows below it are deleted (since migration 10
+# the row at the floor is kept: its tag still proves the history of a snapshot taken there; before, it was deleted)
+JOURNAL_FLOOR_META = "vector_changes_floor"
 # meta key: how the cache's vectors are stored (migration 9): "float16" (little-endian half floats), absent: float32.
 # One format for every row of an index: the migration converts them all in one transaction and records it.
 VECTOR_FORMAT_META = "vector_format"
@@ -119,6 +121,38 @@ def vectors_to_float16(conn: apsw.Connection) -> None:
     )
 
 
+# The journal's columns since migration 10: every row carries a random tag, so a row at a seq is this history's and no
+# other's (an index.db restored from a backup and then written past a seq has other rows there, with other tags): the
+# vector snapshot records the tag of the row at its seq and is used only while that row is there with that tag
+JOURNAL_COLUMNS = (
+    "seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk_id INTEGER NOT NULL, tag INTEGER NOT NULL DEFAULT (random())"
+)
+
+
+def tag_the_journal(conn: apsw.Connection) -> None:
+    """Migration 10's step: the journal `vector_changes` made again with a random tag per row (its rows, seqs and
+    high-water mark kept: a searching process's matrix is not read again; triggers dropped and made again). The
+    migration's SQL then appends a marker row, so that the seq a matrix reflects now has a row to prove it."""
+    columns = [str(r[1]) for r in conn.execute("PRAGMA table_info(vector_changes)")]
+    if "tag" in columns:
+        return
+    high = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'vector_changes'").fetchall()
+    conn.execute(DROP_JOURNAL_TRIGGERS)
+    conn.execute(
+        f"""CREATE TABLE vector_changes_tagged({JOURNAL_COLUMNS});
+        INSERT INTO vector_changes_tagged(seq, chunk_id) SELECT seq, chunk_id FROM vector_changes;
+        DROP TABLE vector_changes;
+        ALTER TABLE vector_changes_tagged RENAME TO vector_changes;"""
+    )
+    top = conn.execute("SELECT max(seq) FROM vector_changes").fetchall()[0][0]
+    conn.execute("DELETE FROM sqlite_sequence WHERE name IN ('vector_changes', 'vector_changes_tagged')")
+    conn.execute(
+        "INSERT INTO sqlite_sequence(name, seq) VALUES ('vector_changes', ?)",
+        (max(int(high[0][0]) if high else 0, int(top or 0)),),
+    )
+    conn.execute(JOURNAL_SQL)  # (the triggers; the table exists)
+
+
 def move_vectors_into_cache(conn: apsw.Connection) -> int:
     """Migration 8's data step: the index's key recorded, vectors only vec0 held copied into the cache (the rows of
     the index's model stored before the key carried the size renamed to the key), vec0 dropped. Nothing is
@@ -163,7 +197,7 @@ def move_vectors_into_cache(conn: apsw.Connection) -> int:
 
 
 # Python steps a migration (by its number, 1-based) runs first, in its transaction
-MIGRATION_STEPS = {8: move_vectors_into_cache, 9: vectors_to_float16}
+MIGRATION_STEPS = {8: move_vectors_into_cache, 9: vectors_to_float16, 10: tag_the_journal}
 
 
 _MIGRATIONS: list[str] = [
@@ -339,6 +373,10 @@ _MIGRATIONS: list[str] = [
     # before this SQL, same transaction) and records meta `vector_format`; the index gets a random id here (the
     # vector snapshot names the index it was made from).
     f"INSERT OR IGNORE INTO meta(key, value) VALUES ('{INDEX_ID_META}', lower(hex(randomblob(16))));",
+    # 10: the vector journal's rows carry a random tag (`tag_the_journal`, run before this SQL: JOURNAL_COLUMNS), so
+    # that the vector snapshot proves it is of this index's history, not of the one a restored backup left behind;
+    # a marker row (chunk -1: changes nothing) gives the current seq a row
+    "INSERT INTO vector_changes(chunk_id) VALUES (-1);",
 ]
 
 

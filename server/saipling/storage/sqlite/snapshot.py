@@ -3,16 +3,20 @@ opening the index reads one file instead of every vector from the embedding cach
 rows; the snapshot: a few tens of ms), then catches up from the change journal since the seq it reflects.
 
 It is a cache: written by a searching process after it read the whole matrix (and again after it patched many
-rows), ignored (the matrix read from the cache, then the snapshot written again) when it is of another index file
-(meta `index_id`), another vector key or size, older than the journal's floor, newer than the journal (another
-history), or damaged (its size or CRC-32 disagree). Deleting it costs one full read; `clear` removes it.
+rows), in a background thread from a frozen view of the matrix (storage/sqlite/vectors.py), and only while the
+filesystem keeps FREE_MARGIN free beyond it; ignored (the matrix read from the cache, then the snapshot written
+again) when it is of another index file (meta `index_id`), another vector key or size, older than the journal's
+floor, newer than the journal, of another history of the index (the journal's row at its seq is gone or has
+another random tag: an index.db restored from a backup and written past that seq), or damaged (its size or CRC-32
+disagree). Deleting it costs one full read; `clear` removes it.
 
 The file: 8 bytes of magic, a 4 KiB header (JSON, space-padded: version, index id, key, dims, rows, dtype, sign
-words, seq, payload bytes, CRC-32 of the payload), then the payload: ids (int64), the steps (float32 x dims, a
-compact matrix only), the rows (int8 codes of a compact matrix: bit for bit what a full read gives; a float32
-matrix's unit vectors as float16, as the cache stores them, made unit vectors again on reading: half the file, 42 MB
-at 55k chunks, where float32 rows made the snapshot 5x the text it indexes; the cast and norm cost ~0.1-0.2 s at
-55k x 384 under load), the sign bits (uint64 words per row, if any). All little-endian.
+words, seq, the tag of the journal's row at seq, payload bytes, CRC-32 of the payload), then the payload: ids
+(int64), the steps (float32 x dims, a compact matrix only), the rows (int8 codes of a compact matrix: bit for bit
+what a full read gives; a float32 matrix's unit vectors as float16, as the cache stores them, made unit vectors
+again on reading: half the file, 42 MB at 55k chunks, where float32 rows made the snapshot 5x the text it indexes;
+the cast and norm cost ~0.1-0.2 s at 55k x 384 under load), the sign bits (uint64 words per row, if any). All
+little-endian.
 
 Written as a new file under a unique name in the folder (O_EXCL, never through a link: storage/sqlite/index_files),
 then renamed over the old one: a rename is atomic, so two processes writing at once leave one whole snapshot, and a
@@ -27,12 +31,13 @@ import os
 import stat
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...lazy import np
-from ..vector_matrix import VectorMatrix, unit_rows
+from ..vector_matrix import MatrixState, VectorMatrix, unit_rows
 from . import index_files
 
 log = logging.getLogger(__name__)
@@ -40,13 +45,28 @@ log = logging.getLogger(__name__)
 NAME = "vectors.snapshot"
 MAGIC = b"SAIPVEC1"
 HEADER = 4096  # bytes of header after the magic (JSON, padded with spaces)
-VERSION = 2  # 2: a float32 matrix's rows stored as float16
+VERSION = 3  # 2: a float32 matrix's rows stored as float16; 3: the tag of the journal's row at its seq
 # Below this many rows no snapshot is written: reading them from the cache takes a few ms anyway
 MIN_ROWS = 2_000
 _BLOCK = 65_536  # rows written (and checksummed) at a time: the copies stay small
 # A temporary file this old is a leftover of a process killed while writing (SIGTERM runs no cleanup): removed by
 # the next write (a write takes seconds; one in progress keeps its file's mtime fresh)
 STALE_TMP_SECONDS = 3600
+# A snapshot is written only while the filesystem keeps this much free beyond it (or its own size, if larger): a
+# cache never takes the room the index's own writes (its WAL) need. Short of it the write is skipped (logged once).
+FREE_MARGIN = 64 << 20
+
+
+class NoRoom(OSError):
+    """Too little free space for the snapshot and the margin (FREE_MARGIN): not written."""
+
+
+def free_bytes(dir_fd: int) -> int | None:
+    """Free bytes for an unprivileged writer on the filesystem of the folder `dir_fd`; None: not known here."""
+    if not hasattr(os, "fstatvfs"):
+        return None
+    st = os.fstatvfs(dir_fd)
+    return int(st.f_bavail) * int(st.f_frsize)
 
 
 @dataclass
@@ -64,9 +84,12 @@ def _le(dtype: str) -> Any:
     return np.dtype(dtype).newbyteorder("<")
 
 
-def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: int) -> int:
-    """Write a snapshot of `matrix` (which reflects the journal up to `seq`) into `folder`; returns its bytes.
-    Raises OSError / IndexPathUnsafe (the caller logs them: a snapshot is never worth failing a search)."""
+def write(folder: Path, matrix: VectorMatrix | MatrixState, *, index_id: str, key: str, seq: int, tag: int) -> int:
+    """Write a snapshot of `matrix` (which reflects the journal up to `seq`, whose row there has the random `tag`:
+    schema.JOURNAL_COLUMNS) into `folder`; returns its bytes.
+    Raises NoRoom when the filesystem lacks its size plus FREE_MARGIN (nothing written), OSError (a write that
+    failed removes its temporary file) / IndexPathUnsafe (the caller logs them: a snapshot is never worth failing
+    a search)."""
     compact = matrix.steps is not None
     n, dims = len(matrix), matrix.dims
     words = (dims + 63) // 64 if compact and matrix.has_bits else 0
@@ -76,6 +99,13 @@ def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: i
         if dir_fd is None:
             raise FileNotFoundError(folder)
         _remove_leftovers(dir_fd)
+        size = len(MAGIC) + HEADER + payload
+        free = free_bytes(dir_fd)
+        if free is not None and free < size + max(size, FREE_MARGIN):
+            raise NoRoom(
+                f"{free / 1e6:.1f} MB free, the snapshot needs {size / 1e6:.1f} MB and"
+                f" {max(size, FREE_MARGIN) / 1e6:.0f} MB are kept free for the index"
+            )
         tmp = f".{NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         fd = index_files.open_file(folder, dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -114,6 +144,7 @@ def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: i
                     "dtype": "int8" if compact else "float16",
                     "sign_words": words,
                     "seq": int(seq),
+                    "tag": int(tag),
                     "payload": payload,
                     "crc": crc,
                 }
@@ -127,7 +158,7 @@ def write(folder: Path, matrix: VectorMatrix, *, index_id: str, key: str, seq: i
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)
             raise
-    return len(MAGIC) + HEADER + payload
+    return size
 
 
 def _remove_leftovers(dir_fd: int) -> None:
@@ -146,9 +177,20 @@ def _remove_leftovers(dir_fd: int) -> None:
                 log.info("removed a temporary vector snapshot left by a killed process: %s", name)
 
 
-def read(folder: Path, *, index_id: str, key: str, dims: int, floor: int, seq_now: int) -> Snapshot | None:
+def read(
+    folder: Path,
+    *,
+    index_id: str,
+    key: str,
+    dims: int,
+    floor: int,
+    seq_now: int,
+    tag_at: Callable[[int], int | None],
+) -> Snapshot | None:
     """The snapshot in `folder` if it is of this index, key and size, reaches back no further than the journal
-    (`floor` <= its seq <= `seq_now`) and is whole; else None (why: logged)."""
+    (`floor` <= its seq <= `seq_now`), is of this history of the index (`tag_at(seq)`, the tag of the journal's row
+    at its seq, is the one it recorded: an index restored from a backup and written past that seq has another row
+    there) and is whole; else None (why: logged)."""
     try:
         with index_files.open_folder(folder, create=False) as dir_fd:
             if dir_fd is None:
@@ -158,13 +200,15 @@ def read(folder: Path, *, index_id: str, key: str, dims: int, floor: int, seq_no
             except FileNotFoundError:
                 return None
             with os.fdopen(fd, "rb") as f:
-                return _read(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now)
+                return _read(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
     except Exception as exc:  # noqa: BLE001 - a snapshot that cannot be read is only a cache miss
         log.info("vector snapshot in %s not used: %s", folder, exc)
         return None
 
 
-def _read(f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: int) -> Snapshot | None:
+def _read(
+    f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: int, tag_at: Callable[[int], int | None]
+) -> Snapshot | None:
     head = f.read(len(MAGIC) + HEADER)
     if len(head) != len(MAGIC) + HEADER or head[: len(MAGIC)] != MAGIC:
         raise ValueError("not a vector snapshot (or cut short)")
@@ -176,6 +220,10 @@ def _read(f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: in
         raise ValueError("of another index, vector key or size")
     if not floor <= seq <= seq_now:
         raise ValueError(f"its seq {seq} is outside the journal ({floor}..{seq_now})")
+    if tag_at(seq) != int(h["tag"]):
+        raise ValueError(
+            f"of another history of the index (the journal's row at seq {seq} differs: a restored backup?)"
+        )
     if h.get("dtype") not in ("int8", "float16"):
         raise ValueError(f"rows of {h.get('dtype')}")
     n, words, compact = int(h["rows"]), int(h["sign_words"]), h["dtype"] == "int8"

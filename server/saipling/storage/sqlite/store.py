@@ -307,7 +307,10 @@ class SqliteStore:
             log.info("embedding cache converted to an appended table")
 
     def close(self, checkpoint: bool = True) -> None:
-        """checkpoint=False (one-shot CLI reads): leave the WAL to the next writer, no copy and fsync at close."""
+        """checkpoint=False (one-shot CLI reads): leave the WAL to the next writer, no copy and fsync at close.
+        A vector snapshot being written in the background is finished first (a one-shot CLI search wrote it
+        after its answer was printed)."""
+        self._vectors.wait_for_snapshot()
         with self._lock:
             if not self.readonly:
                 with contextlib.suppress(Exception):
@@ -379,6 +382,7 @@ class SqliteStore:
         """Forget every file, chunk and vector (the embedding cache and logs stay: they cost money); the matrix
         snapshot goes too."""
         self._files.clear()
+        self._vectors.wait_for_snapshot()  # (one being written would land after the removal)
         self._vectors.remove_snapshot()
 
     def chunk_hashes(self) -> list[tuple[str, str, int]]:

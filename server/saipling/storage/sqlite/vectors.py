@@ -12,18 +12,24 @@ the journal's old rows; a matrix older than what is left is read again.
 
 Vectors are stored as float16 since schema 9 (meta `vector_format`; half the bytes, recall@10 unchanged: see
 benchmarks/README.md S6) and read back as float32 unit vectors (vector_matrix.unit_rows). After a whole read the
-process writes a snapshot of its matrix beside the index (snapshot.py): the next process takes it and catches up
-from the journal instead of reading every vector."""
+process writes a snapshot of its matrix beside the index (snapshot.py; in a background thread): the next process
+takes it and catches up from the journal instead of reading every vector."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+import os
+import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+import apsw
 
 from ...embeddings.base import usable_vector
 from ...errors import StorageError
@@ -56,6 +62,11 @@ log = logging.getLogger(__name__)
 # further behind reads its matrix again, which it would do anyway past a quarter of the rows (_PATCH_SHARE).
 JOURNAL_KEEP = 100_000
 _PATCH_MIN, _PATCH_SHARE = 1024, 4  # a matrix is patched for up to max(_PATCH_MIN, rows / _PATCH_SHARE) changes
+# One snapshot written at a time in a process (a search that would start another while one is written leaves it to a
+# later search: its count of patched rows is kept)
+_SNAPSHOT_WRITING = threading.Lock()
+SNAPSHOT_NICE = 5  # how much lower the snapshot writer's thread runs than the searches (Linux)
+_SHORT_OF_ROOM: set[str] = set()  # folders whose filesystem had no room for a snapshot (said once)
 _HAS_VECTOR = "EXISTS (SELECT 1 FROM embedding_cache e WHERE e.model = ? AND e.content_hash = c.content_hash)"
 # the ids of the chunks without a vector: a scan of the chunks' hash index (covering) with a probe of the cache's key
 # each; the chunk rows of the few that pass are read after (filtering the rows themselves read every chunk: 3x slower)
@@ -76,6 +87,35 @@ def decoded(blob: bytes, dtype: Any) -> np.ndarray:
     return unit_rows(np.frombuffer(blob, dtype=dtype).reshape(1, -1))[0]
 
 
+def row_dtype(blob: bytes, dims: int) -> Any:
+    """How a row of `dims` dimensions is stored, by its length: float16, or float32, which a saipling of before
+    migration 9 still running beside a migrated index writes into it (its rows are read as they are, never
+    skipped: "has a vector" counts them, so the matrix must hold them too)."""
+    return np.dtype("<f4" if len(blob) == dims * 4 else "<f2")
+
+
+def decoded_rows(blobs: Sequence[bytes], dims: int) -> np.ndarray:
+    """Cache rows of `dims` dimensions (float16 or float32: row_dtype) as float32 rows (vector_matrix.unit_rows);
+    rows of one format (the rule) in one pass."""
+    if len({len(b) for b in blobs}) <= 1:
+        dtype = row_dtype(blobs[0], dims) if blobs else np.dtype("<f2")
+        return unit_rows(np.frombuffer(b"".join(blobs), dtype=dtype).reshape(-1, dims))
+    out = np.empty((len(blobs), dims), dtype=np.float32)
+    for i, b in enumerate(blobs):
+        out[i] = decoded(b, row_dtype(b, dims))
+    return out
+
+
+def _lower_priority() -> None:
+    """The calling thread's CPU priority lowered (Linux: a thread's own nice value) so that a background job leaves
+    the cores to the searches; elsewhere nothing."""
+    if not hasattr(threading, "get_native_id") or not hasattr(os, "setpriority") or sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + SNAPSHOT_NICE))
+
+
 class Vectors:
     """Vector reads and writes over the store's connection."""
 
@@ -86,6 +126,7 @@ class Vectors:
         self.writable = writable  # may write the snapshot (not a read-only open)
         self.snapshot_reads = 0  # matrices taken from a snapshot (then caught up from the journal)
         self.snapshot_writes = 0
+        self._snapshot_thread: threading.Thread | None = None  # the snapshot being written in the background
         self._since_snapshot = 0  # rows patched since the snapshot was read or written
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
         self._matrix_seq = 0  # the journal's seq the matrix reflects
@@ -206,14 +247,26 @@ class Vectors:
         with self.db.lock:
             dtype = self.dtype()
             size = int(dims) * dtype.itemsize if dims else -1
+            # rows under a key that carries the size are read by their length (float32 ones too: row_dtype)
+            index_key, index_dims = self.index_key(), self.vector_model()[1]
+            sized = {index_key: index_dims} if index_key is not None and index_dims else {}
+            if dims:
+                sized[cache_key(model, dims)] = int(dims)
+            wide: list[Any] = []  # (key, bytes of a float32 row) of each of those (at most two), for the SQL below
+            for k, d in sized.items():
+                wide += [k, d * 4]
+            wide += ["", -1] * (2 - len(sized))
             for i in range(0, len(hashes), 500):
                 part = hashes[i : i + 500]
-                for h, blob in self.db.conn.execute(
-                    "SELECT content_hash, vector FROM embedding_cache WHERE model IN (SELECT value FROM json_each(?))"
-                    " AND content_hash IN (SELECT value FROM json_each(?)) AND (? < 0 OR length(vector) = ?)",
-                    (json.dumps(keys), json.dumps(part), size, size),
+                for row_key, h, blob in self.db.conn.execute(
+                    "SELECT model, content_hash, vector FROM embedding_cache"
+                    " WHERE model IN (SELECT value FROM json_each(?)) AND content_hash IN (SELECT value FROM"
+                    " json_each(?)) AND (? < 0 OR length(vector) = ? OR (model = ? AND length(vector) = ?)"
+                    " OR (model = ? AND length(vector) = ?))",
+                    (json.dumps(keys), json.dumps(part), size, size, *wide),
                 ):
-                    vec = decoded(blob, dtype)
+                    row_dims = sized.get(row_key)
+                    vec = decoded(blob, row_dtype(blob, row_dims) if row_dims else dtype)
                     if usable_vector(vec):  # a poisoned row (NaN, Inf, zero) is never served: re-embedded
                         out[h] = vec
         return out
@@ -238,8 +291,10 @@ class Vectors:
         bad_cache: list[tuple[str, str]] = []
         with self.db.lock:
             dtype = self.dtype()
+            key, dims = self.index_key(), self.vector_model()[1]
             for model, h, blob in self.db.conn.execute("SELECT model, content_hash, vector FROM embedding_cache"):
-                if len(blob) % dtype.itemsize or not usable_vector(np.frombuffer(blob, dtype=dtype)):
+                fmt = row_dtype(blob, dims) if model == key and dims else dtype  # (float32 rows of an older process)
+                if len(blob) % fmt.itemsize or not usable_vector(np.frombuffer(blob, dtype=fmt)):
                     bad_cache.append((model, h))
             with self.db.atomic():
                 self.db.conn.executemany("DELETE FROM embedding_cache WHERE model = ? AND content_hash = ?", bad_cache)
@@ -388,8 +443,18 @@ class Vectors:
             self._truncate_journal(seq - JOURNAL_KEEP)
 
     def _truncate_journal(self, upto: int) -> None:
-        self.db.conn.execute("DELETE FROM vector_changes WHERE seq <= ?", (upto,))
+        # (the row at `upto` stays: its tag proves the history of a snapshot taken at the floor)
+        self.db.conn.execute("DELETE FROM vector_changes WHERE seq < ?", (upto,))
         self.db.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (JOURNAL_FLOOR_META, str(upto)))
+
+    def _journal_tag(self, seq: int) -> int | None:
+        """The random tag of the journal's row at `seq` (schema.JOURNAL_COLUMNS); None: no row there (or a journal
+        without tags)."""
+        try:
+            value = self.db.scalar("SELECT tag FROM vector_changes WHERE seq = ?", (int(seq),))
+        except apsw.SQLError:  # (an index of schema 9 opened read-only: no tags, no snapshot of it is used)
+            return None
+        return None if value is None else int(value)
 
     def forget_journal(self) -> None:
         """Inside a write transaction that removed every vector (clear): the journal emptied, every matrix read
@@ -447,7 +512,9 @@ class Vectors:
             seq_now = self._journal_seq()
         if not index_id:
             return False
-        snap = snapshot.read(self.folder, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now)
+        snap = snapshot.read(
+            self.folder, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=self._journal_tag
+        )
         if snap is None:
             return False
         try:
@@ -465,28 +532,68 @@ class Vectors:
         return True
 
     def _write_snapshot(self, key: str) -> None:
-        """Write the matrix's snapshot (after a full read, or once many rows were patched since the last one).
-        A failure is logged, never raised: the snapshot is a cache. Call under the lock."""
+        """Start writing the matrix's snapshot (after a full read, or once many rows were patched since the last
+        one) in a background thread: the search that asked returns at once and the others go on (a 269k-chunk
+        snapshot takes ~0.8 s to write). The thread writes a frozen view of the matrix (VectorMatrix.freeze: the
+        rows as they are at the seq it records, whatever writes patch meanwhile). At most one is written at a time
+        per process. A failure is logged, never raised: the snapshot is a cache. Call under the lock."""
         matrix = self._matrix
         if self.folder is None or not self.writable or matrix is None or len(matrix) < snapshot.MIN_ROWS:
             return
         index_id = self.db.get_meta(INDEX_ID_META)
         if not index_id:
             return
-        start = time.perf_counter()
-        self._since_snapshot = 0  # (a failed write is not tried again at every search)
-        try:
-            size = snapshot.write(self.folder, matrix, index_id=index_id, key=key, seq=self._matrix_seq)
-        except Exception as exc:  # noqa: BLE001 - a full disk, a folder swapped for a link...: searches go on
-            log.warning("vector snapshot not written in %s: %s", self.folder, exc)
+        tag = self._journal_tag(self._matrix_seq)
+        if tag is None:  # (its seq's row deleted by a writer of an older saipling: no snapshot could prove its history)
+            log.debug("vector snapshot not written: no journal row at seq %d", self._matrix_seq)
             return
-        self.snapshot_writes += 1
-        log.info(
-            "vector snapshot written: %d rows, %.1f MB in %.2f s",
-            len(matrix),
-            size / 1e6,
-            time.perf_counter() - start,
-        )
+        if not _SNAPSHOT_WRITING.acquire(blocking=False):
+            return  # (one is being written: a later search writes this one)
+        self._since_snapshot = 0  # (a failed write is not tried again at every search)
+        state, seq, folder = matrix.freeze(), self._matrix_seq, self.folder
+
+        def job() -> None:
+            _lower_priority()
+            start = time.perf_counter()
+            try:
+                size = snapshot.write(folder, state, index_id=index_id, key=key, seq=seq, tag=tag)
+            except snapshot.NoRoom as exc:  # logged once per folder until one is written again
+                (log.debug if str(folder) in _SHORT_OF_ROOM else log.warning)(
+                    "vector snapshot not written in %s: %s", folder, exc
+                )
+                _SHORT_OF_ROOM.add(str(folder))
+            except Exception as exc:  # noqa: BLE001 - a full disk, a folder swapped for a link...: searches go on
+                log.warning("vector snapshot not written in %s: %s", folder, exc)
+            else:
+                _SHORT_OF_ROOM.discard(str(folder))
+                self.snapshot_writes += 1
+                log.info(
+                    "vector snapshot written: %d rows, %.1f MB in %.2f s",
+                    len(state),
+                    size / 1e6,
+                    time.perf_counter() - start,
+                )
+            finally:
+                matrix.thaw(state)
+                _SNAPSHOT_WRITING.release()
+
+        thread = threading.Thread(target=job, name="saipling-vector-snapshot", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:  # (no thread to be had: interpreter shutting down)
+            matrix.thaw(state)
+            _SNAPSHOT_WRITING.release()
+            log.warning("vector snapshot not written in %s: %s", folder, exc)
+            return
+        self._snapshot_thread = thread
+
+    def wait_for_snapshot(self, timeout: float | None = None) -> bool:
+        """Wait for the snapshot this store is writing, if any (close; tests); False if still writing."""
+        thread = self._snapshot_thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
 
     def remove_snapshot(self) -> None:
         """Delete the snapshot (the index was cleared)."""
@@ -537,13 +644,12 @@ class Vectors:
         out: dict[int, np.ndarray] = {}
         if not chunk_ids:
             return out
-        dtype = self.dtype()
         for cid, blob in self.db.conn.execute(
             "SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e ON e.model = ? AND e.content_hash ="
-            " c.content_hash WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) = ?",
-            (key, self.db.json_ids(chunk_ids), dims * dtype.itemsize),
+            " c.content_hash WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) IN (?, ?)",
+            (key, self.db.json_ids(chunk_ids), dims * 2, dims * 4),
         ):
-            vec = decoded(blob, dtype)
+            vec = decoded(blob, row_dtype(blob, dims))
             if usable_vector(vec):
                 out[int(cid)] = vec
         if counted:
@@ -578,7 +684,6 @@ class Vectors:
         self.loads += 1
         with self.db.conn:  # one read transaction: the vectors and the journal's seq agree
             seq = self._journal_seq()
-            dtype = self.dtype()
             n = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)  # at most one vector each
             compact = wants_compact(n, dims)
             ids = np.empty(n, dtype=np.int64)
@@ -587,15 +692,15 @@ class Vectors:
             filled = 0
             cursor = self.db.conn.execute(
                 "SELECT c.id, e.vector FROM embedding_cache AS e NOT INDEXED CROSS JOIN chunks AS c"
-                " ON c.content_hash = e.content_hash WHERE e.model = ? AND length(e.vector) = ?",
-                (key, dims * dtype.itemsize),
+                " ON c.content_hash = e.content_hash WHERE e.model = ? AND length(e.vector) IN (?, ?)",
+                (key, dims * 2, dims * 4),  # (float16, or float32 rows: decoded_rows)
             )
             while filled < n:
                 rows = list(itertools.islice(cursor, SAMPLE_ROWS if compact and steps is None else batch))
                 if not rows:
                     break
                 rows = rows[: n - filled]
-                got = unit_rows(np.frombuffer(b"".join(r[1] for r in rows), dtype=dtype).reshape(-1, dims))
+                got = decoded_rows([r[1] for r in rows], dims)
                 good = np.isfinite(got).all(axis=1) & (got != 0).any(axis=1)
                 if not good.all():  # vectors stored before the provider boundary checked them: never served
                     log.warning("ignoring %d unusable vectors (NaN, Inf or zero) in the index", int((~good).sum()))
