@@ -373,7 +373,7 @@ CACHE_AS_ROWID_TABLE = f"""
 ENTITY_NAME_INDEXES = """
     CREATE INDEX IF NOT EXISTS files_display_name ON files(display_name COLLATE NOCASE);
     CREATE INDEX IF NOT EXISTS files_entity_name ON files(entity_name COLLATE NOCASE);
-    CREATE INDEX IF NOT EXISTS files_aliased ON files(path) WHERE aliases IS NOT NULL AND aliases != '[]';
+    CREATE INDEX IF NOT EXISTS files_aliases ON files(aliases) WHERE aliases IS NOT NULL AND aliases != '[]';
 """
 
 

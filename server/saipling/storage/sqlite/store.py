@@ -307,7 +307,7 @@ class SqliteStore:
                 self.conn.execute(DROP_JOURNAL_TRIGGERS + CACHE_AS_ROWID_TABLE)
                 self.conn.execute(JOURNAL_SQL)  # (the cache's journal triggers went with the old table)
             log.info("embedding cache converted to an appended table")
-        if not self._scalar("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'files_aliased'"):
+        if not self._scalar("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'files_aliases'"):
             with self.conn:  # (looked up first: no write on an open that finds them)
                 self.conn.execute(ENTITY_NAME_INDEXES)
 
@@ -530,14 +530,15 @@ class SqliteStore:
         """For each file whose entity name, display name or an alias is `name` (ASCII case ignored): its first
         chunk that passes `flt` (the frontmatter chunk only when it is all there is)."""
         cond, params = where(flt or ChunkFilter())
-        # (each name by its index, schema migration 10; the aliases of the files that have some)
+        # (each name by its index, schema.ENTITY_NAME_INDEXES; aliases from the files that have some; UNION ALL: a
+        # UNION merges its parts in rowid order, and SQLite read every file row to give the aliases' part that order)
         sql = (
             "SELECT (SELECT c.id FROM chunks c WHERE c.path = f.path"
             + (f" AND {cond}" if cond else "")
             + " ORDER BY c.kind = 'frontmatter', c.chunk_index LIMIT 1) FROM files f WHERE f.rowid IN"
             " (SELECT rowid FROM files WHERE display_name = ? COLLATE NOCASE"
-            "  UNION SELECT rowid FROM files WHERE entity_name = ? COLLATE NOCASE"
-            "  UNION SELECT rowid FROM files WHERE aliases IS NOT NULL AND aliases != '[]'"
+            "  UNION ALL SELECT rowid FROM files WHERE entity_name = ? COLLATE NOCASE"
+            "  UNION ALL SELECT rowid FROM files WHERE aliases IS NOT NULL AND aliases != '[]'"
             "     AND instr(lower(aliases), lower(?)) > 0"
             "     AND EXISTS (SELECT 1 FROM json_each(aliases) a WHERE a.value = ? COLLATE NOCASE))"
             " ORDER BY f.rowid"
