@@ -58,8 +58,8 @@ def _exact(store: Store, query, limit: int, flt: ChunkFilter | None = None):
 
 
 def _same(got: list, exact: list) -> bool:
-    """The same ids in the same order, each with the same score (to 1e-9)."""
-    return [r[:-1] if len(r) > 2 else r[0] for r in got] == [r[:-1] if len(r) > 2 else r[0] for r in exact] and all(
+    """The same ids in the same order (a file's size too), each with the same score (to 1e-9)."""
+    return [(r[0], *r[2:]) for r in got] == [(r[0], *r[2:]) for r in exact] and all(
         abs(a[1] - b[1]) < 1e-9 for a, b in zip(got, exact, strict=True)
     )
 
@@ -190,3 +190,61 @@ def test_a_search_for_no_rows_finds_none_in_a_big_index(corpus: Store, bounded) 
             assert corpus.keyword_search(query, limit) == []
             assert corpus.keyword_search(query, limit, ChunkFilter(path_prefix="f1")) == []
             assert corpus.file_keyword_search(query, limit) == []
+
+
+@pytest.fixture
+def guarded(tmp_path: Path):
+    """700 chunks, 300 of them holding `lantern` (one per file, all 12 words long), most of them private. The
+    public ones: 6 of the oldest 40 (`lantern` once) and 20 of the newest (`lantern` twice: they score higher).
+    The oldest rows are the ones a bound choosing its candidates over every chunk scores first."""
+    import dataclasses
+
+    from saipling.storage.base import FileWrite
+
+    s = Store.open(tmp_path / "proj" / ".saipling" / "index.db")
+    writes = []
+    for n in range(700):  # (400 rows without the word: it stays below half the rows, not void)
+        public = (n < 40 and n % 7 == 0) or (280 <= n < 300)
+        words = ["lantern", "lantern"] if 280 <= n < 300 else ["lantern"] if n < 300 else []
+        text = _text(n, *words)
+        level = "public" if public else "private"
+        folder = "open" if public else "closed"
+        rec = dataclasses.replace(record(f"{folder}/f{n:03d}.md", text), visibility=level)
+        writes.append(FileWrite(rec, [dataclasses.replace(row(0, text), visibility=level)]))
+    s.replace_files(writes)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize(
+    "flt", [ChunkFilter(visibility=["public"]), ChunkFilter(path_prefix="open/")], ids=["role", "path"]
+)
+def test_a_filtered_search_chooses_its_candidates_among_the_rows_the_filter_keeps(
+    guarded: Store, bounded, flt: ChunkFilter
+) -> None:
+    """A role's (or a folder's) best rows lie outside the candidates an unfiltered bound would score (the oldest
+    40 of 300 matching rows hold 6 public ones, enough for a top 5): the filter is applied while the candidates are
+    chosen, so the filtered top 5 are FTS5's exact filtered bm25 ranking, for chunks and for whole files."""
+    query = kw("lantern")
+    exact, exact_files = _exact(guarded, query, 5, flt)
+    assert len(exact) == 5 and len(exact_files) == 5
+    paths = guarded.chunk_paths([c for c, _ in exact])
+    assert all(p >= "open/f280" for p in paths.values())  # (the twice-lantern rows: the newest)
+    got = guarded.keyword_search(query, 5, flt)
+    assert _same(got, exact)
+    assert guarded._keywords.last_exact is True
+    assert guarded._keywords.last_scored <= 40  # (only rows the filter keeps are scored)
+    assert _same(guarded.file_keyword_search(query, 5, flt), exact_files)
+
+
+def test_a_filtered_search_looks_at_a_bounded_number_of_rows(guarded: Store, bounded, monkeypatch) -> None:
+    """The scan for rows the filter keeps stops after FILTER_SCAN x the budget matching rows (here 80 of 300):
+    what it found is returned, not claimed exact; with fewer than k found, FTS5's bm25 over every kept row."""
+    monkeypatch.setattr(fts_bound, "FILTER_SCAN", 2)
+    flt = ChunkFilter(visibility=["public"])
+    query = kw("lantern")
+    got = guarded.keyword_search(query, 5, flt)
+    assert len(got) == 5 and guarded._keywords.last_exact is False
+    assert all(p < "open/f040" for p in guarded.chunk_paths([c for c, _ in got]).values())  # (the oldest 80 rows)
+    exact, _ = _exact(guarded, query, 10, flt)
+    assert len(exact) == 10 and _same(guarded.keyword_search(query, 10, flt), exact)  # (6 found: every kept row)

@@ -23,6 +23,12 @@ rows are scored: a row holding none of the rare terms and fewer of the common on
 not. `Plan.outside` bounds the score such a row can have (each term adds at most (k1 + 1) x idf): when the k-th
 best score found is at least that, the top k are exactly FTS5's (`exact`). An index below the budget, or of fewer
 than BOUND_MIN_CHUNKS chunks, or a query with a prefix term, is ranked by FTS5's bm25() over every row as before.
+
+A filtered search (a reader role's visibility, a folder, a glob...) checks the filter while it chooses the
+candidates (keywords.py: the filter in the candidate statement's join), so only rows it keeps are scored and count
+against the budget: a role's best rows are found even when a million rows it may not see come first. It looks at
+no more than FILTER_SCAN x the budget matching rows; with fewer than k kept rows found by then, FTS5's bm25 ranks
+every row the filter keeps.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ FILE_BUDGET = 1_000  # the same for whole files (~13 us each: a file holds its c
 # An index of fewer chunks ranks every row a query finds (at most ~0.1 s at its most common words): the dev sets
 # (up to 56k chunks: benchmarks/devsets) are measured without the bound and keep their results
 BOUND_MIN_CHUNKS = 100_000
+# A filtered search (a reader role, a folder) takes as candidates only rows its filter keeps, looking at no more
+# than this many x the budget matching rows (then, with fewer than k found, FTS5's bm25 over every kept row)
+FILTER_SCAN = 8
 MAX_LEVEL_TERMS = 6  # coordination levels over at most this many common terms (the rarest); the rest: level 1 only
 MAX_LEVEL_CLAUSES = 20  # a level of more subsets than this is skipped (the next lower one covers its rows)
 K1, B = 1.2, 0.75  # FTS5's bm25 constants

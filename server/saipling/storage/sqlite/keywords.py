@@ -5,9 +5,10 @@ better). `Keywords` is a part of `SqliteStore` (store.py), sharing its `Database
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import apsw
@@ -23,6 +24,10 @@ def match_expression(query: KeywordQuery) -> str:
     """The FTS5 MATCH expression of a keyword query: each term a quoted string (a phrase when it has several words;
     `"` doubled inside), `*` after a prefix term, OR-joined."""
     return fts_bound.or_expression(query.terms)
+
+
+class _ScanSpent(Exception):
+    """Raised by saipling_scan to end a filtered candidate statement: its scan budget is spent."""
 
 
 _VOCAB = {"chunks_fts": "temp.chunks_fts_vocab", "files_fts": "temp.files_fts_vocab"}
@@ -41,6 +46,7 @@ class Keywords:
         self._scorer_on: apsw.Connection | None = None  # the connection saipling_bm25 is registered on
         self.last_scored = 0  # rows the last bounded search scored (tests, benchmarks)
         self.last_exact: bool | None = None  # whether its top rows are provably FTS5's own (None: not bounded)
+        self._scan_left = 0  # matching rows a filtered bounded search may still look at (saipling_scan)
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
@@ -67,17 +73,35 @@ class Keywords:
             )
             params: list[Any] = [match_expression(query)]
             if bound is not None:
-                rows = [(i, -s) for i, s in self._bounded("chunks_fts", bound, limit)]
+                hits = self._bounded("chunks_fts", bound, limit)
+                if not filtered:
+                    return hits[:limit]
+                assert flt is not None
+                top = hits[: limit * 4]
+                kept = self._passing([(i, -s) for i, s in top], flt)
+                if len(kept) == len(top) and (len(kept) >= limit or self.last_exact):
+                    # (the filter kept every row checked, as it does most rows: the candidates it would have
+                    # chosen are the same; and when the top `limit` are exact, so are the filtered ones)
+                    return kept[:limit]
+                # the filter drops rows: it chooses the candidates (a role's best rows may lie past the others)
+                hits = self._bounded("chunks_fts", bound, limit, flt)
+                if len(hits) >= limit or self.last_exact:
+                    return hits[:limit]
+                # (the scan budget ran out before `limit` rows passing the filter were found)
+                cond, cparams = where(flt) if flt is not None else ("1", [])
+                exact = (
+                    "SELECT chunks_fts.rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts"
+                    f" JOIN chunks c ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND {cond}"
+                    " ORDER BY rank LIMIT ?"
+                )
+                return [(int(i), -float(r)) for i, r in conn.execute(exact, (*params, *cparams, limit))]
             else:
                 rows = list(conn.execute(sql + " LIMIT ?", (*params, limit * 4 if filtered else limit)))
             if not filtered:
                 return [(int(i), -float(r)) for i, r in rows[:limit]]
             assert flt is not None
             hits = self._passing(rows[: limit * 4], flt)
-            if len(hits) < limit and bound is not None and len(rows) > limit * 4:
-                hits = self._passing(rows, flt)  # (every candidate the bound scored)
-            if len(hits) < limit and (len(rows) >= limit * 4 or bound is not None):
-                # (a bound chose its candidates among every chunk, not those the filter keeps)
+            if len(hits) < limit and len(rows) >= limit * 4:
                 hits = self._passing(list(conn.execute(sql, params)), flt)
         return hits[:limit]
 
@@ -105,42 +129,108 @@ class Keywords:
             self._tokenizer[1](text, apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False)
         )
 
-    def _bounded(self, table: str, plan: fts_bound.Plan, limit: int) -> list[tuple[int, float]]:
+    def _bounded(
+        self, table: str, plan: fts_bound.Plan, limit: int, flt: ChunkFilter | None = None
+    ) -> list[tuple[int, float]]:
         """(rowid, -bm25) of the candidate rows of `plan` (fts_bound), best first: every row holding a rare term,
         then the coordination levels of the common ones in the order they were written, while the budget lasts;
         a level stops once the top `limit` are provably exact (Plan.outside). Rows holding one common term only
-        (level 1) are taken as far as `limit` rows in all when a higher level exists (they are the weakest)."""
+        (level 1) are taken as far as `limit` rows in all when a higher level exists (they are the weakest).
+        With a filter (`flt`, not empty), only rows it keeps are candidates and count against the budget (a
+        role's or a folder's best rows are found even where other rows come first), looking at no more than
+        fts_bound.FILTER_SCAN x the budget rows in all."""
         if self._scorer_on is not self.db.conn:  # (registered on first use: FTS5's API is read from the database)
             self.db.conn.register_fts5_function("saipling_bm25", fts_bound.bm25_function)
+            self.db.conn.create_scalar_function("saipling_scan", self._scan, 1, deterministic=False)
             self._scorer_on = self.db.conn
-        holding = ", ".join(str(int(n)) for n in plan.holding)
-        sql = f"SELECT rowid, saipling_bm25({table}, {holding}) FROM {table} WHERE {table} MATCH ?"
+        fetch = self._fetcher(table, plan, flt)
         scored: dict[int, float] = {}
         everything = plan.query_expression()
         left, full = plan.budget, None
         if plan.rare:  # (at most twice the budget: the frequencies were an estimate for a phrase)
-            cursor = self.db.conn.execute(sql, (f"({everything}) AND ({fts_bound.or_expression(plan.rare)})",))
-            scored.update(itertools.islice(cursor, 2 * plan.budget + 1))
-            cursor.close()
-            if len(scored) > 2 * plan.budget:
+            got, complete = fetch(f"({everything}) AND ({fts_bound.or_expression(plan.rare)})", 2 * plan.budget + 1)
+            scored.update(got)
+            if len(got) > 2 * plan.budget or not complete:
                 left = 0
         levels = plan.levels()
         for level, expr in levels:
             if self._exact(plan, scored, limit, full):
                 break
             take = left if level > 1 or len(levels) == 1 else min(left, max(0, limit - len(scored)))
-            cursor = self.db.conn.execute(sql, (f"({everything}) AND ({expr})",))
-            got = list(itertools.islice(cursor, take + 1))
-            cursor.close()
+            got, complete = fetch(f"({everything}) AND ({expr})", take + 1)
             scored.update(got[:take])
             left -= min(take, len(got))
-            if len(got) > take:
+            if len(got) > take or not complete:
                 break
             full = level
         ranked = sorted(scored.items(), key=lambda r: (-r[1], r[0]))
         self.last_scored = len(scored)
         self.last_exact = self._exact(plan, scored, limit, full, ranked)
         return ranked
+
+    def _fetcher(
+        self, table: str, plan: fts_bound.Plan, flt: ChunkFilter | None
+    ) -> Callable[[str, int], tuple[list[tuple[int, float]], bool]]:
+        """fetch(expression, n): (rowid, -bm25) of the first `n` rows (rowid order) matching `expression` that
+        pass `flt`, and whether every matching row was looked at. Unfiltered: one scored statement. Filtered: the
+        matching rowids are read unscored a batch at a time, and each batch's rowid range scored with the filter
+        in the same statement (a row it drops is never scored), until `n` passed or the scan budget is spent."""
+        holding = ", ".join(str(int(n)) for n in plan.holding)
+        conn = self.db.conn
+        if flt is None or flt.is_empty():
+            sql = f"SELECT rowid, saipling_bm25({table}, {holding}) FROM {table} WHERE {table} MATCH ?"
+
+            def fetch_all(expr: str, n: int) -> tuple[list[tuple[int, float]], bool]:
+                cursor = conn.execute(sql, (expr,))
+                got = list(itertools.islice(cursor, n))
+                cursor.close()
+                return got, len(got) < n
+
+            return fetch_all
+        if table == "chunks_fts":
+            cond, params = where(flt)
+            join = "JOIN chunks c ON c.id = chunks_fts.rowid"
+        else:
+            # a file by its own row: a chunk repeats its file's path, visibility, types, book and chapter (the
+            # indexer writes them from the file's metadata), all but the chapter number. Reading a chunk row of
+            # each file instead cost ~15 us a file (~30 ms a search at 20,000 files); the caller checks the files
+            # it returns against the whole filter, chunk by chunk (_file_rows)
+            cond, params = where(dataclasses.replace(flt, max_chapter=None))
+            join = "JOIN files c ON c.rowid = files_fts.rowid"
+        keep = cond or "1"
+        # one statement: the filter is checked in the join (a row it drops is never scored), and saipling_scan
+        # counts the matching rows looked at (it stands before the join: SQLite checks it in the FTS loop) and
+        # stops the statement once the scan budget is spent
+        sql = (
+            f"SELECT {table}.rowid, saipling_bm25({table}, {holding}) FROM {table} {join}"
+            f" WHERE {table} MATCH ? AND saipling_scan({table}.rowid) AND {keep}"
+        )
+        self._scan_left = fts_bound.FILTER_SCAN * plan.budget
+
+        def fetch_kept(expr: str, n: int) -> tuple[list[tuple[int, float]], bool]:
+            got: list[tuple[int, float]] = []
+            if self._scan_left <= 0:
+                return got, False
+            cursor = None
+            try:  # (apsw steps the statement once in execute(): the budget may end there too)
+                cursor = conn.execute(sql, (expr, *params))
+                got.extend(itertools.islice(cursor, n))
+            except _ScanSpent:
+                return got, False
+            finally:
+                if cursor is not None:
+                    cursor.close()
+            return got, len(got) < n
+
+        return fetch_kept
+
+    def _scan(self, _rowid: int) -> int:
+        """`saipling_scan(rowid)`: 1 while the filtered search's scan budget lasts (counting the row), then stops
+        the statement (_ScanSpent)."""
+        self._scan_left -= 1
+        if self._scan_left < 0:
+            raise _ScanSpent
+        return 1
 
     @staticmethod
     def _exact(
@@ -243,13 +333,21 @@ class Keywords:
             bound = self._plan(query, "files_fts", max(fts_bound.FILE_BUDGET, limit * 4))
             if bound is not None:
                 ranked = [(i, -s) for i, s in self._bounded("files_fts", bound, limit)]
+                top = ranked[: limit * 4]
+                rows = self._file_rows(top, flt if filtered else None)
+                if filtered and not (len(rows) == len(top) and (len(rows) >= limit or self.last_exact)):
+                    # the filter drops files: it chooses the candidates (as in keyword_search)
+                    ranked = [(i, -s) for i, s in self._bounded("files_fts", bound, limit, flt)]
+                    rows = self._file_rows(ranked[: limit * 4], flt)
+                    if len(rows) < limit and len(ranked) > limit * 4:
+                        rows = self._file_rows(ranked, flt)  # (every candidate the bound scored)
+                    if len(rows) < limit and not self.last_exact:  # (the scan budget ran out)
+                        rows = self._file_rows(list(conn.execute(sql, (match_expression(query),))), flt)
             else:
                 ranked = list(conn.execute(sql + " LIMIT ?", (match_expression(query), limit * 4)))
-            rows = self._file_rows(ranked[: limit * 4], flt if filtered else None)
-            if len(rows) < limit and filtered and bound is not None and len(ranked) > limit * 4:
-                rows = self._file_rows(ranked, flt)  # (every candidate the bound scored)
-            if len(rows) < limit and filtered and (len(ranked) >= limit * 4 or bound is not None):
-                rows = self._file_rows(list(conn.execute(sql, (match_expression(query),))), flt)
+                rows = self._file_rows(ranked[: limit * 4], flt if filtered else None)
+                if len(rows) < limit and filtered and len(ranked) >= limit * 4:
+                    rows = self._file_rows(list(conn.execute(sql, (match_expression(query),))), flt)
         return [(str(p), -float(b), int(n or 0)) for p, n, b in rows[:limit]]
 
     def _file_rows(self, ranked: list[tuple[int, float]], flt: ChunkFilter | None) -> list[tuple[Any, ...]]:

@@ -403,6 +403,18 @@ CACHE_AS_ROWID_TABLE = f"""
 """
 
 
+# A search's entity lookup (a query that is a file's name or alias: SqliteStore.entity_chunks) by index, not by
+# reading every file row (~10 ms a search at 20,000 files, ~1 ms at 1,000); only the files with aliases are read
+# for those. Not a numbered migration: an index changes no query's answer, so a read-only open and an older
+# saipling use the index as it is (without them: the scan). A writable open adds them when missing
+# (SqliteStore._upgrade_layout).
+ENTITY_NAME_INDEXES = """
+    CREATE INDEX IF NOT EXISTS files_display_name ON files(display_name COLLATE NOCASE);
+    CREATE INDEX IF NOT EXISTS files_entity_name ON files(entity_name COLLATE NOCASE);
+    CREATE INDEX IF NOT EXISTS files_aliases ON files(aliases) WHERE aliases IS NOT NULL AND aliases != '[]';
+"""
+
+
 CHUNK_COLUMNS = (
     "id",
     "path",

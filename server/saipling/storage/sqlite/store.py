@@ -65,6 +65,7 @@ from .schema import (
     ADDED_COLUMNS,
     CACHE_AS_ROWID_TABLE,
     DROP_JOURNAL_TRIGGERS,
+    ENTITY_NAME_INDEXES,
     JOURNAL_SQL,
     MIGRATION_STEPS,
     SCHEMA_VERSION,
@@ -298,13 +299,17 @@ class SqliteStore:
             self.set_meta("schema_version", str(SCHEMA_VERSION))
 
     def _upgrade_layout(self) -> None:
-        """An embedding cache written as `WITHOUT ROWID` becomes a rowid table (storage.schema.CACHE_AS_ROWID_TABLE)."""
+        """An embedding cache written as `WITHOUT ROWID` becomes a rowid table (storage.schema.CACHE_AS_ROWID_TABLE);
+        the indexes of the entity lookup are added when missing (storage.schema.ENTITY_NAME_INDEXES)."""
         sql = self._scalar("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'embedding_cache'")
         if sql and "WITHOUT ROWID" in str(sql).upper():
             with self.conn:
                 self.conn.execute(DROP_JOURNAL_TRIGGERS + CACHE_AS_ROWID_TABLE)
                 self.conn.execute(JOURNAL_SQL)  # (the cache's journal triggers went with the old table)
             log.info("embedding cache converted to an appended table")
+        if not self._scalar("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'files_aliases'"):
+            with self.conn:  # (looked up first: no write on an open that finds them)
+                self.conn.execute(ENTITY_NAME_INDEXES)
 
     def close(self, checkpoint: bool = True) -> None:
         """checkpoint=False (one-shot CLI reads): leave the WAL to the next writer, no copy and fsync at close.
@@ -529,13 +534,18 @@ class SqliteStore:
         """For each file whose entity name, display name or an alias is `name` (ASCII case ignored): its first
         chunk that passes `flt` (the frontmatter chunk only when it is all there is)."""
         cond, params = where(flt or ChunkFilter())
+        # (each name by its index, schema.ENTITY_NAME_INDEXES; aliases from the files that have some; UNION ALL: a
+        # UNION merges its parts in rowid order, and SQLite read every file row to give the aliases' part that order)
         sql = (
             "SELECT (SELECT c.id FROM chunks c WHERE c.path = f.path"
             + (f" AND {cond}" if cond else "")
-            + " ORDER BY c.kind = 'frontmatter', c.chunk_index LIMIT 1) FROM files f"
-            " WHERE f.display_name = ? COLLATE NOCASE OR f.entity_name = ? COLLATE NOCASE"
-            " OR (instr(lower(f.aliases), lower(?)) > 0"
-            "     AND EXISTS (SELECT 1 FROM json_each(f.aliases) a WHERE a.value = ? COLLATE NOCASE))"
+            + " ORDER BY c.kind = 'frontmatter', c.chunk_index LIMIT 1) FROM files f WHERE f.rowid IN"
+            " (SELECT rowid FROM files WHERE display_name = ? COLLATE NOCASE"
+            "  UNION ALL SELECT rowid FROM files WHERE entity_name = ? COLLATE NOCASE"
+            "  UNION ALL SELECT rowid FROM files WHERE aliases IS NOT NULL AND aliases != '[]'"
+            "     AND instr(lower(aliases), lower(?)) > 0"
+            "     AND EXISTS (SELECT 1 FROM json_each(aliases) a WHERE a.value = ? COLLATE NOCASE))"
+            " ORDER BY f.rowid"
         )
         with self._lock:
             rows = self.conn.execute(sql, [*params, name, name, json.dumps(name)[1:-1], name])
