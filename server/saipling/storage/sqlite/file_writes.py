@@ -16,7 +16,7 @@ from ...lazy import np  # numpy loads on first use (cold CLI path)
 from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, FileWrite, ident_lines
 from .database import Database
 from .mentions import Mentions
-from .schema import chunk_cjk_words
+from .schema import DEFERRABLE_INDEXES, DEFERRED_META, chunk_cjk_words
 from .vectors import Vectors
 
 # A chunk's columns as written; not its preview: a function of its text (markdown.preview.make_preview), derived on
@@ -107,6 +107,42 @@ class FileWrites:
             self.vectors.after_write()
         return unembedded
 
+    def defer_indexes(self) -> bool:
+        """Drop the secondary indexes of an empty chunk table (schema.DEFERRABLE_INDEXES), recording them in meta
+        (DEFERRED_META) in the same transaction; False when chunks are stored (nothing done)."""
+        with self.db.lock, self.db.atomic():
+            if self.db.scalar("SELECT 1 FROM chunks LIMIT 1") is not None:
+                return False
+            present = {r[0] for r in self.db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+            dropped = [name for name in DEFERRABLE_INDEXES if name in present]
+            for name in dropped:
+                self.db.conn.execute(f"DROP INDEX {name}")
+            had = self.deferred()
+            self.db.conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                (DEFERRED_META, json.dumps(sorted(set(had) | set(dropped)))),
+            )
+        return bool(dropped)
+
+    def deferred(self) -> list[str]:
+        """The indexes `defer_indexes` dropped and nothing has built again yet."""
+        raw = self.db.scalar("SELECT value FROM meta WHERE key = ?", (DEFERRED_META,))
+        try:
+            names = json.loads(raw) if raw else []
+        except ValueError:
+            names = list(DEFERRABLE_INDEXES)
+        return [n for n in names if n in DEFERRABLE_INDEXES] if isinstance(names, list) else list(DEFERRABLE_INDEXES)
+
+    def restore_indexes(self) -> None:
+        """Build the indexes `defer_indexes` dropped (one transaction); nothing when none is recorded."""
+        with self.db.lock:
+            if self.db.scalar("SELECT 1 FROM meta WHERE key = ?", (DEFERRED_META,)) is None:
+                return
+            with self.db.atomic():
+                for name in self.deferred():
+                    self.db.conn.execute(DEFERRABLE_INDEXES[name])
+                self.db.conn.execute("DELETE FROM meta WHERE key = ?", (DEFERRED_META,))
+
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         with self.db.atomic():
             self.db.conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
@@ -152,9 +188,7 @@ class FileWrites:
             self._insert_rows([(f.record.path, ch) for f in fresh for ch in f.chunks], cjk)
             for f in fresh:  # (the whole-file keywords after all the chunks': they are written out together too)
                 self._write_file_row(f.record, f.chunks, cjk)
-            for f in fresh:
-                if f.mentions is not None:
-                    self.mentions.write_mentions(f.record.path, f.mentions)
+            self.mentions.write_many([(f.record.path, f.mentions) for f in fresh if f.mentions is not None])
             for f in files:
                 if f.record.path in stored:  # chunks to keep or replace: the one-file path
                     self.replace_file(f.record, f.chunks, mentions=f.mentions)
