@@ -228,6 +228,35 @@ def test_replace_files_stores_nothing_of_a_batch_that_fails(store: IndexStore) -
     assert [c.text for c in store.chunks_for_path("a.md")] == ["old words here"]
 
 
+def test_deferred_indexes_leave_every_read_the_same(store: IndexStore) -> None:
+    """A first index may drop the chunks' secondary indexes (`defer_indexes`) and build them at the end
+    (`restore_indexes`): the reads they serve (by heading, content hash, chapter) answer alike meanwhile and after."""
+    deferred = store.defer_indexes()
+    store.replace_files(
+        [
+            FileWrite(record("a.md", "1"), [row(0, "the lantern room", "Fireball"), row(1, "a harbour wall")]),
+            FileWrite(record("b.md", "1", chapter_id="b1"), [row(0, "lantern oil", chapter_id="b1", chapter_num=3)]),
+        ]
+    )
+    assert store.defer_indexes() is False  # (chunks are stored: nothing is dropped now)
+
+    def reads() -> tuple:
+        return (
+            [paths_of(store, [i]) for i in store.chunks_with_heading("fireball")],
+            [(p, hh) for p, hh, _ in store.chunk_hashes()],
+            sorted(hit_paths(store, q("lantern"))),
+            (store.chapter_num_of("b.md"), store.chapter_num_of("a.md")),
+        )
+
+    during = reads()
+    assert during[0] == [["a.md"]] and during[2] == ["a.md", "b.md"] and during[3] == (3, None)
+    assert during[1] == [("a.md", h("the lantern room")), ("a.md", h("a harbour wall")), ("b.md", h("lantern oil"))]
+    store.restore_indexes()
+    store.restore_indexes()  # (nothing left to build: no change)
+    assert reads() == during
+    assert isinstance(deferred, bool)
+
+
 def test_delete_and_touch_and_clear(store: IndexStore) -> None:
     put(store, "a.md", "lighthouse keeper")
     put(store, "b.md", "harbor master")

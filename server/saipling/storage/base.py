@@ -604,6 +604,18 @@ class ChunkStore(Protocol):
         `replace_file`, keeping the ids of its unchanged chunks. On any error nothing of the batch is stored."""
         ...
 
+    def defer_indexes(self) -> bool:
+        """A first index is about to write many chunks: the backend may drop the secondary indexes of its chunks
+        (lookups by content hash, heading, chapter) while the chunk table is EMPTY, to build them once at
+        `restore_indexes` (a sort) instead of row by row. Reads stay correct meanwhile (slower where they used
+        one). True when it dropped any; False (nothing done) when chunks are stored or the backend keeps them."""
+        ...
+
+    def restore_indexes(self) -> None:
+        """Build again what `defer_indexes` dropped (here, or by a run that was killed before it could); nothing
+        when none is missing."""
+        ...
+
     def delete_file(self, path: str) -> bool:
         """Forget a file: its record, chunks, keywords, vectors and mentions (the embedding cache keeps its
         vectors). True when it was indexed."""

@@ -526,6 +526,13 @@ class PostgresStore:
             for table in ("chunks", "files", "mentions", "mention_files"):
                 self.conn.execute(f"DELETE FROM {table} WHERE ws = %s", (self.ws,))
 
+    def defer_indexes(self) -> bool:
+        """Never: the indexes are shared by every workspace of the database."""
+        return False
+
+    def restore_indexes(self) -> None:
+        return None
+
     def replace_files(self, files: Sequence[FileWrite]) -> None:
         """Each file's `replace_file` (no vectors), all in one transaction."""
         with self.atomic():

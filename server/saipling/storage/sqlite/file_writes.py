@@ -10,13 +10,14 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import fields
+from itertools import chain
 from operator import attrgetter
 
 from ...lazy import np  # numpy loads on first use (cold CLI path)
 from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, FileWrite, ident_lines
 from .database import Database
 from .mentions import Mentions
-from .schema import chunk_cjk_words
+from .schema import DEFERRABLE_INDEXES, DEFERRED_META, chunk_cjk_words
 from .vectors import Vectors
 
 # A chunk's columns as written; not its preview: a function of its text (markdown.preview.make_preview), derived on
@@ -91,7 +92,7 @@ class FileWrites:
                 for r, _ch in moved:  # out of the way first: (path, chunk_index) is unique
                     self.db.conn.execute("UPDATE chunks SET chunk_index = ? WHERE id = ?", (-1 - r[0], r[0]))
                 cjk = {id(ch): chunk_cjk_words(ch.heading_path, ch.text) for ch in chunks}
-                ids = self._insert_rows([(record.path, ch) for ch in new], cjk)
+                ids = self._insert_rows([(record.path, cjk[id(ch)], *_values(ch)) for ch in new])
                 inserted = [ids[record.path, ch.chunk_index] for ch in new]
                 for r, ch in moved:  # only the columns that differ (none of them feeds the keyword index)
                     cols = [n for n in _MOVABLE if n == "chunk_index" or getattr(ch, n) != r[1 + _ROW_FIELDS.index(n)]]
@@ -100,12 +101,48 @@ class FileWrites:
                         (*(getattr(ch, n) for n in cols), r[0]),
                     )
                 unembedded = self.vectors.without_stored(inserted) if key is not None else inserted
-                self._write_file_row(record, chunks, cjk)
+                self._write_file_row(record, chunks, [cjk[id(ch)] for ch in chunks])
                 if mentions is not None:
                     self.mentions.write_mentions(record.path, mentions)
                 self.vectors.journal_written()
             self.vectors.after_write()
         return unembedded
+
+    def defer_indexes(self) -> bool:
+        """Drop the secondary indexes of an empty chunk table (schema.DEFERRABLE_INDEXES), recording them in meta
+        (DEFERRED_META) in the same transaction; False when chunks are stored (nothing done)."""
+        with self.db.lock, self.db.atomic():
+            if self.db.scalar("SELECT 1 FROM chunks LIMIT 1") is not None:
+                return False
+            present = {r[0] for r in self.db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+            dropped = [name for name in DEFERRABLE_INDEXES if name in present]
+            for name in dropped:
+                self.db.conn.execute(f"DROP INDEX {name}")
+            had = self.deferred()
+            self.db.conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                (DEFERRED_META, json.dumps(sorted(set(had) | set(dropped)))),
+            )
+        return bool(dropped)
+
+    def deferred(self) -> list[str]:
+        """The indexes `defer_indexes` dropped and nothing has built again yet."""
+        raw = self.db.scalar("SELECT value FROM meta WHERE key = ?", (DEFERRED_META,))
+        try:
+            names = json.loads(raw) if raw else []
+        except ValueError:
+            names = list(DEFERRABLE_INDEXES)
+        return [n for n in names if n in DEFERRABLE_INDEXES] if isinstance(names, list) else list(DEFERRABLE_INDEXES)
+
+    def restore_indexes(self) -> None:
+        """Build the indexes `defer_indexes` dropped (one transaction); nothing when none is recorded."""
+        with self.db.lock:
+            if self.db.scalar("SELECT 1 FROM meta WHERE key = ?", (DEFERRED_META,)) is None:
+                return
+            with self.db.atomic():
+                for name in self.deferred():
+                    self.db.conn.execute(DEFERRABLE_INDEXES[name])
+                self.db.conn.execute("DELETE FROM meta WHERE key = ?", (DEFERRED_META,))
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         with self.db.atomic():
@@ -148,13 +185,12 @@ class FileWrites:
                 )
             }
             fresh = [f for f in files if f.record.path not in stored]
-            cjk = {id(ch): chunk_cjk_words(ch.heading_path, ch.text) for f in fresh for ch in f.chunks}
-            self._insert_rows([(f.record.path, ch) for f in fresh for ch in f.chunks], cjk)
-            for f in fresh:  # (the whole-file keywords after all the chunks': they are written out together too)
-                self._write_file_row(f.record, f.chunks, cjk)
-            for f in fresh:
-                if f.mentions is not None:
-                    self.mentions.write_mentions(f.record.path, f.mentions)
+            # each chunk's columns as written, once: (path, cjk_words, *its fields)
+            values = [[(f.record.path, _cjk(ch), *_values(ch)) for ch in f.chunks] for f in fresh]
+            self._insert_rows([v for vs in values for v in vs], returning=False)
+            for f, vs in zip(fresh, values, strict=True):  # (the whole-file keywords after all the chunks': together)
+                self._write_file_row(f.record, f.chunks, [v[1] for v in vs])
+            self.mentions.write_many([(f.record.path, f.mentions) for f in fresh if f.mentions is not None])
             for f in files:
                 if f.record.path in stored:  # chunks to keep or replace: the one-file path
                     self.replace_file(f.record, f.chunks, mentions=f.mentions)
@@ -162,22 +198,27 @@ class FileWrites:
         # keyword bound's document frequencies, filters) would keep what they read before the batch)
         self.vectors.after_write()
 
-    def _insert_rows(self, rows: Sequence[tuple[str, ChunkRow]], cjk: dict[int, str]) -> dict[tuple[str, int], int]:
-        """Insert new chunk rows (path, row), many to a statement; returns their ids by (path, chunk index)."""
+    def _insert_rows(self, rows: Sequence[tuple], returning: bool = True) -> dict[tuple[str, int], int]:
+        """Insert new chunk rows, each (path, cjk_words, *its _ROW_FIELDS), many to a statement; returns their ids
+        by (path, chunk index) (`returning`; else nothing)."""
         ids: dict[tuple[str, int], int] = {}
         for start in range(0, len(rows), INSERT_ROWS):
             part = rows[start : start + INSERT_ROWS]
-            params = [v for path, ch in part for v in (path, cjk[id(ch)], *_values(ch))]
-            sql = _INSERT_HEAD + ", ".join([_INSERT_ROW] * len(part)) + " RETURNING id, path, chunk_index"
-            ids.update(((path, index), chunk_id) for chunk_id, path, index in self.db.conn.execute(sql, params))
+            sql = _INSERT_HEAD + ", ".join([_INSERT_ROW] * len(part))
+            params = list(chain.from_iterable(part))
+            if not returning:
+                self.db.conn.execute(sql, params)
+                continue
+            got = self.db.conn.execute(sql + " RETURNING id, path, chunk_index", params)
+            ids.update(((path, index), chunk_id) for chunk_id, path, index in got)
         return ids
 
-    def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow], cjk: dict[int, str]) -> None:
+    def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow], cjk: Sequence[str]) -> None:
         self._drop_file_text(record.path)
         self.db.conn.execute(_INSERT_FILE, record.file_row(time.time(), len(chunks)))
         # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`; and its CJK bigrams)
         words = [*(ch.text for ch in chunks), *ident_lines(chunks)]
-        words += [w for w in (cjk[id(ch)] for ch in chunks) if w]
+        words += [w for w in cjk if w]
         self.db.conn.execute(
             "INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (self.db.conn.last_insert_rowid(), "\n".join(words))
         )
@@ -187,6 +228,13 @@ class FileWrites:
         rowid = self.db.scalar("SELECT rowid FROM files WHERE path = ?", (path,))
         if rowid is not None:
             self.db.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
+
+
+def _cjk(ch: ChunkRow) -> str:
+    """A chunk's `cjk_words` (storage.schema.chunk_cjk_words); "" at once for ASCII text (most of it)."""
+    if (ch.text or "").isascii() and (ch.heading_path or "").isascii():
+        return ""
+    return chunk_cjk_words(ch.heading_path, ch.text)
 
 
 def _same_text(row: tuple, ch: ChunkRow) -> bool:

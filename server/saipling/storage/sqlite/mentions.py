@@ -34,6 +34,29 @@ class Mentions:
             )
             self.db.writes += 1  # filters over mentions (knownBy) cached per index state see the change
 
+    def write_many(self, files: Sequence[tuple[str, FileMentionRows]]) -> None:
+        """Replace several files' mentions in the caller's transaction, a few statements for them all (no savepoint
+        per file: FTS5 writes its pending keywords out at each savepoint, ~1 ms a file in a first index)."""
+        if not files:
+            return
+        paths = _json([p for p, _ in files])
+        for table in ("mentions", "mention_counts"):
+            self.db.conn.execute(f"DELETE FROM {table} WHERE path IN (SELECT value FROM json_each(?))", (paths,))
+        self.db.conn.executemany(
+            "INSERT INTO mentions(path, entity, line, col, end_col, surface) VALUES (?,?,?,?,?,?)",
+            [(path, *r) for path, found in files for r in found.rows],
+        )
+        self.db.conn.executemany(
+            "INSERT INTO mention_counts(entity, path, count, first_line, first_col, last_line, last_col)"
+            " VALUES (?,?,?,?,?,?,?)",
+            [(entity, path, *agg) for path, found in files for entity, agg in _counts(found.rows).items()],
+        )
+        self.db.conn.executemany(
+            "INSERT OR REPLACE INTO mention_files(path, names_key, pov) VALUES (?,?,?)",
+            [(path, found.names_key, found.pov) for path, found in files],
+        )
+        self.db.writes += 1
+
     def drop_mentions(self, path: str) -> None:
         self.db.conn.execute("DELETE FROM mentions WHERE path = ?", (path,))
         self.db.conn.execute("DELETE FROM mention_counts WHERE path = ?", (path,))

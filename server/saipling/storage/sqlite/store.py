@@ -295,6 +295,7 @@ class SqliteStore:
                 self.conn.execute(sql)
                 self.conn.execute(f"PRAGMA user_version={number + 1}")
         self._upgrade_layout()
+        self._files.restore_indexes()  # (dropped by a first index that was killed before it built them again)
         if self.get_meta("schema_version") != str(SCHEMA_VERSION):  # no write (and no commit) on every open
             self.set_meta("schema_version", str(SCHEMA_VERSION))
 
@@ -376,6 +377,12 @@ class SqliteStore:
 
     def replace_files(self, files: Sequence[FileWrite]) -> None:
         self._files.replace_files(files)
+
+    def defer_indexes(self) -> bool:
+        return self._files.defer_indexes()
+
+    def restore_indexes(self) -> None:
+        self._files.restore_indexes()
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         self._files.touch_file(path, mtime_ns, size)

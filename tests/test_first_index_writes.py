@@ -1,0 +1,111 @@
+"""Issue 34: the store side of a first index kept cheap (indexing/text_phase.py, storage/sqlite/file_writes.py). A
+first index of many files writes into a chunk table without its secondary indexes and builds them at the end of the
+text phase (IndexStore.defer_indexes); the index it leaves is the one a run keeping them row by row leaves. Real
+SQLite files and real index runs (keyword-only)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import apsw
+import pytest
+
+from fixtures import make_project, open_project, words
+from saipling.indexing import text_phase
+from saipling.indexing.records import IndexProgress
+from saipling.storage.sqlite.schema import DEFERRABLE_INDEXES, DEFERRED_META
+from saipling.storage.sqlite.store import SqliteStore
+from test_storage_conformance import record, row
+
+FILES = 240  # over text_phase.DEFER_INDEXES_MIN_FILES
+
+
+def indexes(db: Path) -> set[str]:
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    finally:
+        conn.close()
+
+
+def vault(tmp_path: Path, name: str) -> Path:
+    files: dict[str, str] = {}
+    for i in range(FILES):
+        body = "\n\n".join(f"## Part {j}\n\n{words(60, seed=i * 7 + j)}" for j in range(3))
+        front = f"---\nname: Keeper {i}\naliases: [K{i}x]\n---\n" if i % 40 == 0 else ""
+        files[f"book/ch{i:03d}.md"] = f"{front}# Chapter {i}\n\nKeeper 0 and K40x met.\n\n{body}\n"
+    return make_project(tmp_path, files, name)
+
+
+def content(db: Path) -> str:
+    """A digest of what the index holds: chunks, files, mentions and both keyword vocabularies, and its indexes."""
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    d = hashlib.sha256()
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(files)") if r[1] not in ("last_indexed", "mtime_ns")]
+    for sql in (
+        "SELECT * FROM chunks ORDER BY id",
+        f"SELECT rowid, {', '.join(cols)} FROM files ORDER BY rowid",
+        "SELECT * FROM mentions ORDER BY path, line, col, entity",
+        "SELECT * FROM mention_counts ORDER BY entity, path",
+        "SELECT * FROM mention_files ORDER BY path",
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name",
+    ):
+        for r in conn.execute(sql):
+            d.update(repr(r).encode())
+    conn.close()
+    return d.hexdigest()
+
+
+def vocab(db: Path) -> list[tuple]:
+    conn = apsw.Connection(str(db))
+    try:
+        out = []
+        for t in ("chunks_fts", "files_fts"):
+            conn.execute(f"CREATE VIRTUAL TABLE temp.v_{t} USING fts5vocab('main', '{t}', 'row')")
+            out.append(tuple(conn.execute(f"SELECT term, doc, cnt FROM temp.v_{t} ORDER BY term")))
+        return out
+    finally:
+        conn.close()
+
+
+def test_a_first_index_builds_the_chunk_indexes_once_and_leaves_the_same_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[set[str]] = []
+    root = vault(tmp_path, "deferred")
+    db = root / ".saipling" / "index.db"
+
+    def progress(p: IndexProgress) -> None:
+        if p.phase == "keywords" and p.files_done == FILES // 2:
+            seen.append(indexes(db))
+
+    with open_project(root) as project:
+        project.index(progress=progress)
+    assert seen and not (set(DEFERRABLE_INDEXES) & seen[0])  # (mid-run: written without them)
+    assert set(DEFERRABLE_INDEXES) <= indexes(db)
+    monkeypatch.setattr(text_phase, "DEFER_INDEXES_MIN_FILES", 10**9)
+    kept_root = vault(tmp_path, "kept")
+    with open_project(kept_root) as project:
+        project.index()
+    kept = kept_root / ".saipling" / "index.db"
+    assert content(db) == content(kept) and vocab(db) == vocab(kept)
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    assert not list(conn.execute("SELECT 1 FROM meta WHERE key = ?", (DEFERRED_META,)))
+    assert list(conn.execute("SELECT count(*) FROM mentions"))[0][0] > FILES  # (the test holds mentions)
+
+
+def test_indexes_a_killed_first_index_dropped_are_built_at_the_next_open(tmp_path: Path) -> None:
+    db = tmp_path / "proj" / ".saipling" / "index.db"
+    store = SqliteStore.open(db)
+    assert store.defer_indexes() is True
+    store.replace_files([])
+    with store.atomic():
+        store.replace_file(record("a.md", "1"), [row(0, "the lantern room", "Fireball")])
+    store.close()  # (killed before restore_indexes)
+    assert not set(DEFERRABLE_INDEXES) & indexes(db)
+    store = SqliteStore.open(db)
+    assert set(DEFERRABLE_INDEXES) <= indexes(db)
+    assert store.get_meta(DEFERRED_META) is None
+    assert store.defer_indexes() is False and set(DEFERRABLE_INDEXES) <= indexes(db)  # (chunks stored: kept)
+    store.close()
