@@ -90,6 +90,14 @@ ANN_CHECK_EVERY = 1000  # vectors a file write stores between two checks of the 
 ANALYZE_MIN_ROWS = 2000
 ANALYZE_FRACTION = 0.5
 EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
+# A workspace searched exactly (below ANN_MIN_ROWS vectors): its connection's prepared statements run their generic
+# plans (plan_cache_mode = force_generic_plan) instead of being planned again for each search's values: planning the
+# candidate statement (five lists and their unions) cost ~2 of the ~9 ms of server CPU a hybrid search took at 2,524
+# chunks (issue 33, benchmarks/README.md row PG5); PostgreSQL's own choice kept custom plans. A workspace searched
+# through the HNSW index keeps custom plans: there the plan turns on the workspace's size (a generic plan, which
+# estimates an average workspace, could scan it exactly instead of through the index).
+# SAIPLING_PG_GENERIC_PLAN=0: custom plans everywhere, as before.
+GENERIC_PLAN = os.environ.get("SAIPLING_PG_GENERIC_PLAN", "1") != "0"
 # how long a read of the workspace's version is trusted: other processes' commits are seen at most this late by this
 # process's caches (its own writes at once); every cache check was a round trip (~30 per hybrid search)
 VERSION_TTL = float(os.environ.get("SAIPLING_PG_VERSION_TTL", "0.25"))
@@ -932,6 +940,7 @@ class PostgresStore:
             params.append(self.ws)
         sql = "WITH " + ", ".join(parts) + " " + " UNION ALL ".join(f"({x})" for x in lists)
         with self._lock:
+            self._plan_for(ann)
             if ann and limit > EF_SEARCH:  # (ef_search below k would cut the list short)
                 with self.conn.transaction():
                     self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(limit)}")
@@ -1476,6 +1485,7 @@ class PostgresStore:
         # the chunk's own columns only when a filter needs them (a join per vector otherwise)
         sql, qparams = self._knn_sql(q, k, dims, ann, flt)
         with self._lock:
+            self._plan_for(ann)
             if ann and k > EF_SEARCH:  # (ef_search below k would cut the list short)
                 with self.conn.transaction():
                     self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(k)}")
@@ -1511,6 +1521,16 @@ class PostgresStore:
             f" WHERE v.ws = %s AND {cond} ORDER BY d LIMIT %s) s",
             [Vector(q), *jparams, self.ws, *cparams, k],
         )
+
+    def _plan_for(self, ann: bool) -> None:
+        """The calling thread's session set to generic plans for an exact search, PostgreSQL's choice (custom
+        plans) for one through the HNSW index (see GENERIC_PLAN); a round trip only when it changes. Inside
+        `with self._lock:`."""
+        want = "force_generic_plan" if GENERIC_PLAN and not ann else "auto"
+        conn = self.conn
+        if conn.plan_cache_mode != want and not self._depth:
+            conn.execute(f"SET plan_cache_mode = {want}")
+            conn.plan_cache_mode = want
 
     def _existing_ann_dims(self) -> set[int]:
         """The dimensions whose HNSW index is built and valid (a build cut short leaves an invalid one)."""
