@@ -7,10 +7,15 @@ Parts (fiction, concurrency and ann by default; `--part NAME` repeatable):
                lexical and semantic search p50/p95 through Project.search on each, and index time.
   concurrency  64 reader processes on the fiction workspace and 8 writer processes (each saving files of its own
                workspace), for --seconds: readers search with a think time (--think, default 1.5 s: a search every
-               0.75-2.25 s) and back to back (--think 0, the closed loop: the saturation point); a search is the
-               store calls of a hybrid search (--op store) or the whole Project.search (--op project). Reader
-               p50/p95/p99 and throughput, errors, and afterwards every writer's files present and current (the
-               last write's hash and chunk texts), none leaked into another workspace.
+               0.75-2.25 s), the same again without the writers (p95 with and without them; --no-quiet-run skips
+               it), and back to back (--think 0, the closed loop: the saturation point). A search (--op) is the
+               database's work of a hybrid search (`store`: search_candidates as Project.search calls it), the
+               older measure (`calls`: keyword_search with every word + knn) or the whole Project.search
+               (`project`). Reader p50/p95/p99, the offered (readers / think) and served searches a second, errors,
+               and afterwards every writer's files present and current (the last write's hash and chunk texts),
+               none leaked into another workspace. One reader alone and one writer alone give the CPU of a search
+               (server / reader, from /proc) and of a save; the summary multiplies them by the offered load and
+               says whether the machine's cores can serve it at all.
   ann          N synthetic clustered vectors (384 dims; --rows, default 100k) in a table shaped like the backend's
                chunk_vectors: 90% in one workspace, the rest in 1,000-row workspaces. COPY binary load, HNSW (m 16,
                ef_construction 64) build time with --maintenance-work-mem and --workers; p50/p95 and recall@10
@@ -22,6 +27,7 @@ Parts (fiction, concurrency and ann by default; `--part NAME` repeatable):
                again on a PostgreSQL workspace the index is exported/imported into: the differences.
 
     python benchmarks/bench_postgres.py --quick            # fiction subset, 10 s runs, 20k ANN rows
+    python benchmarks/bench_postgres.py --part concurrency --seconds 30   # issue 33's load: row PG5
     python benchmarks/bench_postgres.py --part ann --rows 1000000 --keep --url URL
     python benchmarks/bench_postgres.py --part answers --scifact-root W --fiction-root F --answers-dir D
 """
