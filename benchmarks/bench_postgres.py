@@ -7,10 +7,15 @@ Parts (fiction, concurrency and ann by default; `--part NAME` repeatable):
                lexical and semantic search p50/p95 through Project.search on each, and index time.
   concurrency  64 reader processes on the fiction workspace and 8 writer processes (each saving files of its own
                workspace), for --seconds: readers search with a think time (--think, default 1.5 s: a search every
-               0.75-2.25 s) and back to back (--think 0, the closed loop: the saturation point); a search is the
-               store calls of a hybrid search (--op store) or the whole Project.search (--op project). Reader
-               p50/p95/p99 and throughput, errors, and afterwards every writer's files present and current (the
-               last write's hash and chunk texts), none leaked into another workspace.
+               0.75-2.25 s), the same again without the writers (p95 with and without them; --no-quiet-run skips
+               it), and back to back (--think 0, the closed loop: the saturation point). A search (--op) is the
+               database's work of a hybrid search (`store`: search_candidates as Project.search calls it), the
+               older measure (`calls`: keyword_search with every word + knn) or the whole Project.search
+               (`project`). Reader p50/p95/p99, the offered (readers / think) and served searches a second, errors,
+               and afterwards every writer's files present and current (the last write's hash and chunk texts),
+               none leaked into another workspace. One reader alone and one writer alone give the CPU of a search
+               (server / reader, from /proc) and of a save; the summary multiplies them by the offered load and
+               says whether the machine's cores can serve it at all.
   ann          N synthetic clustered vectors (384 dims; --rows, default 100k) in a table shaped like the backend's
                chunk_vectors: 90% in one workspace, the rest in 1,000-row workspaces. COPY binary load, HNSW (m 16,
                ef_construction 64) build time with --maintenance-work-mem and --workers; p50/p95 and recall@10
@@ -22,6 +27,7 @@ Parts (fiction, concurrency and ann by default; `--part NAME` repeatable):
                again on a PostgreSQL workspace the index is exported/imported into: the differences.
 
     python benchmarks/bench_postgres.py --quick            # fiction subset, 10 s runs, 20k ANN rows
+    python benchmarks/bench_postgres.py --part concurrency --seconds 30   # issue 33's load: row PG5
     python benchmarks/bench_postgres.py --part ann --rows 1000000 --keep --url URL
     python benchmarks/bench_postgres.py --part answers --scifact-root W --fiction-root F --answers-dir D
 """
@@ -215,6 +221,17 @@ def compare_answers(res: dict) -> str:
 # whole Project.search hybrid (`project`: also the fusion and the Python around it, which on a real site runs on
 # the readers' machines, not the database's). A writer is an author saving: one file replaced (5 chunks) then
 # --writer-think s (0: back to back, an index run).
+OPS = {
+    "store": "the database's work of a hybrid search: the one statement Project.search reads its candidate lists with"
+    " (search_candidates: keyword, whole-file and vector lists, paths, vectors; the query's words as it parses them,"
+    " 100 candidates, a reader's levels)",
+    "calls": "keyword_search with every word of the query as a term (stop words included) + knn, 100 each: the"
+    " `store` op of the runs before PG5",
+    "project": "the whole Project.search hybrid (maxResults 10): the database's work and the reader's (fusion,"
+    " snippets, the small lookups)",
+}
+
+
 def _search_fn(url: str, op: str, root: Path | None, with_store: bool = False):
     provider = HashProvider()
     if op == "project":
@@ -223,14 +240,21 @@ def _search_fn(url: str, op: str, root: Path | None, with_store: bool = False):
         project = Project.open(root, overrides={"provider": "none", "store": url}, provider=provider)
         fns = (lambda q: project.search({"query": q, "maxResults": 10})), project.close
         return (*fns, project.store) if with_store else fns
-    from saipling.storage.base import KeywordQuery
+    from saipling.storage.base import ChunkFilter, KeywordQuery
     from saipling.storage.postgres import open_store
 
     store = open_store(url)
+    if op == "store":
+        levels = ChunkFilter(visibility=["public"])  # (what a reader of the public levels searches with)
 
-    def search(q: str) -> None:
-        store.keyword_search(KeywordQuery.of([((w,), False) for w in q.lower().split()]), 100)
-        store.knn(provider.embed_query(q), 100)
+        def search(q: str) -> None:
+            store.search_candidates(KeywordQuery.parse(q), 100, 100, provider.embed_query(q), levels)
+
+    else:
+
+        def search(q: str) -> None:
+            store.keyword_search(KeywordQuery.of([((w,), False) for w in q.lower().split()]), 100)
+            store.knn(provider.embed_query(q), 100)
 
     return (search, store.close, store) if with_store else (search, store.close)
 
@@ -258,6 +282,33 @@ def _solo(url: str, op: str, root: Path | None, n: int = 60) -> dict:
     }
     print(f"   one reader alone ({op}): " + ", ".join(f"{k} {v:.3g}" for k, v in out.items()), flush=True)
     return out
+
+
+def _solo_writer(url: str, n: int = 30) -> float:
+    """One writer alone: the server CPU (its backend's, from /proc) of a save (one file of 5 chunks replaced)."""
+    from saipling.storage.base import FileRecord
+    from saipling.storage.postgres import open_store
+
+    store = open_store(url)
+    try:
+
+        def save(i: int) -> None:
+            digest = hashlib.sha256(f"solo {i}".encode()).hexdigest()
+            store.replace_file(FileRecord(f"w{i % 50:02d}.md", digest, 1, 100, "document", "utf-8"), _chunk_rows(i))
+
+        for i in range(5):
+            save(i)
+        pid = store.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        server0 = _proc_cpu_s(pid)
+        for i in range(5, 5 + n):
+            save(i)
+        server = _proc_cpu_s(pid)
+        store.clear()
+    finally:
+        store.close()
+    ms = (server - server0) * 1000 / n if server is not None and server0 is not None else np.nan
+    print(f"   one writer alone: server CPU {ms:.3g} ms a save (5 chunks and their postings)", flush=True)
+    return ms
 
 
 def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, queue) -> None:
@@ -367,11 +418,18 @@ def _check_writers(results: list) -> tuple[int, int, int]:
 
 
 def concurrency(
-    url: str, seconds: float, think: float, writer_think: float, op: str, root: Path | None, readers: int = 64
+    url: str,
+    seconds: float,
+    think: float,
+    writer_think: float,
+    op: str,
+    root: Path | None,
+    readers: int = 64,
+    writers: int = 8,
 ) -> dict:
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
-    tag = f"{op}, think {think:g} s, writers {writer_think:g} s"
+    tag = f"{op}, think {think:g} s" + (f", writers {writer_think:g} s" if writers else "")
     procs = [
         ctx.Process(target=_reader, args=(f"{url}&workspace=bench-fiction", seconds, think, op, root, queue))
         for _ in range(readers)
@@ -379,7 +437,7 @@ def concurrency(
     wid = uuid_hex()
     procs += [
         ctx.Process(target=_writer, args=(f"{url}&workspace=bench-w{wid}-{i}", seconds, writer_think, queue))
-        for i in range(8)
+        for i in range(writers)
     ]
     load0 = os.getloadavg()[0]
     server0 = _server_cpu_s(url)
@@ -394,6 +452,13 @@ def concurrency(
     server = _server_cpu_s(url)  # (the readers' and writers' backends have exited: counted in the postmaster's)
     lost, stale, leaked = _check_writers(writes)
     out = {
+        "readers": readers,
+        "writers": writers,
+        "seconds": seconds,
+        "think_s": think,
+        # what the readers ask for: a search every `think` seconds on average each, were a search instant (the
+        # closed loop asks for as many as are served)
+        "offered_per_s": readers / think if think else np.nan,
         "reads": len(times),
         "reads_per_s": len(times) / seconds,
         "p50_ms": pct(times, 50),
@@ -412,9 +477,62 @@ def concurrency(
         "load_after": os.getloadavg()[0],
     }
     print(
-        f"   {readers} readers ({tag}) + 8 writers, {seconds:g} s: " + ", ".join(f"{k} {v:.4g}" for k, v in out.items())
+        f"   {readers} readers ({tag}) + {writers} writers, {seconds:g} s: "
+        + ", ".join(f"{k} {v:.4g}" for k, v in out.items()),
+        flush=True,
     )
     return out
+
+
+def capacity(op: str, solo: dict, runs: list[dict], save_ms: float, cores: int) -> str:
+    """The runs side by side, and the CPU arithmetic: can this machine serve what the readers offer at all?"""
+    rows = []
+    for r in runs:
+        offered = "closed loop" if not r["think_s"] else f"{r['offered_per_s']:.1f}"
+        rows.append(
+            [
+                f"{r['readers']} readers, think {r['think_s']:g} s, {r['writers']} writers",
+                offered,
+                f"{r['reads_per_s']:.1f}",
+                f"{r['p50_ms']:.0f} ms",
+                f"**{r['p95_ms']:.0f} ms**" if r["think_s"] else f"{r['p95_ms']:.0f} ms",
+                f"{r['p99_ms']:.0f} ms",
+                r["errors"],
+                r["writes"],
+                f"{r['lost']} / {r['stale']} / {r['leaked']}",
+                f"{r['server_cpu_ms_per_read']:.1f} ms",
+                f"{r['reader_cpu_ms_per_read']:.1f} ms",
+                f"{r['load_before']:.1f}-{r['load_after']:.1f}",
+            ]
+        )
+    head = ["run", "offered /s", "served /s", "p50", "p95", "p99", "errors", "saves"]
+    head += ["lost / stale / leaked", "server CPU a search", "reader CPU a search", "load average"]
+    lines = [f"   op {op}: {OPS[op]}", bu.table(head, rows)]
+    srv, rdr = solo["solo_server_cpu_ms"], solo["solo_reader_cpu_ms"]
+    lines.append(
+        f"   one reader alone: p50 {solo['solo_p50_ms']:.1f} ms, server CPU {srv:.1f} ms + reader CPU {rdr:.1f} ms a"
+        f" search; one writer alone: server CPU {save_ms:.1f} ms a save"
+    )
+    for r in runs:
+        if not r["think_s"]:
+            continue
+        need = r["offered_per_s"] * (srv + rdr) / 1000
+        saves = r["writes"] / r["seconds"]
+        need_w = saves * save_ms / 1000 if r["writers"] else 0.0
+        total = need + need_w
+        verdict = (
+            "more than the machine has: it cannot serve the offered load, whatever the code does around it"
+            if total > cores
+            else f"{100 * total / cores:.0f}% of the machine's {cores} cores before anything else runs"
+            " (queueing grows steeply past ~70%)"
+        )
+        lines.append(
+            f"   CPU needed, {r['readers']} readers at think {r['think_s']:g} s + {r['writers']} writers:"
+            f" {r['offered_per_s']:.1f} searches/s x ({srv:.1f} server + {rdr:.1f} reader) ms = {need:.2f} cores"
+            + (f", + {saves:.1f} saves/s x {save_ms:.1f} ms = {need_w:.2f}" if r["writers"] else "")
+            + f": {total:.2f} cores of {cores}, {verdict}; load average before the run {r['load_before']:.1f}"
+        )
+    return "\n".join(lines)
 
 
 def _server_cpu_s(url: str) -> float | None:
@@ -705,9 +823,15 @@ def main() -> None:
     ap.add_argument(
         "--op",
         action="append",
-        choices=["store", "project"],
+        choices=sorted(OPS),
         default=None,
-        help="concurrency: what a reader's search is (repeatable; default store)",
+        help="concurrency: what a reader's search is (repeatable; default store): "
+        + "; ".join(f"{k}: {v}" for k, v in OPS.items()),
+    )
+    ap.add_argument(
+        "--no-quiet-run",
+        action="store_true",
+        help="concurrency: skip the run of the readers without the writers (p95 with and without them)",
     )
     ap.add_argument("--queries", type=int, default=100, help="ann: queries measured (recall against exact)")
     ap.add_argument("--maintenance-work-mem", default="3GB", help="ann: for the HNSW build")
@@ -744,10 +868,18 @@ def main() -> None:
             if "fiction" not in parts:
                 fiction(args.url, True, work)
             seconds = args.seconds or (10 if args.quick else 30)
+            save_ms = _solo_writer(f"{args.url}&workspace=bench-solo-writer-{uuid_hex()}")
+            summaries = []
             for op in args.op or ["store"]:
-                _solo(f"{args.url}&workspace=bench-fiction", op, work / "fiction")
+                solo = _solo(f"{args.url}&workspace=bench-fiction", op, work / "fiction")
+                runs = []
                 for think in args.think or [1.5, 0.0]:
-                    concurrency(args.url, seconds, think, args.writer_think if think else 0.0, op, work / "fiction")
+                    wthink = args.writer_think if think else 0.0
+                    runs.append(concurrency(args.url, seconds, think, wthink, op, work / "fiction"))
+                    if think and not args.no_quiet_run:  # (the same readers without the writers)
+                        runs.append(concurrency(args.url, seconds, think, wthink, op, work / "fiction", writers=0))
+                summaries.append(capacity(op, solo, runs, save_ms, os.cpu_count() or 1))
+            print("\n" + "\n\n".join(summaries))
         if "answers" in parts:
             print("\n## same answers: SciFact and the fiction dev set on both backends")
             answers(args.url, args.scifact_root, args.fiction_root, args.answers_dir or work / "answers")

@@ -254,7 +254,7 @@ def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
         return flat[:width]
 
     def hit(word: str) -> bool:  # the word, or a part of a camelCase word (`setTimeout` for "timeout")
-        return match_key(word) in keys or any(match_key(p) in keys for p in identifier_parts(word))
+        return not keys.isdisjoint(word_keys(word))
 
     # a CJK term is marked wherever it stands inside a run (the keyword index finds it there: cjk_bigrams)
     cjk = sorted((k for k in keys if not k.isascii() and CJK_RE.search(k)), key=len, reverse=True)
@@ -303,6 +303,15 @@ _stemmers = threading.local()  # snowball stemmer objects keep state between cal
 
 
 @functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=1 << 16)
+def word_keys(word: str) -> tuple[str, ...]:
+    """The match keys a word of a text answers to: its own, then its camelCase parts' (`setTimeout`: settimeout,
+    set, timeout). Kept per word: a search's snippets test the words of each result's text against the query,
+    ~1,350 words a search, nearly all of them seen before; folding and stemming them each time was half of a whole
+    search's CPU in the reader process (PostgreSQL backend, fiction corpus)."""
+    return (match_key(word), *(match_key(p) for p in identifier_parts(word)))
+
+
 def match_key(word: str) -> str:
     """What FTS5's porter + unicode61 (remove_diacritics) tokenizer makes of a word: folded, then stemmed."""
     folded = fold_text(word.lower())

@@ -90,6 +90,14 @@ ANN_CHECK_EVERY = 1000  # vectors a file write stores between two checks of the 
 ANALYZE_MIN_ROWS = 2000
 ANALYZE_FRACTION = 0.5
 EF_SEARCH = int(os.environ.get("SAIPLING_PG_EF_SEARCH", "100"))
+# A workspace searched exactly (below ANN_MIN_ROWS vectors): its connection's prepared statements run their generic
+# plans (plan_cache_mode = force_generic_plan) instead of being planned again for each search's values: planning the
+# candidate statement (five lists and their unions) cost ~2 of the ~9 ms of server CPU a hybrid search took at 2,524
+# chunks (issue 33, benchmarks/README.md row PG5); PostgreSQL's own choice kept custom plans. A workspace searched
+# through the HNSW index keeps custom plans: there the plan turns on the workspace's size (a generic plan, which
+# estimates an average workspace, could scan it exactly instead of through the index).
+# SAIPLING_PG_GENERIC_PLAN=0: custom plans everywhere, as before.
+GENERIC_PLAN = os.environ.get("SAIPLING_PG_GENERIC_PLAN", "1") != "0"
 # how long a read of the workspace's version is trusted: other processes' commits are seen at most this late by this
 # process's caches (its own writes at once); every cache check was a round trip (~30 per hybrid search)
 VERSION_TTL = float(os.environ.get("SAIPLING_PG_VERSION_TTL", "0.25"))
@@ -720,6 +728,27 @@ class PostgresStore:
         changes (a term's tsquery and document frequencies were a round trip each)."""
 
         def build() -> list[tuple[str, list[str], bool, int, int]]:
+            # the collections' sizes only when not known for this version: counting and averaging every chunk of
+            # the workspace was 4.9 of this statement's 5.3 ms of server CPU at 2,524 chunks, paid by every query
+            # a process had not seen since the workspace last changed (64 reader processes: most of their searches)
+            read = self._version_read
+            known = (
+                read is not None
+                and not self._depth
+                and all(
+                    (hit := self._version_cache.get(("collection", t))) is not None and hit[0] == read[1]
+                    for t in ("chunks", "files")
+                )
+            )
+            sizes = (
+                "(SELECT NULL::bigint AS chunks, NULL::numeric AS chunk_avg, NULL::bigint AS files,"
+                " NULL::numeric AS file_avg) n"
+                if known
+                else "(SELECT (SELECT count(*) FROM chunks WHERE ws = %(ws)s) AS chunks,"
+                " (SELECT coalesce(avg(doclen), 0) FROM chunks WHERE ws = %(ws)s) AS chunk_avg,"
+                " (SELECT count(*) FROM files WHERE ws = %(ws)s) AS files,"
+                " (SELECT coalesce(avg(doclen), 0) FROM files WHERE ws = %(ws)s) AS file_avg) n"
+            )
             rows = self._rows(
                 "SELECT t.q::text, t.lex,"
                 " CASE WHEN t.single THEN (SELECT count(*) FROM chunk_terms p"
@@ -735,11 +764,7 @@ class PostgresStore:
                 f" {TERM_TSQUERY_OF % {'prefix': 'u.prefix', 'text': 'u.text'}} AS q,"
                 " tsvector_to_array(to_tsvector('saipling', saipling_fold(u.text))) AS lex"
                 " FROM unnest(%(texts)s::text[], %(prefixes)s::bool[]) WITH ORDINALITY u(text, prefix, ord)) x) t,"
-                " (SELECT (SELECT count(*) FROM chunks WHERE ws = %(ws)s) AS chunks,"
-                " (SELECT coalesce(avg(doclen), 0) FROM chunks WHERE ws = %(ws)s) AS chunk_avg,"
-                " (SELECT count(*) FROM files WHERE ws = %(ws)s) AS files,"
-                " (SELECT coalesce(avg(doclen), 0) FROM files WHERE ws = %(ws)s) AS file_avg) n"
-                " ORDER BY t.ord",
+                f" {sizes} ORDER BY t.ord",
                 {
                     "ws": self.ws,
                     "texts": [" ".join(t.words) for t in query.terms],
@@ -750,7 +775,7 @@ class PostgresStore:
             for (q, lex, dc, df, *_sizes), t in zip(rows, query.terms, strict=True):
                 if q:
                     out.append((q, list(lex or []), bool(t.prefix) or len(lex or []) > 1, int(dc), int(df)))
-            if rows:
+            if rows and not known:
                 n_chunks, chunk_avg, n_files, file_avg = rows[0][4:]
                 self._remember(("collection", "chunks"), (int(n_chunks), float(chunk_avg)))
                 self._remember(("collection", "files"), (int(n_files), float(file_avg)))
@@ -861,8 +886,21 @@ class PostgresStore:
         where, _params = self._where(flt)
         if where == "TRUE":
             return "TRUE", []
-        paths = self._cached(("paths", flt.key()), lambda: sorted(self.filtered_paths(flt)))
+        paths = self._cached(("paths", flt.key()), lambda: self._paths_unless_all(flt))
+        if paths is None:
+            return "TRUE", []
         return "fl.path = ANY(%s)", [paths]
+
+    def _paths_unless_all(self, flt: Any) -> list[str] | None:
+        """The paths of the files passing `flt`, or None when every file of the workspace passes (a reader's
+        levels on a workspace without private passages: comparing each file's path with a list of them all cost
+        a search ~1 ms of server CPU at 120 files, and the reader the list sent with every search)."""
+        paths = sorted(self.filtered_paths(flt))
+        every = self._scalar(
+            "SELECT count(*) = (SELECT count(*) FROM files WHERE ws = %s) FROM files WHERE ws = %s AND path = ANY(%s)",
+            (self.ws, self.ws, paths),
+        )
+        return None if every else paths
 
     def search_candidates(
         self,
@@ -908,9 +946,13 @@ class PostgresStore:
         if not parts:
             return Candidates()
         ids = " UNION ".join([*(["SELECT id FROM kw"] if has_kw else []), *(["SELECT id FROM vc"] if has_vc else [])])
-        # (driven by the lists, a primary key lookup each: `id IN (...)` scanned the workspace's chunks)
+        # driven by the lists, a primary key lookup each: `id IN (...)` scanned the workspace's chunks, and so did a
+        # plain join (a hash join over a sequential scan of every chunk row and its text: half the statement's 10
+        # ms at 2,524 chunks); the LATERAL subquery behind `OFFSET 0` is not flattened into a join, so it stays a
+        # nested loop of primary key lookups
         lists.append(
-            f"SELECT 3, 0, c.id, c.path, NULL, NULL, NULL FROM ({ids}) i JOIN chunks c ON c.id = i.id WHERE c.ws = %s"
+            f"SELECT 3, 0, i.id, c.path, NULL, NULL, NULL FROM ({ids}) i CROSS JOIN LATERAL"
+            " (SELECT c.path FROM chunks c WHERE c.id = i.id AND c.ws = %s OFFSET 0) c"
         )
         params.append(self.ws)
         if qvec is not None and has_kw:  # (the vectors, as chunk_vectors reads them: cosines computed as before)
@@ -922,6 +964,7 @@ class PostgresStore:
             params.append(self.ws)
         sql = "WITH " + ", ".join(parts) + " " + " UNION ALL ".join(f"({x})" for x in lists)
         with self._lock:
+            self._plan_for(ann)
             if ann and limit > EF_SEARCH:  # (ef_search below k would cut the list short)
                 with self.conn.transaction():
                     self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(limit)}")
@@ -1466,6 +1509,7 @@ class PostgresStore:
         # the chunk's own columns only when a filter needs them (a join per vector otherwise)
         sql, qparams = self._knn_sql(q, k, dims, ann, flt)
         with self._lock:
+            self._plan_for(ann)
             if ann and k > EF_SEARCH:  # (ef_search below k would cut the list short)
                 with self.conn.transaction():
                     self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(k)}")
@@ -1494,11 +1538,23 @@ class PostgresStore:
                 f" ORDER BY (v.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
                 [Vector(q), *jparams, self.ws, *cparams, Vector(q), k],
             )
+        # (each distance computed once: as `1 - (v.embedding <=> %s)` beside `ORDER BY v.embedding <=> %s`, every
+        # row of the workspace had both computed before the sort kept k of them; the similarity is the same float)
         return (
-            f"SELECT v.chunk_id, 1 - (v.embedding <=> %s) FROM chunk_vectors v{join} WHERE v.ws = %s AND {cond}"
-            " ORDER BY v.embedding <=> %s LIMIT %s",
-            [Vector(q), *jparams, self.ws, *cparams, Vector(q), k],
+            f"SELECT s.chunk_id, 1 - s.d FROM (SELECT v.chunk_id, v.embedding <=> %s AS d FROM chunk_vectors v{join}"
+            f" WHERE v.ws = %s AND {cond} ORDER BY d LIMIT %s) s",
+            [Vector(q), *jparams, self.ws, *cparams, k],
         )
+
+    def _plan_for(self, ann: bool) -> None:
+        """The calling thread's session set to generic plans for an exact search, PostgreSQL's choice (custom
+        plans) for one through the HNSW index (see GENERIC_PLAN); a round trip only when it changes. Inside
+        `with self._lock:`."""
+        want = "force_generic_plan" if GENERIC_PLAN and not ann else "auto"
+        conn = self.conn
+        if conn.plan_cache_mode != want and not self._depth:
+            conn.execute(f"SET plan_cache_mode = {want}")
+            conn.plan_cache_mode = want
 
     def _existing_ann_dims(self) -> set[int]:
         """The dimensions whose HNSW index is built and valid (a build cut short leaves an invalid one)."""
