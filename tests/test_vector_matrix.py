@@ -257,3 +257,27 @@ def test_many_queries_at_once_answer_like_one_at_a_time(compact: bool) -> None:
         assert np.allclose([s for _, s in hits], [s for _, s in one], atol=1e-5)
         assert not {3, 50, 51, 200} & {c for c, _ in hits}
     assert m.knn_many(queries[:0], 12) == []
+
+
+def test_a_frozen_view_keeps_its_rows_while_the_matrix_changes_saving_only_the_blocks_written() -> None:
+    """VectorMatrix.freeze (what the vector snapshot writes from its thread): rows removed, replaced and added
+    after the view was taken, some while it is being read, never show in it; only the blocks written are copied."""
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((1000, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    m = VectorMatrix(np.arange(1000, dtype=np.int64), vecs.copy(), min_compact=10_000)
+    m.remove([5])  # a hole before the view: not a live row of it
+    state = m.freeze(block=100)
+    blocks = iter(state.live_blocks())
+    got = [next(blocks) for _ in range(3)]  # rows 0-299 read
+    m.remove([150, 420, 421])  # one block already read, one not
+    m.add([(2000, vecs[0]), (421, -vecs[421])])  # holes refilled, one id given a new vector
+    m.add([(3000 + i, vecs[i]) for i in range(30)])  # past the view's rows
+    got += list(blocks)
+    ids = np.concatenate([g[0] for g in got])
+    rows = np.concatenate([g[1] for g in got])
+    want = np.array([i for i in range(1000) if i != 5])
+    assert np.array_equal(ids, want) and np.array_equal(rows, vecs[want])
+    assert len(state) == 999 and sorted(state._saved) == [1, 4]  # (the last add grew new arrays: nothing to save)
+    m.thaw(state)
+    assert 2000 in m and 150 not in m and len(m) == 999 - 3 + 2 + 30

@@ -689,3 +689,41 @@ def test_float32_vectors_an_older_process_writes_into_a_float16_index_are_search
             assert len(got) == ROWS_PER_FILE and np.abs(got[hashes[0]] - unit(6600)).max() < 1e-6
         finally:
             store.close()
+
+
+def test_a_snapshot_wanted_while_another_store_of_the_process_writes_one_is_written_by_a_later_search(
+    tmp_path, monkeypatch
+) -> None:
+    """One snapshot is written at a time per process: a second project's store that wants one meanwhile writes it
+    at its next search once the first is done (not only after many more changes)."""
+    import threading
+
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 50)
+    first_db = tmp_path / "one" / ".saipling" / "index.db"
+    second_db = tmp_path / "two" / ".saipling" / "index.db"
+    first_truth, second_truth = _index(first_db), _index(second_db, files=8)
+    real_write = snapshot.write
+    release = threading.Event()
+
+    def slow_write(folder, *args, **kwargs):
+        if Path(folder) == first_db.parent:
+            release.wait(30)
+        return real_write(folder, *args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "write", slow_write)
+    first, second = Store.open(first_db), Store.open(second_db)
+    try:
+        _answers_right(first, first_truth)  # its write waits
+        _answers_right(second, second_truth)  # wants one while the first is written: not started
+        assert second._vectors.wait_for_snapshot(10) and second._vectors.snapshot_writes == 0
+        release.set()
+        assert first._vectors.wait_for_snapshot(10) and first._vectors.snapshot_writes == 1
+        _answers_right(second, second_truth)  # nothing changed, the snapshot is still due
+        assert second._vectors.wait_for_snapshot(10) and second._vectors.snapshot_writes == 1
+        assert (second_db.parent / "vectors.snapshot").is_file()
+    finally:
+        release.set()
+        first.close()
+        second.close()

@@ -15,13 +15,14 @@ recall@10 against exact float32 search on real MiniLM vectors is measured in ben
 
 Not thread-safe on its own: the store calls it under its lock. `freeze` gives a read-only view of the rows as they
 are (`MatrixState`) that another thread may read without the lock (a snapshot written in the background): the
-matrix copies its arrays before its next change while such a view is out (copy on write), never changing the rows
-the view sees.
+matrix saves the view's blocks of rows it is about to write while such a view is out (copy on write, a block at a
+time), never changing the rows the view sees.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -152,31 +153,36 @@ class VectorMatrix:
     def live_blocks(self, block: int = 65_536) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         """(ids, rows, sign bits or None) of the live rows, a block of rows at a time (copies of that block only):
         what a snapshot of the matrix writes (storage/sqlite/snapshot.py)."""
-        return _live_blocks(self._ids, self._mat, self._bits, self._n, block)
+        for start in range(0, self._n, block):
+            end = min(self._n, start + block)
+            keep = self._ids[start:end] >= 0
+            bits = None if self._bits is None else self._bits[start:end][keep]
+            yield self._ids[start:end][keep], self._mat[start:end][keep], bits
 
-    def freeze(self) -> MatrixState:
-        """A read-only view of the rows as they are now, readable from another thread while this matrix changes
-        (under the store's lock): the next change copies the arrays first (once), so the view keeps what it saw.
-        Free when nothing changes meanwhile; `thaw` when done with it."""
-        state = MatrixState(self._ids, self._mat, self._bits, self._n, len(self), self._steps, self.dims)
+    def freeze(self, block: int = 65_536) -> MatrixState:
+        """A read-only view of the rows as they are now, readable (a `block` of rows at a time) from another thread
+        while this matrix changes under the store's lock: a change first saves the view's blocks it is about to
+        write (copy on write, a block of rows at a time: ~25 MB of int8 codes per block at 384 dimensions), so the
+        view keeps what it saw. Free when nothing changes meanwhile; `thaw` when done with it."""
+        state = MatrixState(self._ids, self._mat, self._bits, self._n, len(self), self._steps, self.dims, block)
         self._shared = state
         return state
 
     def thaw(self, state: MatrixState) -> None:
         """`state` is no longer read: changes go back to writing the arrays in place. (Safe without the lock: at
-        worst a change copies the arrays once more.)"""
+        worst a change saves a block the view no longer needs.)"""
         if self._shared is state:
             self._shared = None
 
-    def _own(self) -> None:
-        """Before a change while a frozen view is out: this matrix's own copy of the arrays."""
-        if self._shared is None:
+    def _keep(self, rows: Iterable[int]) -> None:
+        """Before writing `rows` in place while a frozen view is out: the view's blocks holding them saved."""
+        state = self._shared
+        if state is None:
             return
-        self._shared = None
-        self._mat = self._mat.copy()
-        self._ids = self._ids.copy()
-        if self._bits is not None:
-            self._bits = self._bits.copy()
+        if not state.shares(self._mat):  # (grown or compacted since: new arrays, the view's are never written)
+            self._shared = None
+            return
+        state.keep(rows)
 
     @property
     def nbytes(self) -> int:
@@ -201,7 +207,7 @@ class VectorMatrix:
         rows = [r for r in (self._row.pop(int(i), None) for i in chunk_ids) if r is not None]
         if not rows:
             return
-        self._own()
+        self._keep(rows)
         self._mat[rows] = 0.0
         self._ids[rows] = [-(r + 1) for r in rows]  # unique and negative: never a chunk id, never a duplicate
         self._holes.extend(rows)
@@ -218,7 +224,6 @@ class VectorMatrix:
         vecs = np.asarray(np.stack([np.asarray(v, dtype=np.float32) for _, v in items]), dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[1] != self.dims:
             raise ValueError(f"vectors have {vecs.shape[1:]} dimensions, the matrix {self.dims}")  # nothing changed
-        self._own()
         self.remove([cid for cid in latest if cid in self._row])
         reuse = min(len(items), len(self._holes))
         rows = [self._holes.pop() for _ in range(reuse)]
@@ -229,6 +234,7 @@ class VectorMatrix:
             self._n += extra
         if reuse:
             self._holes_arr = None
+        self._keep(rows)
         self._mat[rows] = codes = self._encode(vecs)
         if self._bits is not None:
             self._bits[rows] = signs(codes)
@@ -378,7 +384,9 @@ class VectorMatrix:
 
 class MatrixState:
     """The rows of a VectorMatrix as they were when it was frozen (VectorMatrix.freeze): what a snapshot writes, from
-    another thread, while the matrix goes on answering and changing. Read-only."""
+    another thread, while the matrix goes on answering and changing. Read-only. The matrix calls `keep` before it
+    writes rows in place: those rows' blocks are copied here first, and `live_blocks` reads a saved block instead of
+    the live one (both under this view's lock, so a block is read whole before or after it is saved)."""
 
     def __init__(
         self,
@@ -389,9 +397,12 @@ class MatrixState:
         live: int,
         steps: np.ndarray | None,
         dims: int,
+        block: int,
     ) -> None:
         self._ids, self._mat, self._bits, self._n, self._live = ids, mat, bits, n, live
-        self.steps, self.dims = steps, dims
+        self.steps, self.dims, self.block = steps, dims, block
+        self._saved: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return self._live
@@ -400,17 +411,32 @@ class MatrixState:
     def has_bits(self) -> bool:
         return self._bits is not None
 
-    def live_blocks(self, block: int = 65_536) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        return _live_blocks(self._ids, self._mat, self._bits, self._n, block)
+    def shares(self, mat: np.ndarray) -> bool:
+        return mat is self._mat
 
+    def keep(self, rows: Iterable[int]) -> None:
+        """The blocks of `rows` (those the view covers) saved as they are, before the matrix writes them."""
+        blocks = {int(r) // self.block for r in rows if 0 <= int(r) < self._n}
+        with self._lock:
+            for b in blocks - self._saved.keys():
+                start, end = b * self.block, min(self._n, (b + 1) * self.block)
+                bits = None if self._bits is None else self._bits[start:end].copy()
+                self._saved[b] = (self._ids[start:end].copy(), self._mat[start:end].copy(), bits)
 
-def _live_blocks(
-    ids: np.ndarray, mat: np.ndarray, bits: np.ndarray | None, n: int, block: int
-) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-    for start in range(0, n, block):
-        end = min(n, start + block)
-        keep = ids[start:end] >= 0
-        yield ids[start:end][keep], mat[start:end][keep], None if bits is None else bits[start:end][keep]
+    def live_blocks(self, block: int = 0) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """(ids, rows, sign bits or None) of the live rows as frozen, a block at a time (the view's own block size;
+        `block` is ignored)."""
+        for b, start in enumerate(range(0, self._n, self.block)):
+            end = min(self._n, start + self.block)
+            with self._lock:  # (copies taken whole, before or after the matrix saves this block)
+                ids, mat, bits = self._saved.get(b) or (
+                    self._ids[start:end],
+                    self._mat[start:end],
+                    None if self._bits is None else self._bits[start:end],
+                )
+                keep = ids >= 0
+                out = (ids[keep], mat[keep], None if bits is None else bits[keep])
+            yield out
 
 
 def unit_rows(rows: np.ndarray) -> np.ndarray:

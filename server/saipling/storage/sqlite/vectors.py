@@ -127,6 +127,7 @@ class Vectors:
         self.snapshot_reads = 0  # matrices taken from a snapshot (then caught up from the journal)
         self.snapshot_writes = 0
         self._snapshot_thread: threading.Thread | None = None  # the snapshot being written in the background
+        self._snapshot_due = False  # one was wanted while another store of the process wrote one: the next search
         self._since_snapshot = 0  # rows patched since the snapshot was read or written
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
         self._matrix_seq = 0  # the journal's seq the matrix reflects
@@ -481,7 +482,7 @@ class Vectors:
             and self._matrix_generation == self._generation
             and self._catch_up(key)
         ):
-            if self._since_snapshot > max(snapshot.MIN_ROWS, len(self._matrix) // 8):
+            if self._snapshot_due or self._since_snapshot > max(snapshot.MIN_ROWS, len(self._matrix) // 8):
                 self._write_snapshot(str(key))  # (an index run changed many vectors: the next open reads fewer)
             return self._matrix
         self._matrix = None  # (a reload never holds the old matrix and the new one at once)
@@ -548,8 +549,9 @@ class Vectors:
             log.debug("vector snapshot not written: no journal row at seq %d", self._matrix_seq)
             return
         if not _SNAPSHOT_WRITING.acquire(blocking=False):
-            return  # (one is being written: a later search writes this one)
-        self._since_snapshot = 0  # (a failed write is not tried again at every search)
+            self._snapshot_due = True  # (one is being written: a later search writes this one)
+            return
+        self._since_snapshot, self._snapshot_due = 0, False  # (a failed write is not tried again at every search)
         state, seq, folder = matrix.freeze(), self._matrix_seq, self.folder
 
         def job() -> None:
