@@ -73,30 +73,8 @@ class Keywords:
             )
             params: list[Any] = [match_expression(query)]
             if bound is not None:
-                hits = self._bounded("chunks_fts", bound, limit)
-                if not filtered:
-                    return hits[:limit]
-                assert flt is not None
-                top = hits[: limit * 4]
-                kept = self._passing([(i, -s) for i, s in top], flt)
-                if len(kept) == len(top) and (len(kept) >= limit or self.last_exact):
-                    # (the filter kept every row checked, as it does most rows: the candidates it would have
-                    # chosen are the same; and when the top `limit` are exact, so are the filtered ones)
-                    return kept[:limit]
-                # the filter drops rows: it chooses the candidates (a role's best rows may lie past the others)
-                hits = self._bounded("chunks_fts", bound, limit, flt)
-                if len(hits) >= limit or self.last_exact:
-                    return hits[:limit]
-                # (the scan budget ran out before `limit` rows passing the filter were found)
-                cond, cparams = where(flt) if flt is not None else ("1", [])
-                exact = (
-                    "SELECT chunks_fts.rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts"
-                    f" JOIN chunks c ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND {cond}"
-                    " ORDER BY rank LIMIT ?"
-                )
-                return [(int(i), -float(r)) for i, r in conn.execute(exact, (*params, *cparams, limit))]
-            else:
-                rows = list(conn.execute(sql + " LIMIT ?", (*params, limit * 4 if filtered else limit)))
+                return self._bounded_chunks(bound, limit, flt if filtered else None, params[0])
+            rows = list(conn.execute(sql + " LIMIT ?", (*params, limit * 4 if filtered else limit)))
             if not filtered:
                 return [(int(i), -float(r)) for i, r in rows[:limit]]
             assert flt is not None
@@ -104,6 +82,32 @@ class Keywords:
             if len(hits) < limit and len(rows) >= limit * 4:
                 hits = self._passing(list(conn.execute(sql, params)), flt)
         return hits[:limit]
+
+    def _bounded_chunks(
+        self, bound: fts_bound.Plan, limit: int, flt: ChunkFilter | None, expression: str
+    ) -> list[tuple[int, float]]:
+        """keyword_search past the bound (fts_bound): the candidates chosen among every chunk; with a filter that
+        drops one of their top 4 x limit, chosen again among the chunks it keeps. Call under the lock."""
+        hits = self._bounded("chunks_fts", bound, limit)
+        if flt is None:
+            return hits[:limit]
+        top = hits[: limit * 4]
+        kept = self._passing([(i, -s) for i, s in top], flt)
+        if len(kept) == len(top) and (len(kept) >= limit or self.last_exact):
+            # (the filter kept every row checked, as it does most rows: the candidates it would have chosen are
+            # the same; and when the top `limit` are exact, so are the filtered ones)
+            return kept[:limit]
+        # the filter drops rows: it chooses the candidates (a role's best rows may lie past the others)
+        hits = self._bounded("chunks_fts", bound, limit, flt)
+        if len(hits) >= limit or self.last_exact:
+            return hits[:limit]
+        # (the scan budget ran out before `limit` rows passing the filter were found: every kept row ranked)
+        cond, params = where(flt)
+        sql = (
+            "SELECT chunks_fts.rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts"
+            f" JOIN chunks c ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND {cond} ORDER BY rank LIMIT ?"
+        )
+        return [(int(i), -float(r)) for i, r in self.db.conn.execute(sql, (expression, *params, limit))]
 
     def _plan(self, query: KeywordQuery, table: str, budget: int) -> fts_bound.Plan | None:
         """fts_bound's plan for `query` over `table` in an index of at least BOUND_MIN_CHUNKS chunks, or None."""
