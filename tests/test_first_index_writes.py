@@ -109,3 +109,31 @@ def test_indexes_a_killed_first_index_dropped_are_built_at_the_next_open(tmp_pat
     assert store.get_meta(DEFERRED_META) is None
     assert store.defer_indexes() is False and set(DEFERRABLE_INDEXES) <= indexes(db)  # (chunks stored: kept)
     store.close()
+
+
+def test_a_run_reads_the_entity_names_once_not_per_batch(tmp_path: Path) -> None:
+    """The entity finder of a run's batches (indexing/mention_scan.RunFinders): the store's entities are read once
+    by the text phase (and once by the mentions' settling after it), not once per batch (a whole files-table read
+    each); what the run stores meanwhile is what the finders see."""
+    root = vault(tmp_path, "v")
+    reads: list[str] = []
+    batches: list[int] = []
+
+    def trace(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
+        if "FROM files WHERE (aliases IS NOT NULL" in sql:
+            reads.append(sql)
+        if sql.startswith("INSERT INTO chunks("):
+            batches.append(1)
+        return True
+
+    with open_project(root) as project:
+        project.store.conn.exec_trace = trace
+        project.index()
+        assert len(batches) >= 2 and len(reads) == 2  # (before: one per batch, and the settling's)
+        # every chapter names Keeper 0 and Keeper 40's alias (K40x), each an entity stored in another batch
+        assert len(project.store.mention_paths(["book/ch040.md"])) == FILES
+        assert len(project.store.mention_paths(["book/ch000.md"])) == FILES
+        (root / "book" / "ch001.md").write_text("Keeper 0 met the Newcomer.\n")
+        (root / "book" / "zz.md").write_text("---\nname: Newcomer\naliases: [Newc]\n---\nThe Newcomer.\n")
+        project.index()
+        assert "book/ch001.md" in project.store.mention_paths(["book/zz.md"])

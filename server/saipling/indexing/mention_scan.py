@@ -72,6 +72,41 @@ class Finder:
         return FileMentionRows(self.key, rows, pov_of(frontmatter))
 
 
+class RunFinders:
+    """The finders of one run's batches: the store's entity rows read once (then kept up to date with what the run
+    stores), and the finder built again only when the entities change. `Finder.for_store` per batch read the
+    files table and built the entity index each time (20,000 files: ~6 ms a batch; the 13th Age vault's 994
+    entities: 60 ms). `generation` counts the writes of others (a refresh between two batches): the rows are read
+    again after one, and after `forget` (a file deleted by the run)."""
+
+    def __init__(self, store: IndexStore) -> None:
+        self.store = store
+        self.rows: dict[str, EntityRow] | None = None
+        self.generation = -1
+        self._key: tuple[EntityRow, ...] | None = None
+        self._finder: Finder | None = None
+
+    def finder(self, records: Sequence[FileRecord], generation: int) -> Finder:
+        """What `Finder.for_store(store, records)` gives."""
+        if self.rows is None or generation != self.generation:
+            self.rows = {r.path: r for r in self.store.entities()}
+            self.generation = generation
+        rows = dict(self.rows)
+        for rec in records:
+            rows[rec.path] = EntityRow.of_record(rec)
+        key = tuple(sorted((r for r in rows.values() if is_entity(r)), key=lambda r: r.path))
+        if self._finder is None or key != self._key:
+            self._key, self._finder = key, Finder.from_rows(key)
+        return self._finder
+
+    def stored(self, records: Sequence[FileRecord]) -> None:
+        if self.rows is not None:
+            self.rows.update((rec.path, EntityRow.of_record(rec)) for rec in records)
+
+    def forget(self) -> None:
+        self.rows = None
+
+
 def _indexed_only(text: str, rows: list[MentionRow]) -> list[MentionRow]:
     """The mentions in what the index holds of the file (markdown.blocks.indexed_lines): none in an HTML comment
     (an author's note is no appearance, and no scene an entity knows: `knownBy`) nor a link definition."""

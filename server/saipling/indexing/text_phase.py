@@ -72,6 +72,7 @@ class TextPhase:
         self.write_lock = threading.Lock()
         self.refreshes = 0  # refresh() calls: a run's read-ahead re-reads files read before the last one
         self.parse_memos: dict[str, ParseMemo] = {}  # path -> what its next parse can reuse (markdown/parse_memo.py)
+        self.finders: mention_scan.RunFinders | None = None  # during a run: its batches' entity finders
 
     def read_bytes(self, path: Path) -> bytes:
         """Every file read goes through here (counted: a no-op reindex must read nothing).
@@ -181,8 +182,10 @@ class TextPhase:
             with self.write_lock:
                 deferred = self.ctx.store.defer_indexes()
         try:
+            self.finders = mention_scan.RunFinders(self.ctx.store)
             self._run(todo, states, full, summary, progress, cancel, stored)
         finally:
+            self.finders = None
             if deferred:
                 with self.write_lock:
                     try:
@@ -311,6 +314,7 @@ class TextPhase:
             summary.skipped.append((e.rel, f"unreadable ({err.strerror or err})"))
             if e.rel in states:  # gone or unreadable now: its old text must not stay searchable
                 self.ctx.store.delete_file(e.rel)
+                self._forget_entities()
             return None
         data, read_ns, digest = early.data, early.read_ns, early.digest
         summary.files_read += 1
@@ -330,9 +334,14 @@ class TextPhase:
         if prep is None:
             if st is not None:
                 self.ctx.store.delete_file(e.rel)
+                self._forget_entities()
             return None
         prep.record.mtime_ns = mtime_ns
         return prep
+
+    def _forget_entities(self) -> None:
+        if self.finders is not None:
+            self.finders.forget()
 
     def settle_racy(self, racy: list[tuple[ScanEntry, str]]) -> None:
         """Give files read within a fine-grained timestamp tick their real mtime back, when still unchanged.
@@ -371,11 +380,19 @@ class TextPhase:
             vectors = self.ctx.store.cached_vectors(self.ctx.provider.vector_key, wanted, self.ctx.provider.dimensions)
             summary.reused += sum(1 for p in batch for c in p.chunks if c.content_hash in vectors)
         t0 = time.perf_counter()
-        finder = mention_scan.Finder.for_store(self.ctx.store, [p.record for p in batch])
+        records = [p.record for p in batch]
+        finders = self.finders
+        finder = (
+            finders.finder(records, self.refreshes)
+            if finders is not None
+            else mention_scan.Finder.for_store(self.ctx.store, records)
+        )
         stored: list[_Prepared] = []
         if not vectors:  # (a first index): the whole batch in one write, the file-by-file path only on an error
             together = self._flush_together(batch, finder, summary)
             if together is not None:
+                if finders is not None:
+                    finders.stored([p.record for p in together])
                 summary.new_chunks += sum(len(p.chunks) for p in together)
                 summary.timings["store"] += time.perf_counter() - t0
                 return
@@ -398,6 +415,8 @@ class TextPhase:
             stored = []
         summary.new_chunks += sum(len(p.chunks) for p in stored)
         summary.timings["store"] += time.perf_counter() - t0
+        if finders is not None:
+            finders.stored([p.record for p in stored])
 
     def _flush_together(
         self, batch: list[_Prepared], finder: mention_scan.Finder, summary: IndexSummary
