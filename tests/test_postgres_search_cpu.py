@@ -182,3 +182,23 @@ def test_a_new_query_does_not_count_the_workspace_again(pg_url: str, monkeypatch
             fresh.close()
     finally:
         store.close()
+
+
+def test_the_plan_mode_follows_the_session_not_its_wrapper(pg_url: str, monkeypatch) -> None:
+    """A pooled connection comes back wrapped anew (storage/postgres/sessions.py) with its session's settings: a
+    search through the HNSW index on it still sets custom plans back, whatever the new wrapper knows."""
+    import saipling.storage.postgres.store as pg
+    from saipling.storage.postgres.errors import MappedConnection
+
+    store = _store_with_vectors(pg_url)
+    try:
+        _search(store, ["harbor"])
+        raw = store.conn.raw
+        assert raw.execute("SHOW plan_cache_mode").fetchone()[0] == "force_generic_plan"
+        store._lock.first = MappedConnection(raw)  # (as the pool hands a session out again)
+        monkeypatch.setattr(pg, "ANN_MIN_ROWS", 1)
+        store._ann_dims = {8}
+        assert store.knn(_vec(3), 3)
+        assert raw.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
+    finally:
+        store.close()

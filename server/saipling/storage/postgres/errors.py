@@ -72,7 +72,6 @@ class MappedConnection:
         self._reconnect = reconnect
         self._depth = 0  # transactions open on it (nothing is retried inside one)
         self.closed_by_us = False
-        self.plan_cache_mode = "auto"  # the session's (PostgresStore._plan_for: generic plans for exact searches)
 
     def set_reconnect(self, reconnect: Callable[[], psycopg.Connection]) -> None:
         self._reconnect = reconnect
@@ -82,7 +81,6 @@ class MappedConnection:
             with contextlib.suppress(psycopg.Error):
                 self.raw.close()
             self.raw = self._reconnect()
-            self.plan_cache_mode = "auto"  # (a new session)
 
     def execute(self, sql: Any, params: Any = None, **kwargs: Any) -> psycopg.Cursor:
         """psycopg's Connection.execute (`binary=True`: results in binary, vectors without text floats)."""

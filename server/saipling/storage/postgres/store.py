@@ -15,6 +15,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import fields
 from operator import attrgetter
@@ -236,6 +237,8 @@ class PostgresStore:
         self._due: dict[str, Callable[[], None]] = {}
         self._commits = 0  # our own committed write transactions (a version read that raced one is not kept)
         self._version_read: tuple[float, int] | None = None  # (monotonic time, version) of the last read
+        # each session's plan_cache_mode, by its psycopg connection (_plan_for; a new session starts at "auto")
+        self._plan_modes: weakref.WeakKeyDictionary[psycopg.Connection, str] = weakref.WeakKeyDictionary()
 
     @property
     def conn(self) -> MappedConnection:
@@ -1551,10 +1554,10 @@ class PostgresStore:
         plans) for one through the HNSW index (see GENERIC_PLAN); a round trip only when it changes. Inside
         `with self._lock:`."""
         want = "force_generic_plan" if GENERIC_PLAN and not ann else "auto"
-        conn = self.conn
-        if conn.plan_cache_mode != want and not self._depth:
-            conn.execute(f"SET plan_cache_mode = {want}")
-            conn.plan_cache_mode = want
+        raw = self.conn.raw  # (the session's: a pooled connection keeps it when handed out again, wrapped anew)
+        if self._plan_modes.get(raw, "auto") != want and not self._depth:
+            self.conn.execute(f"SET plan_cache_mode = {want}")
+            self._plan_modes[self.conn.raw] = want  # (the connection the SET ran on: a dropped one was replaced)
 
     def _existing_ann_dims(self) -> set[int]:
         """The dimensions whose HNSW index is built and valid (a build cut short leaves an invalid one)."""
