@@ -615,7 +615,9 @@ class Vectors:
 
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
-        allowed = self.filters.ids(flt) if flt is not None and not flt.is_empty() else None
+        allowed = None  # (a filter every chunk passes, e.g. the default role's visibility, is no filter)
+        if flt is not None and not flt.is_empty() and not self.filters.passes_all(flt):
+            allowed = self.filters.ids(flt)
         if allowed is not None and not len(allowed):
             return []
         with self.db.lock:  # writes patch the matrix in place
