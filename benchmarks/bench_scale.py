@@ -16,6 +16,7 @@ them again); every measurement of a round runs in a fresh process:
   other's write     one file edited and indexed by another process, then the next semantic search here
   cold CLI          the whole process `saipling search Q --mode semantic --json` (median of 3)
   RSS               VmRSS / VmHWM of the searching process after all that
+  mcp (--mcp)       a real `saipling mcp` server: ready, first and warm hybrid searches (p50/p95), its RSS / peak
 
     nice -n 10 python benchmarks/bench_scale.py --size 55k --size 269k [--queries 30] [--rebuild]
     nice -n 10 python benchmarks/bench_scale.py --size 55k --baseline /tmp/base/server --rounds 2
@@ -26,6 +27,7 @@ them again); every measurement of a round runs in a fresh process:
                                                       # the text phase alone (keyword-only, the same chunks)
     nice -n 10 python benchmarks/bench_scale.py --first-only --size 55k --baseline /tmp/base/server --rounds 6
                                                       # open + first semantic search, cold CLI: A B / B A
+    nice -n 10 python benchmarks/bench_scale.py --only-mcp --size 269k   # through `saipling mcp` alone
 
 `--recall` measures the compact matrix (storage/vector_matrix.py: int8 codes, then the best candidates rescored
 on exact float32 vectors) against exact float32 search on REAL embeddings: the all-MiniLM-L6-v2 vectors in the
@@ -419,6 +421,58 @@ def child_first(root: str) -> None:
     print(json.dumps(out))
 
 
+def child_mcp(root: str, queries: int) -> None:
+    """Warm hybrid searches through a real `saipling mcp` server (the official SDK's client over stdio): one pass
+    of the queries to warm it, then the timed pass; the server process's RSS and peak RSS after them."""
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    qs = (QUERIES * (queries // len(QUERIES) + 1))[:queries]
+    env = {k: v for k, v in child_env().items() if not k.startswith("SAIPLING_")} | {"SAIPLING_LOG_LEVEL": "WARNING"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "saipling", "mcp", root], env=env)
+
+    def server_pid() -> int | None:  # (the SDK starts it as our child)
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                cmd = (stat.parent / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid() and b"mcp" in cmd:
+                return int(stat.parent.name)
+        return None
+
+    async def run() -> dict[str, Any]:
+        t0 = time.perf_counter()
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            while (await session.call_tool("status", {})).structured_content["isIndexing"]:
+                await asyncio.sleep(0.1)
+            out: dict[str, Any] = {"mcp_ready_s": time.perf_counter() - t0}
+
+            async def call(q: str) -> float:
+                t = time.perf_counter()
+                result = await session.call_tool("search", {"query": q, "mode": "hybrid", "maxResults": 10})
+                took = time.perf_counter() - t
+                if result.is_error:
+                    raise RuntimeError(result.content[0].text)
+                return took
+
+            out["mcp_first_hybrid_s"] = await call(qs[0])
+            for q in qs:
+                await call(q)
+            times = [await call(q) for q in qs]
+            out["mcp_hybrid_p50"], out["mcp_hybrid_p95"] = bu.median(times), bu.percentile(times, 95)
+            pid = server_pid()
+            status = bu.proc_status_mb(pid) if pid else {}
+            out["mcp_rss_mb"], out["mcp_hwm_mb"] = status.get("VmRSS"), status.get("VmHWM")
+            return out
+
+    print(json.dumps(asyncio.run(run())))
+
+
 def first_only(sizes: list[str], variants: list[tuple[str, str | None]], rounds: int, url: str) -> None:
     """`--first-only`: open + first semantic search and the cold CLI search, each code in fresh processes,
     alternating (A B / B A) for `rounds` rounds on the indexes `built` already made; medians and ratios."""
@@ -561,6 +615,10 @@ ROWS = [
     ("cold CLI semantic (s)", "cold_cli_s", "{:.2f}"),
     ("RSS after first search (MB)", "rss_after_first_mb", "{:.0f}"),
     ("RSS / peak after all (MB)", ("rss_mb", "hwm_mb"), "mb2"),
+    ("`saipling mcp`: ready (s)", "mcp_ready_s", "{:.2f}"),
+    ("`saipling mcp`: first hybrid (s)", "mcp_first_hybrid_s", "{:.2f}"),
+    ("`saipling mcp`: warm hybrid p50 / p95 (ms)", ("mcp_hybrid_p50", "mcp_hybrid_p95"), "ms"),
+    ("`saipling mcp`: server RSS / peak (MB)", ("mcp_rss_mb", "mcp_hwm_mb"), "mb2"),
 ]
 
 
@@ -589,6 +647,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1, help="measurement rounds (medians; alternating order)")
     p.add_argument("--text-only", action="store_true", help="time the text phase alone (keyword-only, fresh copies)")
     p.add_argument("--first-only", action="store_true", help="open + first semantic search and cold CLI only")
+    p.add_argument("--mcp", action="store_true", help="also warm hybrid searches through `saipling mcp`, its RSS")
+    p.add_argument("--only-mcp", action="store_true", help="the `saipling mcp` rows alone (with --size)")
     args = p.parse_args()
     if args.text_only:
         bu.banner("bench_scale --text-only: the text phase of a first index", args.quick)
@@ -612,6 +672,14 @@ def main() -> None:
         finally:
             server.stop()
         return
+    if args.only_mcp:
+        try:
+            for size in sizes:
+                root, _ = built(size, server.url, False)
+                print(f"   {size} mcp: {json.dumps(child_json(['--child-mcp', str(root), str(args.queries)]))}")
+        finally:
+            server.stop()
+        return
     # columns: each size, and with --baseline each size on the baseline code too (measured alternately)
     variants = [("", None)] + ([("base ", args.baseline)] if args.baseline else [])
     results: dict[str, dict[str, Any]] = {}
@@ -629,6 +697,8 @@ def main() -> None:
                     got = child_json(["--child-measure", str(root), str(args.queries)], server_dir=server_dir)
                     if not args.no_cli:
                         got["cold_cli_s"] = cold_cli(root, server_dir=server_dir)
+                    if args.mcp:
+                        got |= child_json(["--child-mcp", str(root), str(args.queries)], server_dir=server_dir)
                     for key, value in got.items():  # the median over rounds
                         r.setdefault("_rounds", {}).setdefault(key, []).append(value)
                         r[key] = bu.median(r["_rounds"][key])
@@ -666,6 +736,8 @@ if __name__ == "__main__":
         child_edit(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--child-first":
         child_first(sys.argv[2])
+    elif len(sys.argv) > 3 and sys.argv[1] == "--child-mcp":
+        child_mcp(sys.argv[2], int(sys.argv[3]))
     elif len(sys.argv) > 3 and sys.argv[1] == "--child-measure":
         child_measure(sys.argv[2], int(sys.argv[3]))
     else:
