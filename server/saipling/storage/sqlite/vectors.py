@@ -86,6 +86,7 @@ class Vectors:
         self.writable = writable  # may write the snapshot (not a read-only open)
         self.snapshot_reads = 0  # matrices taken from a snapshot (then caught up from the journal)
         self.snapshot_writes = 0
+        self.unembedded_scans = 0  # counts of the chunks without a vector made in SQL (every chunk's row)
         self._since_snapshot = 0  # rows patched since the snapshot was read or written
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
         self._matrix_seq = 0  # the journal's seq the matrix reflects
@@ -283,6 +284,7 @@ class Vectors:
             loaded = self._loaded_count(key)  # (an index run's end in a searching process: no scan)
             if loaded is not None:
                 return max(0, total - loaded)
+            self.unembedded_scans += 1
             return int(self.db.scalar(f"SELECT count(*) FROM chunks c WHERE NOT {_HAS_VECTOR}", (key,)) or 0)
 
     def unembedded_share(self, model: str, dims: int) -> tuple[int, int]:
