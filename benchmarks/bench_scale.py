@@ -94,6 +94,16 @@ QUERIES = [
 
 
 # -- the embedding server (its own process) -----------------------------------------------------------------------
+def encode_rows(mat: Any) -> list[str]:
+    """Each row's values rounded to 6 decimals as JSON numbers: the integer of millionths with an exponent
+    (`-12345e-6`), the same numbers as `0.012345` but written by int's C formatter (json's float formatting made
+    this server ~45% of the 1.07M build's CPU: 244 us a vector under load)."""
+    import numpy as np
+
+    micro = np.rint(mat.astype(np.float64) * 1e6).astype(np.int64)
+    return ["e-6,".join(map(str, row)) + "e-6" for row in micro.tolist()]
+
+
 def serve_embeddings(port_file: str) -> None:
     import numpy as np
 
@@ -111,9 +121,7 @@ def serve_embeddings(port_file: str) -> None:
                 seed = int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "big")
                 mat[i] = np.random.default_rng(seed).standard_normal(DIMS, dtype=np.float32)
             mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-            # (json's C encoder: formatting each float in Python made this server the 1.07M build's bottleneck)
-            rows = json.dumps(mat.astype(np.float64).round(6).tolist(), separators=(",", ":"))[1:-1].split("],[")
-            data = [f'{{"object":"embedding","index":{i},"embedding":[{r.strip("[]")}]}}' for i, r in enumerate(rows)]
+            data = [f'{{"object":"embedding","index":{i},"embedding":[{r}]}}' for i, r in enumerate(encode_rows(mat))]
             tokens = sum(max(1, len(t.split())) for t in texts)
             usage = f'"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}'
             out = f'{{"object":"list","model":"{MODEL}",{usage},"data":[{",".join(data)}]}}'.encode()
