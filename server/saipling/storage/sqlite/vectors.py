@@ -540,14 +540,15 @@ class Vectors:
         if not chunk_ids:
             return out
         dtype = self.dtype()
-        for cid, blob in self.db.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e ON e.model = ? AND e.content_hash ="
             " c.content_hash WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) = ?",
             (key, self.db.json_ids(chunk_ids), dims * dtype.itemsize),
-        ):
-            vec = decoded(blob, dtype)
-            if usable_vector(vec):
-                out[int(cid)] = vec
+        ).fetchall()
+        if rows:  # decoded together (a compact matrix rescores 200 a search: row by row was ~1/4 of its CPU)
+            mat = unit_rows(np.frombuffer(b"".join(r[1] for r in rows), dtype=dtype).reshape(len(rows), dims))
+            good = np.isfinite(mat).all(axis=1) & (mat != 0).any(axis=1)  # (usable_vector, every row at once)
+            out = {int(r[0]): mat[i] for i, r in enumerate(rows) if good[i]}
         if counted:
             self.rows_read += len(out)
         return out
