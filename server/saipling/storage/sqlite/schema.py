@@ -10,7 +10,7 @@ from pathlib import Path
 
 import apsw
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -22,6 +22,7 @@ _CACHE_COLUMNS = (
 )
 _CACHE_KEY = "embedding_cache_key ON embedding_cache(model, content_hash)"
 
+VISIBILITY_INDEX = "chunks_visibility"  # (migration 11)
 POSITION = 1 << 32  # (a line and a column as one integer, line * POSITION + col: columns are below 2**32)
 # The change journal of the vectors (migration 8): one row per chunk whose vector may have changed. A chunk counts
 # when its content hash has a cache row under the index's key; a cache row of that key counts for every chunk of
@@ -377,6 +378,11 @@ _MIGRATIONS: list[str] = [
     # that the vector snapshot proves it is of this index's history, not of the one a restored backup left behind;
     # a marker row (chunk -1: changes nothing) gives the current seq a row
     "INSERT INTO vector_changes(chunk_id) VALUES (-1);",
+    # 11: the chunks that set a visibility, in a partial index (empty when no file sets one, the usual case): the
+    # levels an index holds are read from it at once (filters.FilterCache.passes_all), so a search whose role sees
+    # `public` and every level held needs no filter, where the ids of every chunk passing it were read from the
+    # whole table after each write (1-5 s at 269k chunks, benchmarks/README.md S12)
+    f"CREATE INDEX IF NOT EXISTS {VISIBILITY_INDEX} ON chunks(visibility) WHERE visibility IS NOT NULL;",
 ]
 
 

@@ -128,6 +128,7 @@ class Vectors:
         self.snapshot_writes = 0
         self._snapshot_thread: threading.Thread | None = None  # the snapshot being written in the background
         self._snapshot_due = False  # one was wanted while another store of the process wrote one: the next search
+        self.unembedded_scans = 0  # counts of the chunks without a vector made in SQL (every chunk's row)
         self._since_snapshot = 0  # rows patched since the snapshot was read or written
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
         self._matrix_seq = 0  # the journal's seq the matrix reflects
@@ -339,6 +340,7 @@ class Vectors:
             loaded = self._loaded_count(key)  # (an index run's end in a searching process: no scan)
             if loaded is not None:
                 return max(0, total - loaded)
+            self.unembedded_scans += 1
             return int(self.db.scalar(f"SELECT count(*) FROM chunks c WHERE NOT {_HAS_VECTOR}", (key,)) or 0)
 
     def unembedded_share(self, model: str, dims: int) -> tuple[int, int]:
@@ -646,14 +648,15 @@ class Vectors:
         out: dict[int, np.ndarray] = {}
         if not chunk_ids:
             return out
-        for cid, blob in self.db.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e ON e.model = ? AND e.content_hash ="
             " c.content_hash WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) IN (?, ?)",
             (key, self.db.json_ids(chunk_ids), dims * 2, dims * 4),
-        ):
-            vec = decoded(blob, row_dtype(blob, dims))
-            if usable_vector(vec):
-                out[int(cid)] = vec
+        ).fetchall()
+        if rows:  # decoded together (a compact matrix rescores 200 a search: row by row was ~1/4 of its CPU)
+            mat = decoded_rows([r[1] for r in rows], dims)
+            good = np.isfinite(mat).all(axis=1) & (mat != 0).any(axis=1)  # (usable_vector, every row at once)
+            out = {int(r[0]): mat[i] for i, r in enumerate(rows) if good[i]}
         if counted:
             self.rows_read += len(out)
         return out
@@ -722,7 +725,9 @@ class Vectors:
 
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
-        allowed = self.filters.ids(flt) if flt is not None and not flt.is_empty() else None
+        allowed = None  # (a filter every chunk passes, e.g. the default role's visibility, is no filter)
+        if flt is not None and not flt.is_empty() and not self.filters.passes_all(flt):
+            allowed = self.filters.ids(flt)
         if allowed is not None and not len(allowed):
             return []
         with self.db.lock:  # writes patch the matrix in place

@@ -1,0 +1,65 @@
+"""A process's first search reads nothing proportional to the index beyond the vectors themselves (issue 34): the
+chunks without a vector are counted on the loaded matrix, and the default role's visibility in a project where no
+file sets one is no filter (storage/sqlite/filters.py FilterCache.passes_all; benchmarks/README.md S12)."""
+
+# ruff: noqa: F811  (fixture imported, then requested as a parameter)
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+
+from apiserver import FakeEmbeddingAPI, api_server, engine_options  # noqa: F401  (fixture)
+from fixtures import make_project, open_project
+
+FILES = {f"notes/n{i}.md": f"# Note {i}\n\nThe lantern {i} burns over the harbour wall at night.\n" for i in range(6)}
+
+
+def test_a_fresh_process_counts_the_chunks_without_a_vector_on_its_matrix(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    root = make_project(tmp_path, FILES)
+    with open_project(root, **engine_options(api_server)) as p:
+        p.index()
+        total = p.status()["totalChunks"]
+    conn = apsw.Connection(str(root / ".saipling" / "index.db"))
+    conn.execute("DELETE FROM embedding_cache WHERE id = (SELECT min(id) FROM embedding_cache)")  # one vector lost
+    conn.close()
+    with open_project(root, **engine_options(api_server)) as fresh:  # a new process's view: nothing loaded
+        found = fresh.search({"query": "a lantern at night", "mode": "semantic"})
+        assert found["results"] and found["degraded"], found
+        assert f"1 of {total} chunks have no embeddings" in found["degraded"]
+        vectors = fresh.store._vectors
+        assert vectors.unembedded_scans == 0  # (counted on the matrix the search loaded, not row by row in SQL)
+        assert fresh.store._filters.scans == 0  # (the default role's `public`: no file sets another level)
+        assert vectors.count_unembedded() == 1
+
+
+def test_a_fresh_process_takes_the_fallback_calibration_kept_in_the_index(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    """A model without a measured calibration is calibrated on the project (64 nearest-chunk searches: most of a
+    cold search at 269k chunks and more): measured once, kept in the index, taken by the next process."""
+    from saipling.retrieval import confidence
+
+    files = {
+        f"notes/n{i:02d}.md": f"# Note {i}\n\nThe lantern {i} burns over wall {i % 5} at night.\n" for i in range(30)
+    }
+    root = make_project(tmp_path, files)
+    with open_project(root, **engine_options(api_server)) as p:
+        p.index()
+        first = confidence.vector_calibration(p)
+    assert first is not None  # (30 embedded chunks: measured)
+    confidence._fallbacks.clear()  # another process: nothing in memory
+    with open_project(root, **engine_options(api_server)) as fresh:
+        measured: list[int] = []
+        real = fresh.store.nearest_other_file_cosines
+
+        def counted(sample: int, seed: int = 0) -> tuple[int, list[float]]:
+            measured.append(sample)
+            return real(sample, seed)
+
+        fresh.store.nearest_other_file_cosines = counted  # type: ignore[method-assign]
+        assert fresh.search({"query": "a lantern at night", "mode": "semantic"})["results"]
+        assert confidence.vector_calibration(fresh) == first
+        assert measured == []
