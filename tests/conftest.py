@@ -12,26 +12,32 @@ import nodeenv  # noqa: E402
 
 EXTENSION = pathlib.Path(__file__).resolve().parent.parent / "vscode-extension"
 
-# The suite runs in two processes (`pytest -n 2 --dist loadgroup`, pytest-xdist: the README's test command). Each
+# The suite runs in two processes (`pytest -n 2 --dist loadfile`, pytest-xdist: the README's test command). Each
 # test file is one unit of work, so a module fixture is paid once, as in one process; the files named here share
-# a unit (one worker runs them one after another) because they use the same folder or tool between them:
-# vscode-extension/ (npm ci, the build into dist/ and out/, the .vsix fixture) and one code-server install.
+# a unit (one worker runs them one after another) because they use the same folder between them:
+# vscode-extension/ (`npm ci`, the builds into dist/ and out/, the .vsix fixture) and one code-server install.
+# (xdist's own `--dist loadgroup` with `xdist_group` marks cannot do this under pytest 9.2: it renames the tests
+# through `item._nodeid`, which pytest no longer reads.)
 SHARED_UNITS = {
-    "test_vscode_extension.py": "vscode",
-    "test_vscode_real.py": "vscode",
-    "test_vscode_names.py": "vscode",
+    "tests/test_vscode_extension.py": "tests/test_vscode*.py",
+    "tests/test_vscode_real.py": "tests/test_vscode*.py",
+    "tests/test_vscode_names.py": "tests/test_vscode*.py",
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook appends the group to each test's id
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `--dist loadgroup`, every test without an explicit `xdist_group` goes to its file's group."""
-    if config.getoption("dist", "no") != "loadgroup":
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            name = item.path.name
-            item.add_marker(pytest.mark.xdist_group(SHARED_UNITS.get(name, name)))
+@pytest.hookimpl(optionalhook=True)  # (a run without pytest-xdist never calls it)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201 (xdist's types)
+    """`--dist loadfile`, with the files of SHARED_UNITS in one unit each; other modes as xdist has them."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedUnitsScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SHARED_UNITS.get(path, path)
+
+    return SharedUnitsScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
