@@ -154,7 +154,7 @@ def test_document_ids_survive_the_round_trip_through_files(tmp_path: Path) -> No
     assert run_eval(lambda text: results, ds)["ndcg@10"] == 1.0
 
 
-def test_documents_are_titled_pages_whose_title_every_chunk_embeds_over_the_untitled_windows(tmp_path: Path) -> None:
+def test_documents_keep_their_title_as_a_first_paragraph_and_stale_files_are_rewritten(tmp_path: Path) -> None:
     from saipling.files.metadata import extract_metadata
     from saipling.markdown.chunker import ChunkLimits, chunk_document
 
@@ -167,16 +167,12 @@ def test_documents_are_titled_pages_whose_title_every_chunk_embeds_over_the_unti
     stale.write_text("X" * len(render_document("Vitamin D: a review", text).encode("utf-8")), encoding="utf-8")
     docs = materialise_corpus(ds, work) / "docs"
     page = (docs / "t1.md").read_text(encoding="utf-8")
-    assert page == f"---\ntitle: 'Vitamin D: a review'\n---\n\n{text}\n" == render_document("Vitamin D: a review", text)
+    assert page == f"Vitamin D: a review\n\n{text}\n" == render_document("Vitamin D: a review", text)
     assert (docs / "t2.md").read_text(encoding="utf-8") == "Just text.\n"
-    # every chunk embeds the title, above the windows the text has without it (the passage length of 128 is the
-    # body's; the title rides in the model's window above it: row F11)
-    limits = ChunkLimits(128, 120, 25, block_tokens=217)
-    chunks = chunk_document(page, extract_metadata("docs/t1.md", page), limits)
-    untitled = chunk_document(f"{text}\n", extract_metadata("docs/t3.md", f"{text}\n"), limits)
-    assert len(chunks) > 2 and [c.text for c in chunks] == [c.text for c in untitled]
-    assert all(c.heading_path == "Vitamin D: a review" for c in chunks)
-    assert all(c.embed_text == f"Vitamin D: a review\n\n{c.text}" for c in chunks)
+    # the title is in the first chunk's text only (a frontmatter title in every chunk lowered SciFact: row F10)
+    chunks = chunk_document(page, extract_metadata("docs/t1.md", page), ChunkLimits(128, 100, 25))
+    assert len(chunks) > 2 and chunks[0].text.startswith("Vitamin D: a review")
+    assert all(c.heading_path == "" and "Vitamin" not in c.text for c in chunks[1:])
 
 
 # -- `saipling eval` -------------------------------------------------------------------------------------------

@@ -66,36 +66,6 @@ def test_every_window_of_a_long_untitled_body_carries_the_title_within_the_budge
     assert all(c.token_count == estimate_tokens(c.embed_text) for c in chunks)
 
 
-def test_with_a_passage_length_under_the_window_the_title_rides_in_the_headroom_and_the_windows_stay() -> None:
-    """A model trained on shorter passages than its window (all-MiniLM-L6-v2: 128 of 256 word pieces): the body
-    keeps the whole passage length, chunk for chunk the windows of the same body without a title, and each
-    embedded text is the title over that window (SciFact: row F11 of benchmarks/README.md)."""
-    title = "Structural homeostasis of dendritic arbors"
-    body = "\n\n".join(words(120, seed=s) + "." for s in range(6)) + "\n"
-    limits = ChunkLimits(max_tokens=120, target_tokens=116, overlap_tokens=10, block_tokens=200)
-    plain = chunks_of(body, limits=limits)
-    titled = chunks_of(f"---\ntitle: {title}\n---\n\n{body}", limits=limits)
-    assert len(plain) > 3
-    assert [c.text for c in titled] == [c.text for c in plain]
-    assert all(c.embed_text == f"{title}\n\n{c.text}" for c in titled)
-    assert max(estimate_tokens(c.text) for c in titled) > limits.max_tokens - estimate_tokens(title)
-    assert all(c.token_count <= limits.block_max for c in titled)
-    assert any(c.token_count > limits.max_tokens for c in titled)  # the title is outside the body's budget
-
-
-def test_a_heading_path_longer_than_the_headroom_takes_only_its_excess_from_the_body() -> None:
-    path_words = words(25, seed=9)  # 52 estimated tokens: 32 over the headroom of 20
-    text = f"# {path_words}\n\n" + "\n\n".join(words(120, seed=s) + "." for s in range(6)) + "\n"
-    limits = ChunkLimits(max_tokens=120, target_tokens=116, overlap_tokens=10, block_tokens=140)
-    path_tokens = estimate_tokens(path_words)
-    assert limits.body_budget(path_tokens) == limits.max_tokens - (path_tokens - 20) == 88
-    assert ChunkLimits(max_tokens=120).body_budget(path_tokens) == limits.max_tokens - path_tokens  # no headroom
-    chunks = [c for c in chunks_of(text, limits=limits) if c.heading_path == path_words]
-    assert len(chunks) > 3
-    sizes = [estimate_tokens(c.text) for c in chunks[1:]]  # (the first holds the heading line)
-    assert max(sizes) <= 88 and max(sizes) > limits.max_tokens - path_tokens
-
-
 def test_a_huge_title_is_cut_to_a_quarter_of_the_chunk_limit() -> None:
     text = "---\ntitle: " + words(400) + "\n---\n\nA body that is long enough to be one chunk.\n"
     limits = ChunkLimits(max_tokens=200, target_tokens=150, overlap_tokens=20)

@@ -31,9 +31,8 @@ from .terms import identifier_words
 # the line range of the chunk before them); a heading line or a lead-in ending in `:` is packed with the block it
 # introduces; a code block's sentences are not carried into the next window; identifier words (`ident_words`).
 # 6: a frontmatter `title:` of a file with no `# H1` is the root of its heading path (`front_matter_title`), and a
-# frontmatter that says nothing but that title is no chunk of its own. 7: the heading path rides in the headroom
-# between the model's passage length and its window (ChunkLimits.body_budget): the body keeps the passage length.
-CHUNKER_VERSION = 7
+# frontmatter that says nothing but that title is no chunk of its own.
+CHUNKER_VERSION = 6
 MIN_CHUNK_CHARS = 20
 # a sentence ends at . ! ? … (and the quotes or brackets closing it, straight or typographic: group 1) before
 # whitespace; CJK full stops need no space after them
@@ -76,17 +75,6 @@ class ChunkLimits:
     @property
     def block_max(self) -> int:
         return max(self.max_tokens, self.block_tokens)
-
-    def body_budget(self, path_tokens: int) -> int:
-        """The word pieces a chunk's body may take under a heading path of `path_tokens`.
-
-        When the model's window is longer than the passage length it was trained on (`block_max` over `max_tokens`:
-        all-MiniLM-L6-v2, 128 of 256), the heading path rides in that headroom: the body keeps the whole passage
-        length and the windows fall where they fall without a path, the embedded text growing by the path (row F11
-        of benchmarks/README.md). A path longer than the headroom takes its excess from the body; with no headroom
-        (a model without a shorter passage length) the path counts against `max_tokens` whole."""
-        headroom = self.block_max - self.max_tokens
-        return max(8, self.max_tokens - max(0, path_tokens - headroom))
 
 
 def limits_for(
@@ -234,7 +222,7 @@ def chunk_document(
         if not body_units:
             continue
         kind = "section" if has_headings else "window"
-        budget = limits.body_budget(path_count(path) if path else 0)
+        budget = max(8, limits.max_tokens - (path_count(path) if path else 0))
         section_text = "\n".join(lines[start - 1 : end])
         if has_headings:
             tokens = _section_count(count_tokens, section_text, body_units, lines, start, end)
@@ -702,7 +690,7 @@ def _merge_tiny(pieces: list[_Piece], lines: list[str], limits: ChunkLimits, cou
     def fits(p: _Piece) -> bool:
         if p.tokens is None:
             p.tokens = count(p.text)
-        return p.tokens <= limits.body_budget(count(p.path) if p.path else 0)
+        return p.tokens <= max(8, limits.max_tokens - (count(p.path) if p.path else 0))
 
     def tiny(p: _Piece) -> bool:
         return p.kind != "frontmatter" and len(p.text.strip()) < MIN_CHUNK_CHARS

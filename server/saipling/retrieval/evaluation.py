@@ -121,21 +121,13 @@ def materialise_corpus(ds: BeirDataset, workdir: Path) -> Path:
 
 
 def render_document(title: str, text: str) -> str:
-    """A BEIR document as a titled markdown page: the title in YAML frontmatter (`title:`), the text as its body.
+    """A BEIR document as markdown: its title as a first paragraph, then a blank line and the text.
 
-    That is how static sites (Hugo, Jekyll, Docusaurus) and Obsidian vaults keep a page's title, outside the body,
-    and the indexer makes it the root of every chunk's heading path (markdown.chunker.front_matter_title): each chunk
-    of a long abstract embeds its title, not only the first, in the headroom above the model's passage length
-    (ChunkLimits.body_budget), so the chunk windows stay where they were (benchmarks/README.md rows F10, F11). The
-    title is written by the YAML library (quoted and escaped as needed: a colon, a quote or a control character
-    cannot break the frontmatter) on one line."""
-    import yaml
-
-    title = " ".join(title.split())
-    if not title:
-        return f"{text}\n"
-    head = yaml.safe_dump({"title": title}, allow_unicode=True, width=1 << 30, default_flow_style=False)
-    return f"---\n{head}---\n\n{text}\n"
+    Not a titled page (a frontmatter `title:` or a `# title`): then every chunk of an abstract carries the title
+    as its heading path (markdown.chunker.front_matter_title), and SciFact train fell from 0.7496 to 0.7409 with the
+    local model (benchmarks/README.md row F10): the title takes a fifth of each 128-word-piece chunk and pulls every
+    chunk of a document toward the same words. As a first paragraph it is in the first chunk only."""
+    return f"{title}\n\n{text}\n" if title else f"{text}\n"
 
 
 def doc_stem(did: str) -> str:
