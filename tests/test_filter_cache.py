@@ -180,3 +180,36 @@ def test_another_process_making_a_file_private_is_seen_by_the_next_vector_search
     finally:
         reader.close()
         writer.close()
+
+
+def test_a_private_chunk_written_while_a_search_decides_its_filter_never_passes_it(tmp_path: Path) -> None:
+    """The default role's "no filter" (every chunk public) is decided on the rows the search's matrix holds: a
+    private chunk committed between that decision and the search (another thread's or process's write) must not
+    ride on it. The write is made from inside the decision, the narrowest point of the race."""
+    import numpy as np
+
+    store = Store.open(tmp_path / "index.db")
+    try:
+        store.configure_vectors("fake", "m", 4)
+        _put(store, "a.md", "the amber lantern", visibility=None)
+        ((cid, _),) = store.chunk_ids_for_paths(["a.md"])
+        q = np.full(4, 0.5, dtype=np.float32)
+        store.set_vectors([(cid, _h("the amber lantern"), q)], "m")
+        assert [c for c, _ in store.knn(q, 5, PUBLIC)] == [cid]  # (no filter: every chunk is public)
+        decide = store._filters.passes_all
+
+        def racing(flt: ChunkFilter) -> bool:
+            store._filters.passes_all = decide
+            verdict = decide(flt)
+            _put(store, "secret.md", "the amber secret", visibility="private")
+            ((secret, _),) = store.chunk_ids_for_paths(["secret.md"])
+            store.set_vectors([(secret, _h("the amber secret"), q)], "m")
+            return verdict
+
+        store._filters.passes_all = racing
+        for _ in range(2):  # the racing search, then the next one
+            got = {store.chunk_paths([c])[c] for c, _ in store.knn(q, 5, PUBLIC)}
+            assert got == {"a.md"}
+        assert store.chunk_ids_for_paths(["secret.md"])  # (the private chunk is there, with its vector)
+    finally:
+        store.close()

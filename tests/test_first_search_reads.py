@@ -63,3 +63,34 @@ def test_a_fresh_process_takes_the_fallback_calibration_kept_in_the_index(
         assert fresh.search({"query": "a lantern at night", "mode": "semantic"})["results"]
         assert confidence.vector_calibration(fresh) == first
         assert measured == []
+
+
+def test_the_kept_calibration_never_waits_for_another_processs_write(tmp_path: Path) -> None:
+    """A search keeps its measured calibration only when the write lock is free: with another process's write
+    transaction open, try_set_meta gives up at once (waiting would hold the store's lock, and every request of
+    the server behind it, for the 10 s busy timeout) and writes nothing; once the lock is free it writes."""
+    import threading
+
+    from saipling.storage.sqlite.store import SqliteStore
+
+    store = SqliteStore.open(tmp_path / "index.db")
+    other = apsw.Connection(str(tmp_path / "index.db"))
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        answered = threading.Event()
+        got: list[bool] = []
+
+        def keep() -> None:
+            got.append(store.try_set_meta("fallback_calibration:m", '{"n": 1}'))
+            answered.set()
+
+        threading.Thread(target=keep, daemon=True).start()
+        assert answered.wait(5), "try_set_meta waited for the other process's transaction"
+        assert got == [False]
+        other.execute("ROLLBACK")
+        assert store.get_meta("fallback_calibration:m") is None
+        assert store.try_set_meta("fallback_calibration:m", '{"n": 2}') is True
+        assert store.get_meta("fallback_calibration:m") == '{"n": 2}'
+    finally:
+        other.close()
+        store.close()

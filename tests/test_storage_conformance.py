@@ -254,7 +254,8 @@ def test_deferred_indexes_leave_every_read_the_same(store: IndexStore) -> None:
     store.restore_indexes()
     store.restore_indexes()  # (nothing left to build: no change)
     assert reads() == during
-    assert isinstance(deferred, bool)
+    # SQLite drops them on an empty table (one database, one project); PostgreSQL's serve every workspace: kept
+    assert deferred is (type(store).__name__ == "SqliteStore")
 
 
 def test_delete_and_touch_and_clear(store: IndexStore) -> None:

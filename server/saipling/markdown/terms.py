@@ -302,7 +302,6 @@ def fold_text(text: str) -> str:
 _stemmers = threading.local()  # snowball stemmer objects keep state between calls: one per thread
 
 
-@functools.lru_cache(maxsize=65536)
 @functools.lru_cache(maxsize=1 << 16)
 def word_keys(word: str) -> tuple[str, ...]:
     """The match keys a word of a text answers to: its own, then its camelCase parts' (`setTimeout`: settimeout,
@@ -312,6 +311,7 @@ def word_keys(word: str) -> tuple[str, ...]:
     return (match_key(word), *(match_key(p) for p in identifier_parts(word)))
 
 
+@functools.lru_cache(maxsize=65536)
 def match_key(word: str) -> str:
     """What FTS5's porter + unicode61 (remove_diacritics) tokenizer makes of a word: folded, then stemmed."""
     folded = fold_text(word.lower())

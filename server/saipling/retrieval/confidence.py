@@ -120,9 +120,10 @@ def fallback_calibration(project: ProjectView, model: str) -> Calibration | None
     with _fallback_lock:
         _fallbacks[key] = (n, cal)
     value = {"n": n, "low": cal.low, "high": cal.high} if cal else {"n": n}
-    try:
-        project.store.set_meta(FALLBACK_META + model, json.dumps(value))
-    except Exception as exc:  # a read-only open, a busy index: the next process measures again
+    try:  # never waiting for another process's write: a busy index is left as it is
+        if not project.store.try_set_meta(FALLBACK_META + model, json.dumps(value)):
+            log.debug("fallback calibration not kept in the index: another process is writing")
+    except Exception as exc:  # a read-only open: the next process measures again
         log.debug("fallback calibration not kept in the index: %s", exc)
     return cal
 

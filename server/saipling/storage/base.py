@@ -945,6 +945,11 @@ class IndexLog(Protocol):
         """Set a meta key (own transaction, or the caller's `atomic`)."""
         ...
 
+    def try_set_meta(self, key: str, value: str) -> bool:
+        """Set a meta key unless that means waiting for another writer (False then, nothing written): for values
+        a search keeps for other processes, which must never hold up a request."""
+        ...
+
     def index_version(self) -> Any:
         """A hashable value that changes with every committed change to files, chunks, vectors or mentions, by
         this process or another (caches are keyed on it); equal values mean nothing changed in between."""

@@ -404,6 +404,18 @@ class PostgresStore:
         with self.atomic():
             self._set_meta(key, value)
 
+    def try_set_meta(self, key: str, value: str) -> bool:
+        """(A meta row is written under no workspace lock here; a conflicting row lock is waited on at most
+        briefly: `lock_timeout`.)"""
+        try:
+            with self.atomic():
+                self.conn.execute("SET LOCAL lock_timeout = '100ms'")
+                self._set_meta(key, value)
+            return True
+        except Exception as exc:  # (a lock not granted in time, a read-only role)
+            log.debug("meta %s not written: %s", key, exc)
+            return False
+
     def _set_meta(self, key: str, value: str) -> None:
         self.conn.execute(
             "INSERT INTO meta(ws, key, value) VALUES (%s, %s, %s) ON CONFLICT (ws, key) DO UPDATE SET value = "

@@ -10,6 +10,8 @@ from typing import Any
 
 import apsw
 
+from .schema import BUSY_TIMEOUT_MS
+
 
 class Database:
     """One apsw connection used from several threads: every use holds `lock` (an RLock)."""
@@ -74,6 +76,23 @@ class Database:
     def set_meta(self, key: str, value: str) -> None:
         with self.atomic():
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def try_set_meta(self, key: str, value: str) -> bool:
+        """set_meta unless another process holds the write lock: never waits for it (False then). For values a
+        reader only keeps for others (a measured calibration): waiting out the busy timeout would hold this
+        connection's lock, and every request of the process behind it, for up to 10 s."""
+        with self.lock:
+            if self.conn.in_transaction:
+                self.set_meta(key, value)
+                return True
+            self.conn.set_busy_timeout(0)
+            try:
+                self.set_meta(key, value)
+                return True
+            except apsw.BusyError:
+                return False
+            finally:
+                self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
 
     def any_version(self) -> tuple[int, int]:
         """Changes with any commit to the index, ours or another process's (for caches of chunk text stats)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import apsw
 
 SCHEMA_VERSION = 11
+BUSY_TIMEOUT_MS = 10_000  # how long a write waits for another process's transaction
 
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -486,7 +487,7 @@ def connect(path: Path | str, readonly: bool = False, immutable: bool = False) -
     conn.enable_load_extension(True)
     conn.load_extension(_vec0_path())
     conn.enable_load_extension(False)
-    conn.set_busy_timeout(10_000)
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     from ...paths import glob_match, nfc
 
     conn.create_scalar_function("saipling_glob", lambda p, g: 1 if glob_match(p, g) else 0, 2, deterministic=True)

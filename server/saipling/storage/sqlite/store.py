@@ -295,7 +295,10 @@ class SqliteStore:
                 self.conn.execute(sql)
                 self.conn.execute(f"PRAGMA user_version={number + 1}")
         self._upgrade_layout()
-        self._files.restore_indexes()  # (dropped by a first index that was killed before it built them again)
+        try:  # (dropped by a first index that was killed before it built them again)
+            self._files.restore_indexes()
+        except apsw.Error as exc:  # a busy or full disk: reads scan meanwhile, the next writable open builds them
+            log.warning("the chunks' indexes were not built again: %s", exc)
         if self.get_meta("schema_version") != str(SCHEMA_VERSION):  # no write (and no commit) on every open
             self.set_meta("schema_version", str(SCHEMA_VERSION))
 
@@ -343,6 +346,9 @@ class SqliteStore:
 
     def set_meta(self, key: str, value: str) -> None:
         self._db.set_meta(key, value)
+
+    def try_set_meta(self, key: str, value: str) -> bool:
+        return self._db.try_set_meta(key, value)
 
     def index_version(self) -> tuple[int, int]:
         """Changes with every committed change to the index, by any process (what caches are keyed on)."""

@@ -725,14 +725,16 @@ class Vectors:
 
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
-        allowed = None  # (a filter every chunk passes, e.g. the default role's visibility, is no filter)
-        if flt is not None and not flt.is_empty() and not self.filters.passes_all(flt):
-            allowed = self.filters.ids(flt)
-        if allowed is not None and not len(allowed):
-            return []
         with self.db.lock:  # writes patch the matrix in place
             matrix = self._vectors()
             if len(matrix) == 0 or k <= 0:
+                return []
+            # the filter read after the matrix caught up, under the same lock: it covers every row the matrix holds
+            # (read before, a private chunk written in between would pass a "no filter" taken from older levels)
+            allowed = None  # (a filter every chunk passes, e.g. the default role's visibility, is no filter)
+            if flt is not None and not flt.is_empty() and not self.filters.passes_all(flt):
+                allowed = self.filters.ids(flt)
+            if allowed is not None and not len(allowed):
                 return []
             return matrix.knn(query, k, allowed)
 
