@@ -5,6 +5,7 @@ file sets one is no filter (storage/sqlite/filters.py FilterCache.passes_all; be
 # ruff: noqa: F811  (fixture imported, then requested as a parameter)
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import apsw
@@ -63,6 +64,14 @@ def test_a_fresh_process_takes_the_fallback_calibration_kept_in_the_index(
         assert fresh.search({"query": "a lantern at night", "mode": "semantic"})["results"]
         assert confidence.vector_calibration(fresh) == first
         assert measured == []
+        # kept for the vectors' dimensions: the same model name at other dimensions measures again
+        key = confidence.FALLBACK_META + fresh.provider.model
+        kept = json.loads(fresh.store.get_meta(key) or "{}")
+        assert kept["dims"] == fresh.store.vector_model()[1] and kept["n"] >= 30
+        fresh.store.set_meta(key, json.dumps({**kept, "dims": kept["dims"] + 1}))
+        confidence._fallbacks.clear()
+        assert confidence.vector_calibration(fresh) == first
+        assert measured == [confidence.FALLBACK_SAMPLE]
 
 
 def test_the_kept_calibration_never_waits_for_another_processs_write(tmp_path: Path) -> None:

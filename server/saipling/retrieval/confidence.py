@@ -119,7 +119,9 @@ def fallback_calibration(project: ProjectView, model: str) -> Calibration | None
         cal = Calibration(bar - FALLBACK_HALF_WIDTH, bar + FALLBACK_HALF_WIDTH)
     with _fallback_lock:
         _fallbacks[key] = (n, cal)
-    value = {"n": n, "low": cal.low, "high": cal.high} if cal else {"n": n}
+    value = (
+        {"n": n, "dims": _dims(project), "low": cal.low, "high": cal.high} if cal else {"n": n, "dims": _dims(project)}
+    )
     try:  # never waiting for another process's write: a busy index is left as it is
         if not project.store.try_set_meta(FALLBACK_META + model, json.dumps(value)):
             log.debug("fallback calibration not kept in the index: another process is writing")
@@ -128,11 +130,16 @@ def fallback_calibration(project: ProjectView, model: str) -> Calibration | None
     return cal
 
 
+def _dims(project: ProjectView) -> int:
+    """The dimensions of the index's vectors (a model's calibration holds for those only)."""
+    return int(project.store.vector_model()[1] or 0)
+
+
 def _stored_fallback(project: ProjectView, model: str) -> tuple[int, Calibration | None] | None:
     """The fallback calibration another process kept in the index: (embedded chunks then, calibration)."""
     try:
         value = json.loads(project.store.get_meta(FALLBACK_META + model) or "null")
-        if not isinstance(value, dict):
+        if not isinstance(value, dict) or value.get("dims") != _dims(project):  # (the model at other dimensions)
             return None
         cal = Calibration(float(value["low"]), float(value["high"])) if "low" in value else None
         return int(value["n"]), cal
