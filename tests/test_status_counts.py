@@ -113,11 +113,20 @@ def test_the_status_of_a_fresh_process_reads_no_chunk_one_by_one(
     without, with_one = sql_counts(db, key)
     assert (without, with_one) == (1, total - 1)
     with open_project(root, **engine_options(api_server)) as fresh:  # a new process's view: nothing loaded
+        whole: list[str] = []  # statements that read every chunk's row (a free model: no re-embed cost to price)
+
+        def trace(cursor, sql: str, bindings) -> bool:
+            if "NOT EXISTS (SELECT 1 FROM embedding_cache" in sql or "sum(token_count)" in sql:
+                whole.append(sql)
+            return True
+
+        fresh.store.conn.exec_trace = trace
         st = fresh.status()
         assert (st["unembeddedChunks"], st["embeddedChunks"], st["totalChunks"]) == (1, total - 1, total)
         assert f"1 of {total} chunks have no embeddings" in (st["degraded"] or "")
         v = fresh.store._vectors
-        assert v.unembedded_scans == 0 and v.loads == 0 and v.snapshot_reads == 0
+        assert v.unembedded_scans == 0 and v.loads == 0 and v.snapshot_reads == 0 and whole == []
+        assert st["estimatedReindexCostUsd"] == 0
 
 
 def test_without_a_snapshot_a_count_is_kept_until_the_journal_moves(tmp_path: Path) -> None:
@@ -144,3 +153,29 @@ def test_without_a_snapshot_a_count_is_kept_until_the_journal_moves(tmp_path: Pa
         assert v.unembedded_scans == 2
     finally:
         store.close()
+
+
+def test_a_run_with_nothing_to_embed_lists_no_chunk_one_by_one(tmp_path, monkeypatch) -> None:
+    """A server's first run on an index embedded before asks which chunks lack a vector: known from the snapshot,
+    without the scan of every chunk (~2.5 s at 269k chunks); a chunk added since is still found."""
+    db = _snapshotted(tmp_path, monkeypatch)
+    fresh = Store.open(db)
+    try:
+        v = fresh._vectors
+        scans: list[str] = []  # every statement that probes the cache for each chunk, whoever counts it
+
+        def trace(cursor, sql: str, bindings) -> bool:
+            if "NOT EXISTS (SELECT 1 FROM embedding_cache" in sql:
+                scans.append(sql)
+            return True
+
+        fresh.conn.exec_trace = trace
+        assert fresh.unembedded() == [] and scans == [] and v.unembedded_scans == 0
+        other = Store.open(db)
+        try:
+            other.replace_file(record("bare.md"), [row(0, "bare passage")], {}, "m")
+        finally:
+            other.close()
+        assert [r[1] for r in fresh.unembedded()] == ["bare.md"] and len(scans) == 1 and v.unembedded_scans == 1
+    finally:
+        fresh.close()

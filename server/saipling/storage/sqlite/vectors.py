@@ -316,7 +316,7 @@ class Vectors:
             key = self.index_key()
             if key is None:
                 return 0
-            return self._embedded(key, self.vector_model()[1])
+            return int(self._embedded(key, self.vector_model()[1]) or 0)
 
     def _loaded_count(self, key: str) -> int | None:
         """The rows of the loaded matrix, patched up to date (a few rows); None when none is loaded (loading one
@@ -339,17 +339,17 @@ class Vectors:
                 total = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)
                 if not model or key is None or stored_model != model or (dims and stored_dims != dims):
                     return total
-                return max(0, total - self._embedded(key, stored_dims, keep))
+                return max(0, total - int(self._embedded(key, stored_dims, keep) or 0))
 
-    def _embedded(self, key: str, dims: int, keep: bool | None = None) -> int:
+    def _embedded(self, key: str, dims: int, keep: bool | None = None, scan: bool = True) -> int | None:
         """Chunks with a vector of `key` (status, the end of an index run, a search's "n of m have no embeddings"),
         with nothing proportional to the index where it can: the loaded matrix's rows (patched up to date); else
         the count kept from the last time while the journal has not moved since (every change of which chunks have
         a vector appends to it: schema.JOURNAL_SQL); else the snapshot's rows (its header) corrected by the chunks
         the journal names since its seq (whether each was in the snapshot, whether it has a vector now); else the
-        SQL count of every chunk (`unembedded_scans`: a second at 269k chunks). `keep`: the count may be kept (not
-        taken inside a write, which may roll back; default: whether the connection is in a transaction now). Call
-        under the lock."""
+        SQL count of every chunk (`unembedded_scans`: a second at 269k chunks), or None without `scan`. `keep`: the
+        count may be kept (not taken inside a write, which may roll back; default: whether the connection is in a
+        transaction now). Call under the lock."""
         loaded = self._loaded_count(key)  # (an index run's end in a searching process: no scan)
         if loaded is not None:
             return loaded
@@ -362,6 +362,8 @@ class Vectors:
                 return self._counted[1]
             found = self._snapshot_count(key, dims, seq)
             if found is None:
+                if not scan:
+                    return None
                 self.unembedded_scans += 1
                 found = int(self.db.scalar(f"SELECT count(*) FROM chunks c WHERE {_HAS_VECTOR}", (key,)) or 0)
         if tag is not None and keep:
@@ -441,6 +443,9 @@ class Vectors:
         if key is None:
             return []
         with self.db.lock:  # (a lookup in the cache's key index per chunk, no vector read)
+            if self._all_embedded(key):
+                return []
+            self.unembedded_scans += 1
             rows = list(
                 self.db.conn.execute(
                     "SELECT c.id, c.path, c.content_hash, c.token_count, f.mtime_ns FROM chunks c"
@@ -454,6 +459,17 @@ class Vectors:
         # mtime 0 marks a file read within its timestamp tick (see indexing.records.is_racy): just written, so recent
         rows.sort(key=lambda r: (top.get(r[1], len(top)), -(r[4] or (1 << 62))))
         return [(int(r[0]), r[1], r[2], int(r[3] or 0)) for r in rows]
+
+    def _all_embedded(self, key: str) -> bool:
+        """Whether every chunk has a vector, known without reading every chunk (`_embedded` without its SQL count):
+        the run that finds nothing to embed (a server's first run on an index embedded before) skips the scan of
+        every chunk for those without one (~2.5 s at 269k chunks). False when not known that way. Call under the
+        lock."""
+        keep = not self.db.conn.in_transaction
+        with self.db.conn:  # one read transaction: the chunks and the vectors agree
+            total = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)
+            found = self._embedded(key, self.vector_model()[1], keep, scan=False)
+            return found is not None and found >= total
 
     def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
         """Store vectors: (chunk_id, content_hash, vector). Stored by content hash, so every chunk holding that
