@@ -179,3 +179,24 @@ def test_a_run_with_nothing_to_embed_lists_no_chunk_one_by_one(tmp_path, monkeyp
         assert [r[1] for r in fresh.unembedded()] == ["bare.md"] and len(scans) == 1 and v.unembedded_scans == 1
     finally:
         fresh.close()
+
+
+def test_a_journal_naming_more_than_a_catch_up_patches_falls_back_to_the_sql_count(tmp_path, monkeypatch) -> None:
+    from saipling.storage.sqlite import vectors
+
+    db = _snapshotted(tmp_path, monkeypatch)
+    monkeypatch.setattr(vectors, "_PATCH_MIN", 5)  # (a quarter of the 120 rows: 30 chunks named at most)
+    other = Store.open(db)
+    try:
+        for f in range(4):  # 40 chunks replaced
+            _write(other, f"f{f}.md", 50 + f, "again")
+        other.replace_file(record("bare.md"), [row(0, "bare passage")], {}, "m")
+    finally:
+        other.close()
+    fresh = Store.open(db)
+    try:
+        assert (fresh.count_unembedded(), fresh.stats().embedded_chunks) == sql_counts(db) == (1, 120)
+        assert fresh.count_unembedded() == 1
+        assert fresh._vectors.unembedded_scans == 1  # counted in SQL once, then kept
+    finally:
+        fresh.close()
