@@ -99,7 +99,8 @@ def report(project: StatusSource) -> dict[str, Any]:
         "indexedWith": project.store.get_meta("model") or project.store.get_meta("provider"),
         "totalCostUsd": round(stats.total_cost_usd, 6),
         "totalTokens": stats.total_tokens,
-        "estimatedReindexCostUsd": round(project.store.total_tokens_indexed() * price / 1e6, 6),
+        # (the tokens of every chunk: a read of the whole chunks table, ~1 s at 269k chunks; nothing to price when free)
+        "estimatedReindexCostUsd": round(project.store.total_tokens_indexed() * price / 1e6, 6) if price else 0.0,
         "pendingFiles": project.state.pending_files + (0 if project.state.is_indexing else unread_files(project.store)),
         "isIndexing": project.state.is_indexing or project.state.scheduled or other is not None,
         "indexPhase": phase,

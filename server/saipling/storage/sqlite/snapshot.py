@@ -206,9 +206,11 @@ def read(
         return None
 
 
-def _read(
+def _header(
     f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: int, tag_at: Callable[[int], int | None]
-) -> Snapshot | None:
+) -> dict[str, Any]:
+    """The header of the snapshot open in `f` (left at the start of its payload) if it is of this index, key and size,
+    within the journal, of this history of the index and of the size it says; else ValueError (why)."""
     head = f.read(len(MAGIC) + HEADER)
     if len(head) != len(MAGIC) + HEADER or head[: len(MAGIC)] != MAGIC:
         raise ValueError("not a vector snapshot (or cut short)")
@@ -226,10 +228,18 @@ def _read(
         )
     if h.get("dtype") not in ("int8", "float16"):
         raise ValueError(f"rows of {h.get('dtype')}")
-    n, words, compact = int(h["rows"]), int(h["sign_words"]), h["dtype"] == "int8"
     size = os.fstat(f.fileno()).st_size
     if size != len(MAGIC) + HEADER + int(h["payload"]):
         raise ValueError(f"{size} bytes, the header says {len(MAGIC) + HEADER + int(h['payload'])}")
+    return h
+
+
+def _read(
+    f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: int, tag_at: Callable[[int], int | None]
+) -> Snapshot | None:
+    h = _header(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
+    seq = int(h["seq"])
+    n, words, compact = int(h["rows"]), int(h["sign_words"]), h["dtype"] == "int8"
     crc = 0
 
     def section(shape: tuple[int, ...], dtype: str) -> Any:
@@ -253,6 +263,54 @@ def _read(
         for i in range(0, n, _BLOCK):
             rows[i : i + _BLOCK] = unit_rows(half[i : i + _BLOCK])
     return Snapshot(ids=ids.astype(np.int64, copy=False), rows=rows, steps=steps, bits=bits, seq=seq)
+
+
+@dataclass
+class Counted:
+    """What a snapshot says about the rows it holds without reading them (`count`): the journal's seq it reflects,
+    its rows, and the ids of its rows when asked for."""
+
+    seq: int
+    rows: int
+    ids: Any  # int64 array, or None when not asked for
+
+
+def count(
+    folder: Path,
+    *,
+    index_id: str,
+    key: str,
+    dims: int,
+    floor: int,
+    seq_now: int,
+    tag_at: Callable[[int], int | None],
+    ids_for: Callable[[int, int], bool],
+) -> Counted | None:
+    """The rows of the snapshot in `folder`, read from its header (4 KiB), with the same checks as `read` but the
+    CRC-32 of the payload (that would read the whole file: ~440 MB at a million chunks): of this index, key and
+    size, within the journal, of this history of the index, and of the size its header says. `ids_for(seq, rows)`:
+    whether the ids of its rows are wanted too (8 bytes a row, read from the start of the payload), e.g. when the
+    journal names changes since `seq`. None when there is no snapshot that fits (why: logged at debug level)."""
+    try:
+        with index_files.open_folder(folder, create=False) as dir_fd:
+            if dir_fd is None:
+                return None
+            try:
+                fd = index_files.open_file(folder, dir_fd, NAME, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+            with os.fdopen(fd, "rb") as f:
+                h = _header(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
+                n, seq = int(h["rows"]), int(h["seq"])
+                if not ids_for(seq, n):
+                    return Counted(seq=seq, rows=n, ids=None)
+                ids = np.empty(n, dtype=_le("i8"))
+                if f.readinto(memoryview(ids).cast("B")) != n * 8:
+                    raise ValueError("cut short")
+                return Counted(seq=seq, rows=n, ids=ids.astype(np.int64, copy=False))
+    except Exception as exc:  # noqa: BLE001 - a snapshot that cannot be read is only a cache miss
+        log.debug("vector snapshot in %s not counted: %s", folder, exc)
+        return None
 
 
 def remove(folder: Path) -> None:

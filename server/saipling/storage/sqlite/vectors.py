@@ -128,7 +128,8 @@ class Vectors:
         self.snapshot_writes = 0
         self._snapshot_thread: threading.Thread | None = None  # the snapshot being written in the background
         self._snapshot_due = False  # one was wanted while another store of the process wrote one: the next search
-        self.unembedded_scans = 0  # counts of the chunks without a vector made in SQL (every chunk's row)
+        self.unembedded_scans = 0  # counts of the chunks with(out) a vector made in SQL (every chunk's row)
+        self._counted: tuple[tuple[str, int, int, int | None], int] | None = None  # (state, count): _embedded
         self._since_snapshot = 0  # rows patched since the snapshot was read or written
         self._matrix: VectorMatrix | None = None  # the search-time copy of the vectors (storage/vector_matrix.py)
         self._matrix_seq = 0  # the journal's seq the matrix reflects
@@ -309,14 +310,13 @@ class Vectors:
         return len(bad_cache)
 
     def stored_count(self) -> int:
-        """Chunks with a vector (0 without vectors): the loaded matrix's rows when this process holds one."""
-        key = self.index_key()
-        if key is None:
-            return 0
-        loaded = self._loaded_count(key)
-        if loaded is not None:
-            return loaded
-        return int(self.db.scalar(f"SELECT count(*) FROM chunks c WHERE {_HAS_VECTOR}", (key,)) or 0)
+        """Chunks with a vector (0 without vectors), counted without reading every chunk when it can be
+        (`_embedded`)."""
+        with self.db.lock:
+            key = self.index_key()
+            if key is None:
+                return 0
+            return int(self._embedded(key, self.vector_model()[1]) or 0)
 
     def _loaded_count(self, key: str) -> int | None:
         """The rows of the loaded matrix, patched up to date (a few rows); None when none is loaded (loading one
@@ -330,18 +330,101 @@ class Vectors:
         """Chunks with no vector for the active model (`model`/`dims`; default: the model the index records).
         Every chunk counts when the index holds no vectors of that model."""
         with self.db.lock:
-            total = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)
             stored_model, stored_dims = self.vector_model()
             key = self.index_key()
             if model is None:
                 model, dims = stored_model, stored_dims
-            if not model or key is None or stored_model != model or (dims and stored_dims != dims):
-                return total
-            loaded = self._loaded_count(key)  # (an index run's end in a searching process: no scan)
-            if loaded is not None:
-                return max(0, total - loaded)
-            self.unembedded_scans += 1
-            return int(self.db.scalar(f"SELECT count(*) FROM chunks c WHERE NOT {_HAS_VECTOR}", (key,)) or 0)
+            keep = not self.db.conn.in_transaction
+            with self.db.conn:  # one read transaction: the chunks and the vectors agree
+                total = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)
+                if not model or key is None or stored_model != model or (dims and stored_dims != dims):
+                    return total
+                return max(0, total - int(self._embedded(key, stored_dims, keep) or 0))
+
+    def _embedded(self, key: str, dims: int, keep: bool | None = None, scan: bool = True) -> int | None:
+        """Chunks with a vector of `key` (status, the end of an index run, a search's "n of m have no embeddings"),
+        with nothing proportional to the index where it can: the loaded matrix's rows (patched up to date); else
+        the count kept from the last time while the journal has not moved since (every change of which chunks have
+        a vector appends to it: schema.JOURNAL_SQL); else the snapshot's rows (its header) corrected by the chunks
+        the journal names since its seq (whether each was in the snapshot, whether it has a vector now); else the
+        SQL count of every chunk (`unembedded_scans`: a second at 269k chunks), or None without `scan`. `keep`: the
+        count may be kept (not taken inside a write, which may roll back; default: whether the connection is in a
+        transaction now). Call under the lock."""
+        loaded = self._loaded_count(key)  # (an index run's end in a searching process: no scan)
+        if loaded is not None:
+            return loaded
+        keep = not self.db.conn.in_transaction if keep is None else keep
+        with self.db.conn:  # one read transaction: the journal, the snapshot's catch-up and the count agree
+            seq = self._journal_seq()
+            tag = self._journal_tag(seq) if seq else None
+            state = (key, dims, seq, tag)
+            if tag is not None and self._counted is not None and self._counted[0] == state:
+                return self._counted[1]
+            found = self._snapshot_count(key, dims, seq)
+            if found is None:
+                if not scan:
+                    return None
+                self.unembedded_scans += 1
+                found = int(self.db.scalar(f"SELECT count(*) FROM chunks c WHERE {_HAS_VECTOR}", (key,)) or 0)
+        if tag is not None and keep:
+            self._counted = (state, found)
+        return found
+
+    def _snapshot_count(self, key: str, dims: int, seq_now: int) -> int | None:
+        """Chunks with a vector now, from the snapshot beside the index and the journal since its seq; None when
+        there is no snapshot that fits or the journal names more changes than a catch-up would patch. Call in a
+        read transaction, under the lock."""
+        if self.folder is None or not dims:
+            return None
+        index_id = self.db.get_meta(INDEX_ID_META)
+        if not index_id:
+            return None
+        floor = int(self.db.get_meta(JOURNAL_FLOOR_META, "0") or 0)
+        changed: list[int] = []
+        too_many = False
+
+        def ids_for(seq: int, rows: int) -> bool:  # the chunks whose vector may have changed since its seq
+            nonlocal changed, too_many
+            if seq == seq_now:
+                return False
+            limit = max(_PATCH_MIN, rows // _PATCH_SHARE)
+            changed = [
+                int(r[0])
+                for r in self.db.conn.execute(
+                    "SELECT DISTINCT chunk_id FROM vector_changes WHERE seq > ? AND seq <= ? LIMIT ?",
+                    (seq, seq_now, limit + 1),
+                )
+            ]
+            too_many = len(changed) > limit
+            return bool(changed) and not too_many
+
+        counted = snapshot.count(
+            self.folder,
+            index_id=index_id,
+            key=key,
+            dims=dims,
+            floor=floor,
+            seq_now=seq_now,
+            tag_at=self._journal_tag,
+            ids_for=ids_for,
+        )
+        if counted is None or too_many:
+            return None
+        if not changed:
+            return counted.rows
+        wanted = np.asarray(sorted(set(changed)), dtype=np.int64)
+        at = np.searchsorted(wanted, counted.ids)
+        had = int((wanted[np.minimum(at, len(wanted) - 1)] == counted.ids).sum())  # of them, rows of the snapshot
+        has_now = int(
+            self.db.scalar(  # (as the matrix takes them: rows of the index's size)
+                "SELECT count(*) FROM chunks c WHERE c.id IN (SELECT value FROM json_each(?)) AND EXISTS (SELECT 1"
+                " FROM embedding_cache e WHERE e.model = ? AND e.content_hash = c.content_hash"
+                " AND length(e.vector) IN (?, ?))",
+                (self.db.json_ids(list(wanted)), key, dims * 2, dims * 4),
+            )
+            or 0
+        )
+        return counted.rows - had + has_now
 
     def unembedded_share(self, model: str, dims: int) -> tuple[int, int]:
         """(chunks without a vector of `model`/`dims`, all chunks), kept until the index changes: every search
@@ -360,6 +443,9 @@ class Vectors:
         if key is None:
             return []
         with self.db.lock:  # (a lookup in the cache's key index per chunk, no vector read)
+            if self._all_embedded(key):
+                return []
+            self.unembedded_scans += 1
             rows = list(
                 self.db.conn.execute(
                     "SELECT c.id, c.path, c.content_hash, c.token_count, f.mtime_ns FROM chunks c"
@@ -373,6 +459,17 @@ class Vectors:
         # mtime 0 marks a file read within its timestamp tick (see indexing.records.is_racy): just written, so recent
         rows.sort(key=lambda r: (top.get(r[1], len(top)), -(r[4] or (1 << 62))))
         return [(int(r[0]), r[1], r[2], int(r[3] or 0)) for r in rows]
+
+    def _all_embedded(self, key: str) -> bool:
+        """Whether every chunk has a vector, known without reading every chunk (`_embedded` without its SQL count):
+        the run that finds nothing to embed (a server's first run on an index embedded before) skips the scan of
+        every chunk for those without one (~2.5 s at 269k chunks). False when not known that way. Call under the
+        lock."""
+        keep = not self.db.conn.in_transaction
+        with self.db.conn:  # one read transaction: the chunks and the vectors agree
+            total = int(self.db.scalar("SELECT count(*) FROM chunks") or 0)
+            found = self._embedded(key, self.vector_model()[1], keep, scan=False)
+            return found is not None and found >= total
 
     def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> None:
         """Store vectors: (chunk_id, content_hash, vector). Stored by content hash, so every chunk holding that
