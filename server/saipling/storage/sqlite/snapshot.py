@@ -31,7 +31,7 @@ import os
 import stat
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,22 @@ def _remove_leftovers(dir_fd: int) -> None:
                 log.info("removed a temporary vector snapshot left by a killed process: %s", name)
 
 
+@contextlib.contextmanager
+def _opened(folder: Path) -> Iterator[Any]:
+    """The snapshot in `folder` open for reading (no link followed), or None when there is none."""
+    with index_files.open_folder(folder, create=False) as dir_fd:
+        if dir_fd is None:
+            yield None
+            return
+        try:
+            fd = index_files.open_file(folder, dir_fd, NAME, os.O_RDONLY)
+        except FileNotFoundError:
+            yield None
+            return
+        with os.fdopen(fd, "rb") as f:
+            yield f
+
+
 def read(
     folder: Path,
     *,
@@ -192,15 +208,10 @@ def read(
     at its seq, is the one it recorded: an index restored from a backup and written past that seq has another row
     there) and is whole; else None (why: logged)."""
     try:
-        with index_files.open_folder(folder, create=False) as dir_fd:
-            if dir_fd is None:
+        with _opened(folder) as f:
+            if f is None:
                 return None
-            try:
-                fd = index_files.open_file(folder, dir_fd, NAME, os.O_RDONLY)
-            except FileNotFoundError:
-                return None
-            with os.fdopen(fd, "rb") as f:
-                return _read(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
+            return _read(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
     except Exception as exc:  # noqa: BLE001 - a snapshot that cannot be read is only a cache miss
         log.info("vector snapshot in %s not used: %s", folder, exc)
         return None
@@ -292,22 +303,17 @@ def count(
     whether the ids of its rows are wanted too (8 bytes a row, read from the start of the payload), e.g. when the
     journal names changes since `seq`. None when there is no snapshot that fits (why: logged at debug level)."""
     try:
-        with index_files.open_folder(folder, create=False) as dir_fd:
-            if dir_fd is None:
+        with _opened(folder) as f:
+            if f is None:
                 return None
-            try:
-                fd = index_files.open_file(folder, dir_fd, NAME, os.O_RDONLY)
-            except FileNotFoundError:
-                return None
-            with os.fdopen(fd, "rb") as f:
-                h = _header(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
-                n, seq = int(h["rows"]), int(h["seq"])
-                if not ids_for(seq, n):
-                    return Counted(seq=seq, rows=n, ids=None)
-                ids = np.empty(n, dtype=_le("i8"))
-                if f.readinto(memoryview(ids).cast("B")) != n * 8:
-                    raise ValueError("cut short")
-                return Counted(seq=seq, rows=n, ids=ids.astype(np.int64, copy=False))
+            h = _header(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
+            n, seq = int(h["rows"]), int(h["seq"])
+            if not ids_for(seq, n):
+                return Counted(seq=seq, rows=n, ids=None)
+            ids = np.empty(n, dtype=_le("i8"))
+            if f.readinto(memoryview(ids).cast("B")) != n * 8:
+                raise ValueError("cut short")
+            return Counted(seq=seq, rows=n, ids=ids.astype(np.int64, copy=False))
     except Exception as exc:  # noqa: BLE001 - a snapshot that cannot be read is only a cache miss
         log.debug("vector snapshot in %s not counted: %s", folder, exc)
         return None
