@@ -213,3 +213,29 @@ def test_a_private_chunk_written_while_a_search_decides_its_filter_never_passes_
         assert store.chunk_ids_for_paths(["secret.md"])  # (the private chunk is there, with its vector)
     finally:
         store.close()
+
+
+def test_the_levels_of_an_index_where_every_chunk_sets_one_are_read_without_a_pass_over_them(tmp_path: Path) -> None:
+    """Where every file sets `visibility: public` (the bench corpus; a careful novelist), the levels the index holds
+    are read by seeks, one per distinct stored value, not a pass over every chunk's entry in the partial index (0.86 s
+    at 1M chunks on the way to the first semantic answer): SQLite's steps counted by its progress handler stay far
+    below the chunks. Spellings fold as the filter's SQL folds them (trim, lower case)."""
+    store = Store.open(tmp_path / "index.db")
+    try:
+        spellings = ["public", "Public ", " PUBLIC", "secret", "Team Notes"]
+        for i in range(800):
+            _put(store, f"n{i:04}.md", f"note {i}", visibility=spellings[i % len(spellings)] if i < 10 else "public")
+        steps = 0
+
+        def count() -> bool:
+            nonlocal steps
+            steps += 1
+            return False
+
+        store._filters.db.conn.set_progress_handler(count, 1)
+        levels = store._filters._levels()
+        store._filters.db.conn.set_progress_handler(None)
+        assert levels == frozenset({"public", "secret", "team notes"})
+        assert 0 < steps < 1000, steps  # (a pass over every entry: ~5 steps for each of the 800)
+    finally:
+        store.close()

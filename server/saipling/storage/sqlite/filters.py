@@ -75,6 +75,10 @@ def where(flt: ChunkFilter) -> tuple[str, list[Any]]:
     return " AND ".join(conds), params
 
 
+# Distinct stored visibility values read by seeks (FilterCache._levels) before one pass over the index is cheaper
+_LEVEL_SEEKS = 256
+
+
 class FilterCache:
     """What a filter passes (chunk ids, their set, file paths) and other chunk-level counts, kept until the index
     changes (Database.any_version): most searches repeat one filter (the role's visibility, the context
@@ -112,12 +116,30 @@ class FilterCache:
         return levels is not None and levels <= set(flt.visibility)
 
     def _levels(self) -> frozenset[str] | None:
-        """The levels (trimmed, lower case) that chunks of the index set; None without the partial index."""
+        """The levels (trimmed, lower case) that chunks of the index set; None without the partial index.
+        Read by skipping through the partial index one stored value at a time (each the smallest value past the
+        last: a seek), so the cost is the number of distinct values, not of the chunks that set one: in a
+        project where every file sets `visibility: public`, a DISTINCT over the index read every chunk's entry
+        (0.25 s at 269k chunks, 0.86 s at 1M, on the way to the first semantic answer)."""
         conn = self.db.conn
         if not conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (VISIBILITY_INDEX,)
         ).fetchall():
             return None
+        stored: list[Any] = []
+        sql = f"SELECT min(visibility) FROM chunks INDEXED BY {VISIBILITY_INDEX} WHERE visibility IS NOT NULL"
+        (value,) = conn.execute(sql).fetchone() or (None,)
+        for _ in range(_LEVEL_SEEKS):
+            if value is None:  # (trimmed and lowered by SQLite itself, as the filter's SQL compares them)
+                return frozenset(
+                    str(level)
+                    for (level,) in conn.execute(
+                        "SELECT DISTINCT lower(trim(value)) FROM json_each(?)", (json.dumps(stored),)
+                    )
+                )
+            stored.append(value)
+            (value,) = conn.execute(f"{sql} AND visibility > ?", (value,)).fetchone() or (None,)
+        # (more distinct spellings than seeks are worth: one pass over the index)
         return frozenset(
             str(level)
             for (level,) in conn.execute(
