@@ -47,6 +47,7 @@ SIGN_POOL = 4000
 SIGN_SHARE = 16
 SAMPLE_ROWS = 20_000  # the rows whose largest magnitudes set the steps of the codes
 HEADROOM = 1.25  # the codes' range over the largest magnitude of a dimension in the sample that set the steps
+_SCAN_IDS = 8  # ids looked up by a scan of the ids (no sorted index built for them: VectorMatrix._find)
 
 _blas: Any = None  # threadpoolctl's controller of numpy's BLAS, False when unavailable; built on first use
 _blas_default = 0  # BLAS's own thread count, before we set any
@@ -115,7 +116,9 @@ class VectorMatrix:
         """ids: (n,) int64 chunk ids; mat: (n, dims) float32 unit vectors, ideally numpy-allocated (numpy asks
         for transparent huge pages on large arrays; a scan over a buffer of 4 KiB pages ran ~7% slower).
         With `steps` (dims,) float32, `mat` holds int8 codes (code x step = the value): a compact matrix (see
-        `quantize`). `exact` reads exact float32 vectors by chunk id (a compact matrix rescores its candidates
+        `quantize`). The matrix owns the arrays it is given (no copy when they are contiguous and of its dtype:
+        a snapshot's mapped rows, storage/sqlite/snapshot.py): it writes them in place. `exact` reads exact float32
+        vectors by chunk id (a compact matrix rescores its candidates
         with them; without it, the codes' scores are returned). `bits`: the codes' sign bits when known (`signs`
         of `mat`, from a snapshot), else computed."""
         if mat.ndim != 2 or len(ids) != len(mat):
@@ -129,8 +132,13 @@ class VectorMatrix:
             ok = bits is not None and bits.shape == (len(self._mat), (self.dims + 63) // 64)
             self._bits = np.ascontiguousarray(bits, dtype=np.uint64) if ok else signs(self._mat)
         self._n = len(ids)  # rows in use, holes included; capacity is len(self._mat)
-        # (built by zip in C: a comprehension took 0.40 s of CPU for a million rows, this 0.26 s)
-        self._row: dict[int, int] = dict(zip(self._ids.tolist(), range(len(self._ids)), strict=True))
+        self._live = int(np.count_nonzero(self._ids >= 0))
+        # Where a chunk's row is: no dict of every id (a million entries cost 0.26 s of CPU and ~100 MB before the
+        # first answer, which needs none: a search reads ids by row). Looked up (`_find`) in the ids sorted, built
+        # on first use (a copy when they are sorted already, else an argsort: ~0.1 s at a million rows), and in the
+        # rows placed since; an entry counts only while its row still holds that id (removals leave stale ones).
+        self._index: tuple[np.ndarray, np.ndarray] | None = None  # (sorted ids, their rows)
+        self._placed: dict[int, int] = {}  # chunk id -> row, of the rows written since `_index` was built
         self._holes: list[int] = []
         self._holes_arr: np.ndarray | None = None
         self._min_compact = min_compact
@@ -198,16 +206,61 @@ class VectorMatrix:
         return vecs if self._steps is None else quantize(vecs, self._steps)
 
     def __len__(self) -> int:
-        return len(self._row)
+        return self._live
 
     def __contains__(self, chunk_id: object) -> bool:
-        return chunk_id in self._row
+        if isinstance(chunk_id, bool) or not isinstance(chunk_id, (int, np.integer)):
+            return False
+        return bool(self._find([int(chunk_id)]))
+
+    def holding(self, chunk_ids: Iterable[int]) -> set[int]:
+        """Those of `chunk_ids` the matrix holds (one lookup for all of them)."""
+        return set(self._find(dict.fromkeys(int(c) for c in chunk_ids)))
+
+    def _sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, rows) of the rows in use, sorted by id (holes included: negative, never looked up)."""
+        if self._index is None:
+            ids = self._ids[: self._n]
+            if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):  # (a matrix read in id order: no sort)
+                self._index = (ids.copy(), np.arange(len(ids), dtype=np.int64))
+            else:
+                order = np.argsort(ids, kind="stable")
+                self._index = (ids[order], order.astype(np.int64, copy=False))
+            self._placed = {}
+        return self._index
+
+    def _find(self, chunk_ids: Iterable[int]) -> dict[int, int]:
+        """The rows of those of `chunk_ids` the matrix holds: chunk id -> row."""
+        out: dict[int, int] = {}
+        rest: list[int] = []
+        for cid in chunk_ids:
+            row = self._placed.get(cid)
+            if row is not None and int(self._ids[row]) == cid:
+                out[cid] = row
+            elif cid >= 0:
+                rest.append(cid)
+        if rest and self._n and self._index is None and len(rest) <= _SCAN_IDS:
+            ids = self._ids[: self._n]  # (a few ids, no index yet: one compare of the ids each, ~1 ms a million)
+            hit = np.nonzero(np.isin(ids, np.asarray(rest, dtype=np.int64)))[0]
+            out.update(zip(ids[hit].tolist(), hit.tolist(), strict=True))
+        elif rest and self._n:
+            keys, rows = self._sorted()
+            want = np.asarray(rest, dtype=np.int64)
+            at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+            cand = rows[at]
+            ok = (keys[at] == want) & (self._ids[cand] == want)
+            out.update(zip(want[ok].tolist(), cand[ok].tolist(), strict=True))
+        return out
 
     # -- writes --------------------------------------------------------------------------------------------
     def remove(self, chunk_ids: Iterable[int]) -> None:
-        rows = [r for r in (self._row.pop(int(i), None) for i in chunk_ids) if r is not None]
-        if not rows:
+        found = self._find(dict.fromkeys(int(i) for i in chunk_ids))
+        if not found:
             return
+        rows = list(found.values())
+        for cid in found:
+            self._placed.pop(cid, None)
+        self._live -= len(rows)
         self._keep(rows)
         self._mat[rows] = 0.0
         self._ids[rows] = [-(r + 1) for r in rows]  # unique and negative: never a chunk id, never a duplicate
@@ -225,7 +278,7 @@ class VectorMatrix:
         vecs = np.asarray(np.stack([np.asarray(v, dtype=np.float32) for _, v in items]), dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[1] != self.dims:
             raise ValueError(f"vectors have {vecs.shape[1:]} dimensions, the matrix {self.dims}")  # nothing changed
-        self.remove([cid for cid in latest if cid in self._row])
+        self.remove(list(latest))
         reuse = min(len(items), len(self._holes))
         rows = [self._holes.pop() for _ in range(reuse)]
         extra = len(items) - reuse
@@ -241,7 +294,10 @@ class VectorMatrix:
             self._bits[rows] = signs(codes)
         self._ids[rows] = [int(cid) for cid, _ in items]
         for cid, r in zip((int(c) for c, _ in items), rows, strict=True):
-            self._row[cid] = r
+            self._placed[cid] = r
+        self._live += len(items)
+        if self._index is not None and len(self._placed) > max(1024, self._n // 8):
+            self._index = None  # (sorted again at the next lookup: the placed rows folded in)
 
     def _reserve(self, rows: int) -> None:
         if rows <= len(self._mat):
@@ -277,15 +333,16 @@ class VectorMatrix:
         return rows if self._steps is None else rows.astype(np.float32) * self._steps
 
     def ids(self) -> list[int]:
-        """The chunk ids of the live rows."""
-        return list(self._row)
+        """The chunk ids of the live rows (in row order)."""
+        ids = self._ids[: self._n]
+        return ids[ids >= 0].tolist()
 
     def vectors(self, chunk_ids: Iterable[int]) -> dict[int, np.ndarray]:
         """The vectors of those of `chunk_ids` in the matrix (a compact one: exact, read through `exact`)."""
-        ids = [int(c) for c in chunk_ids if int(c) in self._row]
+        found = self._find(dict.fromkeys(int(c) for c in chunk_ids))
         if self._steps is not None and self.exact is not None:
-            return self.exact(ids)
-        return {c: self._decode(self._mat[self._row[c]]).copy() for c in ids}
+            return self.exact(list(found))
+        return {c: self._decode(self._mat[r]).copy() for c, r in found.items()}
 
     def knn(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) best first; `allowed` restricts the candidates to those chunk ids."""

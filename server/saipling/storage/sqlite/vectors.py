@@ -839,7 +839,7 @@ class Vectors:
         """Those of `chunk_ids` that have no vector (none when the index holds no vectors at all)."""
         with self.db.lock:
             matrix = self._vectors()
-            return {int(c) for c in chunk_ids if int(c) not in matrix} if len(matrix) else set()
+            return {int(c) for c in chunk_ids} - matrix.holding(chunk_ids) if len(matrix) else set()
 
     def paths_without_vectors(self, paths: Sequence[str]) -> set[str]:
         """Those of `paths` with at least one chunk that has no vector (all of them without a vector table)."""
@@ -855,8 +855,8 @@ class Vectors:
             ]
             if not self.has_vectors():
                 return {p for _, p in rows}
-            matrix = self._vectors()
-            return {p for i, p in rows if i not in matrix}
+            held = self._vectors().holding(i for i, _ in rows)
+            return {p for i, p in rows if i not in held}
 
     def chunk_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         with self.db.lock:
