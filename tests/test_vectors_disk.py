@@ -727,3 +727,95 @@ def test_a_snapshot_wanted_while_another_store_of_the_process_writes_one_is_writ
         release.set()
         first.close()
         second.close()
+
+
+# -- a compact snapshot, mapped ----------------------------------------------------------------------------------------
+BIG_DIMS = 256
+
+
+def _compact_snapshotted(tmp_path: Path, monkeypatch, rows: int = 8000) -> tuple[Path, dict[int, np.ndarray]]:
+    """An index held compact (int8 codes: COMPACT_FLOATS lowered) of `rows` chunks in 4 files, searched once so
+    that its snapshot (int8) is written; returns the stored vectors by chunk id."""
+    from saipling.storage import vector_matrix
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 50)
+    monkeypatch.setattr(vector_matrix, "COMPACT_FLOATS", 1000)
+    db = tmp_path / "project" / ".saipling" / "index.db"
+    store = Store.open(db)
+    try:
+        store.configure_vectors("test", "m", BIG_DIMS)
+        per = rows // 4
+        for f in range(4):
+            chunks = [row(i, f"f{f} passage {i}") for i in range(per)]
+            vecs = {c.content_hash: unit(f * 100_000 + i, BIG_DIMS) for i, c in enumerate(chunks)}
+            store.replace_file(record(f"f{f}.md"), chunks, vecs, "m")
+        ids = [c.id for f in range(4) for c in store.chunks_for_path(f"f{f}.md")]
+        by_id = {}
+        for cid, (_, _, text) in store.chunk_texts(ids).items():
+            f, _, i = text.split(" ")  # ("f<file> passage <i>")
+            by_id[cid] = half(unit(int(f[1:]) * 100_000 + int(i), BIG_DIMS))
+        assert len(by_id) == rows
+        assert store.knn(unit(1, BIG_DIMS), 5)
+        assert store._vectors._matrix is not None and store._vectors._matrix.compact
+        assert store._vectors.wait_for_snapshot(20) and store._vectors.snapshot_writes == 1
+    finally:
+        store.close()
+    return db, by_id
+
+
+def test_a_compact_snapshot_is_mapped_not_read_before_the_first_answer(tmp_path, monkeypatch) -> None:
+    """Opening a big index takes its compact snapshot without reading it: the codes, ids and sign bits are pages of
+    the file mapped (the memory the process allocates for the first search is a small part of the snapshot), and
+    the answer is the exact one."""
+    import tracemalloc
+
+    db, by_id = _compact_snapshotted(tmp_path, monkeypatch)
+    payload = (db.parent / "vectors.snapshot").stat().st_size
+    q = unit(424242, BIG_DIMS)
+    tracemalloc.start()
+    try:
+        again = Store.open(db)
+        try:
+            found = [c for c, _ in again.knn(q, 8)]
+            _, peak = tracemalloc.get_traced_memory()
+            assert again._vectors.snapshot_reads == 1 and again._vectors.loads == 0
+        finally:
+            again.close()
+    finally:
+        tracemalloc.stop()
+    assert found == exact_top(by_id, q, 8)
+    assert peak < payload / 3, (peak, payload)  # (read into memory: the whole payload, ~2.4 MB here)
+
+
+def test_a_damaged_compact_snapshot_never_answers_the_search_that_maps_it(tmp_path, monkeypatch) -> None:
+    """A compact snapshot is checked in the background while the first search runs on it: when its CRC-32 differs,
+    that search's answer is not given; the search runs again on the vectors read from the index (the right
+    answer), and a whole snapshot is written over the damaged one. The damage here swaps the ids of two rows: a
+    search using those rows would name the wrong chunks."""
+    db, by_id = _compact_snapshotted(tmp_path, monkeypatch)
+    snap = db.parent / "vectors.snapshot"
+    q = unit(1 * 100_000 + 17, BIG_DIMS)  # (the vector of a chunk: its own id must come first)
+    target = exact_top(by_id, q, 1)[0]
+    data = bytearray(snap.read_bytes())
+    start = 8 + 4096
+    ids = np.frombuffer(bytes(data[start : start + 8 * len(by_id)]), dtype="<i8").copy()
+    a = int(np.nonzero(ids == target)[0][0])
+    b = (a + 1) % len(ids)
+    ids[a], ids[b] = ids[b], ids[a]
+    data[start : start + 8 * len(ids)] = ids.tobytes()
+    snap.write_bytes(bytes(data))
+    again = Store.open(db)
+    try:
+        found = [c for c, _ in again.knn(q, 8)]
+        assert found == exact_top(by_id, q, 8) and found[0] == target
+        assert again._vectors.snapshot_damaged == 1 and again._vectors.loads == 1
+        assert again._vectors.wait_for_snapshot(20) and again._vectors.snapshot_writes == 1
+    finally:
+        again.close()
+    fresh = Store.open(db)  # (the snapshot written again is whole: taken as it is)
+    try:
+        assert [c for c, _ in fresh.knn(q, 8)] == exact_top(by_id, q, 8)
+        assert fresh._vectors.snapshot_reads == 1 and fresh._vectors.snapshot_damaged == 0
+    finally:
+        fresh.close()

@@ -27,8 +27,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import mmap
 import os
 import stat
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -55,6 +57,7 @@ STALE_TMP_SECONDS = 3600
 # A snapshot is written only while the filesystem keeps this much free beyond it (or its own size, if larger): a
 # cache never takes the room the index's own writes (its WAL) need. Short of it the write is skipped (logged once).
 FREE_MARGIN = 64 << 20
+_CHECK_READ = 256 << 10  # bytes read at a time (into one buffer) by a mapped snapshot's check (Check)
 
 
 class NoRoom(OSError):
@@ -71,13 +74,60 @@ def free_bytes(dir_fd: int) -> int | None:
 
 @dataclass
 class Snapshot:
-    """What a snapshot holds: rows as the matrix takes them (float32 unit vectors, or int8 codes with `steps`)."""
+    """What a snapshot holds: rows as the matrix takes them (float32 unit vectors, or int8 codes with `steps`).
+    A compact one's ids, codes and sign bits are arrays over a private mapping of the file (`check` not None: its
+    CRC-32 is being verified in the background; nothing may be answered from it before `check.ok()`)."""
 
     ids: Any
     rows: Any
     steps: Any
     bits: Any
     seq: int
+    check: Check | None = None
+
+
+class Check:
+    """The CRC-32 of a mapped snapshot's payload, computed in a background thread (zlib and the reads release the
+    GIL: it runs beside the first search instead of before it) from the file itself through a descriptor of its
+    own, never from the mapping: the matrix patches the mapped rows (private pages) before the check ends. `ok()`
+    waits for it. Fail closed: a read error, a short file or another CRC is not ok."""
+
+    def __init__(self, fd: int, start: int, length: int, expected: int, where: Path) -> None:
+        self.where = where
+        self._fd, self._start, self._length, self._expected = fd, start, length, expected
+        self._result: bool | None = None
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._run, name="saipling-snapshot-check", daemon=True
+        )
+        try:
+            self._thread.start()
+        except RuntimeError:  # (no thread to be had: checked now)
+            self._thread = None
+            self._run()
+
+    def _run(self) -> None:
+        crc, off, end = 0, self._start, self._start + self._length
+        buf = bytearray(min(_CHECK_READ, self._length))
+        view = memoryview(buf)
+        try:
+            while off < end:
+                got = os.preadv(self._fd, [view[: min(len(buf), end - off)]], off)
+                if not got:
+                    break
+                crc = zlib.crc32(view[:got], crc)
+                off += got
+            self._result = off == end and crc == self._expected
+        except OSError as exc:
+            log.info("vector snapshot in %s not checked: %s", self.where, exc)
+            self._result = False
+        finally:
+            os.close(self._fd)
+
+    def ok(self) -> bool:
+        """Whether the payload is whole (waits for the check)."""
+        if self._thread is not None:
+            self._thread.join()
+        return bool(self._result)
 
 
 def _le(dtype: str) -> Any:
@@ -206,12 +256,16 @@ def read(
     """The snapshot in `folder` if it is of this index, key and size, reaches back no further than the journal
     (`floor` <= its seq <= `seq_now`), is of this history of the index (`tag_at(seq)`, the tag of the journal's row
     at its seq, is the one it recorded: an index restored from a backup and written past that seq has another row
-    there) and is whole; else None (why: logged)."""
+    there) and is whole; else None (why: logged). A compact one is mapped, not read (its payload's CRC-32 checked
+    in the background: Snapshot.check), so nothing proportional to its rows is done before the first search."""
     try:
         with _opened(folder) as f:
             if f is None:
                 return None
-            return _read(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
+            h = _header(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
+            if h["dtype"] == "int8":
+                return _mapped(f, h, dims, folder)
+            return _read(f, h, dims)
     except Exception as exc:  # noqa: BLE001 - a snapshot that cannot be read is only a cache miss
         log.info("vector snapshot in %s not used: %s", folder, exc)
         return None
@@ -245,10 +299,34 @@ def _header(
     return h
 
 
-def _read(
-    f: Any, *, index_id: str, key: str, dims: int, floor: int, seq_now: int, tag_at: Callable[[int], int | None]
-) -> Snapshot | None:
-    h = _header(f, index_id=index_id, key=key, dims=dims, floor=floor, seq_now=seq_now, tag_at=tag_at)
+def _mapped(f: Any, h: dict[str, Any], dims: int, folder: Path) -> Snapshot:
+    """A compact snapshot (header checked, `f` open on it) as arrays over a private, copy-on-write mapping of the
+    file (the matrix writes its rows in place: its pages become its own, the file is never written), and the check
+    of its CRC-32 started (on a descriptor of its own). The file stays whole while mapped: a writer replaces it by
+    a rename, never in place. ~0.5 s of reading and checking at a million rows is left to the pages the searches
+    touch and to the background check."""
+    n, words = int(h["rows"]), int(h["sign_words"])
+    start = len(MAGIC) + HEADER
+    buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    off = start
+
+    def section(count: int, dtype: str) -> Any:
+        nonlocal off
+        arr = np.frombuffer(buf, dtype=_le(dtype), count=count, offset=off)
+        off += arr.nbytes
+        return arr
+
+    ids = section(n, "i8")
+    steps = section(dims, "f4").astype(np.float32)  # (a copy: dims floats)
+    rows = section(n * dims, "i1").reshape(n, dims)
+    bits = section(n * words, "u8").reshape(n, words) if words else None
+    check = Check(os.dup(f.fileno()), start, int(h["payload"]), int(h["crc"]), folder)
+    return Snapshot(
+        ids=ids.astype(np.int64, copy=False), rows=rows, steps=steps, bits=bits, seq=int(h["seq"]), check=check
+    )
+
+
+def _read(f: Any, h: dict[str, Any], dims: int) -> Snapshot | None:
     seq = int(h["seq"])
     n, words, compact = int(h["rows"]), int(h["sign_words"]), h["dtype"] == "int8"
     crc = 0

@@ -125,6 +125,9 @@ class Vectors:
         self.folder = folder  # the index's folder: the matrix snapshot lives there (snapshot.py); None: in memory
         self.writable = writable  # may write the snapshot (not a read-only open)
         self.snapshot_reads = 0  # matrices taken from a snapshot (then caught up from the journal)
+        self.snapshot_damaged = 0  # mapped snapshots whose background check failed (their matrix dropped)
+        self._check: snapshot.Check | None = None  # the pending check of the mapped snapshot the matrix came from
+        self._skip_snapshot = False  # the next read of the matrix ignores the snapshot (it failed its check)
         self.snapshot_writes = 0
         self._snapshot_thread: threading.Thread | None = None  # the snapshot being written in the background
         self._snapshot_due = False  # one was wanted while another store of the process wrote one: the next search
@@ -571,9 +574,33 @@ class Vectors:
         with self.db.lock:
             self.db.writes += 1
 
-    def _vectors(self) -> VectorMatrix:
-        """The cached matrix, patched from the journal or (first use, another key, fallen behind) read. Call under
-        the lock."""
+    def _vectors(self, settle: bool = True) -> VectorMatrix:
+        """The cached matrix, patched from the journal or (first use, another key, fallen behind) read. `settle`:
+        one from a mapped snapshot is used only once its check passed (waited for; a damaged one is dropped and the
+        matrix read from the index); without it the caller must `_settle()` before answering from it (knn).
+        Call under the lock."""
+        matrix = self._current()
+        if settle and not self._settle():
+            matrix = self._current()  # (read from the index: the damaged snapshot is skipped)
+        return matrix
+
+    def _settle(self) -> bool:
+        """Wait for the check of the mapped snapshot the matrix came from, if one is pending. False when it failed:
+        the matrix is dropped (nothing is answered from it) and the next read skips the snapshot (a full read
+        then writes a whole one over it). Call under the lock."""
+        check, self._check = self._check, None
+        if check is None or check.ok():
+            return True
+        log.warning(
+            "vector snapshot in %s is damaged (CRC-32 differs): the vectors are read from the index", check.where
+        )
+        self.snapshot_damaged += 1
+        self._matrix = None
+        self._skip_snapshot = True
+        return False
+
+    def _current(self) -> VectorMatrix:
+        """`_vectors` without the settling of a snapshot's check. Call under the lock."""
         key = self.index_key()
         if (
             self._matrix is not None
@@ -584,7 +611,7 @@ class Vectors:
             if self._snapshot_due or self._since_snapshot > max(snapshot.MIN_ROWS, len(self._matrix) // 8):
                 self._write_snapshot(str(key))  # (an index run changed many vectors: the next open reads fewer)
             return self._matrix
-        self._matrix = None  # (a reload never holds the old matrix and the new one at once)
+        self._matrix, self._check = None, None  # (a reload never holds the old matrix and the new one at once)
         dims = self.vector_model()[1] if key is not None else 0
         if key is not None and dims:
             if self._from_snapshot(key, dims):
@@ -604,7 +631,8 @@ class Vectors:
     def _from_snapshot(self, key: str, dims: int) -> bool:
         """The matrix taken from the snapshot beside the index, caught up from the journal; False (nothing
         held) when there is none that fits or the journal cannot bring it up to date. Call under the lock."""
-        if self.folder is None:
+        if self.folder is None or self._skip_snapshot:
+            self._skip_snapshot = False
             return False
         with self.db.conn:  # one read transaction: the id, the floor and the seq agree
             index_id = self.db.get_meta(INDEX_ID_META)
@@ -621,10 +649,11 @@ class Vectors:
             matrix = VectorMatrix(snap.ids, snap.rows, steps=snap.steps, exact=self._exact_vectors, bits=snap.bits)
         except ValueError:
             return False
-        self._matrix, self._since_snapshot = matrix, 0
+        self._matrix, self._since_snapshot, self._check = matrix, 0, snap.check
         self._matrix_seq, self._matrix_key, self._matrix_generation = snap.seq, key, self._generation
         if not self._catch_up(key):
             self._matrix = None
+            self._settle()  # (its check ends; the matrix is read from the index anyway)
             return False
         self.snapshot_reads += 1
         if self._since_snapshot > max(snapshot.MIN_ROWS, len(matrix) // 8):
@@ -651,12 +680,14 @@ class Vectors:
             self._snapshot_due = True  # (one is being written: a later search writes this one)
             return
         self._since_snapshot, self._snapshot_due = 0, False  # (a failed write is not tried again at every search)
-        state, seq, folder = matrix.freeze(), self._matrix_seq, self.folder
+        state, seq, folder, check = matrix.freeze(), self._matrix_seq, self.folder, self._check
 
         def job() -> None:
             _lower_priority()
             start = time.perf_counter()
             try:
+                if check is not None and not check.ok():  # (never a damaged snapshot's rows with a new CRC)
+                    raise ValueError("its rows came from a damaged snapshot")
                 size = snapshot.write(folder, state, index_id=index_id, key=key, seq=seq, tag=tag)
             except snapshot.NoRoom as exc:  # logged once per folder until one is written again
                 (log.debug if str(folder) in _SHORT_OF_ROOM else log.warning)(
@@ -823,17 +854,18 @@ class Vectors:
     def knn(self, query: np.ndarray, k: int, flt: ChunkFilter | None = None) -> list[tuple[int, float]]:
         """Exact cosine KNN: (chunk id, similarity) best first, filters applied before ranking."""
         with self.db.lock:  # writes patch the matrix in place
-            matrix = self._vectors()
+            # (a matrix from a mapped snapshot searches while its check runs; the answer waits for the check and
+            # a damaged snapshot's is never given: the search runs again on the vectors read from the index)
+            matrix = self._vectors(settle=False)
             if len(matrix) == 0 or k <= 0:
-                return []
+                return [] if self._settle() else self.knn(query, k, flt)
             # the filter read after the matrix caught up, under the same lock: it covers every row the matrix holds
             # (read before, a private chunk written in between would pass a "no filter" taken from older levels)
             allowed = None  # (a filter every chunk passes, e.g. the default role's visibility, is no filter)
             if flt is not None and not flt.is_empty() and not self.filters.passes_all(flt):
                 allowed = self.filters.ids(flt)
-            if allowed is not None and not len(allowed):
-                return []
-            return matrix.knn(query, k, allowed)
+            found = [] if allowed is not None and not len(allowed) else matrix.knn(query, k, allowed)
+            return found if self._settle() else self.knn(query, k, flt)
 
     def without_vectors(self, chunk_ids: Sequence[int]) -> set[int]:
         """Those of `chunk_ids` that have no vector (none when the index holds no vectors at all)."""
