@@ -425,14 +425,17 @@ def child_measure(root: str, queries: int) -> None:
 def child_first(root: str) -> None:
     """Open the project and run its first semantic search (what a server's or an agent's first question costs):
     the vector side loads (from the snapshot when there is one) inside it."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     from saipling.project import Project
 
     project = Project.open(root)
-    out: dict[str, Any] = {"open_s": time.perf_counter() - t0}
-    t = time.perf_counter()
+    out: dict[str, Any] = {"open_s": time.perf_counter() - t0, "open_cpu_s": time.process_time() - c0}
+    t, c = time.perf_counter(), time.process_time()
     project.search({"query": "the first question after opening", "mode": "semantic", "maxResults": 10})
     out["first_semantic_s"] = time.perf_counter() - t
+    out["first_semantic_cpu_s"] = time.process_time() - c  # (the process's: a background check counts too)
+    status = bu.proc_status_mb()
+    out["rss_mb"], out["hwm_mb"] = status.get("VmRSS"), status.get("VmHWM")
     project.close()
     print(json.dumps(out))
 

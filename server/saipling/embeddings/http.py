@@ -30,9 +30,8 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 
 from .. import __version__
@@ -47,7 +46,14 @@ from ..errors import (
 )
 from ..redact import shown_url
 from .base import EmbeddingProvider, EmbeddingResult, estimate_tokens, wait_deadline
-from .http_guard import GuardedBackend, TooLarge, guard_client, read_capped, read_head, request_deadline
+
+if TYPE_CHECKING:  # (httpx, httpcore and what httpx imports with them, ~0.2 s of CPU, plus the client's TLS context,
+    # ~0.13 s, load when the first request is sent: opening a project, a keyword search or `status` need none)
+    import httpx
+
+    from .http_guard import GuardedBackend, TooLarge
+
+    Outcome = httpx.Response | Exception
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +80,11 @@ DEFAULT_REPLY_CAP = 64_000_000
 # abandoned request
 ERROR_REPLY_CAP = 65_536
 
-Outcome = httpx.Response | Exception
-
 
 def should_retry(outcome: Outcome) -> bool:
     """True if a response or transport error is worth another attempt."""
+    import httpx
+
     if isinstance(outcome, httpx.Response):
         return outcome.status_code in RETRYABLE_STATUS or outcome.status_code >= 500
     return isinstance(outcome, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError)
@@ -113,6 +119,8 @@ def retry_delay(attempt: int, retry_after: str | None = None, *, jitter: Callabl
 
 
 def _retry_after_header(outcome: Outcome) -> str | None:
+    import httpx
+
     if not isinstance(outcome, httpx.Response):
         return None
     ms = outcome.headers.get("retry-after-ms")
@@ -126,6 +134,8 @@ def _retry_after_header(outcome: Outcome) -> str | None:
 
 def is_connection_failure(outcome: Outcome) -> bool:
     """True for outcomes that say the server is not there (they count for the circuit breaker)."""
+    import httpx
+
     if isinstance(outcome, httpx.Response):
         return outcome.status_code in GATEWAY_STATUS
     return isinstance(outcome, httpx.TransportError)
@@ -208,23 +218,53 @@ class HTTPClient:
         self.shown_url = shown_url(self.base_url)  # in messages: never a password or key the URL carries
         self.key_env = key_env
         self.max_retries = max(0, int(max_retries))
-        self._backend = GuardedBackend()  # deadlines that a trickle cannot extend; abort()
-        # (a retry's wait ends at once when the calls are abandoned: shutdown never waits on a Retry-After)
-        self.sleep: Callable[[float], None] = self._backend.pause if sleep is None else sleep
+        # set by abort() (shutdown): the guarded backend refuses new connections and shuts those open, and a
+        # retry's wait ends at once (shutdown never waits on a Retry-After); owned here, before any client exists
+        self._abort = threading.Event()
+        self.sleep: Callable[[float], None] = self._pause if sleep is None else sleep
         self.timeout: float | None = timeout if timeout and timeout > 0 else None
         self.breaker = CircuitBreaker()
         self._api_key = api_key
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(self.timeout),
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
-        )
-        guard_client(self._client, self._backend)
+        # the httpx client and its guarded backend (deadlines that a trickle cannot extend), made with the first
+        # request (`_http`): httpx's import and the client's TLS context are ~1/3 s of CPU a process that never
+        # sends one (an open, a keyword search) would pay
+        self._made = threading.Lock()
+        self._client: httpx.Client | None = None
+        self._backend: GuardedBackend | None = None
 
     def __repr__(self) -> str:  # never show the key
         return f"HTTPClient(label={self.label!r}, base_url={self.shown_url!r})"
 
+    def _pause(self, seconds: float) -> None:
+        """Sleep between retries; over at once when the calls are abandoned."""
+        self._abort.wait(seconds)
+
+    def _http(self) -> httpx.Client:
+        """The client, made on first use with the guarded backend on every pool (guard_client: a client without
+        deadlines is never used)."""
+        with self._made:
+            if self._client is None:
+                import httpx
+
+                from .http_guard import GuardedBackend, guard_client
+
+                backend = GuardedBackend(self._abort)
+                client = httpx.Client(
+                    timeout=httpx.Timeout(self.timeout),
+                    headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+                )
+                try:
+                    guard_client(client, backend)
+                except BaseException:
+                    client.close()
+                    raise
+                self._backend, self._client = backend, client
+            return self._client
+
     def close(self) -> None:
-        self._client.close()
+        with self._made:
+            if self._client is not None:
+                self._client.close()
 
     def post_json(
         self,
@@ -245,14 +285,19 @@ class HTTPClient:
         someone waiting: a search), the request is tried once and must be over by then: no retry, no
         Retry-After wait.
         """
+        import httpx
+
+        from .http_guard import TooLarge, request_deadline
+
         url = _url_with_path(self.base_url, path)
+        self._http()  # (made before any request's clock starts: its TLS context is no part of a request's budget)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         budget = self.timeout if timeout is None else timeout
         retries = 0
         while True:
             if (reason := self.breaker.open_reason) is not None:
                 raise ProviderUnavailable(reason)
-            if self._backend.aborted:
+            if self._abort.is_set():
                 raise ProviderAbandoned(self._abandoned_message())
             outcome: Outcome
             started = time.monotonic()
@@ -264,7 +309,7 @@ class HTTPClient:
                 with request_deadline(at):
                     outcome = self._send(url, body, headers, limit, max_bytes)
             except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
-                if self._backend.aborted:
+                if self._abort.is_set():
                     raise ProviderAbandoned(self._abandoned_message()) from None
                 self.breaker.failure(f"{self.label} timed out ({self.shown_url})")
                 took = time.monotonic() - started
@@ -277,7 +322,7 @@ class HTTPClient:
                 self.breaker.trip(reason)
                 raise ProviderUnavailable(reason) from None
             except httpx.TransportError as exc:
-                if self._backend.aborted:
+                if self._abort.is_set():
                     raise ProviderAbandoned(self._abandoned_message()) from None
                 outcome = exc
             except httpx.InvalidURL as exc:  # (a baseUrl like "http://[::1": the whole index run failed)
@@ -312,14 +357,20 @@ class HTTPClient:
     ) -> httpx.Response:
         """One request, its reply read in pieces under `max_bytes` (an error reply: its first ERROR_REPLY_CAP
         bytes are enough to quote)."""
-        with self._client.stream("POST", url, json=body, headers=headers, timeout=limit) as response:
+        from .http_guard import read_capped, read_head
+
+        with self._http().stream("POST", url, json=body, headers=headers, timeout=limit) as response:
             if response.is_success:
                 return read_capped(response, max_bytes)
             return read_head(response, ERROR_REPLY_CAP)
 
     def abort(self) -> None:
-        """Abandon every request in flight and refuse new ones (shutdown; from any thread, at once)."""
-        self._backend.abort()
+        """Abandon every request in flight and refuse new ones (shutdown; from any thread, at once). (The event is
+        set before the backend is looked at: a client made meanwhile gets a backend that refuses from the start.)"""
+        self._abort.set()
+        backend = self._backend
+        if backend is not None:
+            backend.abort()
 
     def _abandoned_message(self) -> str:
         return f"{self.label}: the request was abandoned (shutting down)"
@@ -362,6 +413,8 @@ class HTTPClient:
         )
 
     def _final_error(self, outcome: Outcome, retries: int) -> ProviderError:
+        import httpx
+
         after = f" after {retries} retries" if retries else ""
         if isinstance(outcome, httpx.Response):
             status = outcome.status_code
@@ -398,6 +451,8 @@ class HTTPClient:
 
 
 def _describe(outcome: Outcome) -> str:
+    import httpx
+
     if isinstance(outcome, httpx.Response):
         return f"HTTP {outcome.status_code}"
     if isinstance(outcome, httpx.TimeoutException):

@@ -95,11 +95,13 @@ class _GuardedStream(httpcore.NetworkStream):
 class GuardedBackend(httpcore.NetworkBackend):
     """httpcore's synchronous backend with deadlines on every operation, and `abort()` for shutdown."""
 
-    def __init__(self) -> None:
+    def __init__(self, abort: threading.Event | None = None) -> None:
+        """`abort`: the event that abandons the calls (its owner's, set before this backend existed: aborted from
+        the start), else one of its own."""
         self._inner = httpcore.SyncBackend()
         self._streams: set[_GuardedStream] = set()
         self._lock = threading.Lock()
-        self._abort = threading.Event()
+        self._abort = threading.Event() if abort is None else abort
 
     @property
     def aborted(self) -> bool:

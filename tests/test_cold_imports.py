@@ -1,0 +1,84 @@
+"""The cold path of a process (issue 34): what opening a project loads before anything is asked of it. A server's
+`initialize`, `saipling status` and a keyword search open the project and never send an embedding request: the
+HTTP client of the configured provider (httpx, httpcore and what they import, and the client's TLS context: ~1/3 s
+of CPU) is made with the first request instead. Real processes and a real local server speaking the provider's API
+(tests/apiserver.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from apiserver import FakeEmbeddingAPI, api_server  # noqa: F401  (fixture)
+from saipling.config.settings import Settings
+from saipling.embeddings.openai import OpenAIProvider
+from saipling.errors import ProviderAbandoned
+
+PROBE = """
+import json, sys
+from saipling.project import Project
+project = Project.open(sys.argv[1])
+opened = sorted(m for m in ("httpx", "httpcore", "rich", "pygments") if m in sys.modules)
+found = project.search({"query": sys.argv[2], "mode": sys.argv[3], "maxResults": 5})
+searched = sorted(m for m in ("httpx", "httpcore") if m in sys.modules)
+project.close()
+print(json.dumps({"opened": opened, "searched": searched, "results": len(found["results"]),
+                  "degraded": found.get("degraded")}))
+"""
+
+
+def _probe(root: Path, query: str, mode: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(root), query, mode], capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_opening_a_project_with_an_http_provider_loads_no_http_client_until_it_embeds(
+    tmp_path: Path,
+    api_server: FakeEmbeddingAPI,  # noqa: F811
+) -> None:
+    root = tmp_path / "novel"
+    (root / ".saipling").mkdir(parents=True)
+    (root / "storm.md").write_text("# Storm\n\nThe storm broke over the harbour at dusk.\n", encoding="utf-8")
+    (root / "quiet.md").write_text("# Quiet\n\nA quiet morning in the orchard.\n", encoding="utf-8")
+    (root / ".saipling" / "config.toml").write_text(
+        f'provider = "openai"\nbaseUrl = "{api_server.url}/v1"\nmodel = "text-embedding-3-small"\ndimensions = 8\n',
+        encoding="utf-8",
+    )
+    subprocess.run(
+        [sys.executable, "-m", "saipling", "index", str(root), "--yes"], capture_output=True, timeout=120, check=True
+    )
+    sent = api_server.count
+    assert sent > 0  # (the index run embedded the passages)
+    keyword = _probe(root, "harbour", "lexical")
+    assert keyword["opened"] == [] and keyword["searched"] == []  # open + a keyword search: no HTTP client
+    assert keyword["results"] >= 1 and api_server.count == sent
+    semantic = _probe(root, "a storm at sea", "semantic")
+    assert semantic["opened"] == [] and semantic["searched"] == ["httpcore", "httpx"]  # made for the query
+    assert semantic["results"] >= 1 and semantic["degraded"] is None and api_server.count == sent + 1
+
+
+def test_a_provider_abandoned_before_its_first_request_never_connects(api_server: FakeEmbeddingAPI) -> None:  # noqa: F811
+    """Shutdown can come before the lazily made client exists: the abort is kept, the client made after it refuses
+    at once (no request reaches the server), and a retry's wait is over at once."""
+    provider = OpenAIProvider(
+        Settings(provider="openai", base_url=api_server.url + "/v1", openai_api_key="sk-test", dimensions=8)
+    )
+    try:
+        provider.abort()
+        with pytest.raises(ProviderAbandoned):
+            provider.embed_query("hello")
+        assert api_server.count == 0
+        waited = threading.Event()
+        t = threading.Thread(target=lambda: (provider.http.sleep(30.0), waited.set()))
+        t.start()
+        t.join(5)
+        assert waited.is_set()
+    finally:
+        provider.close()
