@@ -111,10 +111,16 @@ class Check:
         view = memoryview(buf)
         try:
             while off < end:
-                got = os.preadv(self._fd, [view[: min(len(buf), end - off)]], off)
+                want = min(len(buf), end - off)
+                if hasattr(os, "preadv"):
+                    got = os.preadv(self._fd, [view[:want]], off)
+                    data: Any = view[:got]
+                else:  # (no preadv on this platform: a new buffer each read)
+                    data = os.pread(self._fd, want, off)
+                    got = len(data)
                 if not got:
                     break
-                crc = zlib.crc32(view[:got], crc)
+                crc = zlib.crc32(data, crc)
                 off += got
             self._result = off == end and crc == self._expected
         except OSError as exc:
