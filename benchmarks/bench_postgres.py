@@ -71,6 +71,7 @@ QUERIES = [
     "letters between two sisters about marriage",
 ]
 ROUNDS = 5
+START_TIMEOUT = 600.0  # seconds the concurrency part's processes wait for each other to start (_start_together)
 
 
 class HashProvider(EmbeddingProvider):
@@ -311,14 +312,30 @@ def _solo_writer(url: str, n: int = 30) -> float:
     return ms
 
 
-def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, queue) -> None:
+def _start_together(barrier) -> None:
+    """Wait until every reader and writer has started, connected and warmed up (and the parent with them): the
+    measured seconds are the same for all 72, none of them spent forking, importing or opening a store while
+    others search (the runs before PG6 started each process's clock on its own, so the first readers measured
+    beside the last ones' start-up: a search on 2 cores queued behind dozens of processes opening stores)."""
+    import threading
+
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait(START_TIMEOUT)
+
+
+def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, queue, barrier) -> None:
     times, errors = [], 0
     cpu0 = sum(os.times()[:2])
     try:
-        search, close = _search_fn(url, op, root)
+        try:
+            search, close = _search_fn(url, op, root)
+            search(QUERIES[0])  # (warm: the store's first statements, as a server process that has searched)
+        finally:
+            _start_together(barrier)
+        cpu0 = sum(os.times()[:2])
         rng = np.random.default_rng(os.getpid())
-        time.sleep(float(rng.uniform(0, think)))  # (readers do not start in step)
         end = time.monotonic() + seconds
+        time.sleep(float(rng.uniform(0, think)))  # (readers do not start in step)
         while time.monotonic() < end:
             q = QUERIES[int(rng.integers(len(QUERIES)))]
             t = time.perf_counter()
@@ -366,13 +383,16 @@ def _chunk_rows(written: int) -> list:
     ]
 
 
-def _writer(url: str, seconds: float, think: float, queue) -> None:
+def _writer(url: str, seconds: float, think: float, queue, barrier) -> None:
     from saipling.storage.base import FileRecord
     from saipling.storage.postgres import open_store
 
     written, errors, last = 0, 0, {}  # last: file -> (content hash, write number) of its last committed write
     try:
-        store = open_store(url)
+        try:
+            store = open_store(url)
+        finally:
+            _start_together(barrier)
         rng = np.random.default_rng(os.getpid())
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -429,20 +449,24 @@ def concurrency(
 ) -> dict:
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
+    barrier = ctx.Barrier(readers + writers + 1)
     tag = f"{op}, think {think:g} s" + (f", writers {writer_think:g} s" if writers else "")
     procs = [
-        ctx.Process(target=_reader, args=(f"{url}&workspace=bench-fiction", seconds, think, op, root, queue))
+        ctx.Process(target=_reader, args=(f"{url}&workspace=bench-fiction", seconds, think, op, root, queue, barrier))
         for _ in range(readers)
     ]
     wid = uuid_hex()
     procs += [
-        ctx.Process(target=_writer, args=(f"{url}&workspace=bench-w{wid}-{i}", seconds, writer_think, queue))
+        ctx.Process(target=_writer, args=(f"{url}&workspace=bench-w{wid}-{i}", seconds, writer_think, queue, barrier))
         for i in range(writers)
     ]
-    load0 = os.getloadavg()[0]
-    server0 = _server_cpu_s(url)
+    t0 = time.perf_counter()
     for p in procs:
         p.start()
+    _start_together(barrier)  # (every process started, connected and warm: the measured seconds begin)
+    startup = time.perf_counter() - t0
+    load0 = os.getloadavg()[0]
+    server0 = _server_cpu_s(url)
     results = [queue.get(timeout=seconds + 300) for _ in procs]
     for p in procs:
         p.join(30)
@@ -473,6 +497,7 @@ def concurrency(
         # reader process: what a search costs on an idle core, whatever the machine's load
         "server_cpu_ms_per_read": (server - server0) * 1000 / max(1, len(times)) if server and server0 else np.nan,
         "reader_cpu_ms_per_read": sum(r[3] for r in reads) * 1000 / max(1, len(times)),
+        "startup_s": startup,  # (forking, connecting and warming the 72 processes: not measured)
         "load_before": load0,
         "load_after": os.getloadavg()[0],
     }

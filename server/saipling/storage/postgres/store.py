@@ -191,7 +191,11 @@ def connect_options() -> dict[str, Any]:
 
 
 def migrate(conn: psycopg.Connection) -> None:
-    """Bring the database's schema to this saipling's version (once, whoever opens it first)."""
+    """Bring the database's schema to this saipling's version (once, whoever opens it first). A database already
+    at this version is only read: no lock (every open took the migrations' exclusive advisory lock, so 72
+    processes opening stores at once queued on it one by one: issue 33, benchmarks/README.md row PG6)."""
+    if _schema_version(conn) == len(MIGRATIONS):  # (a migration commits its version with it: seen whole or not)
+        return
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("SET LOCAL statement_timeout = 0")  # (a migration rewriting a big table is let run, once)
@@ -208,6 +212,14 @@ def migrate(conn: psycopg.Connection) -> None:
         for number in range(version, len(MIGRATIONS)):
             conn.execute(MIGRATIONS[number])
             conn.execute("UPDATE saipling_schema SET version = %s", (number + 1,))
+
+
+def _schema_version(conn: psycopg.Connection) -> int | None:
+    """The database's saipling schema version, None before the first migration."""
+    if not conn.execute("SELECT to_regclass('saipling_schema') IS NOT NULL").fetchone()[0]:
+        return None
+    row = conn.execute("SELECT version FROM saipling_schema").fetchone()
+    return None if row is None else row[0]
 
 
 class PostgresStore:
