@@ -71,13 +71,9 @@ _ROW_FIELDS = [f.name for f in fields(ChunkRow)]
 _MOVABLE = [n for n in _ROW_FIELDS if n not in ("content_hash", "text", "heading_path")]
 _HASH = 1 + _ROW_FIELDS.index("content_hash")
 _values = attrgetter(*_ROW_FIELDS)
-_INSERT = (
-    "INSERT INTO chunks(ws, path, "
-    + ", ".join(_ROW_FIELDS)
-    + ") VALUES (%s, %s"
-    + ", %s" * len(_ROW_FIELDS)
-    + ") RETURNING id"
-)
+_INSERT_ROW = "(" + ", ".join(["%s"] * (2 + len(_ROW_FIELDS))) + ")"
+_INSERT_MANY = "INSERT INTO chunks(ws, path, " + ", ".join(_ROW_FIELDS) + ") VALUES {values} RETURNING chunk_index, id"
+INSERT_BATCH = 500  # rows a multi-row INSERT of a file's chunks or vectors (x 20 parameters: below 65,535)
 _CHUNK_SELECT = ", ".join(f"c.{n}" for n in CHUNK_FIELDS)
 VECTORS_CHECKED_META = "vectors_checked"
 _FILE_COLUMNS = ", ".join(FILE_COLUMNS)
@@ -618,19 +614,17 @@ class PostgresStore:
             moved = [(r, ch) for r, ch in kept if tuple(r[1:]) != _values(ch)]
             for r, _ch in moved:  # out of the way first: (ws, path, chunk_index) is unique
                 self.conn.execute("UPDATE chunks SET chunk_index = %s WHERE id = %s", (-1 - r[0], r[0]))
-            for ch in new:
+            given: list[tuple[int, np.ndarray]] = []  # (new chunk id, its vector)
+            for ch, chunk_id in zip(new, self._insert_chunks(record.path, new), strict=True):
                 vec = vectors.get(ch.content_hash)
                 if vec is None:
                     vec = reused.get(ch.content_hash)
-                chunk_id = self.conn.execute(_INSERT, (self.ws, record.path, *_values(ch))).fetchone()[0]
                 if has_vec and vec is not None:
-                    self.conn.execute(
-                        "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES (%s, %s, %s)",
-                        (chunk_id, self.ws, Vector(vec)),
-                    )
-                    stored += 1
+                    given.append((chunk_id, vec))
                 else:
-                    unembedded.append(int(chunk_id))
+                    unembedded.append(chunk_id)
+            self._insert_vectors(given)
+            stored += len(given)
             for r, ch in moved:
                 cols = [n for n in _MOVABLE if n == "chunk_index" or getattr(ch, n) != r[1 + _ROW_FIELDS.index(n)]]
                 self.conn.execute(
@@ -662,6 +656,31 @@ class PostgresStore:
                 self._stored_since_ann_check = 0
                 self._once_committed("ann", self._maybe_build_ann)
         return unembedded
+
+    def _insert_chunks(self, path: str, rows: Sequence[ChunkRow]) -> list[int]:
+        """Insert a file's new chunks, INSERT_BATCH rows a statement; their ids, in order. One statement, not one
+        a chunk: a statement's postings trigger (schema.py, migration 4) fires once for all its rows, and a save
+        costs one round trip for them (issue 33: 8 writers' saves beside 64 readers, row PG6)."""
+        ids: list[int] = []
+        for start in range(0, len(rows), INSERT_BATCH):
+            part = rows[start : start + INSERT_BATCH]
+            found = dict(
+                self.conn.execute(
+                    _INSERT_MANY.format(values=", ".join([_INSERT_ROW] * len(part))),
+                    [v for ch in part for v in (self.ws, path, *_values(ch))],
+                ).fetchall()
+            )
+            ids += [int(found[ch.chunk_index]) for ch in part]
+        return ids
+
+    def _insert_vectors(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Insert new chunks' vectors, INSERT_BATCH a statement."""
+        for start in range(0, len(items), INSERT_BATCH):
+            part = items[start : start + INSERT_BATCH]
+            self.conn.execute(
+                "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES " + ", ".join(["(%s, %s, %s)"] * len(part)),
+                [v for chunk_id, vec in part for v in (chunk_id, self.ws, Vector(vec))],
+            )
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
         # (with its chunks' CJK runs as character pairs, as SQLite's whole-file keywords: schema.py, migration 3)
@@ -992,12 +1011,15 @@ class PostgresStore:
         sql = "WITH " + ", ".join(parts) + " " + " UNION ALL ".join(f"({x})" for x in lists)
         with self._lock:
             self._plan_for(ann)
+            # prepared on its first use (PREPARE_THRESHOLD waits for the second): planning this statement (five
+            # lists and their unions) is a third of its server CPU, and a reader met each of its shapes (the query's
+            # kinds of terms) first, planned it, then planned it again to prepare it (issue 33, row PG6)
             if ann and limit > EF_SEARCH:  # (ef_search below k would cut the list short)
                 with self.conn.transaction():
                     self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(limit)}")
-                    rows = self.conn.execute(sql, params, binary=True).fetchall()
+                    rows = self.conn.execute(sql, params, binary=True, prepare=True).fetchall()
             else:  # (binary: the vectors of ~100 candidates were half the statement's time as text)
-                rows = self.conn.execute(sql, params, binary=True).fetchall()
+                rows = self.conn.execute(sql, params, binary=True, prepare=True).fetchall()
         rows.sort(key=lambda r: (r[0], r[1]))
         out = Candidates()
         for kind, _pos, cid, path, score, size, vec in rows:
