@@ -323,13 +323,24 @@ def _start_together(barrier) -> None:
         barrier.wait(START_TIMEOUT)
 
 
+def _schedstat_ms(pid: int) -> tuple[float, float]:
+    """(ms on a CPU, ms waiting on a run queue for one) of a process so far (Linux /proc/PID/schedstat; nan
+    elsewhere, or for a server on another machine)."""
+    try:
+        on_cpu, waiting, _slices = Path(f"/proc/{pid}/schedstat").read_text().split()
+        return int(on_cpu) / 1e6, int(waiting) / 1e6
+    except (OSError, ValueError):
+        return np.nan, np.nan
+
+
 def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, queue, barrier) -> None:
-    times, errors = [], 0
+    times, errors, splits = [], 0, []  # splits: (backend CPU, backend run-queue wait, reader run-queue wait) ms
     cpu0 = sum(os.times()[:2])
     try:
         try:
-            search, close = _search_fn(url, op, root)
+            search, close, store = _search_fn(url, op, root, with_store=True)
             search(QUERIES[0])  # (warm: the store's first statements, as a server process that has searched)
+            backend = store.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         finally:
             _start_together(barrier)
         cpu0 = sum(os.times()[:2])
@@ -338,6 +349,7 @@ def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, 
         time.sleep(float(rng.uniform(0, think)))  # (readers do not start in step)
         while time.monotonic() < end:
             q = QUERIES[int(rng.integers(len(QUERIES)))]
+            b0, r0 = _schedstat_ms(backend), _schedstat_ms(os.getpid())
             t = time.perf_counter()
             try:
                 search(q)
@@ -346,13 +358,43 @@ def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, 
                     print(f"   reader error: {type(exc).__name__}: {exc}", flush=True)
                 errors += 1
             times.append(time.perf_counter() - t)
+            b1, r1 = _schedstat_ms(backend), _schedstat_ms(os.getpid())
+            splits.append((b1[0] - b0[0], b1[1] - b0[1], r1[1] - r0[1]))
             if think:
                 time.sleep(float(rng.uniform(0.5, 1.5)) * think)
         close()
     except Exception as exc:  # noqa: BLE001
         print(f"   reader failed: {type(exc).__name__}: {exc}", flush=True)
         errors += 1
-    queue.put(("r", times, errors, sum(os.times()[:2]) - cpu0))
+    queue.put(("r", times, errors, sum(os.times()[:2]) - cpu0, splits))
+
+
+def _sampler(url: str, seconds: float, queue, barrier) -> None:
+    """pg_stat_activity every 20 ms during the run: what the readers' and writers' active statements wait on (no
+    wait event: on a CPU or waiting for one), and whether autovacuum works meanwhile."""
+    import collections
+
+    import psycopg
+
+    seen: collections.Counter = collections.Counter()
+    try:
+        conn = psycopg.connect(url, autocommit=True)
+    finally:
+        _start_together(barrier)
+    with conn:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for kind, wait in conn.execute(
+                "SELECT CASE WHEN backend_type = 'autovacuum worker' THEN 'autovacuum'"
+                " WHEN split_part(ltrim(query), ' ', 1) IN ('INSERT', 'UPDATE', 'DELETE', 'COMMIT', 'BEGIN')"
+                " THEN 'writer' ELSE 'reader' END,"
+                " coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity"
+                " WHERE state = 'active' AND pid <> pg_backend_pid()"
+                " AND (application_name = 'saipling' OR backend_type = 'autovacuum worker')"
+            ).fetchall():
+                seen[f"{kind} {wait}"] += 1
+            time.sleep(0.02)
+    queue.put(("s", dict(seen)))
 
 
 def _chunk_rows(written: int) -> list:
@@ -449,7 +491,7 @@ def concurrency(
 ) -> dict:
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
-    barrier = ctx.Barrier(readers + writers + 1)
+    barrier = ctx.Barrier(readers + writers + 2)
     tag = f"{op}, think {think:g} s" + (f", writers {writer_think:g} s" if writers else "")
     procs = [
         ctx.Process(target=_reader, args=(f"{url}&workspace=bench-fiction", seconds, think, op, root, queue, barrier))
@@ -460,6 +502,7 @@ def concurrency(
         ctx.Process(target=_writer, args=(f"{url}&workspace=bench-w{wid}-{i}", seconds, writer_think, queue, barrier))
         for i in range(writers)
     ]
+    procs.append(ctx.Process(target=_sampler, args=(url, seconds, queue, barrier)))
     t0 = time.perf_counter()
     for p in procs:
         p.start()
@@ -473,7 +516,10 @@ def concurrency(
         p.join(30)
     reads = [r for r in results if r[0] == "r"]
     writes = [r for r in results if r[0] == "w"]
+    waits = next((r[1] for r in results if r[0] == "s"), {})
     times = [t for r in reads for t in r[1]]
+    splits = np.array([x for r in reads for x in r[4]]).reshape(-1, 3)
+    slow = np.asarray(times) * 1000 >= pct(times, 95) if times else np.zeros(0, dtype=bool)
     server = _server_cpu_s(url)  # (the readers' and writers' backends have exited: counted in the postmaster's)
     maintenance = [b - a for a, b in zip(maintenance0, _maintenance(url), strict=True)]
     lost, stale, leaked = _check_writers(writes)
@@ -490,7 +536,7 @@ def concurrency(
         "p50_ms": pct(times, 50),
         "p95_ms": pct(times, 95),
         "p99_ms": pct(times, 99),
-        "errors": sum(r[2] for r in results),
+        "errors": sum(r[2] for r in reads + writes),
         "writes": sum(r[1] for r in writes),
         "lost": lost,
         "stale": stale,
@@ -503,16 +549,34 @@ def concurrency(
         # analyze makes every reader's backend plan its statements again
         "autovacuums": maintenance[0],
         "autoanalyzes": maintenance[1],
+        # where a search's wall time went (/proc schedstat, means): its backend's CPU, its backend waiting for a
+        # CPU, the reader process waiting for one; over all searches and over the slowest 5% (the waits read around
+        # a search include the /proc reads themselves: the rest can come out below 0 on a loaded machine)
+        "split_all": _split(np.asarray(times) * 1000, splits),
+        "split_slowest_5%": _split(np.asarray(times)[slow] * 1000, splits[slow]) if len(splits) else "",
+        # pg_stat_activity samples of active statements by what they wait on (CPU: none, on a CPU or runnable)
+        "waits": ", ".join(f"{k} {v}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])),
         "startup_s": startup,  # (forking, connecting and warming the 72 processes: not measured)
         "load_before": load0,
         "load_after": os.getloadavg()[0],
     }
     print(
         f"   {readers} readers ({tag}) + {writers} writers, {seconds:g} s: "
-        + ", ".join(f"{k} {v:.4g}" for k, v in out.items()),
+        + ", ".join(f"{k} {v:.4g}" if isinstance(v, float | int) else f"{k}: {v}" for k, v in out.items()),
         flush=True,
     )
     return out
+
+
+def _split(walls: np.ndarray, splits: np.ndarray) -> str:
+    if not len(walls) or not len(splits):
+        return ""
+    b_cpu, b_wait, r_wait = np.nanmean(splits, axis=0)
+    rest = walls.mean() - b_cpu - b_wait - r_wait
+    return (
+        f"wall {walls.mean():.1f} ms = backend CPU {b_cpu:.1f} + backend waiting for a CPU {b_wait:.1f}"
+        f" + reader waiting for a CPU {r_wait:.1f} + the rest (reader CPU, network, locks) {rest:.1f}"
+    )
 
 
 def capacity(op: str, solo: dict, runs: list[dict], save_ms: float, cores: int) -> str:
