@@ -390,7 +390,8 @@ class PostgresStore:
     def _any_version(self) -> int:
         with self._lock:
             now = time.monotonic()
-            if self._version_read is not None and now - self._version_read[0] < VERSION_TTL:
+            trusted = getattr(self._tx, "trust", False)  # (search_candidates checks it in its own statement)
+            if self._version_read is not None and (trusted or now - self._version_read[0] < VERSION_TTL):
                 return self._version_read[1]
             commits = self._commits
             version = int(self._scalar("SELECT version FROM workspaces WHERE id = %s", (self.ws,)) or 0)
@@ -957,7 +958,44 @@ class PostgresStore:
         flt: ChunkFilter | None = None,
     ) -> Candidates:
         """The keyword, whole-file and vector lists, the paths of their chunks and the vectors of the keyword
-        candidates the KNN missed: one statement (five round trips as separate reads)."""
+        candidates the KNN missed: one statement (five round trips as separate reads).
+
+        One round trip when this process's caches are warm: the statement is built from what the caches hold for
+        the workspace's version last read (term statistics, the collection's size, the vector settings), however
+        old that read, and reads the version itself beside the lists, in the same snapshot; when another process
+        has committed since, the caches are dropped and the search runs again on the new version. Reading the
+        version first was a round trip of its own for every search more than VERSION_TTL after the last (64
+        readers searching every ~1.5 s: half their round trips, each a wake-up of the reader and its backend, which
+        on a busy machine wait for a CPU: issue 33, row PG6)."""
+        with self._lock:
+            read = self._version_read
+            optimistic = not self._depth and read is not None
+            commits = self._commits
+            self._tx.trust = optimistic
+            try:
+                out, seen = self._candidates(query, limit, file_limit, qvec, flt, optimistic)
+            finally:
+                self._tx.trust = False
+            if not optimistic or seen is None:
+                return out
+            if self._commits == commits:  # (not raced by our own commit: it may predate it)
+                self._version_read = (time.monotonic(), seen)
+            if seen == read[1]:  # type: ignore[index]
+                return out
+            # another process committed: what the statement was built from may be stale; built again on `seen`
+            return self._candidates(query, limit, file_limit, qvec, flt, False)[0]
+
+    def _candidates(
+        self,
+        query: KeywordQuery | None,
+        limit: int,
+        file_limit: int,
+        qvec: np.ndarray | None,
+        flt: ChunkFilter | None,
+        with_version: bool,
+    ) -> tuple[Candidates, int | None]:
+        """search_candidates' statement and its rows; `with_version`: the workspace's version read with them (kind
+        5), else None."""
         parts: list[str] = []  # the lists, as CTEs (materialized: each is read twice, in its order)
         params: list[Any] = []
         lists: list[str] = []  # rows (kind, position, chunk id, path, score, size, vector)
@@ -990,7 +1028,7 @@ class PostgresStore:
                 params += kparams
                 lists.append("SELECT 2, row_number() OVER (), id, NULL, sim, NULL, NULL FROM vc")
         if not parts:
-            return Candidates()
+            return Candidates(), None
         ids = " UNION ".join([*(["SELECT id FROM kw"] if has_kw else []), *(["SELECT id FROM vc"] if has_vc else [])])
         # driven by the lists, a primary key lookup each: `id IN (...)` scanned the workspace's chunks, and so did a
         # plain join (a hash join over a sequential scan of every chunk row and its text: half the statement's 10
@@ -1008,6 +1046,9 @@ class PostgresStore:
                 " JOIN chunk_vectors v ON v.chunk_id = i.id WHERE v.ws = %s"
             )
             params.append(self.ws)
+        if with_version:
+            lists.append("SELECT 5, 0, w.version, NULL, NULL, NULL, NULL FROM workspaces w WHERE w.id = %s")
+            params.append(self.ws)
         sql = "WITH " + ", ".join(parts) + " " + " UNION ALL ".join(f"({x})" for x in lists)
         with self._lock:
             self._plan_for(ann)
@@ -1022,6 +1063,7 @@ class PostgresStore:
                 rows = self.conn.execute(sql, params, binary=True, prepare=True).fetchall()
         rows.sort(key=lambda r: (r[0], r[1]))
         out = Candidates()
+        version = None
         for kind, _pos, cid, path, score, size, vec in rows:
             if kind == 0:
                 out.keywords.append((int(cid), float(score)))
@@ -1031,11 +1073,13 @@ class PostgresStore:
                 out.vectors.append((int(cid), float(score)))
             elif kind == 3:
                 out.paths[int(cid)] = str(path)
-            else:
+            elif kind == 4:
                 out.keyword_vectors[int(cid)] = _unit(vec)
+            else:
+                version = int(cid)
         if ann:
             out.vectors.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
-        return out
+        return out, version
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
