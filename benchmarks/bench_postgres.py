@@ -71,6 +71,7 @@ QUERIES = [
     "letters between two sisters about marriage",
 ]
 ROUNDS = 5
+START_TIMEOUT = 600.0  # seconds the concurrency part's processes wait for each other to start (_start_together)
 
 
 class HashProvider(EmbeddingProvider):
@@ -311,16 +312,44 @@ def _solo_writer(url: str, n: int = 30) -> float:
     return ms
 
 
-def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, queue) -> None:
-    times, errors = [], 0
+def _start_together(barrier) -> None:
+    """Wait until every reader and writer has started, connected and warmed up (and the parent with them): the
+    measured seconds are the same for all 72, none of them spent forking, importing or opening a store while
+    others search (the runs before PG6 started each process's clock on its own, so the first readers measured
+    beside the last ones' start-up: a search on 2 cores queued behind dozens of processes opening stores)."""
+    import threading
+
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait(START_TIMEOUT)
+
+
+def _schedstat_ms(pid: int) -> tuple[float, float]:
+    """(ms on a CPU, ms waiting on a run queue for one) of a process so far (Linux /proc/PID/schedstat; nan
+    elsewhere, or for a server on another machine)."""
+    try:
+        on_cpu, waiting, _slices = Path(f"/proc/{pid}/schedstat").read_text().split()
+        return int(on_cpu) / 1e6, int(waiting) / 1e6
+    except (OSError, ValueError):
+        return np.nan, np.nan
+
+
+def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, queue, barrier) -> None:
+    times, errors, splits = [], 0, []  # splits: (backend CPU, backend run-queue wait, reader run-queue wait) ms
     cpu0 = sum(os.times()[:2])
     try:
-        search, close = _search_fn(url, op, root)
+        try:
+            search, close, store = _search_fn(url, op, root, with_store=True)
+            search(QUERIES[0])  # (warm: the store's first statements, as a server process that has searched)
+            backend = store.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        finally:
+            _start_together(barrier)
+        cpu0 = sum(os.times()[:2])
         rng = np.random.default_rng(os.getpid())
-        time.sleep(float(rng.uniform(0, think)))  # (readers do not start in step)
         end = time.monotonic() + seconds
+        time.sleep(float(rng.uniform(0, think)))  # (readers do not start in step)
         while time.monotonic() < end:
             q = QUERIES[int(rng.integers(len(QUERIES)))]
+            b0, r0 = _schedstat_ms(backend), _schedstat_ms(os.getpid())
             t = time.perf_counter()
             try:
                 search(q)
@@ -329,13 +358,43 @@ def _reader(url: str, seconds: float, think: float, op: str, root: Path | None, 
                     print(f"   reader error: {type(exc).__name__}: {exc}", flush=True)
                 errors += 1
             times.append(time.perf_counter() - t)
+            b1, r1 = _schedstat_ms(backend), _schedstat_ms(os.getpid())
+            splits.append((b1[0] - b0[0], b1[1] - b0[1], r1[1] - r0[1]))
             if think:
                 time.sleep(float(rng.uniform(0.5, 1.5)) * think)
         close()
     except Exception as exc:  # noqa: BLE001
         print(f"   reader failed: {type(exc).__name__}: {exc}", flush=True)
         errors += 1
-    queue.put(("r", times, errors, sum(os.times()[:2]) - cpu0))
+    queue.put(("r", times, errors, sum(os.times()[:2]) - cpu0, splits))
+
+
+def _sampler(url: str, seconds: float, queue, barrier) -> None:
+    """pg_stat_activity every 20 ms during the run: what the readers' and writers' active statements wait on (no
+    wait event: on a CPU or waiting for one), and whether autovacuum works meanwhile."""
+    import collections
+
+    import psycopg
+
+    seen: collections.Counter = collections.Counter()
+    try:
+        conn = psycopg.connect(url, autocommit=True)
+    finally:
+        _start_together(barrier)
+    with conn:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for kind, wait in conn.execute(
+                "SELECT CASE WHEN backend_type = 'autovacuum worker' THEN 'autovacuum'"
+                " WHEN split_part(ltrim(query), ' ', 1) IN ('INSERT', 'UPDATE', 'DELETE', 'COMMIT', 'BEGIN')"
+                " THEN 'writer' ELSE 'reader' END,"
+                " coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity"
+                " WHERE state = 'active' AND pid <> pg_backend_pid()"
+                " AND (application_name = 'saipling' OR backend_type = 'autovacuum worker')"
+            ).fetchall():
+                seen[f"{kind} {wait}"] += 1
+            time.sleep(0.02)
+    queue.put(("s", dict(seen)))
 
 
 def _chunk_rows(written: int) -> list:
@@ -366,13 +425,16 @@ def _chunk_rows(written: int) -> list:
     ]
 
 
-def _writer(url: str, seconds: float, think: float, queue) -> None:
+def _writer(url: str, seconds: float, think: float, queue, barrier) -> None:
     from saipling.storage.base import FileRecord
     from saipling.storage.postgres import open_store
 
     written, errors, last = 0, 0, {}  # last: file -> (content hash, write number) of its last committed write
     try:
-        store = open_store(url)
+        try:
+            store = open_store(url)
+        finally:
+            _start_together(barrier)
         rng = np.random.default_rng(os.getpid())
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -429,27 +491,37 @@ def concurrency(
 ) -> dict:
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
+    barrier = ctx.Barrier(readers + writers + 2)
     tag = f"{op}, think {think:g} s" + (f", writers {writer_think:g} s" if writers else "")
     procs = [
-        ctx.Process(target=_reader, args=(f"{url}&workspace=bench-fiction", seconds, think, op, root, queue))
+        ctx.Process(target=_reader, args=(f"{url}&workspace=bench-fiction", seconds, think, op, root, queue, barrier))
         for _ in range(readers)
     ]
     wid = uuid_hex()
     procs += [
-        ctx.Process(target=_writer, args=(f"{url}&workspace=bench-w{wid}-{i}", seconds, writer_think, queue))
+        ctx.Process(target=_writer, args=(f"{url}&workspace=bench-w{wid}-{i}", seconds, writer_think, queue, barrier))
         for i in range(writers)
     ]
-    load0 = os.getloadavg()[0]
-    server0 = _server_cpu_s(url)
+    procs.append(ctx.Process(target=_sampler, args=(url, seconds, queue, barrier)))
+    t0 = time.perf_counter()
     for p in procs:
         p.start()
+    _start_together(barrier)  # (every process started, connected and warm: the measured seconds begin)
+    startup = time.perf_counter() - t0
+    load0 = os.getloadavg()[0]
+    server0 = _server_cpu_s(url)
+    maintenance0 = _maintenance(url)
     results = [queue.get(timeout=seconds + 300) for _ in procs]
     for p in procs:
         p.join(30)
     reads = [r for r in results if r[0] == "r"]
     writes = [r for r in results if r[0] == "w"]
+    waits = next((r[1] for r in results if r[0] == "s"), {})
     times = [t for r in reads for t in r[1]]
+    splits = np.array([x for r in reads for x in r[4]]).reshape(-1, 3)
+    slow = np.asarray(times) * 1000 >= pct(times, 95) if times else np.zeros(0, dtype=bool)
     server = _server_cpu_s(url)  # (the readers' and writers' backends have exited: counted in the postmaster's)
+    maintenance = [b - a for a, b in zip(maintenance0, _maintenance(url), strict=True)]
     lost, stale, leaked = _check_writers(writes)
     out = {
         "readers": readers,
@@ -464,7 +536,7 @@ def concurrency(
         "p50_ms": pct(times, 50),
         "p95_ms": pct(times, 95),
         "p99_ms": pct(times, 99),
-        "errors": sum(r[2] for r in results),
+        "errors": sum(r[2] for r in reads + writes),
         "writes": sum(r[1] for r in writes),
         "lost": lost,
         "stale": stale,
@@ -473,15 +545,38 @@ def concurrency(
         # reader process: what a search costs on an idle core, whatever the machine's load
         "server_cpu_ms_per_read": (server - server0) * 1000 / max(1, len(times)) if server and server0 else np.nan,
         "reader_cpu_ms_per_read": sum(r[3] for r in reads) * 1000 / max(1, len(times)),
+        # autovacuum's vacuums and analyzes of the tables a search reads, during the run (the writers' churn): each
+        # analyze makes every reader's backend plan its statements again
+        "autovacuums": maintenance[0],
+        "autoanalyzes": maintenance[1],
+        # where a search's wall time went (/proc schedstat, means): its backend's CPU, its backend waiting for a
+        # CPU, the reader process waiting for one; over all searches and over the slowest 5% (the waits read around
+        # a search include the /proc reads themselves: the rest can come out below 0 on a loaded machine)
+        "split_all": _split(np.asarray(times) * 1000, splits),
+        "split_slowest_5%": _split(np.asarray(times)[slow] * 1000, splits[slow]) if len(splits) else "",
+        # pg_stat_activity samples of active statements by what they wait on (CPU: none, on a CPU or runnable)
+        "waits": ", ".join(f"{k} {v}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])),
+        "startup_s": startup,  # (forking, connecting and warming the 72 processes: not measured)
         "load_before": load0,
         "load_after": os.getloadavg()[0],
     }
     print(
         f"   {readers} readers ({tag}) + {writers} writers, {seconds:g} s: "
-        + ", ".join(f"{k} {v:.4g}" for k, v in out.items()),
+        + ", ".join(f"{k} {v:.4g}" if isinstance(v, float | int) else f"{k}: {v}" for k, v in out.items()),
         flush=True,
     )
     return out
+
+
+def _split(walls: np.ndarray, splits: np.ndarray) -> str:
+    if not len(walls) or not len(splits):
+        return ""
+    b_cpu, b_wait, r_wait = np.nanmean(splits, axis=0)
+    rest = walls.mean() - b_cpu - b_wait - r_wait
+    return (
+        f"wall {walls.mean():.1f} ms = backend CPU {b_cpu:.1f} + backend waiting for a CPU {b_wait:.1f}"
+        f" + reader waiting for a CPU {r_wait:.1f} + the rest (reader CPU, network, locks) {rest:.1f}"
+    )
 
 
 def capacity(op: str, solo: dict, runs: list[dict], save_ms: float, cores: int) -> str:
@@ -502,11 +597,13 @@ def capacity(op: str, solo: dict, runs: list[dict], save_ms: float, cores: int) 
                 f"{r['lost']} / {r['stale']} / {r['leaked']}",
                 f"{r['server_cpu_ms_per_read']:.1f} ms",
                 f"{r['reader_cpu_ms_per_read']:.1f} ms",
+                f"{r['autovacuums']} / {r['autoanalyzes']}",
                 f"{r['load_before']:.1f}-{r['load_after']:.1f}",
             ]
         )
     head = ["run", "offered /s", "served /s", "p50", "p95", "p99", "errors", "saves"]
-    head += ["lost / stale / leaked", "server CPU a search", "reader CPU a search", "load average"]
+    head += ["lost / stale / leaked", "server CPU a search", "reader CPU a search", "autovacuum / analyze"]
+    head += ["load average"]
     lines = [f"   op {op}: {OPS[op]}", bu.table(head, rows)]
     srv, rdr = solo["solo_server_cpu_ms"], solo["solo_reader_cpu_ms"]
     lines.append(
@@ -533,6 +630,32 @@ def capacity(op: str, solo: dict, runs: list[dict], save_ms: float, cores: int) 
             + f": {total:.2f} cores of {cores}, {verdict}; load average before the run {r['load_before']:.1f}"
         )
     return "\n".join(lines)
+
+
+SEARCHED_TABLES = ("chunks", "files", "chunk_terms", "file_terms", "chunk_vectors")
+
+
+def _maintenance(url: str) -> tuple[int, int]:
+    """(autovacuum runs, autoanalyze runs) so far on the tables a search reads (pg_stat_user_tables)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(autovacuum_count), 0), coalesce(sum(autoanalyze_count), 0) FROM pg_stat_user_tables"
+            " WHERE relname = ANY(%s)",
+            (list(SEARCHED_TABLES),),
+        ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def _settle(url: str) -> None:
+    """VACUUM (ANALYZE) the tables a search reads once the fiction workspace is indexed: the runs start from the
+    same state, and autovacuum's first visit after the index run (its 2,524 chunks and ~315k postings inserted)
+    does not land in whichever run comes first; what the runs' own writes cause is counted in each run."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) " + ", ".join(SEARCHED_TABLES))
 
 
 def _server_cpu_s(url: str) -> float | None:
@@ -867,6 +990,7 @@ def main() -> None:
             print("\n## 64 readers + 8 writers on PostgreSQL")
             if "fiction" not in parts:
                 fiction(args.url, True, work)
+            _settle(args.url)
             seconds = args.seconds or (10 if args.quick else 30)
             save_ms = _solo_writer(f"{args.url}&workspace=bench-solo-writer-{uuid_hex()}")
             summaries = []

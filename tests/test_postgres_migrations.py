@@ -73,3 +73,36 @@ def test_a_schema_1_database_gets_vector_levels_and_cjk_keywords(pg_server) -> N
         assert [store.chunk_paths([c])[c] for c, _ in store.keyword_search(plain, 5, ChunkFilter(visibility=[]))] == []
     finally:
         store.close()
+
+
+def test_opening_a_current_database_takes_no_migration_lock(pg_server) -> None:
+    """Many processes opening stores at once (a site's 64 readers, an agent platform's workers) do not queue one by
+    one on the migrations' advisory lock when there is nothing to migrate: a store opens while another session
+    holds that lock (before, every open waited for it)."""
+    import threading
+
+    import psycopg
+
+    from saipling.storage.postgres import open_store
+    from saipling.storage.postgres.schema import MIGRATION_LOCK
+    from saipling.storage.postgres.store import split_location
+
+    open_store(pg_server.url()).close()  # (the database is at this saipling's version)
+    opened: list[object] = []
+
+    def open_one() -> None:
+        store = open_store(pg_server.url())
+        opened.append(store.workspace)
+        store.close()
+
+    with psycopg.connect(split_location(pg_server.url())[0], autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        try:
+            worker = threading.Thread(target=open_one, daemon=True)
+            worker.start()
+            worker.join(10)
+            assert opened, "the store waited for the migrations' lock though the schema is current"
+        finally:
+            holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+        worker.join(30)
+    assert len(opened) == 1

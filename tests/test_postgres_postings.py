@@ -188,3 +188,42 @@ def test_a_one_word_search_reads_postings_not_tsvectors(pg_url: str) -> None:
             assert postings in plan and "tsv" not in plan, plan
     finally:
         store.close()
+
+
+def test_a_save_posts_its_new_chunks_in_one_statement(pg_url: str) -> None:
+    """A file's new chunks are inserted by one statement, so the postings trigger fires once a save, not once a
+    chunk (8 writers' saves beside 64 readers, issue 33); their ids come back in the file's order, vectors with
+    them, and the postings are exactly those of the tsvectors."""
+    import numpy as np
+
+    from saipling.storage.postgres.store import INSERT_BATCH
+
+    store = _store(pg_url)
+    try:
+        store.configure_vectors("test", "m", 4)
+        rows = [chunk_row(i, f"paragraph {i} of the gardener's notebook {'x' * i}") for i in range(7)]
+        vecs = {r.content_hash: np.array([1.0, i, 0.5, 0.25], dtype=np.float32) for i, r in enumerate(rows[:4])}
+        with store.atomic():
+            store.conn.execute("SET LOCAL track_functions = 'pl'")
+            unembedded = store.replace_file(file_record("notes.md"), rows, vectors=vecs, model="m")
+            calls = dict(
+                store.conn.execute(
+                    "SELECT funcname, calls FROM pg_stat_xact_user_functions WHERE funcname LIKE 'saipling_%%_terms_%%'"
+                ).fetchall()
+            )
+        assert calls.get("saipling_chunk_terms_added") == 1, calls
+        stored = store.chunks_for_path("notes.md")
+        assert [c.text for c in stored] == [r.text for r in rows]
+        ids = {c.chunk_index: c.id for c in stored}
+        assert sorted(unembedded) == sorted(ids[i] for i in range(4, 7))
+        got = store.chunk_vectors([ids[i] for i in range(4)])
+        for i in range(4):
+            want = vecs[rows[i].content_hash]
+            assert np.allclose(got[ids[i]], want / np.linalg.norm(want), atol=1e-6)
+        _assert_in_step(store)
+        many = [chunk_row(i, f"line {i} of a long chapter") for i in range(INSERT_BATCH + 3)]
+        store.replace_file(file_record("long.md"), many)
+        assert [c.text for c in store.chunks_for_path("long.md")] == [r.text for r in many]
+        _assert_in_step(store)
+    finally:
+        store.close()

@@ -202,3 +202,60 @@ def test_the_plan_mode_follows_the_session_not_its_wrapper(pg_url: str, monkeypa
         assert raw.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
     finally:
         store.close()
+
+
+def test_a_warm_search_is_one_statement_with_its_version(pg_url: str, monkeypatch) -> None:
+    """A search whose caches are warm sends one statement, however long since the workspace's version was last
+    read: the version is read beside the lists (a round trip of its own before, for every search more than
+    VERSION_TTL after the last: 64 readers' every search, issue 33)."""
+    import time
+
+    from saipling.storage.postgres import store as pg
+    from saipling.storage.postgres.errors import MappedConnection
+
+    store = _store_with_vectors(pg_url)
+    sent: list[str] = []
+    real = MappedConnection.execute
+
+    def spy(self, sql, params=None, **kwargs):
+        sent.append(str(sql))
+        return real(self, sql, params, **kwargs)
+
+    try:
+        warm = _search(store, ["harbor", "storm"])
+        assert warm.keywords and warm.vectors
+        time.sleep(pg.VERSION_TTL + 0.1)
+        monkeypatch.setattr(MappedConnection, "execute", spy)
+        again = _search(store, ["harbor", "storm"])
+        assert len(sent) == 1, sent
+        assert again == warm
+    finally:
+        store.close()
+
+
+def test_a_search_right_after_another_process_commits_ranks_on_the_new_version(pg_url: str, monkeypatch) -> None:
+    """However long this process trusts its last read of the version (SAIPLING_PG_VERSION_TTL), a search sees in
+    its own statement that another process committed, and builds itself again from the new version: the scores
+    and lists of a fresh store, not of the statistics cached before the commit."""
+    from saipling.storage.postgres import open_store
+    from saipling.storage.postgres import store as pg
+
+    monkeypatch.setattr(pg, "VERSION_TTL", 3600.0)
+    reader = _store_with_vectors(pg_url)
+    writer = open_store(pg_url)
+    try:
+        before = _search(reader, ["harbor", "storm"])
+        assert before.keywords
+        writer.replace_file(file_record("storms.md"), [chunk_row(0, "storm after storm, storm upon the harbor")])
+        writer.set_vectors([(i, h, _vec(10 + i)) for i, _p, h, _t in writer.unembedded()], "m")
+        after = _search(reader, ["harbor", "storm"])
+        fresh = open_store(pg_url)
+        try:
+            want = _search(fresh, ["harbor", "storm"])
+        finally:
+            fresh.close()
+        assert after == want
+        assert after.keywords != before.keywords  # (the new file ranks, and the statistics moved)
+    finally:
+        writer.close()
+        reader.close()

@@ -71,13 +71,9 @@ _ROW_FIELDS = [f.name for f in fields(ChunkRow)]
 _MOVABLE = [n for n in _ROW_FIELDS if n not in ("content_hash", "text", "heading_path")]
 _HASH = 1 + _ROW_FIELDS.index("content_hash")
 _values = attrgetter(*_ROW_FIELDS)
-_INSERT = (
-    "INSERT INTO chunks(ws, path, "
-    + ", ".join(_ROW_FIELDS)
-    + ") VALUES (%s, %s"
-    + ", %s" * len(_ROW_FIELDS)
-    + ") RETURNING id"
-)
+_INSERT_ROW = "(" + ", ".join(["%s"] * (2 + len(_ROW_FIELDS))) + ")"
+_INSERT_MANY = "INSERT INTO chunks(ws, path, " + ", ".join(_ROW_FIELDS) + ") VALUES {values} RETURNING chunk_index, id"
+INSERT_BATCH = 500  # rows a multi-row INSERT of a file's chunks or vectors (x 20 parameters: below 65,535)
 _CHUNK_SELECT = ", ".join(f"c.{n}" for n in CHUNK_FIELDS)
 VECTORS_CHECKED_META = "vectors_checked"
 _FILE_COLUMNS = ", ".join(FILE_COLUMNS)
@@ -191,7 +187,11 @@ def connect_options() -> dict[str, Any]:
 
 
 def migrate(conn: psycopg.Connection) -> None:
-    """Bring the database's schema to this saipling's version (once, whoever opens it first)."""
+    """Bring the database's schema to this saipling's version (once, whoever opens it first). A database already
+    at this version is only read: no lock (every open took the migrations' exclusive advisory lock, so 72
+    processes opening stores at once queued on it one by one: issue 33, benchmarks/README.md row PG6)."""
+    if _schema_version(conn) == len(MIGRATIONS):  # (a migration commits its version with it: seen whole or not)
+        return
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("SET LOCAL statement_timeout = 0")  # (a migration rewriting a big table is let run, once)
@@ -208,6 +208,14 @@ def migrate(conn: psycopg.Connection) -> None:
         for number in range(version, len(MIGRATIONS)):
             conn.execute(MIGRATIONS[number])
             conn.execute("UPDATE saipling_schema SET version = %s", (number + 1,))
+
+
+def _schema_version(conn: psycopg.Connection) -> int | None:
+    """The database's saipling schema version, None before the first migration."""
+    if not conn.execute("SELECT to_regclass('saipling_schema') IS NOT NULL").fetchone()[0]:
+        return None
+    row = conn.execute("SELECT version FROM saipling_schema").fetchone()
+    return None if row is None else row[0]
 
 
 class PostgresStore:
@@ -382,7 +390,8 @@ class PostgresStore:
     def _any_version(self) -> int:
         with self._lock:
             now = time.monotonic()
-            if self._version_read is not None and now - self._version_read[0] < VERSION_TTL:
+            trusted = getattr(self._tx, "trust", False)  # (search_candidates checks it in its own statement)
+            if self._version_read is not None and (trusted or now - self._version_read[0] < VERSION_TTL):
                 return self._version_read[1]
             commits = self._commits
             version = int(self._scalar("SELECT version FROM workspaces WHERE id = %s", (self.ws,)) or 0)
@@ -606,19 +615,17 @@ class PostgresStore:
             moved = [(r, ch) for r, ch in kept if tuple(r[1:]) != _values(ch)]
             for r, _ch in moved:  # out of the way first: (ws, path, chunk_index) is unique
                 self.conn.execute("UPDATE chunks SET chunk_index = %s WHERE id = %s", (-1 - r[0], r[0]))
-            for ch in new:
+            given: list[tuple[int, np.ndarray]] = []  # (new chunk id, its vector)
+            for ch, chunk_id in zip(new, self._insert_chunks(record.path, new), strict=True):
                 vec = vectors.get(ch.content_hash)
                 if vec is None:
                     vec = reused.get(ch.content_hash)
-                chunk_id = self.conn.execute(_INSERT, (self.ws, record.path, *_values(ch))).fetchone()[0]
                 if has_vec and vec is not None:
-                    self.conn.execute(
-                        "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES (%s, %s, %s)",
-                        (chunk_id, self.ws, Vector(vec)),
-                    )
-                    stored += 1
+                    given.append((chunk_id, vec))
                 else:
-                    unembedded.append(int(chunk_id))
+                    unembedded.append(chunk_id)
+            self._insert_vectors(given)
+            stored += len(given)
             for r, ch in moved:
                 cols = [n for n in _MOVABLE if n == "chunk_index" or getattr(ch, n) != r[1 + _ROW_FIELDS.index(n)]]
                 self.conn.execute(
@@ -650,6 +657,31 @@ class PostgresStore:
                 self._stored_since_ann_check = 0
                 self._once_committed("ann", self._maybe_build_ann)
         return unembedded
+
+    def _insert_chunks(self, path: str, rows: Sequence[ChunkRow]) -> list[int]:
+        """Insert a file's new chunks, INSERT_BATCH rows a statement; their ids, in order. One statement, not one
+        a chunk: a statement's postings trigger (schema.py, migration 4) fires once for all its rows, and a save
+        costs one round trip for them (issue 33: 8 writers' saves beside 64 readers, row PG6)."""
+        ids: list[int] = []
+        for start in range(0, len(rows), INSERT_BATCH):
+            part = rows[start : start + INSERT_BATCH]
+            found = dict(
+                self.conn.execute(
+                    _INSERT_MANY.format(values=", ".join([_INSERT_ROW] * len(part))),
+                    [v for ch in part for v in (self.ws, path, *_values(ch))],
+                ).fetchall()
+            )
+            ids += [int(found[ch.chunk_index]) for ch in part]
+        return ids
+
+    def _insert_vectors(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Insert new chunks' vectors, INSERT_BATCH a statement."""
+        for start in range(0, len(items), INSERT_BATCH):
+            part = items[start : start + INSERT_BATCH]
+            self.conn.execute(
+                "INSERT INTO chunk_vectors(chunk_id, ws, embedding) VALUES " + ", ".join(["(%s, %s, %s)"] * len(part)),
+                [v for chunk_id, vec in part for v in (chunk_id, self.ws, Vector(vec))],
+            )
 
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow]) -> None:
         # (with its chunks' CJK runs as character pairs, as SQLite's whole-file keywords: schema.py, migration 3)
@@ -926,7 +958,44 @@ class PostgresStore:
         flt: ChunkFilter | None = None,
     ) -> Candidates:
         """The keyword, whole-file and vector lists, the paths of their chunks and the vectors of the keyword
-        candidates the KNN missed: one statement (five round trips as separate reads)."""
+        candidates the KNN missed: one statement (five round trips as separate reads).
+
+        One round trip when this process's caches are warm: the statement is built from what the caches hold for
+        the workspace's version last read (term statistics, the collection's size, the vector settings), however
+        old that read, and reads the version itself beside the lists, in the same snapshot; when another process
+        has committed since, the caches are dropped and the search runs again on the new version. Reading the
+        version first was a round trip of its own for every search more than VERSION_TTL after the last (64
+        readers searching every ~1.5 s: half their round trips, each a wake-up of the reader and its backend, which
+        on a busy machine wait for a CPU: issue 33, row PG6)."""
+        with self._lock:
+            read = self._version_read
+            optimistic = not self._depth and read is not None
+            commits = self._commits
+            self._tx.trust = optimistic
+            try:
+                out, seen = self._candidates(query, limit, file_limit, qvec, flt, optimistic)
+            finally:
+                self._tx.trust = False
+            if not optimistic or seen is None:
+                return out
+            if self._commits == commits:  # (not raced by our own commit: it may predate it)
+                self._version_read = (time.monotonic(), seen)
+            if seen == read[1]:  # type: ignore[index]
+                return out
+            # another process committed: what the statement was built from may be stale; built again on `seen`
+            return self._candidates(query, limit, file_limit, qvec, flt, False)[0]
+
+    def _candidates(
+        self,
+        query: KeywordQuery | None,
+        limit: int,
+        file_limit: int,
+        qvec: np.ndarray | None,
+        flt: ChunkFilter | None,
+        with_version: bool,
+    ) -> tuple[Candidates, int | None]:
+        """search_candidates' statement and its rows; `with_version`: the workspace's version read with them (kind
+        5), else None."""
         parts: list[str] = []  # the lists, as CTEs (materialized: each is read twice, in its order)
         params: list[Any] = []
         lists: list[str] = []  # rows (kind, position, chunk id, path, score, size, vector)
@@ -959,7 +1028,7 @@ class PostgresStore:
                 params += kparams
                 lists.append("SELECT 2, row_number() OVER (), id, NULL, sim, NULL, NULL FROM vc")
         if not parts:
-            return Candidates()
+            return Candidates(), None
         ids = " UNION ".join([*(["SELECT id FROM kw"] if has_kw else []), *(["SELECT id FROM vc"] if has_vc else [])])
         # driven by the lists, a primary key lookup each: `id IN (...)` scanned the workspace's chunks, and so did a
         # plain join (a hash join over a sequential scan of every chunk row and its text: half the statement's 10
@@ -977,17 +1046,24 @@ class PostgresStore:
                 " JOIN chunk_vectors v ON v.chunk_id = i.id WHERE v.ws = %s"
             )
             params.append(self.ws)
+        if with_version:
+            lists.append("SELECT 5, 0, w.version, NULL, NULL, NULL, NULL FROM workspaces w WHERE w.id = %s")
+            params.append(self.ws)
         sql = "WITH " + ", ".join(parts) + " " + " UNION ALL ".join(f"({x})" for x in lists)
         with self._lock:
             self._plan_for(ann)
+            # prepared on its first use (PREPARE_THRESHOLD waits for the second): planning this statement (five
+            # lists and their unions) is a third of its server CPU, and a reader met each of its shapes (the query's
+            # kinds of terms) first, planned it, then planned it again to prepare it (issue 33, row PG6)
             if ann and limit > EF_SEARCH:  # (ef_search below k would cut the list short)
                 with self.conn.transaction():
                     self.conn.execute(f"SET LOCAL hnsw.ef_search = {int(limit)}")
-                    rows = self.conn.execute(sql, params, binary=True).fetchall()
+                    rows = self.conn.execute(sql, params, binary=True, prepare=True).fetchall()
             else:  # (binary: the vectors of ~100 candidates were half the statement's time as text)
-                rows = self.conn.execute(sql, params, binary=True).fetchall()
+                rows = self.conn.execute(sql, params, binary=True, prepare=True).fetchall()
         rows.sort(key=lambda r: (r[0], r[1]))
         out = Candidates()
+        version = None
         for kind, _pos, cid, path, score, size, vec in rows:
             if kind == 0:
                 out.keywords.append((int(cid), float(score)))
@@ -997,11 +1073,13 @@ class PostgresStore:
                 out.vectors.append((int(cid), float(score)))
             elif kind == 3:
                 out.paths[int(cid)] = str(path)
-            else:
+            elif kind == 4:
                 out.keyword_vectors[int(cid)] = _unit(vec)
+            else:
+                version = int(cid)
         if ann:
             out.vectors.sort(key=lambda r: -r[1])  # (relaxed order: nearly sorted)
-        return out
+        return out, version
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
