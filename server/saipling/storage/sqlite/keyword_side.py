@@ -37,6 +37,21 @@ log = logging.getLogger(__name__)
 KeywordLists = tuple[list[tuple[int, float]], list[tuple[str, float, int]]]
 
 
+def fts_version(db: Database) -> tuple[bytes, ...]:
+    """The structure records of both keyword indexes (FTS5's `%_data` row 10: its segments and write counter): they
+    change with every transaction that writes the index, whoever commits it, and with nothing else. (This
+    connection's data_version also changes with the store's own search-log rows, written after every search: the
+    frequencies kept per term were dropped each time, and counting a million chunks again cost ~50 ms a search.)"""
+    with db.lock:
+        return tuple(
+            bytes(b or b"")
+            for (b,) in db.conn.execute(
+                "SELECT (SELECT block FROM chunks_fts_data WHERE id = 10)"
+                " UNION ALL SELECT (SELECT block FROM files_fts_data WHERE id = 10)"
+            )
+        )
+
+
 class Unavailable(Exception):
     """The worker's connection could not be opened: the caller reads the lists itself (and the store serially)."""
 
@@ -86,7 +101,7 @@ class KeywordSide:
                 raise Unavailable(str(exc)) from exc
             db = Database(conn)
             self._conn = conn
-            self._keywords = Keywords(db, FilterCache(db))
+            self._keywords = Keywords(db, FilterCache(db), lambda: fts_version(db))
         return self._keywords
 
     def disable(self) -> None:
