@@ -121,3 +121,32 @@ def test_a_read_only_or_memory_store_reads_on_its_own_connection(tmp_path: Path)
             opened.search_candidates(kw("lantern"), 10, 10, None, None)
         finally:
             opened.close()
+
+
+def test_the_workers_term_frequencies_follow_the_index_and_not_the_search_log(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bound (lowered here: fts_bound), the worker ranks with frequencies it keeps per term: a write to
+    the index (by the store's connection) is seen at once, the search-log row written after each search is not a
+    change (the rows were counted again after every search)."""
+    from saipling.storage.sqlite import fts_bound
+
+    monkeypatch.setattr(fts_bound, "BOUND_MIN_CHUNKS", 10)
+    monkeypatch.setattr(fts_bound, "FTS_BUDGET", 4)
+    monkeypatch.setattr(fts_bound, "FILE_BUDGET", 4)
+    query = kw("candle", "bay")
+    first = store.search_candidates(query, 10, 10, None, None)
+    assert first == _serial(store, query, None)
+    statements: list[str] = []
+    side = store._keyword_side
+    assert side is not None and side._conn is not None
+    side._conn.exec_trace = lambda _cursor, sql, _bindings: statements.append(sql) or True
+    store.log_search("candle", "cli", "lexical", 1, 1.0, 1.0)
+    assert store.search_candidates(query, 10, 10, None, None) == first
+    assert not [s for s in statements if "count(*)" in s]
+    for n in range(40, 48):  # (candle in 8 more chunks: its idf and every score change)
+        text = f"the candle {n} and the bay {n}"
+        store.replace_file(record(f"g{n}.md", text), [row(0, text)], {h(text): unit(n)}, "m1")
+    after = store.search_candidates(query, 10, 10, None, None)
+    assert after == _serial(store, query, None)
+    assert after.files != first.files
