@@ -12,6 +12,7 @@ import pytest
 
 from fixtures import kw
 from saipling.storage.base import ChunkFilter, candidates_by_calls
+from saipling.storage.sqlite import keyword_side
 from saipling.storage.sqlite.store import SqliteStore as Store
 from test_store import h, record, row, unit
 
@@ -20,6 +21,12 @@ WORKER = "saipling-keywords"
 
 def _workers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(WORKER)]
+
+
+@pytest.fixture(autouse=True)
+def small_is_big(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker reads for indexes of any size here (keyword_side.MIN_CHUNKS: 100k chunks by default)."""
+    monkeypatch.setattr(keyword_side, "MIN_CHUNKS", 0)
 
 
 @pytest.fixture
@@ -150,3 +157,18 @@ def test_the_workers_term_frequencies_follow_the_index_and_not_the_search_log(
     after = store.search_candidates(query, 10, 10, None, None)
     assert after == _serial(store, query, None)
     assert after.files != first.files
+
+
+def test_a_small_index_reads_on_the_stores_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below keyword_side.MIN_CHUNKS no worker starts: a search reads as before."""
+    monkeypatch.setattr(keyword_side, "MIN_CHUNKS", 3)
+    s = Store.open(tmp_path / "p" / ".saipling" / "index.db")
+    try:
+        s.replace_file(record("a.md", "lantern"), [row(0, "lantern")])
+        assert s.search_candidates(kw("lantern"), 10, 10, None, None).files
+        assert s._keyword_side is not None and s._keyword_side._conn is None
+        s.replace_file(record("b.md", "lantern b"), [row(0, "lantern b"), row(1, "lantern c")])
+        assert s.search_candidates(kw("lantern"), 10, 10, None, None).files
+        assert s._keyword_side._conn is not None
+    finally:
+        s.close()

@@ -27,12 +27,19 @@ import threading
 import apsw
 
 from ..base import ChunkFilter, KeywordQuery
+from . import fts_bound
 from .database import Database
 from .filters import FilterCache
 from .keywords import Keywords
 from .schema import connect
 
 log = logging.getLogger(__name__)
+
+# Below this many chunks a search reads serially as before: its keyword reads take a few ms, and the worker's page
+# cache is emptied by every commit of another connection (the store's search-log row after each search among them:
+# WAL readers drop their cache when the index changed), so its reads cost more than they saved (55k chunks: hybrid
+# CPU 51-56 vs 39-53 ms a search)
+MIN_CHUNKS = fts_bound.BOUND_MIN_CHUNKS
 
 KeywordLists = tuple[list[tuple[int, float]], list[tuple[str, float, int]]]
 

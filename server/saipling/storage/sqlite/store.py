@@ -52,7 +52,7 @@ from ..base import (
     aliases_of,
     candidates_by_calls,
 )
-from . import index_files, integrity, lock
+from . import index_files, integrity, keyword_side, lock
 from .database import Database
 from .errors import mapped_errors, translated
 from .file_writes import FileWrites
@@ -495,7 +495,12 @@ class SqliteStore:
     ) -> Candidates:
         side = self._keyword_side
         future = None
-        if side is not None and query is not None and (qvec is not None or file_limit > 0):
+        if (
+            side is not None
+            and query is not None
+            and (qvec is not None or file_limit > 0)
+            and self._keywords.term_doc_freqs([])[1] >= keyword_side.MIN_CHUNKS
+        ):
             # hybrid: both keyword lists read on the worker's connection while this thread runs the KNN; lexical:
             # the whole-file list there, the chunk list here (keyword_side.py)
             future = side.submit(query, limit if qvec is not None else 0, file_limit, flt)
