@@ -171,15 +171,14 @@ def bm25_function(api: Any, *holding: int) -> float:
     if consts is None:  # once per statement: the table's row count and average row size, the phrases' idfs
         rows = api.row_count
         average = api.column_total_size(-1) / max(1, rows)
-        consts = api.aux_data = (average, tuple(fts5_idf(rows, n) for n in holding))
+        consts = api.aux_data = (average, tuple(enumerate(fts5_idf(rows, n) for n in holding)))
     average, idfs = consts
+    # (the sum in FTS5's order of operations: its bm25() gives the same float for the row)
     norm = K1 * (1.0 - B + B * api.column_size(-1) / average) if average else K1
     score = 0.0
     locations = api.phrase_locations
-    for i, idf in enumerate(idfs):
-        n = 0
-        for column in locations(i):
-            n += len(column)
+    for i, idf in idfs:
+        n = sum(map(len, locations(i)))
         if n:
-            score += idf * n * (K1 + 1.0) / (n + norm)
+            score += idf * (n * (K1 + 1.0)) / (n + norm)
     return score

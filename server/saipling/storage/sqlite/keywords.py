@@ -34,14 +34,17 @@ _VOCAB = {"chunks_fts": "temp.chunks_fts_vocab", "files_fts": "temp.files_fts_vo
 
 
 class Keywords:
-    def __init__(self, db: Database, filters: FilterCache) -> None:
+    def __init__(self, db: Database, filters: FilterCache, version: Callable[[], object] | None = None) -> None:
         self.db = db
         self.filters = filters
+        # what changes when the keyword index may have (the frequencies are kept until it does): by default any
+        # commit to the index but this connection's own uncounted ones (Database.any_version)
+        self._version: Callable[[], object] = version or db.any_version
         self._vocabs: set[str] = set()  # the temp fts5vocab tables made on this connection
         # per FTS table: {term or phrase expression: rows holding it}, its number of rows; for _df_version
         self._df_cache: dict[str, dict[str, int]] = {}
         self._df_rows: dict[str, int] = {}
-        self._df_version: tuple[int, int] | None = None
+        self._df_version: object = None
         self._tokenizer: tuple[apsw.Connection, Any] | None = None
         self._scorer_on: apsw.Connection | None = None  # the connection saipling_bm25 is registered on
         self.last_scored = 0  # rows the last bounded search scored (tests, benchmarks)
@@ -259,7 +262,7 @@ class Keywords:
     def _doc_freqs(self, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """({term: rows of `table` holding it}, rows of `table`), kept per term until the index changes."""
         conn = self.db.conn
-        version = self.db.any_version()
+        version = self._version()
         if self._df_version != version:
             self._df_cache.clear()
             self._df_rows.clear()

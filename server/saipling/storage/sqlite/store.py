@@ -52,11 +52,12 @@ from ..base import (
     aliases_of,
     candidates_by_calls,
 )
-from . import index_files, integrity, lock
+from . import index_files, integrity, keyword_side, lock
 from .database import Database
 from .errors import mapped_errors, translated
 from .file_writes import FileWrites
 from .filters import FilterCache, where
+from .keyword_side import KeywordLists, KeywordSide, Unavailable
 from .keywords import Keywords
 from .lock import HeldLock
 from .mentions import Mentions
@@ -110,6 +111,8 @@ class SqliteStore:
         self._mentions = Mentions(self._db)
         self._keywords = Keywords(self._db, self._filters)
         self._files = FileWrites(self._db, self._vectors, self._mentions)
+        # a hybrid search's keyword reads, on a read-only connection of their own beside the KNN (keyword_side.py)
+        self._keyword_side = None if readonly or path == ":memory:" else KeywordSide(conn.filename)
 
     @property
     def conn(self) -> apsw.Connection:
@@ -320,6 +323,8 @@ class SqliteStore:
         A vector snapshot being written in the background is finished first (a one-shot CLI search wrote it
         after its answer was printed)."""
         self._vectors.wait_for_snapshot()
+        if self._keyword_side is not None:
+            self._keyword_side.close()
         with self._lock:
             if not self.readonly:
                 with contextlib.suppress(Exception):
@@ -488,7 +493,46 @@ class SqliteStore:
         qvec: np.ndarray | None = None,
         flt: ChunkFilter | None = None,
     ) -> Candidates:
-        return candidates_by_calls(self, query, limit, file_limit, qvec, flt)
+        side = self._keyword_side
+        future = None
+        if (
+            side is not None
+            and query is not None
+            and (qvec is not None or file_limit > 0)
+            and self._keywords.term_doc_freqs([])[1] >= keyword_side.MIN_CHUNKS
+        ):
+            # hybrid: both keyword lists read on the worker's connection while this thread runs the KNN; lexical:
+            # the whole-file list there, the chunk list here (keyword_side.py)
+            future = side.submit(query, limit if qvec is not None else 0, file_limit, flt)
+        if future is None:
+            return candidates_by_calls(self, query, limit, file_limit, qvec, flt)
+        assert side is not None and query is not None
+        out = Candidates()
+        try:
+            if qvec is not None:
+                out.vectors = self.knn(qvec, limit, flt)
+            else:
+                out.keywords = self.keyword_search(query, limit, flt)
+        finally:
+            try:
+                lists: KeywordLists | None = future.result()
+            except Unavailable as exc:
+                log.warning("keyword reads beside this thread's are off: %s", exc)
+                side.disable()
+                lists = None
+        if lists is None:  # (read here, as before)
+            chunks = self.keyword_search(query, limit, flt) if qvec is not None else out.keywords
+            lists = (chunks, self.file_keyword_search(query, file_limit, flt) if file_limit > 0 else [])
+        if qvec is not None:
+            out.keywords = lists[0]
+        out.files = lists[1]
+        ids = list(dict.fromkeys([c for c, _ in out.keywords] + [c for c, _ in out.vectors]))
+        out.paths = self.chunk_paths(ids) if ids else {}
+        if qvec is not None:
+            seen = {c for c, _ in out.vectors}
+            need = [c for c, _ in out.keywords if c not in seen]
+            out.keyword_vectors = self.chunk_vectors(need) if need else {}
+        return out
 
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: ChunkFilter | None = None) -> list[tuple[int, str]]:
         """(chunk id, path) of every chunk of `paths` that passes `flt`."""

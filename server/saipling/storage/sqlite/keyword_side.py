@@ -1,0 +1,139 @@
+"""A search's keyword reads on a connection and thread of their own (issue 34), beside the searching thread's own
+reads, in an index of MIN_CHUNKS chunks or more.
+
+Why: a hybrid search read its keyword lists and then its nearest vectors, one after the other, under the one lock
+of the store's connection (storage/sqlite/database.py); at a million chunks that is ~60 ms of FTS5 then ~150 ms of
+KNN on one core while the other waits. The KNN runs on the in-memory matrix (numpy releases the GIL), and apsw
+releases it while SQLite steps a statement, so the two overlap on two cores. A lexical search's two lists (the
+chunks' and the whole files') overlap the same way.
+
+How: `KeywordSide` holds one read-only connection (opened on first use, `mode=ro`: it never writes the index) with
+its own `Database` lock and `Keywords` part (the same FTS5 statements, bound and filters as the store's own), used
+by one worker thread only: one connection per thread. The searching thread submits the keyword reads (hybrid: both
+lists; lexical: the whole-file list), runs the KNN (or reads the chunk list) on the store's connection, then waits
+for them. The worker holds only its own lock, never the store's, so a caller holding the store's lock cannot
+deadlock it. Its term frequencies are kept until a keyword index changes (`fts_version`).
+
+What it reads: the last committed state of the index, as any reader in WAL mode. The store's connection has
+uncommitted rows only inside a write transaction, which holds the store's lock; a search beside it reads the rows
+committed before it (the KNN, on the store's connection, still waits for the commit). The filter is the same SQL
+on either connection: a reader role's visibility is checked by SQLite in the keyword statements as before,
+nothing is cached across the two.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+
+import apsw
+
+from ..base import ChunkFilter, KeywordQuery
+from . import fts_bound
+from .database import Database
+from .filters import FilterCache
+from .keywords import Keywords
+from .schema import connect
+
+log = logging.getLogger(__name__)
+
+# Below this many chunks a search reads serially as before: its keyword reads take a few ms, and the worker's page
+# cache is emptied by every commit of another connection (the store's search-log row after each search among them:
+# WAL readers drop their cache when the index changed), so its reads cost more than they saved (55k chunks: hybrid
+# CPU 51-56 vs 39-53 ms a search)
+MIN_CHUNKS = fts_bound.BOUND_MIN_CHUNKS
+
+KeywordLists = tuple[list[tuple[int, float]], list[tuple[str, float, int]]]
+
+
+def fts_version(db: Database) -> tuple[bytes, ...]:
+    """The structure records of both keyword indexes (FTS5's `%_data` row 10: its segments and write counter): they
+    change with every transaction that writes the index, whoever commits it, and with nothing else. (This
+    connection's data_version also changes with the store's own search-log rows, written after every search: the
+    frequencies kept per term were dropped each time, and counting a million chunks again cost ~50 ms a search.)"""
+    with db.lock:
+        return tuple(
+            bytes(b or b"")
+            for (b,) in db.conn.execute(
+                "SELECT (SELECT block FROM chunks_fts_data WHERE id = 10)"
+                " UNION ALL SELECT (SELECT block FROM files_fts_data WHERE id = 10)"
+            )
+        )
+
+
+class Unavailable(Exception):
+    """The worker's connection could not be opened: the caller reads the lists itself (and the store serially)."""
+
+
+class KeywordSide:
+    """A hybrid search's keyword reads on a read-only connection used by one worker thread."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path  # the database file as the store's connection opened it (no link on the way)
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._keywords: Keywords | None = None
+        self._conn: apsw.Connection | None = None
+        self._failed = False  # the connection could not be opened: searches read serially as before
+        self._guard = threading.Lock()  # start and close
+
+    def submit(
+        self, query: KeywordQuery, limit: int, file_limit: int, flt: ChunkFilter | None
+    ) -> concurrent.futures.Future[KeywordLists] | None:
+        """The keyword (`limit` > 0) and whole-file (`file_limit` > 0) lists of `query` read on the worker;
+        None when there is no worker (closed, or its connection could not be opened): the caller reads them."""
+        with self._guard:
+            if self._failed:
+                return None
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saipling-keywords")
+            return self._pool.submit(self._read, query, limit, file_limit, flt)
+
+    def _read(self, query: KeywordQuery, limit: int, file_limit: int, flt: ChunkFilter | None) -> KeywordLists:
+        keywords = self._part()
+        chunks = keywords.keyword_search(query, limit, flt) if limit > 0 else []
+        files = keywords.file_keyword_search(query, file_limit, flt) if file_limit > 0 else []
+        return chunks, files
+
+    def _part(self) -> Keywords:
+        """The worker's Keywords part, its connection opened on first use (on the worker thread)."""
+        if self._keywords is None:
+            try:
+                conn = connect(self.path, readonly=True)
+            except apsw.Error as exc:
+                raise Unavailable(str(exc)) from exc
+            try:
+                conn.execute("PRAGMA cache_size=-16384")  # (as the store's connection: FTS pages stay warm)
+                conn.execute("PRAGMA mmap_size=67108864")
+                conn.execute("PRAGMA temp_store=MEMORY")  # (the frequencies' fts5vocab tables are temp tables)
+            except apsw.Error as exc:
+                conn.close()
+                raise Unavailable(str(exc)) from exc
+            db = Database(conn)
+            self._conn = conn
+            self._keywords = Keywords(db, FilterCache(db), lambda: fts_version(db))
+        return self._keywords
+
+    def disable(self) -> None:
+        """No more searches on the worker (its connection failed): the store reads serially from now on."""
+        with self._guard:
+            self._failed = True
+
+    def close(self) -> None:
+        """Waits for a read in progress, then closes the connection and the worker."""
+        with self._guard:
+            self._failed = True
+            pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        pool.submit(self._close_conn).result()
+        pool.shutdown(wait=True)
+
+    def _close_conn(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except apsw.Error:  # (closing a read-only connection: nothing to lose)
+                log.debug("closing the keyword connection failed", exc_info=True)
+            self._conn = None
+            self._keywords = None

@@ -1,0 +1,174 @@
+"""A search's keyword reads on a read-only connection and worker thread of their own (storage/sqlite/keyword_side.py,
+issue 34): a hybrid search reads its keyword lists there while its own thread runs the KNN, a lexical search its
+whole-file list while it reads the chunk list. Real SQLite files, real threads."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+import pytest
+
+from fixtures import kw
+from saipling.storage.base import ChunkFilter, candidates_by_calls
+from saipling.storage.sqlite import keyword_side
+from saipling.storage.sqlite.store import SqliteStore as Store
+from test_store import h, record, row, unit
+
+WORKER = "saipling-keywords"
+
+
+def _workers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(WORKER)]
+
+
+@pytest.fixture(autouse=True)
+def small_is_big(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker reads for indexes of any size here (keyword_side.MIN_CHUNKS: 100k chunks by default)."""
+    monkeypatch.setattr(keyword_side, "MIN_CHUNKS", 0)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    """40 files of 2 chunks with vectors; `lantern` in every third file's first chunk, `harbour` in every fourth
+    file's second; the files f00-f09 private."""
+    s = Store.open(tmp_path / "proj" / ".saipling" / "index.db")
+    s.configure_vectors("fake", "m1", 8)
+    for n in range(40):
+        texts = [
+            f"the {'lantern' if n % 3 == 0 else 'candle'} of chapter {n}",
+            f"a quiet {'harbour' if n % 4 == 0 else 'bay'} {n}",
+        ]
+        seen = "private" if n < 10 else "public"
+        rec = dataclasses.replace(record(f"f{n:02d}.md", " ".join(texts)), visibility=seen)
+        rows = [dataclasses.replace(row(i, t), visibility=seen) for i, t in enumerate(texts)]
+        s.replace_file(rec, rows, {h(t): unit(n * 2 + i) for i, t in enumerate(texts)}, "m1")
+    yield s
+    s.close()
+
+
+def _serial(s: Store, query, qvec, flt=None):
+    """What the store's connection alone reads, one list after the other."""
+    return candidates_by_calls(s, query, 10, 10, qvec, flt)
+
+
+@pytest.mark.parametrize("hybrid", [True, False])
+@pytest.mark.parametrize("flt", [None, ChunkFilter(visibility=["public"]), ChunkFilter(path_prefix="f1")])
+def test_the_lists_read_beside_the_search_are_the_ones_read_on_its_connection(store: Store, hybrid, flt) -> None:
+    qvec = unit(7) if hybrid else None
+    got = store.search_candidates(kw("lantern", "harbour"), 10, 10, qvec, flt)
+    want = _serial(store, kw("lantern", "harbour"), qvec, flt)
+    assert got.keywords and got.files
+    assert (got.keywords, got.files, got.vectors, got.paths) == (want.keywords, want.files, want.vectors, want.paths)
+    if hybrid:
+        assert got.vectors and got.keyword_vectors.keys() == want.keyword_vectors.keys()
+    assert _workers(), "the keyword reads ran on the worker"
+    private = {f"f{n:02d}.md" for n in range(10)}
+    if flt is not None and flt.visibility:  # (a reader role's visibility: the private files stay out)
+        assert not private & {p for p, _, _ in got.files}
+        assert not private & set(got.paths.values())
+
+
+def test_the_keyword_reads_do_not_wait_for_a_write_transaction_and_see_only_what_it_committed(
+    store: Store,
+) -> None:
+    """A write transaction holds the store's connection (and its lock) while it writes; the worker's connection
+    reads the last committed state meanwhile, without the rows the transaction has not committed, and sees them
+    once it has."""
+    side = store._keyword_side
+    assert side is not None
+    side.submit(kw("zeppelin"), 10, 10, None).result(timeout=30)  # (the worker's connection opened)
+    writing, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def write() -> None:
+        with store.atomic():
+            text = "a zeppelin over the lantern"
+            store.replace_file(record("new.md", text), [row(0, text)], {h(text): unit(99)}, "m1")
+            writing.set()
+            release.wait(30)
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert writing.wait(30)
+        chunks, files = side.submit(kw("zeppelin"), 10, 10, None).result(timeout=10)  # (never waits for the lock)
+        assert (chunks, files) == ([], [])
+        assert not done.is_set()
+    finally:
+        release.set()
+        writer.join(30)
+    chunks, files = side.submit(kw("zeppelin"), 10, 10, None).result(timeout=10)
+    assert [p for p, _, _ in files] == ["new.md"] and len(chunks) == 1
+    got = store.search_candidates(kw("zeppelin"), 10, 10, unit(99), None)
+    assert [c for c, _ in got.keywords] == [store.chunks_for_path("new.md")[0].id]
+
+
+def test_closing_the_store_ends_the_worker_and_its_connection(tmp_path: Path) -> None:
+    s = Store.open(tmp_path / "p" / ".saipling" / "index.db")
+    s.replace_file(record("a.md", "lantern"), [row(0, "lantern")])
+    before = set(_workers())
+    assert s.search_candidates(kw("lantern"), 10, 10, None, None).files
+    started = set(_workers()) - before
+    assert len(started) == 1
+    s.close()
+    assert not any(t.is_alive() for t in started)
+
+
+def test_a_read_only_or_memory_store_reads_on_its_own_connection(tmp_path: Path) -> None:
+    """No second connection where none can be opened as the first was (a read-only folder's index, `:memory:`)."""
+    path = tmp_path / "p" / ".saipling" / "index.db"
+    s = Store.open(path)
+    s.replace_file(record("a.md", "lantern"), [row(0, "lantern")])
+    s.close()
+    for opened in (Store.open(path, readonly=True), Store.open(":memory:")):
+        try:
+            assert opened._keyword_side is None
+            opened.search_candidates(kw("lantern"), 10, 10, None, None)
+        finally:
+            opened.close()
+
+
+def test_the_workers_term_frequencies_follow_the_index_and_not_the_search_log(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bound (lowered here: fts_bound), the worker ranks with frequencies it keeps per term: a write to
+    the index (by the store's connection) is seen at once, the search-log row written after each search is not a
+    change (the rows were counted again after every search)."""
+    from saipling.storage.sqlite import fts_bound
+
+    monkeypatch.setattr(fts_bound, "BOUND_MIN_CHUNKS", 10)
+    monkeypatch.setattr(fts_bound, "FTS_BUDGET", 4)
+    monkeypatch.setattr(fts_bound, "FILE_BUDGET", 4)
+    query = kw("candle", "bay")
+    first = store.search_candidates(query, 10, 10, None, None)
+    assert first == _serial(store, query, None)
+    statements: list[str] = []
+    side = store._keyword_side
+    assert side is not None and side._conn is not None
+    side._conn.exec_trace = lambda _cursor, sql, _bindings: statements.append(sql) or True
+    store.log_search("candle", "cli", "lexical", 1, 1.0, 1.0)
+    assert store.search_candidates(query, 10, 10, None, None) == first
+    assert not [s for s in statements if "count(*)" in s]
+    for n in range(40, 48):  # (candle in 8 more chunks: its idf and every score change)
+        text = f"the candle {n} and the bay {n}"
+        store.replace_file(record(f"g{n}.md", text), [row(0, text)], {h(text): unit(n)}, "m1")
+    after = store.search_candidates(query, 10, 10, None, None)
+    assert after == _serial(store, query, None)
+    assert after.files != first.files
+
+
+def test_a_small_index_reads_on_the_stores_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below keyword_side.MIN_CHUNKS no worker starts: a search reads as before."""
+    monkeypatch.setattr(keyword_side, "MIN_CHUNKS", 3)
+    s = Store.open(tmp_path / "p" / ".saipling" / "index.db")
+    try:
+        s.replace_file(record("a.md", "lantern"), [row(0, "lantern")])
+        assert s.search_candidates(kw("lantern"), 10, 10, None, None).files
+        assert s._keyword_side is not None and s._keyword_side._conn is None
+        s.replace_file(record("b.md", "lantern b"), [row(0, "lantern b"), row(1, "lantern c")])
+        assert s.search_candidates(kw("lantern"), 10, 10, None, None).files
+        assert s._keyword_side._conn is not None
+    finally:
+        s.close()
