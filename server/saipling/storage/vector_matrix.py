@@ -365,28 +365,28 @@ class VectorMatrix:
         """Three passes: every row's sign bits against the query's (Hamming distance: 64 dimensions per popcount),
         the `pool` nearest scored on their int8 codes, the best `rescore` of those on their exact vectors."""
         assert self._bits is not None and self._steps is not None
-        qs = q * self._steps
-        dist = self._hamming(signs((q / self._steps)[None, :])[0])
-        far = self.dims + 1  # (the bits' distances are at most dims)
-        if keep is not None:
-            dist[~keep] = far
-        elif self._holes:
-            dist[self._holes_array()] = far
-        near = nearest_by_distance(dist, pool, far)
-        scores = self._pool_scores(near, qs)
+        dist, counts = self._hamming(signs((q / self._steps)[None, :])[0], keep)
+        near = nearest_by_distance(dist, pool, self.dims + 1, counts)
+        scores = self._pool_scores(near, q * self._steps)
         rescore = min(rescore, len(near))
         best = np.argpartition(scores, len(scores) - rescore)[len(scores) - rescore :]
         return self._rescored(near[best], scores[best], q, k)
 
-    def _hamming(self, qbits: np.ndarray) -> np.ndarray:
-        """The Hamming distance of every row's sign bits to `qbits` (uint16, rows in use, holes included), a
-        SIGN_BLOCK of rows at a time on reused buffers (word-major bits: each word's XOR and popcount contiguous)."""
-        assert self._bits is not None
-        n, words = self._n, self._bits.shape[0]
+    def _scratch_for(self, n: int) -> _SignScratch:
         scratch = self._scratch
         if scratch is None or len(scratch.dist) < n:
-            scratch = self._scratch = _SignScratch(max(n, len(self._mat)), min(SIGN_BLOCK, max(n, 1)))
+            scratch = self._scratch = _SignScratch(max(n, len(self._mat)), min(SIGN_BLOCK, max(n, 1)), self.dims)
+        return scratch
+
+    def _hamming(self, qbits: np.ndarray, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The Hamming distance of every row's sign bits to `qbits` (uint16, the rows in use; holes and the rows
+        outside `keep` at dims + 1), and how many rows are at each distance below that. A SIGN_BLOCK of rows at a
+        time on buffers kept between searches (word-major bits: each word's XOR and popcount contiguous)."""
+        assert self._bits is not None
+        n, words, far = self._n, self._bits.shape[0], self.dims + 1
+        scratch = self._scratch_for(n)
         dist = scratch.dist[:n]
+        counts = np.zeros(far + 1, dtype=np.int64)
         for start in range(0, n, SIGN_BLOCK):
             end = min(n, start + SIGN_BLOCK)
             xor, count, out = scratch.xor[: end - start], scratch.count[: end - start], dist[start:end]
@@ -397,17 +397,26 @@ class VectorMatrix:
                     np.copyto(out, count, casting="unsafe")
                 else:
                     np.add(out, count, out=out)
-        return dist
+            if keep is not None:
+                out[~keep[start:end]] = far
+            counts += np.bincount(out, minlength=far + 1)
+        if keep is None and self._holes:
+            holes = self._holes_array()
+            counts -= np.bincount(dist[holes], minlength=far + 1)
+            dist[holes] = far
+            counts[far] += len(holes)
+        return dist, counts[:far]
 
     def _pool_scores(self, near: np.ndarray, qs: np.ndarray) -> np.ndarray:
         """The codes' scores (codes times the query scaled by the steps: `qs`) of the rows `near` (ascending), a
-        POOL_BLOCK of rows gathered at a time into a reused buffer (gathering the whole pool at once and casting it
-        to float32 allocated ~4 bytes per code: 96 MB at 1M rows)."""
+        POOL_BLOCK of rows gathered at a time into a kept buffer (gathering the whole pool at once and casting it
+        to float32 allocated ~5 bytes per code: 120 MB at 1M rows)."""
         scores = np.empty(len(near), dtype=np.float32)
-        block = np.empty((min(POOL_BLOCK, max(len(near), 1)), self.dims), dtype=np.int8)
+        block = self._scratch_for(self._n).block
         for start in range(0, len(near), POOL_BLOCK):
             end = min(len(near), start + POOL_BLOCK)
-            rows = np.take(self._mat, near[start:end], axis=0, out=block[: end - start])
+            # (mode "clip": with "raise", the default, numpy buffers `out` in a new array; the rows are in range)
+            rows = np.take(self._mat, near[start:end], axis=0, out=block[: end - start], mode="clip")
             np.einsum("ij,j->i", rows, qs, dtype=np.float32, casting="unsafe", out=scores[start:end])
         return scores
 
@@ -481,13 +490,14 @@ class MatrixState:
 
 
 class _SignScratch:
-    """The sign pass's buffers, kept by the matrix between searches (allocating them at every search cost page
-    faults): the distances of every row, and one block's XOR words and popcounts."""
+    """A compact matrix's search buffers, kept between searches (allocating them at every search cost page faults):
+    the distances of every row, one block's XOR words and popcounts, one block of the pool's codes."""
 
-    def __init__(self, rows: int, block: int) -> None:
+    def __init__(self, rows: int, block: int, dims: int) -> None:
         self.dist = np.empty(rows, dtype=np.uint16)
         self.xor = np.empty(block, dtype=np.uint64)
         self.count = np.empty(block, dtype=np.uint8)
+        self.block = np.empty((POOL_BLOCK, dims), dtype=np.int8)
 
 
 def word_major(bits: np.ndarray) -> np.ndarray:
@@ -495,11 +505,13 @@ def word_major(bits: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(bits, dtype=np.uint64).T)
 
 
-def nearest_by_distance(dist: np.ndarray, pool: int, far: int) -> np.ndarray:
+def nearest_by_distance(dist: np.ndarray, pool: int, far: int, counts: np.ndarray | None = None) -> np.ndarray:
     """The indices (ascending) of the `pool` smallest of `dist` (small non-negative integers; those >= `far` never
-    taken): every row below the pool's threshold distance and, of the rows at it, the first in row order. A
-    histogram and two passes instead of argpartition over every row (~2x cheaper at 1M rows)."""
-    counts = np.bincount(dist, minlength=far + 1)[:far]
+    taken): every row below the pool's threshold distance and, of the rows at it, the first in row order. `counts`:
+    how many rows are at each distance below `far` (else counted here). A histogram and two passes instead of
+    argpartition over every row (~2x cheaper at 1M rows)."""
+    if counts is None:
+        counts = np.bincount(dist, minlength=far + 1)[:far]
     total = np.cumsum(counts)
     if not len(total) or total[-1] <= pool:
         return np.flatnonzero(dist < far)
