@@ -311,7 +311,7 @@ def test_a_warm_search_of_a_large_compact_matrix_allocates_nothing_the_size_of_i
     from saipling.storage import vector_matrix as vm
     from saipling.storage.vector_matrix import quantize, signs, steps_for
 
-    monkeypatch.setattr(vm, "SIGN_BLOCK", 8192)  # several blocks, the last one short
+    monkeypatch.setattr(vm, "SIGN_BLOCK", 8192, raising=False)  # several blocks, the last one short
     rng = np.random.default_rng(12)
     n, dims = 60_000, 384
     vecs = clustered(rng, n + 5, dims)
