@@ -332,3 +332,58 @@ def test_rows_are_found_by_id_through_removals_additions_and_compaction() -> Non
     assert got.keys() == set(list(vecs)[:50])
     for cid, v in got.items():
         assert np.allclose(v, vecs[cid])
+def test_the_sign_pass_picks_the_pool_nearest_rows_ties_in_row_order_never_a_masked_one() -> None:
+    """nearest_by_distance (the pool of a compact matrix's sign pass): exactly `pool` rows, every one nearer than
+    any left out, the rows at the threshold distance taken in row order, rows marked far never taken."""
+    from saipling.storage.vector_matrix import nearest_by_distance
+
+    rng = np.random.default_rng(11)
+    dist = rng.integers(0, 40, 5000).astype(np.uint16)
+    dist[rng.choice(5000, 300, replace=False)] = 41  # masked (a hole or a filtered row)
+    for pool in (1, 37, 500, 2000):
+        got = nearest_by_distance(dist, pool, 41)
+        assert len(got) == pool and np.all(np.diff(got) > 0)
+        cut = int(dist[got].max())
+        assert dist[np.setdiff1d(np.arange(5000), got)].min() >= cut  # nothing left out is nearer
+        at = np.flatnonzero(dist == cut)
+        assert np.array_equal(got[dist[got] == cut], at[: len(got[dist[got] == cut])])  # ties: the first rows
+    assert np.array_equal(nearest_by_distance(dist, 10_000, 41), np.flatnonzero(dist < 41))  # fewer than the pool
+
+
+@pytest.mark.skipif(not hasattr(np, "bitwise_count"), reason="numpy < 2: no popcount")
+def test_a_warm_search_of_a_large_compact_matrix_allocates_nothing_the_size_of_its_rows(monkeypatch) -> None:
+    """The sign pass and the pool's scoring run on buffers kept between searches, a block of rows at a time: a
+    warm search's peak allocation stays far below a byte per dimension of the pool (the pool gathered and cast to
+    float32 whole) and below 8 bytes a row (the XOR words of every row), while it answers as before."""
+    import tracemalloc
+
+    from saipling.storage import vector_matrix as vm
+    from saipling.storage.vector_matrix import quantize, signs, steps_for
+
+    monkeypatch.setattr(vm, "SIGN_BLOCK", 8192, raising=False)  # several blocks, the last one short
+    rng = np.random.default_rng(12)
+    n, dims = 60_000, 384
+    vecs = clustered(rng, n + 5, dims)
+    mat, queries = vecs[:n], vecs[n:]
+    steps = steps_for(mat[:20_000])
+    codes = quantize(mat, steps)
+    ids = np.arange(1, n + 1, dtype=np.int64)
+    matrix = VectorMatrix(ids, codes, steps=steps, exact=lambda c: {i: mat[i - 1] for i in c})
+    matrix.remove([5, 6, 7])
+    q = queries[0]
+    matrix.knn(q, 10)  # (the kept buffers made)
+    pool = max(vm.SIGN_POOL, n // vm.SIGN_SHARE)
+    tracemalloc.start()
+    try:
+        got = matrix.knn(q, 10)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < min(8 * n, pool * dims)
+    # the same pool as one whole pass would pick: the Hamming distances of every row, ranked
+    qbits = signs((q / steps)[None, :])[0]
+    dist = np.bitwise_count(signs(codes) ^ qbits).sum(axis=1)
+    dist[[4, 5, 6]] = dims + 1
+    assert np.array_equal(np.sort(matrix._hamming(qbits)[0])[:-3], np.sort(dist)[:-3])
+    truth = sorted(((float(mat[i] @ q), i + 1) for i in range(n) if i + 1 not in (5, 6, 7)), reverse=True)[:10]
+    assert [c for c, _ in got] == [c for _, c in truth]
