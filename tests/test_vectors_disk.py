@@ -785,7 +785,9 @@ def test_a_compact_snapshot_is_mapped_not_read_before_the_first_answer(tmp_path,
     finally:
         tracemalloc.stop()
     assert found == exact_top(by_id, q, 8)
-    assert peak < payload / 3, (peak, payload)  # (read into memory: the whole payload, ~2.4 MB here)
+    # (read into memory: the whole payload, ~2.4 MB here; mapped: ~0.85 MB, the sign bits copied word-major
+    # (256 KB) and the buffers of the sign pass and of a pool of 4,000 of the 8,000 rows)
+    assert peak < payload / 2, (peak, payload)
 
 
 @pytest.mark.parametrize("preadv", [True, False])
