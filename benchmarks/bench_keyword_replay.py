@@ -63,6 +63,7 @@ class Postings:
             with open(cache, "rb") as fh:
                 self.data = pickle.load(fh)
         self.dirty = False
+        self._sizes: dict[tuple[str, int], np.ndarray] = {}
         self._got: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = []
         self._stats: tuple[int, tuple[int, ...]] | None = None
         self.conn.register_fts5_function("kw_capture", self._capture)
@@ -101,9 +102,14 @@ class Postings:
             self.dirty = True
         return self.data["terms"][key]
 
-    def sizes(self, table: str, ids: np.ndarray) -> np.ndarray:
-        s = self.data["sizes"][table]
-        return np.array([s[int(i)] for i in ids], dtype=np.float64)
+    def size_array(self, table: str, ids: np.ndarray) -> np.ndarray:
+        """The column sizes of rows `ids` (memoised per array: the postings are fixed)."""
+        key = (table, id(ids))
+        got = self._sizes.get(key)
+        if got is None:
+            s = self.data["sizes"][table]
+            got = self._sizes[key] = np.array([s[int(i)] for i in ids], dtype=np.float64)
+        return got
 
     def save(self) -> None:
         if self.dirty:
@@ -133,31 +139,40 @@ class Scorer:
         v = math.log((rows - holding + 0.5) / (holding + 0.5))
         return v if v > 0 else 1e-6
 
-    def score(self, post: Postings, table: str, exprs: list[str]) -> dict[int, float]:
-        acc: dict[int, float] = defaultdict(float)
+    def score(self, post: Postings, table: str, exprs: list[str]) -> list[tuple[int, float]]:
+        """(rowid, score) of every row matching one of `exprs`, best first (ties: rowid order)."""
         lists = [post.term(table, e) for e in exprs]
-        rows, totals = post.stats(table) if table in post.data["stats"] else (1, np.ones(1))
+        if table not in post.data["stats"]:
+            return []
+        rows, totals = post.stats(table)
         ncol = len(totals)
         w = np.array([self.weights[c] if c < len(self.weights) else 1.0 for c in range(ncol)])
         avg_all = totals.sum() / max(1, rows)
         avg_col = totals / max(1, rows)
         cb = np.array([self.col_b[c] if c < len(self.col_b) else self.b for c in range(ncol)])
+        all_ids = [ids for ids, _ in lists if len(ids)]
+        if not all_ids:
+            return []
+        uniq, inv = np.unique(np.concatenate(all_ids), return_inverse=True)
+        acc = np.zeros(len(uniq))
+        at = 0
         for ids, counts in lists:
             if not len(ids):
                 continue
             idf = self.idf_of(rows, len(ids))
-            sizes = post.sizes(table, ids)
+            sizes = post.size_array(table, ids)
             if self.bm25f:
                 norm = 1.0 - cb + cb * sizes / np.where(avg_col > 0, avg_col, 1.0)
                 tf = (counts * w / norm).sum(axis=1)
-                s = idf * tf * (self.k1 + 1.0) / (tf + self.k1)
+                sc = idf * tf * (self.k1 + 1.0) / (tf + self.k1)
             else:
                 tf = counts @ w
                 dl = sizes.sum(axis=1)
-                s = idf * tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * dl / avg_all))
-            for rid, v in zip(ids.tolist(), s.tolist(), strict=True):
-                acc[rid] += v
-        return acc
+                sc = idf * tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * dl / avg_all))
+            acc += np.bincount(inv[at : at + len(ids)], weights=sc, minlength=len(uniq))
+            at += len(ids)
+        order = np.lexsort((uniq, -acc))
+        return list(zip(uniq[order].tolist(), acc[order].tolist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -193,10 +208,8 @@ def lists(
     if not exprs:
         return [], []
     n_cand = max(100, c["max_results"] * 4)
-    ch = v.chunk.score(post, "chunks_fts", exprs)
-    kw = sorted(ch.items(), key=lambda r: (-r[1], r[0]))[:n_cand]
-    fs = v.file.score(post, "files_fts", exprs)
-    top = sorted(fs.items(), key=lambda r: (-r[1], r[0]))[: pr.NORM_POOL]
+    kw = v.chunk.score(post, "chunks_fts", exprs)[:n_cand]
+    top = v.file.score(post, "files_fts", exprs)[: pr.NORM_POOL]
     files = [(c["file_rows"][r][0], s, c["file_rows"][r][1]) for r, s in top if r in c["file_rows"]]
     return kw, files
 
@@ -212,6 +225,22 @@ def coverage(c: dict[str, Any], q: dict[str, Any], kw: list[tuple[int, float]], 
     texts = [words[cid] for cid in top if cid in words]
     texts += [" ".join(words[x] for x in c["chunks_of"][p] if x in words) for p in short_top]
     return max(coverages(q["idf"], texts), default=0.0) if texts else 0.0
+
+
+class _CachedV:
+    """A corpus's vector matrix whose products with a query's vector are kept (the vector side is the same in
+    every variant: bench_parts_replay.prep multiplies it by the query's vector each time)."""
+
+    def __init__(self, V: np.ndarray) -> None:
+        self.V = V
+        self.shape = V.shape
+        self._sims: dict[int, np.ndarray] = {}
+
+    def __matmul__(self, qvec: np.ndarray) -> np.ndarray:
+        got = self._sims.get(id(qvec))
+        if got is None:
+            got = self._sims[id(qvec)] = self.V @ qvec
+        return got
 
 
 def run(
@@ -254,7 +283,9 @@ def load(paths: list[str]) -> list[tuple[dict[str, Any], pr.Corpus, Postings]]:
         for key, q in raw["queries"].items():
             q["idf"] = raw["idf"][key]
         db = Path(raw["root"]) / ".saipling" / "index.db"
-        out.append((raw, pr.Corpus(raw), Postings(db, Path(f + ".postings"))))
+        c = pr.Corpus(raw)
+        c.V = _CachedV(c.V)  # type: ignore[assignment]
+        out.append((raw, c, Postings(db, Path(f + ".postings"))))
     return out
 
 
@@ -315,7 +346,20 @@ def default_variants() -> list[Variant]:
         vs.append(Variant(f"chunks and files k1 {k1} b {b}", chunk=s, file=s))
         vs.append(Variant(f"chunks k1 {k1} b {b}", chunk=s))
         vs.append(Variant(f"files k1 {k1} b {b}", file=s))
+    for k1, b in (
+        (1.5, 0.9),
+        (2.0, 0.75),
+        (2.0, 1.0),
+        (1.2, 1.0),
+        (3.0, 0.9),
+        (1.05, 0.75),
+        (1.35, 0.75),
+        (1.2, 0.65),
+        (1.2, 0.85),
+    ):
+        vs.append(Variant(f"files k1 {k1} b {b}", file=Scorer(k1=k1, b=b)))
     vs.append(Variant("more stop words", stopwords=more))
+    vs.append(Variant("no stop words", stopwords=frozenset()))
     vs.append(Variant("lucene idf", chunk=Scorer(idf="lucene"), file=Scorer(idf="lucene")))
     for hw in (0.5, 2.0):
         vs.append(Variant(f"BM25F heading weight {hw}", chunk=Scorer(bm25f=True, weights=(1.0, hw, 1.0, 1.0))))
