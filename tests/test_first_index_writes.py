@@ -137,3 +137,28 @@ def test_a_run_reads_the_entity_names_once_not_per_batch(tmp_path: Path) -> None
         (root / "book" / "zz.md").write_text("---\nname: Newcomer\naliases: [Newc]\n---\nThe Newcomer.\n")
         project.index()
         assert "book/ch001.md" in project.store.mention_paths(["book/zz.md"])
+
+
+def test_a_runs_entity_finder_checks_each_file_once_not_once_per_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RunFinders keeps the rows of the files that are entities, not a copy of every stored file's row checked again
+    per batch (quadratic: 20,514 files in ~2,000 batches spent 108 s of CPU there, benchmarks/README.md S18); the
+    mentions found are the same (the finder of each batch sees the entities stored before and in it)."""
+    from saipling.indexing import mention_scan
+
+    checked: list[str] = []
+    real = mention_scan.is_entity
+
+    def counting(row: object) -> bool:
+        checked.append(getattr(row, "path", ""))
+        return real(row)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mention_scan, "is_entity", counting)
+    monkeypatch.setattr(text_phase, "TEXT_BATCH_FILES", 8)  # 30 batches of the 240 files
+    root = vault(tmp_path, "v")
+    with open_project(root) as project:
+        project.index()
+        assert len(project.store.mention_paths(["book/ch040.md"])) == FILES
+        assert len(project.store.mention_paths(["book/ch200.md"])) == 0  # (not named anywhere)
+    assert FILES <= len(checked) <= 3 * FILES  # (before: ~16 checks a file, every stored row again per batch)

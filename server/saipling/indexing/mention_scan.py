@@ -76,32 +76,59 @@ class RunFinders:
     """The finders of one run's batches: the store's entity rows read once (then kept up to date with what the run
     stores), and the finder built again only when the entities change. `Finder.for_store` per batch read the
     files table and built the entity index each time (20,000 files: ~6 ms a batch; the 13th Age vault's 994
-    entities: 60 ms). `generation` counts the writes of others (a refresh between two batches): the rows are read
-    again after one, and after `forget` (a file deleted by the run)."""
+    entities: 60 ms). Only the rows that are entities are kept (`is_entity`), and a batch whose files are none and
+    were none reuses the finder as it is: a copy of every stored file's row checked again per batch made the run
+    quadratic in its files (20,514 files in ~2,000 batches: 108 s of CPU, benchmarks/README.md S18).
+    `generation` counts the writes of others (a refresh between two batches): the rows are read again after one,
+    and after `forget` (a file deleted by the run)."""
 
     def __init__(self, store: IndexStore) -> None:
         self.store = store
-        self.rows: dict[str, EntityRow] | None = None
+        self.rows: dict[str, EntityRow] | None = None  # path -> row, of the files that are entities
         self.generation = -1
+        self.version = 0  # changes with `rows`
         self._key: tuple[EntityRow, ...] | None = None
         self._finder: Finder | None = None
+        self._plain = -1  # the version `_finder` is of when no file of the batch changed an entity (-1: none)
 
     def finder(self, records: Sequence[FileRecord], generation: int) -> Finder:
         """What `Finder.for_store(store, records)` gives."""
         if self.rows is None or generation != self.generation:
-            self.rows = {r.path: r for r in self.store.entities()}
+            self.rows = {r.path: r for r in self.store.entities() if is_entity(r)}
             self.generation = generation
-        rows = dict(self.rows)
+            self.version += 1
+        overlay: dict[str, EntityRow | None] = {}  # the batch's files that are entities, or were (None)
         for rec in records:
-            rows[rec.path] = EntityRow.of_record(rec)
-        key = tuple(sorted((r for r in rows.values() if is_entity(r)), key=lambda r: r.path))
+            row = EntityRow.of_record(rec)
+            if is_entity(row):
+                overlay[rec.path] = row
+            elif rec.path in self.rows:
+                overlay[rec.path] = None
+        if not overlay and self._finder is not None and self._plain == self.version:
+            return self._finder
+        rows = dict(self.rows)
+        for path, ent in overlay.items():
+            if ent is None:
+                rows.pop(path, None)
+            else:
+                rows[path] = ent
+        key = tuple(sorted(rows.values(), key=lambda r: r.path))
         if self._finder is None or key != self._key:
             self._key, self._finder = key, Finder.from_rows(key)
+        self._plain = -1 if overlay else self.version
         return self._finder
 
     def stored(self, records: Sequence[FileRecord]) -> None:
-        if self.rows is not None:
-            self.rows.update((rec.path, EntityRow.of_record(rec)) for rec in records)
+        if self.rows is None:
+            return
+        for rec in records:
+            row = EntityRow.of_record(rec)
+            if is_entity(row):
+                if self.rows.get(rec.path) != row:
+                    self.rows[rec.path] = row
+                    self.version += 1
+            elif self.rows.pop(rec.path, None) is not None:
+                self.version += 1
 
     def forget(self) -> None:
         self.rows = None
