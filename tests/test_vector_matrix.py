@@ -387,3 +387,31 @@ def test_a_warm_search_of_a_large_compact_matrix_allocates_nothing_the_size_of_i
     assert np.array_equal(np.sort(matrix._hamming(qbits)[0])[:-3], np.sort(dist)[:-3])
     truth = sorted(((float(mat[i] @ q), i + 1) for i in range(n) if i + 1 not in (5, 6, 7)), reverse=True)[:10]
     assert [c for c, _ in got] == [c for _, c in truth]
+
+
+def test_a_compact_matrix_searched_then_grown_within_its_capacity_still_searches() -> None:
+    """The sign pass keeps its buffers between searches; rows added after a search (a catch-up from the journal)
+    within the matrix's capacity must not leave them too short for the next search (it raised ValueError)."""
+    from saipling.storage.vector_matrix import quantize, steps_for
+
+    rng = np.random.default_rng(0)
+    dims, n = 64, 9000
+
+    def unit_rows(k: int) -> np.ndarray:
+        x = rng.normal(size=(k, dims))
+        return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+    vecs = dict(enumerate(unit_rows(n), start=1))
+    steps = steps_for(np.stack(list(vecs.values())))
+    matrix = VectorMatrix(
+        np.arange(1, n + 1), quantize(np.stack(list(vecs.values())), steps), steps=steps,
+        exact=lambda cs: {c: vecs[c] for c in cs if c in vecs},
+    )
+    for step in range(4):
+        q = unit_rows(1)[0]
+        got = [c for c, _ in matrix.knn(q, 5)]
+        want = sorted(vecs, key=lambda c: -float(vecs[c] @ q))[:5]
+        assert len(set(got) & set(want)) >= 4, (step, got, want)
+        new = dict(enumerate(unit_rows(100), start=n + 1 + step * 100))
+        vecs.update(new)
+        matrix.add(list(new.items()))

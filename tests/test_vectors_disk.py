@@ -824,3 +824,31 @@ def test_a_damaged_compact_snapshot_never_answers_the_search_that_maps_it(tmp_pa
         assert fresh._vectors.snapshot_reads == 1 and fresh._vectors.snapshot_damaged == 0
     finally:
         fresh.close()
+
+
+def test_a_compact_snapshot_whose_header_miscounts_its_rows_is_never_mapped(tmp_path, monkeypatch) -> None:
+    """The CRC-32 covers the payload, not the header that places its sections: a header whose row count was changed
+    (same length) would map ids, steps and codes at the wrong offsets and answer wrongly on every open. Its sections
+    must add up to its payload, or the vectors are read from the index."""
+    import json
+
+    db, by_id = _compact_snapshotted(tmp_path, monkeypatch)
+    snap = db.parent / "vectors.snapshot"
+    data = bytearray(snap.read_bytes())
+    head = bytes(data[8 : 8 + 4096])
+    rows = json.loads(head.rstrip(b"\0 ").decode())["rows"]
+    for sep in (b'"rows": ', b'"rows":'):
+        if sep + b"%d" % rows in head:
+            new = head.replace(sep + b"%d" % rows, sep + b"%d" % (rows - 1000))
+            break
+    assert new != head and len(new) == len(head)
+    data[8 : 8 + 4096] = new
+    snap.write_bytes(bytes(data))
+    q = unit(1 * 100_000 + 17, BIG_DIMS)
+    again = Store.open(db)
+    try:
+        found = [c for c, _ in again.knn(q, 8)]
+        assert again._vectors.loads == 1  # (refused: read from the index)
+    finally:
+        again.close()
+    assert found == exact_top(by_id, q, 8)

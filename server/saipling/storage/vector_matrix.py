@@ -431,8 +431,9 @@ class VectorMatrix:
 
     def _scratch_for(self, n: int) -> _SignScratch:
         scratch = self._scratch
-        if scratch is None or len(scratch.dist) < n:
-            scratch = self._scratch = _SignScratch(max(n, len(self._mat)), min(SIGN_BLOCK, max(n, 1)), self.dims)
+        if scratch is None or len(scratch.dist) < n or len(scratch.xor) < min(SIGN_BLOCK, n):
+            rows = max(n, len(self._mat), 1)
+            scratch = self._scratch = _SignScratch(rows, min(SIGN_BLOCK, rows), self.dims)
         return scratch
 
     def _hamming(self, qbits: np.ndarray, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

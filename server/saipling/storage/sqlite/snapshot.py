@@ -312,6 +312,8 @@ def _mapped(f: Any, h: dict[str, Any], dims: int, folder: Path) -> Snapshot:
     a rename, never in place. ~0.5 s of reading and checking at a million rows is left to the pages the searches
     touch and to the background check."""
     n, words = int(h["rows"]), int(h["sign_words"])
+    if int(h["payload"]) != n * 8 + dims * 4 + n * dims + n * words * 8:  # (the CRC covers the payload, not these)
+        raise ValueError("its sections do not add up to its payload")
     start = len(MAGIC) + HEADER
     buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     off = start
