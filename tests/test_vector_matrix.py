@@ -332,6 +332,8 @@ def test_rows_are_found_by_id_through_removals_additions_and_compaction() -> Non
     assert got.keys() == set(list(vecs)[:50])
     for cid, v in got.items():
         assert np.allclose(v, vecs[cid])
+
+
 def test_the_sign_pass_picks_the_pool_nearest_rows_ties_in_row_order_never_a_masked_one() -> None:
     """nearest_by_distance (the pool of a compact matrix's sign pass): exactly `pool` rows, every one nearer than
     any left out, the rows at the threshold distance taken in row order, rows marked far never taken."""
@@ -404,7 +406,9 @@ def test_a_compact_matrix_searched_then_grown_within_its_capacity_still_searches
     vecs = dict(enumerate(unit_rows(n), start=1))
     steps = steps_for(np.stack(list(vecs.values())))
     matrix = VectorMatrix(
-        np.arange(1, n + 1), quantize(np.stack(list(vecs.values())), steps), steps=steps,
+        np.arange(1, n + 1),
+        quantize(np.stack(list(vecs.values())), steps),
+        steps=steps,
         exact=lambda cs: {c: vecs[c] for c in cs if c in vecs},
     )
     for step in range(4):

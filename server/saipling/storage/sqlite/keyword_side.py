@@ -4,15 +4,16 @@ reads, in an index of MIN_CHUNKS chunks or more.
 Why: a hybrid search read its keyword lists and then its nearest vectors, one after the other, under the one lock
 of the store's connection (storage/sqlite/database.py); at a million chunks that is ~60 ms of FTS5 then ~150 ms of
 KNN on one core while the other waits. The KNN runs on the in-memory matrix (numpy releases the GIL), and apsw
-releases it while SQLite steps a statement, so the two overlap on two cores. A lexical search's two lists (the
-chunks' and the whole files') overlap the same way.
+releases it while SQLite steps a statement, so the two overlap on two cores. A lexical search reads its two
+lists on the store's connection: overlapped here they were slower on a quiet machine (row S19; the worker's page
+cache is emptied by every commit of the store's connection, the search log's included).
 
 How: `KeywordSide` holds one read-only connection (opened on first use, `mode=ro`: it never writes the index) with
 its own `Database` lock and `Keywords` part (the same FTS5 statements, bound and filters as the store's own), used
-by one worker thread only: one connection per thread. The searching thread submits the keyword reads (hybrid: both
-lists; lexical: the whole-file list), runs the KNN (or reads the chunk list) on the store's connection, then waits
-for them. The worker holds only its own lock, never the store's, so a caller holding the store's lock cannot
-deadlock it. Its term frequencies are kept until a keyword index changes (`fts_version`).
+by one worker thread only: one connection per thread. The searching thread of a hybrid search submits both keyword
+lists, runs the KNN on the store's connection, then waits for them. The worker holds only its own lock, never the
+store's, so a caller holding the store's lock cannot deadlock it. Its term frequencies are kept until a keyword
+index changes (`fts_version`).
 
 What it reads: the last committed state of the index, as any reader in WAL mode. The store's connection has
 uncommitted rows only inside a write transaction, which holds the store's lock; a search beside it reads the rows
