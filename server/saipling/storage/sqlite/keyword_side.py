@@ -24,9 +24,9 @@ nothing is cached across the two.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 import apsw
 
@@ -36,6 +36,9 @@ from .database import Database
 from .filters import FilterCache
 from .keywords import Keywords
 from .schema import connect
+
+if TYPE_CHECKING:  # (imported with the worker: a CLI's lexical search in a small index never starts one)
+    import concurrent.futures
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,8 @@ class KeywordSide:
             if self._failed:
                 return None
             if self._pool is None:
+                import concurrent.futures
+
                 self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saipling-keywords")
             return self._pool.submit(self._read, query, limit, file_limit, flt)
 
