@@ -47,6 +47,21 @@ def _plans(store, prefix: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+def _record_statements(monkeypatch) -> list[str]:
+    """The statements the store's connections send from now on (a spy on MappedConnection.execute)."""
+    from saipling.storage.postgres.errors import MappedConnection
+
+    sent: list[str] = []
+    real = MappedConnection.execute
+
+    def spy(self, sql, params=None, **kwargs):
+        sent.append(str(sql))
+        return real(self, sql, params, **kwargs)
+
+    monkeypatch.setattr(MappedConnection, "execute", spy)
+    return sent
+
+
 def _search(store, words: list[str]):
     from saipling.storage.base import ChunkFilter, KeywordQuery
 
@@ -147,18 +162,10 @@ def test_a_new_query_does_not_count_the_workspace_again(pg_url: str, monkeypatch
     the process has not seen (they were 4.9 of the 5.3 ms of server CPU a new query's term statistics cost at
     2,524 chunks); a write makes them read again, and the scores are those of a fresh store."""
     from saipling.storage.base import KeywordQuery
-    from saipling.storage.postgres.errors import MappedConnection
 
     store = _store_with_vectors(pg_url)
-    sent: list[str] = []
-    real = MappedConnection.execute
-
-    def spy(self, sql, params=None, **kwargs):
-        sent.append(str(sql))
-        return real(self, sql, params, **kwargs)
-
     try:
-        monkeypatch.setattr(MappedConnection, "execute", spy)
+        sent = _record_statements(monkeypatch)
         counts = "(SELECT count(*) FROM chunks WHERE ws ="
         first = store.keyword_search(KeywordQuery.of([(("harbor",), False)]), 10)
         assert any(counts in s for s in sent), "the first query reads the collection's size"
@@ -170,7 +177,7 @@ def test_a_new_query_does_not_count_the_workspace_again(pg_url: str, monkeypatch
         third = store.keyword_search(KeywordQuery.of([(("ledger",), False)]), 10)
         assert any(counts in s for s in sent), "a write: the collection is read again"
         assert first and second and third
-        monkeypatch.setattr(MappedConnection, "execute", real)
+        monkeypatch.undo()  # (the statements no longer recorded)
         from saipling.storage.postgres import open_store
 
         fresh = open_store(pg_url)
@@ -211,21 +218,13 @@ def test_a_warm_search_is_one_statement_with_its_version(pg_url: str, monkeypatc
     import time
 
     from saipling.storage.postgres import store as pg
-    from saipling.storage.postgres.errors import MappedConnection
 
     store = _store_with_vectors(pg_url)
-    sent: list[str] = []
-    real = MappedConnection.execute
-
-    def spy(self, sql, params=None, **kwargs):
-        sent.append(str(sql))
-        return real(self, sql, params, **kwargs)
-
     try:
         warm = _search(store, ["harbor", "storm"])
         assert warm.keywords and warm.vectors
         time.sleep(pg.VERSION_TTL + 0.1)
-        monkeypatch.setattr(MappedConnection, "execute", spy)
+        sent = _record_statements(monkeypatch)
         again = _search(store, ["harbor", "storm"])
         assert len(sent) == 1, sent
         assert again == warm

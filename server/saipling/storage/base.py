@@ -726,9 +726,14 @@ def candidates_by_calls(
         out.files = store.file_keyword_search(query, file_limit, flt) if file_limit > 0 else []
     if qvec is not None:
         out.vectors = store.knn(qvec, limit, flt)
+    return with_paths_and_vectors(store, out, qvec is not None)
+
+
+def with_paths_and_vectors(store: Any, out: Candidates, hybrid: bool) -> Candidates:
+    """`out` with the paths of its listed chunks and (`hybrid`) the vectors of its keyword-only chunks."""
     ids = list(dict.fromkeys([c for c, _ in out.keywords] + [c for c, _ in out.vectors]))
     out.paths = store.chunk_paths(ids) if ids else {}
-    if qvec is not None:
+    if hybrid:
         seen = {c for c, _ in out.vectors}
         need = [c for c, _ in out.keywords if c not in seen]
         out.keyword_vectors = store.chunk_vectors(need) if need else {}

@@ -51,6 +51,7 @@ from ..base import (
     StoreStats,
     aliases_of,
     candidates_by_calls,
+    with_paths_and_vectors,
 )
 from . import index_files, integrity, keyword_side, lock
 from .database import Database
@@ -528,13 +529,7 @@ class SqliteStore:
         if qvec is not None:
             out.keywords = lists[0]
         out.files = lists[1]
-        ids = list(dict.fromkeys([c for c, _ in out.keywords] + [c for c, _ in out.vectors]))
-        out.paths = self.chunk_paths(ids) if ids else {}
-        if qvec is not None:
-            seen = {c for c, _ in out.vectors}
-            need = [c for c, _ in out.keywords if c not in seen]
-            out.keyword_vectors = self.chunk_vectors(need) if need else {}
-        return out
+        return with_paths_and_vectors(self, out, qvec is not None)
 
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: ChunkFilter | None = None) -> list[tuple[int, str]]:
         """(chunk id, path) of every chunk of `paths` that passes `flt`."""
