@@ -852,3 +852,123 @@ def test_a_compact_snapshot_whose_header_miscounts_its_rows_is_never_mapped(tmp_
     finally:
         again.close()
     assert found == exact_top(by_id, q, 8)
+
+
+# -- a mapped snapshot another process cuts short or rewrites ---------------------------------------------------------
+_SEARCHER = r"""
+import json, sys, threading
+import numpy as np
+from saipling.storage import vector_matrix
+from saipling.storage.sqlite import snapshot
+from saipling.storage.sqlite.store import SqliteStore
+
+vector_matrix.COMPACT_FLOATS = 1000  # (held compact, as the test's index was written)
+snapshot.MIN_ROWS = 50
+if sys.argv[2] == "no-lease":  # (a system where no lease can be had: leases off or their break time short)
+    snapshot._break_time = 0
+seeds = json.loads(sys.argv[3])
+
+
+def unit(seed):
+    v = np.random.default_rng(seed).standard_normal(256).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def top(store, seed):
+    return [c for c, _ in store.knn(unit(seed), 8)]
+
+
+store = SqliteStore.open(sys.argv[1])
+before = [top(store, s) for s in seeds]
+vectors = store._vectors
+print(json.dumps({"mapped": vectors.snapshot_reads, "leased": getattr(vectors, "_lease", None) is not None}),
+      flush=True)
+stop, during, failed = threading.Event(), [], []
+
+
+def keep_searching():  # (searches without a pause while the other process writes the file)
+    try:
+        while not stop.is_set():
+            during.append(top(store, seeds[len(during) % len(seeds)]))
+    except Exception as exc:
+        failed.append(repr(exc))
+
+
+worker = threading.Thread(target=keep_searching)
+worker.start()
+sys.stdin.readline()  # (the other process is done with the file)
+after = [top(store, s) for s in seeds]
+stop.set()
+worker.join()
+print(json.dumps({"before": before, "after": after, "during": len(during), "failed": failed,
+                  "let_go": getattr(vectors, "snapshot_let_go", None), "loads": vectors.loads}), flush=True)
+store.close()
+"""
+
+
+@pytest.mark.parametrize("how", ["truncate", "rewrite", "truncate-without-lease"])
+def test_a_process_searching_a_mapped_snapshot_survives_another_process_cutting_it_short(
+    tmp_path, monkeypatch, how
+) -> None:
+    """Another process truncates the compact snapshot a searching process has mapped (a backup restored over it, a
+    shell's `>`) or rewrites it in place: a page of the mapping past the file's new end would raise SIGBUS and kill
+    the searching process at its next search (before: it died), and rewritten pages would change its rows. The
+    searcher holds the file under a read lease: the other process's truncate waits (a fraction of a second, never
+    the kernel's 45 s) while the searcher copies its rows, then goes on; the searcher keeps answering, exactly. Where
+    no lease can be had the rows are read into memory, never mapped. The next open reads the index."""
+    import json
+    import sys
+    import time
+
+    db, by_id = _compact_snapshotted(tmp_path, monkeypatch)
+    snap = db.parent / "vectors.snapshot"
+    size = snap.stat().st_size
+    seeds = [424242, 1 * 100_000 + 17, 3 * 100_000 + 5]
+    script = tmp_path / "searcher.py"
+    script.write_text(_SEARCHER)
+    mode = "no-lease" if how.endswith("without-lease") else "lease"
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(db), mode, json.dumps(seeds)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        ready = json.loads(child.stdout.readline() or "{}")
+        assert ready.get("mapped") == 1, ready  # (the matrix came from the snapshot)
+        time.sleep(0.3)  # (the child searches without a pause meanwhile)
+        if how == "rewrite":  # the payload overwritten in place, same size
+            writer = (
+                "import os, sys; f = open(sys.argv[1], 'r+b'); f.seek(4104)"
+                "; f.write(os.urandom(int(sys.argv[2]) - 4104)); f.close()"
+            )
+        else:
+            writer = "import os, sys; os.truncate(sys.argv[1], 0)"
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", writer, str(snap), str(size)], check=True, timeout=30)
+        waited = time.monotonic() - started
+        assert snap.stat().st_size == (size if how == "rewrite" else 0)
+        time.sleep(0.3)
+        with contextlib.suppress(BrokenPipeError):  # (a searcher killed by SIGBUS reads nothing more)
+            child.stdin.write("\n")
+            child.stdin.flush()
+        out = json.loads(child.stdout.readline() or "{}")
+        assert child.wait(30) == 0, out  # (SIGBUS: -7)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    exact = [exact_top(by_id, unit(s, BIG_DIMS), 8) for s in seeds]
+    assert out["before"] == exact and out["after"] == exact
+    assert ready["leased"] is (mode == "lease")  # (mapped under a lease, or read into memory)
+    assert out["during"] > 0 and out["failed"] == []
+    assert out["loads"] == 0  # (nothing read again: the rows the searcher had were its own)
+    assert out["let_go"] == (1 if mode == "lease" else 0)
+    assert waited < 10, waited  # (the writer waited for the copy, not for the kernel's lease-break-time)
+    again = Store.open(db)  # the snapshot cut short or rewritten is not used: the index is read
+    try:
+        assert [c for c, _ in again.knn(unit(seeds[0], BIG_DIMS), 8)] == exact[0]
+        assert again._vectors.loads == 1
+    finally:
+        again.close()

@@ -176,6 +176,23 @@ class VectorMatrix:
             bits = None if self._bits is None else self._bits[:, start:end].T[keep]
             yield self._ids[start:end][keep], self._mat[start:end][keep], bits
 
+    @property
+    def borrowed(self) -> bool:
+        """Whether its rows or ids are views of a buffer it does not own (a mapped snapshot: `own`)."""
+        return not (self._mat.flags.owndata and self._ids.flags.owndata)
+
+    def own(self) -> None:
+        """Its rows and ids copied into arrays of its own when they are views of another buffer (the pages of a
+        mapped snapshot, storage/sqlite/snapshot.py, before the mapping is let go: a page of a file cut short
+        kills the process that touches it). Call without a frozen view out (`freeze`): the view would go on
+        reading the old buffer."""
+        if not self._mat.flags.owndata:
+            mat = np.empty_like(self._mat)  # (numpy's allocation: huge pages, as the matrix's rows want)
+            np.copyto(mat, self._mat)
+            self._mat = mat
+        if not self._ids.flags.owndata:
+            self._ids = self._ids.copy()
+
     def freeze(self, block: int = 65_536) -> MatrixState:
         """A read-only view of the rows as they are now, readable (a `block` of rows at a time) from another thread
         while this matrix changes under the store's lock: a change first saves the view's blocks it is about to

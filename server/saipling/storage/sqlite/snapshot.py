@@ -25,10 +25,12 @@ reader sees the old file or the new one, never a mix."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import mmap
 import os
+import signal
 import stat
 import threading
 import time
@@ -58,6 +60,11 @@ STALE_TMP_SECONDS = 3600
 # cache never takes the room the index's own writes (its WAL) need. Short of it the write is skipped (logged once).
 FREE_MARGIN = 64 << 20
 _CHECK_READ = 256 << 10  # bytes read at a time (into one buffer) by a mapped snapshot's check (Check)
+# A mapped snapshot is held under a read lease (Lease); how often its watcher looks for a process waiting to write it
+LEASE_POLL = 0.1
+# Leases are trusted only when the kernel lets a process that would write the file wait at least this long for the
+# holder (/proc/sys/fs/lease-break-time, 45 s by default): the holder copies its rows first (~0.5 s at a million)
+MIN_LEASE_BREAK = 10
 
 
 class NoRoom(OSError):
@@ -84,6 +91,102 @@ class Snapshot:
     bits: Any
     seq: int
     check: Check | None = None
+    lease: Lease | None = None  # the read lease held on a mapped snapshot (None: its rows were read into memory)
+
+
+class Lease:
+    """A read lease (Linux `fcntl(F_SETLEASE, F_RDLCK)`) on a mapped snapshot. A mapping of a file is only as
+    whole as the file: when another process truncates it (a backup restored over it, `rsync --inplace`, a shell's
+    `>`), touching a page past its new end raises SIGBUS and kills the process, private (copy-on-write) pages
+    included; and a rewrite in place changes the pages not yet copied. While the lease is held, a process opening
+    the file to write it or truncating it waits (the kernel holds its open up to /proc/sys/fs/lease-break-time, or
+    fails it at once with O_NONBLOCK) and the holder is told: the watcher thread sees the break (`breaking`), the
+    store copies the rows it borrows from the mapping into memory of its own (`VectorMatrix.own`) and lets go
+    (`release`); then the writer goes on. Nothing ever reads the mapping after the release.
+
+    The kernel's notice is a signal (SIGURG here: ignored by default, so it never kills a process nor interrupts a
+    call) that the watcher does not need: it asks the kernel (F_GETLEASE) every LEASE_POLL seconds. `take` gives
+    None where no lease can be had (another OS, a file of another user, a network filesystem, leases disabled or
+    their break time short, a writer holding the file open): the caller reads the rows into memory instead."""
+
+    def __init__(self, fd: int, where: Path) -> None:
+        self.where = where
+        self._fd: int | None = fd
+        self._mutex = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def take(cls, fd: int, where: Path) -> Lease | None:
+        """A read lease on the file open (read-only) at `fd`, held on a descriptor of its own; None when none."""
+        setlease, setsig = getattr(fcntl, "F_SETLEASE", None), getattr(fcntl, "F_SETSIG", None)
+        if setlease is None or setsig is None or not _lease_break_ok():
+            return None
+        own = os.dup(fd)
+        try:
+            fcntl.fcntl(own, setsig, signal.SIGURG)  # (the break's signal: SIGIO, a killer, otherwise)
+            fcntl.fcntl(own, setlease, fcntl.F_RDLCK)
+        except OSError as exc:
+            os.close(own)
+            log.debug("no lease on the vector snapshot in %s (%s): its rows are read into memory", where, exc)
+            return None
+        return cls(own, where)
+
+    def breaking(self) -> bool:
+        """Whether a process waits to write or truncate the file (or the lease is gone): let go now."""
+        with self._mutex:
+            if self._fd is None:
+                return True
+            try:
+                return fcntl.fcntl(self._fd, fcntl.F_GETLEASE) != fcntl.F_RDLCK  # type: ignore[attr-defined]
+            except OSError:
+                return True
+
+    def watch(self, on_break: Callable[[Lease], None]) -> None:
+        """Call `on_break(self)` (from a thread of its own) once a process waits to write the file, unless the
+        lease is released first; `on_break` copies what it needs from the mapping and calls `release`."""
+
+        def run() -> None:
+            try:
+                while not self._stop.wait(LEASE_POLL):
+                    if self.breaking():
+                        if not self._stop.is_set():
+                            on_break(self)
+                        return
+            finally:
+                self.release()
+
+        self._thread = threading.Thread(target=run, name="saipling-snapshot-lease", daemon=True)
+        self._thread.start()  # (RuntimeError, no thread to be had: the caller lets the mapping go)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Let the file go (idempotent; from any thread): a writer waiting for it goes on. The mapping must not be
+        read from now on."""
+        self._stop.set()
+        with self._mutex:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)  # type: ignore[attr-defined]
+            os.close(fd)
+
+
+_break_time: int | None = None
+
+
+def _lease_break_ok() -> bool:
+    """Whether a writer would wait long enough for a lease's holder (read once per process)."""
+    global _break_time
+    if _break_time is None:
+        try:
+            _break_time = int(Path("/proc/sys/fs/lease-break-time").read_text().strip())
+        except (OSError, ValueError):
+            _break_time = 0
+    return _break_time >= MIN_LEASE_BREAK
 
 
 class Check:
@@ -307,30 +410,51 @@ def _header(
 
 def _mapped(f: Any, h: dict[str, Any], dims: int, folder: Path) -> Snapshot:
     """A compact snapshot (header checked, `f` open on it) as arrays over a private, copy-on-write mapping of the
-    file (the matrix writes its rows in place: its pages become its own, the file is never written), and the check
-    of its CRC-32 started (on a descriptor of its own). The file stays whole while mapped: a writer replaces it by
-    a rename, never in place. ~0.5 s of reading and checking at a million rows is left to the pages the searches
-    touch and to the background check."""
+    file (the matrix writes its rows in place: its pages become its own, the file is never written), held under a
+    read lease (Lease: no process writes or truncates the file before the holder copied its rows and let go), and
+    the check of its CRC-32 started (on a descriptor of its own). ~0.5 s of reading and checking at a million rows
+    is left to the pages the searches touch and to the background check. Without a lease the sections are read
+    into memory instead (the same check in the background): a mapping nothing protects is never made."""
     n, words = int(h["rows"]), int(h["sign_words"])
     if int(h["payload"]) != n * 8 + dims * 4 + n * dims + n * words * 8:  # (the CRC covers the payload, not these)
         raise ValueError("its sections do not add up to its payload")
     start = len(MAGIC) + HEADER
-    buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    off = start
+    lease = Lease.take(f.fileno(), folder)
+    try:
+        if lease is not None and os.fstat(f.fileno()).st_size != start + int(h["payload"]):
+            raise ValueError("its size changed as it was opened")  # (written before the lease was taken)
+        buf: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if lease is not None else None
+        off = start
 
-    def section(count: int, dtype: str) -> Any:
-        nonlocal off
-        arr = np.frombuffer(buf, dtype=_le(dtype), count=count, offset=off)
-        off += arr.nbytes
-        return arr
+        def section(count: int, dtype: str) -> Any:
+            nonlocal off
+            if buf is not None:
+                arr = np.frombuffer(buf, dtype=_le(dtype), count=count, offset=off)
+            else:  # (read into memory: numpy's allocation)
+                arr = np.empty(count, dtype=_le(dtype))
+                f.seek(off)
+                if f.readinto(memoryview(arr).cast("B")) != arr.nbytes:
+                    raise ValueError("cut short")
+            off += arr.nbytes
+            return arr
 
-    ids = section(n, "i8")
-    steps = section(dims, "f4").astype(np.float32)  # (a copy: dims floats)
-    rows = section(n * dims, "i1").reshape(n, dims)
-    bits = section(n * words, "u8").reshape(n, words) if words else None
-    check = Check(os.dup(f.fileno()), start, int(h["payload"]), int(h["crc"]), folder)
+        ids = section(n, "i8")
+        steps = section(dims, "f4").astype(np.float32)  # (a copy: dims floats)
+        rows = section(n * dims, "i1").reshape(n, dims)
+        bits = section(n * words, "u8").reshape(n, words) if words else None
+        check = Check(os.dup(f.fileno()), start, int(h["payload"]), int(h["crc"]), folder)
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
     return Snapshot(
-        ids=ids.astype(np.int64, copy=False), rows=rows, steps=steps, bits=bits, seq=int(h["seq"]), check=check
+        ids=ids.astype(np.int64, copy=False),
+        rows=rows,
+        steps=steps,
+        bits=bits,
+        seq=int(h["seq"]),
+        check=check,
+        lease=lease,
     )
 
 

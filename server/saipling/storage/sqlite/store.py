@@ -324,6 +324,7 @@ class SqliteStore:
         A vector snapshot being written in the background is finished first (a one-shot CLI search wrote it
         after its answer was printed)."""
         self._vectors.wait_for_snapshot()
+        self._vectors.close()  # (a mapped snapshot let go)
         if self._keyword_side is not None:
             self._keyword_side.close()
         with self._lock:
