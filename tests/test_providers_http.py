@@ -332,3 +332,31 @@ def test_retry_policy_functions() -> None:
     assert [retry_delay(a, None, jitter=lambda: 0.0) for a in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
     assert retry_delay(2, None, jitter=lambda: 1.0) == 1.5
     assert retry_delay(0, "garbage", jitter=lambda: 0.0) == 0.5
+
+
+# -- a closed provider -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["voyage", "openai"])
+@pytest.mark.parametrize("used", [False, True])
+def test_a_closed_provider_refuses_requests_and_makes_no_client(
+    api_server: FakeEmbeddingAPI, sleeps: Sleeps, kind: str, used: bool
+) -> None:
+    """The httpx client is made with the first request: a provider closed before it (a project closed while its
+    first search was on its way, settings changed under a search) made one at that request that nobody ever
+    closed, and one closed after it answered with httpx's own RuntimeError. Closed, it refuses every request with a
+    clear ProviderAbandoned (a search answers by keywords; nothing is held against the provider), sends nothing and
+    holds no client."""
+    from saipling.errors import ProviderAbandoned
+
+    p = voyage(api_server, sleeps) if kind == "voyage" else openai(api_server, sleeps, dimensions=64)
+    if used:
+        p.embed_documents(TEXTS)
+    sent = len(api_server.requests)
+    assert sent == (1 if used else 0)
+    p.close()
+    for call in (lambda: p.embed_documents(TEXTS), lambda: p.embed_query("what is alpha")):
+        with pytest.raises(ProviderAbandoned, match="closed"):
+            call()
+    assert len(api_server.requests) == sent  # nothing sent after close
+    assert p.http._client is None  # no client made after close (none left open)
+    assert p.http.breaker.open_reason is None and sleeps == []  # (nothing held against the server, no retry)
+    p.close()  # (again: nothing to do)

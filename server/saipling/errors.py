@@ -69,8 +69,9 @@ class ProviderUnavailable(ProviderError):
 
 
 class ProviderAbandoned(ProviderUnavailable):
-    """The call was abandoned because the process is ending (shutdown, exit, end of input): not the provider's
-    fault (no fallback, nothing recorded against it)."""
+    """The call was abandoned because the process is ending (shutdown, exit, end of input) or the provider was
+    closed (a project closed, settings changed): not the provider's fault (no fallback, nothing recorded against
+    it)."""
 
 
 class ProviderTimeout(ProviderUnavailable):

@@ -207,7 +207,9 @@ class Project:
             self._reranker.abort()
 
     def close(self, checkpoint: bool = True) -> None:
-        self.provider.close()
+        for provider in (self.provider, self.fallback_from):  # (the API provider the local model stands in for too)
+            if provider is not None:
+                provider.close()
         self._drop_reranker()
         self.store.close(checkpoint)
 

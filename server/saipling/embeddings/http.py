@@ -231,6 +231,8 @@ class HTTPClient:
         self._made = threading.Lock()
         self._client: httpx.Client | None = None
         self._backend: GuardedBackend | None = None
+        # set by close(): no client is made or used again (one made after close would never be closed)
+        self._closed = False
 
     def __repr__(self) -> str:  # never show the key
         return f"HTTPClient(label={self.label!r}, base_url={self.shown_url!r})"
@@ -241,8 +243,10 @@ class HTTPClient:
 
     def _http(self) -> httpx.Client:
         """The client, made on first use with the guarded backend on every pool (guard_client: a client without
-        deadlines is never used)."""
+        deadlines is never used). A closed one refuses: ProviderAbandoned, no client made and no request sent."""
         with self._made:
+            if self._closed:
+                raise ProviderAbandoned(f"{self.label}: the provider was closed, no request is sent ({self.shown_url})")
             if self._client is None:
                 import httpx
 
@@ -262,9 +266,12 @@ class HTTPClient:
             return self._client
 
     def close(self) -> None:
+        """Close the client (if one was made) and refuse every request from now on (`_http`); idempotent."""
         with self._made:
-            if self._client is not None:
-                self._client.close()
+            self._closed = True
+            client, self._client = self._client, None
+            if client is not None:
+                client.close()
 
     def post_json(
         self,
