@@ -239,3 +239,63 @@ def test_the_levels_of_an_index_where_every_chunk_sets_one_are_read_without_a_pa
         assert 0 < steps < 1000, steps  # (a pass over every entry: ~5 steps for each of the 800)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_chunks_of_the_default_level_leave_the_partial_index_and_every_role_sees_what_it_saw(
+    tmp_path: Path, mode: str
+) -> None:
+    """A chunk of the default level (`public`: no visibility, or `visibility: public` as the bench corpus and a
+    careful novelist write it) stores NULL, read as `public` everywhere: the partial index of the chunks that set a
+    level then holds only the others (every chunk had an entry: 15 MB at a million chunks), and each role's searches
+    find exactly what its levels admit, a role without `public` none of the default chunks (fail closed)."""
+    from saipling.storage.sqlite.schema import VISIBILITY_INDEX
+
+    files = {
+        "plain.md": "# Plain\n\nThe amber lantern glows.\n\n## More\n\nAmber light on the harbor.\n",
+        "said.md": "---\nvisibility: public\n---\n# Said\n\nAn amber door opens.\n",
+        "loud.md": "---\nvisibility: PUBLIC\n---\n# Loud\n\nAmber glass in the window.\n",
+        "secret.md": "---\nvisibility: Private\n---\n# Secret\n\nThe amber key is hidden.\n\n## Deeper\n\nAmber ink.\n",
+        "broken.md": "---\nvisibility: [\n---\n# Broken\n\nAmber dust everywhere.\n",  # (unreadable: private)
+    }
+    root = make_project(tmp_path, files)
+    roles = {"editor": ["public", "private"], "insider": ["private"], "nobody": []}
+    with open_project(root, roles=roles) as p:
+        p.index()
+        store = p.store
+        by_path = {path: {c.id for c in store.chunks_for_path(path)} for path in files}
+        hidden = by_path["secret.md"] | by_path["broken.md"]
+        assert all(by_path.values()) and hidden
+        entries = store.conn.execute(
+            f"SELECT count(*) FROM chunks INDEXED BY {VISIBILITY_INDEX} WHERE visibility IS NOT NULL"
+        ).fetchone()[0]
+        assert entries == len(hidden)  # (before: every chunk, the default ones included)
+        for path in files:  # read back as before: the default is `public`
+            assert {c.visibility for c in store.chunks_for_path(path)} == (
+                {"private"} if path in ("secret.md", "broken.md") else {"public"}
+            )
+
+        def found(role: str | None) -> set[str]:
+            req = {"query": "amber", "mode": mode, "maxResults": 50, **({"role": role} if role else {})}
+            return {r["filePath"] for r in p.search(req)["results"]}
+
+        public = {"plain.md", "said.md", "loud.md"}
+        assert found(None) == public
+        assert found("editor") == set(files)
+        assert found("insider") == {"secret.md", "broken.md"}
+        assert found("nobody") == set()
+        for levels, want in ((["public"], public), (["private"], {"secret.md", "broken.md"}), ([], set())):
+            flt = ChunkFilter(visibility=levels)
+            assert store.filtered_paths(flt) == want
+            assert {int(i) for i in store.filtered_ids(flt)} == set().union(*(by_path[f] for f in want))
+        # a file made private, then public again: the partial index follows
+        (root / "plain.md").write_text("---\nvisibility: private\n---\n" + files["plain.md"], encoding="utf-8")
+        p.index()
+        assert found(None) == {"said.md", "loud.md"} and "plain.md" in found("insider")
+        (root / "plain.md").write_text(files["plain.md"], encoding="utf-8")
+        p.index()
+        assert found(None) == public and "plain.md" not in found("insider")
+        entries = store.conn.execute(
+            f"SELECT count(*) FROM chunks INDEXED BY {VISIBILITY_INDEX} WHERE visibility IS NOT NULL"
+        ).fetchone()[0]
+        assert entries == len(hidden)

@@ -17,7 +17,7 @@ from ...lazy import np  # numpy loads on first use (cold CLI path)
 from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, FileWrite, ident_lines
 from .database import Database
 from .mentions import Mentions
-from .schema import DEFERRABLE_INDEXES, DEFERRED_META, chunk_cjk_words
+from .schema import DEFERRABLE_INDEXES, DEFERRED_META, VISIBILITY_READ, VISIBILITY_STORED, chunk_cjk_words
 from .vectors import Vectors
 
 # A chunk's columns as written; not its preview: a function of its text (markdown.preview.make_preview), derived on
@@ -31,7 +31,14 @@ _HASH = 1 + _ROW_FIELDS.index("content_hash")  # in a stored row (id first)
 _values = attrgetter(*_ROW_FIELDS)  # a ChunkRow as the tuple of its columns
 # (with the CJK bigrams of its heading path and text: storage.schema.chunk_cjk_words, migration 6)
 _INSERT_HEAD = "INSERT INTO chunks(path, cjk_words, " + ", ".join(_ROW_FIELDS) + ") VALUES "
-_INSERT_ROW = "(?, ?" + ", ?" * len(_ROW_FIELDS) + ")"
+# (the default visibility stored as NULL: schema.VISIBILITY_STORED)
+_INSERT_ROW = "(?, ?" + "".join(", " + (VISIBILITY_STORED if n == "visibility" else "?") for n in _ROW_FIELDS) + ")"
+# a file's stored rows as they compare with new ones (NULL visibility read as `public`: schema.VISIBILITY_READ)
+_SELECT_ROWS = (
+    "SELECT id, "
+    + ", ".join(VISIBILITY_READ if n == "visibility" else n for n in _ROW_FIELDS)
+    + " FROM chunks WHERE path = ? ORDER BY chunk_index"
+)
 # A file's new chunks go in with one INSERT of many rows (up to this many: SQLite's 32,766 bound parameters). Its
 # keyword trigger (chunks_ai) makes every INSERT a statement with its own statement journal, and FTS5 writes its
 # pending terms out at each one: a statement per row cost 2.7x the keyword time of a statement per file (55k chunks:
@@ -68,10 +75,7 @@ class FileWrites:
             with self.db.atomic():
                 key = self.vectors.index_key()
                 old: dict[str, list[tuple]] = {}  # content hash -> stored rows (id first), in chunk order
-                for row in self.db.conn.execute(
-                    "SELECT id, " + ", ".join(_ROW_FIELDS) + " FROM chunks WHERE path = ? ORDER BY chunk_index",
-                    (record.path,),
-                ):
+                for row in self.db.conn.execute(_SELECT_ROWS, (record.path,)):
                     old.setdefault(row[_HASH], []).append(row)
                 kept: list[tuple[tuple, ChunkRow]] = []  # (stored row, new row) pairs that keep their id
                 new: list[ChunkRow] = []
@@ -97,7 +101,9 @@ class FileWrites:
                 for r, ch in moved:  # only the columns that differ (none of them feeds the keyword index)
                     cols = [n for n in _MOVABLE if n == "chunk_index" or getattr(ch, n) != r[1 + _ROW_FIELDS.index(n)]]
                     self.db.conn.execute(
-                        "UPDATE chunks SET " + ", ".join(f"{n} = ?" for n in cols) + " WHERE id = ?",
+                        "UPDATE chunks SET "
+                        + ", ".join(f"{n} = {VISIBILITY_STORED if n == 'visibility' else '?'}" for n in cols)
+                        + " WHERE id = ?",
                         (*(getattr(ch, n) for n in cols), r[0]),
                     )
                 unembedded = self.vectors.without_stored(inserted) if key is not None else inserted

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ..base import ChapterFile, FileMentionRows, MentionAt, MentionCount, MentionRow, ProseRow, StoredMention
 from .database import Database
+from .schema import VISIBILITY_READ
 
 
 class Mentions:
@@ -187,7 +188,9 @@ class Mentions:
         """Every chunk's path, first line (1-based), text and visibility, in file order."""
         return [
             ProseRow(*r)
-            for r in self.db.rows("SELECT path, start_line, text, visibility FROM chunks ORDER BY path, chunk_index")
+            for r in self.db.rows(
+                f"SELECT path, start_line, text, {VISIBILITY_READ} FROM chunks ORDER BY path, chunk_index"
+            )
         ]
 
     def known_paths(self, entity_paths: Sequence[str], povs: Sequence[str]) -> list[str]:

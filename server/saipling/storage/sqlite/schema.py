@@ -24,6 +24,13 @@ _CACHE_COLUMNS = (
 _CACHE_KEY = "embedding_cache_key ON embedding_cache(model, content_hash)"
 
 VISIBILITY_INDEX = "chunks_visibility"  # (migration 11)
+# A chunk of the default level, `public`, holds NULL in `visibility` (the filters read NULL as `public`: filters.py),
+# so the partial index of the chunks that set a level (VISIBILITY_INDEX) holds only the others: with every chunk
+# holding `public` it had an entry per chunk (15 MB at a million chunks, benchmarks/README.md S18). Written through
+# VISIBILITY_STORED (a value as SQL: `public` becomes NULL), read back through VISIBILITY_READ (NULL is `public`), so
+# every row read is as before. Rows an older saipling wrote keep their `public` until their file is written again.
+VISIBILITY_STORED = "nullif(?, 'public')"
+VISIBILITY_READ = "coalesce(visibility, 'public')"
 POSITION = 1 << 32  # (a line and a column as one integer, line * POSITION + col: columns are below 2**32)
 # The change journal of the vectors (migration 8): one row per chunk whose vector may have changed. A chunk counts
 # when its content hash has a cache row under the index's key; a cache row of that key counts for every chunk of

@@ -71,6 +71,7 @@ from .schema import (
     JOURNAL_SQL,
     MIGRATION_STEPS,
     SCHEMA_VERSION,
+    VISIBILITY_READ,
     connect,
 )
 from .vectors import Vectors
@@ -81,7 +82,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_CHUNK_SELECT = ", ".join(CHUNK_FIELDS)  # a StoredChunk's columns, in its fields' order
+# a StoredChunk's columns, in its fields' order (NULL visibility read as `public`: schema.VISIBILITY_READ)
+_CHUNK_SELECT = ", ".join(VISIBILITY_READ if f == "visibility" else f for f in CHUNK_FIELDS)
 
 
 def _stored_chunk(row: Sequence[Any]) -> StoredChunk:
@@ -636,7 +638,7 @@ class SqliteStore:
         return [
             HeadingRow(*r)
             for r in self._db.rows(
-                "SELECT path, section_heading, heading_path, start_line, end_line, visibility FROM chunks"
+                f"SELECT path, section_heading, heading_path, start_line, end_line, {VISIBILITY_READ} FROM chunks"
                 " WHERE section_heading IS NOT NULL ORDER BY path, chunk_index"
             )
         ]
