@@ -215,3 +215,53 @@ def test_an_excluded_chapter_leaves_the_report_and_comes_back_when_the_exclusion
         assert counts(mentions.report(p, "Mina")[0]) == {2: 1, 3: 2}
         (root / ".context_settings.json").unlink()
         assert counts(mentions.report(p, "Mina")[0]) == {2: 1, 3: 2, 4: 1}
+
+
+def test_an_entity_another_process_stores_during_a_run_is_found_in_the_files_stored_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long run scans its batches with the entity rows it read (RunFinders); another process's refresh (an
+    editor's save of a new profile) is no write of this process, so the run went on scanning without that entity
+    and its mentions in every file stored afterwards were missing until the settle that ends the text phase. The
+    rows are read again every REREAD_SECONDS: the files stored once that time has passed hold the mentions at
+    once, and the run's end leaves every file with them."""
+    import subprocess
+    import sys
+    import time
+
+    from fixtures import make_project
+    from saipling.indexing import mention_scan, text_phase
+
+    monkeypatch.setattr(text_phase, "TEXT_BATCH_FILES", 5)
+    monkeypatch.setattr(mention_scan, "REREAD_SECONDS", 0.2, raising=False)
+    files = {f"books/ch-{i:03d}.md": f"# Chapter {i}\n\nZed walked to the harbor in chapter {i}.\n" for i in range(60)}
+    files["characters/ann/profile.md"] = "---\nname: Ann\n---\n# Ann\n\nAnn is a sailor.\n"
+    root = make_project(tmp_path, files)
+    profile = "characters/zed/profile.md"
+    other = (
+        "import sys; from pathlib import Path; from saipling.project import Project\n"
+        "p = Project.open(Path(sys.argv[1]), env={}, overrides={'provider': 'none'})\n"
+        "try:\n    p.refresh([sys.argv[2]])\nfinally:\n    p.close()\n"
+    )
+    with open_project(root) as p:
+        flush = p.indexer.text.flush
+        batches: list[list[str]] = []
+        seen: dict[int, set[str]] = {}  # batch number -> the files holding a mention of Zed then
+
+        def flush_then_look(batch: list, summary: object) -> None:
+            flush(batch, summary)
+            batches.append([prep.record.path for prep in batch])
+            if len(batches) == 3:  # another process stores a new profile between two batches of the run
+                write_file(root, profile, "---\nname: Zed\n---\n# Zed\n\nZed is a fisherman.\n")
+                subprocess.run([sys.executable, "-c", other, str(root), profile], check=True, timeout=60)
+                time.sleep(0.3)
+            seen[len(batches)] = {m.path for m in p.store.mentions_of([profile])}
+
+        p.indexer.text.flush = flush_then_look  # type: ignore[method-assign]
+        p.index()
+        later = [path for batch in batches[3:] for path in batch if path.startswith("books/")]
+        assert len(batches) >= 6 and later
+        for n in range(4, len(batches) + 1):  # each batch stored after the other's write: its mentions are there
+            assert {x for x in batches[n - 1] if x.startswith("books/")} <= seen[n], n
+        scenes = {path for path in files if path.startswith("books/")}
+        assert {m.path for m in p.store.mentions_of([profile])} >= scenes  # (the end of the run: every file)
