@@ -614,6 +614,8 @@ class Vectors:
             and self._matrix_generation == self._generation
             and self._catch_up(key)
         ):
+            if self._lease is not None and not self._matrix.borrowed:
+                self._let_go()  # (grown or compacted: its rows are its own, the mapping is no longer read)
             if self._snapshot_due or self._since_snapshot > max(snapshot.MIN_ROWS, len(self._matrix) // 8):
                 self._write_snapshot(str(key))  # (an index run changed many vectors: the next open reads fewer)
             return self._matrix
@@ -664,6 +666,8 @@ class Vectors:
         if not self._catch_up(key):
             self._drop_matrix(settle=True)  # (its check ends; the matrix is read from the index anyway)
             return False
+        if self._lease is not None and not matrix.borrowed:
+            self._let_go()  # (grown while it caught up: its rows are its own, the mapping is no longer read)
         self.snapshot_reads += 1
         if self._since_snapshot > max(snapshot.MIN_ROWS, len(matrix) // 8):
             self._write_snapshot(key)
