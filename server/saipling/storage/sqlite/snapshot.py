@@ -20,7 +20,8 @@ little-endian.
 
 Written as a new file under a unique name in the folder (O_EXCL, never through a link: storage/sqlite/index_files),
 then renamed over the old one: a rename is atomic, so two processes writing at once leave one whole snapshot, and a
-reader sees the old file or the new one, never a mix."""
+reader sees the old file or the new one, never a mix. A compact one is mapped under a read lease (`Lease`): another
+program truncating or rewriting the file in place waits until the mapping is no longer read."""
 
 from __future__ import annotations
 
