@@ -972,3 +972,51 @@ def test_a_process_searching_a_mapped_snapshot_survives_another_process_cutting_
         assert again._vectors.loads == 1
     finally:
         again.close()
+
+
+def test_a_snapshot_written_from_a_mapped_matrix_is_whole_and_lets_the_mapping_go(tmp_path, monkeypatch) -> None:
+    """A process whose matrix came from a mapped snapshot and then patched more than an eighth of it writes a new
+    snapshot from a background thread that reads the rows without the store's lock: the rows are first made the
+    matrix's own and the old file let go (a truncation under the writer would kill it), and the new snapshot is
+    the patched rows, exactly."""
+    db, by_id = _compact_snapshotted(tmp_path, monkeypatch)
+    other = Store.open(db)  # 600 passages of f0 rewritten: 1,200 journal entries (> 8000 / 8: a new snapshot is due;
+    try:  # < 2,000: the matrix is patched, not read again)
+        per = len(by_id) // 4
+        rows = [row(i, f"f0 passage {i}" + (" rewritten" if i < 600 else "")) for i in range(per)]
+        fresh_vecs = {r.content_hash: unit(7_000_000 + i, BIG_DIMS) for i, r in enumerate(rows[:600])}
+        old_ids = {c.id for c in other.chunks_for_path("f0.md")}
+        other.replace_file(record("f0.md", "rewritten"), rows, fresh_vecs, "m")
+        now = {c.id: c for c in other.chunks_for_path("f0.md")}
+        texts = other.chunk_texts(list(now))
+    finally:
+        other.close()
+    for cid in old_ids - set(now):
+        del by_id[cid]
+    for cid in set(now) - old_ids:
+        i = int(texts[cid][2].split(" ")[2])
+        by_id[cid] = half(unit(7_000_000 + i, BIG_DIMS))
+    assert len(set(now) - old_ids) == 600
+    from saipling.storage.vector_matrix import VectorMatrix
+
+    owned: list[bool] = []  # (whether the matrix still read the mapping when it was made its own)
+    own = VectorMatrix.own
+    monkeypatch.setattr(VectorMatrix, "own", lambda m: (owned.append(m.borrowed), own(m))[1])
+    again = Store.open(db)
+    try:
+        q = unit(7_000_000 + 5, BIG_DIMS)
+        assert [c for c, _ in again.knn(q, 8)] == exact_top(by_id, q, 8)
+        assert again._vectors.snapshot_reads == 1 and again._vectors.loads == 0
+        assert again._vectors.wait_for_snapshot(20) and again._vectors.snapshot_writes == 1
+        assert owned == [True]  # made its own before the writer's thread read it
+        assert again._vectors._lease is None and not again._vectors._matrix.borrowed
+    finally:
+        again.close()
+    fresh = Store.open(db)
+    try:
+        for seed in (1, 7_000_000 + 17, 424242):
+            q = unit(seed, BIG_DIMS)
+            assert [c for c, _ in fresh.knn(q, 8)] == exact_top(by_id, q, 8)
+        assert fresh._vectors.snapshot_reads == 1 and fresh._vectors.loads == 0 and fresh._vectors.rows_read == 0
+    finally:
+        fresh.close()
