@@ -64,7 +64,8 @@ _CHECK_READ = 256 << 10  # bytes read at a time (into one buffer) by a mapped sn
 # A mapped snapshot is held under a read lease (Lease); how often its watcher looks for a process waiting to write it
 LEASE_POLL = 0.1
 # Leases are trusted only when the kernel lets a process that would write the file wait at least this long for the
-# holder (/proc/sys/fs/lease-break-time, 45 s by default): the holder copies its rows first (~0.5 s at a million)
+# holder (/proc/sys/fs/lease-break-time, 45 s by default): the holder copies its rows first (1M rows: 0.65 s of CPU,
+# 1.7 s at load 10, benchmarks/README.md S23)
 MIN_LEASE_BREAK = 10
 
 
@@ -159,10 +160,6 @@ class Lease:
 
         self._thread = threading.Thread(target=run, name="saipling-snapshot-lease", daemon=True)
         self._thread.start()  # (RuntimeError, no thread to be had: the caller lets the mapping go)
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
 
     def release(self) -> None:
         """Let the file go (idempotent; from any thread): a writer waiting for it goes on. The mapping must not be
