@@ -752,8 +752,8 @@ class Vectors:
 
     def _lease_broken(self, lease: snapshot.Lease) -> None:
         """(The lease's watcher thread) another process waits to write or truncate the mapped snapshot: the matrix's
-        rows and ids become its own (1M rows: 0.65 s of CPU, 1.7 s at load 10, under the lock: searches wait), then the file is let
-        go. Without the memory for the copy the matrix is dropped (the next search reads one)."""
+        rows and ids become its own (1M rows: 0.65 s of CPU, 1.7 s at load 10, under the lock: searches wait), then
+        the file is let go. Without the memory for the copy the matrix is dropped (the next search reads one)."""
         with self.db.lock:
             if self._lease is not lease:
                 return  # (let go meanwhile)
