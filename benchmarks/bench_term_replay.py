@@ -42,12 +42,20 @@ class Ctx:
     held: np.ndarray
     idf: np.ndarray
     wq: float
+    df: np.ndarray  # per term: how many chunks hold it
 
     def rare(self, min_idf: float) -> np.ndarray:
         """Per candidate: how many distinct query terms of idf >= min_idf it holds."""
         if not len(self.idf):
             return np.zeros(len(self.m))
         return (self.held & (self.idf >= min_idf)).sum(axis=1)
+
+    def few(self, max_df: int) -> np.ndarray:
+        """Per candidate: how many distinct query terms it holds that at most max_df chunks hold (rare by count,
+        not by the corpus's size)."""
+        if not len(self.df):
+            return np.zeros(len(self.m))
+        return (self.held & (self.df <= max_df)).sum(axis=1)
 
     def relative(self) -> np.ndarray:
         """Each candidate's coverage over the best candidate's."""
@@ -68,15 +76,16 @@ def term_sets(raw: dict[str, Any], post: kr.Postings, q: dict[str, Any]) -> dict
     """A query's terms (FTS5 expressions), their idf, and per term the chunk ids / file paths holding it."""
     exprs = list(dict.fromkeys(kr.query_exprs(q["q"], None)))
     rows, _ = post.stats("chunks_fts")
-    idf, chunks, files = [], [], []
+    idf, df, chunks, files = [], [], [], []
     for e in exprs:
         cids, _ = post.term("chunks_fts", e)
         fids, _ = post.term("files_fts", e)
         n = len(cids)
+        df.append(n)
         idf.append(math.log(1.0 + (rows - n + 0.5) / (n + 0.5)))
         chunks.append(set(cids.tolist()))
         files.append({raw["file_rows"][r][0] for r in fids.tolist() if r in raw["file_rows"]})
-    return {"idf": np.array(idf), "chunks": chunks, "files": files, "rows": rows}
+    return {"idf": np.array(idf), "df": np.array(df), "chunks": chunks, "files": files, "rows": rows}
 
 
 def candidate_terms(c: pr.Corpus, q: dict[str, Any], p: dict[str, Any], ts: dict[str, Any]) -> np.ndarray:
@@ -125,7 +134,7 @@ def evaluate(prepared: list[tuple[pr.Corpus, list[Any]]], rule: Rule | None) -> 
     for c, items in prepared:
         for q, p, m, held, ts in items:
             wq = pr.f8(p["cov"], p["agr"])
-            w = wq if rule is None else rule(Ctx(p, m, held, ts["idf"], wq))
+            w = wq if rule is None else rule(Ctx(p, m, held, ts["idf"], wq, ts["df"]))
             res[(c.name, q["meta"].get("kind", ""))].append(pr.quality(c, q, fuse_with(p, w)))
     return res
 
@@ -183,6 +192,19 @@ def rules() -> list[tuple[str, Rule]]:
                         f"0.5 with >= {k} terms of idf >= {t}" + (f", x ramp(vector z {a}-{a + 1})" if a else ""),
                         lambda x, t=t, k=k, a=a: x.raise_by(
                             (x.rare(t) >= k) * (1.0 if a is None else ramp(x.p["vz"], a, a + 1))
+                        ),
+                    )
+                )
+    # terms that only a few chunks hold (a count, not an idf: the same on a small and a large corpus)
+    for d in (3, 10, 30, 100):
+        for k in (1, 2, 3):
+            for a in (None, 1.0, 1.5):
+                out.append(
+                    (
+                        f"0.5 with >= {k} terms held by <= {d} chunks"
+                        + (f", x ramp(vector z {a}-{a + 1})" if a else ""),
+                        lambda x, d=d, k=k, a=a: x.raise_by(
+                            (x.few(d) >= k) * (1.0 if a is None else ramp(x.p["vz"], a, a + 1))
                         ),
                     )
                 )
@@ -245,14 +267,38 @@ def sweep(args: argparse.Namespace) -> None:
         print(f"| {name} | {fmt(res)} | {verdict(res, base)} |", flush=True)
 
 
+def features(args: argparse.Namespace) -> None:
+    """Where the keyword weight is low (F8 < 0.2; SciFact claims and dev-set paraphrases): the features of the
+    candidate that holds the most of the query's idf mass, split by whether it is relevant (quartiles)."""
+    groups: dict[tuple[str, bool], list[list[float]]] = defaultdict(list)
+    for c, items in prepare(kr.load(args.files)):
+        for q, p, m, held, ts in items:
+            meta = q["meta"]
+            if meta.get("kind") in ("exact", "mixed") or pr.f8(p["cov"], p["agr"]) >= 0.2 or not len(ts["idf"]):
+                continue
+            x = Ctx(p, m, held, ts["idf"], 0.0, ts["df"])
+            i = int(np.argmax(m))
+            relevant = c.fnames[p["fid"][i]] in (set(meta["rel"]) if "rel" in meta else {meta["file"]})
+            row = [m[i], x.rare(4.0)[i], x.rare(5.0)[i], x.few(30)[i], float(ts["idf"][held[i]].max(initial=0.0))]
+            groups[(c.name, relevant)].append(row + [float(p["vz"][i]), float(min(p["vrank"][i], 999))])
+    names = ("coverage", "terms idf>=4", "terms idf>=5", "terms df<=30", "max idf", "vector z", "vector rank")
+    for (name, relevant), rows in sorted(groups.items()):
+        a = np.array(rows)
+        q = np.percentile(a, (25, 50, 75), axis=0)
+        stats = ", ".join(f"{n} {q[0, j]:.2f}/{q[1, j]:.2f}/{q[2, j]:.2f}" for j, n in enumerate(names))
+        print(f"{name}, best-covered candidate {'relevant' if relevant else 'not relevant'} ({len(rows)}): {stats}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("sweep")
     s.add_argument("files", nargs="+")
     s.add_argument("--only", action="append", help="rules whose name holds this text (repeatable)")
+    f = sub.add_parser("features")
+    f.add_argument("files", nargs="+")
     args = p.parse_args()
-    sweep(args)
+    {"sweep": sweep, "features": features}[args.cmd](args)
 
 
 if __name__ == "__main__":
