@@ -172,6 +172,12 @@ def rules() -> list[tuple[str, Rule]]:
     # ... instead of the query-level trust
     for lo, hi in ((0.3, 0.7), (0.5, 1.0), (0.2, 0.6)):
         out.append((f"replace: 0.5 x ramp(own coverage {lo}-{hi})", lambda x, lo=lo, hi=hi: 0.5 * ramp(x.m, lo, hi)))
+    # ... a fixed weight given in proportion to the candidate's own or relative coverage (no query-level trust)
+    for w in (0.4, 0.5):
+        for lo, hi in ((0.1, 0.3), (0.2, 0.4), (0.1, 0.5)):
+            out.append((f"{w} x ramp(own coverage {lo}-{hi})", lambda x, w=w, lo=lo, hi=hi: w * ramp(x.m, lo, hi)))
+        for pw in (1, 2, 4):
+            out.append((f"{w} x relative coverage^{pw}", lambda x, w=w, pw=pw: w * x.relative() ** pw))
     # ... only with at least k distinct rare terms (idf >= 3)
     for k in (2, 3, 4):
         for lo, hi in ((0.3, 0.7), (0.5, 1.0)):
