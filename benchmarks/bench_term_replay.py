@@ -12,6 +12,7 @@ retrieval.confidence.query_idf).
 
     python benchmarks/bench_keyword_replay.py check train.pkl fiction.pkl nodejs.pkl 13th-age.pkl  (0 differences)
     python benchmarks/bench_term_replay.py sweep train.pkl fiction.pkl nodejs.pkl 13th-age.pkl
+    python benchmarks/bench_term_replay.py live train.pkl fiction.pkl nodejs.pkl 13th-age.pkl  (the shipped rule, F14)
 """
 
 from __future__ import annotations
@@ -273,6 +274,59 @@ def sweep(args: argparse.Namespace) -> None:
         print(f"| {name} | {fmt(res)} | {verdict(res, base)} |", flush=True)
 
 
+def live(args: argparse.Namespace) -> None:
+    """The shipped per-candidate rule (retrieval/fusion.py `candidate_weights`, row F14) three ways: as swept
+    (each candidate's coverage from the postings, the best over every candidate), with the best taken over the top
+    keyword hits' coverage (the captured `cov`) and the candidates above the vector z ramp's low end only, and with
+    the live search's definition of a candidate's coverage (retrieval.confidence.coverages over the chunk's words,
+    a short file's over all its chunks' words: the `.extras` of bench_keyword_replay.py)."""
+    from saipling.retrieval import fusion
+    from saipling.retrieval.confidence import coverages
+
+    rlo, rhi = fusion.CANDIDATE_RELATIVE
+    zlo, zhi = fusion.CANDIDATE_VECTOR_Z
+    loaded = kr.load(args.files)
+    prepared = prepare(loaded)
+    extras = {c.name: raw for raw, c, _post in loaded}
+    live_m: dict[int, np.ndarray] = {}
+    differ = gated_n = 0
+    for c, items in prepared:
+        raw = extras[c.name]
+        for q, p, m, _held, _ts in items:
+            gated = np.nonzero(p["vz"] > zlo)[0] if p["use_lex"] and p["use_vec"] else np.zeros(0, dtype=int)
+            short = {path for path, _, size in q["files"] if size <= pr.SHORT_FILE_BYTES}
+            texts = []
+            for i in gated:
+                path = c.fnames[p["fid"][i]]
+                ids = raw["chunks_of"][path] if path in short else [int(c.ids[p["pos"][i]])]
+                texts.append(" ".join(raw["words"][x] for x in ids))
+            ml = np.zeros(len(m))
+            ml[gated] = coverages(q["idf"], texts) if texts else []
+            live_m[id(p)] = ml
+            gated_n += len(gated)
+            differ += int((np.abs(ml[gated] - m[gated]) > 1e-6).sum())
+    print(f"gated candidates (vector z > {zlo}): {gated_n}; coverage from the postings != live definition: {differ}")
+
+    def rule(x: Ctx, cheap: bool, mm: np.ndarray | None = None) -> np.ndarray:
+        m = x.m if mm is None else mm
+        gate = ramp(x.p["vz"], zlo, zhi)
+        best = max([x.p["cov"], *m[x.p["vz"] > zlo].tolist()]) if cheap else float(m.max(initial=0.0))
+        rel = m / best if best > 0 else np.zeros(len(m))
+        return x.raise_by(ramp(rel, rlo, rhi) * gate)
+
+    base = evaluate(prepared, None)
+    header = " | ".join(f"{n} {k or 'nDCG@10'}" for n, k in sorted(base))
+    print(f"| rule | {header} | verdict |", flush=True)
+    print(f"| F8 (shipped) | {fmt(base)} | - |", flush=True)
+    for name, r in (
+        ("postings, best over every candidate", lambda x: rule(x, False)),
+        ("postings, best over the top keyword hits + gated", lambda x: rule(x, True)),
+        ("live coverage, best over the top keyword hits + gated", lambda x: rule(x, True, live_m[id(x.p)])),
+    ):
+        res = evaluate(prepared, r)
+        print(f"| {name} | {fmt(res)} | {verdict(res, base)} |", flush=True)
+
+
 def features(args: argparse.Namespace) -> None:
     """Where the keyword weight is low (F8 < 0.2; SciFact claims and dev-set paraphrases): the features of the
     candidate that holds the most of the query's idf mass, split by whether it is relevant (quartiles)."""
@@ -303,8 +357,10 @@ def main() -> None:
     s.add_argument("--only", action="append", help="rules whose name holds this text (repeatable)")
     f = sub.add_parser("features")
     f.add_argument("files", nargs="+")
+    v = sub.add_parser("live", help="the shipped rule (F14): as swept, with the cheap best, with live coverage")
+    v.add_argument("files", nargs="+")
     args = p.parse_args()
-    {"sweep": sweep, "features": features}[args.cmd](args)
+    {"sweep": sweep, "features": features, "live": live}[args.cmd](args)
 
 
 if __name__ == "__main__":
