@@ -161,16 +161,18 @@ def candidate_coverages(
                 members.setdefault(p, []).append(cid)  # type: ignore[arg-type]
     rows = project.store.chunks_by_id(list(dict.fromkeys([*cids, *(c for ids in members.values() for c in ids)])))
     whole = {p: " ".join(chunk_words(rows[c]) for c in ids if c in rows) for p, ids in members.items()}
-    keys, texts = [], []
+    text_of: dict[int | str, str] = {}  # (a short file's text is read once, however many of its chunks rank)
+    key_of: dict[int, int | str] = {}
     for cid in cids:
         p = paths.get(cid)
-        if p in whole:
-            keys.append(cid)
-            texts.append(whole[p])  # type: ignore[index]
+        if p is not None and p in whole:
+            key_of[cid] = p
+            text_of.setdefault(p, whole[p])
         elif cid in rows:
-            keys.append(cid)
-            texts.append(chunk_words(rows[cid]))
-    return dict(zip(keys, coverages(idf, texts), strict=True))
+            key_of[cid] = cid
+            text_of[cid] = chunk_words(rows[cid])
+    got = dict(zip(text_of, coverages(idf, list(text_of.values())), strict=True))
+    return {cid: got[key] for cid, key in key_of.items()}
 
 
 def keyword_trust(coverage: float, agreement: float) -> float:
