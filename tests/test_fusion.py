@@ -4,15 +4,19 @@ local model (skipped when it is not installed)."""
 
 from __future__ import annotations
 
+import math
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
-from fixtures import chunk_row, file_record, make_project, need_local_model, open_project
+from fixtures import chunk_row, file_record, make_project, need_local_model, open_project, write_file
+from saipling.embeddings.base import EmbeddingProvider, EmbeddingResult
 from saipling.retrieval import fusion
 from saipling.retrieval.confidence import SINGLE_SIGNAL, combine, vocabulary_share
 from saipling.retrieval.fusion import FUSION_VECTOR_WEIGHT, KEYWORD_WEIGHT, keyword_trust, weigh
@@ -252,3 +256,80 @@ def test_gibberish_gets_no_confident_match_through_the_real_store(api_notes: Any
         assert api_notes.enrich({"query": query})["contextBlock"] == ""
     real = api_notes.search({"query": "how do I read a whole file at once"})
     assert not real["noConfidentMatch"] and real["results"][0]["filePath"] == "fs.md"
+
+
+# -- a candidate both lists hold up (fusion.candidate_weights) ---------------------------------------------------
+# A claim whose keyword list looks like noise (no hit holds much of its words, the keyword files are not the vector
+# side's): the query's keyword weight is low. One file holds the best share of the claim's words AND the vectors
+# rank it far above the pool: its keyword evidence counts in full and it overtakes a file the vectors alone prefer.
+CLAIM = "quartz lantern harbour falcon meadow cipher orchid saddle glacier ember"
+CLAIM_WORDS = CLAIM.split()
+
+
+class CosineProvider(EmbeddingProvider):
+    """Vectors whose cosine with every query is the text's `cosNN` marker / 100 (0 without one): the vector side
+    of a test, set by hand."""
+
+    name = "openai"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model, self.dimensions, self.max_input_tokens = "cosine-by-hand", 16, 8191
+
+    def _embed_batch(self, texts: list[str], input_type: str) -> EmbeddingResult:
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for i, text in enumerate(texts):
+            if input_type == "query":
+                out[i, 0] = 1.0
+                continue
+            m = re.search(r"cos(\d\d)", text)
+            c = int(m.group(1)) / 100 if m else 0.0
+            out[i, 0] = c
+            out[i, 1 + sum(text.encode()) % (self.dimensions - 1)] = math.sqrt(1 - c * c)
+        return EmbeddingResult(out, 0)
+
+
+def _claim_files() -> dict[str, str]:
+    rng = random.Random(7)
+    files = {
+        # the answer: 4 of the claim's 10 words, held well above the vector pool
+        "answer.md": "# Answer\n\nThe quartz lantern stood at the harbour where a falcon nested. cos70\n",
+        # what the vectors alone prefer: none of the claim's words
+        "near.md": "# Near\n\nA different account of something close in meaning. cos90\n",
+    }
+    for i in range(14):  # keyword noise: two of the claim's words each, far down the vector list
+        picked = rng.sample(CLAIM_WORDS, 2)
+        files[f"noise/n{i:02d}.md"] = (
+            f"# Noise {i}\n\n{FILLERS[i % len(FILLERS)]} Also {' and '.join(picked)}. cos0{i % 5}\n"
+        )
+    for i in range(12):  # the rest of the vector list's top: none of the claim's words
+        files[f"other/o{i:02d}.md"] = f"# Other {i}\n\n{FILLERS[i % len(FILLERS)]} cos{30 + 2 * i}\n"
+    return files
+
+
+def test_a_candidate_both_lists_hold_up_gets_its_whole_keyword_weight(tmp_path: Path) -> None:
+    root = make_project(tmp_path, _claim_files())
+    with open_project(root, provider=CosineProvider()) as p:
+        p.index()
+        semantic = p.search({"query": CLAIM, "mode": "semantic", "maxResults": 3})["results"]
+        assert semantic[0]["filePath"] == "near.md"  # the vectors alone prefer the other file
+        res = p.search({"query": CLAIM, "maxResults": 5, "explain": True})
+        fusion_ev = res["fusion"]
+        # the query's keyword list looks like noise: its weight is well below the whole
+        assert fusion_ev["keywordWeight"] < 0.5 * KEYWORD_WEIGHT
+        assert fusion_ev["agreement"] < fusion.AGREEMENT_RAMP[0]
+        top = res["results"][0]
+        assert top["filePath"] == "answer.md"  # both lists hold it up: it overtakes the vectors' favourite
+        assert fusion_ev["keywordWeight"] < top["explain"]["keywordWeight"] <= KEYWORD_WEIGHT
+        assert fusion_ev["raisedCandidates"] >= 1
+        # a candidate only one list holds up keeps the query's weight
+        for r in res["results"][1:]:
+            assert "keywordWeight" not in r["explain"] or r["filePath"] == "answer.md"
+        # the same file without the vectors' support (its cosine at the noise's) is not raised
+        write_file(
+            root, "answer.md", "# Answer\n\nThe quartz lantern stood at the harbour where a falcon nested. cos02\n"
+        )
+        p.index()
+        again = p.search({"query": CLAIM, "maxResults": 30, "explain": True})
+        answer = [r for r in again["results"] if r["filePath"] == "answer.md"]
+        assert answer and "keywordWeight" not in answer[0]["explain"]

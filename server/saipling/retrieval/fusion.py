@@ -4,8 +4,8 @@ z-normalises the candidates; this module decides how much each side counts for t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .confidence import chunk_words, coverages, query_idf, ramp
@@ -29,6 +29,13 @@ AGREEMENT_RAMP = (0.4, 1.0)
 KEYWORD_EVIDENCE_DEPTH = 10  # the keyword hits whose coverage counts
 AGREEMENT_DEPTH = 5
 AGREEMENT_REACH = 10
+# Where both lists hold one candidate up, its keyword part counts in full, whatever the query's list as a whole
+# looks like (`candidate_weights`): its keyword weight is raised from the query's toward KEYWORD_WEIGHT by
+# ramp(its coverage / the best candidate's, CANDIDATE_RELATIVE) x ramp(its vector z-score, CANDIDATE_VECTOR_Z).
+# A scientific claim's answer holds most of the claim's rare words AND is well above the vector pool; the best
+# covered passage of a reader's question in other words is far down the vector list (benchmarks/README.md F13-F14)
+CANDIDATE_RELATIVE = (0.5, 1.0)
+CANDIDATE_VECTOR_Z = (1.0, 2.0)
 
 
 @dataclass
@@ -44,6 +51,12 @@ class Evidence:
     agreement: float = 0.0  # share of the top keyword files that the vector side ranks high too
     keyword_weight: float = 0.0
     vector_weight: float = 0.0
+    # chunk id -> its own keyword weight, where both lists hold it up (`candidate_weights`); others: keyword_weight
+    raised: dict[int, float] = field(default_factory=dict)
+
+    def weight_of(self, chunk_id: int) -> float:
+        """The keyword weight of one candidate."""
+        return self.raised.get(chunk_id, self.keyword_weight)
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -51,6 +64,7 @@ class Evidence:
             "agreement": round(self.agreement, 4),
             "keywordWeight": round(self.keyword_weight, 4),
             "vectorWeight": round(self.vector_weight, 4),
+            "raisedCandidates": len(self.raised),
         }
 
 
@@ -63,14 +77,19 @@ def weigh(
     lex_of: Mapping[int, float],
     short_top: Sequence[str] = (),
     vector_weight: float | None = None,
+    vector_z: Mapping[int, float] | None = None,
+    short: Collection[str] = (),
 ) -> Evidence:
     """The evidence of a hybrid query's lists (see `Evidence`); `short_top`: the short files among the top
-    whole-file keyword hits, whose coverage counts over the whole file (its words may sit in different chunks)."""
+    whole-file keyword hits, whose coverage counts over the whole file (its words may sit in different chunks).
+    `vector_z`: the vector z-scores of the candidates above CANDIDATE_VECTOR_Z's low end, `short`: every short
+    file among the whole-file keyword hits (for `candidate_weights`)."""
     w_vec = FUSION_VECTOR_WEIGHT if vector_weight is None else vector_weight
     ev = Evidence(vector_weight=w_vec)
     top = [cid for cid, _ in kw[:KEYWORD_EVIDENCE_DEPTH]]
     wanted = set(short_top)
     in_short = [cid for cid in ranked if paths.get(cid) in wanted]
+    idf: dict[str, float] | None = None
     if top or in_short:
         idf = query_idf(project, query)
         rows = project.store.chunks_by_id(list(dict.fromkeys(top + in_short)))
@@ -86,7 +105,74 @@ def weigh(
     if kw_files:
         ev.agreement = len(set(kw_files) & set(vec_files)) / len(kw_files)
     ev.keyword_weight = KEYWORD_WEIGHT * keyword_trust(ev.coverage, ev.agreement)
+    if vector_z and ev.keyword_weight < KEYWORD_WEIGHT:
+        idf = query_idf(project, query) if idf is None else idf
+        ev.raised = candidate_weights(project, idf, ev, vector_z, ranked, paths, short)
     return ev
+
+
+def candidate_weights(
+    project: ProjectView,
+    idf: Mapping[str, float],
+    ev: Evidence,
+    vector_z: Mapping[int, float],
+    ranked: Collection[int],
+    paths: Mapping[int, str | None],
+    short: Collection[str],
+) -> dict[int, float]:
+    """The keyword weight of each candidate that both lists hold up (see CANDIDATE_RELATIVE): raised from the
+    query's toward KEYWORD_WEIGHT by ramp(its coverage / the best, ...) x ramp(its vector z, ...).
+
+    Its coverage: a short file's over the whole file (its keyword part is the whole-file score), else its chunk's.
+    Only the candidates above the vector z ramp's low end are read (a few); the best coverage is the larger of
+    theirs and the top keyword hits' (`Evidence.coverage`): the same figures as the best over every candidate on
+    SciFact train and the dev sets (benchmarks/bench_term_replay.py, row F14)."""
+    lo_z, hi_z = CANDIDATE_VECTOR_Z
+    gated = {cid: z for cid, z in vector_z.items() if z > lo_z}
+    if not gated or sum(idf.values()) <= 0:
+        return {}
+    m = candidate_coverages(project, idf, list(gated), ranked, paths, short)
+    best = max([ev.coverage, *m.values()])
+    if best <= 0:
+        return {}
+    out: dict[int, float] = {}
+    for cid, z in gated.items():
+        lift = ramp(m.get(cid, 0.0) / best, *CANDIDATE_RELATIVE) * ramp(z, lo_z, hi_z)
+        if lift > 0:
+            out[cid] = ev.keyword_weight + (KEYWORD_WEIGHT - ev.keyword_weight) * lift
+    return out
+
+
+def candidate_coverages(
+    project: ProjectView,
+    idf: Mapping[str, float],
+    cids: list[int],
+    ranked: Collection[int],
+    paths: Mapping[int, str | None],
+    short: Collection[str],
+) -> dict[int, float]:
+    """Each candidate's idf-weighted share of the query's terms: a short file's candidate over all of the file's
+    candidates' text (every chunk of a short keyword hit is a candidate), another over its own chunk's."""
+    files = {paths.get(cid) for cid in cids} & set(short)
+    members: dict[str, list[int]] = {}
+    if files:
+        for cid in ranked:
+            if (p := paths.get(cid)) in files:
+                members.setdefault(p, []).append(cid)  # type: ignore[arg-type]
+    rows = project.store.chunks_by_id(list(dict.fromkeys([*cids, *(c for ids in members.values() for c in ids)])))
+    whole = {p: " ".join(chunk_words(rows[c]) for c in ids if c in rows) for p, ids in members.items()}
+    text_of: dict[int | str, str] = {}  # (a short file's text is read once, however many of its chunks rank)
+    key_of: dict[int, int | str] = {}
+    for cid in cids:
+        p = paths.get(cid)
+        if p is not None and p in whole:
+            key_of[cid] = p
+            text_of.setdefault(p, whole[p])
+        elif cid in rows:
+            key_of[cid] = cid
+            text_of[cid] = chunk_words(rows[cid])
+    got = dict(zip(text_of, coverages(idf, list(text_of.values())), strict=True))
+    return {cid: got[key] for cid, key in key_of.items()}
 
 
 def keyword_trust(coverage: float, agreement: float) -> float:

@@ -61,6 +61,7 @@ from .confidence import (
     vocabulary_share,
 )
 from .fusion import (
+    CANDIDATE_VECTOR_Z,
     FUSION_VECTOR_WEIGHT,
     KEYWORD_EVIDENCE_DEPTH,
     Evidence,
@@ -406,6 +407,7 @@ class Ranked:
     confidence: float = 0.0
     fused: float = 0.0  # the ranking key (weighted z-scores); `score` becomes the 0..1 score
     rerank: float | None = None  # the rerank stage's score (retrieval/rerank.py), when it reordered this candidate
+    keyword_weight: float | None = None  # its own keyword weight, where both lists hold it up (fusion.Evidence)
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
@@ -494,7 +496,9 @@ def _rank(
     ev = Evidence()
     if use_vec and use_lex:
         short_top = [path for path, _, _ in files[:KEYWORD_EVIDENCE_DEPTH] if path in short]
-        ev = weigh(project, req.query, kw, ranked, paths, lex_of, short_top, FUSION_VECTOR_WEIGHT)
+        lo_z = CANDIDATE_VECTOR_Z[0]  # (only the candidates the vectors hold up can have their keyword weight raised)
+        vz = {cid: z for cid, r in ranked.items() if r.cosine is not None and (z := (r.cosine - v_mu) / v_sd) > lo_z}
+        ev = weigh(project, req.query, kw, ranked, paths, lex_of, short_top, FUSION_VECTOR_WEIGHT, vz, short)
     elif use_vec:
         ev.vector_weight = 1.0
     elif use_lex:
@@ -507,7 +511,9 @@ def _rank(
         r.file_kw_score = file_kw.get(path) if path else None
         lex = lex_of[cid]
         v = (r.cosine - v_mu) / v_sd if use_vec and r.cosine is not None else 0.0
-        r.fused = r.score = w_vec * v + w_lex * lex
+        if cid in ev.raised:  # both lists hold it up: its own keyword weight (fusion.candidate_weights)
+            r.keyword_weight = ev.raised[cid]
+        r.fused = r.score = w_vec * v + ev.raised.get(cid, w_lex) * lex
         if use_vec and r.cosine is not None:
             best_v[path] = max(best_v.get(path, v), v)
         if use_vec and use_lex and r.cosine is None and r.kw_rank is not None:
@@ -687,6 +693,8 @@ def result_dict(
             "confidence": round(float(r.confidence), 4),
             "fusedScore": round(float(score), 4),
         }
+        if r.keyword_weight is not None:  # raised above the query's (fusion.candidate_weights)
+            res["explain"]["keywordWeight"] = round(float(r.keyword_weight), 4)
         if r.rerank is not None:  # reranked (retrieval/rerank.py): the reranker's score
             res["explain"]["rerankScore"] = round(float(r.rerank), 4)
     return res
