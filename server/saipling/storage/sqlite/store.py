@@ -73,6 +73,7 @@ from .schema import (
     SCHEMA_VERSION,
     connect,
 )
+from .search_log import SearchLog
 from .vectors import Vectors
 
 if TYPE_CHECKING:
@@ -114,6 +115,10 @@ class SqliteStore:
         self._files = FileWrites(self._db, self._vectors, self._mentions)
         # a hybrid search's keyword reads, on a read-only connection of their own beside the KNN (keyword_side.py)
         self._keyword_side = None if readonly or path == ":memory:" else KeywordSide(conn.filename)
+        # the search log, in a file of its own beside the index: a search writes nothing to index.db (search_log.py)
+        self._search_log = SearchLog(
+            self._db, None if path == ":memory:" or not conn.filename else Path(conn.filename), readonly=readonly
+        )
 
     @property
     def conn(self) -> apsw.Connection:
@@ -326,6 +331,7 @@ class SqliteStore:
         self._vectors.wait_for_snapshot()
         if self._keyword_side is not None:
             self._keyword_side.close()
+        self._search_log.close(checkpoint)
         with self._lock:
             if not self.readonly:
                 with contextlib.suppress(Exception):
@@ -447,12 +453,8 @@ class SqliteStore:
             )
 
     def log_search(self, query: str, source: str, mode: str, results: int, top_score: float, elapsed_ms: float) -> None:
-        with self.atomic():
-            self.conn.execute(
-                "INSERT INTO search_log(timestamp, query, source, mode, results, top_score, elapsed_ms)"
-                " VALUES (?,?,?,?,?,?,?)",
-                (time.time(), query, source, mode, results, top_score, elapsed_ms),
-            )
+        """Into the search log's own file (search_log.py): the index is not written."""
+        self._search_log.write((time.time(), query, source, mode, results, top_score, elapsed_ms))
 
     def stats(self) -> StoreStats:
         with self._lock:
@@ -641,15 +643,7 @@ class SqliteStore:
         ]
 
     def search_log(self, include_eval: bool = False, limit: int = 100) -> list[SearchLogEntry]:
-        table = "search_log" if include_eval else "search_analytics"
-        return [
-            SearchLogEntry(*r)
-            for r in self._db.rows(
-                "SELECT id, timestamp, query, source, mode, results, top_score, elapsed_ms"
-                f" FROM {table} ORDER BY id DESC LIMIT ?",
-                (limit,),
-            )
-        ]
+        return self._search_log.rows(include_eval, limit)
 
     # -- vectors and the embedding cache (vectors.py) ------------------------------------------------------
     def has_vectors(self) -> bool:
