@@ -138,7 +138,7 @@ class SearchLog:
         if not rows:
             return
         with conn:
-            here = {(r[1], r[2], r[3]) for r in conn.execute("SELECT timestamp, query, source FROM search_log")}
+            here = set(conn.execute("SELECT timestamp, query, source FROM search_log"))
             if not here:  # (the usual case: ids kept, so `id` still ascends with time)
                 conn.executemany(f"INSERT INTO search_log({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", rows)
             else:  # (a move interrupted before its delete, or an older saipling logged there since)
