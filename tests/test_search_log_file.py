@@ -122,7 +122,8 @@ def test_a_read_only_store_reads_the_log_and_writes_nothing(tmp_path: Path) -> N
         reader.close()
     assert log_file.read_bytes() == before
     ours = {"index.db", "search-log.db"}
-    assert {p.name for p in tmp_path.iterdir()} <= ours | {f + s for f in ours for s in ("-wal", "-shm")} | {".gitignore"}
+    side = {f + s for f in ours for s in ("-wal", "-shm")}
+    assert {p.name for p in tmp_path.iterdir()} <= ours | side | {".gitignore"}
 
 
 def test_the_log_file_is_never_written_through_a_link(tmp_path: Path) -> None:
