@@ -58,9 +58,16 @@ def _serial(s: Store, query, qvec, flt=None):
     return candidates_by_calls(s, query, 10, 10, qvec, flt)
 
 
+@pytest.mark.parametrize(
+    "split", [False, True]
+)  # the whole-file list on the searching thread (hybrid), on the worker (lexical)
 @pytest.mark.parametrize("hybrid", [True, False])
 @pytest.mark.parametrize("flt", [None, ChunkFilter(visibility=["public"]), ChunkFilter(path_prefix="f1")])
-def test_the_lists_read_beside_the_search_are_the_ones_read_on_its_connection(store: Store, hybrid, flt) -> None:
+def test_the_lists_read_beside_the_search_are_the_ones_read_on_its_connection(
+    store: Store, hybrid, flt, split, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(keyword_side, "HYBRID_FILES_HERE", split)
+    monkeypatch.setattr(keyword_side, "LEXICAL_SPLIT", split)
     qvec = unit(7) if hybrid else None
     got = store.search_candidates(kw("lantern", "harbour"), 10, 10, qvec, flt)
     want = _serial(store, kw("lantern", "harbour"), qvec, flt)
@@ -68,7 +75,7 @@ def test_the_lists_read_beside_the_search_are_the_ones_read_on_its_connection(st
     assert (got.keywords, got.files, got.vectors, got.paths) == (want.keywords, want.files, want.vectors, want.paths)
     if hybrid:
         assert got.vectors and got.keyword_vectors.keys() == want.keyword_vectors.keys()
-    if hybrid:
+    if hybrid or split:
         assert _workers(), "the keyword reads ran on the worker"
     private = {f"f{n:02d}.md" for n in range(10)}
     if flt is not None and flt.visibility:  # (a reader role's visibility: the private files stay out)

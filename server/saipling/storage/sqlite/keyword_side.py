@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 # CPU 51-56 vs 39-53 ms a search)
 MIN_CHUNKS = fts_bound.BOUND_MIN_CHUNKS
 
+# a lexical search reads its whole-file list on the worker while this thread reads the chunk list
+LEXICAL_SPLIT = False
+# a hybrid search reads its whole-file list on this thread after the KNN, the worker only the chunk list
+HYBRID_FILES_HERE = False
+
 KeywordLists = tuple[list[tuple[int, float]], list[tuple[str, float, int]]]
 
 

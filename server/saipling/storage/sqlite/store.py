@@ -498,17 +498,19 @@ class SqliteStore:
     ) -> Candidates:
         side = self._keyword_side
         future = None
+        files_here = False
         if (
             side is not None
             and query is not None
-            and qvec is not None
+            and (qvec is not None or (keyword_side.LEXICAL_SPLIT and file_limit > 0))
             and self._keywords.term_doc_freqs([])[1] >= keyword_side.MIN_CHUNKS
         ):
             # hybrid: both keyword lists read on the worker's connection while this thread runs the KNN
             # (keyword_side.py). A lexical search reads both here: measured on a quiet machine, splitting its two
             # lists over the threads made it slower (1M: p50 70 vs 62 ms; 269k: 61 vs 43 ms; row S19), the
             # worker's page cache being emptied by every commit of the store's connection (the search log).
-            future = side.submit(query, limit if qvec is not None else 0, file_limit, flt)
+            files_here = qvec is not None and keyword_side.HYBRID_FILES_HERE
+            future = side.submit(query, limit if qvec is not None else 0, 0 if files_here else file_limit, flt)
         if future is None:
             return candidates_by_calls(self, query, limit, file_limit, qvec, flt)
         assert side is not None and query is not None
@@ -516,6 +518,8 @@ class SqliteStore:
         try:
             if qvec is not None:
                 out.vectors = self.knn(qvec, limit, flt)
+                if files_here and file_limit > 0:
+                    out.files = self.file_keyword_search(query, file_limit, flt)
             else:
                 out.keywords = self.keyword_search(query, limit, flt)
         finally:
@@ -527,10 +531,12 @@ class SqliteStore:
                 lists = None
         if lists is None:  # (read here, as before)
             chunks = self.keyword_search(query, limit, flt) if qvec is not None else out.keywords
-            lists = (chunks, self.file_keyword_search(query, file_limit, flt) if file_limit > 0 else [])
+            files = out.files if files_here or file_limit <= 0 else self.file_keyword_search(query, file_limit, flt)
+            lists = (chunks, files)
         if qvec is not None:
             out.keywords = lists[0]
-        out.files = lists[1]
+        if not files_here:
+            out.files = lists[1]
         return with_paths_and_vectors(self, out, qvec is not None)
 
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: ChunkFilter | None = None) -> list[tuple[int, str]]:
