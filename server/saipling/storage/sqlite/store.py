@@ -505,10 +505,9 @@ class SqliteStore:
             and (qvec is not None or (keyword_side.LEXICAL_SPLIT and file_limit > 0))
             and self._keywords.term_doc_freqs([])[1] >= keyword_side.MIN_CHUNKS
         ):
-            # hybrid: both keyword lists read on the worker's connection while this thread runs the KNN
-            # (keyword_side.py). A lexical search reads both here: measured on a quiet machine, splitting its two
-            # lists over the threads made it slower (1M: p50 70 vs 62 ms; 269k: 61 vs 43 ms; row S19), the
-            # worker's page cache being emptied by every commit of the store's connection (the search log).
+            # the chunk list read on the worker's connection while this thread runs the KNN, then reads the
+            # whole-file list (hybrid); the whole-file list on the worker while this thread reads the chunk list
+            # (lexical). keyword_side.py: how the work is split, and row S20.
             files_here = qvec is not None and keyword_side.HYBRID_FILES_HERE
             future = side.submit(query, limit if qvec is not None else 0, 0 if files_here else file_limit, flt)
         if future is None:
