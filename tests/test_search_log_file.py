@@ -126,7 +126,7 @@ def test_a_read_only_store_reads_the_log_and_writes_nothing(tmp_path: Path) -> N
     assert {p.name for p in tmp_path.iterdir()} <= ours | side | {".gitignore"}
 
 
-def test_the_log_file_is_never_written_through_a_link(tmp_path: Path) -> None:
+def test_the_log_file_is_never_written_through_a_link(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     root = retrieval_project(tmp_path)
     with open_project(root) as p:
         p.index()
@@ -138,6 +138,7 @@ def test_the_log_file_is_never_written_through_a_link(tmp_path: Path) -> None:
             p.store.log_search("q", "cli", "lexical", 0, 0.0, 1.0)
         # a search still answers (logging never fails it), and nothing outside the project changed
         assert p.search({"query": "ledger", "mode": "lexical"})["results"]
+    assert "searches are not logged: refusing" in caplog.text and "symbolic link" in caplog.text
     assert outside.read_bytes() == b"not saipling's"
     assert not (tmp_path / "outside.db-wal").exists()
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import apsw
 
+from ...errors import IndexPathUnsafe
 from ..base import SearchLogEntry
 from . import index_files
 from .database import Database
@@ -63,6 +64,7 @@ class SearchLog:
         self.readonly = readonly
         self._conn: apsw.Connection | None = None
         self._lock = threading.Lock()  # this file's connection (the index's has its own lock)
+        self._warned = False
 
     @property
     def path(self) -> Path | None:
@@ -82,7 +84,13 @@ class SearchLog:
         if self.readonly:
             raise PermissionError("the index was opened read-only: searches are not logged")
         with self._lock:
-            conn = self._writable()
+            try:
+                conn = self._writable()
+            except IndexPathUnsafe as exc:  # (a search is never failed by its log: say why nothing is logged)
+                if not self._warned:
+                    log.warning("searches are not logged: %s", exc)
+                    self._warned = True
+                raise
             conn.execute(
                 "INSERT INTO search_log(timestamp, query, source, mode, results, top_score, elapsed_ms)"
                 " VALUES (?,?,?,?,?,?,?)",
