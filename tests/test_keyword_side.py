@@ -69,6 +69,7 @@ def test_the_lists_read_beside_the_search_are_the_ones_read_on_its_connection(
     monkeypatch.setattr(keyword_side, "HYBRID_FILES_HERE", split)
     monkeypatch.setattr(keyword_side, "LEXICAL_SPLIT", split)
     qvec = unit(7) if hybrid else None
+    store.search_candidates(kw("candle"), 10, 10, None, None)  # (a lexical search splits from the second on)
     got = store.search_candidates(kw("lantern", "harbour"), 10, 10, qvec, flt)
     want = _serial(store, kw("lantern", "harbour"), qvec, flt)
     assert got.keywords and got.files
@@ -186,6 +187,8 @@ def test_each_thread_reads_one_list(store: Store) -> None:
             q, limit, file_limit, flt
         )
     )
+    got = store.search_candidates(kw("lantern", "harbour"), 10, 7, None, None)
+    assert got.keywords and got.files and submitted == []  # a store's first search, lexical: read here alone
     got = store.search_candidates(kw("lantern", "harbour"), 10, 7, None, None)
     assert got.keywords and got.files
     assert submitted == [(0, 7)]  # lexical: the whole-file list only

@@ -115,6 +115,9 @@ class SqliteStore:
         self._files = FileWrites(self._db, self._vectors, self._mentions)
         # a hybrid search's keyword reads, on a read-only connection of their own beside the KNN (keyword_side.py)
         self._keyword_side = None if readonly or path == ":memory:" else KeywordSide(conn.filename)
+        # a lexical search splits its lists over the threads from the store's second search on: a one-shot CLI's
+        # only search would open the worker's connection for it (269k chunks: 80 ms more CPU; row S20)
+        self._searched = False
         # the search log, in a file of its own beside the index: a search writes nothing to index.db (search_log.py)
         self._search_log = SearchLog(
             self._db, None if path == ":memory:" or not conn.filename else Path(conn.filename), readonly=readonly
@@ -499,10 +502,11 @@ class SqliteStore:
         side = self._keyword_side
         future = None
         files_here = False
+        searched, self._searched = self._searched, True  # (only the process's first search reads alone)
         if (
             side is not None
             and query is not None
-            and (qvec is not None or (keyword_side.LEXICAL_SPLIT and file_limit > 0))
+            and (qvec is not None or (keyword_side.LEXICAL_SPLIT and file_limit > 0 and searched))
             and self._keywords.term_doc_freqs([])[1] >= keyword_side.MIN_CHUNKS
         ):
             # the chunk list read on the worker's connection while this thread runs the KNN, then reads the
