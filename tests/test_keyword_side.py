@@ -58,17 +58,25 @@ def _serial(s: Store, query, qvec, flt=None):
     return candidates_by_calls(s, query, 10, 10, qvec, flt)
 
 
+@pytest.mark.parametrize(
+    "split", [False, True]
+)  # the whole-file list on the searching thread (hybrid), on the worker (lexical)
 @pytest.mark.parametrize("hybrid", [True, False])
 @pytest.mark.parametrize("flt", [None, ChunkFilter(visibility=["public"]), ChunkFilter(path_prefix="f1")])
-def test_the_lists_read_beside_the_search_are_the_ones_read_on_its_connection(store: Store, hybrid, flt) -> None:
+def test_the_lists_read_beside_the_search_are_the_ones_read_on_its_connection(
+    store: Store, hybrid, flt, split, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(keyword_side, "HYBRID_FILES_HERE", split)
+    monkeypatch.setattr(keyword_side, "LEXICAL_SPLIT", split)
     qvec = unit(7) if hybrid else None
+    store.search_candidates(kw("candle"), 10, 10, None, None)  # (a lexical search splits from the second on)
     got = store.search_candidates(kw("lantern", "harbour"), 10, 10, qvec, flt)
     want = _serial(store, kw("lantern", "harbour"), qvec, flt)
     assert got.keywords and got.files
     assert (got.keywords, got.files, got.vectors, got.paths) == (want.keywords, want.files, want.vectors, want.paths)
     if hybrid:
         assert got.vectors and got.keyword_vectors.keys() == want.keyword_vectors.keys()
-    if hybrid:
+    if hybrid or split:
         assert _workers(), "the keyword reads ran on the worker"
     private = {f"f{n:02d}.md" for n in range(10)}
     if flt is not None and flt.visibility:  # (a reader role's visibility: the private files stay out)
@@ -166,18 +174,29 @@ def test_the_workers_term_frequencies_follow_the_index_and_not_the_search_log(
     assert after.files != first.files
 
 
-def test_a_lexical_search_reads_both_lists_on_the_stores_connection(store: Store) -> None:
-    """Only a hybrid search overlaps its keyword reads with its KNN; a lexical search's two lists overlapped on the
-    worker were slower on a quiet machine (row S19), so it reads them on the store's connection."""
+def test_each_thread_reads_one_list(store: Store) -> None:
+    """The worker reads the chunk list of a hybrid search (the searching thread: the KNN, then the whole-file list)
+    and the whole-file list of a lexical one (the searching thread: the chunk list); keyword_side.py, row S20."""
     side = store._keyword_side
     assert side is not None
-    submitted: list[object] = []
+    submitted: list[tuple[int, int]] = []
     real = side.submit
-    side.submit = lambda *a, **k: submitted.append(a) or real(*a, **k)  # type: ignore[method-assign]
-    got = store.search_candidates(kw("lantern", "harbour"), 10, 10, None, None)
-    assert got.keywords and got.files and not submitted
-    store.search_candidates(kw("lantern", "harbour"), 10, 10, unit(7), None)
-    assert len(submitted) == 1
+    side.submit = lambda q, limit, file_limit, flt: (
+        submitted.append((limit, file_limit))
+        or real(  # type: ignore[method-assign]
+            q, limit, file_limit, flt
+        )
+    )
+    got = store.search_candidates(kw("lantern", "harbour"), 10, 7, None, None)
+    assert got.keywords and got.files and submitted == []  # a store's first search, lexical: read here alone
+    got = store.search_candidates(kw("lantern", "harbour"), 10, 7, None, None)
+    assert got.keywords and got.files
+    assert submitted == [(0, 7)]  # lexical: the whole-file list only
+    got = store.search_candidates(kw("lantern", "harbour"), 10, 7, unit(7), None)
+    assert got.keywords and got.files and got.vectors
+    assert submitted[1:] == [(10, 0)]  # hybrid: the chunk list only
+    store.search_candidates(kw("lantern", "harbour"), 10, 0, None, None)
+    assert len(submitted) == 2  # (a lexical search without a whole-file list reads here alone)
 
 
 def test_a_small_index_reads_on_the_stores_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,9 +4,12 @@ reads, in an index of MIN_CHUNKS chunks or more.
 Why: a hybrid search read its keyword lists and then its nearest vectors, one after the other, under the one lock
 of the store's connection (storage/sqlite/database.py); at a million chunks that is ~60 ms of FTS5 then ~150 ms of
 KNN on one core while the other waits. The KNN runs on the in-memory matrix (numpy releases the GIL), and apsw
-releases it while SQLite steps a statement, so the two overlap on two cores. A lexical search reads its two
-lists on the store's connection: overlapped here they were slower on a quiet machine (row S19; the worker's page
-cache is emptied by every commit of the store's connection, the search log's included).
+releases it while SQLite steps a statement, so the two overlap on two cores. The work is split so that both
+threads finish about together: a hybrid search's worker reads the chunk list while the searching thread runs the
+KNN and then reads the whole-file list; a lexical search's worker reads the whole-file list while the searching
+thread reads the chunk list. (Row S19 found a lexical search slower split this way on a quiet machine: then every
+search committed its log row to index.db and the worker's page cache was emptied each time; the log now has its
+own file, storage/sqlite/search_log.py, and split the lexical search costs less CPU than read serially: row S20.)
 
 How: `KeywordSide` holds one read-only connection (opened on first use, `mode=ro`: it never writes the index) with
 its own `Database` lock and `Keywords` part (the same FTS5 statements, bound and filters as the store's own), used
@@ -43,19 +46,28 @@ if TYPE_CHECKING:  # (imported with the worker: a CLI's lexical search in a smal
 log = logging.getLogger(__name__)
 
 # Below this many chunks a search reads serially as before: its keyword reads take a few ms, and the worker's page
-# cache is emptied by every commit of another connection (the store's search-log row after each search among them:
-# WAL readers drop their cache when the index changed), so its reads cost more than they saved (55k chunks: hybrid
-# CPU 51-56 vs 39-53 ms a search)
+# cache is emptied by every commit of another connection (WAL readers drop their cache when the index changed; when
+# this was measured each search's log row was such a commit), so its reads cost more than they saved (55k chunks:
+# hybrid CPU 51-56 vs 39-53 ms a search)
 MIN_CHUNKS = fts_bound.BOUND_MIN_CHUNKS
+
+# A lexical search reads its whole-file list on the worker while this thread reads the chunk list (row S20, under
+# load: the searching thread's CPU 62 -> 37 ms at 1.00M chunks, the process's 62 -> 55; 269k: 49 -> 29, 49 -> 42)
+# (from a store's second search on: a one-shot CLI's lexical search reads alone, as opening the worker's connection
+# for one search cost it 80 ms of CPU at 269k)
+LEXICAL_SPLIT = True
+# A hybrid search reads its whole-file list on this thread after the KNN, the worker only the chunk list (row S20:
+# the process's CPU the same, the worker's share, which this thread waited for, 50 -> 31 ms at 1.00M, 36 -> 24 at 269k)
+HYBRID_FILES_HERE = True
 
 KeywordLists = tuple[list[tuple[int, float]], list[tuple[str, float, int]]]
 
 
 def fts_version(db: Database) -> tuple[bytes, ...]:
     """The structure records of both keyword indexes (FTS5's `%_data` row 10: its segments and write counter): they
-    change with every transaction that writes the index, whoever commits it, and with nothing else. (This
-    connection's data_version also changes with the store's own search-log rows, written after every search: the
-    frequencies kept per term were dropped each time, and counting a million chunks again cost ~50 ms a search.)"""
+    change with every transaction that writes the index, whoever commits it, and with nothing else. (A connection's
+    data_version changes with any commit: with the search log in index.db, after every search, the frequencies kept
+    per term were dropped each time, and counting a million chunks again cost ~50 ms a search.)"""
     with db.lock:
         return tuple(
             bytes(b or b"")

@@ -74,6 +74,7 @@ from .schema import (
     VISIBILITY_READ,
     connect,
 )
+from .search_log import SearchLog
 from .vectors import Vectors
 
 if TYPE_CHECKING:
@@ -116,6 +117,13 @@ class SqliteStore:
         self._files = FileWrites(self._db, self._vectors, self._mentions)
         # a hybrid search's keyword reads, on a read-only connection of their own beside the KNN (keyword_side.py)
         self._keyword_side = None if readonly or path == ":memory:" else KeywordSide(conn.filename)
+        # a lexical search splits its lists over the threads from the store's second search on: a one-shot CLI's
+        # only search would open the worker's connection for it (269k chunks: 80 ms more CPU; row S20)
+        self._searched = False
+        # the search log, in a file of its own beside the index: a search writes nothing to index.db (search_log.py)
+        self._search_log = SearchLog(
+            self._db, None if path == ":memory:" or not conn.filename else Path(conn.filename), readonly=readonly
+        )
 
     @property
     def conn(self) -> apsw.Connection:
@@ -329,6 +337,7 @@ class SqliteStore:
         self._vectors.close()  # (a mapped snapshot let go)
         if self._keyword_side is not None:
             self._keyword_side.close()
+        self._search_log.close(checkpoint)
         with self._lock:
             if not self.readonly:
                 with contextlib.suppress(Exception):
@@ -450,12 +459,8 @@ class SqliteStore:
             )
 
     def log_search(self, query: str, source: str, mode: str, results: int, top_score: float, elapsed_ms: float) -> None:
-        with self.atomic():
-            self.conn.execute(
-                "INSERT INTO search_log(timestamp, query, source, mode, results, top_score, elapsed_ms)"
-                " VALUES (?,?,?,?,?,?,?)",
-                (time.time(), query, source, mode, results, top_score, elapsed_ms),
-            )
+        """Into the search log's own file (search_log.py): the index is not written."""
+        self._search_log.write((time.time(), query, source, mode, results, top_score, elapsed_ms))
 
     def stats(self) -> StoreStats:
         with self._lock:
@@ -499,17 +504,19 @@ class SqliteStore:
     ) -> Candidates:
         side = self._keyword_side
         future = None
+        files_here = False
+        searched, self._searched = self._searched, True  # (only the process's first search reads alone)
         if (
             side is not None
             and query is not None
-            and qvec is not None
+            and (qvec is not None or (keyword_side.LEXICAL_SPLIT and file_limit > 0 and searched))
             and self._keywords.term_doc_freqs([])[1] >= keyword_side.MIN_CHUNKS
         ):
-            # hybrid: both keyword lists read on the worker's connection while this thread runs the KNN
-            # (keyword_side.py). A lexical search reads both here: measured on a quiet machine, splitting its two
-            # lists over the threads made it slower (1M: p50 70 vs 62 ms; 269k: 61 vs 43 ms; row S19), the
-            # worker's page cache being emptied by every commit of the store's connection (the search log).
-            future = side.submit(query, limit if qvec is not None else 0, file_limit, flt)
+            # the chunk list read on the worker's connection while this thread runs the KNN, then reads the
+            # whole-file list (hybrid); the whole-file list on the worker while this thread reads the chunk list
+            # (lexical). keyword_side.py: how the work is split, and row S20.
+            files_here = qvec is not None and keyword_side.HYBRID_FILES_HERE
+            future = side.submit(query, limit if qvec is not None else 0, 0 if files_here else file_limit, flt)
         if future is None:
             return candidates_by_calls(self, query, limit, file_limit, qvec, flt)
         assert side is not None and query is not None
@@ -517,6 +524,8 @@ class SqliteStore:
         try:
             if qvec is not None:
                 out.vectors = self.knn(qvec, limit, flt)
+                if files_here and file_limit > 0:
+                    out.files = self.file_keyword_search(query, file_limit, flt)
             else:
                 out.keywords = self.keyword_search(query, limit, flt)
         finally:
@@ -528,10 +537,12 @@ class SqliteStore:
                 lists = None
         if lists is None:  # (read here, as before)
             chunks = self.keyword_search(query, limit, flt) if qvec is not None else out.keywords
-            lists = (chunks, self.file_keyword_search(query, file_limit, flt) if file_limit > 0 else [])
+            files = out.files if files_here or file_limit <= 0 else self.file_keyword_search(query, file_limit, flt)
+            lists = (chunks, files)
         if qvec is not None:
             out.keywords = lists[0]
-        out.files = lists[1]
+        if not files_here:
+            out.files = lists[1]
         return with_paths_and_vectors(self, out, qvec is not None)
 
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: ChunkFilter | None = None) -> list[tuple[int, str]]:
@@ -644,15 +655,7 @@ class SqliteStore:
         ]
 
     def search_log(self, include_eval: bool = False, limit: int = 100) -> list[SearchLogEntry]:
-        table = "search_log" if include_eval else "search_analytics"
-        return [
-            SearchLogEntry(*r)
-            for r in self._db.rows(
-                "SELECT id, timestamp, query, source, mode, results, top_score, elapsed_ms"
-                f" FROM {table} ORDER BY id DESC LIMIT ?",
-                (limit,),
-            )
-        ]
+        return self._search_log.rows(include_eval, limit)
 
     # -- vectors and the embedding cache (vectors.py) ------------------------------------------------------
     def has_vectors(self) -> bool:
