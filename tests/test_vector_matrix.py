@@ -457,7 +457,7 @@ def test_the_sign_pool_is_a_fortieth_of_a_large_matrix_and_keeps_its_recall(monk
 
 @pytest.mark.skipif(not hasattr(np, "bitwise_count"), reason="numpy < 2: no popcount")
 def test_a_search_shares_its_blocks_with_a_helper_thread_and_answers_the_same(monkeypatch) -> None:
-    """With a core to spare, the sign pass and the pool's scoring run their blocks on this thread and the helper
+    """On two cores, the sign pass and the pool's scoring run their blocks on this thread and the helper
     (`in_blocks`): the helper does some of them, and the distances, pool and answers equal a one-thread search's."""
     import threading
 
@@ -466,7 +466,7 @@ def test_a_search_shares_its_blocks_with_a_helper_thread_and_answers_the_same(mo
 
     monkeypatch.setattr(vm, "SIGN_BLOCK", 2048)
     monkeypatch.setattr(vm, "POOL_BLOCK", 256)
-    monkeypatch.setattr(vm, "_busy", lambda: False)
+    monkeypatch.setattr(vm, "_busy", lambda: True)  # (a busy machine too: the helper is not gated on the load)
     monkeypatch.setattr(vm, "_cores", lambda: 2)
     rng = np.random.default_rng(5)
     n = 30_000

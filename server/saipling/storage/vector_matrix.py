@@ -55,9 +55,11 @@ SIGN_SHARE = 40
 # words a row along the short axis. The pool's codes are gathered and scored a block at a time the same way.
 SIGN_BLOCK = 65_536
 POOL_BLOCK = 4096
-# The sign pass and the pool's scoring share their blocks with one helper thread while the machine has a core to
-# spare (numpy's XOR, popcount, gather and products release the GIL): each thread takes the next block until none is
-# left, so a helper that gets no core costs the search at most the one block it took, never a wait for a half.
+# The sign pass and the pool's scoring share their blocks with one helper thread on a machine of two cores or more
+# (numpy's XOR, popcount, gather and products release the GIL): each thread takes the next block until none is
+# left, so a helper that gets no core costs the search at most the one block it took, never a wait for a half. Not
+# gated on the load average as BLAS's threads are: at load 10-11 on 2 cores the whole semantic search at 1M still
+# went from 189-232 to 177-181 ms wall p50, the process's CPU unchanged (benchmarks/README.md S21).
 # KNN_THREADS = 1 turns it off.
 KNN_THREADS = 2
 SAMPLE_ROWS = 20_000  # the rows whose largest magnitudes set the steps of the codes
@@ -122,10 +124,9 @@ _helper_lock = threading.Lock()
 
 
 def _knn_helper() -> Any:
-    """The helper thread's executor when a search may use it now (KNN_THREADS > 1, two cores, the load average
-    leaves one spare), else None."""
+    """The helper thread's executor when a search may use it (KNN_THREADS > 1, two cores or more), else None."""
     global _helper
-    if KNN_THREADS < 2 or _cores() < 2 or _busy():
+    if KNN_THREADS < 2 or _cores() < 2:
         return None
     with _helper_lock:
         if _helper is None:
@@ -135,9 +136,18 @@ def _knn_helper() -> Any:
         return _helper
 
 
+def _forget_helper() -> None:
+    global _helper
+    _helper = None  # (a forked child has the executor but not its thread: it makes its own)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helper)
+
+
 def in_blocks(blocks: int, work: Callable[[int, int], None]) -> None:
-    """`work(block, slot)` for every block in 0..blocks-1: on this thread (slot 0) and, while a core is spare, on the
-    helper thread too (slot 1), each taking the next block in turn (a slot's buffers are its own). A helper that has
+    """`work(block, slot)` for every block in 0..blocks-1: on this thread (slot 0) and, with two cores, on the helper
+    thread too (slot 1), each taking the next block in turn (a slot's buffers are its own). A helper that has
     not started when this thread runs out of blocks is cancelled: never waited for."""
     take = itertools.count()  # (next() of a count is atomic under the GIL)
 
