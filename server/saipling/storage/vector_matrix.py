@@ -44,9 +44,9 @@ RESCORE = 200  # candidates rescored on exact vectors (at least 2 x k): 50 gave 
 # the best RESCORE for exact vectors. On 35k real MiniLM vectors a pool of 2,000 (5.7%) kept recall@10 at 0.997,
 # 4,000 (11%) at 0.9993. The Hamming rank the true neighbours need grows slower than the rows (the 99th
 # percentile ~1-3k from 35k to 1M rows; benchmarks/README.md S16, S21): a pool of rows / 40 (25k at 1M, where it was
-# rows / 16) covered 0.9987-0.999 of the true top 10 on a million copies of the real vectors with noise, and every
-# smaller size measured at >= 0.9967 (S21). Needs numpy >= 2 (bitwise_count); without it every row is scored on its
-# codes.
+# rows / 16) kept recall@10 at 0.9987-1.0 on a million rows of the real vectors and noisy copies of them, and
+# covered >= 0.9967 of the true top 10 at every smaller size measured (S21). Needs numpy >= 2 (bitwise_count);
+# without it every row is scored on its codes.
 SIGN_POOL = 4000
 SIGN_SHARE = 40
 # The sign pass runs a block of rows at a time over word-major bits (each 64-dimension word of every row
