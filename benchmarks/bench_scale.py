@@ -24,7 +24,7 @@ them again); every measurement of a round runs in a fresh process:
     nice -n 10 python benchmarks/bench_scale.py --size 55k --baseline /tmp/base/server --rounds 2
                                                       # side by side with other code (`git archive` of main)
     python benchmarks/bench_scale.py --quick          # 300 files: a smoke run
-    python benchmarks/bench_scale.py --recall A.db,B.db [--recall-queries 300]
+    python benchmarks/bench_scale.py --recall A.db,B.db [--recall-queries 300] [--recall-copies 28]
     nice -n 10 python benchmarks/bench_scale.py --text-only --size 55k --baseline /tmp/base/server --rounds 2
                                                       # the text phase alone (keyword-only, the same chunks)
     nice -n 10 python benchmarks/bench_scale.py --first-only --size 55k --baseline /tmp/base/server --rounds 6
@@ -35,7 +35,11 @@ them again); every measurement of a round runs in a fresh process:
 on exact float32 vectors) against exact float32 search on REAL embeddings: the all-MiniLM-L6-v2 vectors in the
 embedding caches of the given index files (e.g. indexes of parts of the fiction corpus made with the local model),
 queries embedded by the local model (the query list below and the first sentences of sampled chunks); recall@10
-for several candidate counts, and the bytes per vector.
+for several candidate counts, and the bytes per vector. `--recall-copies N` also builds a million-row set from
+them (each real vector and N copies with isotropic noise: "near", the cosine of a copy to its vector drawn from
+what the local model gives word-swapped copies of a chunk, as the fiction copies are made, ~0.98; "far", cosines
+0.55-0.85) and gives, at 35k to all of its rows, the Hamming rank the true top 10 need (the sign pool) and the share
+of them each pool rule covers, then recall@10 of the compact matrix's search at its rule (needs ~4 GB of memory).
 
 Ratios: each size's figures over the first size's, side by side in one run. Nothing is asserted.
 """
@@ -571,7 +575,89 @@ def real_vectors(paths: list[str]) -> tuple[Any, list[str]]:
     return np.stack(list(seen.values())), texts
 
 
-def recall(paths: list[str], n_queries: int) -> None:
+def noisy_copies(real: Any, copies: int, cosines: Any, seed: int = 7) -> Any:
+    """`real` (unit rows) and `copies` noisy copies of each, shuffled, as float16 (what the index stores): copy =
+    unit(v + s g), g standard normal, s set so the copy's cosine to v is one of `cosines` (a sampler: n -> values)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n, dims = real.shape
+    out = np.empty(((copies + 1) * n, dims), dtype=np.float16)
+    out[:n] = real
+    for c in range(copies):
+        cos = cosines(rng, n)
+        s = np.sqrt((1.0 / cos**2 - 1.0) / dims).astype(np.float32)
+        v = real + rng.standard_normal(real.shape, dtype=np.float32) * s[:, None]
+        out[(c + 1) * n : (c + 2) * n] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out[rng.permutation(len(out))]
+
+
+def recall_at_scale(real: Any, qv: Any, copies: int, provider: Any, texts: list[str]) -> None:
+    """The sign pool at up to a million rows: real vectors and noisy copies of them (see the module docstring)."""
+    import numpy as np
+
+    import saipling.storage.vector_matrix as vm
+    from saipling.storage.vector_matrix import VectorMatrix, quantize, signs, steps_for, unit_rows
+
+    long = [t for t in texts if len(t.split()) > 60][:40]
+    pert = []
+    for t in long:  # how far a word-swapped copy of a chunk embeds from it (the fiction copies' perturbation)
+        a = np.asarray(provider.embed_query(t), dtype=np.float32)
+        for c in (1, 7, 13):
+            b = np.asarray(provider.embed_query(perturb(t, c)), dtype=np.float32)
+            pert.append(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)))
+    pert_arr = np.asarray(pert or [0.98])
+    print(f"   word-swapped copies of {len(long)} chunks embed at cosine {np.median(pert_arr):.4f} (median) of theirs")
+    real = real / np.linalg.norm(real, axis=1, keepdims=True)
+    q = qv / np.linalg.norm(qv, axis=1, keepdims=True)
+    shares = (16, 24, 32, 40, 48, 64)
+    samplers = {
+        "near": lambda rng, n: rng.choice(pert_arr, n),
+        "far": lambda rng, n: rng.uniform(0.55, 0.85, n),
+    }
+    for name, sampler in samplers.items():
+        allv = noisy_copies(real, copies, sampler)
+        total = len(allv)
+        for n in sorted({s for s in (35_241, 125_000, 250_000, 500_000) if s < total} | {total}):
+            mat = unit_rows(allv[:n])
+            truth = np.empty((len(q), 10), dtype=np.int64)
+            for j0 in range(0, len(q), 50):  # exact top 10 on the stored (float16) rows
+                sims = q[j0 : j0 + 50] @ mat.T
+                truth[j0 : j0 + 50] = np.argpartition(-sims, 10, axis=1)[:, :10]
+            del sims
+            steps = steps_for(mat[:20_000])
+            m = VectorMatrix(
+                np.arange(n, dtype=np.int64),
+                quantize(mat, steps),
+                steps=steps,
+                exact=lambda ids, mat=mat: {i: mat[i] for i in ids},
+            )
+            need = []
+            for j in range(len(q)):
+                dist = m._hamming(signs((q[j] / steps)[None, :])[0])[0].copy()
+                for t in truth[j]:  # the pool takes the rows at its threshold distance in row order
+                    need.append(int(np.count_nonzero(dist < dist[t])) + int(np.count_nonzero(dist[:t] == dist[t])) + 1)
+            need_a = np.asarray(need)
+            cover = ", ".join(f"/{d} {np.mean(need_a <= max(vm.SIGN_POOL, n // d)):.4f}" for d in shares)
+            print(
+                f"   {name} copies, {n:,} rows: the sign pool the true top 10 need:"
+                f" p50 {np.percentile(need_a, 50):.0f}, p99 {np.percentile(need_a, 99):.0f},"
+                f" p99.9 {np.percentile(need_a, 99.9):.0f}; covered by max({vm.SIGN_POOL}, rows / d): {cover}"
+            )
+            if n == total:
+                t0 = time.thread_time()
+                got = [{c for c, _ in m.knn(q[j], 10)} for j in range(len(q))]
+                took = (time.thread_time() - t0) / len(q)
+                r = np.mean([len(g & set(truth[j].tolist())) / 10 for j, g in enumerate(got)])
+                print(
+                    f"   {name} copies, {n:,} rows: recall@10 of the search (pool {vm.sign_pool(n):,} = rows /"
+                    f" {vm.SIGN_SHARE}): {r:.4f} ({took * 1000:.1f} ms CPU a query)"
+                )
+            del m, mat
+        del allv
+
+
+def recall(paths: list[str], n_queries: int, copies: int = 0) -> None:
     import numpy as np
 
     from saipling.config.settings import Settings
@@ -631,6 +717,8 @@ def recall(paths: list[str], n_queries: int) -> None:
         got = [{c for c, _ in m.knn(q, 10)} for q in qv]
         r = sum(len(g & t) for g, t in zip(got, truth, strict=True)) / (10 * len(qv))
         print(f"   recall@10, {name}: {r:.4f}")
+    if copies:
+        recall_at_scale(exact32, qv, copies, provider, texts)
 
 
 # -- the run ---------------------------------------------------------------------------------------------------------
@@ -688,6 +776,7 @@ def main() -> None:
     p.add_argument("--no-cli", action="store_true", help="skip the cold CLI row")
     p.add_argument("--recall", help="index files (comma-separated) whose all-MiniLM-L6-v2 vectors to test on")
     p.add_argument("--recall-queries", type=int, default=300)
+    p.add_argument("--recall-copies", type=int, default=0, help="with --recall: a million rows of noisy copies too")
     p.add_argument("--baseline", help="another server/ folder (e.g. from `git archive`) measured alternately")
     p.add_argument("--rounds", type=int, default=1, help="measurement rounds (medians; alternating order)")
     p.add_argument("--text-only", action="store_true", help="time the text phase alone (keyword-only, fresh copies)")
@@ -702,7 +791,7 @@ def main() -> None:
         return
     if args.recall:
         bu.banner("bench_scale --recall: the compact matrix against exact float32", args.quick)
-        recall(args.recall.split(","), args.recall_queries)
+        recall(args.recall.split(","), args.recall_queries, args.recall_copies)
         return
     sizes = ["300"] if args.quick else (args.size or ["55k", "269k"])
     bu.banner("bench_scale: the store and search at size", args.quick)

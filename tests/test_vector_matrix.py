@@ -419,3 +419,82 @@ def test_a_compact_matrix_searched_then_grown_within_its_capacity_still_searches
         new = dict(enumerate(unit_rows(100), start=n + 1 + step * 100))
         vecs.update(new)
         matrix.add(list(new.items()))
+
+
+@pytest.mark.skipif(not hasattr(np, "bitwise_count"), reason="numpy < 2: no popcount")
+def test_the_sign_pool_is_a_fortieth_of_a_large_matrix_and_keeps_its_recall(monkeypatch) -> None:
+    """Past SIGN_POOL, the sign pass keeps rows / 40 for the codes (a million rows: 25k, where it kept 62.5k;
+    benchmarks/README.md S21 measured the rule's recall on real MiniLM vectors and on a million of their copies):
+    the rows scored on codes are no more than that, the top 10 of clustered vectors still match brute force, and a
+    pool cut to 10 rows would not (the bound has teeth)."""
+    from saipling.storage import vector_matrix as vm
+    from saipling.storage.vector_matrix import quantize, steps_for
+
+    monkeypatch.setattr(vm, "SIGN_POOL", 100)  # (the share decides at 40k rows, as it does past 160k by default)
+    rng = np.random.default_rng(3)
+    n = 40_000
+    vecs = clustered(rng, n + 30, 384, 40)
+    mat, queries = vecs[:n], vecs[n:]
+    steps = steps_for(mat[:20_000])
+    matrix = VectorMatrix(
+        np.arange(n, dtype=np.int64), quantize(mat, steps), steps=steps, exact=lambda c: {i: mat[i] for i in c}
+    )
+    scored: list[int] = []
+    pool_scores = matrix._pool_scores
+    monkeypatch.setattr(matrix, "_pool_scores", lambda near, qs: scored.append(len(near)) or pool_scores(near, qs))
+    truth = [set(np.argsort(-(mat @ q))[:10].tolist()) for q in queries]
+
+    def recall() -> float:
+        got = [{c for c, _ in matrix.knn(q, 10)} for q in queries]
+        return float(np.mean([len(g & t) / 10 for g, t in zip(got, truth, strict=True)]))
+
+    assert recall() >= 0.99
+    assert len(scored) == len(queries) and max(scored) <= n // 40
+    monkeypatch.setattr(vm, "SIGN_POOL", 10)
+    monkeypatch.setattr(vm, "SIGN_SHARE", 10**9)
+    assert recall() < 0.5
+
+
+@pytest.mark.skipif(not hasattr(np, "bitwise_count"), reason="numpy < 2: no popcount")
+def test_a_search_shares_its_blocks_with_a_helper_thread_and_answers_the_same(monkeypatch) -> None:
+    """On two cores, the sign pass and the pool's scoring run their blocks on this thread and the helper
+    (`in_blocks`): the helper does some of them, and the distances, pool and answers equal a one-thread search's."""
+    import threading
+
+    from saipling.storage import vector_matrix as vm
+    from saipling.storage.vector_matrix import quantize, signs, steps_for
+
+    monkeypatch.setattr(vm, "SIGN_BLOCK", 2048)
+    monkeypatch.setattr(vm, "POOL_BLOCK", 256)
+    monkeypatch.setattr(vm, "_busy", lambda: True)  # (a busy machine too: the helper is not gated on the load)
+    monkeypatch.setattr(vm, "_cores", lambda: 2)
+    rng = np.random.default_rng(5)
+    n = 30_000
+    vecs = clustered(rng, n + 8, 128, 20)
+    mat, queries = vecs[:n], vecs[n:]
+    steps = steps_for(mat)
+    codes = quantize(mat, steps)
+
+    def build() -> VectorMatrix:
+        m = VectorMatrix(np.arange(1, n + 1), codes.copy(), steps=steps, exact=lambda c: {i: mat[i - 1] for i in c})
+        m.remove([3, 4000, 29_999])
+        return m
+
+    one, two = build(), build()
+    threads: set[str] = set()
+    take = np.take
+
+    def watched_take(*args, **kwargs):
+        threads.add(threading.current_thread().name)
+        return take(*args, **kwargs)
+
+    monkeypatch.setattr(vm.np, "take", watched_take)
+    for q in queries:
+        monkeypatch.setattr(vm, "KNN_THREADS", 1)
+        want = one.knn(q, 10)
+        d1, c1 = (x.copy() for x in one._hamming(signs((q / steps)[None, :])[0]))
+        monkeypatch.setattr(vm, "KNN_THREADS", 2)
+        assert two.knn(q, 10) == want
+        d2, c2 = two._hamming(signs((q / steps)[None, :])[0])
+        assert np.array_equal(d1, d2) and np.array_equal(c1, c2)
+    assert any(t.startswith("saipling-knn") for t in threads)

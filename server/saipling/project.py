@@ -371,15 +371,17 @@ class Project:
         paths = list(dict.fromkeys(paths))
         states = self.store.file_states_for(paths)
         stale = []
+        root = os.fspath(self.root)  # (joined as strings: pathlib's `/` was ~2 ms of a search's 60 stats)
         for p in paths:
             st = states.get(p)
             try:
-                now = os.stat(self.root / p)
+                full = os.path.join(root, p)
+                now = os.stat(full)
                 if st is not None and st.mtime_ns == 0 and st.size == now.st_size and stat.S_ISREG(now.st_mode):
                     import hashlib  # (~2 ms with OpenSSL: a one-shot search seldom meets a racy file)
 
                     # (a regular file: a FIFO swapped in would block the read)
-                    if hashlib.sha256((self.root / p).read_bytes()).hexdigest() == st.content_hash:
+                    if hashlib.sha256(Path(full).read_bytes()).hexdigest() == st.content_hash:
                         continue
             except OSError:
                 continue

@@ -586,7 +586,7 @@ def live_rows(
             continue
         path = row.path
         if path not in checked:  # gone, or made unreadable (a chmod changes no mtime): not served
-            full = project.root / path
+            full = os.path.join(os.fspath(project.root), path)
             checked[path] = os.path.isfile(full) and os.access(full, os.R_OK)
             if not checked[path]:
                 missing.add(path)

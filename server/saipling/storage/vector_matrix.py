@@ -21,6 +21,7 @@ time), never changing the rows the view sees.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -41,16 +42,26 @@ RESCORE = 200  # candidates rescored on exact vectors (at least 2 x k): 50 gave 
 # A compact matrix first ranks every row by the Hamming distance of its sign bits to the query's (an eighth of the
 # codes' bytes, 64 dimensions per popcount), keeps the nearest max(SIGN_POOL, rows / SIGN_SHARE) for its codes, then
 # the best RESCORE for exact vectors. On 35k real MiniLM vectors a pool of 2,000 (5.7%) kept recall@10 at 0.997,
-# 4,000 (11%) at 0.9993; the pool grows with the rows, as the Hamming rank of the true neighbours does. Needs
-# numpy >= 2 (bitwise_count); without it every row is scored on its codes.
+# 4,000 (11%) at 0.9993. The Hamming rank the true neighbours need grows slower than the rows (the 99th
+# percentile ~1-3k from 35k to 1M rows; benchmarks/README.md S16, S21): a pool of rows / 40 (25k at 1M, where it was
+# rows / 16) kept recall@10 at 0.9987-1.0 on a million rows of the real vectors and noisy copies of them, and
+# covered >= 0.9967 of the true top 10 at every smaller size measured (S21). Needs numpy >= 2 (bitwise_count);
+# without it every row is scored on its codes.
 SIGN_POOL = 4000
-SIGN_SHARE = 16
+SIGN_SHARE = 40
 # The sign pass runs a block of rows at a time over word-major bits (each 64-dimension word of every row
 # contiguous): XOR, popcount and sum on buffers that stay in the cache and are reused, where one pass over the whole
 # (rows, words) array allocated three arrays of its size (page faults: ~60 ms of CPU at 1M rows) and summed 6
 # words a row along the short axis. The pool's codes are gathered and scored a block at a time the same way.
 SIGN_BLOCK = 65_536
 POOL_BLOCK = 4096
+# The sign pass and the pool's scoring share their blocks with one helper thread on a machine of two cores or more
+# (numpy's XOR, popcount, gather and products release the GIL): each thread takes the next block until none is
+# left, so a helper that gets no core costs the search at most the one block it took, never a wait for a half. Not
+# gated on the load average as BLAS's threads are: at load 10-11 on 2 cores the whole semantic search at 1M still
+# went from 189-232 to 177-181 ms wall p50, the process's CPU unchanged (benchmarks/README.md S21).
+# KNN_THREADS = 1 turns it off.
+KNN_THREADS = 2
 SAMPLE_ROWS = 20_000  # the rows whose largest magnitudes set the steps of the codes
 HEADROOM = 1.25  # the codes' range over the largest magnitude of a dimension in the sample that set the steps
 _SCAN_IDS = 8  # ids looked up by a scan of the ids (no sorted index built for them: VectorMatrix._find)
@@ -106,6 +117,51 @@ def set_blas_threads_for(floats: int) -> int:
 
 def _has_popcount() -> bool:
     return hasattr(np, "bitwise_count")
+
+
+_helper: Any = None  # the thread that shares a search's blocks (a ThreadPoolExecutor of one), made on first use
+_helper_lock = threading.Lock()
+
+
+def _knn_helper() -> Any:
+    """The helper thread's executor when a search may use it (KNN_THREADS > 1, two cores or more), else None."""
+    global _helper
+    if KNN_THREADS < 2 or _cores() < 2:
+        return None
+    with _helper_lock:
+        if _helper is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="saipling-knn")
+        return _helper
+
+
+def _forget_helper() -> None:
+    global _helper
+    _helper = None  # (a forked child has the executor but not its thread: it makes its own)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helper)
+
+
+def in_blocks(blocks: int, work: Callable[[int, int], None]) -> None:
+    """`work(block, slot)` for every block in 0..blocks-1: on this thread (slot 0) and, with two cores, on the helper
+    thread too (slot 1), each taking the next block in turn (a slot's buffers are its own). A helper that has
+    not started when this thread runs out of blocks is cancelled: never waited for."""
+    take = itertools.count()  # (next() of a count is atomic under the GIL)
+
+    def run(slot: int) -> None:
+        while (b := next(take)) < blocks:
+            work(b, slot)
+
+    helper = _knn_helper() if blocks > 1 else None
+    future = helper.submit(run, 1) if helper is not None else None
+    try:
+        run(0)
+    finally:
+        if future is not None and not future.cancel():
+            future.result()  # (running: it finishes the block it took; its error, if any, raised here)
 
 
 class VectorMatrix:
@@ -384,7 +440,7 @@ class VectorMatrix:
             return []
         rescore = min(live, max(RESCORE, 2 * k))
         if self._bits is not None and self.exact is not None:
-            pool = max(SIGN_POOL, self._n // SIGN_SHARE)
+            pool = sign_pool(self._n)
             if pool < live // 2:
                 return self._by_signs(q, k, keep, pool, rescore)
         set_blas_threads_for(self._n * self.dims)
@@ -448,7 +504,7 @@ class VectorMatrix:
 
     def _scratch_for(self, n: int) -> _SignScratch:
         scratch = self._scratch
-        if scratch is None or len(scratch.dist) < n or len(scratch.xor) < min(SIGN_BLOCK, n):
+        if scratch is None or len(scratch.dist) < n or len(scratch.xor[0]) < min(SIGN_BLOCK, n):
             rows = max(n, len(self._mat), 1)
             scratch = self._scratch = _SignScratch(rows, min(SIGN_BLOCK, rows), self.dims)
         return scratch
@@ -456,43 +512,55 @@ class VectorMatrix:
     def _hamming(self, qbits: np.ndarray, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The Hamming distance of every row's sign bits to `qbits` (uint16, the rows in use; holes and the rows
         outside `keep` at dims + 1), and how many rows are at each distance below that. A SIGN_BLOCK of rows at a
-        time on buffers kept between searches (word-major bits: each word's XOR and popcount contiguous)."""
-        assert self._bits is not None
-        n, words, far = self._n, self._bits.shape[0], self.dims + 1
+        time on buffers kept between searches (word-major bits: each word's XOR and popcount contiguous; the
+        popcounts written as uint16 straight into the distances), the blocks shared with the helper thread
+        (`in_blocks`)."""
+        bits = self._bits
+        assert bits is not None
+        n, words, far = self._n, bits.shape[0], self.dims + 1
         scratch = self._scratch_for(n)
         dist = scratch.dist[:n]
-        counts = np.zeros(far + 1, dtype=np.int64)
-        for start in range(0, n, SIGN_BLOCK):
+        counts = [np.zeros(far + 1, dtype=np.int64) for _ in scratch.xor]
+
+        def block(b: int, slot: int) -> None:
+            start = b * SIGN_BLOCK
             end = min(n, start + SIGN_BLOCK)
-            xor, count, out = scratch.xor[: end - start], scratch.count[: end - start], dist[start:end]
+            xor, count, out = scratch.xor[slot][: end - start], scratch.count[slot][: end - start], dist[start:end]
             for w in range(words):
-                np.bitwise_xor(self._bits[w, start:end], qbits[w], out=xor)
-                np.bitwise_count(xor, out=count)
+                np.bitwise_xor(bits[w, start:end], qbits[w], out=xor)
                 if w == 0:
-                    np.copyto(out, count, casting="unsafe")
+                    np.bitwise_count(xor, out=out, casting="unsafe")
                 else:
+                    np.bitwise_count(xor, out=count, casting="unsafe")
                     np.add(out, count, out=out)
             if keep is not None:
                 out[~keep[start:end]] = far
-            counts += np.bincount(out, minlength=far + 1)
+            counts[slot] += np.bincount(out, minlength=far + 1)
+
+        in_blocks(-(-n // SIGN_BLOCK), block)
+        total = counts[0] + counts[1] if len(counts) > 1 else counts[0]
         if keep is None and self._holes:
             holes = self._holes_array()
-            counts -= np.bincount(dist[holes], minlength=far + 1)
+            total -= np.bincount(dist[holes], minlength=far + 1)
             dist[holes] = far
-            counts[far] += len(holes)
-        return dist, counts[:far]
+            total[far] += len(holes)
+        return dist, total[:far]
 
     def _pool_scores(self, near: np.ndarray, qs: np.ndarray) -> np.ndarray:
         """The codes' scores (codes times the query scaled by the steps: `qs`) of the rows `near` (ascending), a
         POOL_BLOCK of rows gathered at a time into a kept buffer (gathering the whole pool at once and casting it
-        to float32 allocated ~5 bytes per code: 120 MB at 1M rows)."""
+        to float32 allocated ~5 bytes per code: 120 MB at 1M rows), the blocks shared with the helper thread."""
         scores = np.empty(len(near), dtype=np.float32)
-        block = self._scratch_for(self._n).block
-        for start in range(0, len(near), POOL_BLOCK):
+        buffers = self._scratch_for(self._n).block
+
+        def block(b: int, slot: int) -> None:
+            start = b * POOL_BLOCK
             end = min(len(near), start + POOL_BLOCK)
             # (mode "clip": with "raise", the default, numpy buffers `out` in a new array; the rows are in range)
-            rows = np.take(self._mat, near[start:end], axis=0, out=block[: end - start], mode="clip")
+            rows = np.take(self._mat, near[start:end], axis=0, out=buffers[slot][: end - start], mode="clip")
             np.einsum("ij,j->i", rows, qs, dtype=np.float32, casting="unsafe", out=scores[start:end])
+
+        in_blocks(-(-len(near) // POOL_BLOCK), block)
         return scores
 
     def _rescored(self, rows: np.ndarray, approx: np.ndarray, q: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -500,7 +568,7 @@ class VectorMatrix:
         assert self.exact is not None
         cand = [int(i) for i in self._ids[rows]]
         exact = self.exact(cand)
-        scored = [(c, float(np.dot(v, q))) for c, v in exact.items()]
+        scored = list(zip(exact, (np.stack(list(exact.values())) @ q).tolist() if exact else [], strict=True))
         if len(exact) < len(cand):  # a vector the store could not give back: its code's score stands
             scored += [(c, float(a)) for c, a in zip(cand, approx.tolist(), strict=True) if c not in exact]
         scored.sort(key=lambda cs: -cs[1])
@@ -566,13 +634,20 @@ class MatrixState:
 
 class _SignScratch:
     """A compact matrix's search buffers, kept between searches (allocating them at every search cost page faults):
-    the distances of every row, one block's XOR words and popcounts, one block of the pool's codes."""
+    the distances of every row and, for each thread of a search (`in_blocks`: this one and the helper), one block's
+    XOR words and popcounts and one block of the pool's codes."""
 
     def __init__(self, rows: int, block: int, dims: int) -> None:
         self.dist = np.empty(rows, dtype=np.uint16)
-        self.xor = np.empty(block, dtype=np.uint64)
-        self.count = np.empty(block, dtype=np.uint8)
-        self.block = np.empty((POOL_BLOCK, dims), dtype=np.int8)
+        self.xor = [np.empty(block, dtype=np.uint64) for _ in range(2)]
+        self.count = [np.empty(block, dtype=np.uint16) for _ in range(2)]
+        self.block = [np.empty((POOL_BLOCK, dims), dtype=np.int8) for _ in range(2)]
+
+
+def sign_pool(rows: int) -> int:
+    """How many rows (of `rows` in use) the sign pass keeps for scoring on their codes: max(SIGN_POOL, rows /
+    SIGN_SHARE)."""
+    return max(SIGN_POOL, rows // SIGN_SHARE)
 
 
 def word_major(bits: np.ndarray) -> np.ndarray:
@@ -591,10 +666,12 @@ def nearest_by_distance(dist: np.ndarray, pool: int, far: int, counts: np.ndarra
     if not len(total) or total[-1] <= pool:
         return np.flatnonzero(dist < far)
     t = int(np.searchsorted(total, pool))  # the threshold: total[t] >= pool
-    taken = dist < t
-    need = pool - int(total[t - 1]) if t else pool
-    taken[np.flatnonzero(dist == t)[:need]] = True
-    return np.flatnonzero(taken)
+    near = np.flatnonzero(dist <= t)  # (one pass over the rows; the rows at t past the pool dropped after)
+    excess = int(total[t]) - pool
+    if excess:
+        ties = np.flatnonzero(dist[near] == t)
+        near = np.delete(near, ties[len(ties) - excess :])
+    return near
 
 
 def unit_rows(rows: np.ndarray) -> np.ndarray:
