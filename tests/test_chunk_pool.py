@@ -11,6 +11,7 @@ import json
 import logging
 import multiprocessing
 import os
+import pickle
 import select
 import signal
 import subprocess
@@ -139,6 +140,12 @@ def test_a_worker_chunks_a_file_as_the_indexer_does(tmp_path: Path, monkeypatch:
     assert got is not None
     assert all(c.in_worker for c in got)
     here = [chunk_bytes(r, p.read_bytes(), limits, estimate_tokens) for r, p in zip(rels, paths, strict=True)]
+    assert any(ch.embed_text for c in here for ch in c.chunks or ())
+    # a worker's chunks come back without their embedding text (the indexer stores none: half the bytes sent)
+    assert not any(ch.embed_text for c in got for ch in c.chunks or ())
+    for c in here:
+        for ch in c.chunks or ():
+            ch.embed_text = ""
     assert [dataclasses.replace(c, in_worker=False) for c in got] == here
     binary = got[rels.index("odd/binary.md")]
     assert binary.chunks is None and binary.skipped == "binary or undecodable"
@@ -449,3 +456,18 @@ def test_the_indexer_chunks_its_next_files_itself_while_its_worker_starts(tmp_pa
         ahead.close()
     assert here == [f"n{i:02d}.md" for i in range(32)]  # 32-63 were chunked by the worker
     assert pool.done == 2
+
+
+def test_chunks_travel_from_a_worker_as_tuples_of_their_fields() -> None:
+    """A worker sends a million chunks back at 20,000 files: each pickles as the tuple of its fields (no dict of
+    them by name, ~9x the CPU to write and read) and comes back equal."""
+    chunks = chunk_bytes(
+        "a.md",
+        b"# Title\n\nSome text about setTimeout.\n\n## More\n\nAnd more.\n",
+        limits_for(128, 96, 16, 256, 0),
+        estimate_tokens,
+    ).chunks
+    assert chunks
+    data = pickle.dumps(chunks, protocol=pickle.HIGHEST_PROTOCOL)
+    assert b"embed_text" not in data and b"ident_words" not in data
+    assert pickle.loads(data) == chunks

@@ -133,6 +133,10 @@ def _chunk_in_worker(rel: str, data: bytes, memo: ParseMemo | None) -> Chunked:
     assert _limits is not None and _count is not None
     chunked = chunk_bytes(rel, data, _limits, _count, memo)
     chunked.in_worker = True
+    for c in chunked.chunks or ():
+        # the indexer stores no embedding text (the embedding phase makes it again from the stored row): a
+        # second copy of every chunk's text less to pickle and send back (benchmarks row S22)
+        c.embed_text = ""
     return chunked
 
 
