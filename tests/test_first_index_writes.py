@@ -12,9 +12,12 @@ import apsw
 import pytest
 
 from fixtures import make_project, open_project, words
+from saipling.embeddings.base import estimate_tokens
 from saipling.indexing import text_phase
+from saipling.indexing.chunk_pool import chunk_bytes
 from saipling.indexing.records import IndexProgress
-from saipling.storage.sqlite.schema import DEFERRABLE_INDEXES, DEFERRED_META
+from saipling.markdown.chunker import limits_for
+from saipling.storage.sqlite.schema import DEFERRABLE_INDEXES, DEFERRED_META, chunk_cjk_words
 from saipling.storage.sqlite.store import SqliteStore
 from test_storage_conformance import record, row
 
@@ -162,3 +165,29 @@ def test_a_runs_entity_finder_checks_each_file_once_not_once_per_batch(
         assert len(project.store.mention_paths(["book/ch040.md"])) == FILES
         assert len(project.store.mention_paths(["book/ch200.md"])) == 0  # (not named anywhere)
     assert FILES <= len(checked) <= 3 * FILES  # (before: ~16 checks a file, every stored row again per batch)
+
+
+def test_a_file_is_looked_at_once_for_cjk_text_and_its_chunks_keep_their_cjk_keywords(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunking worker says per file whether its text holds a CJK character (prose with curly quotes and
+    dashes is not ASCII, and a search per chunk in the indexer cost ~15 us a chunk); a file that does still gets
+    each chunk's CJK keywords, as the one-file path writes them."""
+    limits = limits_for(128, 96, 16, 256, 0)
+    prose = "# “Quoted” — dashed\n\n" + words(80, seed=3) + " … “and more”.\n"
+    cjk = "# 東京の話\n\n冠盖满京华，斯人独憔悴。 And “quotes”.\n\n## 章\n\n鸭先知 " + words(40, seed=4) + "\n"
+    assert chunk_bytes("p.md", prose.encode(), limits, estimate_tokens).cjk is False
+    assert chunk_bytes("c.md", cjk.encode(), limits, estimate_tokens).cjk is True
+    assert chunk_bytes("a.md", b"# plain\n\nascii only\n", limits, estimate_tokens).cjk is False
+    files = {f"p{i:03d}.md": prose + f"\n\nnumber {i}\n" for i in range(60)}
+    files.update({f"c{i:03d}.md": cjk + f"\n\nnumber {i}\n" for i in range(4)})
+    monkeypatch.setenv("SAIPLING_CHUNK_WORKERS", "1")
+    root = make_project(tmp_path, files)
+    with open_project(root) as project:
+        project.index()
+    conn = apsw.Connection(str(root / ".saipling" / "index.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    rows = list(conn.execute("SELECT path, heading_path, text, cjk_words FROM chunks"))
+    conn.close()
+    assert len({r[0] for r in rows}) == len(files)
+    assert all(r[3] == chunk_cjk_words(r[1], r[2]) for r in rows)
+    assert sum(1 for r in rows if r[3]) >= 4 and all(not r[3] for r in rows if r[0].startswith("p"))

@@ -30,6 +30,7 @@ from ..files.metadata import FileMeta, extract_metadata
 from ..files.textio import BinaryFile, decode
 from ..markdown.chunker import Chunk, ChunkLimits, chunk_document
 from ..markdown.parse_memo import ParseMemo, memo_of, parse_with_memo
+from ..markdown.terms import CJK_RE
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class Chunked:
     detail: str | None = None  # what to log when skipped: the decoder's reason, or the chunker's traceback
     crashed: bool = False  # skipped because the chunker raised (a bug to report), not because of the file
     in_worker: bool = False  # chunked in a worker process, whose log lines go nowhere: the indexer logs them
+    cjk: bool = True  # the text may hold a CJK character (False: it holds none, so no chunk has CJK keywords)
 
 
 def chunk_bytes(
@@ -81,7 +83,8 @@ def chunk_bytes(
             detail=traceback.format_exc(),
             crashed=True,
         )
-    return Chunked(decoded.encoding, decoded.warning, meta, chunks, new_memo)
+    cjk = not decoded.text.isascii() and CJK_RE.search(decoded.text) is not None  # (once per file, in the worker)
+    return Chunked(decoded.encoding, decoded.warning, meta, chunks, new_memo, cjk=cjk)
 
 
 def worker_count(files: int, size: int) -> int:

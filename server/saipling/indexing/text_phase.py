@@ -60,6 +60,7 @@ class _Prepared:
     chunks: list[Chunk]
     meta: FileMeta
     data: bytes = b""  # what was read (its text is scanned for entity mentions when stored)
+    cjk: bool = True  # its text may hold a CJK character (chunk_pool.Chunked.cjk)
 
 
 class TextPhase:
@@ -130,7 +131,7 @@ class TextPhase:
             corpus=entry.corpus,
             warning=meta.warning or chunked.decode_warning,
         )
-        return _Prepared(entry, record, chunks, meta, data)
+        return _Prepared(entry, record, chunks, meta, data, chunked.cjk)
 
     def _remember_parse(self, rel: str, memo: ParseMemo | None) -> None:
         if memo is None:
@@ -427,7 +428,10 @@ class TextPhase:
         stores the batch file by file, each failure its own)."""
         written = False
         try:
-            writes = [FileWrite(p.record, self._rows(p), finder.scan(_text_of(p), p.meta.frontmatter)) for p in batch]
+            writes = [
+                FileWrite(p.record, self._rows(p), finder.scan(_text_of(p), p.meta.frontmatter), cjk=p.cjk)
+                for p in batch
+            ]
             with self.ctx.store.atomic():
                 self.ctx.store.replace_files(writes)
                 written = True
