@@ -191,3 +191,29 @@ def test_a_file_is_looked_at_once_for_cjk_text_and_its_chunks_keep_their_cjk_key
     assert len({r[0] for r in rows}) == len(files)
     assert all(r[3] == chunk_cjk_words(r[1], r[2]) for r in rows)
     assert sum(1 for r in rows if r[3]) >= 4 and all(not r[3] for r in rows if r[0].startswith("p"))
+
+
+def test_files_are_decoded_again_for_mentions_only_when_the_index_has_entities(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mention scan reads a stored file's text again (decoded from its bytes) only when there is a name to look
+    for: a first index of prose without entity files decoded every file a second time for nothing."""
+    decoded: list[str] = []
+    real = text_phase.decode
+
+    def counting(data: bytes, path: str):  # type: ignore[no-untyped-def]
+        decoded.append(path)
+        return real(data, path)
+
+    monkeypatch.setattr(text_phase, "decode", counting)
+    plain = make_project(tmp_path, {f"ch{i:02d}.md": f"# Chapter {i}\n\n{words(50, seed=i)}\n" for i in range(30)}, "p")
+    with open_project(plain) as project:
+        assert project.index().chunks >= 30
+    assert decoded == []
+    root = vault(tmp_path, "entities")  # (entity files: every file is scanned, and its mentions found)
+    with open_project(root) as project:
+        project.index()
+    assert len(set(decoded)) == FILES
+    conn = apsw.Connection(str(root / ".saipling" / "index.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    assert list(conn.execute("SELECT count(DISTINCT path) FROM mentions"))[0][0] == FILES
+    conn.close()

@@ -402,7 +402,7 @@ class TextPhase:
             with self.ctx.store.atomic():
                 for prep in batch:
                     try:
-                        found = finder.scan(_text_of(prep), prep.meta.frontmatter)
+                        found = finder.scan_file(lambda p=prep: _text_of(p), prep.meta.frontmatter)
                         self.ctx.store.replace_file(prep.record, self._rows(prep), vectors, mentions=found)
                     except Exception as exc:  # one odd path must never lose the rest of the batch
                         summary.changed -= 1
@@ -429,7 +429,9 @@ class TextPhase:
         written = False
         try:
             writes = [
-                FileWrite(p.record, self._rows(p), finder.scan(_text_of(p), p.meta.frontmatter), cjk=p.cjk)
+                FileWrite(
+                    p.record, self._rows(p), finder.scan_file(lambda p=p: _text_of(p), p.meta.frontmatter), cjk=p.cjk
+                )
                 for p in batch
             ]
             with self.ctx.store.atomic():
