@@ -217,3 +217,26 @@ def test_files_are_decoded_again_for_mentions_only_when_the_index_has_entities(
     conn = apsw.Connection(str(root / ".saipling" / "index.db"), flags=apsw.SQLITE_OPEN_READONLY)
     assert list(conn.execute("SELECT count(DISTINCT path) FROM mentions"))[0][0] == FILES
     conn.close()
+
+
+def test_a_first_index_stores_bigger_batches_than_a_later_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first index of many files stores FIRST_INDEX_BATCH_FACTOR times more chunks a batch (fewer keyword
+    segments and commits); a later run keeps the usual batches (a save waits for one)."""
+    monkeypatch.setattr(text_phase, "TEXT_BATCH_CHUNKS", 16)
+    sizes: list[int] = []
+    real = text_phase.TextPhase.flush
+
+    def flush(self, batch, summary):  # type: ignore[no-untyped-def]
+        sizes.append(sum(len(p.chunks) for p in batch))
+        return real(self, batch, summary)
+
+    monkeypatch.setattr(text_phase.TextPhase, "flush", flush)
+    root = vault(tmp_path, "batches")
+    with open_project(root) as project:
+        first = project.index()
+        assert max(sizes) >= 16 * text_phase.FIRST_INDEX_BATCH_FACTOR and len(sizes) < first.chunks // 16
+        sizes.clear()
+        for p in sorted(root.rglob("*.md"))[:120]:
+            p.write_text(p.read_text() + "\n\nOne more line.\n")
+        project.index()
+    assert sizes and max(sizes) < 16 * 2
