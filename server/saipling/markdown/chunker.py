@@ -107,14 +107,8 @@ class Chunk:
     # the parts of the identifiers in its text and heading path (`setTimeout` -> `set timeout`): a keyword column
     ident_words: str = ""
 
-    def __reduce__(self) -> tuple[type[Chunk], tuple[Any, ...]]:
-        """Pickled as the tuple of its fields (a chunking worker sends a million of them at 20,000 files): a
-        dataclass's default pickle is a dict of its fields by name, ~9x the CPU to write and read (benchmarks row
-        S22)."""
-        return (Chunk, _chunk_fields(self))
 
-
-_chunk_fields = attrgetter(*(f.name for f in fields(Chunk)))  # a Chunk as the tuple of its fields, in order
+chunk_fields = attrgetter(*(f.name for f in fields(Chunk)))  # a Chunk as the tuple of its fields: Chunk(*those)
 
 
 @dataclass
