@@ -114,10 +114,11 @@ def test_indexes_a_killed_first_index_dropped_are_built_at_the_next_open(tmp_pat
     store.close()
 
 
-def test_a_run_reads_the_entity_names_once_not_per_batch(tmp_path: Path) -> None:
+def test_a_run_reads_the_entity_names_once_not_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The entity finder of a run's batches (indexing/mention_scan.RunFinders): the store's entities are read once
     by the text phase (and once by the mentions' settling after it), not once per batch (a whole files-table read
     each); what the run stores meanwhile is what the finders see."""
+    monkeypatch.setattr(text_phase, "TEXT_BATCH_CHUNKS", 64)  # (a first index's batches of 256: several)
     root = vault(tmp_path, "v")
     reads: list[str] = []
     batches: list[int] = []
