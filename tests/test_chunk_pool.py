@@ -11,6 +11,7 @@ import json
 import logging
 import multiprocessing
 import os
+import pickle
 import select
 import signal
 import subprocess
@@ -26,7 +27,7 @@ from fixtures import bump_mtime, kw, make_project, open_project, words
 from saipling.embeddings.base import estimate_tokens
 from saipling.indexing import chunk_pool
 from saipling.indexing.chunk_pool import ChunkPool, ReadAhead, chunk_bytes, read_early
-from saipling.markdown.chunker import ChunkLimits, limits_for
+from saipling.markdown.chunker import Chunk, ChunkLimits, limits_for
 
 ENV = chunk_pool.WORKERS_ENV
 
@@ -139,6 +140,12 @@ def test_a_worker_chunks_a_file_as_the_indexer_does(tmp_path: Path, monkeypatch:
     assert got is not None
     assert all(c.in_worker for c in got)
     here = [chunk_bytes(r, p.read_bytes(), limits, estimate_tokens) for r, p in zip(rels, paths, strict=True)]
+    assert any(ch.embed_text for c in here for ch in c.chunks or ())
+    # a worker's chunks come back without their embedding text (the indexer stores none: half the bytes sent)
+    assert not any(ch.embed_text for c in got for ch in c.chunks or ())
+    for c in here:
+        for ch in c.chunks or ():
+            ch.embed_text = ""
     assert [dataclasses.replace(c, in_worker=False) for c in got] == here
     binary = got[rels.index("odd/binary.md")]
     assert binary.chunks is None and binary.skipped == "binary or undecodable"
@@ -449,3 +456,18 @@ def test_the_indexer_chunks_its_next_files_itself_while_its_worker_starts(tmp_pa
         ahead.close()
     assert here == [f"n{i:02d}.md" for i in range(32)]  # 32-63 were chunked by the worker
     assert pool.done == 2
+
+
+def test_chunks_travel_from_a_worker_as_tuples_of_their_fields() -> None:
+    """A worker sends a million chunks back at 20,000 files: a file's chunks pickle as tuples of their fields (no
+    dict of them by name each) and come back equal."""
+    limits = limits_for(128, 96, 16, 256, 0)
+    text = b"# Title\n\nSome text about setTimeout.\n\n## More\n\nAnd more.\n"
+    chunked = chunk_bytes("a.md", text, limits, estimate_tokens)
+    assert chunked.chunks
+    data = pickle.dumps(chunked, protocol=pickle.HIGHEST_PROTOCOL)
+    assert b"embed_text" not in data and b"ident_words" not in data
+    back = pickle.loads(data)
+    assert back == chunked and all(isinstance(c, Chunk) for c in back.chunks)
+    skipped = chunk_bytes("b.md", b"\x00\x01binary", limits, estimate_tokens)
+    assert pickle.loads(pickle.dumps(skipped)) == skipped

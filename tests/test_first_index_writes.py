@@ -12,9 +12,12 @@ import apsw
 import pytest
 
 from fixtures import make_project, open_project, words
+from saipling.embeddings.base import estimate_tokens
 from saipling.indexing import text_phase
+from saipling.indexing.chunk_pool import chunk_bytes
 from saipling.indexing.records import IndexProgress
-from saipling.storage.sqlite.schema import DEFERRABLE_INDEXES, DEFERRED_META
+from saipling.markdown.chunker import limits_for
+from saipling.storage.sqlite.schema import DEFERRABLE_INDEXES, DEFERRED_META, chunk_cjk_words
 from saipling.storage.sqlite.store import SqliteStore
 from test_storage_conformance import record, row
 
@@ -111,10 +114,11 @@ def test_indexes_a_killed_first_index_dropped_are_built_at_the_next_open(tmp_pat
     store.close()
 
 
-def test_a_run_reads_the_entity_names_once_not_per_batch(tmp_path: Path) -> None:
+def test_a_run_reads_the_entity_names_once_not_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The entity finder of a run's batches (indexing/mention_scan.RunFinders): the store's entities are read once
     by the text phase (and once by the mentions' settling after it), not once per batch (a whole files-table read
     each); what the run stores meanwhile is what the finders see."""
+    monkeypatch.setattr(text_phase, "TEXT_BATCH_CHUNKS", 64)  # (a first index's batches of 256: several)
     root = vault(tmp_path, "v")
     reads: list[str] = []
     batches: list[int] = []
@@ -162,3 +166,78 @@ def test_a_runs_entity_finder_checks_each_file_once_not_once_per_batch(
         assert len(project.store.mention_paths(["book/ch040.md"])) == FILES
         assert len(project.store.mention_paths(["book/ch200.md"])) == 0  # (not named anywhere)
     assert FILES <= len(checked) <= 3 * FILES  # (before: ~16 checks a file, every stored row again per batch)
+
+
+def test_a_file_is_looked_at_once_for_cjk_text_and_its_chunks_keep_their_cjk_keywords(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunking worker says per file whether its text holds a CJK character (prose with curly quotes and
+    dashes is not ASCII, and a search per chunk in the indexer cost ~15 us a chunk); a file that does still gets
+    each chunk's CJK keywords, as the one-file path writes them."""
+    limits = limits_for(128, 96, 16, 256, 0)
+    prose = "# “Quoted” — dashed\n\n" + words(80, seed=3) + " … “and more”.\n"
+    cjk = "# 東京の話\n\n冠盖满京华，斯人独憔悴。 And “quotes”.\n\n## 章\n\n鸭先知 " + words(40, seed=4) + "\n"
+    assert chunk_bytes("p.md", prose.encode(), limits, estimate_tokens).cjk is False
+    assert chunk_bytes("c.md", cjk.encode(), limits, estimate_tokens).cjk is True
+    assert chunk_bytes("a.md", b"# plain\n\nascii only\n", limits, estimate_tokens).cjk is False
+    files = {f"p{i:03d}.md": prose + f"\n\nnumber {i}\n" for i in range(60)}
+    files.update({f"c{i:03d}.md": cjk + f"\n\nnumber {i}\n" for i in range(4)})
+    monkeypatch.setenv("SAIPLING_CHUNK_WORKERS", "1")
+    root = make_project(tmp_path, files)
+    with open_project(root) as project:
+        project.index()
+    conn = apsw.Connection(str(root / ".saipling" / "index.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    rows = list(conn.execute("SELECT path, heading_path, text, cjk_words FROM chunks"))
+    conn.close()
+    assert len({r[0] for r in rows}) == len(files)
+    assert all(r[3] == chunk_cjk_words(r[1], r[2]) for r in rows)
+    assert sum(1 for r in rows if r[3]) >= 4 and all(not r[3] for r in rows if r[0].startswith("p"))
+
+
+def test_files_are_decoded_again_for_mentions_only_when_the_index_has_entities(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mention scan reads a stored file's text again (decoded from its bytes) only when there is a name to look
+    for: a first index of prose without entity files decoded every file a second time for nothing."""
+    decoded: list[str] = []
+    real = text_phase.decode
+
+    def counting(data: bytes, path: str):  # type: ignore[no-untyped-def]
+        decoded.append(path)
+        return real(data, path)
+
+    monkeypatch.setattr(text_phase, "decode", counting)
+    plain = make_project(tmp_path, {f"ch{i:02d}.md": f"# Chapter {i}\n\n{words(50, seed=i)}\n" for i in range(30)}, "p")
+    with open_project(plain) as project:
+        assert project.index().chunks >= 30
+    assert decoded == []
+    root = vault(tmp_path, "entities")  # (entity files: every file is scanned, and its mentions found)
+    with open_project(root) as project:
+        project.index()
+    assert len(set(decoded)) == FILES
+    conn = apsw.Connection(str(root / ".saipling" / "index.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    assert list(conn.execute("SELECT count(DISTINCT path) FROM mentions"))[0][0] == FILES
+    conn.close()
+
+
+def test_a_first_index_stores_bigger_batches_than_a_later_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first index of many files stores FIRST_INDEX_BATCH_FACTOR times more chunks a batch (fewer keyword
+    segments and commits); a later run keeps the usual batches (a save waits for one)."""
+    monkeypatch.setattr(text_phase, "TEXT_BATCH_CHUNKS", 16)
+    sizes: list[int] = []
+    real = text_phase.TextPhase.flush
+
+    def flush(self, batch, summary):  # type: ignore[no-untyped-def]
+        sizes.append(sum(len(p.chunks) for p in batch))
+        return real(self, batch, summary)
+
+    monkeypatch.setattr(text_phase.TextPhase, "flush", flush)
+    root = vault(tmp_path, "batches")
+    with open_project(root) as project:
+        first = project.index()
+        assert max(sizes) >= 16 * text_phase.FIRST_INDEX_BATCH_FACTOR and len(sizes) < first.chunks // 16
+        sizes.clear()
+        for p in sorted(root.rglob("*.md"))[:120]:
+            p.write_text(p.read_text() + "\n\nOne more line.\n")
+        project.index()
+    assert sizes and max(sizes) < 16 * 2

@@ -28,8 +28,9 @@ from typing import Any
 
 from ..files.metadata import FileMeta, extract_metadata
 from ..files.textio import BinaryFile, decode
-from ..markdown.chunker import Chunk, ChunkLimits, chunk_document
+from ..markdown.chunker import Chunk, ChunkLimits, chunk_document, chunk_fields
 from ..markdown.parse_memo import ParseMemo, memo_of, parse_with_memo
+from ..markdown.terms import CJK_RE
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,20 @@ class Chunked:
     detail: str | None = None  # what to log when skipped: the decoder's reason, or the chunker's traceback
     crashed: bool = False  # skipped because the chunker raised (a bug to report), not because of the file
     in_worker: bool = False  # chunked in a worker process, whose log lines go nowhere: the indexer logs them
+    cjk: bool = True  # the text may hold a CJK character (False: it holds none, so no chunk has CJK keywords)
+
+    # A worker sends a million chunks back at 20,000 files: they travel as tuples of their fields, not as a
+    # dataclass's dict of them by name each (less than half the CPU to pickle and unpickle, benchmarks row S22).
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self.chunks is not None:
+            state["chunks"] = [chunk_fields(c) for c in self.chunks]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if state.get("chunks") is not None:
+            state["chunks"] = [Chunk(*f) for f in state["chunks"]]
+        self.__dict__.update(state)
 
 
 def chunk_bytes(
@@ -81,7 +96,8 @@ def chunk_bytes(
             detail=traceback.format_exc(),
             crashed=True,
         )
-    return Chunked(decoded.encoding, decoded.warning, meta, chunks, new_memo)
+    cjk = not decoded.text.isascii() and CJK_RE.search(decoded.text) is not None  # (once per file, in the worker)
+    return Chunked(decoded.encoding, decoded.warning, meta, chunks, new_memo, cjk=cjk)
 
 
 def worker_count(files: int, size: int) -> int:
@@ -133,6 +149,10 @@ def _chunk_in_worker(rel: str, data: bytes, memo: ParseMemo | None) -> Chunked:
     assert _limits is not None and _count is not None
     chunked = chunk_bytes(rel, data, _limits, _count, memo)
     chunked.in_worker = True
+    for c in chunked.chunks or ():
+        # the indexer stores no embedding text (the embedding phase makes it again from the stored row): a
+        # second copy of every chunk's text less to pickle and send back (benchmarks row S22)
+        c.embed_text = ""
     return chunked
 
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +76,14 @@ class Finder:
         if frontmatter is None:
             frontmatter, _, _ = split_frontmatter(text)
         return FileMentionRows(self.key, rows, pov_of(frontmatter))
+
+    def scan_file(self, text_of: Callable[[], str], frontmatter: dict[str, Any]) -> FileMentionRows:
+        """`scan` of a file whose frontmatter is known: its text (`text_of`: decoded again) only when the index has an
+        entity name to look for (a first index of prose without entities decoded every file a second time for none:
+        ~0.9 s at 5,126 files, benchmarks row S22)."""
+        if not self.every_name:
+            return FileMentionRows(self.key, [], pov_of(frontmatter))
+        return self.scan(text_of(), frontmatter)
 
 
 class RunFinders:

@@ -45,6 +45,10 @@ MAX_PARSE_MEMOS = 20_000  # files whose last parse is remembered (a few kB each)
 # second, whichever comes first. Each commit starts a new keyword segment for FTS5 to merge: 58 commits of 128
 # chunks wrote 60 MB for a 1,001-note vault, 17 of 512 wrote 35 MB (0.06 s less).
 TEXT_BATCH_CHUNKS = 512
+# A first index of many files (an empty index: DEFER_INDEXES_MIN_FILES) stores batches this many times bigger (in
+# chunks): a quarter of the keyword segments for FTS5 to write and merge, a quarter of the commits (269k chunks: ~9%
+# less store CPU, benchmarks row S22); a batch then holds the write lock ~0.1-0.3 s longer (a million chunks).
+FIRST_INDEX_BATCH_FACTOR = 4
 TEXT_BATCH_FILES = 256
 TEXT_BATCH_SECONDS = 0.5
 READ_AHEAD_FILES = 128  # with chunking workers: files read (and handed to them) ahead of the one being stored
@@ -60,6 +64,7 @@ class _Prepared:
     chunks: list[Chunk]
     meta: FileMeta
     data: bytes = b""  # what was read (its text is scanned for entity mentions when stored)
+    cjk: bool = True  # its text may hold a CJK character (chunk_pool.Chunked.cjk)
 
 
 class TextPhase:
@@ -130,7 +135,7 @@ class TextPhase:
             corpus=entry.corpus,
             warning=meta.warning or chunked.decode_warning,
         )
-        return _Prepared(entry, record, chunks, meta, data)
+        return _Prepared(entry, record, chunks, meta, data, chunked.cjk)
 
     def _remember_parse(self, rel: str, memo: ParseMemo | None) -> None:
         if memo is None:
@@ -183,7 +188,8 @@ class TextPhase:
                 deferred = self.ctx.store.defer_indexes()
         try:
             self.finders = mention_scan.RunFinders(self.ctx.store)
-            self._run(todo, states, full, summary, progress, cancel, stored)
+            batch_chunks = TEXT_BATCH_CHUNKS * (FIRST_INDEX_BATCH_FACTOR if deferred else 1)
+            self._run(todo, states, full, summary, progress, cancel, stored, batch_chunks)
         finally:
             self.finders = None
             if deferred:
@@ -202,6 +208,7 @@ class TextPhase:
         progress: ProgressCallback | None,
         cancel: threading.Event | None,
         stored: list[int],
+        max_chunks: int,
     ) -> None:
         with self._read_ahead(todo, states, full, summary) as ahead:
             total = len(todo)
@@ -243,7 +250,7 @@ class TextPhase:
                         batch.append(prep)
                         batch_chunks += len(prep.chunks)
                         if (
-                            batch_chunks >= TEXT_BATCH_CHUNKS
+                            batch_chunks >= max_chunks
                             or len(batch) >= TEXT_BATCH_FILES
                             or time.perf_counter() - locked >= TEXT_BATCH_SECONDS
                         ):
@@ -401,7 +408,7 @@ class TextPhase:
             with self.ctx.store.atomic():
                 for prep in batch:
                     try:
-                        found = finder.scan(_text_of(prep), prep.meta.frontmatter)
+                        found = finder.scan_file(lambda p=prep: _text_of(p), prep.meta.frontmatter)
                         self.ctx.store.replace_file(prep.record, self._rows(prep), vectors, mentions=found)
                     except Exception as exc:  # one odd path must never lose the rest of the batch
                         summary.changed -= 1
@@ -427,7 +434,12 @@ class TextPhase:
         stores the batch file by file, each failure its own)."""
         written = False
         try:
-            writes = [FileWrite(p.record, self._rows(p), finder.scan(_text_of(p), p.meta.frontmatter)) for p in batch]
+            writes = [
+                FileWrite(
+                    p.record, self._rows(p), finder.scan_file(lambda p=p: _text_of(p), p.meta.frontmatter), cjk=p.cjk
+                )
+                for p in batch
+            ]
             with self.ctx.store.atomic():
                 self.ctx.store.replace_files(writes)
                 written = True

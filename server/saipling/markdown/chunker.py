@@ -12,7 +12,8 @@ import datetime
 import hashlib
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 from ..embeddings.base import estimate_tokens
@@ -105,6 +106,9 @@ class Chunk:
     preview: str
     # the parts of the identifiers in its text and heading path (`setTimeout` -> `set timeout`): a keyword column
     ident_words: str = ""
+
+
+chunk_fields = attrgetter(*(f.name for f in fields(Chunk)))  # a Chunk as the tuple of its fields: Chunk(*those)
 
 
 @dataclass

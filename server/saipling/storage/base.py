@@ -331,6 +331,10 @@ class FileWrite:
     record: FileRecord
     chunks: Sequence[ChunkRow]
     mentions: FileMentionRows | None = None
+    # False: the writer knows the file's text holds no CJK character (markdown.terms.CJK_RE), so none of its chunks
+    # has CJK keywords to make (the chunking worker looked once per file: a search per chunk cost ~15 us in the
+    # indexer, benchmarks row S22); True: each chunk is looked at
+    cjk: bool = True
 
 
 @dataclass

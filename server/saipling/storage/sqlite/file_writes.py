@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from itertools import chain
 from operator import attrgetter
@@ -192,7 +192,7 @@ class FileWrites:
             }
             fresh = [f for f in files if f.record.path not in stored]
             # each chunk's columns as written, once: (path, cjk_words, *its fields)
-            values = [[(f.record.path, _cjk(ch), *_values(ch)) for ch in f.chunks] for f in fresh]
+            values = [[(f.record.path, _cjk(ch) if f.cjk else "", *_values(ch)) for ch in f.chunks] for f in fresh]
             self._insert_rows([v for vs in values for v in vs], returning=False)
             for f, vs in zip(fresh, values, strict=True):  # (the whole-file keywords after all the chunks': together)
                 self._write_file_row(f.record, f.chunks, [v[1] for v in vs])
@@ -236,9 +236,20 @@ class FileWrites:
             self.db.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
 
 
+_cjk_search: Callable[[str], object] | None = None
+
+
 def _cjk(ch: ChunkRow) -> str:
-    """A chunk's `cjk_words` (storage.schema.chunk_cjk_words); "" at once for ASCII text (most of it)."""
-    if (ch.text or "").isascii() and (ch.heading_path or "").isascii():
+    """A chunk's `cjk_words` (storage.schema.chunk_cjk_words); "" at once for text without a CJK character (most of
+    it: prose with curly quotes or dashes is not ASCII, and joining its heading path to its text to look cost ~4 us a
+    chunk, benchmarks row S22)."""
+    global _cjk_search
+    if _cjk_search is None:  # (markdown.terms on first use: not on a one-shot CLI search's path)
+        from ...markdown.terms import CJK_RE
+
+        _cjk_search = CJK_RE.search
+    text, path = ch.text or "", ch.heading_path or ""
+    if (text.isascii() or not _cjk_search(text)) and (path.isascii() or not _cjk_search(path)):
         return ""
     return chunk_cjk_words(ch.heading_path, ch.text)
 
