@@ -194,6 +194,25 @@ def test_a_file_is_looked_at_once_for_cjk_text_and_its_chunks_keep_their_cjk_key
     assert sum(1 for r in rows if r[3]) >= 4 and all(not r[3] for r in rows if r[0].startswith("p"))
 
 
+def test_a_file_whose_cjk_comes_only_from_escaped_frontmatter_keeps_its_cjk_keywords(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's per-file CJK flag follows what is stored, not the file's bytes: a YAML title written as
+    escapes is ASCII in the file and CJK in the chunk text it renders to, and a lexical search for it finds it."""
+    limits = limits_for(128, 96, 16, 256, 0)
+    escaped = b'---\ntitle: "\\u6d77\\u8fba\\u306e\\u706f\\u53f0"\n---\nThe keeper climbs the stairs at dusk.\n'
+    assert escaped.isascii()
+    assert chunk_bytes("lighthouse.md", escaped, limits, estimate_tokens).cjk is True
+    files = {f"n{i:02d}.md": f"# Note {i}\n\n{words(40, seed=i)}\n" for i in range(30)}
+    monkeypatch.setenv("SAIPLING_CHUNK_WORKERS", "1")
+    root = make_project(tmp_path, files)
+    (root / "lighthouse.md").write_bytes(escaped)
+    with open_project(root) as project:
+        project.index()
+        found = project.search({"query": "\u706f\u53f0", "mode": "lexical", "maxResults": 5})
+    assert [r["filePath"] for r in found["results"]] == ["lighthouse.md"]
+
+
 def test_files_are_decoded_again_for_mentions_only_when_the_index_has_entities(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

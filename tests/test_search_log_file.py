@@ -151,3 +151,28 @@ def test_an_index_in_memory_logs_in_its_own_table(tmp_path: Path) -> None:
     finally:
         store.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_damaged_log_file_is_set_aside_and_a_new_log_begun(tmp_path: Path) -> None:
+    """A search log that is not a database (a disk error, another program's file) is kept as `.damaged` and a new
+    log begun at the next search; reading it before shows no rows instead of failing every call."""
+    folder = tmp_path / ".saipling"
+    folder.mkdir()
+    store = Store.open(folder / "index.db")
+    store.log_search("first", "cli", "lexical", 1, 0.5, 1.0)
+    store.close()
+    (folder / "search-log.db").write_bytes(b"not a database " * 500)
+    for side in folder.glob("search-log.db-*"):
+        side.unlink()
+    reader = Store.open(folder / "index.db", readonly=True)
+    try:
+        assert reader.search_log(True, 10) == []
+    finally:
+        reader.close()
+    store = Store.open(folder / "index.db")
+    try:
+        store.log_search("second", "cli", "lexical", 1, 0.5, 1.0)
+        assert [e.query for e in store.search_log(True, 10)] == ["second"]
+    finally:
+        store.close()
+    assert (folder / "search-log.db.damaged").read_bytes().startswith(b"not a database")

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from saipling.storage import vector_matrix
 from saipling.storage.vector_matrix import VectorMatrix
 
 DIMS = 8
@@ -498,3 +499,25 @@ def test_a_search_shares_its_blocks_with_a_helper_thread_and_answers_the_same(mo
         d2, c2 = two._hamming(signs((q / steps)[None, :])[0])
         assert np.array_equal(d1, d2) and np.array_equal(c1, c2)
     assert any(t.startswith("saipling-knn") for t in threads)
+
+
+def test_a_matrix_of_64_dimensions_owns_its_sign_bits_once_it_owns_its_rows() -> None:
+    """At <= 64 dimensions the sign bits are one word a row, already word-major: the matrix keeps them as a view
+    of the buffer they came in (a mapped snapshot). `borrowed` says so and `own` copies them too: a lease let go
+    while the bits still read the mapping would leave a page that SIGBUS kills the process on."""
+    rng = np.random.default_rng(7)
+    n, dims = 20_000, 64
+    codes = rng.integers(-127, 128, size=(n, dims), dtype=np.int8)
+    buf = bytearray(codes.tobytes() + vector_matrix.signs(codes).tobytes() + np.arange(n, dtype=np.int64).tobytes())
+    mat = np.frombuffer(buf, dtype=np.int8, count=n * dims).reshape(n, dims)
+    bits = np.frombuffer(buf, dtype=np.uint64, count=n, offset=n * dims).reshape(n, 1)
+    ids = np.frombuffer(buf, dtype=np.int64, count=n, offset=n * dims + n * 8)
+    exact = codes.astype(np.float32) * 0.01  # (the stored vectors the top candidates are rescored on)
+    steps = np.full(dims, 0.01, dtype=np.float32)
+    m = vector_matrix.VectorMatrix(ids, mat, steps=steps, bits=bits, exact=lambda c: {i: exact[i] for i in c})
+    assert m.has_bits and m.borrowed
+    m.own()
+    assert not m.borrowed
+    before = m.knn(codes[n - 5].astype(np.float32) * 0.01, 5)
+    buf[:] = b"\0" * len(buf)  # (the buffer gone: nothing of the matrix may still read it)
+    assert m.knn(codes[n - 5].astype(np.float32) * 0.01, 5) == before

@@ -1020,3 +1020,73 @@ def test_a_snapshot_written_from_a_mapped_matrix_is_whole_and_lets_the_mapping_g
         assert fresh._vectors.snapshot_reads == 1 and fresh._vectors.loads == 0 and fresh._vectors.rows_read == 0
     finally:
         fresh.close()
+
+
+_BROKEN_LEASE_SEARCHER = r"""
+import fcntl, json, sys
+import numpy as np
+from saipling.storage import vector_matrix
+from saipling.storage.sqlite import snapshot
+from saipling.storage.sqlite.store import SqliteStore
+
+vector_matrix.COMPACT_FLOATS = 1000
+snapshot.MIN_ROWS = 50
+snapshot.LEASE_POLL = 3600.0  # (the watcher never looks: as if this process were stopped)
+seeds = json.loads(sys.argv[2])
+
+
+def unit(seed):
+    v = np.random.default_rng(seed).standard_normal(256).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+store = SqliteStore.open(sys.argv[1])
+before = [[c for c, _ in store.knn(unit(s), 8)] for s in seeds]
+vectors = store._vectors
+lease = vectors._lease
+# the kernel takes the lease away itself once a writer waited lease-break-time (45 s): emulated here
+fcntl.fcntl(lease._fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+print(json.dumps({"mapped": vectors.snapshot_reads, "leased": lease is not None}), flush=True)
+sys.stdin.readline()  # (the other process cut the file short meanwhile)
+after = [[c for c, _ in store.knn(unit(s), 8)] for s in seeds]
+print(json.dumps({"before": before, "after": after, "loads": vectors.loads}), flush=True)
+store.close()
+"""
+
+
+def test_a_process_whose_lease_the_kernel_took_away_reads_its_vectors_again(tmp_path, monkeypatch) -> None:
+    """A searcher that could not copy its rows in time (stopped longer than the kernel's lease-break-time) has lost
+    its lease, and the file was cut short meanwhile: its next search must not touch the mapping (SIGBUS: before,
+    it died); it sees the lease gone and the file changed, drops the matrix and reads the vectors from the index."""
+    import json
+    import sys
+
+    db, by_id = _compact_snapshotted(tmp_path, monkeypatch)
+    snap = db.parent / "vectors.snapshot"
+    seeds = [424242, 2 * 100_000 + 9]
+    script = tmp_path / "searcher.py"
+    script.write_text(_BROKEN_LEASE_SEARCHER)
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(db), json.dumps(seeds)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        ready = json.loads(child.stdout.readline() or "{}")
+        assert ready == {"mapped": 1, "leased": True}, ready
+        subprocess.run([sys.executable, "-c", "import os, sys; os.truncate(sys.argv[1], 0)", str(snap)], timeout=30)
+        assert snap.stat().st_size == 0
+        with contextlib.suppress(BrokenPipeError):
+            child.stdin.write("\n")
+            child.stdin.flush()
+        out = json.loads(child.stdout.readline() or "{}")
+        assert child.wait(30) == 0, out  # (SIGBUS: -7)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    exact = [exact_top(by_id, unit(s, BIG_DIMS), 8) for s in seeds]
+    assert out["before"] == exact and out["after"] == exact
+    assert out["loads"] == 1  # (the vectors read again from the index, not from the mapping)

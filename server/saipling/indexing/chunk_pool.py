@@ -96,7 +96,9 @@ def chunk_bytes(
             detail=traceback.format_exc(),
             crashed=True,
         )
-    cjk = not decoded.text.isascii() and CJK_RE.search(decoded.text) is not None  # (once per file, in the worker)
+    # (once per file, in the worker; from what is stored, not the file's bytes: frontmatter such as
+    # `title: "\u6d77\u8fba"` is ASCII in the file and CJK in the chunk text and heading path it renders to)
+    cjk = any(not s.isascii() and CJK_RE.search(s) is not None for c in chunks for s in (c.text, c.heading_path) if s)
     return Chunked(decoded.encoding, decoded.warning, meta, chunks, new_memo, cjk=cjk)
 
 

@@ -90,6 +90,7 @@ def weigh(
     wanted = set(short_top)
     in_short = [cid for cid in ranked if paths.get(cid) in wanted]
     idf: dict[str, float] | None = None
+    rows: dict[int, Any] = {}
     if top or in_short:
         idf = query_idf(project, query)
         rows = project.store.chunks_by_id(list(dict.fromkeys(top + in_short)))
@@ -107,7 +108,7 @@ def weigh(
     ev.keyword_weight = KEYWORD_WEIGHT * keyword_trust(ev.coverage, ev.agreement)
     if vector_z and ev.keyword_weight < KEYWORD_WEIGHT:
         idf = query_idf(project, query) if idf is None else idf
-        ev.raised = candidate_weights(project, idf, ev, vector_z, ranked, paths, short)
+        ev.raised = candidate_weights(project, idf, ev, vector_z, ranked, paths, short, rows)
     return ev
 
 
@@ -119,6 +120,7 @@ def candidate_weights(
     ranked: Collection[int],
     paths: Mapping[int, str | None],
     short: Collection[str],
+    rows: Mapping[int, Any] | None = None,
 ) -> dict[int, float]:
     """The keyword weight of each candidate that both lists hold up (see CANDIDATE_RELATIVE): raised from the
     query's toward KEYWORD_WEIGHT by ramp(its coverage / the best, ...) x ramp(its vector z, ...).
@@ -131,7 +133,7 @@ def candidate_weights(
     gated = {cid: z for cid, z in vector_z.items() if z > lo_z}
     if not gated or sum(idf.values()) <= 0:
         return {}
-    m = candidate_coverages(project, idf, list(gated), ranked, paths, short)
+    m = candidate_coverages(project, idf, list(gated), ranked, paths, short, rows)
     best = max([ev.coverage, *m.values()])
     if best <= 0:
         return {}
@@ -150,16 +152,21 @@ def candidate_coverages(
     ranked: Collection[int],
     paths: Mapping[int, str | None],
     short: Collection[str],
+    known: Mapping[int, Any] | None = None,
 ) -> dict[int, float]:
     """Each candidate's idf-weighted share of the query's terms: a short file's candidate over all of the file's
-    candidates' text (every chunk of a short keyword hit is a candidate), another over its own chunk's."""
+    candidates' text (every chunk of a short keyword hit is a candidate), another over its own chunk's. `known`:
+    chunk rows already read (`weigh`'s top keyword hits): only the others are read."""
     files = {paths.get(cid) for cid in cids} & set(short)
     members: dict[str, list[int]] = {}
     if files:
         for cid in ranked:
             if (p := paths.get(cid)) in files:
                 members.setdefault(p, []).append(cid)  # type: ignore[arg-type]
-    rows = project.store.chunks_by_id(list(dict.fromkeys([*cids, *(c for ids in members.values() for c in ids)])))
+    wanted = dict.fromkeys([*cids, *(c for ids in members.values() for c in ids)])
+    rows = {c: known[c] for c in wanted if c in known} if known else {}
+    if missing := [c for c in wanted if c not in rows]:
+        rows.update(project.store.chunks_by_id(missing))
     whole = {p: " ".join(chunk_words(rows[c]) for c in ids if c in rows) for p, ids in members.items()}
     text_of: dict[int | str, str] = {}  # (a short file's text is read once, however many of its chunks rank)
     key_of: dict[int, int | str] = {}

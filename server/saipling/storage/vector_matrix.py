@@ -234,8 +234,10 @@ class VectorMatrix:
 
     @property
     def borrowed(self) -> bool:
-        """Whether its rows or ids are views of a buffer it does not own (a mapped snapshot: `own`)."""
-        return not (self._mat.flags.owndata and self._ids.flags.owndata)
+        """Whether its rows, ids or sign bits are views of a buffer it does not own (a mapped snapshot: `own`; the
+        bits of a matrix of <= 64 dimensions are one word a row, already word-major: never copied when made)."""
+        bits = self._bits is not None and not self._bits.flags.owndata
+        return bits or not (self._mat.flags.owndata and self._ids.flags.owndata)
 
     def own(self) -> None:
         """Its rows and ids copied into arrays of its own when they are views of another buffer (the pages of a
@@ -248,6 +250,8 @@ class VectorMatrix:
             self._mat = mat
         if not self._ids.flags.owndata:
             self._ids = self._ids.copy()
+        if self._bits is not None and not self._bits.flags.owndata:
+            self._bits = self._bits.copy()
 
     def freeze(self, block: int = 65_536) -> MatrixState:
         """A read-only view of the rows as they are now, readable (a `block` of rows at a time) from another thread

@@ -84,18 +84,41 @@ class SearchLog:
         if self.readonly:
             raise PermissionError("the index was opened read-only: searches are not logged")
         with self._lock:
-            try:
-                conn = self._writable()
-            except IndexPathUnsafe as exc:  # (a search is never failed by its log: say why nothing is logged)
-                if not self._warned:
-                    log.warning("searches are not logged: %s", exc)
-                    self._warned = True
-                raise
-            conn.execute(
-                "INSERT INTO search_log(timestamp, query, source, mode, results, top_score, elapsed_ms)"
-                " VALUES (?,?,?,?,?,?,?)",
-                row,
-            )
+            for attempt in (1, 2):
+                try:
+                    conn = self._writable()
+                    conn.execute(
+                        "INSERT INTO search_log(timestamp, query, source, mode, results, top_score, elapsed_ms)"
+                        " VALUES (?,?,?,?,?,?,?)",
+                        row,
+                    )
+                    return
+                except IndexPathUnsafe as exc:  # (a search is never failed by its log: say why nothing is logged)
+                    if not self._warned:
+                        log.warning("searches are not logged: %s", exc)
+                        self._warned = True
+                    raise
+                except (apsw.NotADBError, apsw.CorruptError):
+                    if attempt == 2:
+                        raise
+                    self._set_aside()  # (then a new log is begun: the index itself is not touched)
+
+    def _set_aside(self) -> None:
+        """A damaged log file (not a database, or corrupt) renamed `<name>.damaged` beside it, its side files
+        removed, once: the next write begins a new log. It is only the search log: nothing of the index is lost."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+        path = self.path
+        assert path is not None
+        log.warning("the search log %s is damaged: kept as %s.damaged, a new one is begun", path, path.name)
+        try:
+            path.replace(path.with_name(path.name + ".damaged"))
+            for suffix in index_files.SQLITE_SIDE_FILES:
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("the damaged search log %s could not be set aside (%s): searches are not logged", path, exc)
+            raise
 
     def _writable(self) -> apsw.Connection:
         """The log's connection, the file created (and the index's older rows moved in) on first use."""
@@ -167,14 +190,17 @@ class SearchLog:
             with self._lock:
                 conn = self._conn
                 opened = conn is None
-                if conn is None:
-                    conn = self._open(create=False)
-                if conn is not None:
-                    try:
+                try:
+                    if conn is None:
+                        conn = self._open(create=False)
+                    if conn is not None:
                         return [SearchLogEntry(*r) for r in conn.execute(sql, (limit,))]
-                    finally:
-                        if opened:
-                            conn.close()
+                except (apsw.NotADBError, apsw.CorruptError):
+                    log.warning("the search log %s is damaged: no logged searches to show", self.path)
+                    return []
+                finally:
+                    if opened and conn is not None:
+                        conn.close()
         # no log file yet (nothing logged since, or a read-only index of an older saipling): the index's rows
         with self._index.lock:
             return [SearchLogEntry(*r) for r in self._index.rows(sql, (limit,))]
@@ -198,4 +224,7 @@ def _open_readonly(path: str) -> apsw.Connection:
     except apsw.CantOpenError:  # (a read-only folder: no -shm can be made)
         conn.close()
         conn = apsw.Connection(uri + "?immutable=1", flags=flags)
+    except BaseException:
+        conn.close()
+        raise
     return conn

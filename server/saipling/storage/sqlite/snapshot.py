@@ -117,6 +117,21 @@ class Lease:
         self._mutex = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        st = os.fstat(fd)
+        self._seen = (st.st_size, st.st_mtime_ns)  # the file as mapped (`changed`)
+
+    def changed(self) -> bool:
+        """Whether the file is no longer as it was mapped (cut short or written: the kernel breaks a lease itself
+        once a writer waited /proc/sys/fs/lease-break-time, e.g. while this process was stopped): its pages must
+        not be touched (a page past a new end raises SIGBUS), the matrix is read again. True once let go."""
+        with self._mutex:
+            if self._fd is None:
+                return True
+            try:
+                st = os.fstat(self._fd)
+            except OSError:
+                return True
+            return (st.st_size, st.st_mtime_ns) != self._seen
 
     @classmethod
     def take(cls, fd: int, where: Path) -> Lease | None:

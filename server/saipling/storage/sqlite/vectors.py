@@ -607,6 +607,8 @@ class Vectors:
 
     def _current(self) -> VectorMatrix:
         """`_vectors` without the settling of a snapshot's check. Call under the lock."""
+        if self._lease is not None and self._lease.breaking():  # (before the catch-up touches a mapped page)
+            self._lease_broken(self._lease)
         key = self.index_key()
         if (
             self._matrix is not None
@@ -661,6 +663,10 @@ class Vectors:
             if snap.lease is not None:
                 snap.lease.release()
             return False
+        except BaseException:  # (MemoryError, KeyboardInterrupt: a lease nobody watches would hold a writer 45 s)
+            if snap.lease is not None:
+                snap.lease.release()
+            raise
         self._matrix, self._since_snapshot, self._check, self._lease = matrix, 0, snap.check, snap.lease
         self._matrix_seq, self._matrix_key, self._matrix_generation = snap.seq, key, self._generation
         if not self._catch_up(key):
@@ -758,6 +764,16 @@ class Vectors:
             if self._lease is not lease:
                 return  # (let go meanwhile)
             matrix = self._matrix
+            if matrix is not None and matrix.borrowed and lease.changed():
+                # (the kernel broke the lease itself, after lease-break-time, and the file was cut short or written:
+                # its pages are not read again; the next search reads the vectors from the index)
+                log.warning(
+                    "vector snapshot in %s was changed by another process: the vectors are read again", lease.where
+                )
+                self._drop_matrix()
+                self._skip_snapshot = True
+                self.snapshot_let_go += 1
+                return
             try:
                 if matrix is not None and matrix.borrowed:
                     matrix.own()
