@@ -174,9 +174,11 @@ def test_the_workers_term_frequencies_follow_the_index_and_not_the_search_log(
     assert after.files != first.files
 
 
-def test_each_thread_reads_one_list(store: Store) -> None:
+def test_each_thread_reads_one_list(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker reads the chunk list of a hybrid search (the searching thread: the KNN, then the whole-file list)
-    and the whole-file list of a lexical one (the searching thread: the chunk list); keyword_side.py, row S20."""
+    and, with LEXICAL_SPLIT (off by default: row S24), the whole-file list of a lexical one (the searching thread:
+    the chunk list); keyword_side.py, row S20."""
+    monkeypatch.setattr(keyword_side, "LEXICAL_SPLIT", True)
     side = store._keyword_side
     assert side is not None
     submitted: list[tuple[int, int]] = []
@@ -219,3 +221,21 @@ def test_a_small_index_reads_on_the_stores_connection(tmp_path: Path, monkeypatc
         assert s._keyword_side._conn is not None
     finally:
         s.close()
+
+
+def test_a_lexical_search_reads_both_lists_on_the_stores_connection_by_default(store: Store) -> None:
+    """LEXICAL_SPLIT is off: on a quiet machine splitting a lexical search's lists cost CPU and saved no time
+    (row S24); a hybrid search still hands the worker its chunk list."""
+    side = store._keyword_side
+    assert side is not None
+    submitted: list[tuple[int, int]] = []
+    real = side.submit
+    side.submit = lambda q, limit, file_limit, flt: (  # type: ignore[method-assign]
+        submitted.append((limit, file_limit)) or real(q, limit, file_limit, flt)
+    )
+    for _ in range(2):
+        got = store.search_candidates(kw("lantern", "harbour"), 10, 7, None, None)
+        assert got.keywords and got.files
+    assert submitted == []
+    got = store.search_candidates(kw("lantern", "harbour"), 10, 7, unit(7), None)
+    assert got.keywords and got.files and submitted == [(10, 0)]

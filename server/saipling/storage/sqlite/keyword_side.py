@@ -51,11 +51,11 @@ log = logging.getLogger(__name__)
 # hybrid CPU 51-56 vs 39-53 ms a search)
 MIN_CHUNKS = fts_bound.BOUND_MIN_CHUNKS
 
-# A lexical search reads its whole-file list on the worker while this thread reads the chunk list (row S20, under
-# load: the searching thread's CPU 62 -> 37 ms at 1.00M chunks, the process's 62 -> 55; 269k: 49 -> 29, 49 -> 42)
-# (from a store's second search on: a one-shot CLI's lexical search reads alone, as opening the worker's connection
-# for one search cost it 80 ms of CPU at 269k)
-LEXICAL_SPLIT = True
+# True: a lexical search reads its whole-file list on the worker while this thread reads the chunk list (from a
+# store's second search on). Off: under load it cut the searching thread's CPU (row S20: 62 -> 37 ms at 1.00M), but
+# on a quiet machine its wall p50 was no lower (row S24: 69 vs 67 ms at 1.00M, 65 vs 62 at 269k) and the process
+# spent ~27 ms more CPU a search (the worker's reads beside)
+LEXICAL_SPLIT = False
 # A hybrid search reads its whole-file list on this thread after the KNN, the worker only the chunk list (row S20:
 # the process's CPU the same, the worker's share, which this thread waited for, 50 -> 31 ms at 1.00M, 36 -> 24 at 269k)
 HYBRID_FILES_HERE = True

@@ -117,8 +117,8 @@ class SqliteStore:
         self._files = FileWrites(self._db, self._vectors, self._mentions)
         # a hybrid search's keyword reads, on a read-only connection of their own beside the KNN (keyword_side.py)
         self._keyword_side = None if readonly or path == ":memory:" else KeywordSide(conn.filename)
-        # a lexical search splits its lists over the threads from the store's second search on: a one-shot CLI's
-        # only search would open the worker's connection for it (269k chunks: 80 ms more CPU; row S20)
+        # with keyword_side.LEXICAL_SPLIT (off) a lexical search splits its lists from the store's second search on:
+        # a one-shot CLI's only search would open the worker's connection for it (269k chunks: 80 ms more CPU; S20)
         self._searched = False
         # the search log, in a file of its own beside the index: a search writes nothing to index.db (search_log.py)
         self._search_log = SearchLog(
@@ -514,7 +514,7 @@ class SqliteStore:
         ):
             # the chunk list read on the worker's connection while this thread runs the KNN, then reads the
             # whole-file list (hybrid); the whole-file list on the worker while this thread reads the chunk list
-            # (lexical). keyword_side.py: how the work is split, and row S20.
+            # (lexical, with LEXICAL_SPLIT). keyword_side.py: how the work is split, rows S20 and S24.
             files_here = qvec is not None and keyword_side.HYBRID_FILES_HERE
             future = side.submit(query, limit if qvec is not None else 0, 0 if files_here else file_limit, flt)
         if future is None:
