@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import subprocess
@@ -906,6 +907,43 @@ store.close()
 """
 
 
+@contextlib.contextmanager
+def _searcher(tmp_path: Path, source: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """A real searching process running `source` with `args` (a line on stdin lets it go on); killed if it is
+    still running when the test ends."""
+    import sys
+
+    script = tmp_path / "searcher.py"
+    script.write_text(source)
+    child = subprocess.Popen(
+        [sys.executable, str(script), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def _line(child: subprocess.Popen[str]) -> dict:
+    """The searcher's next report (a JSON line; {} when it died)."""
+    assert child.stdout is not None
+    return json.loads(child.stdout.readline() or "{}")
+
+
+def _finish(child: subprocess.Popen[str]) -> dict:
+    """Let the searcher go on and end: its last report; it must exit 0 (SIGBUS: -7)."""
+    assert child.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # (a searcher killed by SIGBUS reads nothing more)
+        child.stdin.write("\n")
+        child.stdin.flush()
+    out = _line(child)
+    assert child.wait(30) == 0, out
+    return out
+
+
 @pytest.mark.parametrize("how", ["truncate", "rewrite", "truncate-without-lease"])
 def test_a_process_searching_a_mapped_snapshot_survives_another_process_cutting_it_short(
     tmp_path, monkeypatch, how
@@ -924,18 +962,9 @@ def test_a_process_searching_a_mapped_snapshot_survives_another_process_cutting_
     snap = db.parent / "vectors.snapshot"
     size = snap.stat().st_size
     seeds = [424242, 1 * 100_000 + 17, 3 * 100_000 + 5]
-    script = tmp_path / "searcher.py"
-    script.write_text(_SEARCHER)
     mode = "no-lease" if how.endswith("without-lease") else "lease"
-    child = subprocess.Popen(
-        [sys.executable, str(script), str(db), mode, json.dumps(seeds)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None and child.stdin is not None
-        ready = json.loads(child.stdout.readline() or "{}")
+    with _searcher(tmp_path, _SEARCHER, str(db), mode, json.dumps(seeds)) as child:
+        ready = _line(child)
         assert ready.get("mapped") == 1, ready  # (the matrix came from the snapshot)
         time.sleep(0.3)  # (the child searches without a pause meanwhile)
         if how == "rewrite":  # the payload overwritten in place, same size
@@ -950,15 +979,7 @@ def test_a_process_searching_a_mapped_snapshot_survives_another_process_cutting_
         waited = time.monotonic() - started
         assert snap.stat().st_size == (size if how == "rewrite" else 0)
         time.sleep(0.3)
-        with contextlib.suppress(BrokenPipeError):  # (a searcher killed by SIGBUS reads nothing more)
-            child.stdin.write("\n")
-            child.stdin.flush()
-        out = json.loads(child.stdout.readline() or "{}")
-        assert child.wait(30) == 0, out  # (SIGBUS: -7)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        out = _finish(child)
     exact = [exact_top(by_id, unit(s, BIG_DIMS), 8) for s in seeds]
     assert out["before"] == exact and out["after"] == exact
     assert ready["leased"] is (mode == "lease")  # (mapped under a lease, or read into memory)
@@ -1064,29 +1085,12 @@ def test_a_process_whose_lease_the_kernel_took_away_reads_its_vectors_again(tmp_
     db, by_id = _compact_snapshotted(tmp_path, monkeypatch)
     snap = db.parent / "vectors.snapshot"
     seeds = [424242, 2 * 100_000 + 9]
-    script = tmp_path / "searcher.py"
-    script.write_text(_BROKEN_LEASE_SEARCHER)
-    child = subprocess.Popen(
-        [sys.executable, str(script), str(db), json.dumps(seeds)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None and child.stdin is not None
-        ready = json.loads(child.stdout.readline() or "{}")
+    with _searcher(tmp_path, _BROKEN_LEASE_SEARCHER, str(db), json.dumps(seeds)) as child:
+        ready = _line(child)
         assert ready == {"mapped": 1, "leased": True}, ready
         subprocess.run([sys.executable, "-c", "import os, sys; os.truncate(sys.argv[1], 0)", str(snap)], timeout=30)
         assert snap.stat().st_size == 0
-        with contextlib.suppress(BrokenPipeError):
-            child.stdin.write("\n")
-            child.stdin.flush()
-        out = json.loads(child.stdout.readline() or "{}")
-        assert child.wait(30) == 0, out  # (SIGBUS: -7)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        out = _finish(child)
     exact = [exact_top(by_id, unit(s, BIG_DIMS), 8) for s in seeds]
     assert out["before"] == exact and out["after"] == exact
     assert out["loads"] == 1  # (the vectors read again from the index, not from the mapping)
