@@ -176,9 +176,15 @@ def bm25_function(api: Any, *holding: int) -> float:
     # (the sum in FTS5's order of operations: its bm25() gives the same float for the row)
     norm = K1 * (1.0 - B + B * api.column_size(-1) / average) if average else K1
     score = 0.0
-    locations = api.phrase_locations
+    # (a phrase's columns first: a candidate holds a few of the query's phrases, and asking for every column's
+    # offsets of an absent one cost ~0.7 us; a present one counted column by column: ~1.6 us a row less in all)
+    columns = api.phrase_columns
+    offsets = api.phrase_column_offsets
     for i, idf in idfs:
-        n = sum(map(len, locations(i)))
-        if n:
+        held = columns(i)
+        if held:
+            n = 0
+            for column in held:
+                n += len(offsets(i, column))
             score += idf * (n * (K1 + 1.0)) / (n + norm)
     return score
