@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,9 +87,11 @@ class Plan:
     def query_expression(self) -> str:
         return or_expression(self.terms)
 
-    def levels(self) -> list[tuple[int, str]]:
+    def levels(self, exclude: bool = True) -> list[tuple[int, str]]:
         """(level, FTS5 expression of the rows holding at least `level` of the common terms, none of the rare
-        ones, fewer than `level + 1` common ones) from the most terms down to one."""
+        ones, fewer than `level + 1` common ones) from the most terms down to one. `exclude` False: the rows
+        holding at least `level` of them (the rare terms' rows and the higher levels' not excluded: a caller that
+        scored those rows already skips them itself, keywords.py; the NOT clauses cost ~2 us a row)."""
         common = list(self.common) or list(self.void)
         head = common[:MAX_LEVEL_TERMS]
         out: list[tuple[int, str]] = []
@@ -101,7 +103,7 @@ class Plan:
             subsets = [(t,) for t in terms] if level == 1 else list(itertools.combinations(terms, level))
             clauses = ["(" + " AND ".join(term_expression(t) for t in s) + ")" for s in subsets]
             expr = "(" + " OR ".join(clauses) + ")"
-            excluded = [x for x in (or_expression(self.rare) if self.rare else None, above) if x]
+            excluded = [x for x in (or_expression(self.rare) if self.rare else None, above) if x] if exclude else []
             out.append((level, expr + "".join(f" NOT ({x})" for x in excluded)))
             above = expr[1:-1] if above is None else above + " OR " + expr[1:-1]
         return out
@@ -162,11 +164,24 @@ def plan(
     )
 
 
+def scorer(skipped: Callable[[], Container[int]]) -> Callable[..., float | None]:
+    """bm25_function returning None (NULL) for a row whose rowid is in `skipped()` (rows a bounded search scored
+    already), without scoring it."""
+
+    def score(api: Any, *holding: int) -> float | None:
+        skip = skipped()
+        if skip and api.rowid in skip:
+            return None
+        return bm25_function(api, *holding)
+
+    return score
+
+
 def bm25_function(api: Any, *holding: int) -> float:
     """`saipling_bm25(table, n1, n2, ...)`: FTS5's bm25 (every column weight 1) of the current row over the first
     len(holding) phrases of the MATCH expression, phrase i held by n_i rows of the table (FTS5 counts them by
     reading the phrase's doclist); higher is better (-bm25, as the keyword index scores). Registered on a
-    connection by its first bounded search (keywords.py)."""
+    connection by its first bounded search (keywords.py, through `scorer`)."""
     consts = api.aux_data
     if consts is None:  # once per statement: the table's row count and average row size, the phrases' idfs
         rows = api.row_count
