@@ -164,42 +164,37 @@ def plan(
     )
 
 
-def scorer(skipped: Callable[[], Container[int]]) -> Callable[..., float | None]:
-    """bm25_function returning None (NULL) for a row whose rowid is in `skipped()` (rows a bounded search scored
-    already), without scoring it."""
-
-    def score(api: Any, *holding: int) -> float | None:
-        skip = skipped()
-        if skip and api.rowid in skip:
-            return None
-        return bm25_function(api, *holding)
-
-    return score
-
-
-def bm25_function(api: Any, *holding: int) -> float:
+def scorer(skipping: list[Container[int]]) -> Callable[..., float | None]:
     """`saipling_bm25(table, n1, n2, ...)`: FTS5's bm25 (every column weight 1) of the current row over the first
     len(holding) phrases of the MATCH expression, phrase i held by n_i rows of the table (FTS5 counts them by
-    reading the phrase's doclist); higher is better (-bm25, as the keyword index scores). Registered on a
-    connection by its first bounded search (keywords.py, through `scorer`)."""
-    consts = api.aux_data
-    if consts is None:  # once per statement: the table's row count and average row size, the phrases' idfs
-        rows = api.row_count
-        average = api.column_total_size(-1) / max(1, rows)
-        consts = api.aux_data = (average, tuple(enumerate(fts5_idf(rows, n) for n in holding)))
-    average, idfs = consts
-    # (the sum in FTS5's order of operations: its bm25() gives the same float for the row)
-    norm = K1 * (1.0 - B + B * api.column_size(-1) / average) if average else K1
-    score = 0.0
-    # (a phrase's columns first: a candidate holds a few of the query's phrases, and asking for every column's
-    # offsets of an absent one cost ~0.7 us; a present one counted column by column: ~1.6 us a row less in all)
-    columns = api.phrase_columns
-    offsets = api.phrase_column_offsets
-    for i, idf in idfs:
-        held = columns(i)
-        if held:
-            n = 0
-            for column in held:
-                n += len(offsets(i, column))
-            score += idf * (n * (K1 + 1.0)) / (n + norm)
+    reading the phrase's doclist); higher is better (-bm25, as the keyword index scores). None (NULL), unscored,
+    for a row whose rowid is in `skipping[0]` (the rows a bounded search scored already: keywords.py). Registered
+    on a connection by its first bounded search (keywords.py). (One function, no call inside: a row costs ~5 us.)"""
+
+    def score(api: Any, *holding: int) -> float | None:
+        skip = skipping[0]
+        if skip and api.rowid in skip:
+            return None
+        consts = api.aux_data
+        if consts is None:  # once per statement: the table's row count and average row size, the phrases' idfs
+            rows = api.row_count
+            average = api.column_total_size(-1) / max(1, rows)
+            consts = api.aux_data = (average, tuple(enumerate(fts5_idf(rows, n) for n in holding)))
+        average, idfs = consts
+        # (the sum in FTS5's order of operations: its bm25() gives the same float for the row)
+        norm = K1 * (1.0 - B + B * api.column_size(-1) / average) if average else K1
+        total = 0.0
+        # (a phrase's columns first: a candidate holds a few of the query's phrases, and asking for every column's
+        # offsets of an absent one cost ~0.7 us; a present one counted column by column: ~1.6 us a row less in all)
+        columns = api.phrase_columns
+        offsets = api.phrase_column_offsets
+        for i, idf in idfs:
+            held = columns(i)
+            if held:
+                n = 0
+                for column in held:
+                    n += len(offsets(i, column))
+                total += idf * (n * (K1 + 1.0)) / (n + norm)
+        return total
+
     return score

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import operator
 from collections.abc import Callable, Container, Sequence
 from typing import Any
 
@@ -50,7 +51,8 @@ class Keywords:
         self.last_scored = 0  # rows the last bounded search scored (tests, benchmarks)
         self.last_exact: bool | None = None  # whether its top rows are provably FTS5's own (None: not bounded)
         self._scan_left = 0  # matching rows a filtered bounded search may still look at (saipling_scan)
-        self._skip: Container[int] = ()  # rows saipling_bm25 leaves unscored (NULL): a bounded search's scored rows
+        # [rows saipling_bm25 leaves unscored (NULL)]: an unfiltered bounded search's rows scored already
+        self._skip: list[Container[int]] = [()]
 
     def keyword_search(
         self, query: KeywordQuery, limit: int, flt: ChunkFilter | None = None
@@ -155,7 +157,7 @@ class Keywords:
         role's or a folder's best rows are found even where other rows come first), looking at no more than
         fts_bound.FILTER_SCAN x the budget rows in all."""
         if self._scorer_on is not self.db.conn:  # (registered on first use: FTS5's API is read from the database)
-            self.db.conn.register_fts5_function("saipling_bm25", fts_bound.scorer(lambda: self._skip))
+            self.db.conn.register_fts5_function("saipling_bm25", fts_bound.scorer(self._skip))
             self.db.conn.create_scalar_function("saipling_scan", self._scan, 1, deterministic=False)
             self._scorer_on = self.db.conn
         fetch = self._fetcher(table, plan, flt)
@@ -181,11 +183,11 @@ class Keywords:
                 break
             take = left if level > 1 or len(levels) == 1 else min(left, max(0, limit - len(scored)))
             if plain and take > 0:
-                self._skip = scored
+                self._skip[0] = scored
                 try:
                     got, complete = fetch(f"({everything}) AND ({unexcluded[level]})", take + 1)
                 finally:
-                    self._skip = ()
+                    self._skip[0] = ()
             else:
                 got, complete = fetch(f"({everything}) AND ({expr})", take + 1)
             scored.update(got[:take])
@@ -193,7 +195,9 @@ class Keywords:
             if len(got) > take or not complete:
                 break
             full = level
-        ranked = sorted(scored.items(), key=lambda r: (-r[1], r[0]))
+        # best first, a tie by rowid (sorted by rowid, then by score: a stable sort keeps the ties' order)
+        ranked = sorted(scored.items(), key=operator.itemgetter(0))
+        ranked.sort(key=operator.itemgetter(1), reverse=True)
         self.last_scored = len(scored)
         self.last_exact = self._exact(plan, scored, limit, full, ranked)
         return ranked
@@ -212,7 +216,11 @@ class Keywords:
 
             def fetch_all(expr: str, n: int) -> tuple[list[tuple[int, float]], bool]:
                 cursor = conn.execute(sql, (expr,))
-                got = list(itertools.islice((r for r in cursor if r[1] is not None), n))  # (None: skipped)
+                got = list(itertools.islice(cursor, n))
+                if self._skip[0]:  # (the rows scored already, NULL: read on as far as `n` others)
+                    got = [r for r in got if r[1] is not None]
+                    while len(got) < n and (more := list(itertools.islice(cursor, n - len(got)))):
+                        got += [r for r in more if r[1] is not None]
                 cursor.close()
                 return got, len(got) < n
 
