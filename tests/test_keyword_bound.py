@@ -248,3 +248,80 @@ def test_a_filtered_search_looks_at_a_bounded_number_of_rows(guarded: Store, bou
     assert all(p < "open/f040" for p in guarded.chunk_paths([c for c, _ in got]).values())  # (the oldest 80 rows)
     exact, _ = _exact(guarded, query, 10, flt)
     assert len(exact) == 10 and _same(guarded.keyword_search(query, 10, flt), exact)  # (6 found: every kept row)
+
+
+@pytest.fixture
+def levelled(tmp_path: Path):
+    """600 chunks of 6-10 words: `lantern` in every 3rd, `harbour` every 4th, `beacon` every 5th (all three in
+    10 rows, two of them in 90), some twice: the scores differ by the words held, their counts and the length."""
+    s = Store.open(tmp_path / "proj" / ".saipling" / "index.db")
+    for n in range(600):
+        words = [w for w, k in (("lantern", 3), ("harbour", 4), ("beacon", 5)) if n % k == 0]
+        if n % 7 == 0 and words:
+            words.append(words[0])
+        text = " ".join([*words, *(f"{FILLER[(n + i) % len(FILLER)]}{n % 7}" for i in range(6 + n % 5))])
+        s.replace_file(record(f"f{n:03d}.md", text), [row(0, text)])
+    yield s
+    s.close()
+
+
+def _statements(store: Store) -> list[str]:
+    """The MATCH expressions the store's connection runs from now on (appended as they run)."""
+    seen: list[str] = []
+
+    def trace(_cursor, sql: str, bindings) -> bool:
+        if "MATCH" in sql and bindings:
+            seen.append(str(bindings[0]))
+        return True
+
+    store.conn.exec_trace = trace
+    return seen
+
+
+def test_an_unfiltered_search_reads_its_levels_without_their_not_clauses_and_scores_the_same_rows(
+    levelled: Store, bounded
+) -> None:
+    """An unfiltered bounded search reads a coordination level's rows without the NOT clauses that exclude the
+    rows of the levels above (it scored those already: saipling_bm25 skips them), and scores exactly the rows, with
+    exactly the scores, that the NOT clauses give (a filtered search, which keeps them, on a filter every row
+    passes); the budget (40) runs out inside level 2, so which rows it takes there is what is compared."""
+    keywords = levelled._keywords
+    query = kw("lantern", "harbour", "beacon")
+    plan = keywords._plan(query, "chunks_fts", fts_bound.FTS_BUDGET)
+    assert plan is not None and not plan.rare and [lv for lv, _ in plan.levels()] == [3, 2, 1]
+    seen = _statements(levelled)
+    plain = keywords._bounded("chunks_fts", plan, 10)
+    plain_scored, plain_exact = keywords.last_scored, keywords.last_exact
+    levels = [e for e in seen if '("beacon" AND "harbour")' in e]
+    assert levels and all(" NOT " not in e for e in levels)  # (level 2 read without excluding level 3)
+    seen.clear()
+    excluding = keywords._bounded("chunks_fts", plan, 10, ChunkFilter(path_prefix="f"))
+    assert any(" NOT " in e for e in seen)
+    assert plain == excluding  # (every scored row and its score, in order)
+    assert plain_scored == keywords.last_scored == 40 and plain_exact is keywords.last_exact is False
+    exact, _ = _exact(levelled, query, 10)
+    assert [c for c, _ in plain[:10]] == [c for c, _ in exact] and _same(plain[:10], exact)
+
+
+def test_a_filter_every_chunk_passes_reads_no_row_for_it(corpus: Store, bounded) -> None:
+    """The default role's visibility where no file sets one keeps every chunk (FilterCache.passes_all): the keyword
+    lists are the unfiltered ones and no chunk or file row is read to check it (those reads cost ~9 ms a search
+    at 1.00M chunks). A file setting a private visibility brings the check back."""
+    import dataclasses
+
+    query = kw("lantern", "harbour")
+    role = ChunkFilter(visibility=["public"])
+    unfiltered = corpus.keyword_search(query, 10), corpus.file_keyword_search(query, 10)
+    seen: list[str] = []
+    corpus.conn.exec_trace = lambda _c, sql, _b: seen.append(sql) or True
+    assert (corpus.keyword_search(query, 10, role), corpus.file_keyword_search(query, 10, role)) == unfiltered
+    assert seen and not [s for s in seen if "visibility" in s and "chunks_visibility" not in s]
+    text = _text(3, "lantern", "lantern", "harbour", "harbour")  # (the best row of the query, made private)
+    corpus.replace_file(
+        dataclasses.replace(record("f003.md", text), visibility="private"),
+        [dataclasses.replace(row(0, text), visibility="private")],
+    )
+    private = corpus.keyword_search(query, 10)[0][0]
+    assert corpus.chunk_paths([private])[private] == "f003.md"
+    assert private not in {c for c, _ in corpus.keyword_search(query, 10, role)}
+    assert "f003.md" not in {p for p, _, _ in corpus.file_keyword_search(query, 10, role)}
