@@ -734,9 +734,11 @@ def test_a_snapshot_wanted_while_another_store_of_the_process_writes_one_is_writ
 BIG_DIMS = 256
 
 
-def _compact_snapshotted(tmp_path: Path, monkeypatch, rows: int = 8000) -> tuple[Path, dict[int, np.ndarray]]:
-    """An index held compact (int8 codes: COMPACT_FLOATS lowered) of `rows` chunks in 4 files, searched once so
-    that its snapshot (int8) is written; returns the stored vectors by chunk id."""
+def _compact_snapshotted(
+    tmp_path: Path, monkeypatch, rows: int = 8000, files: int = 4
+) -> tuple[Path, dict[int, np.ndarray]]:
+    """An index held compact (int8 codes: COMPACT_FLOATS lowered) of `rows` chunks in `files` files, searched once
+    so that its snapshot (int8) is written; returns the stored vectors by chunk id."""
     from saipling.storage import vector_matrix
     from saipling.storage.sqlite import snapshot
 
@@ -746,12 +748,12 @@ def _compact_snapshotted(tmp_path: Path, monkeypatch, rows: int = 8000) -> tuple
     store = Store.open(db)
     try:
         store.configure_vectors("test", "m", BIG_DIMS)
-        per = rows // 4
-        for f in range(4):
+        per = rows // files
+        for f in range(files):
             chunks = [row(i, f"f{f} passage {i}") for i in range(per)]
             vecs = {c.content_hash: unit(f * 100_000 + i, BIG_DIMS) for i, c in enumerate(chunks)}
             store.replace_file(record(f"f{f}.md"), chunks, vecs, "m")
-        ids = [c.id for f in range(4) for c in store.chunks_for_path(f"f{f}.md")]
+        ids = [c.id for f in range(files) for c in store.chunks_for_path(f"f{f}.md")]
         by_id = {}
         for cid, (_, _, text) in store.chunk_texts(ids).items():
             f, _, i = text.split(" ")  # ("f<file> passage <i>")
@@ -1094,3 +1096,49 @@ def test_a_process_whose_lease_the_kernel_took_away_reads_its_vectors_again(tmp_
     exact = [exact_top(by_id, unit(s, BIG_DIMS), 8) for s in seeds]
     assert out["before"] == exact and out["after"] == exact
     assert out["loads"] == 1  # (the vectors read again from the index, not from the mapping)
+
+
+def test_a_mapped_snapshot_behind_the_journal_is_caught_up_without_copying_its_rows(tmp_path, monkeypatch) -> None:
+    """Another process deleted files and added more chunks than it deleted since the snapshot was written: the
+    first search after open patches the mapped rows and puts the extra ones in a tail (the whole mapped matrix was
+    copied to make room: ~1 s of CPU at a million rows). Its answers are those of a full read of the index, the
+    deleted chunks never among them, the new ones found; the matrix still reads the mapping."""
+    import fcntl
+
+    from saipling.storage.sqlite import snapshot
+
+    db, by_id = _compact_snapshotted(tmp_path, monkeypatch, files=40)
+    other = Store.open(db)  # (another connection: what another process's store does)
+    try:
+        gone = {c.id for p in ("f3.md", "f7.md") for c in other.chunks_for_path(p)}
+        for p in ("f3.md", "f7.md"):
+            other.delete_file(p)
+        chunks = [row(i, f"f99 passage {i}") for i in range(1000)]
+        other.replace_file(
+            record("f99.md"), chunks, {c.content_hash: unit(9_900_000 + i, BIG_DIMS) for i, c in enumerate(chunks)}, "m"
+        )
+        new = {c.id: half(unit(9_900_000 + c.chunk_index, BIG_DIMS)) for c in other.chunks_for_path("f99.md")}
+    finally:
+        other.close()
+    assert len(gone) == 400 and len(new) == 1000
+    truth = {c: v for c, v in by_id.items() if c not in gone} | new
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 10**6)  # (no new snapshot written: the catch-up alone is measured)
+    queries = [unit(424242 + s, BIG_DIMS) for s in range(4)] + [by_id[c] for c in sorted(gone)[:4]]
+    queries += [new[c] for c in sorted(new)[:4]]
+    again, full = Store.open(db), Store.open(db)
+    try:
+        full._vectors.folder = None  # (this one reads every vector from the index)
+        for q in queries:
+            found = [c for c, _ in again.knn(q, 8)]
+            assert found == exact_top(truth, q, 8) == [c for c, _ in full.knn(q, 8)]
+            assert not gone & set(found)
+        vectors = again._vectors
+        assert vectors.snapshot_reads == 1 and vectors.loads == 0 and vectors.rows_read == len(new)
+        matrix = vectors._matrix
+        assert matrix is not None and len(matrix) == len(truth)
+        if hasattr(fcntl, "F_SETLEASE") and snapshot._lease_break_ok():  # (mapped where leases are had: Linux)
+            assert vectors._lease is not None  # still held: the matrix reads the mapping
+            assert matrix.borrowed and not matrix._mat.flags.owndata  # the mapped rows, never copied
+    finally:
+        again.close()
+        full.close()
