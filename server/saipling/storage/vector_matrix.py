@@ -13,6 +13,10 @@ scores every row on the codes, then rescores the best RESCORE candidates (at lea
 vectors (float16 on disk since schema 9, as float32), which the store reads from the index (`exact`):
 recall@10 against exact float32 search on real MiniLM vectors is measured in benchmarks/bench_scale.py --recall.
 
+A matrix made over a mapped snapshot's rows (a borrowed base) never copies them to grow: rows past the base go into
+a tail of their own (`_grow_tail`), searched beside it block by block (the sign pass, the pool's codes, the
+products); removed base rows are holes in the base's private pages. `own` folds the tail in.
+
 Not thread-safe on its own: the store calls it under its lock. `freeze` gives a read-only view of the rows as they
 are (`MatrixState`) that another thread may read without the lock (a snapshot written in the background): the
 matrix saves the view's blocks of rows it is about to write while such a view is out (copy on write, a block at a
@@ -251,8 +255,8 @@ class VectorMatrix:
     def own(self) -> None:
         """Its rows and ids copied into arrays of its own when they are views of another buffer (the pages of a
         mapped snapshot, storage/sqlite/snapshot.py, before the mapping is let go: a page of a file cut short
-        kills the process that touches it). Call without a frozen view out (`freeze`): the view would go on
-        reading the old buffer."""
+        kills the process that touches it), its tail folded in (one array of rows again). A frozen view out
+        (`freeze`) goes on reading the old buffer: stop its reader before that buffer is let go."""
         base, tailed = len(self._mat), len(self._tail) > 0
         if not self._mat.flags.owndata or tailed:  # (the tail folded in: one array of rows again)
             mat = np.empty((base + len(self._tail), self.dims), dtype=self._mat.dtype)  # (numpy's: huge pages)
@@ -668,6 +672,10 @@ class VectorMatrix:
         return scored[:k]
 
 
+class Stopped(RuntimeError):
+    """A frozen view's reader was stopped (MatrixState.stop, or its `abort` said so)."""
+
+
 class MatrixState:
     """The rows of a VectorMatrix as they were when it was frozen (VectorMatrix.freeze): what a snapshot writes, from
     another thread, while the matrix goes on answering and changing. Read-only. The matrix calls `keep` before it
@@ -689,8 +697,16 @@ class MatrixState:
         self.steps, self.dims, self.block = steps, dims, block
         self.tail: np.ndarray = mat[:0]  # the matrix's tail as frozen (VectorMatrix._grow_tail), set by `freeze`
         self.tail_bits: np.ndarray | None = None
+        # Asked before each block is read: True stops the reader (`live_blocks` raises Stopped), e.g. the lease on
+        # the mapped snapshot the rows are pages of is breaking (storage/sqlite/vectors.py)
+        self.abort: Callable[[], bool] | None = None
+        self._stop = threading.Event()
         self._saved: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
         self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        """The reader of `live_blocks` stops before its next block (raises Stopped there)."""
+        self._stop.set()
 
     def __len__(self) -> int:
         return self._live
@@ -717,6 +733,8 @@ class MatrixState:
         `block` is ignored)."""
         for b, start in enumerate(range(0, self._n, self.block)):
             end = min(self._n, start + self.block)
+            if self._stop.is_set() or (self.abort is not None and self.abort()):
+                raise Stopped("the rows it reads are being let go")
             with self._lock:  # (copies taken whole, before or after the matrix saves this block)
                 saved = self._saved.get(b)
                 if saved is None:
