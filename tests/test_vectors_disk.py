@@ -1208,3 +1208,49 @@ def test_a_snapshot_being_written_from_the_mapping_stops_before_the_mapping_is_l
         assert vectors.wait_for_snapshot(20) and vectors.snapshot_writes == 1  # (written again, from its own rows)
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("held_steps", [0, 3, 1000])
+def test_a_mapped_snapshot_is_checked_in_place_while_its_lease_is_held_and_read_after(
+    tmp_path, monkeypatch, held_steps
+) -> None:
+    """The background check of a mapped snapshot reads its payload in place (a read-only mapping of its own, no
+    copy) while the lease is held and nobody waits to write the file; from the step the lease is let go or
+    breaking it reads the rest through the descriptor (a mapping nothing protects is never read). Either way a
+    whole payload passes and a damaged one fails."""
+    import contextlib
+    import zlib
+
+    from saipling.storage.sqlite import snapshot
+
+    monkeypatch.setattr(snapshot, "_CHECK_MAPPED", 4096)
+    payload = np.random.default_rng(3).integers(0, 256, 100_000, dtype=np.uint8).tobytes()
+    path = tmp_path / "file"
+    path.write_bytes(b"H" * 100 + payload)
+
+    class Lease:
+        steps = 0
+
+        @contextlib.contextmanager
+        def reading(self):
+            self.steps += 1
+            yield self.steps <= held_steps
+
+    reads: list[int] = []
+    preadv = os.preadv
+    monkeypatch.setattr(os, "preadv", lambda fd, bufs, off: (reads.append(off), preadv(fd, bufs, off))[1])
+    for damaged in (False, True):
+        if damaged:
+            data = bytearray(path.read_bytes())
+            data[100 + 4096 * 2 + 7] ^= 1  # (in the part read in place when 3 steps are held)
+            data[-5] ^= 1  # (and in the part read through the descriptor)
+            path.write_bytes(bytes(data))
+        reads.clear()
+        lease = Lease()
+        fd = os.open(path, os.O_RDONLY)
+        check = snapshot.Check(fd, 100, len(payload), zlib.crc32(payload), tmp_path, lease)  # type: ignore[arg-type]
+        assert check.ok() is not damaged
+        mapped = min(held_steps, -(-len(payload) // 4096)) * 4096
+        assert lease.steps >= 1
+        assert (not reads) == (mapped >= len(payload))  # read through the descriptor only past the held steps
+        assert not reads or reads[0] == 100 + mapped

@@ -108,14 +108,14 @@ def decoded_rows(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     return out
 
 
-def _lower_priority() -> None:
-    """The calling thread's CPU priority lowered (Linux: a thread's own nice value) so that a background job leaves
-    the cores to the searches; elsewhere nothing."""
+def lower_priority(by: int = SNAPSHOT_NICE) -> None:
+    """The calling thread's CPU priority lowered `by` (Linux: a thread's own nice value) so that a background job
+    leaves the cores to the searches; elsewhere nothing."""
     if not hasattr(threading, "get_native_id") or not hasattr(os, "setpriority") or sys.platform != "linux":
         return
     tid = threading.get_native_id()
     with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + SNAPSHOT_NICE))
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
 
 
 class Vectors:
@@ -713,7 +713,7 @@ class Vectors:
         self._snapshot_state = state
 
         def job() -> None:
-            _lower_priority()
+            lower_priority()
             start = time.perf_counter()
             try:
                 if check is not None and not check.ok():  # (never a damaged snapshot's rows with a new CRC)
