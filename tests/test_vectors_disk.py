@@ -1254,3 +1254,46 @@ def test_a_mapped_snapshot_is_checked_in_place_while_its_lease_is_held_and_read_
         assert lease.steps >= 1
         assert (not reads) == (mapped >= len(payload))  # read through the descriptor only past the held steps
         assert not reads or reads[0] == 100 + mapped
+
+
+def test_a_compact_snapshot_maps_its_sign_bits_as_the_matrix_searches_them_and_a_version_3_one_is_still_used(
+    tmp_path, monkeypatch
+) -> None:
+    """Version 4 stores the sign bits word-major (each word of every row together), as the matrix searches them: they
+    are pages of the mapping, not a transposed copy (48 MB at a million rows, made before the first answer). A
+    version 3 snapshot (bits row by row) is still used, its bits transposed, with the same answers."""
+    import zlib
+
+    from saipling.storage.sqlite import snapshot
+
+    db, by_id = _compact_snapshotted(tmp_path, monkeypatch)
+    path = db.parent / "vectors.snapshot"
+    head = path.read_bytes()[: len(snapshot.MAGIC) + snapshot.HEADER]
+    h = json.loads(head[len(snapshot.MAGIC) :].decode())
+    assert h["version"] == 4 and h["sign_words"] == 4
+    queries = [unit(s, BIG_DIMS) for s in (1, 424242, 7)]
+    again = Store.open(db)
+    try:
+        answers = [[c for c, _ in again.knn(q, 8)] for q in queries]
+        assert answers == [exact_top(by_id, q, 8) for q in queries]
+        matrix = again._vectors._matrix
+        assert again._vectors.snapshot_reads == 1 and matrix._bits.shape == (4, len(by_id))
+        if again._vectors._lease is not None:  # (mapped: the words are the file's pages)
+            assert not matrix._bits.flags.owndata
+    finally:
+        again.close()
+    # the same snapshot as version 3 wrote it: bits (rows, words), its CRC and version to match
+    data = bytearray(path.read_bytes())
+    n, dims, words = h["rows"], h["dims"], h["sign_words"]
+    start = len(snapshot.MAGIC) + snapshot.HEADER + n * 8 + dims * 4 + n * dims
+    bits = np.frombuffer(bytes(data[start:]), dtype="<u8").reshape(words, n)
+    data[start:] = np.ascontiguousarray(bits.T).tobytes()
+    h["version"], h["crc"] = 3, zlib.crc32(bytes(data[len(snapshot.MAGIC) + snapshot.HEADER :]))
+    data[: len(head)] = snapshot.MAGIC + json.dumps(h).encode().ljust(snapshot.HEADER, b" ")
+    path.write_bytes(bytes(data))
+    old = Store.open(db)
+    try:
+        assert [[c for c, _ in old.knn(q, 8)] for q in queries] == answers
+        assert old._vectors.snapshot_reads == 1 and old._vectors.loads == 0 and old._vectors.snapshot_damaged == 0
+    finally:
+        old.close()

@@ -181,6 +181,7 @@ class VectorMatrix:
         steps: np.ndarray | None = None,
         exact: Callable[[list[int]], dict[int, np.ndarray]] | None = None,
         bits: np.ndarray | None = None,
+        word_major_bits: bool = False,
     ) -> None:
         """ids: (n,) int64 chunk ids; mat: (n, dims) float32 unit vectors, ideally numpy-allocated (numpy asks
         for transparent huge pages on large arrays; a scan over a buffer of 4 KiB pages ran ~7% slower).
@@ -189,7 +190,8 @@ class VectorMatrix:
         a snapshot's mapped rows, storage/sqlite/snapshot.py): it writes them in place. `exact` reads exact float32
         vectors by chunk id (a compact matrix rescores its candidates
         with them; without it, the codes' scores are returned). `bits`: the codes' sign bits when known (`signs`
-        of `mat`, from a snapshot), else computed."""
+        of `mat`, from a snapshot: (rows, words), or (words, rows) with `word_major_bits`, then held as they are),
+        else computed."""
         if mat.ndim != 2 or len(ids) != len(mat):
             raise ValueError("ids and matrix rows differ")
         self.dims = int(mat.shape[1])
@@ -199,8 +201,12 @@ class VectorMatrix:
         # the codes' sign bits, word-major: (words, capacity) uint64 (see _by_signs); None without popcount
         self._bits: np.ndarray | None = None
         if steps is not None and _has_popcount():
-            ok = bits is not None and bits.shape == (len(self._mat), (self.dims + 63) // 64)
-            self._bits = word_major(bits if ok else signs(self._mat))
+            words = (self.dims + 63) // 64
+            if bits is not None and word_major_bits and bits.shape == (words, len(self._mat)):
+                self._bits = np.ascontiguousarray(bits, dtype=np.uint64)  # (a snapshot's mapped words: no copy)
+            else:
+                ok = bits is not None and not word_major_bits and bits.shape == (len(self._mat), words)
+                self._bits = word_major(bits if ok else signs(self._mat))
         self._scratch: _SignScratch | None = None  # the sign pass's reused buffers
         self._n = len(ids)  # rows in use, holes included; capacity is len(self._mat) + len(self._tail)
         # Rows past a borrowed base (a mapped snapshot) go into a tail of their own (`_reserve`): growing never
@@ -236,14 +242,16 @@ class VectorMatrix:
     def has_bits(self) -> bool:
         return self._bits is not None
 
-    def live_blocks(self, block: int = 65_536) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    def live_blocks(
+        self, block: int = 65_536, rows: bool = True
+    ) -> Iterable[tuple[np.ndarray, Any, np.ndarray | None]]:
         """(ids, rows, sign bits or None) of the live rows, a block of rows at a time (copies of that block only):
-        what a snapshot of the matrix writes (storage/sqlite/snapshot.py)."""
+        what a snapshot of the matrix writes (storage/sqlite/snapshot.py). `rows` False: None for the rows."""
         for start in range(0, self._n, block):
             end = min(self._n, start + block)
             keep = self._ids[start:end] >= 0
             mat, bits = _span(self._mat, self._tail, self._bits, self._tail_bits, start, end)
-            yield self._ids[start:end][keep], mat[keep], None if bits is None else bits.T[keep]
+            yield self._ids[start:end][keep], mat[keep] if rows else None, None if bits is None else bits.T[keep]
 
     @property
     def borrowed(self) -> bool:
@@ -728,9 +736,9 @@ class MatrixState:
                 saved = None if bits is None else bits.T.copy()  # (rows, words)
                 self._saved[b] = (self._ids[start:end].copy(), mat.copy(), saved)
 
-    def live_blocks(self, block: int = 0) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    def live_blocks(self, block: int = 0, rows: bool = True) -> Iterable[tuple[np.ndarray, Any, np.ndarray | None]]:
         """(ids, rows, sign bits or None) of the live rows as frozen, a block at a time (the view's own block size;
-        `block` is ignored)."""
+        `block` is ignored); `rows` False: None for the rows."""
         for b, start in enumerate(range(0, self._n, self.block)):
             end = min(self._n, start + self.block)
             if self._stop.is_set() or (self.abort is not None and self.abort()):
@@ -742,7 +750,7 @@ class MatrixState:
                     saved = (self._ids[start:end], mat, None if wbits is None else wbits.T)
                 ids, mat, bits = saved
                 keep = ids >= 0
-                out = (ids[keep], mat[keep], None if bits is None else bits[keep])
+                out = (ids[keep], mat[keep] if rows else None, None if bits is None else bits[keep])
             yield out
 
 

@@ -659,7 +659,14 @@ class Vectors:
         if snap is None:
             return False
         try:
-            matrix = VectorMatrix(snap.ids, snap.rows, steps=snap.steps, exact=self._exact_vectors, bits=snap.bits)
+            matrix = VectorMatrix(
+                snap.ids,
+                snap.rows,
+                steps=snap.steps,
+                exact=self._exact_vectors,
+                bits=snap.bits,
+                word_major_bits=snap.word_major,
+            )
             if snap.lease is not None:
                 snap.lease.watch(self._lease_broken)
         except (ValueError, RuntimeError):  # (RuntimeError: no thread to watch the lease)
