@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 
 VERIFY_INLINE_BYTES = 64 << 20  # a quick_check of up to ~0.15 s runs at open; larger files are checked after
 MARKER_SUFFIX = ".damaged"
-INTEGRITY_NICE = 10  # how much lower the background check's thread runs than the searches (Linux)
 
 
 def verify_at_open(folder: Path, dir_fd: int, name: str, size: int) -> bool:
@@ -78,11 +77,6 @@ def check_later(path: str, on_damaged: Callable[[str], None] | None = None) -> t
     """Check the index at `path` on a daemon thread; when damaged: log it, mark it, tell `on_damaged`."""
 
     def run() -> None:
-        from .vectors import lower_priority
-
-        # (~46 s of CPU at a million chunks, begun at open: it leaves the cores to the first searches, whose
-        # snapshot check it slowed on two cores)
-        lower_priority(INTEGRITY_NICE)
         problem = quick_check(path)
         if problem is None:
             return
