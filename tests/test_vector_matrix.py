@@ -521,3 +521,69 @@ def test_a_matrix_of_64_dimensions_owns_its_sign_bits_once_it_owns_its_rows() ->
     before = m.knn(codes[n - 5].astype(np.float32) * 0.01, 5)
     buf[:] = b"\0" * len(buf)  # (the buffer gone: nothing of the matrix may still read it)
     assert m.knn(codes[n - 5].astype(np.float32) * 0.01, 5) == before
+
+
+@pytest.mark.parametrize("signs", [True, False])
+def test_a_matrix_over_a_borrowed_base_grows_into_a_tail_and_answers_like_one_matrix(signs, monkeypatch) -> None:
+    """Rows past a mapped snapshot (a borrowed base) go into a tail of their own: the base is never copied to make
+    room (the first search after another process's edits copied the whole mapped matrix, ~1 s of CPU at a million
+    rows), and the base + tail answer exactly what one matrix with the same writes answers, removed and replaced
+    base rows never returned; a frozen view reads the same rows, and `own` folds the tail in."""
+    from saipling.storage import vector_matrix as vm
+    from saipling.storage.vector_matrix import quantize, steps_for
+
+    if signs and not hasattr(np, "bitwise_count"):
+        pytest.skip("numpy < 2: no popcount")
+    if not signs:
+        monkeypatch.setattr(vm, "_has_popcount", lambda: False)
+    rng = np.random.default_rng(11)
+    dims, n = 128, 9000
+    points = clustered(rng, n + 6000, dims)
+    vecs = {i + 1: points[i] for i in range(n)}
+    steps = steps_for(points[:n])
+    codes = quantize(points[:n], steps)
+    mapped = codes.copy()  # (stands for the snapshot's mapping: the matrix gets views of it, not its own arrays)
+    exact = lambda cs: {c: vecs[c] for c in cs if c in vecs}  # noqa: E731
+    matrix = VectorMatrix(np.arange(1, n + 1)[:], mapped[:], steps=steps, exact=exact)
+    one = VectorMatrix(np.arange(1, n + 1), codes.copy(), steps=steps, exact=exact)
+    assert matrix.borrowed and not one.borrowed
+    base = matrix._mat
+    removed = list(range(1, 400, 3))
+    nxt = n + 1
+    for step in range(5):  # a catch-up's writes: new chunks, removed and re-embedded base rows
+        new = {nxt + i: points[nxt - 1 + i] for i in range(900)}
+        nxt += 900
+        changed = {c: points[-1 - c - step] for c in range(1000 + step * 50, 1000 + step * 50 + 40)}
+        vecs.update(new)
+        vecs.update(changed)
+        for m in (matrix, one):
+            m.remove(removed[step::5])
+            m.add(list(new.items()) + list(changed.items()))
+        for c in removed[step::5]:
+            vecs.pop(c, None)
+    assert len(matrix) == len(one) == len(vecs) > n
+    assert matrix._mat is base and matrix.borrowed  # the base was never copied to make room
+    assert matrix._n > len(base) and len(matrix._tail) >= matrix._n - len(base)
+    gone = set(removed)
+    queries = list(points[n + 4500 : n + 4520]) + [points[r - 1] for r in removed[:5]]
+    allowed = np.asarray(sorted(c for c in vecs if c % 3), dtype=np.int64)
+    for q in queries:
+        got = matrix.knn(q, 10)
+        assert got == one.knn(q, 10)
+        assert [c for c, _ in got] == sorted(vecs, key=lambda c: -float(vecs[c] @ q))[:10]
+        assert not gone & {c for c, _ in got}
+        assert matrix.knn(q, 10, allowed) == one.knn(q, 10, allowed)
+    assert sorted(matrix.ids()) == sorted(vecs) and matrix.holding([n + 5, 4, 2]) == {n + 5, 2}
+    view = matrix.freeze(block=1000)
+    matrix.add([(nxt, points[-1])])  # (a write while the view is out: the view keeps what it saw)
+    got_ids = np.concatenate([i for i, _, _ in view.live_blocks()])
+    want_ids = np.concatenate([i for i, _, _ in one.live_blocks(1000)])
+    assert np.array_equal(got_ids, want_ids)
+    rows = np.concatenate([r for _, r, _ in view.live_blocks()])
+    assert np.array_equal(rows, np.concatenate([r for _, r, _ in one.live_blocks(1000)]))
+    matrix.thaw(view)
+    one.add([(nxt, points[-1])])
+    matrix.own()
+    assert not matrix.borrowed and not len(matrix._tail) and len(matrix._mat) >= matrix._n
+    for q in queries[:5]:
+        assert matrix.knn(q, 10) == one.knn(q, 10)

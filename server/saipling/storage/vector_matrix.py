@@ -13,6 +13,10 @@ scores every row on the codes, then rescores the best RESCORE candidates (at lea
 vectors (float16 on disk since schema 9, as float32), which the store reads from the index (`exact`):
 recall@10 against exact float32 search on real MiniLM vectors is measured in benchmarks/bench_scale.py --recall.
 
+A matrix made over a mapped snapshot's rows (a borrowed base) never copies them to grow: rows past the base go into
+a tail of their own (`_grow_tail`), searched beside it block by block (the sign pass, the pool's codes, the
+products); removed base rows are holes in the base's private pages. `own` folds the tail in.
+
 Not thread-safe on its own: the store calls it under its lock. `freeze` gives a read-only view of the rows as they
 are (`MatrixState`) that another thread may read without the lock (a snapshot written in the background): the
 matrix saves the view's blocks of rows it is about to write while such a view is out (copy on write, a block at a
@@ -62,6 +66,9 @@ POOL_BLOCK = 4096
 # went from 189-232 to 177-181 ms wall p50, the process's CPU unchanged (benchmarks/README.md S21).
 # KNN_THREADS = 1 turns it off.
 KNN_THREADS = 2
+# The first tail of a matrix whose base is a mapped snapshot (VectorMatrix._grow_tail): rows for the journal's new
+# chunks without copying the base; it grows geometrically from here
+TAIL_MIN = 4096
 SAMPLE_ROWS = 20_000  # the rows whose largest magnitudes set the steps of the codes
 HEADROOM = 1.25  # the codes' range over the largest magnitude of a dimension in the sample that set the steps
 _SCAN_IDS = 8  # ids looked up by a scan of the ids (no sorted index built for them: VectorMatrix._find)
@@ -174,6 +181,7 @@ class VectorMatrix:
         steps: np.ndarray | None = None,
         exact: Callable[[list[int]], dict[int, np.ndarray]] | None = None,
         bits: np.ndarray | None = None,
+        word_major_bits: bool = False,
     ) -> None:
         """ids: (n,) int64 chunk ids; mat: (n, dims) float32 unit vectors, ideally numpy-allocated (numpy asks
         for transparent huge pages on large arrays; a scan over a buffer of 4 KiB pages ran ~7% slower).
@@ -182,7 +190,8 @@ class VectorMatrix:
         a snapshot's mapped rows, storage/sqlite/snapshot.py): it writes them in place. `exact` reads exact float32
         vectors by chunk id (a compact matrix rescores its candidates
         with them; without it, the codes' scores are returned). `bits`: the codes' sign bits when known (`signs`
-        of `mat`, from a snapshot), else computed."""
+        of `mat`, from a snapshot: (rows, words), or (words, rows) with `word_major_bits`, then held as they are),
+        else computed."""
         if mat.ndim != 2 or len(ids) != len(mat):
             raise ValueError("ids and matrix rows differ")
         self.dims = int(mat.shape[1])
@@ -192,10 +201,20 @@ class VectorMatrix:
         # the codes' sign bits, word-major: (words, capacity) uint64 (see _by_signs); None without popcount
         self._bits: np.ndarray | None = None
         if steps is not None and _has_popcount():
-            ok = bits is not None and bits.shape == (len(self._mat), (self.dims + 63) // 64)
-            self._bits = word_major(bits if ok else signs(self._mat))
+            words = (self.dims + 63) // 64
+            if bits is not None and word_major_bits and bits.shape == (words, len(self._mat)):
+                self._bits = np.ascontiguousarray(bits, dtype=np.uint64)  # (a snapshot's mapped words: no copy)
+            else:
+                ok = bits is not None and not word_major_bits and bits.shape == (len(self._mat), words)
+                self._bits = word_major(bits if ok else signs(self._mat))
         self._scratch: _SignScratch | None = None  # the sign pass's reused buffers
-        self._n = len(ids)  # rows in use, holes included; capacity is len(self._mat)
+        self._n = len(ids)  # rows in use, holes included; capacity is len(self._mat) + len(self._tail)
+        # Rows past a borrowed base (a mapped snapshot) go into a tail of their own (`_reserve`): growing never
+        # copies the base. Row r is the base's row r below len(self._mat), else the tail's row r - len(self._mat).
+        self._tail = np.zeros((0, self.dims), dtype=self._mat.dtype)
+        self._tail_bits: np.ndarray | None = (
+            None if self._bits is None else np.zeros((self._bits.shape[0], 0), np.uint64)
+        )
         self._live = int(np.count_nonzero(self._ids >= 0))
         # Where a chunk's row is: no dict of every id (a million entries cost 0.26 s of CPU and ~100 MB before the
         # first answer, which needs none: a search reads ids by row). Looked up (`_find`) in the ids sorted, built
@@ -223,14 +242,16 @@ class VectorMatrix:
     def has_bits(self) -> bool:
         return self._bits is not None
 
-    def live_blocks(self, block: int = 65_536) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    def live_blocks(
+        self, block: int = 65_536, rows: bool = True
+    ) -> Iterable[tuple[np.ndarray, Any, np.ndarray | None]]:
         """(ids, rows, sign bits or None) of the live rows, a block of rows at a time (copies of that block only):
-        what a snapshot of the matrix writes (storage/sqlite/snapshot.py)."""
+        what a snapshot of the matrix writes (storage/sqlite/snapshot.py). `rows` False: None for the rows."""
         for start in range(0, self._n, block):
             end = min(self._n, start + block)
             keep = self._ids[start:end] >= 0
-            bits = None if self._bits is None else self._bits[:, start:end].T[keep]
-            yield self._ids[start:end][keep], self._mat[start:end][keep], bits
+            mat, bits = _span(self._mat, self._tail, self._bits, self._tail_bits, start, end)
+            yield self._ids[start:end][keep], mat[keep] if rows else None, None if bits is None else bits.T[keep]
 
     @property
     def borrowed(self) -> bool:
@@ -242,16 +263,22 @@ class VectorMatrix:
     def own(self) -> None:
         """Its rows and ids copied into arrays of its own when they are views of another buffer (the pages of a
         mapped snapshot, storage/sqlite/snapshot.py, before the mapping is let go: a page of a file cut short
-        kills the process that touches it). Call without a frozen view out (`freeze`): the view would go on
-        reading the old buffer."""
-        if not self._mat.flags.owndata:
-            mat = np.empty_like(self._mat)  # (numpy's allocation: huge pages, as the matrix's rows want)
-            np.copyto(mat, self._mat)
-            self._mat = mat
+        kills the process that touches it), its tail folded in (one array of rows again). A frozen view out
+        (`freeze`) goes on reading the old buffer: stop its reader before that buffer is let go."""
+        base, tailed = len(self._mat), len(self._tail) > 0
+        if not self._mat.flags.owndata or tailed:  # (the tail folded in: one array of rows again)
+            mat = np.empty((base + len(self._tail), self.dims), dtype=self._mat.dtype)  # (numpy's: huge pages)
+            np.copyto(mat[:base], self._mat)
+            mat[base:] = self._tail
+            self._mat, self._tail = mat, mat[:0]
         if not self._ids.flags.owndata:
             self._ids = self._ids.copy()
-        if self._bits is not None and not self._bits.flags.owndata:
-            self._bits = self._bits.copy()
+        if self._bits is not None and (not self._bits.flags.owndata or tailed):
+            tail = self._tail_bits if self._tail_bits is not None else self._bits[:, :0]
+            bits = np.empty((self._bits.shape[0], base + tail.shape[1]), dtype=np.uint64)
+            bits[:, :base] = self._bits
+            bits[:, base:] = tail
+            self._bits, self._tail_bits = bits, bits[:, :0]
 
     def freeze(self, block: int = 65_536) -> MatrixState:
         """A read-only view of the rows as they are now, readable (a `block` of rows at a time) from another thread
@@ -259,6 +286,7 @@ class VectorMatrix:
         write (copy on write, a block of rows at a time: ~25 MB of int8 codes per block at 384 dimensions), so the
         view keeps what it saw. Free when nothing changes meanwhile; `thaw` when done with it."""
         state = MatrixState(self._ids, self._mat, self._bits, self._n, len(self), self._steps, self.dims, block)
+        state.tail, state.tail_bits = self._tail, self._tail_bits
         self._shared = state
         return state
 
@@ -273,7 +301,7 @@ class VectorMatrix:
         state = self._shared
         if state is None:
             return
-        if not state.shares(self._mat):  # (grown or compacted since: new arrays, the view's are never written)
+        if not state.shares(self._mat, self._tail):  # (grown or compacted since: new arrays, never written)
             self._shared = None
             return
         state.keep(rows)
@@ -281,7 +309,7 @@ class VectorMatrix:
     @property
     def nbytes(self) -> int:
         """Memory of the rows and ids (capacity included)."""
-        return int(self._mat.nbytes + self._ids.nbytes)
+        return int(self._mat.nbytes + self._tail.nbytes + self._ids.nbytes)
 
     @classmethod
     def empty(cls, dims: int) -> VectorMatrix:
@@ -347,7 +375,7 @@ class VectorMatrix:
             self._placed.pop(cid, None)
         self._live -= len(rows)
         self._keep(rows)
-        self._mat[rows] = 0.0
+        self._put(rows, np.zeros((len(rows), self.dims), dtype=self._mat.dtype))
         self._ids[rows] = [-(r + 1) for r in rows]  # unique and negative: never a chunk id, never a duplicate
         self._holes.extend(rows)
         self._holes_arr = None
@@ -374,9 +402,8 @@ class VectorMatrix:
         if reuse:
             self._holes_arr = None
         self._keep(rows)
-        self._mat[rows] = codes = self._encode(vecs)
-        if self._bits is not None:
-            self._bits[:, rows] = signs(codes).T
+        codes = self._encode(vecs)
+        self._put(rows, codes, None if self._bits is None else signs(codes).T)
         self._ids[rows] = [int(cid) for cid, _ in items]
         for cid, r in zip((int(c) for c, _ in items), rows, strict=True):
             self._placed[cid] = r
@@ -384,9 +411,30 @@ class VectorMatrix:
         if self._index is not None and len(self._placed) > max(1024, self._n // 8):
             self._index = None  # (sorted again at the next lookup: the placed rows folded in)
 
+    def _put(self, rows: Sequence[int], codes: np.ndarray, bits: np.ndarray | None = None) -> None:
+        """`codes` (one row each) and their sign bits ((words, len(rows)), if any) written into `rows`, in the base
+        or the tail."""
+        base = len(self._mat)
+        at = np.asarray(rows, dtype=np.int64)
+        low = at < base
+        for mat, mbits, sel, off in ((self._mat, self._bits, low, 0), (self._tail, self._tail_bits, ~low, base)):
+            if not sel.any():
+                continue
+            mat[at[sel] - off] = codes[sel]
+            if bits is not None and mbits is not None:
+                mbits[:, at[sel] - off] = bits[:, sel]
+
+    def _capacity(self) -> int:
+        return len(self._mat) + len(self._tail)
+
     def _reserve(self, rows: int) -> None:
-        if rows <= len(self._mat):
+        if rows <= self._capacity():
             return
+        if not self._mat.flags.owndata:  # (a mapped snapshot's rows: never copied to make room)
+            self._grow_tail(rows)
+            return
+        if len(self._tail):  # (a base of its own again, `own`: one array)
+            self.own()
         capacity = max(rows, int(len(self._mat) * GROWTH) + 16)
         if self._steps is None and self.exact is not None and wants_compact(rows, self.dims):
             # grown past the size held compact (a first index into a searching server): codes from now on
@@ -400,19 +448,45 @@ class VectorMatrix:
         if self._bits is not None:
             bits = np.zeros((self._bits.shape[0], capacity), dtype=np.uint64)
             bits[:, : self._n] = self._bits[:, : self._n]
-            self._bits = bits
-        self._mat, self._ids = mat, ids
+            self._bits, self._tail_bits = bits, bits[:, :0]
+        self._mat, self._ids, self._tail = mat, ids, mat[:0]
+
+    def _grow_tail(self, rows: int) -> None:
+        """Room for `rows` rows in use by a bigger tail (the base, a mapped snapshot, left as it is): the tail's rows
+        and the ids copied (8 bytes a row), never the base's codes or sign bits."""
+        base, used = len(self._mat), max(0, self._n - len(self._mat))
+        capacity = max(rows - base, int(len(self._tail) * GROWTH) + 16, TAIL_MIN)
+        tail = np.zeros((capacity, self.dims), dtype=self._mat.dtype)
+        tail[:used] = self._tail[:used]
+        if self._tail_bits is not None:
+            tail_bits = np.zeros((self._tail_bits.shape[0], capacity), dtype=np.uint64)
+            tail_bits[:, :used] = self._tail_bits[:, :used]
+            self._tail_bits = tail_bits
+        ids = np.empty(base + capacity, dtype=np.int64)
+        ids[: self._n] = self._ids[: self._n]
+        self._tail, self._ids = tail, ids
 
     def _compact(self) -> None:
         live = np.nonzero(self._ids[: self._n] >= 0)[0]
-        ids, mat = self._ids[live], self._mat[live]
+        ids, mat = self._ids[live], self._gather(live)
         self.__init__(ids, mat, self._min_compact, steps=self._steps, exact=self.exact)  # type: ignore[misc]
 
     # -- reads ---------------------------------------------------------------------------------------------
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of the live rows, as new arrays (a compact matrix: its codes decoded, approximate)."""
         live = np.nonzero(self._ids[: self._n] >= 0)[0]
-        return self._ids[live], self._decode(self._mat[live])
+        return self._ids[live], self._decode(self._gather(live))
+
+    def _gather(self, rows: np.ndarray) -> np.ndarray:
+        """The codes (or float32 rows) of `rows`, a new array, from the base and the tail."""
+        at = np.asarray(rows, dtype=np.int64)
+        if not len(self._tail):
+            return self._mat[at]
+        out = np.empty((len(at), self.dims), dtype=self._mat.dtype)
+        low = at < len(self._mat)
+        out[low] = self._mat[at[low]]
+        out[~low] = self._tail[at[~low] - len(self._mat)]
+        return out
 
     def _decode(self, rows: np.ndarray) -> np.ndarray:
         return rows if self._steps is None else rows.astype(np.float32) * self._steps
@@ -427,7 +501,7 @@ class VectorMatrix:
         found = self._find(dict.fromkeys(int(c) for c in chunk_ids))
         if self._steps is not None and self.exact is not None:
             return self.exact(list(found))
-        return {c: self._decode(self._mat[r]).copy() for c, r in found.items()}
+        return {c: self._decode(self._gather(np.asarray([r]))[0]).copy() for c, r in found.items()}
 
     def knn(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) best first; `allowed` restricts the candidates to those chunk ids."""
@@ -448,10 +522,13 @@ class VectorMatrix:
             if pool < live // 2:
                 return self._by_signs(q, k, keep, pool, rescore)
         set_blas_threads_for(self._n * self.dims)
-        if self._steps is None:
-            sims = self._mat[: self._n] @ q  # a new array: masked in place below
-        else:  # the codes times the query scaled by each dimension's step: numpy casts a buffer at a time
-            sims = np.einsum("ij,j->i", self._mat[: self._n], q * self._steps, dtype=np.float32, casting="unsafe")
+        parts = []
+        for mat in self._segments():
+            if self._steps is None:
+                parts.append(mat @ q)  # a new array: masked in place below
+            else:  # the codes times the query scaled by each dimension's step: numpy casts a buffer at a time
+                parts.append(np.einsum("ij,j->i", mat, q * self._steps, dtype=np.float32, casting="unsafe"))
+        sims = parts[0] if len(parts) == 1 else np.concatenate(parts)
         # one product over every row, then the rows outside the filter masked out: copying the allowed rows
         # out first cost more than the product itself (56k x 384 floats, ~86 MB per search)
         if keep is not None:
@@ -476,7 +553,8 @@ class VectorMatrix:
         if self._steps is not None:
             return [self.knn(q, k) for q in qs]
         set_blas_threads_for(self._n * self.dims)
-        sims = self._mat[: self._n] @ qs.T  # (rows, queries)
+        parts = [mat @ qs.T for mat in self._segments()]  # (rows, queries)
+        sims = parts[0] if len(parts) == 1 else np.concatenate(parts)
         if self._holes:
             sims[self._holes_array()] = -np.inf
         ids = self._ids[: self._n]
@@ -487,6 +565,19 @@ class VectorMatrix:
             top = top[np.argsort(-col[top])]
             out.append([(int(ids[i]), float(col[i])) for i in top])
         return out
+
+    def _segments(self) -> list[np.ndarray]:
+        """The rows in use: the base's, then the tail's when it holds any."""
+        base = len(self._mat)
+        out = [self._mat[: min(self._n, base)]]
+        if self._n > base:
+            out.append(self._tail[: self._n - base])
+        return out
+
+    def _spans(self, n: int, block: int) -> list[tuple[int, int]]:
+        """Blocks (start, end) of at most `block` rows covering 0..n-1, none across the base's end."""
+        base = len(self._mat)
+        return [(s, min(hi, s + block)) for lo, hi in ((0, min(n, base)), (base, n)) for s in range(lo, hi, block)]
 
     def _holes_array(self) -> np.ndarray:
         if self._holes_arr is None:
@@ -526,12 +617,14 @@ class VectorMatrix:
         dist = scratch.dist[:n]
         counts = [np.zeros(far + 1, dtype=np.int64) for _ in scratch.xor]
 
+        spans, base, tail_bits = self._spans(n, SIGN_BLOCK), len(self._mat), self._tail_bits
+
         def block(b: int, slot: int) -> None:
-            start = b * SIGN_BLOCK
-            end = min(n, start + SIGN_BLOCK)
+            start, end = spans[b]
             xor, count, out = scratch.xor[slot][: end - start], scratch.count[slot][: end - start], dist[start:end]
+            src, off = (bits, 0) if start < base or tail_bits is None else (tail_bits, base)
             for w in range(words):
-                np.bitwise_xor(bits[w, start:end], qbits[w], out=xor)
+                np.bitwise_xor(src[w, start - off : end - off], qbits[w], out=xor)
                 if w == 0:
                     np.bitwise_count(xor, out=out, casting="unsafe")
                 else:
@@ -541,7 +634,7 @@ class VectorMatrix:
                 out[~keep[start:end]] = far
             counts[slot] += np.bincount(out, minlength=far + 1)
 
-        in_blocks(-(-n // SIGN_BLOCK), block)
+        in_blocks(len(spans), block)
         total = counts[0] + counts[1] if len(counts) > 1 else counts[0]
         if keep is None and self._holes:
             holes = self._holes_array()
@@ -556,15 +649,23 @@ class VectorMatrix:
         to float32 allocated ~5 bytes per code: 120 MB at 1M rows), the blocks shared with the helper thread."""
         scores = np.empty(len(near), dtype=np.float32)
         buffers = self._scratch_for(self._n).block
+        base = len(self._mat)
+        split = int(np.searchsorted(near, base)) if len(self._tail) else len(near)  # (the base's rows, then the tail's)
+        spans = [
+            (s, min(hi, s + POOL_BLOCK))
+            for lo, hi in ((0, split), (split, len(near)))
+            for s in range(lo, hi, POOL_BLOCK)
+        ]
 
         def block(b: int, slot: int) -> None:
-            start = b * POOL_BLOCK
-            end = min(len(near), start + POOL_BLOCK)
+            start, end = spans[b]
+            src, off = (self._mat, 0) if start < split else (self._tail, base)
+            at = near[start:end] if not off else near[start:end] - off
             # (mode "clip": with "raise", the default, numpy buffers `out` in a new array; the rows are in range)
-            rows = np.take(self._mat, near[start:end], axis=0, out=buffers[slot][: end - start], mode="clip")
+            rows = np.take(src, at, axis=0, out=buffers[slot][: end - start], mode="clip")
             np.einsum("ij,j->i", rows, qs, dtype=np.float32, casting="unsafe", out=scores[start:end])
 
-        in_blocks(-(-len(near) // POOL_BLOCK), block)
+        in_blocks(len(spans), block)
         return scores
 
     def _rescored(self, rows: np.ndarray, approx: np.ndarray, q: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -577,6 +678,10 @@ class VectorMatrix:
             scored += [(c, float(a)) for c, a in zip(cand, approx.tolist(), strict=True) if c not in exact]
         scored.sort(key=lambda cs: -cs[1])
         return scored[:k]
+
+
+class Stopped(RuntimeError):
+    """A frozen view's reader was stopped (MatrixState.stop, or its `abort` said so)."""
 
 
 class MatrixState:
@@ -598,8 +703,18 @@ class MatrixState:
     ) -> None:
         self._ids, self._mat, self._bits, self._n, self._live = ids, mat, bits, n, live
         self.steps, self.dims, self.block = steps, dims, block
+        self.tail: np.ndarray = mat[:0]  # the matrix's tail as frozen (VectorMatrix._grow_tail), set by `freeze`
+        self.tail_bits: np.ndarray | None = None
+        # Asked before each block is read: True stops the reader (`live_blocks` raises Stopped), e.g. the lease on
+        # the mapped snapshot the rows are pages of is breaking (storage/sqlite/vectors.py)
+        self.abort: Callable[[], bool] | None = None
+        self._stop = threading.Event()
         self._saved: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
         self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        """The reader of `live_blocks` stops before its next block (raises Stopped there)."""
+        self._stop.set()
 
     def __len__(self) -> int:
         return self._live
@@ -608,8 +723,8 @@ class MatrixState:
     def has_bits(self) -> bool:
         return self._bits is not None
 
-    def shares(self, mat: np.ndarray) -> bool:
-        return mat is self._mat
+    def shares(self, mat: np.ndarray, tail: np.ndarray | None = None) -> bool:
+        return mat is self._mat or (tail is not None and len(tail) > 0 and tail is self.tail)
 
     def keep(self, rows: Iterable[int]) -> None:
         """The blocks of `rows` (those the view covers) saved as they are, before the matrix writes them."""
@@ -617,22 +732,25 @@ class MatrixState:
         with self._lock:
             for b in blocks - self._saved.keys():
                 start, end = b * self.block, min(self._n, (b + 1) * self.block)
-                bits = None if self._bits is None else self._bits[:, start:end].T.copy()  # (rows, words)
-                self._saved[b] = (self._ids[start:end].copy(), self._mat[start:end].copy(), bits)
+                mat, bits = _span(self._mat, self.tail, self._bits, self.tail_bits, start, end)
+                saved = None if bits is None else bits.T.copy()  # (rows, words)
+                self._saved[b] = (self._ids[start:end].copy(), mat.copy(), saved)
 
-    def live_blocks(self, block: int = 0) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    def live_blocks(self, block: int = 0, rows: bool = True) -> Iterable[tuple[np.ndarray, Any, np.ndarray | None]]:
         """(ids, rows, sign bits or None) of the live rows as frozen, a block at a time (the view's own block size;
-        `block` is ignored)."""
+        `block` is ignored); `rows` False: None for the rows."""
         for b, start in enumerate(range(0, self._n, self.block)):
             end = min(self._n, start + self.block)
+            if self._stop.is_set() or (self.abort is not None and self.abort()):
+                raise Stopped("the rows it reads are being let go")
             with self._lock:  # (copies taken whole, before or after the matrix saves this block)
-                ids, mat, bits = self._saved.get(b) or (
-                    self._ids[start:end],
-                    self._mat[start:end],
-                    None if self._bits is None else self._bits[:, start:end].T,
-                )
+                saved = self._saved.get(b)
+                if saved is None:
+                    mat, wbits = _span(self._mat, self.tail, self._bits, self.tail_bits, start, end)
+                    saved = (self._ids[start:end], mat, None if wbits is None else wbits.T)
+                ids, mat, bits = saved
                 keep = ids >= 0
-                out = (ids[keep], mat[keep], None if bits is None else bits[keep])
+                out = (ids[keep], mat[keep] if rows else None, None if bits is None else bits[keep])
             yield out
 
 
@@ -646,6 +764,22 @@ class _SignScratch:
         self.xor = [np.empty(block, dtype=np.uint64) for _ in range(2)]
         self.count = [np.empty(block, dtype=np.uint16) for _ in range(2)]
         self.block = [np.empty((POOL_BLOCK, dims), dtype=np.int8) for _ in range(2)]
+
+
+def _span(
+    base: np.ndarray, tail: np.ndarray, base_bits: np.ndarray | None, tail_bits: np.ndarray | None, start: int, end: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rows start..end-1 of a matrix held as a base and a tail (VectorMatrix._grow_tail) and their word-major sign
+    bits (None without): views, or copies of the few blocks that cross the base's end."""
+    n = len(base)
+    if end <= n or not len(tail):
+        return base[start:end], None if base_bits is None else base_bits[:, start:end]
+    if start >= n:
+        return tail[start - n : end - n], None if tail_bits is None else tail_bits[:, start - n : end - n]
+    mat = np.concatenate([base[start:], tail[: end - n]])
+    if base_bits is None or tail_bits is None:
+        return mat, None
+    return mat, np.concatenate([base_bits[:, start:], tail_bits[:, : end - n]], axis=1)
 
 
 def sign_pool(rows: int) -> int:

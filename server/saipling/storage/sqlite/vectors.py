@@ -37,6 +37,8 @@ from ...lazy import np  # numpy loads on first use (cold CLI path)
 from ..base import ChunkFilter, PendingChunk, cache_key
 from ..vector_matrix import (
     SAMPLE_ROWS,
+    MatrixState,
+    Stopped,
     VectorMatrix,
     other_file_cosines,
     quantize,
@@ -106,14 +108,14 @@ def decoded_rows(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     return out
 
 
-def _lower_priority() -> None:
-    """The calling thread's CPU priority lowered (Linux: a thread's own nice value) so that a background job leaves
-    the cores to the searches; elsewhere nothing."""
+def lower_priority(by: int = SNAPSHOT_NICE) -> None:
+    """The calling thread's CPU priority lowered `by` (Linux: a thread's own nice value) so that a background job
+    leaves the cores to the searches; elsewhere nothing."""
     if not hasattr(threading, "get_native_id") or not hasattr(os, "setpriority") or sys.platform != "linux":
         return
     tid = threading.get_native_id()
     with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + SNAPSHOT_NICE))
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
 
 
 class Vectors:
@@ -134,6 +136,7 @@ class Vectors:
         self._skip_snapshot = False  # the next read of the matrix ignores the snapshot (it failed its check)
         self.snapshot_writes = 0
         self._snapshot_thread: threading.Thread | None = None  # the snapshot being written in the background
+        self._snapshot_state: MatrixState | None = None  # the frozen rows it reads (`_stop_writer`)
         self._snapshot_due = False  # one was wanted while another store of the process wrote one: the next search
         self.unembedded_scans = 0  # counts of the chunks with(out) a vector made in SQL (every chunk's row)
         self._counted: tuple[tuple[str, int, int, int | None], int] | None = None  # (state, count): _embedded
@@ -656,7 +659,14 @@ class Vectors:
         if snap is None:
             return False
         try:
-            matrix = VectorMatrix(snap.ids, snap.rows, steps=snap.steps, exact=self._exact_vectors, bits=snap.bits)
+            matrix = VectorMatrix(
+                snap.ids,
+                snap.rows,
+                steps=snap.steps,
+                exact=self._exact_vectors,
+                bits=snap.bits,
+                word_major_bits=snap.word_major,
+            )
             if snap.lease is not None:
                 snap.lease.watch(self._lease_broken)
         except (ValueError, RuntimeError):  # (RuntimeError: no thread to watch the lease)
@@ -683,8 +693,9 @@ class Vectors:
         """Start writing the matrix's snapshot (after a full read, or once many rows were patched since the last
         one) in a background thread: the search that asked returns at once and the others go on (a 269k-chunk
         snapshot takes ~0.8 s to write). The thread writes a frozen view of the matrix (VectorMatrix.freeze: the
-        rows as they are at the seq it records, whatever writes patch meanwhile). At most one is written at a time
-        per process. A failure is logged, never raised: the snapshot is a cache. Call under the lock."""
+        rows as they are at the seq it records, whatever writes patch meanwhile), a mapped snapshot's rows read from
+        the mapping while its lease is held (`_stop_writer`). At most one is written at a time per process. A
+        failure is logged, never raised: the snapshot is a cache. Call under the lock."""
         matrix = self._matrix
         if self.folder is None or not self.writable or matrix is None or len(matrix) < snapshot.MIN_ROWS:
             return
@@ -699,13 +710,17 @@ class Vectors:
             self._snapshot_due = True  # (one is being written: a later search writes this one)
             return
         self._since_snapshot, self._snapshot_due = 0, False  # (a failed write is not tried again at every search)
-        if self._lease is not None:  # (the writer's thread reads the rows without the lock: never from a mapping
-            matrix.own()  # that the lease's end could cut short under it)
-            self._let_go()
         state, seq, folder, check = matrix.freeze(), self._matrix_seq, self.folder, self._check
+        # The writer's thread reads the rows without the lock, those of a mapped snapshot from the mapping (copying
+        # them first cost ~0.65 s of CPU at a million rows, under the lock): it stops at the next block once the
+        # lease breaks, and the lease is never let go while it reads (`_let_go` stops it and waits for it first).
+        lease = self._lease
+        if lease is not None:
+            state.abort = lease.breaking
+        self._snapshot_state = state
 
         def job() -> None:
-            _lower_priority()
+            lower_priority()
             start = time.perf_counter()
             try:
                 if check is not None and not check.ok():  # (never a damaged snapshot's rows with a new CRC)
@@ -716,6 +731,8 @@ class Vectors:
                     "vector snapshot not written in %s: %s", folder, exc
                 )
                 _SHORT_OF_ROOM.add(str(folder))
+            except Stopped as exc:  # (the mapped rows it read are being let go: a later search writes it)
+                log.info("vector snapshot not written in %s: %s", folder, exc)
             except Exception as exc:  # noqa: BLE001 - a full disk, a folder swapped for a link...: searches go on
                 log.warning("vector snapshot not written in %s: %s", folder, exc)
             else:
@@ -751,10 +768,25 @@ class Vectors:
         self._let_go()
 
     def _let_go(self) -> None:
-        """Release the lease on the mapped snapshot (the matrix no longer reads it). Call under the lock."""
+        """Release the lease on the mapped snapshot (the matrix no longer reads it), once a snapshot being written
+        from the mapping stopped reading it (`_stop_writer`). Call under the lock."""
         lease, self._lease = self._lease, None
         if lease is not None:
+            self._stop_writer()
             lease.release()
+
+    def _stop_writer(self) -> None:
+        """The snapshot this store is writing from a mapped snapshot's rows, if any, stopped at its next block and
+        waited for (nothing reads the mapping after this); it is written again by a later search. (The writer's
+        thread never takes the lock: waiting for it under the lock is safe.)"""
+        state, thread = self._snapshot_state, self._snapshot_thread
+        self._snapshot_state = None
+        if state is None or state.abort is None or thread is None or not thread.is_alive():
+            return
+        state.stop()
+        if thread is not threading.current_thread():
+            thread.join()
+        self._snapshot_due = True
 
     def _lease_broken(self, lease: snapshot.Lease) -> None:
         """(The lease's watcher thread) another process waits to write or truncate the mapped snapshot: the matrix's
