@@ -59,6 +59,11 @@ LEXICAL_SPLIT = False
 # A hybrid search reads its whole-file list on this thread after the KNN, the worker only the chunk list (row S20:
 # the process's CPU the same, the worker's share, which this thread waited for, 50 -> 31 ms at 1.00M, 36 -> 24 at 269k)
 HYBRID_FILES_HERE = True
+# With HYBRID_FILES_HERE: the whole-file list is read by whichever thread is free first, the worker once it has
+# the chunk list or this thread once the KNN is done (`Claim`): since the KNN's sign pass (S21) the searching
+# thread was the longer one at both sizes (269k: KNN + whole-file list ~21-29 ms of CPU against the worker's chunk
+# list ~22; 1.00M: ~53 against ~29), and at a million chunks the worker had the time for it (row S27)
+HYBRID_FILES_FIRST_FREE = True
 
 KeywordLists = tuple[list[tuple[int, float]], list[tuple[str, float, int]]]
 
@@ -78,6 +83,26 @@ def fts_version(db: Database) -> tuple[bytes, ...]:
         )
 
 
+class Claim:
+    """A piece of work that either of two threads may do: the first `take` gets it, every later one is refused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken_by: str | None = None
+
+    def take(self, who: str) -> bool:
+        with self._lock:
+            if self._taken_by is None:
+                self._taken_by = who
+                return True
+            return False
+
+    @property
+    def taken_by(self) -> str | None:
+        with self._lock:
+            return self._taken_by
+
+
 class Unavailable(Exception):
     """The worker's connection could not be opened: the caller reads the lists itself (and the store serially)."""
 
@@ -94,10 +119,17 @@ class KeywordSide:
         self._guard = threading.Lock()  # start and close
 
     def submit(
-        self, query: KeywordQuery, limit: int, file_limit: int, flt: ChunkFilter | None
+        self,
+        query: KeywordQuery,
+        limit: int,
+        file_limit: int,
+        flt: ChunkFilter | None,
+        claim: Claim | None = None,
     ) -> concurrent.futures.Future[KeywordLists] | None:
         """The keyword (`limit` > 0) and whole-file (`file_limit` > 0) lists of `query` read on the worker;
-        None when there is no worker (closed, or its connection could not be opened): the caller reads them."""
+        None when there is no worker (closed, or its connection could not be opened): the caller reads them.
+        With `claim`, the whole-file list (after the chunk list) only if the worker takes the claim first (else
+        it is [] and the caller, which took it, reads it)."""
         with self._guard:
             if self._failed:
                 return None
@@ -105,12 +137,15 @@ class KeywordSide:
                 import concurrent.futures
 
                 self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saipling-keywords")
-            return self._pool.submit(self._read, query, limit, file_limit, flt)
+            return self._pool.submit(self._read, query, limit, file_limit, flt, claim)
 
-    def _read(self, query: KeywordQuery, limit: int, file_limit: int, flt: ChunkFilter | None) -> KeywordLists:
+    def _read(
+        self, query: KeywordQuery, limit: int, file_limit: int, flt: ChunkFilter | None, claim: Claim | None = None
+    ) -> KeywordLists:
         keywords = self._part()
         chunks = keywords.keyword_search(query, limit, flt) if limit > 0 else []
-        files = keywords.file_keyword_search(query, file_limit, flt) if file_limit > 0 else []
+        mine = file_limit > 0 and (claim is None or claim.take("worker"))
+        files = keywords.file_keyword_search(query, file_limit, flt) if mine else []
         return chunks, files
 
     def _part(self) -> Keywords:

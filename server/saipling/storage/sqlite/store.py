@@ -58,7 +58,7 @@ from .database import Database
 from .errors import mapped_errors, translated
 from .file_writes import FileWrites
 from .filters import FilterCache, where
-from .keyword_side import KeywordLists, KeywordSide, Unavailable
+from .keyword_side import Claim, KeywordLists, KeywordSide, Unavailable
 from .keywords import Keywords
 from .lock import HeldLock
 from .mentions import Mentions
@@ -505,6 +505,7 @@ class SqliteStore:
         side = self._keyword_side
         future = None
         files_here = False
+        claim: Claim | None = None
         searched, self._searched = self._searched, True  # (only the process's first search reads alone)
         if (
             side is not None
@@ -516,7 +517,10 @@ class SqliteStore:
             # whole-file list (hybrid); the whole-file list on the worker while this thread reads the chunk list
             # (lexical, with LEXICAL_SPLIT). keyword_side.py: how the work is split, rows S20 and S24.
             files_here = qvec is not None and keyword_side.HYBRID_FILES_HERE
-            future = side.submit(query, limit if qvec is not None else 0, 0 if files_here else file_limit, flt)
+            # (with HYBRID_FILES_FIRST_FREE, the whole-file list goes to the thread free first: `claim`)
+            claim = Claim() if files_here and keyword_side.HYBRID_FILES_FIRST_FREE and file_limit > 0 else None
+            worker_files = file_limit if claim is not None or not files_here else 0
+            future = side.submit(query, limit if qvec is not None else 0, worker_files, flt, claim)
         if future is None:
             return candidates_by_calls(self, query, limit, file_limit, qvec, flt)
         assert side is not None and query is not None
@@ -524,6 +528,7 @@ class SqliteStore:
         try:
             if qvec is not None:
                 out.vectors = self.knn(qvec, limit, flt)
+                files_here = files_here and (claim is None or claim.take("searcher"))
                 if files_here and file_limit > 0:
                     out.files = self.file_keyword_search(query, file_limit, flt)
             else:
