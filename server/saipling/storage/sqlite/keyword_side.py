@@ -7,9 +7,10 @@ KNN on one core while the other waits. The KNN runs on the in-memory matrix (num
 releases it while SQLite steps a statement, so the two overlap on two cores. The work is split so that both
 threads finish about together: a hybrid search's worker reads the chunk list while the searching thread runs the
 KNN, and the whole-file list is read by whichever of the two is free first (`Claim`); a lexical search's worker
-reads the whole-file list while the searching thread reads the chunk list. (Row S19 found a lexical search slower split this way on a quiet machine: then every
-search committed its log row to index.db and the worker's page cache was emptied each time; the log now has its
-own file, storage/sqlite/search_log.py, and split the lexical search costs less CPU than read serially: row S20.)
+reads the whole-file list while the searching thread reads the chunk list. (Row S19 found a lexical search slower
+split this way on a quiet machine: then every search committed its log row to index.db and the worker's page cache
+was emptied each time; the log now has its own file, storage/sqlite/search_log.py, and split the lexical search
+costs less CPU than read serially: row S20.)
 
 How: `KeywordSide` holds one read-only connection (opened on first use, `mode=ro`: it never writes the index) with
 its own `Database` lock and `Keywords` part (the same FTS5 statements, bound and filters as the store's own), used
