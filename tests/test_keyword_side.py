@@ -163,6 +163,7 @@ def test_the_workers_term_frequencies_follow_the_index_and_not_the_search_log(
     statements: list[str] = []
     side = store._keyword_side
     assert side is not None and side._conn is not None
+    side.submit(query, 10, 10, None).result(timeout=30)  # (both lists counted on the worker: either may read files)
     side._conn.exec_trace = lambda _cursor, sql, _bindings: statements.append(sql) or True
     store.log_search("candle", "cli", "lexical", 1, 1.0, 1.0)
     assert _lists(store.search_candidates(query, 10, 10, unit(7), None)) == _lists(first)
@@ -286,3 +287,41 @@ def test_the_whole_file_list_is_read_once_by_the_thread_free_first(
     assert len(readers) == 1  # read once
     on_worker = readers[0].startswith(WORKER)
     assert on_worker == (slow == "knn")  # by the worker while the KNN runs, else by the searching thread
+
+
+def test_the_candidates_paths_and_vectors_are_read_while_the_worker_reads_the_whole_file_list(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the worker took the whole-file list (keyword_side.Claim), the searching thread reads the candidates'
+    paths and the keyword candidates' vectors with the worker's chunk list meanwhile, not after it."""
+    from saipling.storage.sqlite import keywords as keywords_mod
+
+    query = kw("lantern", "harbour")
+    want = _serial(store, query, unit(7))
+    events: list[str] = []
+    real_files = keywords_mod.Keywords.file_keyword_search
+    real_knn, real_paths = store.knn, store.chunk_paths
+
+    def files(self, *args, **kwargs):
+        events.append("files start")
+        time.sleep(1.0)  # (longer than the KNN below)
+        try:
+            return real_files(self, *args, **kwargs)
+        finally:
+            events.append("files end")
+
+    def knn(*args, **kwargs):
+        time.sleep(0.3)  # (the worker is free first: it takes the whole-file list)
+        return real_knn(*args, **kwargs)
+
+    def paths(*args, **kwargs):
+        events.append("paths")
+        return real_paths(*args, **kwargs)
+
+    monkeypatch.setattr(keywords_mod.Keywords, "file_keyword_search", files)
+    monkeypatch.setattr(store, "knn", knn)
+    monkeypatch.setattr(store, "chunk_paths", paths)
+    got = store.search_candidates(query, 10, 10, unit(7), None)
+    assert _lists(got) == _lists(want) and got.keywords and got.files
+    assert got.keyword_vectors.keys() == want.keyword_vectors.keys() and got.keyword_vectors
+    assert events == ["files start", "paths", "files end"]

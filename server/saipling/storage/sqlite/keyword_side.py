@@ -90,6 +90,9 @@ class Claim:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._taken_by: str | None = None
+        # the worker's chunk list, set before it takes the claim: a searching thread that finds the claim taken
+        # reads the candidates' paths and vectors with it while the worker reads the whole-file list
+        self.chunks: list[tuple[int, float]] | None = None
 
     def take(self, who: str) -> bool:
         with self._lock:
@@ -145,6 +148,8 @@ class KeywordSide:
     ) -> KeywordLists:
         keywords = self._part()
         chunks = keywords.keyword_search(query, limit, flt) if limit > 0 else []
+        if claim is not None:
+            claim.chunks = chunks  # (before the claim is taken: see Claim.chunks)
         mine = file_limit > 0 and (claim is None or claim.take("worker"))
         files = keywords.file_keyword_search(query, file_limit, flt) if mine else []
         return chunks, files

@@ -525,12 +525,17 @@ class SqliteStore:
             return candidates_by_calls(self, query, limit, file_limit, qvec, flt)
         assert side is not None and query is not None
         out = Candidates()
+        early = False  # the paths and vectors read while the worker reads the whole-file list
         try:
             if qvec is not None:
                 out.vectors = self.knn(qvec, limit, flt)
                 files_here = files_here and (claim is None or claim.take("searcher"))
                 if files_here and file_limit > 0:
                     out.files = self.file_keyword_search(query, file_limit, flt)
+                elif claim is not None and claim.chunks is not None:  # (the worker took the claim: its chunks are in)
+                    out.keywords = claim.chunks
+                    out = with_paths_and_vectors(self, out, True)
+                    early = True
             else:
                 out.keywords = self.keyword_search(query, limit, flt)
         finally:
@@ -548,7 +553,7 @@ class SqliteStore:
             out.keywords = lists[0]
         if not files_here:
             out.files = lists[1]
-        return with_paths_and_vectors(self, out, qvec is not None)
+        return out if early else with_paths_and_vectors(self, out, qvec is not None)
 
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: ChunkFilter | None = None) -> list[tuple[int, str]]:
         """(chunk id, path) of every chunk of `paths` that passes `flt`."""
