@@ -333,3 +333,64 @@ def test_a_candidate_both_lists_hold_up_gets_its_whole_keyword_weight(tmp_path: 
         again = p.search({"query": CLAIM, "maxResults": 30, "explain": True})
         answer = [r for r in again["results"] if r["filePath"] == "answer.md"]
         assert answer and "keywordWeight" not in answer[0]["explain"]
+
+
+# -- what a hybrid search reads (the rows fusion read are not read again) --------------------------------------
+def test_a_hybrid_search_reads_each_chunk_row_once(diffuse: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fusion reads the top keyword hits' rows (their coverage); the live rows and the confidence reuse them, and
+    the live rows are read a page of the top k + LIVE_ROWS_MARGIN at a time (3 x k + 20 read 50 for a top 10)."""
+    from saipling.retrieval import search as search_mod
+
+    store = diffuse.store
+    read: list[int] = []
+    live: list[int] = []
+    in_live = [False]
+    real_read, real_live = store.chunks_by_id, search_mod.live_rows
+
+    def counting(chunk_ids: Any) -> Any:
+        read.extend(int(c) for c in chunk_ids)
+        if in_live[0]:
+            live.extend(int(c) for c in chunk_ids)
+        return real_read(chunk_ids)
+
+    def live_rows(*args: Any, **kwargs: Any) -> Any:
+        in_live[0] = True
+        try:
+            return real_live(*args, **kwargs)
+        finally:
+            in_live[0] = False
+
+    before = diffuse.search({"query": PARAPHRASE, "maxResults": 5, "explain": True})
+    monkeypatch.setattr(store, "chunks_by_id", counting)
+    monkeypatch.setattr(search_mod, "live_rows", live_rows)
+    after = diffuse.search({"query": PARAPHRASE, "maxResults": 5, "explain": True})
+    assert after["results"] == before["results"] and after["fusion"] == before["fusion"]
+    assert len(read) > len(live) >= 1  # (fusion's reads, then the live rows it did not read)
+    assert sorted(read) == sorted(set(read))  # no row read twice
+    assert len(live) <= search_mod.CONFIDENCE_DEPTH + search_mod.LIVE_ROWS_MARGIN  # (the confidence's depth)
+
+
+def test_the_confidence_reuses_fusions_coverages_only_under_the_same_idf(diffuse: Any) -> None:
+    """search._coverages: a coverage fusion computed is reused under the idf it was computed with, never another."""
+    from saipling.retrieval import search as search_mod
+    from saipling.retrieval.confidence import chunk_words, coverages, query_idf
+
+    rows = diffuse.store.chunks_by_id([cid for cid, _ in diffuse.store.keyword_search(_kq(PARAPHRASE), 5)])
+    assert len(rows) == 5
+    pairs = [(row, Ranked(cid, 0.0)) for cid, row in rows.items()]
+    idf = query_idf(diffuse, PARAPHRASE)
+    truth = coverages(idf, [chunk_words(row) for row, _ in pairs])
+    assert any(truth)
+    planted = fusion.Evidence(idf=dict(idf), chunk_coverage={pairs[0][1].chunk_id: 0.123})
+    got = search_mod._coverages(idf, pairs, planted)
+    assert got[0] == 0.123 and got[1:] == truth[1:]  # (reused where known, computed for the others)
+    other = dict(idf)
+    other[next(iter(other))] += 1.0
+    stale = fusion.Evidence(idf=other, chunk_coverage={pairs[0][1].chunk_id: 0.123})
+    assert search_mod._coverages(idf, pairs, stale) == truth
+
+
+def _kq(text: str) -> Any:
+    from saipling.storage.base import KeywordQuery
+
+    return KeywordQuery.parse(text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,7 @@ def test_the_workers_term_frequencies_follow_the_index_and_not_the_search_log(
     statements: list[str] = []
     side = store._keyword_side
     assert side is not None and side._conn is not None
+    side.submit(query, 10, 10, None).result(timeout=30)  # (both lists counted on the worker: either may read files)
     side._conn.exec_trace = lambda _cursor, sql, _bindings: statements.append(sql) or True
     store.log_search("candle", "cli", "lexical", 1, 1.0, 1.0)
     assert _lists(store.search_candidates(query, 10, 10, unit(7), None)) == _lists(first)
@@ -183,10 +185,10 @@ def test_each_thread_reads_one_list(store: Store, monkeypatch: pytest.MonkeyPatc
     assert side is not None
     submitted: list[tuple[int, int]] = []
     real = side.submit
-    side.submit = lambda q, limit, file_limit, flt: (
-        submitted.append((limit, file_limit))
+    side.submit = lambda q, limit, file_limit, flt, claim=None: (
+        submitted.append((limit, file_limit if claim is None else -file_limit))
         or real(  # type: ignore[method-assign]
-            q, limit, file_limit, flt
+            q, limit, file_limit, flt, claim
         )
     )
     got = store.search_candidates(kw("lantern", "harbour"), 10, 7, None, None)
@@ -196,7 +198,12 @@ def test_each_thread_reads_one_list(store: Store, monkeypatch: pytest.MonkeyPatc
     assert submitted == [(0, 7)]  # lexical: the whole-file list only
     got = store.search_candidates(kw("lantern", "harbour"), 10, 7, unit(7), None)
     assert got.keywords and got.files and got.vectors
-    assert submitted[1:] == [(10, 0)]  # hybrid: the chunk list only
+    assert submitted[1:] == [(10, -7)]  # hybrid: the chunk list, the whole-file list if it is free first (a claim)
+    monkeypatch.setattr(keyword_side, "HYBRID_FILES_FIRST_FREE", False)
+    got = store.search_candidates(kw("lantern", "harbour"), 10, 7, unit(7), None)
+    assert got.keywords and got.files and got.vectors
+    assert submitted[2:] == [(10, 0)]  # (without the claim: the chunk list only)
+    submitted[2:] = []
     store.search_candidates(kw("lantern", "harbour"), 10, 0, None, None)
     assert len(submitted) == 2  # (a lexical search without a whole-file list reads here alone)
 
@@ -230,12 +237,91 @@ def test_a_lexical_search_reads_both_lists_on_the_stores_connection_by_default(s
     assert side is not None
     submitted: list[tuple[int, int]] = []
     real = side.submit
-    side.submit = lambda q, limit, file_limit, flt: (  # type: ignore[method-assign]
-        submitted.append((limit, file_limit)) or real(q, limit, file_limit, flt)
+    side.submit = lambda q, limit, file_limit, flt, claim=None: (  # type: ignore[method-assign]
+        submitted.append((limit, file_limit if claim is None else -file_limit))
+        or real(q, limit, file_limit, flt, claim)
     )
     for _ in range(2):
         got = store.search_candidates(kw("lantern", "harbour"), 10, 7, None, None)
         assert got.keywords and got.files
     assert submitted == []
     got = store.search_candidates(kw("lantern", "harbour"), 10, 7, unit(7), None)
-    assert got.keywords and got.files and submitted == [(10, 0)]
+    assert got.keywords and got.files and submitted == [(10, -7)]  # (the whole-file list: keyword_side.Claim)
+
+
+@pytest.mark.parametrize("slow", ["knn", "worker"])
+def test_the_whole_file_list_is_read_once_by_the_thread_free_first(
+    store: Store, slow: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hybrid search's whole-file list goes to the first of the worker (its chunk list read) and the searching
+    thread (its KNN done) to be free (keyword_side.Claim): read once, the lists those of the store's connection."""
+    from saipling.storage.sqlite import keywords as keywords_mod
+
+    query = kw("lantern", "harbour")
+    want = _serial(store, query, unit(7))
+    readers: list[str] = []
+    real_files = keywords_mod.Keywords.file_keyword_search
+    real_chunks = keywords_mod.Keywords.keyword_search
+    real_knn = store.knn
+
+    def files(self, *args, **kwargs):
+        readers.append(threading.current_thread().name)
+        return real_files(self, *args, **kwargs)
+
+    def chunks(self, *args, **kwargs):
+        if slow == "worker" and threading.current_thread().name.startswith(WORKER):
+            time.sleep(0.5)
+        return real_chunks(self, *args, **kwargs)
+
+    def knn(*args, **kwargs):
+        if slow == "knn":
+            time.sleep(0.5)
+        return real_knn(*args, **kwargs)
+
+    monkeypatch.setattr(keywords_mod.Keywords, "file_keyword_search", files)
+    monkeypatch.setattr(keywords_mod.Keywords, "keyword_search", chunks)
+    monkeypatch.setattr(store, "knn", knn)
+    got = store.search_candidates(query, 10, 10, unit(7), None)
+    assert got.files and got.keywords and got.vectors
+    assert _lists(got) == _lists(want)
+    assert len(readers) == 1  # read once
+    on_worker = readers[0].startswith(WORKER)
+    assert on_worker == (slow == "knn")  # by the worker while the KNN runs, else by the searching thread
+
+
+def test_the_candidates_paths_and_vectors_are_read_while_the_worker_reads_the_whole_file_list(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the worker took the whole-file list (keyword_side.Claim), the searching thread reads the candidates'
+    paths and the keyword candidates' vectors with the worker's chunk list meanwhile, not after it."""
+    from saipling.storage.sqlite import keywords as keywords_mod
+
+    query = kw("lantern", "harbour")
+    want = _serial(store, query, unit(7))
+    events: list[str] = []
+    real_files = keywords_mod.Keywords.file_keyword_search
+    real_knn, real_paths = store.knn, store.chunk_paths
+
+    def files(self, *args, **kwargs):
+        events.append("files start")
+        time.sleep(1.0)  # (longer than the KNN below)
+        try:
+            return real_files(self, *args, **kwargs)
+        finally:
+            events.append("files end")
+
+    def knn(*args, **kwargs):
+        time.sleep(0.3)  # (the worker is free first: it takes the whole-file list)
+        return real_knn(*args, **kwargs)
+
+    def paths(*args, **kwargs):
+        events.append("paths")
+        return real_paths(*args, **kwargs)
+
+    monkeypatch.setattr(keywords_mod.Keywords, "file_keyword_search", files)
+    monkeypatch.setattr(store, "knn", knn)
+    monkeypatch.setattr(store, "chunk_paths", paths)
+    got = store.search_candidates(query, 10, 10, unit(7), None)
+    assert _lists(got) == _lists(want) and got.keywords and got.files
+    assert got.keyword_vectors.keys() == want.keyword_vectors.keys() and got.keyword_vectors
+    assert events == ["files start", "paths", "files end"]

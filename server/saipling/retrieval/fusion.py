@@ -53,6 +53,11 @@ class Evidence:
     vector_weight: float = 0.0
     # chunk id -> its own keyword weight, where both lists hold it up (`candidate_weights`); others: keyword_weight
     raised: dict[int, float] = field(default_factory=dict)
+    # what weighing read, for the search to use again instead of reading and scoring it twice: the chunk rows
+    # (retrieval.search.live_rows), and each chunk's own coverage (`chunk_words`) under the query's idf `idf`
+    rows: dict[int, Any] = field(default_factory=dict, repr=False)
+    idf: dict[str, float] | None = field(default=None, repr=False)
+    chunk_coverage: dict[int, float] = field(default_factory=dict, repr=False)
 
     def weight_of(self, chunk_id: int) -> float:
         """The keyword weight of one candidate."""
@@ -98,8 +103,10 @@ def weigh(
         for cid in in_short:
             if (row := rows.get(cid)) is not None:
                 texts.setdefault(row.path, []).append(f"{row.text or ''} {row.heading_path or ''}")
-        scored = [chunk_words(rows[cid]) for cid in top if cid in rows] + [" ".join(t) for t in texts.values()]
-        ev.coverage = max(coverages(idf, scored), default=0.0)
+        own = [cid for cid in top if cid in rows]
+        found = coverages(idf, [chunk_words(rows[cid]) for cid in own] + [" ".join(t) for t in texts.values()])
+        ev.coverage = max(found, default=0.0)
+        ev.rows, ev.idf, ev.chunk_coverage = rows, idf, dict(zip(own, found, strict=False))
     kw_files = _top_files(sorted(ranked, key=lambda c: -lex_of[c]), paths, AGREEMENT_DEPTH)
     with_cos = [c for c, r in ranked.items() if r.cosine is not None]
     vec_files = _top_files(sorted(with_cos, key=lambda c: -(ranked[c].cosine or 0.0)), paths, AGREEMENT_REACH)
@@ -108,7 +115,7 @@ def weigh(
     ev.keyword_weight = KEYWORD_WEIGHT * keyword_trust(ev.coverage, ev.agreement)
     if vector_z and ev.keyword_weight < KEYWORD_WEIGHT:
         idf = query_idf(project, query) if idf is None else idf
-        ev.raised = candidate_weights(project, idf, ev, vector_z, ranked, paths, short, rows)
+        ev.raised = candidate_weights(project, idf, ev, vector_z, ranked, paths, short, ev.rows)
     return ev
 
 
@@ -166,7 +173,10 @@ def candidate_coverages(
     wanted = dict.fromkeys([*cids, *(c for ids in members.values() for c in ids)])
     rows = {c: known[c] for c in wanted if c in known} if known else {}
     if missing := [c for c in wanted if c not in rows]:
-        rows.update(project.store.chunks_by_id(missing))
+        read = project.store.chunks_by_id(missing)
+        rows.update(read)
+        if isinstance(known, dict):  # (kept with the evidence's rows: the search reads none of them again)
+            known.update(read)
     whole = {p: " ".join(chunk_words(rows[c]) for c in ids if c in rows) for p, ids in members.items()}
     text_of: dict[int | str, str] = {}  # (a short file's text is read once, however many of its chunks rank)
     key_of: dict[int, int | str] = {}

@@ -6,10 +6,11 @@ of the store's connection (storage/sqlite/database.py); at a million chunks that
 KNN on one core while the other waits. The KNN runs on the in-memory matrix (numpy releases the GIL), and apsw
 releases it while SQLite steps a statement, so the two overlap on two cores. The work is split so that both
 threads finish about together: a hybrid search's worker reads the chunk list while the searching thread runs the
-KNN and then reads the whole-file list; a lexical search's worker reads the whole-file list while the searching
-thread reads the chunk list. (Row S19 found a lexical search slower split this way on a quiet machine: then every
-search committed its log row to index.db and the worker's page cache was emptied each time; the log now has its
-own file, storage/sqlite/search_log.py, and split the lexical search costs less CPU than read serially: row S20.)
+KNN, and the whole-file list is read by whichever of the two is free first (`Claim`); a lexical search's worker
+reads the whole-file list while the searching thread reads the chunk list. (Row S19 found a lexical search slower
+split this way on a quiet machine: then every search committed its log row to index.db and the worker's page cache
+was emptied each time; the log now has its own file, storage/sqlite/search_log.py, and split the lexical search
+costs less CPU than read serially: row S20.)
 
 How: `KeywordSide` holds one read-only connection (opened on first use, `mode=ro`: it never writes the index) with
 its own `Database` lock and `Keywords` part (the same FTS5 statements, bound and filters as the store's own), used
@@ -59,6 +60,11 @@ LEXICAL_SPLIT = False
 # A hybrid search reads its whole-file list on this thread after the KNN, the worker only the chunk list (row S20:
 # the process's CPU the same, the worker's share, which this thread waited for, 50 -> 31 ms at 1.00M, 36 -> 24 at 269k)
 HYBRID_FILES_HERE = True
+# With HYBRID_FILES_HERE: the whole-file list is read by whichever thread is free first, the worker once it has
+# the chunk list or this thread once the KNN is done (`Claim`): since the KNN's sign pass (S21) the searching
+# thread was the longer one at both sizes (269k: KNN + whole-file list ~21-29 ms of CPU against the worker's chunk
+# list ~22; 1.00M: ~53 against ~29), and at a million chunks the worker had the time for it (row S27)
+HYBRID_FILES_FIRST_FREE = True
 
 KeywordLists = tuple[list[tuple[int, float]], list[tuple[str, float, int]]]
 
@@ -78,6 +84,29 @@ def fts_version(db: Database) -> tuple[bytes, ...]:
         )
 
 
+class Claim:
+    """A piece of work that either of two threads may do: the first `take` gets it, every later one is refused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken_by: str | None = None
+        # the worker's chunk list, set before it takes the claim: a searching thread that finds the claim taken
+        # reads the candidates' paths and vectors with it while the worker reads the whole-file list
+        self.chunks: list[tuple[int, float]] | None = None
+
+    def take(self, who: str) -> bool:
+        with self._lock:
+            if self._taken_by is None:
+                self._taken_by = who
+                return True
+            return False
+
+    @property
+    def taken_by(self) -> str | None:
+        with self._lock:
+            return self._taken_by
+
+
 class Unavailable(Exception):
     """The worker's connection could not be opened: the caller reads the lists itself (and the store serially)."""
 
@@ -94,10 +123,17 @@ class KeywordSide:
         self._guard = threading.Lock()  # start and close
 
     def submit(
-        self, query: KeywordQuery, limit: int, file_limit: int, flt: ChunkFilter | None
+        self,
+        query: KeywordQuery,
+        limit: int,
+        file_limit: int,
+        flt: ChunkFilter | None,
+        claim: Claim | None = None,
     ) -> concurrent.futures.Future[KeywordLists] | None:
         """The keyword (`limit` > 0) and whole-file (`file_limit` > 0) lists of `query` read on the worker;
-        None when there is no worker (closed, or its connection could not be opened): the caller reads them."""
+        None when there is no worker (closed, or its connection could not be opened): the caller reads them.
+        With `claim`, the whole-file list (after the chunk list) only if the worker takes the claim first (else
+        it is [] and the caller, which took it, reads it)."""
         with self._guard:
             if self._failed:
                 return None
@@ -105,12 +141,17 @@ class KeywordSide:
                 import concurrent.futures
 
                 self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="saipling-keywords")
-            return self._pool.submit(self._read, query, limit, file_limit, flt)
+            return self._pool.submit(self._read, query, limit, file_limit, flt, claim)
 
-    def _read(self, query: KeywordQuery, limit: int, file_limit: int, flt: ChunkFilter | None) -> KeywordLists:
+    def _read(
+        self, query: KeywordQuery, limit: int, file_limit: int, flt: ChunkFilter | None, claim: Claim | None = None
+    ) -> KeywordLists:
         keywords = self._part()
         chunks = keywords.keyword_search(query, limit, flt) if limit > 0 else []
-        files = keywords.file_keyword_search(query, file_limit, flt) if file_limit > 0 else []
+        if claim is not None:
+            claim.chunks = chunks  # (before the claim is taken: see Claim.chunks)
+        mine = file_limit > 0 and (claim is None or claim.take("worker"))
+        files = keywords.file_keyword_search(query, file_limit, flt) if mine else []
         return chunks, files
 
     def _part(self) -> Keywords:

@@ -58,7 +58,7 @@ from .database import Database
 from .errors import mapped_errors, translated
 from .file_writes import FileWrites
 from .filters import FilterCache, where
-from .keyword_side import KeywordLists, KeywordSide, Unavailable
+from .keyword_side import Claim, KeywordLists, KeywordSide, Unavailable
 from .keywords import Keywords
 from .lock import HeldLock
 from .mentions import Mentions
@@ -505,6 +505,7 @@ class SqliteStore:
         side = self._keyword_side
         future = None
         files_here = False
+        claim: Claim | None = None
         searched, self._searched = self._searched, True  # (only the process's first search reads alone)
         if (
             side is not None
@@ -516,16 +517,25 @@ class SqliteStore:
             # whole-file list (hybrid); the whole-file list on the worker while this thread reads the chunk list
             # (lexical, with LEXICAL_SPLIT). keyword_side.py: how the work is split, rows S20 and S24.
             files_here = qvec is not None and keyword_side.HYBRID_FILES_HERE
-            future = side.submit(query, limit if qvec is not None else 0, 0 if files_here else file_limit, flt)
+            # (with HYBRID_FILES_FIRST_FREE, the whole-file list goes to the thread free first: `claim`)
+            claim = Claim() if files_here and keyword_side.HYBRID_FILES_FIRST_FREE and file_limit > 0 else None
+            worker_files = file_limit if claim is not None or not files_here else 0
+            future = side.submit(query, limit if qvec is not None else 0, worker_files, flt, claim)
         if future is None:
             return candidates_by_calls(self, query, limit, file_limit, qvec, flt)
         assert side is not None and query is not None
         out = Candidates()
+        early = False  # the paths and vectors read while the worker reads the whole-file list
         try:
             if qvec is not None:
                 out.vectors = self.knn(qvec, limit, flt)
+                files_here = files_here and (claim is None or claim.take("searcher"))
                 if files_here and file_limit > 0:
                     out.files = self.file_keyword_search(query, file_limit, flt)
+                elif claim is not None and claim.chunks is not None:  # (the worker took the claim: its chunks are in)
+                    out.keywords = claim.chunks
+                    out = with_paths_and_vectors(self, out, True)
+                    early = True
             else:
                 out.keywords = self.keyword_search(query, limit, flt)
         finally:
@@ -543,7 +553,7 @@ class SqliteStore:
             out.keywords = lists[0]
         if not files_here:
             out.files = lists[1]
-        return with_paths_and_vectors(self, out, qvec is not None)
+        return out if early else with_paths_and_vectors(self, out, qvec is not None)
 
     def chunk_ids_for_paths(self, paths: Sequence[str], flt: ChunkFilter | None = None) -> list[tuple[int, str]]:
         """(chunk id, path) of every chunk of `paths` that passes `flt`."""
