@@ -19,10 +19,18 @@ SKIP_DIRS = {"node_modules"}
 @dataclass
 class ScanEntry:
     rel: str
-    abs_path: Path
+    path: str | Path  # the file's absolute path; the scan keeps os.scandir's string (abs_path makes the Path)
     mtime_ns: int
     size: int
     corpus: str = "content"
+
+    @property
+    def abs_path(self) -> Path:
+        """The file's absolute path as a Path, made when first asked: a one-shot search's check of every file for
+        changes asks for none (a Path per file was ~10 us, ~50 ms of 5,126 files' ~100 ms scan, row S29)."""
+        if not isinstance(self.path, Path):
+            self.path = Path(self.path)
+        return self.path
 
 
 @dataclass
@@ -163,7 +171,7 @@ def scan(root: Path, settings: Settings) -> ScanResult:
                 log.warning("skipping %s: %d bytes is over maxFileBytes", rel, st.st_size)
                 continue
             result.entries.append(
-                ScanEntry(rel, Path(entry.path), st.st_mtime_ns, st.st_size, corpus_for(rel, settings))
+                ScanEntry(rel, entry.path, st.st_mtime_ns, st.st_size, corpus_for(rel, settings))
             )
     result.entries.sort(key=lambda e: e.rel)
     return result

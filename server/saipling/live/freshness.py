@@ -107,7 +107,7 @@ class LazySync:
             return []
         folders = folder_mtimes(str(root))  # before the scan: a file created during it shows up next time
         result = scan(root, self.project.settings)
-        files: dict[str, Stat] = {str(e.abs_path): (e.mtime_ns, e.size) for e in result.entries}
+        files: dict[str, Stat] = {os.fspath(e.path): (e.mtime_ns, e.size) for e in result.entries}
         for rel, _reason in result.skipped:  # e.g. a file too large today may shrink tomorrow
             path = os.path.join(root, rel)
             if os.path.isfile(path):
