@@ -25,7 +25,7 @@ from saipling.project import Project
 project = Project.open(sys.argv[1])
 opened = sorted(m for m in ("httpx", "httpcore", "rich", "pygments") if m in sys.modules)
 found = project.search({"query": sys.argv[2], "mode": sys.argv[3], "maxResults": 5})
-searched = sorted(m for m in ("httpx", "httpcore") if m in sys.modules)
+searched = sorted(m for m in ("httpx", "httpcore", "rich", "pygments") if m in sys.modules)
 project.close()
 print(json.dumps({"opened": opened, "searched": searched, "results": len(found["results"]),
                   "degraded": found.get("degraded")}))
@@ -60,7 +60,8 @@ def test_opening_a_project_with_an_http_provider_loads_no_http_client_until_it_e
     assert keyword["opened"] == [] and keyword["searched"] == []  # open + a keyword search: no HTTP client
     assert keyword["results"] >= 1 and api_server.count == sent
     semantic = _probe(root, "a storm at sea", "semantic")
-    assert semantic["opened"] == [] and semantic["searched"] == ["httpcore", "httpx"]  # made for the query
+    # made for the query, without httpx's command-line client (rich and pygments: ~0.1 s of CPU, row S29)
+    assert semantic["opened"] == [] and semantic["searched"] == ["httpcore", "httpx"]
     assert semantic["results"] >= 1 and semantic["degraded"] is None and api_server.count == sent + 1
 
 
@@ -82,3 +83,19 @@ def test_a_provider_abandoned_before_its_first_request_never_connects(api_server
         assert waited.is_set()
     finally:
         provider.close()
+
+
+def test_httpx_loaded_for_a_request_leaves_its_command_line_client_importable() -> None:
+    """load_httpx skips httpx._main (rich, pygments) while httpx loads, and only then: an explicit import of the
+    CLI module afterwards still works, and httpx's own names are all there."""
+    code = (
+        "import sys\n"
+        "from saipling.embeddings.http import load_httpx\n"
+        "httpx = load_httpx()\n"
+        "print(sorted(m for m in ('rich', 'pygments', 'httpx._main') if m in sys.modules))\n"
+        "assert load_httpx() is httpx and httpx.Client and httpx.ReadTimeout and callable(httpx.main)\n"
+        "import httpx._main\n"
+        "print(type(httpx._main.main).__name__, 'rich' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "Command True"]
