@@ -170,8 +170,6 @@ def scan(root: Path, settings: Settings) -> ScanResult:
                 result.skipped.append((rel, f"too large ({st.st_size} bytes > maxFileBytes {settings.max_file_bytes})"))
                 log.warning("skipping %s: %d bytes is over maxFileBytes", rel, st.st_size)
                 continue
-            result.entries.append(
-                ScanEntry(rel, entry.path, st.st_mtime_ns, st.st_size, corpus_for(rel, settings))
-            )
+            result.entries.append(ScanEntry(rel, entry.path, st.st_mtime_ns, st.st_size, corpus_for(rel, settings)))
     result.entries.sort(key=lambda e: e.rel)
     return result
