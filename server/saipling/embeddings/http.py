@@ -273,12 +273,13 @@ class HTTPClient:
             if self._client is None:
                 httpx = load_httpx()
 
-                from .http_guard import GuardedBackend, guard_client
+                from .http_guard import DeferredTrust, GuardedBackend, guard_client
 
                 backend = GuardedBackend(self._abort)
                 client = httpx.Client(
                     timeout=httpx.Timeout(self.timeout),
                     headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+                    verify=DeferredTrust(),  # (httpx's default context, its CAs read by the first TLS connection)
                 )
                 try:
                     guard_client(client, backend)
