@@ -65,6 +65,14 @@ def _freshen(project: Project) -> None:
         click.echo(f"note: {note}", err=True)
 
 
+def _one_blas_thread() -> None:
+    """A one-shot search loads numpy for one query's vector search, which calls no BLAS routine big enough for a
+    second thread: OpenBLAS started with one thread costs ~20 ms less CPU (row S29). Set only before numpy is
+    imported, only where the user has not set it, in this process (the servers keep the default)."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def _emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
@@ -580,6 +588,7 @@ def search(
     """Search the project by meaning and by words."""
     from ..retrieval.search import cli_request, run_search
 
+    _one_blas_thread()
     project = _open(root, embeds=mode != "lexical")
     try:
         if path_prefix:  # (an absolute one, as shell completion gives, is read from the root)
