@@ -66,9 +66,11 @@ def _freshen(project: Project) -> None:
 
 
 def _one_blas_thread() -> None:
-    """A one-shot search loads numpy for one query's vector search, which calls no BLAS routine big enough for a
-    second thread: OpenBLAS started with one thread costs ~20 ms less CPU (row S29). Set only before numpy is
-    imported, only where the user has not set it, in this process (the servers keep the default)."""
+    """A one-shot search loads numpy for one query: OpenBLAS started with one thread costs ~20 ms less CPU (row S29).
+    Its only big BLAS call is the exact float product of an index under 64M floats (55k x 384: min 24 ms on one
+    thread, 16 ms on two, at load 11), which a second thread shortens on a quiet machine only; the answers are the
+    same. Set only before numpy is imported, only where the user has not set it, in this process (the servers keep
+    the default: storage.vector_matrix.set_blas_threads_for chooses per product)."""
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
