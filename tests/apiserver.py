@@ -133,13 +133,18 @@ class FakeEmbeddingAPI:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
+        self._tls = False
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-    def start(self, port: int = 0) -> FakeEmbeddingAPI:
+    def start(self, port: int = 0, tls: Any = None) -> FakeEmbeddingAPI:
+        """Serve on 127.0.0.1; with `tls` (a server-side ssl.SSLContext) over HTTPS (`url` says https)."""
         self._stopping.clear()
         handler = type("Handler", (_Handler,), {"api": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._tls = tls is not None
+        if tls is not None:  # (a client refusing the certificate fails the handshake in accept: an OSError, ignored)
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self._server.daemon_threads = True
         self._server.block_on_close = False
         self._thread = threading.Thread(
@@ -171,7 +176,7 @@ class FakeEmbeddingAPI:
     def url(self) -> str:
         assert self._server is not None, "server not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self._tls else 'http'}://{host}:{port}"
 
     # -- scripting ---------------------------------------------------------------------------------------
     def script(self, *steps: Step) -> None:

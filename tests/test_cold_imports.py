@@ -7,6 +7,7 @@ of CPU) is made with the first request instead. Real processes and a real local 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -25,7 +26,7 @@ from saipling.project import Project
 project = Project.open(sys.argv[1])
 opened = sorted(m for m in ("httpx", "httpcore", "rich", "pygments") if m in sys.modules)
 found = project.search({"query": sys.argv[2], "mode": sys.argv[3], "maxResults": 5})
-searched = sorted(m for m in ("httpx", "httpcore") if m in sys.modules)
+searched = sorted(m for m in ("httpx", "httpcore", "rich", "pygments") if m in sys.modules)
 project.close()
 print(json.dumps({"opened": opened, "searched": searched, "results": len(found["results"]),
                   "degraded": found.get("degraded")}))
@@ -60,7 +61,8 @@ def test_opening_a_project_with_an_http_provider_loads_no_http_client_until_it_e
     assert keyword["opened"] == [] and keyword["searched"] == []  # open + a keyword search: no HTTP client
     assert keyword["results"] >= 1 and api_server.count == sent
     semantic = _probe(root, "a storm at sea", "semantic")
-    assert semantic["opened"] == [] and semantic["searched"] == ["httpcore", "httpx"]  # made for the query
+    # made for the query, without httpx's command-line client (rich and pygments: ~0.1 s of CPU, row S29)
+    assert semantic["opened"] == [] and semantic["searched"] == ["httpcore", "httpx"]
     assert semantic["results"] >= 1 and semantic["degraded"] is None and api_server.count == sent + 1
 
 
@@ -82,3 +84,60 @@ def test_a_provider_abandoned_before_its_first_request_never_connects(api_server
         assert waited.is_set()
     finally:
         provider.close()
+
+
+def test_httpx_loaded_for_a_request_leaves_its_command_line_client_importable() -> None:
+    """load_httpx skips httpx._main (rich, pygments) while httpx loads, and only then: an explicit import of the
+    CLI module afterwards still works, and httpx's own names are all there."""
+    code = (
+        "import sys\n"
+        "from saipling.embeddings.http import load_httpx\n"
+        "httpx = load_httpx()\n"
+        "print(sorted(m for m in ('rich', 'pygments', 'httpx._main') if m in sys.modules))\n"
+        "assert load_httpx() is httpx and httpx.Client and httpx.ReadTimeout and callable(httpx.main)\n"
+        "import httpx._main\n"
+        "print(type(httpx._main.main).__name__, 'rich' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "Command True"]
+
+
+CLI_PROBE = """
+import json, os, sys
+from saipling.cli.main import main
+try:
+    main(sys.argv[1:], prog_name="saipling")
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(json.dumps({"blas": os.environ.get("OPENBLAS_NUM_THREADS"), "numpy": "numpy" in sys.modules}), file=sys.stderr)
+"""
+
+
+def test_a_one_shot_search_starts_openblas_with_one_thread_unless_the_user_chose(
+    tmp_path: Path,
+    api_server: FakeEmbeddingAPI,  # noqa: F811
+) -> None:
+    """The CLI's semantic search loads numpy for one query (no BLAS call worth a second thread): OPENBLAS_NUM_THREADS
+    is 1 when numpy loads (~20 ms of CPU less, row S29); a value the user set is kept, and the answer is the same."""
+    root = tmp_path / "novel"
+    (root / ".saipling").mkdir(parents=True)
+    (root / "storm.md").write_text("# Storm\n\nThe storm broke over the harbour at dusk.\n", encoding="utf-8")
+    (root / ".saipling" / "config.toml").write_text(
+        f'provider = "openai"\nbaseUrl = "{api_server.url}/v1"\nmodel = "text-embedding-3-small"\ndimensions = 8\n',
+        encoding="utf-8",
+    )
+    subprocess.run(
+        [sys.executable, "-m", "saipling", "index", str(root), "--yes"], capture_output=True, timeout=120, check=True
+    )
+    env = {k: v for k, v in os.environ.items() if k not in {"OPENBLAS_NUM_THREADS", "OPENAI_API_KEY"}}
+    args = ["search", "a storm at sea", "--mode", "semantic", "--json", "--root", str(root)]
+    seen = []
+    for chosen in (None, "2"):
+        run_env = env if chosen is None else env | {"OPENBLAS_NUM_THREADS": chosen}
+        out = subprocess.run(
+            [sys.executable, "-c", CLI_PROBE, *args], capture_output=True, text=True, env=run_env, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+        seen.append(json.loads(out.stderr.strip().splitlines()[-1]))
+        assert json.loads(out.stdout)["results"][0]["filePath"] == "storm.md"
+    assert seen == [{"blas": "1", "numpy": True}, {"blas": "2", "numpy": True}]

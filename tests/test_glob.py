@@ -106,6 +106,18 @@ def test_the_matcher_agrees_with_the_regex_it_replaced(pattern: str, path: str) 
     assert fast.fullmatch(path) == table.fullmatch(path) == whole, (pattern, path)
 
 
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(globs=st.lists(patterns, max_size=3), path=st.text(alphabet="ab./é", max_size=10))
+@example(globs=["**/*.md"], path="a/é.md")
+@example(globs=["**/*.md"], path="a/b.mdx")
+@example(globs=[], path="a")
+def test_the_scans_one_function_matcher_agrees_with_any_match(globs: list[str], path: str) -> None:
+    """any_matcher (the scan's check of every file against include and exclude, row S29) is any_match."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        assert paths.any_matcher(globs)(path) == paths.any_match(path, globs), (globs, path)
+
+
 def test_behaviours_the_scanner_and_filters_rely_on() -> None:
     cases = [
         ("drafts/a.md", "drafts", True),

@@ -398,3 +398,14 @@ def test_folder_name_exclude_matches_everything_under_it(tmp_path):
     assert glob_match("book/drafts/deep/a.md", "drafts")
     assert not glob_match("drafts.md", "drafts")
     assert not glob_match("notes/sub/x.md", "notes/*.md")
+
+
+def test_a_scan_keeps_each_files_path_as_a_string_and_makes_its_path_object_on_demand(tmp_path: Path) -> None:
+    """A one-shot search scans every file for changes and never opens one: the entries keep os.scandir's path
+    string (a Path per file was half the scan's CPU at 5,126 files, row S29); abs_path is the same file as before."""
+    root = make_project(tmp_path, {"a.md": "# A\n\nOne.\n", "sub/deep/b.md": "# B\n\nTwo.\n"})
+    entries = scan(root, Settings()).entries
+    assert [e.rel for e in entries] == ["a.md", "sub/deep/b.md"]
+    assert all(type(e.path) is str and e.path == os.path.join(root, *e.rel.split("/")) for e in entries)
+    assert [e.abs_path for e in entries] == [root / "a.md", root / "sub" / "deep" / "b.md"]
+    assert entries[1].abs_path.read_text(encoding="utf-8") == "# B\n\nTwo.\n" and entries[1].abs_path is entries[1].path

@@ -7,6 +7,7 @@ import os
 import re
 import threading
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -325,6 +326,18 @@ def glob_match(rel_path: str, pattern: str) -> bool:
 
 def any_match(rel_path: str, patterns: list[str]) -> bool:
     return any(glob_match(rel_path, p) for p in patterns)
+
+
+def any_matcher(patterns: list[str]) -> Callable[[str], bool]:
+    """`any_match(rel, patterns)` as one function of `rel`, for a loop over many paths (the scan's check of every
+    file, ~3x faster): one glob with a regex (`**/*.md`, the default include) is its regex's match on ASCII paths."""
+    globs = [compile_glob(p) for p in patterns]
+    if not globs:
+        return lambda rel: False
+    if len(globs) == 1 and (rx := globs[0]._match_rx) is not None:
+        only = globs[0]
+        return lambda rel: rx(rel) is not None if rel.isascii() else only.match(rel)
+    return lambda rel: any(glob_match(rel, p) for p in patterns)
 
 
 def to_rel(root: Path, path: Path) -> str:

@@ -27,9 +27,11 @@ import abc
 import email.utils
 import logging
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -79,6 +81,27 @@ DEFAULT_REPLY_CAP = 64_000_000
 # bytes of an error reply read (enough to quote its message)  # what is sent to learn that a server has finished an
 # abandoned request
 ERROR_REPLY_CAP = 65_536
+_IMPORTING = threading.Lock()
+
+
+def load_httpx() -> ModuleType:
+    """httpx, imported without its command-line client. httpx's `__init__` imports `httpx._main` for `httpx.main`,
+    which imports rich and pygments (~0.1 s of CPU a cold `saipling search` paid for a tool it never runs, row S29).
+    A None in sys.modules makes that one import fail with ImportError, which httpx handles as a missing extra (its
+    `main` then says the CLI's dependencies are not installed); the entry is removed after, so `import httpx._main`
+    still works later. A process that imported httpx already (the MCP SDK does) is left as it is."""
+    if (loaded := sys.modules.get("httpx")) is not None:
+        return loaded
+    with _IMPORTING:
+        blocked = "httpx._main" not in sys.modules
+        if blocked:
+            sys.modules["httpx._main"] = None  # type: ignore[assignment]
+        try:
+            import httpx
+        finally:
+            if blocked and "httpx._main" in sys.modules and sys.modules["httpx._main"] is None:
+                del sys.modules["httpx._main"]
+    return httpx
 
 
 def should_retry(outcome: Outcome) -> bool:
@@ -248,14 +271,15 @@ class HTTPClient:
             if self._closed:
                 raise ProviderAbandoned(f"{self.label}: the provider was closed, no request is sent ({self.shown_url})")
             if self._client is None:
-                import httpx
+                httpx = load_httpx()
 
-                from .http_guard import GuardedBackend, guard_client
+                from .http_guard import DeferredTrust, GuardedBackend, guard_client
 
                 backend = GuardedBackend(self._abort)
                 client = httpx.Client(
                     timeout=httpx.Timeout(self.timeout),
                     headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+                    verify=DeferredTrust(),  # (httpx's default context, its CAs read by the first TLS connection)
                 )
                 try:
                     guard_client(client, backend)
@@ -292,7 +316,7 @@ class HTTPClient:
         someone waiting: a search), the request is tried once and must be over by then: no retry, no
         Retry-After wait.
         """
-        import httpx
+        httpx = load_httpx()
 
         from .http_guard import TooLarge, request_deadline
 

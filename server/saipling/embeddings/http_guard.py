@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
+import ssl
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -173,6 +176,54 @@ def guard_client(client: httpx.Client, backend: GuardedBackend) -> None:
         if pool is None or not hasattr(pool, "_network_backend"):
             raise RuntimeError(f"cannot set deadlines on {type(transport).__name__} (httpx {httpx.__version__})")
         pool._network_backend = backend
+
+
+class DeferredTrust(ssl.SSLContext):
+    """httpx's default TLS context (`httpx.create_ssl_context()`: hostnames checked, certificates required, the CAs
+    of SSL_CERT_FILE, else SSL_CERT_DIR, else certifi's bundle; SSLKEYLOGFILE honoured as the ssl module does) with
+    the CAs read before the first TLS connection instead of when the client is made: reading certifi's bundle was
+    ~25 ms of CPU of every process that embeds a query, though a local `http://` server never uses it (row S29).
+    Every connection is wrapped by `wrap_socket` or `wrap_bio` (httpcore's sync backend, TLS through a proxy):
+    both load the CAs first, so nothing is ever verified against an empty store."""
+
+    _loaded: bool
+    _loading: threading.Lock
+
+    def __new__(cls) -> DeferredTrust:
+        ctx = super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)  # (check_hostname on, CERT_REQUIRED)
+        ctx._loaded, ctx._loading = False, threading.Lock()
+        keylog = os.environ.get("SSLKEYLOGFILE")
+        if keylog and not sys.flags.ignore_environment:
+            ctx.keylog_filename = keylog
+        return ctx
+
+    def __init__(self) -> None:  # (the protocol is chosen in __new__)
+        pass
+
+    def load_trust(self) -> None:
+        """Read the CAs once (idempotent, thread-safe)."""
+        if self._loaded:
+            return
+        with self._loading:
+            if self._loaded:
+                return
+            if cafile := os.environ.get("SSL_CERT_FILE"):
+                self.load_verify_locations(cafile=cafile)
+            elif capath := os.environ.get("SSL_CERT_DIR"):
+                self.load_verify_locations(capath=capath)
+            else:
+                import certifi
+
+                self.load_verify_locations(cafile=certifi.where())
+            self._loaded = True
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        self.load_trust()
+        return super().wrap_socket(*args, **kwargs)
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        self.load_trust()
+        return super().wrap_bio(*args, **kwargs)
 
 
 class TooLarge(Exception):
