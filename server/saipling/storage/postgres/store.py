@@ -565,6 +565,13 @@ class PostgresStore:
     def restore_indexes(self) -> None:
         return None
 
+    def fill_file_text(self, max_files: int) -> int:
+        """Nothing to fill: files are always written with their whole-file keywords (`defer_indexes` defers none)."""
+        return 0
+
+    def file_text_pending(self) -> bool:
+        return False
+
     def replace_files(self, files: Sequence[FileWrite]) -> None:
         """Each file's `replace_file` (no vectors), all in one transaction."""
         with self.atomic():

@@ -408,6 +408,12 @@ class SqliteStore:
     def restore_indexes(self) -> None:
         self._files.restore_indexes()
 
+    def fill_file_text(self, max_files: int) -> int:
+        return self._files.fill_file_text(max_files)
+
+    def file_text_pending(self) -> bool:
+        return self._files.file_text_pending()
+
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         self._files.touch_file(path, mtime_ns, size)
 
