@@ -175,7 +175,7 @@ class IndexSummary:
 
 def progress_of(record: dict[str, Any]) -> IndexProgress:
     """Another process's run as an IndexProgress (its phase: keywords or embedding; starting counts as keywords)."""
-    phase = record.get("phase") if record.get("phase") in ("keywords", "embedding") else "keywords"
+    phase = record.get("phase") if record.get("phase") in ("keywords", "file_keywords", "embedding") else "keywords"
 
     def number(key: str) -> int:
         value = record.get(key)
