@@ -45,13 +45,31 @@ def docsizes(db: Path) -> list[tuple]:
         conn.close()
 
 
-def kept_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, edit: str | None = None) -> Path:
+# files whose whole-file keywords hold more than their passages: identifier parts and CJK bigrams
+EXTRAS = {
+    "code.md": "# Streams\n\nCall `createReadStream` then `setTimeout()`; `createReadStream` again.\n\n## More\n\n"
+    "Use `readFileSync` or `setTimeout`.\n",
+    "jp.md": "# 海辺の町\n\n東京の海辺で灯台守が手紙を書いた。\n\n## 二\n\n灯台の光が海を照らす。\n",
+}
+
+
+def with_extras(root: Path) -> Path:
+    for rel, text in EXTRAS.items():
+        write_file(root, rel, text)
+    return root
+
+
+def kept_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, edit: str | None = None, extras: bool = False
+) -> Path:
     """The same vault indexed writing every file's whole-file keywords at once (no first-index deferral)."""
     with monkeypatch.context() as m:
         m.setattr(text_phase, "DEFER_INDEXES_MIN_FILES", 10**9)
         root = vault(tmp_path, name)
         if edit is not None:
             write_file(root, "book/ch003.md", edit)
+        if extras:
+            with_extras(root)
         with open_project(root) as project:
             project.index()
     return root / ".saipling" / "index.db"
@@ -133,16 +151,18 @@ def test_a_fill_a_killed_run_left_is_finished_by_the_next_run(tmp_path: Path, mo
     assert file_rows(db) == (5, 5)
     # the same in a project: killed before its fill, the next (incremental) run finishes it
     monkeypatch.setattr(indexer.Indexer, "_fill_file_text", lambda *a: None)
-    root = vault(tmp_path, "killed")
+    root = with_extras(vault(tmp_path, "killed"))
     with open_project(root) as project:
         project.index()
     first = root / ".saipling" / "index.db"
-    assert file_rows(first) == (FILES, 0)
+    assert file_rows(first) == (FILES + 2, 0)
     monkeypatch.undo()
     with open_project(root) as project:
         assert status.report(project)["fileKeywordsPending"] is True
         summary = project.index()
         assert summary.changed == 0 and status.report(project)["fileKeywordsPending"] is False
-    kept = kept_index(tmp_path, monkeypatch, "killed-kept")
-    assert file_rows(first) == (FILES, FILES)
+    kept = kept_index(tmp_path, monkeypatch, "killed-kept", extras=True)
+    assert file_rows(first) == (FILES + 2, FILES + 2)
     assert content(first) == content(kept) and vocab(first) == vocab(kept) and docsizes(first) == docsizes(kept)
+    terms = {t for t, _doc, _cnt in vocab(first)[1]}
+    assert {"timeout", "stream", "海辺"} <= terms  # (identifier parts and CJK bigrams: filled too)

@@ -53,6 +53,18 @@ _SELECT_ROWS = (
 INSERT_ROWS = 1000
 # the files `fill_file_text` gives their whole-file keyword row in one call (one transaction): ~0.1 s of SQL here
 FILL_FILES = 256
+# the next files without a whole-file keyword row (rowid order, after a rowid) and their words as `_write_file_row`
+# writes them, joined by SQLite (`_joined_file_text` puts them together)
+_FILL_SELECT = """
+    SELECT f.rowid,
+        (SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c WHERE c.path = f.path),
+        (SELECT group_concat(c.ident_words, char(10) ORDER BY c.chunk_index) FROM chunks c
+            WHERE c.path = f.path AND c.ident_words != ''),
+        (SELECT group_concat(c.cjk_words, char(10) ORDER BY c.chunk_index) FROM chunks c
+            WHERE c.path = f.path AND c.cjk_words != '')
+    FROM files f
+    WHERE f.rowid > ? AND NOT EXISTS (SELECT 1 FROM files_fts_docsize d WHERE d.id = f.rowid)
+    ORDER BY f.rowid LIMIT ?"""
 
 
 class FileWrites:
@@ -208,28 +220,13 @@ class FileWrites:
             if not self.file_text_pending():
                 return 0
             with self.db.atomic():
-                files = list(
-                    self.db.conn.execute(
-                        "SELECT f.rowid, f.path FROM files f WHERE f.rowid > ? AND NOT EXISTS"
-                        " (SELECT 1 FROM files_fts_docsize d WHERE d.id = f.rowid) ORDER BY f.rowid LIMIT ?",
-                        (self._filled_to, max_files),
-                    )
-                )
+                # (each file's passages joined by SQLite, in chunk order; its identifier and CJK words only where any)
+                files = list(self.db.conn.execute(_FILL_SELECT, (self._filled_to, max_files)))
                 if not files:
                     self.db.conn.execute("DELETE FROM meta WHERE key = ?", (FILE_TEXT_META,))
                     self._filled_to = 0
                     return 0
-                parts: dict[str, tuple[list[str], list[str], list[str]]] = {p: ([], [], []) for _, p in files}
-                for path, text, ident, cjk in self.db.conn.execute(
-                    "SELECT path, text, ident_words, cjk_words FROM chunks"
-                    " WHERE path IN (SELECT value FROM json_each(?)) ORDER BY path, chunk_index",
-                    (json.dumps(list(parts)),),
-                ):
-                    texts, idents, cjks = parts[path]
-                    texts.append(text)
-                    idents.append(ident)
-                    cjks.append(cjk)
-                rows = [(rowid, _file_text(*parts[path])) for rowid, path in files]
+                rows = [(rowid, _joined_file_text(texts, idents, cjk)) for rowid, texts, idents, cjk in files]
                 self.db.conn.executemany("INSERT INTO files_fts(rowid, text) VALUES (?, ?)", rows)
                 self._filled_to = files[-1][0]
             return len(files)
@@ -303,6 +300,15 @@ def _file_text(texts: Sequence[str], idents: Sequence[str | None], cjk: Sequence
     `setTimeout`), then its CJK bigrams."""
     idents_seen = dict.fromkeys(w for iw in idents if iw for w in iw.split("\n"))
     return "\n".join([*(t or "" for t in texts), *idents_seen, *(w for w in cjk if w)])
+
+
+def _joined_file_text(texts: str | None, idents: str | None, cjk: str | None) -> str:
+    """`_file_text` from a file's passages, identifier words and CJK words as `_FILL_SELECT` joins them (each by a
+    newline, in chunk order; the last two of the passages holding any): the same text."""
+    if texts is None:  # (a file without passages)
+        return ""
+    parts = [texts, *dict.fromkeys(idents.split("\n"))] if idents else [texts]
+    return "\n".join([*parts, cjk] if cjk else parts)
 
 
 _cjk_search: Callable[[str], object] | None = None
