@@ -222,6 +222,7 @@ class PostgresStore:
     """The index of one project: one workspace of a PostgreSQL database."""
 
     backend = "postgresql"
+    keeps_previews = True  # (ChunkRow.preview is stored)
 
     def __init__(self, conn: psycopg.Connection, url: str, workspace: str, ws: int, size: int = 1) -> None:
         # the calling thread's connection under `with self._lock:` (storage/postgres/sessions.py)

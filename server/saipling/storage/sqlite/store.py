@@ -100,6 +100,8 @@ def _stored_chunk(row: Sequence[Any]) -> StoredChunk:
 class SqliteStore:
     """The index of one project in a SQLite file (or in memory: `:memory:`)."""
 
+    keeps_previews = False  # a chunk's preview is derived from its text on reading (`_stored_chunk`), never stored
+
     def __init__(self, conn: apsw.Connection, path: str, rebuilt: str | None = None, readonly: bool = False) -> None:
         self.path = path
         self.rebuilt = rebuilt  # reason, when a corrupted index was moved aside at open
