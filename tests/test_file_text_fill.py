@@ -166,3 +166,27 @@ def test_a_fill_a_killed_run_left_is_finished_by_the_next_run(tmp_path: Path, mo
     assert content(first) == content(kept) and vocab(first) == vocab(kept) and docsizes(first) == docsizes(kept)
     terms = {t for t, _doc, _cnt in vocab(first)[1]}
     assert {"timeout", "stream", "海辺"} <= terms  # (identifier parts and CJK bigrams: filled too)
+
+
+def test_a_fill_that_fails_leaves_the_run_and_its_passages_and_the_next_run_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from saipling.errors import StorageError
+
+    def full_disk(self: SqliteStore, max_files: int) -> int:
+        raise StorageError("database or disk is full")
+
+    root = vault(tmp_path, "full")
+    db = root / ".saipling" / "index.db"
+    with monkeypatch.context() as m:
+        m.setattr(SqliteStore, "fill_file_text", full_disk)
+        with open_project(root) as project:
+            summary = project.index()  # (no exception: the passages are stored)
+            assert summary.files == FILES and not summary.failed
+            found = project.search({"query": "Keeper", "mode": "lexical", "maxResults": 3})["results"]
+            assert found and status.report(project)["fileKeywordsPending"] is True
+    assert file_rows(db) == (FILES, 0)
+    with open_project(root) as project:
+        project.index()
+        assert status.report(project)["fileKeywordsPending"] is False
+    assert file_rows(db) == (FILES, FILES)

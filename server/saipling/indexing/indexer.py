@@ -299,8 +299,12 @@ class Indexer:
                 raise IndexCancelled("indexing cancelled")
             if progress:
                 progress(IndexProgress(min(done, total), total, None, 0, "file_keywords"))
-            with self.text.write_lock:
-                filled = self.store.fill_file_text(FILL_FILE_TEXT)
+            try:
+                with self.text.write_lock:
+                    filled = self.store.fill_file_text(FILL_FILE_TEXT)
+            except Exception as exc:  # noqa: BLE001 - (a full disk) the passages are stored: the next full run fills it
+                log.warning("the whole-file keywords were not all filled (%s: %s)", type(exc).__name__, exc)
+                return
             if not filled:
                 return
             done += filled
