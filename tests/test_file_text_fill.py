@@ -78,6 +78,7 @@ def kept_index(
 def test_a_search_during_the_fill_finds_passages_and_status_says_the_fill_is_pending(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    assert status.FILE_TEXT_META == FILE_TEXT_META  # (status names it without importing the store)
     monkeypatch.setattr(indexer, "FILL_FILE_TEXT", 20)  # (several batches)
     root = vault(tmp_path, "filling")
     write_file(root, "book/zz_last.md", "# Last\n\nThe quartermaster counted zeppelins at dawn.\n")
