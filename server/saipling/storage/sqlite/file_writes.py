@@ -147,7 +147,6 @@ class FileWrites:
             if self.db.scalar("SELECT 1 FROM chunks LIMIT 1") is not None:
                 return False
             self.db.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (FILE_TEXT_META,))
-            self.defer_file_text = True
             present = {r[0] for r in self.db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
             dropped = [name for name in DEFERRABLE_INDEXES if name in present]
             for name in dropped:
@@ -157,6 +156,7 @@ class FileWrites:
                 "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                 (DEFERRED_META, json.dumps(sorted(set(had) | set(dropped)))),
             )
+        self.defer_file_text = True  # (once the record that files may lack their row is committed)
         return True
 
     def deferred(self) -> list[str]:
