@@ -143,9 +143,12 @@ def test_a_worker_chunks_a_file_as_the_indexer_does(tmp_path: Path, monkeypatch:
     assert any(ch.embed_text for c in here for ch in c.chunks or ())
     # a worker's chunks come back without their embedding text (the indexer stores none: half the bytes sent)
     assert not any(ch.embed_text for c in got for ch in c.chunks or ())
+    # nor their previews (the SQLite index stores none; text_phase makes them for a backend that does)
+    assert any(ch.preview for c in here for ch in c.chunks or ())
+    assert not any(ch.preview for c in got for ch in c.chunks or ())
     for c in here:
         for ch in c.chunks or ():
-            ch.embed_text = ""
+            ch.embed_text = ch.preview = ""
     assert [dataclasses.replace(c, in_worker=False) for c in got] == here
     binary = got[rels.index("odd/binary.md")]
     assert binary.chunks is None and binary.skipped == "binary or undecodable"

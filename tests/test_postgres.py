@@ -339,3 +339,21 @@ def test_writes_gather_planner_statistics(pg_server, monkeypatch) -> None:
             assert len(hits) == 100
     finally:
         store.close()
+
+
+def test_chunks_a_worker_made_are_stored_with_their_previews(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunking workers send their chunks back without previews (the SQLite index stores none); PostgreSQL stores
+    them: the indexer makes them, the same as chunking in process."""
+    from saipling.indexing.chunk_pool import ChunkPool
+    from saipling.markdown.preview import make_preview
+
+    monkeypatch.setenv("SAIPLING_CHUNK_WORKERS", "1")
+    monkeypatch.setattr(ChunkPool, "take_back", False)  # every file chunked by the worker
+    root = saipling_project(tmp_path)
+    with open_project(root, store=pg_url) as project:
+        summary = project.index()
+        assert summary.chunk_workers == 1
+        stored = [c for p in sorted(project.store.file_states()) for c in project.store.chunks_for_path(p)]
+    assert stored and all(c.preview and c.preview == make_preview(c.text) for c in stored)

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 # indexing.indexer.PENDING_META, named here so that `status` does not import the indexer (numpy, the chunker); a test
 # keeps the two equal
 PENDING_META = "pending_files"
+# storage.sqlite.schema.FILE_TEXT_META: some files wait for their whole-file keywords (after a first index)
+FILE_TEXT_META = "file_text_pending"
 
 
 @dataclass
@@ -102,6 +104,9 @@ def report(project: StatusSource) -> dict[str, Any]:
         # (the tokens of every chunk: a read of the whole chunks table, ~1 s at 269k chunks; nothing to price when free)
         "estimatedReindexCostUsd": round(project.store.total_tokens_indexed() * price / 1e6, 6) if price else 0.0,
         "pendingFiles": project.state.pending_files + (0 if project.state.is_indexing else unread_files(project.store)),
+        # a first index makes the project keyword-searchable by its passages, then fills the whole-file keywords
+        # (a file's BM25 as one document): true until that is done (a killed run leaves it to the next full run)
+        "fileKeywordsPending": project.store.get_meta(FILE_TEXT_META) is not None,
         "isIndexing": project.state.is_indexing or project.state.scheduled or other is not None,
         "indexPhase": phase,
         # another process's run on this index (`saipling index`, a server, `clear`): who and what

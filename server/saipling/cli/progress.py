@@ -8,7 +8,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..indexing.indexer import IndexProgress
 
-PHASES = {"keywords": "reading", "embedding": "embedding", "done": "done"}
+PHASES = {"keywords": "reading", "file_keywords": "whole-file keywords", "embedding": "embedding", "done": "done"}
 
 
 def format_eta(seconds: float | None) -> str:

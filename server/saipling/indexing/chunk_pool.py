@@ -72,9 +72,15 @@ class Chunked:
 
 
 def chunk_bytes(
-    rel: str, data: bytes, limits: ChunkLimits, count: Callable[[str], int], memo: ParseMemo | None = None
+    rel: str,
+    data: bytes,
+    limits: ChunkLimits,
+    count: Callable[[str], int],
+    memo: ParseMemo | None = None,
+    previews: bool = True,
 ) -> Chunked:
-    """Decode, parse and chunk one file (re-using `memo`, the parse of its last version); never raises."""
+    """Decode, parse and chunk one file (re-using `memo`, the parse of its last version); never raises. `previews`
+    False: the chunks' previews left "" (markdown.chunker.chunk_document)."""
     try:
         decoded = decode(data, rel)
     except BinaryFile as exc:
@@ -86,7 +92,7 @@ def chunk_bytes(
     try:
         meta = extract_metadata(rel, decoded.text)
         blocks = parse_with_memo(decoded.text, memo)  # an edited file: from its last unchanged heading
-        chunks = chunk_document(decoded.text, meta, limits, count, blocks)
+        chunks = chunk_document(decoded.text, meta, limits, count, blocks, previews)
         new_memo = memo_of(decoded.text, blocks)
     except Exception as exc:  # one odd file must never stop a run over thousands
         return Chunked(
@@ -149,7 +155,9 @@ def _exit_with(sentinel: int) -> None:
 
 def _chunk_in_worker(rel: str, data: bytes, memo: ParseMemo | None) -> Chunked:
     assert _limits is not None and _count is not None
-    chunked = chunk_bytes(rel, data, _limits, _count, memo)
+    # (nor a preview: the SQLite index stores none, and a backend that does makes it in the indexer,
+    # text_phase.TextPhase._rows: 10.9 of the 36 MB a worker sent back for the 55k tree, benchmarks row S28)
+    chunked = chunk_bytes(rel, data, _limits, _count, memo, previews=False)
     chunked.in_worker = True
     for c in chunked.chunks or ():
         # the indexer stores no embedding text (the embedding phase makes it again from the stored row): a

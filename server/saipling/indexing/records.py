@@ -31,7 +31,8 @@ def is_racy(mtime_ns: int, read_ns: int) -> bool:
 @dataclass
 class IndexProgress:
     """Where a run is. Phases: "keywords" (files read, chunked and made keyword-searchable: files_done of
-    files_total), "embedding" (chunks_done of chunks_total vectors), "done". `eta_seconds` is the phase's
+    files_total), "file_keywords" (after a first index's: the whole-file keywords of files_done of files_total
+    files), "embedding" (chunks_done of chunks_total vectors), "done". `eta_seconds` is the phase's
     remaining time at the throughput measured so far in it (None until there is a measurement)."""
 
     files_done: int
@@ -174,7 +175,7 @@ class IndexSummary:
 
 def progress_of(record: dict[str, Any]) -> IndexProgress:
     """Another process's run as an IndexProgress (its phase: keywords or embedding; starting counts as keywords)."""
-    phase = record.get("phase") if record.get("phase") in ("keywords", "embedding") else "keywords"
+    phase = record.get("phase") if record.get("phase") in ("keywords", "file_keywords", "embedding") else "keywords"
 
     def number(key: str) -> int:
         value = record.get(key)

@@ -23,6 +23,7 @@ from ..files.scanner import ScanEntry
 from ..files.textio import BinaryFile, decode, read_regular
 from ..markdown.chunker import Chunk
 from ..markdown.parse_memo import ParseMemo
+from ..markdown.preview import make_preview
 from ..storage.base import ChunkRow, FileRecord, FileWrite
 from . import mention_scan
 from .chunk_pool import Chunked, ChunkPool, Early, ReadAhead, chunk_bytes, read_early, worker_count
@@ -146,6 +147,9 @@ class TextPhase:
 
     def _rows(self, prep: _Prepared) -> list[ChunkRow]:
         m = prep.meta
+        if prep.chunks and not prep.chunks[0].preview and getattr(self.ctx.store, "keeps_previews", True):
+            for c in prep.chunks:  # (a worker's chunks come without: chunk_pool._chunk_in_worker)
+                c.preview = make_preview(c.text)
         return [
             ChunkRow(
                 c.chunk_index,

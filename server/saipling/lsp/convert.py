@@ -111,6 +111,8 @@ def progress_report(p: IndexProgress) -> types.WorkDoneProgressReport:
         message = f"embedding: {p.chunks_done}/{p.chunks_total} chunks{eta_text(p.eta_seconds)}"
     elif p.phase == "done":
         message = f"{p.files_total} files done"
+    elif p.phase == "file_keywords":  # (keyword-searchable already: its passages are)
+        message = f"whole-file keywords: {p.files_done}/{p.files_total} files"
     elif p.current_file:
         message = f"keywords: {p.current_file} ({p.files_done + 1}/{p.files_total}){eta_text(p.eta_seconds)}"
     else:

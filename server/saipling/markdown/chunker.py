@@ -188,8 +188,10 @@ def chunk_document(
     limits: ChunkLimits | None = None,
     count_tokens: TokenCounter = estimate_tokens,
     blocks: MarkdownBlocks | None = None,
+    previews: bool = True,
 ) -> list[Chunk]:
-    """Chunk normalised text (\\n newlines; line N = on-disk line N); `blocks`: its parse, when already made."""
+    """Chunk normalised text (\\n newlines; line N = on-disk line N); `blocks`: its parse, when already made;
+    `previews` False: every chunk's `preview` left "" (a chunking worker's: the SQLite index stores none)."""
     limits = limits or ChunkLimits()
     doc = blocks or parse_blocks(text)
     path_counts: dict[str, int] = {}
@@ -271,7 +273,7 @@ def chunk_document(
                 end_line=p.end,
                 token_count=token_count,
                 content_hash=content_hash(etext),
-                preview=make_preview(p.text),
+                preview=make_preview(p.text) if previews else "",
                 ident_words=identifier_words(f"{p.path}\n{p.text}"),
             )
         )

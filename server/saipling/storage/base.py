@@ -611,13 +611,25 @@ class ChunkStore(Protocol):
     def defer_indexes(self) -> bool:
         """A first index is about to write many chunks: the backend may drop the secondary indexes of its chunks
         (lookups by content hash, heading, chapter) while the chunk table is EMPTY, to build them once at
-        `restore_indexes` (a sort) instead of row by row. Reads stay correct meanwhile (slower where they used
-        one). True when it dropped any; False (nothing done) when chunks are stored or the backend keeps them."""
+        `restore_indexes` (a sort) instead of row by row, and write files without their whole-file keywords until
+        then (`fill_file_text` adds them after). Reads stay correct meanwhile (slower where they used one; the
+        whole-file keyword signal holds the files written before). True when it deferred anything; False (nothing
+        done) when chunks are stored or the backend keeps them."""
         ...
 
     def restore_indexes(self) -> None:
         """Build again what `defer_indexes` dropped (here, or by a run that was killed before it could); nothing
-        when none is missing."""
+        when none is missing. Files are written with their whole-file keywords again from now on."""
+        ...
+
+    def fill_file_text(self, max_files: int) -> int:
+        """Give up to `max_files` files written without their whole-file keywords (`defer_indexes`) theirs, in one
+        transaction; returns how many (0: none left; `file_text_pending` is False from then on)."""
+        ...
+
+    def file_text_pending(self) -> bool:
+        """Some files may lack their whole-file keywords (a first index's text phase wrote them without; the fill
+        has not finished)."""
         ...
 
     def delete_file(self, path: str) -> bool:

@@ -26,6 +26,8 @@ def describe(record: dict[str, Any] | None) -> str | None:
     phase = record.get("phase")
     if phase == "keywords" and record.get("filesTotal"):
         return f"{what}: keywords, {record.get('filesDone', 0):,} of {record['filesTotal']:,} files"
+    if phase == "file_keywords" and record.get("filesTotal"):
+        return f"{what}: whole-file keywords, {record.get('filesDone', 0):,} of {record['filesTotal']:,} files"
     if phase == "embedding" and record.get("chunksTotal"):
         return f"{what}: embedding, {record.get('chunksDone', 0):,} of {record['chunksTotal']:,} chunks"
     return what

@@ -222,6 +222,7 @@ class PostgresStore:
     """The index of one project: one workspace of a PostgreSQL database."""
 
     backend = "postgresql"
+    keeps_previews = True  # (ChunkRow.preview is stored)
 
     def __init__(self, conn: psycopg.Connection, url: str, workspace: str, ws: int, size: int = 1) -> None:
         # the calling thread's connection under `with self._lock:` (storage/postgres/sessions.py)
@@ -564,6 +565,13 @@ class PostgresStore:
 
     def restore_indexes(self) -> None:
         return None
+
+    def fill_file_text(self, max_files: int) -> int:
+        """Nothing to fill: files are always written with their whole-file keywords (`defer_indexes` defers none)."""
+        return 0
+
+    def file_text_pending(self) -> bool:
+        return False
 
     def replace_files(self, files: Sequence[FileWrite]) -> None:
         """Each file's `replace_file` (no vectors), all in one transaction."""

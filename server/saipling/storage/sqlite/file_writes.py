@@ -14,10 +14,17 @@ from itertools import chain
 from operator import attrgetter
 
 from ...lazy import np  # numpy loads on first use (cold CLI path)
-from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, FileWrite, ident_lines
+from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, FileWrite
 from .database import Database
 from .mentions import Mentions
-from .schema import DEFERRABLE_INDEXES, DEFERRED_META, VISIBILITY_READ, VISIBILITY_STORED, chunk_cjk_words
+from .schema import (
+    DEFERRABLE_INDEXES,
+    DEFERRED_META,
+    FILE_TEXT_META,
+    VISIBILITY_READ,
+    VISIBILITY_STORED,
+    chunk_cjk_words,
+)
 from .vectors import Vectors
 
 # A chunk's columns as written; not its preview: a function of its text (markdown.preview.make_preview), derived on
@@ -44,6 +51,20 @@ _SELECT_ROWS = (
 # pending terms out at each one: a statement per row cost 2.7x the keyword time of a statement per file (55k chunks:
 # 20,000 rows 8.7 s vs 3.3 s, benchmarks/README row S2).
 INSERT_ROWS = 1000
+# the files `fill_file_text` gives their whole-file keyword row in one call (one transaction): ~0.1 s of SQL here
+FILL_FILES = 256
+# the next files without a whole-file keyword row (rowid order, after a rowid) and their words as `_write_file_row`
+# writes them, joined by SQLite (`_joined_file_text` puts them together)
+_FILL_SELECT = """
+    SELECT f.rowid,
+        (SELECT group_concat(c.text, char(10) ORDER BY c.chunk_index) FROM chunks c WHERE c.path = f.path),
+        (SELECT group_concat(c.ident_words, char(10) ORDER BY c.chunk_index) FROM chunks c
+            WHERE c.path = f.path AND c.ident_words != ''),
+        (SELECT group_concat(c.cjk_words, char(10) ORDER BY c.chunk_index) FROM chunks c
+            WHERE c.path = f.path AND c.cjk_words != '')
+    FROM files f
+    WHERE f.rowid > ? AND NOT EXISTS (SELECT 1 FROM files_fts_docsize d WHERE d.id = f.rowid)
+    ORDER BY f.rowid LIMIT ?"""
 
 
 class FileWrites:
@@ -53,6 +74,10 @@ class FileWrites:
         self.db = db
         self.vectors = vectors
         self.mentions = mentions
+        # between `defer_indexes` and `restore_indexes` (a first index's text phase): files are written without their
+        # whole-file keyword row, which `fill_file_text` adds afterwards (FILE_TEXT_META records that some lack it)
+        self.defer_file_text = False
+        self._filled_to = 0  # the files rowid `fill_file_text` has filled up to (this process)
 
     def replace_file(
         self,
@@ -116,10 +141,12 @@ class FileWrites:
 
     def defer_indexes(self) -> bool:
         """Drop the secondary indexes of an empty chunk table (schema.DEFERRABLE_INDEXES), recording them in meta
-        (DEFERRED_META) in the same transaction; False when chunks are stored (nothing done)."""
+        (DEFERRED_META) in the same transaction, and write files without their whole-file keyword row until
+        `restore_indexes` (FILE_TEXT_META: `fill_file_text` adds them); False when chunks are stored (nothing done)."""
         with self.db.lock, self.db.atomic():
             if self.db.scalar("SELECT 1 FROM chunks LIMIT 1") is not None:
                 return False
+            self.db.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (FILE_TEXT_META,))
             present = {r[0] for r in self.db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
             dropped = [name for name in DEFERRABLE_INDEXES if name in present]
             for name in dropped:
@@ -129,7 +156,8 @@ class FileWrites:
                 "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                 (DEFERRED_META, json.dumps(sorted(set(had) | set(dropped)))),
             )
-        return bool(dropped)
+        self.defer_file_text = True  # (once the record that files may lack their row is committed)
+        return True
 
     def deferred(self) -> list[str]:
         """The indexes `defer_indexes` dropped and nothing has built again yet."""
@@ -141,8 +169,11 @@ class FileWrites:
         return [n for n in names if n in DEFERRABLE_INDEXES] if isinstance(names, list) else list(DEFERRABLE_INDEXES)
 
     def restore_indexes(self) -> None:
-        """Build the indexes `defer_indexes` dropped (one transaction); nothing when none is recorded."""
+        """Build the indexes `defer_indexes` dropped (one transaction); nothing when none is recorded. Files are
+        written with their whole-file keyword row again from now on (those written before wait for
+        `fill_file_text`)."""
         with self.db.lock:
+            self.defer_file_text = False
             if self.db.scalar("SELECT 1 FROM meta WHERE key = ?", (DEFERRED_META,)) is None:
                 return
             with self.db.atomic():
@@ -174,7 +205,31 @@ class FileWrites:
             self.db.conn.execute("DELETE FROM files_fts")
             self.mentions.clear_mentions()
             self.db.conn.execute("DELETE FROM files")
+            self.db.conn.execute("DELETE FROM meta WHERE key = ?", (FILE_TEXT_META,))
         self.vectors.invalidate()
+
+    def file_text_pending(self) -> bool:
+        """Some files may lack their whole-file keyword row (a first index's, until `fill_file_text` is done)."""
+        return self.db.scalar("SELECT 1 FROM meta WHERE key = ?", (FILE_TEXT_META,)) is not None
+
+    def fill_file_text(self, max_files: int = FILL_FILES) -> int:
+        """Give up to `max_files` stored files without a whole-file keyword row theirs, in one transaction, from their
+        stored chunks (the row `_write_file_row` writes: the same words); returns how many (0: none left, and the
+        record that some lack it is removed). A file written meanwhile has its row already and is left alone."""
+        with self.db.lock:
+            if not self.file_text_pending():
+                return 0
+            with self.db.atomic():
+                # (each file's passages joined by SQLite, in chunk order; its identifier and CJK words only where any)
+                files = list(self.db.conn.execute(_FILL_SELECT, (self._filled_to, max_files)))
+                if not files:
+                    self.db.conn.execute("DELETE FROM meta WHERE key = ?", (FILE_TEXT_META,))
+                    self._filled_to = 0
+                    return 0
+                rows = [(rowid, _joined_file_text(texts, idents, cjk)) for rowid, texts, idents, cjk in files]
+                self.db.conn.executemany("INSERT INTO files_fts(rowid, text) VALUES (?, ?)", rows)
+                self._filled_to = files[-1][0]
+            return len(files)
 
     def replace_files(self, files: Sequence[FileWrite]) -> None:
         """Several files' `replace_file` (no vectors) in one transaction; the chunks of those with none stored go
@@ -222,11 +277,14 @@ class FileWrites:
     def _write_file_row(self, record: FileRecord, chunks: Sequence[ChunkRow], cjk: Sequence[str]) -> None:
         self._drop_file_text(record.path)
         self.db.conn.execute(_INSERT_FILE, record.file_row(time.time(), len(chunks)))
-        # (with the parts of its camelCase identifiers: "timeout" finds `setTimeout`; and its CJK bigrams)
-        words = [*(ch.text for ch in chunks), *ident_lines(chunks)]
-        words += [w for w in cjk if w]
+        if self.defer_file_text:  # (a first index's text phase: `fill_file_text` adds it after)
+            return
         self.db.conn.execute(
-            "INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (self.db.conn.last_insert_rowid(), "\n".join(words))
+            "INSERT INTO files_fts(rowid, text) VALUES (?, ?)",
+            (
+                self.db.conn.last_insert_rowid(),
+                _file_text([ch.text for ch in chunks], [ch.ident_words for ch in chunks], cjk),
+            ),
         )
 
     def _drop_file_text(self, path: str) -> None:
@@ -234,6 +292,23 @@ class FileWrites:
         rowid = self.db.scalar("SELECT rowid FROM files WHERE path = ?", (path,))
         if rowid is not None:
             self.db.conn.execute("DELETE FROM files_fts WHERE rowid = ?", (rowid,))
+
+
+def _file_text(texts: Sequence[str], idents: Sequence[str | None], cjk: Sequence[str | None]) -> str:
+    """A file's whole-file keyword text from its chunks' texts, identifier words and CJK words (in chunk order): the
+    texts, then the distinct parts of its camelCase identifiers (storage.base.ident_lines: "timeout" finds
+    `setTimeout`), then its CJK bigrams."""
+    idents_seen = dict.fromkeys(w for iw in idents if iw for w in iw.split("\n"))
+    return "\n".join([*(t or "" for t in texts), *idents_seen, *(w for w in cjk if w)])
+
+
+def _joined_file_text(texts: str | None, idents: str | None, cjk: str | None) -> str:
+    """`_file_text` from a file's passages, identifier words and CJK words as `_FILL_SELECT` joins them (each by a
+    newline, in chunk order; the last two of the passages holding any): the same text."""
+    if texts is None:  # (a file without passages)
+        return ""
+    parts = [texts, *dict.fromkeys(idents.split("\n"))] if idents else [texts]
+    return "\n".join([*parts, cjk] if cjk else parts)
 
 
 _cjk_search: Callable[[str], object] | None = None

@@ -407,6 +407,12 @@ DEFERRABLE_INDEXES = {
     "chunks_chapter": "CREATE INDEX IF NOT EXISTS chunks_chapter ON chunks(path, chapter_num)",
 }
 DEFERRED_META = "deferred_indexes"
+# A first index also leaves the whole-file keyword list (`files_fts`) to be filled after its text phase
+# (FileWrites.fill_file_text): the chunk list makes the project keyword-searchable, the whole-file list is a second
+# tokenization of every passage (~30% of the text phase's SQL, benchmarks row S28). This meta key is set while files
+# may lack their whole-file row (a run killed before the fill leaves it: the next full run finishes it); status
+# reports it (status.FILE_TEXT_META, the same name).
+FILE_TEXT_META = "file_text_pending"
 
 
 # The columns a migration (by its number, 1-based) adds: a statement left out when the table has it already

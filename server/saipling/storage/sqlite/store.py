@@ -100,6 +100,8 @@ def _stored_chunk(row: Sequence[Any]) -> StoredChunk:
 class SqliteStore:
     """The index of one project in a SQLite file (or in memory: `:memory:`)."""
 
+    keeps_previews = False  # a chunk's preview is derived from its text on reading (`_stored_chunk`), never stored
+
     def __init__(self, conn: apsw.Connection, path: str, rebuilt: str | None = None, readonly: bool = False) -> None:
         self.path = path
         self.rebuilt = rebuilt  # reason, when a corrupted index was moved aside at open
@@ -407,6 +409,12 @@ class SqliteStore:
 
     def restore_indexes(self) -> None:
         self._files.restore_indexes()
+
+    def fill_file_text(self, max_files: int) -> int:
+        return self._files.fill_file_text(max_files)
+
+    def file_text_pending(self) -> bool:
+        return self._files.file_text_pending()
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         self._files.touch_file(path, mtime_ns, size)
