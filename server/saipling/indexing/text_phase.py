@@ -147,7 +147,7 @@ class TextPhase:
 
     def _rows(self, prep: _Prepared) -> list[ChunkRow]:
         m = prep.meta
-        if prep.chunks and not prep.chunks[0].preview and getattr(self.ctx.store, "keeps_previews", True):
+        if prep.chunks and not prep.chunks[0].preview and self.ctx.store.keeps_previews:
             for c in prep.chunks:  # (a worker's chunks come without: chunk_pool._chunk_in_worker)
                 c.preview = make_preview(c.text)
         return [

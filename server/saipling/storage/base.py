@@ -579,6 +579,10 @@ def cache_key(model: str, dims: int) -> str:
 class ChunkStore(Protocol):
     """Files and their chunks."""
 
+    # Whether ChunkRow.preview is stored (PostgreSQL) or derived from the text on reading (SQLite): a writer that
+    # gets chunks without previews (the chunking workers send none) makes them only for a store that keeps them.
+    keeps_previews: bool
+
     def replace_file(
         self,
         record: FileRecord,
