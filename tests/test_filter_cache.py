@@ -299,3 +299,44 @@ def test_chunks_of_the_default_level_leave_the_partial_index_and_every_role_sees
             f"SELECT count(*) FROM chunks INDEXED BY {VISIBILITY_INDEX} WHERE visibility IS NOT NULL"
         ).fetchone()[0]
         assert entries == len(hidden)
+
+
+@pytest.mark.parametrize("which", ["chunks", "files"])
+def test_a_write_between_the_every_chunk_passes_answer_and_the_read_fails_closed(tmp_path: Path, which: str) -> None:
+    """A filter taken as passing every chunk (FilterCache.passes_all) skips the row check; a write that makes a
+    chunk private after that answer and before the keyword rows are read (the server's indexer, another process)
+    must not hand the private chunk to the role: the rows are checked after all (review of the merged round)."""
+    import dataclasses
+
+    from test_store import record, row
+
+    db = tmp_path / "proj" / ".saipling" / "index.db"
+    store = Store.open(db)
+    for n in range(20):
+        text = f"lantern note {n}"
+        store.replace_file(record(f"f{n:02d}.md", text), [row(0, text)])
+    role = ChunkFilter(visibility=["public"])
+    other = Store.open(db)  # another process writing meanwhile
+    cache = store._keywords.filters
+    original = cache.passes_all
+
+    def racing(flt: ChunkFilter) -> bool:
+        ok = original(flt)
+        if ok:  # the write lands between the answer and the keyword read
+            text = "lantern lantern lantern secret"
+            other.replace_file(
+                dataclasses.replace(record("secret.md", text), visibility="private"),
+                [dataclasses.replace(row(0, text), visibility="private")],
+            )
+        return ok
+
+    cache.passes_all = racing  # type: ignore[method-assign]
+    if which == "chunks":
+        hits = store.keyword_search(kw("lantern"), 5, role)
+        found = set(store.chunk_paths([c for c, _ in hits]).values())
+    else:
+        found = {p for p, _, _ in store.file_keyword_search(kw("lantern"), 5, role)}
+    cache.passes_all = original  # type: ignore[method-assign]
+    assert found and "secret.md" not in found
+    unfiltered = store.keyword_search(kw("lantern"), 5)
+    assert "secret.md" in store.chunk_paths([c for c, _ in unfiltered]).values()  # (the write did land)

@@ -69,24 +69,41 @@ class Keywords:
         # rows than fts_bound.FTS_BUDGET in a big index scores candidate rows only (fts_bound).
         if limit <= 0:  # (as PostgreSQL does; SQLite's LIMIT -1 is no limit, and the bound needs a k-th row)
             return []
-        filtered = self._filters(flt)
-        conn = self.db.conn
         with self.db.lock:
-            bound = self._plan(query, "chunks_fts", max(fts_bound.FTS_BUDGET, limit * 4))
-            sql = (
-                "SELECT rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
-                " ORDER BY rank"
-            )
-            params: list[Any] = [match_expression(query)]
-            if bound is not None:
-                return self._bounded_chunks(bound, limit, flt if filtered else None, params[0])
-            rows = list(conn.execute(sql + " LIMIT ?", (*params, limit * 4 if filtered else limit)))
-            if not filtered:
-                return [(int(i), -float(r)) for i, r in rows[:limit]]
-            assert flt is not None
-            hits = self._passing(rows[: limit * 4], flt)
-            if len(hits) < limit and len(rows) >= limit * 4:
-                hits = self._passing(list(conn.execute(sql, params)), flt)
+            seen = self.db.any_version()
+            filtered = self._filters(flt)
+            hits = self._chunk_hits(query, limit, flt, filtered)
+            if not filtered and self._changed_under(flt, seen):
+                assert flt is not None
+                hits = self._passing([(i, -s) for i, s in hits], flt)
+        return hits[:limit]
+
+    def _changed_under(self, flt: ChunkFilter | None, seen: object) -> bool:
+        """Whether a search that took `flt` as passing every chunk must check its rows after all: the index
+        changed between that answer and the rows read (a write of this process's indexer or another process's
+        may have made a chunk private: privacy fails closed). Call under the lock."""
+        return flt is not None and not flt.is_empty() and self.db.any_version() != seen
+
+    def _chunk_hits(
+        self, query: KeywordQuery, limit: int, flt: ChunkFilter | None, filtered: bool
+    ) -> list[tuple[int, float]]:
+        """keyword_search's rows: `flt` applied when `filtered`. Call under the lock."""
+        conn = self.db.conn
+        bound = self._plan(query, "chunks_fts", max(fts_bound.FTS_BUDGET, limit * 4))
+        sql = (
+            "SELECT rowid, bm25(chunks_fts, 1.0, 1.0, 1.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
+            " ORDER BY rank"
+        )
+        params: list[Any] = [match_expression(query)]
+        if bound is not None:
+            return self._bounded_chunks(bound, limit, flt if filtered else None, params[0])
+        rows = list(conn.execute(sql + " LIMIT ?", (*params, limit * 4 if filtered else limit)))
+        if not filtered:
+            return [(int(i), -float(r)) for i, r in rows[:limit]]
+        assert flt is not None
+        hits = self._passing(rows[: limit * 4], flt)
+        if len(hits) < limit and len(rows) >= limit * 4:
+            hits = self._passing(list(conn.execute(sql, params)), flt)
         return hits[:limit]
 
     def _filters(self, flt: ChunkFilter | None) -> bool:
@@ -364,10 +381,11 @@ class Keywords:
         index scores candidate files only (fts_bound, FILE_BUDGET), as keyword_search does."""
         if limit <= 0:  # (as PostgreSQL does; SQLite's LIMIT -1 is no limit, and the bound needs a k-th row)
             return []
-        filtered = self._filters(flt)
         conn = self.db.conn
         sql = "SELECT rowid, bm25(files_fts) AS rank FROM files_fts WHERE files_fts MATCH ? ORDER BY rank"
         with self.db.lock:
+            seen = self.db.any_version()
+            filtered = self._filters(flt)
             bound = self._plan(query, "files_fts", max(fts_bound.FILE_BUDGET, limit * 4))
             if bound is not None:
                 ranked = [(i, -s) for i, s in self._bounded("files_fts", bound, limit)]
@@ -386,6 +404,10 @@ class Keywords:
                 rows = self._file_rows(ranked[: limit * 4], flt) if filtered else self._first_files(ranked, limit)
                 if len(rows) < limit and filtered and len(ranked) >= limit * 4:
                     rows = self._file_rows(list(conn.execute(sql, (match_expression(query),))), flt)
+            if not filtered and self._changed_under(flt, seen):  # (privacy fails closed: keyword_search)
+                assert flt is not None
+                allowed = self._paths_passing([str(r[0]) for r in rows], flt)
+                rows = [r for r in rows if str(r[0]) in allowed]
         return [(str(p), -float(b), int(n or 0)) for p, n, b in rows[:limit]]
 
     def _first_files(self, ranked: list[tuple[int, float]], limit: int) -> list[tuple[Any, ...]]:
@@ -405,18 +427,7 @@ class Keywords:
                 (json.dumps([r for r, _ in ranked]),),
             )
         }
-        allowed: set[str] | None = None
-        if flt is not None:
-            cond, params = where(flt)
-            allowed = {  # (one passing chunk a file is enough: a file holds ~50 chunks at a million)
-                str(p)
-                for (p,) in self.db.conn.execute(
-                    "SELECT j.value FROM json_each(?) j WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.path = j.value"
-                    + (f" AND {cond}" if cond else "")
-                    + ")",
-                    [json.dumps([p for p, _ in files.values()]), *params],
-                )
-            }
+        allowed = None if flt is None else self._paths_passing([p for p, _ in files.values()], flt)
         return [(*files[r], b) for r, b in ranked if r in files and (allowed is None or files[r][0] in allowed)]
 
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
@@ -424,3 +435,16 @@ class Keywords:
         Kept per term until the index changes (queries repeat their words)."""
         with self.db.lock:
             return self._doc_freqs("chunks_fts", terms)
+
+    def _paths_passing(self, paths: list[str], flt: ChunkFilter) -> set[str]:
+        """Those of `paths` with a chunk passing `flt` (one is enough: a file holds ~50 chunks at a million)."""
+        cond, params = where(flt)
+        return {
+            str(p)
+            for (p,) in self.db.conn.execute(
+                "SELECT j.value FROM json_each(?) j WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.path = j.value"
+                + (f" AND {cond}" if cond else "")
+                + ")",
+                [json.dumps(paths), *params],
+            )
+        }
