@@ -191,3 +191,37 @@ def test_a_fill_that_fails_leaves_the_run_and_its_passages_and_the_next_run_fini
         project.index()
         assert status.report(project)["fileKeywordsPending"] is False
     assert file_rows(db) == (FILES, FILES)
+
+
+@pytest.mark.parametrize("then_clear", [False, True])
+def test_a_fill_batch_rolled_back_at_its_commit_is_filled_by_the_next_fill(tmp_path: Path, then_clear: bool) -> None:
+    """A fill batch whose COMMIT fails (a full disk shows at the commit in WAL mode) leaves its files without
+    their row: the next fill in the same process must still give them theirs before the pending record goes, and
+    so must a first index after `clear` (its rowids start again below the last mark): review of the merged round."""
+    from test_storage_conformance import record, row
+
+    from saipling.storage.sqlite.store import SqliteStore
+
+    db = tmp_path / "index.db"
+    store = SqliteStore.open(db)
+
+    def first_index() -> None:
+        store.defer_indexes()
+        store.replace_files([FileWrite(record(f"n{i}.md"), [row(0, f"alpha beta {i}")]) for i in range(6)])
+        store.restore_indexes()
+
+    first_index()
+    assert store.fill_file_text(2) == 2
+    conn = store._files.db.conn
+    conn.set_commit_hook(lambda: True)  # the next COMMIT fails
+    with pytest.raises(Exception):
+        store.fill_file_text(2)
+    conn.set_commit_hook(None)
+    if then_clear:
+        store.clear()
+        first_index()
+    while store.fill_file_text(2):
+        pass
+    assert not store.file_text_pending()
+    store.close()
+    assert file_rows(db) == (6, 6)

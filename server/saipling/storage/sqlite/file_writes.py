@@ -157,6 +157,7 @@ class FileWrites:
                 (DEFERRED_META, json.dumps(sorted(set(had) | set(dropped)))),
             )
         self.defer_file_text = True  # (once the record that files may lack their row is committed)
+        self._filled_to = 0  # (new files' rowids may start below an earlier fill's mark)
         return True
 
     def deferred(self) -> list[str]:
@@ -206,6 +207,7 @@ class FileWrites:
             self.mentions.clear_mentions()
             self.db.conn.execute("DELETE FROM files")
             self.db.conn.execute("DELETE FROM meta WHERE key = ?", (FILE_TEXT_META,))
+        self._filled_to = 0
         self.vectors.invalidate()
 
     def file_text_pending(self) -> bool:
@@ -222,13 +224,16 @@ class FileWrites:
             with self.db.atomic():
                 # (each file's passages joined by SQLite, in chunk order; its identifier and CJK words only where any)
                 files = list(self.db.conn.execute(_FILL_SELECT, (self._filled_to, max_files)))
+                if not files and self._filled_to:  # (the whole table once more before the record goes: a batch
+                    # that rolled back at its commit, a full disk, left files behind the mark)
+                    self._filled_to = 0
+                    files = list(self.db.conn.execute(_FILL_SELECT, (0, max_files)))
                 if not files:
                     self.db.conn.execute("DELETE FROM meta WHERE key = ?", (FILE_TEXT_META,))
-                    self._filled_to = 0
                     return 0
                 rows = [(rowid, _joined_file_text(texts, idents, cjk)) for rowid, texts, idents, cjk in files]
                 self.db.conn.executemany("INSERT INTO files_fts(rowid, text) VALUES (?, ?)", rows)
-                self._filled_to = files[-1][0]
+            self._filled_to = files[-1][0]  # (once committed)
             return len(files)
 
     def replace_files(self, files: Sequence[FileWrite]) -> None:
