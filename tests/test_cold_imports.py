@@ -102,6 +102,30 @@ def test_httpx_loaded_for_a_request_leaves_its_command_line_client_importable() 
     assert out.stdout.split("\n")[:2] == ["[]", "Command True"]
 
 
+def test_a_second_thread_loading_httpx_meanwhile_gets_it_whole() -> None:
+    """Two threads making their first HTTP clients at once (the indexer's embeddings and a query's): the second
+    call of load_httpx waits for the first thread's import instead of returning the half-made module (review of
+    the merged round: `httpx.Client` missing)."""
+    code = (
+        "import sys, threading, time\n"
+        "class Slow:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'httpx._client':\n"
+        "            time.sleep(0.5)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Slow())\n"
+        "from saipling.embeddings.http import load_httpx\n"
+        "first = threading.Thread(target=load_httpx)\n"
+        "first.start()\n"
+        "time.sleep(0.1)\n"
+        "m = load_httpx()\n"
+        "print(hasattr(m, 'Client'))\n"
+        "first.join()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "True"
+
+
 CLI_PROBE = """
 import json, os, sys
 from saipling.cli.main import main

@@ -90,9 +90,11 @@ def load_httpx() -> ModuleType:
     A None in sys.modules makes that one import fail with ImportError, which httpx handles as a missing extra (its
     `main` then says the CLI's dependencies are not installed); the entry is removed after, so `import httpx._main`
     still works later. A process that imported httpx already (the MCP SDK does) is left as it is."""
-    if (loaded := sys.modules.get("httpx")) is not None:
-        return loaded
-    with _IMPORTING:
+    with _IMPORTING:  # (an `import` statement, not sys.modules: another thread may be importing it right now)
+        if "httpx" in sys.modules:
+            import httpx
+
+            return httpx
         blocked = "httpx._main" not in sys.modules
         if blocked:
             sys.modules["httpx._main"] = None  # type: ignore[assignment]
