@@ -50,6 +50,8 @@ def test_the_deferred_context_is_httpx_default_once_a_connection_is_wrapped(monk
     assert ctx.cert_store_stats() == default.cert_store_stats() and default.cert_store_stats()["x509_ca"] > 50
     assert ctx.check_hostname == default.check_hostname and ctx.verify_mode == default.verify_mode
     assert ctx.minimum_version == default.minimum_version and ctx.options == default.options
+    assert ctx.verify_flags == default.verify_flags  # (3.13+: X509_STRICT and PARTIAL_CHAIN, as httpx's has)
+    assert ctx.maximum_version == default.maximum_version and ctx.security_level == default.security_level
 
 
 @pytest.fixture

@@ -192,6 +192,8 @@ class DeferredTrust(ssl.SSLContext):
     def __new__(cls) -> DeferredTrust:
         ctx = super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)  # (check_hostname on, CERT_REQUIRED)
         ctx._loaded, ctx._loading = False, threading.Lock()
+        if sys.version_info >= (3, 13):  # (what ssl.create_default_context, httpx's, sets since 3.13)
+            ctx.verify_flags |= ssl.VERIFY_X509_STRICT | ssl.VERIFY_X509_PARTIAL_CHAIN
         keylog = os.environ.get("SSLKEYLOGFILE")
         if keylog and not sys.flags.ignore_environment:
             ctx.keylog_filename = keylog
