@@ -28,6 +28,7 @@ from typing import Any
 
 from ..files.metadata import FileMeta, extract_metadata
 from ..files.textio import BinaryFile, decode
+from ..markdown.blocks import quiet_parser_logs
 from ..markdown.chunker import Chunk, ChunkLimits, chunk_document, chunk_fields
 from ..markdown.parse_memo import ParseMemo, memo_of, parse_with_memo
 from ..markdown.terms import CJK_RE
@@ -143,6 +144,7 @@ def _start_worker(limits: ChunkLimits, count: Callable[[str], int]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the CLI is for the indexer, which stops the pool
     # the indexer logs what a worker's files warned about
     logging.getLogger("saipling").setLevel(logging.CRITICAL + 1)
+    quiet_parser_logs()  # (nor markdown-it's debug calls: ~5% of the worker's CPU, benchmarks row S30)
     parent = multiprocessing.parent_process()
     if parent is not None:  # a killed indexer (kill -9) must not leave its workers waiting for work forever
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()

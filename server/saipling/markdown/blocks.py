@@ -3,6 +3,8 @@ them), from markdown-it-py's CommonMark parser; wiki-links as their display text
 
 from __future__ import annotations
 
+import importlib
+import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -52,7 +54,40 @@ def _parser() -> MarkdownIt:
     (every block token carries `.map`, its [first, last) 0-based line range), and it halves the parse time."""
     md = MarkdownIt("commonmark").use(front_matter_plugin)
     md.disable("inline")
+    # the core rules after the block parse work on inline tokens' children, which a block parse has none of
+    md.disable(["linkify", "replacements", "smartquotes", "text_join"])
     return md
+
+
+# markdown-it's block rules each call `LOGGER.debug(...)` once per rule tried at each block: ~10 calls a paragraph,
+# ~5% of a chunking worker's CPU (benchmarks row S30), though nothing is logged below WARNING
+_RULE_MODULES = "blockquote code fence heading hr html_block lheading list paragraph reference".split()
+
+
+class _NoDebug:
+    """A rule module's logger whose `debug` is a C call that takes any arguments and does nothing."""
+
+    debug = staticmethod("".format)
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._logger, name)
+
+
+def quiet_parser_logs() -> bool:
+    """Make markdown-it's block rules skip their debug log calls (a chunking worker, which logs nothing below
+    CRITICAL: indexing/chunk_pool.py); left alone when the `markdown_it` logger is enabled for DEBUG. True when
+    done."""
+    if logging.getLogger("markdown_it").isEnabledFor(logging.DEBUG):
+        return False
+    for name in _RULE_MODULES:
+        mod = importlib.import_module(f"markdown_it.rules_block.{name}")
+        logger = getattr(mod, "LOGGER", None)
+        if isinstance(logger, logging.Logger):
+            mod.LOGGER = _NoDebug(logger)  # type: ignore[attr-defined]
+    return True
 
 
 def parse_blocks(text: str) -> MarkdownBlocks:
