@@ -381,8 +381,12 @@ def _glue_lead_ins(
 
 
 def _introduces(u: _Unit, heads: set[int]) -> bool:
-    text = u.text.rstrip()
-    return (u.start in heads and "\n" not in text) or text.endswith((":", "："))
+    """A heading line alone, or text ending in a colon (trailing whitespace aside)."""
+    text = u.text
+    if u.start in heads and "\n" not in text.rstrip():
+        return True
+    # (the end of a paragraph of prose, not a stripped copy of it all: this is asked of every unit packed)
+    return (text[-64:].rstrip() or text.rstrip()).endswith((":", "："))
 
 
 def _whole(u: _Unit, lines: list[str]) -> bool:
@@ -477,8 +481,13 @@ def _line_finder(u: _Unit) -> Callable[[int], int]:
 
 def _sentences(u: _Unit, count: TokenCounter) -> list[_Unit]:
     """`u` cut at its sentence ends (_SENTENCE_END_RE); `u` itself when it has none."""
-    line_at = _line_finder(u)
-    out = [_Unit(line_at(a), line_at(b), u.text[a:b], count(u.text[a:b]), glued) for a, b, glued in _spans(u.text)]
+    text = u.text
+    if "\n" not in text:  # (a paragraph of prose on one line: every sentence is on it)
+        n = u.start
+        out = [_Unit(n, n, text[a:b], count(text[a:b]), glued) for a, b, glued in _spans(text)]
+    else:
+        line_at = _line_finder(u)
+        out = [_Unit(line_at(a), line_at(b), text[a:b], count(text[a:b]), glued) for a, b, glued in _spans(text)]
     return out or [u]
 
 
@@ -488,7 +497,7 @@ def _last_sentences(u: _Unit, count: TokenCounter) -> Iterator[_Unit]:
     spans = _spans(u.text)[1:]
     if not spans:
         return
-    line_at = _line_finder(u)
+    line_at = _line_finder(u) if "\n" in u.text else lambda _offset: u.start
     for a, b, glued in reversed(spans):
         yield _Unit(line_at(a), line_at(b), u.text[a:b], count(u.text[a:b]), glued)
 
@@ -498,7 +507,9 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
     out: list[tuple[int, int, bool]] = []
     pos = 0
     glued = False
-    for end, after in sentence_cuts(text):  # (a closing quote or bracket stays with its sentence)
+    for m in _SENTENCE_STOP_RE.finditer(text):  # (sentence_cuts, inline: a closing quote or bracket stays with
+        after = m.end()  # its sentence)
+        end = m.end(1) if m.start(1) >= 0 else after
         if text[pos:end].strip():
             out.append((pos, end, glued))
         pos = after
