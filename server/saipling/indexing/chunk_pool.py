@@ -105,7 +105,10 @@ def chunk_bytes(
         )
     # (once per file, in the worker; from what is stored, not the file's bytes: frontmatter such as
     # `title: "\u6d77\u8fba"` is ASCII in the file and CJK in the chunk text and heading path it renders to)
-    cjk = any(not s.isascii() and CJK_RE.search(s) is not None for c in chunks for s in (c.text, c.heading_path) if s)
+    # (one search of them all joined: the pattern is one character, so it finds one in the joined text exactly when
+    # some chunk's text or heading path holds one)
+    stored = "\n".join([s for c in chunks for s in (c.text, c.heading_path) if s])
+    cjk = not stored.isascii() and CJK_RE.search(stored) is not None
     return Chunked(decoded.encoding, decoded.warning, meta, chunks, new_memo, cjk=cjk)
 
 

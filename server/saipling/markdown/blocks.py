@@ -108,7 +108,8 @@ def parse_blocks(text: str) -> MarkdownBlocks:
         if tok.level == 0:
             # a non-blank line between top-level blocks belongs to none: link-reference definitions, which the
             # block parser consumes without a token
-            noise.update(n for n in range(covered + 1, a) if lines[n - 1].strip())
+            if covered + 1 < a:  # (between two paragraphs: one blank line at most, so it is asked of ~each)
+                noise.update(n for n in range(covered + 1, a) if lines[n - 1].strip())
             covered = max(covered, b)
         if tok.type == "html_block" and "<!--" in tok.content and not _COMMENT_BLOCK_RE.sub("", tok.content).strip():
             noise.update(range(a, min(b, len(lines)) + 1))
@@ -122,14 +123,18 @@ def parse_blocks(text: str) -> MarkdownBlocks:
             keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
     if tokens:  # (trailing link definitions)
         noise.update(n for n in range(covered + 1, len(lines) + 1) if lines[n - 1].strip())
-    shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
+    if "[[" not in text:  # no wiki-link anywhere: every line shows as it is
+        shown = lines
+    else:
+        shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
     return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown, frozenset(noise))
 
 
 def indexed_lines(doc: MarkdownBlocks) -> list[str]:
     """The lines as embedded and keyword-indexed: `doc.lines` with noise lines blank and one-line HTML comments
     outside code removed (the same number of lines: line N is still the file's line N)."""
-    if not doc.noise_lines and not any("<!--" in ln for ln in doc.lines):
+    # (one search of the joined lines, not one a line: `<!--` holds no newline, so it is in one line of them)
+    if not doc.noise_lines and "<!--" not in "\n".join(doc.lines):
         return doc.lines
     out = []
     for n, ln in enumerate(doc.lines, 1):

@@ -631,14 +631,14 @@ def _pack(
             for prev in reversed(cur):
                 if ctotal + prev.tokens > overlap or ctotal + prev.tokens + u.tokens > budget:
                     break
-                if any(n in code for n in range(prev.start, prev.end + 1)):
+                if code and any(n in code for n in range(prev.start, prev.end + 1)):
                     break  # a piece of a code block is not repeated as the next window's overlap
                 carry.insert(0, prev)
                 ctotal += prev.tokens
             if len(carry) == len(cur):
                 carry, ctotal = [], 0
             last = cur[-1]
-            in_code = any(n in code for n in range(last.start, last.end + 1))
+            in_code = bool(code) and any(n in code for n in range(last.start, last.end + 1))
             if not carry and overlap > 0 and not in_code:  # the last unit is too long: carry its trailing sentences
                 tail: list[_Unit] = []
                 for sent in _last_sentences(cur[-1], count):
