@@ -510,7 +510,8 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
     for m in _SENTENCE_STOP_RE.finditer(text):  # (sentence_cuts, inline: a closing quote or bracket stays with
         after = m.end()  # its sentence)
         end = m.end(1) if m.start(1) >= 0 else after
-        if text[pos:end].strip():
+        # (a sentence starts after the whitespace the match ate: its first character says it holds text)
+        if (pos < end and not text[pos].isspace()) or text[pos:end].strip():
             out.append((pos, end, glued))
         pos = after
         glued = pos == end  # after a CJK full stop the next sentence follows without a space
