@@ -28,6 +28,7 @@ from typing import Any
 
 from ..files.metadata import FileMeta, extract_metadata
 from ..files.textio import BinaryFile, decode
+from ..markdown.blocks import quiet_parser_logs
 from ..markdown.chunker import Chunk, ChunkLimits, chunk_document, chunk_fields
 from ..markdown.parse_memo import ParseMemo, memo_of, parse_with_memo
 from ..markdown.terms import CJK_RE
@@ -104,7 +105,10 @@ def chunk_bytes(
         )
     # (once per file, in the worker; from what is stored, not the file's bytes: frontmatter such as
     # `title: "\u6d77\u8fba"` is ASCII in the file and CJK in the chunk text and heading path it renders to)
-    cjk = any(not s.isascii() and CJK_RE.search(s) is not None for c in chunks for s in (c.text, c.heading_path) if s)
+    # (one search of them all joined: the pattern is one character, so it finds one in the joined text exactly when
+    # some chunk's text or heading path holds one)
+    stored = "\n".join([s for c in chunks for s in (c.text, c.heading_path) if s])
+    cjk = not stored.isascii() and CJK_RE.search(stored) is not None
     return Chunked(decoded.encoding, decoded.warning, meta, chunks, new_memo, cjk=cjk)
 
 
@@ -143,6 +147,7 @@ def _start_worker(limits: ChunkLimits, count: Callable[[str], int]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the CLI is for the indexer, which stops the pool
     # the indexer logs what a worker's files warned about
     logging.getLogger("saipling").setLevel(logging.CRITICAL + 1)
+    quiet_parser_logs()  # (nor markdown-it's debug calls: ~5% of the worker's CPU, benchmarks row S30)
     parent = multiprocessing.parent_process()
     if parent is not None:  # a killed indexer (kill -9) must not leave its workers waiting for work forever
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()

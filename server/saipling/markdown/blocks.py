@@ -3,6 +3,8 @@ them), from markdown-it-py's CommonMark parser; wiki-links as their display text
 
 from __future__ import annotations
 
+import importlib
+import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -52,7 +54,40 @@ def _parser() -> MarkdownIt:
     (every block token carries `.map`, its [first, last) 0-based line range), and it halves the parse time."""
     md = MarkdownIt("commonmark").use(front_matter_plugin)
     md.disable("inline")
+    # the core rules after the block parse work on inline tokens' children, which a block parse has none of
+    md.disable(["linkify", "replacements", "smartquotes", "text_join"])
     return md
+
+
+# markdown-it's block rules each call `LOGGER.debug(...)` once per rule tried at each block: ~10 calls a paragraph,
+# ~5% of a chunking worker's CPU (benchmarks row S30), though nothing is logged below WARNING
+_RULE_MODULES = "blockquote code fence heading hr html_block lheading list paragraph reference".split()
+
+
+class _NoDebug:
+    """A rule module's logger whose `debug` is a C call that takes any arguments and does nothing."""
+
+    debug = staticmethod("".format)
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._logger, name)
+
+
+def quiet_parser_logs() -> bool:
+    """Make markdown-it's block rules skip their debug log calls (a chunking worker, which logs nothing below
+    CRITICAL: indexing/chunk_pool.py); left alone when the `markdown_it` logger is enabled for DEBUG. True when
+    done."""
+    if logging.getLogger("markdown_it").isEnabledFor(logging.DEBUG):
+        return False
+    for name in _RULE_MODULES:
+        mod = importlib.import_module(f"markdown_it.rules_block.{name}")
+        logger = getattr(mod, "LOGGER", None)
+        if isinstance(logger, logging.Logger):
+            mod.LOGGER = _NoDebug(logger)  # type: ignore[attr-defined]
+    return True
 
 
 def parse_blocks(text: str) -> MarkdownBlocks:
@@ -73,7 +108,8 @@ def parse_blocks(text: str) -> MarkdownBlocks:
         if tok.level == 0:
             # a non-blank line between top-level blocks belongs to none: link-reference definitions, which the
             # block parser consumes without a token
-            noise.update(n for n in range(covered + 1, a) if lines[n - 1].strip())
+            if covered + 1 < a:  # (between two paragraphs: one blank line at most, so it is asked of ~each)
+                noise.update(n for n in range(covered + 1, a) if lines[n - 1].strip())
             covered = max(covered, b)
         if tok.type == "html_block" and "<!--" in tok.content and not _COMMENT_BLOCK_RE.sub("", tok.content).strip():
             noise.update(range(a, min(b, len(lines)) + 1))
@@ -87,14 +123,18 @@ def parse_blocks(text: str) -> MarkdownBlocks:
             keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
     if tokens:  # (trailing link definitions)
         noise.update(n for n in range(covered + 1, len(lines) + 1) if lines[n - 1].strip())
-    shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
+    if "[[" not in text:  # no wiki-link anywhere: every line shows as it is
+        shown = lines
+    else:
+        shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
     return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown, frozenset(noise))
 
 
 def indexed_lines(doc: MarkdownBlocks) -> list[str]:
     """The lines as embedded and keyword-indexed: `doc.lines` with noise lines blank and one-line HTML comments
     outside code removed (the same number of lines: line N is still the file's line N)."""
-    if not doc.noise_lines and not any("<!--" in ln for ln in doc.lines):
+    # (one search of the joined lines, not one a line: `<!--` holds no newline, so it is in one line of them)
+    if not doc.noise_lines and "<!--" not in "\n".join(doc.lines):
         return doc.lines
     out = []
     for n, ln in enumerate(doc.lines, 1):

@@ -381,8 +381,12 @@ def _glue_lead_ins(
 
 
 def _introduces(u: _Unit, heads: set[int]) -> bool:
-    text = u.text.rstrip()
-    return (u.start in heads and "\n" not in text) or text.endswith((":", "："))
+    """A heading line alone, or text ending in a colon (trailing whitespace aside)."""
+    text = u.text
+    if u.start in heads and "\n" not in text.rstrip():
+        return True
+    # (the end of a paragraph of prose, not a stripped copy of it all: this is asked of every unit packed)
+    return (text[-64:].rstrip() or text.rstrip()).endswith((":", "："))
 
 
 def _whole(u: _Unit, lines: list[str]) -> bool:
@@ -424,22 +428,25 @@ def _section_count(count: TokenCounter, text: str, units: list[_Unit], lines: li
 def _paragraphs(lines: list[str], start: int, end: int, count: TokenCounter, keep_whole: frozenset[int]) -> list[_Unit]:
     """Blank-line separated blocks (a blank line inside a code block or HTML block does not split it)."""
     units: list[_Unit] = []
-    cur: list[int] = []
+    run = 0  # first line of the current run of lines that are not a paragraph break (0: none)
 
-    def flush() -> None:
-        while cur and not lines[cur[-1] - 1].strip():  # units start and end on text
-            cur.pop()
-        first = next((i for i, n in enumerate(cur) if lines[n - 1].strip()), None)
-        if first is not None:
-            units.append(_unit(lines, cur[first], cur[-1], count))
-        cur.clear()
+    def flush(a: int, b: int) -> None:  # units start and end on text (a run may hold only kept blank lines)
+        while b >= a and not lines[b - 1].strip():
+            b -= 1
+        if b >= a:
+            while not lines[a - 1].strip():
+                a += 1
+            units.append(_unit(lines, a, b, count))
 
     for n in range(start, end + 1):
         if not lines[n - 1].strip() and n not in keep_whole:
-            flush()
-            continue
-        cur.append(n)
-    flush()
+            if run:
+                flush(run, n - 1)
+                run = 0
+        elif not run:
+            run = n
+    if run:
+        flush(run, end)
     return units
 
 
@@ -474,8 +481,13 @@ def _line_finder(u: _Unit) -> Callable[[int], int]:
 
 def _sentences(u: _Unit, count: TokenCounter) -> list[_Unit]:
     """`u` cut at its sentence ends (_SENTENCE_END_RE); `u` itself when it has none."""
-    line_at = _line_finder(u)
-    out = [_Unit(line_at(a), line_at(b), u.text[a:b], count(u.text[a:b]), glued) for a, b, glued in _spans(u.text)]
+    text = u.text
+    if "\n" not in text:  # (a paragraph of prose on one line: every sentence is on it)
+        n = u.start
+        out = [_Unit(n, n, text[a:b], count(text[a:b]), glued) for a, b, glued in _spans(text)]
+    else:
+        line_at = _line_finder(u)
+        out = [_Unit(line_at(a), line_at(b), text[a:b], count(text[a:b]), glued) for a, b, glued in _spans(text)]
     return out or [u]
 
 
@@ -485,7 +497,7 @@ def _last_sentences(u: _Unit, count: TokenCounter) -> Iterator[_Unit]:
     spans = _spans(u.text)[1:]
     if not spans:
         return
-    line_at = _line_finder(u)
+    line_at = _line_finder(u) if "\n" in u.text else lambda _offset: u.start
     for a, b, glued in reversed(spans):
         yield _Unit(line_at(a), line_at(b), u.text[a:b], count(u.text[a:b]), glued)
 
@@ -495,8 +507,11 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
     out: list[tuple[int, int, bool]] = []
     pos = 0
     glued = False
-    for end, after in sentence_cuts(text):  # (a closing quote or bracket stays with its sentence)
-        if text[pos:end].strip():
+    for m in _SENTENCE_STOP_RE.finditer(text):  # (sentence_cuts, inline: a closing quote or bracket stays with
+        after = m.end()  # its sentence)
+        end = m.end(1) if m.start(1) >= 0 else after
+        # (a sentence starts after the whitespace the match ate: its first character says it holds text)
+        if (pos < end and not text[pos].isspace()) or text[pos:end].strip():
             out.append((pos, end, glued))
         pos = after
         glued = pos == end  # after a CJK full stop the next sentence follows without a space
@@ -617,14 +632,14 @@ def _pack(
             for prev in reversed(cur):
                 if ctotal + prev.tokens > overlap or ctotal + prev.tokens + u.tokens > budget:
                     break
-                if any(n in code for n in range(prev.start, prev.end + 1)):
+                if code and any(n in code for n in range(prev.start, prev.end + 1)):
                     break  # a piece of a code block is not repeated as the next window's overlap
                 carry.insert(0, prev)
                 ctotal += prev.tokens
             if len(carry) == len(cur):
                 carry, ctotal = [], 0
             last = cur[-1]
-            in_code = any(n in code for n in range(last.start, last.end + 1))
+            in_code = bool(code) and any(n in code for n in range(last.start, last.end + 1))
             if not carry and overlap > 0 and not in_code:  # the last unit is too long: carry its trailing sentences
                 tail: list[_Unit] = []
                 for sent in _last_sentences(cur[-1], count):
@@ -638,31 +653,49 @@ def _pack(
         total += u.tokens
     if cur:
         windows.append((cur, n_carry))
+    additive = _specials(count) is not None
     for w, carried in windows:
-        for part in _fit_window(w, carried, budget, lines, count):
-            tokens = _window_count(part, count) if _specials(count) is not None else None  # (free when additive)
-            yield part[0].start, part[-1].end, _window_text(part), tokens, part[0].glued
+        for part, text in _fit_window(w, carried, budget, lines, count):
+            tokens = _window_count(part, count) if additive else None  # (free when additive)
+            yield part[0].start, part[-1].end, text if text is not None else _window_text(part), tokens, part[0].glued
 
 
-def _fit_window(w: list[_Unit], carried: int, budget: int, lines: list[str], count: TokenCounter) -> list[list[_Unit]]:
+def _fit_window(
+    w: list[_Unit], carried: int, budget: int, lines: list[str], count: TokenCounter
+) -> list[tuple[list[_Unit], str | None]]:
     """`w` as it is when its joined text fits `budget` (one count per window: the usual case); else without
-    its overlap units, else cut greedily into runs whose joined text fits (every unit fits on its own)."""
-    if len(w) == 1 or _window_count(w, count) <= budget:
-        return [w]
+    its overlap units, else cut greedily into runs whose joined text fits (every unit fits on its own). Each run
+    with its joined text when counting it made that text (a counter that is not additive), else None."""
+    if len(w) == 1:
+        return [(w, None)]
+    tokens, text = _window_count_text(w, count)
+    if tokens <= budget:
+        return [(w, text)]
     if 0 < carried < len(w):
         w = w[carried:]  # the overlap is a nicety: the window's own units come first
-        if len(w) == 1 or _window_count(w, count) <= budget:
-            return [w]
-    out: list[list[_Unit]] = []
+        if len(w) == 1:
+            return [(w, None)]
+        tokens, text = _window_count_text(w, count)
+        if tokens <= budget:
+            return [(w, text)]
+    out: list[tuple[list[_Unit], str | None]] = []
     cur: list[_Unit] = []
     for u in w:
         if cur and _window_count([*cur, u], count) > budget:
-            out.append(cur)
+            out.append((cur, None))
             cur = []
         cur.append(u)
     if cur:
-        out.append(cur)
+        out.append((cur, None))
     return out
+
+
+def _window_count_text(w: list[_Unit], count: TokenCounter) -> tuple[int, str | None]:
+    """_window_count(w, count) (`w` of two units or more), with the joined text when it was made to count it."""
+    if _specials(count) is None or any(u.glued for u in w[1:]):
+        text = _window_text(w)
+        return count(text), text
+    return _joined(count, [u.tokens for u in w], lambda: _window_text(w)), None
 
 
 def _window_count(w: list[_Unit], count: TokenCounter) -> int:
