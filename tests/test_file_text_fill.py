@@ -225,3 +225,69 @@ def test_a_fill_batch_rolled_back_at_its_commit_is_filled_by_the_next_fill(tmp_p
     assert not store.file_text_pending()
     store.close()
     assert file_rows(db) == (6, 6)
+
+
+def merge_would_work(db: Path) -> dict[str, bool]:
+    """Whether FTS5's 'merge' would still find work in each keyword list (more than one b-tree), asked on a
+    throwaway copy so the index itself is left as it is."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for suffix in ("", "-wal"):
+            if Path(str(db) + suffix).exists():
+                shutil.copy(str(db) + suffix, Path(tmp) / f"index.db{suffix}")
+        conn = apsw.Connection(str(Path(tmp) / "index.db"))
+        try:
+            out = {}
+            for t in ("chunks_fts", "files_fts"):
+                before = conn.total_changes()
+                conn.execute(f"INSERT INTO {t}({t}, rank) VALUES ('merge', -1000000)")
+                out[t] = conn.total_changes() - before >= 2
+            return out
+        finally:
+            conn.close()
+
+
+def test_a_first_index_leaves_each_keyword_list_one_b_tree_with_the_same_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first index writes a keyword segment per batch; the full run merges each list into one b-tree after the
+    fill (indexer._merge_keywords, a step per transaction), records it, and holds the same words; a store built
+    with no merge would have work left (the test's teeth), and a later full run does not merge again."""
+    from saipling.storage.sqlite.schema import KEYWORDS_MERGED_META
+
+    monkeypatch.setattr(indexer, "MERGE_PAGES", 8)  # (several steps)
+    monkeypatch.setattr(text_phase, "TEXT_BATCH_CHUNKS", 64)  # (a keyword segment per small batch)
+    monkeypatch.setattr(text_phase, "FIRST_INDEX_BATCH_FACTOR", 1)
+    root = vault(tmp_path, "merged")
+    db = root / ".saipling" / "index.db"
+    steps: list[bool] = []
+    with open_project(root) as project:
+        real = project.store.merge_keywords
+
+        def counted(pages: int) -> bool:
+            steps.append(real(pages))
+            return steps[-1]
+
+        monkeypatch.setattr(project.store, "merge_keywords", counted)
+        project.index()
+        assert steps.count(True) >= 2 and steps[-1] is False  # (merged in several steps, then nothing to do)
+        assert merge_would_work(db) == {"chunks_fts": False, "files_fts": False}
+        found = project.search({"query": "keeper", "mode": "lexical", "maxResults": 5})["results"]
+        assert found
+        made = len(steps)
+        project.index()  # (merged already: nothing done again)
+        assert steps[made:] == [False]
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    assert conn.execute("SELECT 1 FROM meta WHERE key = ?", (KEYWORDS_MERGED_META,)).fetchall()
+    conn.close()
+    # the same words and counts as the same vault indexed without merging
+    with monkeypatch.context() as m:
+        m.setattr(SqliteStore, "merge_keywords", lambda self, pages: False)
+        other = vault(tmp_path, "unmerged")
+        with open_project(other) as project:
+            project.index()
+    other_db = other / ".saipling" / "index.db"
+    assert merge_would_work(other_db)["chunks_fts"] is True  # (unmerged: segments left)
+    assert vocab(db) == vocab(other_db)

@@ -636,6 +636,12 @@ class ChunkStore(Protocol):
         has not finished)."""
         ...
 
+    def merge_keywords(self, pages: int) -> bool:
+        """One step of bringing the keyword lists to one b-tree each after a first index (or once on an older
+        index), writing about `pages` pages in one transaction; True while work is left, False when done (or
+        when the backend has nothing to merge). The same rows and scores either way."""
+        ...
+
     def delete_file(self, path: str) -> bool:
         """Forget a file: its record, chunks, keywords, vectors and mentions (the embedding cache keeps its
         vectors). True when it was indexed."""

@@ -573,6 +573,10 @@ class PostgresStore:
     def file_text_pending(self) -> bool:
         return False
 
+    def merge_keywords(self, pages: int) -> bool:
+        """Nothing to merge: PostgreSQL's GIN indexes and postings tables keep themselves (autovacuum)."""
+        return False
+
     def replace_files(self, files: Sequence[FileWrite]) -> None:
         """Each file's `replace_file` (no vectors), all in one transaction."""
         with self.atomic():

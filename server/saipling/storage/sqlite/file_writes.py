@@ -21,6 +21,7 @@ from .schema import (
     DEFERRABLE_INDEXES,
     DEFERRED_META,
     FILE_TEXT_META,
+    KEYWORDS_MERGED_META,
     VISIBILITY_READ,
     VISIBILITY_STORED,
     chunk_cjk_words,
@@ -147,6 +148,7 @@ class FileWrites:
             if self.db.scalar("SELECT 1 FROM chunks LIMIT 1") is not None:
                 return False
             self.db.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (FILE_TEXT_META,))
+            self.db.conn.execute("DELETE FROM meta WHERE key = ?", (KEYWORDS_MERGED_META,))
             present = {r[0] for r in self.db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
             dropped = [name for name in DEFERRABLE_INDEXES if name in present]
             for name in dropped:
@@ -235,6 +237,25 @@ class FileWrites:
                 self.db.conn.executemany("INSERT INTO files_fts(rowid, text) VALUES (?, ?)", rows)
             self._filled_to = files[-1][0]  # (once committed)
             return len(files)
+
+    def merge_keywords(self, pages: int) -> bool:
+        """One step of merging each keyword list (chunks_fts, files_fts) into one b-tree: FTS5's 'merge' command,
+        about `pages` pages written in one transaction (a negative count: every segment put on one level and
+        merged, whatever FTS5's usermerge says). True while work is left; False once both are one b-tree, and the
+        index records it (KEYWORDS_MERGED_META: nothing is done again until a first index). FTS5 reports work done
+        as a rise of two or more in the connection's total changes."""
+        with self.db.lock:
+            if self.db.scalar("SELECT 1 FROM meta WHERE key = ?", (KEYWORDS_MERGED_META,)) is not None:
+                return False
+            conn = self.db.conn
+            with self.db.atomic():
+                for table in ("chunks_fts", "files_fts"):
+                    before = conn.total_changes()
+                    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)", (-abs(int(pages)),))
+                    if conn.total_changes() - before >= 2:
+                        return True
+                conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (KEYWORDS_MERGED_META,))
+            return False
 
     def replace_files(self, files: Sequence[FileWrite]) -> None:
         """Several files' `replace_file` (no vectors) in one transaction; the chunks of those with none stored go

@@ -416,6 +416,9 @@ class SqliteStore:
     def file_text_pending(self) -> bool:
         return self._files.file_text_pending()
 
+    def merge_keywords(self, pages: int) -> bool:
+        return self._files.merge_keywords(pages)
+
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         self._files.touch_file(path, mtime_ns, size)
 
