@@ -295,36 +295,51 @@ class Indexer:
         if not self.store.file_text_pending():
             return
         total = self.store.stats().total_files
-        done = 0
-        while True:
-            if cancel is not None and cancel.is_set():
-                raise IndexCancelled("indexing cancelled")
+
+        def report(done: int) -> None:
             if progress:
                 progress(IndexProgress(min(done, total), total, None, 0, "file_keywords"))
-            try:
-                with self.text.write_lock:
-                    filled = self.store.fill_file_text(FILL_FILE_TEXT)
-            except Exception as exc:  # noqa: BLE001 - (a full disk) the passages are stored: the next full run fills it
-                log.warning("the whole-file keywords were not all filled (%s: %s)", type(exc).__name__, exc)
-                return
-            if not filled:
-                return
-            done += filled
+
+        # ((a full disk) the passages are stored: the next full run fills it)
+        self._in_steps(
+            lambda: self.store.fill_file_text(FILL_FILE_TEXT),
+            "the whole-file keywords were not all filled",
+            cancel,
+            report,
+        )
 
     def _merge_keywords(self, cancel: threading.Event | None) -> None:
         """The keyword lists merged into one b-tree each after a first index (or once on an older index): a step
         of MERGE_PAGES pages per transaction under the write lock (a save waits for one step); a cancelled or
         killed run leaves the rest to the next full run. ~19 s at 1.00M chunks (10 s of CPU), once."""
+        # ((a full disk) the lists answer the same unmerged)
+        self._in_steps(lambda: int(self.store.merge_keywords(MERGE_PAGES)), "the keyword index was not merged", cancel)
+
+    def _in_steps(
+        self,
+        step: Callable[[], int],
+        failed: str,
+        cancel: threading.Event | None,
+        report: Callable[[int], None] | None = None,
+    ) -> None:
+        """`step` (how much it did; 0: nothing left) again and again, each under the write lock (a save waits for
+        one step), until it has nothing left; `report` gets the total done before each step. A failure is logged
+        and leaves the rest to the next full run; a cancel stops between steps."""
+        done = 0
         while True:
             if cancel is not None and cancel.is_set():
                 raise IndexCancelled("indexing cancelled")
+            if report is not None:
+                report(done)
             try:
                 with self.text.write_lock:
-                    if not self.store.merge_keywords(MERGE_PAGES):
-                        return
-            except Exception as exc:  # noqa: BLE001 - (a full disk) the lists answer the same unmerged
-                log.warning("the keyword index was not merged (%s: %s)", type(exc).__name__, exc)
+                    did = step()
+            except Exception as exc:  # noqa: BLE001 - what the steps make is optional: the run that stored the text stands
+                log.warning("%s (%s: %s)", failed, type(exc).__name__, exc)
                 return
+            if not did:
+                return
+            done += did
 
     def _settle_mentions(self, summary: IndexSummary) -> None:
         """Files whose mentions were found with other entity names (an entity file added, renamed, removed)
