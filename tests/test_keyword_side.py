@@ -18,6 +18,7 @@ from saipling.storage.sqlite.store import SqliteStore as Store
 from test_store import h, record, row, unit
 
 WORKER = "saipling-keywords"
+DEFAULT_MIN_CHUNKS = keyword_side.MIN_CHUNKS  # (before the autouse fixture below lowers it)
 
 
 def _workers() -> list[threading.Thread]:
@@ -228,6 +229,29 @@ def test_a_small_index_reads_on_the_stores_connection(tmp_path: Path, monkeypatc
         assert s._keyword_side._conn is not None
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("chunks, beside", [(55_000, False), (269_000, False), (1_070_000, True)])
+def test_a_hybrid_search_reads_beside_the_knn_only_in_an_index_of_half_a_million_chunks_or_more(
+    store: Store, monkeypatch: pytest.MonkeyPatch, chunks: int, beside: bool
+) -> None:
+    """Below keyword_side.MIN_CHUNKS (500k by default) a hybrid search reads its keyword lists on its own thread
+    after the KNN: at 269k chunks the worker's Python scoring and the KNN waited for each other's GIL (row S33).
+    The index's chunk count, as the store reads it to decide, is reported as `chunks` (the lists are the real
+    80 chunks'); the lists are the same either way."""
+    monkeypatch.setattr(keyword_side, "MIN_CHUNKS", DEFAULT_MIN_CHUNKS)
+    real = store._keywords.term_doc_freqs
+
+    def counted(terms):
+        freqs, n = real(terms)
+        return freqs, (chunks if not terms else n)
+
+    monkeypatch.setattr(store._keywords, "term_doc_freqs", counted)
+    got = store.search_candidates(kw("lantern", "harbour"), 10, 10, unit(3), None)
+    side = store._keyword_side
+    assert side is not None and (side._conn is not None) == beside
+    assert _lists(got) == _lists(_serial(store, kw("lantern", "harbour"), unit(3)))
+    assert got.keywords and got.vectors and got.files
 
 
 def test_a_lexical_search_reads_both_lists_on_the_stores_connection_by_default(store: Store) -> None:

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 import apsw
 
 from ..base import ChunkFilter, KeywordQuery
-from . import fts_bound
 from .database import Database
 from .filters import FilterCache
 from .keywords import Keywords
@@ -46,11 +45,15 @@ if TYPE_CHECKING:  # (imported with the worker: a CLI's lexical search in a smal
 
 log = logging.getLogger(__name__)
 
-# Below this many chunks a search reads serially as before: its keyword reads take a few ms, and the worker's page
-# cache is emptied by every commit of another connection (WAL readers drop their cache when the index changed; when
-# this was measured each search's log row was such a commit), so its reads cost more than they saved (55k chunks:
-# hybrid CPU 51-56 vs 39-53 ms a search)
-MIN_CHUNKS = fts_bound.BOUND_MIN_CHUNKS
+# Below this many chunks a search reads serially as before. At 55k chunks its keyword reads take a few ms, and the
+# worker's page cache is emptied by every commit of another connection (WAL readers drop their cache when the index
+# changed; when this was measured each search's log row was such a commit), so its reads cost more than they saved
+# (hybrid CPU 51-56 vs 39-53 ms a search). At 269k (row S33) the two threads mostly wait for each other's GIL: the
+# worker's keyword scoring is a Python callback a row (fts_bound.scorer) and the KNN has Python between its numpy
+# steps, so beside each other the worker's keyword reads took ~2x their CPU alone (chunk list 19-24 vs 12.6 ms,
+# whole-file list 10-13 vs 7-9) and the process spent more CPU than the two read one after the other, for no lower
+# wall time. From 500k chunks the KNN's numpy passes are long enough for the overlap to pay (1.00M: rows S20, S27).
+MIN_CHUNKS = 500_000
 
 # True: a lexical search reads its whole-file list on the worker while this thread reads the chunk list (from a
 # store's second search on). Off: under load it cut the searching thread's CPU (row S20: 62 -> 37 ms at 1.00M), but

@@ -78,6 +78,19 @@ _UNEMBEDDED_IDS = (
 )
 
 
+# The stored vectors of a list of chunk ids (json), of the two usable lengths (float16 or float32 rows)
+_STORED_FROM = (
+    " FROM chunks c JOIN embedding_cache e ON e.model = ? AND e.content_hash = c.content_hash"
+    " WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) IN (?, ?)"
+)
+_STORED_ROWS = "SELECT c.id, e.vector" + _STORED_FROM
+# ... as one row (Vectors._aggregated): both aggregates see the rows in the same order
+_STORED_ONE_ROW = (
+    "SELECT json_group_array(c.id), json_group_array(length(e.vector)), CAST(group_concat(e.vector, '') AS BLOB)"
+    + _STORED_FROM
+)
+
+
 def vector_blob(vec: np.ndarray, dtype: Any = "<f2") -> bytes:
     """A vector as the cache stores it (`dtype`: the index's format, Vectors.dtype)."""
     with np.errstate(over="ignore"):  # (a value past float16's range becomes Inf: the caller checks)
@@ -148,6 +161,7 @@ class Vectors:
         self._generation = 0  # bumped when the matrix must be read again whatever the journal says
         self.rows_read = 0  # vectors read into the matrix, by loads and patches (tests: a patch reads few)
         self.loads = 0  # whole reads of the matrix
+        self._utf8: bool | None = None  # the database's text is UTF-8 (Vectors._aggregated), known on first use
 
     # -- vectors configuration -----------------------------------------------------------------------------
     def dtype(self) -> Any:
@@ -883,18 +897,47 @@ class Vectors:
         out: dict[int, np.ndarray] = {}
         if not chunk_ids:
             return out
-        rows = self.db.conn.execute(
-            "SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e ON e.model = ? AND e.content_hash ="
-            " c.content_hash WHERE c.id IN (SELECT value FROM json_each(?)) AND length(e.vector) IN (?, ?)",
-            (key, self.db.json_ids(chunk_ids), dims * 2, dims * 4),
-        ).fetchall()
-        if rows:  # decoded together (a compact matrix rescores 200 a search: row by row was ~1/4 of its CPU)
-            mat = decoded_rows([r[1] for r in rows], dims)
+        found = self._aggregated(key, dims, chunk_ids)
+        if found is None:  # (a database not in UTF-8: one row a vector)
+            rows = self.db.conn.execute(_STORED_ROWS, (key, self.db.json_ids(chunk_ids), dims * 2, dims * 4)).fetchall()
+            found = ([int(r[0]) for r in rows], decoded_rows([r[1] for r in rows], dims) if rows else None)
+        ids, mat = found
+        # (decoded together: a compact matrix rescores 200 a search, and row by row was ~1/4 of its CPU)
+        if ids and mat is not None:
             good = np.isfinite(mat).all(axis=1) & (mat != 0).any(axis=1)  # (usable_vector, every row at once)
-            out = {int(r[0]): mat[i] for i, r in enumerate(rows) if good[i]}
+            out = {c: mat[i] for i, c in enumerate(ids) if good[i]}
         if counted:
             self.rows_read += len(out)
         return out
+
+    def _aggregated(self, key: str, dims: int, chunk_ids: Sequence[int]) -> tuple[list[int], np.ndarray | None] | None:
+        """The usable-length stored vectors of `chunk_ids` as (chunk ids, float32 rows in that order), read as ONE
+        row: the ids and lengths as JSON arrays and the vectors concatenated into one blob. A search's 200 rescored
+        vectors cost one return to Python instead of 200 (each re-takes the GIL: beside the keyword worker's Python
+        scoring, 200 rows by `fetchall` took ~6.1 ms where the one row took 4.4, benchmarks/README.md S33). None
+        when the database's text is not UTF-8 (group_concat would convert the blobs' bytes) or the blob's length
+        disagrees with the lengths (never expected): the caller reads row by row."""
+        if self._utf8 is None:
+            self._utf8 = str(self.db.scalar("PRAGMA encoding") or "").upper() == "UTF-8"
+        if not self._utf8:
+            return None
+        row = self.db.conn.execute(_STORED_ONE_ROW, (key, self.db.json_ids(chunk_ids), dims * 2, dims * 4)).fetchone()
+        ids: list[int] = json.loads(row[0]) if row and row[0] else []
+        if not ids:
+            return [], None
+        lengths: list[int] = json.loads(row[1])
+        blob = row[2] if isinstance(row[2], bytes) else b""
+        if len(lengths) != len(ids) or sum(lengths) != len(blob):
+            log.warning("the aggregated read of %d vectors came back inconsistent: reading them row by row", len(ids))
+            return None
+        if len(set(lengths)) == 1:  # (one format: the rule)
+            dtype = np.dtype("<f4" if lengths[0] == dims * 4 else "<f2")
+            return ids, unit_rows(np.frombuffer(blob, dtype=dtype).reshape(-1, dims))
+        view, at, blobs = memoryview(blob), 0, []
+        for n in lengths:
+            blobs.append(bytes(view[at : at + n]))
+            at += n
+        return ids, decoded_rows(blobs, dims)
 
     def _exact_vectors(self, chunk_ids: list[int]) -> dict[int, np.ndarray]:
         """The stored vectors of `chunk_ids` as float32 (a compact matrix rescores its candidates with them), in one
