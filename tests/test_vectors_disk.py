@@ -1297,3 +1297,49 @@ def test_a_compact_snapshot_maps_its_sign_bits_as_the_matrix_searches_them_and_a
         assert old._vectors.snapshot_reads == 1 and old._vectors.loads == 0 and old._vectors.snapshot_damaged == 0
     finally:
         old.close()
+
+
+def test_the_rescored_vectors_read_as_one_row_are_the_stored_ones_row_by_row(tmp_path: Path) -> None:
+    """A compact matrix rescores its candidates on their stored vectors, read in one aggregated row (ids, lengths,
+    one blob: Vectors._aggregated, row S33): the same float32 unit vectors as read row by row, a float32 row (a
+    saipling of before migration 9) beside float16 ones, an unusable (NaN) row and a chunk without a vector left
+    out, the ids as asked in any order; an empty list and ids of no chunk give nothing."""
+    store = Store.open(tmp_path / ".saipling" / "index.db")
+    try:
+        store.configure_vectors("test", "m", DIMS)
+        texts = [f"passage {i}" for i in range(12)]
+        store.replace_file(
+            record("a.md"), [row(i, t) for i, t in enumerate(texts)], {h(t): unit(i) for i, t in enumerate(texts)}, "m"
+        )
+        key = store._vectors.index_key()
+        ids = {text: cid for cid, (_, _, text) in store.chunk_texts(store.vector_matrix()[0].tolist()).items()}
+        conn = store.conn
+        with conn:
+            conn.execute(  # one row as float32
+                "UPDATE embedding_cache SET vector = ? WHERE model = ? AND content_hash = ?",
+                (unit(3).astype("<f4").tobytes(), key, h(texts[3])),
+            )
+            bad = unit(5).astype("<f2")
+            bad[2] = np.nan
+            conn.execute(
+                "UPDATE embedding_cache SET vector = ? WHERE model = ? AND content_hash = ?",
+                (bad.tobytes(), key, h(texts[5])),
+            )
+            conn.execute("DELETE FROM embedding_cache WHERE model = ? AND content_hash = ?", (key, h(texts[7])))
+        asked = [ids[t] for t in reversed(texts)] + [10**9]
+        got = store._vectors._exact_vectors(asked)
+        assert sorted(got) == sorted(ids[t] for i, t in enumerate(texts) if i not in (5, 7))
+        for i, t in enumerate(texts):
+            if i in (5, 7):
+                continue
+            want = unit(i) if i == 3 else half(unit(i)) / np.linalg.norm(half(unit(i)))
+            assert got[ids[t]].dtype == np.float32 and np.abs(got[ids[t]] - want).max() < 1e-6
+        store._vectors._utf8 = False  # (the row-by-row read, as in a database whose text is not UTF-8)
+        by_rows = store._vectors._exact_vectors(asked)
+        assert by_rows.keys() == got.keys() and all(np.array_equal(by_rows[c], got[c]) for c in got)
+        store._vectors._utf8 = None
+        assert store._vectors._exact_vectors([]) == {} and store._vectors._exact_vectors([10**9]) == {}
+        agg = store._vectors._aggregated(key, DIMS, asked)
+        assert agg is not None and len(agg[0]) == 11  # (one row: every stored vector of a usable length, NaN too)
+    finally:
+        store.close()
