@@ -51,8 +51,9 @@ log = logging.getLogger(__name__)
 # (hybrid CPU 51-56 vs 39-53 ms a search). At 269k (row S33) the two threads mostly wait for each other's GIL: the
 # worker's keyword scoring is a Python callback a row (fts_bound.scorer) and the KNN has Python between its numpy
 # steps, so beside each other the worker's keyword reads took ~2x their CPU alone (chunk list 19-24 vs 12.6 ms,
-# whole-file list 10-13 vs 7-9) and the process spent more CPU than the two read one after the other, for no lower
-# wall time. From 500k chunks the KNN's numpy passes are long enough for the overlap to pay (1.00M: rows S20, S27).
+# whole-file list 10-13 vs 7-9): the process's CPU equalled the search's wall time (no overlap left), and read one
+# after the other the hybrid search took less of both (bench_scale wall p50 56.6 vs 67.6 ms, process CPU 0.83x).
+# From 500k chunks the KNN's numpy passes are long enough for the overlap to pay (1.00M: rows S20, S27).
 MIN_CHUNKS = 500_000
 
 # True: a lexical search reads its whole-file list on the worker while this thread reads the chunk list (from a
