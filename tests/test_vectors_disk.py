@@ -18,6 +18,7 @@ import pytest
 
 from fixtures import chunk_row as row
 from saipling.storage.base import FileRecord
+from saipling.storage.sqlite import vectors as vectors_mod
 from saipling.storage.sqlite.schema import _MIGRATIONS, connect
 from saipling.storage.sqlite.store import SqliteStore as Store
 
@@ -1299,7 +1300,9 @@ def test_a_compact_snapshot_maps_its_sign_bits_as_the_matrix_searches_them_and_a
         old.close()
 
 
-def test_the_rescored_vectors_read_as_one_row_are_the_stored_ones_row_by_row(tmp_path: Path) -> None:
+def test_the_rescored_vectors_read_as_one_row_are_the_stored_ones_row_by_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A compact matrix rescores its candidates on their stored vectors, read in one aggregated row (ids, lengths,
     one blob: Vectors._aggregated, row S33): the same float32 unit vectors as read row by row, a float32 row (a
     saipling of before migration 9) beside float16 ones, an unusable (NaN) row and a chunk without a vector left
@@ -1338,6 +1341,9 @@ def test_the_rescored_vectors_read_as_one_row_are_the_stored_ones_row_by_row(tmp
         by_rows = store._vectors._exact_vectors(asked)
         assert by_rows.keys() == got.keys() and all(np.array_equal(by_rows[c], got[c]) for c in got)
         store._vectors._utf8 = None
+        monkeypatch.setattr(vectors_mod, "AGGREGATE_MAX", 3)  # (more ids than that: row by row, the same vectors)
+        many = store._vectors._exact_vectors(asked)
+        assert many.keys() == got.keys() and all(np.array_equal(many[c], got[c]) for c in got)
         assert store._vectors._exact_vectors([]) == {} and store._vectors._exact_vectors([10**9]) == {}
         agg = store._vectors._aggregated(key, DIMS, asked)
         assert agg is not None and len(agg[0]) == 11  # (one row: every stored vector of a usable length, NaN too)

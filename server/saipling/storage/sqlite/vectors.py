@@ -78,6 +78,10 @@ _UNEMBEDDED_IDS = (
 )
 
 
+# At most this many vectors are read as one aggregated row (Vectors._aggregated: a search's rescored candidates);
+# more (a matrix's catch-up patches up to a quarter of its rows) are read row by row: SQLite grows the one blob by
+# doubling, a transient copy the size of them all
+AGGREGATE_MAX = 4096
 # The stored vectors of a list of chunk ids (json), of the two usable lengths (float16 or float32 rows)
 _STORED_FROM = (
     " FROM chunks c JOIN embedding_cache e ON e.model = ? AND e.content_hash = c.content_hash"
@@ -897,8 +901,8 @@ class Vectors:
         out: dict[int, np.ndarray] = {}
         if not chunk_ids:
             return out
-        found = self._aggregated(key, dims, chunk_ids)
-        if found is None:  # (a database not in UTF-8: one row a vector)
+        found = self._aggregated(key, dims, chunk_ids) if len(chunk_ids) <= AGGREGATE_MAX else None
+        if found is None:  # (many ids, e.g. a matrix's catch-up, or a database not in UTF-8: one row a vector)
             rows = self.db.conn.execute(_STORED_ROWS, (key, self.db.json_ids(chunk_ids), dims * 2, dims * 4)).fetchall()
             found = ([int(r[0]) for r in rows], decoded_rows([r[1] for r in rows], dims) if rows else None)
         ids, mat = found
