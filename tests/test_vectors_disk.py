@@ -1349,3 +1349,32 @@ def test_the_rescored_vectors_read_as_one_row_are_the_stored_ones_row_by_row(
         assert agg is not None and len(agg[0]) == 11  # (one row: every stored vector of a usable length, NaN too)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("steps", ["nan", "negative"])
+def test_a_mapped_snapshot_whose_steps_are_not_positive_numbers_is_not_used(tmp_path, monkeypatch, steps) -> None:
+    """A compact snapshot is searched before its background CRC check ends: a file whose steps (the codes' scale)
+    were damaged would score with NaN (numpy's RuntimeWarning) until the check threw the answer away. Such a file
+    is refused at open (the steps are dims floats, checked at once): the index is read, the answers are exact, and
+    no search computes with a NaN."""
+    import warnings
+
+    from saipling.storage.sqlite import snapshot
+
+    db, by_id = _compact_snapshotted(tmp_path, monkeypatch)
+    snap = db.parent / "vectors.snapshot"
+    head = snap.read_bytes()[: len(snapshot.MAGIC) + snapshot.HEADER]
+    rows = int(json.loads(head[len(snapshot.MAGIC) :].decode())["rows"])
+    bad = np.full(BIG_DIMS, np.nan if steps == "nan" else -0.01, dtype="<f4").tobytes()
+    with snap.open("r+b") as f:  # the steps section: after the header and the ids (int64 each)
+        f.seek(len(snapshot.MAGIC) + snapshot.HEADER + rows * 8)
+        f.write(bad)
+    store = Store.open(db)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (a NaN in a product: RuntimeWarning raised)
+            got = [c for c, _ in store.knn(unit(7, BIG_DIMS), 8)]
+        assert got == exact_top(by_id, unit(7, BIG_DIMS), 8)
+        assert store._vectors.snapshot_reads == 0 and store._vectors.loads == 1
+    finally:
+        store.close()

@@ -526,6 +526,8 @@ def _mapped(f: Any, h: dict[str, Any], dims: int, folder: Path) -> Snapshot:
 
         ids = section(n, "i8")
         steps = section(dims, "f4").astype(np.float32)  # (a copy: dims floats)
+        if not (np.isfinite(steps).all() and (steps > 0).all()):  # (scored before the CRC check ends: never NaN)
+            raise ValueError("its steps are not positive numbers")
         rows = section(n * dims, "i1").reshape(n, dims)
         bits = section(n * words, "u8").reshape(_bits_shape(h, n, words)) if words else None
         check = Check(os.dup(f.fileno()), start, int(h["payload"]), int(h["crc"]), folder, lease)
