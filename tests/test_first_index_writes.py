@@ -53,6 +53,7 @@ def content(db: Path) -> str:
         "SELECT * FROM mention_counts ORDER BY entity, path",
         "SELECT * FROM mention_files ORDER BY path",
         "SELECT name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name",
+        "SELECT * FROM chunks_fts_config ORDER BY k",  # (the keyword list's settings: none left behind)
     ):
         for r in conn.execute(sql):
             d.update(repr(r).encode())
@@ -86,6 +87,7 @@ def test_a_first_index_builds_the_chunk_indexes_once_and_leaves_the_same_index(
     with open_project(root) as project:
         project.index(progress=progress)
     assert seen and not (set(DEFERRABLE_INDEXES) & seen[0])  # (mid-run: written without them)
+    assert automerge(db) is None  # (FTS5's default merging back, no setting left)
     assert set(DEFERRABLE_INDEXES) <= indexes(db)
     monkeypatch.setattr(text_phase, "DEFER_INDEXES_MIN_FILES", 10**9)
     kept_root = vault(tmp_path, "kept")
@@ -98,6 +100,49 @@ def test_a_first_index_builds_the_chunk_indexes_once_and_leaves_the_same_index(
     assert list(conn.execute("SELECT count(*) FROM mentions"))[0][0] > FILES  # (the test holds mentions)
 
 
+def automerge(db: Path) -> int | None:
+    """The chunk keyword list's FTS5 'automerge' setting as stored (None: FTS5's default, never set)."""
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        got = list(conn.execute("SELECT v FROM chunks_fts_config WHERE k = 'automerge'"))
+        return got[0][0] if got else None
+    finally:
+        conn.close()
+
+
+def segments(db: Path) -> int:
+    """The chunk keyword list's segments (b-trees): the segment ids its %_idx table holds."""
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return list(conn.execute("SELECT count(DISTINCT segid) FROM chunks_fts_idx"))[0][0]
+    finally:
+        conn.close()
+
+
+def test_a_first_index_merges_no_keyword_segments_during_its_text_phase_and_all_of_them_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its chunk keyword list written a segment per batch, none merged as they come (FTS5's automerge off: each
+    posting was rewritten at every level), then merged into one b-tree by the run; FTS5's default is back after."""
+    monkeypatch.setattr(text_phase, "TEXT_BATCH_FILES", 8)  # (a segment per batch: 30 batches)
+    root = vault(tmp_path, "merges")
+    db = root / ".saipling" / "index.db"
+    mid: list[tuple[int | None, int]] = []
+
+    def progress(p: IndexProgress) -> None:
+        if p.phase == "keywords" and p.files_done == FILES - 8:
+            mid.append((automerge(db), segments(db)))
+
+    with open_project(root) as project:
+        project.index(progress=progress)
+        hits = project.search({"query": "Keeper", "mode": "lexical", "maxResults": 5})["results"]
+    # (29 batches stored: 29 segments unmerged, less FTS5's crisis merge of a level of 16: 14; the default's
+    # merging as they came kept 8)
+    assert mid == [(0, mid[0][1])] and mid[0][1] > 10
+    assert automerge(db) is None and segments(db) == 1
+    assert hits
+
+
 def test_indexes_a_killed_first_index_dropped_are_built_at_the_next_open(tmp_path: Path) -> None:
     db = tmp_path / "proj" / ".saipling" / "index.db"
     store = SqliteStore.open(db)
@@ -107,8 +152,10 @@ def test_indexes_a_killed_first_index_dropped_are_built_at_the_next_open(tmp_pat
         store.replace_file(record("a.md", "1"), [row(0, "the lantern room", "Fireball")])
     store.close()  # (killed before restore_indexes)
     assert not set(DEFERRABLE_INDEXES) & indexes(db)
+    assert automerge(db) == 0
     store = SqliteStore.open(db)
     assert set(DEFERRABLE_INDEXES) <= indexes(db)
+    assert automerge(db) is None  # (FTS5's default merging back)
     assert store.get_meta(DEFERRED_META) is None
     assert store.defer_indexes() is False and set(DEFERRABLE_INDEXES) <= indexes(db)  # (chunks stored: kept)
     store.close()

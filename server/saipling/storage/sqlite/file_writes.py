@@ -21,6 +21,8 @@ from .schema import (
     DEFERRABLE_INDEXES,
     DEFERRED_META,
     FILE_TEXT_META,
+    KEYWORD_AUTOMERGE_DEFAULT,
+    KEYWORD_AUTOMERGE_OFF,
     KEYWORDS_MERGED_META,
     VISIBILITY_READ,
     VISIBILITY_STORED,
@@ -154,6 +156,8 @@ class FileWrites:
             for name in dropped:
                 self.db.conn.execute(f"DROP INDEX {name}")
             had = self.deferred()
+            # (the keyword list's segments merged once, after: `merge_keywords`; see KEYWORD_AUTOMERGE_OFF)
+            self.db.conn.execute(KEYWORD_AUTOMERGE_OFF)
             self.db.conn.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                 (DEFERRED_META, json.dumps(sorted(set(had) | set(dropped)))),
@@ -182,7 +186,16 @@ class FileWrites:
             with self.db.atomic():
                 for name in self.deferred():
                     self.db.conn.execute(DEFERRABLE_INDEXES[name])
+                self._restore_automerge()
                 self.db.conn.execute("DELETE FROM meta WHERE key = ?", (DEFERRED_META,))
+
+    def _restore_automerge(self) -> None:
+        """FTS5's default merging of the chunk keyword list back (`defer_indexes` turned it off), its setting's row
+        removed: the index holds no trace of it (as if never set)."""
+        conn = self.db.conn
+        if self.db.scalar("SELECT 1 FROM chunks_fts_config WHERE k = 'automerge'") is not None:
+            conn.execute(KEYWORD_AUTOMERGE_DEFAULT)  # (every connection reads its settings again: a new cookie)
+            conn.execute("DELETE FROM chunks_fts_config WHERE k = 'automerge'")  # (the default when absent)
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         with self.db.atomic():
