@@ -17,6 +17,7 @@ from saipling.indexing import text_phase
 from saipling.indexing.chunk_pool import chunk_bytes
 from saipling.indexing.records import IndexProgress
 from saipling.markdown.chunker import limits_for
+from saipling.storage.base import FileWrite
 from saipling.storage.sqlite.schema import DEFERRABLE_INDEXES, DEFERRED_META, chunk_cjk_words
 from saipling.storage.sqlite.store import SqliteStore
 from test_storage_conformance import record, row
@@ -53,6 +54,7 @@ def content(db: Path) -> str:
         "SELECT * FROM mention_counts ORDER BY entity, path",
         "SELECT * FROM mention_files ORDER BY path",
         "SELECT name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name",
+        "SELECT * FROM chunks_fts_config ORDER BY k",  # (the keyword list's settings: none left behind)
     ):
         for r in conn.execute(sql):
             d.update(repr(r).encode())
@@ -86,6 +88,7 @@ def test_a_first_index_builds_the_chunk_indexes_once_and_leaves_the_same_index(
     with open_project(root) as project:
         project.index(progress=progress)
     assert seen and not (set(DEFERRABLE_INDEXES) & seen[0])  # (mid-run: written without them)
+    assert automerge(db) is None  # (FTS5's default merging back, no setting left)
     assert set(DEFERRABLE_INDEXES) <= indexes(db)
     monkeypatch.setattr(text_phase, "DEFER_INDEXES_MIN_FILES", 10**9)
     kept_root = vault(tmp_path, "kept")
@@ -98,6 +101,74 @@ def test_a_first_index_builds_the_chunk_indexes_once_and_leaves_the_same_index(
     assert list(conn.execute("SELECT count(*) FROM mentions"))[0][0] > FILES  # (the test holds mentions)
 
 
+def automerge(db: Path) -> int | None:
+    """The chunk keyword list's FTS5 'automerge' setting as stored (None: FTS5's default, never set)."""
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        got = list(conn.execute("SELECT v FROM chunks_fts_config WHERE k = 'automerge'"))
+        return got[0][0] if got else None
+    finally:
+        conn.close()
+
+
+def segments(db: Path) -> int:
+    """The chunk keyword list's segments (b-trees): the segment ids its %_idx table holds."""
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return list(conn.execute("SELECT count(DISTINCT segid) FROM chunks_fts_idx"))[0][0]
+    finally:
+        conn.close()
+
+
+def test_a_first_index_merges_no_keyword_segments_during_its_text_phase_and_all_of_them_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its chunk keyword list written a segment per batch, none merged as they come (FTS5's automerge off: each
+    posting was rewritten at every level), then merged into one b-tree by the run; FTS5's default is back after."""
+    monkeypatch.setattr(text_phase, "TEXT_BATCH_FILES", 8)  # (a segment per batch: 30 batches)
+    root = vault(tmp_path, "merges")
+    db = root / ".saipling" / "index.db"
+    mid: list[tuple[int | None, int]] = []
+
+    def progress(p: IndexProgress) -> None:
+        if p.phase == "keywords" and p.files_done == FILES - 8:
+            mid.append((automerge(db), segments(db)))
+
+    with open_project(root) as project:
+        project.index(progress=progress)
+        hits = project.search({"query": "Keeper", "mode": "lexical", "maxResults": 5})["results"]
+    # (29 batches stored: 29 segments unmerged, less FTS5's crisis merge of a level of 16: 14; the default's
+    # merging as they came kept 8)
+    assert mid == [(0, mid[0][1])] and mid[0][1] > 10
+    assert automerge(db) is None and segments(db) == 1
+    assert hits
+
+
+def batches(store: SqliteStore, first: int, count: int) -> None:
+    """`count` batches of 40 new files (~0.4 MB each with their keywords), a transaction each."""
+    for b in range(first, first + count):
+        rows = [[row(0, words(600, seed=b * 40 + i))] for i in range(40)]
+        with store.atomic():
+            store.replace_files([FileWrite(record(f"b{b}/f{i}.md", "1"), r, None) for i, r in enumerate(rows)])
+
+
+def test_a_first_index_lets_the_write_ahead_log_grow_during_its_text_phase_and_not_after(tmp_path: Path) -> None:
+    """Between `defer_indexes` and `restore_indexes` SQLite copies the log into the index a tenth as often (its
+    default: every 1,000 pages, ~4 MB here): ~8 MB of batches leave a log holding them all; after, as before (the
+    log's file keeps its size, written again from its start: ~8 MB more do not make it bigger)."""
+    db = tmp_path / "proj" / ".saipling" / "index.db"
+    wal = db.with_name("index.db-wal")
+    store = SqliteStore.open(db)
+    assert store.defer_indexes() is True
+    batches(store, 0, 20)
+    grown = wal.stat().st_size
+    store.restore_indexes()
+    batches(store, 20, 20)
+    after = wal.stat().st_size
+    store.close()
+    assert grown > 7_000_000 and after < grown + 1_000_000
+
+
 def test_indexes_a_killed_first_index_dropped_are_built_at_the_next_open(tmp_path: Path) -> None:
     db = tmp_path / "proj" / ".saipling" / "index.db"
     store = SqliteStore.open(db)
@@ -107,8 +178,10 @@ def test_indexes_a_killed_first_index_dropped_are_built_at_the_next_open(tmp_pat
         store.replace_file(record("a.md", "1"), [row(0, "the lantern room", "Fireball")])
     store.close()  # (killed before restore_indexes)
     assert not set(DEFERRABLE_INDEXES) & indexes(db)
+    assert automerge(db) == 0
     store = SqliteStore.open(db)
     assert set(DEFERRABLE_INDEXES) <= indexes(db)
+    assert automerge(db) is None  # (FTS5's default merging back)
     assert store.get_meta(DEFERRED_META) is None
     assert store.defer_indexes() is False and set(DEFERRABLE_INDEXES) <= indexes(db)  # (chunks stored: kept)
     store.close()

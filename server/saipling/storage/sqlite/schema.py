@@ -407,6 +407,13 @@ DEFERRABLE_INDEXES = {
     "chunks_chapter": "CREATE INDEX IF NOT EXISTS chunks_chapter ON chunks(path, chapter_num)",
 }
 DEFERRED_META = "deferred_indexes"
+# While a first index writes into an empty chunk table (FileWrites.defer_indexes) FTS5 merges none of the chunk
+# keyword list's segments as they come (its 'automerge', default 4: each posting was rewritten at every level, a
+# fifth of the list's insert CPU at 269k chunks, benchmarks row S34; FTS5's own 'crisismerge' still merges a level
+# of 16); the run merges them all into one b-tree after its text phase (FileWrites.merge_keywords), and
+# `restore_indexes` puts the default back (its row removed) in the same transaction as the indexes.
+KEYWORD_AUTOMERGE_OFF = "INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('automerge', 0)"
+KEYWORD_AUTOMERGE_DEFAULT = "INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('automerge', 4)"
 # A first index also leaves the whole-file keyword list (`files_fts`) to be filled after its text phase
 # (FileWrites.fill_file_text): the chunk list makes the project keyword-searchable, the whole-file list is a second
 # tokenization of every passage (~30% of the text phase's SQL, benchmarks row S28). This meta key is set while files
