@@ -95,6 +95,14 @@ def parse_blocks(text: str) -> MarkdownBlocks:
     if "\r" in text:  # the parser breaks lines at a lone \r too: so must the line numbers
         text = normalise_newlines(text)
     lines = text.split("\n")
+    plain = _plain_blocks(lines) if "\x00" not in text else None  # (the parser reads a NUL as U+FFFD)
+    if plain is not None:
+        return _blocks(text, lines, *plain, set())
+    return _parsed(text, lines)
+
+
+def _parsed(text: str, lines: list[str]) -> MarkdownBlocks:
+    """parse_blocks by markdown-it's block parse (normalised `text`, its `lines`)."""
     tokens = _parser().parse(text)
     headings: list[Heading] = []
     keep: set[int] = set()
@@ -123,11 +131,134 @@ def parse_blocks(text: str) -> MarkdownBlocks:
             keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
     if tokens:  # (trailing link definitions)
         noise.update(n for n in range(covered + 1, len(lines) + 1) if lines[n - 1].strip())
+    return _blocks(text, lines, headings, keep, code, noise)
+
+
+def _blocks(
+    text: str, lines: list[str], headings: list[Heading], keep: set[int], code: set[int], noise: set[int]
+) -> MarkdownBlocks:
     if "[[" not in text:  # no wiki-link anywhere: every line shows as it is
         shown = lines
     else:
         shown = [ln if n in code or "[[" not in ln else display_text(ln) for n, ln in enumerate(lines, 1)]
     return MarkdownBlocks(headings, frozenset(keep), frozenset(code), shown, frozenset(noise))
+
+
+# -- plain prose without the parser ----------------------------------------------------------------------------------
+# Most of a novel's chapters are front matter, `#` headings and paragraphs: for them the block parse (~40% of a
+# chunking worker's CPU, benchmarks row S30) finds nothing but those headings. `_plain_blocks` gives the parse's
+# answer for such a file from its lines, and gives up (None: the parser decides) at the first line that could start
+# any other block: a quote, a list item, a fence, indented code, HTML, a link definition, a setext underline, a
+# tab in the indent. Lines that can only be paragraph text or a thematic break (`* * *`, `___`, `*emphasis*`) are
+# kept: neither changes what the chunker is told. tests/test_plain_blocks.py checks it against the parser on the
+# corpora and on generated documents of every kind of line it tells apart.
+_ATX_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]|$)")
+_ORDERED_RE = re.compile(r"[0-9]{1,9}[.)](?:[ \t]|$)")
+_SETEXT_EQ_RE = re.compile(r"=+[ \t]*$")
+_PROSE_START = frozenset("#>-+*_=`~<[")  # (and digits, spaces, tabs: asked of below)
+
+
+def _plain_blocks(lines: list[str]) -> tuple[list[Heading], set[int], set[int]] | None:
+    """(headings, keep_whole, code_lines) as the block parse gives them for a document of front matter, ATX
+    headings, paragraphs and thematic breaks only; None for any other document."""
+    headings: list[Heading] = []
+    keep: set[int] = set()
+    code: set[int] = set()
+    start = 0
+    if lines[0].startswith("-"):
+        end = _front_matter_end(lines)
+        if end is None:
+            return None
+        code.update(range(1, end + 1))  # (as the parse's front_matter token: its lines through the closing one)
+        keep.update(n for n in range(1, min(end, len(lines)) + 1) if not lines[n - 1].strip())
+        start = end
+    for i in range(start, len(lines)):
+        line = lines[i]
+        if not line:
+            continue
+        c = line[0]
+        if c == " ":
+            body = line.lstrip(" ")
+            if len(line) - len(body) >= 4 or not body:
+                if not body:
+                    continue
+                return None  # (indented code, or a lazy continuation: the parser tells them apart)
+            c = body[0]
+        else:
+            body = line
+        if c == "\t":
+            if body.strip(" \t"):
+                return None
+            continue
+        if c.isdigit():
+            if _ORDERED_RE.match(body):
+                return None
+            continue
+        if c not in _PROSE_START:
+            continue
+        after = body[1:2]
+        if c == "#":
+            m = _ATX_RE.match(line)
+            if m:
+                level = len(m.group(1))
+                headings.append(Heading(i + 1, i + 1, level, heading_text(_atx_content(body, level))))
+            continue
+        if c in "*_":  # a thematic break or emphasis: paragraph text either way; `* ` a list item
+            if c == "_" or after not in ("", " ", "\t") or _is_break(body, "*"):
+                continue
+            return None
+        if c == "+" and after not in ("", " ", "\t"):
+            continue
+        if c == "-" and after not in ("", " ", "\t", "-"):
+            continue
+        if c == "=" and not _SETEXT_EQ_RE.match(body):
+            continue
+        if c in "`~" and not body.startswith(c * 3):
+            continue
+        return None
+    return headings, keep, code
+
+
+def _is_break(body: str, mark: str) -> bool:
+    """Whether a line (its indent taken off) is a thematic break of `mark` (three or more, spaces and tabs between)."""
+    rest = body.replace(" ", "").replace("\t", "")
+    return len(rest) >= 3 and rest == mark * len(rest)
+
+
+def _front_matter_end(lines: list[str]) -> int | None:
+    """The number of lines of front matter opened by a first line of exactly `---` and closed by a line of three
+    dashes or more (trailing spaces allowed) as mdit_py_plugins' front_matter rule finds it (1-based, the closing
+    line's number); None where that rule could read it otherwise (`...`, an indent, a tab, no closing line)."""
+    if lines[0] != "---":
+        return None
+    for k in range(1, len(lines)):
+        line = lines[k]
+        body = line.lstrip(" ")
+        if "\t" in line[: len(line) - len(body) + 1] or (body[:1] != "-" and body.startswith("...")):
+            return None
+        if len(line) - len(body) >= 4 or not body.startswith("-"):
+            continue
+        dashes = len(body) - len(body.lstrip("-"))
+        if dashes < 3:
+            continue
+        if body[dashes:].strip(" \t") or line != body:
+            return None
+        return k + 1
+    return None
+
+
+def _atx_content(body: str, level: int) -> str:
+    """An ATX heading's text as markdown-it's heading rule takes it (`body`: the line without its indent): the
+    closing `#`s dropped when a space comes before them, spaces around taken off."""
+    pos, end = level, len(body)
+    while end > pos and body[end - 1] in " \t":
+        end -= 1
+    tail = end
+    while tail > pos and body[tail - 1] == "#":
+        tail -= 1
+    if tail > pos and body[tail - 1] in " \t":
+        end = tail
+    return body[pos:end].strip()
 
 
 def indexed_lines(doc: MarkdownBlocks) -> list[str]:
