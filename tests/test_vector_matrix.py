@@ -218,6 +218,30 @@ def test_a_compact_matrix_ranks_a_large_set_on_its_codes_and_rescores_only_the_b
     assert calls and max(calls) <= vm.RESCORE < n  # a few candidates read back, never every row
 
 
+def test_a_compact_matrix_searching_for_100_rescores_160_and_returns_the_exact_list() -> None:
+    """A hybrid or semantic search asks the vector side for 100 candidates: the best 160 by code score are read
+    back exactly (k + k / 2 up to a multiple of 8, not 2 x k = 200: the exact top 100 lies within them), and the
+    100 returned are the exact search's, in its order, with its cosines; a search for 300 reads 456."""
+    rng = np.random.default_rng(11)
+    n = 6000
+    points = clustered(rng, n + 10)
+    mat, queries = points[:n], points[n:]
+    ids = np.arange(1, n + 1, dtype=np.int64)
+    store = {int(i): v for i, v in zip(ids, mat, strict=True)}
+    calls: list[int] = []
+    matrix = compact_matrix(ids.copy(), mat.copy(), store, calls)
+    exact = VectorMatrix(ids.copy(), mat.copy())
+    for q in queries:
+        calls.clear()
+        got, want = matrix.knn(q, 100), exact.knn(q, 100)
+        assert calls == [160]
+        assert [c for c, _ in got] == [c for c, _ in want]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-5, atol=1e-6)
+    calls.clear()
+    assert [c for c, _ in matrix.knn(queries[0], 300)] == [c for c, _ in exact.knn(queries[0], 300)]
+    assert calls == [456]
+
+
 def test_a_float32_matrix_turns_compact_when_it_grows_past_the_limit(monkeypatch) -> None:
     from saipling.storage import vector_matrix as vm
 

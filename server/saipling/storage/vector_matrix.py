@@ -9,8 +9,8 @@ whole matrix. The matrix is compacted once holes pass a quarter of it.
 A big matrix (more than COMPACT_FLOATS floats: ~170k chunks of 384 dimensions) is held compact instead (issue
 34): one int8 code per dimension, each dimension scaled by its own step (from the largest magnitude seen in a
 sample of the vectors, with headroom; a value past it is clipped), a quarter of the float32 memory. A search
-scores every row on the codes, then rescores the best RESCORE candidates (at least 2x k) on their stored
-vectors (float16 on disk since schema 9, as float32), which the store reads from the index (`exact`):
+scores every row on the codes, then rescores the best rescore_depth(k) candidates (~k + k / 2, at least RESCORE) on
+their stored vectors (float16 on disk since schema 9, as float32), which the store reads from the index (`exact`):
 recall@10 against exact float32 search on real MiniLM vectors is measured in benchmarks/bench_scale.py --recall.
 
 A matrix made over a mapped snapshot's rows (a borrowed base) never copies them to grow: rows past the base go into
@@ -42,7 +42,13 @@ ONE_THREAD_FLOATS = 4_000_000
 # Above this many floats the matrix is held as int8 codes (a quarter of the memory; scoring the codes costs about
 # what the float32 product did) and the best candidates are rescored on exact vectors: 64M floats = 256 MB float32.
 COMPACT_FLOATS = 64_000_000
-RESCORE = 200  # candidates rescored on exact vectors (at least 2 x k): 50 gave recall@10 1.0 on real MiniLM vectors
+# Candidates rescored on exact vectors: at least RESCORE, and k + k / 2 rounded up to a multiple of 8 (a search
+# asks k = 100: 160). On 300 queries over 34,641 real MiniLM vectors, k = 100, a depth of 160 gave bit for bit the
+# lists of 2 x k = 200 (300/300; 152 and 128: 299/300, 104: 285/300; the sign pool, not the depth, sets what is
+# missed: benchmarks/README.md S35); 40 fewer exact reads, ~1 ms a search at 269k. A multiple of 8: numpy's product
+# sums the rows past the last full block of 8 in another order, so at 150 a cosine differed from 200's by 1 ulp
+# (246/300 lists not bit-identical)
+RESCORE = 160
 # A compact matrix first ranks every row by the Hamming distance of its sign bits to the query's (an eighth of the
 # codes' bytes, 64 dimensions per popcount), keeps the nearest max(SIGN_POOL, rows / SIGN_SHARE) for its codes, then
 # the best RESCORE for exact vectors. On 35k real MiniLM vectors a pool of 2,000 (5.7%) kept recall@10 at 0.997,
@@ -71,6 +77,11 @@ KNN_THREADS = 2
 TAIL_MIN = 4096
 SAMPLE_ROWS = 20_000  # the rows whose largest magnitudes set the steps of the codes
 HEADROOM = 1.25  # the codes' range over the largest magnitude of a dimension in the sample that set the steps
+def rescore_depth(k: int) -> int:
+    """How many of the best candidates by code score a search for `k` rescores on exact vectors."""
+    return max(RESCORE, -(-(k + k // 2) // 8) * 8)
+
+
 _SCAN_IDS = 8  # ids looked up by a scan of the ids (no sorted index built for them: VectorMatrix._find)
 
 _blas: Any = None  # threadpoolctl's controller of numpy's BLAS, False when unavailable; built on first use
@@ -516,7 +527,7 @@ class VectorMatrix:
         k = min(k, live)
         if k <= 0:
             return []
-        rescore = min(live, max(RESCORE, 2 * k))
+        rescore = min(live, rescore_depth(k))
         if self._bits is not None and self.exact is not None:
             pool = sign_pool(self._n)
             if pool < live // 2:
