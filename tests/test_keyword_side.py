@@ -27,7 +27,7 @@ def _workers() -> list[threading.Thread]:
 
 @pytest.fixture(autouse=True)
 def small_is_big(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The worker reads for indexes of any size here (keyword_side.MIN_CHUNKS: 100k chunks by default)."""
+    """The worker reads for indexes of any size here (keyword_side.MIN_CHUNKS: 500k chunks by default)."""
     monkeypatch.setattr(keyword_side, "MIN_CHUNKS", 0)
 
 

@@ -77,6 +77,8 @@ KNN_THREADS = 2
 TAIL_MIN = 4096
 SAMPLE_ROWS = 20_000  # the rows whose largest magnitudes set the steps of the codes
 HEADROOM = 1.25  # the codes' range over the largest magnitude of a dimension in the sample that set the steps
+
+
 def rescore_depth(k: int) -> int:
     """How many of the best candidates by code score a search for `k` rescores on exact vectors."""
     return max(RESCORE, -(-(k + k // 2) // 8) * 8)

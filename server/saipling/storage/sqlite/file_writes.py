@@ -193,8 +193,17 @@ class FileWrites:
             self.defer_file_text = False
             if self._wal_pages is not None:  # (the checkpoints of a first index's text phase: as before)
                 self.db.conn.execute(f"PRAGMA wal_autocheckpoint={self._wal_pages}")
+                # (and the log file cut back to that size when a checkpoint empties it: SQLite keeps a log file
+                # at its largest otherwise, ~40 MB after a text phase)
+                page = int(self.db.scalar("PRAGMA page_size") or 4096)
+                self.db.conn.execute(f"PRAGMA journal_size_limit={max(self._wal_pages, 1) * page}")
                 self._wal_pages = None
             if self.db.scalar("SELECT 1 FROM meta WHERE key = ?", (DEFERRED_META,)) is None:
+                # (a killed first index whose indexes an older saipling built again, unaware of the setting: the
+                # merging is put back here all the same; a first index running has DEFERRED_META set with it)
+                if self.db.scalar("SELECT 1 FROM chunks_fts_config WHERE k = 'automerge'") is not None:
+                    with self.db.atomic():
+                        self._restore_automerge()
                 return
             with self.db.atomic():
                 for name in self.deferred():

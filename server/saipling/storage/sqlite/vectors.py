@@ -906,7 +906,7 @@ class Vectors:
             rows = self.db.conn.execute(_STORED_ROWS, (key, self.db.json_ids(chunk_ids), dims * 2, dims * 4)).fetchall()
             found = ([int(r[0]) for r in rows], decoded_rows([r[1] for r in rows], dims) if rows else None)
         ids, mat = found
-        # (decoded together: a compact matrix rescores 200 a search, and row by row was ~1/4 of its CPU)
+        # (decoded together: a compact matrix rescores 160 or more a search, and row by row was ~1/4 of its CPU)
         if ids and mat is not None:
             good = np.isfinite(mat).all(axis=1) & (mat != 0).any(axis=1)  # (usable_vector, every row at once)
             out = {c: mat[i] for i, c in enumerate(ids) if good[i]}
@@ -916,8 +916,8 @@ class Vectors:
 
     def _aggregated(self, key: str, dims: int, chunk_ids: Sequence[int]) -> tuple[list[int], np.ndarray | None] | None:
         """The usable-length stored vectors of `chunk_ids` as (chunk ids, float32 rows in that order), read as ONE
-        row: the ids and lengths as JSON arrays and the vectors concatenated into one blob. A search's 200 rescored
-        vectors cost one return to Python instead of 200 (each re-takes the GIL: beside the keyword worker's Python
+        row: the ids and lengths as JSON arrays and the vectors concatenated into one blob. A search's 160 rescored
+        vectors cost one return to Python instead of 160 (each re-takes the GIL: beside the keyword worker's Python
         scoring, 200 rows by `fetchall` took ~6.1 ms where the one row took 4.4, benchmarks/README.md S33). None
         when the database's text is not UTF-8 (group_concat would convert the blobs' bytes) or the blob's length
         disagrees with the lengths (never expected): the caller reads row by row."""
