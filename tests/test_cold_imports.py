@@ -40,14 +40,14 @@ def _probe(root: Path, query: str, mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_opening_a_project_with_an_http_provider_loads_no_http_client_until_it_embeds(
-    tmp_path: Path,
-    api_server: FakeEmbeddingAPI,  # noqa: F811
-) -> None:
+def _indexed_novel(tmp_path: Path, api_server: FakeEmbeddingAPI, quiet: bool) -> Path:  # noqa: F811
+    """A project of one chapter (two with `quiet`) indexed by `saipling index` through the OpenAI-compatible test
+    server (8 dimensions)."""
     root = tmp_path / "novel"
     (root / ".saipling").mkdir(parents=True)
     (root / "storm.md").write_text("# Storm\n\nThe storm broke over the harbour at dusk.\n", encoding="utf-8")
-    (root / "quiet.md").write_text("# Quiet\n\nA quiet morning in the orchard.\n", encoding="utf-8")
+    if quiet:
+        (root / "quiet.md").write_text("# Quiet\n\nA quiet morning in the orchard.\n", encoding="utf-8")
     (root / ".saipling" / "config.toml").write_text(
         f'provider = "openai"\nbaseUrl = "{api_server.url}/v1"\nmodel = "text-embedding-3-small"\ndimensions = 8\n',
         encoding="utf-8",
@@ -55,6 +55,14 @@ def test_opening_a_project_with_an_http_provider_loads_no_http_client_until_it_e
     subprocess.run(
         [sys.executable, "-m", "saipling", "index", str(root), "--yes"], capture_output=True, timeout=120, check=True
     )
+    return root
+
+
+def test_opening_a_project_with_an_http_provider_loads_no_http_client_until_it_embeds(
+    tmp_path: Path,
+    api_server: FakeEmbeddingAPI,  # noqa: F811
+) -> None:
+    root = _indexed_novel(tmp_path, api_server, quiet=True)
     sent = api_server.count
     assert sent > 0  # (the index run embedded the passages)
     keyword = _probe(root, "harbour", "lexical")
@@ -143,16 +151,7 @@ def test_a_one_shot_search_starts_openblas_with_one_thread_unless_the_user_chose
 ) -> None:
     """The CLI's semantic search loads numpy for one query (no BLAS call worth a second thread): OPENBLAS_NUM_THREADS
     is 1 when numpy loads (~20 ms of CPU less, row S29); a value the user set is kept, and the answer is the same."""
-    root = tmp_path / "novel"
-    (root / ".saipling").mkdir(parents=True)
-    (root / "storm.md").write_text("# Storm\n\nThe storm broke over the harbour at dusk.\n", encoding="utf-8")
-    (root / ".saipling" / "config.toml").write_text(
-        f'provider = "openai"\nbaseUrl = "{api_server.url}/v1"\nmodel = "text-embedding-3-small"\ndimensions = 8\n',
-        encoding="utf-8",
-    )
-    subprocess.run(
-        [sys.executable, "-m", "saipling", "index", str(root), "--yes"], capture_output=True, timeout=120, check=True
-    )
+    root = _indexed_novel(tmp_path, api_server, quiet=False)
     env = {k: v for k, v in os.environ.items() if k not in {"OPENBLAS_NUM_THREADS", "OPENAI_API_KEY"}}
     args = ["search", "a storm at sea", "--mode", "semantic", "--json", "--root", str(root)]
     seen = []

@@ -128,10 +128,15 @@ def _parsed(text: str, lines: list[str]) -> MarkdownBlocks:
         elif tok.type in ("fence", "code_block", "front_matter", "html_block"):
             if tok.type != "html_block":
                 code.update(range(a, b + 1))
-            keep.update(n for n in range(a, min(b, len(lines)) + 1) if not lines[n - 1].strip())
+            keep.update(_blank_lines(lines, a, b))
     if tokens:  # (trailing link definitions)
         noise.update(n for n in range(covered + 1, len(lines) + 1) if lines[n - 1].strip())
     return _blocks(text, lines, headings, keep, code, noise)
+
+
+def _blank_lines(lines: list[str], first: int, last: int) -> list[int]:
+    """The blank lines among lines `first`..`last` (1-based; a block's map may end past the last line)."""
+    return [n for n in range(first, min(last, len(lines)) + 1) if not lines[n - 1].strip()]
 
 
 def _blocks(
@@ -170,7 +175,7 @@ def _plain_blocks(lines: list[str]) -> tuple[list[Heading], set[int], set[int]] 
         if end is None:
             return None
         code.update(range(1, end + 1))  # (as the parse's front_matter token: its lines through the closing one)
-        keep.update(n for n in range(1, min(end, len(lines)) + 1) if not lines[n - 1].strip())
+        keep.update(_blank_lines(lines, 1, end))
         start = end
     for i in range(start, len(lines)):
         line = lines[i]
