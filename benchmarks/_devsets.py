@@ -8,9 +8,11 @@ about; a set lists the off-topic kinds that are on its subject (software questio
 Corpora (never written to: benchmarks index copies):
   fiction    ../shared/corpora/fiction-chapters
   13th-age   ../shared/corpora/13th-age-srd
-  nodejs     /usr/share/doc/nodejs/api/*.md.gz, from Debian's `nodejs-doc`, unpacked into the benchmark cache.
-             Install it with `apt-get install --no-install-recommends nodejs-doc` (without the flag apt also
-             installs Debian's Node 18 over a newer Node); absent, the set is skipped.
+  nodejs     /usr/share/doc/nodejs/api/*.md.gz (or SAIPLING_NODEDOCS), from Debian's `nodejs-doc`, unpacked
+             into the benchmark cache; absent, the set is skipped. Unpack the package rather than install it
+             (APT_HINT): installing it replaces the machine's Node (without --no-install-recommends apt pulls
+             Debian's Node 18 over it; with the flag, a NodeSource `nodejs` 20, which ships these docs itself,
+             is REMOVED: seen here on 2026-11-28).
   cjk        Chinese: the 313 Tang poems (唐诗三百首) and 95 Song poems of Debian's `fortunes-zh`
              (/usr/share/games/fortunes/{tang300,song100}; the poems are public domain, over a thousand years
              old), one markdown file per poem (`tang300/001.md`: `# title`, the author line, one line per couplet),
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 import time
@@ -36,8 +39,11 @@ import _benchutil as bu
 DEVSETS = Path(__file__).resolve().parent / "devsets"
 OFFTOPIC = DEVSETS / "offtopic.jsonl"
 KINDS = ("exact", "paraphrase", "mixed")
-NODE_DOCS = Path("/usr/share/doc/nodejs/api")
-APT_HINT = "apt-get install --no-install-recommends nodejs-doc"
+NODE_DOCS = Path(os.environ.get("SAIPLING_NODEDOCS", "/usr/share/doc/nodejs/api"))
+APT_HINT = (
+    "cd /tmp && apt-get download nodejs-doc && dpkg-deb -x nodejs-doc_*.deb nodejs-doc, then "
+    "SAIPLING_NODEDOCS=/tmp/nodejs-doc/usr/share/doc/nodejs/api"
+)
 # a paraphrase may share a word with its evidence section only when at least this share of the corpus's files
 # holds the word (common words: "the", "run", "fight"); rarer ones are names or the passage's own vocabulary
 RARE_FILE_SHARE = 0.10

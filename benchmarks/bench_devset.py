@@ -2,9 +2,9 @@
 confidence checks (off-topic questions get an empty agent context, gibberish no confident match).
 
 The sets (benchmarks/devsets/, see _devsets.py): `fiction` (../shared/corpora/fiction-chapters), `nodejs` (the
-Node.js API docs of Debian's `nodejs-doc`: `apt-get install --no-install-recommends nodejs-doc`; skipped without
-it) and `13th-age` (../shared/corpora/13th-age-srd). Each holds queries written by reading the files, three kinds:
-`exact` names and phrases, `paraphrase` of a passage in a reader's own words (sharing no names or rare words
+Node.js API docs of Debian's `nodejs-doc`, unpacked: see _devsets.APT_HINT, installing it replaces Node; skipped
+without it) and `13th-age` (../shared/corpora/13th-age-srd). Each holds queries written by reading the files, three
+kinds: `exact` names and phrases, `paraphrase` of a passage in a reader's own words (sharing no names or rare words
 with it: checked here mechanically, see _devsets.paraphrase_overlap) and `mixed`, each with the evidence file and
 line, checked against the corpus before anything runs. Each corpus is copied and indexed once under
 SAIPLING_BENCH_CACHE (default /tmp/saipling-bench, `<set>-<provider>`) and reused; a later run only catches up

@@ -1,8 +1,8 @@
 """Chunks and identifiers on third-party markdown: the Node.js API docs (Debian's `nodejs-doc`), this checkout vs
 a git ref side by side.
 
-Needs `/usr/share/doc/nodejs/api/*.md.gz` (`apt-get install --no-install-recommends nodejs-doc`: without the flag
-apt also installs Debian's Node over the machine's); skips cleanly without it. The files are unpacked into a temp
+Needs `/usr/share/doc/nodejs/api/*.md.gz` or SAIPLING_NODEDOCS (Debian's `nodejs-doc` unpacked, not installed:
+_devsets.APT_HINT); skips cleanly without it. The files are unpacked into a temp
 dir (nothing is written outside it). Per side (the baseline's `server/` from `git archive REF`, and this
 checkout's), each in its own subprocess:
 
@@ -37,8 +37,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchutil as bu  # noqa: E402
+import _devsets as ds  # noqa: E402
 
-DOCS = Path(os.environ.get("SAIPLING_NODEDOCS", "/usr/share/doc/nodejs/api"))
+DOCS = ds.NODE_DOCS
 
 # (query, file, the expected section heading starts with this): the examples of issue 31
 QUERIES = [
@@ -159,7 +160,7 @@ def main() -> None:
     args = p.parse_args()
     bu.banner("Node.js API docs: chunks and identifiers", args.quick)
     if args.corpus is None and (not DOCS.is_dir() or not any(DOCS.glob("*.md.gz"))):
-        print(f"SKIPPED: {DOCS}/*.md.gz is absent (apt-get install --no-install-recommends nodejs-doc)")
+        print(f"SKIPPED: {DOCS}/*.md.gz is absent ({ds.APT_HINT})")
         return
     with tempfile.TemporaryDirectory(prefix="saipling-nodedocs-") as tmp:
         tmpd = Path(tmp)

@@ -150,8 +150,10 @@ def ramp(x: float, lo: float, hi: float) -> float:
 
 
 def f8(cov: float, agr: float) -> float:
-    """The shipped rule (retrieval/fusion.py, row F8)."""
-    return 0.5 * (1 - (1 - ramp(cov, 0.3, 0.7)) * (1 - ramp(agr, 0.4, 1.0)))
+    """The shipped query-level rule (retrieval/fusion.py `keyword_trust`: row F8, its agreement ramp from F15)."""
+    from saipling.retrieval import fusion
+
+    return fusion.KEYWORD_WEIGHT * fusion.keyword_trust(cov, agr)
 
 
 def _stats(a: np.ndarray) -> tuple[float, float]:

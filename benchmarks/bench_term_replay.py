@@ -13,6 +13,7 @@ retrieval.confidence.query_idf).
     python benchmarks/bench_keyword_replay.py check train.pkl fiction.pkl nodejs.pkl 13th-age.pkl  (0 differences)
     python benchmarks/bench_term_replay.py sweep train.pkl fiction.pkl nodejs.pkl 13th-age.pkl
     python benchmarks/bench_term_replay.py live train.pkl fiction.pkl nodejs.pkl 13th-age.pkl  (the shipped rule, F14)
+    python benchmarks/bench_term_replay.py targets train.pkl fiction.pkl ... [--agreement 0.4 1.0]  (issue 31's targets)
 """
 
 from __future__ import annotations
@@ -274,19 +275,15 @@ def sweep(args: argparse.Namespace) -> None:
         print(f"| {name} | {fmt(res)} | {verdict(res, base)} |", flush=True)
 
 
-def live(args: argparse.Namespace) -> None:
-    """The shipped per-candidate rule (retrieval/fusion.py `candidate_weights`, row F14) three ways: as swept
-    (each candidate's coverage from the postings, the best over every candidate), with the best taken over the top
-    keyword hits' coverage (the captured `cov`) and the candidates above the vector z ramp's low end only, and with
-    the live search's definition of a candidate's coverage (retrieval.confidence.coverages over the chunk's words,
-    a short file's over all its chunks' words: the `.extras` of bench_keyword_replay.py)."""
-    from saipling.retrieval import fusion
+def live_coverages(
+    loaded: list[tuple[dict[str, Any], pr.Corpus, kr.Postings]], prepared: list[tuple[pr.Corpus, list[Any]]], zlo: float
+) -> tuple[dict[int, np.ndarray], int, int]:
+    """Each candidate's coverage as the live search defines it (retrieval.confidence.coverages over the chunk's
+    words, a short file's over all its chunks' words: the `.extras` of bench_keyword_replay.py), for the candidates
+    above the vector z `zlo` (the others: 0), keyed by id(prep dict); with how many were gated and how many of them
+    differ from the postings' coverage."""
     from saipling.retrieval.confidence import coverages
 
-    rlo, rhi = fusion.CANDIDATE_RELATIVE
-    zlo, zhi = fusion.CANDIDATE_VECTOR_Z
-    loaded = kr.load(args.files)
-    prepared = prepare(loaded)
     extras = {c.name: raw for raw, c, _post in loaded}
     live_m: dict[int, np.ndarray] = {}
     differ = gated_n = 0
@@ -305,6 +302,22 @@ def live(args: argparse.Namespace) -> None:
             live_m[id(p)] = ml
             gated_n += len(gated)
             differ += int((np.abs(ml[gated] - m[gated]) > 1e-6).sum())
+    return live_m, gated_n, differ
+
+
+def live(args: argparse.Namespace) -> None:
+    """The shipped per-candidate rule (retrieval/fusion.py `candidate_weights`, row F14) three ways: as swept
+    (each candidate's coverage from the postings, the best over every candidate), with the best taken over the top
+    keyword hits' coverage (the captured `cov`) and the candidates above the vector z ramp's low end only, and with
+    the live search's definition of a candidate's coverage (retrieval.confidence.coverages over the chunk's words,
+    a short file's over all its chunks' words: the `.extras` of bench_keyword_replay.py)."""
+    from saipling.retrieval import fusion
+
+    rlo, rhi = fusion.CANDIDATE_RELATIVE
+    zlo, zhi = fusion.CANDIDATE_VECTOR_Z
+    loaded = kr.load(args.files)
+    prepared = prepare(loaded)
+    live_m, gated_n, differ = live_coverages(loaded, prepared, zlo)
     print(f"gated candidates (vector z > {zlo}): {gated_n}; coverage from the postings != live definition: {differ}")
 
     def rule(x: Ctx, cheap: bool, mm: np.ndarray | None = None) -> np.ndarray:
@@ -325,6 +338,69 @@ def live(args: argparse.Namespace) -> None:
     ):
         res = evaluate(prepared, r)
         print(f"| {name} | {fmt(res)} | {verdict(res, base)} |", flush=True)
+
+
+def shipped_rule(live_m: dict[int, np.ndarray]) -> Rule:
+    """retrieval/fusion.py as it ships: the query's weight (`keyword_trust`) raised per candidate
+    (`candidate_weights`) with the live coverage."""
+    from saipling.retrieval import fusion
+
+    rlo, rhi = fusion.CANDIDATE_RELATIVE
+    zlo, zhi = fusion.CANDIDATE_VECTOR_Z
+
+    def rule(x: Ctx) -> np.ndarray | float:
+        if x.wq >= fusion.KEYWORD_WEIGHT:
+            return x.wq
+        m = live_m[id(x.p)]
+        gated = x.p["vz"] > zlo
+        best = max([x.p["cov"], *m[gated].tolist()])
+        if best <= 0 or not gated.any():
+            return x.wq
+        return x.raise_by(ramp(m / best, rlo, rhi) * ramp(x.p["vz"], zlo, zhi) * gated)
+
+    return rule
+
+
+def targets(args: argparse.Namespace) -> None:
+    """The shipped rule per corpus and kind beside keywords only and vectors only, with issue 31's targets: hybrid
+    recall@10 >= the better single mode - 0.02 on every cell, exact and mixed >= 0.98, fiction paraphrases >=
+    vectors only. `--agreement LO HI` replays another agreement ramp beside it (fusion.AGREEMENT_RAMP)."""
+    from saipling.retrieval import fusion
+
+    loaded = kr.load(args.files)
+    prepared = prepare(loaded)
+    live_m, _n, _d = live_coverages(loaded, prepared, 0.0)
+    single: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for c, items in prepared:
+        for q, _p, _m, _h, _ts in items:
+            for mode in ("lexical", "semantic"):
+                got = pr.quality(c, q, pr.fuse(pr.prep(c, q, mode=mode)))
+                single[(c.name, q["meta"].get("kind", ""), mode)].append(got)
+
+    def share(v: list[float]) -> float:
+        return sum(x > 0 for x in v) / len(v)
+
+    def show(label: str) -> None:
+        res = evaluate(prepared, shipped_rule(live_m))
+        missed = []
+        for (name, kind), (rec, avg) in sorted(cells(res).items()):
+            kw, vec = single[(name, kind, "lexical")], single[(name, kind, "semantic")]
+            if not kind:
+                print(f"{label} | {name} | nDCG@10 {avg:.4f} (keywords {np.mean(kw):.4f}, vectors {np.mean(vec):.4f})")
+                continue
+            ok = rec >= max(share(kw), share(vec)) - 0.02 - 1e-9 and (kind == "paraphrase" or rec >= 0.98)
+            ok = ok and not (name.startswith("fiction") and kind == "paraphrase" and rec < share(vec) - 1e-9)
+            missed += [] if ok else [f"{name} {kind}"]
+            print(
+                f"{label} | {name} {kind} | hybrid {rec:.2f} / {avg:.2f} | keywords {share(kw):.2f} / {np.mean(kw):.2f}"
+                f" | vectors {share(vec):.2f} / {np.mean(vec):.2f} | {'met' if ok else 'MISSED'}"
+            )
+        print(f"{label}: {'every target met' if not missed else 'missed: ' + ', '.join(missed)}", flush=True)
+
+    show(f"shipped (agreement ramp {fusion.AGREEMENT_RAMP})")
+    if args.agreement:
+        fusion.AGREEMENT_RAMP = tuple(args.agreement)
+        show(f"agreement ramp {fusion.AGREEMENT_RAMP}")
 
 
 def features(args: argparse.Namespace) -> None:
@@ -359,8 +435,11 @@ def main() -> None:
     f.add_argument("files", nargs="+")
     v = sub.add_parser("live", help="the shipped rule (F14): as swept, with the cheap best, with live coverage")
     v.add_argument("files", nargs="+")
+    t = sub.add_parser("targets", help="the shipped rule beside both single modes, with issue 31's targets")
+    t.add_argument("files", nargs="+")
+    t.add_argument("--agreement", nargs=2, type=float, metavar=("LO", "HI"), help="also this agreement ramp")
     args = p.parse_args()
-    {"sweep": sweep, "features": features, "live": live}[args.cmd](args)
+    {"sweep": sweep, "features": features, "live": live, "targets": targets}[args.cmd](args)
 
 
 if __name__ == "__main__":

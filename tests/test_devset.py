@@ -4,6 +4,7 @@ evidence line is where it says and that paraphrase queries share no rare word wi
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -59,7 +60,8 @@ def test_paraphrases_share_no_names_or_rare_words_with_their_evidence() -> None:
 
 
 # -- the dev sets on third-party corpora (benchmarks/devsets/nodejs.jsonl, 13th-age.jsonl) ----------------------
-NODE_DOCS = Path("/usr/share/doc/nodejs/api")  # Debian's nodejs-doc (apt-get install --no-install-recommends)
+# Debian's nodejs-doc, unpacked (benchmarks/_devsets.py APT_HINT: installing it replaces the machine's Node)
+NODE_DOCS = Path(os.environ.get("SAIPLING_NODEDOCS", "/usr/share/doc/nodejs/api"))
 
 
 def _rows(name: str) -> list[dict]:
