@@ -184,7 +184,6 @@ def test_keyword_trust_adds_coverage_and_agreement_up_as_independent_evidence() 
     assert both == pytest.approx(1 - (1 - c) * (1 - a)) and both > max(c, a)
 
 
-
 def test_agreement_of_half_the_keyword_files_or_fewer_is_no_evidence() -> None:
     # the share of the keyword side's top AGREEMENT_DEPTH files that the vector side also ranks high: half of them or
     # fewer (a paraphrase's keyword hits in chapters on the same subject) gives the keyword side nothing; above half
@@ -193,6 +192,7 @@ def test_agreement_of_half_the_keyword_files_or_fewer_is_no_evidence() -> None:
     n = fusion.AGREEMENT_DEPTH
     above = [keyword_trust(0.0, k / n) for k in range(n + 1) if k / n > 0.5]
     assert above and 0.0 < above[0] < 0.25 and above == sorted(above) and above[-1] == 1.0
+
 
 # -- confidence --------------------------------------------------------------------------------------------------
 def test_two_signals_add_up_and_one_alone_is_never_certain() -> None:
