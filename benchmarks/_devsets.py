@@ -104,16 +104,17 @@ def source(name: str, log=print) -> Path | None:
     if name == "nodejs":
         packed = sorted(NODE_DOCS.glob("*.md.gz"))
         if not packed:
-            log(f"SKIPPED nodejs: {NODE_DOCS}/*.md.gz absent (install the docs: {APT_HINT})")
+            log(f"SKIPPED nodejs: {NODE_DOCS}/*.md.gz absent (unpack the docs: {APT_HINT})")
             return None
         out = bu.CACHE_ROOT / "nodejs-docs-src"
         marker = out / ".unpacked"
-        if not marker.exists():
+        stamp = f"{len(packed)} files from {NODE_DOCS.resolve()}\n"  # (another SAIPLING_NODEDOCS: unpacked again)
+        if not marker.exists() or marker.read_text(encoding="utf-8") != stamp:
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True)
             for f in packed:
                 (out / f.name[: -len(".gz")]).write_bytes(gzip.decompress(f.read_bytes()))
-            marker.write_text(f"{len(packed)} files\n", encoding="utf-8")
+            marker.write_text(stamp, encoding="utf-8")
         return out
     if name == "cjk":
         return cjk_corpus(bu.CACHE_ROOT / "cjk-src", log)

@@ -275,9 +275,13 @@ def fmt(res: dict[str, list[float]]) -> str:
 
 def load(paths: list[str]) -> list[tuple[dict[str, Any], pr.Corpus, Postings]]:
     out = []
+    names: set[str] = set()
     for f in paths:
         with open(f, "rb") as fh:
             raw = pickle.load(fh)
+        if raw.get("name", "") in names:  # (the tables and the extras are keyed by it)
+            raise SystemExit(f"{f}: a second capture named {raw.get('name')!r} (capture --name gives each its own)")
+        names.add(raw.get("name", ""))
         with open(f + ".extras", "rb") as fh:
             raw |= pickle.load(fh)
         for key, q in raw["queries"].items():

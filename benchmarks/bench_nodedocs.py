@@ -2,9 +2,8 @@
 a git ref side by side.
 
 Needs `/usr/share/doc/nodejs/api/*.md.gz` or SAIPLING_NODEDOCS (Debian's `nodejs-doc` unpacked, not installed:
-_devsets.APT_HINT); skips cleanly without it. The files are unpacked into a temp
-dir (nothing is written outside it). Per side (the baseline's `server/` from `git archive REF`, and this
-checkout's), each in its own subprocess:
+_devsets.APT_HINT); skips cleanly without it. The files are unpacked into a temp dir (nothing is written outside
+it). Per side (the baseline's `server/` from `git archive REF`, and this checkout's), each in its own subprocess:
 
 - chunks: count, and the share of noise chunks: a chunk whose text is nothing but HTML comments, link-reference
   definitions and heading lines (a chunk counts as `comment` when it held a comment, else `linkdef` when it held

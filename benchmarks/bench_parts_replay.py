@@ -125,12 +125,14 @@ def capture(args: argparse.Namespace) -> None:
             if q in data.qrels
         ]
         corpus = _capture_corpus(Path(args.scifact_root), items[: args.limit or None], 200)
-        corpus["name"] = "scifact-train"
+        corpus["name"] = corpus["set"] = "scifact-train"
     else:
         name, root = args.devset.split("=", 1)
         items = [(q.id, q.query, {"kind": q.kind, "file": q.file}) for q in ds.load(ds.SETS[name].path)]
         corpus = _capture_corpus(Path(root), items[: args.limit or None], 50)
-        corpus["name"] = name
+        corpus["name"] = corpus["set"] = name
+    if args.name:  # (two captures of one set, e.g. a part of a corpus and the whole, need names of their own)
+        corpus["name"] = args.name
     if args.verify:
         _verify(corpus, args.verify)
     with open(args.out, "wb") as fh:
@@ -150,7 +152,8 @@ def ramp(x: float, lo: float, hi: float) -> float:
 
 
 def f8(cov: float, agr: float) -> float:
-    """The shipped query-level rule (retrieval/fusion.py `keyword_trust`: row F8, its agreement ramp from F15)."""
+    """The shipped query-level rule (retrieval/fusion.py `keyword_trust`: row F8, its agreement ramp from F15).
+    It follows fusion.py as it is now: rows F9-F14 replayed it with the 0.4 -> 1.0 agreement ramp of then."""
     from saipling.retrieval import fusion
 
     return fusion.KEYWORD_WEIGHT * fusion.keyword_trust(cov, agr)
@@ -176,6 +179,7 @@ def _distinct(xs: Any, n: int | None = None) -> list[Any]:
 class Corpus:
     def __init__(self, d: dict[str, Any]) -> None:
         self.name: str = d.get("name", "")
+        self.set: str = d.get("set", self.name)  # the dev set (or SciFact) it is a capture of
         self.max_results: int = d["max_results"]
         self.V: np.ndarray = d["V"]
         self.queries: dict[str, dict[str, Any]] = d["queries"]
@@ -373,6 +377,7 @@ def main() -> None:
     c.add_argument("--quick", action="store_true", help="a smoke run: the first 20 queries, 5 verified")
     c.add_argument("--verify", type=int, default=0, help="compare the replay with the real search on N queries")
     c.add_argument("--out", required=True)
+    c.add_argument("--name", default="", help="the capture's name in the tables (default: the set's)")
     s = sub.add_parser("sweep")
     s.add_argument("files", nargs="+")
     args = p.parse_args()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fixtures import need_local_model, open_project, saipling_project
@@ -25,10 +26,10 @@ def cli(*args: str, store: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run([*SAIPLING, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
-def _vectors(store) -> dict[str, list[float]]:
+def _vectors(store) -> dict[str, np.ndarray]:
     ids, mat = store.vector_matrix()
     hashes = {i: h for i, (h, _hp, _t) in store.chunk_texts([int(i) for i in ids]).items()}
-    return {hashes[int(i)]: [round(float(x), 5) for x in row] for i, row in zip(ids, mat, strict=True)}
+    return {hashes[int(i)]: np.asarray(row, dtype=np.float32) for i, row in zip(ids, mat, strict=True)}
 
 
 def test_export_then_import_moves_vectors_without_embedding(tmp_path: Path, pg_url: str) -> None:
@@ -50,7 +51,11 @@ def test_export_then_import_moves_vectors_without_embedding(tmp_path: Path, pg_u
     with open_project(root, "local") as lite, open_project(root, "local", store=pg_url) as pg:
         assert pg.store.backend == "postgresql"
         want, got = _vectors(lite.store), _vectors(pg.store)
-        assert want and got == want
+        assert want and set(got) == set(want)
+        # the same vectors, to float32's last bits: PostgreSQL's side may differ from the file's by an ulp (a round
+        # to 5 decimals, compared exactly, failed on one element of 4,608 that sat on a rounding boundary)
+        worst = max(float(np.abs(got[h] - want[h]).max()) for h in want)
+        assert worst <= 1e-6, worst
         for q in ("a storm at the lighthouse", "who is Marcus"):
             a = [r["filePath"] for r in lite.search({"query": q, "mode": "semantic", "maxResults": 3})["results"]]
             b = [r["filePath"] for r in pg.search({"query": q, "mode": "semantic", "maxResults": 3})["results"]]
