@@ -321,8 +321,8 @@ def live(args: argparse.Namespace) -> None:
     live_m, gated_n, differ = live_coverages(loaded, prepared, zlo)
     print(f"gated candidates (vector z > {zlo}): {gated_n}; coverage from the postings != live definition: {differ}")
 
-    def rule(x: Ctx, cheap: bool, mm: np.ndarray | None = None) -> np.ndarray:
-        m = x.m if mm is None else mm
+    def rule(x: Ctx, cheap: bool) -> np.ndarray:
+        m = x.m
         gate = ramp(x.p["vz"], zlo, zhi)
         best = max([x.p["cov"], *m[x.p["vz"] > zlo].tolist()]) if cheap else float(m.max(initial=0.0))
         rel = m / best if best > 0 else np.zeros(len(m))
@@ -335,7 +335,7 @@ def live(args: argparse.Namespace) -> None:
     for name, r in (
         ("postings, best over every candidate", lambda x: rule(x, False)),
         ("postings, best over the top keyword hits + gated", lambda x: rule(x, True)),
-        ("live coverage, best over the top keyword hits + gated", lambda x: rule(x, True, live_m[id(x.p)])),
+        ("live coverage, best over the top keyword hits + gated", shipped_rule(live_m)),
     ):
         res = evaluate(prepared, r)
         print(f"| {name} | {fmt(res)} | {verdict(res, base)} |", flush=True)
