@@ -53,6 +53,12 @@ RARE_FILE_SHARE = 0.10
 class DevSet:
     name: str
     offtopic_skip: frozenset[str] = frozenset()  # off-topic kinds (or ids) that this corpus is about
+    about: str = ""  # the corpus it is about, when another set's (`corpus`)
+
+    @property
+    def corpus(self) -> str:
+        """The corpus's name (`source`): the set's own, or the one it shares with another set."""
+        return self.about or self.name
 
     @property
     def path(self) -> Path:
@@ -65,6 +71,11 @@ SETS = {
     "13th-age": DevSet("13th-age"),
     "cjk": DevSet("cjk"),
     "german": DevSet("german"),
+    # written blind: by helper sessions reading the corpora only, before any search ran on them (2026-11-28,
+    # benchmarks/README.md row F16); the same kinds and rules, on passages and files the sets above do not use
+    "fiction-blind": DevSet("fiction-blind", about="fiction"),
+    "nodejs-blind": DevSet("nodejs-blind", frozenset({"software", "ot50"}), about="nodejs"),
+    "13th-age-blind": DevSet("13th-age-blind", about="13th-age"),
 }
 
 
@@ -96,6 +107,7 @@ def offtopic_queries(ds: DevSet) -> list[str]:
 
 def source(name: str, log=print) -> Path | None:
     """The corpus folder of a dev set (markdown files), or None (and why, printed) when it is absent."""
+    name = SETS[name].corpus if name in SETS else name
     if name == "fiction":
         return bu.FICTION if bu.need_shared(bu.FICTION, "fiction corpus") else None
     if name == "13th-age":
@@ -182,7 +194,8 @@ def indexed_root(
     """A copy of the set's corpus (or of `src`, a subset of it) indexed with `provider`, cached under
     bu.CACHE_ROOT as `<name>-<provider>` (`<src folder>-<provider>`) and reused by later runs (an unfinished one is
     rebuilt). None when the corpus is absent."""
-    label = name if src is None else src.name.removesuffix("-src")
+    # (the sets on one corpus share its index)
+    label = (SETS[name].corpus if name in SETS else name) if src is None else src.name.removesuffix("-src")
     src = src or source(name, log)
     if src is None:
         return None

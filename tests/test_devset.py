@@ -1,5 +1,6 @@
-"""The fiction dev set (benchmarks/devsets/fiction.jsonl): its shape, and, when ../shared is present, that every
-evidence line is where it says and that paraphrase queries share no rare word with their evidence file."""
+"""The dev sets (benchmarks/devsets/*.jsonl: fiction, the Node.js docs, 13th Age, and their `-blind` sets): their
+shape, and, when the corpora are present, that every evidence line is where it says and that paraphrase queries
+share no rare word with their evidence."""
 
 from __future__ import annotations
 
@@ -14,19 +15,27 @@ import pytest
 from fixtures import FICTION_CORPUS, SRD_CORPUS
 
 DEVSET = Path(__file__).resolve().parents[1] / "benchmarks" / "devsets" / "fiction.jsonl"
-ROWS = [json.loads(line) for line in DEVSET.read_text(encoding="utf-8").splitlines() if line.strip()]
+# the fiction sets and the fewest queries of a kind each has (the blind one: written without seeing a search)
+FICTION_SETS = {"fiction": 20, "fiction-blind": 15}
 
 
-def test_devset_shape() -> None:
-    assert len(ROWS) >= 60
-    kinds = Counter(r["kind"] for r in ROWS)
-    assert set(kinds) == {"exact", "paraphrase", "mixed"} and min(kinds.values()) >= 20
-    assert len({r["id"] for r in ROWS}) == len(ROWS)
-    assert len({r["query"].lower() for r in ROWS}) == len(ROWS)
-    books = {r["file"].rsplit("/", 1)[0] for r in ROWS}
-    authors = {r["file"].split("/", 1)[0] for r in ROWS}
+def _rows(name: str) -> list[dict]:
+    path = DEVSET.parent / f"{name}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("name", sorted(FICTION_SETS))
+def test_devset_shape(name: str) -> None:
+    rows = _rows(name)
+    assert len(rows) >= 3 * FICTION_SETS[name]
+    kinds = Counter(r["kind"] for r in rows)
+    assert set(kinds) == {"exact", "paraphrase", "mixed"} and min(kinds.values()) >= FICTION_SETS[name]
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert len({r["query"].lower() for r in rows}) == len(rows)
+    books = {r["file"].rsplit("/", 1)[0] for r in rows}
+    authors = {r["file"].split("/", 1)[0] for r in rows}
     assert len(books) >= 20 and len(authors) >= 10  # many books and authors, not one
-    for r in ROWS:
+    for r in rows:
         assert set(r) == {"id", "kind", "query", "file", "line", "evidence"}
         assert isinstance(r["line"], int) and r["line"] >= 1 and r["file"].endswith(".md")
         assert not r["file"].startswith("/") and ".." not in r["file"].split("/")
@@ -35,15 +44,23 @@ def test_devset_shape() -> None:
 needs_corpus = pytest.mark.skipif(not FICTION_CORPUS.is_dir(), reason="../shared fiction corpus absent")
 
 
+def test_the_blind_set_asks_of_other_chapters() -> None:
+    seen = {r["file"] for r in _rows("fiction")}
+    blind = [r["file"] for r in _rows("fiction-blind")]
+    assert blind and not seen & set(blind)
+
+
 @needs_corpus
-def test_every_evidence_line_holds_its_quote() -> None:
-    for r in ROWS:
+@pytest.mark.parametrize("name", sorted(FICTION_SETS))
+def test_every_evidence_line_holds_its_quote(name: str) -> None:
+    for r in _rows(name):
         lines = (FICTION_CORPUS / r["file"]).read_text(encoding="utf-8").split("\n")
         assert lines[r["line"] - 1].strip().startswith(r["evidence"].rstrip("…")), r["id"]
 
 
 @needs_corpus
-def test_paraphrases_share_no_names_or_rare_words_with_their_evidence() -> None:
+@pytest.mark.parametrize("name", sorted(FICTION_SETS))
+def test_paraphrases_share_no_names_or_rare_words_with_their_evidence(name: str) -> None:
     files = sorted(FICTION_CORPUS.rglob("*.md"))
     df: Counter[str] = Counter()
     vocab = {}
@@ -51,7 +68,7 @@ def test_paraphrases_share_no_names_or_rare_words_with_their_evidence() -> None:
         words = set(re.findall(r"[a-z]+", f.read_text(encoding="utf-8").lower()))
         df.update(words)
         vocab[f.relative_to(FICTION_CORPUS).as_posix()] = words
-    for r in ROWS:
+    for r in _rows(name):
         if r["kind"] != "paraphrase":
             continue
         # names and rare words (in fewer than 40 of the 1,129 chapters) of the evidence chapter stay out
@@ -62,11 +79,6 @@ def test_paraphrases_share_no_names_or_rare_words_with_their_evidence() -> None:
 # -- the dev sets on third-party corpora (benchmarks/devsets/nodejs.jsonl, 13th-age.jsonl) ----------------------
 # Debian's nodejs-doc, unpacked (benchmarks/_devsets.py APT_HINT: installing it replaces the machine's Node)
 NODE_DOCS = Path(os.environ.get("SAIPLING_NODEDOCS", "/usr/share/doc/nodejs/api"))
-
-
-def _rows(name: str) -> list[dict]:
-    path = DEVSET.parent / f"{name}.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _node_docs() -> dict[str, str]:
@@ -83,24 +95,32 @@ CORPORA = {
     "nodejs": (_node_docs, lambda: any(NODE_DOCS.glob("*.md.gz"))),
     "13th-age": (_srd_docs, SRD_CORPUS.is_dir),
 }
+# each set: (its corpus, the fewest queries of a kind, the fewest files)
+THIRD_PARTY = {
+    "nodejs": ("nodejs", 15, 20),
+    "13th-age": ("13th-age", 15, 20),
+    "nodejs-blind": ("nodejs", 10, 15),
+    "13th-age-blind": ("13th-age", 10, 20),
+}
 
 
-@pytest.mark.parametrize("name", sorted(CORPORA))
+@pytest.mark.parametrize("name", sorted(THIRD_PARTY))
 def test_third_party_devset_shape(name: str) -> None:
     rows = _rows(name)
+    _corpus, per_kind, n_files = THIRD_PARTY[name]
     kinds = Counter(r["kind"] for r in rows)
-    assert set(kinds) == {"exact", "paraphrase", "mixed"} and min(kinds.values()) >= 15
+    assert set(kinds) == {"exact", "paraphrase", "mixed"} and min(kinds.values()) >= per_kind
     assert len({r["id"] for r in rows}) == len(rows) and len({r["query"].lower() for r in rows}) == len(rows)
-    assert len({r["file"] for r in rows}) >= 20  # spread over the corpus, not one file
+    assert len({r["file"] for r in rows}) >= n_files  # spread over the corpus, not one file
     for r in rows:
         assert set(r) == {"id", "kind", "query", "file", "line", "evidence"}
         assert isinstance(r["line"], int) and r["line"] >= 1 and r["file"].endswith(".md")
         assert not r["file"].startswith("/") and ".." not in r["file"].split("/")
 
 
-@pytest.mark.parametrize("name", sorted(CORPORA))
+@pytest.mark.parametrize("name", sorted(THIRD_PARTY))
 def test_third_party_evidence_lines_and_paraphrase_words(name: str) -> None:
-    load, present = CORPORA[name]
+    load, present = CORPORA[THIRD_PARTY[name][0]]
     if not present():
         pytest.skip(f"the {name} corpus is absent")
     docs = load()
@@ -117,3 +137,10 @@ def test_third_party_evidence_lines_and_paraphrase_words(name: str) -> None:
                 w for w in re.findall(r"[a-z][a-z0-9]+", r["query"].lower()) if w in near and df[w] < 0.05 * len(docs)
             }
             assert not rare, (r["id"], rare)
+
+
+@pytest.mark.parametrize("name", ["nodejs", "13th-age"])
+def test_the_blind_sets_ask_of_other_files(name: str) -> None:
+    seen = {r["file"] for r in _rows(name)}
+    blind = [r["file"] for r in _rows(f"{name}-blind")]
+    assert blind and not seen & set(blind)
