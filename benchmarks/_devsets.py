@@ -5,6 +5,9 @@ sharing no names or rare words with it, `mixed`), `query`, `file` (relative to t
 and `evidence` (the start of that line, `…` when cut). `offtopic.jsonl` holds questions none of the corpora is
 about; a set lists the off-topic kinds that are on its subject (software questions for the Node.js docs).
 
+`<corpus>-blind.jsonl` (fiction, nodejs, 13th-age): questions on the same corpus written blind, by helper sessions
+that read the corpus only, before any search ran on them (benchmarks/README.md row F16); they share its index.
+
 Corpora (never written to: benchmarks index copies):
   fiction    ../shared/corpora/fiction-chapters
   13th-age   ../shared/corpora/13th-age-srd
