@@ -82,6 +82,11 @@ SETS = {
 }
 
 
+def corpus_of(name: str) -> str:
+    """The corpus a dev set (or a capture's set name: `scifact-train`) is about: the blind sets share another's."""
+    return SETS[name].corpus if name in SETS else name
+
+
 @dataclass
 class Query:
     id: str
@@ -110,7 +115,7 @@ def offtopic_queries(ds: DevSet) -> list[str]:
 
 def source(name: str, log=print) -> Path | None:
     """The corpus folder of a dev set (markdown files), or None (and why, printed) when it is absent."""
-    name = SETS[name].corpus if name in SETS else name
+    name = corpus_of(name)
     if name == "fiction":
         return bu.FICTION if bu.need_shared(bu.FICTION, "fiction corpus") else None
     if name == "13th-age":
@@ -198,7 +203,7 @@ def indexed_root(
     bu.CACHE_ROOT as `<name>-<provider>` (`<src folder>-<provider>`) and reused by later runs (an unfinished one is
     rebuilt). None when the corpus is absent."""
     # (the sets on one corpus share its index)
-    label = (SETS[name].corpus if name in SETS else name) if src is None else src.name.removesuffix("-src")
+    label = corpus_of(name) if src is None else src.name.removesuffix("-src")
     src = src or source(name, log)
     if src is None:
         return None

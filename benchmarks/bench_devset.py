@@ -228,7 +228,7 @@ def report(runs: list[SetRun], modes: tuple[str, ...], figures: dict[str, Any]) 
                 )
                 if kind in ("exact", "mixed"):
                     checks.append((run.name, kind, f"hybrid {h:.2f} >= 0.98", h >= 0.98 - 1e-9))
-            if ds.SETS[run.name].corpus == "fiction":
+            if ds.corpus_of(run.name) == "fiction":
                 h = fig["modes"]["hybrid"]["paraphrase"]["recall@10"]
                 v = fig["modes"]["semantic"]["paraphrase"]["recall@10"]
                 checks.append((run.name, "paraphrase", f"hybrid {h:.2f} >= vectors only {v:.2f}", h >= v - 1e-9))

@@ -392,8 +392,8 @@ class Targets:
                 continue
             rk, rv = self.share(kw), self.share(vec)
             ok = rec >= max(rk, rv) - 0.02 - 1e-9 and (kind == "paraphrase" or rec >= 0.98)
-            corpus = ds.SETS[s].corpus if (s := self.set_of[name]) in ds.SETS else s  # (fiction-blind: fiction)
-            ok = ok and not (corpus == "fiction" and kind == "paraphrase" and rec < rv - 1e-9)
+            fiction = ds.corpus_of(self.set_of[name]) == "fiction"  # (fiction-blind too)
+            ok = ok and not (fiction and kind == "paraphrase" and rec < rv - 1e-9)
             missed += [] if ok else [f"{name} {kind}"]
             lines.append(
                 f"{name} {kind} | hybrid {rec:.2f} / {avg:.2f} | keywords {rk:.2f} / {np.mean(kw):.2f}"
