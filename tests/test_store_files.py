@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from saipling.storage.base import match_stored
 from saipling.storage.sqlite.store import SqliteStore as Store
 from test_store import fts_integrity, fts_paths, record, row, unit
 
@@ -122,6 +123,19 @@ def test_duplicate_and_reordered_chunks_and_metadata_changes(store: Store) -> No
     fresh = Store.open(Path(store.path))
     assert sorted(fresh.vector_matrix()[0].tolist()) == sorted(store.vector_matrix()[0].tolist())
     fresh.close()
+
+
+def test_the_pairing_of_new_chunks_with_stored_rows() -> None:
+    """storage.base.match_stored, which both backends use: a chunk takes the first stored row left of its own hash,
+    text and heading path; a repeated passage takes one row per copy; the same text under another heading is new."""
+    columns = ["content_hash", "text", "heading_path"]
+    stored = [(10, row(0, TEXTS[0]).content_hash, TEXTS[0], ""), (11, row(1, TEXTS[1]).content_hash, TEXTS[1], "")]
+    stored += [(12, row(2, TEXTS[0]).content_hash, TEXTS[0], ""), (13, row(3, TEXTS[2]).content_hash, TEXTS[2], "")]
+    chunks = [row(0, TEXTS[1]), row(1, TEXTS[0]), row(2, TEXTS[0]), row(3, TEXTS[0]), row(4, TEXTS[2], "Tower")]
+    got = match_stored(chunks, stored, columns)
+    assert [(r[0], ch.chunk_index) for r, ch in got.kept] == [(11, 0), (10, 1), (12, 2)]
+    assert [ch.chunk_index for ch in got.new] == [3, 4]  # a third copy; the same text under a heading of its own
+    assert [r[0] for r in got.left] == [13]
 
 
 def test_a_kept_chunk_without_a_vector_gets_the_cached_one(store: Store) -> None:

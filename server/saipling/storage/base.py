@@ -320,6 +320,36 @@ class ChunkRow:
     ident_words: str = ""  # keywords: the parts of its camelCase identifiers (markdown.chunker.Chunk.ident_words)
 
 
+@dataclass
+class StoredMatch:
+    """A file's new chunks paired with its stored rows (`match_stored`)."""
+
+    kept: list[tuple[tuple, ChunkRow]]  # (stored row, new chunk): the row keeps its id, keywords and vector
+    new: list[ChunkRow]  # chunks no stored row matches: inserted
+    left: list[tuple]  # stored rows no new chunk took: deleted (their vectors may serve a new chunk of that text)
+
+
+def match_stored(chunks: Iterable[ChunkRow], stored: Iterable[tuple], columns: Sequence[str]) -> StoredMatch:
+    """Pair a file's new chunks with its stored rows (each the row's id, then `columns` in that order, in chunk
+    order): a chunk takes the first row left whose content hash, text and heading path are its own, so a passage
+    that moved, or repeats, keeps a row of its own text; the rest are new or left."""
+    at_hash, at_text, at_heading = (1 + columns.index(n) for n in ("content_hash", "text", "heading_path"))
+    old: dict[str, list[tuple]] = {}  # content hash -> stored rows, in chunk order
+    for row in stored:
+        old.setdefault(row[at_hash], []).append(row)
+    out = StoredMatch([], [], [])
+    for ch in chunks:
+        same = old.get(ch.content_hash, [])
+        match = next((r for r in same if r[at_text] == ch.text and r[at_heading] == ch.heading_path), None)
+        if match is None:
+            out.new.append(ch)
+            continue
+        same.remove(match)
+        out.kept.append((match, ch))
+    out.left = [r for rows in old.values() for r in rows]
+    return out
+
+
 # (entity path, 0-based line, start column, end column, the name as written in the entity's frontmatter)
 MentionRow = tuple[str, int, int, int, str]
 

@@ -54,6 +54,7 @@ from ..base import (
     aliases_of,
     cache_key,
     ident_lines,
+    match_stored,
 )
 from ..run_record import describe
 from ..vector_matrix import other_file_cosines
@@ -599,27 +600,17 @@ class PostgresStore:
         stored = 0  # vectors given to new chunks (given or reused from the cache: an import's vectors arrive so)
         with self.atomic():
             has_vec = self.has_vectors()
-            old: dict[str, list[tuple]] = {}
-            for row in self.conn.execute(
+            stored_rows = self.conn.execute(
                 "SELECT id, "
                 + ", ".join(_ROW_FIELDS)
                 + " FROM chunks WHERE ws = %s AND path = %s ORDER BY chunk_index",
                 (self.ws, record.path),
-            ):
-                old.setdefault(row[_HASH], []).append(row)
-            kept: list[tuple[tuple, ChunkRow]] = []
-            new: list[ChunkRow] = []
-            for ch in chunks:
-                same = old.get(ch.content_hash)
-                match = next((r for r in same or () if _same_text(r, ch)), None)
-                if match is None:
-                    new.append(ch)
-                    continue
-                same.remove(match)  # type: ignore[union-attr]
-                kept.append((match, ch))
-            gone = [r[0] for rows in old.values() for r in rows]
+            )
+            pairs = match_stored(chunks, stored_rows, _ROW_FIELDS)
+            kept, new = pairs.kept, pairs.new
+            gone = [r[0] for r in pairs.left]
             wanted = {ch.content_hash for ch in new} - set(vectors)
-            twins = [r[0] for rows in old.values() for r in rows if r[_HASH] in wanted]
+            twins = [r[0] for r in pairs.left if r[_HASH] in wanted]
             twins += [r[0] for r, ch in kept if ch.content_hash in wanted]
             reused = self._vectors_by_hash(twins) if has_vec and twins else {}
             if gone:
@@ -1751,9 +1742,3 @@ def _cjk_lines(chunks: Sequence[ChunkRow]) -> list[str]:
     from ...markdown.terms import cjk_bigrams
 
     return [w for w in (cjk_bigrams(f"{ch.heading_path or ''}\n{ch.text or ''}") for ch in chunks) if w]
-
-
-def _same_text(row: tuple, ch: ChunkRow) -> bool:
-    return (
-        row[1 + _ROW_FIELDS.index("text")] == ch.text and row[1 + _ROW_FIELDS.index("heading_path")] == ch.heading_path
-    )

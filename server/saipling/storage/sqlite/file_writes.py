@@ -14,7 +14,7 @@ from itertools import chain
 from operator import attrgetter
 
 from ...lazy import np  # numpy loads on first use (cold CLI path)
-from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, FileWrite
+from ..base import FILE_COLUMNS, ChunkRow, FileMentionRows, FileRecord, FileWrite, match_stored
 from .database import Database
 from .mentions import Mentions
 from .schema import (
@@ -37,7 +37,6 @@ _ROW_FIELDS = [f.name for f in fields(ChunkRow) if f.name != "preview"]
 _INSERT_FILE = f"INSERT OR REPLACE INTO files({', '.join(FILE_COLUMNS)}) VALUES ({', '.join('?' * len(FILE_COLUMNS))})"
 # what a kept chunk row may differ in without being rewritten: no keyword (FTS) or vector change follows
 _MOVABLE = [n for n in _ROW_FIELDS if n not in ("content_hash", "text", "heading_path")]
-_HASH = 1 + _ROW_FIELDS.index("content_hash")  # in a stored row (id first)
 _values = attrgetter(*_ROW_FIELDS)  # a ChunkRow as the tuple of its columns
 # (with the CJK bigrams of its heading path and text: storage.schema.chunk_cjk_words, migration 6)
 _INSERT_HEAD = "INSERT INTO chunks(path, cjk_words, " + ", ".join(_ROW_FIELDS) + ") VALUES "
@@ -108,20 +107,9 @@ class FileWrites:
             unembedded: list[int] = []
             with self.db.atomic():
                 key = self.vectors.index_key()
-                old: dict[str, list[tuple]] = {}  # content hash -> stored rows (id first), in chunk order
-                for row in self.db.conn.execute(_SELECT_ROWS, (record.path,)):
-                    old.setdefault(row[_HASH], []).append(row)
-                kept: list[tuple[tuple, ChunkRow]] = []  # (stored row, new row) pairs that keep their id
-                new: list[ChunkRow] = []
-                for ch in chunks:
-                    same = old.get(ch.content_hash)
-                    match = next((r for r in same or () if _same_text(r, ch)), None)
-                    if match is None:
-                        new.append(ch)
-                        continue
-                    same.remove(match)  # type: ignore[union-attr]
-                    kept.append((match, ch))
-                gone = [r[0] for rows in old.values() for r in rows]
+                pairs = match_stored(chunks, self.db.conn.execute(_SELECT_ROWS, (record.path,)), _ROW_FIELDS)
+                kept, new = pairs.kept, pairs.new  # (kept: stored row, new row pairs that keep their id)
+                gone = [r[0] for r in pairs.left]
                 # vectors are stored by content hash (vectors.py): a new row whose text the index holds a vector
                 # for (a passage repeated, moved or renamed) has it at once; given ones are stored first
                 self.vectors.store_vectors(vectors, model)
@@ -388,9 +376,3 @@ def _cjk(ch: ChunkRow) -> str:
     if (text.isascii() or not _cjk_search(text)) and (path.isascii() or not _cjk_search(path)):
         return ""
     return chunk_cjk_words(ch.heading_path, ch.text)
-
-
-def _same_text(row: tuple, ch: ChunkRow) -> bool:
-    return row[1 + _ROW_FIELDS.index("text")] == ch.text and row[1 + _ROW_FIELDS.index("heading_path")] == (
-        ch.heading_path
-    )
