@@ -156,7 +156,8 @@ class RunFinders:
 def _indexed_only(text: str, rows: list[MentionRow]) -> list[MentionRow]:
     """The mentions in what the index holds of the file (markdown.blocks.indexed_lines): none in an HTML comment
     (an author's note is no appearance, and no scene an entity knows: `knownBy`) nor a link definition."""
-    from ..markdown.blocks import COMMENT_RE, parse_blocks
+    from ..markdown.blocks import parse_blocks
+    from ..markdown.spans import comment_spans
 
     doc = parse_blocks(text)
     lines = text.split("\n")
@@ -167,7 +168,7 @@ def _indexed_only(text: str, rows: list[MentionRow]) -> list[MentionRow]:
             continue
         line = lines[n] if n < len(lines) else ""
         if "<!--" in line and n + 1 not in doc.code_lines:
-            if any(c.start() <= row[2] < c.end() for c in COMMENT_RE.finditer(line)):
+            if any(start <= row[2] < end for start, end in comment_spans(line)):
                 continue
         out.append(row)
     return out

@@ -13,6 +13,7 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from ..files.textio import normalise_newlines
+from .spans import strip_comments
 
 # Obsidian wiki-links: `![[map.png]]` embeds are dropped, `[[page|alias]]` reads `alias`, `[[folder/page#Part]]`
 # reads `page > Part` (the display text, as a reader sees it). Never across lines: line numbers stay exact.
@@ -20,11 +21,6 @@ _EMBED_RE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
 _WIKI_RE = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")
 # characters that can start inline markup in a heading (emphasis, code, links, HTML, escapes, entities)
 _INLINE_MARKUP_RE = re.compile(r"[*_`\[<\\&!]")
-# an HTML comment on one line (a comment inside a paragraph or beside other HTML; a block of comments is a whole
-# `html_block`, found by the parse)
-_COMMENT_RE = re.compile(r"<!--.*?-->")
-COMMENT_RE = _COMMENT_RE  # (indexing/mention_scan.py: no mention inside one)
-_COMMENT_BLOCK_RE = re.compile(r"<!--.*?-->", re.S)
 
 
 @dataclass(frozen=True)
@@ -119,7 +115,7 @@ def _parsed(text: str, lines: list[str]) -> MarkdownBlocks:
             if covered + 1 < a:  # (between two paragraphs: one blank line at most, so it is asked of ~each)
                 noise.update(n for n in range(covered + 1, a) if lines[n - 1].strip())
             covered = max(covered, b)
-        if tok.type == "html_block" and "<!--" in tok.content and not _COMMENT_BLOCK_RE.sub("", tok.content).strip():
+        if tok.type == "html_block" and "<!--" in tok.content and not strip_comments(tok.content).strip():
             noise.update(range(a, min(b, len(lines)) + 1))
         if tok.type == "heading_open" and tok.level == 0:
             raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
@@ -277,7 +273,7 @@ def indexed_lines(doc: MarkdownBlocks) -> list[str]:
         if n in doc.noise_lines:
             ln = ""
         elif "<!--" in ln and n not in doc.code_lines:
-            ln = _COMMENT_RE.sub("", ln)
+            ln = strip_comments(ln)
             ln = ln if ln.strip() else ""
         out.append(ln)
     return out

@@ -27,6 +27,7 @@ from ..config.visibility import role_levels, visible
 from ..files.context_settings import load_context_settings
 from ..files.metadata import slugify, split_frontmatter
 from ..files.textio import BinaryFile, decode, normalise_newlines, read_regular
+from ..markdown.spans import blank_code_spans
 from ..storage.base import ChunkFilter, EntityRow, KeywordQuery
 
 if TYPE_CHECKING:
@@ -58,7 +59,6 @@ SUMMARY_FIELDS = ("summary", "description")
 SUMMARY_MAX_CHARS = 600
 _WORD_CHAR_RE = re.compile(r"\w")
 _FRONTMATTER_CLOSE_RE = re.compile(r"(?<=\n)(?:---|\.\.\.)[ \t\r\f\v]*(?:\n|$)")
-_INLINE_CODE_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 _DIGITS_RE = re.compile(r"(\d+)")
 _HEADING_LINE_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
 _SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
@@ -190,7 +190,7 @@ class EntityIndex:
         covering one of them, looked for in a window around each (long prose lines are not scanned whole)."""
         if self.pattern is None:
             return
-        masked = _INLINE_CODE_RE.sub(lambda m: " " * len(m.group(0)), line) if "`" in line else line
+        masked = blank_code_spans(line)
         if hits is None or len(line) <= 8 * self.longest:
             windows = [(0, len(line))]
         else:
@@ -386,7 +386,20 @@ CARD_CHAPTER_NOTES = 3
 CHAPTER_NOTE_MAX_CHARS = 300
 # a heading for a chapter: "Chapter 4", "ch-12", "Ch. 3", "From chapter 7: the bite"
 _CHAPTER_HEADING_RE = re.compile(r"(?<![^\W\d_])(?:chapter|ch)[ .\-]*(\d+)(?!\d)", re.IGNORECASE)
-_ATX_RE = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_ATX_OPEN_RE = re.compile(r" {0,3}(#{1,6})(?=[ \t]|$)")
+
+
+def _atx_heading(line: str) -> tuple[int, str] | None:
+    """An ATX heading line's level and title (its closing run of `#` dropped), else None. In Python, not one regex
+    with a lazy title before optional blanks: that backtracked through a long run of blanks (a 60 KB heading of
+    spaces held a hover for 31 s, and the whole server with it)."""
+    if (m := _ATX_OPEN_RE.match(line)) is None:
+        return None
+    title = line[m.end() :].strip(" \t")
+    bare = title.rstrip("#")
+    if not bare or bare[-1] in " \t":  # (a closing sequence: only #s, or #s after a blank)
+        title = bare.rstrip(" \t")
+    return len(m.group(1)), title
 
 
 def card(entity: Entity, read: TextSource, horizon: int | None = None) -> Card:
@@ -426,8 +439,8 @@ def chapter_sections(lines: list[str]) -> list[tuple[int, int, int, str]]:
     skip = code_lines("\n".join(lines))
     heads = []
     for n, line in enumerate(lines):
-        if n not in skip and (m := _ATX_RE.match(line)) is not None:
-            heads.append((n, len(m.group(1)), (m.group(2) or "").strip()))
+        if n not in skip and (head := _atx_heading(line)) is not None:
+            heads.append((n, *head))
     out = []
     for i, (n, level, title) in enumerate(heads):
         if (m := _CHAPTER_HEADING_RE.search(title)) is None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..files.metadata import slugify
+from ..markdown.spans import blank_code_spans
 from .entities import Entity, EntityProject, code_lines, entity_index, frontmatter_end
 from .names import Vocabulary, drift, unknown, vocabulary
 
@@ -28,7 +29,6 @@ TEMPLATES = (
     "characters/_template.md",
     "characters/_template/profile.md",
 )
-_INLINE_CODE_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def findings(lists: Lists, text: str) -> list[NameFinding]:
         line = lines[n]
         if n in skip or not line.strip():
             continue
-        blanked = _INLINE_CODE_RE.sub(lambda m: " " * len(m.group(0)), line) if "`" in line else line
+        blanked = blank_code_spans(line)
         for m in pattern.finditer(blanked):
             w = m.group(0)
             if w in lists.drift:
@@ -161,7 +161,8 @@ class TextChange:
     text: str
 
 
-_ALIASES_RE = re.compile(r"^aliases[ \t]*:[ \t]*(.*?)[ \t]*$")
+_ALIASES_RE = re.compile(r"aliases[ \t]*:[ \t]*(.*)")  # (its trailing blanks are stripped after: a lazy
+# value before `[ \t]*$` backtracked through a long run of blanks, in time growing with its square)
 _ITEM_RE = re.compile(r"^([ \t]+)-[ \t]")
 
 
@@ -178,7 +179,7 @@ def alias_change(profile_text: str, word: str) -> TextChange:
         m = _ALIASES_RE.match(lines[n])
         if m is None:
             continue
-        value, col = m.group(1), m.start(1)
+        value, col = m.group(1).rstrip(" \t"), m.start(1)
         if value.startswith("["):
             bracket = lines[n].rfind("]")
             if bracket == -1:
