@@ -132,6 +132,10 @@ VARIANTS = [
     "\n---\nvisibility: private\n---\n# x\n",  # a blank line put above the fence
     " \n\t\n---\nVisibility: Private\ndate: 2024-02-30\n---\n# x\n",
     "\ufeff---\nvisibility: private\n---\n# x\n",  # a BOM inside the text
+    # lines that only look blank above the fence: no-break space, form feed, U+2028, ideographic space, word joiner
+    *(f"{blank}\n---\nvisibility: private\n---\n# x\n" for blank in ("\u00a0", "\f", "\u2028", "\u3000", "\u2060")),
+    "----\nvisibility: private\n---\n# x\n",  # no fence, but a block that names a level
+    "---yaml\nVisibility: Secret\n---\n# x\n",
 ]
 
 
@@ -144,6 +148,8 @@ def test_visibility_variants_are_not_public_and_frontmatter_without_it_is() -> N
     assert extract_metadata("a.md", "---\nnot closed, says nothing of who sees it\n").visibility == "public"
     assert extract_metadata("a.md", "\n---\ntitle: A\n---\n# A\n").visibility == "public"
     assert extract_metadata("a.md", "# A\n\n---\n\nvisibility: private, as a body line\n").visibility == "public"
+    assert extract_metadata("a.md", "----\n\nA rule line above prose.\n").visibility == "public"
+    assert extract_metadata("a.md", "----\ntitle: A\n---\n# A\n").visibility == "public"
     meta = extract_metadata("a.md", "---\r\ntitle: A\r\n---\r\n# A\r\n")
     assert (meta.visibility, meta.body_start_line) == ("public", 4)
 

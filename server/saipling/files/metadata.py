@@ -118,7 +118,7 @@ def read_frontmatter(text: str, rel_path: str = "") -> Frontmatter:
         return _displaced(text, rel_path)
     lines = _LINE_BREAK_RE.split(text) if "\r" in text else text.split("\n")
     if lines[0].rstrip() != "---":
-        return Frontmatter({}, 1)
+        return _odd_fence(lines, rel_path)
     end = next((j for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), None)
     if end is None:
         if "visibility" in _fold_key(text):  # a block opened to say who may see the file, never closed
@@ -144,7 +144,10 @@ def read_frontmatter(text: str, rel_path: str = "") -> Frontmatter:
     return Frontmatter(data, body_start, None, level)
 
 
-_DISPLACED_RE = re.compile(r"[ \t\r\n\ufeff\u200b]+(?=---)")
+# blanks above a fence: any Unicode white space (a no-break space, a form feed, U+2028, an ideographic space) and
+# the invisible format characters an editor or a paste leaves (BOM, zero-width space / joiners, word joiner)
+_DISPLACED_RE = re.compile(r"[\s\ufeff\u200b\u200c\u200d\u2060]+(?=---)")
+_ODD_FENCE_RE = re.compile(r"-{3,}[A-Za-z]*")  # `----`, `---yaml`: no fence, but a block may follow
 
 
 def _displaced(text: str, rel_path: str) -> Frontmatter:
@@ -157,6 +160,22 @@ def _displaced(text: str, rel_path: str) -> Frontmatter:
     if block.visibility in (None, "public"):
         return Frontmatter({}, 1)
     warning = f"{rel_path}: a frontmatter block below the first line is not read, but its visibility applies"
+    log.warning("%s", warning)
+    return Frontmatter({}, 1, warning, block.visibility, broken=True)
+
+
+def _odd_fence(lines: list[str], rel_path: str) -> Frontmatter:
+    """No frontmatter: the first line is `----` or `---yaml`, not a fence. If what follows, read as a block, names
+    a level other than public, that level applies (fail closed); a block that says nothing of visibility, or a
+    rule line above prose, changes nothing."""
+    if _ODD_FENCE_RE.fullmatch(lines[0].rstrip()) is None:
+        return Frontmatter({}, 1)
+    block = read_frontmatter("\n".join(["---", *lines[1:]]), rel_path)
+    end = next((j for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), len(lines))
+    if block.visibility in (None, "public") or "visibility" not in _fold_key("\n".join(lines[1:end])):
+        return Frontmatter({}, 1)
+    first = lines[0].rstrip()
+    warning = f"{rel_path}: the first line {first!r} is no frontmatter fence, but the visibility below it applies"
     log.warning("%s", warning)
     return Frontmatter({}, 1, warning, block.visibility, broken=True)
 
