@@ -360,6 +360,18 @@ def test_settings_entries_read_strictly(tmp_path: Path) -> None:
     assert "a.md" in cs.warnings[0] and "given twice" in cs.warnings[0]
 
 
+def test_settings_keys_name_a_file_however_they_spell_its_path(tmp_path: Path) -> None:
+    """`notes//a.md`, `notes/./b.md`, `notes/x/../c.md` name notes/a.md, b.md and c.md (an exclusion spelled so
+    excluded nothing before); a key that climbs out of the project is ignored, with a warning."""
+    settings = {"notes//a.md": "exclude", "notes/./b.md": "exclude", "notes/x/../c.md": "exclude"}
+    settings |= {"notes\\\\d.md": "exclude", "../outside.md": "exclude", "notes/e.md": "auto"}
+    root = make_project(tmp_path, {".context_settings.json": json.dumps(settings)})
+    cs = load_context_settings(root)
+    modes = [cs.mode_for(f"notes/{n}.md") for n in "abcde"]
+    assert modes == ["exclude", "exclude", "exclude", "exclude", "auto"]
+    assert [w for w in cs.warnings if "../outside.md" in w and "outside the project" in w]
+
+
 def test_a_broken_edit_keeps_the_last_good_settings_and_adds_the_exclusions_it_names(tmp_path: Path) -> None:
     root = make_project(tmp_path, {".context_settings.json": json.dumps({"secret.md": "exclude"})})
     assert load_context_settings(root).mode_for("secret.md") == "exclude"

@@ -345,11 +345,13 @@ def to_rel(root: Path, path: Path) -> str:
 
 
 def normalise_rel(path: str) -> str:
-    """A user-given relative path with backslashes and `./` normalised."""
+    """A user-given relative path as the index stores paths: `/` for `\\`, no leading `/`, no empty or `.`
+    segment (`notes//a.md`, `notes/./a.md` and `./notes/a.md` are `notes/a.md`); a trailing `/` (a folder) kept;
+    `..` left as written (what it may reach is checked where the path is used)."""
     p = path.replace("\\", "/")
-    while p.startswith("./"):
-        p = p[2:]
-    return p.lstrip("/")
+    parts = [s for s in p.split("/") if s not in ("", ".")]
+    out = "/".join(parts)
+    return out + "/" if out and p.endswith("/") else out
 
 
 def from_cwd(root: Path, path: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import posixpath
 import re
 import stat
 from dataclasses import dataclass, field
@@ -122,6 +123,11 @@ def _parse(text: str) -> tuple[dict[str, str], list[str]]:
             notes.append(f"{k} has an unknown mode {shown:.40} (treated as exclude)")
             mode = "exclude"
         rel = nfc(normalise_rel(str(k)))
+        if "../" in f"/{rel}":  # (`notes/../a.md` names `a.md`: an exclusion must not miss it for its spelling)
+            rel = posixpath.normpath(rel) + ("/" if rel.endswith("/") else "")
+            if rel == ".." or rel.startswith("../"):
+                notes.append(f"{k} names a path outside the project (ignored)")
+                continue
         if rel in modes and modes[rel] != mode:
             notes.append(f"{k} is given twice (the stricter mode applies)")
             mode = max(mode, modes[rel], key=_STRICTNESS.__getitem__)
