@@ -107,6 +107,28 @@ def test_enrich_with_a_missing_skill_names_the_field(novel: Any) -> None:
     assert info.value.field == "skill"
 
 
+def test_skills_are_read_only_from_inside_the_project(tmp_path: Path) -> None:
+    """A `skillsDir` set to a folder outside the project, or a skill file linked out of it, reads nothing there:
+    the agent names the skill, the error says where skills are read from and nothing of the file outside."""
+    outside = write_file(tmp_path, "elsewhere/shared.toml", "[context.vector_search\nbroken = ")
+    write_file(tmp_path, "elsewhere/good.toml", '[context.vector_search]\nmode = "always"\n')
+    root = make_project(tmp_path / "proj", {"notes/a.md": "# A\n\nThe storm ledger.\n", "skills/own.toml": ""})
+    (root / "skills" / "linked.toml").symlink_to(outside.parent / "good.toml")
+    write_file(root, ".saipling/config.toml", f'skillsDir = "{outside.parent}"\n')
+    with open_project(root) as project:
+        for name in ("shared", "good"):
+            with pytest.raises(InvalidRequest) as info:
+                project.enrich({"query": "storm ledger", "skill": name})
+            assert info.value.field == "skill" and "inside the project" in str(info.value)
+            assert "line" not in str(info.value) and "TOML" not in str(info.value)
+    write_file(root, ".saipling/config.toml", 'skillsDir = "skills"\n')
+    with open_project(root) as project:
+        with pytest.raises(InvalidRequest) as info:
+            project.enrich({"query": "storm ledger", "skill": "linked"})
+        assert "inside the project" in str(info.value)
+        assert project.enrich({"query": "storm ledger", "skill": "own"}) is not None  # a skill inside still reads
+
+
 # -- when to search --------------------------------------------------------------------------------------------
 def _req(mode: str, want: bool | None, query: str = "storm ledger", enabled: bool = True) -> EnrichRequest:
     return EnrichRequest(query=query, config=VectorSearchConfig(enabled=enabled, mode=mode), want_search=want)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -73,11 +74,16 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
     return cfg
 
 
-def load_skill(skills_dir: Path, name: str) -> VectorSearchConfig:
-    """Read `<skills_dir>/<name>.toml`; InvalidRequest('skill') if missing or malformed."""
+def load_skill(skills_dir: Path, name: str, root: Path | None = None) -> VectorSearchConfig:
+    """Read `<skills_dir>/<name>.toml`; InvalidRequest('skill') if missing or malformed. With the project's `root`,
+    the skill file must be inside it, links followed (a `skillsDir` set to a folder elsewhere, or a link out of
+    it, reads nothing there: an agent names the skill, and what a file outside says, even in a parse error, is
+    not the project's to show)."""
     if not re.fullmatch(r"[\w.-]+", name) or name.startswith("."):
         raise InvalidRequest("skill", f"{name!r} is not a skill name")
     path = skills_dir / (name if name.endswith(".toml") else f"{name}.toml")
+    if root is not None and not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root)):
+        raise InvalidRequest("skill", f"skills are read from a folder inside the project, not {skills_dir}")
     if not path.is_file():
         raise InvalidRequest("skill", f"no skill config {path.name} in {skills_dir}")
     try:

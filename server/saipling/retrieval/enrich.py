@@ -60,7 +60,7 @@ def parse_enrich(project: ProjectView, params: Mapping[str, Any]) -> EnrichReque
             raise InvalidRequest("skillConfig", "context.vector_search must be an object")
         config = parse_block(block, "skillConfig")
     elif skill:
-        config = load_skill(project.root / project.settings.skills_dir, skill)
+        config = load_skill(project.root / project.settings.skills_dir, skill, root=project.root)
     else:
         config = VectorSearchConfig(
             enabled=True,
