@@ -845,11 +845,12 @@ def import_cmd(src: str, root: str | None, as_json: bool, provider: str | None) 
     """Load the vectors of an export file into this project's store (its `store` setting) and index the project
     there: chunks whose text is unchanged take their vectors from it, none is embedded again (a paid provider is
     not asked to embed the rest: `saipling index` does that)."""
-    from ..indexing.transfer import import_vectors
+    from ..indexing.transfer import read_export, store_vectors
 
+    export = read_export(Path(src))  # (a file that is not an export is refused before the project is opened)
     project = _open(root, create=True, provider=provider)
     try:
-        loaded = import_vectors(project.store, Path(src))
+        loaded = store_vectors(project.store, export)
         key = getattr(project.provider, "vector_key", None)
         if key and (key, project.provider.dimensions) != (loaded["model"], loaded["dimensions"]):
             click.echo(

@@ -15,6 +15,8 @@ import gzip
 import json
 import os
 import tempfile
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from ..lazy import np
 FORMAT = "saipling-vectors"
 VERSION = 1
 BATCH = 1000
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _cache_key(model: str, dims: int) -> str:
@@ -60,27 +63,74 @@ def export_vectors(store: Any, out: Path) -> dict[str, Any]:
     return {"model": model, "dimensions": dims, "vectors": written, "chunks": len(hashes), "file": str(out)}
 
 
-def import_vectors(store: Any, src: Path) -> dict[str, Any]:
-    """Put the vectors of an export file in `store`'s embedding cache (nothing else changes: the next index run
-    takes them). A file that is not an export, or is damaged, is refused before anything is written."""
+@dataclass
+class VectorExport:
+    """The vectors of an export file, read and checked whole (`read_export`) before any store is touched."""
+
+    model: str
+    dimensions: int
+    vectors: list[tuple[str, Any]]  # (content hash, float32 vector)
+
+
+def read_export(src: Path) -> VectorExport:
+    """Read an export file whole; InvalidRequest (a usage error: exit 2) naming the problem for a file that is not
+    one (not gzip, or not the header `saipling export` writes), one of another version, or one damaged or cut
+    short. Nothing is written before the whole file has been read."""
+
+    def refuse(problem: str) -> InvalidRequest:
+        return InvalidRequest("SRC", f"{src} {problem}")
+
+    not_export = "is not a saipling vector export (`saipling export` writes one)"
     try:
-        with gzip.open(src, "rt", encoding="utf-8") as f:
-            header = json.loads(f.readline() or "{}")
-            if not isinstance(header, dict) or header.get("format") != FORMAT:
-                raise InvalidRequest(f"{src} is not a saipling vector export (made by `saipling export`)")
-            if header.get("version") != VERSION:
-                raise InvalidRequest(f"{src} is export version {header.get('version')}; this saipling reads {VERSION}")
-            model, dims = str(header["model"]), int(header["dimensions"])
-            items: list[tuple[str, Any]] = []
-            for n, line in enumerate(f, start=2):
-                row = json.loads(line)
-                vec = np.frombuffer(base64.b64decode(row["v"]), dtype="<f4").astype(np.float32)
-                if vec.shape[0] != dims:
-                    raise InvalidRequest(f"{src} line {n}: a vector of {vec.shape[0]} dimensions, not {dims}")
-                items.append((str(row["h"]), vec))
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidRequest(f"cannot read {src} as a saipling vector export: {exc}") from exc
-    key = _cache_key(model, dims)
+        with open(src, "rb") as raw:
+            if raw.read(2) != GZIP_MAGIC:  # (a text file, a database, ...: said as such, not as a damaged export)
+                raise refuse(f"{not_export}: it is not gzip-compressed")
+            raw.seek(0)
+            with gzip.open(raw, "rt", encoding="utf-8") as f:
+                try:
+                    header = json.loads(f.readline() or "{}")
+                except ValueError:
+                    header = None
+                if not isinstance(header, dict) or header.get("format") != FORMAT:
+                    raise refuse(not_export)
+                if header.get("version") != VERSION:
+                    raise refuse(f"is export version {header.get('version')}; this saipling reads {VERSION}")
+                try:
+                    model, dims = str(header["model"]), int(header["dimensions"])
+                except (KeyError, TypeError, ValueError):
+                    raise refuse("is damaged: its header has no model or dimensions") from None
+                items: list[tuple[str, Any]] = []
+                for n, line in enumerate(f, start=2):
+                    try:
+                        row = json.loads(line)
+                        data = base64.b64decode(row["v"], validate=True)
+                        vec = np.frombuffer(data, dtype="<f4").astype(np.float32)
+                        h = str(row["h"])
+                    except (ValueError, KeyError, TypeError):
+                        raise refuse(f"is damaged: line {n} is not a vector") from None
+                    if vec.shape[0] != dims:
+                        raise refuse(f"is damaged: line {n} holds a vector of {vec.shape[0]} dimensions, not {dims}")
+                    items.append((h, vec))
+    except EOFError:
+        raise refuse("is cut short (its compressed data ends early): export it again") from None
+    except (gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as exc:
+        raise refuse(f"is damaged ({exc})") from None
+    except OSError as exc:
+        raise refuse(f"cannot be read ({exc.strerror or exc})") from None
+    return VectorExport(model, dims, items)
+
+
+def store_vectors(store: Any, export: VectorExport) -> dict[str, Any]:
+    """Put the vectors of a read export in `store`'s embedding cache (nothing else changes: the next index run
+    takes them)."""
+    key = _cache_key(export.model, export.dimensions)
+    items = export.vectors
     for i in range(0, len(items), BATCH):  # (no chunk has id 0: the vectors go to the cache only)
         store.set_vectors([(0, h, v) for h, v in items[i : i + BATCH]], key)
-    return {"model": model, "dimensions": dims, "vectors": len(items)}
+    return {"model": export.model, "dimensions": export.dimensions, "vectors": len(items)}
+
+
+def import_vectors(store: Any, src: Path) -> dict[str, Any]:
+    """`read_export` then `store_vectors`: a file that is not an export, or is damaged, is refused before
+    anything is written."""
+    return store_vectors(store, read_export(src))

@@ -1,0 +1,81 @@
+"""`saipling export` / `saipling import` on the default SQLite store, through the real CLI in a subprocess: a file
+that is not an export (a text file, gzip'd JSON of another shape, a real export cut short, one damaged) is refused
+with exit 2 and a message naming the problem, before anything is written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures import need_local_model, saipling_project
+
+SAIPLING = [sys.executable, "-m", "saipling"]
+
+
+def cli(*args: str, provider: str = "local") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")} | {"SAIPLING_PROVIDER": provider}
+    return subprocess.run([*SAIPLING, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real export of a small indexed project (the bundled local model's vectors)."""
+    need_local_model()
+    root = saipling_project(tmp_path_factory.mktemp("source"))
+    done = cli("index", str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    out = root.parent / "vectors.jsonl.gz"
+    done = cli("export", str(out), "--root", str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["vectors"] > 0
+    return out
+
+
+def _bad_file(kind: str, folder: Path, export: Path) -> tuple[Path, str]:
+    """A file of `kind` that is not a usable export, and what the refusal must say."""
+    if kind == "text":
+        path = folder / "notes.txt"
+        path.write_text("hello, not an export\n")
+        return path, "is not a saipling vector export"
+    if kind == "other-json":
+        path = folder / "x.jsonl.gz"
+        path.write_bytes(gzip.compress(b'{"a":1}\n'))
+        return path, "is not a saipling vector export"
+    if kind == "cut-short":
+        path = folder / "cut.jsonl.gz"
+        data = export.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+        return path, "is cut short"
+    if kind == "damaged-line":
+        path = folder / "damaged.jsonl.gz"
+        lines = gzip.decompress(export.read_bytes()).decode().splitlines(keepends=True)
+        path.write_bytes(gzip.compress("".join([*lines[:2], '{"h": "x", "v": "not base64!"}\n']).encode()))
+        return path, "is damaged: line 3 is not a vector"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["text", "other-json", "cut-short", "damaged-line"])
+def test_import_refuses_a_file_that_is_not_an_export_and_writes_nothing(
+    tmp_path: Path, export: Path, kind: str
+) -> None:
+    root = saipling_project(tmp_path)  # never indexed: no .saipling/ yet
+    bad, says = _bad_file(kind, tmp_path, export)
+    done = cli("import", str(bad), "--root", str(root))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert done.stderr.startswith(f"error: SRC: {bad} {says}") and done.stderr.count("\n") == 1
+    assert not (root / ".saipling").exists()  # nothing written, not even the index folder
+
+
+def test_import_of_a_real_export_reuses_its_vectors(tmp_path: Path, export: Path) -> None:
+    root = saipling_project(tmp_path)
+    done = cli("import", str(export), "--root", str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["embedded"] == 0 and summary["reused"] == summary["chunks"] > 0
