@@ -1,6 +1,7 @@
 """`saipling export` / `saipling import` on the default SQLite store, through the real CLI in a subprocess: a file
 that is not an export (a text file, gzip'd JSON of another shape, a real export cut short, one damaged) is refused
-with exit 2 and a message naming the problem, before anything is written."""
+with exit 2 and a message naming the problem, before anything is written; an export to a folder that does not
+exist says so of that folder (not of the temporary file written beside OUT)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,17 @@ def test_import_of_a_real_export_reuses_its_vectors(tmp_path: Path, export: Path
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["embedded"] == 0 and summary["reused"] == summary["chunks"] > 0
+
+
+def test_export_to_a_folder_that_does_not_exist_says_so(tmp_path: Path, export: Path) -> None:
+    root = export.parent / "novel"  # the indexed project of the fixture
+    missing = tmp_path / "no" / "such" / "dir"
+    done = cli("export", str(missing / "x.gz"), "--root", str(root))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"error: OUT: cannot write {missing / 'x.gz'}: the folder {missing} does not exist\n"
+    assert ".saipling-export-" not in done.stderr and not missing.exists()
+    a_file = tmp_path / "file.md"
+    a_file.write_text("# x\n")
+    done = cli("export", str(a_file / "x.gz"), "--root", str(root))
+    assert done.returncode == 2 and f"the folder {a_file} is not a folder" in done.stderr
+    assert list(tmp_path.iterdir()) == [a_file]  # no temporary file left anywhere

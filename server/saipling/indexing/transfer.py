@@ -34,13 +34,22 @@ def _cache_key(model: str, dims: int) -> str:
 
 
 def export_vectors(store: Any, out: Path) -> dict[str, Any]:
-    """Write the vectors of every chunk of `store` to `out` (replaced atomically). Returns what was written."""
+    """Write the vectors of every chunk of `store` to `out` (replaced atomically). Returns what was written.
+    InvalidRequest when `out`'s folder does not exist or is not a folder: said of that folder, never of the
+    temporary file written beside `out` first."""
+    out = Path(out)
+    folder = out.parent
+    if not folder.is_dir():
+        problem = "is not a folder" if folder.exists() else "does not exist"
+        raise InvalidRequest("OUT", f"cannot write {out}: the folder {folder} {problem}")
     model, dims = store.vector_model()
     if not model or not dims:
         raise SaiplingError("nothing to export: this index holds no vectors (index it with a provider first)")
     hashes = sorted({h for _p, h, _t in store.chunk_hashes() if h})
-    out = Path(out)
-    fd, tmp = tempfile.mkstemp(prefix=".saipling-export-", dir=out.parent if str(out.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".saipling-export-", dir=folder)
+    except OSError as exc:  # (a folder the user may not write in, a read-only disk)
+        raise SaiplingError(f"cannot write {out} in the folder {folder}: {exc.strerror or exc}") from None
     written = 0
     try:
         with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt", encoding="utf-8") as f:
