@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,31 @@ def test_a_search_beside_another_writer_answers_from_the_index_as_it_is(project:
     with index_lock(project / ".saipling", wait=False):  # e.g. a running `saipling index` or server
         assert search_json(project, "quorvath")["results"] == []  # (that process indexes the new file itself)
     assert [r["filePath"] for r in search_json(project, "quorvath")["results"]] == ["chapters/03.md"]
+
+
+def test_a_search_waits_for_another_commands_re_read_then_reads_what_it_left(project: Path) -> None:
+    (project / "chapters" / "03.md").write_text("# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8")
+    held = index_lock(project / ".saipling", wait=False, what="refresh")  # another search re-reading files
+    held.__enter__()
+    threading.Timer(1.0, held.__exit__, (None, None, None)).start()
+    assert [r["filePath"] for r in search_json(project, "quorvath")["results"]] == ["chapters/03.md"]
+
+
+def test_searches_started_at_once_after_an_edit_all_see_it(project: Path) -> None:
+    """An agent's parallel tool calls right after it wrote a note: every process answers from the note as it is
+    now (one re-reads it; the others waited for that instead of answering from the index before the edit)."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV} | {k: v for k, v in ENV.items() if v is not None}
+    for n, word in enumerate(("quorvath", "zembrila")):
+        note = project / "notes.md"
+        note.write_text(f"# Notes\n\nRemember the brass telescope.\n\n## New\n\nThe {word} {n}.\n", "utf-8")
+        bump_mtime(note, 5.0 * (n + 1))  # (a write within the same clock tick as the index still reads as new)
+        command = [sys.executable, "-m", "saipling", "search", word, "--root", str(project), "--json", "-k", "1"]
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, "env": env}
+        runs = [subprocess.Popen(command, **pipes) for _ in range(3)]  # type: ignore[call-overload]
+        outs = [p.communicate(timeout=120) for p in runs]
+        assert all(p.returncode == 0 for p in runs), [err for _out, err in outs]
+        found = [[r["filePath"] for r in json.loads(out)["results"]] for out, _err in outs]
+        assert found == [["notes.md"]] * 3, found
 
 
 def test_a_project_never_indexed_or_cleared_says_to_index_it(tmp_path: Path, project: Path) -> None:

@@ -107,10 +107,11 @@ class IndexPathUnsafe(SaiplingError):
 class IndexBusy(SaiplingError):
     """Another process holds the index's writer lock (storage/base.py WriterLock); `where` names the index."""
 
-    def __init__(self, pid: int | None, where: object, doing: str | None = None) -> None:
+    def __init__(self, pid: int | None, where: object, doing: str | None = None, what: str | None = None) -> None:
         who = f"PID {pid}" if pid else "another process"
         super().__init__(f"index in use by {who}{f' ({doing})' if doing else ''} ({where})")
         self.pid = pid
+        self.what = what  # the holder's kind of run as it published it (`index`, `refresh`, `clear`), or None
 
 
 class DiskFull(SaiplingError):

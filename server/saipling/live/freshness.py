@@ -171,6 +171,9 @@ class LazySync:
 # More changed files than this and a one-shot search does not re-read them itself (a `git checkout` of the whole
 # project is a job for `saipling index`, which says how far it got): it says so and searches the index as it is.
 REFRESH_LIMIT = 200
+# how long a one-shot command waits for another one's re-read of changed files (at most REFRESH_LIMIT files:
+# seconds) before it answers from the index as it stands
+REFRESH_WAIT_SECONDS = 20.0
 
 
 def changed_on_disk(project: Project, states: dict[str, FileState] | None = None) -> list[str]:
@@ -219,7 +222,19 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
         with project.store.writer_lock(wait=False, what="refresh"):
             summary = project.refresh(changed)
     except IndexBusy as exc:
-        log.info("not re-reading changed files: %s", exc)
-        return None
+        if exc.what != "refresh":  # (an index run: it reads them itself; its state is searched as it stands)
+            log.info("not re-reading changed files: %s", exc)
+            return None
+        # another one-shot command is re-reading changed files (these, most likely: commands an agent started at
+        # once after an edit): wait for it, then read what it left, so no command answers from the text before
+        try:
+            with project.store.writer_lock(timeout=REFRESH_WAIT_SECONDS, what="refresh"):
+                changed = changed_on_disk(project, project.store.file_states())
+                summary = project.refresh(changed) if changed else None
+        except IndexBusy as again:
+            log.info("not re-reading changed files: %s", again)
+            return None
+        if summary is None:
+            return None
     log.info("re-read %d changed file(s) before answering", summary.changed + summary.deleted)
     return None

@@ -458,7 +458,7 @@ class PostgresStore:
                 record = self._run_record() or {}
                 pid = record.get("pid")
                 if not wait or (deadline is not None and time.monotonic() >= deadline):
-                    raise IndexBusy(pid, self.path, describe(record))
+                    raise IndexBusy(pid, self.path, describe(record), record.get("what"))
                 if not told:
                     told = True
                     log.warning(

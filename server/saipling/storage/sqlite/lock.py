@@ -148,7 +148,7 @@ def _acquire(
                 continue
             pid = record["pid"] if record else None
             if not wait or (deadline is not None and time.monotonic() >= deadline):
-                raise IndexBusy(pid, path.parent, describe(record)) from None
+                raise IndexBusy(pid, path.parent, describe(record), (record or {}).get("what")) from None
             if not told:
                 told = True
                 who = f"PID {pid}" if pid else "another process"
