@@ -185,6 +185,17 @@ def test_related(root: Path) -> None:
     assert bad.exit_code == 2 and "numbered from 1" in bad.stderr
 
 
+def test_related_refuses_a_line_past_the_end_as_get_does(root: Path) -> None:
+    total = len((root / MARCUS).read_text(encoding="utf-8").rstrip("\n").split("\n"))
+    for location in (f"{MARCUS}:9999", f"{MARCUS}:{total + 1}-{total + 5}"):
+        related = run("related", location, "--root", str(root))
+        got = run("get", location, "--root", str(root))
+        assert related.exit_code == got.exit_code == 2, related.output
+        assert related.stderr == got.stderr == f"error: startLine: is past the end of {MARCUS} ({total} lines)\n"
+    last = run("related", f"{MARCUS}:{total}", "--root", str(root), "--json")  # the last line is still a line
+    assert last.exit_code == 0, last.output
+
+
 def test_enrich(root: Path) -> None:
     result = run("enrich", "storm ledger sister", "--root", str(root), "--skill", "writer")
     assert result.exit_code == 0, result.output

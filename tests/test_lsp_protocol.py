@@ -141,6 +141,9 @@ async def test_item14_unknown_search_fields_are_refused_and_get_past_the_end_too
         with pytest.raises(JsonRpcException) as info:
             await raw_request(client, "saipling/get", {"path": "notes/harbor.md", "startLine": 99})
         assert info.value.code == INVALID_PARAMS and "startLine" in info.value.message
+        with pytest.raises(JsonRpcException) as related:  # the same check, the same error
+            await raw_request(client, "saipling/related", {"path": "notes/harbor.md", "startLine": 99})
+        assert (related.value.code, related.value.message) == (info.value.code, info.value.message)
         got = await request(client, "saipling/get", {"path": "notes/harbor.md", "startLine": 3})
         assert got["endLine"] >= got["startLine"] == 3
 

@@ -171,6 +171,8 @@ INVALID = [
     ("enrich_context", {"query": "ferry", "skill": "no-such-skill"}, "skill"),
     ("enrich_context", {"query": "ferry", "loadedFiles": "a.md"}, "loadedFiles"),
     ("related", {"maxResults": 2}, "path"),
+    ("related", {"path": SCENE_1, "startLine": 9999}, "startLine"),  # past the end: refused, as `get` refuses it
+    ("get", {"path": SCENE_1, "startLine": 9999}, "startLine"),
     ("status", {"verbose": True}, "verbose"),
 ]
 

@@ -840,9 +840,8 @@ def test_related_to_the_passage_at_a_line(tmp_path: Path, provider: str) -> None
         assert paths(forge)[0] == "notes/smithing.md" and (forge["startLine"], forge["endLine"]) == (1, 5)
         orchard = p.related({"path": ch, "startLine": 9, "endLine": 9})
         assert paths(orchard)[0] == "notes/fruit.md" and ch not in paths(orchard)
-        # a line between passages (a blank line) or past the end: the passage before it
+        # a line between passages (a blank line): the passage before it; past the end: refused below, as by `get`
         assert paths(p.related({"path": ch, "startLine": 6}))[0] == "notes/smithing.md"
-        assert paths(p.related({"path": ch, "startLine": 500}))[0] == "notes/fruit.md"
         whole = p.related({"path": ch})
         assert {"notes/smithing.md", "notes/fruit.md"} <= set(paths(whole)) and "startLine" not in whole
         # edited, not re-indexed yet: the lines asked for are today's (three lines added above; a new scene)
@@ -858,6 +857,8 @@ def test_related_to_the_passage_at_a_line(tmp_path: Path, provider: str) -> None
             ({"path": ch, "endLine": 4}, "endLine"),
             ({"path": ch, "startLine": 6, "endLine": 5}, "endLine"),
             ({"path": ch, "startLine": 0}, "startLine"),
+            ({"path": ch, "startLine": 500}, "startLine"),
+            ({"path": ch, "startLine": 500, "endLine": 600}, "startLine"),
         ):
             with pytest.raises(InvalidRequest) as info:
                 p.related(params)

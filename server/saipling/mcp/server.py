@@ -266,7 +266,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "the project says about the subject of a file: notes on the same topic, earlier decisions about it, "
         "other scenes with a character, possible contradictions. Returns results in the same shape as "
         "`search`, and indexed=false when the file exists but is not indexed yet. A path that does not exist, "
-        "or that `get` would refuse (excluded by the project's context settings, not visible), is an error.",
+        "a startLine past its end, or a file that `get` would refuse (excluded by the project's context settings, "
+        "not visible), is an error.",
         RelatedParams,
         ("path", "startLine", "endLine", "maxResults"),
         RELATED_OUTPUT,

@@ -103,6 +103,21 @@ def authorize(
     return Authorized(real, rel, text, warnings)
 
 
+def file_lines(text: str) -> list[str]:
+    """A file's lines as `get` numbers them (a final newline ends the last line, it does not start another)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def check_start_line(rel: str, start: int, total: int) -> None:
+    """The one check of a start line (`get`, `related`; the LSP, MCP and CLI alike): InvalidRequest when it is past
+    the end of a file of `total` lines (line 1 of an empty file is its start)."""
+    if start > max(1, total):
+        raise InvalidRequest("startLine", f"is past the end of {rel} ({total} lines)")
+
+
 def read_lines(
     project: ProjectView,
     path: str,
@@ -115,11 +130,8 @@ def read_lines(
     start and lines >= 1): a one-shot `saipling get` imports no pydantic (~45 ms)."""
     got = authorize(project, path, role, respect)
     rel = got.rel
-    all_lines = got.text.split("\n")
-    if all_lines and all_lines[-1] == "":
-        all_lines.pop()
-    if start > max(1, len(all_lines)):
-        raise InvalidRequest("startLine", f"is past the end of {rel} ({len(all_lines)} lines)")
+    all_lines = file_lines(got.text)
+    check_start_line(rel, start, len(all_lines))
     count = min(lines or MAX_LINES, MAX_LINES)
     chosen = all_lines[start - 1 : start - 1 + count]
     out = {

@@ -15,7 +15,7 @@ from ..lazy import np
 from ..markdown.terms import WORD_RE
 from ..storage.base import ChunkFilter, KeywordQuery, StoredChunk
 from .confidence import ramp
-from .reading import authorize
+from .reading import authorize, check_start_line, file_lines
 from .request_checks import MAX_RESULTS
 from .search import Ranked, live_rows, result_dict, vector_calibration, vector_unavailable
 
@@ -39,6 +39,8 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     # the same error, before its chunks, vectors or words are looked at
     authorized = authorize(project, target, m.role)
     rel = authorized.rel
+    if m.start_line is not None:  # a line past the end is refused as `get` refuses it, never clamped to the last
+        check_start_line(rel, m.start_line, len(file_lines(authorized.text)))
     t0 = time.perf_counter()
     sync = getattr(project, "lazy_sync", None)
     if sync is not None:
