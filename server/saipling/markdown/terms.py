@@ -156,7 +156,9 @@ def keyword_terms(query: str) -> list[tuple[tuple[str, ...], bool]]:
     words = [w.lower() for w in WORD_RE.findall(rest)]
     content = [w for w in words if w not in STOPWORDS]
     adjacent = words if len(content) == len(words) else []  # (the query's words in order, none left out)
-    words = list(dict.fromkeys(content or words))
+    # (a query of stop words alone searches them; beside a quoted phrase they are left out as anywhere else:
+    # `what is the "escalation die"?` ranked passages holding "what" and "the" above the page that defines it)
+    words = list(dict.fromkeys(content or ([] if phrases else words)))
     terms = [_term(WORD_RE.findall(p)) for p in phrases]
     for w in words[:64]:
         terms += cjk_terms(w) if not w.isascii() and CJK_RE.search(w) else [_term([w])]
