@@ -70,7 +70,7 @@ async def paths(session: ClientSession, query: str, **args: Any) -> list[str]:
     return [r["filePath"] for r in response["results"]]
 
 
-async def test_lists_the_five_tools_with_schemas_and_descriptions(tmp_path: Path) -> None:
+async def test_lists_the_eight_tools_with_schemas_and_descriptions(tmp_path: Path) -> None:
     async with mcp_session(retrieval_project(tmp_path)) as session:
         listed = (await session.list_tools()).tools
     assert {t.name for t in listed} == TOOLS

@@ -809,7 +809,18 @@ def serve(tcp: str | None, stdio: bool) -> None:
 @click.argument("root", required=False, type=click.Path(file_okay=False))
 @provider_option
 def mcp(root: str | None, provider: str | None) -> None:
-    """Serve ROOT to AI agents over MCP on stdio: tools search, get, enrich_context, related, status."""
+    """Serve ROOT to AI agents over MCP on stdio. Its eight tools:
+
+    \b
+      search          find passages by meaning and by words
+      get             read exact lines of a file
+      enrich_context  assemble the passages worth adding for a task, under a token budget
+      related         passages like a file, or like the passage at some of its lines
+      status          what the index holds, and whether it is still indexing
+      mentions        where a character or place is mentioned, per chapter
+      check_passage   the evidence to check a passage against the profiles
+      names           names that drift, and names with no page
+    """
     from ..mcp.server import run
 
     run(_open(root, create=True, provider=provider))

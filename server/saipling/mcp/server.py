@@ -52,7 +52,9 @@ INSTRUCTIONS = (
     "and by words. "
     "Use `search` to find passages, then `get` to read exact lines of a file it returned. `enrich_context` "
     "assembles the passages worth adding to your context for a task under a token budget. `related` finds "
-    "passages like a given file; `status` says what is indexed. Paths are relative to the project root. "
+    "passages like a given file; `status` says what is indexed. For fiction, `mentions` says where a character "
+    "or place is mentioned, `check_passage` gathers the evidence to check a passage against the profiles and "
+    "`names` lists names that drift or have no page. Paths are relative to the project root. "
     "The index follows the files on disk: edits are searchable on the next call."
 )
 
