@@ -39,6 +39,10 @@ def messy(tmp_path: Path) -> Path:
             "big.md": "# Big\n\n" + words(400) + "\n",
             ".saipling/config.toml": "",
             ".saipling/stray.md": "# never indexed\n",
+            "team/handbook/.saipling/config.toml": "",  # a project of its own, searched from there
+            "team/handbook/intro.md": "# Handbook\n",
+            "venv/pyvenv.cfg": "home = /usr/bin\n",  # a Python environment: its packages' READMEs are no notes
+            "venv/lib/python3.11/site-packages/pkg/README.md": "# A package\n",
         },
     )
     os.symlink(outside / "secret.md", root / "leak.md")
@@ -68,6 +72,10 @@ def test_scan_applies_every_skip_rule(messy: Path) -> None:
     assert skipped[".draft.md"] == "hidden"
     assert skipped["node_modules"] == "node_modules"
     assert skipped["sub/node_modules"] == "node_modules"
+    assert skipped["team/handbook"] == "another project (it has its own index)"
+    assert skipped["venv"] == "a Python environment"
+    for rel in ("team/handbook/intro.md", "venv/lib/python3.11/site-packages/pkg/README.md"):
+        assert is_indexable(messy, rel, settings) == skipped[rel.split("/lib")[0].rsplit("/intro.md")[0]]
     assert skipped["drafts/old.md"] == "excluded by config"
     assert skipped["big.md"].startswith("too large")
     assert skipped["img/cover.png"] == "not included"

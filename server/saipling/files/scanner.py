@@ -14,6 +14,18 @@ from ..paths import any_match, any_matcher
 log = logging.getLogger(__name__)
 
 SKIP_DIRS = {"node_modules"}
+VENV_MARKER = "pyvenv.cfg"  # a Python virtual environment's folder holds it: its packages' READMEs are no notes
+
+
+def foreign_folder(abs_dir: str | Path) -> str | None:
+    """Why a folder inside the project is not part of it, else None: it holds an index of its own (another
+    project, searched from there: indexing it here would index its files twice), or it is a Python virtual
+    environment (a project's `.venv` is hidden anyway; `venv/` and `env/` are not)."""
+    if os.path.isdir(os.path.join(abs_dir, INDEX_DIR)):
+        return "another project (it has its own index)"
+    if os.path.isfile(os.path.join(abs_dir, VENV_MARKER)):
+        return "a Python environment"
+    return None
 
 
 @dataclass
@@ -82,12 +94,16 @@ def symlink_reason(root_real: str, rel: str, real: str) -> str | None:
 
 
 def is_indexable(root: Path, rel: str, settings: Settings) -> str | None:
-    """None if `rel` would be indexed, else the reason it is skipped (without touching the disk)."""
+    """None if `rel` would be indexed, else the reason it is skipped (the file itself is not read: only the
+    folders above it are looked at, for `foreign_folder`)."""
     parts = rel.split("/")
     if any(p.startswith(".") for p in parts):
         return "hidden"
     if any(p in SKIP_DIRS for p in parts[:-1]):
         return "node_modules"
+    for n in range(1, len(parts)):  # (a few stats: the folders above the file)
+        if reason := foreign_folder(os.path.join(root, *parts[:n])):
+            return reason
     if not any_match(rel, include_patterns(settings)):
         return "not included"
     if settings.exclude and any_match(rel, settings.exclude):
@@ -144,6 +160,10 @@ def scan(root: Path, settings: Settings) -> ScanResult:
             if is_dir:
                 if entry.name in SKIP_DIRS:
                     result.skipped.append((rel, "node_modules"))
+                    continue
+                if reason := foreign_folder(entry.path):
+                    result.skipped.append((rel, reason))
+                    log.info("skipping %s: %s", rel, reason)
                     continue
                 # (not a symlink, checked above: its real path is its parent's plus its name, no syscall)
                 real = os.path.join(real_dir, entry.name)
