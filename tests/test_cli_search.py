@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -208,6 +209,9 @@ def test_enrich(root: Path) -> None:
     assert {"path": MARCUS, "reason": "already_loaded"} in response["skipped"]
     empty = run("enrich", "storm ledger sister", "--root", str(root), "--max-tokens", "0")
     assert empty.exit_code == 0 and empty.stdout.startswith("(nothing added: ")
+    tight = run("enrich", "storm ledger sister", "--root", str(root), "--max-tokens", "20")
+    assert tight.exit_code == 0, tight.output  # the real reason, not why it searched
+    assert re.fullmatch(r"\(nothing added: the \d+ passages found are each over the 20-token budget\)\n", tight.stdout)
     never = run("enrich", "storm ledger sister", "--root", str(root), "--skill", "never")
     assert never.stdout.strip() == "(nothing added: skill mode is never)"
     missing = run("enrich", "storm ledger", "--root", str(root), "--skill", "nope")

@@ -395,6 +395,9 @@ def test_budget_sheds_search_results(novel: Any) -> None:
     nothing = novel.enrich(query | {"maxSearchTokens": 0})
     assert (nothing["contextBlock"], nothing["searchResults"], nothing["tokensUsed"]) == ("", [], 0)
     assert {s["reason"] for s in nothing["skipped"]} == {"already_loaded", "over_budget"}
+    n = len(full["searchResults"])  # every passage it found, none added: `reason` says why (not why it searched)
+    assert nothing["reason"] == f"skill mode is always; the {n} passages found are each over the 0-token budget"
+    assert tight["reason"] == full["reason"] == "skill mode is always"  # something was added: nothing to explain
     # total budget: what the agent already loaded counts against it
     rest = novel.enrich(query | {"totalBudgetTokens": 10_000, "loadedTokens": 10_000 - budget})
     assert rest["tokensUsed"] == tight["tokensUsed"]

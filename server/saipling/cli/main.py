@@ -708,9 +708,18 @@ def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
         if as_json:
             _emit_json(response)
         else:
-            click.echo(response["contextBlock"] or f"(nothing added: {response['reason']})")
+            click.echo(response["contextBlock"] or f"(nothing added: {_why_nothing_added(response)})")
     finally:
         project.close(checkpoint=False)
+
+
+def _why_nothing_added(response: dict) -> str:
+    """Why an enrich answer is empty: for a search that ran, what came after it (nothing relevant, every passage
+    over the budget: enrich_context appends it to `reason` after "; "), not why it ran."""
+    reason = response["reason"]
+    if response["ran"] and "; " in reason:
+        return reason.split("; ", 1)[1]
+    return reason
 
 
 @main.command(name="eval")

@@ -179,6 +179,7 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
     files: dict[str, _FileView] = {}
     levels = role_levels(project.settings.roles, req.role, project.settings.default_role)
     taken = 0
+    over_budget = 0  # passages that did not fit (the reason an empty context gives when they are all it found)
     for r in results:
         path = r["filePath"]
         if already_loaded(path):
@@ -201,6 +202,7 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
             continue  # already in the context (a chunk inside a section given before): nothing new
         if added < 0:
             skipped[(path, "over_budget")] = None
+            over_budget += 1
             continue
         taken += 1
         out["searchResults"].append(
@@ -215,6 +217,9 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
                 "endLine": r["endLine"],
             }
         )
+    if over_budget and not out["searchResults"]:  # nothing added, and not for want of relevant passages
+        found = f"the {over_budget} passages found are each" if over_budget > 1 else "the one passage found is"
+        out["reason"] = f"{reason}; {found} over the {budget}-token budget"
     out["skipped"] = [{"path": path, "reason": reason} for path, reason in skipped]
     out["contextBlock"] = ctx.render()
     out["tokensUsed"] = ctx.tokens
