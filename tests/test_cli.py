@@ -417,6 +417,33 @@ def test_a_query_starting_with_a_dash_gets_a_hint(tmp_path: Path) -> None:
     assert json.loads(found.stdout)["query"] == "-harbor"
 
 
+def test_a_typo_of_an_option_gets_did_you_mean_and_a_folder_given_as_an_argument_gets_a_root_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = saipling_project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    typo = run("search", "fireball", "--roots", root.name)
+    assert typo.exit_code == 2 and typo.stdout == ""
+    error = typo.stderr.split("Error: ", 1)[1]  # did-you-mean first, no `--` tip for a typo of a real option
+    assert error.startswith("No such option '--roots'. Did you mean --root"), typo.stderr
+    assert "Put -- before it" not in typo.stderr
+    for args, hint in (
+        (["search", "fireball", root.name], "To search in a folder, use --root novel"),
+        (["enrich", "fireball lore", root.name], "To search in a folder, use --root novel"),
+        (["get", "notes/ideas.md", root.name], "To read from a folder, use --root novel"),
+        (["related", "notes/ideas.md", root.name], "To search in a folder, use --root novel"),
+        (["names", root.name], "To check the names in a folder, use --root novel"),
+    ):
+        extra = run(*args)
+        assert extra.exit_code == 2 and extra.stdout == "", extra.output
+        assert extra.stderr.endswith(f"Error: Got unexpected extra argument (novel)\n{hint}\n"), extra.stderr
+    not_a_folder = run("search", "fireball", "vault")  # no such folder: click's message alone
+    assert not_a_folder.exit_code == 2
+    assert not_a_folder.stderr.endswith("Error: Got unexpected extra argument (vault)\n"), not_a_folder.stderr
+    with_root = run("search", "fireball", root.name, "--root", str(root))  # --root given: no hint to give it
+    assert with_root.exit_code == 2 and "use --root" not in with_root.stderr
+
+
 def test_status_shows_when_the_last_run_finished_and_the_size_on_disk(tmp_path: Path) -> None:
     root = _messy_project(tmp_path)
     before = dt.datetime.now(dt.UTC)

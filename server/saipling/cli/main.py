@@ -79,14 +79,48 @@ def _emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-class _QueryCommand(click.Command):
-    """A command whose QUERY argument may itself start with "-": an unknown option gets a hint to put `--`
-    before the query (`saipling search -- "--max-old-space-size"`)."""
+class _RootCommand(click.Command):
+    """A command that takes its project as --root, not as an argument (as `index ROOT` and `status ROOT` do): an
+    extra argument that is an existing folder gets a hint to give it as --root (`saipling search fireball vault`).
+    `folder_hint` says what --root would do, in the command's words ("to search in a folder")."""
+
+    def __init__(self, *args: Any, folder_hint: str = "to search in a folder", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.folder_hint = folder_hint
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        allowed, ctx.allow_extra_args = ctx.allow_extra_args, True  # (to see the extras; refused below as click does)
+        try:
+            rest = super().parse_args(ctx, args)
+        finally:
+            ctx.allow_extra_args = allowed
+        if rest and not allowed and not ctx.resilient_parsing:
+            import shlex
+
+            extra = "s" if len(rest) > 1 else ""
+            message = f"Got unexpected extra argument{extra} ({' '.join(rest)})"
+            folder = next((a for a in rest if os.path.isdir(a)), None)
+            if folder is not None and ctx.params.get("root") is None:
+                message += f"\n{self.folder_hint[0].upper()}{self.folder_hint[1:]}, use --root {shlex.quote(folder)}"
+            ctx.fail(message)
+        return rest
+
+
+class _QueryCommand(_RootCommand):
+    """A command whose QUERY argument may itself start with "-": an unknown option that is not close to a real one
+    gets a hint to put `--` before the query (`saipling search -- "--max-old-space-size"`); one that is close
+    (`--roots`) is a typo, and only the option it is close to is offered."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as exc:
+            if exc.possibilities:  # a typo of a real option: did-you-mean first, no `--` tip to mislead
+                *most, last = exc.possibilities  # (closest first)
+                close = f"{', '.join(most)} or {last}" if most else last
+                raise click.NoSuchOption(
+                    exc.option_name, message=f"{exc.message} Did you mean {close}?", ctx=exc.ctx
+                ) from None
             import shlex
 
             word = next((a for a in args if a.startswith("-") and a.split("=")[0].startswith(exc.option_name)), None)
@@ -385,7 +419,7 @@ def mentions(name: str, root: str | None, max_chapter: int | None, limit: int | 
             click.echo(f"  {'(not a chapter)':<24} {f['count']:>8}  {f['path']}")
 
 
-@main.command()
+@main.command(cls=_RootCommand, folder_hint="to check the names in a folder")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("--drift", is_flag=True, help="Words close to an entity's name or alias but not equal.")
 @click.option("--unknown", is_flag=True, help="Capitalised names used often with no entity page.")
@@ -628,7 +662,7 @@ def search(
         project.close(checkpoint=False)
 
 
-@main.command()
+@main.command(cls=_RootCommand, folder_hint="to read from a folder")
 @click.argument("location")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("--all-files", is_flag=True, help="Also read files .context_settings.json excludes.")
@@ -650,7 +684,7 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
         project.close(checkpoint=False)
 
 
-@main.command()
+@main.command(cls=_RootCommand)
 @click.argument("location")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None)
@@ -835,7 +869,7 @@ def mcp(root: str | None, provider: str | None) -> None:
     run(_open(root, create=True, provider=provider))
 
 
-@main.command(name="export")
+@main.command(name="export", cls=_RootCommand, folder_hint="to export the index of a folder")
 @click.argument("out", type=click.Path(dir_okay=False))
 @click.option("--root", default=None, type=click.Path(file_okay=False), help="The project (default: the nearest).")
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
@@ -856,7 +890,7 @@ def export_cmd(out: str, root: str | None, as_json: bool) -> None:
         click.echo(f"exported {done['vectors']:,} vectors of {what} to {out}")
 
 
-@main.command(name="import")
+@main.command(name="import", cls=_RootCommand, folder_hint="to import into a folder")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
 @click.option("--root", default=None, type=click.Path(file_okay=False), help="The project (default: the nearest).")
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
