@@ -135,6 +135,25 @@ def test_searches_started_at_once_after_an_edit_all_see_it(project: Path) -> Non
         assert found == [["notes.md"]] * 3, found
 
 
+def test_a_root_inside_a_project_reads_the_project_and_one_above_names_it(project: Path) -> None:
+    """`--root novel/chapters` (a folder of an indexed project, no index of its own) reads the project's index, as
+    running from that folder does, and a path given relative to that folder is found; the folder above the
+    project is told where the project is, not to index itself (and the project again, nested)."""
+    inner = project / "chapters"
+    found = run("search", "lighthouse", "--root", str(inner), "--json", "--mode", "lexical")
+    assert found.exit_code == 0, found.output
+    assert [r["filePath"] for r in json.loads(found.stdout)["results"]] == ["chapters/02.md"]
+    assert f"inside the project at {project}" in found.stderr and "--path chapters" in found.stderr
+    got = run("get", "02.md", "--root", str(inner), "--json")
+    assert got.exit_code == 0, got.output
+    assert "lighthouse keeper" in json.loads(got.stdout)["text"]
+    assert not (inner / ".saipling").exists()
+    above = run("search", "lighthouse", "--root", str(project.parent))
+    assert above.exit_code == 0 and "no results" in above.stdout
+    assert f"the projects in its folders: {project.name} (use --root {project})" in above.stderr
+    assert not (project.parent / ".saipling").exists()
+
+
 def test_a_project_never_indexed_or_cleared_says_to_index_it(tmp_path: Path, project: Path) -> None:
     fresh = tmp_path / "fresh"
     fresh.mkdir()

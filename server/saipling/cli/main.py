@@ -32,14 +32,28 @@ def _root(root: str | None) -> Path:
     return Path(root).resolve() if root else find_root(Path.cwd())
 
 
-def _open(root: str | None, create: bool = False, embeds: bool = True, **overrides: Any) -> Project:
+def _open(
+    root: str | None, create: bool = False, embeds: bool = True, enclosing: bool = False, **overrides: Any
+) -> Project:
     """Open the project; only commands that index (create=True) may create `.saipling/`. `embeds=False`: the
     command never embeds (a lexical search, `get`), so no provider is built (the local one costs ~8 ms to set up).
     Commands that only read close with `checkpoint=False` (IndexStore.close): a one-shot search leaves its log row in
-    the WAL for the next writer instead of syncing the database file at exit."""
+    the WAL for the next writer instead of syncing the database file at exit.
+
+    `enclosing` (commands that read): a `--root` inside an indexed project, with no index of its own, opens that
+    project, as running the command from that folder does (`find_root`), and says so; it was read as a new, empty
+    project whose advice was to index the folder again, nested (a path given relative to that folder is still
+    found: `_located`)."""
     path = _root(root)
     if not path.is_dir():
         raise click.UsageError(f"not a folder: {path}")
+    if enclosing and root is not None and (outer := find_root(path)) != path:
+        rel = path.relative_to(outer).as_posix()
+        click.echo(
+            f"note: {path} is inside the project at {outer}: reading its index (--path {rel} keeps to this folder)",
+            err=True,
+        )
+        path = outer
     if create and (why := too_broad(path, explicit=root is not None)):
         raise click.UsageError(why)
     layers = {k: v for k, v in overrides.items() if v is not None} or None
@@ -54,6 +68,17 @@ def _open(root: str | None, create: bool = False, embeds: bool = True, **overrid
     for w in project.warnings:
         click.echo(f"warning: {w}", err=True)
     return project
+
+
+def _located(project: Project, root: str | None, path: str) -> str:
+    """A path argument as the project reads it (`from_cwd`); one given relative to the folder `--root` named
+    inside the project (`_open`'s `enclosing`), when the root has no such file, as that folder's file."""
+    found = from_cwd(project.root, path)
+    named = _root(root)
+    if found == path and named != project.root and not os.path.isabs(path) and not path.startswith("file://"):
+        if not os.path.lexists(project.root / path) and os.path.lexists(named / path):
+            return str(named / path)
+    return found
 
 
 def _freshen(project: Project) -> None:
@@ -296,7 +321,7 @@ def _report_failures(summary: Any, project: Project) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(root: str | None, as_json: bool) -> None:
     """Show what is indexed, with which provider, and what it cost."""
-    project = _open(root)
+    project = _open(root, enclosing=True)
     try:
         st = project.status()
         if st["totalFiles"]:  # files edited, added or deleted since the last index: text not read yet
@@ -399,7 +424,7 @@ def mentions(name: str, root: str | None, max_chapter: int | None, limit: int | 
     last appearance, chapters since last seen."""
     from ..retrieval import mentions as mentions_mod
 
-    project = _open(root, embeds=False)
+    project = _open(root, embeds=False, enclosing=True)
     try:
         _freshen(project)
         found = mentions_mod.request(project, {"name": name, "maxChapter": max_chapter, "limit": limit})
@@ -431,7 +456,7 @@ def names(root: str | None, drift: bool, unknown: bool, min_count: int, as_json:
     """Names that drift (`Dormaan` for Dorman) and names without a page (both lists unless one is asked)."""
     from ..retrieval import names as names_mod
 
-    project = _open(root, embeds=False)
+    project = _open(root, embeds=False, enclosing=True)
     try:
         _freshen(project)
         found = names_mod.request(project, {"drift": drift, "unknown": unknown, "minCount": min_count})
@@ -625,7 +650,7 @@ def search(
     from ..retrieval.search import cli_request, run_search
 
     _one_blas_thread()
-    project = _open(root, embeds=mode != "lexical")
+    project = _open(root, embeds=mode != "lexical", enclosing=True)
     try:
         if path_prefix:  # (an absolute one, as shell completion gives, is read from the root)
             path_prefix = root_relative_prefix(project.root, path_prefix)
@@ -672,10 +697,10 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
     """Print lines of a project file: PATH[:START[-END]] (from the root, or from the current folder)."""
     from ..retrieval.reading import read_lines
 
-    project = _open(root, embeds=False)
+    project = _open(root, embeds=False, enclosing=True)
     try:
         path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
-        got = read_lines(project, from_cwd(project.root, path), start or 1, lines, role, respect=not all_files)
+        got = read_lines(project, _located(project, root, path), start or 1, lines, role, respect=not all_files)
         if as_json:
             _emit_json(got)
         else:
@@ -693,10 +718,10 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
 def related(location: str, root: str | None, k: int | None, role: str | None, as_json: bool) -> None:
     """Passages in other files most similar to PATH, or to the passage at PATH:LINE[-END]."""
     path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
-    project = _open(root)
+    project = _open(root, enclosing=True)
     try:
         _freshen(project)
-        params: dict = {"path": from_cwd(project.root, path)}
+        params: dict = {"path": _located(project, root, path)}
         if start is not None:
             params["startLine"] = start
             if lines:
@@ -727,7 +752,7 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
 def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
     """Assemble search results into an agent context block (what saipling/enrichContext returns)."""
-    project = _open(root)
+    project = _open(root, enclosing=True)
     try:
         _freshen(project)
         params = {

@@ -30,6 +30,8 @@ from ..storage.base import FileState
 from .unindexable import still_refused, unindexable
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..indexing.indexer import IndexSummary
     from ..project import Project
 
@@ -195,6 +197,17 @@ def changed_on_disk(project: Project, states: dict[str, FileState] | None = None
     return changed + [p for p in states if p not in seen]
 
 
+def projects_below(root: Path) -> list[str]:
+    """The folders right under `root` that hold an index of their own (`.saipling/`), by name: a command run from
+    the folder above a project is told where the project is rather than to index the folder (and it, twice)."""
+    try:
+        return sorted(
+            e.name for e in os.scandir(root) if e.is_dir() and os.path.isdir(os.path.join(e.path, ".saipling"))
+        )
+    except OSError:
+        return []
+
+
 def refresh_before_reading(project: Project, limit: int | None = None) -> str | None:
     """Before a one-shot command reads the index: re-read the text of the files changed, added or deleted on disk
     since they were indexed (keywords, line ranges, metadata; their new chunks are embedded by the next
@@ -205,6 +218,9 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
     states = project.store.file_states()
     if not states:
         root = project.root
+        if below := projects_below(root):
+            shown = ", ".join(below[:5]) + (", ..." if len(below) > 5 else "")
+            return f"{root} has no index; the projects in its folders: {shown} (use --root {root / below[0]})"
         return (
             f"the index of {root} is empty (never indexed, cleared, or no markdown files): run `saipling index {root}`"
         )
