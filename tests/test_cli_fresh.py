@@ -325,3 +325,15 @@ def test_get_and_related_take_a_path_typed_in_a_subfolder(project: Path, monkeyp
     outside.write_text("# Outside\n\nNot part of the novel.\n", "utf-8")
     refused = run("get", "../../outside.md")
     assert refused.exit_code == 2 and "Not part" not in refused.output
+
+
+def test_a_settings_typo_is_warned_once_with_the_setting_it_is_close_to(project: Path) -> None:
+    (project / ".saipling" / "config.toml").write_text('provder = "none"\n[rerank]\ntopn = 5\nzzq = 1\n', "utf-8")
+    result = run("search", "lighthouse", "--root", str(project))
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stderr.splitlines() if "unknown setting" in ln]
+    assert lines == [
+        "warning: config.toml: unknown setting provder (did you mean provider?)",
+        "warning: config.toml: unknown setting rerank.topn (did you mean topN?)",
+        "warning: config.toml: unknown setting rerank.zzq",
+    ]

@@ -24,6 +24,9 @@ def _setup_logging(verbose: int) -> None:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     # (markdown-it's DEBUG traces every parser rule of every block)
     logging.getLogger("markdown_it").setLevel(logging.INFO)
+    # (the settings' warnings are printed by `_open` as `warning: ...`, with the project's others: not twice)
+    if not verbose and not os.environ.get("SAIPLING_LOG_LEVEL"):
+        logging.getLogger("saipling.config.settings").setLevel(logging.ERROR)
     redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
     redact.install()  # API keys never reach a log line, at any level
 

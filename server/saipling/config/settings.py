@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import math
 import os
@@ -152,6 +153,21 @@ _MINIMUMS = {
 }
 
 
+def _spellings(cls: type) -> list[str]:
+    """The keys of a settings dataclass as the docs spell them: a field's camelCase alias where it has one
+    (`topN`, not `top_n`), else its name; tables left out."""
+    camel = {v: k for k, v in _ALIASES.items()}
+    return [camel.get(f.name, f.name) for f in dataclasses.fields(cls) if f.name not in _TABLES]
+
+
+def _did_you_mean(key: str, known: list[str]) -> str:
+    """` (did you mean X?)` for a key close to a known one (`provder` -> `provider`), else nothing."""
+    close = difflib.get_close_matches(key, list(dict.fromkeys(known)), n=1, cutoff=0.75)
+    if not close:  # (a case slip: `topn` for `topN`)
+        close = [k for k in known if k.casefold() == key.casefold()][:1]
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def _field_name(key: str) -> str:
     return _ALIASES.get(key, key.replace("-", "_"))
 
@@ -235,7 +251,8 @@ def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, al
             if source == "environment":
                 log.debug("ignoring environment variable SAIPLING_%s: not a setting", str(raw_key).upper())
             else:
-                warnings.append(f"{source}: unknown setting {raw_key}")
+                known = _spellings(Settings) + list(_TABLES)
+                warnings.append(f"{source}: unknown setting {raw_key}{_did_you_mean(str(raw_key), known)}")
             continue
         if name in _SECRET_FIELDS and not allow_secrets:
             warnings.append(f"{source}: API keys are never read from project files ({raw_key} ignored)")
@@ -282,7 +299,8 @@ def _apply_table(table: Any, table_name: str, value: Any, source: str, allow_sec
         if raw is None:
             continue
         if not hasattr(table, name):
-            warnings.append(f"{source}: unknown setting {table_name}.{key}")
+            known = _spellings(type(table))
+            warnings.append(f"{source}: unknown setting {table_name}.{key}{_did_you_mean(str(key), known)}")
             continue
         if full in _TABLE_SECRETS and not allow_secrets:
             warnings.append(f"{source}: API keys are never read from project files ({table_name}.{key} ignored)")
