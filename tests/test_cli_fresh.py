@@ -337,3 +337,20 @@ def test_a_settings_typo_is_warned_once_with_the_setting_it_is_close_to(project:
         "warning: config.toml: unknown setting rerank.topn (did you mean topN?)",
         "warning: config.toml: unknown setting rerank.zzq",
     ]
+
+
+def test_filters_that_match_nothing_say_so(project: Path) -> None:
+    """A search that finds nothing under a filter says whether the filter did it, instead of a bare "no results"
+    (a new user's `--path Classes` for `Compendium/13A/Classes` concluded the content was not there)."""
+    for prefix in ("Chapters", "chaptrs"):
+        result = run("search", "lighthouse", "--root", str(project), "--path", prefix)
+        assert result.exit_code == 0 and "no results" in result.stdout
+        assert f"--path {prefix}: no indexed file is under that folder (did you mean --path chapters?)" in result.stderr
+    typed = run("search", "lighthouse", "--root", str(project), "--type", "wizzard", "--json")
+    assert typed.exit_code == 0 and json.loads(typed.stdout)["results"] == []
+    assert "nothing matches the filters (--type wizzard); without them this query has 1 results" in typed.stderr
+    nothing = run("search", "zzqxv", "--root", str(project), "--type", "wizzard")
+    assert "no results without the filters (--type wizzard) either" in nothing.stderr
+    found = run("search", "lighthouse", "--root", str(project), "--path", "chapters", "--json")
+    assert [r["filePath"] for r in json.loads(found.stdout)["results"]] == ["chapters/02.md"]
+    assert "no indexed file" not in found.stderr and "nothing matches" not in found.stderr
