@@ -18,11 +18,9 @@ VENV_MARKER = "pyvenv.cfg"  # a Python virtual environment's folder holds it: it
 
 
 def foreign_folder(abs_dir: str | Path) -> str | None:
-    """Why a folder inside the project is not part of it, else None: it holds an index of its own (another
-    project, searched from there: indexing it here would index its files twice), or it is a Python virtual
-    environment (a project's `.venv` is hidden anyway; `venv/` and `env/` are not)."""
-    if os.path.isdir(os.path.join(abs_dir, INDEX_DIR)):
-        return "another project (it has its own index)"
+    """Why a folder inside the project is not part of it, else None: it is a Python virtual environment (a
+    project's `.venv` is hidden anyway; `venv/` and `env/` are not). A folder with an index of its own is part of
+    the project: the enclosing index takes a nested folder over (docs/lsp.md, multi-root)."""
     if os.path.isfile(os.path.join(abs_dir, VENV_MARKER)):
         return "a Python environment"
     return None
