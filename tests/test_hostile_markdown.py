@@ -13,9 +13,9 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from fixtures import novel_project, write_file
+from fixtures import make_project, novel_project, open_project, write_file
 from lsp_client import lsp_session, request, status, wait_for_index
-from saipling.markdown.blocks import indexed_lines, parse_blocks
+from saipling.markdown.blocks import MAX_HEADING_CHARS, indexed_lines, parse_blocks
 from saipling.markdown.spans import blank_code_spans, code_spans, comment_spans, strip_comments
 from saipling.retrieval.entities import _atx_heading
 from saipling.retrieval.name_fixes import alias_change
@@ -62,6 +62,24 @@ def test_a_file_of_unclosed_comments_is_read_in_one_pass() -> None:
     doc = parse_blocks("# Notes\n\n" + "<!--" * 250_000 + "\n\nA closing line.\n")  # 1 MB
     lines = indexed_lines(doc)
     assert lines[0] == "# Notes" and lines[-2] == "A closing line."
+
+
+def test_a_heading_of_many_lines_is_not_carried_by_each_of_its_chunks(tmp_path: Path) -> None:
+    """Every line before a `===` is the setext heading's: 20,000 of them made a 240 KB title that each of the
+    section's chunks stored in its heading path (7 minutes to index one file). Titles are cut to
+    MAX_HEADING_CHARS, at a word; every line is still indexed once, in the chunks' text."""
+    lines = [f"Line{i} word" for i in range(20_000)]
+    root = make_project(tmp_path, {"long.md": "\n".join(lines) + "\n===\n", "short.md": "# A real title\n\nText.\n"})
+    with open_project(root) as project:
+        summary = project.index()
+        chunks = project.store.chunks_for_path("long.md")
+        assert summary.chunks == len(chunks) + 1 and len(chunks) < 1000
+        assert all(len(c.heading_path) <= MAX_HEADING_CHARS + 1 for c in chunks)
+        assert chunks[0].heading_path.startswith("Line0 word Line1 word") and chunks[0].heading_path.endswith("…")
+        assert sum(c.text.count("\n") + 1 for c in chunks) >= len(lines)  # (no line left out)
+        assert project.store.chunks_for_path("short.md")[0].heading_path == "A real title"
+        found = project.search({"query": "Line19999", "mode": "lexical"})["results"]
+        assert found and found[0]["filePath"] == "long.md"
 
 
 HOSTILE = {

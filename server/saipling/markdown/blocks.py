@@ -284,6 +284,12 @@ def _inline_parser() -> MarkdownIt:
     return MarkdownIt("commonmark")
 
 
+# A heading's text is cut to this many characters. Every chunk of a section carries its heading path (a keyword
+# column, and the text embedded with it): a setext heading of 20,000 lines (each line of text before a `===` is
+# the heading's) was stored in each of its 10,000 chunks, and indexing that one 240 KB file took 7 minutes.
+MAX_HEADING_CHARS = 300
+
+
 def heading_text(raw: str) -> str:
     """A heading's text as a reader sees it: inline markup rendered away (`***Ripping Vines***`, `` `get()` ``,
     `[Fireball](spells.md)` -> their text; images and inline HTML dropped), wiki-links as their display text, whitespace
@@ -298,7 +304,10 @@ def heading_text(raw: str) -> str:
                 elif tok.type in ("softbreak", "hardbreak"):
                     parts.append(" ")
         text = "".join(parts)
-    return " ".join(text.split())
+    text = " ".join(text.split())
+    if len(text) > MAX_HEADING_CHARS:  # (cut at a word: what a reader takes for its title)
+        text = text[:MAX_HEADING_CHARS].rsplit(" ", 1)[0].rstrip() + "…"
+    return text
 
 
 def display_text(text: str) -> str:
