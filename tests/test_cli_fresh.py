@@ -103,6 +103,26 @@ def test_many_changed_files_are_left_to_index_and_said(project: Path, monkeypatc
     assert len(search_json(project, "velomorph")["results"]) == 3
 
 
+def test_files_deleted_or_newly_excluded_leave_results_at_once_however_many(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dropping a file reads nothing: files deleted, or excluded by the config since the index, leave the results
+    at once even when more than REFRESH_LIMIT changed (they were counted as changed files to read, and shown)."""
+    monkeypatch.setattr(freshness, "REFRESH_LIMIT", 2)
+    for n in range(4):
+        (project / "drafts").mkdir(exist_ok=True)
+        (project / "drafts" / f"d{n}.md").write_text(f"# Draft {n}\n\nThe velomorph draft {n}.\n", "utf-8")
+    assert run("index", str(project)).exit_code == 0
+    assert len(search_json(project, "velomorph")["results"]) == 4
+    (project / ".saipling" / "config.toml").write_text('exclude = ["drafts/**"]\n', "utf-8")
+    for n in range(3):
+        (project / f"new-{n}.md").write_text(f"# New {n}\n\nThe quillfern sketch {n}.\n", "utf-8")
+    result = run("search", "velomorph", "--root", str(project), "--mode", "lexical", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["results"] == []
+    assert "3 files changed since the last index" in result.stderr  # (the new ones: left to `saipling index`)
+    assert "4 files" not in result.stderr and "7 files" not in result.stderr
+
+
 def test_a_search_beside_another_writer_answers_from_the_index_as_it_is(project: Path) -> None:
     (project / "chapters" / "03.md").write_text("# Chapter Three\n\nThe quorvath ferry sank at dawn.\n", "utf-8")
     with index_lock(project / ".saipling", wait=False):  # e.g. a running `saipling index` or server

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import IndexBusy
-from ..files.scanner import SKIP_DIRS, scan
+from ..files.scanner import SKIP_DIRS, is_indexable, scan
 from ..storage.base import FileState
 from .unindexable import still_refused, unindexable
 
@@ -229,28 +229,45 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
     changed = changed_on_disk(project, states)
     if not changed:
         return None
-    if len(changed) > (REFRESH_LIMIT if limit is None else limit):
-        return (
-            f"{len(changed):,} files changed since the last index and are searched as they were indexed: "
+    note = None
+    to_read = [p for p in changed if not _gone(project, states, p)]
+    if len(to_read) > (REFRESH_LIMIT if limit is None else limit):
+        note = (
+            f"{len(to_read):,} files changed since the last index and are searched as they were indexed: "
             "run `saipling index` to bring the index up to date"
         )
+        # (files deleted, or now excluded by the config, are still dropped: that reads nothing, and they were
+        # counted as changed files to read and shown in results)
+        changed = sorted(set(changed) - set(to_read))
+        if not changed:
+            return note
     try:
         with project.store.writer_lock(wait=False, what="refresh"):
             summary = project.refresh(changed)
     except IndexBusy as exc:
         if exc.what != "refresh":  # (an index run: it reads them itself; its state is searched as it stands)
             log.info("not re-reading changed files: %s", exc)
-            return None
+            return note
         # another one-shot command is re-reading changed files (these, most likely: commands an agent started at
         # once after an edit): wait for it, then read what it left, so no command answers from the text before
         try:
             with project.store.writer_lock(timeout=REFRESH_WAIT_SECONDS, what="refresh"):
-                changed = changed_on_disk(project, project.store.file_states())
+                now = project.store.file_states()
+                changed = changed_on_disk(project, now)
+                if note is not None:
+                    changed = [p for p in changed if _gone(project, now, p)]
                 summary = project.refresh(changed) if changed else None
         except IndexBusy as again:
             log.info("not re-reading changed files: %s", again)
-            return None
+            return note
         if summary is None:
-            return None
+            return note
     log.info("re-read %d changed file(s) before answering", summary.changed + summary.deleted)
-    return None
+    return note
+
+
+def _gone(project: Project, states: dict[str, FileState], rel: str) -> bool:
+    """An indexed file that is no longer to be indexed: deleted, or excluded by the settings since."""
+    return rel in states and (
+        not os.path.lexists(project.root / rel) or is_indexable(project.root, rel, project.settings) is not None
+    )
