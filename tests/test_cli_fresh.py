@@ -374,3 +374,27 @@ def test_filters_that_match_nothing_say_so(project: Path) -> None:
     found = run("search", "lighthouse", "--root", str(project), "--path", "chapters", "--json")
     assert [r["filePath"] for r in json.loads(found.stdout)["results"]] == ["chapters/02.md"]
     assert "no indexed file" not in found.stderr and "nothing matches" not in found.stderr
+
+
+def test_an_index_deleted_while_a_run_writes_it_is_said_not_reported_done(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rm -rf .saipling` during `saipling index`: the run writes to an unlinked file; it said "indexed N files"
+    (exit 0) and nothing was on disk. The deletion is made here at the start of the run, as a user's would be."""
+    from saipling.project import Project
+
+    real_index = Project.index
+
+    def index_after_a_deletion(self: Project, *args: Any, **kwargs: Any) -> Any:
+        for name in ("index.db", "index.db-wal", "index.db-shm"):
+            (project / ".saipling" / name).unlink(missing_ok=True)
+        return real_index(self, *args, **kwargs)
+
+    (project / "chapters" / "03.md").write_text("# Chapter Three\n\nThe quorvath ferry.\n", "utf-8")
+    monkeypatch.setattr(Project, "index", index_after_a_deletion)
+    result = run("index", str(project))
+    assert result.exit_code == 1
+    assert "was deleted or replaced while this run wrote it" in result.stderr and "saipling index" in result.stderr
+    monkeypatch.setattr(Project, "index", real_index)
+    assert run("index", str(project)).exit_code == 0  # and the next run builds it again
+    assert [r["filePath"] for r in search_json(project, "quorvath")["results"]] == ["chapters/03.md"]

@@ -238,6 +238,7 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
                 bar.resume()
                 return answer
 
+            opened = _index_file_identity(project)
             try:
                 summary = project.index(full=full, progress=bar.update, confirm=confirm, wait=not no_wait)
             except StorageFull as exc:  # a write of the run itself (not one file's): where, and how much room
@@ -254,6 +255,13 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
                     err=True,
                 )
                 sys.exit(130)
+        if opened not in (None, (0, 0)) and _index_file_identity(project) != opened:
+            click.echo(
+                f"error: the index {project.store.path} was deleted or replaced while this run wrote it: what the run "
+                "did is not on disk; run `saipling index` again",
+                err=True,
+            )
+            raise SystemExit(1)
         if as_json:
             _emit_json(summary.to_json() | {"provider": project.provider.name, "model": project.provider.model})
             _report_failures(summary, project)
@@ -283,6 +291,19 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
         _report_failures(summary, project)
     finally:
         project.close()
+
+
+def _index_file_identity(project: Project) -> tuple[int, int] | None:
+    """(device, inode) of the project's SQLite index file, None for another store or none on disk: a run whose
+    file was deleted (`rm -rf .saipling` meanwhile) writes to an unlinked file and would report success."""
+    path = getattr(project.store, "path", None)
+    if not isinstance(path, (str, Path)) or str(path) == ":memory:" or "://" in str(path):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (0, 0)
+    return (st.st_dev, st.st_ino)
 
 
 def _plural(n: int, word: str) -> str:
