@@ -271,6 +271,22 @@ PROPS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[He
     ChunkLimits(max_tokens=16, target_tokens=8, overlap_tokens=0),
     char_tokens,
 )
+# a sentence of a glued heading read back one line late ("\n\n" between lines that touch), and a window whose
+# overlap reached into the units it repeated of the window before started before that one (CI, session 21)
+@example(
+    (
+        b"the the the. the the the the the the the the the the harbor.\nthe the the harbor harbor harbor. the the the"
+        b" the the the the the the the the harbor. the.\nthe. the.\nthe. the. the. the.\nthe.\nthe\n===",
+        "notes/a.md",
+    ),
+    ChunkLimits(max_tokens=85, target_tokens=36, overlap_tokens=9, block_tokens=85),
+    estimate_tokens,
+)
+@example(
+    (b"the.\nthe.\nthe.\nthe.\nthe.\nthe. the harbor.\nthe.\nthe.\nthe the.\nthe\n===", "notes/a.md"),
+    ChunkLimits(max_tokens=20, target_tokens=16, overlap_tokens=4, block_tokens=20),
+    estimate_tokens,
+)
 def test_chunk_invariants(doc: tuple[bytes, str], limits: ChunkLimits, count: TokenCounter) -> None:
     data, rel = doc
     lines, meta, chunks = _chunk(data, rel, limits, count)

@@ -33,7 +33,10 @@ from .terms import identifier_words
 # introduces; a code block's sentences are not carried into the next window; identifier words (`ident_words`).
 # 6: a frontmatter `title:` of a file with no `# H1` is the root of its heading path (`front_matter_title`), and a
 # frontmatter that says nothing but that title is no chunk of its own.
-CHUNKER_VERSION = 6
+# 7: a lead-in glued to the block it introduces keeps the file's line breaks between them (a sentence after it was
+# read one or more lines off); windows stay in file order (an overlap reaching before the window before is left
+# out); a heading's text is cut to 300 characters (markdown.blocks.MAX_HEADING_CHARS).
+CHUNKER_VERSION = 7
 MIN_CHUNK_CHARS = 20
 # a sentence ends at . ! ? … (and the quotes or brackets closing it, straight or typographic: group 1) before
 # whitespace; CJK full stops need no space after them
@@ -356,10 +359,13 @@ def _glue_lead_ins(
     for u in units:
         prev = out[-1] if out else None
         if prev is not None and prev.end < u.start and _introduces(prev, heads):
+            # (a piece cut from inside lines is joined by as many line breaks as the file has between the two:
+            # a sentence's line is read back from the text's line breaks, `_line_finder`)
+            gap = "\n" * (u.start - prev.end)
             text = (
                 "\n".join(lines[prev.start - 1 : u.end])
                 if _whole(prev, lines) and _whole(u, lines)
-                else f"{prev.text}\n\n{u.text}"
+                else f"{prev.text}{gap}{u.text}"
             )
             tokens = count(text)
             joined = _Unit(prev.start, u.end, text, tokens, prev.glued)
@@ -370,7 +376,7 @@ def _glue_lead_ins(
             if room.of(u) == room.budget:  # prose too long to join whole: the introduction takes its first sentence
                 first, *rest = _sentences(u, count)
                 if rest:
-                    text = f"{prev.text}\n\n{first.text}"
+                    text = f"{prev.text}{gap}{first.text}"
                     tokens = count(text)
                     if tokens <= room.budget:
                         out[-1] = _Unit(prev.start, first.end, text, tokens, prev.glued)
@@ -654,8 +660,14 @@ def _pack(
     if cur:
         windows.append((cur, n_carry))
     additive = _specials(count) is not None
+    last_start = 0
     for w, carried in windows:
         for part, text in _fit_window(w, carried, budget, lines, count):
+            if part[0].start < last_start <= part[-1].start:
+                # (a window cut back to its own units by _fit_window leaves the next one's overlap reaching before
+                # it: those units are in a window before already, and chunks stay in file order)
+                part, text = [u for u in part if u.start >= last_start], None
+            last_start = part[0].start
             tokens = _window_count(part, count) if additive else None  # (free when additive)
             yield part[0].start, part[-1].end, text if text is not None else _window_text(part), tokens, part[0].glued
 
