@@ -17,8 +17,10 @@ from fixtures import make_project, novel_project, open_project, write_file
 from lsp_client import lsp_session, request, status, wait_for_index
 from saipling.markdown.blocks import MAX_HEADING_CHARS, indexed_lines, parse_blocks
 from saipling.markdown.spans import blank_code_spans, code_spans, comment_spans, strip_comments
+from saipling.retrieval import mentions
 from saipling.retrieval.entities import _atx_heading
 from saipling.retrieval.name_fixes import alias_change
+from test_mentions import counts
 
 OLD_COMMENT = re.compile(r"<!--.*?-->", re.S)
 
@@ -80,6 +82,23 @@ def test_a_heading_of_many_lines_is_not_carried_by_each_of_its_chunks(tmp_path: 
         assert project.store.chunks_for_path("short.md")[0].heading_path == "A real title"
         found = project.search({"query": "Line19999", "mode": "lexical"})["results"]
         assert found and found[0]["filePath"] == "long.md"
+
+
+def test_many_mentions_on_one_line_and_an_alias_too_long_to_be_a_name(tmp_path: Path) -> None:
+    """20,000 mentions in one paragraph: each was checked against every other on its line (40,000 took 75 s to
+    index); an alias of 600 characters overflowed the recursion that built the names' pattern and failed the
+    whole index run. Both are indexed, every mention counted; the long alias is simply never a mention."""
+    root = novel_project(tmp_path)
+    write_file(root, "characters/dorman/profile.md", "---\nname: Dorman\naliases: [" + "x" * 600 + "]\n---\n# Dorman\n")
+    write_file(
+        root, "books/book-01/phase-1-setup/ch-06/scene-01.md", "# Crowd\n\n" + "Mina walked on. " * 20_000 + "\n"
+    )
+    with open_project(root) as project:
+        project.index()
+        (mina,) = mentions.report(project, "Mina")
+        assert counts(mina)[6] == 20_000
+        (dorman,) = mentions.report(project, "Dorman")
+        assert dorman.entity.path == "characters/dorman/profile.md"
 
 
 HOSTILE = {

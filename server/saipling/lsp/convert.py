@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,13 +213,38 @@ def client_range(codec: Any, line_text: str, line: int, start: int, end: int) ->
 
 
 def mention_locations(root: Path, files: list[Any], codec: Any) -> list[types.Location]:
-    """Mentions grouped by file (retrieval.entities.FileMentions) -> Locations in the client's position encoding."""
-    return [
-        types.Location(uri, client_range(codec, m.line_text, m.line, m.start, m.end))
-        for f in files
-        for uri in [file_uri(root, f.path)]
-        for m in f.mentions
-    ]
+    """Mentions grouped by file (retrieval.entities.FileMentions) -> Locations in the client's position encoding.
+
+    A line's columns are converted once for all its mentions (`_line_columns`): converting each mention's prefix
+    of the line cost the line's length per mention (40,000 mentions on one 0.9 MB paragraph)."""
+    out = []
+    columns: dict[int, Callable[[int], int]] = {}  # id(line_text) -> its column converter (the texts live on)
+    for f in files:
+        uri = file_uri(root, f.path)
+        for m in f.mentions:
+            to_client = columns.get(id(m.line_text))
+            if to_client is None:
+                to_client = columns[id(m.line_text)] = _line_columns(codec, m.line_text)
+            at = types.Range(types.Position(m.line, to_client(m.start)), types.Position(m.line, to_client(m.end)))
+            out.append(types.Location(uri, at))
+    return out
+
+
+def _line_columns(codec: Any, line_text: str) -> Callable[[int], int]:
+    """Code-point column -> client units on one line: the same for an ASCII line (or UTF-32), else a prefix sum
+    of each character's units made once."""
+    encoding = str(codec.encoding or types.PositionEncodingKind.Utf16)
+    if line_text.isascii() or encoding == types.PositionEncodingKind.Utf32:
+        return lambda col: col
+    utf8 = encoding == types.PositionEncodingKind.Utf8
+    units = [0]
+    for ch in line_text:
+        o = ord(ch)
+        if utf8:
+            units.append(units[-1] + (1 if o < 0x80 else 2 if o < 0x800 else 3 if o < 0x10000 else 4))
+        else:
+            units.append(units[-1] + (2 if o > 0xFFFF else 1))
+    return lambda col: units[col]
 
 
 def declaration_location(root: Path, card: Any) -> types.Location:
