@@ -136,6 +136,10 @@ VARIANTS = [
     *(f"{blank}\n---\nvisibility: private\n---\n# x\n" for blank in ("\u00a0", "\f", "\u2028", "\u3000", "\u2060")),
     "----\nvisibility: private\n---\n# x\n",  # no fence, but a block that names a level
     "---yaml\nVisibility: Secret\n---\n# x\n",
+    *(
+        f"---{tail}\nvisibility: private\n---\n# x\n"
+        for tail in ("\u200b", "\ufeff", "\u2060", " yaml", " # meta", ":")
+    ),
 ]
 
 
@@ -370,6 +374,14 @@ def test_settings_keys_name_a_file_however_they_spell_its_path(tmp_path: Path) -
     modes = [cs.mode_for(f"notes/{n}.md") for n in "abcde"]
     assert modes == ["exclude", "exclude", "exclude", "exclude", "auto"]
     assert [w for w in cs.warnings if "../outside.md" in w and "outside the project" in w]
+
+
+def test_a_broken_edit_keeps_an_exclusion_however_its_path_is_spelled(tmp_path: Path) -> None:
+    root = make_project(tmp_path, {".context_settings.json": '{"a.md": "exclude"}'})
+    assert load_context_settings(root).mode_for("a.md") == "exclude"
+    (root / ".context_settings.json").write_text('{"a.md": "exclude", "notes/x/../secret.md": "exclude", oops}')
+    cs = load_context_settings(root)
+    assert cs.mode_for("notes/secret.md") == "exclude" and cs.mode_for("a.md") == "exclude"
 
 
 def test_a_broken_edit_keeps_the_last_good_settings_and_adds_the_exclusions_it_names(tmp_path: Path) -> None:

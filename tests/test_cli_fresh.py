@@ -371,6 +371,8 @@ def test_filters_that_match_nothing_say_so(project: Path) -> None:
     assert "nothing matches the filters (--type wizzard); without them this query has 1 results" in typed.stderr
     nothing = run("search", "zzqxv", "--root", str(project), "--type", "wizzard")
     assert "no results without the filters (--type wizzard) either" in nothing.stderr
+    dotted = run("search", "telescope", "--root", str(project), "--path", "./chapters")  # (in notes.md only)
+    assert "nothing matches the filters (--path ./chapters)" in dotted.stderr and "no indexed file" not in dotted.stderr
     found = run("search", "lighthouse", "--root", str(project), "--path", "chapters", "--json")
     assert [r["filePath"] for r in json.loads(found.stdout)["results"]] == ["chapters/02.md"]
     assert "no indexed file" not in found.stderr and "nothing matches" not in found.stderr

@@ -58,10 +58,19 @@ def _bad_file(kind: str, folder: Path, export: Path) -> tuple[Path, str]:
         lines = gzip.decompress(export.read_bytes()).decode().splitlines(keepends=True)
         path.write_bytes(gzip.compress("".join([*lines[:2], '{"h": "x", "v": "not base64!"}\n']).encode()))
         return path, "is damaged: line 3 is not a vector"
+    if kind == "deep-header":  # JSON nested past the parser's recursion: a traceback before
+        path = folder / "deep.jsonl.gz"
+        path.write_bytes(gzip.compress(b"[" * 200_000 + b"\n"))
+        return path, "is not a saipling vector export"
+    if kind == "deep-line":
+        path = folder / "deep-line.jsonl.gz"
+        lines = gzip.decompress(export.read_bytes()).decode().splitlines(keepends=True)
+        path.write_bytes(gzip.compress("".join([*lines[:2], "[" * 200_000 + "\n"]).encode()))
+        return path, "is damaged: line 3 is not a vector"
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["text", "other-json", "cut-short", "damaged-line"])
+@pytest.mark.parametrize("kind", ["text", "other-json", "cut-short", "damaged-line", "deep-header", "deep-line"])
 def test_import_refuses_a_file_that_is_not_an_export_and_writes_nothing(
     tmp_path: Path, export: Path, kind: str
 ) -> None:

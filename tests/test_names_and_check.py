@@ -88,6 +88,20 @@ def test_drift_compares_only_the_names_that_can_pass_and_finds_what_comparing_al
         assert len(got) > 100 and got == expected
 
 
+def test_drift_over_a_very_long_capitalised_word_and_name(tmp_path: Path) -> None:
+    """A word of 3,000 letters (or an entity word as long) is not expanded into its deletions (~L^2 strings of L
+    characters: gigabytes): it is more than 2 from every name, or compared by length."""
+    root = drifting(novel_project(tmp_path))
+    write_file(root, "notes/long.md", "# Long\n\nThey met " + "Q" + "a" * 3000 + " at dawn.\n")
+    write_file(root, "characters/long/profile.md", "---\nname: Z" + "o" * 60 + "\n---\n# Long\n")
+    write_file(root, "notes/near.md", "# Near\n\nThey met Z" + "o" * 59 + " at dusk.\n")
+    with open_project(root) as p:
+        p.index()
+        found = {d.word: d for d in names.drift(p)}
+        assert "Z" + "o" * 59 in found and not any(len(w) > 100 for w in found)
+        assert {"Mina", "Harker"} & {d.name_word for d in found.values()}  # (the usual drifts still found)
+
+
 def test_distance_and_sound() -> None:
     assert names.distance("Dorman", "Dormaan") == 1
     assert names.distance("Harker", "Hrakre") == 2  # two transpositions

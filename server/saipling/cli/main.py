@@ -14,7 +14,7 @@ import click
 
 from .. import __version__, redact
 from ..errors import InvalidRequest, SaiplingError, StorageFull
-from ..paths import from_cwd, root_relative_prefix, too_broad
+from ..paths import from_cwd, normalise_rel, root_relative_prefix, too_broad
 from ..project import Project, find_root
 
 log = logging.getLogger("saipling")
@@ -733,7 +733,7 @@ def _why_no_results(project: Project, req: Any, given: dict[str, Any], path_pref
     from ..retrieval.search import run_search
 
     if path_prefix:
-        prefix = path_prefix.strip("/")
+        prefix = normalise_rel(path_prefix).strip("/")  # (as the search's filter reads it: `./notes`, `.\\notes`)
         paths = list(project.store.file_states())
         if not any(p.startswith(prefix) for p in paths):  # (as the filter reads it: a prefix of the path)
             folders = {"/".join(p.split("/")[: i + 1]) for p in paths for i in range(p.count("/"))}

@@ -108,6 +108,17 @@ class _Pairs(list):  # type: ignore[type-arg]
     """A JSON object as its (key, value) pairs, in order, duplicates kept."""
 
 
+def _key(path: str) -> str | None:
+    """A settings key as the paths it names are stored: `normalise_rel`, NFC, and `..` resolved (`notes/../a.md`
+    names `a.md`: an exclusion must not miss its file for its spelling); None for a key outside the project."""
+    rel = nfc(normalise_rel(path))
+    if "../" in f"/{rel}":
+        rel = posixpath.normpath(rel) + ("/" if rel.endswith("/") else "")
+        if rel == ".." or rel.startswith("../"):
+            return None
+    return rel
+
+
 def _parse(text: str) -> tuple[dict[str, str], list[str]]:
     """The modes of a settings file's text, and notes on entries read in the strict way (an unknown mode is
     `exclude`; a path given twice keeps its strictest mode). ValueError when it is not a JSON object."""
@@ -122,12 +133,10 @@ def _parse(text: str) -> tuple[dict[str, str], list[str]]:
             shown = json.dumps(v) if not isinstance(v, _Pairs) else "an object"
             notes.append(f"{k} has an unknown mode {shown:.40} (treated as exclude)")
             mode = "exclude"
-        rel = nfc(normalise_rel(str(k)))
-        if "../" in f"/{rel}":  # (`notes/../a.md` names `a.md`: an exclusion must not miss it for its spelling)
-            rel = posixpath.normpath(rel) + ("/" if rel.endswith("/") else "")
-            if rel == ".." or rel.startswith("../"):
-                notes.append(f"{k} names a path outside the project (ignored)")
-                continue
+        rel = _key(str(k))
+        if rel is None:
+            notes.append(f"{k} names a path outside the project (ignored)")
+            continue
         if rel in modes and modes[rel] != mode:
             notes.append(f"{k} is given twice (the stricter mode applies)")
             mode = max(mode, modes[rel], key=_STRICTNESS.__getitem__)
@@ -152,7 +161,9 @@ def _unreadable(key: str, exc: BaseException, text: str | None) -> ContextSettin
     modes = dict(last)
     for m in _EXCLUDE_ENTRY.finditer(text or ""):  # exclusions added in the broken edit: kept too
         try:
-            modes[nfc(normalise_rel(json.loads(f'"{m.group(1)}"')))] = "exclude"
+            rel = _key(json.loads(f'"{m.group(1)}"'))
         except ValueError:
             continue
+        if rel is not None:
+            modes[rel] = "exclude"
     return ContextSettings(modes, f"{why}; the settings last read from it still apply until it is fixed")

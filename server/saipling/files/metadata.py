@@ -147,7 +147,6 @@ def read_frontmatter(text: str, rel_path: str = "") -> Frontmatter:
 # blanks above a fence: any Unicode white space (a no-break space, a form feed, U+2028, an ideographic space) and
 # the invisible format characters an editor or a paste leaves (BOM, zero-width space / joiners, word joiner)
 _DISPLACED_RE = re.compile(r"[\s\ufeff\u200b\u200c\u200d\u2060]+(?=---)")
-_ODD_FENCE_RE = re.compile(r"-{3,}[A-Za-z]*")  # `----`, `---yaml`: no fence, but a block may follow
 
 
 def _displaced(text: str, rel_path: str) -> Frontmatter:
@@ -168,7 +167,7 @@ def _odd_fence(lines: list[str], rel_path: str) -> Frontmatter:
     """No frontmatter: the first line is `----` or `---yaml`, not a fence. If what follows, read as a block, names
     a level other than public, that level applies (fail closed); a block that says nothing of visibility, or a
     rule line above prose, changes nothing."""
-    if _ODD_FENCE_RE.fullmatch(lines[0].rstrip()) is None:
+    if not lines[0].startswith("---"):  # (`----`, `---yaml`, `--- # meta`, `---` and an invisible character)
         return Frontmatter({}, 1)
     block = read_frontmatter("\n".join(["---", *lines[1:]]), rel_path)
     end = next((j for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), len(lines))

@@ -7,6 +7,7 @@ of the run or refresh that changed them. `retrieval/mentions.py` answers the req
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
@@ -178,13 +179,19 @@ def _indexed_only(text: str, rows: list[MentionRow]) -> list[MentionRow]:
     doc = parse_blocks(text)
     lines = text.split("\n")
     out = []
+    spans: dict[int, tuple[list[int], list[int]]] = {}  # line -> its comments' starts and ends, found once
     for row in rows:
         n = row[1]  # 0-based
         if n + 1 in doc.noise_lines:
             continue
-        line = lines[n] if n < len(lines) else ""
-        if "<!--" in line and n + 1 not in doc.code_lines:
-            if any(start <= row[2] < end for start, end in comment_spans(line)):
+        if n + 1 not in doc.code_lines:
+            if n not in spans:  # (a line's text is searched once, not once a mention)
+                line = lines[n] if n < len(lines) else ""
+                found = list(comment_spans(line)) if "<!--" in line else []
+                spans[n] = ([a for a, _ in found], [b for _, b in found])
+            starts, ends = spans[n]
+            i = bisect.bisect_right(starts, row[2]) - 1
+            if i >= 0 and row[2] < ends[i]:
                 continue
         out.append(row)
     return out

@@ -98,7 +98,7 @@ def read_export(src: Path) -> VectorExport:
             with gzip.open(raw, "rt", encoding="utf-8") as f:
                 try:
                     header = json.loads(f.readline() or "{}")
-                except ValueError:
+                except (ValueError, RecursionError):
                     header = None
                 if not isinstance(header, dict) or header.get("format") != FORMAT:
                     raise refuse(not_export)
@@ -115,7 +115,7 @@ def read_export(src: Path) -> VectorExport:
                         data = base64.b64decode(row["v"], validate=True)
                         vec = np.frombuffer(data, dtype="<f4").astype(np.float32)
                         h = str(row["h"])
-                    except (ValueError, KeyError, TypeError):
+                    except (ValueError, KeyError, TypeError, RecursionError):
                         raise refuse(f"is damaged: line {n} is not a vector") from None
                     if vec.shape[0] != dims:
                         raise refuse(f"is damaged: line {n} holds a vector of {vec.shape[0]} dimensions, not {dims}")

@@ -163,6 +163,9 @@ def _name_words(ents: list[Entity]) -> dict[str, list[Entity]]:
     return out
 
 
+DELETION_INDEX_MAX = 48  # entity words up to this long are found by their deletions (drift); longer ones by length
+
+
 def _deletions(word: str, n: int) -> set[str]:
     """`word` and every string made from it by dropping up to `n` of its characters."""
     out, layer = {word}, {word}
@@ -186,9 +189,13 @@ def drift(project: EntityProject, voc: Vocabulary | None = None, role: str | Non
     formed = {t.casefold() + f for t, _ in targets for f in _FORMS}
     by_deletion: dict[str, list[int]] = {}
     by_sound: dict[str, list[int]] = {}
+    long_targets: list[int] = []  # (too long to list their deletions: ~L^2 strings of L characters; few or none)
     for i, (t, _) in enumerate(targets):
-        for variant in _deletions(t.casefold(), 2):
-            by_deletion.setdefault(variant, []).append(i)
+        if len(t) > DELETION_INDEX_MAX:
+            long_targets.append(i)
+        else:
+            for variant in _deletions(t.casefold(), 2):
+                by_deletion.setdefault(variant, []).append(i)
         if len(t) <= 6:
             by_sound.setdefault(sound_key(t), []).append(i)
     out = []
@@ -199,8 +206,10 @@ def drift(project: EntityProject, voc: Vocabulary | None = None, role: str | Non
         best: tuple[int, str, Entity] | None = None
         if low in formed:
             continue
-        near = {i for v in _deletions(low, 2) for i in by_deletion.get(v, ())}
-        near.update(by_sound.get(sound_key(word), ()))
+        near = set(by_sound.get(sound_key(word), ()))
+        if len(low) <= DELETION_INDEX_MAX + 2:  # (a longer word is more than 2 from every listed target)
+            near.update(i for v in _deletions(low, 2) for i in by_deletion.get(v, ()))
+        near.update(i for i in long_targets if abs(len(targets[i][0]) - len(word)) <= 2)
         for target, es in (targets[i] for i in sorted(near)):
             limit = 1 if len(target) <= 6 else 2
             d = distance(word, target, limit)
