@@ -24,8 +24,9 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..config.settings import INDEX_DIR
 from ..errors import IndexBusy
-from ..files.scanner import SKIP_DIRS, is_indexable, scan
+from ..files.scanner import SKIP_DIRS, scan
 from ..storage.base import FileState
 from .unindexable import still_refused, unindexable
 
@@ -183,27 +184,30 @@ def changed_on_disk(project: Project, states: dict[str, FileState] | None = None
     the folders, no reads (~9 ms for 1,000 files; no folder snapshot is kept: a one-shot command checks once).
     A file refused for its content is not listed until it changes (`live.unindexable.remember`). `states`: the
     index's file states if the caller read them already (a read of every file's row: ~10 ms at 5,000 files)."""
-    if states is None:
-        states = project.store.file_states()
+    to_read, gone = _changes(project, project.store.file_states() if states is None else states)
+    return to_read + gone
+
+
+def _changes(project: Project, states: dict[str, FileState]) -> tuple[list[str], list[str]]:
+    """`changed_on_disk` in two: the files to read (edited or new), and the indexed ones the scan no longer finds
+    (deleted, or excluded by the settings since): dropping those reads nothing."""
     refused = unindexable(project.store)
     found = scan(project.root, project.settings)
     seen = {e.rel for e in found.entries}
-    changed = [
+    to_read = [
         e.rel
         for e in found.entries
         if ((st := states.get(e.rel)) is None or (st.mtime_ns, st.size) != (e.mtime_ns, e.size))
         and not still_refused(refused.get(e.rel), project.root, e.rel, e.mtime_ns, e.size)
     ]
-    return changed + [p for p in states if p not in seen]
+    return to_read, [p for p in states if p not in seen]
 
 
 def projects_below(root: Path) -> list[str]:
     """The folders right under `root` that hold an index of their own (`.saipling/`), by name: a command run from
     the folder above a project is told where the project is rather than to index the folder (and it, twice)."""
     try:
-        return sorted(
-            e.name for e in os.scandir(root) if e.is_dir() and os.path.isdir(os.path.join(e.path, ".saipling"))
-        )
+        return sorted(e.name for e in os.scandir(root) if e.is_dir() and os.path.isdir(os.path.join(e.path, INDEX_DIR)))
     except OSError:
         return []
 
@@ -226,11 +230,11 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
         )
     if project.store.readonly:
         return None
-    changed = changed_on_disk(project, states)
+    to_read, gone = _changes(project, states)
+    changed = to_read + gone
     if not changed:
         return None
     note = None
-    to_read = [p for p in changed if not _gone(project, states, p)]
     if len(to_read) > (REFRESH_LIMIT if limit is None else limit):
         note = (
             f"{len(to_read):,} files changed since the last index and are searched as they were indexed: "
@@ -238,7 +242,7 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
         )
         # (files deleted, or now excluded by the config, are still dropped: that reads nothing, and they were
         # counted as changed files to read and shown in results)
-        changed = sorted(set(changed) - set(to_read))
+        changed = gone
         if not changed:
             return note
     try:
@@ -252,10 +256,8 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
         # once after an edit): wait for it, then read what it left, so no command answers from the text before
         try:
             with project.store.writer_lock(timeout=REFRESH_WAIT_SECONDS, what="refresh"):
-                now = project.store.file_states()
-                changed = changed_on_disk(project, now)
-                if note is not None:
-                    changed = [p for p in changed if _gone(project, now, p)]
+                to_read, gone = _changes(project, project.store.file_states())
+                changed = gone if note is not None else to_read + gone
                 summary = project.refresh(changed) if changed else None
         except IndexBusy as again:
             log.info("not re-reading changed files: %s", again)
@@ -264,10 +266,3 @@ def refresh_before_reading(project: Project, limit: int | None = None) -> str | 
             return note
     log.info("re-read %d changed file(s) before answering", summary.changed + summary.deleted)
     return note
-
-
-def _gone(project: Project, states: dict[str, FileState], rel: str) -> bool:
-    """An indexed file that is no longer to be indexed: deleted, or excluded by the settings since."""
-    return rel in states and (
-        not os.path.lexists(project.root / rel) or is_indexable(project.root, rel, project.settings) is not None
-    )

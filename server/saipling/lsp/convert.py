@@ -236,14 +236,9 @@ def _line_columns(codec: Any, line_text: str) -> Callable[[int], int]:
     encoding = str(codec.encoding or types.PositionEncodingKind.Utf16)
     if line_text.isascii() or encoding == types.PositionEncodingKind.Utf32:
         return lambda col: col
-    utf8 = encoding == types.PositionEncodingKind.Utf8
     units = [0]
     for ch in line_text:
-        o = ord(ch)
-        if utf8:
-            units.append(units[-1] + (1 if o < 0x80 else 2 if o < 0x800 else 3 if o < 0x10000 else 4))
-        else:
-            units.append(units[-1] + (2 if o > 0xFFFF else 1))
+        units.append(units[-1] + client_units(codec, ch))
     return lambda col: units[col]
 
 
