@@ -134,6 +134,36 @@ def test_a_query_that_is_an_entity_name_or_alias_ranks_its_file_first(tmp_path: 
         assert found and {r["filePath"] for r in found} == {"notes/ferry.md"}
 
 
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_a_quoted_name_in_a_question_ranks_its_page_first(tmp_path: Path, mode: str) -> None:
+    files = {
+        **SPELLS,
+        # the question's other words and the name, many times over: these outrank the page by their words alone
+        **{
+            f"notes/crossing-{i}.md": f"# Crossing {i}\n\nHow does the ferryman work? The ferryman rows; the ferryman "
+            "does work the ferry, and the ferryman does not work on feast days.\n"
+            for i in range(3)
+        },
+    }
+    with open_project(make_project(tmp_path, files)) as p:
+        p.index()
+        ask = {"mode": mode, "maxResults": 5, "explain": True}
+        plain = p.search({**ask, "query": "how does the ferryman work"})["results"]
+        assert plain and plain[0]["filePath"] != "people/marcus.md"  # unquoted: ranked by its words
+        assert all(r["explain"]["exactMatch"] is None for r in plain)
+        top = p.search({**ask, "query": 'how does "the ferryman" work'})["results"][0]
+        assert (top["filePath"], top["explain"]["exactMatch"], top["confidence"]) == ("people/marcus.md", "entity", 1.0)
+        # a quoted phrase that is only a heading (no page's name) is not taken as a name
+        quoted = p.search({**ask, "query": 'what does the "epic feat" add'})["results"]
+        assert quoted and all(r["explain"]["exactMatch"] is None for r in quoted)
+        # the filters still apply
+        kept = p.search({**ask, "query": 'how does "the ferryman" work', "filter": {"pathPrefix": "notes/"}})
+        assert kept["results"] and {r["filePath"] for r in kept["results"]} <= {
+            "notes/ferry.md",
+            *(f"notes/crossing-{i}.md" for i in range(3)),
+        }
+
+
 # -- scores and confidence (keyword only) ----------------------------------------------------------------------
 def test_keyword_only_confidence_comes_from_the_rare_words_a_passage_holds(tmp_path: Path) -> None:
     root = retrieval_project(tmp_path)

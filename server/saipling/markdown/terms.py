@@ -148,10 +148,15 @@ def query_type(query: str) -> str:
     return "mixed"
 
 
+def quoted_phrases(query: str) -> list[str]:
+    """The phrases a query quotes ("..."), stripped, those holding a word only."""
+    return [p.strip() for p in _PHRASE_RE.findall(query) if WORD_RE.search(p)]
+
+
 def keyword_terms(query: str) -> list[tuple[tuple[str, ...], bool]]:
     """The keyword terms of raw user text, as (words, prefix) pairs that storage.base.KeywordQuery.of takes (any one
     matches): quoted phrases kept, each word on its own, OR-joined; a CJK word matches as a prefix."""
-    phrases = [p.strip() for p in _PHRASE_RE.findall(query) if WORD_RE.search(p)]
+    phrases = quoted_phrases(query)
     rest = _PHRASE_RE.sub(" ", query)
     words = [w.lower() for w in WORD_RE.findall(rest)]
     content = [w for w in words if w not in STOPWORDS]

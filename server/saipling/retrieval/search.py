@@ -44,6 +44,7 @@ from ..markdown.terms import (
     mostly_latin,
     query_name,
     query_type,
+    quoted_phrases,
 )
 from ..paths import glob_problem, normalise_rel
 from ..storage.base import ChunkFilter, KeywordQuery, StoredChunk
@@ -93,6 +94,7 @@ CONFIDENT = 0.5  # below this (every result): noConfidentMatch
 # live_rows reads the ranked chunks' rows this many past the ones it needs at a time (more pages only when files
 # are gone): 3 x + 20 read and stat-checked 50 rows for a top 10, ~1.5 ms of a warm search's CPU
 LIVE_ROWS_MARGIN = 5
+MAX_QUOTED_NAMES = 3  # quoted phrases of a query looked up as entity names
 
 
 # -- request ---------------------------------------------------------------------------------------------------
@@ -532,15 +534,31 @@ def _rank(
 
 
 def _exact_matches(project: ProjectView, query: str, flt: ChunkFilter) -> dict[int, str]:
-    """Chunks whose heading is the query, or the first chunk of a file whose name or alias is the query."""
+    """Chunks whose heading is the query, or the first chunk of a file whose name or alias is the query; else the
+    first chunk of a file named by a phrase the query quotes (`how does the "escalation die" work`)."""
     text = " ".join(query.strip().strip('"').split())
     if not text or len(text) > 120 or len(text.split()) > 8:
-        return {}
+        return _quoted_entities(project, query, flt)
     out = {cid: "heading" for cid in project.store.chunks_with_heading(text, flt)}
     if not out:
         out = _name_heading_matches(project, text, flt)
     for cid in project.store.entity_chunks(text, flt):
         out.setdefault(cid, "entity")
+    return out or _quoted_entities(project, query, flt)
+
+
+def _quoted_entities(project: ProjectView, query: str, flt: ChunkFilter) -> dict[int, str]:
+    """A quoted phrase that is a file's entity name or alias is a name the user chose to look up: that page goes
+    first, as for a query that is the name alone (its words alone spread over every passage that mentions it:
+    `how does the "escalation die" work` ranked a monster whose power "does not work" when the escalation die is
+    6+ above the rules page named Escalation Die). Headings are not matched so: a quoted "Introduction" is no
+    one section."""
+    out: dict[int, str] = {}
+    for phrase in quoted_phrases(query)[:MAX_QUOTED_NAMES]:
+        name = " ".join(phrase.split())
+        if len(name) <= 120 and len(name.split()) <= 8 and name != " ".join(query.strip().strip('"').split()):
+            for cid in project.store.entity_chunks(name, flt):
+                out.setdefault(cid, "entity")
     return out
 
 
