@@ -4,6 +4,7 @@ writes, and many writers and readers at once."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import subprocess
@@ -178,6 +179,68 @@ def test_another_process_sees_edits_by_the_next_search(tmp_path: Path, pg_url: s
         assert not (root / ".saipling" / "index.db").exists(), "the CLI wrote a SQLite index instead"
         results = project.search({"query": "quetzalcoatl"})["results"]
         assert [r["filePath"] for r in results] == ["notes/new.md"]
+
+
+def _cli(*args: str, store: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SAIPLING_STORE": store, "SAIPLING_PROVIDER": "none"}
+    cli = Path(sys.executable).parent / "saipling"
+    return subprocess.run([str(cli), *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def _found(word: str, root: Path, store: str) -> list[str]:
+    done = _cli("search", word, "--root", str(root), "--mode", "lexical", "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    return [r["filePath"] for r in json.loads(done.stdout)["results"]]
+
+
+def test_two_copies_on_one_workspace_keep_each_others_edits(tmp_path: Path, pg_url: str) -> None:
+    """Two authors, each with a copy of the project, on one workspace: a search, a server's sync or an index run
+    in one copy writes what changed in that copy and never puts its older text back over the other's saved edit,
+    nor drops a file only the other copy has (each copy's own search re-read its copy into the index before)."""
+    import shutil
+
+    from saipling.live.freshness import LazySync
+
+    a = saipling_project(tmp_path / "a")
+    b = tmp_path / "b" / a.name
+    shutil.copytree(a, b)  # (copy2: the same mtimes, as two clones in step)
+    for root in (a, b):
+        done = _cli("index", str(root), store=pg_url)
+        assert done.returncode == 0, done.stderr
+    scene = "books/book-01/phase-5-bloom/ch-02/scene-01.md"
+    with (a / scene).open("a") as f:
+        f.write("\nA quetzalcoatl circles the bell tower.\n")
+    (a / "notes" / "tower.md").write_text("# Tower\n\nThe axolotl sleeps in the cistern under the tower.\n")
+    assert _found("quetzalcoatl", a, pg_url) == [scene]  # A's search reads A's edit and new file
+    assert _found("axolotl", a, pg_url) == ["notes/tower.md"]
+    # B's copy holds the older scene and no tower.md: its search, its server's sync and its index run keep both
+    assert _found("quetzalcoatl", b, pg_url) == [scene]
+    with open_project(b, store=pg_url) as project:
+        assert "notes/tower.md" in project.store.file_states()
+        assert LazySync(project).sync() is None  # (nothing of B's own changed)
+        assert project.index().deleted == 0
+    done = _cli("index", str(b), store=pg_url)
+    assert done.returncode == 0, done.stderr
+    assert _found("quetzalcoatl", a, pg_url) == [scene]
+    assert _found("axolotl", a, pg_url) == ["notes/tower.md"]
+    # B's own edit reaches A the same way, and A's copy (older there) keeps it
+    harbor = "world/places/harbor.md"
+    with (b / harbor).open("a") as f:
+        f.write("\nA narwhal surfaces by the quay.\n")
+    assert _found("narwhal", b, pg_url) == [harbor]
+    assert _found("narwhal", a, pg_url) == [harbor]
+    assert _found("quetzalcoatl", b, pg_url) == [scene]
+    # a full run makes the workspace this copy's: B's text of the scene, no tower.md
+    done = _cli("index", str(b), "--full", store=pg_url)
+    assert done.returncode == 0, done.stderr
+    with open_project(a, store=pg_url) as project:
+        assert "notes/tower.md" not in project.store.file_states()
+        assert not project.search({"query": "quetzalcoatl", "mode": "lexical"})["results"]
+    # status names the shared store (its URL and workspace), not a SQLite file that is not there
+    done = _cli("status", str(a), "--json", store=pg_url)
+    st = json.loads(done.stdout)
+    assert st["store"] == "postgresql" and st["indexPath"].startswith("postgresql://") and "#" in st["indexPath"]
+    assert "shared workspace" in _cli("status", str(a), store=pg_url).stdout
 
 
 def test_ann_index_fills_k_under_a_selective_filter(pg_server, monkeypatch) -> None:

@@ -32,7 +32,7 @@ async def test_language_server_on_postgres(tmp_path: Path, pg_url: str) -> None:
 async def test_two_authors_share_one_workspace(tmp_path: Path, pg_server) -> None:
     """Two servers (two authors, two copies of the project kept in step, as git or a sync tool does) on one
     workspace: what one saves, the other finds at its next search without being told of the file (no save, no
-    watcher event): through the shared index."""
+    watcher event): through the shared index; and the other's search never puts its copy's older text back."""
     url = pg_server.url("shared-bible")
     first = retrieval_project(tmp_path / "a")
     second = tmp_path / "b" / first.name
@@ -48,6 +48,14 @@ async def test_two_authors_share_one_workspace(tmp_path: Path, pg_server) -> Non
             assert await search_paths(one, "quetzalcoatl") == ["notes/late.md"]
             shutil.copy2(first / "notes" / "late.md", second / "notes" / "late.md")  # the copies synced
             assert await search_paths(two, "quetzalcoatl") == ["notes/late.md"]
+            # an edit not yet in the other copy: the other server's search (its copy older) keeps it, for both
+            with (first / SCENE_5).open("a", encoding="utf-8") as f:
+                f.write("\nA narwhal surfaces by the quay.\n")
+            did_save(one, first / SCENE_5)
+            assert await search_paths(one, "narwhal") == [SCENE_5]
+            assert await search_paths(two, "narwhal") == [SCENE_5]
+            assert await search_paths(two, "zephyrine betrayal")  # (its results read and checked its copy)
+            assert await search_paths(one, "narwhal") == [SCENE_5]
 
 
 async def test_mcp_server_on_postgres(tmp_path: Path, pg_url: str) -> None:

@@ -64,8 +64,15 @@ def test_a_project_file_never_supplies_a_store_password(tmp_path: Path) -> None:
         'store = "postgresql://writer:s3cret-Passw0rd@db.example/saipling"\n', encoding="utf-8"
     )
     settings, warnings = load_settings(tmp_path, env={})
-    assert settings.store == "" and any("never read from project files" in w for w in warnings)
+    # the store is kept without its password (never a quiet fallback to an index of this copy's own)
+    assert settings.store == "postgresql://writer@db.example/saipling"
+    assert any("never read from project files" in w for w in warnings)
     assert not any("s3cret-Passw0rd" in w for w in warnings)
+    (tmp_path / ".saipling" / "config.toml").write_text(
+        'store = "postgresql://db.example/saipling?password=s3cret-Passw0rd&workspace=team"\n', encoding="utf-8"
+    )
+    settings, warnings = load_settings(tmp_path, env={})
+    assert settings.store == "postgresql://db.example/saipling?workspace=team" and warnings
     (tmp_path / ".saipling" / "config.toml").write_text(
         'store = "postgresql://writer@db.example/saipling?workspace=team"\n', encoding="utf-8"
     )

@@ -365,9 +365,9 @@ class Project:
         return summary
 
     def stale_paths(self, paths: Iterable[str]) -> list[str]:
-        """The paths whose file on disk is not what was indexed: another (mtime, size), or, for a file stored
-        as racy (mtime 0: written within its timestamp tick when read), other content. Gone files are not
-        listed (the caller drops them)."""
+        """The paths whose file on disk is not what was indexed: another (mtime, size) (on a shared index: newer
+        here, FileState.changed_here), or, for a file stored as racy (mtime 0: written within its timestamp tick
+        when read), other content. Gone files are not listed (the caller drops them)."""
         paths = list(dict.fromkeys(paths))
         states = self.store.file_states_for(paths)
         stale = []
@@ -385,7 +385,7 @@ class Project:
                         continue
             except OSError:
                 continue
-            if st is None or st.mtime_ns != now.st_mtime_ns or st.size != now.st_size:
+            if st is None or st.changed_here(now.st_mtime_ns, now.st_size, self.store.shared):
                 stale.append(p)
         return stale
 

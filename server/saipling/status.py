@@ -81,7 +81,9 @@ def report(project: StatusSource) -> dict[str, Any]:
     return {
         "version": __version__,
         "root": str(project.root),
-        "indexPath": str(index_path(project.root)),
+        # where the index is: the SQLite file, or a shared store's URL (no password) and #workspace
+        "indexPath": project.store.path if project.store.shared else str(index_path(project.root)),
+        "store": "postgresql" if project.store.shared else "sqlite",
         "totalFiles": stats.total_files,
         "totalChunks": stats.total_chunks,
         "embeddedChunks": stats.embedded_chunks,

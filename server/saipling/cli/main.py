@@ -381,8 +381,10 @@ def status(root: str | None, as_json: bool) -> None:
             took = f", took {run['seconds']:.1f} s" if run.get("seconds") is not None else ""
             click.echo(f"last run:   finished {_local_time(run['finished'])}{took}")
         else:
-            click.echo(f"indexed:    {st['lastIndexed'] or 'never'}")
-        if st.get("indexBytes") is not None:
+            click.echo(f"indexed:    {_local_time(st['lastIndexed']) if st['lastIndexed'] else 'never'}")
+        if st.get("store") == "postgresql":
+            click.echo(f"store:      {st['indexPath']} (shared workspace)")
+        elif st.get("indexBytes") is not None:
             click.echo(f"on disk:    {_size(st['indexBytes'])} ({st['indexPath']})")
         if st["pendingFiles"] or st["unembeddedChunks"]:
             click.echo(

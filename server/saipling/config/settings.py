@@ -237,6 +237,19 @@ def _url_password(value: Any) -> bool:
         return False
 
 
+def _without_password(url: str) -> str:
+    """`url` without its password (`user:password@` -> `user@`, no `password=` parameter)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url.strip())
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}@{host}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, allow_secrets: bool) -> list[str]:
     """Merge one source into settings in place; returns warnings for keys or values it ignored."""
     warnings: list[str] = []
@@ -258,11 +271,14 @@ def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, al
             warnings.append(f"{source}: API keys are never read from project files ({raw_key} ignored)")
             continue
         if name == "store" and not allow_secrets and _url_password(value):
+            # the password is left out, not the store: without it the project would quietly get an index of its
+            # own (SQLite) and its author would stop sharing the workspace unawares; now it connects without the
+            # password (PGPASSWORD, ~/.pgpass) or says it cannot
             warnings.append(
-                f"{source}: a store URL with a password is never read from project files ({raw_key} ignored: give "
-                "the password in SAIPLING_STORE, PGPASSWORD or ~/.pgpass)"
+                f"{source}: a password in the store URL is never read from project files (left out of {raw_key}: "
+                "give it in SAIPLING_STORE, PGPASSWORD or ~/.pgpass)"
             )
-            continue
+            value = _without_password(value)
         try:
             default = None if name in _OPTIONAL_STRINGS else getattr(settings, name)
             coerced = _coerce(value, default, str(raw_key))

@@ -227,7 +227,9 @@ class Indexer:
             result = scan(self.root, self.settings)
             entries, summary.skipped = result.entries, list(result.skipped)
             seen = {e.rel for e in entries}
-            stale = [p for p in self.store.file_states() if p not in seen]
+            # (on a shared index a file this copy lacks may be another copy's: only a full run, which makes the
+            # workspace this copy's, drops it; a file deleted here leaves through the server's delete event)
+            stale = [p for p in self.store.file_states() if p not in seen] if full or not self.store.shared else []
         else:
             entries, stale = self._entries_for(paths, summary)
             full = True  # explicit paths: always check content (hash decides)
@@ -235,13 +237,13 @@ class Indexer:
         summary.scanned = len(entries)
         states = self.store.file_states()
         todo = []
+        shared = self.store.shared
         for e in entries:
             st = states.get(e.rel)
             if (
                 not full
                 and st is not None
-                and st.mtime_ns == e.mtime_ns
-                and st.size == e.size
+                and not st.changed_here(e.mtime_ns, e.size, shared)
                 and os.access(e.abs_path, os.R_OK)  # chmod changes no mtime: an unreadable file is read (and dropped)
             ):
                 summary.unchanged += 1

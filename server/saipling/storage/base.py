@@ -222,6 +222,16 @@ class FileState:
     mtime_ns: int
     size: int
 
+    def changed_here(self, mtime_ns: int, size: int, shared: bool = False) -> bool:
+        """Whether this copy's file, now (mtime_ns, size) on disk, is to be read into the index again. On a
+        project's own index: whenever either differs. On a `shared` index (a workspace that several copies of one
+        project write, docs/postgres.md) a file older on this disk than the version indexed is another copy's
+        newer edit, not one of this copy's: it is left as indexed (else each copy's next search put its own older
+        text back, and two authors undid each other's saved edits)."""
+        if (self.mtime_ns, self.size) == (mtime_ns, size):
+            return False
+        return not (shared and self.mtime_ns and mtime_ns < self.mtime_ns)
+
 
 @dataclass
 class FileRecord:
@@ -1079,11 +1089,13 @@ class IndexStore(ChunkStore, KeywordIndex, VectorIndex, EmbeddingCache, MentionS
 
     Attributes: `path` where it lives, for messages and cache keys (a file path for SQLite; a URL WITHOUT its
     password plus the workspace for a server); `readonly` (opened for reading only: every write raises
-    StorageReadOnly); `rebuilt` (why, when an unusable index was replaced by an empty one at open, else None);
-    `disk_full` (why, when it was opened read-only for lack of room, else None)."""
+    StorageReadOnly); `shared` (a workspace that several copies of a project write: each copy's files on disk
+    are not the whole truth, FileState.changed_here); `rebuilt` (why, when an unusable index was replaced by an
+    empty one at open, else None); `disk_full` (why, when it was opened read-only for lack of room, else None)."""
 
     path: str
     readonly: bool
+    shared: bool
     rebuilt: str | None
     disk_full: str | None
 

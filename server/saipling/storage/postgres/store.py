@@ -237,6 +237,7 @@ class PostgresStore:
         self.path = f"{redacted(url)}#{workspace}"  # what messages and status call the index
         self.rebuilt: str | None = None
         self.readonly = False
+        self.shared = True  # a workspace: every copy of the project with this `workspace` writes it
         self.disk_full: str | None = None
         self._version_cache: dict[Any, tuple[int, Any]] = {}
         self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
