@@ -67,10 +67,21 @@ def _bad_file(kind: str, folder: Path, export: Path) -> tuple[Path, str]:
         lines = gzip.decompress(export.read_bytes()).decode().splitlines(keepends=True)
         path.write_bytes(gzip.compress("".join([*lines[:2], "[" * 200_000 + "\n"]).encode()))
         return path, "is damaged: line 3 is not a vector"
+    if kind == "huge-header":  # one line inflating to megabytes was read whole (a bomb: gigabytes of memory)
+        path = folder / "huge.jsonl.gz"
+        path.write_bytes(gzip.compress(b'{"format": "' + b"x" * 3_000_000 + b'"}\n'))
+        return path, "is not a saipling vector export"
+    if kind == "huge-line":
+        path = folder / "huge-line.jsonl.gz"
+        lines = gzip.decompress(export.read_bytes()).decode().splitlines(keepends=True)
+        path.write_bytes(gzip.compress("".join([*lines[:2], '{"h": "x", "v": "' + "A" * 3_000_000 + '"}\n']).encode()))
+        return path, "is damaged: line 3 is longer than any vector's"
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["text", "other-json", "cut-short", "damaged-line", "deep-header", "deep-line"])
+@pytest.mark.parametrize(
+    "kind", ["text", "other-json", "cut-short", "damaged-line", "deep-header", "deep-line", "huge-header", "huge-line"]
+)
 def test_import_refuses_a_file_that_is_not_an_export_and_writes_nothing(
     tmp_path: Path, export: Path, kind: str
 ) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from apiserver import FakeEmbeddingAPI, api_server, fake_tokens, fake_vector  # noqa: F401  (fixture)
+from apiserver import FakeEmbeddingAPI, Step, api_server, fake_tokens, fake_vector  # noqa: F401  (fixture)
 from saipling.config.settings import Settings
 from saipling.embeddings import create_provider
 from saipling.embeddings.http import MAX_RETRY_AFTER, parse_retry_after, retry_delay, should_retry
@@ -360,3 +360,62 @@ def test_a_closed_provider_refuses_requests_and_makes_no_client(
     assert p.http._client is None  # no client made after close (none left open)
     assert p.http.breaker.open_reason is None and sleeps == []  # (nothing held against the server, no retry)
     p.close()  # (again: nothing to do)
+
+
+# -- hostile replies and keys (attacker pass 3) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [200, 400])
+def test_json_nested_past_the_recursion_limit_is_a_provider_error(
+    api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list, status: int
+) -> None:
+    """A reply nested 30,000 deep raised RecursionError out of response.json(): not a ProviderError, so the run
+    stopped with a traceback and nothing was indexed (not even for keyword search)."""
+    p = openai(api_server, sleeps, dimensions=8)
+    closing.append(p)
+    api_server.fail(status, body="[" * 30000 + "]" * 30000)
+    with pytest.raises(ProviderError):
+        p.embed_documents(TEXTS)
+
+
+@pytest.mark.parametrize("figure", [float("inf"), float("nan"), 1e308, 10**20, -5])
+def test_an_impossible_usage_figure_counts_the_texts_instead(
+    api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list, figure: float
+) -> None:
+    """usage.total_tokens of Infinity or NaN crashed int(); 1e308 or 10**20 crashed SQLite's int64 later."""
+    p = openai(api_server, sleeps, dimensions=8)
+    closing.append(p)
+    data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, 8)} for i, t in enumerate(TEXTS)]
+    api_server.script(Step(200, {}, {"object": "list", "data": data, "usage": {"total_tokens": figure}}))
+    res = p.embed_documents(TEXTS)
+    assert res.vectors.shape == (3, 8)
+    assert 0 < res.tokens < 10_000  # the texts' own estimate
+
+
+@pytest.mark.parametrize("param", ["key", "api-key", "subscription-key"])
+def test_a_key_in_the_base_url_is_not_quoted_back_by_an_error(
+    api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list, param: str
+) -> None:
+    """Some proxies take the key as a query value (`baseUrl = ".../v1?api-key=K"`); a server whose error quotes
+    the request's path printed K in the warning."""
+    secret = "URLSECRET987xyz"
+    p = openai(api_server, sleeps, dimensions=8, base_url=f"{api_server.url}/v1?{param}={secret}")
+    closing.append(p)
+    api_server.fail(400, body={"error": {"message": f"unknown route /v1/embeddings?{param}={secret}"}})
+    with pytest.raises(ProviderError) as info:
+        p.embed_documents(TEXTS)
+    assert "unknown route" in str(info.value) and secret not in str(info.value)
+
+
+def test_a_key_ending_in_a_line_end_is_trimmed_and_a_non_ascii_key_refused(
+    api_server: FakeEmbeddingAPI, sleeps: Sleeps, closing: list
+) -> None:
+    """A key read from a CRLF .env ends in "\\r": httpx refused the header and its debug log quoted the key; a
+    non-ASCII key crashed the run with UnicodeEncodeError."""
+    api_server.require_key(KEY)
+    p = openai(api_server, sleeps, dimensions=8, openai_api_key=KEY + "\r\n")
+    closing.append(p)
+    assert p.embed_documents(TEXTS).vectors.shape == (3, 8)  # (the server checked the key: sent trimmed)
+    with pytest.raises(ProviderError, match="cannot carry") as info:
+        openai(api_server, sleeps, dimensions=8, openai_api_key="sk-café-0123456789")
+    assert "café" not in str(info.value)

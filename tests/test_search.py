@@ -117,6 +117,9 @@ BAD_REQUESTS = [
     pytest.param({"query": "q", "filter": {"maxChapter": "3"}}, "filter.maxChapter", id="maxChapter-str"),
     pytest.param({"query": "q", "filter": {"maxChapter": 2.5}}, "filter.maxChapter", id="maxChapter-float"),
     pytest.param({"query": "q", "filter": {"maxChapter": True}}, "filter.maxChapter", id="maxChapter-bool"),
+    # (2**63 was an OverflowError binding it to SQLite: an internal error on every edge; -1 passed the LSP's model)
+    pytest.param({"query": "q", "filter": {"maxChapter": 2**63}}, "filter.maxChapter", id="maxChapter-huge"),
+    pytest.param({"query": "q", "filter": {"maxChapter": -1}}, "filter.maxChapter", id="maxChapter-negative"),
     pytest.param({"query": "q", "filter": {"entityTypes": 3}}, "filter.entityTypes", id="entityTypes-int"),
     pytest.param({"query": "q", "filter": {"entityTypes": [1]}}, "filter.entityTypes[0]", id="entityTypes-ints"),
     pytest.param({"query": "q", "filter": {"fileTypes": {"a": 1}}}, "filter.fileTypes", id="fileTypes-dict"),

@@ -16,6 +16,7 @@ from .. import __version__, redact
 from ..errors import InvalidRequest, SaiplingError, StorageFull
 from ..paths import from_cwd, normalise_rel, root_relative_prefix, too_broad
 from ..project import Project, find_root
+from ..retrieval.request_checks import MAX_CHAPTER
 
 log = logging.getLogger("saipling")
 
@@ -438,7 +439,9 @@ def _embedding_line(e: dict) -> str:
 @main.command(cls=_QueryCommand)
 @click.argument("name")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
-@click.option("--max-chapter", type=click.IntRange(0), default=None, help="Spoiler horizon: nothing after chapter N.")
+@click.option(
+    "--max-chapter", type=click.IntRange(0, MAX_CHAPTER), default=None, help="Spoiler horizon: nothing after chapter N."
+)
 @click.option(
     "--limit",
     type=click.IntRange(0, 100_000),
@@ -639,7 +642,9 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 @click.option("--file-type", "file_types", multiple=True, help="File type filter (repeatable).")
 @click.option("--book", default=None, help="Book id filter.")
 @click.option("--chapter", default=None, help="Chapter filter: ch-NN, or just its number.")
-@click.option("--max-chapter", type=int, default=None, help="Spoiler horizon: nothing after chapter N.")
+@click.option(
+    "--max-chapter", type=click.IntRange(0, MAX_CHAPTER), default=None, help="Spoiler horizon: nothing after chapter N."
+)
 @click.option(
     "--known-by", default=None, help="Only what this character knows: scenes they are the pov of or mentioned in."
 )

@@ -249,7 +249,18 @@ class HTTPClient:
         self.sleep: Callable[[float], None] = self._pause if sleep is None else sleep
         self.timeout: float | None = timeout if timeout and timeout > 0 else None
         self.breaker = CircuitBreaker()
+        # (a key read from a CRLF .env file ends in "\r": sent so, httpx refused the header and its debug log
+        # quoted the key escaped, past the log filter; a non-ASCII key crashed the run with UnicodeEncodeError)
+        api_key = api_key.strip()
+        if api_key and not (api_key.isascii() and api_key.isprintable()):
+            raise ProviderError(
+                f"{label}: the API key in {key_env} holds a character a request header cannot carry (a control "
+                "or non-ASCII character): copy the key again"
+            )
         self._api_key = api_key
+        # values a server may quote back (an error naming the request's URL): the base URL's query values and
+        # password (`?api-key=K` for some proxies) as well as the key
+        self._secrets = [s for s in [api_key, *_url_secrets(self.base_url)] if len(s) >= 4]
         # the httpx client and its guarded backend (deadlines that a trickle cannot extend), made with the first
         # request (`_http`): httpx's import and the client's TLS context are ~1/3 s of CPU a process that never
         # sends one (an open, a keyword search) would pay
@@ -429,7 +440,7 @@ class HTTPClient:
     def _decode(self, response: httpx.Response) -> dict[str, Any]:
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # (JSON nested past Python's recursion limit: RecursionError)
             raise ProviderError(f"{self.label} returned a response that is not JSON") from None
         if not isinstance(data, dict):
             raise ProviderError(f"{self.label} returned unexpected JSON (expected an object)")
@@ -466,7 +477,7 @@ class HTTPClient:
         """The server's error text, shortened and with the key redacted (some servers echo it)."""
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             text = response.text
         else:
             text = ""
@@ -478,8 +489,8 @@ class HTTPClient:
             else:
                 text = str(data)
         text = " ".join(text.split())
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
         return text[:limit]
 
 
@@ -642,12 +653,36 @@ class HTTPEmbeddingProvider(EmbeddingProvider):
         if isinstance(usage, dict):
             for key in ("total_tokens", "prompt_tokens"):
                 value = usage.get(key)
-                if isinstance(value, int | float) and not isinstance(value, bool):
+                # (Infinity, NaN or 1e308 from a broken server crashed the run: int() of them, or SQLite's int64)
+                if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < MAX_REPORTED_TOKENS:
                     return int(value)
         return sum(estimate_tokens(t) for t in texts)  # servers that report no usage
 
     def close(self) -> None:
         self.http.close()
+
+
+MAX_REPORTED_TOKENS = 2**40  # a usage figure past this (or not finite) is a broken reply: the texts are counted
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The values of `url`'s query and its password: what a server quoting the request's URL would echo."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        found = [v for _, v in parse_qsl(parts.query, keep_blank_values=True)]
+        if parts.password:
+            found += [parts.password, unquote(parts.password)]
+    except ValueError:
+        return []
+    return found + [quote for v in found if (quote := _quoted(v)) != v]
+
+
+def _quoted(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
 
 
 def _url_with_path(base: str, path: str) -> str:

@@ -81,6 +81,9 @@ class VectorExport:
     vectors: list[tuple[str, Any]]  # (content hash, float32 vector)
 
 
+MAX_LINE_CHARS = 1 << 20  # a line of an export: a vector of 8,192 float32 in base64 is ~44,000 characters
+
+
 def read_export(src: Path) -> VectorExport:
     """Read an export file whole; InvalidRequest (a usage error: exit 2) naming the problem for a file that is not
     one (not gzip, or not the header `saipling export` writes), one of another version, or one damaged or cut
@@ -96,8 +99,11 @@ def read_export(src: Path) -> VectorExport:
                 raise refuse(f"{not_export}: it is not gzip-compressed")
             raw.seek(0)
             with gzip.open(raw, "rt", encoding="utf-8") as f:
+                first = f.readline(MAX_LINE_CHARS + 1)
+                if len(first) > MAX_LINE_CHARS:  # (a line inflating to gigabytes was read whole: memory)
+                    raise refuse(not_export)
                 try:
-                    header = json.loads(f.readline() or "{}")
+                    header = json.loads(first or "{}")
                 except (ValueError, RecursionError):
                     header = None
                 if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -109,7 +115,11 @@ def read_export(src: Path) -> VectorExport:
                 except (KeyError, TypeError, ValueError):
                     raise refuse("is damaged: its header has no model or dimensions") from None
                 items: list[tuple[str, Any]] = []
-                for n, line in enumerate(f, start=2):
+                n = 1
+                while line := f.readline(MAX_LINE_CHARS + 1):
+                    n += 1
+                    if len(line) > MAX_LINE_CHARS:
+                        raise refuse(f"is damaged: line {n} is longer than any vector's ({MAX_LINE_CHARS:,} chars)")
                     try:
                         row = json.loads(line)
                         data = base64.b64decode(row["v"], validate=True)

@@ -25,7 +25,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from ..errors import InvalidRequest
 from ..paths import glob_problem
-from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, check_query
+from .request_checks import MAX_CHAPTER, MAX_QUERY_CHARS, MAX_RESULTS, check_query
 
 Mode = Literal["hybrid", "semantic", "lexical"]
 Source = Literal["editor", "agent", "cli", "eval"]
@@ -70,7 +70,7 @@ class SearchFilter(BaseModel):
     glob: str | None = Field(None, description="Only files matching this glob, e.g. notes/**/*.md.")
     corpus: str | None = Field(None, description="Only this named corpus of the project.")
     max_chapter: int | None = Field(
-        None, description="Nothing from a chapter after this number (a reader's spoiler horizon)."
+        None, ge=0, le=MAX_CHAPTER, description="Nothing from a chapter after this number (a reader's spoiler horizon)."
     )
     known_by: str | None = Field(
         None,
@@ -154,7 +154,7 @@ class EnrichParams(Request):
         max_length=500,
         description="Only what this character knows: scenes whose pov they are or that mention them.",
     )
-    max_chapter: int | None = Field(None, ge=0, description="Spoiler horizon: nothing after chapter N.")
+    max_chapter: int | None = Field(None, ge=0, le=MAX_CHAPTER, description="Spoiler horizon: nothing after chapter N.")
 
     @field_validator("query")
     @classmethod
@@ -197,7 +197,7 @@ class MentionsParams(Request):
         max_length=500,
         description="A character's or place's name or alias (any case), or its file's path.",
     )
-    max_chapter: int | None = Field(None, ge=0, description="Spoiler horizon: nothing after chapter N.")
+    max_chapter: int | None = Field(None, ge=0, le=MAX_CHAPTER, description="Spoiler horizon: nothing after chapter N.")
     limit: int | None = Field(
         None,
         ge=0,
