@@ -102,6 +102,19 @@ async def test_search_finds_the_right_file_and_lines(tmp_path: Path) -> None:
         # filters, as the schema describes them
         assert set(await paths(session, "harbor", filter={"entityTypes": ["place"]})) == {"world/places/harbor.md"}
         assert await paths(session, "zephyrine", filter={"maxChapter": 4}) == []
+        # an empty answer under a filter says whether the filter did it (the agent is told to report "nothing
+        # relevant" on an empty answer): a folder no file is under, with the folders of that name; an undefined
+        # corpus; else how many results the query has without the filters
+        horizon = await call(session, "search", {"query": "zephyrine", "filter": {"maxChapter": 4}})
+        assert "filter.maxChapter 4" in horizon["note"] and "without them this query has" in horizon["note"]
+        folder = await call(session, "search", {"query": "harbor", "filter": {"pathPrefix": "Places"}})
+        assert folder["results"] == [] and folder["note"] == (
+            "filter.pathPrefix Places: no indexed file is under that folder (did you mean filter.pathPrefix "
+            "world/places?)"
+        )
+        corpus = await call(session, "search", {"query": "harbor", "filter": {"corpus": "rules"}})
+        assert corpus["note"].startswith("corpus rules: the project has no corpus of that name")
+        assert "note" not in await call(session, "search", {"query": "zephyrine"})
         # and the result lines are exactly what `get` reads
         got = await call(
             session,

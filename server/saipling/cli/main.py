@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import os
@@ -14,7 +13,7 @@ import click
 
 from .. import __version__, redact
 from ..errors import InvalidRequest, SaiplingError, StorageFull
-from ..paths import from_cwd, normalise_rel, root_relative_prefix, too_broad
+from ..paths import from_cwd, root_relative_prefix, too_broad
 from ..project import Project, find_root
 from ..retrieval.request_checks import MAX_CHAPTER
 
@@ -726,45 +725,15 @@ def search(
             "--glob": glob,
         }
         if not response["results"] and (given := {k: v for k, v in given.items() if v not in (None, "")}):
-            _why_no_results(project, req, given, path_prefix)
+            _why_no_results(project, req, given)
     finally:
         project.close(checkpoint=False)
 
 
-def _why_no_results(project: Project, req: Any, given: dict[str, Any], path_prefix: str | None) -> None:
-    """A search that found nothing under filters says whether the filters did it: a `--path` under which no file
-    is indexed (with the folders of that name the project has: `Classes` -> `Compendium/13A/Classes`), and how
-    many results the query has without the filters. A user otherwise concludes the content is not there."""
-    from dataclasses import replace
+def _why_no_results(project: Project, req: Any, given: dict[str, Any]) -> None:
+    from ..retrieval.filter_notes import why_no_results
 
-    from ..retrieval.search import run_search
-
-    if path_prefix:
-        prefix = normalise_rel(path_prefix).strip("/")  # (as the search's filter reads it: `./notes`, `.\\notes`)
-        paths = list(project.store.file_states())
-        if not any(p.startswith(prefix) for p in paths):  # (as the filter reads it: a prefix of the path)
-            folders = {"/".join(p.split("/")[: i + 1]) for p in paths for i in range(p.count("/"))}
-            last = prefix.rsplit("/", 1)[-1].casefold()
-            alike = sorted(f for f in folders if f.rsplit("/", 1)[-1].casefold() == last)
-            if not alike:
-                names = {f.rsplit("/", 1)[-1].casefold(): f for f in sorted(folders)}
-                alike = [names[n] for n in difflib.get_close_matches(last, list(names), n=3, cutoff=0.8)]
-            hint = f" (did you mean {' or '.join(f'--path {f}' for f in alike[:3])}?)" if alike else ""
-            click.echo(f"note: --path {path_prefix}: no indexed file is under that folder{hint}", err=True)
-            return
-    # (the user's filters dropped, the rest kept: role, visibility, context settings; not logged as a search)
-    unfiltered = replace(
-        req.filter, entity_types=[], file_types=[], book_id=None, chapter_id=None, max_chapter=None, known_by=None
-    )
-    plain = replace(req, filter=replace(unfiltered, path_prefix=None, glob=None), log=False)
-    found = len(run_search(project, plain)["results"])
-    shown = ", ".join(f"{k} {v}" for k, v in given.items())
-    if found:
-        click.echo(
-            f"note: nothing matches the filters ({shown}); without them this query has {found} results", err=True
-        )
-    else:
-        click.echo(f"note: no results without the filters ({shown}) either", err=True)
+    click.echo(f"note: {why_no_results(project, req, given, '--path')}", err=True)
 
 
 @main.command(cls=_RootCommand, folder_hint="to read from a folder")

@@ -26,13 +26,16 @@ def foreign_folder(abs_dir: str | Path) -> str | None:
     return None
 
 
+DEFAULT_CORPUS = "content"  # the corpus of a file no `corpora` pattern names
+
+
 @dataclass
 class ScanEntry:
     rel: str
     path: str | Path  # the file's absolute path; the scan keeps os.scandir's string (abs_path makes the Path)
     mtime_ns: int
     size: int
-    corpus: str = "content"
+    corpus: str = DEFAULT_CORPUS
 
     @property
     def abs_path(self) -> Path:
@@ -60,7 +63,7 @@ def corpus_for(rel: str, settings: Settings) -> str:
     for name, patterns in settings.corpora.items():
         if any_match(rel, list(patterns)):
             return name
-    return "content"
+    return DEFAULT_CORPUS
 
 
 def utf8_name(rel: str) -> bool:
@@ -191,7 +194,7 @@ def scan(root: Path, settings: Settings) -> ScanResult:
                 result.skipped.append((rel, f"too large ({st.st_size} bytes > maxFileBytes {settings.max_file_bytes})"))
                 log.warning("skipping %s: %d bytes is over maxFileBytes", rel, st.st_size)
                 continue
-            corpus = corpus_for(rel, settings) if corpora else "content"
+            corpus = corpus_for(rel, settings) if corpora else DEFAULT_CORPUS
             result.entries.append(ScanEntry(rel, entry.path, st.st_mtime_ns, st.st_size, corpus))
     result.entries.sort(key=lambda e: e.rel)
     return result

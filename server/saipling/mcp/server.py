@@ -90,6 +90,7 @@ SEARCH_OUTPUT: dict[str, Any] = {
         "noConfidentMatch": {"type": "boolean"},
         "degraded": _OPTIONAL_STR,
         "indexing": {"type": "boolean"},
+        "note": {"type": "string"},
     },
     "required": ["query", "mode", "results", "confidence", "noConfidentMatch", "indexing"],
 }
@@ -214,9 +215,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         "headingPath, startLine/endLine (1-based, for `get`), a snippet with the matched words in **bold**, a "
         "score from 0 to 1 and a confidence from 0 to 1 (how likely the passage is relevant at all). "
         "`noConfidentMatch` is true when nothing in the project looks relevant: say so rather than use the "
-        "results. `degraded` is present when the search could not see everything (keyword search only, chunks "
-        "not embedded yet: a miss may still be in the project) or the rerank stage could not run; `indexing` is "
-        "true while the index is still being built. Read the lines around a hit with `get` before quoting it.",
+        "results; but when a `filter` left nothing, `note` says why (a folder no file is under, with the "
+        "folders of that name; how many results the query has without the filter). `degraded` is present when "
+        "the search could not see everything (keyword search only, chunks not embedded yet: a miss may still be "
+        "in the project) or the rerank stage could not run; `indexing` is true while the index is still being "
+        "built. Read the lines around a hit with `get` before quoting it.",
         SearchParams,
         ("query", "maxResults", "mode", "minScore", "filter"),
         SEARCH_OUTPUT,
@@ -403,7 +406,16 @@ class McpFace:
     def _tool_search(self, args: dict[str, Any]) -> dict[str, Any]:
         params = self._visible({**args, "source": "agent", "respectContextSettings": True})
         response = self.project.search(params)
-        return {**response, "results": [_agent_result(r) for r in response["results"]]}
+        out = {**response, "results": [_agent_result(r) for r in response["results"]]}
+        if not out["results"] and isinstance(given := args.get("filter"), dict) and given:
+            # (the agent is told to say nothing relevant exists on an empty answer: not when its filter did it)
+            from ..retrieval.filter_notes import why_no_results
+            from ..retrieval.search import parse_request
+
+            shown = {f"filter.{k}": v for k, v in given.items() if v not in (None, "", [])}
+            if shown:
+                out["note"] = why_no_results(self.project, parse_request(params), shown, "filter.pathPrefix")
+        return out
 
     def _tool_get(self, args: dict[str, Any]) -> dict[str, Any]:
         return self.project.get(self._visible({**args, "respectContextSettings": True}))

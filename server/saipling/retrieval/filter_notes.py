@@ -1,0 +1,48 @@
+"""Why a filtered search found nothing (the CLI's note, the MCP `search` tool's `note`): a path under which no file
+is indexed (with the folders of that name the project has: `Classes` -> `Compendium/13A/Classes`), a corpus the
+project does not define, or how many results the query has without the filters. A user, or an agent told to say
+"nothing relevant" on an empty answer, otherwise concludes the content is not there."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ..files.scanner import DEFAULT_CORPUS
+from ..paths import normalise_rel
+from .project_view import ProjectView
+from .search import SearchRequest, run_search
+
+
+def why_no_results(project: ProjectView, req: SearchRequest, given: Mapping[str, Any], path_label: str) -> str:
+    """The note for a search under the filters `given` (as the caller names them: `--path` on the CLI,
+    `pathPrefix` over MCP) that found nothing; `path_label` names the path filter in a suggestion."""
+    flt = req.filter
+    if flt.path_prefix:
+        prefix = normalise_rel(flt.path_prefix).strip("/")  # (as the search's filter reads it: `./notes`)
+        paths = list(project.store.file_states())
+        if not any(p.startswith(prefix) for p in paths):  # (as the filter reads it: a prefix of the path)
+            folders = {"/".join(p.split("/")[: i + 1]) for p in paths for i in range(p.count("/"))}
+            last = prefix.rsplit("/", 1)[-1].casefold()
+            alike = sorted(f for f in folders if f.rsplit("/", 1)[-1].casefold() == last)
+            if not alike:
+                names = {f.rsplit("/", 1)[-1].casefold(): f for f in sorted(folders)}
+                alike = [names[n] for n in difflib.get_close_matches(last, list(names), n=3, cutoff=0.8)]
+            hint = f" (did you mean {' or '.join(f'{path_label} {f}' for f in alike[:3])}?)" if alike else ""
+            return f"{path_label} {flt.path_prefix}: no indexed file is under that folder{hint}"
+    corpora = [*project.settings.corpora, DEFAULT_CORPUS]
+    if flt.corpus and flt.corpus not in corpora:
+        known = f"its corpora: {', '.join(sorted(corpora))}"
+        return f"corpus {flt.corpus}: the project has no corpus of that name ({known})"
+    # (the user's filters dropped, the rest kept: role, visibility, context settings; not logged as a search)
+    unfiltered = replace(
+        flt, entity_types=[], file_types=[], book_id=None, chapter_id=None, max_chapter=None, known_by=None, corpus=None
+    )
+    plain = replace(req, filter=replace(unfiltered, path_prefix=None, glob=None), log=False)
+    found = len(run_search(project, plain)["results"])
+    shown = ", ".join(f"{k} {v}" for k, v in given.items())
+    if found:
+        return f"nothing matches the filters ({shown}); without them this query has {found} results"
+    return f"no results without the filters ({shown}) either"
