@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from fixtures import make_project, open_project, write_file
 from saipling.config.visibility import role_levels, visible
-from saipling.errors import InvalidRequest, PathOutsideRoot
+from saipling.errors import InvalidRequest
 from saipling.files.context_settings import load_context_settings
 from saipling.files.metadata import extract_metadata
 
@@ -167,12 +167,16 @@ def _check_role_less(project: Any, secret: list[str]) -> None:
     assert {r["filePath"] for r in as_author["results"]} == {"open.md", *secret}  # indexed, searchable
     enriched = project.enrich({"query": f"{WORD} vault code", "skillConfig": ALWAYS})
     assert enriched["searchResults"] and "4711" not in json.dumps(enriched)
+    with pytest.raises(InvalidRequest) as by_absent:
+        project.get({"path": "notes/absent.md"})
     for path in secret:
-        with pytest.raises(PathOutsideRoot) as by_get:
+        with pytest.raises(InvalidRequest) as by_get:
             project.get({"path": path})
-        with pytest.raises(PathOutsideRoot) as by_related:
+        with pytest.raises(InvalidRequest) as by_related:
             project.related({"path": path})
         assert "not visible" in str(by_get.value) and str(by_related.value) == str(by_get.value)
+        # refused in the words of a file that is not there: a probe learns nothing of its existence
+        assert str(by_get.value) == str(by_absent.value).replace("notes/absent.md", path)
         assert project.get({"path": path, "role": "author"})["text"]
 
 
@@ -201,9 +205,11 @@ def test_mutated_private_files_never_reach_an_mcp_agent(texts: list[str]) -> Non
             assert {r["filePath"] for r in found["results"]} == {"open.md"}
             enriched = await call(session, "enrich_context", {"query": f"{WORD} vault code", "skillConfig": ALWAYS})
             assert enriched["searchResults"] and "4711" not in json.dumps(enriched)
+            absent = await error(session, "get", {"path": "notes/absent.md"})
             for path in secret:
                 refused = await error(session, "get", {"path": path})
                 assert "not visible" in refused and await error(session, "related", {"path": path}) == refused
+                assert refused == absent.replace("notes/absent.md", path)
 
     with tempfile.TemporaryDirectory() as tmp:
         files = {f"notes/secret-{i}.md": text for i, text in enumerate(texts)}
@@ -252,6 +258,8 @@ def test_cli_role_less_requests_never_see_broken_or_capitalised_private_files(tm
     for path in ("notes/capitalised.md", "notes/secret-00.md", "notes/secret-01.md", "notes/secret-03.md"):
         got, rel = cli("get", path, "--root", str(root)), cli("related", path, "--root", str(root))
         assert got.returncode == rel.returncode == 2 and "not visible" in got.stderr
+        absent = cli("get", "notes/absent.md", "--root", str(root)).stderr  # (its last line: a warning may precede)
+        assert got.stderr.splitlines()[-1] == absent.splitlines()[-1].replace("notes/absent.md", path)
         assert rel.stderr == got.stderr and "4711" not in got.stdout + rel.stdout
 
 

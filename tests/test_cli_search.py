@@ -164,7 +164,9 @@ def test_related(root: Path) -> None:
     table = run("related", MARCUS, "--root", str(root))
     assert table.exit_code == 0 and "file § section" in table.stdout
     unknown = run("related", "characters/nobody/profile.md", "--root", str(root))  # a typo, not "not indexed yet"
-    assert unknown.exit_code == 2 and unknown.stderr == "error: path: characters/nobody/profile.md does not exist\n"
+    assert unknown.exit_code == 2 and unknown.stderr == (
+        "error: path: characters/nobody/profile.md does not exist or is not visible to this request\n"
+    )
     (root / "characters" / "new.md").write_bytes(b"\x00\x01binary")  # exists, but can never be indexed
     try:
         unindexed = run("related", "characters/new.md", "--root", str(root))

@@ -57,8 +57,10 @@ def authorize(
     alike): the path is inside the root, an indexable project file, not excluded by `.context_settings.json`
     (unless `respect` is false), a regular file no larger than maxFileBytes, and its visibility (read from the
     file on disk, as the index reads it: files/metadata.py, fail closed) is one `role` may see. Anything else is refused
-    with the same error whichever request asked, before anything of the file is used: PathOutsideRoot for a file
-    the request may not see, InvalidRequest for one that cannot be read (it does not exist, a folder, too large).
+    with the same error whichever request asked, before anything of the file is used: PathOutsideRoot for a path
+    outside the root, not indexable or excluded, InvalidRequest for a file that cannot be read (a folder, too
+    large) or is not there; one whose visibility the role may not see is refused in the same words as one that
+    does not exist (its existence is no answer to a probe).
 
     Exclusion is checked before the disk is touched (an excluded path is refused whether or not it exists)."""
     from ..files.metadata import extract_metadata  # (its YAML parser loads only for a file with frontmatter)
@@ -82,10 +84,15 @@ def authorize(
                 f"{rel} is excluded by {CONTEXT_FILE}{why} (pass respectContextSettings: false, or --all-files, "
                 "to read it)",
             )
+    levels = role_levels(project.settings.roles, role, project.settings.default_role)
+    # (a file the request may not see is refused in the words of one that does not exist: else its name, probed,
+    # told an agent that such a file is there, `Secrets/villain-plan.md`)
+    unseen = f"{rel} does not exist or is not visible to {'role ' + repr(role) if role else 'this request'}"
     try:
         if not real.is_file():
-            problem = "is not a regular file" if real.exists() else "does not exist"  # (a FIFO, a device)
-            raise InvalidRequest(field_name, f"{rel} {problem}")
+            if real.exists():  # (a folder, a FIFO, a device)
+                raise InvalidRequest(field_name, f"{rel} is not a regular file")
+            raise InvalidRequest(field_name, unseen)
         size, limit = real.stat().st_size, project.settings.max_file_bytes
         if size > limit:  # (not indexed either; a 2 GB file was read whole into memory)
             raise InvalidRequest(field_name, f"{rel} is too large ({size} bytes > maxFileBytes {limit})")
@@ -94,10 +101,9 @@ def authorize(
         raise InvalidRequest(field_name, str(exc)) from None
     except OSError as exc:
         raise InvalidRequest(field_name, f"{rel} cannot be read ({exc.strerror or exc})") from None
-    levels = role_levels(project.settings.roles, role, project.settings.default_role)
     meta = extract_metadata(rel, text)
     if not visible(meta.visibility, levels):  # as search hides it
-        raise PathOutsideRoot(field_name, f"{rel} is not visible to {'role ' + repr(role) if role else 'this request'}")
+        raise InvalidRequest(field_name, unseen)
     if meta.warning:
         warnings.append(meta.warning)
     return Authorized(real, rel, text, warnings)
