@@ -67,7 +67,9 @@ def test_parse_block_accepts_camel_case_and_caps_max_results() -> None:
         {"enabled": True, "maxResults": 500, "maxSearchTokens": 0, "filterEntityTypes": ["place"], "unknown_key": 1},
         "skillConfig",
     )
-    assert cfg == VectorSearchConfig(True, "auto", 100, 0, ["place"])
+    assert cfg == VectorSearchConfig(True, "auto", 100, 0, ["place"])  # (a skill file's key of its own: ignored)
+    with pytest.raises(InvalidRequest, match="unknown_key: is not a setting"):  # (a request's inline block: refused)
+        parse_block({"enabled": True, "unknown_key": 1}, "skillConfig", strict=True)
 
 
 @pytest.mark.parametrize(
@@ -151,7 +153,7 @@ def test_modes_and_want_search(mode: str, want: bool | None, ran: bool) -> None:
     assert should_search(_req(mode, want))[0] is ran
     assert should_search(_req(mode, want, enabled=False)) == (
         False,
-        "vector search is not enabled for this skill",
+        "vector search is not enabled for this skill (`enabled = true` turns it on)",
     )
 
 
@@ -428,6 +430,11 @@ def test_inline_skill_config(novel: Any) -> None:
         assert response["ran"] and len(response["searchResults"]) == 2
     response = novel.enrich({"query": "Marcus ferry ledger", "skillConfig": {"context": {}}})
     assert response["ran"] is False  # an empty block: the defaults (disabled)
+    # a key that is no setting is refused, naming it (it was ignored: the defaults ran, and said nothing)
+    for inline, says in (({"maxResult": 2}, "did you mean maxResults?"), ({"bogus": 1}, "one of enabled, mode")):
+        with pytest.raises(InvalidRequest) as info:
+            novel.enrich({"query": "Marcus ferry ledger", "skillConfig": inline})
+        assert info.value.field == f"skillConfig.{next(iter(inline))}" and says in str(info.value)
 
 
 def test_book_scope(novel: Any) -> None:

@@ -29,8 +29,10 @@ class VectorSearchConfig:
     max_chapter: int | None = None  # nothing after this chapter
 
 
-def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConfig:
-    """Validate a `[context.vector_search]` table (snake_case keys; camelCase accepted)."""
+def parse_block(block: Mapping[str, Any], field_prefix: str, strict: bool = False) -> VectorSearchConfig:
+    """Validate a `[context.vector_search]` table (snake_case keys; camelCase accepted). A key that is no setting:
+    with `strict` (a request's inline `skillConfig`) InvalidRequest naming it; else ignored (a skill file may be
+    shared with the app that wrote it, with settings of its own)."""
     cfg = VectorSearchConfig()
     aliases = {
         "maxResults": "max_results",
@@ -71,7 +73,26 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise InvalidRequest(name, "must be a list of strings")
             cfg.filter_entity_types = list(value)
+        elif strict:  # (ignored before: `{"maxResult": 2}` or `{"bogus": 1}` ran with the defaults, saying nothing)
+            import difflib
+
+            known = [*SKILL_KEYS, *aliases]
+            close = difflib.get_close_matches(str(raw_key), known, n=1, cutoff=0.75)
+            hint = f" (did you mean {close[0]}?)" if close else f" (one of {', '.join(SKILL_KEYS)})"
+            raise InvalidRequest(name, f"is not a setting of [context.vector_search]{hint}")
     return cfg
+
+
+SKILL_KEYS = (
+    "enabled",
+    "mode",
+    "max_results",
+    "max_search_tokens",
+    "min_relevance",
+    "filter_entity_types",
+    "known_by",
+    "max_chapter",
+)
 
 
 def load_skill(skills_dir: Path, name: str, root: Path | None = None) -> VectorSearchConfig:

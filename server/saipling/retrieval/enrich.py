@@ -58,7 +58,7 @@ def parse_enrich(project: ProjectView, params: Mapping[str, Any]) -> EnrichReque
             block = context.get("vector_search", {}) if isinstance(context, Mapping) else None
         if not isinstance(block, Mapping):
             raise InvalidRequest("skillConfig", "context.vector_search must be an object")
-        config = parse_block(block, "skillConfig")
+        config = parse_block(block, "skillConfig", strict=True)
     elif skill:
         config = load_skill(project.root / project.settings.skills_dir, skill, root=project.root)
     else:
@@ -103,7 +103,7 @@ def should_search(req: EnrichRequest) -> tuple[bool, str]:
     """Whether to run, and why. With mode auto and no wantSearch: run when the query has 2+ content words."""
     cfg = req.config
     if not cfg.enabled:
-        return False, "vector search is not enabled for this skill"
+        return False, "vector search is not enabled for this skill (`enabled = true` turns it on)"
     if cfg.mode == "never":
         return False, "skill mode is never"
     if cfg.mode == "always":
