@@ -1700,11 +1700,13 @@ class PostgresStore:
             return False
         name = f"chunks_hnsw_{dims}"
         conn = connect(self.url)
+        locked = False
         try:
             conn.execute("SET statement_timeout = 0")  # (a build of minutes: the one statement let run)
             if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (ANN_BUILD_CLASS, dims)).fetchone()[0]:
                 log.info("the HNSW index of %d-dimension vectors is being built by another process", dims)
                 return False
+            locked = True
             valid = conn.execute(
                 "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
                 (name,),
@@ -1722,7 +1724,12 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise mapped(exc, f"building the HNSW index {name}") from exc
         finally:
-            conn.close()  # (the advisory lock goes with it)
+            # released before the connection closes: the server ends a closed session's backend, and frees its
+            # locks, a moment after the client has gone (a build asked again at once found the lock still held)
+            if locked:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_advisory_unlock(%s, %s)", (ANN_BUILD_CLASS, dims))
+            conn.close()
         self._ann_dims.add(dims)
         return True
 
