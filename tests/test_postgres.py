@@ -243,6 +243,37 @@ def test_two_copies_on_one_workspace_keep_each_others_edits(tmp_path: Path, pg_u
     assert "shared workspace" in _cli("status", str(a), store=pg_url).stdout
 
 
+def test_a_misspelt_workspace_is_named_not_created_by_a_reading_command(tmp_path: Path, pg_server) -> None:
+    """`?workspace=team-bibel` for team-bible: search, status and export each made an empty workspace of that name
+    and answered from it (files: 0), advising `saipling index`, which would build a second workspace."""
+    import psycopg
+
+    from saipling.storage.postgres.store import split_location
+
+    root = saipling_project(tmp_path)
+    good = pg_server.url("team-bible")
+    done = _cli("index", str(root), store=good)
+    assert done.returncode == 0, done.stderr
+    typo = pg_server.url("team-bibel")
+    for args in (("status", str(root)), ("search", "harbor", "--root", str(root)), ("get", "notes/ideas.md")):
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "saipling"), *args],
+            env={**os.environ, "SAIPLING_STORE": typo, "SAIPLING_PROVIDER": "none"},
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert "no workspace 'team-bibel' (did you mean team-bible?" in done.stderr, done.stderr
+    with psycopg.connect(split_location(good)[0]) as conn:
+        assert conn.execute("SELECT count(*) FROM workspaces WHERE name = 'team-bibel'").fetchone()[0] == 0
+    # `index` (and the servers) still create a workspace of a new name
+    done = _cli("index", str(root), store=typo)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(_cli("status", str(root), "--json", store=typo).stdout)["totalFiles"] > 0
+
+
 def test_ann_index_fills_k_under_a_selective_filter(pg_server, monkeypatch) -> None:
     """Past ANN_MIN_ROWS a workspace is searched through HNSW with iterative scan: a filter passing 2% of chunks
     still gets k results, and they are the exact nearest among the passing chunks."""

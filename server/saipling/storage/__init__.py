@@ -37,15 +37,16 @@ def open_store(
     **options: Any,
 ) -> IndexStore:
     """The index at `location`: a `postgresql://` URL opens `storage.postgres` (imported only then) for
-    `workspace` (default: the project root's absolute path); a path, the SQLite index file there (`:memory:`: an
-    empty one in memory). For a project's SQLite index (`root` given): `create=False` gives an in-memory index
-    when none exists yet, and one that cannot be written opens read-only with a line in `warnings`
-    (storage/sqlite/opening.py). `verify=False` skips the full integrity check (one-shot readers)."""
+    `workspace` (default: the project root's absolute path; `create=False`: a workspace the database does not have
+    is an error naming the ones it has, not a new empty one: a misspelt name); a path, the SQLite index file there
+    (`:memory:`: an empty one in memory). For a project's SQLite index (`root` given): `create=False` gives an
+    in-memory index when none exists yet, and one that cannot be written opens read-only with a line in
+    `warnings` (storage/sqlite/opening.py). `verify=False` skips the full integrity check (one-shot readers)."""
     if is_server_location(location):
         from . import postgres  # type: ignore[attr-defined]  # (the `pg` branch)
 
         key = workspace or (str(Path(root).resolve()) if root is not None else "default")
-        return postgres.open_store(str(location), workspace=key, readonly=readonly, **options)
+        return postgres.open_store(str(location), workspace=key, readonly=readonly, create=create, **options)
     if root is None or readonly:
         from .sqlite.store import SqliteStore
 

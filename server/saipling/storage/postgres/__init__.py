@@ -10,14 +10,18 @@ def is_postgres_location(location: str | None) -> bool:
     return bool(location) and str(location).startswith(("postgresql://", "postgres://"))
 
 
-def open_store(url: str, *, workspace: str | None = None, readonly: bool = False, **_options: Any) -> Any:
-    """The store of one workspace of the database at `url` (its `workspace` parameter, else `workspace`)."""
+def open_store(
+    url: str, *, workspace: str | None = None, readonly: bool = False, create: bool = True, **_options: Any
+) -> Any:
+    """The store of one workspace of the database at `url` (its `workspace` parameter, else `workspace`); with
+    `create=False` one the database already has (StorageError naming those it has)."""
     try:
         from .store import PostgresStore
     except ImportError as exc:  # psycopg missing
         from ...errors import StorageUnavailable
 
         raise StorageUnavailable(
-            f"a PostgreSQL store needs the `postgres` extra (pip install 'saipling-search[postgres]'): {exc}"
+            "a PostgreSQL store needs the `postgres` extra (from the clone: python -m pip install '.[postgres]'): "
+            f"{exc}"
         ) from exc
-    return PostgresStore.open(url, workspace, readonly=readonly)
+    return PostgresStore.open(url, workspace, readonly=readonly, create=create)

@@ -272,9 +272,13 @@ class PostgresStore:
 
     # -- opening -------------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, location: str, workspace: str | None = None, readonly: bool = False) -> PostgresStore:
+    def open(
+        cls, location: str, workspace: str | None = None, readonly: bool = False, create: bool = True
+    ) -> PostgresStore:
         """Connect, migrate the schema if needed and find (or create) the workspace: the URL's `workspace`
-        parameter, else `workspace`. `readonly`: a read-only session (every write raises StorageReadOnly)."""
+        parameter, else `workspace`. `readonly`: a read-only session (every write raises StorageReadOnly).
+        `create=False` (a command that only reads: search, status, get): a workspace the database does not have
+        is a StorageError naming the ones it has (a misspelt `workspace=` made an empty one, silently)."""
         conninfo, named = split_location(location)
         name = named or workspace
         if not name:
@@ -286,8 +290,13 @@ class PostgresStore:
                 migrate(conn)
                 register(conn)
                 vectorio_ready = True
-                conn.execute("INSERT INTO workspaces(name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
-                ws = conn.execute("SELECT id FROM workspaces WHERE name = %s", (name,)).fetchone()[0]
+                if create:
+                    conn.execute("INSERT INTO workspaces(name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
+                row = conn.execute("SELECT id FROM workspaces WHERE name = %s", (name,)).fetchone()
+                if row is None:
+                    others = [r[0] for r in conn.execute("SELECT name FROM workspaces ORDER BY name LIMIT 21")]
+                    raise StorageError(_no_workspace(name, redacted(conninfo), others))
+                ws = row[0]
             except psycopg.Error as exc:
                 hint = "" if vectorio_ready else " (the server needs pgvector >= 0.8: CREATE EXTENSION vector)"
                 raise mapped(exc, f"cannot open the PostgreSQL store {redacted(conninfo)}{hint}") from exc
@@ -1732,6 +1741,15 @@ class PostgresStore:
             conn.close()
         self._ann_dims.add(dims)
         return True
+
+
+def _no_workspace(name: str, where: str, others: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, others, n=1, cutoff=0.75)
+    hint = f"did you mean {close[0]}? " if close else ""
+    has = f"its workspaces: {', '.join(others[:20])}{', ...' if len(others) > 20 else ''}" if others else "it has none"
+    return f"the PostgreSQL store {where} has no workspace {name!r} ({hint}{has}); `saipling index` creates it"
 
 
 def _levels(flt: Any) -> list[str] | None:
