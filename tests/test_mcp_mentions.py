@@ -58,3 +58,8 @@ async def test_check_passage_and_names_tools(tmp_path: Path) -> None:
         r = await call(session, "check_passage", {"text": "The Count wrote to Mina.", "chapter": 4, "maxTokens": 500})
         assert {e["entity"]["name"] for e in r["entities"]} == {"Count Dracula", "Mina Harker"}
         assert all(e["passages"] and e["profile"]["text"] for e in r["entities"]) and r["tokensUsed"] <= 500
+        # errors in the project's words, as `search` says them (not pydantic's "String should have ...")
+        assert await error(session, "check_passage", {"text": ""}) == "invalid argument text: must not be empty"
+        # the CLI's PATH:START-END given to `get`: where the lines go instead
+        said = await error(session, "get", {"path": "characters/mina.md:9-11"})
+        assert "names lines: give the path alone (characters/mina.md) and the lines as startLine" in said

@@ -3,6 +3,7 @@ check of every request that names a file."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,12 @@ def authorize(
         raise InvalidRequest(field_name, "is required and must be a non-empty string")
     real, rel = resolve_path(project.root, path)
     reason = is_indexable(project.root, rel, project.settings)
+    if reason is not None and (lines := _LINES_SUFFIX_RE.fullmatch(rel)) is not None:  # (the CLI's PATH:START-END)
+        raise InvalidRequest(
+            field_name,
+            f"{rel} names lines: give the path alone ({lines.group(1)}) and the lines as startLine and lines (or "
+            "endLine)",
+        )
     if reason is not None:
         raise PathOutsideRoot(field_name, f"{rel} is not an indexable project file ({reason})")
     warnings: list[str] = []
@@ -107,6 +114,9 @@ def authorize(
     if meta.warning:
         warnings.append(meta.warning)
     return Authorized(real, rel, text, warnings)
+
+
+_LINES_SUFFIX_RE = re.compile(r"(.+\.(?:md|markdown|mdx|txt|json)):\d+(?:-\d+)?", re.IGNORECASE)
 
 
 def file_lines(text: str) -> list[str]:

@@ -385,6 +385,11 @@ def error_message(model: type[BaseModel], err: Mapping[str, Any]) -> tuple[str, 
         return name, f"must be {op} {bound}, got {err.get('input')!r:.60}"
     if kind == "finite_number":
         return name, "must be a finite number"
+    if kind in ("string_too_short", "too_short") and ctx.get("min_length") == 1:  # (as `search` says of its query)
+        return name, "must not be empty"
+    if kind in ("string_too_long", "too_long"):
+        unit = "characters" if kind == "string_too_long" else "items"
+        return name, f"is too long (at most {ctx.get('max_length')} {unit})"
     return name, str(err.get("msg", "is invalid"))
 
 
