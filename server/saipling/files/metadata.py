@@ -86,8 +86,8 @@ def slugify(value: str) -> str:
 
 # Bumped when the rules that read a file's metadata change (its visibility above all): the indexer re-reads every
 # file of an index written under other rules (IndexContext.chunking_signature), so no file keeps a level read the old
-# way.
-METADATA_VERSION = 3
+# way. 4: a chapter number read from the file's own name (`chapter-21.md`) as well as its folders and frontmatter.
+METADATA_VERSION = 4
 PRIVATE = "private"  # the level a file gets when its frontmatter cannot be read (config/visibility.py: fail closed)
 _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
 
@@ -316,6 +316,9 @@ def extract_metadata(rel_path: str, text: str) -> FileMeta:
     elif isinstance(fm.get("chapter"), int) and not isinstance(fm.get("chapter"), bool) and 0 <= fm["chapter"] < 2**63:
         # (past 2**63 SQLite cannot store it: the file would not be indexed at all)
         meta.chapter_num = int(fm["chapter"])
+        meta.chapter_id = f"ch-{meta.chapter_num:02d}"
+    elif chap := _CHAPTER_RE.search(parts[-1]):  # (`books/book-01/chapter-21.md`: a chapter passed every horizon)
+        meta.chapter_num = int(chap.group(2))
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"
     scene = _SCENE_RE.search(rel_path)
     if meta.entity_name is None and scene and meta.chapter_id:

@@ -15,7 +15,7 @@ from typing import Any
 from ..config.visibility import role_levels, visible
 from ..embeddings.base import estimate_tokens
 from ..files.metadata import extract_metadata, split_frontmatter
-from .entities import Entity, EntityProject, disk_reader, entity_index
+from .entities import Entity, EntityProject, body_as_of, disk_reader, entity_index
 
 DEFAULT_BUDGET = 4000
 PASSAGES_PER_ENTITY = 5
@@ -59,7 +59,8 @@ def check_passage(project: Any, params: dict[str, Any]) -> dict[str, Any]:
         if text and not visible(extract_metadata(e.path, text).visibility, levels):
             text = ""  # made invisible to this role on disk since it was indexed: its facts are not given
         fm, body_start, _ = split_frontmatter(text)
-        body = "\n".join(text.split("\n")[max(0, body_start - 1) :]).strip()
+        # (as of the passage's chapter: a profile's sections headed for a later one are no evidence yet)
+        body = body_as_of("\n".join(text.split("\n")[max(0, body_start - 1) :]), req.chapter).strip()
         profile_text = _cut(body, max(0, left // 3))
         left -= estimate_tokens(profile_text)
         query = " ".join(" ".join(said).split())[:QUERY_MAX_CHARS]

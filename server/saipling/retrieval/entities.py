@@ -470,6 +470,27 @@ def chapter_sections(lines: list[str]) -> list[tuple[int, int, int, str]]:
     return out
 
 
+def past_horizon(heading_path: str | None, horizon: int) -> bool:
+    """Whether a passage under `heading_path` sits in a section headed for a chapter after `horizon` (a profile's
+    `## Chapter 21: bitten`): the hover leaves such sections out, and so do search, agent context and
+    check_passage under a spoiler horizon."""
+    if not heading_path:
+        return False
+    return any(
+        (m := _CHAPTER_HEADING_RE.search(part)) is not None and int(m.group(1)) > horizon
+        for part in heading_path.split(" > ")
+    )
+
+
+def body_as_of(body: str, horizon: int | None) -> str:
+    """A profile body without its sections headed for a chapter after `horizon` (None: the whole body)."""
+    if horizon is None:
+        return body
+    lines = body.split("\n")
+    hidden = {n for first, last, ch, _ in chapter_sections(lines) if ch > horizon for n in range(first, last)}
+    return "\n".join(line for n, line in enumerate(lines) if n not in hidden)
+
+
 def declaration(text: str) -> tuple[int, int]:
     """The frontmatter block's lines (0-based, inclusive); line 0 alone when there is none."""
     _, body_start, _ = split_frontmatter(text)

@@ -321,7 +321,9 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
         sync()  # files saved since their text was read (the server refreshes them at once; this is the race)
     for _attempt in range(4):
         ranked, evidence = _rank(project, req, flt, qvec, mode, n_cand)
-        pairs, missing, stale = live_rows(project, ranked, depth, check=sync is not None, known=evidence.rows)
+        pairs, missing, stale = live_rows(
+            project, ranked, depth, check=sync is not None, known=evidence.rows, horizon=flt.max_chapter
+        )
         if stale:
             if not synced and sync is not None:
                 sync(stale)  # changed on disk since they were read: refresh their text, then rank again
@@ -588,10 +590,15 @@ def live_rows(
     want: int,
     check: bool = False,
     known: Mapping[int, StoredChunk] | None = None,
+    horizon: int | None = None,
 ) -> tuple[list[tuple[StoredChunk, Ranked]], set[str], set[str]]:
     """The first `want` ranked chunks whose files still exist, with their rows; the paths found missing; and
     (with `check`) the paths whose file changed on disk since it was indexed (their lines may have moved).
-    `known`: rows this search already read (fusion.Evidence.rows), not read again."""
+    `known`: rows this search already read (fusion.Evidence.rows), not read again. `horizon` (a spoiler
+    horizon, maxChapter): passages in a section headed for a later chapter (a profile's `## Chapter 21`) are left
+    out, as the hover leaves them out (the filter itself goes by each file's chapter only)."""
+    if horizon is not None:
+        from .entities import past_horizon
     page = want + LIVE_ROWS_MARGIN
     rows: dict[int, StoredChunk] = {}
     out: list[tuple[StoredChunk, Ranked]] = []
@@ -611,7 +618,7 @@ def live_rows(
                 new = {row.path for row in fetched.values()} - checked.keys()
                 stale.update(project.stale_paths(new))
         row = rows.get(r.chunk_id)
-        if row is None:
+        if row is None or (horizon is not None and past_horizon(row.heading_path, horizon)):
             continue
         path = row.path
         if path not in checked:  # gone, or made unreadable (a chmod changes no mtime): not served

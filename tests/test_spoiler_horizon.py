@@ -1,0 +1,58 @@
+"""A spoiler horizon (`maxChapter`) in search, agent context and check_passage goes by the chapter a passage
+belongs to: a chapter file's (its folder, frontmatter or own name: `chapter-21.md`) and, inside a series bible's
+pages, the chapter a section is headed for (`## Chapter 21: bitten`), as the hover card already went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fixtures import make_project, open_project
+from saipling.retrieval.continuity import check_passage
+
+LUCY = (
+    "---\nname: Lucy Westenra\ntype: character\naliases: [Lucy]\n---\n# Lucy Westenra\n\n"
+    "Mina's friend, courted by three suitors.\n\n"
+    "## Chapter 3\n\nLucy writes to Mina about the three proposals.\n\n"
+    "## Chapter 12: the transfusions\n\nLucy weakens night after night; after four transfusions of blood she "
+    "dies, and the doctors grieve the lovely sleepwalker.\n"
+)
+FILES = {
+    "characters/lucy-westenra/profile.md": LUCY,
+    "books/book-01/ch-03/scene-01.md": "---\npov: Mina\n---\n# Chapter 3\n\nLucy wrote of her suitors at Whitby.\n",
+    # a chapter known by its file name alone (no folder, no frontmatter): it passed every horizon
+    "books/book-01/chapter-21.md": "# CHAPTER 21\n\nThe transfusions failed; the sleepwalker dies before dawn.\n",
+}
+
+
+def test_later_sections_and_chapters_stay_behind_the_horizon(tmp_path: Path) -> None:
+    root = make_project(tmp_path, FILES)
+    with open_project(root) as project:
+        project.index()
+        ask = {"query": "sleepwalker dies after four transfusions", "mode": "lexical", "maxResults": 10}
+        everything = project.search(ask)["results"]
+        assert {r["headingPath"] for r in everything} >= {"Lucy Westenra > Chapter 12: the transfusions", "CHAPTER 21"}
+        assert {r["chapterId"] for r in everything if r["filePath"].endswith("chapter-21.md")} == {"ch-21"}
+        horizon = project.search({**ask, "filter": {"maxChapter": 8}})["results"]
+        assert not any("Chapter 12" in (r["headingPath"] or "") for r in horizon)
+        assert not any(r["filePath"].endswith("chapter-21.md") for r in horizon)
+        # the same profile's earlier sections, and the page's undated text, still answer
+        early = project.search(
+            {"query": "Lucy three proposals suitors", "mode": "lexical", "filter": {"maxChapter": 8}}
+        )
+        assert "Lucy Westenra > Chapter 3" in {r["headingPath"] for r in early["results"]}
+        # agent context under the horizon
+        enriched = project.enrich(
+            {
+                "query": "sleepwalker dies after four transfusions",
+                "skillConfig": {"enabled": True, "mode": "always", "maxChapter": 8},
+            }
+        )
+        assert "transfusions" not in enriched["contextBlock"]
+        # check_passage as of chapter 5: the profile's text stops before its Chapter 12 section
+        checked = check_passage(project, {"text": "Lucy sat by the window.", "chapter": 5})
+        (lucy,) = [e for e in checked["entities"] if e["entity"]["name"] == "Lucy Westenra"]
+        assert "Chapter 3" in lucy["profile"]["text"] and "transfusions" not in lucy["profile"]["text"]
+        assert all("transfusions" not in p["text"] for p in lucy["passages"])
+        later = check_passage(project, {"text": "Lucy sat by the window.", "chapter": 14})
+        (lucy,) = [e for e in later["entities"] if e["entity"]["name"] == "Lucy Westenra"]
+        assert "transfusions" in lucy["profile"]["text"]
