@@ -64,12 +64,12 @@ def test_skill_defaults(tmp_path: Path) -> None:
 
 def test_parse_block_accepts_camel_case_and_caps_max_results() -> None:
     cfg = parse_block(
-        {"enabled": True, "maxResults": 500, "maxSearchTokens": 0, "filterEntityTypes": ["place"], "unknown_key": 1},
+        {"enabled": True, "maxResults": 500, "maxSearchTokens": 0, "filterEntityTypes": ["place"]},
         "skillConfig",
     )
-    assert cfg == VectorSearchConfig(True, "auto", 100, 0, ["place"])  # (a skill file's key of its own: ignored)
-    with pytest.raises(InvalidRequest, match="unknown_key: is not a setting"):  # (a request's inline block: refused)
-        parse_block({"enabled": True, "unknown_key": 1}, "skillConfig", strict=True)
+    assert cfg == VectorSearchConfig(True, "auto", 100, 0, ["place"])
+    with pytest.raises(InvalidRequest, match="unknown_key: is not a setting"):
+        parse_block({"enabled": True, "unknown_key": 1}, "skillConfig")
 
 
 @pytest.mark.parametrize(
@@ -86,6 +86,8 @@ def test_parse_block_accepts_camel_case_and_caps_max_results() -> None:
         ('[context.vector_search]\nfilter_entity_types = "character"', "filter_entity_types"),
         ("[context.vector_search]\nfilter_entity_types = [1]", "filter_entity_types"),
         (b"\xff\xfe[context]", "not valid TOML"),
+        # a typo switched the spoiler horizon off, unseen
+        ("[context.vector_search]\nmax_chapters = 8", "max_chapters: is not a setting of [context.vector_search] (did"),
     ],
 )
 def test_bad_skill_files_are_invalid_requests(tmp_path: Path, toml: str | bytes, message: str) -> None:

@@ -29,10 +29,9 @@ class VectorSearchConfig:
     max_chapter: int | None = None  # nothing after this chapter
 
 
-def parse_block(block: Mapping[str, Any], field_prefix: str, strict: bool = False) -> VectorSearchConfig:
-    """Validate a `[context.vector_search]` table (snake_case keys; camelCase accepted). A key that is no setting:
-    with `strict` (a request's inline `skillConfig`) InvalidRequest naming it; else ignored (a skill file may be
-    shared with the app that wrote it, with settings of its own)."""
+def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConfig:
+    """Validate a `[context.vector_search]` table (snake_case keys; camelCase accepted). A key that is no setting
+    is refused, naming it: ignored, a typo (`max_chapters = 8`) switched a skill's spoiler horizon off unseen."""
     cfg = VectorSearchConfig()
     aliases = {
         "maxResults": "max_results",
@@ -73,7 +72,7 @@ def parse_block(block: Mapping[str, Any], field_prefix: str, strict: bool = Fals
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise InvalidRequest(name, "must be a list of strings")
             cfg.filter_entity_types = list(value)
-        elif strict:  # (ignored before: `{"maxResult": 2}` or `{"bogus": 1}` ran with the defaults, saying nothing)
+        else:  # (ignored before: `{"maxResult": 2}` or `{"bogus": 1}` ran with the defaults, saying nothing)
             import difflib
 
             known = [*SKILL_KEYS, *aliases]

@@ -58,7 +58,7 @@ def parse_enrich(project: ProjectView, params: Mapping[str, Any]) -> EnrichReque
             block = context.get("vector_search", {}) if isinstance(context, Mapping) else None
         if not isinstance(block, Mapping):
             raise InvalidRequest("skillConfig", "context.vector_search must be an object")
-        config = parse_block(block, "skillConfig", strict=True)
+        config = parse_block(block, "skillConfig")
     elif skill:
         config = load_skill(project.root / project.settings.skills_dir, skill, root=project.root)
     else:
