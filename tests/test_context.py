@@ -653,3 +653,23 @@ def test_link_definitions_and_comments_at_a_passage_end_are_left_out(tmp_path: P
         (hit,) = [r for r in response["searchResults"] if r["filePath"] == "fs.md"]
         # the chunk's line range still covers them (the lines are not lost for `get`)
         assert hit["endLine"] == doc.count("\n")
+
+
+def test_a_loaded_file_that_answers_best_does_not_sink_the_other_passages(tmp_path: Path) -> None:
+    """Each result's score is measured against the best one: when that was a loaded file (or a force file), every
+    other passage fell under min_relevance and the agent got nothing ("best score 0.90 is below 0.50")."""
+    crew = "The hunters of the Count: the crew of light, sworn hunters of the Count. " * 12
+    files = {
+        "world/crew.md": "# The Crew of Light\n\n" + crew,
+        "books/ch-04.md": "# Chapter 4\n\nThe hunters met at dusk and swore to find the coffins of the Count.\n",
+        **{f"notes/n{i}.md": f"# Note {i}\n\nRain over Whitby; the count of ships was low.\n" for i in range(12)},
+    }
+    root = make_project(tmp_path, files)
+    with open_project(root) as project:
+        project.index()
+        ask = {"query": "hunters of the Count", "skillConfig": ALWAYS | {"min_relevance": 0.7}, "maxResults": 3}
+        free = project.enrich(ask)
+        assert [r["filePath"] for r in free["searchResults"]][:1] == ["world/crew.md"]
+        loaded = project.enrich(ask | {"loadedFiles": ["world/crew.md"]})
+        assert [r["filePath"] for r in loaded["searchResults"]] == ["books/ch-04.md"], loaded["reason"]
+        assert {"path": "world/crew.md", "reason": "already_loaded"} in loaded["skipped"]

@@ -159,8 +159,10 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
     results = response["results"]
     dropped = sorted({r["filePath"] for r in results if already_loaded(r["filePath"])})
     skipped: dict[tuple[str, str], None] = {(path, "already_loaded"): None for path in dropped}
-    if dropped and sum(not already_loaded(r["filePath"]) for r in results) < req.max_results:
-        # Loaded files crowded the page: search again with them excluded before ranking.
+    if dropped:
+        # Loaded files are among the results: search again with them excluded before ranking. They crowded the
+        # page, and each result's score is measured against the best one: below a loaded file that answered
+        # best, every other passage fell under min_relevance and the agent got nothing.
         dup = loaded | {p for p in project.store.file_states() if already_loaded(p)}
         results = search(sorted(dup), log=False)["results"]
     floor = req.config.min_relevance
@@ -169,7 +171,7 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
         if r["score"] < floor and not already_loaded(r["filePath"]):
             skipped.setdefault((r["filePath"], "low_relevance"), None)
     if not any(not already_loaded(r["filePath"]) for r in relevant):
-        best = max((r["score"] for r in results), default=0.0)
+        best = max((r["score"] for r in results if not already_loaded(r["filePath"])), default=0.0)
         out["reason"] = f"{reason}; the search found nothing relevant" + (
             f" (best score {best:.2f} is below min_relevance {floor:.2f})" if results else ""
         )
