@@ -150,3 +150,20 @@ def test_check_passage_gives_each_entity_its_profile_and_earlier_passages_within
                     assert n <= chapter and hit["filePath"] != e["entity"]["path"]
         with pytest.raises(InvalidRequest, match="text"):
             continuity.check_passage(p, {"text": ""})
+
+
+def test_drift_counts_each_use_once_at_its_line_in_long_files(tmp_path: Path) -> None:
+    """A long chapter is chunked in overlapping windows, and a chunk's text does not keep every blank line: a
+    misspelling was counted twice where two windows overlap, and reported a line early after a double blank."""
+    root = novel_project(tmp_path)
+    prose = " ".join(f"The night was long and the road was cold, mile {i}." for i in range(400))
+    text = f"# Chapter 9\n\n{prose}\n\n\n\nThen Minna wrote in her journal.\n\n{prose} Minna slept.\n\n{prose}\n"
+    write_file(root, "books/book-01/phase-1-setup/ch-09/scene-01.md", text)
+    lines = text.split("\n")
+    first = next(n for n, line in enumerate(lines, 1) if "Minna" in line)
+    with open_project(root) as p:
+        summary = p.index()
+        assert summary.chunks > 10  # (windows: the overlap is real)
+        found = {d.word: d for d in names.drift(p)}
+        assert found["Minna"].count == text.count("Minna") == 2
+        assert found["Minna"].first == ("books/book-01/phase-1-setup/ch-09/scene-01.md", first)

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..config.visibility import role_levels, visible
 from ..files.context_settings import load_context_settings
-from .entities import Entity, EntityProject, entity_index
+from .entities import Entity, EntityProject, disk_reader, entity_index, frontmatter_lines
 
 _WORD_RE = re.compile(r"[^\W\d_][^\W\d_'’-]*")
 _FENCE_RE = re.compile(r"^ {0,3}(```|~~~)")
@@ -85,10 +85,22 @@ def vocabulary(project: EntityProject, role: str | None = None) -> Vocabulary:
     levels = role_levels(project.settings.roles, role, project.settings.default_role)
     cs = load_context_settings(project.root)
     voc = Vocabulary()
+    # each file's text as saved, once: the chunks' texts overlap (a window repeats the end of the one before: a
+    # word there was counted twice) and do not keep every blank line (a word's line came out one early)
+    read = disk_reader(project.root)
+    done: set[str] = set()
     for row in project.store.prose():
+        if row.path in done:
+            continue
+        done.add(row.path)
         if not visible(row.visibility, levels) or cs.mode_for(row.path) == "exclude":
             continue
-        for n, line in _prose_lines(row.text or ""):
+        text = read(row.path)
+        if not text:
+            continue
+        skip = frontmatter_lines(text)
+        body = text.split("\n")[skip:]
+        for n, line in _prose_lines("\n".join(body), start=skip + 1):
             prev = ""
             for m in _WORD_RE.finditer(line):
                 w = m.group(0).rstrip("'’-")
@@ -97,7 +109,7 @@ def vocabulary(project: EntityProject, role: str | None = None) -> Vocabulary:
                     occ = voc.capitalised.setdefault(w, Occurrence())
                     occ.count += 1
                     if occ.first is None:
-                        occ.first = (row.path, row.start_line + n)
+                        occ.first = (row.path, n)
                     gap = line[m.start() - 2 : m.start()] if m.start() >= 2 else ""
                     if prev[:1].islower() or gap.endswith(", "):
                         occ.mid_sentence += 1
@@ -107,9 +119,10 @@ def vocabulary(project: EntityProject, role: str | None = None) -> Vocabulary:
     return voc
 
 
-def _prose_lines(text: str) -> Iterator[tuple[int, str]]:
+def _prose_lines(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """The lines of `text` outside code, numbered from `start`, inline code blanked."""
     fenced = False
-    for n, line in enumerate(text.split("\n")):
+    for n, line in enumerate(text.split("\n"), start):
         if _FENCE_RE.match(line):
             fenced = not fenced
             continue
