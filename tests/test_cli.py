@@ -411,6 +411,9 @@ def test_a_query_starting_with_a_dash_gets_a_hint(tmp_path: Path) -> None:
         assert result.exit_code == 2
         assert "No such option" in result.output and "--max-old-space-size" in result.output
         assert f"Put -- before it: saipling {command} -- --max-old-space-size" in result.output, result.output
+        # a single dash is read as short options (`-foo`: `-f`): the hint still quotes the whole word
+        short = run(command, "-foo", "--root", str(root))
+        assert short.exit_code == 2 and f"Put -- before it: saipling {command} -- -foo" in short.output, short.output
     # the hint works: the query after --
     found = run("search", "--root", str(root), "--mode", "lexical", "--json", "--", "-harbor")
     assert found.exit_code == 0, found.output

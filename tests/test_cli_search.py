@@ -81,6 +81,7 @@ def test_search_explain(root: Path) -> None:
         (["--chapter", "ch-03"], lambda r: r["chapterId"] == "ch-03"),
         (["--chapter", "3"], lambda r: r["chapterId"] == "ch-03"),  # as a writer types it
         (["--chapter", "Ch-3"], lambda r: r["chapterId"] == "ch-03"),
+        (["--chapter", "Chapter 3"], lambda r: r["chapterId"] == "ch-03"),
         (["--max-chapter", "2"], lambda r: r["chapterId"] in (None, "ch-01", "ch-02")),
         (["--path", "world"], lambda r: r["filePath"].startswith("world/")),
         (["--glob", "books/**/*.md"], lambda r: r["filePath"].startswith("books/")),
@@ -91,6 +92,12 @@ def test_search_explain(root: Path) -> None:
 def test_search_filters(root: Path, args: list[str], check: Any) -> None:
     results = search_json(root, "harbor ferry ledger marcus storm elena guild marigold", "-k", "100", *args)["results"]
     assert results and all(check(r) for r in results)
+
+
+def test_a_chapter_that_is_no_chapter_is_a_usage_error(root: Path) -> None:
+    """`--chapter five` matched no file and said only that nothing matched the filters."""
+    result = run("search", "harbor", "--chapter", "five", "--root", str(root))
+    assert result.exit_code == 2 and "--chapter: 'five' is not a chapter" in result.stderr, result.output
 
 
 def test_search_respects_exclusion_unless_all_files(root: Path) -> None:

@@ -125,6 +125,8 @@ BAD_REQUESTS = [
     pytest.param({"query": "q", "filter": {"fileTypes": {"a": 1}}}, "filter.fileTypes", id="fileTypes-dict"),
     pytest.param({"query": "q", "filter": {"bookId": 1}}, "filter.bookId", id="bookId-int"),
     pytest.param({"query": "q", "filter": {"chapterId": 2}}, "filter.chapterId", id="chapterId-int"),
+    # (matched no file, and said only that nothing matched)
+    pytest.param({"query": "q", "filter": {"chapterId": "five"}}, "filter.chapterId", id="chapterId-words"),
     pytest.param({"query": "q", "filter": {"pathPrefix": ["a"]}}, "filter.pathPrefix", id="pathPrefix-list"),
     pytest.param({"query": "q", "filter": {"glob": None, "corpus": 7}}, "filter.corpus", id="corpus-int"),
     pytest.param({"query": "q", "filter": {"glob": False}}, "filter.glob", id="glob-bool"),

@@ -141,6 +141,7 @@ class _QueryCommand(_RootCommand):
     (`--roots`) is a typo, and only the option it is close to is offered."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # (the parser consumes `args`: `-foo` was shown as the `-f` left of it)
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as exc:
@@ -152,7 +153,7 @@ class _QueryCommand(_RootCommand):
                 ) from None
             import shlex
 
-            word = next((a for a in args if a.startswith("-") and a.split("=")[0].startswith(exc.option_name)), None)
+            word = next((a for a in given if a.startswith("-") and a.split("=")[0].startswith(exc.option_name)), None)
             shown = word or exc.option_name
             exc.message = (
                 f"{exc.message}\nA query that starts with '-'? Put -- before it: "

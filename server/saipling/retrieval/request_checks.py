@@ -30,8 +30,12 @@ def check_query(value: str, max_chars: int | None) -> str:
 _CHAPTER_REF = re.compile(r"(?:ch(?:apter)?[-_ ]?)?0*(\d+)", re.IGNORECASE)
 
 
-def chapter_id(ref: str) -> str:
+def chapter_id(ref: str, field: str = "filter.chapterId") -> str:
     """A chapter as a writer types it (`5`, `ch-5`, `Chapter 5`) -> the id its files get (`ch-05`, files/metadata.py);
-    anything else as given."""
+    InvalidRequest naming `field` for anything else (`five` matched no file, and said only that nothing matched)."""
+    from ..errors import InvalidRequest
+
     m = _CHAPTER_REF.fullmatch(ref.strip())
-    return f"ch-{int(m.group(1)):02d}" if m else ref
+    if m is None or len(m.group(1)) > 9:
+        raise InvalidRequest(field, f"{ref!r} is not a chapter: give its number, ch-NN or Chapter N")
+    return f"ch-{int(m.group(1)):02d}"

@@ -173,7 +173,7 @@ def cli_request(
         entity_types=list(entity_types or []),
         file_types=list(file_types or []),
         book_id=book_id,
-        chapter_id=chapter_ref(chapter_id) if chapter_id else None,  # (`--chapter 5` is ch-05)
+        chapter_id=chapter_ref(chapter_id, "--chapter") if chapter_id else None,  # (`--chapter 5` is ch-05)
         max_chapter=max_chapter,
         path_prefix=normalise_rel(path_prefix) if path_prefix else None,
         glob=glob,
