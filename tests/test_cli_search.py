@@ -225,6 +225,14 @@ def test_enrich(root: Path) -> None:
     assert never.stdout.strip() == "(nothing added: skill mode is never)"
     missing = run("enrich", "storm ledger", "--root", str(root), "--skill", "nope")
     assert missing.exit_code == 2 and missing.stderr.startswith("error: skill: ")
+    # the request's own limits, as the MCP tool and the language server take them
+    args = ("enrich", "storm ledger sister", "--root", str(root), "--json")
+    wide = json.loads(run(*args, "--max-tokens", "50000").stdout)["searchResults"]
+    assert len(wide) > 2 and any(re.search(r"/ch-0[2-9]/", r["filePath"]) for r in wide), wide
+    assert len(json.loads(run(*args, "-k", "2").stdout)["searchResults"]) == 2
+    early = json.loads(run(*args, "--max-chapter", "1").stdout)["searchResults"]
+    assert early and not any(re.search(r"/ch-0[2-9]/", r["filePath"]) for r in early)
+    assert run(*args, "--known-by", "nobody-at-all").exit_code == 2
 
 
 # -- usage errors ----------------------------------------------------------------------------------------------

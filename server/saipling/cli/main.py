@@ -796,11 +796,16 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("--skill", default=None, help="Skill TOML name in the skills folder.")
 @click.option("--loaded", multiple=True, help="A file already in the agent's context (repeatable).")
-@click.option("--book", default=None)
-@click.option("--max-tokens", type=int, default=None, help="Search token budget.")
+@click.option("--book", default=None, help="Only this book (and the files that belong to no book: the bible).")
+@click.option("--max-tokens", type=click.IntRange(0), default=None, help="Search token budget.")
+@click.option("-k", "--max-results", type=click.IntRange(1, 100), default=None, help="At most this many passages.")
+@click.option(
+    "--max-chapter", type=click.IntRange(0, MAX_CHAPTER), default=None, help="Spoiler horizon: nothing after chapter N."
+)
+@click.option("--known-by", default=None, help="Only what this character knows (scenes of their pov or naming them).")
 @click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
-def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
+def enrich(query, root, skill, loaded, book, max_tokens, max_results, max_chapter, known_by, role, as_json) -> None:
     """Assemble search results into an agent context block (what saipling/enrichContext returns)."""
     project = _open(root, enclosing=True)
     try:
@@ -811,6 +816,9 @@ def enrich(query, root, skill, loaded, book, max_tokens, role, as_json) -> None:
             "loadedFiles": list(loaded),
             "bookId": book,
             "maxSearchTokens": max_tokens,
+            "maxResults": max_results,
+            "maxChapter": max_chapter,
+            "knownBy": known_by,
             "role": role,
         }
         response = project.enrich({a: b for a, b in params.items() if b is not None})
