@@ -1018,3 +1018,16 @@ def test_a_cjk_query_word_matches_the_start_of_a_longer_run(tmp_path: Path) -> N
         p.index()
         assert [r["filePath"] for r in p.search({"query": "東京", "mode": "lexical"})["results"]] == ["tokyo.md"]
         assert [r["filePath"] for r in p.search({"query": "夜の港", "mode": "lexical"})["results"]] == ["tokyo.md"]
+
+
+@pytest.mark.parametrize("terms", [[], ["tide"], ["nothing-here"]])
+def test_a_snippet_ends_at_a_word_with_an_ellipsis(terms: list[str]) -> None:
+    """`related` gives snippets without query words: they were cut mid-word with no mark ("he is coming thi")."""
+    from saipling.markdown.terms import make_snippet
+
+    text = "What it was, whether animal or man, I cannot say; it came with the dark and left by the tide. " * 4
+    snippet = make_snippet(text, terms, 80)
+    assert snippet.endswith("…") and len(snippet.replace("**", "")) <= 82
+    body = snippet.strip("…").replace("**", "")
+    assert body and body in text and (body.split()[-1] + " ") in text + " "  # (a whole word ends it)
+    assert make_snippet("a short text", terms, 80) == "a short text"

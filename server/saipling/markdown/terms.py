@@ -258,7 +258,7 @@ def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
     keys = {match_key(t) for t in terms}
     folded = fold_text(flat.lower())
     if not keys or not any(k[:3] in folded for k in keys):  # a stem starts like the word it came from
-        return flat[:width]
+        return _ended(flat, 0, width)
 
     def hit(word: str) -> bool:  # the word, or a part of a camelCase word (`setTimeout` for "timeout")
         return not keys.isdisjoint(word_keys(word))
@@ -281,9 +281,18 @@ def make_snippet(text: str, terms: list[str], width: int = 240) -> str:
             return f"**{word}**"
         return inside.sub(lambda c: f"**{c.group(0)}**", word) if inside is not None else word
 
-    piece = flat[start : start + width]
-    marked = WORD_RE.sub(mark, piece)
-    return ("…" if start > 0 else "") + marked + ("…" if start + width < len(flat) else "")
+    piece = _ended(flat, start, width)
+    return ("…" if start > 0 else "") + WORD_RE.sub(mark, piece)
+
+
+def _ended(flat: str, start: int, width: int) -> str:
+    """`flat[start:start + width]`, ended at a word's end with "…" when the text goes on (a snippet read "he is
+    coming thi")."""
+    end = start + width
+    if end >= len(flat):
+        return flat[start:]
+    space = flat.rfind(" ", start + width // 2, end + 1)
+    return flat[start : space if space > 0 else end].rstrip() + "…"
 
 
 # ![alt](src) / [text](url "title"): one level of brackets in the text, the url without spaces or parentheses
