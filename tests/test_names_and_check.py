@@ -148,6 +148,10 @@ def test_check_passage_gives_each_entity_its_profile_and_earlier_passages_within
                 for hit in e["passages"]:
                     n = int(hit["chapterId"].removeprefix("ch-"))
                     assert n <= chapter and hit["filePath"] != e["entity"]["path"]
+                spans = [(h["filePath"], h["startLine"], h["endLine"]) for h in e["passages"]]
+                assert not any(  # (overlapping chunks spent the budget on the same lines twice)
+                    f == g and a <= d and c <= b for i, (f, a, b) in enumerate(spans) for g, c, d in spans[i + 1 :]
+                ), spans
         with pytest.raises(InvalidRequest, match="text"):
             continuity.check_passage(p, {"text": ""})
 

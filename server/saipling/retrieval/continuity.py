@@ -71,10 +71,15 @@ def check_passage(project: Any, params: dict[str, Any]) -> dict[str, Any]:
             project,
             {"query": query, "maxResults": PASSAGES_PER_ENTITY + 1, "filter": flt, "source": "agent", "role": req.role},
         )
-        passages = []
+        passages: list[dict[str, Any]] = []
         for r in response["results"]:
             if r["filePath"] == e.path:
                 continue
+            if any(
+                p["filePath"] == r["filePath"] and p["startLine"] <= r["endLine"] and r["startLine"] <= p["endLine"]
+                for p in passages
+            ):
+                continue  # (lines a passage given already holds: overlapping chunks spent the budget twice)
             chunk = _chunk_text(project, r["filePath"], r["startLine"])
             cost = estimate_tokens(chunk)
             if cost > left:
