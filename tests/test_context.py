@@ -673,3 +673,23 @@ def test_a_loaded_file_that_answers_best_does_not_sink_the_other_passages(tmp_pa
         loaded = project.enrich(ask | {"loadedFiles": ["world/crew.md"]})
         assert [r["filePath"] for r in loaded["searchResults"]] == ["books/ch-04.md"], loaded["reason"]
         assert {"path": "world/crew.md", "reason": "already_loaded"} in loaded["skipped"]
+
+
+def test_a_file_with_a_passage_in_the_context_is_not_listed_as_skipped_for_low_relevance(tmp_path: Path) -> None:
+    """`skipped` is per file: a file whose strong passage was added and whose weak one was not was listed as
+    skipped for low relevance beside its own passage in searchResults."""
+    strong = "The lighthouse keeper climbs the lighthouse stair to light the lighthouse lamp at dusk."
+    weak = " ".join(f"Gulls cry over grey water, wave {i}." for i in range(200)) + " A lighthouse far off."
+    files = {
+        "notes/keeper.md": f"# Keeper\n\n## Duty\n\n{strong}\n\n## Weather\n\n{weak}\n",
+        **{f"notes/other-{i}.md": f"# Other {i}\n\nBread and cheese at the inn, day {i}.\n" for i in range(8)},
+    }
+    root = make_project(tmp_path, files)
+    with open_project(root) as project:
+        project.index()
+        response = project.enrich(
+            {"query": "lighthouse keeper lamp", "skillConfig": ALWAYS | {"min_relevance": 0.6}, "maxResults": 5}
+        )
+        added = {r["filePath"] for r in response["searchResults"]}
+        assert "notes/keeper.md" in added
+        assert not {s["path"] for s in response["skipped"] if s["reason"] == "low_relevance"} & added

@@ -222,7 +222,11 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
     if over_budget and not out["searchResults"]:  # nothing added, and not for want of relevant passages
         found = f"the {over_budget} passages found are each" if over_budget > 1 else "the one passage found is"
         out["reason"] = f"{reason}; {found} over the {budget}-token budget"
-    out["skipped"] = [{"path": path, "reason": reason} for path, reason in skipped]
+    # (a file with a passage in the context is not one skipped for low relevance: its weaker passages were left)
+    added_paths = {r["filePath"] for r in out["searchResults"]}
+    out["skipped"] = [
+        {"path": path, "reason": why} for path, why in skipped if not (why == "low_relevance" and path in added_paths)
+    ]
     out["contextBlock"] = ctx.render()
     out["tokensUsed"] = ctx.tokens
     return out
