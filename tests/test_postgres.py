@@ -223,6 +223,16 @@ def test_two_copies_on_one_workspace_keep_each_others_edits(tmp_path: Path, pg_u
     assert done.returncode == 0, done.stderr
     assert _found("quetzalcoatl", a, pg_url) == [scene]
     assert _found("axolotl", a, pg_url) == ["notes/tower.md"]
+    # B searching for A's new note (its copy lacks the file): left out of B's results, kept for everyone
+    assert _found("axolotl", b, pg_url) == []
+    with open_project(b, store=pg_url) as project:  # (before A's own search could read it back in)
+        assert "notes/tower.md" in project.store.file_states()
+    assert _found("axolotl", a, pg_url) == ["notes/tower.md"]
+    # B re-chunking (other chunk limits, or a new saipling's rules) re-reads its own files, not over A's newer ones
+    with open_project(b, store=pg_url, chunking={"max_tokens": 300, "target_tokens": 150}) as project:
+        summary = project.index()
+        assert summary.deleted == 0 and "notes/tower.md" in project.store.file_states()
+    assert _found("quetzalcoatl", a, pg_url) == [scene]
     # B's own edit reaches A the same way, and A's copy (older there) keeps it
     harbor = "world/places/harbor.md"
     with (b / harbor).open("a") as f:
@@ -241,6 +251,32 @@ def test_two_copies_on_one_workspace_keep_each_others_edits(tmp_path: Path, pg_u
     st = json.loads(done.stdout)
     assert st["store"] == "postgresql" and st["indexPath"].startswith("postgresql://") and "#" in st["indexPath"]
     assert "shared workspace" in _cli("status", str(a), store=pg_url).stdout
+
+
+def test_one_copy_on_postgres_drops_files_deleted_or_excluded_as_sqlite_does(tmp_path: Path, pg_url: str) -> None:
+    """One author on a PostgreSQL store: a file deleted, or excluded by the config since, leaves the index at the next
+    `saipling index` and the next search (privacy: an excluded diary stayed searchable when every PostgreSQL store
+    kept the files a copy lacked)."""
+    root = saipling_project(tmp_path)
+    (root / "private").mkdir()
+    (root / "private" / "diary.md").write_text("# Diary\n\nThe axolotl knows my secret.\n")
+    (root / "notes" / "old.md").write_text("# Old\n\nA narwhal note, soon deleted.\n")
+    assert _cli("index", str(root), store=pg_url).returncode == 0
+    assert _found("axolotl", root, pg_url) == ["private/diary.md"]
+    (root / ".saipling").mkdir(exist_ok=True)
+    (root / ".saipling" / "config.toml").write_text('exclude = ["private/**"]\n')
+    (root / "notes" / "old.md").unlink()
+    done = _cli("index", str(root), "--json", store=pg_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["deleted"] == 2
+    assert _found("axolotl", root, pg_url) == [] and _found("narwhal", root, pg_url) == []
+    # and a one-shot search drops them as well, without an index run
+    (root / "notes" / "gone.md").write_text("# Gone\n\nA quokka passes.\n")
+    assert _found("quokka", root, pg_url) == ["notes/gone.md"]
+    (root / "notes" / "gone.md").unlink()
+    assert _found("quokka", root, pg_url) == []
+    with open_project(root, store=pg_url) as project:
+        assert "notes/gone.md" not in project.store.file_states()
 
 
 def test_a_misspelt_workspace_is_named_not_created_by_a_reading_command(tmp_path: Path, pg_server) -> None:

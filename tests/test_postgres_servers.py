@@ -56,6 +56,12 @@ async def test_two_authors_share_one_workspace(tmp_path: Path, pg_server) -> Non
             assert await search_paths(two, "narwhal") == [SCENE_5]
             assert await search_paths(two, "zephyrine betrayal")  # (its results read and checked its copy)
             assert await search_paths(one, "narwhal") == [SCENE_5]
+            # a note only the first copy has: the second's search leaves it out of its own results, not the index
+            (first / "notes" / "only-here.md").write_text("# Mine\n\nThe platypus swims.\n", encoding="utf-8")
+            did_save(one, first / "notes" / "only-here.md")
+            assert await search_paths(one, "platypus") == ["notes/only-here.md"]
+            assert await search_paths(two, "platypus") == []
+            assert await search_paths(one, "platypus") == ["notes/only-here.md"]
 
 
 async def test_mcp_server_on_postgres(tmp_path: Path, pg_url: str) -> None:

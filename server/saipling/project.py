@@ -385,7 +385,7 @@ class Project:
                         continue
             except OSError:
                 continue
-            if st is None or st.changed_here(now.st_mtime_ns, now.st_size, self.store.shared):
+            if st is None or st.changed_here(now.st_mtime_ns, now.st_size, self.store.copy_id):
                 stale.append(p)
         return stale
 

@@ -17,7 +17,7 @@ from ..embeddings.base import EmbeddingProvider
 from ..errors import IndexCancelled, ProviderError
 from ..files.scanner import ScanEntry, corpus_for, is_indexable, scan, shown_name, symlink_reason, utf8_name
 from ..markdown.chunker import ChunkLimits
-from ..storage.base import IndexStore, LockHandle
+from ..storage.base import IndexStore, LockHandle, gone_here
 from . import mention_scan
 from .context import CHUNKING_META, IndexContext, file_failed
 from .embed_phase import EmbeddingPhase
@@ -202,6 +202,7 @@ class Indexer:
 
     def _run(self, full, paths, progress, cancel, embed, hold, first, confirm) -> IndexSummary:
         summary = IndexSummary()
+        asked_full = full  # (`--full`; a re-chunk below reads every file too, but on a shared store not as one)
         start = time.perf_counter()
         if isinstance(self.provider, EmbeddingProvider):
             self.provider.begin_pass()  # a provider that stopped calling its server tries again
@@ -227,9 +228,11 @@ class Indexer:
             result = scan(self.root, self.settings)
             entries, summary.skipped = result.entries, list(result.skipped)
             seen = {e.rel for e in entries}
-            # (on a shared index a file this copy lacks may be another copy's: only a full run, which makes the
-            # workspace this copy's, drops it; a file deleted here leaves through the server's delete event)
-            stale = [p for p in self.store.file_states() if p not in seen] if full or not self.store.shared else []
+            # (on a shared store a file this copy lacks may be another copy's new note: only `--full`, which makes
+            # the workspace this copy's, drops every one: live.freshness.gone_here)
+            states = self.store.file_states()
+            here = None if asked_full else self.store.copy_id
+            stale = gone_here(self.root, states, seen, here)
         else:
             entries, stale = self._entries_for(paths, summary)
             full = True  # explicit paths: always check content (hash decides)
@@ -237,13 +240,19 @@ class Indexer:
         summary.scanned = len(entries)
         states = self.store.file_states()
         todo = []
-        shared = self.store.shared
+        here = self.store.copy_id
         for e in entries:
             st = states.get(e.rel)
+            if full and not asked_full and st is not None and not st.mine(here):
+                # a re-chunk (other limits or rules) on a shared store: another copy's version is re-read from this
+                # copy only when newer here, else left as it is for that copy to re-chunk
+                if not st.changed_here(e.mtime_ns, e.size, here):
+                    summary.unchanged += 1
+                    continue
             if (
                 not full
                 and st is not None
-                and not st.changed_here(e.mtime_ns, e.size, shared)
+                and not st.changed_here(e.mtime_ns, e.size, here)
                 and os.access(e.abs_path, os.R_OK)  # chmod changes no mtime: an unreadable file is read (and dropped)
             ):
                 summary.unchanged += 1

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ..config.settings import INDEX_DIR
 from ..errors import IndexBusy
 from ..files.scanner import SKIP_DIRS, scan
-from ..storage.base import FileState
+from ..storage.base import FileState, gone_here
 from .unindexable import still_refused, unindexable
 
 if TYPE_CHECKING:
@@ -117,17 +117,16 @@ class LazySync:
                 files[path] = _stat(path)
         seen: set[str] = set()
         changed: list[str] = []
-        shared = self.project.store.shared
+        here = self.project.store.copy_id
         for e in result.entries:
             seen.add(e.rel)
             st = states.get(e.rel)
-            if st is not None and not st.changed_here(e.mtime_ns, e.size, shared):
+            if st is not None and not st.changed_here(e.mtime_ns, e.size, here):
                 continue
             if self._unindexable.get(e.rel) == (e.mtime_ns, e.size):
                 continue
             changed.append(e.rel)
-        if not shared:  # (a file another copy wrote and this one lacks is not this copy's to delete)
-            changed += [p for p in states if p not in seen]
+        changed += gone_here(root, states, seen, here)
         for p in [p for p in self._unindexable if p not in seen]:
             del self._unindexable[p]
         self._pending = (folders, files)
@@ -193,19 +192,18 @@ def changed_on_disk(project: Project, states: dict[str, FileState] | None = None
 def _changes(project: Project, states: dict[str, FileState]) -> tuple[list[str], list[str]]:
     """`changed_on_disk` in two: the files to read (edited or new), and the indexed ones the scan no longer finds
     (deleted, or excluded by the settings since): dropping those reads nothing. On a shared index (a workspace
-    several copies write) only this copy's changes: no file older here than indexed, none it lacks
-    (FileState.changed_here)."""
+    several copies write) only this copy's changes: FileState.changed_here, gone_here."""
     refused = unindexable(project.store)
     found = scan(project.root, project.settings)
     seen = {e.rel for e in found.entries}
-    shared = project.store.shared
+    here = project.store.copy_id
     to_read = [
         e.rel
         for e in found.entries
-        if ((st := states.get(e.rel)) is None or st.changed_here(e.mtime_ns, e.size, shared))
+        if ((st := states.get(e.rel)) is None or st.changed_here(e.mtime_ns, e.size, here))
         and not still_refused(refused.get(e.rel), project.root, e.rel, e.mtime_ns, e.size)
     ]
-    return to_read, [] if shared else [p for p in states if p not in seen]
+    return to_read, gone_here(project.root, states, seen, here)
 
 
 def projects_below(root: Path) -> list[str]:

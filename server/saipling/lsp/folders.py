@@ -197,8 +197,7 @@ async def open_folder(ls: SaiplingServer, uri: str, name: str, config: dict[str,
         )
         return None
     folder = Folder(uri, name, LiveIndex(project, clock=ls.clock, name=name))
-    if not project.store.shared:  # (on a workspace several copies write, a file this copy lacks may be another's)
-        project.on_missing_file = folder.live.queue.deleted  # search drops vanished files
+    project.on_missing_file = folder.live.queue.deleted  # search drops vanished files (search.project_missing)
     folder.live.queue.listener = partial(text_changed, ls, folder)  # every change: its text is refreshed at once
     project.on_refreshed = partial(queue_for_embedding, folder)  # a search found a file changed on disk
     ls.folders[uri] = folder

@@ -684,7 +684,12 @@ def _coverages(
 
 
 def project_missing(project: ProjectView, path: str) -> None:
-    """A result's file is gone from disk: drop it and queue it for deindex."""
+    """A result's file is gone from disk: drop it and queue it for deindex. On a shared store, only a file this
+    copy wrote last (storage.base.gone_here): one another copy wrote may be its new note, left out of this copy's
+    results only (the search excludes it either way)."""
+    here = getattr(project.store, "copy_id", None)
+    if here is not None and not all(st.mine(here) for st in project.store.file_states_for([path]).values()):
+        return
     hook = getattr(project, "on_missing_file", None)
     if hook is not None:
         hook(path)

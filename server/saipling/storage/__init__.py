@@ -46,7 +46,12 @@ def open_store(
         from . import postgres  # type: ignore[attr-defined]  # (the `pg` branch)
 
         key = workspace or (str(Path(root).resolve()) if root is not None else "default")
-        return postgres.open_store(str(location), workspace=key, readonly=readonly, create=create, **options)
+        store = postgres.open_store(str(location), workspace=key, readonly=readonly, create=create, **options)
+        if root is not None:  # (this copy of the project, written with each file: storage.base.FileState.origin)
+            import socket
+
+            store.copy_id = f"{socket.gethostname()}:{Path(root).resolve()}"
+        return store
     if root is None or readonly:
         from .sqlite.store import SqliteStore
 

@@ -76,6 +76,7 @@ Changes after the interface was first published (09:25, for the `pg` branch) are
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
@@ -221,16 +222,37 @@ class FileState:
     content_hash: str
     mtime_ns: int
     size: int
+    origin: str | None = None  # the copy of the project that wrote it (a shared store's; None: this index's own)
 
-    def changed_here(self, mtime_ns: int, size: int, shared: bool = False) -> bool:
-        """Whether this copy's file, now (mtime_ns, size) on disk, is to be read into the index again. On a
-        project's own index: whenever either differs. On a `shared` index (a workspace that several copies of one
-        project write, docs/postgres.md) a file older on this disk than the version indexed is another copy's
-        newer edit, not one of this copy's: it is left as indexed (else each copy's next search put its own older
-        text back, and two authors undid each other's saved edits)."""
+    def mine(self, here: str | None) -> bool:
+        """Whether this copy (`here`, the store's `copy_id`; None: a project's own index) wrote the file last."""
+        return here is None or self.origin is None or self.origin == here
+
+    def changed_here(self, mtime_ns: int, size: int, here: str | None = None) -> bool:
+        """Whether this copy's file, now (mtime_ns, size) on disk, is to be read into the index again: whenever
+        either differs from what this copy wrote (a project's own index: always this copy's). A version another
+        copy wrote (a workspace several copies of one project share, docs/postgres.md) is replaced only by a
+        file newer on this disk: one older here is that copy's newer edit (else each copy's next search put its
+        own older text back, and two authors undid each other's saved edits); one it read within its
+        timestamp's tick (mtime 0) it reads again itself."""
         if (self.mtime_ns, self.size) == (mtime_ns, size):
             return False
-        return not (shared and self.mtime_ns and mtime_ns < self.mtime_ns)
+        if self.mine(here):
+            return True
+        return bool(self.mtime_ns) and mtime_ns >= self.mtime_ns
+
+
+def gone_here(
+    root: os.PathLike[str] | str, states: dict[str, FileState], seen: set[str], here: str | None
+) -> list[str]:
+    """The indexed files a scan of this copy did not find that this copy may drop: every one on a project's own
+    index; on a shared one (`here`: this copy), those this copy wrote last and those still on its disk (excluded or
+    hidden by the settings since: dropped for everyone, fail closed); a file another copy wrote that this one lacks
+    may be that copy's new note, and stays."""
+    gone = [p for p in states if p not in seen]
+    if here is None:
+        return gone
+    return [p for p in gone if states[p].mine(here) or os.path.lexists(os.path.join(root, p))]
 
 
 @dataclass
@@ -1089,13 +1111,15 @@ class IndexStore(ChunkStore, KeywordIndex, VectorIndex, EmbeddingCache, MentionS
 
     Attributes: `path` where it lives, for messages and cache keys (a file path for SQLite; a URL WITHOUT its
     password plus the workspace for a server); `readonly` (opened for reading only: every write raises
-    StorageReadOnly); `shared` (a workspace that several copies of a project write: each copy's files on disk
-    are not the whole truth, FileState.changed_here); `rebuilt` (why, when an unusable index was replaced by an
-    empty one at open, else None); `disk_full` (why, when it was opened read-only for lack of room, else None)."""
+    StorageReadOnly); `shared` (a server's workspace, which several copies of a project may write); `copy_id`
+    (this copy of the project, host and folder, on a shared store: what FileState.origin and changed_here compare;
+    None for a project's own index); `rebuilt` (why, when an unusable index was replaced by an empty one at open,
+    else None); `disk_full` (why, when it was opened read-only for lack of room, else None)."""
 
     path: str
     readonly: bool
     shared: bool
+    copy_id: str | None
     rebuilt: str | None
     disk_full: str | None
 

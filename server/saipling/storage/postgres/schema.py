@@ -29,7 +29,7 @@ database at once migrate it once).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MIGRATION_LOCK = 0x5A1_9115  # pg_advisory_xact_lock key of the migrations (any constant of our own)
 
 # combining marks removed after NFKD (markdown.terms.fold_text), then anything not a letter or a digit a separator
@@ -290,5 +290,10 @@ INSERT INTO chunk_terms(ws, lexeme, chunk_id, tf, doclen, level)
 INSERT INTO file_terms(ws, lexeme, file_id, tf, doclen)
   SELECT f.ws, u.lexeme, f.id, coalesce(array_length(u.positions, 1), 1), f.doclen
   FROM files f CROSS JOIN LATERAL unnest(f.tsv) u;
+""",
+    # 5: which copy of the project last wrote each file (host and folder: storage.base.FileState.changed_here), so
+    # several copies sharing a workspace keep each other's edits and new files
+    """
+ALTER TABLE files ADD COLUMN IF NOT EXISTS origin text;
 """,
 ]

@@ -238,6 +238,9 @@ class PostgresStore:
         self.rebuilt: str | None = None
         self.readonly = False
         self.shared = True  # a workspace: every copy of the project with this `workspace` writes it
+        # this copy of the project (host and folder), written with each file (`origin`); None: opened without a
+        # project (tools, tests), whose writes and checks are those of a project's own index
+        self.copy_id: str | None = None
         self.disk_full: str | None = None
         self._version_cache: dict[Any, tuple[int, Any]] = {}
         self._ann_dims: set[int] = set()  # dimensions whose HNSW index exists
@@ -519,18 +522,18 @@ class PostgresStore:
 
     # -- files ---------------------------------------------------------------------------------------------
     def file_states(self) -> dict[str, FileState]:
-        rows = self._rows("SELECT path, content_hash, mtime_ns, size FROM files WHERE ws = %s", (self.ws,))
-        return {p: FileState(h, int(m), int(s)) for p, h, m, s in rows}
+        rows = self._rows("SELECT path, content_hash, mtime_ns, size, origin FROM files WHERE ws = %s", (self.ws,))
+        return {p: FileState(h, int(m), int(s), o) for p, h, m, s, o in rows}
 
     def file_states_for(self, paths: Iterable[str]) -> dict[str, FileState]:
         paths = list(paths)
         if not paths:
             return {}
         rows = self._rows(
-            "SELECT path, content_hash, mtime_ns, size FROM files WHERE ws = %s AND path = ANY(%s)",
+            "SELECT path, content_hash, mtime_ns, size, origin FROM files WHERE ws = %s AND path = ANY(%s)",
             (self.ws, list(paths)),
         )
-        return {p: FileState(h, int(m), int(s)) for p, h, m, s in rows}
+        return {p: FileState(h, int(m), int(s), o) for p, h, m, s, o in rows}
 
     def get_file(self, path: str) -> StoredFile | None:
         rows = self._dicts(f"SELECT {_FILE_COLUMNS} FROM files WHERE ws = %s AND path = %s", (self.ws, path))
@@ -552,7 +555,8 @@ class PostgresStore:
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         with self.atomic():
             self.conn.execute(
-                "UPDATE files SET mtime_ns = %s, size = %s WHERE ws = %s AND path = %s", (mtime_ns, size, self.ws, path)
+                "UPDATE files SET mtime_ns = %s, size = %s, origin = %s WHERE ws = %s AND path = %s",
+                (mtime_ns, size, self.copy_id, self.ws, path),
             )
 
     def delete_file(self, path: str) -> bool:
@@ -700,7 +704,8 @@ class PostgresStore:
         # (with its chunks' CJK runs as character pairs, as SQLite's whole-file keywords: schema.py, migration 3)
         text = "\n".join([*(ch.text for ch in chunks), *ident_lines(chunks), *_cjk_lines(chunks)])
         self.conn.execute(
-            "INSERT INTO files(ws, " + _FILE_COLUMNS + ", tsv, doclen) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s,"
+            "INSERT INTO files(ws, origin, " + _FILE_COLUMNS + ", tsv, doclen) VALUES (%s, %s, %s, %s, %s, %s, %s, %s,"
+            " %s, %s,"
             " %s, %s, %s, %s, %s, %s, %s, %s, %s,"
             " CASE WHEN length(%s) > 400000 THEN strip(to_tsvector('saipling', saipling_fold(%s)))"
             " ELSE to_tsvector('saipling', saipling_fold(%s)) END,"
@@ -711,8 +716,8 @@ class PostgresStore:
             " entity_type = excluded.entity_type, entity_name = excluded.entity_name,"
             " display_name = excluded.display_name, aliases = excluded.aliases, book_id = excluded.book_id,"
             " chapter_id = excluded.chapter_id, visibility = excluded.visibility, corpus = excluded.corpus,"
-            " warning = excluded.warning, tsv = excluded.tsv, doclen = excluded.doclen",
-            (self.ws, *record.file_row(time.time(), len(chunks)), text, text, text, text),
+            " warning = excluded.warning, tsv = excluded.tsv, doclen = excluded.doclen, origin = excluded.origin",
+            (self.ws, self.copy_id, *record.file_row(time.time(), len(chunks)), text, text, text, text),
         )
 
     def chunk_hashes(self) -> list[tuple[str, str, int]]:

@@ -107,6 +107,7 @@ class SqliteStore:
         self.rebuilt = rebuilt  # reason, when a corrupted index was moved aside at open
         self.readonly = readonly  # opened read-only (a read-only folder or mount): reads only
         self.shared = False  # (one copy's own index, in its .saipling folder)
+        self.copy_id: str | None = None  # (every file is this copy's: storage.base.FileState.changed_here)
         # why, when it was opened read-only for a full disk (storage/sqlite/opening.py)
         self.disk_full: str | None = None
         # opened without the whole-file check (a big index: integrity.py): checked on a thread after (opening.py)
