@@ -544,3 +544,33 @@ def test_a_visibility_that_yaml_folds_into_several_words_is_private() -> None:
     text = "---\ntitle: A Note\nvisibility: private\n  - a dangling list item\n---\n# Secret\n"
     assert extract_metadata("a.md", text).visibility == "private"
     assert extract_metadata("b.md", "---\nvisibility: Members\n---\n# M\n").visibility == "members"
+
+
+def test_a_filter_note_never_names_or_betrays_a_hidden_file(tmp_path: Path) -> None:
+    """The note of a filtered search that found nothing (MCP `note`, the CLI's) listed folders and files of every
+    indexed file: `secrets` got "did you mean Secrets?", and a private file's path got "nothing matches" where a
+    missing one got "no indexed file is under that folder"."""
+    from saipling.retrieval.filter_notes import why_no_results
+    from saipling.retrieval.search import parse_request, run_search
+
+    files = {
+        "open.md": OPEN,
+        "Secrets/villain-plan.md": "---\nvisibility: private\n---\n# Plan\n\nThe vault code is 4711.\n",
+        "Drafts/old.md": "# Old\n\nAn old vault draft.\n",
+        ".context_settings.json": '{"Drafts/": "exclude"}',
+    }
+    root = make_project(tmp_path, files)
+    with open_project(root) as project:
+        project.index()
+
+        def note(prefix: str) -> str:
+            params = {"query": "vault code", "filter": {"pathPrefix": prefix}}
+            req = parse_request(params)
+            assert run_search(project, req)["results"] == []
+            return why_no_results(project, parse_request(params), {"filter.pathPrefix": prefix}, "filter.pathPrefix")
+
+        for hidden in ("secrets", "Secrets", "drafts"):  # (the prefix echoed back, never a hidden folder offered)
+            assert note(hidden) == f"filter.pathPrefix {hidden}: no indexed file is under that folder"
+        probes = ("Secrets/villain-plan.md", "Secrets/hero-plan.md", "Drafts/old.md", "Drafts/new.md")
+        said = {p: note(p).replace(p, "P") for p in probes}
+        assert len(set(said.values())) == 1, said

@@ -13,16 +13,24 @@ from typing import Any
 from ..files.scanner import DEFAULT_CORPUS
 from ..paths import normalise_rel
 from .project_view import ProjectView
-from .search import SearchRequest, run_search
+from .search import SearchRequest, build_filter, run_search
 
 
 def why_no_results(project: ProjectView, req: SearchRequest, given: Mapping[str, Any], path_label: str) -> str:
     """The note for a search under the filters `given` (as the caller names them: `--path` on the CLI,
     `pathPrefix` over MCP) that found nothing; `path_label` names the path filter in a suggestion."""
     flt = req.filter
+    # (the user's filters dropped, the rest kept: role, visibility, context settings; not logged as a search)
+    unfiltered = replace(
+        flt, entity_types=[], file_types=[], book_id=None, chapter_id=None, max_chapter=None, known_by=None, corpus=None
+    )
+    plain = replace(req, filter=replace(unfiltered, path_prefix=None, glob=None, exclude_paths=[]), log=False)
     if flt.path_prefix:
         prefix = normalise_rel(flt.path_prefix).strip("/")  # (as the search's filter reads it: `./notes`)
-        paths = list(project.store.file_states())
+        # only the files this request may see: a hint naming a private or excluded folder, or "nothing matches"
+        # against "no file is under that folder", told an agent which hidden files exist
+        seen = build_filter(project, replace(plain, filter=replace(plain.filter)))
+        paths = sorted({p for _, p in project.store.chunk_ids_for_paths(list(project.store.file_states()), seen)})
         if not any(p.startswith(prefix) for p in paths):  # (as the filter reads it: a prefix of the path)
             folders = {"/".join(p.split("/")[: i + 1]) for p in paths for i in range(p.count("/"))}
             last = prefix.rsplit("/", 1)[-1].casefold()
@@ -36,11 +44,6 @@ def why_no_results(project: ProjectView, req: SearchRequest, given: Mapping[str,
     if flt.corpus and flt.corpus not in corpora:
         known = f"its corpora: {', '.join(sorted(corpora))}"
         return f"corpus {flt.corpus}: the project has no corpus of that name ({known})"
-    # (the user's filters dropped, the rest kept: role, visibility, context settings; not logged as a search)
-    unfiltered = replace(
-        flt, entity_types=[], file_types=[], book_id=None, chapter_id=None, max_chapter=None, known_by=None, corpus=None
-    )
-    plain = replace(req, filter=replace(unfiltered, path_prefix=None, glob=None), log=False)
     found = len(run_search(project, plain)["results"])
     shown = ", ".join(f"{k} {v}" for k, v in given.items())
     if found:
