@@ -171,3 +171,15 @@ def test_drift_counts_each_use_once_at_its_line_in_long_files(tmp_path: Path) ->
         found = {d.word: d for d in names.drift(p)}
         assert found["Minna"].count == text.count("Minna") == 2
         assert found["Minna"].first == ("books/book-01/phase-1-setup/ch-09/scene-01.md", first)
+
+
+def test_names_reads_visibility_from_the_text_it_reads(tmp_path: Path) -> None:
+    """The vocabulary is read from disk: a file made private since it was indexed must not lend its words."""
+    root = novel_project(tmp_path)
+    write_file(root, "notes/plan.md", "# Plan\n\nA public note.\n")
+    with open_project(root) as p:
+        p.index()
+        secret = "---\nvisibility: private\n---\n# Plan\n\n" + "Then Jonathon met Zorgath. " * 8 + "\n"
+        write_file(root, "notes/plan.md", secret)  # (not indexed again: the row still says public)
+        found = names.request(p, {"drift": True, "unknown": True, "minCount": 2})
+        assert "Zorgath" not in json.dumps(found) and "notes/plan.md" not in json.dumps(found)

@@ -56,3 +56,22 @@ def test_later_sections_and_chapters_stay_behind_the_horizon(tmp_path: Path) -> 
         later = check_passage(project, {"text": "Lucy sat by the window.", "chapter": 14})
         (lucy,) = [e for e in later["entities"] if e["entity"]["name"] == "Lucy Westenra"]
         assert "transfusions" in lucy["profile"]["text"]
+
+
+def test_chapter_numbers_past_any_book_are_refused_or_ignored(tmp_path: Path) -> None:
+    """A horizon or chapter of 2**63 was an OverflowError (an internal error over MCP); a file named
+    `chapter-99999999999999999999.md` could not be indexed at all."""
+    import pytest
+
+    from saipling.errors import InvalidRequest
+
+    root = make_project(tmp_path, {**FILES, "notes/chapter-99999999999999999999.md": "# Far\n\nA far chapter.\n"})
+    with open_project(root) as project:
+        summary = project.index()
+        assert not summary.failed and "notes/chapter-99999999999999999999.md" in project.store.file_states()
+        skill = {"enabled": True, "mode": "always", "maxChapter": 2**63}
+        with pytest.raises(InvalidRequest, match="maxChapter"):
+            project.enrich({"query": "sleepwalker", "skillConfig": skill})
+        with pytest.raises(InvalidRequest) as info:
+            check_passage(project, {"text": "Lucy sat by the window.", "chapter": 2**31})
+        assert info.value.field == "chapter"

@@ -12,10 +12,10 @@ from typing import Any
 import click
 
 from .. import __version__, redact
+from ..config.settings import MAX_CHAPTER
 from ..errors import InvalidRequest, SaiplingError, StorageFull
 from ..paths import from_cwd, root_relative_prefix, too_broad
 from ..project import Project, find_root
-from ..retrieval.request_checks import MAX_CHAPTER
 
 log = logging.getLogger("saipling")
 

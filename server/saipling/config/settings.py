@@ -22,6 +22,9 @@ INDEX_FILE = "index.db"
 CONFIG_FILE = "config.toml"
 
 
+MAX_CHAPTER = 2**31 - 1  # a chapter number past this is no chapter (2**63 was an OverflowError binding it to SQLite)
+
+
 @dataclass
 class ChunkingSettings:
     max_tokens: int = 1000

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequest
+from .settings import MAX_CHAPTER
 
 SEARCH_MODES = ("auto", "always", "never")
 # Passages scoring below this are not given to an agent (retrieval/search.py's 0..1 score; see README "Search").
@@ -65,8 +66,8 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
                 raise InvalidRequest(name, "must be an entity's name")
             cfg.known_by = value
         elif key == "max_chapter":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidRequest(name, "must be a chapter number (0 or more)")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CHAPTER:
+                raise InvalidRequest(name, f"must be a chapter number (0 to {MAX_CHAPTER})")
             cfg.max_chapter = value
         elif key == "filter_entity_types":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

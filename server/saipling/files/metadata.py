@@ -310,14 +310,15 @@ def extract_metadata(rel_path: str, text: str) -> FileMeta:
     elif fm.get("book") is not None and not isinstance(fm.get("book"), dict | list):
         meta.book_id = slugify(str(fm["book"])) or None
     chap = _CHAPTER_RE.search("/".join(parts[:-1]) + "/") if len(parts) > 1 else None
-    if chap:
+    if chap and len(chap.group(2)) <= 9:  # (`ch-99999999999999999999/` is no chapter: SQLite cannot store it)
         meta.chapter_num = int(chap.group(2))
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"
     elif isinstance(fm.get("chapter"), int) and not isinstance(fm.get("chapter"), bool) and 0 <= fm["chapter"] < 2**63:
         # (past 2**63 SQLite cannot store it: the file would not be indexed at all)
         meta.chapter_num = int(fm["chapter"])
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"
-    elif chap := _CHAPTER_RE.search(parts[-1]):  # (`books/book-01/chapter-21.md`: a chapter passed every horizon)
+    elif (chap := _CHAPTER_RE.search(parts[-1])) and len(chap.group(2)) <= 9:
+        # (`books/book-01/chapter-21.md`: a chapter passed every horizon; `chapter-99999999999999999999.md` is none)
         meta.chapter_num = int(chap.group(2))
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"
     scene = _SCENE_RE.search(rel_path)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..config.visibility import role_levels, visible
 from ..files.context_settings import load_context_settings
+from ..files.metadata import extract_metadata
 from .entities import Entity, EntityProject, disk_reader, entity_index, frontmatter_lines
 
 _WORD_RE = re.compile(r"[^\W\d_][^\W\d_'’-]*")
@@ -96,8 +97,8 @@ def vocabulary(project: EntityProject, role: str | None = None) -> Vocabulary:
         if not visible(row.visibility, levels) or cs.mode_for(row.path) == "exclude":
             continue
         text = read(row.path)
-        if not text:
-            continue
+        if not text or not visible(extract_metadata(row.path, text).visibility, levels):
+            continue  # (the text read now decides: a file made private since it was indexed shows nothing)
         skip = frontmatter_lines(text)
         body = text.split("\n")[skip:]
         for n, line in _prose_lines("\n".join(body), start=skip + 1):

@@ -8,7 +8,6 @@ import re
 
 MAX_QUERY_CHARS = 2000
 MAX_RESULTS = 100  # the most results one request may ask for
-MAX_CHAPTER = 2**31 - 1  # a chapter number past this is no chapter (2**63 was an OverflowError binding it to SQLite)
 MODES = ("hybrid", "semantic", "lexical")
 SOURCES = ("editor", "agent", "cli", "eval")
 

@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
+from ..config.settings import MAX_CHAPTER
 from ..errors import InvalidRequest
 from ..paths import glob_problem
-from .request_checks import MAX_CHAPTER, MAX_QUERY_CHARS, MAX_RESULTS, check_query
+from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, check_query
 
 Mode = Literal["hybrid", "semantic", "lexical"]
 Source = Literal["editor", "agent", "cli", "eval"]
@@ -231,7 +232,10 @@ class CheckPassageParams(Request):
         min_length=1, max_length=100_000, description="The passage to check (written or drafted), as markdown."
     )
     chapter: int | None = Field(
-        None, ge=0, description="The passage's chapter: evidence comes from this chapter and earlier ones only."
+        None,
+        ge=0,
+        le=MAX_CHAPTER,
+        description="The passage's chapter: evidence comes from this chapter and earlier ones only.",
     )
     max_tokens: int | None = Field(
         None, ge=1, le=200_000, description="Token budget for all the evidence returned (default 4000)."
