@@ -495,7 +495,7 @@ def test_related_of_a_missing_path_is_an_error_not_indexed_false(tmp_path: Path)
 
 def test_an_index_written_under_the_old_rules_is_re_read(tmp_path: Path) -> None:
     """A file indexed as public by the old reading of its frontmatter is re-read on the next run (no edit)."""
-    from saipling.indexing.indexer import CHUNKING_META
+    from saipling.indexing.context import CHUNKING_META
     from saipling.storage.sqlite.schema import connect
 
     secret = frontmatter_file(["date: 2024-02-30", "visibility: private"])

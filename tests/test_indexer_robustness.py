@@ -199,7 +199,7 @@ def test_an_index_made_by_an_older_chunker_is_rechunked_once(tmp_path: Path) -> 
     """Upgrading the chunker (here: setext headings and wiki-links) re-chunks unchanged files on the next run."""
     import json
 
-    from saipling.indexing.indexer import CHUNKING_META
+    from saipling.indexing.context import CHUNKING_META
 
     note = "Chapter One\n===========\n\nThe [[harbor|old harbor]] at dawn, where the ferry waits.\n"
     root = make_project(tmp_path, {"a.md": note})

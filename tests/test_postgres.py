@@ -232,7 +232,27 @@ def test_two_copies_on_one_workspace_keep_each_others_edits(tmp_path: Path, pg_u
     with open_project(b, store=pg_url, chunking={"max_tokens": 300, "target_tokens": 150}) as project:
         summary = project.index()
         assert summary.deleted == 0 and "notes/tower.md" in project.store.file_states()
+        # a full run without claiming (an editor's settings change, its rebuild) is no `--full` either
+        summary = project.index(full=True)
+        assert summary.deleted == 0 and "notes/tower.md" in project.store.file_states()
     assert _found("quetzalcoatl", a, pg_url) == [scene]
+    # B's re-chunk did not tell A its own files are re-chunked: each copy re-chunks what it wrote
+    with open_project(a, store=pg_url, chunking={"max_tokens": 300, "target_tokens": 150}) as project:
+        assert project.indexer.needs_rechunk()
+        project.index()
+        assert not project.indexer.needs_rechunk()
+    # an editor deleting or renaming a folder in B drops B's files there, not A's note that B never had
+    from types import SimpleNamespace
+
+    from saipling.lsp.features.sync import stored_under
+
+    (b / "notes" / "b-note.md").write_text("# B\n\nA note of B's own.\n")
+    with open_project(b, store=pg_url) as project:
+        project.index()
+        states = project.store.file_states()
+        mine = {p for p, st in states.items() if p.startswith("notes/") and st.mine(project.store.copy_id)}
+        under = stored_under(SimpleNamespace(project=project), "notes")
+        assert mine and set(under) == mine and "notes/tower.md" in states and "notes/tower.md" not in under
     # B's own edit reaches A the same way, and A's copy (older there) keeps it
     harbor = "world/places/harbor.md"
     with (b / harbor).open("a") as f:
@@ -277,6 +297,31 @@ def test_one_copy_on_postgres_drops_files_deleted_or_excluded_as_sqlite_does(tmp
     assert _found("quokka", root, pg_url) == []
     with open_project(root, store=pg_url) as project:
         assert "notes/gone.md" not in project.store.file_states()
+
+
+def test_a_copy_keeps_its_identity_by_saipling_copy_id(tmp_path: Path, pg_url: str) -> None:
+    """A copy is its machine and folder unless SAIPLING_COPY_ID names it: an author whose container gets a new host
+    name each run, or whose project folder moved, is still the one copy, and its deletions still leave."""
+    import shutil
+
+    root = saipling_project(tmp_path / "first")
+    moved = tmp_path / "second" / root.name
+    env = {**os.environ, "SAIPLING_STORE": pg_url, "SAIPLING_PROVIDER": "none"}
+    cli = [str(Path(sys.executable).parent / "saipling")]
+
+    def index(folder: Path, copy: str | None) -> dict:
+        run_env = (
+            {**env, "SAIPLING_COPY_ID": copy} if copy else {k: v for k, v in env.items() if k != "SAIPLING_COPY_ID"}
+        )
+        done = subprocess.run([*cli, "index", str(folder), "--json"], env=run_env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    index(root, "alice-laptop")
+    shutil.move(str(root), str(moved))
+    (moved / "notes" / "ideas.md").unlink()
+    assert index(moved, None)["deleted"] == 0  # (another folder: another copy, whose missing file is not its own)
+    assert index(moved, "alice-laptop")["deleted"] == 1
 
 
 def test_a_misspelt_workspace_is_named_not_created_by_a_reading_command(tmp_path: Path, pg_server) -> None:

@@ -258,9 +258,11 @@ class Project:
         first: Iterable[str] = (),
         confirm: Callable[[dict], bool] | None = None,
         wait: bool = True,
+        claim: bool = False,
     ) -> IndexSummary:
-        """One run: text first (keyword-searchable at once), then embeddings (see Indexer.run). Another
-        process writing this index is waited for (IndexBusy with wait=False)."""
+        """One run: text first (keyword-searchable at once), then embeddings (see Indexer.run; `claim`: `saipling
+        index --full` on a shared store). Another process writing this index is waited for (IndexBusy with
+        wait=False)."""
 
         def on_progress(p: IndexProgress) -> None:
             self.state.progress = p
@@ -287,6 +289,7 @@ class Project:
                 first=first,
                 confirm=confirm,
                 wait=wait,
+                claim=claim,
             )
             summary = run(paths=paths)
             if self.fallback.should_fall_back(

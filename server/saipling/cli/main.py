@@ -199,7 +199,12 @@ provider_option = click.option(
 
 @main.command()
 @click.argument("root", required=False, type=click.Path(file_okay=False))
-@click.option("--full", is_flag=True, help="Re-read and re-chunk every file (embeddings still come from the cache).")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Re-read and re-chunk every file (embeddings still come from the cache); on a shared PostgreSQL workspace, "
+    "also make it this copy's (files it lacks are dropped for everyone).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
 @click.option("--yes", "-y", is_flag=True, help="Embed without asking, whatever a paid provider's estimate says.")
 @click.option(
@@ -241,7 +246,7 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
 
             opened = _index_file_identity(project)
             try:
-                summary = project.index(full=full, progress=bar.update, confirm=confirm, wait=not no_wait)
+                summary = project.index(full=full, progress=bar.update, confirm=confirm, wait=not no_wait, claim=full)
             except StorageFull as exc:  # a write of the run itself (not one file's): where, and how much room
                 from ..storage import disk_full_advice
 

@@ -358,6 +358,7 @@ def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
             "SAIPLING_LOG_LEVEL",
             "SAIPLING_TEST_CLOCK",
             "SAIPLING_PROGRESS",
+            "SAIPLING_COPY_ID",  # (storage.copy_identity: which copy of a project writes a shared store)
         }:
             name = key[len("SAIPLING_") :].lower()
             if name.startswith("rerank_"):  # SAIPLING_RERANK_TOP_N -> rerank.top_n

@@ -8,6 +8,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config.settings import MAX_CHAPTER
+
 log = logging.getLogger(__name__)
 
 # (regex over the relative path, file_type), first match wins: SAiPLING defaults.
@@ -313,8 +315,8 @@ def extract_metadata(rel_path: str, text: str) -> FileMeta:
     if chap and len(chap.group(2)) <= 9:  # (`ch-99999999999999999999/` is no chapter: SQLite cannot store it)
         meta.chapter_num = int(chap.group(2))
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"
-    elif isinstance(fm.get("chapter"), int) and not isinstance(fm.get("chapter"), bool) and 0 <= fm["chapter"] < 2**63:
-        # (past 2**63 SQLite cannot store it: the file would not be indexed at all)
+    elif isinstance(number := fm.get("chapter"), int) and not isinstance(number, bool) and 0 <= number <= MAX_CHAPTER:
+        # (past it PostgreSQL's int column cannot store it, nor SQLite past 2**63: the file was not indexed at all)
         meta.chapter_num = int(fm["chapter"])
         meta.chapter_id = f"ch-{meta.chapter_num:02d}"
     elif (chap := _CHAPTER_RE.search(parts[-1])) and len(chap.group(2)) <= 9:

@@ -69,9 +69,15 @@ class IndexContext:
             sort_keys=True,
         )
 
+    def chunking_key(self) -> str:
+        """The meta key of the chunking signature: one per copy on a shared store (a copy re-chunks only its own
+        files: the signature one copy records after its re-chunk must not tell another its files are done)."""
+        copy = getattr(self.store, "copy_id", None)
+        return CHUNKING_META if copy is None else f"{CHUNKING_META}:{copy}"
+
     def needs_rechunk(self) -> bool:
         """True when the indexed chunks were made with other limits (or a tokenizer) than the current ones."""
-        stored = self.store.get_meta(CHUNKING_META)
+        stored = self.store.get_meta(self.chunking_key())
         if stored is None:  # an index written before the limits were recorded: unknown unless it is empty
             return bool(self.store.file_states())
         return stored != self.chunking_signature()

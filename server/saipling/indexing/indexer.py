@@ -19,7 +19,7 @@ from ..files.scanner import ScanEntry, corpus_for, is_indexable, scan, shown_nam
 from ..markdown.chunker import ChunkLimits
 from ..storage.base import IndexStore, LockHandle, gone_here
 from . import mention_scan
-from .context import CHUNKING_META, IndexContext, file_failed
+from .context import IndexContext, file_failed
 from .embed_phase import EmbeddingPhase
 from .records import IndexProgress, IndexSummary, ProgressCallback  # (callers import them here too)
 from .text_phase import TextPhase
@@ -137,8 +137,12 @@ class Indexer:
         first: Iterable[str] = (),
         confirm: Callable[[dict], bool] | None = None,
         wait: bool = True,
+        claim: bool = False,
     ) -> IndexSummary:
-        """Index the project (or just `paths`, relative); only one run at a time per project.
+        """Index the project (or just `paths`, relative); only one run at a time per project. `claim` (with `full`:
+        `saipling index --full`): on a shared store, make the workspace this copy's (files it lacks dropped, every
+        file re-read from it); a full run without it (a settings change, an editor's rebuild) re-reads this copy's
+        own files and those newer here, never over another copy's (storage.base.FileState.changed_here).
 
         Two phases: every changed file is read, chunked and stored (keyword-searchable, with the vectors of
         chunks whose text did not change); then chunks without a vector are embedded, `first` files first,
@@ -158,7 +162,7 @@ class Indexer:
                 progress = lock.reporting(progress)
             held = hold if callable(hold) else (lambda fixed=set(hold): fixed)
             return self._run(
-                full, None if paths is None else list(paths), progress, cancel, embed, held, list(first), confirm
+                full, None if paths is None else list(paths), progress, cancel, embed, held, list(first), confirm, claim
             )
 
     def _index_lock(
@@ -200,9 +204,9 @@ class Indexer:
         summary.seconds = time.perf_counter() - start
         return summary
 
-    def _run(self, full, paths, progress, cancel, embed, hold, first, confirm) -> IndexSummary:
+    def _run(self, full, paths, progress, cancel, embed, hold, first, confirm, claim=False) -> IndexSummary:
         summary = IndexSummary()
-        asked_full = full  # (`--full`; a re-chunk below reads every file too, but on a shared store not as one)
+        claim = claim and full
         start = time.perf_counter()
         if isinstance(self.provider, EmbeddingProvider):
             self.provider.begin_pass()  # a provider that stopped calling its server tries again
@@ -217,7 +221,7 @@ class Indexer:
         signature = self.ctx.chunking_signature()
         rechunk = self.ctx.needs_rechunk()
         if not rechunk:
-            self.store.set_meta(CHUNKING_META, signature)  # (an empty index: every chunk will use these)
+            self.store.set_meta(self.ctx.chunking_key(), signature)  # (an empty index: every chunk will use these)
         elif paths is None:
             # other chunk limits than the indexed chunks were made with: re-chunk every file (vectors of
             # unchanged chunk texts come back from the embedding cache); recorded once the run completes
@@ -228,10 +232,10 @@ class Indexer:
             result = scan(self.root, self.settings)
             entries, summary.skipped = result.entries, list(result.skipped)
             seen = {e.rel for e in entries}
-            # (on a shared store a file this copy lacks may be another copy's new note: only `--full`, which makes
-            # the workspace this copy's, drops every one: live.freshness.gone_here)
+            # (on a shared store a file this copy lacks may be another copy's new note: only `--full` (claim),
+            # which makes the workspace this copy's, drops every one: storage.base.gone_here)
             states = self.store.file_states()
-            here = None if asked_full else self.store.copy_id
+            here = None if claim else self.store.copy_id
             stale = gone_here(self.root, states, seen, here)
         else:
             entries, stale = self._entries_for(paths, summary)
@@ -243,7 +247,7 @@ class Indexer:
         here = self.store.copy_id
         for e in entries:
             st = states.get(e.rel)
-            if full and not asked_full and st is not None and not st.mine(here):
+            if full and not claim and st is not None and not st.mine(here):
                 # a re-chunk (other limits or rules) on a shared store: another copy's version is re-read from this
                 # copy only when newer here, else left as it is for that copy to re-chunk
                 if not st.changed_here(e.mtime_ns, e.size, here):
@@ -294,7 +298,7 @@ class Indexer:
                     self.store.set_meta(PENDING_META, str(summary.pending_files))
             self._finish(summary, start)
         if rechunk and paths is None and not summary.cancelled:
-            self.store.set_meta(CHUNKING_META, signature)  # every file was re-chunked with these limits
+            self.store.set_meta(self.ctx.chunking_key(), signature)  # every file was re-chunked with these limits
         if progress:
             progress(IndexProgress(total, total, None, summary.embedded, "done"))
         return summary

@@ -9,6 +9,7 @@ It never imports pygls, lsprotocol, click, rich or mcp (tests/test_architecture.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +49,7 @@ def open_store(
         key = workspace or (str(Path(root).resolve()) if root is not None else "default")
         store = postgres.open_store(str(location), workspace=key, readonly=readonly, create=create, **options)
         if root is not None:  # (this copy of the project, written with each file: storage.base.FileState.origin)
-            import socket
-
-            store.copy_id = f"{socket.gethostname()}:{Path(root).resolve()}"
+            store.copy_id = copy_identity(root)
         return store
     if root is None or readonly:
         from .sqlite.store import SqliteStore
@@ -66,6 +65,27 @@ def open_store(
         verify=verify,
         settings=settings,
     )
+
+
+def copy_identity(root: Path) -> str:
+    """Which copy of a project this is, for a shared store: `SAIPLING_COPY_ID` when set (a container whose host name
+    changes each run, a project folder that moves), else the machine's id (or host name) and the folder."""
+    given = os.environ.get("SAIPLING_COPY_ID", "").strip()
+    if given:
+        return given
+    machine = ""
+    for source in ("/etc/machine-id", "/var/lib/dbus/machine-id"):  # (stable across renames of the host)
+        try:
+            machine = Path(source).read_text(encoding="ascii").strip()[:64]
+        except (OSError, UnicodeDecodeError):
+            continue
+        if machine:
+            break
+    if not machine:
+        import socket
+
+        machine = socket.gethostname()
+    return f"{machine}:{Path(root).resolve()}"
 
 
 def disk_full_advice(root: Path, location: str | Path, settings: Settings | None) -> str:

@@ -131,12 +131,14 @@ def file_deleted(ls: SaiplingServer, uri: str, folders_too: bool = False) -> Non
 
 
 def stored_under(folder: Folder, rel: str) -> list[str]:
-    """The indexed files inside `rel` when `rel` is no indexed file itself (it was a folder)."""
+    """The indexed files inside `rel` when `rel` is no indexed file itself (it was a folder); on a shared store,
+    those this copy wrote (another copy's note in that folder, which this copy never had, stays)."""
     store = folder.project.store
     try:
         if store.get_file(rel) is not None:
             return []
-        return [p for p in store.file_states() if p.startswith(rel + "/")]
+        here = store.copy_id
+        return [p for p, st in store.file_states().items() if p.startswith(rel + "/") and st.mine(here)]
     except Exception:  # noqa: BLE001 - the store is closing: a rescan finds what is gone
         folder.live.queue.rescan()
         return []
