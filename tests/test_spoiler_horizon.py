@@ -75,3 +75,24 @@ def test_chapter_numbers_past_any_book_are_refused_or_ignored(tmp_path: Path) ->
         with pytest.raises(InvalidRequest) as info:
             check_passage(project, {"text": "Lucy sat by the window.", "chapter": 2**31})
         assert info.value.field == "chapter"
+
+
+def test_a_book_that_is_no_book_id_is_told_the_ids(tmp_path: Path) -> None:
+    """`--book Dracula` where the folders make the id `book-01-dracula` found nothing and said only that the
+    filters matched nothing."""
+    from saipling.retrieval.filter_notes import why_no_results
+    from saipling.retrieval.search import parse_request, run_search
+
+    files = {k.replace("book-01", "book-01-dracula"): v for k, v in FILES.items()}
+    root = make_project(tmp_path, files)
+    with open_project(root) as project:
+        project.index()
+        params = {"query": "Lucy suitors", "mode": "lexical", "filter": {"bookId": "Dracula"}}
+        assert run_search(project, parse_request(params))["results"] == []
+        said = why_no_results(project, parse_request(params), {"--book": "Dracula"}, "--path")
+        assert said == (
+            "book Dracula: no chapter is in a book of that id (did you mean book-01-dracula? the books: "
+            "book-01-dracula)"
+        )
+        right = {**params, "filter": {"bookId": "book-01-dracula"}}
+        assert run_search(project, parse_request(right))["results"]

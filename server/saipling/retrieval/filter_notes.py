@@ -10,8 +10,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..config.visibility import role_levels, visible
+from ..files.context_settings import load_context_settings
+from ..files.metadata import slugify
 from ..files.scanner import DEFAULT_CORPUS
 from ..paths import normalise_rel
+from ..storage.base import book_keys
 from .project_view import ProjectView
 from .search import SearchRequest, build_filter, run_search
 
@@ -44,8 +48,25 @@ def why_no_results(project: ProjectView, req: SearchRequest, given: Mapping[str,
     if flt.corpus and flt.corpus not in corpora:
         known = f"its corpora: {', '.join(sorted(corpora))}"
         return f"corpus {flt.corpus}: the project has no corpus of that name ({known})"
+    if flt.book_id and (books := _visible_books(project, req)) and not set(book_keys(flt.book_id)) & books:
+        close = difflib.get_close_matches(slugify(flt.book_id), sorted(books), n=1, cutoff=0.5)
+        close += [b for b in sorted(books) if slugify(flt.book_id) in b and b not in close]
+        hint = f"did you mean {close[0]}? " if close else ""
+        return f"book {flt.book_id}: no chapter is in a book of that id ({hint}the books: {', '.join(sorted(books))})"
     found = len(run_search(project, plain)["results"])
     shown = ", ".join(f"{k} {v}" for k, v in given.items())
     if found:
         return f"nothing matches the filters ({shown}); without them this query has {found} results"
     return f"no results without the filters ({shown}) either"
+
+
+def _visible_books(project: ProjectView, req: SearchRequest) -> set[str]:
+    """The book ids (lowercased) of the chapters this request may see: a book named as the frontmatter writes it
+    (`Dracula`) where the folder gives `book-01-dracula` finds nothing, and is told the ids there are."""
+    levels = role_levels(project.settings.roles, req.role, project.settings.default_role)
+    cs = load_context_settings(project.root)
+    return {
+        row.book_id.lower()
+        for row in project.store.chapter_files()
+        if row.book_id and visible(row.visibility, levels) and cs.mode_for(row.path) != "exclude"
+    }
