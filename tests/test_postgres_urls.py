@@ -80,3 +80,21 @@ def test_a_project_file_never_supplies_a_store_password(tmp_path: Path) -> None:
     assert settings.store == "postgresql://writer@db.example/saipling?workspace=team" and not warnings
     settings, _ = load_settings(tmp_path, env={"SAIPLING_STORE": "postgresql://writer:pw-from-env@db/saipling"})
     assert settings.store == "postgresql://writer:pw-from-env@db/saipling"
+
+
+def test_a_copy_is_named_by_its_machine_id_or_saipling_copy_id(tmp_path: Path, monkeypatch) -> None:
+    """The identity a shared store records with each file: SAIPLING_COPY_ID, else a real machine id (not
+    systemd's first-boot `uninitialized`, which cloned images share), else the host name; and the folder."""
+    import socket
+
+    from saipling.storage import copy_identity
+
+    monkeypatch.delenv("SAIPLING_COPY_ID", raising=False)
+    good, placeholder = tmp_path / "machine-id", tmp_path / "placeholder"
+    good.write_text("0123456789abcdef0123456789abcdef\n")
+    placeholder.write_text("uninitialized\n")
+    root = tmp_path / "novel"
+    assert copy_identity(root, (str(placeholder), str(good))) == f"0123456789abcdef0123456789abcdef:{root.resolve()}"
+    assert copy_identity(root, (str(placeholder), str(tmp_path / "none"))) == f"{socket.gethostname()}:{root.resolve()}"
+    monkeypatch.setenv("SAIPLING_COPY_ID", "alice-laptop")
+    assert copy_identity(root, (str(good),)) == "alice-laptop"

@@ -10,6 +10,7 @@ It never imports pygls, lsprotocol, click, rich or mcp (tests/test_architecture.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,19 +68,24 @@ def open_store(
     )
 
 
-def copy_identity(root: Path) -> str:
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+
+
+def copy_identity(root: Path, sources: tuple[str, ...] = MACHINE_ID_FILES) -> str:
     """Which copy of a project this is, for a shared store: `SAIPLING_COPY_ID` when set (a container whose host name
     changes each run, a project folder that moves), else the machine's id (or host name) and the folder."""
     given = os.environ.get("SAIPLING_COPY_ID", "").strip()
     if given:
         return given
     machine = ""
-    for source in ("/etc/machine-id", "/var/lib/dbus/machine-id"):  # (stable across renames of the host)
+    for source in sources:  # (stable across renames of the host)
         try:
-            machine = Path(source).read_text(encoding="ascii").strip()[:64]
+            found = Path(source).read_text(encoding="ascii").strip()
         except (OSError, UnicodeDecodeError):
             continue
-        if machine:
+        # (systemd's first-boot `uninitialized`, or an all-zero id, names no one machine)
+        if re.fullmatch(r"[0-9a-f]{32}", found) and found.strip("0"):
+            machine = found
             break
     if not machine:
         import socket
