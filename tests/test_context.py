@@ -693,3 +693,20 @@ def test_a_file_with_a_passage_in_the_context_is_not_listed_as_skipped_for_low_r
         added = {r["filePath"] for r in response["searchResults"]}
         assert "notes/keeper.md" in added
         assert not {s["path"] for s in response["skipped"] if s["reason"] == "low_relevance"} & added
+
+
+def test_while_the_first_index_runs_an_empty_answer_is_not_nothing_relevant(tmp_path: Path) -> None:
+    """An agent calling at once after `saipling mcp` started was told noConfidentMatch (nothing relevant exists)
+    by search and enrich_context while the first index was still being built."""
+    root = make_project(tmp_path, {"notes/deploy.md": "# Deployment\n\nWe deploy with a blue-green switch.\n"})
+    with open_project(root) as project:
+        project.state.is_indexing = True  # (the first run, not yet at this file)
+        found = project.search({"query": "how do we deploy"})
+        assert found["results"] == [] and found["indexing"] and found["noConfidentMatch"] is False
+        assert "still being built" in found["note"]
+        enriched = project.enrich({"query": "how do we deploy our service", "skillConfig": ALWAYS})
+        assert enriched["indexing"] and not enriched["noConfidentMatch"] and "still being built" in enriched["reason"]
+        project.state.is_indexing = False
+        project.index()
+        done = project.search({"query": "blue-green deploy"})
+        assert done["results"] and "note" not in done and done["indexing"] is False

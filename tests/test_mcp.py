@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -94,6 +95,8 @@ async def test_search_finds_the_right_file_and_lines(tmp_path: Path) -> None:
         assert "zephyrine" in "\n".join(lines[top["startLine"] - 1 : top["endLine"]])
         assert "**zephyrine**" in top["snippet"] and 0 < top["score"] <= 1
         assert top["headingPath"] and "uri" not in top and "range" not in top  # editor-only fields dropped
+        # when the file last changed: memory notes contradict older ones, and nothing else says which is newer
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", top["modified"]), top
         assert response["degraded"] and response["indexing"] is False  # provider none: said so
         assert response["noConfidentMatch"] is False and top["confidence"] > 0.5
         off_topic = await call(session, "search", {"query": "quantum chromodynamics lattice"})

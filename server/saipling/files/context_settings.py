@@ -154,8 +154,8 @@ def _unreadable(key: str, exc: BaseException, text: str | None) -> ContextSettin
     last = _last_good.get(key)
     if last is None:
         return ContextSettings(
-            warning=f"{why}; every file is treated as excluded until it is fixed (pass respectContextSettings: "
-            "false, or --all-files, to ignore it)",
+            warning=f"{why}; every file is treated as excluded until it is fixed (the author's --all-files or "
+            "respectContextSettings: false ignores it; an agent's tools never do)",
             exclude_all=True,
         )
     modes = dict(last)

@@ -77,6 +77,7 @@ _RESULT = {
         "snippet": {"type": "string"},
         "score": {"type": "number"},
         "confidence": {"type": "number"},
+        "modified": _OPTIONAL_STR,
     },
     "required": ["filePath", "startLine", "endLine", "snippet", "score"],
 }
@@ -115,6 +116,7 @@ ENRICH_OUTPUT: dict[str, Any] = {
         "ran": {"type": "boolean"},
         "reason": {"type": "string"},
         "degraded": _OPTIONAL_STR,
+        "indexing": {"type": "boolean"},
     },
     "required": ["contextBlock", "searchResults", "tokensUsed", "skipped", "ran", "reason"],
 }
@@ -213,13 +215,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         "what the project already says: a decision, a definition, an earlier note, a remembered conversation, "
         "a person, place or character. Returns the best passages first, each with filePath, sectionHeading and "
         "headingPath, startLine/endLine (1-based, for `get`), a snippet with the matched words in **bold**, a "
-        "score from 0 to 1 and a confidence from 0 to 1 (how likely the passage is relevant at all). "
-        "`noConfidentMatch` is true when nothing in the project looks relevant: say so rather than use the "
-        "results; but when a `filter` left nothing, `note` says why (a folder no file is under, with the "
-        "folders of that name; how many results the query has without the filter). `degraded` is present when "
+        "score from 0 to 1, a confidence from 0 to 1 (how likely the passage is relevant at all) and modified "
+        "(the file's last change, UTC: where two notes disagree, the newer is likely the current one; `related` "
+        "on an old decision finds what replaced it). `noConfidentMatch` is true when nothing in the project "
+        "looks relevant: say so rather than use the results; but when a `filter` left nothing, `note` says why "
+        "(a folder no file is under, with the folders of that name; how many results the query has without the "
+        "filter). `degraded` is present when "
         "the search could not see everything (keyword search only, chunks not embedded yet: a miss may still be "
         "in the project) or the rerank stage could not run; `indexing` is true while the index is still being "
-        "built. Read the lines around a hit with `get` before quoting it.",
+        "built (an empty answer then says so in `note`, never noConfidentMatch). Read the lines around a hit "
+        "with `get` before quoting it.",
         SearchParams,
         ("query", "maxResults", "mode", "minScore", "filter"),
         SEARCH_OUTPUT,
@@ -244,10 +249,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         "searches with the query, drops excluded files, files you already have (loadedFiles) and passages "
         "that are not relevant, and lays out one block per file (`=== FILE: <path> (SEARCH) ===`), each "
         "passage headed by its section's heading path and line numbers. Use it once at the start of a task "
-        "instead of several searches when you want ready-to-use context. A skill (or skillConfig) sets the "
-        "budget, filters and whether to search at all. Returns contextBlock (the text to add), searchResults "
-        "(path, section, score, token estimate per passage), tokensUsed, skipped (path and reason) and "
-        "ran/reason (why it did or did not search).",
+        "instead of several searches when you want ready-to-use context. Without a skill it searches with "
+        "the defaults; a skill (or an inline skillConfig, which must say `enabled: true`: {enabled, mode, "
+        "max_results, max_search_tokens, min_relevance, filter_entity_types, known_by, max_chapter}) sets the "
+        "budget, filters, the relevance floor (min_relevance, 0.5 by default: lower it for terse notes) and "
+        "whether to search at all; a query of one content word searches only with wantSearch: true. Returns "
+        "contextBlock (the text to add), searchResults (path, section, score, token estimate per passage), "
+        "tokensUsed, skipped (path and reason), ran/reason (why it did or did not search) and indexing (the "
+        "index is still being built: an empty block is no sign the project lacks it).",
         EnrichParams,
         (
             "query",
@@ -406,8 +415,8 @@ class McpFace:
     def _tool_search(self, args: dict[str, Any]) -> dict[str, Any]:
         params = self._visible({**args, "source": "agent", "respectContextSettings": True})
         response = self.project.search(params)
-        out = {**response, "results": [_agent_result(r) for r in response["results"]]}
-        if not out["results"] and isinstance(given := args.get("filter"), dict) and given:
+        out = {**response, "results": self._agent_results(response["results"])}
+        if not out["results"] and "note" not in out and isinstance(given := args.get("filter"), dict) and given:
             # (the agent is told to say nothing relevant exists on an empty answer: not when its filter did it)
             from ..retrieval.filter_notes import why_no_results
             from ..retrieval.search import parse_request
@@ -425,7 +434,19 @@ class McpFace:
 
     def _tool_related(self, args: dict[str, Any]) -> dict[str, Any]:
         response = self.project.related(self._visible(args))
-        return {**response, "results": [_agent_result(r) for r in response["results"]]}
+        return {**response, "results": self._agent_results(response["results"])}
+
+    def _agent_results(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Results without the editor-only fields, each with its file's `modified` time (UTC, as last indexed): an
+        agent's memory holds notes a later one contradicts, and nothing else in a result says which is newer."""
+        states = self.project.store.file_states_for({r["filePath"] for r in results}) if results else {}
+        out = []
+        for r in results:
+            item = _agent_result(r)
+            if (st := states.get(r["filePath"])) is not None and st.mtime_ns:
+                item["modified"] = _iso_utc(st.mtime_ns)
+            out.append(item)
+        return out
 
     def _tool_mentions(self, args: dict[str, Any]) -> dict[str, Any]:
         from ..retrieval import mentions
@@ -453,6 +474,12 @@ _EDITOR_ONLY = ("uri", "range", "preview")  # LSP conveniences (0-based ranges, 
 
 def _agent_result(r: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in r.items() if k not in _EDITOR_ONLY}
+
+
+def _iso_utc(mtime_ns: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC).isoformat(timespec="seconds")
 
 
 # -- the protocol (official SDK) -------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ..markdown.terms import STOPWORDS
 from ..paths import normalise_rel
 from ..storage.base import ChunkFilter, StoredChunk
 from .requests import MAX_RESULTS, EnrichParams, parse
-from .search import SearchRequest, run_search
+from .search import INDEXING_NOTE, SearchRequest, run_search
 
 if TYPE_CHECKING:
     from .project_view import ProjectView
@@ -129,6 +129,7 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
         "reason": reason,
         "degraded": None,
         "noConfidentMatch": False,
+        "indexing": False,
     }
     if cs.warnings:  # (a `.context_settings.json` that cannot be read, and what applies instead)
         out["warnings"] = cs.warnings
@@ -177,6 +178,9 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
         )
     results = relevant
     out["noConfidentMatch"] = bool(response.get("noConfidentMatch", not results))
+    out["indexing"] = bool(response.get("indexing"))
+    if out["indexing"] and not results:
+        out["reason"] = f"{reason}; {INDEXING_NOTE}"
     ctx = _ContextBuilder()
     files: dict[str, _FileView] = {}
     levels = role_levels(project.settings.roles, req.role, project.settings.default_role)

@@ -88,8 +88,8 @@ def authorize(
             why = f" ({cs.warning})" if cs.exclude_all else ""
             raise PathOutsideRoot(
                 field_name,
-                f"{rel} is excluded by {CONTEXT_FILE}{why} (pass respectContextSettings: false, or --all-files, "
-                "to read it)",
+                f"{rel} is excluded by {CONTEXT_FILE}{why} (the author's --all-files or respectContextSettings: "
+                "false reads it; an agent's tools never do)",
             )
     levels = role_levels(project.settings.roles, role, project.settings.default_role)
     # (a file the request may not see is refused in the words of one that does not exist: else its name, probed,

@@ -91,6 +91,7 @@ REL_SCALE = 2.0  # a result trailing the top one by this many fused z-units scor
 NORM_POOL = 100  # z-score statistics come from the top this-many candidates of each list
 CONFIDENCE_DEPTH = 10  # the query's confidence is the best confidence among this many top results
 CONFIDENT = 0.5  # below this (every result): noConfidentMatch
+INDEXING_NOTE = "the index is still being built: nothing found yet is no sign the project lacks it; ask again shortly"
 # live_rows reads the ranked chunks' rows this many past the ones it needs at a time (more pages only when files
 # are gone): 3 x + 20 read and stat-checked 50 rows for a top 10, ~1.5 ms of a warm search's CPU
 LIVE_ROWS_MARGIN = 5
@@ -382,6 +383,9 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
     }
     if warnings:  # (a `.context_settings.json` that cannot be read, and what applies instead)
         out["warnings"] = warnings
+    if out["indexing"] and not results:  # (an agent told "nothing relevant" during the first index believed it)
+        out["noConfidentMatch"] = False
+        out["note"] = INDEXING_NOTE
     if reranked.info:  # what the rerank stage did (provider, model, candidates, elapsedMs)
         out["rerank"] = {**reranked.info, "reranked": reranked.degraded is None}
     if req.explain:  # how the two lists were weighed for this query (README "Fusion")
