@@ -56,7 +56,8 @@ def why_no_results(project: ProjectView, req: SearchRequest, given: Mapping[str,
     found = len(run_search(project, plain)["results"])
     shown = ", ".join(f"{k} {v}" for k, v in given.items())
     if found:
-        return f"nothing matches the filters ({shown}); without them this query has {found} results"
+        many = f"{'at least ' if found >= plain.max_results else ''}{found} result{'s' * (found > 1)}"
+        return f"nothing matches the filters ({shown}); without them this query has {many}"
     return f"no results without the filters ({shown}) either"
 
 
