@@ -163,7 +163,7 @@ def _spellings(cls: type) -> list[str]:
     return [camel.get(f.name, f.name) for f in dataclasses.fields(cls) if f.name not in _TABLES]
 
 
-def _did_you_mean(key: str, known: list[str]) -> str:
+def did_you_mean(key: str, known: list[str]) -> str:
     """` (did you mean X?)` for a key close to a known one (`provder` -> `provider`), else nothing."""
     close = difflib.get_close_matches(key, list(dict.fromkeys(known)), n=1, cutoff=0.75)
     if not close:  # (a case slip: `topn` for `topN`)
@@ -268,7 +268,7 @@ def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, al
                 log.debug("ignoring environment variable SAIPLING_%s: not a setting", str(raw_key).upper())
             else:
                 known = _spellings(Settings) + list(_TABLES)
-                warnings.append(f"{source}: unknown setting {raw_key}{_did_you_mean(str(raw_key), known)}")
+                warnings.append(f"{source}: unknown setting {raw_key}{did_you_mean(str(raw_key), known)}")
             continue
         if name in _SECRET_FIELDS and not allow_secrets:
             warnings.append(f"{source}: API keys are never read from project files ({raw_key} ignored)")
@@ -319,7 +319,7 @@ def _apply_table(table: Any, table_name: str, value: Any, source: str, allow_sec
             continue
         if not hasattr(table, name):
             known = _spellings(type(table))
-            warnings.append(f"{source}: unknown setting {table_name}.{key}{_did_you_mean(str(key), known)}")
+            warnings.append(f"{source}: unknown setting {table_name}.{key}{did_you_mean(str(key), known)}")
             continue
         if full in _TABLE_SECRETS and not allow_secrets:
             warnings.append(f"{source}: API keys are never read from project files ({table_name}.{key} ignored)")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequest
-from .settings import MAX_CHAPTER
+from .settings import MAX_CHAPTER, did_you_mean
 
 SEARCH_MODES = ("auto", "always", "never")
 # Passages scoring below this are not given to an agent (retrieval/search.py's 0..1 score; see README "Search").
@@ -74,11 +74,7 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
                 raise InvalidRequest(name, "must be a list of strings")
             cfg.filter_entity_types = list(value)
         else:  # (ignored before: `{"maxResult": 2}` or `{"bogus": 1}` ran with the defaults, saying nothing)
-            import difflib
-
-            known = [*SKILL_KEYS, *aliases]
-            close = difflib.get_close_matches(str(raw_key), known, n=1, cutoff=0.75)
-            hint = f" (did you mean {close[0]}?)" if close else f" (one of {', '.join(SKILL_KEYS)})"
+            hint = did_you_mean(str(raw_key), [*SKILL_KEYS, *aliases]) or f" (one of {', '.join(SKILL_KEYS)})"
             raise InvalidRequest(name, f"is not a setting of [context.vector_search]{hint}")
     return cfg
 

@@ -10,12 +10,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..config.visibility import role_levels, visible
-from ..files.context_settings import load_context_settings
 from ..files.metadata import slugify
 from ..files.scanner import DEFAULT_CORPUS
 from ..paths import normalise_rel
 from ..storage.base import book_keys
+from .mentions import Allowed
 from .project_view import ProjectView
 from .search import SearchRequest, build_filter, run_search
 
@@ -64,10 +63,5 @@ def why_no_results(project: ProjectView, req: SearchRequest, given: Mapping[str,
 def _visible_books(project: ProjectView, req: SearchRequest) -> set[str]:
     """The book ids (lowercased) of the chapters this request may see: a book named as the frontmatter writes it
     (`Dracula`) where the folder gives `book-01-dracula` finds nothing, and is told the ids there are."""
-    levels = role_levels(project.settings.roles, req.role, project.settings.default_role)
-    cs = load_context_settings(project.root)
-    return {
-        row.book_id.lower()
-        for row in project.store.chapter_files()
-        if row.book_id and visible(row.visibility, levels) and cs.mode_for(row.path) != "exclude"
-    }
+    allowed = Allowed(project, req.role)
+    return {row.book_id.lower() for row in project.store.chapter_files() if row.book_id and allowed(row)}

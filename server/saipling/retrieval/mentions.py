@@ -114,7 +114,7 @@ def resolve(project: Project, name: str, role: str | None = None) -> list[Entity
     return list(dict.fromkeys(found))
 
 
-class _Allowed:
+class Allowed:
     """Whether a role may see a file (its visibility level, `.context_settings.json` exclusions), asked once per
     file and visibility."""
 
@@ -133,9 +133,9 @@ class _Allowed:
         return self.file(row.path, row.visibility)
 
 
-def _allowed(project: Project, role: str | None = None) -> _Allowed:
+def _allowed(project: Project, role: str | None = None) -> Allowed:
     """The role's check, kept while its levels and the exclusions file stay the same (its answers are per file)."""
-    fresh_check = _Allowed(project, role)
+    fresh_check = Allowed(project, role)
     excludes = fresh_check.cs.has("exclude")  # (without exclusions the file's settings play no part)
     key = (id(project), role, tuple(fresh_check.levels), id(fresh_check.cs) if excludes else None)
     kept = _allowed_kept.get(key)
@@ -147,7 +147,7 @@ def _allowed(project: Project, role: str | None = None) -> _Allowed:
     return fresh_check
 
 
-_allowed_kept: dict[tuple[Any, ...], _Allowed] = {}
+_allowed_kept: dict[tuple[Any, ...], Allowed] = {}
 
 
 def report(
@@ -240,7 +240,7 @@ ORDERS_KEPT = 64
 _order_cache: dict[int, _ChapterRows] = {}
 
 
-def _chapters(project: Project, allowed: _Allowed, role: str | None, max_chapter: int | None) -> ChapterOrder:
+def _chapters(project: Project, allowed: Allowed, role: str | None, max_chapter: int | None) -> ChapterOrder:
     """The chapters the role may see in manuscript order (and whether there are several books), computed again
     only when the chapter files changed."""
     store = project.store

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.visibility import role_levels, visible
-from ..files.context_settings import load_context_settings
+from ..config.visibility import visible
 from ..files.metadata import extract_metadata
 from .entities import Entity, EntityProject, disk_reader, entity_index, frontmatter_lines
+from .mentions import Allowed
 
 _WORD_RE = re.compile(r"[^\W\d_][^\W\d_'’-]*")
 _FENCE_RE = re.compile(r"^ {0,3}(```|~~~)")
@@ -83,8 +83,7 @@ class Vocabulary:
 
 
 def vocabulary(project: EntityProject, role: str | None = None) -> Vocabulary:
-    levels = role_levels(project.settings.roles, role, project.settings.default_role)
-    cs = load_context_settings(project.root)
+    allowed = Allowed(project, role)
     voc = Vocabulary()
     # each file's text as saved, once: the chunks' texts overlap (a window repeats the end of the one before: a
     # word there was counted twice) and do not keep every blank line (a word's line came out one early)
@@ -94,14 +93,13 @@ def vocabulary(project: EntityProject, role: str | None = None) -> Vocabulary:
         if row.path in done:
             continue
         done.add(row.path)
-        if not visible(row.visibility, levels) or cs.mode_for(row.path) == "exclude":
+        if not allowed.file(row.path, row.visibility):
             continue
         text = read(row.path)
-        if not text or not visible(extract_metadata(row.path, text).visibility, levels):
+        if not text or not visible(extract_metadata(row.path, text).visibility, allowed.levels):
             continue  # (the text read now decides: a file made private since it was indexed shows nothing)
         skip = frontmatter_lines(text)
-        body = text.split("\n")[skip:]
-        for n, line in _prose_lines("\n".join(body), start=skip + 1):
+        for n, line in _prose_lines(text.split("\n")[skip:], start=skip + 1):
             prev = ""
             for m in _WORD_RE.finditer(line):
                 w = m.group(0).rstrip("'’-")
@@ -120,10 +118,10 @@ def vocabulary(project: EntityProject, role: str | None = None) -> Vocabulary:
     return voc
 
 
-def _prose_lines(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
-    """The lines of `text` outside code, numbered from `start`, inline code blanked."""
+def _prose_lines(lines: list[str], start: int = 0) -> Iterator[tuple[int, str]]:
+    """The `lines` outside code, numbered from `start`, inline code blanked."""
     fenced = False
-    for n, line in enumerate(text.split("\n"), start):
+    for n, line in enumerate(lines, start):
         if _FENCE_RE.match(line):
             fenced = not fenced
             continue

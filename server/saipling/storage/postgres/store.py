@@ -1749,12 +1749,13 @@ class PostgresStore:
 
 
 def _no_workspace(name: str, where: str, others: list[str]) -> str:
-    import difflib
+    from ...config.settings import did_you_mean
 
-    close = difflib.get_close_matches(name, others, n=1, cutoff=0.75)
-    hint = f"did you mean {close[0]}? " if close else ""
     has = f"its workspaces: {', '.join(others[:20])}{', ...' if len(others) > 20 else ''}" if others else "it has none"
-    return f"the PostgreSQL store {where} has no workspace {name!r} ({hint}{has}); `saipling index` creates it"
+    return (
+        f"the PostgreSQL store {where} has no workspace {name!r}{did_you_mean(name, others)} ({has}); "
+        "`saipling index` creates it"
+    )
 
 
 def _levels(flt: Any) -> list[str] | None:
