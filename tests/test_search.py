@@ -1031,3 +1031,25 @@ def test_a_snippet_ends_at_a_word_with_an_ellipsis(terms: list[str]) -> None:
     body = snippet.strip("…").replace("**", "")
     assert body and body in text and (body.split()[-1] + " ") in text + " "  # (a whole word ends it)
     assert make_snippet("a short text", terms, 80) == "a short text"
+
+
+def test_function_words_do_not_decide_a_small_projects_confidence(tmp_path: Path) -> None:
+    """In a folder of terse notes "should" and "we" are rare or absent, so their idf is high: a note holding every
+    topical word of `how should we deploy` was not confident because it lacks them (an agent was told nothing
+    matched)."""
+    notes = {
+        f"memory/note-{i:02d}.md": f"# Note {i}\n\nThe {w} task is finished.\n"
+        for i, w in enumerate(
+            ["billing", "invoice", "login", "queue", "cache", "backup", "logo", "rate limit", "frontend", "tests"]
+        )
+    }
+    notes["memory/deploying.md"] = "# Deploying\n\nTo deploy, push a tag; the pipeline builds the image.\n"
+    root = make_project(tmp_path, notes)
+    with open_project(root) as project:
+        project.index()
+        res = project.search({"query": "how should we deploy", "maxResults": 3})
+        assert res["results"][0]["filePath"] == "memory/deploying.md"
+        assert res["noConfidentMatch"] is False and res["results"][0]["confidence"] >= 0.5
+        # a word of the topic the note lacks still counts against it
+        res = project.search({"query": "how should we deploy kubernetes", "maxResults": 3})
+        assert res["results"][0]["confidence"] < 0.5

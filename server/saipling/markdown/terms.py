@@ -17,6 +17,17 @@ STOPWORDS = frozenset(
     "a an and are as at be but by for from has have he her his how i in into is it its of on or she that the their "
     "them then there these they this to was were what when where which who why will with you your".split()
 )
+# English function words beyond STOPWORDS (which the keyword search also skips): auxiliaries, pronouns, quantifiers,
+# particles. They say nothing about a passage's topic, yet in a small project ("should", "we", "done" in a few
+# notes) their idf is high and a result's lexical confidence hung on them. Negations stay words.
+FUNCTION_WORDS = STOPWORDS | frozenset(
+    "about above after again against all also am any anything because been before being below between both can "
+    "could did do does doing done down during each either else ever every few further get gets got had having here "
+    "hers herself him himself however if itself just least less let lets many may me might mine more most much must "
+    "my myself now off once only other others ought our ours ourselves out over own per same shall should so some "
+    "something such than those though through thus too under until up upon us very via we whether while whom whose "
+    "within without would yet yours yourself yourselves".split()
+)
 
 
 WORD_RE = re.compile(r"\w+", re.UNICODE)

@@ -147,12 +147,13 @@ def _stored_fallback(project: ProjectView, model: str) -> tuple[int, Calibration
         return None
 
 
-def query_idf(project: ProjectView, query: str) -> dict[str, float]:
-    """The query's content terms (as the keyword index stems them) -> BM25 idf over the project's chunks.
+def query_idf(project: ProjectView, query: str, skip: frozenset[str] = STOPWORDS) -> dict[str, float]:
+    """The query's content terms (as the keyword index stems them) -> BM25 idf over the project's chunks; the
+    words in `skip` left out unless the query has nothing else.
     A term absent from the project gets the highest idf: a query about something the project never mentions
     cannot reach lexical confidence."""
     words = [w.lower() for w in WORD_RE.findall(query)]
-    content = [w for w in dict.fromkeys(words) if w not in STOPWORDS] or list(dict.fromkeys(words))
+    content = [w for w in dict.fromkeys(words) if w not in skip] or list(dict.fromkeys(words))
     keys = list(dict.fromkeys(match_key(w) for w in cjk_sentence_pairs(content[:64])))
     if not keys:
         return {}

@@ -36,6 +36,7 @@ from ..errors import InvalidRequest, ProviderError
 from ..files.context_settings import load_context_settings
 from ..lazy import np  # numpy loads on first use (cold CLI path)
 from ..markdown.terms import (
+    FUNCTION_WORDS,
     STOPWORDS,
     WORD_RE,
     highlight_terms,
@@ -649,7 +650,7 @@ def _score(
     if not pairs:
         return 0.0
     cal = vector_calibration(project) if vectors else None
-    idf = query_idf(project, query)
+    idf = query_idf(project, query, FUNCTION_WORDS)
     known = vocabulary_share(project, query) if cal is not None else 1.0
     for (_row, r), coverage in zip(pairs, _coverages(idf, pairs, evidence), strict=True):
         if r.exact:
