@@ -467,3 +467,34 @@ def test_status_shows_when_the_last_run_finished_and_the_size_on_disk(tmp_path: 
     local = finished.astimezone().strftime("%Y-%m-%d %H:%M:%S")
     assert f"last run:   finished {local}" in human and ", took " in human, human
     assert f"on disk:    {status['indexBytes'] / 1000:.1f} KB ({db})" in human, human
+
+
+def test_readable_output_never_sends_a_files_control_characters_to_the_terminal(tmp_path: Path) -> None:
+    """A cloned repository's text and file names may hold terminal escapes (OSC 52 writes the clipboard, ESC[2J
+    clears the screen) and bidirectional overrides: the tables, `get` and `enrich` show them escaped, and --json
+    keeps them exact (as JSON escapes, C1 and bidi ones included)."""
+    root = tmp_path / "cloned"
+    root.mkdir()
+    (root / "a.md").write_text(
+        "# Head \x1b]0;PWNED\x07 x\n\nescword \x1b[2J\x1b[31mred \x1b]52;c;ZXZpbA==\x07 \x9b31m \u202eevil text\n",
+        encoding="utf-8",
+    )
+    name = "e\x1b]0;T\x07.md"
+    (root / name).write_text("# t\n\nescword here\n", encoding="utf-8")
+    assert run("index", str(root)).exit_code == 0
+    for args in (
+        ("search", "escword", "--root", str(root)),
+        ("get", "a.md", "--root", str(root)),
+        ("get", name, "--root", str(root)),
+        ("enrich", "escword here", "--root", str(root)),
+    ):
+        out = run(*args).output
+        assert "escword" in out, args
+        assert not any(c in out for c in "\x1b\x07\x9b\u202e"), (args, out)
+    shown = run("get", "a.md", "--root", str(root)).output
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in shown and "\\u202eevil" in shown
+    result = run("search", "escword", "--root", str(root), "--json")
+    assert not any(c in result.stdout for c in "\x1b\x9b\u202e")
+    got = json.loads(result.stdout)
+    assert sorted(r["filePath"] for r in got["results"]) == sorted(["a.md", name])
+    assert any("\u202eevil" in r["snippet"] for r in got["results"])

@@ -16,13 +16,21 @@ from ..config.settings import MAX_CHAPTER
 from ..errors import InvalidRequest, SaiplingError, StorageFull
 from ..paths import from_cwd, root_relative_prefix, too_broad
 from ..project import Project, find_root
+from .shown import PrintableFormatter, printable, printable_json
 
 log = logging.getLogger("saipling")
+
+
+def echo(message: str = "", err: bool = False) -> None:
+    """click.echo of readable output: control characters from the project's text shown escaped (cli/shown.py)."""
+    click.echo(printable(message), err=err)
 
 
 def _setup_logging(verbose: int) -> None:
     level = os.environ.get("SAIPLING_LOG_LEVEL") or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # (a log line may quote a file's name or text)
+        handler.setFormatter(PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
     # (markdown-it's DEBUG traces every parser rule of every block)
     logging.getLogger("markdown_it").setLevel(logging.INFO)
     # (the settings' warnings are printed by `_open` as `warning: ...`, with the project's others: not twice)
@@ -53,7 +61,7 @@ def _open(
         raise click.UsageError(f"not a folder: {path}")
     if enclosing and root is not None and (outer := find_root(path)) != path:
         rel = path.relative_to(outer).as_posix()
-        click.echo(
+        echo(
             f"note: {path} is inside the project at {outer}: reading its index (--path {rel} keeps to this folder)",
             err=True,
         )
@@ -70,7 +78,7 @@ def _open(
     # only indexing verifies every page of the index (and rebuilds a corrupted one); a read skips that cost
     project = Project.open(path, overrides=layers, create=create, verify=create, provider=provider)
     for w in project.warnings:
-        click.echo(f"warning: {w}", err=True)
+        echo(f"warning: {w}", err=True)
     return project
 
 
@@ -91,7 +99,7 @@ def _freshen(project: Project) -> None:
     from ..live.freshness import refresh_before_reading
 
     if note := refresh_before_reading(project):
-        click.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
 
 
 def _one_blas_thread() -> None:
@@ -105,7 +113,7 @@ def _one_blas_thread() -> None:
 
 
 def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    click.echo(printable_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 
 
 class _RootCommand(click.Command):
@@ -167,17 +175,17 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except InvalidRequest as exc:
-            click.echo(f"error: {exc}", err=True)
+            echo(f"error: {exc}", err=True)
             ctx.exit(2)
         except SaiplingError as exc:
-            click.echo(f"error: {exc}", err=True)
+            echo(f"error: {exc}", err=True)
             ctx.exit(1)
         except BrokenPipeError:  # the reader stopped early (`saipling search x | head`): end quietly
             # (stdout to /dev/null: nothing left to flush at exit; exit 1, as rich does for the tables)
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(1)
         except OSError as exc:
-            click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+            echo(f"error: {type(exc).__name__}: {exc}", err=True)
             ctx.exit(1)
 
 
@@ -222,7 +230,7 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
     from .progress import IndexBar
 
     project = _open(root, create=True, provider=provider)
-    project.indexer.on_lock_wait = lambda pid: click.echo(
+    project.indexer.on_lock_wait = lambda pid: echo(
         f"waiting: the index is in use by {f'PID {pid}' if pid else 'another process'}", err=True
     )
     try:
@@ -232,7 +240,7 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
                 if yes:
                     return True
                 bar.pause()
-                click.echo(
+                echo(
                     f"Embedding {est['chunks']:,} chunks of {est['files']:,} files (~{est['tokens']:,} tokens) "
                     f"with {est['provider']}/{est['model']} costs about ${est['costUsd']:.2f}.",
                     err=True,
@@ -250,19 +258,19 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
             except StorageFull as exc:  # a write of the run itself (not one file's): where, and how much room
                 from ..storage import disk_full_advice
 
-                click.echo(f"error: {exc}", err=True)
-                click.echo(f"error: {disk_full_advice(project.root, project.store.path, project.settings)}", err=True)
+                echo(f"error: {exc}", err=True)
+                echo(f"error: {disk_full_advice(project.root, project.store.path, project.settings)}", err=True)
                 raise SystemExit(1) from None
             except KeyboardInterrupt:
                 st = project.status()
-                click.echo(
+                echo(
                     f"\ninterrupted: the index is consistent ({st['pendingFiles']} files not read yet, "
                     f"{st['unembeddedChunks']} chunks not embedded yet); run `saipling index` again to resume",
                     err=True,
                 )
                 sys.exit(130)
         if opened not in (None, (0, 0)) and _index_file_identity(project) != opened:
-            click.echo(
+            echo(
                 f"error: the index {project.store.path} was deleted or replaced while this run wrote it: what the run "
                 "did is not on disk; run `saipling index` again",
                 err=True,
@@ -273,27 +281,27 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
             _report_failures(summary, project)
             return
         s = summary
-        click.echo(
+        echo(
             f"indexed {s.files} files, {s.chunks} chunks ({s.changed} changed, {s.unchanged} unchanged, "
             f"{s.deleted} removed) with {project.provider.name}"
             + (f"/{project.provider.model}" if project.provider.model else "")
         )
-        click.echo(
+        echo(
             f"embedded {s.embedded} chunks, reused {s.reused} from cache, {s.tokens} tokens, "
             f"${s.cost_usd:.4f}, {s.seconds:.1f}s"
         )
         if could_not := s.could_not_index():  # (failures are reported below, one line per cause)
-            click.echo(_could_not_index_line(could_not))
+            echo(_could_not_index_line(could_not))
         if s.degraded:
-            click.echo(f"warning: {s.degraded}", err=True)
+            echo(f"warning: {s.degraded}", err=True)
         if s.declined:
-            click.echo(
+            echo(
                 f"not embedded: {s.unembedded} chunks are keyword-searchable only; run `saipling index --yes` "
                 "to embed them",
                 err=True,
             )
         if project.fallback_from is not None:
-            click.echo(f"note: {project.provider.reason}; the next `saipling index` tries it again", err=True)
+            echo(f"note: {project.provider.reason}; the next `saipling index` tries it again", err=True)
         _report_failures(summary, project)
     finally:
         project.close()
@@ -339,11 +347,11 @@ def _report_failures(summary: Any, project: Project) -> None:
     if not causes:
         return
     for cause, n in causes.items():
-        click.echo(f"error: {n} file{'s' if n != 1 else ''} could not be indexed: {cause}", err=True)
+        echo(f"error: {n} file{'s' if n != 1 else ''} could not be indexed: {cause}", err=True)
     if any(word in cause for cause in causes for word in _NO_ROOM):
         from ..storage import disk_full_advice
 
-        click.echo(f"error: {disk_full_advice(project.root, project.store.path, project.settings)}", err=True)
+        echo(f"error: {disk_full_advice(project.root, project.store.path, project.settings)}", err=True)
     raise SystemExit(1)
 
 
@@ -362,49 +370,47 @@ def status(root: str | None, as_json: bool) -> None:
         if as_json:
             _emit_json(st)
             return
-        click.echo(f"root:       {st['root']}")
-        click.echo(f"version:    saipling {st['version']}")
-        click.echo(
+        echo(f"root:       {st['root']}")
+        echo(f"version:    saipling {st['version']}")
+        echo(
             f"files:      {st['totalFiles']}   chunks: {st['totalChunks']}   embedded: {st['embeddedChunks']}"
             + (f"   without vectors: {st['unembeddedChunks']}" if st["unembeddedChunks"] else "")
         )
-        click.echo(
+        echo(
             f"provider:   {st['provider']}"
             + (f" / {st['model']} ({st['dimensions'] or '?'} dims)" if st["model"] else "")
         )
-        click.echo(f"why:        {st['providerReason']}")
+        echo(f"why:        {st['providerReason']}")
         if st.get("embedding"):
-            click.echo(f"texts:      {_embedding_line(st['embedding'])}")
+            echo(f"texts:      {_embedding_line(st['embedding'])}")
             if st["embedding"].get("languages"):
-                click.echo(
-                    f"languages:  {LANGUAGE_LINES.get(st['embedding']['languages'], st['embedding']['languages'])}"
-                )
+                echo(f"languages:  {LANGUAGE_LINES.get(st['embedding']['languages'], st['embedding']['languages'])}")
         if st.get("fallbackFrom"):
             fb = st["fallbackFrom"]
-            click.echo(f"fallback:   standing in for {fb['provider']}/{fb['model']} until it works ({fb['reason']})")
+            echo(f"fallback:   standing in for {fb['provider']}/{fb['model']} until it works ({fb['reason']})")
         if st.get("lastRun"):
             run = st["lastRun"]
             took = f", took {run['seconds']:.1f} s" if run.get("seconds") is not None else ""
-            click.echo(f"last run:   finished {_local_time(run['finished'])}{took}")
+            echo(f"last run:   finished {_local_time(run['finished'])}{took}")
         else:
-            click.echo(f"indexed:    {_local_time(st['lastIndexed']) if st['lastIndexed'] else 'never'}")
+            echo(f"indexed:    {_local_time(st['lastIndexed']) if st['lastIndexed'] else 'never'}")
         if st.get("store") == "postgresql":
-            click.echo(f"store:      {st['indexPath']} (shared workspace)")
+            echo(f"store:      {st['indexPath']} (shared workspace)")
         elif st.get("indexBytes") is not None:
-            click.echo(f"on disk:    {_size(st['indexBytes'])} ({st['indexPath']})")
+            echo(f"on disk:    {_size(st['indexBytes'])} ({st['indexPath']})")
         if st["pendingFiles"] or st["unembeddedChunks"]:
-            click.echo(
+            echo(
                 f"left:       {st['pendingFiles']} files not read yet, {st['unembeddedChunks']} chunks not "
                 "embedded yet (`saipling index` finishes them)"
             )
-        click.echo(
+        echo(
             f"cost:       ${st['totalCostUsd']:.4f} so far; a full re-embed would cost "
             f"${st['estimatedReindexCostUsd']:.4f}"
         )
         if st["degraded"]:
-            click.echo(f"degraded:   {st['degraded']}")
+            echo(f"degraded:   {st['degraded']}")
         if st["readOnly"]:
-            click.echo("read-only:  the index cannot be written (search and status only)")
+            echo("read-only:  the index cannot be written (search and status only)")
     finally:
         project.close(checkpoint=False)
 
@@ -469,14 +475,14 @@ def mentions(name: str, root: str | None, max_chapter: int | None, limit: int | 
         _emit_json(found)
         return
     for e in found["entities"]:
-        click.echo(f"{e['entity']['name']} ({e['entity']['path']})")
-        click.echo(f"  {e['summary']}")
+        echo(f"{e['entity']['name']} ({e['entity']['path']})")
+        echo(f"  {e['summary']}")
         if e["chapters"]:
-            click.echo(f"  {'chapter':<24} {'mentions':>8}  first")
+            echo(f"  {'chapter':<24} {'mentions':>8}  first")
         for c in e["chapters"]:
-            click.echo(f"  {c['chapter']:<24} {c['count']:>8}  {c['first']['path']}:{c['first']['line']}")
+            echo(f"  {c['chapter']:<24} {c['count']:>8}  {c['first']['path']}:{c['first']['line']}")
         for f in e["otherFiles"]:
-            click.echo(f"  {'(not a chapter)':<24} {f['count']:>8}  {f['path']}")
+            echo(f"  {'(not a chapter)':<24} {f['count']:>8}  {f['path']}")
 
 
 @main.command(cls=_RootCommand, folder_hint="to check the names in a folder")
@@ -501,16 +507,16 @@ def names(root: str | None, drift: bool, unknown: bool, min_count: int, as_json:
         _emit_json(found)
         return
     if "drift" in found:
-        click.echo(f"names that drift ({len(found['drift'])}):")
+        echo(f"names that drift ({len(found['drift'])}):")
         for d in found["drift"]:
-            click.echo(
+            echo(
                 f"  {d['word']:<20} ~ {d['closeTo']:<16} ({d['entity']}) x{d['count']:<4} "
                 f"{d['first']['path']}:{d['first']['line']}"
             )
     if "unknown" in found:
-        click.echo(f"names without a page ({len(found['unknown'])}):")
+        echo(f"names without a page ({len(found['unknown'])}):")
         for u in found["unknown"]:
-            click.echo(f"  {u['word']:<20} x{u['count']:<5} {u['first']['path']}:{u['first']['line']}")
+            echo(f"  {u['word']:<20} x{u['count']:<5} {u['first']['path']}:{u['first']['line']}")
 
 
 @main.command()
@@ -525,7 +531,7 @@ def estimate(root: str | None, as_json: bool, provider: str | None) -> None:
         if as_json:
             _emit_json(est)
             return
-        click.echo(
+        echo(
             f"{est['files']} files; {est['chunksToEmbed']} chunks (~{est['tokensToEmbed']} tokens) to embed with "
             f"{est['provider']}{'/' + est['model'] if est['model'] else ''}: about ${est['estimatedCostUsd']:.4f}"
         )
@@ -554,7 +560,7 @@ def clear(root: str | None, as_json: bool, wait_seconds: float) -> None:
         try:
             project.clear(
                 timeout=wait_seconds,
-                on_wait=lambda pid: click.echo(
+                on_wait=lambda pid: echo(
                     f"waiting up to {wait_seconds:g} s: the index is in use by "
                     f"{f'PID {pid}' if pid else 'another process'}",
                     err=True,
@@ -568,7 +574,7 @@ def clear(root: str | None, as_json: bool, wait_seconds: float) -> None:
         if as_json:
             _emit_json({"cleared": True, "root": str(project.root)})
         else:
-            click.echo(f"cleared the index of {project.root}")
+            echo(f"cleared the index of {project.root}")
     finally:
         project.close()
 
@@ -580,12 +586,12 @@ def _print_results(response: dict, explain: bool) -> None:
 
     console = Console()
     if response.get("degraded"):
-        click.echo(f"note: {response['degraded']}", err=True)
+        echo(f"note: {response['degraded']}", err=True)
     if not response["results"]:
-        click.echo("no results")
+        echo("no results")
         return
     if response.get("noConfidentMatch"):
-        click.echo("note: no confident match: nothing here looks relevant to the query (results dimmed)", err=True)
+        echo("note: no confident match: nothing here looks relevant to the query (results dimmed)", err=True)
     from ..retrieval.search import CONFIDENT
 
     table = Table(show_header=True, header_style="bold", expand=True)
@@ -602,7 +608,7 @@ def _print_results(response: dict, explain: bool) -> None:
                 table.add_section()
             table.add_row("", Text("low confidence", style="dim italic"), "", "", style="dim")
         where = r["filePath"] + (f" § {r['sectionHeading'].lstrip('# ')}" if r["sectionHeading"] else "")
-        snippet = Text(r["snippet"].replace("**", ""))
+        snippet = Text(printable(r["snippet"].replace("**", "")))
         if explain and "explain" in r:
             e = r["explain"]
             snippet.append(
@@ -613,7 +619,11 @@ def _print_results(response: dict, explain: bool) -> None:
                 style="dim",
             )
         table.add_row(
-            f"{r['score']:.3f}", Text(where), f"{r['startLine']}-{r['endLine']}", snippet, style="dim" if weak else None
+            f"{r['score']:.3f}",
+            Text(printable(where)),
+            f"{r['startLine']}-{r['endLine']}",
+            snippet,
+            style="dim" if weak else None,
         )
     console.print(table)
 
@@ -739,7 +749,7 @@ def search(
 def _why_no_results(project: Project, req: Any, given: dict[str, Any]) -> None:
     from ..retrieval.filter_notes import why_no_results
 
-    click.echo(f"note: {why_no_results(project, req, given, '--path')}", err=True)
+    echo(f"note: {why_no_results(project, req, given, '--path')}", err=True)
 
 
 @main.command(cls=_RootCommand, folder_hint="to read from a folder")
@@ -759,7 +769,7 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
         if as_json:
             _emit_json(got)
         else:
-            click.echo(got["text"])
+            echo(got["text"])
     finally:
         project.close(checkpoint=False)
 
@@ -790,7 +800,7 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
             _emit_json(response)
         else:
             if not response["indexed"]:
-                click.echo(f"{response['path']} is not indexed yet", err=True)
+                echo(f"{response['path']} is not indexed yet", err=True)
             _print_results(response, False)
     finally:
         project.close(checkpoint=False)
@@ -830,7 +840,7 @@ def enrich(query, root, skill, loaded, book, max_tokens, max_results, max_chapte
         if as_json:
             _emit_json(response)
         else:
-            click.echo(response["contextBlock"] or f"(nothing added: {_why_nothing_added(response)})")
+            echo(response["contextBlock"] or f"(nothing added: {_why_nothing_added(response)})")
     finally:
         project.close(checkpoint=False)
 
@@ -885,7 +895,7 @@ def eval_cmd(dataset, split, modes, workdir, limit, provider, as_json) -> None:
 
         with IndexBar(enabled=not as_json and sys.stderr.isatty()) as bar:
             summary = project.index(progress=bar.update)
-        click.echo(
+        echo(
             f"indexed {summary.files} documents ({summary.chunks} chunks) with {project.provider.name}",
             err=True,
         )
@@ -912,10 +922,10 @@ def eval_cmd(dataset, split, modes, workdir, limit, provider, as_json) -> None:
             out["modes"][mode] = {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}
             if degraded:  # the scores of this mode are really keyword-only: say so
                 out["modes"][mode]["degraded"] = sorted(degraded)[0]
-                click.echo(f"note: {mode} ran as {sorted(degraded)[0]}", err=True)
+                echo(f"note: {mode} ran as {sorted(degraded)[0]}", err=True)
             if not as_json:
                 s = out["modes"][mode]
-                click.echo(
+                echo(
                     f"{mode:9s} nDCG@10 {s['ndcg@10']:.4f}  recall@10 {s['recall@10']:.4f}  "
                     f"recall@100 {s['recall@100']:.4f}  MRR {s['mrr']:.4f}  ({s['queries']} queries)"
                     + ("  [keyword only]" if degraded else "")
@@ -975,7 +985,7 @@ def export_cmd(out: str, root: str | None, as_json: bool) -> None:
         _emit_json(done)
     else:
         what = f"{done['model']} ({done['dimensions']} dimensions)"
-        click.echo(f"exported {done['vectors']:,} vectors of {what} to {out}")
+        echo(f"exported {done['vectors']:,} vectors of {what} to {out}")
 
 
 @main.command(name="import", cls=_RootCommand, folder_hint="to import into a folder")
@@ -995,7 +1005,7 @@ def import_cmd(src: str, root: str | None, as_json: bool, provider: str | None) 
         loaded = store_vectors(project.store, export)
         key = getattr(project.provider, "vector_key", None)
         if key and (key, project.provider.dimensions) != (loaded["model"], loaded["dimensions"]):
-            click.echo(
+            echo(
                 f"warning: the vectors are of {loaded['model']} ({loaded['dimensions']} dimensions) but this project "
                 f"embeds with {key} ({project.provider.dimensions}): they will not be used",
                 err=True,
@@ -1007,7 +1017,7 @@ def import_cmd(src: str, root: str | None, as_json: bool, provider: str | None) 
     if as_json:
         _emit_json(out)
     else:
-        click.echo(
+        echo(
             f"imported {loaded['vectors']:,} vectors; indexed {summary.chunks:,} chunks: {summary.reused:,} vectors "
             f"reused, {summary.embedded:,} embedded"
         )

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..indexing.indexer import IndexProgress
+from .shown import printable
 
 PHASES = {"keywords": "reading", "file_keywords": "whole-file keywords", "embedding": "embedding", "done": "done"}
 
@@ -32,7 +33,7 @@ class IndexBar:
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 TextColumn("{task.fields[eta]}"),
-                TextColumn("{task.fields[current]}", style="dim"),
+                TextColumn("{task.fields[current]}", style="dim", markup=False),  # (a file name, not markup)
                 console=Console(stderr=True),
                 transient=False,
             )
@@ -43,7 +44,7 @@ class IndexBar:
     def update(self, p: IndexProgress) -> None:
         if self._progress is None or self._task is None:
             return
-        current = (p.current_file or p.phase)[-50:]
+        current = printable(p.current_file or p.phase)[-50:]
         done, total = (p.chunks_done, p.chunks_total) if p.phase == "embedding" else (p.files_done, p.files_total)
         self._progress.update(
             self._task,
