@@ -113,3 +113,13 @@ def test_frontmatter_lines_agrees_with_frontmatter_end() -> None:
         "---\nx\n----\n---\n",
     ]:
         assert frontmatter_lines(text) == frontmatter_end(text.split("\n")), text
+
+
+def test_an_entitys_hash_does_not_read_every_alias() -> None:
+    """Mentions are resolved to entities through dicts keyed by Entity: a hash over the aliases made a profile of
+    60,000 aliases (a cloned repository's) take 24 s to index instead of 3.5 s (quadratic). Equality still reads
+    everything."""
+    few = Entity("people/bob.md", "Bob", "character", ("Bobby",))
+    many = Entity("people/bob.md", "Bob", "character", tuple(f"a{i}" for i in range(50_000)))
+    assert hash(few) == hash(many) and few != many
+    assert len({few, many, Entity("people/bob.md", "Bob", "character", ("Bobby",))}) == 2

@@ -72,6 +72,9 @@ class Entity:
     entity_type: str
     aliases: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:  # (not over every alias: a profile may list thousands, hashed at each mention)
+        return hash((self.path, self.name))
+
     @property
     def names(self) -> tuple[str, ...]:
         return (self.name, *self.aliases)
