@@ -3,6 +3,11 @@ order."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from saipling.retrieval.entities import Entity, EntityIndex, first_paragraph, manuscript_key
 
 MARCUS = Entity("characters/marcus-cole/profile.md", "Marcus Cole", "character", ("Marcus", "the Detective"))
@@ -123,3 +128,26 @@ def test_an_entitys_hash_does_not_read_every_alias() -> None:
     many = Entity("people/bob.md", "Bob", "character", tuple(f"a{i}" for i in range(50_000)))
     assert hash(few) == hash(many) and few != many
     assert len({few, many, Entity("people/bob.md", "Bob", "character", ("Bobby",))}) == 2
+
+
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(0, 3)), max_size=40))
+@settings(max_examples=150, deadline=None)
+def test_an_outline_section_runs_to_the_next_heading_of_its_level_or_higher(heads: list[tuple[int, int]]) -> None:
+    """Each heading's section ends on the line before the next heading of the same or a higher level (the end of
+    the file if none): found in one pass now (searched onward from every heading, 100,000 headings took 14 s)."""
+    from saipling.retrieval.entities import outline
+
+    lines, starts = [], []
+    for n, (level, body) in enumerate(heads):
+        starts.append(len(lines))
+        lines += ["#" * level + f" h{n}", *[f"text {n}"] * body]
+    text = "\n".join(lines) + "\n"
+
+    def flat(items: list[Any]) -> list[Any]:
+        return [x for it in items for x in [it, *flat(it.children)]]
+
+    got = flat(outline(text))
+    assert [it.name for it in got] == [f"h{n}" for n in range(len(heads))]
+    for n, (level, _body) in enumerate(heads):
+        nxt = next((starts[m] for m in range(n + 1, len(heads)) if heads[m][0] <= level), len(lines))
+        assert (got[n].first, got[n].last) == (starts[n], nxt - 1)

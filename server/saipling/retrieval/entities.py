@@ -613,10 +613,16 @@ def outline(text: str, entity: Entity | None = None) -> list[OutlineItem]:
     if (title := _title_item(text, doc, end)) is not None:
         items.append(title)
         stack.append((1, title))  # (the page has no H1: every heading nests under its title)
+    # a section runs to the line before the next heading of the same or a higher level (one pass: a file of 100,000
+    # headings, searched onward from each, took 14 s)
+    nxt = [end + 2] * len(heads)
+    open_: list[int] = []
+    for i, g in enumerate(heads):
+        while open_ and heads[open_[-1]].level >= g.level:
+            nxt[open_.pop()] = g.start
+        open_.append(i)
     for i, h in enumerate(heads):
-        # a section runs to the line before the next heading of the same or a higher level
-        nxt = next((g.start for g in heads[i + 1 :] if g.level <= h.level), end + 2)
-        item = OutlineItem(h.title, "heading", h.start - 1, max(h.end - 1, nxt - 2), f"h{h.level}")
+        item = OutlineItem(h.title, "heading", h.start - 1, max(h.end - 1, nxt[i] - 2), f"h{h.level}")
         while stack and stack[-1][0] >= h.level:
             stack.pop()
         (stack[-1][1].children if stack else items).append(item)
