@@ -385,6 +385,8 @@ def project_layer(root: Path) -> tuple[dict[str, Any], list[str]]:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:  # (nested too deep)
         return {}, [f"{path}: invalid TOML ({exc or type(exc).__name__}); using defaults"]
     data = data.get("saipling", data)
+    if not isinstance(data, dict):  # (`saipling = 5`: a value where the table goes)
+        return {}, [f"{path}: saipling: expected a table ([saipling]), got {shown(data)}; using defaults"]
     return data, []
 
 
