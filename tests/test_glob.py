@@ -11,6 +11,7 @@ import textwrap
 import unicodedata
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -395,3 +396,27 @@ def test_get_finds_the_nfd_file_typed_in_nfc_and_its_exclusion_holds(tmp_path: P
             project.get({"path": nfc("notes/privé.md"), "respectContextSettings": True})
         with pytest.raises(InvalidRequest):
             project.get({"path": nfd("notes/privé.md"), "respectContextSettings": True})
+
+
+def test_a_settings_file_with_more_globs_than_the_cache_compiles_each_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compile_glob keeps 256 globs: a `.context_settings.json` with more recompiled every one for every path
+    checked (400 keys made a search 10x slower). The settings compile their own, once; the longest match wins."""
+    keys = {f"notes/*-{i:04d}[!x].md": "exclude" for i in range(400)}
+    keys["notes/a*-0399[!z].md"] = "force"  # (longer than the key it overlaps)
+    (tmp_path / ".context_settings.json").write_text(json.dumps(keys), encoding="utf-8")
+    built: list[str] = []
+    real_init = Glob.__init__
+
+    def counting(self: Any, pattern: str) -> None:
+        built.append(pattern)
+        real_init(self, pattern)
+
+    monkeypatch.setattr(Glob, "__init__", counting)
+    cs = load_context_settings(tmp_path)
+    files = [f"notes/a-{i:04d}y.md" for i in range(0, 400, 7)] + ["notes/a-0399y.md", "notes/other.md"]
+    modes = {f: cs.mode_for(f) for f in files * 3}
+    assert modes["notes/a-0000y.md"] == modes["notes/a-0392y.md"] == "exclude"
+    assert modes["notes/a-0399y.md"] == "force" and modes["notes/other.md"] == "auto"
+    assert len(built) <= len(keys)

@@ -318,7 +318,11 @@ def compile_glob(pattern: str) -> Glob:
 
 def glob_match(rel_path: str, pattern: str) -> bool:
     """True if the path or one of its folders matches (gitignore-like: `drafts` excludes `drafts/a.md`)."""
-    glob = compile_glob(pattern)
+    return glob_matches(compile_glob(pattern), rel_path)
+
+
+def glob_matches(glob: Glob, rel_path: str) -> bool:
+    """glob_match with the glob compiled already (a caller holding more patterns than compile_glob's cache)."""
     if glob._match_rx is not None and rel_path.isascii():  # the common case, without a method call
         return glob._match_rx(rel_path) is not None
     return glob.match(rel_path)

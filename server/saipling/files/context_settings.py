@@ -11,7 +11,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..paths import glob_match, nfc, normalise_rel
+from ..paths import Glob, glob_matches, nfc, normalise_rel
 
 log = logging.getLogger(__name__)
 FILE_NAME = ".context_settings.json"
@@ -30,6 +30,9 @@ class ContextSettings:
     modes: dict[str, str] = field(default_factory=dict)
     warning: str | None = None
     exclude_all: bool = False
+    # the glob keys compiled, once: compile_glob's cache holds 256, and a file with more recompiled every glob for
+    # every path checked (400 keys: a search 0.2 -> 2.3 s)
+    _globs: dict[str, Glob] | None = field(default=None, init=False, repr=False, compare=False)
 
     def mode_for(self, rel: str) -> str:
         """The mode of a file: an exact entry, else the longest folder or glob entry that matches, else auto.
@@ -39,12 +42,15 @@ class ContextSettings:
             return "exclude"
         if rel in self.modes:
             return self.modes[rel]
+        if self._globs is None:
+            self._globs = {key: Glob(key) for key in self.modes if any(c in key for c in "*?[")}
+        globs = self._globs
         best, best_len = "auto", -1
         for key, mode in self.modes.items():
-            folder = key.rstrip("/") + "/"
-            if (rel.startswith(folder) or (any(c in key for c in "*?[") and glob_match(rel, key))) and len(
-                key
-            ) > best_len:
+            if len(key) <= best_len:
+                continue
+            glob = globs.get(key)
+            if rel.startswith(key.rstrip("/") + "/") or (glob is not None and glob_matches(glob, rel)):
                 best, best_len = mode, len(key)
         return best
 
