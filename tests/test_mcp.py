@@ -264,10 +264,15 @@ async def test_visibility_follows_the_mcp_role_setting(tmp_path: Path) -> None:
     async with mcp_session(root, SAIPLING_MCP_ROLE="author") as session:
         assert await paths(session, "quillfeather") == [elena]
         assert "quillfeather" in (await call(session, "get", {"path": elena}))["text"]
-    async with mcp_session(root) as session:  # no mcpRole: what defaultRole sees (unset: public only)
+    async with mcp_session(root) as session:  # no mcpRole: public only
         assert await paths(session, "quillfeather") == []
+    # the author's own defaultRole is not the agent's: an author who set it to see their private notes in the
+    # editor gave them to every agent
     async with mcp_session(root, SAIPLING_DEFAULT_ROLE="author") as session:
-        assert await paths(session, "quillfeather") == [elena]
+        assert await paths(session, "quillfeather") == []
+        assert "not visible" in await error(session, "get", {"path": elena})
+        enriched = await call(session, "enrich_context", {"query": "quillfeather elena", "skill": "always"})
+        assert "quillfeather" not in enriched["contextBlock"].lower()
 
 
 async def test_enrich_related_and_status(tmp_path: Path) -> None:

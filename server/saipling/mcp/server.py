@@ -6,8 +6,8 @@ the field), brings the index up to date with the files on disk
 (`live.freshness.LazySync`), calls one `Project` method and returns the engine's answer as `structuredContent`
 (and the same JSON as text, for clients that only read text). Nothing here ranks, reads or filters.
 
-Rules the agent cannot change: results are searched as the `mcpRole` setting sees the project (unset: as a
-request without a role sees it), `.context_settings.json` exclusions always apply, and every search is
+Rules the agent cannot change: results are searched as the `mcpRole` setting sees the project (unset: `public`
+content only, whatever `defaultRole` says), `.context_settings.json` exclusions always apply, and every search is
 logged in `search_log` with source `agent`. The protocol is the official `mcp` SDK's; it is imported only
 when the server starts, so other commands never pay for it.
 """
@@ -361,7 +361,9 @@ class McpFace:
     def __init__(self, project: Project) -> None:
         self.project = project
         self.live = LiveIndex(project, name="mcp")
-        self.role = project.settings.mcp_role or None
+        # (unset: public only, never what `defaultRole` sees: that is the author's own role on their machine, and an
+        # agent got their private notes)
+        self.role = project.settings.mcp_role
 
     # -- index life cycle ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -407,23 +409,21 @@ class McpFace:
         return _present(handler(args))
 
     def _visible(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The rules an agent cannot change: the MCP role, exclusions respected."""
-        if self.role:
-            params["role"] = self.role
+        """The rules an agent cannot change: the MCP role ("": a role no setting defines, public only), exclusions
+        respected."""
+        params["role"] = self.role
         return params
 
     def _tool_search(self, args: dict[str, Any]) -> dict[str, Any]:
         params = self._visible({**args, "source": "agent", "respectContextSettings": True})
         response = self.project.search(params)
         out = {**response, "results": self._agent_results(response["results"])}
-        if not out["results"] and "note" not in out and isinstance(given := args.get("filter"), dict) and given:
+        if not out["results"] and "note" not in out:
             # (the agent is told to say nothing relevant exists on an empty answer: not when its filter did it)
-            from ..retrieval.filter_notes import why_no_results
-            from ..retrieval.search import parse_request
+            from ..retrieval.filter_notes import empty_search_note
 
-            shown = {f"filter.{k}": v for k, v in given.items() if v not in (None, "", [])}
-            if shown:
-                out["note"] = why_no_results(self.project, parse_request(params), shown, "filter.pathPrefix")
+            if note := empty_search_note(self.project, params):
+                out["note"] = note
         return out
 
     def _tool_get(self, args: dict[str, Any]) -> dict[str, Any]:
