@@ -18,6 +18,10 @@ async def test_search_get_related_enrich(tmp_path: Path) -> None:
         assert one["noConfidentMatch"] is False and 0 < one["results"][0]["confidence"] <= 1
         off = await request(client, "saipling/search", {"query": "nginx websocket reverse proxy", "minScore": 0.5})
         assert off["noConfidentMatch"] is True and off["results"] == []
+        # a filter that left nothing says why (an editor showed "no results" alone)
+        nowhere = await request(client, "saipling/search", {"query": "Fenwick", "filter": {"pathPrefix": "chapter/"}})
+        assert nowhere["results"] == [] and "filter.pathPrefix chapter/" in nowhere["note"]
+        assert "note" not in await request(client, "saipling/search", {"query": "Fenwick"})
 
         got = await request(client, "saipling/get", {"path": "chapters/ch01.md", "startLine": 3, "lines": 1})
         assert got["text"].startswith("The dragon woke") and got["workspaceFolder"] == root.as_uri()

@@ -266,6 +266,13 @@ NOVEL = {
 }
 
 
+# kept from agents' context, still the author's to search with :SaiplingSearch!
+EXCLUDED_DRAFT = {
+    "drafts/twist.md": "# Twist\n\nThe sister was the smuggler all along: quillwort in the grain boat.\n",
+    ".context_settings.json": '{"drafts/": "exclude"}\n',
+}
+
+
 def write_novel(folder: Path, extra: dict[str, str] | None = None) -> Path:
     for rel, text in {**NOVEL, **(extra or {})}.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -321,6 +328,32 @@ def test_search_filter_prefixes(novel_run: tuple[dict, str, Path]) -> None:
     assert all(r.startswith("books/") for r in searches["path"]["items"]), msg
     bad = searches["bad"]
     assert "items" not in bad and any("upto: needs a chapter number" in n["msg"] for n in bad["notes"]), msg
+
+
+def test_an_excluded_file_is_searched_with_the_bang_and_an_empty_filter_says_why(nvim: Path, tmp_path: Path) -> None:
+    """`.context_settings.json` keeps drafts/ out of agents' context: :SaiplingSearch leaves it out, :SaiplingSearch!
+    finds it (the title says so); a path filter that leaves nothing says why, not only "no results"."""
+    folder = write_novel(tmp_path / "novel", EXCLUDED_DRAFT)
+    result, detail = run_nvim(
+        nvim,
+        tmp_path,
+        "novel_test.lua",
+        cwd=folder,
+        NVIMTEST_PYTHON=sys.executable,
+        NVIMTEST_OPEN=str(folder / "characters" / "marcus.md"),
+        NVIMTEST_EXCLUDED="1",
+        NVIMTEST_TIMEOUT_MS="60000",
+    )
+    msg = show(result, detail)
+    assert not result.get("error"), msg
+    searches = result["searches"]
+    assert "items" not in searches["excluded"], msg
+    assert any(n["msg"] == "saipling: no results" for n in searches["excluded"]["notes"]), msg
+    found = searches["all_files"]
+    assert found.get("items") and found["items"][0].startswith("drafts/twist.md"), msg
+    assert "excluded files too" in found["prompt"], msg
+    notes = [n["msg"] for n in searches["nowhere"]["notes"]]
+    assert any(n.startswith("saipling: no results: ") and "path" in n for n in notes), msg
 
 
 def test_search_completion(novel_run: tuple[dict, str, Path]) -> None:

@@ -31,10 +31,6 @@ T.run(function()
     r.error = "the index did not become ready"
     return
   end
-  if os.getenv("NVIMTEST_QUICK") == "1" then
-    return
-  end
-
   -- Completion of :SaiplingSearch.
   r.complete = {
     prefixes = vim.fn.getcompletion("SaiplingSearch ty", "cmdline"),
@@ -54,15 +50,27 @@ T.run(function()
     end
     on_choice(nil, nil)
   end
-  local function search(args)
+  local function search(args, bang)
     shown = nil
     local before = #r.notifications
-    vim.cmd("SaiplingSearch " .. args)
+    vim.cmd("SaiplingSearch" .. (bang and "! " or " ") .. args)
     vim.wait(20000, function()
       return shown ~= nil or #r.notifications > before
     end, 20)
     return shown or { notes = vim.list_slice(r.notifications, before + 1) }
   end
+  if os.getenv("NVIMTEST_EXCLUDED") == "1" then -- (a folder whose .context_settings.json excludes drafts/)
+    r.searches = {
+      excluded = search("quillwort"), -- only in drafts/
+      all_files = search("quillwort", true), -- :SaiplingSearch! reads excluded files too
+      nowhere = search("path:nowhere/ sister"), -- a filter that leaves nothing says why
+    }
+    return
+  end
+  if os.getenv("NVIMTEST_QUICK") == "1" then
+    return
+  end
+
   r.searches = {
     plain = search("sister"),
     filtered = search("upto:12 type:character the sister"),

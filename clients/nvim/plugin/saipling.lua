@@ -4,9 +4,10 @@ end
 vim.g.loaded_saipling = true
 
 local cmd = vim.api.nvim_create_user_command
-cmd("SaiplingSearch", function(a) require("saipling").search(a.args) end, {
+cmd("SaiplingSearch", function(a) require("saipling").search(a.args, { all_files = a.bang }) end, {
   nargs = "*",
-  desc = "Saipling: search the project (filters: book:ID type:character upto:12 path:notes/)",
+  bang = true,
+  desc = "Saipling: search the project (filters: book:ID type:character upto:12 path:notes/; ! = excluded files too)",
   complete = function(arglead) return require("saipling").complete_search(arglead) end,
 })
 cmd("SaiplingRelated", function(o)

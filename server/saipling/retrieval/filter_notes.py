@@ -19,6 +19,16 @@ from .project_view import ProjectView
 from .search import SearchRequest, build_filter, run_search
 
 
+def empty_search_note(project: ProjectView, params: Mapping[str, Any]) -> str | None:
+    """The note for a `saipling/search` request (MCP `search` tool's arguments with its rules applied, or the
+    language server's parameters) that found nothing under its `filter`; None without a filter."""
+    from .search import parse_request
+
+    given = params.get("filter")
+    shown = {f"filter.{k}": v for k, v in given.items() if v not in (None, "", [])} if isinstance(given, dict) else {}
+    return why_no_results(project, parse_request(dict(params)), shown, "filter.pathPrefix") if shown else None
+
+
 def why_no_results(project: ProjectView, req: SearchRequest, given: Mapping[str, Any], path_label: str) -> str:
     """The note for a search under the filters `given` (as the caller names them: `--path` on the CLI,
     `pathPrefix` over MCP) that found nothing; `path_label` names the path filter in a suggestion."""

@@ -187,8 +187,10 @@ end
 
 --- Search the project; without `query`, ask for one. Opens the chosen result at its line.
 --- The query may hold filter prefixes: `book:ID type:character,world upto:12 path:notes/` (see saipling.query).
+--- `all_files` (`:SaiplingSearch!`): files `.context_settings.json` excludes are searched too (they are kept out of
+--- agents' context, not out of your own searches).
 ---@param query? string
----@param opts? {filter?: table}
+---@param opts? {filter?: table, all_files?: boolean}
 function M.search(query, opts)
   local picker = require("saipling.picker")
   local q = require("saipling.query")
@@ -206,7 +208,7 @@ function M.search(query, opts)
       -- Only filters: ask for the words, keeping the filters.
       vim.ui.input({ prompt = ("Saipling search (%s): "):format(q.describe(filter)) }, function(more)
         if more and vim.trim(more) ~= "" then
-          M.search(more, { filter = filter })
+          M.search(more, { filter = filter, all_files = opts and opts.all_files })
         end
       end)
       return
@@ -215,13 +217,25 @@ function M.search(query, opts)
     if next(filter) ~= nil then
       params.filter = filter
     end
+    local all_files = opts and opts.all_files == true
+    if all_files then
+      params.respectContextSettings = false
+    end
     M.request("saipling/search", params, function(result, client)
       local results = result and result.results or {}
+      -- A settings file that could not be read (and what applies instead): said once per message.
+      for _, w in ipairs(result and type(result.warnings) == "table" and result.warnings or {}) do
+        vim.notify_once("saipling: " .. tostring(w), vim.log.levels.WARN, { title = "saipling" })
+      end
       -- Filters, degraded (e.g. keyword-only) or still indexing: say so in the picker title.
       local notes = {}
       if next(filter) ~= nil then
         notes[#notes + 1] = q.describe(filter)
       end
+      if all_files then
+        notes[#notes + 1] = "excluded files too"
+      end
+
       if result and type(result.degraded) == "string" and result.degraded ~= "" then
         notes[#notes + 1] = result.degraded
       end
@@ -233,6 +247,7 @@ function M.search(query, opts)
         title = title,
         root = client.root_dir,
         no_confident_match = result and result.noConfidentMatch == true or nil,
+        note = result and type(result.note) == "string" and result.note or nil, -- why a filter left nothing
       })
     end)
   end

@@ -265,12 +265,13 @@ backends["fzf-lua"] = backends.fzf_lua
 --- Let the user pick one of `results` and jump to it. With `no_confident_match` (the server's
 --- noConfidentMatch: no result reaches the confidence bar) the title and a notification say so.
 ---@param results table[] search results
----@param opts? {title?: string, root?: string, picker?: string, no_confident_match?: boolean}
+--- With no results, `note` (the server's: why a filter left nothing) is said with "no results".
+---@param opts? {title?: string, root?: string, picker?: string, no_confident_match?: boolean, note?: string}
 function M.pick(results, opts)
   opts = opts or {}
   opts.title = opts.title or "Saipling"
   if not results or #results == 0 then
-    notify("no results", vim.log.levels.INFO)
+    notify("no results" .. (present(opts.note) and (": " .. opts.note) or ""), vim.log.levels.INFO)
     return
   end
   local none_confident = opts.no_confident_match

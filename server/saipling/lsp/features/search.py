@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...retrieval.filter_notes import empty_search_note
 from .. import convert
 from ..folders import folder_for, folders_for
 
@@ -25,9 +26,14 @@ def search(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
     with ls.engine_call():
         folders = folders_for(ls, p)
         responses = [(f.uri, f.project.search(p)) for f in folders]
+        merged = convert.merge_search(responses, p.get("maxResults") or folders[0].project.settings.max_results_default)
+        if not merged["results"] and "note" not in merged and len(folders) == 1:
+            # why a filter left nothing (`path: nowhere/`, a type no file has): "no results" alone says nothing
+            if note := empty_search_note(folders[0].project, p):
+                merged["note"] = note
     for folder in folders:
         ls.feedback.provider(folder)
-    return convert.merge_search(responses, p.get("maxResults") or folders[0].project.settings.max_results_default)
+    return merged
 
 
 def enrich_context(ls: SaiplingServer, p: dict[str, Any]) -> dict[str, Any]:
