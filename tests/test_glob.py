@@ -420,3 +420,47 @@ def test_a_settings_file_with_more_globs_than_the_cache_compiles_each_once(
     assert modes["notes/a-0000y.md"] == modes["notes/a-0392y.md"] == "exclude"
     assert modes["notes/a-0399y.md"] == "force" and modes["notes/other.md"] == "auto"
     assert len(built) <= len(keys)
+
+
+@pytest.mark.parametrize(
+    ("key", "note"),
+    [
+        ("secret/ ", "has spaces around it"),
+        (" secret", "has spaces around it"),
+        ("/secret/", None),  # (the root's secret/, as gitignore reads it)
+        ("SECRET/", None),  # (one folder on a case-insensitive disk: excluded either way)
+        ("{root}/secret/", "is an absolute path"),
+        ("Secret/Deep/X.md", None),
+    ],
+)
+def test_an_exclusion_a_slip_away_from_its_folder_still_excludes_it(tmp_path: Path, key: str, note: str | None) -> None:
+    """Keys an author writes a little off (spaces, an absolute path inside the root, other case) excluded nothing,
+    silently: the private files stayed searchable (privacy failed open)."""
+    (tmp_path / ".context_settings.json").write_text(
+        json.dumps({key.replace("{root}", str(tmp_path)): "exclude"}), encoding="utf-8"
+    )
+    cs = load_context_settings(tmp_path)
+    assert cs.mode_for("secret/deep/x.md") == "exclude"
+    assert cs.mode_for("public.md") == "auto" and cs.mode_for("secretive.md") == "auto"
+    assert (note in (cs.warning or "")) if note else not cs.warning
+
+
+def test_a_file_whose_name_holds_a_backslash_is_excluded_by_its_name_as_written(tmp_path: Path) -> None:
+    (tmp_path / ".context_settings.json").write_text(json.dumps({"notes\\secret.md": "exclude"}), encoding="utf-8")
+    cs = load_context_settings(tmp_path)
+    assert cs.mode_for("notes\\secret.md") == "exclude" and cs.mode_for("notes/secret.md") == "exclude"
+
+
+def test_status_names_the_exclusions_that_exclude_no_file(tmp_path: Path) -> None:
+    for rel in ("secret/a.md", "notes/b.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("# t\n\nwords\n", encoding="utf-8")
+    keys = {"secret/": "exclude", "{secret}/": "exclude", "notes/*.md": "exclude", "drafts/**": "exclude"}
+    (tmp_path / ".context_settings.json").write_text(json.dumps(keys), encoding="utf-8")
+    with open_project(tmp_path) as project:
+        project.index()
+        warned = [w for w in project.status()["warnings"] if "name no indexed file" in w]
+        assert len(warned) == 1 and '"{secret}/"' in warned[0] and '"drafts/**"' in warned[0]
+        assert '"secret/"' not in warned[0] and "notes/*.md" not in warned[0]
+        (tmp_path / ".context_settings.json").write_text(json.dumps({"secret/": "exclude"}), encoding="utf-8")
+        assert not [w for w in project.status()["warnings"] if "name no indexed file" in w]

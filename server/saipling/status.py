@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -128,10 +129,31 @@ def report(project: StatusSource) -> dict[str, Any]:
         "degraded": degraded(project),
         "readOnly": project.store.readonly,
         # (with a `.context_settings.json` that cannot be read: what applies instead, as search says)
-        "warnings": list(project.warnings) + load_context_settings(project.root).warnings,
+        "warnings": list(project.warnings) + context_warnings(project, (stats.total_files, last)),
         "lastRun": last_run(project.store),
         "indexBytes": index_bytes(project.root),
     }
+
+
+_unmatched: dict[str, tuple[Any, list[str]]] = {}  # per project root: ((settings, index state), keys)
+
+
+def context_warnings(project: StatusSource, index_state: Any) -> list[str]:
+    """`.context_settings.json`'s warnings, and its exclusions that name no indexed file (a misspelt one protects
+    nothing, silently). Worked out again when the settings or the index change (status is polled by editors)."""
+    cs = load_context_settings(project.root)
+    out = list(cs.warnings)
+    if cs.has("exclude"):
+        key = str(project.root)
+        known = _unmatched.get(key)
+        if known is None or known[0][0] is not cs or known[0][1] != index_state:
+            known = ((cs, index_state), cs.excluding_nothing(sorted(project.store.file_states())))
+            _unmatched[key] = known
+        unmatched = known[1]
+        if unmatched:
+            shown = ", ".join(json.dumps(k) for k in unmatched[:5]) + (" ..." if len(unmatched) > 5 else "")
+            out.append(f".context_settings.json: {len(unmatched)} exclusion(s) name no indexed file: {shown}")
+    return out
 
 
 def degraded(project: StatusSource) -> str | None:

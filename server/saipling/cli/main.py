@@ -411,6 +411,9 @@ def status(root: str | None, as_json: bool) -> None:
             echo(f"degraded:   {st['degraded']}")
         if st["readOnly"]:
             echo("read-only:  the index cannot be written (search and status only)")
+        for w in st["warnings"]:
+            if w not in project.warnings:  # (those `_open` printed already)
+                echo(f"warning:    {w}")
     finally:
         project.close(checkpoint=False)
 
