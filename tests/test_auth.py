@@ -148,7 +148,11 @@ def test_visibility_variants_are_not_public_and_frontmatter_without_it_is() -> N
     # and no further: frontmatter that says nothing of visibility leaves a file public, its body where it was
     meta = extract_metadata("a.md", "---\ntitle: A\n---\n# A\n")
     assert (meta.visibility, meta.body_start_line, meta.warning) == ("public", 4, None)
-    assert extract_metadata("a.md", "---\nvisibility:\n---\n# A\n").visibility == "public"  # no value: default
+    # a key with no value (`visibility:` left unfinished, `~`, `null`) says nothing readable: private (fail closed);
+    # an empty string is text, and names no level: public
+    for empty in ("visibility:", "visibility: ~", "visibility: null", "Visibility: Null"):
+        assert extract_metadata("a.md", f"---\n{empty}\n---\n# A\n").visibility == "private", empty
+    assert extract_metadata("a.md", '---\nvisibility: ""\n---\n# A\n').visibility == "public"
     assert extract_metadata("a.md", "---\nnot closed, says nothing of who sees it\n").visibility == "public"
     assert extract_metadata("a.md", "\n---\ntitle: A\n---\n# A\n").visibility == "public"
     assert extract_metadata("a.md", "# A\n\n---\n\nvisibility: private, as a body line\n").visibility == "public"

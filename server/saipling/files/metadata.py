@@ -89,7 +89,8 @@ def slugify(value: str) -> str:
 # Bumped when the rules that read a file's metadata change (its visibility above all): the indexer re-reads every
 # file of an index written under other rules (IndexContext.chunking_signature), so no file keeps a level read the old
 # way. 4: a chapter number read from the file's own name (`chapter-21.md`) as well as its folders and frontmatter.
-METADATA_VERSION = 4
+# 5: `visibility:` with no value (null, `~`) is private.
+METADATA_VERSION = 5
 PRIVATE = "private"  # the level a file gets when its frontmatter cannot be read (config/visibility.py: fail closed)
 _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
 
@@ -227,15 +228,14 @@ def _is_visibility(key: Any) -> bool:
 
 
 def _level_of(node: Any) -> str:
-    """A `visibility` value as a level: a string folded (config.visibility.fold); null or empty is public; any other
-    value (a list, a number, a date, a boolean, binary) says nothing readable, so private."""
+    """A `visibility` value as a level: a string folded (config.visibility.fold; `""` is public); any other value
+    (null: `visibility:` left unfinished or `~`; a list, a number, a date, a boolean, binary) says nothing readable,
+    so private."""
     import yaml
 
-    from ..config.visibility import PUBLIC, fold
+    from ..config.visibility import fold
 
     if isinstance(node, yaml.ScalarNode):
-        if node.tag == _YAML_NULL:
-            return PUBLIC
         if node.tag == _YAML_STR:
             level = fold(node.value)
             # one word is a level; several (`private` folded by YAML with an indented line below it into
