@@ -248,6 +248,7 @@ def test_enrich(root: Path) -> None:
         ["search", "storm", "--mode", "fuzzy"],
         ["search", "storm", "--max-chapter", "three"],
         ["search", "storm", "--min-score", "2"],
+        ["search", "storm", "--min-score", "nan"],
         ["search", "storm", "--no-such-flag"],
         ["get"],
         ["related"],

@@ -21,6 +21,16 @@ from .shown import PrintableFormatter, printable, printable_json
 log = logging.getLogger("saipling")
 
 
+class NumberRange(click.FloatRange):
+    """click.FloatRange that refuses `nan` (no comparison holds for it, so the range let it through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number != number:
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
+
+
 def echo(message: str = "", err: bool = False) -> None:
     """click.echo of readable output: control characters from the project's text shown escaped (cli/shown.py)."""
     click.echo(printable(message), err=err)
@@ -548,7 +558,7 @@ def estimate(root: str | None, as_json: bool, provider: str | None) -> None:
 @click.option(
     "--wait",
     "wait_seconds",
-    type=click.FloatRange(min=0),
+    type=NumberRange(min=0),
     default=60.0,
     show_default=True,
     help="Seconds to wait for another process's index run to finish (0: fail at once).",
@@ -669,7 +679,7 @@ def _parse_location(spec: str) -> tuple[str, int | None, int | None]:
 @click.option("--path", "path_prefix", default=None, help="Only files under this folder (from the root).")
 @click.option("--glob", default=None, help="Path glob filter.")
 @click.option("--role", default=None, help="Visibility role.")
-@click.option("--min-score", type=click.FloatRange(0, 1), default=None)
+@click.option("--min-score", type=NumberRange(0, 1), default=None)
 @click.option("--all-files", is_flag=True, help="Ignore .context_settings.json exclusions.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option(
