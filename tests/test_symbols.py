@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fixtures import open_project, retrieval_project
+from fixtures import make_project, open_project, retrieval_project
 from saipling.retrieval.symbols import MAX_SYMBOLS, fuzzy_score
 
 
@@ -72,3 +72,25 @@ def test_no_match_and_limits(novel: Any) -> None:
     assert novel.symbols("") and novel.symbols("")[0]["kind"] == "entity"
     for hostile in ("(", "*", "\\", "'; DROP TABLE files; --", "😀", "\x00"):
         assert isinstance(novel.symbols(hostile), list)
+
+
+def test_a_long_section_is_one_symbol_and_scattered_letters_do_not_match(tmp_path: Any) -> None:
+    """A section of many chunks was listed once per chunk (`Chapter 21` twelve times), and `Mina` listed every
+    heading holding m, i, n, a in order ("CHAPTER IX-SMELLING DEATH") beside the names that hold it."""
+    long_body = "\n\n".join(f"Paragraph {i} " + "word " * 120 for i in range(12))
+    root = make_project(
+        tmp_path,
+        {
+            "book/ch21.md": f"# Chapter 21\n\n{long_body}\n",
+            "book/ch09.md": "# Chapter IX-Smelling Death\n\nThe garlic.\n",
+            "people/mina.md": "# Mina Harker\n\nA teacher.\n",
+        },
+    )
+    with open_project(root) as project:
+        project.index()
+        assert len(project.store.headings()) > 3  # (the long chapter has several chunks)
+        chapter = project.symbols("Chapter 21")
+        assert [(s["path"], s["name"]) for s in chapter] == [("book/ch21.md", "Chapter 21")]
+        assert chapter[0]["startLine"] == 1 and chapter[0]["endLine"] >= 20
+        assert [s["path"] for s in project.symbols("Mina")] == ["people/mina.md"]
+        assert project.symbols("x" * 10_000) == []

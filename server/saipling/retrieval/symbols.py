@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from .project_view import ProjectView
 
 MAX_SYMBOLS = 200
+MAX_QUERY_CHARS = 200  # (a symbol name is short; a 10 MB query took 9 s and a gigabyte)
+SUBSTRING = 2.0  # fuzzy_score of a name holding the query (words or not)
 
 
 def fuzzy_score(query: str, name: str) -> float:
@@ -27,7 +29,7 @@ def fuzzy_score(query: str, name: str) -> float:
     if re.search(r"\b" + re.escape(q), n):
         return 3.0
     if q in n:
-        return 2.0
+        return SUBSTRING
     it = iter(n)
     if all(ch in it for ch in q):
         return 1.0 / (1 + len(n) - len(q))
@@ -44,6 +46,8 @@ def find_symbols(project: ProjectView, query: str, role: str | None = None) -> l
         return visible(row.visibility, levels) and cs.mode_for(row.path) != "exclude"
 
     found: list[tuple[float, int, dict[str, Any]]] = []
+    if len(query) > MAX_QUERY_CHARS:
+        return []
     for row in filter(shown, project.store.entities()):
         names = [row.display_name] if row.display_name else []
         names += row.aliases
@@ -65,23 +69,28 @@ def find_symbols(project: ProjectView, query: str, role: str | None = None) -> l
                     },
                 )
             )
+    sections: dict[tuple[str, str, str], dict[str, Any]] = {}  # a section is one symbol, however many chunks it has
     for hrow in filter(shown, project.store.headings()):
         title = (hrow.section_heading or "").lstrip("#").strip()
         score = fuzzy_score(query, title) if title else 0.0
-        if score > 0:
-            found.append(
-                (
-                    score,
-                    1,
-                    {
-                        "name": title,
-                        "kind": "heading",
-                        "headingPath": hrow.heading_path,
-                        "path": hrow.path,
-                        "startLine": hrow.start_line,
-                        "endLine": hrow.end_line,
-                    },
-                )
-            )
+        if score <= 0:
+            continue
+        key = (hrow.path, hrow.heading_path or "", title)
+        if (known := sections.get(key)) is not None:
+            known["startLine"] = min(known["startLine"], hrow.start_line)
+            known["endLine"] = max(known["endLine"], hrow.end_line)
+            continue
+        sections[key] = {
+            "name": title,
+            "kind": "heading",
+            "headingPath": hrow.heading_path,
+            "path": hrow.path,
+            "startLine": hrow.start_line,
+            "endLine": hrow.end_line,
+        }
+        found.append((score, 1, sections[key]))
+    if any(score >= SUBSTRING for score, _, _ in found):
+        # names holding the query as written: letters scattered in order (`Mina` in "sMellIng deAth") are noise
+        found = [f for f in found if f[0] >= SUBSTRING]
     found.sort(key=lambda t: (t[1], -t[0], t[2]["path"], t[2]["startLine"]))
     return [f[2] for f in found[:MAX_SYMBOLS]]
