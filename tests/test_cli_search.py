@@ -319,3 +319,40 @@ def test_get_refuses_an_excluded_file_unless_all_files(root: Path) -> None:
     assert refused.exit_code == 2 and "excluded" in refused.stderr and "cipher" not in refused.output
     allowed = run("get", "notes/ideas.md", "--root", str(root), "--all-files")
     assert allowed.exit_code == 0 and "cipher" in allowed.stdout
+
+
+def test_the_table_marks_a_result_weak_by_its_own_confidence_not_its_relative_score(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A scene below a bible note that sums it up scores 0.39 (its score is relative to the note's) with a
+    confidence of 0.9: it is not "low confidence"; a weak result among strong ones is dimmed where it is."""
+    from saipling.cli.main import _print_results
+
+    def row(path: str, score: float, confidence: float) -> dict:
+        return {
+            "filePath": path,
+            "sectionHeading": None,
+            "startLine": 1,
+            "endLine": 2,
+            "snippet": "text",
+            "score": score,
+            "confidence": confidence,
+        }
+
+    _print_results({"results": [row("note.md", 0.99, 0.99), row("scene.md", 0.39, 0.9)]}, explain=False)
+    assert "low confidence" not in capsys.readouterr().out
+    _print_results(
+        {
+            "results": [
+                row("note.md", 0.99, 0.99),
+                row("vague.md", 0.6, 0.1),
+                row("scene.md", 0.39, 0.9),
+                row("far.md", 0.2, 0.05),
+            ]
+        },
+        explain=False,
+    )
+    out = capsys.readouterr().out
+    assert out.count("low confidence") == 1 and out.index("scene.md") < out.index("low confidence") < out.index(
+        "far.md"
+    )

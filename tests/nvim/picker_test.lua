@@ -30,6 +30,9 @@ T.run(function()
   picker.pick(low, { title = "Saipling: vague", root = root })
   T.result.low_prompt, T.result.low_items = T.result.select_prompt, T.result.select_items
   T.result.low_formatted = picker.format(low[1], root)
+  -- a result's own confidence decides, not its score (relative to the best result's)
+  T.result.own_strong = picker.format({ filePath = "s.md", score = 0.39, confidence = 0.9 }, root)
+  T.result.own_weak = picker.format({ filePath = "w.md", score = 0.8, confidence = 0.2 }, root)
   -- the server's noConfidentMatch decides when given, even over scores that look fine
   picker.pick({ results[1] }, { title = "Saipling: told", root = root, no_confident_match = true })
   T.result.told_prompt = T.result.select_prompt

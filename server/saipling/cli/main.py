@@ -612,11 +612,15 @@ def _print_results(response: dict, explain: bool) -> None:
     table.add_column("file § section", ratio=2, overflow="fold")  # a path is wrapped, never cut short
     table.add_column("lines", width=9)
     table.add_column("snippet", ratio=4)
-    weak_shown = False
-    for r in response["results"]:  # cells are Text, never markup: paths and headings may hold `[...]`
-        weak = r["score"] < CONFIDENT  # scores fall down the list: the weak ones come last, under a divider
-        if weak and not weak_shown:
-            weak_shown = True
+    # weak: the result's own confidence (its evidence) under the bar, not its score, which is relative to the best
+    # result's (a scene under a bible note that sums it up scored 0.39 with a confidence of 0.9); the weak ones
+    # that come last go under a divider, any others are dimmed where they are
+    weak = [r.get("confidence", r["score"]) < CONFIDENT for r in response["results"]]
+    tail = len(weak)
+    while tail and weak[tail - 1]:
+        tail -= 1
+    for i, r in enumerate(response["results"]):  # cells are Text, never markup: paths and headings may hold `[...]`
+        if i == tail:
             if table.row_count:
                 table.add_section()
             table.add_row("", Text("low confidence", style="dim italic"), "", "", style="dim")
@@ -636,7 +640,7 @@ def _print_results(response: dict, explain: bool) -> None:
             Text(printable(where)),
             f"{r['startLine']}-{r['endLine']}",
             snippet,
-            style="dim" if weak else None,
+            style="dim" if weak[i] else None,
         )
     console.print(table)
 

@@ -54,15 +54,18 @@ function M.snippet(item, max)
   return text
 end
 
---- Results under this score are "low confidence", as the CLI shows them (the server's noConfidentMatch bar).
+--- Results whose own confidence is under this are "low confidence", as the CLI shows them (the server's
+--- noConfidentMatch bar).
 M.low_confidence_below = 0.5
 
---- True when the result scores under the confidence bar (a result without a score is not marked).
+--- True when the result's own confidence (its evidence: cosine, words) is under the bar; without one, its score.
+--- Not the score alone: that is relative to the best result, and a scene under a bible note that sums it up
+--- scored 0.39 while its own confidence was 0.9.
 ---@param item table search result
 ---@return boolean
 function M.low_confidence(item)
-  local score = tonumber(item.score)
-  return score ~= nil and score < M.low_confidence_below
+  local own = tonumber(item.confidence) or tonumber(item.score)
+  return own ~= nil and own < M.low_confidence_below
 end
 
 --- The vim.ui.select row: `file § section · lines a–b · score · snippet`.
