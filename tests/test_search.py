@@ -1053,3 +1053,25 @@ def test_function_words_do_not_decide_a_small_projects_confidence(tmp_path: Path
         # a word of the topic the note lacks still counts against it
         res = project.search({"query": "how should we deploy kubernetes", "maxResults": 3})
         assert res["results"][0]["confidence"] < 0.5
+
+
+def test_related_keeps_to_the_spoiler_horizon(tmp_path: Path) -> None:
+    """From chapter 5 a writer's related passages came from chapters 25 and 26; with maxChapter they do not, and a
+    profile's section headed for a later chapter is left out as search leaves it out."""
+    story = "The lighthouse keeper rows across the grey harbour to the smugglers' cove at midnight."
+    files = {f"book/chapter-{n:02d}.md": f"# Chapter {n}\n\n{story} Scene {n}.\n" for n in (2, 5, 9, 25)}
+    files["people/keeper.md"] = (
+        f"---\nname: Keeper\n---\n# Keeper\n\nRows the grey harbour.\n\n## Chapter 25\n\n{story} He dies in the cove.\n"
+    )
+    root = make_project(tmp_path, files)
+    with open_project(root) as project:
+        project.index()
+        everything = {
+            r["filePath"] for r in project.related({"path": "book/chapter-05.md", "maxResults": 10})["results"]
+        }
+        assert {"book/chapter-09.md", "book/chapter-25.md"} <= everything
+        kept = project.related({"path": "book/chapter-05.md", "maxResults": 10, "maxChapter": 5})["results"]
+        assert kept and {r["filePath"] for r in kept} <= {"book/chapter-02.md", "people/keeper.md"}
+        assert not any(
+            "dies" in r["snippet"] or r["startLine"] > 6 for r in kept if r["filePath"] == "people/keeper.md"
+        )

@@ -795,9 +795,17 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
 @click.argument("location")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help="Project root.")
 @click.option("-k", "--max-results", "k", type=click.IntRange(1, 100), default=None)
+@click.option(
+    "--max-chapter",
+    type=click.IntRange(0, MAX_CHAPTER),
+    default=None,
+    help="Spoiler horizon: nothing after chapter N.",
+)
 @click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def related(location: str, root: str | None, k: int | None, role: str | None, as_json: bool) -> None:
+def related(
+    location: str, root: str | None, k: int | None, max_chapter: int | None, role: str | None, as_json: bool
+) -> None:
     """Passages in other files most similar to PATH, or to the passage at PATH:LINE[-END]."""
     path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
     project = _open(root, enclosing=True)
@@ -812,6 +820,8 @@ def related(location: str, root: str | None, k: int | None, role: str | None, as
             params["role"] = role
         if k:
             params["maxResults"] = k
+        if max_chapter is not None:
+            params["maxChapter"] = max_chapter
         response = project.related(params)  # (a missing file is refused there, as by MCP and the server)
         if as_json:
             _emit_json(response)

@@ -283,7 +283,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "a startLine past its end, or a file that `get` would refuse (excluded by the project's context settings, "
         "not visible), is an error.",
         RelatedParams,
-        ("path", "startLine", "endLine", "maxResults"),
+        ("path", "startLine", "endLine", "maxResults", "maxChapter"),
         RELATED_OUTPUT,
         required=("path",),
     ),

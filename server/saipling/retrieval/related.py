@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     """Passages from other files most similar to this file (mean of its chunk vectors), or to the passage at
-    `startLine`..`endLine` of it (the chunks those lines fall in)."""
+    `startLine`..`endLine` of it (the chunks those lines fall in); with `maxChapter`, none past that chapter (as
+    search's spoiler horizon)."""
     from .requests import RelatedParams, parse
 
     m = parse(RelatedParams, params)
@@ -51,6 +52,7 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     flt = ChunkFilter(
         exclude_paths=[rel],
         visibility=role_levels(project.settings.roles, m.role, project.settings.default_role),
+        max_chapter=m.max_chapter,  # (from chapter 5, passages of chapter 25 spoiled the book)
     )
     cs = load_context_settings(project.root)
     warnings = list(dict.fromkeys(cs.warnings + authorized.warnings))
@@ -73,7 +75,7 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
             hits = project.store.keyword_search(match, max_results * 3, flt)
             best = abs(hits[0][1]) if hits else 1.0
             ranked = [Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b) for i, (cid, b) in enumerate(hits)]
-    pairs, _, _ = live_rows(project, ranked, max_results)
+    pairs, _, _ = live_rows(project, ranked, max_results, horizon=m.max_chapter)
     cal = vector_calibration(project)
     for _, r in pairs:
         r.confidence = ramp(r.cosine, cal.low, cal.high) if cal and r.cosine is not None else r.score

@@ -174,6 +174,7 @@ class RelatedParams(Request):
     )
     end_line: int | None = Field(None, ge=1, description="With startLine: the passage's last line.")
     max_results: int | None = Field(None, ge=1, le=MAX_RESULTS, description="How many passages (default 5).")
+    max_chapter: int | None = Field(None, ge=0, le=MAX_CHAPTER, description="Spoiler horizon: nothing after chapter N.")
     role: str | None = None
 
 
