@@ -79,9 +79,12 @@ async def test_a_save_is_searchable_at_once_and_embedded_once_when_quiet(
         (hit,) = await search(client, "harbourmaster lanterns breakwater", mode="lexical", maxResults=1)
         assert hit["startLine"] == old["startLine"] + 8  # 8 lines inserted above: the range moved ...
         assert PASSAGE in text_at(root, hit)  # ... and the text there is the passage
-        hits = await search(client, "zeppelins", maxResults=10)
+        found = await request(client, "saipling/search", {"query": "zeppelins", "maxResults": 10})
+        hits = found["results"]
         assert hits[0]["filePath"] == "ch09.md" and "Zeppelins" in text_at(root, hits[0])  # first, though new
         assert hits[0]["matchedBy"] == ["keyword"] and hits[0]["embeddingPending"]  # by keywords, and says so
+        # the server embeds them when quiet: no "run saipling index" advice
+        assert "once they have been quiet" in found["degraded"] and "saipling index" not in found["degraded"]
         always = {"enabled": True, "mode": "always"}  # (the query is the section's heading: it comes first
         enriched = await request(client, "saipling/enrichContext", {"query": "The Lanterns", "skillConfig": always})
         assert PASSAGE in enriched["contextBlock"]  # whatever the fake vectors say about the other passages)

@@ -85,6 +85,8 @@ class Project:
         self.state = RunState()
         self.query_cache: Any = None  # search's cache of query vectors (retrieval.search.QueryCache)
         self.on_missing_file: Callable[[str], None] | None = None  # told of indexed files gone from disk
+        # a live service's files in their quiet period (embedded when it ends): what a search says of their chunks
+        self.held_for_quiet: Callable[[], list[str]] | None = None
         self._state_lock = threading.Lock()
         self._dirty: dict[str, None] = {}  # files saved since their text was last read (ordered set)
         self._dirty_lock = threading.Lock()

@@ -61,6 +61,8 @@ class LiveIndex:
         self.clock = clock
         self.name = name or project.root.name
         self.queue = SyncQueue(project.settings.quiet_period_seconds, clock)
+        # (what a search says of chunks without vectors: files in their quiet period are embedded when it ends)
+        project.held_for_quiet = self.queue.waiting
         self.lazy = LazySync(project)
         self.watcher: Watcher | None = None
         self.cancel: threading.Event | None = None  # of the run in progress

@@ -250,6 +250,14 @@ def partly_embedded(project: ProjectView, mode: str) -> str | None:
         if mode == "hybrid"
         else "hybrid or lexical search finds them by keywords"
     )
+    held = getattr(project, "held_for_quiet", None)
+    if held is not None and (waiting := held()):
+        # (a server: the files saved a moment ago are embedded once quiet; "run saipling index" was wrong advice)
+        quiet = project.settings.quiet_period_seconds
+        return (
+            f"{missing} of {total} chunks have no embeddings yet: {len(waiting)} file(s) changed in the last "
+            f"{quiet:g} s are embedded once they have been quiet that long; {scope}"
+        )
     return (
         f"{missing} of {total} chunks have no embeddings (semantic search cannot find them; a missing match may "
         f"be there): {scope}; run `saipling index` to embed them"
