@@ -104,3 +104,25 @@ def test_a_request_never_waits_for_a_pass_over_the_index(tmp_path: Path, monkeyp
         finally:
             release.set()
             other.join()
+
+
+def test_lists_older_than_the_index_say_when_they_may_be_made_again(tmp_path: Path) -> None:
+    """A misspelling saved within the wait after a pass got the last pass's lists, and no publish came after the
+    wait (a writer who saved soon after opening never saw the hint): reread_due_in tells the server when to
+    publish again, and None once the lists are current."""
+    from saipling.retrieval import name_fixes
+
+    root = novel_project(tmp_path)
+    scene = root / "books/book-01/phase-1-setup/ch-05/scene-01.md"
+    with open_project(root) as p:
+        p.index()
+        name_fixes.project_lists(p)
+        assert name_fixes.reread_due_in(p) is None  # current
+        name_fixes._passes[id(p)].cost = 3600.0
+        scene.write_text("# Five\n\nLucy wrote to Minna.\n", encoding="utf-8")
+        p.refresh([scene.relative_to(root).as_posix()])
+        assert "Minna" not in name_fixes.project_lists(p).drift  # the last pass's lists ...
+        assert 30_000 < (name_fixes.reread_due_in(p) or 0) <= 36_000  # ... made again in about ten hours
+        name_fixes._passes[id(p)].cost = 0.0
+        assert name_fixes.reread_due_in(p) == 0.0  # due now
+        assert "Minna" in name_fixes.project_lists(p).drift and name_fixes.reread_due_in(p) is None

@@ -127,6 +127,8 @@ class SaiplingServer(LanguageServer):
         self.ready_threads = threading.Event()  # ... and for handlers running on worker threads
         self.progress_cancels: dict[str, threading.Event] = {}
         self.index_listeners: list[Callable[[Folder], None]] = []  # told of each finished index run of a folder
+        # per folder: a name-diagnostics pass due later (lists older than the index, features/name_diagnostics.py)
+        self.name_timers: dict[int, threading.Timer] = {}
         self.feedback = Feedback(self, self.post)
         self.tick_task: asyncio.Task[None] | None = None
         self.stopping = False

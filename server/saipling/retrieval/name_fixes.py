@@ -119,6 +119,20 @@ def project_lists(project: EntityProject, min_count: int = 5, wait: bool = True)
         _passes_lock.release()
 
 
+def reread_due_in(project: EntityProject) -> float | None:
+    """Seconds until the lists of `project_lists` may be made again from a fresh vocabulary, when the ones it
+    gives now come from a pass older than the index (a change within REREAD_FACTOR x its cost); None when they
+    are current (or none were made). A caller that published stale lists publishes again then: a misspelling
+    saved a second after a pass was otherwise never flagged."""
+    last = _passes.get(id(project))
+    if last is None:
+        return None
+    store = project.store
+    if last.version == (id(store), store.path, store.index_version(), last.version[3]):
+        return None
+    return max(0.0, last.ended + REREAD_FACTOR * last.cost - time.monotonic())
+
+
 def findings(lists: Lists, text: str) -> list[NameFinding]:
     """Every occurrence of a listed word in `text` (whole words, case as listed; frontmatter, code blocks and
     inline code skipped), in text order."""

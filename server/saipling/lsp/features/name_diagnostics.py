@@ -11,6 +11,7 @@ The engine side is `retrieval/name_fixes.py`."""
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -64,6 +65,7 @@ def _folder_of(ls: SaiplingServer, uri: str) -> Folder | None:
 
 
 def _publish_all(ls: SaiplingServer, uris: list[str]) -> None:
+    stale: dict[int, tuple[Folder, float]] = {}
     for uri in uris:
         if ls.stopping:
             return
@@ -74,6 +76,22 @@ def _publish_all(ls: SaiplingServer, uris: list[str]) -> None:
             continue
         if diagnostics is not None:
             ls.post(ls.text_document_publish_diagnostics, types.PublishDiagnosticsParams(uri, diagnostics))
+        folder = _folder_of(ls, uri)
+        if folder is not None and (due := name_fixes.reread_due_in(folder.project)) is not None:
+            stale[id(folder)] = (folder, due)
+    for folder, due in stale.values():  # (lists of a pass older than the index: publish again when one may run)
+        _later(ls, due, folder)
+
+
+def _later(ls: SaiplingServer, delay: float, folder: Folder) -> None:
+    """schedule() for `folder` after `delay` seconds (one timer a folder at a time)."""
+    timers = ls.name_timers
+    if (old := timers.get(id(folder))) is not None and old.is_alive():
+        return
+    timer = threading.Timer(delay + 0.05, lambda: schedule(ls, folder=folder))
+    timer.daemon = True
+    timers[id(folder)] = timer
+    timer.start()
 
 
 def clear(ls: SaiplingServer, uri: str) -> None:
