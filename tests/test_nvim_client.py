@@ -193,6 +193,7 @@ def test_picker_formats_and_jumps_without_server(nvim: Path, tmp_path: Path) -> 
     assert result["low_items"][0] == "a.md § Second · lines 5–6 · 0.31 (low confidence) · x", msg
     assert result["low_items"][1].endswith("0.05 (low confidence)"), msg
     assert result["own_strong"] == "s.md  0.39" and result["own_weak"] == "w.md  0.80 (low confidence)", msg
+    assert result["snippet_first"] == "… where the lanterns drift", msg
     assert result["low_prompt"] == "Saipling: vague (no confident match)", msg
     assert result["told_prompt"] == "Saipling: told (no confident match)", msg
     assert result["confident_prompt"] == "Saipling: confident", msg

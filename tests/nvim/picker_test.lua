@@ -30,6 +30,8 @@ T.run(function()
   picker.pick(low, { title = "Saipling: vague", root = root })
   T.result.low_prompt, T.result.low_items = T.result.select_prompt, T.result.select_items
   T.result.low_formatted = picker.format(low[1], root)
+  -- the row shows the text around the matched words, not the passage's opening words
+  T.result.snippet_first = picker.snippet({ preview = "Opening words.", snippet = "… where the **lanterns** drift" })
   -- a result's own confidence decides, not its score (relative to the best result's)
   T.result.own_strong = picker.format({ filePath = "s.md", score = 0.39, confidence = 0.9 }, root)
   T.result.own_weak = picker.format({ filePath = "w.md", score = 0.8, confidence = 0.2 }, root)

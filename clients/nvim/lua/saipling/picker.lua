@@ -39,13 +39,14 @@ function M.lines(item)
   return last > first and ("lines %d–%d"):format(first, last) or ("line %d"):format(first)
 end
 
---- The result's text on one line, cut to `max` characters.
+--- The result's text on one line, cut to `max` characters: its snippet (the text around the matched words),
+--- else its preview (the passage's first words, which may not show why it matched).
 ---@param item table search result
 ---@param max? integer
 ---@return string
 function M.snippet(item, max)
   max = max or 80
-  local text = present(item.preview) and item.preview or present(item.snippet) and item.snippet or ""
+  local text = present(item.snippet) and item.snippet or present(item.preview) and item.preview or ""
   text = tostring(text):gsub("</?[bB]>", ""):gsub("</?mark>", ""):gsub("%*%*", ""):gsub("%s+", " ")
   text = vim.trim(text)
   if vim.fn.strchars(text) > max then
