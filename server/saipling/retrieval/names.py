@@ -33,6 +33,16 @@ COMMON = frozenset(
     "July August September October November December Monday Tuesday Wednesday Thursday Friday Saturday "
     "Sunday".split()
 )
+# titles and forms of address in names (`the Count`, `Lady Arabella`): never a drift target, a misspelling of
+# a title is no name's (`Candy` was "close to Count", `Lloyd` to `Lady`, `Madame` to `Madam`)
+TITLES = frozenset(
+    "Mr Mrs Ms Miss Mister Madam Madame Dame Sir Lady Lord Count Countess Duke Duchess Baron Baroness King Queen "
+    "Prince Princess Emperor Empress Doctor Dr Professor Captain Colonel General Admiral Major Lieutenant Sergeant "
+    "Inspector Detective Reverend Father Mother Sister Brother Uncle Aunt Master Mistress Saint St".split()
+)
+# a sound-alike two letters off that the text uses this often is another name or word, not a slip (`Mimi` x23
+# was "close to Mina")
+SOUND_ALIKE_MAX_COUNT = 4
 # a name's own forms: plural or family (`Harkers`), people or language (`Transylvanian`)
 _FORMS = ("s", "es", "n", "an", "ian", "ns", "ians")
 
@@ -192,7 +202,11 @@ def drift(project: EntityProject, voc: Vocabulary | None = None, role: str | Non
     voc = voc or vocabulary(project, role)
     words = _name_words(ents)
     known = {w.casefold() for w in words}
-    targets = [(w, es) for w, es in words.items() if len(w) >= MIN_NAME_WORD and w[:1].isupper()]
+    targets = [
+        (w, es)
+        for w, es in words.items()
+        if len(w) >= MIN_NAME_WORD and w[:1].isupper() and w not in TITLES and w not in COMMON
+    ]
     # Only targets that can pass are compared (a pass over every target for every capitalised word, each with a
     # distance in Python, took 23 s at 400 entities and 4,000 capitalised words): one within distance 2 shares a
     # string with the word once each drops at most 2 characters (symmetric deletion: a transposition too), and a
@@ -213,7 +227,9 @@ def drift(project: EntityProject, voc: Vocabulary | None = None, role: str | Non
     out = []
     for word, occ in voc.capitalised.items():
         low = word.casefold()
-        if low in known or voc.lower[low] or word in COMMON or len(word) < MIN_NAME_WORD or occ.first is None:
+        if low in known or voc.lower[low] or word in COMMON or word in TITLES or len(word) < MIN_NAME_WORD:
+            continue
+        if occ.first is None:
             continue
         best: tuple[int, str, Entity] | None = None
         if low in formed:
@@ -225,7 +241,8 @@ def drift(project: EntityProject, voc: Vocabulary | None = None, role: str | Non
         for target, es in (targets[i] for i in sorted(near)):
             limit = 1 if len(target) <= 6 else 2
             d = distance(word, target, limit)
-            if d > limit and not (d <= 2 and sound_key(word) == sound_key(target)):
+            sounds = d <= 2 and occ.count <= SOUND_ALIKE_MAX_COUNT and sound_key(word) == sound_key(target)
+            if d > limit and not sounds:
                 continue
             if best is None or d < best[0]:
                 best = (d, target, es[0])
