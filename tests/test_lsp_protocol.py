@@ -46,6 +46,19 @@ def test_item12_a_frame_counted_in_characters_is_answered_and_the_next_request_t
         assert "result" in (srv.response(8) or {}), srv.stderr()
 
 
+def test_item12_a_body_over_the_size_limit_is_answered_with_its_id(root: Path) -> None:
+    """A Content-Length over the 64 MiB limit got a parse error without the request's id: a client waiting for it
+    waited for ever. Its first bytes are read for the id; what follows is skipped up to the next frame."""
+    with RawServer(root) as srv:
+        srv.initialize()
+        start = b'{"jsonrpc": "2.0", "id": "big", "method": "saipling/search", "params": {"query": "'
+        srv.send_raw(b"Content-Length: 70000000\r\n\r\n" + start + b"x" * 80_000)
+        srv.request("saipling/status", {}, 9)
+        big = srv.response("big")
+        assert error_code(big) == PARSE_ERROR and "limit" in big["error"]["message"], srv.seen
+        assert "result" in (srv.response(9) or {}), srv.stderr()
+
+
 @pytest.mark.parametrize(
     "broken",
     [

@@ -40,6 +40,7 @@ INVALID_REQUEST = -32600
 SERVER_NOT_INITIALIZED = -32002
 INTERNAL_ERROR = -32603
 MAX_BODY = 64 << 20  # bytes: a Content-Length over this is a broken frame, not a wait for 64 MB+
+SALVAGE_BYTES = 1 << 16  # of a body over MAX_BODY, read for its id
 BODY_IDLE_SECONDS = 5.0  # a body that stops arriving for this long is taken as it is (a length counted too long)
 _CONTENT_LENGTH = b"content-length:"
 _HEADER = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*:")
@@ -313,7 +314,14 @@ async def next_body(frames: FrameReader, proto: SaiplingProtocol) -> bytes | Non
             problem = f"Content-Length {length} is over the {MAX_BODY}-byte limit"
         if problem is not None:
             reported = True  # its body follows as bytes outside a frame: already answered
-            proto.parse_error(problem)
+            msg_id = None
+            if length is not None and length > MAX_BODY:
+                # the id is near the start of the body: its first bytes are read to answer it (a client waited for
+                # ever), then read again as what follows (skipped up to the next header)
+                head = await frames.read(SALVAGE_BYTES)
+                msg_id = salvage_id(head)
+                frames.unread(head)
+            proto.parse_error(problem, msg_id)
             continue
         assert length is not None
         return await frames.read(length)
