@@ -194,6 +194,7 @@ def test_picker_formats_and_jumps_without_server(nvim: Path, tmp_path: Path) -> 
     assert result["low_items"][1].endswith("0.05 (low confidence)"), msg
     assert result["own_strong"] == "s.md  0.39" and result["own_weak"] == "w.md  0.80 (low confidence)", msg
     assert result["snippet_first"] == "… where the lanterns drift", msg
+    assert result["status_indexed"] == "indexed:  2026-11-28T10:04:00+00:00", msg
     assert result["low_prompt"] == "Saipling: vague (no confident match)", msg
     assert result["told_prompt"] == "Saipling: told (no confident match)", msg
     assert result["confident_prompt"] == "Saipling: confident", msg

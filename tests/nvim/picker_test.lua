@@ -30,6 +30,12 @@ T.run(function()
   picker.pick(low, { title = "Saipling: vague", root = root })
   T.result.low_prompt, T.result.low_items = T.result.select_prompt, T.result.select_items
   T.result.low_formatted = picker.format(low[1], root)
+  -- :SaiplingStatus says when the last run finished, not when it last read a file
+  local lines = require("saipling").format_status({
+    lastIndexed = "2026-11-28T09:59:00+00:00",
+    lastRun = { finished = "2026-11-28T10:04:00+00:00", seconds = 300 },
+  })
+  T.result.status_indexed = lines[3]
   -- the row shows the text around the matched words, not the passage's opening words
   T.result.snippet_first = picker.snippet({ preview = "Opening words.", snippet = "… where the **lanterns** drift" })
   -- a result's own confidence decides, not its score (relative to the best result's)

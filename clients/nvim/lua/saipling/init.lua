@@ -362,7 +362,8 @@ function M.format_status(s)
   local lines = {
     ("root:     %s"):format(val(s.root) or "?"),
     ("files:    %s   chunks: %s"):format(val(s.totalFiles) or 0, val(s.totalChunks) or 0),
-    ("indexed:  %s"):format(val(s.lastIndexed) or "never"),
+    -- when the last run finished (embedding included), not when it last read a file
+    ("indexed:  %s"):format(type(s.lastRun) == "table" and val(s.lastRun.finished) or val(s.lastIndexed) or "never"),
     ("provider: %s%s%s"):format(val(s.provider) or "?", model, reason),
   }
   if s.isIndexing == true then
