@@ -59,14 +59,15 @@ export function formatLines(startLine: number, endLine: number): string {
   return endLine > startLine ? `lines ${startLine}–${endLine}` : `line ${startLine}`;
 }
 
-/** `file § section`, `score · lines a–b`, preview: one quick-pick row per result. */
+/** `file § section`, `score · lines a–b`, the snippet (the text around the matched words; else the preview, the
+ * passage's first words, which may not show why it matched): one quick-pick row per result. */
 export function toResultItem(result: SearchResult, root?: string): ResultItem {
   const file = displayPath(result.filePath, root);
   const section = sectionOf(result);
   return {
     label: section ? `${file} § ${section}` : file,
     description: `${formatScore(result.score)} · ${formatLines(result.startLine, result.endLine)}`,
-    detail: oneLine(result.preview || result.snippet),
+    detail: oneLine(result.snippet || result.preview),
     result,
   };
 }
@@ -86,7 +87,7 @@ export function selectionRange(result: Pick<SearchResult, 'range' | 'startLine' 
  * (the user set provider "none") hides the "degraded" reason: keyword search is what they asked for.
  */
 export function searchNotice(
-  response: Pick<SearchResponse, 'degraded' | 'indexing' | 'results'>,
+  response: Pick<SearchResponse, 'degraded' | 'indexing' | 'results' | 'note'>,
   keywordOnlyByChoice = false,
 ): string | undefined {
   const notes: string[] = [];
@@ -97,7 +98,8 @@ export function searchNotice(
     notes.push(`degraded: ${response.degraded}`);
   }
   if (notes.length === 0) {
-    return response.results.length === 0 ? 'No results' : undefined;
+    if (response.results.length > 0) return undefined;
+    return response.note ? `No results: ${response.note}` : 'No results';
   }
   return notes.join('; ');
 }

@@ -71,6 +71,8 @@ export interface SearchResponse {
   degraded: string | null;
   indexing: boolean;
   elapsedMs: number;
+  /** Why a filtered search found nothing (a folder no file is under, the count without the filters). */
+  note?: string;
 }
 
 export interface RelatedParams {

@@ -53,11 +53,11 @@ function status(overrides: Partial<StatusResponse> = {}): StatusResponse {
 }
 
 describe('toResultItem', () => {
-  it('shows file § section, score and lines, and a one-line preview', () => {
+  it('shows file § section, score and lines, and the one-line snippet', () => {
     const item = toResultItem(result());
     assert.equal(item.label, 'scenes/ch01-arrival.md § The Lighthouse');
     assert.equal(item.description, '0.87 · lines 12–20');
-    assert.equal(item.detail, 'Mara climbed the lighthouse stairs, counting each step.');
+    assert.equal(item.detail, 'the lighthouse beam');
   });
 
   it('falls back to the heading path, then to the file alone', () => {
@@ -80,8 +80,9 @@ describe('toResultItem', () => {
     assert.equal(displayPath('C:\\p\\notes\\a.md', 'C:\\p'), 'notes/a.md');
   });
 
-  it('uses the snippet without markers when there is no preview', () => {
+  it('shows the snippet without markers (why it matched), else the preview', () => {
     assert.equal(toResultItem(result({ preview: '' })).detail, 'the lighthouse beam');
+    assert.equal(toResultItem(result({ snippet: '' })).detail, 'Mara climbed the lighthouse stairs, counting each step.');
   });
 });
 
@@ -111,6 +112,10 @@ describe('searchNotice', () => {
       'degraded: no embedding provider: keyword only',
     );
     assert.equal(searchNotice({ indexing: false, degraded: null, results: [] }), 'No results');
+    assert.equal(
+      searchNotice({ indexing: false, degraded: null, results: [], note: 'no indexed file is under notes/' }),
+      'No results: no indexed file is under notes/',
+    );
     assert.equal(searchNotice({ indexing: false, degraded: 'keyword search only', results: [result()] }, true), undefined);
     assert.equal(searchNotice({ indexing: false, degraded: null, results: [result()] }), undefined);
   });
