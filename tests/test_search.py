@@ -1075,3 +1075,27 @@ def test_related_keeps_to_the_spoiler_horizon(tmp_path: Path) -> None:
         assert not any(
             "dies" in r["snippet"] or r["startLine"] > 6 for r in kept if r["filePath"] == "people/keeper.md"
         )
+
+
+def test_related_reads_excluded_files_only_when_asked(tmp_path: Path) -> None:
+    """The author's `:SaiplingRelated!` from a file `.context_settings.json` excludes (kept from agents, not from
+    them): refused by default, as `get` refuses it; with respectContextSettings false it is read, and excluded
+    files may answer it. An agent's tool cannot ask (the MCP face sends true)."""
+    story = "The lighthouse keeper rows across the grey harbour to the smugglers' cove at midnight."
+    root = make_project(
+        tmp_path,
+        {
+            "drafts/twist.md": f"# Twist\n\n{story} The keeper is the smuggler.\n",
+            "drafts/other.md": f"# Other\n\n{story} A second draft.\n",
+            "book/ch01.md": f"# One\n\n{story}\n",
+            ".context_settings.json": '{"drafts/": "exclude"}',
+        },
+    )
+    with open_project(root) as project:
+        project.index()
+        with pytest.raises(PathOutsideRoot, match="excluded"):
+            project.related({"path": "drafts/twist.md"})
+        mine = project.related({"path": "drafts/twist.md", "respectContextSettings": False, "maxResults": 5})
+        assert {r["filePath"] for r in mine["results"]} == {"drafts/other.md", "book/ch01.md"}
+        theirs = project.related({"path": "book/ch01.md", "maxResults": 5})
+        assert {r["filePath"] for r in theirs["results"]} == set()  # (every other file is a draft)

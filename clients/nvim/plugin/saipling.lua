@@ -11,8 +11,12 @@ cmd("SaiplingSearch", function(a) require("saipling").search(a.args, { all_files
   complete = function(arglead) return require("saipling").complete_search(arglead) end,
 })
 cmd("SaiplingRelated", function(o)
-  require("saipling").related(o.range > 0 and { o.line1, o.line2 } or nil)
-end, { range = true, desc = "Saipling: passages related to this file (with a range: to the passage there)" })
+  require("saipling").related(o.range > 0 and { o.line1, o.line2 } or nil, { all_files = o.bang })
+end, {
+  range = true,
+  bang = true,
+  desc = "Saipling: passages related to this file (with a range: to the passage there; ! = excluded files too)",
+})
 cmd("SaiplingRelatedWindow", function() require("saipling.related").toggle() end, {
   desc = "Saipling: toggle a window of passages related to the current file, following it",
 })

@@ -433,7 +433,7 @@ class McpFace:
         return self.project.enrich(self._visible(args))
 
     def _tool_related(self, args: dict[str, Any]) -> dict[str, Any]:
-        response = self.project.related(self._visible(args))
+        response = self.project.related(self._visible({**args, "respectContextSettings": True}))
         return {**response, "results": self._agent_results(response["results"])}
 
     def _agent_results(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -38,7 +38,8 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     max_results = m.max_results or max(1, min(project.settings.max_results_default, MAX_RESULTS))
     # `get`'s check, to the letter: a file `get` refuses (private, excluded, missing, outside) is refused here with
     # the same error, before its chunks, vectors or words are looked at
-    authorized = authorize(project, target, m.role)
+    respect = m.respect_context_settings is not False
+    authorized = authorize(project, target, m.role, respect)
     rel = authorized.rel
     if m.start_line is not None:  # a line past the end is refused as `get` refuses it, never clamped to the last
         check_start_line(rel, m.start_line, len(file_lines(authorized.text)))
@@ -56,7 +57,7 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     )
     cs = load_context_settings(project.root)
     warnings = list(dict.fromkeys(cs.warnings + authorized.warnings))
-    if cs.has("exclude"):
+    if respect and cs.has("exclude"):
         flt.exclude_paths += cs.excluded(list(project.store.file_states()))
     degraded = vector_unavailable(project)
     ranked: list[Ranked] = []

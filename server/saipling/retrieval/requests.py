@@ -176,6 +176,7 @@ class RelatedParams(Request):
     max_results: int | None = Field(None, ge=1, le=MAX_RESULTS, description="How many passages (default 5).")
     max_chapter: int | None = Field(None, ge=0, le=MAX_CHAPTER, description="Spoiler horizon: nothing after chapter N.")
     role: str | None = None
+    respect_context_settings: bool | None = None  # (false: an author's own files `.context_settings.json` excludes)
 
 
 class GetParams(Request):

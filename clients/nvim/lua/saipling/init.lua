@@ -273,8 +273,10 @@ end
 
 --- Passages from other files most similar to the current file, or (with `lines`, 1-based {first, last}) to the
 --- passage at those lines: `:SaiplingRelated` for the file, `:.SaiplingRelated` or a visual range for a scene.
+--- `all_files` (`:SaiplingRelated!`): files `.context_settings.json` excludes too, the current one included.
 ---@param lines? integer[]
-function M.related(lines)
+---@param opts? {all_files?: boolean}
+function M.related(lines, opts)
   local bufnr = vim.api.nvim_get_current_buf()
   local fname = vim.api.nvim_buf_get_name(bufnr)
   if fname == "" then
@@ -283,6 +285,10 @@ function M.related(lines)
   end
   local params = { uri = vim.uri_from_bufnr(bufnr), maxResults = config.options.max_results }
   local title = "Saipling related: " .. vim.fn.fnamemodify(fname, ":t")
+  if opts and opts.all_files then
+    params.respectContextSettings = false
+    title = title .. " (excluded files too)"
+  end
   if lines then
     params.startLine, params.endLine = lines[1], math.max(lines[1], lines[2] or lines[1])
     title = title .. ":" .. params.startLine .. (params.endLine > params.startLine and "-" .. params.endLine or "")
