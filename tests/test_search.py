@@ -1099,3 +1099,13 @@ def test_related_reads_excluded_files_only_when_asked(tmp_path: Path) -> None:
         assert {r["filePath"] for r in mine["results"]} == {"drafts/other.md", "book/ch01.md"}
         theirs = project.related({"path": "book/ch01.md", "maxResults": 5})
         assert {r["filePath"] for r in theirs["results"]} == set()  # (every other file is a draft)
+    from click.testing import CliRunner
+
+    from saipling.cli.main import main
+
+    args = ["related", "drafts/twist.md", "--root", str(root), "--all-files", "--json"]
+    cli = CliRunner().invoke(main, args, env={"SAIPLING_PROVIDER": "none"})
+    assert cli.exit_code == 0 and {r["filePath"] for r in json.loads(cli.stdout)["results"]} == {
+        "drafts/other.md",
+        "book/ch01.md",
+    }

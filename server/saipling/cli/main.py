@@ -802,9 +802,16 @@ def get(location: str, root: str | None, all_files: bool, role: str | None, as_j
     help="Spoiler horizon: nothing after chapter N.",
 )
 @click.option("--role", default=None, help="Visibility role (default: the defaultRole setting).")
+@click.option("--all-files", is_flag=True, help="Also read files .context_settings.json excludes.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def related(
-    location: str, root: str | None, k: int | None, max_chapter: int | None, role: str | None, as_json: bool
+    location: str,
+    root: str | None,
+    k: int | None,
+    max_chapter: int | None,
+    role: str | None,
+    all_files: bool,
+    as_json: bool,
 ) -> None:
     """Passages in other files most similar to PATH, or to the passage at PATH:LINE[-END]."""
     path, start, lines = _parse_location(location)  # (checked: start and lines >= 1)
@@ -822,6 +829,8 @@ def related(
             params["maxResults"] = k
         if max_chapter is not None:
             params["maxChapter"] = max_chapter
+        if all_files:
+            params["respectContextSettings"] = False
         response = project.related(params)  # (a missing file is refused there, as by MCP and the server)
         if as_json:
             _emit_json(response)
