@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 import unicodedata
 import warnings
 from pathlib import Path
@@ -464,3 +465,80 @@ def test_status_names_the_exclusions_that_exclude_no_file(tmp_path: Path) -> Non
         assert '"secret/"' not in warned[0] and "notes/*.md" not in warned[0]
         (tmp_path / ".context_settings.json").write_text(json.dumps({"secret/": "exclude"}), encoding="utf-8")
         assert not [w for w in project.status()["warnings"] if "name no indexed file" in w]
+
+
+def test_settings_shared_by_threads_exclude_in_any_case_from_the_first_call(tmp_path: Path) -> None:
+    """The case-insensitive exclusions were built lazily by the first mode_for, after the globs: a second thread
+    that saw the globs but not them found `SECRET/a.md` auto (20 of 20 runs of a review's script). They are
+    built with the object now, before any thread shares it."""
+    modes = {f"k{i}/": "exclude" for i in range(20_000)} | {"secret/": "exclude", "notes/*-x.md": "exclude"}
+    (tmp_path / ".context_settings.json").write_text(json.dumps(modes), encoding="utf-8")
+    for _ in range(3):
+        load_context_settings.__globals__["_cache"].clear()
+        cs = load_context_settings(tmp_path)
+        got: list[str] = []
+
+        def check(settings: Any, rel: str, out: list[str]) -> None:
+            out.append(settings.mode_for(rel))
+
+        threads = [
+            threading.Thread(target=check, args=(cs, p, got))
+            for p in ("x.md", "SECRET/a.md", "Secret/b.md", "notes/a-x.md") * 4
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(got).count("exclude") == 12 and got.count("auto") == 4
+
+
+@pytest.mark.parametrize(
+    ("keys", "unmatched"),
+    [
+        ({"./secret/": "exclude", " secret/": "exclude", "secret\\\\": "exclude"}, []),  # forms of one folder
+        ({"{root}/secret/": "exclude", "notes/*.md": "exclude", "./": "exclude"}, []),
+        ({"{secret}/": "exclude", "secret/": "exclude", "drafts/**": "exclude"}, ["{secret}/", "drafts/**"]),
+        ({"notes/": "auto", "gone/": "force"}, []),  # (only exclusions protect anything)
+    ],
+)
+def test_only_exclusions_under_which_no_file_falls_are_named(
+    tmp_path: Path, keys: dict[str, str], unmatched: list[str]
+) -> None:
+    """A key read in several forms (`./secret/`, spaces, a backslash, an absolute path) names a file when one of
+    them does; a review found working exclusions reported as naming nothing."""
+    keys = {k.replace("{root}", str(tmp_path)): v for k, v in keys.items()}
+    (tmp_path / ".context_settings.json").write_text(json.dumps(keys), encoding="utf-8")
+    cs = load_context_settings(tmp_path)
+    assert cs.excluding_nothing(["secret/a.md", "notes/b.md", "c.md"]) == unmatched
+
+
+def test_a_key_naming_the_whole_project_excludes_every_file_and_no_other_mode_may(tmp_path: Path) -> None:
+    for key in ("./", ".", str(tmp_path), str(tmp_path) + "/"):
+        (tmp_path / ".context_settings.json").write_text(json.dumps({key: "exclude", "notes/a.md": "auto"}))
+        load_context_settings.__globals__["_cache"].clear()
+        cs = load_context_settings(tmp_path)
+        assert cs.mode_for("x.md") == cs.mode_for("deep/y.md") == "exclude", key
+        assert cs.mode_for("notes/a.md") == "auto"  # (an exact key still wins)
+    (tmp_path / ".context_settings.json").write_text(json.dumps({"./": "force"}))
+    load_context_settings.__globals__["_cache"].clear()
+    cs = load_context_settings(tmp_path)
+    assert cs.mode_for("x.md") == "auto" and cs.forced() == [] and "names the whole project" in (cs.warning or "")
+
+
+def test_only_exclusions_are_read_leniently(tmp_path: Path) -> None:
+    """An `auto` key with a stray space or an absolute path still names nothing, as before: read leniently it
+    took a file out of an exclusion (fail open)."""
+    keys = {"secret/": "exclude", "secret/a.md ": "auto", str(tmp_path / "secret" / "b.md"): "auto"}
+    (tmp_path / ".context_settings.json").write_text(json.dumps(keys), encoding="utf-8")
+    cs = load_context_settings(tmp_path)
+    assert cs.mode_for("secret/a.md") == cs.mode_for("secret/b.md") == "exclude"
+
+
+def test_an_exclusion_added_in_a_broken_edit_is_read_as_any_exclusion(tmp_path: Path) -> None:
+    settings = tmp_path / ".context_settings.json"
+    settings.write_text(json.dumps({"drafts/": "exclude"}), encoding="utf-8")
+    assert load_context_settings(tmp_path).mode_for("secret/a.md") == "auto"
+    settings.write_text('{"drafts/": "exclude", " secret/ ": "exclude", "' + str(tmp_path) + '/diary/": "exclude",}')
+    cs = load_context_settings(tmp_path)
+    assert "is invalid" in (cs.warning or "")
+    assert cs.mode_for("secret/a.md") == cs.mode_for("diary/b.md") == cs.mode_for("drafts/c.md") == "exclude"

@@ -23,7 +23,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from fixtures import retrieval_project, write_file
+from fixtures import open_project, retrieval_project, write_file
 from lsp_client import server_env
 
 SCENE_1 = "books/book-01/phase-5-bloom/ch-01/scene-01.md"
@@ -390,3 +390,22 @@ def test_a_line_the_sdk_cannot_read_is_answered_with_its_id_and_the_server_goes_
     assert 12 not in replies
     assert {t["name"] for t in replies[9]["result"]["tools"]} == TOOLS  # still serving after all of them
     assert b"unreadable message on stdin" in err and b"Traceback" not in err
+
+
+async def test_an_agent_is_not_told_the_paths_an_author_excludes(tmp_path: Path) -> None:
+    """status named the exclusions that match no indexed file (`diary/affair-with-k.txt`), and a search's warnings
+    a key read leniently (`" drafts/"`): an agent gets how many notes there are, not the paths; the author's
+    status has them."""
+    root = retrieval_project(tmp_path)
+    settings = {"diary/affair-with-k.txt": "exclude", " drafts/": "exclude", "notes/ideas.md": "exclude"}
+    write_file(root, ".context_settings.json", json.dumps(settings))
+    async with mcp_session(root) as session:
+        status = await call(session, "status")
+        found = await call(session, "search", {"query": "lantern"})
+    for answer in (status, found):
+        shown = json.dumps(answer.get("warnings", []))
+        assert "affair" not in shown and "drafts" not in shown
+        assert "notes for the project's author" in shown
+    with open_project(root) as project:
+        author = json.dumps(project.status()["warnings"])
+    assert "affair-with-k.txt" in author and "drafts" in author

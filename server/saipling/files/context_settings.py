@@ -25,17 +25,28 @@ _STRICTNESS = {"auto": 0, "force": 1, "exclude": 2}  # a path given twice keeps 
 class ContextSettings:
     """The modes of `.context_settings.json`. `exclude_all`: the file could not be read and this process never read
     it well: every file counts as excluded (fail closed: it could have excluded any of them). `warning` says what
-    was wrong with the file, for the `warnings` of every response that applies the settings."""
+    was wrong with the file, for the `warnings` of every response that applies the settings. `sources`: each key as
+    written -> the keys of `modes` it became (`_parse`; an exclusion may name a path in more than one way)."""
 
     modes: dict[str, str] = field(default_factory=dict)
     warning: str | None = None
     exclude_all: bool = False
-    # an exclusion (a file or folder, not a glob) also holds for a path spelt in other case (`SECRET/` for
-    # `secret/`: one folder on a case-insensitive disk): casefolded key -> its length
-    _folded: dict[str, int] | None = field(default=None, init=False, repr=False, compare=False)
+    sources: dict[str, list[str]] = field(default_factory=dict)
     # the glob keys compiled, once: compile_glob's cache holds 256, and a file with more recompiled every glob for
     # every path checked (400 keys: a search 0.2 -> 2.3 s)
-    _globs: dict[str, Glob] | None = field(default=None, init=False, repr=False, compare=False)
+    _globs: dict[str, Glob] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # an exclusion (a file or folder, not a glob) also holds for a path spelt in other case (`SECRET/` for
+    # `secret/`: one folder on a case-insensitive disk): casefolded key -> its length
+    _folded: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:  # (built once, before the object is shared between threads)
+        self._globs = {key: Glob(key) for key in self.modes if any(c in key for c in "*?[")}
+        self._folded = {k.casefold(): len(k) for k, m in self.modes.items() if m == "exclude" and k not in self._globs}
+
+    @staticmethod
+    def _under(rel: str, key: str) -> bool:
+        """`rel` is the file `key` names or under the folder it names (`""`: the root, every file)."""
+        return not key or rel.startswith(key.rstrip("/") + "/")
 
     def mode_for(self, rel: str) -> str:
         """The mode of a file: an exact entry, else the longest folder or glob entry that matches, else auto.
@@ -45,23 +56,18 @@ class ContextSettings:
             return "exclude"
         if rel in self.modes:
             return self.modes[rel]
-        if self._globs is None:
-            self._globs = {key: Glob(key) for key in self.modes if any(c in key for c in "*?[")}
-            self._folded = {
-                k.casefold(): len(k) for k, m in self.modes.items() if m == "exclude" and k not in self._globs
-            }
         globs = self._globs
         best, best_len = "auto", -1
         for key, mode in self.modes.items():
             if len(key) <= best_len:
                 continue
             glob = globs.get(key)
-            if rel.startswith(key.rstrip("/") + "/") or (glob is not None and glob_matches(glob, rel)):
+            if self._under(rel, key) or (glob is not None and glob_matches(glob, rel)):
                 best, best_len = mode, len(key)
         if self._folded:
             folded = rel.casefold()
             for key, n in self._folded.items():
-                if n > best_len and (folded == key or folded.startswith(key.rstrip("/") + "/")):
+                if n > best_len and (folded == key or self._under(folded, key)):
                     best, best_len = "exclude", n
         return best
 
@@ -81,36 +87,39 @@ class ContextSettings:
         return [self.warning] if self.warning else []
 
     def excluding_nothing(self, paths: list[str], max_globs: int = 20) -> list[str]:
-        """The exclusion keys that no path of `paths` (the indexed files) falls under: a misspelt key protects
-        nothing, silently (`{secret}/`, `secrets/` for `secret/`). Files and folders are checked in one pass over the
-        paths; globs one by one, the first `max_globs` of them."""
-        if self.exclude_all:
+        """The exclusion keys (as written) under none of whose forms any path of `paths` (the indexed files) falls:
+        a misspelt key protects nothing, silently (`{secret}/`, `secrets/` for `secret/`). Files and folders are
+        checked in one pass over the paths; globs one by one, the first `max_globs` of them."""
+        if self.exclude_all or not paths:
             return []
-        self.mode_for("")  # (compiles the globs)
-        globs = self._globs or {}
-        named: set[str] = set()
+        named: set[str] = {""}
         for path in paths:
             folded = path.casefold()
             named.add(folded)
             for i, c in enumerate(folded):
                 if c == "/":
                     named.add(folded[: i + 1])
-        out = []
         checked = 0
-        for key, mode in self.modes.items():
-            if mode != "exclude":
-                continue
-            if key in globs:
-                checked += 1
-                if checked <= max_globs and not any(glob_matches(globs[key], p) for p in paths):
-                    out.append(key)
-            elif key.casefold() not in named and key.casefold().rstrip("/") + "/" not in named:
-                out.append(key)
-        return out
+
+        def matches(key: str) -> bool:
+            nonlocal checked
+            glob = self._globs.get(key)
+            if glob is None:
+                k = key.casefold()
+                return k in named or k.rstrip("/") + "/" in named
+            checked += 1
+            return checked > max_globs or any(glob_matches(glob, p) for p in paths)  # (past the limit: not said)
+
+        sources = self.sources or {k: [k] for k in self.modes}
+        return [
+            written
+            for written, keys in sources.items()
+            if any(self.modes.get(k) == "exclude" for k in keys) and not any(matches(k) for k in keys)
+        ]
 
 
 _cache: dict[str, tuple[tuple[int, int, int] | None, ContextSettings]] = {}
-_last_good: dict[str, dict[str, str]] = {}  # per settings file: the modes of its last reading that parsed
+_last_good: dict[str, _Parsed] = {}  # per settings file: its last reading that parsed
 
 
 def load_context_settings(root: Path) -> ContextSettings:
@@ -138,9 +147,10 @@ def load_context_settings(root: Path) -> ContextSettings:
         if not stat.S_ISREG(st.st_mode):  # (a FIFO here blocked every search)
             raise ValueError("not a regular file")
         text = path.read_text(encoding="utf-8-sig")
-        modes, notes = _parse(text, Path(root))
-        _last_good[key] = modes
-        cs = ContextSettings(dict(modes), "; ".join(f"{FILE_NAME}: {n}" for n in notes) or None)
+        parsed = _parse(text, Path(root))
+        _last_good[key] = parsed
+        notes = "; ".join(f"{FILE_NAME}: {n}" for n in parsed.notes) or None
+        cs = ContextSettings(dict(parsed.modes), notes, sources=dict(parsed.sources))
     except (OSError, ValueError, RecursionError) as exc:
         cs = _unreadable(key, exc, text)
     if cs.warning:
@@ -164,12 +174,13 @@ def _key(path: str) -> str | None:
     return rel
 
 
-def _forms(key: str, root: Path | None) -> tuple[list[str], str | None]:
-    """The paths a settings key names (`_key` of each; an empty list: outside the project) and a note on how it was
-    read. Spaces around a key are a slip (`"secret/ "`): it names the path without them. An absolute path inside
-    the root names its relative path (any other leading `/` is the root's, as before). An exclusion keeps the key
-    as written too (`_parse`; fail closed: a folder whose name ends in a space, a file whose name holds a
-    backslash, stay excluded)."""
+def _exclusion_forms(key: str, root: Path | None) -> tuple[list[str], str | None]:
+    """The paths an `exclude` key names (an empty list: outside the project) and a note on how it was read,
+    leniently, as an author a little off meant it (fail closed): spaces around it are a slip (`"secret/ "` names
+    `secret/`); an absolute path inside the root names its path from the root (any other leading `/` is the root's,
+    as gitignore reads it); and the key as written names a path too (a folder whose name ends in a space, a file
+    whose name holds a backslash). Keys of other modes are read as written (`_key`): reading them leniently would
+    take a file out of an exclusion."""
     note = None
     text = key
     if text.strip() != text:
@@ -178,8 +189,14 @@ def _forms(key: str, root: Path | None) -> tuple[list[str], str | None]:
     if root is not None and os.path.isabs(text) and (inside := _inside(root, text)) is not None:
         note = f"{json.dumps(key)} is an absolute path (read as {json.dumps(inside or './')})"
         text = inside
-    rel = _key(text)  # (another leading `/`: the root's, as gitignore reads it)
-    return ([] if rel is None else [rel]), note
+    rel = _key(text)
+    if rel is None:
+        return [], None
+    rels = [rel]
+    as_written = nfc(key).lstrip("/")
+    if as_written and as_written not in rels and "../" not in f"/{as_written}":
+        rels.append(as_written)
+    return rels, note
 
 
 def _inside(root: Path, path: str) -> str | None:
@@ -193,39 +210,55 @@ def _inside(root: Path, path: str) -> str | None:
     return None
 
 
-def _parse(text: str, root: Path | None = None) -> tuple[dict[str, str], list[str]]:
+@dataclass
+class _Parsed:
+    modes: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    sources: dict[str, list[str]] = field(default_factory=dict)  # key as written -> its keys in `modes`
+
+    def add(self, key: str, mode: str, root: Path | None) -> None:
+        """One entry (`mode` known good); a key that names the whole project excludes every file, and is
+        ignored in another mode."""
+        if mode == "exclude":
+            rels, note = _exclusion_forms(key, root)
+        else:
+            rel = _key(key)
+            rels, note = ([] if rel is None else [rel]), None
+            if rel == "":
+                self.notes.append(f"{key} names the whole project: only an exclusion may (ignored)")
+                return
+        if not rels:
+            self.notes.append(f"{key} names a path outside the project (ignored)")
+            return
+        if note:
+            self.notes.append(note)
+        for i, rel in enumerate(rels):
+            if rel in self.modes and self.modes[rel] != mode:
+                if i == 0:
+                    self.notes.append(f"{key} is given twice (the stricter mode applies)")
+                self.modes[rel] = max(mode, self.modes[rel], key=_STRICTNESS.__getitem__)
+            else:
+                self.modes[rel] = mode
+        self.sources.setdefault(key, [])
+        self.sources[key] += [r for r in rels if r not in self.sources[key]]
+
+
+def _parse(text: str, root: Path | None = None) -> _Parsed:
     """The modes of a settings file's text, and notes on entries read in the strict way (an unknown mode is
-    `exclude`; a path given twice keeps its strictest mode; see `_forms`). ValueError when it is not a JSON
-    object."""
+    `exclude`; a path given twice keeps its strictest mode; see `_exclusion_forms`). ValueError when it is not a
+    JSON object."""
     raw = json.loads(text, object_pairs_hook=_Pairs)
     if not isinstance(raw, _Pairs):
         raise ValueError("expected a JSON object of path -> mode")
-    modes: dict[str, str] = {}
-    notes: list[str] = []
+    parsed = _Parsed()
     for k, v in raw:
         mode = v.strip().lower() if isinstance(v, str) else None
         if mode not in MODES:
             shown = json.dumps(v) if not isinstance(v, _Pairs) else "an object"
-            notes.append(f"{k} has an unknown mode {shown:.40} (treated as exclude)")
+            parsed.notes.append(f"{k} has an unknown mode {shown:.40} (treated as exclude)")
             mode = "exclude"
-        rels, note = _forms(str(k), root)
-        if not rels:
-            notes.append(f"{k} names a path outside the project (ignored)")
-            continue
-        if note:
-            notes.append(note)
-        if mode == "exclude":  # (the key as written, too: fail closed)
-            as_written = nfc(str(k)).lstrip("/")
-            if as_written and as_written not in rels and "../" not in f"/{as_written}":
-                rels.append(as_written)
-        for i, rel in enumerate(rels):
-            if rel in modes and modes[rel] != mode:
-                if i == 0:
-                    notes.append(f"{k} is given twice (the stricter mode applies)")
-                modes[rel] = max(mode, modes[rel], key=_STRICTNESS.__getitem__)
-            else:
-                modes[rel] = mode
-    return modes, notes
+        parsed.add(str(k), mode, root)
+    return parsed
 
 
 # `"path": "exclude"` as JSON writes it, found in a file that does not parse as a whole
@@ -242,12 +275,15 @@ def _unreadable(key: str, exc: BaseException, text: str | None) -> ContextSettin
             "respectContextSettings: false ignores it; an agent's tools never do)",
             exclude_all=True,
         )
-    modes = dict(last)
-    for m in _EXCLUDE_ENTRY.finditer(text or ""):  # exclusions added in the broken edit: kept too
+    parsed = _Parsed(dict(last.modes), [], {k: list(v) for k, v in last.sources.items()})
+    for m in _EXCLUDE_ENTRY.finditer(text or ""):  # exclusions added in the broken edit: kept too, read as any
         try:
-            rel = _key(json.loads(f'"{m.group(1)}"'))
+            written = json.loads(f'"{m.group(1)}"')
         except ValueError:
             continue
-        if rel is not None:
-            modes[rel] = "exclude"
-    return ContextSettings(modes, f"{why}; the settings last read from it still apply until it is fixed")
+        parsed.add(written, "exclude", Path(key).parent)
+    return ContextSettings(
+        parsed.modes,
+        f"{why}; the settings last read from it still apply until it is fixed",
+        sources=parsed.sources,
+    )

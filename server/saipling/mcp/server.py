@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..errors import InvalidRequest, SaiplingError
+from ..files.context_settings import FILE_NAME as CONTEXT_FILE
 from ..jsonrpc_salvage import is_request_id, salvage_id
 from ..live.service import SHUTDOWN_GRACE, LiveIndex
 from ..retrieval.requests import (
@@ -406,7 +407,10 @@ class McpFace:
         args = check_arguments(spec, arguments)
         handler: Callable[[dict[str, Any]], dict[str, Any]] = getattr(self, f"_tool_{name}")
         self.refresh()
-        return _present(handler(args))
+        out = handler(args)
+        if isinstance(out.get("warnings"), list):
+            out = {**out, "warnings": _agent_warnings(out["warnings"])}
+        return _present(out)
 
     def _visible(self, params: dict[str, Any]) -> dict[str, Any]:
         """The rules an agent cannot change: the MCP role ("": a role no setting defines, public only), exclusions
@@ -467,6 +471,21 @@ class McpFace:
         status = self.project.status()
         status["isIndexing"] = status["isIndexing"] or self.indexing_in_background
         return status
+
+
+def _agent_warnings(warnings: list[Any]) -> list[Any]:
+    """An agent's warnings: what `.context_settings.json` says of its own entries names the paths its author
+    excludes (a misspelt key, one with spaces, one that names no indexed file: `diary/affair.txt`), so it gets how
+    many notes there are, not them; that the file cannot be read (and what applies meanwhile) it is told."""
+    out: list[Any] = []
+    for w in warnings:
+        if isinstance(w, str) and w.startswith(f"{CONTEXT_FILE}: "):
+            line = f"{CONTEXT_FILE} has notes for the project's author (`saipling status` shows them)"
+            if line not in out:
+                out.append(line)
+        else:
+            out.append(w)
+    return out
 
 
 _EDITOR_ONLY = ("uri", "range", "preview")  # LSP conveniences (0-based ranges, file URIs): not for agents
