@@ -126,3 +126,39 @@ def test_lists_older_than_the_index_say_when_they_may_be_made_again(tmp_path: Pa
         name_fixes._passes[id(p)].cost = 0.0
         assert name_fixes.reread_due_in(p) == 0.0  # due now
         assert "Minna" in name_fixes.project_lists(p).drift and name_fixes.reread_due_in(p) is None
+
+
+def test_a_document_without_name_diagnostics_never_sets_a_timer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only an excluded document open, after a pass and an index change: its diagnostics read no lists, so the
+    lists stayed stale and each publish set a timer for the next, 20 a second for ever (a review's finding)."""
+    import json as _json
+    from types import SimpleNamespace
+
+    from saipling.lsp.features import name_diagnostics as nd
+    from saipling.retrieval import name_fixes
+
+    root = novel_project(tmp_path)
+    (root / ".context_settings.json").write_text(_json.dumps({"secret/": "exclude"}), encoding="utf-8")
+    (root / "secret").mkdir()
+    (root / "secret/n.md").write_text("# Secret\n\nLucy.\n", encoding="utf-8")
+    scene = root / "books/book-01/phase-1-setup/ch-05/scene-01.md"
+    with open_project(root) as p:
+        p.index()
+        name_fixes.project_lists(p)
+        scene.write_text("# Five\n\nLucy wrote to Minna.\n", encoding="utf-8")
+        p.refresh([scene.relative_to(root).as_posix()])
+        assert name_fixes.reread_due_in(p) is not None  # (the lists are stale)
+        folder = SimpleNamespace(project=p, accepts=lambda rel: True)
+        posted: list[object] = []
+        ls = SimpleNamespace(stopping=False, name_timers={}, post=lambda *a: posted.append(a))
+        ls.text_document_publish_diagnostics = None
+        monkeypatch.setattr(nd, "locate", lambda _ls, uri: (folder, uri.rsplit("/root/", 1)[-1]))
+        monkeypatch.setattr(nd, "document_diagnostics", lambda _ls, uri: [])
+        nd._publish_all(ls, ["file:///root/secret/n.md"])
+        assert len(posted) == 1 and ls.name_timers == {}
+        nd._publish_all(ls, ["file:///root/books/book-01/phase-1-setup/ch-05/scene-01.md"])  # (a shown one)
+        assert len(ls.name_timers) == 1
+        for t in ls.name_timers.values():
+            t.cancel()

@@ -94,3 +94,20 @@ def test_a_long_section_is_one_symbol_and_scattered_letters_do_not_match(tmp_pat
         assert chapter[0]["startLine"] == 1 and chapter[0]["endLine"] >= 20
         assert [s["path"] for s in project.symbols("Mina")] == ["people/mina.md"]
         assert project.symbols("x" * 10_000) == []
+
+
+def test_two_sections_of_one_name_in_a_file_stay_two_symbols(tmp_path: Any) -> None:
+    """Merging a section's chunks by (path, heading path, title) made the two `## Notes` of a recipe file one
+    symbol spanning the soup between them (a review's finding); only consecutive chunks of a section merge."""
+    para = "\n\n".join(" ".join(f"w{i}x{j}" for j in range(60)) + "." for i in range(6))
+    root = make_project(
+        tmp_path,
+        {"recipes.md": "# Recipes\n\n" + "".join(f"## {h}\n\n{para}\n\n" for h in ("Bread", "Notes", "Soup", "Notes"))},
+    )
+    with open_project(root) as project:
+        project.index()
+        notes = project.symbols("Notes")
+        soup = project.symbols("Soup")
+        assert len(notes) == 2 and len(soup) == 1
+        first, second = sorted(notes, key=lambda s: s["startLine"])
+        assert first["endLine"] < soup[0]["startLine"] <= soup[0]["endLine"] < second["startLine"]

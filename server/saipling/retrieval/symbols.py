@@ -69,18 +69,22 @@ def find_symbols(project: ProjectView, query: str, role: str | None = None) -> l
                     },
                 )
             )
-    sections: dict[tuple[str, str, str], dict[str, Any]] = {}  # a section is one symbol, however many chunks it has
+    # a section is one symbol, however many chunks it has: the rows come in file order, so a row continues the
+    # symbol of the row before when both are of the same section (two `## Notes` of one file stay two)
+    last_key: tuple[str, str, str] | None = None
+    last: dict[str, Any] | None = None
     for hrow in filter(shown, project.store.headings()):
         title = (hrow.section_heading or "").lstrip("#").strip()
+        key = (hrow.path, hrow.heading_path or "", title)
+        if key == last_key:
+            if last is not None:
+                last["endLine"] = max(last["endLine"], hrow.end_line)
+            continue
+        last_key, last = key, None
         score = fuzzy_score(query, title) if title else 0.0
         if score <= 0:
             continue
-        key = (hrow.path, hrow.heading_path or "", title)
-        if (known := sections.get(key)) is not None:
-            known["startLine"] = min(known["startLine"], hrow.start_line)
-            known["endLine"] = max(known["endLine"], hrow.end_line)
-            continue
-        sections[key] = {
+        last = {
             "name": title,
             "kind": "heading",
             "headingPath": hrow.heading_path,
@@ -88,7 +92,7 @@ def find_symbols(project: ProjectView, query: str, role: str | None = None) -> l
             "startLine": hrow.start_line,
             "endLine": hrow.end_line,
         }
-        found.append((score, 1, sections[key]))
+        found.append((score, 1, last))
     if any(score >= SUBSTRING for score, _, _ in found):
         # names holding the query as written: letters scattered in order (`Mina` in "sMellIng deAth") are noise
         found = [f for f in found if f[0] >= SUBSTRING]

@@ -76,9 +76,11 @@ def _publish_all(ls: SaiplingServer, uris: list[str]) -> None:
             continue
         if diagnostics is not None:
             ls.post(ls.text_document_publish_diagnostics, types.PublishDiagnosticsParams(uri, diagnostics))
-        folder = _folder_of(ls, uri)
-        if folder is not None and (due := name_fixes.reread_due_in(folder.project)) is not None:
-            stale[id(folder)] = (folder, due)
+        hit = locate(ls, uri)
+        if hit is None or not shown_for(*hit):
+            continue  # (its diagnostics read no lists: nothing to publish again; a timer for it looped for ever)
+        if (due := name_fixes.reread_due_in(hit[0].project)) is not None:
+            stale[id(hit[0])] = (hit[0], due)
     for folder, due in stale.values():  # (lists of a pass older than the index: publish again when one may run)
         _later(ls, due, folder)
 
