@@ -316,11 +316,13 @@ async def next_body(frames: FrameReader, proto: SaiplingProtocol) -> bytes | Non
             reported = True  # its body follows as bytes outside a frame: already answered
             msg_id = None
             if length is not None and length > MAX_BODY:
-                # the id is near the start of the body: its first bytes are read to answer it (a client waited for
-                # ever), then read again as what follows (skipped up to the next header)
-                head = await frames.read(SALVAGE_BYTES)
-                msg_id = salvage_id(head)
-                frames.unread(head)
+                # the id is near the start of the body: the bytes already here are read for it (a client waited
+                # for ever), with one read when none are; they stay, skipped as what follows (up to the next
+                # header). Never a wait for more: a short body stalled every later request.
+                if not frames.buf:
+                    with contextlib.suppress(TimeoutError):
+                        await frames._more(idle=True)
+                msg_id = salvage_id(bytes(frames.buf[:SALVAGE_BYTES]))
             proto.parse_error(problem, msg_id)
             continue
         assert length is not None
