@@ -76,7 +76,7 @@ class Settings:
     skills_dir: str = "skills"
     corpora: dict[str, list[str]] = field(default_factory=dict)
     roles: dict[str, list[str]] = field(default_factory=dict)
-    mcp_role: str = ""  # the role `saipling mcp` searches as ("" = as a request without a role)
+    mcp_role: str = ""  # the role `saipling mcp` searches as ("": public content only, never defaultRole's)
     default_role: str = ""  # the role of requests that name none ("": public content only)
     analytics: bool = True
     # where the index lives: "" = the project's .saipling/index.db (SQLite); a postgresql:// URL = a workspace of

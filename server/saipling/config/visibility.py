@@ -28,7 +28,7 @@ def fold(level: str | None) -> str:
 def role_levels(roles: Mapping[str, Iterable[str]], role: str | None, default_role: str = "") -> list[str]:
     """The (folded) levels `role` may see; `default_role` when `role` is None; `public` only otherwise."""
     name = role if role is not None else (default_role or None)
-    if name is None:
+    if name is None or not name.strip():  # ("": the MCP face's public-only role, never a role named blank)
         return [PUBLIC]
     levels = roles.get(name)
     if levels is None:

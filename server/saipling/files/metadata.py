@@ -196,7 +196,6 @@ def _fold_key(key: str) -> str:
 
 
 _YAML_STR = "tag:yaml.org,2002:str"
-_YAML_NULL = "tag:yaml.org,2002:null"
 
 
 def _load_yaml(fm_text: str) -> tuple[Any, str | None]:

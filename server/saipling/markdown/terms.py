@@ -23,10 +23,10 @@ STOPWORDS = frozenset(
 FUNCTION_WORDS = STOPWORDS | frozenset(
     "about above after again against all also am any anything because been before being below between both can "
     "could did do does doing done down during each either else ever every few further get gets got had having here "
-    "hers herself him himself however if itself just least less let lets many may me might mine more most much must "
-    "my myself now off once only other others ought our ours ourselves out over own per same shall should so some "
-    "something such than those though through thus too under until up upon us very via we whether while whom whose "
-    "within without would yet yours yourself yourselves".split()
+    "hers herself him himself however if itself just least less let lets many me might more most much must my "
+    "myself now off once only other others ought our ours ourselves out over own per same shall should so some "
+    "something such than those though through thus too under until up upon very via we whether while whom whose "
+    "within without would yet yours yourself yourselves".split()  # (not may, mine, us: May, a mine, the US)
 )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..lazy import np  # numpy loads on first use (cold CLI path)
-from ..markdown.terms import CJK_RE, STOPWORDS, WORD_RE, cjk_sentence_pairs, fold_text, match_key
+from ..markdown.terms import CJK_RE, FUNCTION_WORDS, STOPWORDS, WORD_RE, cjk_sentence_pairs, fold_text, match_key
 
 if TYPE_CHECKING:
     from ..storage.base import StoredChunk
@@ -201,7 +201,7 @@ def vocabulary_share(project: ProjectView, query: str) -> float:
     The model knows a word when its tokenizer holds it whole (`knows_word` of the provider); a provider that
     cannot tell (hosted models) leaves the project's vocabulary alone to decide."""
     words = [w.lower() for w in WORD_RE.findall(query)]
-    content = [w for w in dict.fromkeys(words) if w not in STOPWORDS][:64]
+    content = [w for w in dict.fromkeys(words) if w not in FUNCTION_WORDS][:64]  # ("should": no meaning to know)
     if not content:
         return 1.0
     keys = {w: match_key(w) for w in content}

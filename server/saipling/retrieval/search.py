@@ -235,6 +235,9 @@ def vector_unavailable(project: ProjectView) -> str | None:
     return None
 
 
+QUIET_CHECK_MAX = 5000  # chunks without vectors up to which a search asks whether they are all the quiet files' chunks
+
+
 def partly_embedded(project: ProjectView, mode: str) -> str | None:
     """What a search must say when some chunks have no vector (an index run cut short, a provider that failed
     on some batches), as status does: semantic search cannot see them, so its "no confident match" does not
@@ -251,12 +254,15 @@ def partly_embedded(project: ProjectView, mode: str) -> str | None:
         else "hybrid or lexical search finds them by keywords"
     )
     held = getattr(project, "held_for_quiet", None)
-    if held is not None and (waiting := held()):
-        # (a server: the files saved a moment ago are embedded once quiet; "run saipling index" was wrong advice)
+    waiting = held() if held is not None else []
+    if waiting and missing <= QUIET_CHECK_MAX and not project.store.unembedded(waiting):
+        # a server whose only chunks without vectors are those of files saved a moment ago: it embeds them once
+        # quiet ("run saipling index to embed them" was wrong advice for the quiet period's two minutes)
         quiet = project.settings.quiet_period_seconds
         return (
-            f"{missing} of {total} chunks have no embeddings yet: {len(waiting)} file(s) changed in the last "
-            f"{quiet:g} s are embedded once they have been quiet that long; {scope}"
+            f"{missing} of {total} chunks have no embeddings yet (semantic search cannot find them; a missing match "
+            f"may be there): {len(waiting)} file(s) changed in the last {quiet:g} s are embedded once they have "
+            f"been quiet that long; {scope}"
         )
     return (
         f"{missing} of {total} chunks have no embeddings (semantic search cannot find them; a missing match may "
