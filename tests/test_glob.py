@@ -542,3 +542,18 @@ def test_an_exclusion_added_in_a_broken_edit_is_read_as_any_exclusion(tmp_path: 
     cs = load_context_settings(tmp_path)
     assert "is invalid" in (cs.warning or "")
     assert cs.mode_for("secret/a.md") == cs.mode_for("diary/b.md") == cs.mode_for("drafts/c.md") == "exclude"
+
+
+def test_an_excluded_name_without_a_slash_is_excluded_anywhere_as_in_every_glob(tmp_path: Path) -> None:
+    """configuration.md: a pattern without `/` matches a name anywhere. `{"Bestiary": "exclude"}` excluded nothing in
+    a vault whose Bestiary is `Compendium/13A/Bestiary/` (a first-hour trial); a leading `/` keeps to the root's."""
+    for key, inside, at_root in (
+        ("Bestiary", "exclude", "exclude"),
+        ("Bestiary/", "exclude", "exclude"),
+        ("/Bestiary/", "auto", "exclude"),
+    ):
+        (tmp_path / ".context_settings.json").write_text(json.dumps({key: "exclude"}), encoding="utf-8")
+        load_context_settings.__globals__["_cache"].clear()
+        cs = load_context_settings(tmp_path)
+        assert cs.mode_for("Compendium/13A/Bestiary/Orc.md") == inside, key
+        assert cs.mode_for("Bestiary/Orc.md") == at_root and cs.mode_for("Compendium/Bestiary.md") == "auto", key

@@ -196,6 +196,10 @@ def _exclusion_forms(key: str, root: Path | None) -> tuple[list[str], str | None
     as_written = nfc(key).lstrip("/")
     if as_written and as_written not in rels and "../" not in f"/{as_written}":
         rels.append(as_written)
+    if rel and "/" not in rel.rstrip("/") and not key.strip().startswith("/"):
+        # a name without `/` is a name anywhere, as in every glob (configuration.md): `Bestiary` excluded nothing
+        # in `Compendium/13A/Bestiary/` (`/Bestiary` keeps to the root's, as gitignore reads it)
+        rels.append("**/" + rel)
     return rels, note
 
 
