@@ -415,7 +415,10 @@ class TextPhase:
                 for prep in batch:
                     try:
                         found = finder.scan_file(lambda p=prep: _text_of(p), prep.meta.frontmatter)
-                        self.ctx.store.replace_file(prep.record, self._rows(prep), vectors, mentions=found)
+                        # the file's own vectors, not the batch's: each file's write checked and stored the whole
+                        # batch's again (a re-index after `clear`: 30 s of CPU for 8,409 chunks, nothing embedded)
+                        own = {h: vectors[h] for c in prep.chunks if (h := c.content_hash) in vectors}
+                        self.ctx.store.replace_file(prep.record, self._rows(prep), own, mentions=found)
                     except Exception as exc:  # one odd path must never lose the rest of the batch
                         summary.changed -= 1
                         file_failed(prep.record.path, exc, summary)
