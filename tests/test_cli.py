@@ -498,3 +498,27 @@ def test_readable_output_never_sends_a_files_control_characters_to_the_terminal(
     got = json.loads(result.stdout)
     assert sorted(r["filePath"] for r in got["results"]) == sorted(["a.md", name])
     assert any("\u202eevil" in r["snippet"] for r in got["results"])
+
+
+def test_the_progress_line_keeps_its_numbers_at_80_columns() -> None:
+    """At 80 columns the counter and the times were cut to `5…` and `0:0…` while a long path kept its width: the
+    path gives way now, its end kept."""
+    import io
+
+    from rich.console import Console
+
+    from saipling.cli.progress import IndexBar
+    from saipling.indexing.indexer import IndexProgress
+
+    bar = IndexBar(enabled=True)
+    with bar:
+        assert bar._progress is not None
+        bar._progress.stop()
+        bar._progress.console.width = 80
+        path = "Compendium/13A/Bestiary/Humanoid/Nymph/Hill-Nymph-of-the-very-long-valley.md"
+        bar.update(IndexProgress(phase="keywords", files_done=523, files_total=1001, current_file=path))
+        out = io.StringIO()
+        Console(file=out, width=80).print(bar._progress.make_tasks_table(bar._progress.tasks[-1:]))
+    line = out.getvalue().rstrip("\n")
+    assert "523/1001" in line and "0:00:00" in line and "eta" in line and line.endswith("valley.md"), line
+    assert len(line) <= 80 and "…" in line

@@ -613,14 +613,16 @@ def _print_results(response: dict, explain: bool) -> None:
     table.add_column("lines", width=9)
     table.add_column("snippet", ratio=4)
     # weak: the result's own confidence (its evidence) under the bar, not its score, which is relative to the best
-    # result's (a scene under a bible note that sums it up scored 0.39 with a confidence of 0.9); the weak ones
-    # that come last go under a divider, any others are dimmed where they are
-    weak = [r.get("confidence", r["score"]) < CONFIDENT for r in response["results"]]
-    tail = len(weak)
-    while tail and weak[tail - 1]:
-        tail -= 1
-    for i, r in enumerate(response["results"]):  # cells are Text, never markup: paths and headings may hold `[...]`
-        if i == tail:
+    # result's (a scene under a bible note that sums it up scored 0.39 with a confidence of 0.9). The confident
+    # results come first, then the weak ones under a "low confidence" divider, each in rank order: dimmed alone,
+    # a weak row among strong ones looked confident once piped (no colour)
+    results = response["results"]
+    weak = [r.get("confidence", r["score"]) < CONFIDENT for r in results]
+    order = [i for i in range(len(results)) if not weak[i]] + [i for i in range(len(results)) if weak[i]]
+    first_weak = next((i for i in order if weak[i]), None)
+    for i in order:  # cells are Text, never markup: paths and headings may hold `[...]`
+        r = results[i]
+        if i == first_weak:
             if table.row_count:
                 table.add_section()
             table.add_row("", Text("low confidence", style="dim italic"), "", "", style="dim")

@@ -9,6 +9,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..indexing.indexer import IndexProgress
 from .shown import printable
 
+BAR_WIDTH = 24
+
+
+def _tail(text: str, room: int) -> str:
+    """`text` in `room` characters, its end kept (`…` before it when cut); nothing when there is no room."""
+    if len(text) <= room:
+        return text
+    return "…" + text[-(room - 1) :] if room > 1 else ""
+
+
 PHASES = {"keywords": "reading", "file_keywords": "whole-file keywords", "embedding": "embedding", "done": "done"}
 
 
@@ -29,7 +39,7 @@ class IndexBar:
         if self.enabled:
             self._progress = Progress(
                 TextColumn("[bold]{task.fields[phase]}"),
-                BarColumn(),
+                BarColumn(bar_width=BAR_WIDTH),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 TextColumn("{task.fields[eta]}"),
@@ -44,15 +54,20 @@ class IndexBar:
     def update(self, p: IndexProgress) -> None:
         if self._progress is None or self._task is None:
             return
-        current = printable(p.current_file or p.phase)[-50:]
         done, total = (p.chunks_done, p.chunks_total) if p.phase == "embedding" else (p.files_done, p.files_total)
+        phase = PHASES.get(p.phase, p.phase)
+        eta = format_eta(p.eta_seconds) if p.phase != "done" else ""
+        # the file's name gets what the numbers leave of the line, its end kept (at 80 columns the counter and the
+        # times were cut to `5…` and `0:0…` while a long path kept its width)
+        used = len(phase) + BAR_WIDTH + len(f"{done}/{total}") + len("0:00:00") + len(eta) + 6
+        current = _tail(printable(p.current_file or p.phase), self._progress.console.width - used)
         self._progress.update(
             self._task,
             total=total or None,
             completed=done,
             current=current,
-            phase=PHASES.get(p.phase, p.phase),
-            eta=format_eta(p.eta_seconds) if p.phase != "done" else "",
+            phase=phase,
+            eta=eta,
         )
 
     def pause(self) -> None:
