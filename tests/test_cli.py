@@ -522,3 +522,21 @@ def test_the_progress_line_keeps_its_numbers_at_80_columns() -> None:
     line = out.getvalue().rstrip("\n")
     assert "523/1001" in line and "0:00:00" in line and "eta" in line and line.endswith("valley.md"), line
     assert len(line) <= 80 and "…" in line
+
+
+def test_a_logged_warning_reads_as_the_clis_own_and_names_its_logger_with_v(tmp_path: Path) -> None:
+    """A `.context_settings.json` that cannot be read was said as `WARNING saipling.files.context_settings: ...`,
+    unlike every other note of the CLI (first-hour trial)."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "a.md").write_text("# a\n\nword here\n", encoding="utf-8")
+    (root / ".context_settings.json").write_text('{"a.md": "exclude",}', encoding="utf-8")
+    env = subprocess_env()
+    saipling = [sys.executable, "-m", "saipling"]
+    subprocess.run([*saipling, "index", str(root)], env=env, capture_output=True, check=True)
+    plain = subprocess.run([*saipling, "search", "word", "--root", str(root)], env=env, capture_output=True, text=True)
+    assert "warning: .context_settings.json is invalid" in plain.stderr and "WARNING" not in plain.stderr
+    loud = subprocess.run(
+        [*saipling, "-v", "search", "word", "--root", str(root)], env=env, capture_output=True, text=True
+    )
+    assert "WARNING saipling.files.context_settings: .context_settings.json is invalid" in loud.stderr

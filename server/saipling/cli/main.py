@@ -39,8 +39,11 @@ def echo(message: str = "", err: bool = False) -> None:
 def _setup_logging(verbose: int) -> None:
     level = os.environ.get("SAIPLING_LOG_LEVEL") or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:  # (a log line may quote a file's name or text)
-        handler.setFormatter(PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    # (a log line may quote a file's name or text: printable. Without -v a warning reads as the CLI's own do,
+    # `warning: ...`; -v adds the logger's name)
+    fmt = "%(levelname)s %(name)s: %(message)s" if verbose or os.environ.get("SAIPLING_LOG_LEVEL") else None
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(PrintableFormatter(fmt))
     # (markdown-it's DEBUG traces every parser rule of every block)
     logging.getLogger("markdown_it").setLevel(logging.INFO)
     # (the settings' warnings are printed by `_open` as `warning: ...`, with the project's others: not twice)

@@ -33,7 +33,17 @@ def printable_json(text: str) -> str:
 
 
 class PrintableFormatter(logging.Formatter):
-    """Log lines (to the terminal's stderr) with control characters escaped; a traceback's newlines kept."""
+    """Log lines (to the terminal's stderr) with control characters escaped; a traceback's newlines kept. Without
+    a format: `warning: message`, as the CLI's own notes read."""
+
+    def __init__(self, fmt: str | None = None) -> None:
+        super().__init__(fmt)
+        self.plain = fmt is None
 
     def format(self, record: logging.LogRecord) -> str:
+        if self.plain:
+            text = f"{record.levelname.lower()}: {record.getMessage()}"
+            if record.exc_info:
+                text += "\n" + self.formatException(record.exc_info)
+            return printable(text)
         return printable(super().format(record))
