@@ -710,3 +710,14 @@ def test_while_the_first_index_runs_an_empty_answer_is_not_nothing_relevant(tmp_
         project.index()
         done = project.search({"query": "blue-green deploy"})
         assert done["results"] and "note" not in done and done["indexing"] is False
+
+
+def test_a_passage_under_no_heading_is_labelled_by_where_it_is(tmp_path: Path) -> None:
+    """A passage at lines 25-30 of a file without headings was labelled "(start of file)" (first-hour trial)."""
+    body = "\n\n".join(f"Paragraph {i} about the grey harbour and its lighthouse keeper." for i in range(40))
+    root = make_project(tmp_path, {"notes/log.md": f"{body}\n\nThe quillwort smuggler hides in the cove.\n"})
+    with open_project(root) as project:
+        project.index()
+        got = project.enrich({"query": "quillwort smuggler cove", "skillConfig": {"enabled": True, "mode": "always"}})
+    block = got["contextBlock"]
+    assert "quillwort" in block and "(no heading)" in block and "(start of file)" not in block

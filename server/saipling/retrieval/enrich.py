@@ -198,10 +198,13 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
                 skipped[(path, "missing")] = None
             continue
         text, whole_lines, first, last = passage
+        # (a passage under no heading: at line 1 the file's start, else a file without headings or the part of it
+        # before the first one; a Bestiary passage at lines 25-30 was labelled "(start of file)")
+        unheaded = "(start of file)" if first <= 1 else "(no heading)"
         if whole_lines or r["headingPath"] or r["sectionHeading"]:
-            heading = r["headingPath"] or r["sectionHeading"] or "(start of file)"
+            heading = r["headingPath"] or r["sectionHeading"] or unheaded
         else:
-            heading = "(frontmatter)" if files[path].is_frontmatter(r) else "(start of file)"
+            heading = "(frontmatter)" if files[path].is_frontmatter(r) else unheaded
         span = _Span(first, last, text.rstrip(), [heading], whole_lines)
         added = ctx.add(path, span, files[path].lines or [], budget, files[path].indexed)
         if added is None:
