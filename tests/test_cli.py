@@ -505,6 +505,7 @@ def test_the_progress_line_keeps_its_numbers_at_80_columns() -> None:
     path gives way now, its end kept."""
     import io
 
+    from rich.cells import cell_len
     from rich.console import Console
 
     from saipling.cli.progress import IndexBar
@@ -519,9 +520,16 @@ def test_the_progress_line_keeps_its_numbers_at_80_columns() -> None:
         bar.update(IndexProgress(phase="keywords", files_done=523, files_total=1001, current_file=path))
         out = io.StringIO()
         Console(file=out, width=80).print(bar._progress.make_tasks_table(bar._progress.tasks[-1:]))
+        line = out.getvalue().rstrip("\n")
+        assert "523/1001" in line and "0:00:00" in line and "eta" in line and line.endswith("valley.md"), line
+        assert len(line) <= 80 and "…" in line
+        wide = "書庫/第一巻/章/" * 8 + "最後の章.md"  # (two cells a character)
+        bar.update(IndexProgress(phase="keywords", files_done=523, files_total=1001, current_file=wide))
+        out = io.StringIO()
+        Console(file=out, width=80).print(bar._progress.make_tasks_table(bar._progress.tasks[-1:]))
     line = out.getvalue().rstrip("\n")
-    assert "523/1001" in line and "0:00:00" in line and "eta" in line and line.endswith("valley.md"), line
-    assert len(line) <= 80 and "…" in line
+    assert "523/1001" in line and "0:00:00" in line and line.endswith("最後の章.md"), line
+    assert "\n" not in line and cell_len(line) <= 80, line
 
 
 def test_a_logged_warning_reads_as_the_clis_own_and_names_its_logger_with_v(tmp_path: Path) -> None:

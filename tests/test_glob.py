@@ -557,3 +557,29 @@ def test_an_excluded_name_without_a_slash_is_excluded_anywhere_as_in_every_glob(
         cs = load_context_settings(tmp_path)
         assert cs.mode_for("Compendium/13A/Bestiary/Orc.md") == inside, key
         assert cs.mode_for("Bestiary/Orc.md") == at_root and cs.mode_for("Compendium/Bestiary.md") == "auto", key
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"Bestiary": "exclude", "Compendium/": "auto"},
+        {"Compendium/": "auto", "Bestiary": "exclude"},  # (the keys' order never decides)
+        {"Compendium/13A/": "force", "Bestiary": "exclude"},  # (a longer folder key of another mode)
+        {"bestiary": "exclude"},  # (another case)
+    ],
+)
+def test_a_name_excluded_anywhere_wins_over_the_folders_above_it(tmp_path: Path, keys: dict[str, str]) -> None:
+    """A review found `{"Compendium/13A/": "force", "Bestiary": "exclude"}` left Compendium/13A/Bestiary/a.md forced:
+    the name's match counts the path up to it (23 characters), and at equal length the stricter mode wins."""
+    (tmp_path / ".context_settings.json").write_text(json.dumps(keys), encoding="utf-8")
+    cs = load_context_settings(tmp_path)
+    for rel in ("Compendium/Bestiary/a.md", "Compendium/13A/Bestiary/a.md", "Bestiary/a.md"):
+        assert cs.mode_for(rel) == "exclude", rel
+    assert cs.mode_for("Compendium/13A/Orcs/a.md") == keys.get("Compendium/13A/", keys.get("Compendium/", "auto"))
+
+
+def test_a_name_excluded_anywhere_is_read_literally(tmp_path: Path) -> None:
+    (tmp_path / ".context_settings.json").write_text(json.dumps({"Notes [old]": "exclude"}), encoding="utf-8")
+    cs = load_context_settings(tmp_path)
+    assert cs.mode_for("x/Notes [old]/a.md") == cs.mode_for("Notes [old]/a.md") == "exclude"
+    assert cs.excluding_nothing(["x/Notes [old]/a.md"]) == [] and cs.excluding_nothing(["y.md"]) == ["Notes [old]"]

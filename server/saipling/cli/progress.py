@@ -3,6 +3,7 @@ ETA the indexer measures (remaining work over the throughput of the phase so far
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -13,10 +14,19 @@ BAR_WIDTH = 24
 
 
 def _tail(text: str, room: int) -> str:
-    """`text` in `room` characters, its end kept (`…` before it when cut); nothing when there is no room."""
-    if len(text) <= room:
+    """`text` in `room` terminal cells (a CJK character takes two), its end kept (`…` before it when cut);
+    nothing when there is no room."""
+    if cell_len(text) <= room:
         return text
-    return "…" + text[-(room - 1) :] if room > 1 else ""
+    if room <= 1:
+        return ""
+    kept, width = [], 0
+    for ch in reversed(text):
+        if width + cell_len(ch) > room - 1:
+            break
+        kept.append(ch)
+        width += cell_len(ch)
+    return "…" + "".join(reversed(kept))
 
 
 PHASES = {"keywords": "reading", "file_keywords": "whole-file keywords", "embedding": "embedding", "done": "done"}
@@ -59,7 +69,7 @@ class IndexBar:
         eta = format_eta(p.eta_seconds) if p.phase != "done" else ""
         # the file's name gets what the numbers leave of the line, its end kept (at 80 columns the counter and the
         # times were cut to `5…` and `0:0…` while a long path kept its width)
-        used = len(phase) + BAR_WIDTH + len(f"{done}/{total}") + len("0:00:00") + len(eta) + 6
+        used = len(phase) + BAR_WIDTH + len(f"{done}/{total}") + len("00:00:00") + len(eta) + 6
         current = _tail(printable(p.current_file or p.phase), self._progress.console.width - used)
         self._progress.update(
             self._task,

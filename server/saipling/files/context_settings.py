@@ -18,6 +18,7 @@ FILE_NAME = ".context_settings.json"
 
 
 MODES = ("auto", "exclude", "force")
+ANYWHERE = "\0anywhere:"  # + a name: the `modes` key of a name excluded at any depth (no path can start so)
 _STRICTNESS = {"auto": 0, "force": 1, "exclude": 2}  # a path given twice keeps its strictest mode
 
 
@@ -39,9 +40,16 @@ class ContextSettings:
     # `secret/`: one folder on a case-insensitive disk): casefolded key -> its length
     _folded: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    # names excluded anywhere (`Bestiary`: a folder or file of that name at any depth; `ANYWHERE` keys), casefolded
+    _anywhere: frozenset[str] = field(default_factory=frozenset, init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:  # (built once, before the object is shared between threads)
-        self._globs = {key: Glob(key) for key in self.modes if any(c in key for c in "*?[")}
-        self._folded = {k.casefold(): len(k) for k, m in self.modes.items() if m == "exclude" and k not in self._globs}
+        plain = {k: m for k, m in self.modes.items() if not k.startswith(ANYWHERE)}
+        self._globs = {key: Glob(key) for key in plain if any(c in key for c in "*?[")}
+        self._folded = {k.casefold(): len(k) for k, m in plain.items() if m == "exclude" and k not in self._globs}
+        self._anywhere = frozenset(
+            k[len(ANYWHERE) :].casefold() for k, m in self.modes.items() if k.startswith(ANYWHERE) and m == "exclude"
+        )
 
     @staticmethod
     def _under(rel: str, key: str) -> bool:
@@ -56,19 +64,29 @@ class ContextSettings:
             return "exclude"
         if rel in self.modes:
             return self.modes[rel]
+        # the longest match wins (a name anywhere counts the path up to it: `Compendium/13A/Bestiary` beats the
+        # folder key `Compendium/13A/`); at equal length the stricter mode, whatever the keys' order
         globs = self._globs
-        best, best_len = "auto", -1
+        best, rank = "auto", (-1, -1)
         for key, mode in self.modes.items():
-            if len(key) <= best_len:
+            if len(key) < rank[0] or key.startswith(ANYWHERE):
                 continue
             glob = globs.get(key)
             if self._under(rel, key) or (glob is not None and glob_matches(glob, rel)):
-                best, best_len = mode, len(key)
-        if self._folded:
-            folded = rel.casefold()
-            for key, n in self._folded.items():
-                if n > best_len and (folded == key or self._under(folded, key)):
-                    best, best_len = "exclude", n
+                if (len(key), _STRICTNESS[mode]) > rank:
+                    best, rank = mode, (len(key), _STRICTNESS[mode])
+        folded = rel.casefold()
+        exclude = (_STRICTNESS["exclude"],)
+        for key, n in self._folded.items():
+            if (n, *exclude) > rank and (folded == key or self._under(folded, key)):
+                best, rank = "exclude", (n, *exclude)
+        if self._anywhere:
+            at = 0
+            for segment in folded.split("/"):
+                at += len(segment)
+                if segment in self._anywhere and (at, *exclude) > rank:
+                    best, rank = "exclude", (at, *exclude)
+                at += 1
         return best
 
     def excluded(self, paths: list[str]) -> list[str]:
@@ -101,8 +119,12 @@ class ContextSettings:
                     named.add(folded[: i + 1])
         checked = 0
 
+        segments = {seg for p in paths for seg in p.casefold().split("/")} if self._anywhere else set()
+
         def matches(key: str) -> bool:
             nonlocal checked
+            if key.startswith(ANYWHERE):
+                return key[len(ANYWHERE) :].casefold() in segments
             glob = self._globs.get(key)
             if glob is None:
                 k = key.casefold()
@@ -199,7 +221,7 @@ def _exclusion_forms(key: str, root: Path | None) -> tuple[list[str], str | None
     if rel and "/" not in rel.rstrip("/") and not key.strip().startswith("/"):
         # a name without `/` is a name anywhere, as in every glob (configuration.md): `Bestiary` excluded nothing
         # in `Compendium/13A/Bestiary/` (`/Bestiary` keeps to the root's, as gitignore reads it)
-        rels.append("**/" + rel)
+        rels.append(ANYWHERE + rel.rstrip("/"))
     return rels, note
 
 
