@@ -583,3 +583,17 @@ def test_a_name_excluded_anywhere_is_read_literally(tmp_path: Path) -> None:
     cs = load_context_settings(tmp_path)
     assert cs.mode_for("x/Notes [old]/a.md") == cs.mode_for("Notes [old]/a.md") == "exclude"
     assert cs.excluding_nothing(["x/Notes [old]/a.md"]) == [] and cs.excluding_nothing(["y.md"]) == ["Notes [old]"]
+
+
+def test_status_counts_the_files_the_settings_exclude_and_an_agent_is_not_told(tmp_path: Path) -> None:
+    """A note-taker checking their `.context_settings.json` saw nothing in status while it worked."""
+    for rel in ("secret/a.md", "secret/b.md", "notes/c.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("# t\n\nwords\n", encoding="utf-8")
+    (tmp_path / ".context_settings.json").write_text(json.dumps({"secret/": "exclude"}), encoding="utf-8")
+    with open_project(tmp_path) as project:
+        project.index()
+        assert project.status()["excludedFiles"] == 2
+        from saipling.mcp.server import McpFace
+
+        assert "excludedFiles" not in McpFace(project).call("status", {})

@@ -63,6 +63,7 @@ class StatusSource(Protocol):
 def report(project: StatusSource) -> dict[str, Any]:
     """The status report (SPEC 8 `saipling/status`, `saipling status --json`, the MCP `status` tool)."""
     stats = project.store.stats()
+    context = context_report(project)
     last, st = stats.last_indexed, project.state
     idle = "paused" if project.paused else "idle"
     phase = st.phase if st.is_indexing else "scanning" if st.scheduled else idle
@@ -129,34 +130,39 @@ def report(project: StatusSource) -> dict[str, Any]:
         "degraded": degraded(project),
         "readOnly": project.store.readonly,
         # (with a `.context_settings.json` that cannot be read: what applies instead, as search says)
-        "warnings": list(project.warnings) + context_warnings(project),
+        "warnings": list(project.warnings) + context[0],
+        # indexed files `.context_settings.json` excludes (no request sees them unless it asks for every file)
+        "excludedFiles": context[1],
         "lastRun": last_run(project.store),
         "indexBytes": index_bytes(project.root),
     }
 
 
-_unmatched: dict[str, tuple[Any, list[str]]] = {}  # per project root: ((settings, index version), keys)
+_unmatched: dict[str, tuple[Any, list[str], int]] = {}  # per project root: ((settings, index version), keys, excluded)
 
 
-def context_warnings(project: StatusSource) -> list[str]:
-    """`.context_settings.json`'s warnings, and its exclusions that name no indexed file (a misspelt one protects
-    nothing, silently). Worked out again when the settings or the index change, not during a run (status is polled
-    by editors: 0.8-3.6 s at 270k files); meanwhile the last answer stands."""
+def context_report(project: StatusSource) -> tuple[list[str], int]:
+    """`.context_settings.json`'s warnings, with its exclusions that name no indexed file (a misspelt one protects
+    nothing, silently), and how many indexed files it excludes. Worked out again when the settings or the index
+    change, not during a run (status is polled by editors: 0.8-3.6 s at 270k files); meanwhile the last answer
+    stands."""
     cs = load_context_settings(project.root)
     out = list(cs.warnings)
-    if cs.has("exclude"):
-        key = str(project.root)
-        known = _unmatched.get(key)
-        version = project.store.index_version()
-        changed = known is None or known[0][0] is not cs or known[0][1] != version
-        if known is None or (changed and not project.state.is_indexing):
-            known = ((cs, version), cs.excluding_nothing(sorted(project.store.file_states())))
-            _unmatched[key] = known
-        unmatched = known[1]
-        if unmatched:
-            shown = ", ".join(json.dumps(k) for k in unmatched[:5]) + (" ..." if len(unmatched) > 5 else "")
-            out.append(f".context_settings.json: {len(unmatched)} exclusion(s) name no indexed file: {shown}")
-    return out
+    if not cs.has("exclude"):
+        return out, 0
+    key = str(project.root)
+    known = _unmatched.get(key)
+    version = project.store.index_version()
+    changed = known is None or known[0][0] is not cs or known[0][1] != version
+    if known is None or (changed and not project.state.is_indexing):
+        paths = sorted(project.store.file_states())
+        known = ((cs, version), cs.excluding_nothing(paths), len(cs.excluded(paths)))
+        _unmatched[key] = known
+    unmatched = known[1]
+    if unmatched:
+        shown = ", ".join(json.dumps(k) for k in unmatched[:5]) + (" ..." if len(unmatched) > 5 else "")
+        out.append(f".context_settings.json: {len(unmatched)} exclusion(s) name no indexed file: {shown}")
+    return out, known[2]
 
 
 def degraded(project: StatusSource) -> str | None:

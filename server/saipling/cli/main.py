@@ -420,6 +420,9 @@ def status(root: str | None, as_json: bool) -> None:
             f"cost:       ${st['totalCostUsd']:.4f} so far; a full re-embed would cost "
             f"${st['estimatedReindexCostUsd']:.4f}"
         )
+        if st.get("excludedFiles"):
+            n = st["excludedFiles"]
+            echo(f"excluded:   {n} file{'s' if n != 1 else ''} (.context_settings.json; `--all-files` reads them)")
         if st["degraded"]:
             echo(f"degraded:   {st['degraded']}")
         if st["readOnly"]:

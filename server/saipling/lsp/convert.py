@@ -173,6 +173,7 @@ SUMMED_STATUS = (
     "pendingFiles",
     "totalCostUsd",
     "totalTokens",
+    "excludedFiles",
 )
 
 

@@ -470,6 +470,7 @@ class McpFace:
     def _tool_status(self, args: dict[str, Any]) -> dict[str, Any]:
         status = self.project.status()
         status["isIndexing"] = status["isIndexing"] or self.indexing_in_background
+        status.pop("excludedFiles", None)  # (how many files the author keeps from agents is the author's)
         return status
 
 
