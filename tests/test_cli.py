@@ -548,3 +548,11 @@ def test_a_logged_warning_reads_as_the_clis_own_and_names_its_logger_with_v(tmp_
         [*saipling, "-v", "search", "word", "--root", str(root)], env=env, capture_output=True, text=True
     )
     assert "WARNING saipling.files.context_settings: .context_settings.json is invalid" in loud.stderr
+
+
+def test_the_index_summary_counts_in_the_singular(tmp_path: Path) -> None:
+    root = tmp_path / "one"
+    root.mkdir()
+    (root / "a.md").write_text("# a\n\nword here\n", encoding="utf-8")
+    out = run("index", str(root)).stdout
+    assert out.startswith("indexed 1 file, 1 chunk (1 changed") and "embedded 0 chunks" in out

@@ -295,12 +295,12 @@ def index(root: str | None, full: bool, as_json: bool, yes: bool, no_wait: bool,
             return
         s = summary
         echo(
-            f"indexed {s.files} files, {s.chunks} chunks ({s.changed} changed, {s.unchanged} unchanged, "
-            f"{s.deleted} removed) with {project.provider.name}"
+            f"indexed {_count(s.files, 'file')}, {_count(s.chunks, 'chunk')} ({s.changed} changed, {s.unchanged} "
+            f"unchanged, {s.deleted} removed) with {project.provider.name}"
             + (f"/{project.provider.model}" if project.provider.model else "")
         )
         echo(
-            f"embedded {s.embedded} chunks, reused {s.reused} from cache, {s.tokens} tokens, "
+            f"embedded {_count(s.embedded, 'chunk')}, reused {s.reused} from cache, {_count(s.tokens, 'token')}, "
             f"${s.cost_usd:.4f}, {s.seconds:.1f}s"
         )
         if could_not := s.could_not_index():  # (failures are reported below, one line per cause)
@@ -651,6 +651,11 @@ def _print_results(response: dict, explain: bool) -> None:
             style="dim" if weak[i] else None,
         )
     console.print(table)
+
+
+def _count(n: int, word: str) -> str:
+    """`1 chunk`, `2 chunks`."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _num(x: float | None) -> str:
