@@ -1109,3 +1109,26 @@ def test_related_reads_excluded_files_only_when_asked(tmp_path: Path) -> None:
         "drafts/other.md",
         "book/ch01.md",
     }
+
+
+def test_a_short_file_brings_in_one_chunk_of_its_own_on_its_whole_file_score(
+    tmp_path: Path, api_server: FakeEmbeddingAPI
+) -> None:
+    """Every chunk of a short file came in on the file's keyword score: four chunks of a 967-byte Abilities.md,
+    keyword and vector rank none, took the top of a question about dropping to zero hit points (first-hour
+    trial). Its best one speaks for the file; chunks that a list found are kept."""
+    paras = [f"Paragraph {i}: " + " ".join(f"filler{i}x{j}" for j in range(30)) for i in range(8)]
+    paras[2] += " You drop your guard."
+    paras[6] += " Zero is the floor."
+    files = {"rules/abilities.md": "# Abilities\n\n" + "\n\n".join(paras) + "\n"}
+    files |= {f"rules/other-{i}.md": f"# Other {i}\n\n" + "plain words here. " * 40 + "\n" for i in range(30)}
+    root = make_project(tmp_path, files)
+    (root / ".saipling").mkdir(exist_ok=True)
+    (root / ".saipling" / "config.toml").write_text("[chunking]\nmaxTokens = 60\ntargetTokens = 40\n")
+    with open_project(root, provider="openai", **api_settings(api_server)) as p:
+        p.index()
+        assert len(p.store.chunks_for_path("rules/abilities.md")) >= 4
+        got = p.search({"query": "drop to zero", "maxResults": 20, "explain": True})["results"]
+        mine = [r for r in got if r["filePath"] == "rules/abilities.md"]
+        unlisted = [r for r in mine if r["explain"]["keywordRank"] is None and r["explain"]["vectorRank"] is None]
+        assert mine and len(unlisted) <= 1

@@ -551,6 +551,21 @@ def _rank(
         # passages of its own file (in a short file they share its keyword score): it is given their best cosine
         r.fused = r.score = max(lex, w_vec * best_v.get(path, lex) + w_lex * lex)
     out = sorted(ranked.values(), key=lambda r: (r.exact is None, -r.score))
+    if short and vec:
+        # a short file's chunks that neither list found came in on its whole-file keyword score: its best one
+        # speaks for the file, the others took result slots with no evidence of their own (four chunks of a
+        # 967-byte Abilities.md above the Death-and-Dying page, keyword and vector rank none). A file's rank is its
+        # best chunk's, so no file moves.
+        seen: set[str] = set()
+        kept = []
+        for r in out:
+            path = paths.get(r.chunk_id)
+            if path in short and r.kw_rank is None and r.vec_rank is None and r.exact is None:
+                if path in seen:
+                    continue
+                seen.add(path)
+            kept.append(r)
+        out = kept
     return out, ev  # (the rerank stage, retrieval/rerank.py, reorders the live candidates in run_search)
 
 
