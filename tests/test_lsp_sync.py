@@ -205,3 +205,26 @@ async def test_a_full_reindex_interrupted_by_a_settings_change_resumes_as_a_full
         await wait_for_index(client, runs=3)  # initial, the interrupted full run, its resumption
         last = client.progress_reports[ended_tokens(client)[-1]][-1].message
         assert "20 changed" in last, last  # every file re-chunked, not just the 10 edited ones
+
+
+def test_a_search_sent_with_a_save_in_one_write_finds_the_saved_text(tmp_path: Path) -> None:
+    """didSave was a coroutine run on a later turn of the loop, while the search after it went to a worker thread
+    at once: under load the search synced the index first and missed the saved text (a CI flake). A change
+    notification is now handled before the next message is dispatched."""
+    from rawlsp import RawServer, frame, message
+
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "other.md").write_text("# Other\n\nA field of barley.\n", encoding="utf-8")
+    with RawServer(root) as srv:
+        srv.initialize({"provider": "none"})
+        srv.request("saipling/status", {}, "ready")
+        assert srv.response("ready") is not None
+        for n in range(12):
+            word = f"quokka{n}x"
+            (root / "other.md").write_text(f"# Other\n\nA field of barley and a {word}.\n", encoding="utf-8")
+            save = message("textDocument/didSave", {"textDocument": {"uri": (root / "other.md").as_uri()}})
+            search = message("saipling/search", {"query": word, "mode": "lexical"}, f"s{n}")
+            srv.send_raw(frame(save) + frame(search))
+            got = srv.response(f"s{n}")
+            assert got is not None and [r["filePath"] for r in got["result"]["results"]] == ["other.md"], (n, got)

@@ -5,8 +5,9 @@ embeddings that failed earlier)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -67,35 +68,56 @@ async def on_did_close(ls: SaiplingServer, p: types.DidCloseTextDocumentParams) 
         clear_name_diagnostics(ls, p.text_document.uri)
 
 
-async def on_did_save(ls: SaiplingServer, p: types.DidSaveTextDocumentParams) -> None:
-    await ls.wait_ready()
+def when_ready(handler: Callable[[SaiplingServer, Any], None]) -> Callable[[SaiplingServer, Any], None]:
+    """A notification that changes the queue, handled at once when the server is ready: before the next message
+    is dispatched, so a search sent right after a save finds the saved text (as a coroutine it ran on a later
+    turn of the loop, and a search's worker thread could sync the index first: a flaky "searchable at once").
+    Before the server is ready, once it is."""
+
+    def on_notification(ls: SaiplingServer, p: Any) -> None:
+        if ls.ready.is_set():
+            handler(ls, p)
+            return
+
+        async def later() -> None:
+            await ls.wait_ready()
+            handler(ls, p)
+
+        asyncio.ensure_future(later())
+
+    functools.update_wrapper(on_notification, handler)
+    return on_notification
+
+
+@when_ready
+def on_did_save(ls: SaiplingServer, p: types.DidSaveTextDocumentParams) -> None:
     file_changed(ls, p.text_document.uri)
     # the saved text is in the lists once refreshed (name_fixes refreshes first); every open document of the
     # folder, as a saved profile may have gained an alias
     schedule_name_diagnostics(ls, folder=(locate(ls, p.text_document.uri) or (None,))[0])
 
 
-async def on_did_create_files(ls: SaiplingServer, p: types.CreateFilesParams) -> None:
-    await ls.wait_ready()
+@when_ready
+def on_did_create_files(ls: SaiplingServer, p: types.CreateFilesParams) -> None:
     for f in p.files:
         file_changed(ls, f.uri, folders_too=True)
 
 
-async def on_did_rename_files(ls: SaiplingServer, p: types.RenameFilesParams) -> None:
-    await ls.wait_ready()
+@when_ready
+def on_did_rename_files(ls: SaiplingServer, p: types.RenameFilesParams) -> None:
     for f in p.files:
         file_deleted(ls, f.old_uri, folders_too=True)
         file_changed(ls, f.new_uri, folders_too=True)
 
 
-async def on_did_delete_files(ls: SaiplingServer, p: types.DeleteFilesParams) -> None:
-    await ls.wait_ready()
+@when_ready
+def on_did_delete_files(ls: SaiplingServer, p: types.DeleteFilesParams) -> None:
     for f in p.files:
         file_deleted(ls, f.uri, folders_too=True)
 
 
-async def on_did_change_watched_files(ls: SaiplingServer, p: types.DidChangeWatchedFilesParams) -> None:
-    await ls.wait_ready()
+@when_ready
+def on_did_change_watched_files(ls: SaiplingServer, p: types.DidChangeWatchedFilesParams) -> None:
     for change in p.changes:
         if change.type == types.FileChangeType.Deleted:
             file_deleted(ls, change.uri)
