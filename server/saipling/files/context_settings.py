@@ -110,16 +110,15 @@ class ContextSettings:
         checked in one pass over the paths; globs one by one, the first `max_globs` of them."""
         if self.exclude_all or not paths:
             return []
-        named: set[str] = {""}
+        named: set[str] = {""}  # every path and folder (`a/`, `a/b/`), casefolded
+        segments: set[str] = set()  # every name in them, for the names excluded anywhere
         for path in paths:
-            folded = path.casefold()
-            named.add(folded)
-            for i, c in enumerate(folded):
-                if c == "/":
-                    named.add(folded[: i + 1])
+            parts = path.casefold().split("/")
+            segments.update(parts)
+            for i in range(1, len(parts)):
+                named.add("/".join(parts[:i]) + "/")
+            named.add("/".join(parts))
         checked = 0
-
-        segments = {seg for p in paths for seg in p.casefold().split("/")} if self._anywhere else set()
 
         def matches(key: str) -> bool:
             nonlocal checked
