@@ -162,18 +162,35 @@ def test_modes_and_want_search(mode: str, want: bool | None, ran: bool) -> None:
 @pytest.mark.parametrize(
     ("query", "ran"),
     [
-        ("storm", False),
-        ("the storm", False),
+        ("storm", True),  # one word the project holds: the agent asks about it
+        ("how do I disengage?", True),
+        ("the storm", True),
+        ("lighthouse", False),  # one word the project does not hold
+        ("ok thanks", False),  # conversation, whatever the project holds
+        ("yes please continue", False),
         ("a an the of it", False),
+        ("can you do it", False),
         ("go to ch", False),
         ("the storm ledger", True),
         ("where did Marcus lose his sister?", True),
     ],
 )
 def test_auto_heuristic_without_want_search(query: str, ran: bool) -> None:
-    """Documented heuristic: search when the query has two or more content words (not stopwords, 3+ letters)."""
-    result, reason = should_search(_req("auto", None, query))
+    """Documented heuristic: search when the query has two or more content words (no function words, 3+ letters),
+    or one that is no word of conversation and that the project's text holds."""
+    holds = {"storm", "disengage", "thanks", "continue"}.__contains__
+    result, reason = should_search(_req("auto", None, query), holds)
     assert result is ran and reason.startswith("auto:")
+
+
+def test_a_one_word_question_gets_context_from_the_real_index(novel: Any) -> None:
+    """An agent's "flee" or "how do I disengage?" in a rules vault got an empty block with noConfidentMatch false
+    (ran: false, "too short") while search ranked the page first."""
+    got = novel.enrich({"query": "chandlery?", "skill": "writer"})
+    assert got["ran"] is True and "chandlery" in got["reason"]
+    assert got["contextBlock"], got
+    idle = novel.enrich({"query": "thanks", "skill": "writer"})
+    assert idle["ran"] is False and "wantSearch" in idle["reason"]
 
 
 def test_not_running_returns_an_empty_plan(novel: Any) -> None:
@@ -194,7 +211,8 @@ def test_not_running_returns_an_empty_plan(novel: Any) -> None:
         )
     assert novel.enrich({"query": "storm ledger sister", "skill": "writer"})["ran"] is True
     assert novel.enrich({"query": "storm", "skill": "writer", "wantSearch": True})["ran"] is True
-    assert novel.enrich({"query": "storm", "skill": "writer"})["ran"] is False  # heuristic: too short
+    assert novel.enrich({"query": "zeppelin", "skill": "writer"})["ran"] is False  # heuristic: one word not held
+    assert novel.enrich({"query": "storm", "skill": "writer"})["ran"] is True  # one word the project holds
     assert novel.enrich({"query": "storm ledger sister"})["ran"] is True  # no skill: enabled, auto
 
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fixtures import make_project, open_project
+from fixtures import make_project, need_local_model, open_project
 from saipling.markdown.terms import is_label_frontmatter
 
 FLEE = """---
@@ -131,3 +131,30 @@ def test_which_frontmatter_is_a_label() -> None:
     assert not is_label_frontmatter("aliases: Mina\neyes: green", "characters/mina.md", "Mina")
     assert not is_label_frontmatter("description: Clean install a project", "commands/npm-ci.md", "npm-ci")
     assert not is_label_frontmatter("", path, "Flee")
+
+
+RULE_PAGES = {
+    "Faraway": "Generally the heroes and their enemies are near each other; one far away needs a move to engage.",
+    "Intercepting": "A hero can move to stop an enemy from reaching an ally, taking the hits in that ally's stead.",
+    "Resistance": "A creature with resistance takes half damage from attacks of that kind unless the roll is high.",
+    "Ambushes": "When one side surprises the other, the surprised side loses its first turn of the battle.",
+}
+
+
+def test_related_gives_passages_not_other_pages_labels(tmp_path: Path) -> None:
+    """related(Flee.md) was four other rules pages' `aliases: ... / tags: 13A/Combat/...` blocks: the mean of the
+    page's vectors held its own label block, which is most like every other label block. Local model."""
+    need_local_model()
+    files = {"rules/flee.md": FLEE, "rules/rally.md": RALLY}
+    for name, text in RULE_PAGES.items():
+        files[f"rules/{name.lower()}.md"] = (
+            f"---\naliases: [{name}]\ntags: [combat/rules/{name.lower()}]\n---\n\n## {name}\n\n{text}\n"
+        )
+    root = make_project(tmp_path, files)
+    with open_project(root, "local") as p:
+        p.index()
+        got = p.related({"path": "rules/flee.md", "maxResults": 5})["results"]
+    assert got, "related found nothing"
+    labels = [(r["filePath"], r["startLine"]) for r in got if r["startLine"] == 1]
+    assert not labels, labels
+    assert all(r["startLine"] >= 6 for r in got)  # every one a page's text

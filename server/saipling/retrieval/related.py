@@ -12,12 +12,12 @@ from ..config.visibility import role_levels
 from ..errors import InvalidRequest
 from ..files.context_settings import load_context_settings
 from ..lazy import np
-from ..markdown.terms import WORD_RE
+from ..markdown.terms import WORD_RE, is_label_frontmatter
 from ..storage.base import ChunkFilter, KeywordQuery, StoredChunk
 from .confidence import ramp
 from .reading import authorize, check_start_line, file_lines
 from .request_checks import MAX_RESULTS
-from .search import Ranked, live_rows, result_dict, vector_calibration, vector_unavailable
+from .search import Ranked, fold_front_matter, live_rows, result_dict, vector_calibration, vector_unavailable
 
 if TYPE_CHECKING:
     from .project_view import ProjectView
@@ -50,6 +50,8 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     chunks = project.store.chunks_for_path(rel)
     if chunks and m.start_line is not None:
         chunks = _chunks_at(chunks, m.start_line, m.end_line or m.start_line)
+    else:
+        chunks = _without_labels(chunks)
     flt = ChunkFilter(
         exclude_paths=[rel],
         visibility=role_levels(project.settings.roles, m.role, project.settings.default_role),
@@ -76,7 +78,8 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
             hits = project.store.keyword_search(match, max_results * 3, flt)
             best = abs(hits[0][1]) if hits else 1.0
             ranked = [Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b) for i, (cid, b) in enumerate(hits)]
-    pairs, _, _ = live_rows(project, ranked, max_results, horizon=m.max_chapter)
+    pairs, _, _ = live_rows(project, ranked, max_results * 2, horizon=m.max_chapter)
+    pairs = fold_front_matter(project, pairs, m.max_chapter)[:max_results]
     cal = vector_calibration(project)
     for _, r in pairs:
         r.confidence = ramp(r.cosine, cal.low, cal.high) if cal and r.cosine is not None else r.score
@@ -93,6 +96,20 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     if chunks and m.start_line is not None:  # the passage the results are like
         out["startLine"], out["endLine"] = chunks[0].start_line, chunks[-1].end_line
     return out
+
+
+def _without_labels(chunks: list[StoredChunk]) -> list[StoredChunk]:
+    """A file's chunks without a frontmatter that only labels it (markdown.terms.is_label_frontmatter): in the
+    mean of its vectors `aliases: Flee / tags: 13A/Combat/...` pulled in the labels of other pages (related to
+    Flee.md: four frontmatter blocks of four other rules pages, then a Bugbear's statblock)."""
+    body = [c for c in chunks if c.kind != "frontmatter"]
+    if not body:
+        return chunks
+    return [
+        c
+        for c in chunks
+        if c.kind != "frontmatter" or not is_label_frontmatter(c.text or "", c.path, body[0].heading_path)
+    ]
 
 
 def _chunks_at(chunks: list[StoredChunk], lo: int, hi: int) -> list[StoredChunk]:

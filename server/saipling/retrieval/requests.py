@@ -133,7 +133,7 @@ class EnrichParams(Request):
     skill_config: dict[str, Any] | None = Field(
         None,
         description="The same settings inline: {enabled, mode: auto|always|never, max_results, max_search_tokens, "
-        "filter_entity_types}.",
+        "min_relevance (0.5: passages scoring lower are left out), filter_entity_types, known_by, max_chapter}.",
     )
     loaded_files: list[str] | None = Field(
         None, description="Files already in your context: their passages are not repeated."
