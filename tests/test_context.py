@@ -739,3 +739,59 @@ def test_a_passage_under_no_heading_is_labelled_by_where_it_is(tmp_path: Path) -
         got = project.enrich({"query": "quillwort smuggler cove", "skillConfig": {"enabled": True, "mode": "always"}})
     block = got["contextBlock"]
     assert "quillwort" in block and "(no heading)" in block and "(start of file)" not in block
+
+
+# -- passages with what they lean on ---------------------------------------------------------------------------
+SMALL_WINDOWS = {"max_tokens": 100, "target_tokens": 90, "overlap_tokens": 10}
+
+
+def _para(template: str, n: int = 6) -> str:
+    return " ".join(template.format(i) for i in range(n))
+
+
+def test_nearby_passages_of_one_section_come_with_the_lines_between(tmp_path: Path) -> None:
+    """Two passages a paragraph apart in one section are given as one with that paragraph (a class's spell-choice
+    rule came as lines 122-128 and 142-147 without 132-140, the rule itself); a section between them that neither
+    is in is not."""
+    keeper = (
+        "# Keeper\n\n## Duties\n\n"
+        + _para("The lantern keeper {} trims the wick above the harbour.")
+        + "\n\n"
+        + _para("Then gulls {} quarrel over the fish market roofs.")
+        + "\n\n"
+        + _para("The lantern keeper {} logs each ship in the harbour.")
+        + "\n\n## Market\n\n"
+        + _para("Stall {} sells salt cod and rope by the pound.")
+        + "\n\n## Night\n\n"
+        + _para("At night the lantern keeper {} climbs to the harbour light.")
+        + "\n"
+    )
+    root = make_project(tmp_path, {"keeper.md": keeper, "other.md": "# Other\n\nNothing at all here.\n"})
+    with open_project(root, chunking=SMALL_WINDOWS) as p:
+        p.index()
+        starts = sorted(c.start_line for c in p.store.chunks_for_path("keeper.md"))
+        assert len(starts) >= 5, starts  # (one chunk a paragraph: the test's premise)
+        got = p.enrich({"query": "lantern keeper harbour", "skillConfig": ALWAYS, "maxResults": 3})
+    assert [(r["startLine"], r["endLine"]) for r in got["searchResults"]] == [(1, 5), (9, 9), (15, 17)]
+    context = got["contextBlock"]
+    assert "lantern keeper 0 trims" in context and "lantern keeper 0 logs" in context
+    assert "gulls 0 quarrel" in context  # the paragraph between them, in their section
+    assert "salt cod" not in context  # a section neither passage is in
+    assert "climbs to the harbour light" in context
+    headers = re.findall(r"^--- (.*) ---$", context, re.M)
+    assert len(headers) == 2, headers
+
+
+def test_a_piece_of_a_paragraph_on_one_line_comes_as_the_whole_paragraph(tmp_path: Path) -> None:
+    """A chunk that is part of a paragraph written on one line was given alone ("That animal companion will be one
+    level lower..." without the sentence before it); a paragraph of a few hundred tokens is given whole."""
+    line = _para("Sentence {} tells of the mill and its wheel turning slowly.", 10)
+    line += " The miller hides the silver ledger under the third stone."
+    root = make_project(tmp_path, {"mill.md": "# Mill\n\n" + line + "\n", "other.md": "# Other\n\nNothing here.\n"})
+    with open_project(root, chunking=SMALL_WINDOWS) as p:
+        p.index()
+        assert len(p.store.chunks_for_path("mill.md")) >= 2  # (the line was split: the test's premise)
+        got = p.enrich({"query": "silver ledger third stone", "skillConfig": ALWAYS, "maxResults": 1})
+    context = got["contextBlock"]
+    assert "Sentence 0 tells of the mill" in context and "silver ledger under the third stone." in context
+    assert context.count("silver ledger") == 1

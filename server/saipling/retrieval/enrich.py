@@ -262,6 +262,16 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
     return out
 
 
+# A chunk that is part of a paragraph written on one long line is given as the whole paragraph up to this many
+# tokens (a paragraph past it, a chapter on one line, as its own piece)
+WHOLE_PARAGRAPH_TOKENS = 600
+# Two passages of one file with at most this many lines (and tokens) between them are given as one, the lines
+# between included, when the budget allows: a class's spell-choice rule came as lines 122-128 and 142-147 without
+# 132-140, the mechanism itself
+GAP_LINES = 12
+GAP_TOKENS = 250
+
+
 @dataclass
 class _Span:
     """One passage of a file in the context: a line range, its text, the heading paths it covers."""
@@ -288,32 +298,44 @@ class _ContextBuilder:
         """The tokens the passage adds (it is added); None when it adds nothing; -1 when it does not fit.
         `indexed`: the file's lines as indexed (comments and link definitions blank: they do not part passages)."""
         spans = self.files.get(path, [])
-        merged = _merge([*spans, span], lines, indexed)
-        if [(x.start, x.end, x.text) for x in merged] == [(x.start, x.end, x.text) for x in spans]:
-            return None
-        trial = dict(self.files)
-        trial[path] = merged
-        cost = estimate_tokens(_render(trial))
-        if cost > budget:
-            return -1
-        added, self.files, self.tokens = cost - self.tokens, trial, cost
-        return added
+        for gaps in (True, False):  # the lines between nearby passages when they fit, else the passages alone
+            merged = _merge([*spans, span], lines, indexed, gaps)
+            if [(x.start, x.end, x.text) for x in merged] == [(x.start, x.end, x.text) for x in spans]:
+                return None
+            trial = dict(self.files)
+            trial[path] = merged
+            cost = estimate_tokens(_render(trial))
+            if cost <= budget:
+                added, self.files, self.tokens = cost - self.tokens, trial, cost
+                return added
+        return -1
 
     def render(self) -> str:
         return _render(self.files)
 
 
-def _merge(spans: list[_Span], lines: list[str], indexed: list[str] | None = None) -> list[_Span]:
+def _merge(spans: list[_Span], lines: list[str], indexed: list[str] | None = None, gaps: bool = False) -> list[_Span]:
+    """Passages of one file in file order, those that overlap or touch (only blank lines between) as one; with
+    `gaps`, also those at most GAP_LINES / GAP_TOKENS apart, the lines between included."""
     blank = indexed if indexed is not None and len(indexed) == len(lines) else lines
+
+    def joins(prev: _Span, sp: _Span) -> bool:
+        between = range(prev.end + 1, sp.start)
+        if sp.start <= prev.end + 1 + sum(1 for k in between if not blank[k - 1].strip()):
+            return True
+        if not gaps or len(between) > GAP_LINES:
+            return False
+        gap = lines[prev.end : sp.start - 1]
+        # (within a section, or into the later passage's own: a heading between them must be on its path; the
+        # lines of a section neither passage is in are no missing part of either)
+        own = {part.strip() for h in sp.headings for part in h.split(" > ")}
+        heads = [m.group(1).strip("#* ").strip() for line in gap if (m := _HEADING_RE.match(line))]
+        return all(h in own for h in heads) and estimate_tokens("\n".join(gap)) <= GAP_TOKENS
+
     out: list[_Span] = []
     for sp in sorted(spans, key=lambda x: (x.start, x.end)):
         prev = out[-1] if out else None
-        if (
-            prev is not None
-            and prev.whole_lines
-            and sp.whole_lines
-            and sp.start <= prev.end + 1 + sum(1 for k in range(prev.end + 1, sp.start) if not blank[k - 1].strip())
-        ):
+        if prev is not None and prev.whole_lines and sp.whole_lines and joins(prev, sp):
             start, end = prev.start, max(prev.end, sp.end)
             heads = prev.headings + [h for h in sp.headings if h not in prev.headings]
             # the first line as the earlier passage gives it (from its first sentence: _FileView.sentence_start)
@@ -382,8 +404,12 @@ def _passage(
     indexed, now = " ".join(text.split()), " ".join("\n".join(view.indexed[a - 1 : b]).split())
     if not view.unchanged and indexed not in now:
         return None  # changed since it was indexed: the passage is gone or moved
-    if len(now) > 1.5 * len(indexed) + 200:
-        return text, False, a, b
+    if len(now) > 1.5 * len(indexed) + 200:  # part of a paragraph written on one long line (or a few)
+        if estimate_tokens(now) > WHOLE_PARAGRAPH_TOKENS:
+            return text, False, a, b
+        # the whole paragraph: its piece alone lost what it leans on ("That animal companion will be one level
+        # lower..." without the sentence before it, of the same line)
+        return "\n".join(view.lines[a - 1 : b]), True, a, b
     while a < b and not view.indexed[a - 1].strip():  # comments, link definitions at the ends
         a += 1
     while b > a and not view.indexed[b - 1].strip():
@@ -422,6 +448,7 @@ class _FileView:
         )
 
 
+_HEADING_RE = re.compile(r"^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _SENTENCE_END_RE = re.compile(r"[.!?…。！？][\"'”’»)\]]*\s+$")
 
 
