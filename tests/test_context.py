@@ -760,6 +760,10 @@ def test_nearby_passages_of_one_section_come_with_the_lines_between(tmp_path: Pa
         + _para("Then gulls {} quarrel over the fish market roofs.")
         + "\n\n"
         + _para("The lantern keeper {} logs each ship in the harbour.")
+        + "\n\n"
+        + _para("Pigeons {} nest in the eaves of the old customs shed by the quay.", 12)
+        + "\n\n"
+        + _para("Bakers {} sell rye bread from carts along the cobbled street.", 12)
         + "\n\n## Market\n\n"
         + _para("Stall {} sells salt cod and rope by the pound.")
         + "\n\n## Night\n\n"
@@ -772,7 +776,7 @@ def test_nearby_passages_of_one_section_come_with_the_lines_between(tmp_path: Pa
         starts = sorted(c.start_line for c in p.store.chunks_for_path("keeper.md"))
         assert len(starts) >= 5, starts  # (one chunk a paragraph: the test's premise)
         got = p.enrich({"query": "lantern keeper harbour", "skillConfig": ALWAYS, "maxResults": 3})
-    assert [(r["startLine"], r["endLine"]) for r in got["searchResults"]] == [(1, 5), (9, 9), (15, 17)]
+    assert sorted(r["startLine"] for r in got["searchResults"]) == [1, 9, 19]  # (Duties is too long to give whole)
     context = got["contextBlock"]
     assert "lantern keeper 0 trims" in context and "lantern keeper 0 logs" in context
     assert "gulls 0 quarrel" in context  # the paragraph between them, in their section
@@ -795,3 +799,26 @@ def test_a_piece_of_a_paragraph_on_one_line_comes_as_the_whole_paragraph(tmp_pat
     context = got["contextBlock"]
     assert "Sentence 0 tells of the mill" in context and "silver ledger under the third stone." in context
     assert context.count("silver ledger") == 1
+
+
+def test_a_passage_of_a_small_section_comes_as_the_whole_section(tmp_path: Path) -> None:
+    """A spell's passage came without the table its own text points to ("roll a d4 for the effect"): a section of
+    at most SECTION_TOKENS is given whole; a longer one as its passages."""
+    spell = (
+        "# Spells\n\n## Blarrrrgh\n\n"
+        + _para("The caster {} spews a cone of chaotic bile at nearby enemies and rolls a d4 for the effect.", 5)
+        + "\n\n| d4 | Effect |\n|----|----|\n| 1 | dazed |\n| 2 | weakened |\n| 3 | hampered |\n| 4 | confused |\n\n"
+        + "## Long\n\n"
+        + _para("Sentence {} of a long section about the wheel of the mill turning in the stream below.", 40)
+        + "\n\n"
+        + _para("The miller {} keeps a ledger of flour sacks in the loft above.", 4)
+        + "\n"
+    )
+    root = make_project(tmp_path, {"spells.md": spell, "other.md": "# Other\n\nNothing here.\n"})
+    with open_project(root, chunking=SMALL_WINDOWS) as p:
+        p.index()
+        assert len([c for c in p.store.chunks_for_path("spells.md") if c.heading_path == "Spells > Blarrrrgh"]) >= 2
+        got = p.enrich({"query": "chaotic bile cone caster", "skillConfig": ALWAYS, "maxResults": 1})
+        assert "| 4 | confused |" in got["contextBlock"] and "chaotic bile" in got["contextBlock"]
+        long = p.enrich({"query": "miller ledger flour sacks loft", "skillConfig": ALWAYS, "maxResults": 1})
+        assert "ledger of flour" in long["contextBlock"] and "Sentence 0 of a long" not in long["contextBlock"]

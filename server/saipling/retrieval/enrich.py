@@ -220,6 +220,7 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
             if not files[path].hidden:  # (a file made invisible since it was indexed is not named at all)
                 skipped[(path, "missing")] = None
             continue
+        wider = _whole_section(files[path], r, passage)
         text, whole_lines, first, last = passage
         # (a passage under no heading: at line 1 the file's start, else a file without headings or the part of it
         # before the first one; a Bestiary passage at lines 25-30 was labelled "(start of file)")
@@ -229,7 +230,17 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
         else:
             heading = "(frontmatter)" if files[path].is_frontmatter(r) else unheaded
         span = _Span(first, last, text.rstrip(), [heading], whole_lines)
-        added = ctx.add(path, span, files[path].lines or [], budget, files[path].indexed)
+        added = None
+        if wider is not None:  # the whole small section when it fits, else the passage alone
+            added = ctx.add(
+                path,
+                dataclasses.replace(span, start=wider[0], end=wider[1], text=wider[2]),
+                files[path].lines or [],
+                budget,
+                files[path].indexed,
+            )
+        if added is None or added < 0:
+            added = ctx.add(path, span, files[path].lines or [], budget, files[path].indexed)
         if added is None:
             continue  # already in the context (a chunk inside a section given before): nothing new
         if added < 0:
@@ -262,6 +273,10 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
     return out
 
 
+# A passage whose whole section (its heading's chunks; a file without headings: its body) is at most this many
+# tokens is given as that section: a spell's passage came without the table of effects its own text points to
+# (`roll a d4 for the effect`), a rule's without its exceptions
+SECTION_TOKENS = 400
 # A chunk that is part of a paragraph written on one long line is given as the whole paragraph up to this many
 # tokens (a paragraph past it, a chapter on one line, as its own piece)
 WHOLE_PARAGRAPH_TOKENS = 600
@@ -416,6 +431,36 @@ def _passage(
         b -= 1
     first = view.sentence_start(a, text)
     return "\n".join([first, *view.lines[a:b]]), True, a, b
+
+
+def _whole_section(
+    view: _FileView, r: Mapping[str, Any], passage: tuple[str, bool, int, int]
+) -> tuple[int, int, str] | None:
+    """(first line, last line, text) of the passage's whole section when it is small (SECTION_TOKENS) and larger
+    than the passage: the run of the file's chunks around it under the same heading path. None for a frontmatter
+    or a piece of one long line, or when the file changed since it was indexed (its line ranges may not hold)."""
+    _text, whole_lines, first, last = passage
+    if not whole_lines or not view.unchanged or view.lines is None or view.indexed is None:
+        return None
+    body = [c for c in view.chunks if c.kind != "frontmatter"]
+    at = next((i for i, c in enumerate(body) if c.start_line == r["startLine"] and c.preview == r["preview"]), None)
+    if at is None:
+        return None
+    heading = body[at].heading_path
+    lo = hi = at
+    while lo > 0 and body[lo - 1].heading_path == heading:
+        lo -= 1
+    while hi + 1 < len(body) and body[hi + 1].heading_path == heading:
+        hi += 1
+    a, b = min(body[lo].start_line, first), max(body[hi].end_line, last)
+    while a < b and not view.indexed[a - 1].strip():
+        a += 1
+    while b > a and not view.indexed[b - 1].strip():
+        b -= 1
+    if (a, b) == (first, last):
+        return None
+    text = "\n".join(view.lines[a - 1 : b])
+    return (a, b, text) if estimate_tokens(text) <= SECTION_TOKENS else None
 
 
 @dataclass
