@@ -822,3 +822,25 @@ def test_a_passage_of_a_small_section_comes_as_the_whole_section(tmp_path: Path)
         assert "| 4 | confused |" in got["contextBlock"] and "chaotic bile" in got["contextBlock"]
         long = p.enrich({"query": "miller ledger flour sacks loft", "skillConfig": ALWAYS, "maxResults": 1})
         assert "ledger of flour" in long["contextBlock"] and "Sentence 0 of a long" not in long["contextBlock"]
+
+
+def test_a_list_of_paths_in_the_settings_is_read_as_exclusions(tmp_path: Path) -> None:
+    """`{"exclude": ["secret/"]}` (a plausible wrong shape) excluded a file named `exclude` and left `secret/` to
+    agents; the paths a list names are excluded (fail closed) and the author is told how to write it."""
+    root = make_project(
+        tmp_path,
+        {
+            ".context_settings.json": json.dumps({"exclude": ["secret/", "notes/diary.md"]}),
+            "secret/plan.md": "# Plan\n\nThe lighthouse code is 4711.\n",
+            "notes/diary.md": "# Diary\n\nThe lighthouse keeper hid the code.\n",
+            "notes/public.md": "# Public\n\nThe lighthouse stands on the cliff.\n",
+        },
+    )
+    with open_project(root) as p:
+        p.index()
+        found = {r["filePath"] for r in p.search({"query": "lighthouse code", "maxResults": 10})["results"]}
+        context = p.enrich({"query": "lighthouse code keeper", "wantSearch": True})["contextBlock"]
+        warnings = json.dumps(p.status()["warnings"])
+    assert found == {"notes/public.md"}
+    assert "4711" not in context and "hid the code" not in context
+    assert "lists paths" in warnings

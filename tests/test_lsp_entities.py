@@ -218,3 +218,32 @@ async def test_a_buffer_over_max_file_bytes_gets_no_entity_features_and_the_rest
         hover = await client.text_document_hover_async(pos(types.HoverParams, root, CH1, 2, 36))
         assert hover is not None and "**Elena Cole**" in hover.contents.value
         assert "A surgeon" not in hover.contents.value
+
+
+async def test_a_document_of_many_headings_gets_its_first_symbols_once(tmp_path: Path) -> None:
+    """100,000 headings answered 25 MB and held a worker 5 s a request: four requests (an editor's outline,
+    breadcrumbs...) kept a search waiting 13-17 s (attacker pass 5). The first MAX_DOCUMENT_SYMBOLS in document
+    order come back, nested as written, and requests for one text share one parse."""
+    from saipling.lsp.features.entities import MAX_DOCUMENT_SYMBOLS
+
+    root = write_project(tmp_path / "novel", PROJECT)
+    big = root / "notes" / "headings.md"
+    text = "\n".join("#" * (i % 3 + 1) + f" H{i}" for i in range(3 * MAX_DOCUMENT_SYMBOLS))
+    async with lsp_session(root) as client:
+        await wait_for_index(client)
+        uri = big.as_uri()
+        client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "markdown", 1, text)))
+        asked = [
+            client.text_document_document_symbol_async(types.DocumentSymbolParams(types.TextDocumentIdentifier(uri)))
+            for _ in range(3)
+        ]
+        answers = await asyncio.wait_for(asyncio.gather(*asked), 120)
+
+    def flat(symbols) -> list[str]:
+        return [n for s in symbols for n in (s.name, *flat(s.children or []))]
+
+    names = flat(answers[0])
+    assert len(names) == MAX_DOCUMENT_SYMBOLS
+    assert names[:4] == ["H0", "H1", "H2", "H3"] and names[-1] == f"H{MAX_DOCUMENT_SYMBOLS - 1}"
+    assert [s.name for s in answers[0][0].children] == ["H1"]  # (# H0 > ## H1 > ### H2: nesting kept)
+    assert all(flat(a) == names for a in answers[1:])

@@ -409,3 +409,22 @@ async def test_an_agent_is_not_told_the_paths_an_author_excludes(tmp_path: Path)
     with open_project(root) as project:
         author = json.dumps(project.status()["warnings"])
     assert "affair-with-k.txt" in author and "drafts" in author
+
+
+async def test_oversized_lists_and_names_are_clear_errors_that_do_not_show_where_the_project_is(
+    tmp_path: Path,
+) -> None:
+    """100,000 entity types reached SQLite as one variable each (`internal error: SQLError: too many SQL
+    variables`); a 300-character skill name failed in the file system with the project's absolute path in the
+    agent's error (attacker pass 5)."""
+    root = retrieval_project(tmp_path)
+    async with mcp_session(root) as session:
+        many = [f"type{i}" for i in range(100_000)]
+        for field in ("entityTypes", "fileTypes"):
+            message = await error(session, "search", {"query": "lantern", "filter": {field: many}})
+            assert field in message and "internal error" not in message.lower() and "SQL" not in message
+        message = await error(session, "enrich_context", {"query": "lantern harbour", "skill": "s" * 300})
+        assert "skill" in message and str(tmp_path) not in message and "internal error" not in message.lower()
+        message = await error(session, "enrich_context", {"query": "lantern harbour", "skill": "nosuchskill"})
+        assert "nosuchskill" in message and str(tmp_path) not in message
+        assert await paths(session, "lantern")  # the server goes on

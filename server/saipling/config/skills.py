@@ -72,6 +72,8 @@ def parse_block(block: Mapping[str, Any], field_prefix: str) -> VectorSearchConf
         elif key == "filter_entity_types":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise InvalidRequest(name, "must be a list of strings")
+            if len(value) > MAX_FILTER_TYPES:  # (each one a SQL variable: 100,000 failed inside SQLite)
+                raise InvalidRequest(name, f"lists {len(value)} types; at most {MAX_FILTER_TYPES}")
             cfg.filter_entity_types = list(value)
         else:  # (ignored before: `{"maxResult": 2}` or `{"bogus": 1}` ran with the defaults, saying nothing)
             hint = did_you_mean(str(raw_key), [*SKILL_KEYS, *aliases]) or f" (one of {', '.join(SKILL_KEYS)})"
@@ -91,18 +93,29 @@ SKILL_KEYS = (
 )
 
 
+MAX_SKILL_NAME = 120
+MAX_FILTER_TYPES = 1000  # (as a search request's filter.entityTypes: retrieval/requests.py MAX_TYPES)
+
+
 def load_skill(skills_dir: Path, name: str, root: Path | None = None) -> VectorSearchConfig:
     """Read `<skills_dir>/<name>.toml`; InvalidRequest('skill') if missing or malformed. With the project's `root`,
     the skill file must be inside it, links followed (a `skillsDir` set to a folder elsewhere, or a link out of
     it, reads nothing there: an agent names the skill, and what a file outside says, even in a parse error, is
     not the project's to show)."""
-    if not re.fullmatch(r"[\w.-]+", name) or name.startswith("."):
-        raise InvalidRequest("skill", f"{name!r} is not a skill name")
+    if not re.fullmatch(r"[\w.-]+", name) or name.startswith(".") or len(name) > MAX_SKILL_NAME:
+        raise InvalidRequest("skill", f"{name[:MAX_SKILL_NAME]!r} is not a skill name")
     path = skills_dir / (name if name.endswith(".toml") else f"{name}.toml")
-    if root is not None and not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root)):
-        raise InvalidRequest("skill", f"skills are read from a folder inside the project, not {skills_dir}")
-    if not path.is_file():
-        raise InvalidRequest("skill", f"no skill config {path.name} in {skills_dir}")
+    # (the folder as the project names it: an agent is not told where the project lives on this machine)
+    inside = root is not None and skills_dir.is_relative_to(root)
+    shown = skills_dir.relative_to(root).as_posix() if inside and root is not None else "the skills folder"
+    try:
+        if root is not None and not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root)):
+            raise InvalidRequest("skill", "skills are read from a folder inside the project")
+        found = path.is_file()
+    except OSError as exc:  # (a name the file system refuses)
+        raise InvalidRequest("skill", f"no skill config {path.name[:80]} in {shown} ({exc.strerror})") from None
+    if not found:
+        raise InvalidRequest("skill", f"no skill config {path.name} in {shown}")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:  # (nested too deep)

@@ -89,6 +89,10 @@ class ContextSettings:
                 at += 1
         return best
 
+    def excludes(self, rel: str) -> bool:
+        """Whether the file at `rel` is excluded (every file, when the settings cannot be read)."""
+        return self.exclude_all or (self.has("exclude") and self.mode_for(rel) == "exclude")
+
     def excluded(self, paths: list[str]) -> list[str]:
         if self.exclude_all:
             return list(paths)
@@ -283,6 +287,12 @@ def _parse(text: str, root: Path | None = None) -> _Parsed:
             parsed.notes.append(f"{k} has an unknown mode {shown:.40} (treated as exclude)")
             mode = "exclude"
         parsed.add(str(k), mode, root)
+        if isinstance(v, list):  # `{"exclude": ["secret/"]}`: another shape, but the paths it lists are meant
+            listed = [x for x in v if isinstance(x, str) and x.strip()]  # (whatever the key: fail closed)
+            if listed:
+                parsed.notes.append(f'{k} lists paths: each is treated as excluded (write "path": "exclude")')
+            for path in listed:
+                parsed.add(path, "exclude", root)
     return parsed
 
 

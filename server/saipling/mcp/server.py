@@ -474,6 +474,8 @@ class McpFace:
         status = self.project.status()
         status["isIndexing"] = status["isIndexing"] or self.indexing_in_background
         status.pop("excludedFiles", None)  # (how many files the author keeps from agents is the author's)
+        if isinstance(status.get("progress"), dict):  # the file being read may be one the agent may not see
+            status["progress"]["currentFile"] = None
         return status
 
 

@@ -18,6 +18,7 @@ code-point columns (the LSP edge converts them to the client's encoding).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -558,7 +559,10 @@ def references(
     index = entity_index(project)
     wanted = set(entities)
     out = []
+    cs = load_context_settings(project.root)
     for path, chapter in project.store.keyword_paths(match, reference_filter(project, max_chapter)):
+        if cs.excludes(path):  # (indexed since the filter's path list was read)
+            continue
         text = read(path)
         if text is None:
             continue
@@ -628,6 +632,24 @@ def outline(text: str, entity: Entity | None = None) -> list[OutlineItem]:
         (stack[-1][1].children if stack else items).append(item)
         stack.append((h.level, item))
     return items
+
+
+def capped(items: list[OutlineItem], limit: int) -> list[OutlineItem]:
+    """The outline's first `limit` items in document order (depth first), their nesting kept: an editor asks for a
+    document's symbols again and again (outline, breadcrumbs, after each edit), and 100,000 headings made a 25 MB
+    answer that kept a worker thread 5 s at each request."""
+    left = [limit]
+
+    def take(xs: list[OutlineItem]) -> list[OutlineItem]:
+        out = []
+        for x in xs:
+            if left[0] <= 0:
+                break
+            left[0] -= 1
+            out.append(dataclasses.replace(x, children=take(x.children)))
+        return out
+
+    return take(items)
 
 
 def _title_item(text: str, doc: MarkdownBlocks, end: int) -> OutlineItem | None:

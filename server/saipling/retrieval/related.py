@@ -17,7 +17,15 @@ from ..storage.base import ChunkFilter, KeywordQuery, StoredChunk
 from .confidence import ramp
 from .reading import authorize, check_start_line, file_lines
 from .request_checks import MAX_RESULTS
-from .search import Ranked, fold_front_matter, live_rows, result_dict, vector_calibration, vector_unavailable
+from .search import (
+    Ranked,
+    fold_front_matter,
+    live_rows,
+    result_dict,
+    settings_gate,
+    vector_calibration,
+    vector_unavailable,
+)
 
 if TYPE_CHECKING:
     from .project_view import ProjectView
@@ -78,7 +86,8 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
             hits = project.store.keyword_search(match, max_results * 3, flt)
             best = abs(hits[0][1]) if hits else 1.0
             ranked = [Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b) for i, (cid, b) in enumerate(hits)]
-    pairs, _, _ = live_rows(project, ranked, max_results * 2, horizon=m.max_chapter)
+    gate = settings_gate(project) if respect else None
+    pairs, _, _ = live_rows(project, ranked, max_results * 2, horizon=m.max_chapter, excluded=gate)
     pairs = fold_front_matter(project, pairs, m.max_chapter)[:max_results]
     cal = vector_calibration(project)
     for _, r in pairs:

@@ -28,6 +28,11 @@ from ..errors import InvalidRequest
 from ..paths import glob_problem
 from .request_checks import MAX_QUERY_CHARS, MAX_RESULTS, check_query
 
+# List arguments past any real project's needs are refused with a clear error (100,000 entity types reached SQLite
+# as one `?` each: "too many SQL variables")
+MAX_TYPES = 1000
+MAX_LOADED_FILES = 100_000
+
 Mode = Literal["hybrid", "semantic", "lexical"]
 Source = Literal["editor", "agent", "cli", "eval"]
 
@@ -57,10 +62,13 @@ class SearchFilter(BaseModel):
     model_config = Request.model_config
 
     entity_types: list[str] | None = Field(
-        None, description="Only files of these types: frontmatter `type` (e.g. decision, person, character)."
+        None,
+        max_length=MAX_TYPES,
+        description="Only files of these types: frontmatter `type` (e.g. decision, person, character).",
     )
     file_types: list[str] | None = Field(
         None,
+        max_length=MAX_TYPES,
         description="Only these file types, as the project's path rules classify them (e.g. note, scene).",
     )
     book_id: str | None = Field(
@@ -136,7 +144,7 @@ class EnrichParams(Request):
         "min_relevance (0.5: passages scoring lower are left out), filter_entity_types, known_by, max_chapter}.",
     )
     loaded_files: list[str] | None = Field(
-        None, description="Files already in your context: their passages are not repeated."
+        None, max_length=MAX_LOADED_FILES, description="Files already in your context: their passages are not repeated."
     )
     book_id: str | None = Field(None, description="Only this book or volume (and files that belong to none).")
     want_search: bool | None = Field(

@@ -26,7 +26,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -337,10 +337,20 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
     synced = False
     if sync is not None:
         sync()  # files saved since their text was read (the server refreshes them at once; this is the race)
+    # the filter excludes the files the settings exclude among those indexed when it was built; a file indexed
+    # since (a start-up run, a save synced just above) is checked again here, result by result (fail closed: an
+    # MCP agent's first search got a new excluded diary's text)
+    gate = settings_gate(project) if req.respect_context_settings else None
     for _attempt in range(4):
         ranked, evidence = _rank(project, req, flt, qvec, mode, n_cand)
         pairs, missing, stale = live_rows(
-            project, ranked, depth, check=sync is not None, known=evidence.rows, horizon=flt.max_chapter
+            project,
+            ranked,
+            depth,
+            check=sync is not None,
+            known=evidence.rows,
+            horizon=flt.max_chapter,
+            excluded=gate,
         )
         if stale:
             if not synced and sync is not None:
@@ -622,6 +632,13 @@ def _joined_name(project: ProjectView, query: str) -> str | None:
     return joined if df.get(match_key(joined)) else None
 
 
+def settings_gate(project: ProjectView) -> Callable[[str], bool] | None:
+    """`.context_settings.json`'s test of a path (files.context_settings.ContextSettings.excludes), or None when it
+    excludes nothing."""
+    cs = load_context_settings(project.root)
+    return cs.excludes if cs.exclude_all or cs.has("exclude") else None
+
+
 def live_rows(
     project: ProjectView,
     ranked: list[Ranked],
@@ -629,12 +646,14 @@ def live_rows(
     check: bool = False,
     known: Mapping[int, StoredChunk] | None = None,
     horizon: int | None = None,
+    excluded: Callable[[str], bool] | None = None,
 ) -> tuple[list[tuple[StoredChunk, Ranked]], set[str], set[str]]:
     """The first `want` ranked chunks whose files still exist, with their rows; the paths found missing; and
     (with `check`) the paths whose file changed on disk since it was indexed (their lines may have moved).
     `known`: rows this search already read (fusion.Evidence.rows), not read again. `horizon` (a spoiler
     horizon, maxChapter): passages in a section headed for a later chapter (a profile's `## Chapter 21`) are left
-    out, as the hover leaves them out (the filter itself goes by each file's chapter only)."""
+    out, as the hover leaves them out (the filter itself goes by each file's chapter only). `excluded`: a test of
+    paths (settings_gate) that leaves out files the filter's path list could not name yet."""
     if horizon is not None:
         from .entities import past_horizon
     page = want + LIVE_ROWS_MARGIN
@@ -643,6 +662,7 @@ def live_rows(
     missing: set[str] = set()
     stale: set[str] = set()
     checked: dict[str, bool] = {}
+    shut: dict[str, bool] = {}  # (excluded, per path)
     for i, r in enumerate(ranked):
         if len(out) >= want:
             break
@@ -659,6 +679,11 @@ def live_rows(
         if row is None or (horizon is not None and past_horizon(row.heading_path, horizon)):
             continue
         path = row.path
+        if excluded is not None:
+            if path not in shut:
+                shut[path] = excluded(path)
+            if shut[path]:
+                continue
         if path not in checked:  # gone, or made unreadable (a chmod changes no mtime): not served
             full = os.path.join(os.fspath(project.root), path)
             checked[path] = os.path.isfile(full) and os.access(full, os.R_OK)

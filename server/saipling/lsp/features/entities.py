@@ -8,7 +8,10 @@ on a worker thread (read-only)."""
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -20,6 +23,13 @@ from .. import convert
 from ..folders import Folder, folders_for, locate
 
 log = logging.getLogger(__name__)
+
+# at most this many symbols a document (its first, in document order): VS Code's outline shows a few thousand; a
+# file of 100,000 headings answered 25 MB and held a worker 5 s a request (4 such requests: a search waited 13 s)
+MAX_DOCUMENT_SYMBOLS = 5000
+# the outlines of the last few document texts (by folder, path, text digest and the file's own entity)
+_OUTLINES: collections.OrderedDict[tuple[Any, ...], list[entities.OutlineItem]] = collections.OrderedDict()
+_OUTLINE_LOCK = threading.Lock()
 
 if TYPE_CHECKING:
     from ..server import SaiplingServer
@@ -143,7 +153,15 @@ def document_symbol(ls: SaiplingServer, p: types.DocumentSymbolParams) -> list[t
         text = reader(ls, folder)(rel)
         if text is None:
             return []
-        items = entities.outline(text, entities.entity_index(folder.project).for_path(rel))
+        entity = entities.entity_index(folder.project).for_path(rel)
+        key = (folder.uri, rel, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(), entity)
+        with _OUTLINE_LOCK:  # (an editor's outline, breadcrumbs and sticky scroll ask at once: one parse for them)
+            items = _OUTLINES.get(key)
+            if items is None:
+                items = entities.capped(entities.outline(text, entity), MAX_DOCUMENT_SYMBOLS)
+                _OUTLINES[key] = items
+                while len(_OUTLINES) > 8:
+                    _OUTLINES.popitem(last=False)
     return convert.outline_symbols(items, text.split("\n"), ls.workspace.position_codec)
 
 
