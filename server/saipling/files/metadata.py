@@ -1,9 +1,11 @@
-"""File types from paths and entity metadata from YAML frontmatter (SPEC 3)."""
+"""File types from paths and entity metadata from frontmatter: YAML between `---` lines, or TOML between `+++`
+lines as Hugo writes it (SPEC 3)."""
 
 from __future__ import annotations
 
 import logging
 import re
+import tomllib
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,10 +91,29 @@ def slugify(value: str) -> str:
 # Bumped when the rules that read a file's metadata change (its visibility above all): the indexer re-reads every
 # file of an index written under other rules (IndexContext.chunking_signature), so no file keeps a level read the old
 # way. 4: a chapter number read from the file's own name (`chapter-21.md`) as well as its folders and frontmatter.
-# 5: `visibility:` with no value (null, `~`) is private.
-METADATA_VERSION = 5
+# 5: `visibility:` with no value (null, `~`) is private. 6: TOML frontmatter (`+++` lines, Hugo) is read.
+METADATA_VERSION = 6
 PRIVATE = "private"  # the level a file gets when its frontmatter cannot be read (config/visibility.py: fail closed)
 _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
+YAML_FENCE = "---"
+TOML_FENCE = "+++"
+FENCES = (YAML_FENCE, TOML_FENCE)
+
+
+def closes(line: str, fence: str) -> bool:
+    """Whether `line` closes a frontmatter block opened by `fence`: the same fence (trailing blanks allowed), or
+    YAML's document end `...` for a `---` block."""
+    rest = line.rstrip()
+    return rest == fence or (fence == YAML_FENCE and rest == "...")
+
+
+def frontmatter_close(lines: list[str]) -> int | None:
+    """0-based index of the line that closes the frontmatter opened by `lines[0]` (`---` or `+++`, trailing
+    blanks allowed); None when the first line opens none or nothing closes it."""
+    fence = lines[0].rstrip() if lines else ""
+    if fence not in FENCES:
+        return None
+    return next((j for j in range(1, len(lines)) if closes(lines[j], fence)), None)
 
 
 @dataclass
@@ -115,79 +136,104 @@ def split_frontmatter(text: str, rel_path: str = "") -> tuple[dict[str, Any], in
 
 
 def read_frontmatter(text: str, rel_path: str = "") -> Frontmatter:
-    """The frontmatter of `text` (`---` on the first line, up to a `---` or `...` line). Lines end at \\n, \\r\\n or
-    a lone \\r, as the markdown parser breaks them (markdown/blocks.py)."""
-    if not text.startswith("---"):
+    """The frontmatter of `text`: `---` on the first line, up to a `---` or `...` line (YAML), or `+++` on the
+    first line, up to a `+++` line (TOML, as Hugo writes it). Lines end at \\n, \\r\\n or a lone \\r, as the
+    markdown parser breaks them (markdown/blocks.py)."""
+    if not text.startswith(FENCES):
         return _displaced(text, rel_path)
     lines = _LINE_BREAK_RE.split(text) if "\r" in text else text.split("\n")
-    if lines[0].rstrip() != "---":
+    fence = lines[0].rstrip()
+    if fence not in FENCES:
         return _odd_fence(lines, rel_path)
-    end = next((j for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), None)
+    kind = "TOML" if fence == TOML_FENCE else "YAML"
+    end = frontmatter_close(lines)
     if end is None:
         if "visibility" in _fold_key(text):  # a block opened to say who may see the file, never closed
-            return _broken(f"{rel_path}: YAML frontmatter is never closed; indexed as plain text")
+            return _broken(rel_path, f"{kind} frontmatter is never closed; indexed as plain text")
         return Frontmatter({}, 1)
     fm_text = "\n".join(lines[1:end])
     body_start = end + 2
+    if fence == TOML_FENCE:
+        return _read_toml(fm_text, body_start, rel_path)
     try:
         data, level = _load_yaml(fm_text)
     except Exception as exc:  # YAMLError, and ValueError etc. from values like `date: 2024-02-30`
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else f" ({exc})" if str(exc) else ""
-        return _broken(f"{rel_path}: malformed YAML frontmatter{where}; indexed as plain text")
+        return _broken(rel_path, f"malformed YAML frontmatter{where}; indexed as plain text")
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        return _broken(f"{rel_path}: frontmatter is not a mapping; indexed as plain text")
+        return _broken(rel_path, "frontmatter is not a mapping; indexed as plain text")
     if _expands_too_far(data, 4 * len(fm_text) + 10_000):
         # (it parsed: its visibility, read from the nodes above, is known; no alias is followed to read it)
-        warning = f"{rel_path}: YAML frontmatter expands far beyond its text (aliases); indexed as plain text"
-        log.warning("%s", warning)
+        warning = _warn(rel_path, "YAML frontmatter expands far beyond its text (aliases); indexed as plain text")
         return Frontmatter({}, 1, warning, level)
     return Frontmatter(data, body_start, None, level)
 
 
+_TOML_LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def _read_toml(fm_text: str, body_start: int, rel_path: str) -> Frontmatter:
+    """A `+++` block read as TOML: its keys feed the metadata as YAML's do. A block that does not parse says
+    nothing readable about who may see the file: private (fail closed), as malformed YAML."""
+    try:
+        data = tomllib.loads(fm_text)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        # (the parser counts lines from the block's first; the warning names the file's line)
+        shown = _TOML_LINE_RE.sub(lambda m: f"(line {int(m.group(1)) + 1}, column {m.group(2)})", str(exc))
+        return _broken(rel_path, f"malformed TOML frontmatter ({shown}); indexed as plain text")
+    levels = [_level_of_value(value) for key, value in data.items() if _fold_key(key) == "visibility"]
+    return Frontmatter(data, body_start, None, _strictest(levels) if levels else None)
+
+
 # blanks above a fence: any Unicode white space (a no-break space, a form feed, U+2028, an ideographic space) and
 # the invisible format characters an editor or a paste leaves (BOM, zero-width space / joiners, word joiner)
-_DISPLACED_RE = re.compile(r"[\s\ufeff\u200b\u200c\u200d\u2060]+(?=---)")
+_DISPLACED_RE = re.compile(r"[\s\ufeff\u200b\u200c\u200d\u2060]+(?=---|\+\+\+)")
 
 
 def _displaced(text: str, rel_path: str) -> Frontmatter:
-    """No frontmatter; but a `---` block below blank lines (a line or a BOM put above the fence) still says who
-    may see the file: a level it names other than public, or that cannot be read, applies (fail closed)."""
+    """No frontmatter; but a `---` (or `+++`) block below blank lines (a line or a BOM put above the fence) still
+    says who may see the file: a level it names other than public, or that cannot be read, applies (fail closed)."""
     m = _DISPLACED_RE.match(text)
     if m is None:
         return Frontmatter({}, 1)
     block = read_frontmatter(text[m.end() :], rel_path)
     if block.visibility in (None, "public"):
         return Frontmatter({}, 1)
-    warning = f"{rel_path}: a frontmatter block below the first line is not read, but its visibility applies"
-    log.warning("%s", warning)
+    warning = _warn(rel_path, "a frontmatter block below the first line is not read, but its visibility applies")
     return Frontmatter({}, 1, warning, block.visibility, broken=True)
 
 
 def _odd_fence(lines: list[str], rel_path: str) -> Frontmatter:
-    """No frontmatter: the first line is `----` or `---yaml`, not a fence. If what follows, read as a block, names
-    a level other than public, that level applies (fail closed); a block that says nothing of visibility, or a
-    rule line above prose, changes nothing."""
-    if not lines[0].startswith("---"):  # (`----`, `---yaml`, `--- # meta`, `---` and an invisible character)
+    """No frontmatter: the first line is `----`, `---yaml` or `+++toml`, not a fence. If what follows, read as a
+    block, names a level other than public, that level applies (fail closed); a block that says nothing of
+    visibility, or a rule line above prose, changes nothing."""
+    # (`----`, `---yaml`, `--- # meta`, `---` and an invisible character; `++++`, `+++toml`)
+    fence = next((f for f in FENCES if lines[0].startswith(f)), None)
+    if fence is None:
         return Frontmatter({}, 1)
-    block = read_frontmatter("\n".join(["---", *lines[1:]]), rel_path)
-    end = next((j for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), len(lines))
+    block = read_frontmatter("\n".join([fence, *lines[1:]]), rel_path)
+    end = next((j for j in range(1, len(lines)) if closes(lines[j], fence)), len(lines))
     if block.visibility in (None, "public") or "visibility" not in _fold_key("\n".join(lines[1:end])):
         return Frontmatter({}, 1)
     first = lines[0].rstrip()
-    warning = f"{rel_path}: the first line {first!r} is no frontmatter fence, but the visibility below it applies"
-    log.warning("%s", warning)
+    warning = _warn(rel_path, f"the first line {first!r} is no frontmatter fence, but the visibility below it applies")
     return Frontmatter({}, 1, warning, block.visibility, broken=True)
 
 
-def _broken(warning: str) -> Frontmatter:
+def _broken(rel_path: str, problem: str) -> Frontmatter:
     """Frontmatter that cannot be read: what it says about visibility is unknown, so the file is private (only a
     role that may see private files sees it): fail closed."""
-    warning += ", visible as private"
+    return Frontmatter({}, 1, _warn(rel_path, problem + ", visible as private"), PRIVATE, broken=True)
+
+
+def _warn(rel_path: str, problem: str) -> str:
+    """The warning about a file's frontmatter (`path: problem`), logged."""
+    warning = f"{rel_path}: {problem}"
     log.warning("%s", warning)
-    return Frontmatter({}, 1, warning, PRIVATE, broken=True)
+    return warning
 
 
 def _fold_key(key: str) -> str:
@@ -232,15 +278,22 @@ def _level_of(node: Any) -> str:
     so private."""
     import yaml
 
+    if isinstance(node, yaml.ScalarNode) and node.tag == _YAML_STR:
+        return _level_of_value(node.value)
+    return PRIVATE
+
+
+def _level_of_value(value: Any) -> str:
+    """A `visibility` value as read (a YAML string, a TOML value) as a level: a string folded; any other value
+    (a list, a number, a date, a boolean, a table) says nothing readable, so private."""
     from ..config.visibility import fold
 
-    if isinstance(node, yaml.ScalarNode):
-        if node.tag == _YAML_STR:
-            level = fold(node.value)
-            # one word is a level; several (`private` folded by YAML with an indented line below it into
-            # `private - item`, a sentence) name none for sure: private, as any value that cannot be read
-            return level if level and len(level.split()) == 1 else PRIVATE
-    return PRIVATE
+    if not isinstance(value, str):
+        return PRIVATE
+    level = fold(value)
+    # one word is a level; several (`private` folded by YAML with an indented line below it into
+    # `private - item`, a sentence) name none for sure: private, as any value that cannot be read
+    return level if level and len(level.split()) == 1 else PRIVATE
 
 
 def _strictest(levels: list[str]) -> str:

@@ -12,6 +12,7 @@ from functools import lru_cache
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
+from ..files.metadata import TOML_FENCE, frontmatter_close
 from ..files.textio import normalise_newlines
 from .spans import strip_comments
 
@@ -91,10 +92,24 @@ def parse_blocks(text: str) -> MarkdownBlocks:
     if "\r" in text:  # the parser breaks lines at a lone \r too: so must the line numbers
         text = normalise_newlines(text)
     lines = text.split("\n")
+    if lines[0].rstrip() == TOML_FENCE and (close := frontmatter_close(lines)) is not None:
+        return _toml_fronted(text, lines, close + 1)
     plain = _plain_blocks(lines) if "\x00" not in text else None  # (the parser reads a NUL as U+FFFD)
     if plain is not None:
         return _blocks(text, lines, *plain, set())
     return _parsed(text, lines)
+
+
+def _toml_fronted(text: str, lines: list[str], end: int) -> MarkdownBlocks:
+    """parse_blocks of a text whose lines 1..`end` are TOML front matter (`+++` ... `+++`, Hugo), which the
+    CommonMark parser knows nothing of: the body is parsed below blank lines in their place (a TOML `# comment` is
+    no heading, a ``` in a string opens no fence over the body), and those lines are the front matter block, as a
+    `---` block's front_matter token is: code lines (no wiki-link read), kept whole."""
+    blanked = "\n" * end + "\n".join(lines[end:])
+    body = parse_blocks(blanked)
+    code = set(body.code_lines) | set(range(1, end + 1))
+    keep = set(body.keep_whole) | set(_blank_lines(lines, 1, end))
+    return _blocks(text, lines, list(body.headings), keep, code, set(body.noise_lines))
 
 
 def _parsed(text: str, lines: list[str]) -> MarkdownBlocks:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config.visibility import role_levels, visible
 from ..files.context_settings import load_context_settings
-from ..files.metadata import slugify, split_frontmatter
+from ..files.metadata import FENCES, TOML_FENCE, frontmatter_close, slugify, split_frontmatter
 from ..files.textio import BinaryFile, decode, normalise_newlines, read_regular
 from ..markdown.spans import blank_code_spans
 from ..storage.base import ChunkFilter, EntityRow, KeywordQuery
@@ -61,6 +61,7 @@ SUMMARY_FIELDS = ("summary", "description")
 SUMMARY_MAX_CHARS = 600
 _WORD_CHAR_RE = re.compile(r"\w")
 _FRONTMATTER_CLOSE_RE = re.compile(r"(?<=\n)(?:---|\.\.\.)[ \t\r\f\v]*(?:\n|$)")
+_TOML_CLOSE_RE = re.compile(r"(?<=\n)\+\+\+[ \t\r\f\v]*(?:\n|$)")  # (Hugo's TOML front matter: `+++` lines)
 _DIGITS_RE = re.compile(r"(\d+)")
 _HEADING_LINE_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
 _SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
@@ -302,17 +303,19 @@ def capitals_match(name: str, found: str) -> bool:
 def frontmatter_lines(text: str) -> int:
     """`frontmatter_end` of a whole text, without splitting more than the frontmatter into lines."""
     nl = text.find("\n")
-    if nl == -1 or text[:nl].rstrip() != "---":
+    fence = text[:nl].rstrip() if nl != -1 else ""
+    if fence not in FENCES:
         return 0
-    m = _FRONTMATTER_CLOSE_RE.search(text, nl + 1, FRONTMATTER_MAX_CHARS)
+    close = _TOML_CLOSE_RE if fence == TOML_FENCE else _FRONTMATTER_CLOSE_RE
+    m = close.search(text, nl + 1, FRONTMATTER_MAX_CHARS)
     return text.count("\n", 0, m.start()) + 1 if m is not None else 0
 
 
 def frontmatter_end(lines: list[str]) -> int:
-    """0-based number of the first line after a leading `---` frontmatter block (0 when there is none)."""
-    if not lines or lines[0].rstrip() != "---":
-        return 0
-    return next((j + 1 for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), 0)
+    """0-based number of the first line after a leading frontmatter block, `---` (YAML) or `+++` (TOML) (0 when
+    there is none)."""
+    close = frontmatter_close(lines)
+    return 0 if close is None else close + 1
 
 
 def code_lines(text: str) -> set[int]:

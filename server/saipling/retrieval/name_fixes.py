@@ -10,13 +10,14 @@ these into a WorkspaceEdit the editor applies.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..files.metadata import slugify
+from ..files.metadata import TOML_FENCE, slugify
 from ..markdown.spans import blank_code_spans
 from .entities import Entity, EntityProject, code_lines, entity_index, frontmatter_end
 from .names import Vocabulary, drift, unknown, vocabulary
@@ -180,15 +181,18 @@ _ALIASES_RE = re.compile(r"aliases[ \t]*:[ \t]*(.*)")  # (its trailing blanks ar
 _ITEM_RE = re.compile(r"^([ \t]+)-[ \t]")
 
 
-def alias_change(profile_text: str, word: str) -> TextChange:
+def alias_change(profile_text: str, word: str) -> TextChange | None:
     """The change to a profile that adds `word` to its frontmatter `aliases` (a flow list `[a, b]` gains
     `, word`; a block list gains an item like its last; a single value becomes a list; no `aliases` key gets
-    one before the closing `---`; no frontmatter gets one)."""
+    one before the closing `---`; no frontmatter gets one). TOML frontmatter (`+++`) gets the same in TOML;
+    None when no edit found keeps it readable (_toml_alias_change)."""
     lines = profile_text.split("\n")
     end = frontmatter_end(lines)
     if end == 0:
         return TextChange(0, 0, 0, 0, f"---\naliases: [{word}]\n---\n")
     close = end - 1  # the closing `---` line
+    if lines[0].rstrip() == TOML_FENCE:
+        return _toml_alias_change(lines, close, word)
     for n in range(1, close):
         m = _ALIASES_RE.match(lines[n])
         if m is None:
@@ -213,6 +217,62 @@ def alias_change(profile_text: str, word: str) -> TextChange:
             return TextChange(last, len(lines[last]), last, len(lines[last]), f"\n{indent}- {word}")
         return TextChange(n, len(lines[n]), n, len(lines[n]), f" [{word}]")
     return TextChange(close, 0, close, 0, f"aliases: [{word}]\n")
+
+
+_TOML_ALIASES_RE = re.compile(r"[ \t]*aliases[ \t]*=[ \t]*(.*)")
+_TOML_NAME_RE = re.compile(r"[ \t]*name[ \t]*=[ \t]*(.*)")
+_TOML_TABLE_RE = re.compile(r"[ \t]*\[")  # a `[table]` header: the top-level keys are above the first
+
+
+def _toml_alias_change(lines: list[str], close: int, word: str) -> TextChange | None:
+    """alias_change of a profile whose frontmatter is TOML (`+++` lines, Hugo): a one-line array `["a"]` gains
+    `, "word"`, a single string becomes an array, an array over several lines gains an item before its `]`;
+    no top-level `aliases` key gets one right under the opening `+++` (above any `[table]`, where a key is
+    top-level). Each edit is tried on the block first: None when none leaves TOML that reads with `word` added
+    (a broken block would make the profile private)."""
+    quoted = json.dumps(word, ensure_ascii=False)  # (a JSON string is a TOML basic string)
+    top = next((n for n in range(1, close) if _TOML_TABLE_RE.match(lines[n])), close)
+    key = next((n for n in range(1, top) if _TOML_ALIASES_RE.match(lines[n])), None)
+    tries: list[TextChange] = []
+    if key is None:
+        tries.append(TextChange(1, 0, 1, 0, f"aliases = [{quoted}]\n"))
+    elif (m := _TOML_ALIASES_RE.match(lines[key])) is not None:
+        n, value, col = key, m.group(1).rstrip(" \t"), m.start(1)
+        if value.startswith("["):
+            bracket = lines[n].rfind("]")
+            if bracket != -1:
+                tries += [TextChange(n, bracket, n, bracket, f", {quoted}"), TextChange(n, bracket, n, bracket, quoted)]
+            end = next((j for j in range(n + 1, close) if lines[j].strip().startswith("]")), None)
+            if end is not None:  # (an array over several lines: an item before its closing line)
+                tries += [TextChange(end, 0, end, 0, f"  {quoted},\n"), TextChange(end, 0, end, 0, f", {quoted}\n")]
+        elif value.startswith(("'", '"')):
+            tries.append(TextChange(n, col, n, col + len(value), f"[{value}, {quoted}]"))
+    return next((t for t in tries if _adds_alias(lines[1:close], t, word)), None)
+
+
+def _adds_alias(block: list[str], change: TextChange, word: str) -> bool:
+    """Whether `change` (on a file whose line 1 is `block`'s first) leaves a TOML block whose `aliases` gained
+    `word`."""
+    import tomllib
+
+    def aliases(lines: list[str]) -> list[Any] | None:
+        try:
+            value = tomllib.loads("\n".join(lines)).get("aliases", [])
+        except tomllib.TOMLDecodeError:
+            return None
+        return [value] if isinstance(value, str) else value if isinstance(value, list) else None
+
+    before = aliases(block)
+    line, end_line = change.line - 1, change.end_line - 1
+    if before is None or not 0 <= line <= end_line <= len(block):
+        return False
+    edited = "\n".join(block)
+    offsets = [0]
+    for ln in block:
+        offsets.append(offsets[-1] + len(ln) + 1)
+    a, b = offsets[line] + change.col, offsets[end_line] + change.end_col
+    after = aliases((edited[:a] + change.text + edited[b:]).split("\n"))
+    return after == [*before, word]
 
 
 @dataclass(frozen=True)
@@ -253,6 +313,20 @@ def _fill(template: str, name: str, slug: str) -> str:
     end = frontmatter_end(lines)
     if end == 0:
         return f"---\nname: {name}\n---\n" + text
+    if lines[0].rstrip() == TOML_FENCE:
+        return _toml_fill(lines, end, name)
     if not any(re.match(r"^name[ \t]*:[ \t]*\S", lines[n]) for n in range(1, end - 1)):
         lines = [lines[0], f"name: {name}"] + [ln for ln in lines[1:] if not re.match(r"^name[ \t]*:[ \t]*$", ln)]
     return "\n".join(lines)
+
+
+def _toml_fill(lines: list[str], end: int, name: str) -> str:
+    """_fill of a template whose frontmatter is TOML: a `name = "..."` right under the opening `+++` unless a
+    top-level `name` says one already (an empty one is dropped: TOML refuses a key written twice)."""
+    top = next((n for n in range(1, end - 1) if _TOML_TABLE_RE.match(lines[n])), end - 1)
+    values = {n: m.group(1).strip() for n in range(1, top) if (m := _TOML_NAME_RE.match(lines[n]))}
+    empty = {n for n, value in values.items() if value in ('""', "''", "")}
+    if len(empty) < len(values):
+        return "\n".join(lines)
+    kept = [ln for n, ln in enumerate(lines) if n not in empty]
+    return "\n".join([kept[0], f"name = {json.dumps(name, ensure_ascii=False)}", *kept[1:]])

@@ -204,6 +204,8 @@ def _add_alias(ls: SaiplingServer, folder: Folder, f: name_fixes.NameFinding, di
     if profile is None:
         return None
     change = name_fixes.alias_change(profile, f.word)
+    if change is None:  # (a TOML frontmatter no edit of which keeps readable)
+        return None
     lines, codec = profile.split("\n"), ls.workspace.position_codec
     start = codec.position_to_client_units(lines, types.Position(change.line, change.col))
     end = codec.position_to_client_units(lines, types.Position(change.end_line, change.end_col))
