@@ -114,3 +114,48 @@ def test_export_to_a_folder_that_does_not_exist_says_so(tmp_path: Path, export: 
     done = cli("export", str(a_file / "x.gz"), "--root", str(root))
     assert done.returncode == 2 and f"the folder {a_file} is not a folder" in done.stderr
     assert list(tmp_path.iterdir()) == [a_file]  # no temporary file left anywhere
+
+
+def test_export_never_writes_over_the_users_files_nor_the_index(tmp_path: Path, export: Path) -> None:
+    """The attacker's repro: `saipling export chapter1.md` replaced the chapter with gzip data (exit 0), and
+    `export .saipling/index.db` the live index. Refused with exit 2, nothing written; an export is replaced."""
+    root = export.parent / "novel"  # the indexed project of the fixture
+    chapter = next(root.rglob("*.md"))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, not an export\n")
+    link = tmp_path / "link.gz"
+    link.symlink_to(notes)
+    db = root / ".saipling" / "index.db"
+    keep = {p: p.read_bytes() for p in [chapter, notes, db]}
+    before = sorted(p.name for p in [*root.rglob("*"), *tmp_path.iterdir()])
+    cases = [
+        (chapter, "it is a file of the project (one it indexes)"),
+        (db, "it is inside the project's index folder"),
+        (root / ".saipling" / "new.gz", "it is inside the project's index folder"),
+        (tmp_path / "new-chapter.md", "it is a markdown file"),
+        (notes, "it exists and is not a saipling vector export (only an export is replaced)"),
+        (link, "it is a symbolic link"),
+    ]
+    for out, says in cases:
+        done = cli("export", str(out), "--root", str(root))
+        assert done.returncode == 2, (out, done.stderr)
+        assert done.stderr.startswith(f"error: OUT: will not write {out}: {says}"), done.stderr
+        assert done.stderr.endswith("; name another file\n") and done.stderr.count("\n") == 1
+        assert "Traceback" not in done.stderr and done.stdout == ""
+    relative = subprocess.run(  # (as the repro typed it: a name in the project folder)
+        [*SAIPLING, "export", os.path.relpath(chapter, root)],
+        cwd=root,
+        env={k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert relative.returncode == 2 and "it is a file of the project" in relative.stderr
+    assert {p: p.read_bytes() for p in keep} == keep
+    assert sorted(p.name for p in [*root.rglob("*"), *tmp_path.iterdir()]) == before
+    again = tmp_path / "again.jsonl.gz"  # an export (here a stale one: its header alone) is replaced
+    again.write_bytes(gzip.compress(gzip.decompress(export.read_bytes()).split(b"\n", 1)[0] + b"\n"))
+    done = cli("export", str(again), "--root", str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    vectors = json.loads(done.stdout)["vectors"]
+    assert vectors > 0 and gzip.decompress(again.read_bytes()).count(b"\n") == 1 + vectors

@@ -1027,7 +1027,7 @@ def export_cmd(out: str, root: str | None, as_json: bool) -> None:
 
     project = _open(root, embeds=False)
     try:
-        done = export_vectors(project.store, Path(out))
+        done = export_vectors(project.store, Path(out), project.root, project.settings)
     finally:
         project.close(checkpoint=False)
     if as_json:

@@ -33,15 +33,80 @@ def _cache_key(model: str, dims: int) -> str:
     return f"{model}@{int(dims)}" if dims else model  # (storage.base.cache_key)
 
 
-def export_vectors(store: Any, out: Path) -> dict[str, Any]:
-    """Write the vectors of every chunk of `store` to `out` (replaced atomically). Returns what was written.
-    InvalidRequest when `out`'s folder does not exist or is not a folder: said of that folder, never of the
-    temporary file written beside `out` first."""
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd", ".mdx")
+
+
+def is_export(path: Path) -> bool:
+    """Whether `path` starts as `saipling export` writes: gzip, and a first line that is the export header (only
+    that line is read)."""
+    try:
+        with open(path, "rb") as raw:
+            if raw.read(2) != GZIP_MAGIC:
+                return False
+            raw.seek(0)
+            with gzip.open(raw, "rt", encoding="utf-8") as f:
+                first = f.readline(MAX_LINE_CHARS + 1)
+        header = json.loads(first) if len(first) <= MAX_LINE_CHARS else None
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(header, dict) and header.get("format") == FORMAT
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_export_target(out: Path, root: Path | None = None, settings: Any = None) -> None:
+    """InvalidRequest (a usage error: exit 2) when `out` may not be written by `saipling export`: saipling never
+    writes over a file of the user's. Refused: a folder that does not exist or is not one; anything inside the
+    project's index folder (`.saipling/`: the live index); a markdown file, or a file the project indexes (its
+    `include`, when `settings` are given); an existing file that is not an export (said as such: it is replaced
+    only when it is one), a link, or anything but a regular file."""
+    from ..config.settings import INDEX_DIR
+
     out = Path(out)
     folder = out.parent
     if not folder.is_dir():
         problem = "is not a folder" if folder.exists() else "does not exist"
         raise InvalidRequest("OUT", f"cannot write {out}: the folder {folder} {problem}")
+
+    def refuse(problem: str) -> InvalidRequest:
+        return InvalidRequest("OUT", f"will not write {out}: {problem}; name another file")
+
+    real = os.path.join(os.path.realpath(folder), out.name)
+    targets = {real, os.path.realpath(out)}  # (a link's own place and the file it names)
+    if root is not None:
+        root_real = os.path.realpath(root)
+        index_dir = os.path.join(root_real, INDEX_DIR)
+        if any(_inside(t, index_dir) for t in targets):
+            raise refuse(f"it is inside the project's index folder {Path(root) / INDEX_DIR}")
+        if settings is not None:
+            from ..files.scanner import is_indexable
+
+            for t in targets:
+                if _inside(t, root_real) and t != root_real:
+                    rel = os.path.relpath(t, root_real).replace(os.sep, "/")
+                    if is_indexable(Path(root_real), rel, settings) is None:
+                        raise refuse("it is a file of the project (one it indexes)")
+    if out.name.lower().endswith(MARKDOWN_SUFFIXES):
+        raise refuse("it is a markdown file")
+    if out.is_symlink():
+        raise refuse("it is a symbolic link")
+    if out.exists():
+        if not out.is_file():
+            raise refuse("it exists and is not a regular file")
+        if not is_export(out):
+            raise refuse("it exists and is not a saipling vector export (only an export is replaced)")
+
+
+def export_vectors(store: Any, out: Path, root: Path | None = None, settings: Any = None) -> dict[str, Any]:
+    """Write the vectors of every chunk of `store` to `out` (replaced atomically). Returns what was written.
+    InvalidRequest when `out` may not be written (check_export_target: a missing folder, said of that folder,
+    never of the temporary file written beside `out` first; the project's index folder, one of its files, an
+    existing file that is not an export); nothing is written then."""
+    out = Path(out)
+    folder = out.parent
+    check_export_target(out, root, settings)
     model, dims = store.vector_model()
     if not model or not dims:
         raise SaiplingError("nothing to export: this index holds no vectors (index it with a provider first)")
