@@ -159,3 +159,37 @@ def test_export_never_writes_over_the_users_files_nor_the_index(tmp_path: Path, 
     assert done.returncode == 0, done.stderr
     vectors = json.loads(done.stdout)["vectors"]
     assert vectors > 0 and gzip.decompress(again.read_bytes()).count(b"\n") == 1 + vectors
+
+
+def test_import_counts_what_it_imported_and_says_what_it_dropped(tmp_path: Path, export: Path) -> None:
+    """An export holding NaN, infinite and all-zero vectors: `imported N vectors` counted them, though the store
+    keeps none of them. The message counts what the store holds, and says how many were dropped and why."""
+    import base64
+
+    import numpy as np
+
+    lines = gzip.decompress(export.read_bytes()).decode().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    good = len(lines) - 1
+    dims = int(header["dimensions"])
+
+    def row(h: str, values: np.ndarray) -> str:
+        return json.dumps({"h": h, "v": base64.b64encode(values.astype("<f4").tobytes()).decode()}) + "\n"
+
+    nan, inf = np.ones(dims), np.ones(dims)
+    nan[3], inf[5] = np.nan, np.inf
+    bad = [row("a" * 64, nan), row("b" * 64, inf), row("c" * 64, np.zeros(dims))]
+    poisoned = tmp_path / "poisoned.jsonl.gz"
+    poisoned.write_bytes(gzip.compress("".join([*lines, *bad]).encode()))
+    done = cli("import", str(poisoned), "--root", str(saipling_project(tmp_path / "a")))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        f"imported {good:,} vectors; 3 dropped (2 not finite (NaN or infinite values), 1 all zero: their chunks are "
+        "embedded by `saipling index`); indexed "
+    ), done.stdout
+    done = cli("import", str(poisoned), "--root", str(saipling_project(tmp_path / "b")), "--json")
+    summary = json.loads(done.stdout)
+    assert summary["vectors"] == good and summary["dropped"] == 3
+    assert summary["droppedReasons"] == {"not finite (NaN or infinite values)": 2, "all zero": 1}
+    done = cli("import", str(export), "--root", str(saipling_project(tmp_path / "c")))
+    assert done.stdout.startswith(f"imported {good:,} vectors; indexed "), done.stdout  # (none dropped: as before)

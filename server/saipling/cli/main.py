@@ -1046,7 +1046,7 @@ def import_cmd(src: str, root: str | None, as_json: bool, provider: str | None) 
     """Load the vectors of an export file into this project's store (its `store` setting) and index the project
     there: chunks whose text is unchanged take their vectors from it, none is embedded again (a paid provider is
     not asked to embed the rest: `saipling index` does that)."""
-    from ..indexing.transfer import read_export, store_vectors
+    from ..indexing.transfer import dropped_text, read_export, store_vectors
 
     export = read_export(Path(src))  # (a file that is not an export is refused before the project is opened)
     project = _open(root, create=True, provider=provider)
@@ -1067,8 +1067,8 @@ def import_cmd(src: str, root: str | None, as_json: bool, provider: str | None) 
         _emit_json(out)
     else:
         echo(
-            f"imported {loaded['vectors']:,} vectors; indexed {summary.chunks:,} chunks: {summary.reused:,} vectors "
-            f"reused, {summary.embedded:,} embedded"
+            f"imported {loaded['vectors']:,} vectors{dropped_text(loaded)}; indexed {summary.chunks:,} chunks: "
+            f"{summary.reused:,} vectors reused, {summary.embedded:,} embedded"
         )
 
 

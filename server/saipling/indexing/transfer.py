@@ -204,14 +204,47 @@ def read_export(src: Path) -> VectorExport:
     return VectorExport(model, dims, items)
 
 
+NOT_FINITE, ALL_ZERO, NOT_STORED = "not finite (NaN or infinite values)", "all zero", "not storable by this index"
+
+
 def store_vectors(store: Any, export: VectorExport) -> dict[str, Any]:
     """Put the vectors of a read export in `store`'s embedding cache (nothing else changes: the next index run
-    takes them)."""
+    takes them). `vectors`: how many the cache really holds now; `dropped`: how many it does not, by reason. A
+    vector with NaN or infinite values, or only zeros, is never stored (a store keeps no such vector: its chunk is
+    embedded again), nor one the index cannot hold (past float16's range in a float16 index), and a hash written
+    twice counts once."""
     key = _cache_key(export.model, export.dimensions)
-    items = export.vectors
+    dropped: dict[str, int] = {}
+    usable: dict[str, Any] = {}
+    for h, v in export.vectors:
+        why = NOT_FINITE if not np.isfinite(v).all() else ALL_ZERO if not v.any() else None
+        if why is None:
+            usable[h] = v
+        else:
+            dropped[why] = dropped.get(why, 0) + 1
+    items = list(usable.items())
+    held = 0
     for i in range(0, len(items), BATCH):  # (no chunk has id 0: the vectors go to the cache only)
-        store.set_vectors([(0, h, v) for h, v in items[i : i + BATCH]], key)
-    return {"model": export.model, "dimensions": export.dimensions, "vectors": len(items)}
+        batch = items[i : i + BATCH]
+        store.set_vectors([(0, h, v) for h, v in batch], key)
+        held += len(store.cached_vectors(export.model, [h for h, _v in batch], export.dimensions))
+    if held < len(items):
+        dropped[NOT_STORED] = len(items) - held
+    return {
+        "model": export.model,
+        "dimensions": export.dimensions,
+        "vectors": held,
+        "dropped": sum(dropped.values()),
+        "droppedReasons": dropped,
+    }
+
+
+def dropped_text(loaded: dict[str, Any]) -> str:
+    """`, N dropped (n not finite ..., m all zero)` of a store_vectors summary; "" when none was dropped."""
+    if not loaded.get("dropped"):
+        return ""
+    why = ", ".join(f"{n:,} {reason}" for reason, n in loaded["droppedReasons"].items())
+    return f"; {loaded['dropped']:,} dropped ({why}: their chunks are embedded by `saipling index`)"
 
 
 def import_vectors(store: Any, src: Path) -> dict[str, Any]:
