@@ -500,6 +500,36 @@ def test_readable_output_never_sends_a_files_control_characters_to_the_terminal(
     assert any("\u202eevil" in r["snippet"] for r in got["results"])
 
 
+def test_a_newline_or_tab_in_a_file_name_is_shown_escaped_and_splits_no_row(tmp_path: Path) -> None:
+    """The attacker's repro: a file named `new<LF>line.md` was printed raw in the results table (its row split in
+    two: `new` / `line.md`), while ESC in a name read `\\x1b`. Every control character of a name is escaped now:
+    `new\\x0aline.md`, `tab\\x09name.md`; the real CLI, as a terminal of 100 columns shows it."""
+    root = tmp_path / "p"
+    (root / ".saipling").mkdir(parents=True)
+    (root / ".saipling" / "config.toml").write_text('provider = "none"\n')
+    (root / "new\nline.md").write_text("# nl\n\nnewline file\n")
+    (root / "tab\tname.md").write_text("# tb\n\ntab file\n")
+    (root / "esc\x1b[31mred.md").write_text("# esc\n\nescape file\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")} | {"COLUMNS": "100"}
+    saipling = [sys.executable, "-m", "saipling"]
+    done = subprocess.run([*saipling, "index", str(root)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [*saipling, "search", "file", "--root", str(root), "--mode", "lexical"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.splitlines()
+    assert any("new\\x0aline.md" in row for row in rows), done.stdout
+    assert any("tab\\x09name.md" in row for row in rows), done.stdout
+    assert any("esc\\x1b[31mred.md" in row for row in rows), done.stdout
+    assert not any(c in done.stdout for c in "\t\x1b")
+    assert not any(row.split("│")[2].strip().startswith("line.md") for row in rows if row.count("│") > 2)
+
+
 def test_the_progress_line_keeps_its_numbers_at_80_columns() -> None:
     """At 80 columns the counter and the times were cut to `5…` and `0:0…` while a long path kept its width: the
     path gives way now, its end kept."""

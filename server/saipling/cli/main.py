@@ -16,7 +16,7 @@ from ..config.settings import MAX_CHAPTER
 from ..errors import InvalidRequest, SaiplingError, StorageFull
 from ..paths import from_cwd, root_relative_prefix, too_broad
 from ..project import Project, find_root
-from .shown import PrintableFormatter, printable, printable_json
+from .shown import PrintableFormatter, printable, printable_json, printable_name
 
 log = logging.getLogger("saipling")
 
@@ -494,14 +494,14 @@ def mentions(name: str, root: str | None, max_chapter: int | None, limit: int | 
         _emit_json(found)
         return
     for e in found["entities"]:
-        echo(f"{e['entity']['name']} ({e['entity']['path']})")
+        echo(f"{e['entity']['name']} ({printable_name(e['entity']['path'])})")
         echo(f"  {e['summary']}")
         if e["chapters"]:
             echo(f"  {'chapter':<24} {'mentions':>8}  first")
         for c in e["chapters"]:
-            echo(f"  {c['chapter']:<24} {c['count']:>8}  {c['first']['path']}:{c['first']['line']}")
+            echo(f"  {c['chapter']:<24} {c['count']:>8}  {printable_name(c['first']['path'])}:{c['first']['line']}")
         for f in e["otherFiles"]:
-            echo(f"  {'(not a chapter)':<24} {f['count']:>8}  {f['path']}")
+            echo(f"  {'(not a chapter)':<24} {f['count']:>8}  {printable_name(f['path'])}")
 
 
 @main.command(cls=_RootCommand, folder_hint="to check the names in a folder")
@@ -530,12 +530,12 @@ def names(root: str | None, drift: bool, unknown: bool, min_count: int, as_json:
         for d in found["drift"]:
             echo(
                 f"  {d['word']:<20} ~ {d['closeTo']:<16} ({d['entity']}) x{d['count']:<4} "
-                f"{d['first']['path']}:{d['first']['line']}"
+                f"{printable_name(d['first']['path'])}:{d['first']['line']}"
             )
     if "unknown" in found:
         echo(f"names without a page ({len(found['unknown'])}):")
         for u in found["unknown"]:
-            echo(f"  {u['word']:<20} x{u['count']:<5} {u['first']['path']}:{u['first']['line']}")
+            echo(f"  {u['word']:<20} x{u['count']:<5} {printable_name(u['first']['path'])}:{u['first']['line']}")
 
 
 @main.command()
@@ -632,7 +632,8 @@ def _print_results(response: dict, explain: bool) -> None:
             if table.row_count:
                 table.add_section()
             table.add_row("", Text("low confidence", style="dim italic"), "", "", style="dim")
-        where = r["filePath"] + (f" § {r['sectionHeading'].lstrip('# ')}" if r["sectionHeading"] else "")
+        heading = r["sectionHeading"]
+        where = printable_name(r["filePath"]) + (f" § {printable_name(heading.lstrip('# '))}" if heading else "")
         snippet = Text(printable(r["snippet"].replace("**", "")))
         if explain and "explain" in r:
             e = r["explain"]
@@ -645,7 +646,7 @@ def _print_results(response: dict, explain: bool) -> None:
             )
         table.add_row(
             f"{r['score']:.3f}",
-            Text(printable(where)),
+            Text(where),
             f"{r['startLine']}-{r['endLine']}",
             snippet,
             style="dim" if weak[i] else None,
@@ -849,7 +850,7 @@ def related(
             _emit_json(response)
         else:
             if not response["indexed"]:
-                echo(f"{response['path']} is not indexed yet", err=True)
+                echo(f"{printable_name(response['path'])} is not indexed yet", err=True)
             _print_results(response, False)
     finally:
         project.close(checkpoint=False)

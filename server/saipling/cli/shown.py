@@ -12,6 +12,10 @@ import re
 _CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+# and in a name (a file's path, a heading), which is one line of a row: tab and newline too
+_NAME_CONTROL_RE = re.compile("[\t\n" + _CONTROL_RE.pattern[1:])
+
+
 def _escaped(m: re.Match[str]) -> str:
     code = ord(m.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
@@ -24,6 +28,12 @@ def _json_escaped(m: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """`text` with every control character (see _CONTROL_RE) written as its escape."""
     return _CONTROL_RE.sub(_escaped, text)
+
+
+def printable_name(text: str) -> str:
+    """A name (a file's path, a heading) shown in one line of output: every control character escaped as
+    `printable` does, a newline (`new\\x0aline.md`) and a tab too, so that no name splits a row or a line."""
+    return _NAME_CONTROL_RE.sub(_escaped, text)
 
 
 def printable_json(text: str) -> str:
