@@ -5,6 +5,8 @@ from __future__ import annotations
 import codecs
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -284,6 +286,28 @@ def test_malformed_frontmatter_warns_and_keeps_body(text: str, caplog: pytest.Lo
     assert m.frontmatter == {} and m.body_start_line == 1
     assert m.warning and "notes/bad.md" in m.warning
     assert any("notes/bad.md" in r.getMessage() for r in caplog.records)
+
+
+def test_a_frontmatter_warning_names_its_file_or_is_not_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The attacker's repro: the mention scan read a malformed file again without its path (a name added in a
+    later run: the files mentioning it are scanned again) and the warning was printed nameless, a second time:
+    `warning: : malformed YAML frontmatter (line 4)`. A reader that names no file logs nothing."""
+    bad = "---\ntitle: x\nbad: [\n---\n# Bad\nMina was here\n"
+    with caplog.at_level(logging.WARNING):
+        data, start, warning = split_frontmatter(bad)
+    assert (data, start) == ({}, 1) and warning and warning.startswith("malformed YAML frontmatter")
+    assert caplog.records == []
+    root = make_project(tmp_path, {".saipling/config.toml": 'provider = "none"\n', "bad.md": bad})
+    saipling = [sys.executable, "-m", "saipling", "index", str(root)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAIPLING_")}
+    first = subprocess.run(saipling, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and "warning: bad.md: malformed YAML frontmatter (line 4)" in first.stderr
+    write_file(root, "characters/mina.md", "---\nname: Mina\n---\n# Mina\n")  # (bad.md is scanned again)
+    second = subprocess.run(saipling, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert "warning: :" not in second.stderr and ": malformed YAML" not in second.stderr, second.stderr
 
 
 def test_frontmatter_edge_cases() -> None:

@@ -138,7 +138,8 @@ def split_frontmatter(text: str, rel_path: str = "") -> tuple[dict[str, Any], in
 def read_frontmatter(text: str, rel_path: str = "") -> Frontmatter:
     """The frontmatter of `text`: `---` on the first line, up to a `---` or `...` line (YAML), or `+++` on the
     first line, up to a `+++` line (TOML, as Hugo writes it). Lines end at \\n, \\r\\n or a lone \\r, as the
-    markdown parser breaks them (markdown/blocks.py)."""
+    markdown parser breaks them (markdown/blocks.py). Its warning is logged only when `rel_path` names the file
+    (_warn)."""
     if not text.startswith(FENCES):
         return _displaced(text, rel_path)
     lines = _LINE_BREAK_RE.split(text) if "\r" in text else text.split("\n")
@@ -230,7 +231,11 @@ def _broken(rel_path: str, problem: str) -> Frontmatter:
 
 
 def _warn(rel_path: str, problem: str) -> str:
-    """The warning about a file's frontmatter (`path: problem`), logged."""
+    """The warning about a file's frontmatter (`path: problem`), logged when the file is named: a reader that
+    names none (the mention scan reading again a file the indexer read and warned about, an editor's hover) gets
+    the warning without logging it (it was logged as `: problem`, nameless, a second time)."""
+    if not rel_path:
+        return problem
     warning = f"{rel_path}: {problem}"
     log.warning("%s", warning)
     return warning
