@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .. import __version__, redact
-from ..config.settings import MAX_CHAPTER
+from ..config.settings import LOG_LEVEL_ENV, MAX_CHAPTER, log_level
 from ..errors import InvalidRequest, SaiplingError, StorageFull
 from ..paths import from_cwd, root_relative_prefix, too_broad
 from ..project import Project, find_root
@@ -37,17 +37,23 @@ def echo(message: str = "", err: bool = False) -> None:
 
 
 def _setup_logging(verbose: int) -> None:
-    level = os.environ.get("SAIPLING_LOG_LEVEL") or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
+    default = "DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING"
+    # (any case: `debug` was a ValueError traceback from every command; an unknown value is told once, not fatal)
+    chosen, problem = log_level(os.environ.get(LOG_LEVEL_ENV), default)
+    if problem:
+        echo(f"warning: {problem}", err=True)
+    level = chosen or default
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     # (a log line may quote a file's name or text: printable. Without -v a warning reads as the CLI's own do,
     # `warning: ...`; -v adds the logger's name)
-    fmt = "%(levelname)s %(name)s: %(message)s" if verbose or os.environ.get("SAIPLING_LOG_LEVEL") else None
+    named = bool(verbose) or (bool(chosen) and not problem)
+    fmt = "%(levelname)s %(name)s: %(message)s" if named else None
     for handler in logging.getLogger().handlers:
         handler.setFormatter(PrintableFormatter(fmt))
     # (markdown-it's DEBUG traces every parser rule of every block)
     logging.getLogger("markdown_it").setLevel(logging.INFO)
     # (the settings' warnings are printed by `_open` as `warning: ...`, with the project's others: not twice)
-    if not verbose and not os.environ.get("SAIPLING_LOG_LEVEL"):
+    if not named:
         logging.getLogger("saipling.config.settings").setLevel(logging.ERROR)
     redact.remember(os.environ.get("OPENAI_API_KEY"), os.environ.get("VOYAGE_API_KEY"))
     redact.install()  # API keys never reach a log line, at any level

@@ -7,6 +7,7 @@ import difflib
 import logging
 import math
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -350,12 +351,38 @@ def _globs_problem(name: str, value: Any) -> str | None:
     return None
 
 
+LOG_LEVEL_ENV = "SAIPLING_LOG_LEVEL"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_levels_told: set[str] = set()
+_level_lock = threading.Lock()
+
+
+def log_level(value: str | None, default: str) -> tuple[str, str | None]:
+    """SAIPLING_LOG_LEVEL's value as a logging level name, in any case (`debug` is DEBUG; `warn` and `fatal` as
+    logging spells them); ("", None) when it is unset or blank; `default` and a warning naming the variable (the
+    first time only) for a value that is no level (`verbose`, `debug` in a version that did not upper-case it:
+    every command died with a traceback)."""
+    if value is None or not value.strip():
+        return "", None
+    name = value.strip().upper()
+    name = {"WARN": "WARNING", "FATAL": "CRITICAL"}.get(name, name)
+    if name in LOG_LEVELS:
+        return name, None
+    with _level_lock:  # (told once a process: `saipling serve` reads it in the CLI and again in the server)
+        told = value in _levels_told
+        _levels_told.add(value)
+    return default, None if told else (
+        f"{LOG_LEVEL_ENV}={shown(value)} is not a log level (one of {', '.join(LOG_LEVELS)}, in any case); "
+        "ignored: the default level is used"
+    )
+
+
 def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
     """Settings from SAIPLING_* variables and the provider keys."""
     layer: dict[str, Any] = {}
     for key, value in env.items():
         if key.startswith("SAIPLING_") and key not in {
-            "SAIPLING_LOG_LEVEL",
+            LOG_LEVEL_ENV,
             "SAIPLING_TEST_CLOCK",
             "SAIPLING_PROGRESS",
             "SAIPLING_COPY_ID",  # (storage.copy_identity: which copy of a project writes a shared store)

@@ -393,8 +393,14 @@ def create_server(*, test_clock: bool | None = None) -> SaiplingServer:
 
 def configure_logging(server: SaiplingServer) -> None:
     """Logs go to stderr (stdout is the protocol); engine records also reach the client's log."""
-    level = os.environ.get("SAIPLING_LOG_LEVEL", "INFO").upper()
+    from ..config.settings import LOG_LEVEL_ENV, log_level
+
+    # (any case; an unknown value is told once and INFO is kept: `verbose` ended the server with a traceback)
+    chosen, problem = log_level(os.environ.get(LOG_LEVEL_ENV), "INFO")
+    level = chosen or "INFO"
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if problem:
+        logging.getLogger(__name__).warning("%s", problem)
     logging.getLogger("saipling").setLevel(level)
     for noisy in ("pygls", "watchdog", "httpx", "httpcore"):  # pygls logs every message at INFO
         logging.getLogger(noisy).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
