@@ -296,7 +296,46 @@ def test_the_cli_starts_workers_and_keeps_stdout_to_itself(tmp_path: Path) -> No
 )
 def test_worker_count(monkeypatch: pytest.MonkeyPatch, value: str, files: int, size: int, expected: int) -> None:
     monkeypatch.setenv(ENV, value)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)), raising=False)
     assert chunk_pool.worker_count(files, size) == expected
+
+
+def test_forced_workers_are_capped_at_the_cpus_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SAIPLING_CHUNK_WORKERS=40 on 2 CPUs started 40 processes (attack report, low)."""
+    monkeypatch.setenv(ENV, "40")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(chunk_pool, "_lowered_told", set())
+    with caplog.at_level(logging.WARNING, logger="saipling.indexing.chunk_pool"):
+        assert chunk_pool.worker_count(500, 1 << 30) == 2
+        assert chunk_pool.worker_count(500, 1 << 30) == 2  # (told once: a server runs many passes)
+    told = [r.getMessage() for r in caplog.records if ENV in r.getMessage()]
+    assert told == [f"{ENV}=40 is more workers than the 2 CPUs this process may use: 2 started"]
+    monkeypatch.setenv(ENV, "2")  # within the CPUs: as asked, nothing said
+    assert chunk_pool.worker_count(500, 1 << 30) == 2 and len(caplog.records) == 1
+
+
+def test_the_cli_caps_forced_workers_at_the_cpus(tmp_path: Path) -> None:
+    """A real `saipling index`: more workers asked than CPUs: as many as the CPUs started, and the CLI says so."""
+    root = corpus(tmp_path, "a", n=200)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("SAIPLING_")}
+    env.update({ENV: str(cpus + 3), "SAIPLING_PROVIDER": "none"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "saipling", "index", str(root), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["chunkWorkers"] <= cpus
+    told = [line for line in proc.stderr.splitlines() if ENV in line]
+    assert told == [
+        f"warning: {ENV}={cpus + 3} is more workers than the {cpus} CPU{'s' if cpus != 1 else ''} "
+        f"this process may use: {cpus} started"
+    ], proc.stderr
 
 
 def test_worker_count_of_a_big_run_leaves_a_core_to_the_indexer(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -115,20 +115,46 @@ def chunk_bytes(
 def worker_count(files: int, size: int) -> int:
     """Workers worth starting for a run chunking `files` files of `size` bytes in all (0: chunk in process).
 
-    SAIPLING_CHUNK_WORKERS=N sets it for every run of two files or more (0: never)."""
+    SAIPLING_CHUNK_WORKERS=N sets it for every run of two files or more (0: never), at most one a CPU this process
+    may run on (40 on 2 CPUs started 40 processes, each loading the chunker: lowered, with a warning)."""
     forced = os.environ.get(WORKERS_ENV, "").strip()
     if forced:
         try:
-            return max(0, int(forced)) if files >= 2 else 0
+            asked = max(0, int(forced))
         except ValueError:
             log.warning("%s=%r is not a number of workers; ignored", WORKERS_ENV, forced)
+        else:
+            cpus = _cpus()
+            if asked > cpus:
+                _warn_lowered(forced, cpus)
+            return min(asked, cpus) if files >= 2 else 0
     if files < POOL_MIN_FILES or size < POOL_MIN_BYTES:
         return 0
+    return max(0, min(_cpus() - 1, MAX_WORKERS))
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on."""
     try:
-        cpus = len(os.sched_getaffinity(0))
+        return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # macOS, Windows: no CPU affinity to ask
-        cpus = os.cpu_count() or 1
-    return max(0, min(cpus - 1, MAX_WORKERS))
+        return os.cpu_count() or 1
+
+
+_lowered_told: set[str] = set()  # the values already warned about (a server runs many passes)
+
+
+def _warn_lowered(forced: str, cpus: int) -> None:
+    if forced not in _lowered_told:
+        _lowered_told.add(forced)
+        log.warning(
+            "%s=%s is more workers than the %d CPU%s this process may use: %d started",
+            WORKERS_ENV,
+            forced,
+            cpus,
+            "" if cpus == 1 else "s",
+            cpus,
+        )
 
 
 # -- the worker side -------------------------------------------------------------------------------------------
