@@ -245,7 +245,9 @@ def test_401_wrong_key(
     with pytest.raises(ProviderAuthError) as info:
         p.embed_documents(TEXTS)
     msg = str(info.value)
-    assert "Voyage rejected the API key (HTTP 401)" in msg and "VOYAGE_API_KEY" in msg
+    # (the server is not Voyage's: it is named, not "Voyage rejected the API key")
+    assert f"Voyage-compatible server {api_server.url} rejected the API key (HTTP 401)" in msg
+    assert "VOYAGE_API_KEY" in msg
     assert KEY not in msg
     assert p.failed == msg and p.info().failed == msg
     assert api_server.count == 1 and sleeps == []  # never retried

@@ -42,6 +42,7 @@ _PROVIDER_KEYS = (
     "max_retries",
     "voyage_api_key",
     "openai_api_key",
+    "base_url_from_project",  # (whether the key may go to base_url: config.settings.key_may_go)
     "query_prefix",
     "document_prefix",
     "input_type_field",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import glob_list_problem
-from ..redact import remember, shown
+from ..redact import remember, shown, shown_url
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,9 @@ class RerankSettings:
     budget_seconds: float = 2.0  # the stage's wall-clock budget; past it the fused order is answered
     # Secret: from the environment or the editor only (SAIPLING_RERANK_API_KEY), never from project files.
     api_key: str = dataclasses.field(default="", repr=False)
+    # set by load_settings, never by a source: base_url comes from the project's config.toml alone (no key is sent
+    # to it but to the provider's own host: `key_may_go`)
+    base_url_from_project: bool = dataclasses.field(default=False, repr=False)
 
 
 @dataclass
@@ -100,6 +103,9 @@ class Settings:
     # Secrets: from the environment or the editor only, never from project files.
     voyage_api_key: str = dataclasses.field(default="", repr=False)
     openai_api_key: str = dataclasses.field(default="", repr=False)
+    # set by load_settings, never by a source: base_url comes from the project's config.toml alone, so the user's
+    # key is not sent to it (`key_may_go`; a cloned project could otherwise collect it)
+    base_url_from_project: bool = dataclasses.field(default=False, repr=False)
 
 
 _ALIASES = {
@@ -142,6 +148,7 @@ _TABLES = ("chunking", "rerank")  # settings tables, merged key by key
 _TABLE_MINIMUMS = {"rerank.top_n": 1, "rerank.budget_seconds": 0.05}
 _TABLE_SECRETS = {"rerank.api_key"}
 _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
+_INTERNAL_FIELDS = {"base_url_from_project"}  # worked out by load_settings: no source sets them
 _OPTIONAL_STRINGS = {"query_prefix", "document_prefix"}  # None = not set (the model family decides)
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
 _FALLBACKS = {"local", "none"}
@@ -161,7 +168,11 @@ def _spellings(cls: type) -> list[str]:
     """The keys of a settings dataclass as the docs spell them: a field's camelCase alias where it has one
     (`topN`, not `top_n`), else its name; tables left out."""
     camel = {v: k for k, v in _ALIASES.items()}
-    return [camel.get(f.name, f.name) for f in dataclasses.fields(cls) if f.name not in _TABLES]
+    return [
+        camel.get(f.name, f.name)
+        for f in dataclasses.fields(cls)
+        if f.name not in _TABLES and f.name not in _INTERNAL_FIELDS
+    ]
 
 
 def did_you_mean(key: str, known: list[str]) -> str:
@@ -254,17 +265,25 @@ def _without_password(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, allow_secrets: bool) -> list[str]:
-    """Merge one source into settings in place; returns warnings for keys or values it ignored."""
+def apply_layer(
+    settings: Settings,
+    layer: Mapping[str, Any],
+    source: str,
+    *,
+    allow_secrets: bool,
+    touched: set[str] | None = None,
+) -> list[str]:
+    """Merge one source into settings in place; returns warnings for keys or values it ignored. `touched` gets
+    the names of the settings it set (`base_url`, `rerank.base_url`)."""
     warnings: list[str] = []
     for raw_key, value in layer.items():
         if value is None:
             continue
         name = _field_name(str(raw_key))
         if name in _TABLES:
-            warnings += _apply_table(getattr(settings, name), name, value, source, allow_secrets)
+            warnings += _apply_table(getattr(settings, name), name, value, source, allow_secrets, touched)
             continue
-        if not hasattr(settings, name) or name in _TABLES:
+        if not hasattr(settings, name) or name in _TABLES or name in _INTERNAL_FIELDS:
             if source == "environment":
                 log.debug("ignoring environment variable SAIPLING_%s: not a setting", str(raw_key).upper())
             else:
@@ -305,10 +324,14 @@ def apply_layer(settings: Settings, layer: Mapping[str, Any], source: str, *, al
             warnings.append(f"{source}: {raw_key} must be one of {list(_NAME_DIAGNOSTICS)}, got {shown(coerced)}")
             continue
         setattr(settings, name, coerced)
+        if touched is not None:
+            touched.add(name)
     return warnings
 
 
-def _apply_table(table: Any, table_name: str, value: Any, source: str, allow_secrets: bool) -> list[str]:
+def _apply_table(
+    table: Any, table_name: str, value: Any, source: str, allow_secrets: bool, touched: set[str] | None = None
+) -> list[str]:
     """Merge one source's `[table]` (chunking, rerank) into the settings' table, key by key."""
     if not isinstance(value, Mapping):
         return [f"{source}: {table_name} must be a table"]
@@ -318,7 +341,7 @@ def _apply_table(table: Any, table_name: str, value: Any, source: str, allow_sec
         full = f"{table_name}.{name}"
         if raw is None:
             continue
-        if not hasattr(table, name):
+        if not hasattr(table, name) or name in _INTERNAL_FIELDS:
             known = _spellings(type(table))
             warnings.append(f"{source}: unknown setting {table_name}.{key}{did_you_mean(str(key), known)}")
             continue
@@ -337,6 +360,8 @@ def _apply_table(table: Any, table_name: str, value: Any, source: str, allow_sec
             warnings.append(f"{source}: rerank.provider must be one of {list(RERANK_PROVIDERS)}, got {shown(coerced)}")
             continue
         setattr(table, name, coerced)
+        if touched is not None:
+            touched.add(full)
     return warnings
 
 
@@ -429,20 +454,100 @@ def load_settings(
     warnings: list[str] = []
     layer, w = project_layer(root)
     warnings += w
-    warnings += apply_layer(settings, layer, "config.toml", allow_secrets=False)
-    warnings += apply_layer(settings, env_layer(os.environ if env is None else env), "environment", allow_secrets=True)
+    from_project: set[str] = set()  # what the project's config.toml set ...
+    from_user: set[str] = set()  # ... and what the user's sources set (the environment, the editor, the command)
+    warnings += apply_layer(settings, layer, "config.toml", allow_secrets=False, touched=from_project)
+    user_env = env_layer(os.environ if env is None else env)
+    warnings += apply_layer(settings, user_env, "environment", allow_secrets=True, touched=from_user)
     for source, lay in (
         ("initializationOptions", init_options),
         ("workspace/configuration", workspace_config),
         ("overrides", overrides),
     ):
         if lay:
-            warnings += apply_layer(settings, lay, source, allow_secrets=source != "config.toml")
+            warnings += apply_layer(settings, lay, source, allow_secrets=True, touched=from_user)
+    settings.base_url_from_project = "base_url" in from_project and "base_url" not in from_user
+    settings.rerank.base_url_from_project = "rerank.base_url" in from_project and "rerank.base_url" not in from_user
+    warnings += withheld_keys(settings)
     # redacted from every log from now on
     remember(settings.openai_api_key, settings.voyage_api_key, settings.rerank.api_key)
     for w in warnings:
         log.warning("%s", w)
     return settings, warnings
+
+
+# The providers' own hosts: a user's key goes there whoever named the URL (embeddings/openai.py, voyage.py and
+# retrieval/rerank.py start from these)
+OPENAI_URL = "https://api.openai.com/v1"
+VOYAGE_URL = "https://api.voyageai.com"
+
+
+def official_host(url: str, official: str) -> bool:
+    """`url` is on the host of `official` (https, the same host name, the default port)."""
+    from urllib.parse import urlsplit
+
+    if not official:
+        return False
+    try:
+        got, want = urlsplit(url.strip()), urlsplit(official)
+        return got.scheme == "https" and got.hostname == want.hostname and got.port in (None, 443)
+    except ValueError:
+        return False
+
+
+def key_may_go(url: str, from_project: bool, official: str = "") -> bool:
+    """May the user's API key be sent to `url`? To a URL the user set (the environment, the editor, the command
+    line) or to the provider's own host (`official`), yes; to one set only by the project's `.saipling/config.toml`,
+    no: a project someone else wrote would collect the key of everyone who indexes it. The request goes without a
+    key (a keyless local server, Ollama or llama.cpp, works as before)."""
+    return not from_project or official_host(url, official)
+
+
+def withheld_keys(settings: Settings) -> list[str]:
+    """The warnings for keys `key_may_go` keeps from a base URL the project's config.toml set (the settings name
+    and the variables, never a key)."""
+    out: list[str] = []
+    p, url = settings.provider, settings.base_url
+    if settings.base_url_from_project and url:
+        if (
+            settings.openai_api_key
+            and (p == "openai" or (p == "auto" and not settings.voyage_api_key))
+            and not key_may_go(url, True, OPENAI_URL)
+        ):
+            out.append(_withheld("baseUrl", url, "OpenAI API key (OPENAI_API_KEY / openaiApiKey)", "SAIPLING_BASE_URL"))
+        if settings.voyage_api_key and p == "voyage" and not key_may_go(url, True, VOYAGE_URL):
+            out.append(_withheld("baseUrl", url, "Voyage API key (VOYAGE_API_KEY / voyageApiKey)", "SAIPLING_BASE_URL"))
+    rs = settings.rerank
+    if rs.base_url_from_project and rs.base_url:
+        voyage = rs.provider == "voyage" and (rs.api_key or settings.voyage_api_key)
+        if voyage and not key_may_go(rs.base_url, True, VOYAGE_URL):
+            what = "rerank API key (SAIPLING_RERANK_API_KEY or VOYAGE_API_KEY)"
+            out.append(_withheld("rerank.baseUrl", rs.base_url, what, "SAIPLING_RERANK_BASE_URL"))
+        if rs.provider == "cohere" and rs.api_key:
+            what = "rerank API key (SAIPLING_RERANK_API_KEY)"
+            out.append(_withheld("rerank.baseUrl", rs.base_url, what, "SAIPLING_RERANK_BASE_URL"))
+    return out
+
+
+def withheld_hint(key_env: str, env_name: str) -> str:
+    """What a server that asks for a key is told when `key_may_go` kept the user's from it."""
+    return (
+        f"{key_env} is not sent to a base URL set only by the project's .saipling/config.toml: to send it there, "
+        f"set the URL yourself ({env_name}, or the editor's settings)"
+    )
+
+
+def _withheld(setting: str, url: str, what: str, env_name: str) -> str:
+    editor = (
+        "the editor's saipling.baseUrl setting (user settings)"
+        if setting == "baseUrl"
+        else f"{setting} in the editor's initializationOptions"
+    )
+    return (
+        f"config.toml: {setting} {shown_url(url)} is set by the project's .saipling/config.toml, not by you: your "
+        f"{what} is not sent there (a project's own config could collect it); the server is called without a key. "
+        f"To send your key to it, set the URL yourself: {env_name} in the environment, or {editor}"
+    )
 
 
 def index_path(root: Path) -> Path:

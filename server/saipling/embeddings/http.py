@@ -237,8 +237,11 @@ class HTTPClient:
         timeout: float,
         max_retries: int,
         sleep: Callable[[float], None] | None = None,
+        withheld: str = "",
     ) -> None:
         self.label = label
+        # why the user's key is not sent to this URL (config.settings.key_may_go), said when the server asks for one
+        self.withheld = withheld
         self.base_url = base_url.rstrip("/")
         self.shown_url = shown_url(self.base_url)  # in messages: never a password or key the URL carries
         self.key_env = key_env
@@ -447,6 +450,8 @@ class HTTPClient:
         return data
 
     def _auth_message(self, status: int) -> str:
+        if not self._api_key and self.withheld:
+            return f"{self.label} requires an API key (HTTP {status}); {self.withheld}"
         if not self._api_key:
             return f"{self.label} requires an API key (HTTP {status}); set {self.key_env}"
         if status == 401:

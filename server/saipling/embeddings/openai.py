@@ -17,14 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.settings import Settings
+from ..config.settings import OPENAI_URL, Settings, key_may_go, withheld_hint
 from ..redact import shown_url
 from .families import family_for
 from .http import HTTPClient, HTTPEmbeddingProvider
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BASE_URL = OPENAI_URL
 DEFAULT_MODEL = "text-embedding-3-small"
 MAX_BATCH_SIZE = 2048  # API limit on inputs per request
 MAX_BATCH_TOKENS = 150_000  # API cap is 300k tokens per request; our count is an estimate, so halve it
@@ -80,14 +80,17 @@ class OpenAIProvider(HTTPEmbeddingProvider):
         self.batch_size = max(1, min(settings.batch_size or 128, MAX_BATCH_SIZE))
         self.max_retries = max(0, int(settings.max_retries))
         self.dimensions_fixed = bool(self.dimensions)  # else learned from the server (and followed)
+        # the user's key goes to OpenAI, or to a server the user named; never to one only the project's config named
+        keyed = key_may_go(base, settings.base_url_from_project and bool(settings.base_url), DEFAULT_BASE_URL)
         self.http = HTTPClient(
             label="OpenAI" if official else f"Embedding server {shown_url(base)}",
             base_url=base,
-            api_key=settings.openai_api_key,
+            api_key=settings.openai_api_key if keyed else "",
             key_env="OPENAI_API_KEY",
             timeout=settings.request_timeout_seconds,
             max_retries=settings.max_retries,
             sleep=sleep,
+            withheld="" if keyed else withheld_hint("OPENAI_API_KEY", "SAIPLING_BASE_URL"),
         )
         if not self.dimensions:
             log.info(

@@ -7,12 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.settings import Settings
+from ..config.settings import VOYAGE_URL, Settings, key_may_go, official_host, withheld_hint
+from ..redact import shown_url
 from .http import HTTPClient, HTTPEmbeddingProvider
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "https://api.voyageai.com"
+DEFAULT_BASE_URL = VOYAGE_URL
 DEFAULT_MODEL = "voyage-4"
 MAX_BATCH_SIZE = 128  # SPEC 6 (the API itself accepts up to 1,000 inputs)
 # Our token count is an estimate (about 4 characters a token); stay well under the API's batch cap.
@@ -69,19 +70,24 @@ class VoyageProvider(HTTPEmbeddingProvider):
         cap = known.batch_token_cap if known else UNKNOWN_MODEL_BATCH_TOKEN_CAP
         self.max_batch_tokens = int(cap * BATCH_TOKEN_SAFETY)
         self.batch_size = max(1, min(settings.batch_size or MAX_BATCH_SIZE, MAX_BATCH_SIZE))
-        base = settings.base_url if settings.provider == "voyage" and settings.base_url else DEFAULT_BASE_URL
+        named = settings.provider == "voyage" and bool(settings.base_url)
+        base = settings.base_url if named else DEFAULT_BASE_URL
         base = base.rstrip("/")
         if base.endswith("/v1"):
             base = base[: -len("/v1")]
         self.dimensions_fixed = bool(self.dimensions)  # else learned from the server (and followed)
+        # the user's key goes to Voyage, or to a server the user named; never to one only the project's config named
+        keyed = key_may_go(base, named and settings.base_url_from_project, DEFAULT_BASE_URL)
         self.http = HTTPClient(
-            label="Voyage",
+            # (another host is named: "Voyage rejected the API key" was said of a server that was not Voyage's)
+            label="Voyage" if official_host(base, DEFAULT_BASE_URL) else f"Voyage-compatible server {shown_url(base)}",
             base_url=base,
-            api_key=settings.voyage_api_key,
+            api_key=settings.voyage_api_key if keyed else "",
             key_env="VOYAGE_API_KEY",
             timeout=settings.request_timeout_seconds,
             max_retries=settings.max_retries,
             sleep=sleep,
+            withheld="" if keyed else withheld_hint("VOYAGE_API_KEY", "SAIPLING_BASE_URL"),
         )
         if not known:
             log.info("voyage: model %s is not in the known-model table; dimensions come from the API", self.model)

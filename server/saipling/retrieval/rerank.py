@@ -109,12 +109,24 @@ class HTTPReranker(Reranker):
     path = "/v1/rerank"
     results_key = "results"
 
-    def __init__(self, label: str, base_url: str, api_key: str, key_env: str) -> None:
+    def __init__(
+        self, label: str, base_url: str, api_key: str, key_env: str, from_project: bool, official: str = ""
+    ) -> None:
+        from ..config.settings import key_may_go, withheld_hint
         from ..embeddings.http import HTTPClient
 
+        # the user's key goes to the provider's own host or a URL the user named; never to one only the project's
+        # config.toml named (config.settings.key_may_go)
+        keyed = key_may_go(base_url, from_project, official)
         self.label = label
         self.http = HTTPClient(
-            label=label, base_url=base_url, api_key=api_key, key_env=key_env, timeout=0, max_retries=0
+            label=label,
+            base_url=base_url,
+            api_key=api_key if keyed else "",
+            key_env=key_env,
+            timeout=0,
+            max_retries=0,
+            withheld="" if keyed else withheld_hint(key_env, "SAIPLING_RERANK_BASE_URL"),
         )
 
     @abc.abstractmethod
@@ -149,9 +161,15 @@ class VoyageReranker(HTTPReranker):
     results_key = "data"
 
     def __init__(self, settings: RerankSettings, api_key: str) -> None:
+        from ..config.settings import official_host
+        from ..redact import shown_url
+
         base = (settings.base_url or VOYAGE_BASE_URL).rstrip("/")
         base = base[: -len("/v1")] if base.endswith("/v1") else base
-        super().__init__("Voyage rerank", base, api_key, "VOYAGE_API_KEY")
+        official = official_host(base, VOYAGE_BASE_URL)
+        label = "Voyage rerank" if official else f"Voyage-style rerank server {shown_url(base)}"
+        from_project = settings.base_url_from_project and bool(settings.base_url)
+        super().__init__(label, base, api_key, "VOYAGE_API_KEY", from_project, VOYAGE_BASE_URL)
         self.model = settings.model or VOYAGE_DEFAULT_MODEL
 
     def body(self, query: str, documents: Sequence[str]) -> dict[str, Any]:
@@ -169,7 +187,10 @@ class CohereReranker(HTTPReranker):
             base, self.path = base[: -len("/rerank")], "/rerank"
         elif base.endswith("/v1"):
             self.path = "/rerank"
-        super().__init__("rerank server", base, api_key, "SAIPLING_RERANK_API_KEY")
+        from ..redact import shown_url
+
+        label = f"rerank server {shown_url(base)}"
+        super().__init__(label, base, api_key, "SAIPLING_RERANK_API_KEY", settings.base_url_from_project)
         self.model = settings.model
 
     def body(self, query: str, documents: Sequence[str]) -> dict[str, Any]:
