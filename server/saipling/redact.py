@@ -81,6 +81,30 @@ def looks_secret(value: object) -> bool:
     )
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9]{32,}")  # a key without a provider's prefix (Cohere's: 40 letters and digits)
+
+
+def key_shaped(value: object) -> bool:
+    """True for a value that is a key the process was given, holds one in a provider's shape (`sk-...`, `pa-...`),
+    or is a long run of mixed-case letters and digits alone. Stricter than `looks_secret`: model ids such as
+    `text-embedding-nomic-embed-text-v1.5` and timestamps are not keys, so a value this says yes to can be refused
+    as a setting and hidden where it would be shown as it is (status)."""
+    if not isinstance(value, str) or not value.strip():
+        return False
+    v = value.strip()
+    with _lock:
+        if v in _known or any(k in v for k in _known):
+            return True
+    if _KEY_SHAPED.search(v):
+        return True
+    return bool(
+        _TOKEN.fullmatch(v)
+        and any(c.isdigit() for c in v)
+        and any(c.islower() for c in v)
+        and any(c.isupper() for c in v)
+    )
+
+
 def shown(value: object, limit: int = 60) -> str:
     """A setting's value as echoed in a message: never one that looks like a key."""
     if looks_secret(value):

@@ -80,7 +80,7 @@ def report(project: StatusSource) -> dict[str, Any]:
         stored_dims = 0
     elif stored_key != provider.vector_key:
         stored_dims = 0  # vectors of another model: not this one's size
-    return {
+    out: dict[str, Any] = {
         "version": __version__,
         "root": str(project.root),
         # where the index is: the SQLite file, or a shared store's URL (no password) and #workspace
@@ -136,6 +136,42 @@ def report(project: StatusSource) -> dict[str, Any]:
         "lastRun": last_run(project.store),
         "indexBytes": index_bytes(project.root),
     }
+    return _without_keys(out)
+
+
+# what status echoes of the settings as they are (a model's name, the prefixes), and its sentences that may quote them
+_ECHOED = {
+    ("model",),
+    ("indexedWith",),
+    ("fallbackFrom", "model"),
+    ("embedding", "family"),
+    ("embedding", "queryPrefix"),
+    ("embedding", "documentPrefix"),
+    ("embedding", "inputTypeField"),
+    ("rerank", "model"),
+}
+_SENTENCES = {("providerReason",), ("degraded",), ("fallbackFrom", "reason")}
+
+
+def _without_keys(out: dict[str, Any]) -> dict[str, Any]:
+    """The report with a value that looks like an API key, pasted into a setting (a prefix, the model) or stored by
+    an older version, shown as `<redacted>` (every face: `saipling status`, the MCP tool, `saipling/status`); keys
+    the process holds and key-shaped text redacted from its sentences and warnings."""
+    from .redact import REDACTED, key_shaped, redact
+
+    for path in _ECHOED | _SENTENCES:
+        *parents, leaf = path
+        node: Any = out
+        for name in parents:
+            node = node.get(name) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or not isinstance(node.get(leaf), str):
+            continue
+        if path in _ECHOED and key_shaped(node[leaf]):
+            node[leaf] = REDACTED
+        elif path in _SENTENCES:
+            node[leaf] = redact(node[leaf])
+    out["warnings"] = [redact(w) if isinstance(w, str) else w for w in out["warnings"]]
+    return out
 
 
 _unmatched: dict[str, tuple[Any, list[str], int]] = {}  # per project root: ((settings, index version), keys, excluded)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import glob_list_problem
-from ..redact import remember, shown, shown_url
+from ..redact import key_shaped, remember, shown, shown_url
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,18 @@ _TABLE_SECRETS = {"rerank.api_key"}
 _SECRET_FIELDS = {"voyage_api_key", "openai_api_key"}
 _INTERNAL_FIELDS = {"base_url_from_project"}  # worked out by load_settings: no source sets them
 _OPTIONAL_STRINGS = {"query_prefix", "document_prefix"}  # None = not set (the model family decides)
+# free-text settings that are sent (a prefix before every text, the model's name) or shown (status) as they are: a
+# key pasted into one is refused, not sent to the provider inside every query nor echoed by `status`
+_KEY_REFUSED = {
+    "model",
+    "query_prefix",
+    "document_prefix",
+    "input_type_field",
+    "mcp_role",
+    "default_role",
+    "skills_dir",
+    "rerank.model",
+}
 _PROVIDERS = {"auto", "voyage", "openai", "local", "none"}
 _FALLBACKS = {"local", "none"}
 _NAME_DIAGNOSTICS = ("off", "hint", "information", "warning", "error")
@@ -308,6 +320,9 @@ def apply_layer(
         except (TypeError, ValueError) as exc:
             warnings.append(f"{source}: {exc}")
             continue
+        if name in _KEY_REFUSED and key_shaped(coerced):
+            warnings.append(_key_pasted(source, str(raw_key)))
+            continue
         if name == "provider" and coerced not in _PROVIDERS:
             warnings.append(f"{source}: provider must be one of {sorted(_PROVIDERS)}, got {shown(coerced)}")
             continue
@@ -353,6 +368,9 @@ def _apply_table(
         except (TypeError, ValueError) as exc:
             warnings.append(f"{source}: {exc}")
             continue
+        if full in _KEY_REFUSED and key_shaped(coerced):
+            warnings.append(_key_pasted(source, f"{table_name}.{key}"))
+            continue
         if full in _TABLE_MINIMUMS and coerced < _TABLE_MINIMUMS[full]:
             warnings.append(f"{source}: {table_name}.{key} must be >= {_TABLE_MINIMUMS[full]}, got {shown(coerced)}")
             continue
@@ -363,6 +381,13 @@ def _apply_table(
         if touched is not None:
             touched.add(full)
     return warnings
+
+
+def _key_pasted(source: str, key: str) -> str:
+    return (
+        f"{source}: {key} holds a value that looks like an API key (not shown); ignored. A key goes in "
+        "OPENAI_API_KEY, VOYAGE_API_KEY or SAIPLING_RERANK_API_KEY (or the editor's key command), never in a setting"
+    )
 
 
 def _globs_problem(name: str, value: Any) -> str | None:
