@@ -150,3 +150,11 @@ def test_marketplace_metadata() -> None:
     changelog = (EXTENSION / "CHANGELOG.md").read_text(encoding="utf-8")
     assert f"## {pkg['version']}" in changelog
     assert (EXTENSION / "LICENSE").is_file()
+
+
+def test_a_workspace_cannot_name_the_server_the_users_key_goes_to() -> None:
+    """A repository's .vscode/settings.json reached the server as editor settings, which count as the user's: a
+    `saipling.baseUrl` there would get the user's API key. The setting is a user (machine) setting only."""
+    pkg = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    settings = pkg["contributes"]["configuration"]["properties"]
+    assert settings["saipling.baseUrl"].get("scope") == "machine"
