@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import re
-import tomllib
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,6 +178,8 @@ _TOML_LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
 def _read_toml(fm_text: str, body_start: int, rel_path: str) -> Frontmatter:
     """A `+++` block read as TOML: its keys feed the metadata as YAML's do. A block that does not parse says
     nothing readable about who may see the file: private (fail closed), as malformed YAML."""
+    import tomllib  # (only for a `+++` block: a file without one never loads it, `saipling get` stays cold)
+
     try:
         data = tomllib.loads(fm_text)
     except (tomllib.TOMLDecodeError, ValueError) as exc:

@@ -227,7 +227,7 @@ def store_vectors(store: Any, export: VectorExport) -> dict[str, Any]:
     for i in range(0, len(items), BATCH):  # (no chunk has id 0: the vectors go to the cache only)
         batch = items[i : i + BATCH]
         store.set_vectors([(0, h, v) for h, v in batch], key)
-        held += len(store.cached_vectors(export.model, [h for h, _v in batch], export.dimensions))
+        held += len(store.cached_vectors(key, [h for h, _v in batch]))
     if held < len(items):
         dropped[NOT_STORED] = len(items) - held
     return {
