@@ -255,8 +255,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "the defaults; a skill (or an inline skillConfig, which must say `enabled: true`: {enabled, mode, "
         "max_results, max_search_tokens, min_relevance, filter_entity_types, known_by, max_chapter}) sets the "
         "budget, filters, the relevance floor (min_relevance, 0.5 by default: lower it for terse notes) and "
-        'whether to search at all; in auto mode a bare remark ("ok thanks") or one word the project never uses '
-        "is not searched unless wantSearch: true. Returns contextBlock (the text to add), searchResults (path, "
+        'whether to search at all; in auto mode a bare remark ("ok thanks") is not searched unless wantSearch: '
+        "true. Returns contextBlock (the text to add), searchResults (path, "
         "section, score, token estimate per passage), tokensUsed, skipped (path and reason), ran/reason (why it "
         "did or did not search), noConfidentMatch (it searched and nothing looked relevant: an empty block "
         "means the project has nothing on it) and indexing (the index is still being built: an empty block is "

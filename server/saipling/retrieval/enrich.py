@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from ..files.context_settings import load_context_settings
 from ..files.metadata import extract_metadata
 from ..files.textio import BinaryFile, decode, read_regular
 from ..markdown.blocks import MarkdownBlocks, indexed_lines, parse_blocks
-from ..markdown.terms import FUNCTION_WORDS, match_key
+from ..markdown.terms import FUNCTION_WORDS
 from ..paths import normalise_rel
 from ..storage.base import ChunkFilter, StoredChunk
 from .requests import MAX_RESULTS, EnrichParams, parse
@@ -99,19 +99,17 @@ def _rel(project: ProjectView, path: str) -> str:
             return path
 
 
-# Words of conversation, not of a subject: a message of these alone ("ok thanks", "yes please continue") asks for
-# nothing to look up, whatever the project's text holds (dialogue in a novel says "thanks" too)
-CHAT_WORDS = frozenset(
-    "yes yeah yep no nope okay ok sure thanks thank please continue go ahead next more done fine good great "
-    "cool nice hello hey hi bye again stop wait right wrong correct agree try retry redo undo".split()
-)
+# Words of conversation, not of a subject: a message of these alone ("ok thanks", "yes please") asks for nothing
+# to look up (kept to words no project is about: "undo", "retry" or "next" may be a subject)
+CHAT_WORDS = frozenset("yes yeah yep nope okay ok sure thanks thank please hello hey hi bye cool".split())
 _NOT_CONTENT = FUNCTION_WORDS | CHAT_WORDS
 
 
-def should_search(req: EnrichRequest, holds: Callable[[str], bool] | None = None) -> tuple[bool, str]:
-    """Whether to run, and why. With mode auto and no wantSearch: run when the query has 2+ content words (neither
-    function words nor words of conversation, CHAT_WORDS), or one that the project's text holds (`holds`: "flee",
-    "how do I disengage?" in a rules vault; "ok thanks" never)."""
+def should_search(req: EnrichRequest) -> tuple[bool, str]:
+    """Whether to run, and why. With mode auto and no wantSearch: run when the query has a content word (neither a
+    function word nor a word of conversation, CHAT_WORDS): "flee" and "how do I disengage?" in a rules vault run,
+    "ok thanks" does not. Decided from the query alone: whether the project holds a word is not the agent's to learn
+    from it (a private or excluded file's words would show)."""
     cfg = req.config
     if not cfg.enabled:
         return False, "vector search is not enabled for this skill (`enabled = true` turns it on)"
@@ -121,27 +119,14 @@ def should_search(req: EnrichRequest, holds: Callable[[str], bool] | None = None
         return True, "skill mode is always"
     if req.want_search is not None:
         return req.want_search, f"auto: wantSearch is {str(req.want_search).lower()}"
-    words = [w for w in re.findall(r"\w+", req.query.lower()) if w not in _NOT_CONTENT and len(w) > 2]
-    if len(words) >= 2:
-        return True, "auto: the query has enough content words to search"
-    if len(words) == 1 and holds is not None and holds(words[0]):
-        return True, f"auto: the project's text holds {words[0]!r}"
-    return False, "auto: the query is too short to search usefully (wantSearch: true searches anyway)"
-
-
-def _holds(project: ProjectView) -> Callable[[str], bool]:
-    """Whether the keyword index holds a word (one vocabulary lookup)."""
-
-    def holds(word: str) -> bool:
-        key = match_key(word)
-        return bool(project.store.term_doc_freqs([key])[0].get(key))
-
-    return holds
+    if any(w not in _NOT_CONTENT and len(w) > 2 for w in re.findall(r"\w+", req.query.lower())):
+        return True, "auto: the query has content words to search"
+    return False, "auto: the query has no content word to search (wantSearch: true searches anyway)"
 
 
 def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
     req = parse_enrich(project, params)
-    ran, reason = should_search(req, _holds(project))
+    ran, reason = should_search(req)
     cs = load_context_settings(project.root)
     out: dict[str, Any] = {
         "contextBlock": "",
