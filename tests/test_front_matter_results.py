@@ -158,3 +158,23 @@ def test_related_gives_passages_not_other_pages_labels(tmp_path: Path) -> None:
     labels = [(r["filePath"], r["startLine"]) for r in got if r["startLine"] == 1]
     assert not labels, labels
     assert all(r["startLine"] >= 6 for r in got)  # every one a page's text
+
+
+def test_folded_labels_leave_no_slot_empty(tmp_path: Path) -> None:
+    """A label dropped under its page left its slot empty: 6 results for maxResults 10 while 14 files matched
+    (the review of session 24). The next candidates fill it, and maxResults still bounds the answer."""
+    files = {}
+    for i in range(14):
+        name = f"Rule{i:02d}"
+        fm = f"---\naliases: [{name}]\ntags: [rules/{name.lower()}]\n---\n\n" if i < 6 else ""
+        files[f"rules/{name}.md"] = (
+            f"{fm}## {name}\n\nThe disengage rule number {i} says a hero may disengage from the fight.\n"
+        )
+    root = make_project(tmp_path, files)
+    with open_project(root) as p:
+        p.index()
+        got = {k: p.search({"query": "disengage rule", "maxResults": k})["results"] for k in (5, 10, 12, 20)}
+    for k, results in got.items():
+        assert len(results) == min(k, 14), (k, len(results))
+        labelled = {f"rules/Rule{i:02d}.md" for i in range(6)}
+        assert not [r for r in results if r["filePath"] in labelled and r["startLine"] == 1]  # (no label's slot)

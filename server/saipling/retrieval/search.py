@@ -343,15 +343,22 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
     gate = settings_gate(project) if req.respect_context_settings else None
     for _attempt in range(4):
         ranked, evidence = _rank(project, req, flt, qvec, mode, n_cand)
-        pairs, missing, stale = live_rows(
-            project,
-            ranked,
-            depth,
-            check=sync is not None,
-            known=evidence.rows,
-            horizon=flt.max_chapter,
-            excluded=gate,
-        )
+        fetch = depth
+        while True:
+            rows, missing, stale = live_rows(
+                project,
+                ranked,
+                fetch,
+                check=sync is not None,
+                known=evidence.rows,
+                horizon=flt.max_chapter,
+                excluded=gate,
+            )
+            pairs = fold_front_matter(project, rows, flt.max_chapter)
+            # (a label folded into its page's passage leaves a slot: the next candidates fill it)
+            if len(pairs) >= depth or len(rows) < fetch or stale or missing:
+                break
+            fetch += depth - len(pairs)
         if stale:
             if not synced and sync is not None:
                 sync(stale)  # changed on disk since they were read: refresh their text, then rank again
@@ -365,7 +372,6 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
         # files vanished from disk (queued for deindexing, maybe still in the index): rank again without them
         flt.exclude_paths = sorted(set(flt.exclude_paths) | missing)
         n_cand *= 2
-    pairs = fold_front_matter(project, pairs, flt.max_chapter)
     if degraded is None and qvec is not None:
         # asked once the vector side has searched: the chunks without a vector are then those the loaded matrix
         # lacks, where a process's first search counted them in SQL (every chunk's row: 2.5 s at 269k chunks)
