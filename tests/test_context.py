@@ -864,3 +864,51 @@ def test_a_list_of_paths_in_the_settings_is_read_as_exclusions(tmp_path: Path) -
     assert found == {"notes/public.md"}
     assert "4711" not in context and "hid the code" not in context
     assert "lists paths" in warnings
+
+
+MINA_SETEXT = """---
+type: character
+name: Mina
+---
+# Mina
+
+## Appearance
+
+Mina has green eyes and a lighthouse keeper's scarf.
+
+Chapter 21
+----------
+
+SPOILER: Mina loses her left eye in the siege of the tower.
+
+## Habits
+
+Mina keeps the lighthouse lamp burning and writes in her green notebook.
+"""
+
+
+def test_the_lines_between_passages_never_cross_a_section_past_the_spoiler_horizon(tmp_path: Path) -> None:
+    """Gap filling saw only `#` headings: a setext `Chapter 21` section between two passages was given with them,
+    past maxChapter 5 (the review of session 24)."""
+    root = make_project(tmp_path, {"characters/mina.md": MINA_SETEXT, "chapters/ch-01/a.md": "# One\n\nSail.\n"})
+    with open_project(root) as p:
+        p.index()
+        got = p.enrich({"query": "Mina green lighthouse", "wantSearch": True, "maxChapter": 5})
+        free = p.enrich({"query": "Mina green lighthouse", "wantSearch": True})
+    assert "green eyes" in got["contextBlock"] and "green notebook" in got["contextBlock"]
+    assert "SPOILER" not in got["contextBlock"]
+    assert "SPOILER" in free["contextBlock"]  # (without a horizon the section is the file's to give)
+
+
+def test_a_piece_of_a_long_paragraph_still_fits_a_tight_budget(tmp_path: Path) -> None:
+    """The whole paragraph is tried first; when it does not fit, the piece that holds the answer is given (the
+    first version gave nothing under a 150-token budget)."""
+    line = _para("Sentence {} tells of the mill and its wheel turning slowly in the stream.", 14)
+    line += " The miller hides the silver ledger under the third stone."
+    root = make_project(tmp_path, {"mill.md": "# Mill\n\n" + line + "\n", "other.md": "# Other\n\nNothing here.\n"})
+    with open_project(root, chunking=SMALL_WINDOWS) as p:
+        p.index()
+        tight = p.enrich({"query": "silver ledger third stone", "wantSearch": True, "maxSearchTokens": 150})
+        roomy = p.enrich({"query": "silver ledger third stone", "wantSearch": True, "maxSearchTokens": 5000})
+    assert "silver ledger" in tight["contextBlock"] and 0 < tight["tokensUsed"] <= 150
+    assert "Sentence 0 tells" in roomy["contextBlock"]  # (room for the whole paragraph)

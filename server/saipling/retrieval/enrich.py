@@ -205,7 +205,7 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
             if not files[path].hidden:  # (a file made invisible since it was indexed is not named at all)
                 skipped[(path, "missing")] = None
             continue
-        wider = _whole_section(files[path], r, passage)
+        wider = _wider(files[path], r, passage)
         text, whole_lines, first, last = passage
         # (a passage under no heading: at line 1 the file's start, else a file without headings or the part of it
         # before the first one; a Bestiary passage at lines 25-30 was labelled "(start of file)")
@@ -215,17 +215,14 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
         else:
             heading = "(frontmatter)" if files[path].is_frontmatter(r) else unheaded
         span = _Span(first, last, text.rstrip(), [heading], whole_lines)
+        view = files[path]
+        sections = [(c.start_line, c.end_line, c.heading_path or "") for c in view.chunks if c.kind != "frontmatter"]
         added = None
-        if wider is not None:  # the whole small section when it fits, else the passage alone
-            added = ctx.add(
-                path,
-                dataclasses.replace(span, start=wider[0], end=wider[1], text=wider[2]),
-                files[path].lines or [],
-                budget,
-                files[path].indexed,
-            )
+        if wider is not None:  # the whole paragraph or small section when it fits, else the passage alone
+            wide = dataclasses.replace(span, start=wider[0], end=wider[1], text=wider[2], whole_lines=True)
+            added = ctx.add(path, wide, view.lines or [], budget, view.indexed, sections)
         if added is None or added < 0:
-            added = ctx.add(path, span, files[path].lines or [], budget, files[path].indexed)
+            added = ctx.add(path, span, view.lines or [], budget, view.indexed, sections)
         if added is None:
             continue  # already in the context (a chunk inside a section given before): nothing new
         if added < 0:
@@ -293,13 +290,20 @@ class _ContextBuilder:
         self.tokens = 0
 
     def add(
-        self, path: str, span: _Span, lines: list[str], budget: int, indexed: list[str] | None = None
+        self,
+        path: str,
+        span: _Span,
+        lines: list[str],
+        budget: int,
+        indexed: list[str] | None = None,
+        sections: list[tuple[int, int, str]] | None = None,
     ) -> int | None:
         """The tokens the passage adds (it is added); None when it adds nothing; -1 when it does not fit.
-        `indexed`: the file's lines as indexed (comments and link definitions blank: they do not part passages)."""
+        `indexed`: the file's lines as indexed (comments and link definitions blank: they do not part passages).
+        `sections`: the file's chunks as (first line, last line, heading path), for the lines between passages."""
         spans = self.files.get(path, [])
         for gaps in (True, False):  # the lines between nearby passages when they fit, else the passages alone
-            merged = _merge([*spans, span], lines, indexed, gaps)
+            merged = _merge([*spans, span], lines, indexed, sections if gaps else None)
             if [(x.start, x.end, x.text) for x in merged] == [(x.start, x.end, x.text) for x in spans]:
                 return None
             trial = dict(self.files)
@@ -314,23 +318,34 @@ class _ContextBuilder:
         return _render(self.files)
 
 
-def _merge(spans: list[_Span], lines: list[str], indexed: list[str] | None = None, gaps: bool = False) -> list[_Span]:
-    """Passages of one file in file order, those that overlap or touch (only blank lines between) as one; with
-    `gaps`, also those at most GAP_LINES / GAP_TOKENS apart, the lines between included."""
+def _merge(
+    spans: list[_Span],
+    lines: list[str],
+    indexed: list[str] | None = None,
+    sections: list[tuple[int, int, str]] | None = None,
+) -> list[_Span]:
+    """Passages of one file in file order, those that overlap or touch (only blank lines between) as one; with the
+    file's `sections` (its chunks' lines and heading paths), also those at most GAP_LINES / GAP_TOKENS apart whose
+    lines between lie in their own sections, those lines included."""
     blank = indexed if indexed is not None and len(indexed) == len(lines) else lines
 
     def joins(prev: _Span, sp: _Span) -> bool:
         between = range(prev.end + 1, sp.start)
         if sp.start <= prev.end + 1 + sum(1 for k in between if not blank[k - 1].strip()):
             return True
-        if not gaps or len(between) > GAP_LINES:
+        if sections is None or len(between) > GAP_LINES:
+            return False
+        # (only lines of the passages' own sections: another section between them, a setext `Chapter 21` past a
+        # spoiler horizon among them, is no missing part of either)
+        own = set(prev.headings) | set(sp.headings)
+        unheaded = any(h.startswith("(") for h in own)
+        crossed = {h for a, b, h in sections if a <= sp.start - 1 and b >= prev.end + 1}
+        if not all(h in own or (not h and unheaded) for h in crossed):
             return False
         gap = lines[prev.end : sp.start - 1]
-        # (within a section, or into the later passage's own: a heading between them must be on its path; the
-        # lines of a section neither passage is in are no missing part of either)
-        own = {part.strip() for h in sp.headings for part in h.split(" > ")}
         heads = [m.group(1).strip("#* ").strip() for line in gap if (m := _HEADING_RE.match(line))]
-        return all(h in own for h in heads) and estimate_tokens("\n".join(gap)) <= GAP_TOKENS
+        parts = {part.strip() for h in own for part in h.split(" > ")}
+        return all(h in parts for h in heads) and estimate_tokens("\n".join(gap)) <= GAP_TOKENS
 
     out: list[_Span] = []
     for sp in sorted(spans, key=lambda x: (x.start, x.end)):
@@ -405,11 +420,7 @@ def _passage(
     if not view.unchanged and indexed not in now:
         return None  # changed since it was indexed: the passage is gone or moved
     if len(now) > 1.5 * len(indexed) + 200:  # part of a paragraph written on one long line (or a few)
-        if estimate_tokens(now) > WHOLE_PARAGRAPH_TOKENS:
-            return text, False, a, b
-        # the whole paragraph: its piece alone lost what it leans on ("That animal companion will be one level
-        # lower..." without the sentence before it, of the same line)
-        return "\n".join(view.lines[a - 1 : b]), True, a, b
+        return text, False, a, b  # (its whole paragraph, when small: _wider)
     while a < b and not view.indexed[a - 1].strip():  # comments, link definitions at the ends
         a += 1
     while b > a and not view.indexed[b - 1].strip():
@@ -418,15 +429,19 @@ def _passage(
     return "\n".join([first, *view.lines[a:b]]), True, a, b
 
 
-def _whole_section(
-    view: _FileView, r: Mapping[str, Any], passage: tuple[str, bool, int, int]
-) -> tuple[int, int, str] | None:
-    """(first line, last line, text) of the passage's whole section when it is small (SECTION_TOKENS) and larger
-    than the passage: the run of the file's chunks around it under the same heading path. None for a frontmatter
-    or a piece of one long line, or when the file changed since it was indexed (its line ranges may not hold)."""
+def _wider(view: _FileView, r: Mapping[str, Any], passage: tuple[str, bool, int, int]) -> tuple[int, int, str] | None:
+    """(first line, last line, text) of more than the passage, tried first when it fits the budget: for a piece of
+    a paragraph written on one long line, the whole paragraph up to WHOLE_PARAGRAPH_TOKENS (the piece alone lost
+    the sentence it leaned on: "That animal companion will be one level lower..."); for a passage of whole lines,
+    its whole section when that is at most SECTION_TOKENS (the run of the file's chunks around it under the same
+    heading path). None for a frontmatter, or when the file changed since it was indexed (line ranges may not
+    hold)."""
     _text, whole_lines, first, last = passage
-    if not whole_lines or not view.unchanged or view.lines is None or view.indexed is None:
+    if not view.unchanged or view.lines is None or view.indexed is None or view.is_frontmatter(r):
         return None
+    if not whole_lines:
+        text = "\n".join(view.lines[first - 1 : last])
+        return (first, last, text) if estimate_tokens(text) <= WHOLE_PARAGRAPH_TOKENS else None
     body = [c for c in view.chunks if c.kind != "frontmatter"]
     at = next((i for i, c in enumerate(body) if c.start_line == r["startLine"] and c.preview == r["preview"]), None)
     if at is None:
