@@ -863,7 +863,7 @@ def test_a_list_of_paths_in_the_settings_is_read_as_exclusions(tmp_path: Path) -
         warnings = json.dumps(p.status()["warnings"])
     assert found == {"notes/public.md"}
     assert "4711" not in context and "hid the code" not in context
-    assert "lists paths" in warnings
+    assert "names paths" in warnings
 
 
 MINA_SETEXT = """---
@@ -912,3 +912,29 @@ def test_a_piece_of_a_long_paragraph_still_fits_a_tight_budget(tmp_path: Path) -
         roomy = p.enrich({"query": "silver ledger third stone", "wantSearch": True, "maxSearchTokens": 5000})
     assert "silver ledger" in tight["contextBlock"] and 0 < tight["tokensUsed"] <= 150
     assert "Sentence 0 tells" in roomy["contextBlock"]  # (room for the whole paragraph)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"exclude": "secret/"},
+        {"exclude": {"secret/": "exclude"}},
+        {"force": {"secret/": "force"}},
+        {"exclude": ["secret/"]},
+    ],
+)
+def test_any_shape_that_names_a_path_excludes_it(tmp_path: Path, settings: dict) -> None:
+    """A string or object under a mode's name excluded nothing (only a warning); every path another shape names
+    is excluded (fail closed), as a list's were."""
+    root = make_project(
+        tmp_path,
+        {
+            ".context_settings.json": json.dumps(settings),
+            "secret/plan.md": "# Plan\n\nThe lighthouse code is 4711.\n",
+            "notes/public.md": "# Public\n\nThe lighthouse stands on the cliff.\n",
+        },
+    )
+    with open_project(root) as p:
+        p.index()
+        found = {r["filePath"] for r in p.search({"query": "lighthouse code", "maxResults": 10})["results"]}
+    assert found == {"notes/public.md"}

@@ -287,12 +287,20 @@ def _parse(text: str, root: Path | None = None) -> _Parsed:
             parsed.notes.append(f"{k} has an unknown mode {shown:.40} (treated as exclude)")
             mode = "exclude"
         parsed.add(str(k), mode, root)
-        if isinstance(v, list):  # `{"exclude": ["secret/"]}`: another shape, but the paths it lists are meant
-            listed = [x for x in v if isinstance(x, str) and x.strip()]  # (whatever the key: fail closed)
-            if listed:
-                parsed.notes.append(f'{k} lists paths: each is treated as excluded (write "path": "exclude")')
-            for path in listed:
-                parsed.add(path, "exclude", root)
+        # other shapes name paths too (`{"exclude": ["secret/"]}`, `{"exclude": "secret/"}`, `{"exclude":
+        # {"secret/": "exclude"}}`): each path they name is excluded, whatever the key or inner mode (fail closed)
+        if isinstance(v, _Pairs):  # (an object: a list of pairs, so before lists)
+            listed = [str(inner) for inner, _mode in v if str(inner).strip()]
+        elif isinstance(v, list):
+            listed = [x for x in v if isinstance(x, str) and x.strip()]
+        elif mode == "exclude" and isinstance(v, str) and str(k).strip().lower() in MODES:
+            listed = [v]
+        else:
+            listed = []
+        if listed:
+            parsed.notes.append(f'{k} names paths: each is treated as excluded (write "path": "exclude")')
+        for path in listed:
+            parsed.add(path, "exclude", root)
     return parsed
 
 
