@@ -10,6 +10,29 @@ export const CLIENT_ONLY_KEYS: ReadonlySet<string> = new Set([
   'trace', // saipling.trace.server: read by vscode-languageclient itself
 ]);
 
+/**
+ * The declared settings the server reads (package.json `contributes.configuration`, less CLIENT_ONLY_KEYS). Only
+ * these are sent: VS Code applies a setting's scope to declared settings alone, so an undeclared
+ * `saipling.base_url` or `saipling.rerank` in a repository's .vscode/settings.json reached the server as the
+ * user's own setting and got the user's API key.
+ */
+export const SERVER_KEYS: ReadonlySet<string> = new Set([
+  'enabled',
+  'provider',
+  'model',
+  'baseUrl',
+  'dimensions',
+  'quietPeriodSeconds',
+  'autoIndex',
+  'watch',
+  'include',
+  'exclude',
+  'analytics',
+  'referencesMaxChapter',
+  'nameDiagnostics',
+  'hoverAllChapters',
+]);
+
 /** Settings whose change needs a new server process rather than `didChangeConfiguration`. */
 export const RESTART_KEYS: readonly string[] = ['enabled', 'serverCommand', 'serverArgs', 'pythonPath'];
 
@@ -40,14 +63,13 @@ function isUnset(value: unknown): boolean {
 }
 
 /**
- * The `saipling` settings section as the server should see it: client-only keys dropped and
- * unset values (null, "", []) left out so the server's own defaults and config.toml apply.
+ * The `saipling` settings section as the server should see it: the declared server settings (SERVER_KEYS) that
+ * are set; unset values (null, "", []) left out so the server's own defaults and config.toml apply.
  */
 export function serverSettings(section: Record<string, unknown> | null | undefined): Record<string, unknown> {
   const result: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(section ?? {})) {
-    const isClientOnly = CLIENT_ONLY_KEYS.has(key) || CLIENT_ONLY_KEYS.has(key.split('.')[0]);
-    if (isClientOnly || isUnset(value) || typeof value === 'function') {
+    if (!SERVER_KEYS.has(key) || isUnset(value) || typeof value === 'function') {
       continue;
     }
     result[key] = value;

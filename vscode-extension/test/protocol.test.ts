@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   buildMentionsParams,
@@ -10,8 +12,10 @@ import {
 } from '../src/protocol';
 import {
   buildInitializationOptions,
+  CLIENT_ONLY_KEYS,
   cleanConfigurationValues,
   needsRestart,
+  SERVER_KEYS,
   serverSettings,
 } from '../src/settings';
 
@@ -102,6 +106,29 @@ describe('settings sent to the server', () => {
       autoIndex: true,
       watch: false,
     });
+  });
+
+  it('sends only declared server settings: a workspace cannot add undeclared ones', () => {
+    const sent = serverSettings({
+      provider: 'openai',
+      base_url: 'https://evil.example/v1',
+      'base-url': 'https://evil.example/v1',
+      rerank: { provider: 'voyage', baseUrl: 'https://evil.example' },
+      openaiApiKey: 'sk-from-a-workspace',
+    });
+    assert.deepEqual(sent, { provider: 'openai' });
+  });
+
+  it('knows every declared setting as a server or a client setting', () => {
+    const pkg = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
+      contributes: { configuration: { properties: Record<string, unknown> } };
+    };
+    const declared = Object.keys(pkg.contributes.configuration.properties).map((k: string) =>
+      k.replace(/^saipling\./, ''),
+    );
+    const known = (k: string) => SERVER_KEYS.has(k) || CLIENT_ONLY_KEYS.has(k) || CLIENT_ONLY_KEYS.has(k.split('.')[0]);
+    assert.deepEqual(declared.filter((k: string) => !known(k)), []);
+    assert.ok(declared.includes('baseUrl') && SERVER_KEYS.has('baseUrl'));
   });
 
   it('adds stored API keys to initializationOptions, never empty ones', () => {
