@@ -46,6 +46,12 @@ def test_toml_frontmatter_feeds_the_metadata_as_yaml_does() -> None:
         ('+++\nvisibility = ["public"]\n+++\nbody\n', "private"),
         ('+++  \r\nvisibility = "private"\r\n+++ \r\nbody\r\n', "private"),
         ('+++\ntitle = "t"\n+++\nbody\n', "public"),
+        # Hugo's custom front matter lives under `params` (the review of session 24: it was public)
+        ('+++\ntitle = "t"\n[params]\nvisibility = "private"\n+++\nbody\n', "private"),
+        ('+++\nparams.visibility = "private"\n+++\nbody\n', "private"),
+        ("---\nparams:\n  visibility: private\n---\nbody\n", "private"),
+        ('+++\nvisibility = "public"\n[Params]\nVisibility = "team"\n+++\nbody\n', "team"),
+        ("---\nparams:\n  colour: red\n---\nbody\n", "public"),
     ],
 )
 def test_toml_visibility_levels(text: str, level: str) -> None:

@@ -90,8 +90,10 @@ def slugify(value: str) -> str:
 # Bumped when the rules that read a file's metadata change (its visibility above all): the indexer re-reads every
 # file of an index written under other rules (IndexContext.chunking_signature), so no file keeps a level read the old
 # way. 4: a chapter number read from the file's own name (`chapter-21.md`) as well as its folders and frontmatter.
-# 5: `visibility:` with no value (null, `~`) is private. 6: TOML frontmatter (`+++` lines, Hugo) is read.
+# 5: `visibility:` with no value (null, `~`) is private. 6: TOML frontmatter (`+++` lines, Hugo) is read, and a
+# `visibility` under `params` (Hugo's custom front matter) counts.
 METADATA_VERSION = 6
+PARAMS_KEY = "params"  # Hugo keeps a page's own front matter keys under `params`: a `visibility` there counts too
 PRIVATE = "private"  # the level a file gets when its frontmatter cannot be read (config/visibility.py: fail closed)
 _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
 YAML_FENCE = "---"
@@ -187,6 +189,9 @@ def _read_toml(fm_text: str, body_start: int, rel_path: str) -> Frontmatter:
         shown = _TOML_LINE_RE.sub(lambda m: f"(line {int(m.group(1)) + 1}, column {m.group(2)})", str(exc))
         return _broken(rel_path, f"malformed TOML frontmatter ({shown}); indexed as plain text")
     levels = [_level_of_value(value) for key, value in data.items() if _fold_key(key) == "visibility"]
+    for key, value in data.items():  # Hugo's custom front matter: `[params]` / `params.visibility = ...`
+        if _fold_key(key) == PARAMS_KEY and isinstance(value, dict):
+            levels += [_level_of_value(v) for k, v in value.items() if _fold_key(k) == "visibility"]
     return Frontmatter(data, body_start, None, _strictest(levels) if levels else None)
 
 
@@ -267,15 +272,22 @@ def _load_yaml(fm_text: str) -> tuple[Any, str | None]:
     # (merge keys `<<` are flattened into node.value by the construction)
     if isinstance(node, yaml.MappingNode):
         levels = [_level_of(value) for key, value in node.value if _is_visibility(key)]
+        for key, value in node.value:  # Hugo's custom front matter: `params: {visibility: private}`
+            if _is_key(key, PARAMS_KEY) and isinstance(value, yaml.MappingNode):
+                levels += [_level_of(v) for k, v in value.value if _is_visibility(k)]
         if levels:
             level = _strictest(levels)
     return data, level
 
 
-def _is_visibility(key: Any) -> bool:
+def _is_key(key: Any, name: str) -> bool:
     import yaml
 
-    return isinstance(key, yaml.ScalarNode) and key.tag == _YAML_STR and _fold_key(key.value) == "visibility"
+    return isinstance(key, yaml.ScalarNode) and key.tag == _YAML_STR and _fold_key(key.value) == name
+
+
+def _is_visibility(key: Any) -> bool:
+    return _is_key(key, "visibility")
 
 
 def _level_of(node: Any) -> str:
