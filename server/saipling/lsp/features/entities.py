@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 MAX_DOCUMENT_SYMBOLS = 5000
 # the outlines of the last few document texts (by folder, path, text digest and the file's own entity)
 _OUTLINES: collections.OrderedDict[tuple[Any, ...], list[entities.OutlineItem]] = collections.OrderedDict()
-_OUTLINE_LOCK = threading.Lock()
+_OUTLINE_LOCK = threading.Lock()  # (guards the two dicts only)
+_PARSING: dict[tuple[Any, ...], threading.Lock] = {}  # a text being parsed: its lock, for those asking meanwhile
 
 if TYPE_CHECKING:
     from ..server import SaiplingServer
@@ -157,11 +158,18 @@ def document_symbol(ls: SaiplingServer, p: types.DocumentSymbolParams) -> list[t
         key = (folder.uri, rel, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(), entity)
         with _OUTLINE_LOCK:  # (an editor's outline, breadcrumbs and sticky scroll ask at once: one parse for them)
             items = _OUTLINES.get(key)
-            if items is None:
-                items = entities.capped(entities.outline(text, entity), MAX_DOCUMENT_SYMBOLS)
-                _OUTLINES[key] = items
-                while len(_OUTLINES) > 8:
-                    _OUTLINES.popitem(last=False)
+            parsing = _PARSING.setdefault(key, threading.Lock()) if items is None else None
+        if parsing is not None:
+            with parsing:  # (another text's outline is not held up: one lock a text)
+                with _OUTLINE_LOCK:
+                    items = _OUTLINES.get(key)
+                if items is None:
+                    items = entities.capped(entities.outline(text, entity), MAX_DOCUMENT_SYMBOLS)
+                    with _OUTLINE_LOCK:
+                        _OUTLINES[key] = items
+                        _PARSING.pop(key, None)
+                        while len(_OUTLINES) > 8:
+                            _OUTLINES.popitem(last=False)
     return convert.outline_symbols(items, text.split("\n"), ls.workspace.position_codec)
 
 
