@@ -921,6 +921,9 @@ def test_a_piece_of_a_long_paragraph_still_fits_a_tight_budget(tmp_path: Path) -
         {"exclude": {"secret/": "exclude"}},
         {"force": {"secret/": "force"}},
         {"exclude": ["secret/"]},
+        {"exclude": [{"path": "secret/"}]},  # (any depth: the re-review of session 24)
+        {"exclude": {"paths": ["secret/"]}},
+        {"exclude": [["secret/"]]},
     ],
 )
 def test_any_shape_that_names_a_path_excludes_it(tmp_path: Path, settings: dict) -> None:
@@ -938,3 +941,26 @@ def test_any_shape_that_names_a_path_excludes_it(tmp_path: Path, settings: dict)
         p.index()
         found = {r["filePath"] for r in p.search({"query": "lighthouse code", "maxResults": 10})["results"]}
     assert found == {"notes/public.md"}
+
+
+def test_a_heading_alone_between_two_passages_keeps_them_apart() -> None:
+    """A setext heading whose section holds nothing has no chunk of its own: the chunk sections alone let the lines
+    between two passages of one section cross it (`Chapter 21: Mina betrays the crew`, the re-review of session
+    24). The passages stay two."""
+    from saipling.retrieval.enrich import _merge, _Span
+
+    lines = [
+        "# Mina",
+        "## Habits",
+        "Mina keeps the lighthouse lamp burning every night.",
+        "",
+        "Chapter 21: Mina betrays the crew",
+        "----------",
+        "## Habits",
+        "Mina writes in her green notebook at the lighthouse.",
+    ]
+    a = _Span(3, 3, lines[2], ["Mina > Habits"], True)
+    b = _Span(8, 8, lines[7], ["Mina > Habits"], True)
+    merged = _merge([a, b], lines, None, [(1, 3, "Mina > Habits"), (7, 8, "Mina > Habits")])
+    assert [(s.start, s.end) for s in merged] == [(3, 3), (8, 8)]
+    assert not any("betrays" in s.text for s in merged)

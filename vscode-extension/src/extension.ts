@@ -38,6 +38,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<Sessio
   return session;
 }
 
+/** The `saipling.*` values the user set in their own (global) settings, not a workspace's. */
+function userSettings(): Record<string, unknown> {
+  const config = vscode.workspace.getConfiguration('saipling');
+  const merged = vscode.workspace.getConfiguration().get<Record<string, unknown>>('saipling') ?? {};
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(merged)) {
+    const value = config.inspect(key)?.globalValue;
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
+}
+
 async function startClient(context: vscode.ExtensionContext, output: vscode.OutputChannel, statusBar: StatusBar) {
   const config = vscode.workspace.getConfiguration('saipling');
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
@@ -49,14 +61,14 @@ async function startClient(context: vscode.ExtensionContext, output: vscode.Outp
     documentSelector: [{ scheme: 'file', language: 'markdown' }],
     synchronize: { configurationSection: 'saipling' },
     initializationOptions: buildInitializationOptions(
-      vscode.workspace.getConfiguration().get('saipling'), await readApiKeys(context.secrets)),
+      vscode.workspace.getConfiguration().get('saipling'), await readApiKeys(context.secrets), userSettings()),
     outputChannel: output,
     middleware: {
       handleWorkDoneProgress: (token, params, next) => { statusBar.onProgress(token, params); next(token, params); },
       // The server gets only its own keys, without the unset (null/empty) ones.
       workspace: { configuration: async (params, token, next) => {
         const values = await next(params, token);
-        return Array.isArray(values) ? cleanConfigurationValues(params.items, values) : values;
+        return Array.isArray(values) ? cleanConfigurationValues(params.items, values, userSettings()) : values;
       } },
     },
   };

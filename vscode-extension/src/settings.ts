@@ -11,10 +11,11 @@ export const CLIENT_ONLY_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * The declared settings the server reads (package.json `contributes.configuration`, less CLIENT_ONLY_KEYS). Only
- * these are sent: VS Code applies a setting's scope to declared settings alone, so an undeclared
- * `saipling.base_url` or `saipling.rerank` in a repository's .vscode/settings.json reached the server as the
- * user's own setting and got the user's API key.
+ * The declared settings the server reads (package.json `contributes.configuration`, less CLIENT_ONLY_KEYS): sent
+ * as VS Code resolves them (each by its scope). Any other `saipling.*` key the server reads (modelPath, rerank,
+ * defaultRole, store...: docs/configuration.md) is sent from the user's own settings only: VS Code applies a
+ * scope to declared settings alone, so an undeclared `saipling.base_url` or `saipling.rerank` in a repository's
+ * .vscode/settings.json reached the server as the user's setting and got the user's API key.
  */
 export const SERVER_KEYS: ReadonlySet<string> = new Set([
   'enabled',
@@ -66,10 +67,20 @@ function isUnset(value: unknown): boolean {
  * The `saipling` settings section as the server should see it: the declared server settings (SERVER_KEYS) that
  * are set; unset values (null, "", []) left out so the server's own defaults and config.toml apply.
  */
-export function serverSettings(section: Record<string, unknown> | null | undefined): Record<string, unknown> {
+export function serverSettings(
+  section: Record<string, unknown> | null | undefined,
+  user: Record<string, unknown> | null | undefined = undefined,
+): Record<string, unknown> {
   const result: Record<string, unknown> = {};
+  const isClientOnly = (key: string) => CLIENT_ONLY_KEYS.has(key) || CLIENT_ONLY_KEYS.has(key.split('.')[0]);
   for (const [key, value] of Object.entries(section ?? {})) {
     if (!SERVER_KEYS.has(key) || isUnset(value) || typeof value === 'function') {
+      continue;
+    }
+    result[key] = value;
+  }
+  for (const [key, value] of Object.entries(user ?? {})) {
+    if (SERVER_KEYS.has(key) || isClientOnly(key) || isUnset(value) || typeof value === 'function') {
       continue;
     }
     result[key] = value;
@@ -81,8 +92,9 @@ export function serverSettings(section: Record<string, unknown> | null | undefin
 export function buildInitializationOptions(
   section: Record<string, unknown> | null | undefined,
   keys: ApiKeys = {},
+  user: Record<string, unknown> | null | undefined = undefined,
 ): Record<string, unknown> {
-  const options = serverSettings(section);
+  const options = serverSettings(section, user);
   for (const provider of API_KEY_PROVIDERS) {
     const key = keys[provider.optionKey];
     if (key !== undefined && key.trim() !== '') {
@@ -101,10 +113,11 @@ export function needsRestart(affects: (setting: string) => boolean): boolean {
 export function cleanConfigurationValues(
   items: readonly { section?: string | null }[],
   values: readonly unknown[],
+  user: Record<string, unknown> | null | undefined = undefined,
 ): unknown[] {
   return values.map((value, i) =>
     items[i]?.section === 'saipling' && typeof value === 'object' && value !== null
-      ? serverSettings(value as Record<string, unknown>)
+      ? serverSettings(value as Record<string, unknown>, user)
       : value,
   );
 }

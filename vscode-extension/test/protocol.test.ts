@@ -119,6 +119,16 @@ describe('settings sent to the server', () => {
     assert.deepEqual(sent, { provider: 'openai' });
   });
 
+  it("sends the server's other settings from the user's own settings only", () => {
+    const workspace = { provider: 'local', modelPath: '/repo/model', defaultRole: 'author', base_url: 'https://evil.example' };
+    const user = { modelPath: '/home/me/model', rerank: { provider: 'local' }, serverCommand: 'x', maxResults: 5 };
+    assert.deepEqual(serverSettings(workspace, user), {
+      provider: 'local',
+      modelPath: '/home/me/model',
+      rerank: { provider: 'local' },
+    });
+  });
+
   it('knows every declared setting as a server or a client setting', () => {
     const pkg = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
       contributes: { configuration: { properties: Record<string, unknown> } };

@@ -10,6 +10,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..paths import Glob, glob_matches, nfc, normalise_rel
 
@@ -272,6 +273,18 @@ class _Parsed:
         self.sources[key] += [r for r in rels if r not in self.sources[key]]
 
 
+def _named(value: Any, depth: int = 0) -> list[str]:
+    """Every string a JSON value holds, an object's keys included (`{"paths": ["secret/"]}` names `paths` and
+    `secret/`: excluding both is the closed side); deep nesting is cut at 50 levels."""
+    if isinstance(value, str):
+        return [value]
+    if depth > 50 or not isinstance(value, list):
+        return []
+    if isinstance(value, _Pairs):
+        return [x for key, inner in value for x in (str(key), *_named(inner, depth + 1))]
+    return [x for inner in value for x in _named(inner, depth + 1)]
+
+
 def _parse(text: str, root: Path | None = None) -> _Parsed:
     """The modes of a settings file's text, and notes on entries read in the strict way (an unknown mode is
     `exclude`; a path given twice keeps its strictest mode; see `_exclusion_forms`). ValueError when it is not a
@@ -289,12 +302,10 @@ def _parse(text: str, root: Path | None = None) -> _Parsed:
         parsed.add(str(k), mode, root)
         # other shapes name paths too (`{"exclude": ["secret/"]}`, `{"exclude": "secret/"}`, `{"exclude":
         # {"secret/": "exclude"}}`): each path they name is excluded, whatever the key or inner mode (fail closed)
-        if isinstance(v, _Pairs):  # (an object: a list of pairs, so before lists)
-            listed = [str(inner) for inner, _mode in v if str(inner).strip()]
-        elif isinstance(v, list):
-            listed = [x for x in v if isinstance(x, str) and x.strip()]
+        if isinstance(v, list):  # (objects and lists, at any depth: every key and string they hold)
+            listed = [x for x in _named(v) if x.strip() and x.strip().lower() not in MODES]
         elif mode == "exclude" and isinstance(v, str) and str(k).strip().lower() in MODES:
-            listed = [v]
+            listed = [v] if v.strip().lower() not in MODES else []
         else:
             listed = []
         if listed:

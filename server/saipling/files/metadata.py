@@ -90,9 +90,9 @@ def slugify(value: str) -> str:
 # Bumped when the rules that read a file's metadata change (its visibility above all): the indexer re-reads every
 # file of an index written under other rules (IndexContext.chunking_signature), so no file keeps a level read the old
 # way. 4: a chapter number read from the file's own name (`chapter-21.md`) as well as its folders and frontmatter.
-# 5: `visibility:` with no value (null, `~`) is private. 6: TOML frontmatter (`+++` lines, Hugo) is read, and a
-# `visibility` under `params` (Hugo's custom front matter) counts.
-METADATA_VERSION = 6
+# 5: `visibility:` with no value (null, `~`) is private. 6: TOML frontmatter (`+++` lines, Hugo) is read.
+# 7: a `visibility` under `params` (Hugo's custom front matter) counts.
+METADATA_VERSION = 7
 PARAMS_KEY = "params"  # Hugo keeps a page's own front matter keys under `params`: a `visibility` there counts too
 PRIVATE = "private"  # the level a file gets when its frontmatter cannot be read (config/visibility.py: fail closed)
 _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")

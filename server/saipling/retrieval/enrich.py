@@ -216,7 +216,12 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
             heading = "(frontmatter)" if files[path].is_frontmatter(r) else unheaded
         span = _Span(first, last, text.rstrip(), [heading], whole_lines)
         view = files[path]
-        sections = [(c.start_line, c.end_line, c.heading_path or "") for c in view.chunks if c.kind != "frontmatter"]
+        # (the chunks' lines hold only while the file is as indexed: else no lines between passages are added)
+        sections = (
+            [(c.start_line, c.end_line, c.heading_path or "") for c in view.chunks if c.kind != "frontmatter"]
+            if view.unchanged
+            else None
+        )
         added = None
         if wider is not None:  # the whole paragraph or small section when it fits, else the passage alone
             wide = dataclasses.replace(span, start=wider[0], end=wider[1], text=wider[2], whole_lines=True)
@@ -344,6 +349,12 @@ def _merge(
             return False
         gap = lines[prev.end : sp.start - 1]
         heads = [m.group(1).strip("#* ").strip() for line in gap if (m := _HEADING_RE.match(line))]
+        # (a setext heading: a line of `=` or `-` under text; a section of a heading alone has no chunk of its own)
+        heads += [
+            gap[i - 1].strip("#* ").strip()
+            for i in range(1, len(gap))
+            if _SETEXT_RE.match(gap[i]) and gap[i - 1].strip()
+        ]
         parts = {part.strip() for h in own for part in h.split(" > ")}
         return all(h in parts for h in heads) and estimate_tokens("\n".join(gap)) <= GAP_TOKENS
 
@@ -493,6 +504,7 @@ class _FileView:
         )
 
 
+_SETEXT_RE = re.compile(r"^ {0,3}(=+|-+)\s*$")
 _HEADING_RE = re.compile(r"^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _SENTENCE_END_RE = re.compile(r"[.!?…。！？][\"'”’»)\]]*\s+$")
 
