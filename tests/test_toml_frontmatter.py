@@ -187,3 +187,20 @@ async def test_an_agent_neither_finds_nor_gets_a_private_hugo_file(tmp_path: Pat
         assert "not visible" in await error(session, "get", {"path": "diary.md"})
         assert "not visible" in await error(session, "get", {"path": "broken.md"})
         assert await paths(session, "OPENWORD", mode="lexical") == ["open.md"]
+
+
+@pytest.mark.parametrize(
+    ("text", "level"),
+    [
+        ('{\n  "title": "x",\n  "visibility": "private"\n}\n# X\n', "private"),
+        ('{\n  "params": {"visibility": "team"}\n}\nbody\n', "team"),
+        ('{\n  "visibility": "private",\n}\nbody\n', "private"),  # (not JSON: it cannot be read, fail closed)
+        ('\ufeff{\n"visibility": "private"\n}\nbody\n', "private"),
+        ('{\n  "title": "x"\n}\nbody\n', "public"),
+        ('# Title\n\n{"visibility": "private"}\n', "public"),  # (not at the top: prose)
+    ],
+)
+def test_json_front_matter_is_not_read_but_its_visibility_applies(text: str, level: str) -> None:
+    """Hugo's JSON front matter (`{...}` at the top) named a private level nobody read: the file was public (the
+    re-review of session 24)."""
+    assert extract_metadata("a.md", text).visibility == level

@@ -91,7 +91,7 @@ def slugify(value: str) -> str:
 # file of an index written under other rules (IndexContext.chunking_signature), so no file keeps a level read the old
 # way. 4: a chapter number read from the file's own name (`chapter-21.md`) as well as its folders and frontmatter.
 # 5: `visibility:` with no value (null, `~`) is private. 6: TOML frontmatter (`+++` lines, Hugo) is read.
-# 7: a `visibility` under `params` (Hugo's custom front matter) counts.
+# 7: a `visibility` under `params` (Hugo's custom front matter) counts, and one in JSON front matter (`{...}`).
 METADATA_VERSION = 7
 PARAMS_KEY = "params"  # Hugo keeps a page's own front matter keys under `params`: a `visibility` there counts too
 PRIVATE = "private"  # the level a file gets when its frontmatter cannot be read (config/visibility.py: fail closed)
@@ -203,6 +203,8 @@ _DISPLACED_RE = re.compile(r"[\s\ufeff\u200b\u200c\u200d\u2060]+(?=---|\+\+\+)")
 def _displaced(text: str, rel_path: str) -> Frontmatter:
     """No frontmatter; but a `---` (or `+++`) block below blank lines (a line or a BOM put above the fence) still
     says who may see the file: a level it names other than public, or that cannot be read, applies (fail closed)."""
+    if text.lstrip(_BLANKS).startswith("{"):
+        return _json_block(text.lstrip(_BLANKS), rel_path)
     m = _DISPLACED_RE.match(text)
     if m is None:
         return Frontmatter({}, 1)
@@ -211,6 +213,37 @@ def _displaced(text: str, rel_path: str) -> Frontmatter:
         return Frontmatter({}, 1)
     warning = _warn(rel_path, "a frontmatter block below the first line is not read, but its visibility applies")
     return Frontmatter({}, 1, warning, block.visibility, broken=True)
+
+
+_BLANKS = " \t\r\n\f\v\ufeff\u200b\u200c\u200d\u2060\u00a0"
+
+
+def _json_block(text: str, rel_path: str) -> Frontmatter:
+    """Hugo's JSON front matter (a `{` ... `}` object at the top of the file) is not read as front matter, but the
+    level it names applies: `visibility` at the top or under `params` other than public, or a block that mentions
+    visibility and cannot be read (private). Fail closed."""
+    import json
+
+    lines = _LINE_BREAK_RE.split(text) if "\r" in text else text.split("\n")
+    end = next((i for i, line in enumerate(lines) if line.strip() == "}"), None)
+    block = "\n".join(lines[: end + 1]) if end is not None else text
+    if "visibility" not in _fold_key(block):
+        return Frontmatter({}, 1)
+    try:
+        data = json.loads(block) if end is not None else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return _broken(rel_path, "a JSON front matter block that names a visibility cannot be read")
+    levels = [_level_of_value(v) for k, v in data.items() if _fold_key(k) == "visibility"]
+    for k, v in data.items():
+        if _fold_key(k) == PARAMS_KEY and isinstance(v, dict):
+            levels += [_level_of_value(x) for key, x in v.items() if _fold_key(key) == "visibility"]
+    level = _strictest(levels) if levels else None
+    if level in (None, "public"):
+        return Frontmatter({}, 1)
+    warning = _warn(rel_path, "JSON front matter is not read, but the visibility it names applies")
+    return Frontmatter({}, 1, warning, level, broken=True)
 
 
 def _odd_fence(lines: list[str], rel_path: str) -> Frontmatter:
