@@ -428,3 +428,20 @@ async def test_oversized_lists_and_names_are_clear_errors_that_do_not_show_where
         message = await error(session, "enrich_context", {"query": "lantern harbour", "skill": "nosuchskill"})
         assert "nosuchskill" in message and str(tmp_path) not in message
         assert await paths(session, "lantern")  # the server goes on
+
+
+async def test_status_lists_the_types_an_agent_can_filter_by_and_only_those_it_may_see(tmp_path: Path) -> None:
+    """An agent could not know what `filter.entityTypes` takes (a rules vault's `document` against its monsters'
+    `giant`...): status lists the types of the files it may see, with how many; a private or excluded file's type
+    is not among them (the agent trial of session 24)."""
+    root = retrieval_project(tmp_path)
+    write_file(root, "monsters/ogre.md", "---\ntype: giant\n---\n# Ogre\n\nAn ogre with a club.\n")
+    write_file(root, "monsters/troll.md", "---\ntype: Giant\n---\n# Troll\n\nA troll under the bridge.\n")
+    write_file(root, "secret/twist.md", "---\ntype: twist\n---\n# Twist\n\nThe butler.\n")
+    write_file(root, "diary/entry.md", "---\ntype: confession\nvisibility: private\n---\n# Entry\n\nI did it.\n")
+    write_file(root, ".context_settings.json", json.dumps({"secret/": "exclude"}))
+    async with mcp_session(root) as session:
+        types = (await call(session, "status"))["entityTypes"]
+        found = await paths(session, "ogre troll club bridge", filter={"entityTypes": ["giant"]})
+    assert types.get("giant") == 2 and "twist" not in types and "confession" not in types
+    assert sorted(found) == ["monsters/ogre.md", "monsters/troll.md"]

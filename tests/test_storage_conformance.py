@@ -865,3 +865,18 @@ def test_one_writer_at_a_time(store: IndexStore) -> None:
     with store.writer_lock(wait=False) as again:  # released
         assert again is not None
     assert store.other_run() is None  # (our own run is not another's)
+
+
+def test_entity_type_counts_count_files_of_each_type_the_filter_passes(store: IndexStore) -> None:
+    """What an agent may filter `entityTypes` by (the MCP status tool): files, not chunks, per type, lowercased;
+    only those the filter passes (a private file's type is not counted for a public role)."""
+    put(store, "m/giant.md", "a hill giant", "its club", entity_type="Giant", visibility="public")
+    put(store, "m/ogre.md", "an ogre", entity_type="giant", visibility="public")
+    put(store, "rules/flee.md", "fleeing", entity_type="document", visibility="public")
+    put(store, "secret/plot.md", "the twist", entity_type="twist", visibility="private")
+    assert store.entity_type_counts() == {"giant": 2, "document": 1, "twist": 1}
+    assert store.entity_type_counts(ChunkFilter(visibility=["public"])) == {"giant": 2, "document": 1}
+    assert store.entity_type_counts(ChunkFilter(visibility=["public"], exclude_paths=["m/ogre.md"])) == {
+        "giant": 1,
+        "document": 1,
+    }

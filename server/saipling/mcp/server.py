@@ -141,6 +141,7 @@ STATUS_OUTPUT: dict[str, Any] = {
         "provider": {"type": "string"},
         "isIndexing": {"type": "boolean"},
         "degraded": _OPTIONAL_STR,
+        "entityTypes": {"type": "object", "additionalProperties": {"type": "integer"}},
     },
     "required": ["root", "totalFiles", "totalChunks", "provider", "isIndexing"],
 }
@@ -296,8 +297,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Index status",
         "Report what the search index holds: project root, number of files and chunks, how many chunks have "
         "embeddings, the embedding provider and model, when it last indexed, whether indexing is running, and "
-        "`degraded` (why search is keyword-only, if it is). Use it when search results look incomplete or "
-        "empty, to tell whether the project is still being indexed.",
+        "`degraded` (why search is keyword-only, if it is), and `entityTypes`: the file types you can filter "
+        "search by (filter.entityTypes) with how many files each. Use it when search results look incomplete or "
+        "empty, to tell whether the project is still being indexed, or to learn the types before filtering.",
         StatusParams,
         (),
         STATUS_OUTPUT,
@@ -476,7 +478,17 @@ class McpFace:
         status.pop("excludedFiles", None)  # (how many files the author keeps from agents is the author's)
         if isinstance(status.get("progress"), dict):  # the file being read may be one the agent may not see
             status["progress"]["currentFile"] = None
+        status["entityTypes"] = self._entity_types()
         return status
+
+    def _entity_types(self) -> dict[str, int]:
+        """The `entityTypes` an agent can filter by: each type of the files it may see, and how many (a rules vault's
+        `document`, its monsters' `giant`, `dragon`...)."""
+        from ..retrieval.search import SearchRequest, build_filter
+
+        flt = build_filter(self.project, SearchRequest(query="", role=self.role, respect_context_settings=True))
+        counts = self.project.store.entity_type_counts(flt)
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _agent_warnings(warnings: list[Any]) -> list[Any]:

@@ -64,7 +64,8 @@ class SearchFilter(BaseModel):
     entity_types: list[str] | None = Field(
         None,
         max_length=MAX_TYPES,
-        description="Only files of these types: frontmatter `type` (e.g. decision, person, character).",
+        description="Only files of these types: frontmatter `type` (e.g. decision, person, character; `document` "
+        "for files without one). The MCP `status` tool lists the types there are.",
     )
     file_types: list[str] | None = Field(
         None,

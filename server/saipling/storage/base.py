@@ -766,6 +766,11 @@ class ChunkStore(Protocol):
         ordered by path, chunk_index."""
         ...
 
+    def entity_type_counts(self, flt: ChunkFilter | None = None) -> dict[str, int]:
+        """{entity type (lowercased, `document` when none): number of files of that type} over the files with a
+        chunk passing `flt` (what an agent may filter `entityTypes` by)."""
+        ...
+
     def entity_chunks(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
         """For each file whose display_name or entity_name equals `name` (ASCII case ignored), or one of whose
         aliases does: the id of its first chunk (by chunk_index) passing `flt`, a chunk of kind 'frontmatter'

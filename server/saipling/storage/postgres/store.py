@@ -1200,6 +1200,15 @@ class PostgresStore:
         best = max(level.values(), default=0)
         return [i for i, v in level.items() if v and v == best]
 
+    def entity_type_counts(self, flt: Any = None) -> dict[str, int]:
+        where, params = self._where(flt)
+        rows = self._rows(
+            "SELECT lower(coalesce(nullif(trim(c.entity_type), ''), 'document')), count(DISTINCT c.path)"
+            f" FROM chunks c WHERE c.ws = %s AND {where} GROUP BY 1",
+            [self.ws, *params],
+        )
+        return {str(t): int(n) for t, n in rows}
+
     def entity_chunks(self, name: str, flt: Any = None) -> list[int]:
         """For each file whose entity name, display name or an alias is `name` (case ignored): its first chunk
         that passes `flt` (the frontmatter chunk only when it is all there is)."""

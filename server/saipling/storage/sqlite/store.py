@@ -621,6 +621,14 @@ class SqliteStore:
         best = max(level.values(), default=0)
         return [i for i, v in level.items() if v and v == best]
 
+    def entity_type_counts(self, flt: ChunkFilter | None = None) -> dict[str, int]:
+        cond, params = where(flt or ChunkFilter())
+        sql = (
+            "SELECT saipling_lower(coalesce(nullif(trim(c.entity_type), ''), 'document')), count(DISTINCT c.path)"
+            " FROM chunks c" + (f" WHERE {cond}" if cond else "") + " GROUP BY 1"
+        )
+        return {str(t): int(n) for t, n in self._db.rows(sql, params)}
+
     def entity_chunks(self, name: str, flt: ChunkFilter | None = None) -> list[int]:
         """For each file whose entity name, display name or an alias is `name` (ASCII case ignored): its first
         chunk that passes `flt` (the frontmatter chunk only when it is all there is)."""
