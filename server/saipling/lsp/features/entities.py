@@ -164,7 +164,12 @@ def document_symbol(ls: SaiplingServer, p: types.DocumentSymbolParams) -> list[t
                 with _OUTLINE_LOCK:
                     items = _OUTLINES.get(key)
                 if items is None:
-                    items = entities.capped(entities.outline(text, entity), MAX_DOCUMENT_SYMBOLS)
+                    try:
+                        items = entities.capped(entities.outline(text, entity), MAX_DOCUMENT_SYMBOLS)
+                    except BaseException:  # (a parse that raised leaves no entry behind: the next one parses)
+                        with _OUTLINE_LOCK:
+                            _PARSING.pop(key, None)
+                        raise
                     with _OUTLINE_LOCK:
                         _OUTLINES[key] = items
                         _PARSING.pop(key, None)
