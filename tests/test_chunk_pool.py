@@ -267,11 +267,8 @@ def test_a_file_read_ahead_then_refreshed_is_read_again(tmp_path: Path) -> None:
     assert read_early(root / "n3.md", lambda p: Path(p).read_bytes()).data == b"# N3\n\nVersion two.\n"
 
 
-def test_the_cli_starts_workers_and_keeps_stdout_to_itself(tmp_path: Path) -> None:
-    # (the indexer chunks what it needs itself while its worker starts: a run long enough for it to be up)
-    root = corpus(tmp_path, "a", n=600)
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update({ENV: "1", "SAIPLING_PROVIDER": "none"})
+def _index_json(root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A real `saipling index ROOT --json` that succeeded."""
     proc = subprocess.run(
         [sys.executable, "-m", "saipling", "index", str(root), "--json"],
         capture_output=True,
@@ -280,6 +277,15 @@ def test_the_cli_starts_workers_and_keeps_stdout_to_itself(tmp_path: Path) -> No
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_the_cli_starts_workers_and_keeps_stdout_to_itself(tmp_path: Path) -> None:
+    # (the indexer chunks what it needs itself while its worker starts: a run long enough for it to be up)
+    root = corpus(tmp_path, "a", n=600)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({ENV: "1", "SAIPLING_PROVIDER": "none"})
+    proc = _index_json(root, env)
     summary = json.loads(proc.stdout)  # the whole of stdout is one JSON document
     assert summary["chunkWorkers"] == 1 and summary["files"] == 604
 
@@ -322,14 +328,7 @@ def test_the_cli_caps_forced_workers_at_the_cpus(tmp_path: Path) -> None:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("SAIPLING_")}
     env.update({ENV: str(cpus + 3), "SAIPLING_PROVIDER": "none"})
-    proc = subprocess.run(
-        [sys.executable, "-m", "saipling", "index", str(root), "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = _index_json(root, env)
     assert json.loads(proc.stdout)["chunkWorkers"] <= cpus
     told = [line for line in proc.stderr.splitlines() if ENV in line]
     assert told == [

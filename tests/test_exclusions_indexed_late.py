@@ -33,15 +33,19 @@ def _project(tmp_path: Path) -> Path:
     )
 
 
-async def _first_answers(root: Path) -> list[str]:
-    """The text of the first search and enrich_context a fresh `saipling mcp` gives, asked at once."""
-    params = StdioServerParameters(
+def _fresh_server(root: Path, provider: str) -> StdioServerParameters:
+    """`saipling mcp root`, called without waiting for its start-up index run (test_mcp.mcp_session waits)."""
+    return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "saipling", "mcp", str(root), "--provider", "local"],
+        args=["-m", "saipling", "mcp", str(root), "--provider", provider],
         env={k: v for k, v in server_env().items() if k != "SAIPLING_TEST_CLOCK"},
     )
+
+
+async def _first_answers(root: Path) -> list[str]:
+    """The text of the first search and enrich_context a fresh `saipling mcp` gives, asked at once."""
     out = []
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with stdio_client(_fresh_server(root, "local")) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         for tool, args in (
             ("search", {"query": "SAFECODE Mina code"}),
@@ -93,13 +97,8 @@ def test_a_file_the_filter_could_not_name_yet_is_still_excluded(tmp_path: Path) 
 
 
 async def _statuses_while_indexing(root: Path) -> list[dict]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "saipling", "mcp", str(root), "--provider", "none"],
-        env={k: v for k, v in server_env().items() if k != "SAIPLING_TEST_CLOCK"},
-    )
     seen = []
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with stdio_client(_fresh_server(root, "none")) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         for _ in range(2000):
             status = json.loads((await session.call_tool("status", {})).content[0].text)

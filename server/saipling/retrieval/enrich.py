@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -216,12 +217,7 @@ def enrich_context(project: ProjectView, params: Mapping[str, Any]) -> dict[str,
             heading = "(frontmatter)" if files[path].is_frontmatter(r) else unheaded
         span = _Span(first, last, text.rstrip(), [heading], whole_lines)
         view = files[path]
-        # (the chunks' lines hold only while the file is as indexed: else no lines between passages are added)
-        sections = (
-            [(c.start_line, c.end_line, c.heading_path or "") for c in view.chunks if c.kind != "frontmatter"]
-            if view.unchanged
-            else None
-        )
+        sections = view.sections
         added = None
         if wider is not None:  # the whole paragraph or small section when it fits, else the passage alone
             wide = dataclasses.replace(span, start=wider[0], end=wider[1], text=wider[2], whole_lines=True)
@@ -496,6 +492,14 @@ class _FileView:
         after_end = [i for i in found if _SENTENCE_END_RE.search(shown[:i])]
         cut = (after_end or found or [0])[-1]
         return shown[cut:]
+
+    @functools.cached_property
+    def sections(self) -> list[tuple[int, int, str]] | None:
+        """Its chunks as (first line, last line, heading path), for the lines between passages; None when the file
+        changed since it was indexed (the chunks' lines may not hold)."""
+        if not self.unchanged:
+            return None
+        return [(c.start_line, c.end_line, c.heading_path or "") for c in self.chunks if c.kind != "frontmatter"]
 
     def is_frontmatter(self, r: Mapping[str, Any]) -> bool:
         return any(

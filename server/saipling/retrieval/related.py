@@ -86,7 +86,7 @@ def related(project: ProjectView, params: Mapping[str, Any]) -> dict[str, Any]:
             hits = project.store.keyword_search(match, max_results * 3, flt)
             best = abs(hits[0][1]) if hits else 1.0
             ranked = [Ranked(cid, abs(b) / best if best else 0.0, i + 1, None, b) for i, (cid, b) in enumerate(hits)]
-    gate = settings_gate(project) if respect else None
+    gate = settings_gate(cs) if respect else None
     pairs, _, _ = live_rows(project, ranked, max_results * 2, horizon=m.max_chapter, excluded=gate)
     pairs = fold_front_matter(project, pairs, m.max_chapter)[:max_results]
     cal = vector_calibration(project)

@@ -34,7 +34,7 @@ from ..config.visibility import role_levels
 from ..embeddings.base import EmbeddingProvider, user_waiting
 from ..embeddings.families import ENGLISH
 from ..errors import InvalidRequest, ProviderError
-from ..files.context_settings import load_context_settings
+from ..files.context_settings import ContextSettings, load_context_settings
 from ..lazy import np  # numpy loads on first use (cold CLI path)
 from ..markdown.terms import (
     FUNCTION_WORDS,
@@ -340,7 +340,8 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
     # the filter excludes the files the settings exclude among those indexed when it was built; a file indexed
     # since (a start-up run, a save synced just above) is checked again here, result by result (fail closed: an
     # MCP agent's first search got a new excluded diary's text)
-    gate = settings_gate(project) if req.respect_context_settings else None
+    settings = load_context_settings(project.root) if req.respect_context_settings else None
+    gate = settings_gate(settings) if settings is not None else None
     for _attempt in range(4):
         ranked, evidence = _rank(project, req, flt, qvec, mode, n_cand)
         fetch = depth
@@ -403,7 +404,7 @@ def run_search(project: ProjectView, req: SearchRequest) -> dict[str, Any]:
             )
         except Exception:  # noqa: BLE001 - logging a search must never fail it
             log.debug("search log write failed", exc_info=True)
-    warnings = load_context_settings(project.root).warnings if req.respect_context_settings else []
+    warnings = settings.warnings if settings is not None else []
     out = {
         "query": req.query,
         "mode": mode,
@@ -638,10 +639,8 @@ def _joined_name(project: ProjectView, query: str) -> str | None:
     return joined if df.get(match_key(joined)) else None
 
 
-def settings_gate(project: ProjectView) -> Callable[[str], bool] | None:
-    """`.context_settings.json`'s test of a path (files.context_settings.ContextSettings.excludes), or None when it
-    excludes nothing."""
-    cs = load_context_settings(project.root)
+def settings_gate(cs: ContextSettings) -> Callable[[str], bool] | None:
+    """`.context_settings.json`'s test of a path (ContextSettings.excludes), or None when it excludes nothing."""
     return cs.excludes if cs.exclude_all or cs.has("exclude") else None
 
 
