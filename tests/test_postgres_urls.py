@@ -82,6 +82,64 @@ def test_a_project_file_never_supplies_a_store_password(tmp_path: Path) -> None:
     assert settings.store == "postgresql://writer:pw-from-env@db/saipling"
 
 
+# a password with a character a URL must percent-encode, as people type it: the character ends the URL's user part,
+# so urllib and libpq read the rest of the password as the host, port, path, query or fragment
+UNENCODED = ["Sup3r/Secret9", "Sup3r#Secret9", "Sup3r?Secret9", "p@ss/w#rd-Secret9"]
+
+
+@pytest.mark.parametrize("password", UNENCODED)
+def test_a_password_that_is_not_percent_encoded_is_never_shown(tmp_path: Path, password: str) -> None:
+    """The refusal names the server and says what to do; nothing of the password shows (it was echoed whole:
+    `cannot connect to PostgreSQL at postgresql://team:Sup3r/Secret9@127.0.0.1:54329/saipling: failed to resolve
+    host 'team'`), in the message, `redacted` or `shown_url`."""
+    from saipling.config.settings import load_settings
+    from saipling.project import open_store
+    from saipling.redact import shown_url
+    from saipling.storage.postgres.store import redacted
+
+    url = f"postgresql://writer:{password}@127.0.0.1:1/saipling?workspace=team"
+    settings, _ = load_settings(tmp_path, env={"SAIPLING_STORE": url})
+    with pytest.raises(SaiplingError) as caught:
+        open_store(tmp_path, True, [], settings=settings)
+    message = str(caught.value)
+    assert "Secret9" not in message and "127.0.0.1:1/saipling" in message
+    assert "percent-encoded" in message and "%2F" in message
+    for shown in (redacted(url), shown_url(url)):
+        assert "Secret9" not in shown and "127.0.0.1:1" in shown
+
+
+@pytest.mark.parametrize("password", UNENCODED)
+def test_a_project_file_never_supplies_a_password_that_is_not_percent_encoded(tmp_path: Path, password: str) -> None:
+    """The rule that config.toml never carries the store's password held only for a password urllib could parse:
+    `writer:Sup3r/Secret9@db` has none for it, so the URL was kept whole (and shown in every error)."""
+    from saipling.config.settings import load_settings
+
+    (tmp_path / ".saipling").mkdir()
+    (tmp_path / ".saipling" / "config.toml").write_text(
+        f'store = "postgresql://writer:{password}@db.example/saipling?workspace=team"\n', encoding="utf-8"
+    )
+    settings, warnings = load_settings(tmp_path, env={})
+    assert settings.store == "postgresql://writer@db.example/saipling?workspace=team"
+    assert any("never read from project files" in w for w in warnings)
+    assert not any("Secret9" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://writer:pw@db.example/saipling?workspace=team",
+        "postgresql://db.example:5432/saipling?user=me@corp&workspace=team",  # (Azure's user@server names)
+        "postgresql://writer:pw@h1:5432,h2:5433/saipling?workspace=team",
+        "postgresql://[::1]/saipling?user=me@corp",
+        "postgresql://writer:p%2Fss@db.example/saipling",
+    ],
+)
+def test_urls_that_parse_are_not_taken_for_unencoded_passwords(url: str) -> None:
+    from saipling.redact import unencoded_userinfo
+
+    assert not unencoded_userinfo(url)
+
+
 def test_a_copy_is_named_by_its_machine_id_or_saipling_copy_id(tmp_path: Path, monkeypatch) -> None:
     """The identity a shared store records with each file: SAIPLING_COPY_ID, else a real machine id (not
     systemd's first-boot `uninitialized`, which cloned images share), else the host name; and the folder."""

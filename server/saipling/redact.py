@@ -51,11 +51,53 @@ def _hidden_query(query: str) -> str:
     return "&".join(f"{q.partition('=')[0]}={REDACTED}" if "=" in q else q for q in query.split("&"))
 
 
+def unencoded_userinfo(url: str) -> bool:
+    """True for a URL whose user or password holds a `/`, `?` or `#` that is not percent-encoded
+    (`postgresql://writer:pa/ss@db/saipling`): that character ends the URL's authority, so every parser (urllib,
+    libpq) reads the rest of the password as the host, port, path, query or fragment, where no redaction looks for
+    it and every message shows it. Told by an `@` after the authority where none belongs: in the path, the
+    fragment or a query parameter's name, or anywhere after an authority of `name:text` without an `@` whose
+    `text` is no port (`writer:pa`). An `@` in a query value after a real host and port (`?user=me@corp`) is
+    not one."""
+    from urllib.parse import urlsplit
+
+    text = url.strip()
+    if "://" not in text or "@" not in text.partition("://")[2]:
+        return False
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return True
+    if "@" in parts.netloc:
+        return "@" in parts.path or "@" in parts.fragment  # (`user:p@ss/w@host`: the first `@` ends too soon)
+    if "@" in parts.path or "@" in parts.fragment:
+        return True
+    if any("@" in item.partition("=")[0] for item in parts.query.split("&")):
+        return True
+    return "@" in parts.query and not all(_port_ok(host) for host in parts.netloc.split(","))
+
+
+def _port_ok(host: str) -> bool:
+    """`host`, `host:5432`, `[::1]` or `[::1]:5432`: no port, or a port of digits."""
+    if host.endswith("]") or ":" not in host:
+        return True
+    return host.rpartition(":")[2].isdigit()
+
+
+def without_userinfo(url: str) -> str:
+    """`url` with everything between `://` and its last `@` hidden: for a URL `unencoded_userinfo` refuses, whose
+    password cannot be told from the rest."""
+    scheme, _, rest = url.strip().partition("://")
+    return f"{scheme}://{REDACTED}@{rest.rpartition('@')[2]}"
+
+
 def shown_url(url: str) -> str:
     """`url` for messages and logs: credentials in it (`user:password@`) and query values (`?api-key=...`,
     as some proxies take the key) replaced by REDACTED; the scheme, host, port and path kept."""
     from urllib.parse import urlsplit, urlunsplit
 
+    if unencoded_userinfo(url):
+        url = without_userinfo(url)
     try:
         parts = urlsplit(url)
     except ValueError:

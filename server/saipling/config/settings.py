@@ -7,6 +7,7 @@ import difflib
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import glob_list_problem
-from ..redact import key_shaped, remember, shown, shown_url
+from ..redact import key_shaped, remember, shown, shown_url, unencoded_userinfo
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +259,8 @@ def _url_password(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     try:
+        if unencoded_userinfo(value):  # (`user:pa/ss@host`: urllib sees no password, libpq none either)
+            return True
         parts = urlsplit(value.strip())
         return bool(parts.password) or any(k.lower() == "password" for k, _ in parse_qsl(parts.query))
     except ValueError:
@@ -268,6 +271,11 @@ def _without_password(url: str) -> str:
     """`url` without its password (`user:password@` -> `user@`, no `password=` parameter)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+    if unencoded_userinfo(url):  # the user name (up to its `:`) and what follows the last `@`
+        scheme, _, rest = url.strip().partition("://")
+        userinfo, _, after = rest.rpartition("@")
+        user = re.split(r"[:/?#]", userinfo, maxsplit=1)[0]
+        return f"{scheme}://{user + '@' if user else ''}{after}"
     parts = urlsplit(url.strip())
     netloc = parts.netloc
     if parts.password is not None:

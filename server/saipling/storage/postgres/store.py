@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 from ...embeddings.base import usable_vector
 from ...errors import IndexBusy, IndexCancelled, IndexCorrupted, StorageError, StorageUnavailable
 from ...lazy import np
-from ...redact import remember
+from ...redact import REDACTED, remember, unencoded_userinfo, without_userinfo
 from ..base import (
     CHUNK_FIELDS,
     FILE_COLUMNS,
@@ -142,7 +142,10 @@ def _passwords(url: str) -> list[str]:
 
 
 def redacted(url: str) -> str:
-    """The URL without its password, in the user part or the query (for messages and `status`)."""
+    """The URL without its password, in the user part or the query (for messages and `status`); one whose password
+    is not percent-encoded (`unencoded_userinfo`) without anything before its last `@`."""
+    if unencoded_userinfo(url):
+        return without_userinfo(url).replace(REDACTED, "***")
     parts = urlsplit(url)
     netloc = parts.netloc
     if parts.password is not None:
@@ -282,6 +285,13 @@ class PostgresStore:
         parameter, else `workspace`. `readonly`: a read-only session (every write raises StorageReadOnly).
         `create=False` (a command that only reads: search, status, get): a workspace the database does not have
         is a StorageError naming the ones it has (a misspelt `workspace=` made an empty one, silently)."""
+        if unencoded_userinfo(location):
+            # (libpq would read part of the password as the host, port or database and echo it in its error)
+            raise StorageError(
+                f"the store URL {redacted(location)} cannot be read: its user name or password holds a character "
+                "that must be percent-encoded in a URL (@ as %40, / as %2F, ? as %3F, # as %23, : as %3A, % as %25),"
+                " or give the password in PGPASSWORD or ~/.pgpass"
+            )
         conninfo, named = split_location(location)
         name = named or workspace
         if not name:
