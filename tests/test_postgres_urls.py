@@ -82,6 +82,27 @@ def test_a_project_file_never_supplies_a_store_password(tmp_path: Path) -> None:
     assert settings.store == "postgresql://writer:pw-from-env@db/saipling"
 
 
+def test_a_connection_that_fails_says_the_project_files_password_was_left_out(tmp_path: Path) -> None:
+    """A team that put the password in config.toml got only the driver's `fe_sendauth: no password supplied`: the
+    warning that the password was left out is shown once the project is open, which it never was (it showed at
+    `-v` only). The failed open now carries it."""
+    from saipling.project import Project
+
+    socket_dir = tmp_path / "nothing-listens-here"
+    socket_dir.mkdir()
+    (tmp_path / ".saipling").mkdir()
+    (tmp_path / ".saipling" / "config.toml").write_text(
+        f'store = "postgresql://writer:s3cret-Passw0rd@/saipling?host={socket_dir}&workspace=team"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(StorageUnavailable) as caught:
+        Project.open(tmp_path, env={}, create=False)
+    message = str(caught.value)
+    assert "cannot connect to PostgreSQL" in message and str(socket_dir) in message
+    assert "never read from project files" in message and "PGPASSWORD" in message
+    assert "s3cret-Passw0rd" not in message
+
+
 # a password with a character a URL must percent-encode, as people type it: the character ends the URL's user part,
 # so urllib and libpq read the rest of the password as the host, port, path, query or fragment
 UNENCODED = ["Sup3r/Secret9", "Sup3r#Secret9", "Sup3r?Secret9", "p@ss/w#rd-Secret9"]

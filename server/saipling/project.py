@@ -16,7 +16,7 @@ from .config.settings import INDEX_DIR, Settings, index_path, load_settings
 from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
 from .embeddings.fallback import ProviderFallback
-from .errors import DiskFull, ProviderError, SaiplingError
+from .errors import DiskFull, ProviderError, SaiplingError, StorageUnavailable
 from .live import unindexable
 from .redact import shown_url
 from .status import RunState
@@ -185,7 +185,16 @@ class Project:
         warnings: list[str] = []
         if settings is None:
             settings, warnings = load_settings(root, env, init_options, workspace_config, overrides)
-        store = open_store(root, create, warnings, verify, settings)
+        try:
+            store = open_store(root, create, warnings, verify, settings)
+        except StorageUnavailable as exc:
+            # the settings' warnings are shown once the project is open: one about the store (its password left out
+            # of config.toml) is the reason this connection failed ("fe_sendauth: no password supplied"), so it
+            # goes with the error, which is all a failed open shows
+            told = [w for w in warnings if "store" in w]
+            if not told:
+                raise
+            raise StorageUnavailable(f"{exc} ({'; '.join(told)})", exc.system_errno) from exc
         if store.rebuilt:
             warnings.append(store.rebuilt)
         if provider is None:
