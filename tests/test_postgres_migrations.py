@@ -106,3 +106,31 @@ def test_opening_a_current_database_takes_no_migration_lock(pg_server) -> None:
             holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
         worker.join(30)
     assert len(opened) == 1
+
+
+def test_a_database_of_a_newer_saipling_is_refused_naming_it_and_what_to_do(pg_server) -> None:
+    """A teammate's newer saipling migrated the shared database: this one refuses it (nothing written) and the
+    message names the store and says to upgrade (it said only `the database has saipling schema version 6, newer
+    than this saipling knows (5)`: which database, and what then?)."""
+    import psycopg
+
+    from saipling.errors import IndexCorrupted
+    from saipling.storage.postgres import open_store
+    from saipling.storage.postgres.schema import MIGRATIONS
+    from saipling.storage.postgres.store import split_location
+
+    name = "new" + uuid.uuid4().hex[:8]
+    admin_url = split_location(pg_server.url())[0]
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = admin_url.replace("/saipling?", f"/{name}?")
+    open_store(f"{url}&workspace=bible").close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE saipling_schema SET version = %s", (len(MIGRATIONS) + 1,))
+    with pytest.raises(IndexCorrupted) as caught:
+        open_store(f"{url}&workspace=bible")
+    message = str(caught.value)
+    assert f"/{name}" in message and f"schema version {len(MIGRATIONS) + 1}" in message
+    assert "install that version here too" in message
+    with psycopg.connect(url, autocommit=True) as conn:  # (refused: nothing of it changed)
+        assert conn.execute("SELECT version FROM saipling_schema").fetchone()[0] == len(MIGRATIONS) + 1

@@ -207,7 +207,8 @@ def migrate(conn: psycopg.Connection) -> None:
         if version > len(MIGRATIONS):
             raise IndexCorrupted(
                 f"the database has saipling schema version {version}, newer than this saipling knows "
-                f"({len(MIGRATIONS)})"
+                f"({len(MIGRATIONS)}): a newer saipling has opened it; install that version here too (every "
+                "saipling that shares the database needs it)"
             )
         for number in range(version, len(MIGRATIONS)):
             conn.execute(MIGRATIONS[number])
@@ -300,7 +301,10 @@ class PostgresStore:
         try:
             vectorio_ready = False
             try:
-                migrate(conn)
+                try:
+                    migrate(conn)
+                except IndexCorrupted as exc:  # (a schema newer than this saipling: say which database)
+                    raise IndexCorrupted(f"the PostgreSQL store {redacted(conninfo)}: {exc}") from exc
                 register(conn)
                 vectorio_ready = True
                 if create:
