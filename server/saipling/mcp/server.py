@@ -370,7 +370,8 @@ class McpFace:
         # (unset: public only, never what `defaultRole` sees: that is the author's own role on their machine, and an
         # agent got their private notes)
         self.role = project.settings.mcp_role
-        self._types: tuple[tuple[Any, ...], dict[str, int]] | None = None  # entityTypes, by index state and filter
+        # what the agent may see (entityTypes, files, chunks, embedded chunks), by index state and filter
+        self._seen: tuple[tuple[Any, ...], _Seen] | None = None
 
     # -- index life cycle ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -477,24 +478,48 @@ class McpFace:
         status = self.project.status()
         status["isIndexing"] = status["isIndexing"] or self.indexing_in_background
         status.pop("excludedFiles", None)  # (how many files the author keeps from agents is the author's)
+        # (sums over every indexed file: the index's totals less what the agent sees told it how many files, and
+        # how much text, it may not see)
+        for key in _WHOLE_INDEX:
+            status.pop(key, None)
         if isinstance(status.get("progress"), dict):  # the file being read may be one the agent may not see
             status["progress"]["currentFile"] = None
-        status["entityTypes"] = self._entity_types()
+        seen = self._what_it_sees()
+        status["entityTypes"] = dict(seen.types)
+        status["totalFiles"], status["totalChunks"] = seen.files, seen.chunks
+        status["embeddedChunks"] = seen.embedded
+        if status.get("unembeddedChunks"):  # (0 when there is nothing to embed: provider none)
+            status["unembeddedChunks"] = seen.chunks - seen.embedded
         return status
 
-    def _entity_types(self) -> dict[str, int]:
-        """The `entityTypes` an agent can filter by: each type of the files it may see, and how many (a rules vault's
-        `document`, its monsters' `giant`, `dragon`...)."""
+    def _what_it_sees(self) -> _Seen:
+        """The files and chunks an agent may see: each type of its files and how many (what `entityTypes` filters
+        by: a rules vault's `document`, its monsters' `giant`, `dragon`...), its files, chunks and embedded chunks."""
         from ..retrieval.search import SearchRequest, build_filter
 
         flt = build_filter(self.project, SearchRequest(query="", role=self.role, respect_context_settings=True))
         store = self.project.store
         # (a count over every chunk: 0.1 s at 56k chunks; asked again only when the index or the filter changed)
         key = (id(store), store.index_version(), repr(flt))
-        if self._types is None or self._types[0] != key:
+        if self._seen is None or self._seen[0] != key:
             counts = store.entity_type_counts(flt)
-            self._types = (key, dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
-        return dict(self._types[1])
+            ids = [int(i) for i in store.filtered_ids(flt)] if counts else []
+            embedded = len(ids) - len(store.without_vectors(ids)) if ids and store.embedded_count() else 0
+            types = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+            self._seen = (key, _Seen(types, sum(counts.values()), len(ids), embedded))
+        return self._seen[1]
+
+
+# status fields that add up every indexed file, the agent's hidden ones too
+_WHOLE_INDEX = ("totalTokens", "estimatedReindexCostUsd", "indexBytes")
+
+
+@dataclass(frozen=True)
+class _Seen:
+    types: dict[str, int]
+    files: int
+    chunks: int
+    embedded: int
 
 
 def _agent_warnings(warnings: list[Any]) -> list[Any]:
