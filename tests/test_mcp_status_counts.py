@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from fixtures import make_project, open_project
+from fixtures import make_project, need_local_model, open_project, write_file
 
 
 def test_status_totals_leave_out_what_the_agent_may_not_see(tmp_path: Path) -> None:
@@ -27,3 +28,27 @@ def test_status_totals_leave_out_what_the_agent_may_not_see(tmp_path: Path) -> N
     assert {r["filePath"] for r in seen["results"]} == {"notes/a.md", "notes/b.md"}
     # sums over every file of the index (its tokens, its cost, its size on disk) are the author's
     assert not {"totalTokens", "estimatedReindexCostUsd", "indexBytes", "excludedFiles"} & set(status)
+
+
+def test_degraded_counts_only_the_chunks_the_agent_may_see(tmp_path: Path) -> None:
+    """`degraded` said '2 of 9 chunks have no embeddings' to an agent that may see one chunk, embedded: the index's
+    size, and that a private note was written a moment ago."""
+    need_local_model()
+    files: dict[str, str | bytes] = {"notes/a.md": "# A\n\nThe harbor at dawn.\n"}
+    files |= {f"diary/d{i}.md": f"# D{i}\n\nSecret harbor entry {i}.\n" for i in range(6)}
+    files[".context_settings.json"] = json.dumps({"diary/": "exclude"})
+    root = make_project(tmp_path, files)
+    with open_project(root, "local") as project:
+        project.index()
+        write_file(root, "notes/p.md", "---\nvisibility: private\n---\n# P\n\nPrivate harbor.\n")
+        write_file(root, "diary/new.md", "# New\n\nharbor.\n")
+        project.index(paths=["notes/p.md", "diary/new.md"], embed=False)  # (read, not embedded yet)
+        assert "2 of 9 chunks" in project.status()["degraded"]  # (the author's)
+        from saipling.mcp.server import McpFace
+
+        face = McpFace(project)
+        said = [face.call("status", {}).get("degraded"), face.call("search", {"query": "harbor"}).get("degraded")]
+        said.append(face.call("related", {"path": "notes/a.md"}).get("degraded"))
+    for text in said:
+        assert text is None or not re.search(r"\b[1-9]\d* of \d+ chunks|\b9\b", text), text
+    assert any(text and "0 of 1 chunks" in text for text in said)

@@ -18,6 +18,7 @@ import difflib
 import functools
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -417,7 +418,17 @@ class McpFace:
         out = handler(args)
         if isinstance(out.get("warnings"), list):
             out = {**out, "warnings": _agent_warnings(out["warnings"])}
+        if isinstance(out.get("degraded"), str) and _COUNTED.search(out["degraded"]):
+            out = {**out, "degraded": self._agent_degraded(out["degraded"])}
         return _present(out)
+
+    def _agent_degraded(self, text: str) -> str:
+        """`degraded` with the agent's own counts: "N of M chunks have no embeddings" counts every chunk of the index
+        (M: its size, private and excluded files included; N: a private note written a moment ago), and "N file(s)
+        changed" every file saved."""
+        seen = self._what_it_sees()
+        text = _CHUNKS_COUNTED.sub(f"{seen.chunks - seen.embedded} of {seen.chunks} chunks", text)
+        return _FILES_COUNTED.sub("files changed", text)
 
     def _visible(self, params: dict[str, Any]) -> dict[str, Any]:
         """The rules an agent cannot change: the MCP role ("": a role no setting defines, public only), exclusions
@@ -510,6 +521,10 @@ class McpFace:
         return self._seen[1]
 
 
+# what status.degraded and search.partly_embedded count over the whole index
+_CHUNKS_COUNTED = re.compile(r"\b\d+ of \d+ chunks\b")
+_FILES_COUNTED = re.compile(r"\b\d+ file\(s\) changed\b")
+_COUNTED = re.compile(f"{_CHUNKS_COUNTED.pattern}|{_FILES_COUNTED.pattern}")
 # status fields that add up every indexed file, the agent's hidden ones too
 _WHOLE_INDEX = ("totalTokens", "estimatedReindexCostUsd", "indexBytes")
 
