@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.settings import INDEX_DIR
 from ..paths import Glob, glob_matches, nfc, normalise_rel
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ class ContextSettings:
     warning: str | None = None
     exclude_all: bool = False
     sources: dict[str, list[str]] = field(default_factory=dict)
+    # the exclusions of the projects this one lies inside: (this root's path from theirs + "/", their settings)
+    outer: tuple[tuple[str, ContextSettings], ...] = ()
     # the glob keys compiled, once: compile_glob's cache holds 256, and a file with more recompiled every glob for
     # every path checked (400 keys: a search 0.2 -> 2.3 s)
     _globs: dict[str, Glob] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -62,6 +65,8 @@ class ContextSettings:
         Compared in NFC (keys are stored in NFC): `privé.md` typed either way names the file stored either way."""
         rel = nfc(rel)
         if self.exclude_all:
+            return "exclude"
+        if any(o.excludes(prefix + rel) for prefix, o in self.outer):
             return "exclude"
         if rel in self.modes:
             return self.modes[rel]
@@ -103,6 +108,8 @@ class ContextSettings:
         return [p for p, m in self.modes.items() if m == "force"]
 
     def has(self, mode: str) -> bool:
+        if mode == "exclude" and any(o.has("exclude") for _, o in self.outer):
+            return True
         return (self.exclude_all and mode == "exclude") or mode in self.modes.values()
 
     @property
@@ -148,7 +155,40 @@ _cache: dict[str, tuple[tuple[int, int, int] | None, ContextSettings]] = {}
 _last_good: dict[str, _Parsed] = {}  # per settings file: its last reading that parsed
 
 
+_combined: dict[str, tuple[tuple[int, ...], ContextSettings]] = {}  # per root: (its and outer ids, the settings)
+
+
 def load_context_settings(root: Path) -> ContextSettings:
+    """The project's settings (`_load`), with the exclusions of every indexed project it lies inside (a folder
+    above it holding `.saipling/`): `saipling mcp PROJECT/notes` made an index of its own for `notes/` and read
+    nothing of the project's `.context_settings.json`, so the diary it excludes was an agent's to read. Only their
+    exclusions apply here (and their failing closed when they cannot be read): a folder above never shows more."""
+    cs = _load(root)
+    outer = []
+    here = Path(root)
+    for above in here.parents:
+        if (above / FILE_NAME).exists() and os.path.isdir(above / INDEX_DIR):
+            found = _load(above)
+            if found.has("exclude"):
+                outer.append((here.relative_to(above).as_posix() + "/", found))
+    if not outer:
+        return cs
+    key = (id(cs), *(id(o) for _, o in outer))
+    hit = _combined.get(str(here))
+    if hit is None or hit[0] != key:
+        notes = [w for w in (cs.warning, *(o.warning for _, o in outer)) if w]
+        combined = ContextSettings(
+            dict(cs.modes),
+            "; ".join(notes) or None,
+            cs.exclude_all or any(o.exclude_all for _, o in outer),
+            dict(cs.sources),
+            tuple(outer),
+        )
+        hit = _combined[str(here)] = (key, combined)
+    return hit[1]
+
+
+def _load(root: Path) -> ContextSettings:
     """Read (and cache by mtime, size and inode) the settings file. Fail closed: a file that cannot be read or
     parsed keeps the modes this process last read from it (a long-lived server), plus any `"...": "exclude"` entry
     still legible in it; with none read before, every file is excluded. Either way `warning` says so."""
