@@ -178,3 +178,20 @@ async def test_severity_setting_off_and_excluded_or_unindexed_files(tmp_path: Pa
         uri = open_doc(client, scene)
         await wait_until(lambda: uri in client.diagnostics)
         assert list(client.diagnostics[uri]) == []
+
+
+async def test_a_file_whose_uri_is_percent_encoded_gets_its_diagnostics_and_fixes(tmp_path: Path) -> None:
+    """`Chapter 5.md` reaches the server as `Chapter%205.md` (VS Code and Neovim encode spaces and accents); pygls
+    keeps open documents under the decoded URI, and the diagnostics looked the encoded one up: such a file got no
+    name diagnostics and no quick fixes (attacker pass 7)."""
+    root = novel_project(tmp_path)
+    scene = write_file(root, "books/book-01/phase-1-setup/ch-05/Scène 5 draft.md", FIVE)
+    async with lsp_session(root, {"provider": "none", "watch": False}) as client:
+        await wait_for_index(client)
+        uri = open_doc(client, scene)
+        assert "%20" in uri and "%C3%A8" in uri
+        found = await wait_until(lambda: (d := by_word(client, uri)).get("Minna") and d)
+        (minna,) = found["Minna"]
+        assert minna.range.start == types.Position(5, 14)
+        fixes = await actions(client, uri, minna)
+        assert apply_text_edits(FIVE, fixes["Replace with Mina"]["edit"]["changes"][uri]).count("to Mina that") == 1

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 
@@ -49,8 +50,20 @@ def register(server: SaiplingServer) -> None:
 
 
 # -- buffers ---------------------------------------------------------------------------------------------
+def open_document(ls: SaiplingServer, uri: str) -> Any:
+    """The open document of `uri` as the client spells it (pygls keeps them under the percent-decoded URI: a
+    `Chapter%202.md` from the editor was never found, so it got no name diagnostics or quick fixes), else None."""
+    docs = ls.workspace.text_documents
+    return docs.get(uri) or docs.get(unquote(uri))
+
+
+def open_uris(ls: SaiplingServer) -> list[str]:
+    """The URIs of the open documents as the client sent them (pygls' keys are percent-decoded)."""
+    return [getattr(doc, "uri", key) for key, doc in list(ls.workspace.text_documents.items())]
+
+
 def buffer_text(ls: SaiplingServer, uri: str) -> str | None:
-    doc = ls.workspace.text_documents.get(uri)
+    doc = open_document(ls, uri)
     return normalise_newlines(doc.source) if doc is not None else None  # (LSP breaks lines at a lone \r too)
 
 
@@ -59,13 +72,13 @@ def reader(ls: SaiplingServer, folder: Folder) -> entities.TextSource:
     as None (the file is skipped, like the index skips it): finding its headings, code blocks and names would hold
     a worker thread for seconds (15 s for 200 MB), for a hover, an outline, a card or a reference scan alike.
     A buffer's text is taken when asked for: a request must not copy every open buffer."""
-    open_uris = {}
-    for uri in list(ls.workspace.text_documents):
+    buffers = {}
+    for uri in open_uris(ls):
         hit = locate(ls, uri)
         if hit is not None and hit[0] is folder:
-            open_uris[hit[1]] = uri
+            buffers[hit[1]] = uri
     read = entities.with_buffers(
-        folder.project.root, lambda rel: buffer_text(ls, uri) if (uri := open_uris.get(rel)) else None
+        folder.project.root, lambda rel: buffer_text(ls, uri) if (uri := buffers.get(rel)) else None
     )
     limit = folder.project.settings.max_file_bytes
 

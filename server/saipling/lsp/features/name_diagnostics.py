@@ -20,7 +20,7 @@ from ...files.context_settings import load_context_settings
 from ...retrieval import name_fixes
 from .. import convert
 from ..folders import Folder, locate
-from .entities import buffer_text, reader
+from .entities import buffer_text, open_document, open_uris, reader
 
 if TYPE_CHECKING:
     from ..server import SaiplingServer
@@ -53,7 +53,7 @@ def schedule(ls: SaiplingServer, uris: list[str] | None = None, folder: Folder |
     if ls.stopping:
         return
     if uris is None:
-        uris = [u for u in list(ls.workspace.text_documents) if folder is None or _folder_of(ls, u) is folder]
+        uris = [u for u in open_uris(ls) if folder is None or _folder_of(ls, u) is folder]
     if not uris:
         return
     ls.background(_publish_all, ls, uris)  # (the lists take a pass over the index: never on a request's worker)
@@ -210,7 +210,7 @@ def _add_alias(ls: SaiplingServer, folder: Folder, f: name_fixes.NameFinding, di
     start = codec.position_to_client_units(lines, types.Position(change.line, change.col))
     end = codec.position_to_client_units(lines, types.Position(change.end_line, change.end_col))
     uri = (folder.project.root / f.entity.path).as_uri()
-    doc = ls.workspace.text_documents.get(uri)
+    doc = open_document(ls, uri)
     return types.CodeAction(
         title=f"Add `{f.word}` as an alias of {f.entity.name}",
         kind=types.CodeActionKind.QuickFix,
