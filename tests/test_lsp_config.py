@@ -51,3 +51,34 @@ async def test_provider_and_model_change_rebuild_the_vectors(tmp_path: Path, api
         assert st["embeddedChunks"] == st["totalChunks"]
         models = {r.body["model"] for r in api_server.requests}
         assert models == {"fake-a", "fake-b"}
+
+
+async def test_list_settings_take_text_only_and_a_role_a_list_of_levels(tmp_path: Path) -> None:
+    """`include: [1, 2]` became the patterns "1" and "2": every file left the index and nothing said why; `roles:
+    {author: "private"}` gave the author the levels p, r, i, v, a, t, e (not public: every search came back empty).
+    Now what is not text is told and left out: include keeps its default, the role sees public only
+    (attacker pass 7)."""
+    files = {**STORY, "notes/secret.md": "---\nvisibility: private\n---\n# Secret\n\nThe dragon is my uncle.\n"}
+    root = write_project(tmp_path / "story", files)
+    async with lsp_session(root, {"provider": "none", "watch": False}) as client:
+        await wait_for_index(client)
+        before = (await status(client))["totalFiles"]
+        client.set_configuration(
+            {
+                "include": [1, 2],
+                "exclude": ["notes/ideas.md", None],
+                "defaultRole": "author",
+                "roles": {"author": "private"},
+            },
+            section="saipling",
+        )
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await wait_for_index(client, runs=2)
+        shown = " | ".join(m.message for m in client.messages)
+        assert "include: expected a list of text, got 1, 2; ignored" in shown, shown
+        assert "exclude: expected a list of text, got None; left out" in shown, shown
+        assert "author = 'private'" in shown and "sees public only" in shown, shown
+        assert (await status(client))["totalFiles"] == before - 1  # (ideas.md excluded, the rest kept)
+        found = await request(client, "saipling/search", {"query": "dragon"})
+        paths = {r["filePath"] for r in found["results"]}
+        assert "chapters/ch01.md" in paths and "notes/secret.md" not in paths

@@ -324,6 +324,11 @@ def apply_layer(
             value = _without_password(value)
         try:
             default = None if name in _OPTIONAL_STRINGS else getattr(settings, name)
+            value, problem = _only_text(name, value, default, str(raw_key))
+            if problem is not None:
+                warnings.append(f"{source}: {problem}")
+            if value is None:
+                continue
             coerced = _coerce(value, default, str(raw_key))
         except (TypeError, ValueError) as exc:
             warnings.append(f"{source}: {exc}")
@@ -396,6 +401,32 @@ def _key_pasted(source: str, key: str) -> str:
         f"{source}: {key} holds a value that looks like an API key (not shown); ignored. A key goes in "
         "OPENAI_API_KEY, VOYAGE_API_KEY or SAIPLING_RERANK_API_KEY (or the editor's key command), never in a setting"
     )
+
+
+def _only_text(name: str, value: Any, default: Any, key: str) -> tuple[Any, str | None]:
+    """(the value with what is not text left out, what was left out): a list setting's items (`include = [1, 2]`
+    became the patterns "1" and "2", and every file left the index unannounced) and each role's levels (`roles =
+    {author = "private"}` gave the author the levels p, r, i, v...: no public file any more). The value is None
+    when nothing of it is left (the setting is ignored: `include` keeps its default, a role sees `public` only)."""
+    if isinstance(default, list) and isinstance(value, list | tuple):
+        bad = [v for v in value if not isinstance(v, str)]
+        if not bad:
+            return value, None
+        kept = [v for v in value if isinstance(v, str)]
+        told = f"{key}: expected a list of text, got {', '.join(shown(v) for v in bad[:3])}"
+        return (kept or None), f"{told}; {'left out' if kept else 'ignored'}"
+    if name == "roles" and isinstance(value, Mapping):
+        roles, bad_roles = {}, []
+        for role, levels in value.items():
+            if isinstance(levels, list | tuple) and all(isinstance(v, str) for v in levels):
+                roles[role] = levels
+            else:
+                bad_roles.append(f"{role} = {shown(levels)}")
+        if not bad_roles:
+            return value, None
+        told = f"{key}: a role's levels must be a list of text ({'; '.join(bad_roles[:3])}): that role sees public only"
+        return roles, told
+    return value, None
 
 
 def _globs_problem(name: str, value: Any) -> str | None:
