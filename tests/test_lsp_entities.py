@@ -247,3 +247,25 @@ async def test_a_document_of_many_headings_gets_its_first_symbols_once(tmp_path:
     assert names[:4] == ["H0", "H1", "H2", "H3"] and names[-1] == f"H{MAX_DOCUMENT_SYMBOLS - 1}"
     assert [s.name for s in answers[0][0].children] == ["H1"]  # (# H0 > ## H1 > ### H2: nesting kept)
     assert all(flat(a) == names for a in answers[1:])
+
+
+async def test_a_hover_at_the_end_of_a_long_paragraph_reads_only_near_the_cursor(tmp_path: Path) -> None:
+    """A hover (or go to definition) resolved every name on the cursor's line up to the cursor: at the end of a
+    5 MB paragraph of 850,000 names (under maxFileBytes) one hover held a worker for 6 s here, and a few such
+    hovers (an editor sends one as the mouse moves) held every worker. Only the names that can reach the cursor
+    are looked at now (attacker pass 7)."""
+    root = write_project(tmp_path / "novel", PROJECT)
+    async with lsp_session(root, {"provider": "none", "watch": False}) as client:
+        await wait_for_index(client)
+        uri = (root / CH10).as_uri()
+        line = "Elena " * 850_000  # one paragraph on one line, 5.1 MB (under maxFileBytes)
+        text = "# Ending\n\n" + line + "Marcus waited.\n"
+        client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "markdown", 1, text)))
+        started = asyncio.get_running_loop().time()
+        hover = await asyncio.wait_for(
+            client.text_document_hover_async(pos(types.HoverParams, root, CH10, 2, len(line) + 2)), 60
+        )
+        took = asyncio.get_running_loop().time() - started
+        assert hover is not None and "**Marcus Cole**" in hover.contents.value
+        assert hover.range.start == types.Position(2, len(line))
+        assert took < 5, took
