@@ -212,3 +212,40 @@ def test_a_key_in_the_base_urls_query_is_sent_on_the_right_path_and_never_logged
     assert paths == {"/v1/embeddings?key=qsecret9876543"}, paths
     assert "HTTP Request: POST" in said  # (httpx logged the URL: redacted)
     assert "qsecret9876543" not in said
+
+
+def test_a_change_with_a_range_is_applied_in_place_or_drops_the_buffer(tmp_path: Path) -> None:
+    """The server announces Full sync; a client that sends ranges anyway had each change taken as the whole new
+    text (pygls): the buffer became the typed fragment, and the outline, hover and quick fixes were computed on it
+    (a `Replace with` edit at the fragment's positions lands elsewhere in the real text). A range inside the text
+    is applied in place; one outside it (past the end) drops the buffer: the file on disk is read instead
+    (attacker pass 7)."""
+    text = "# Alpha\n\nThe dragon sleeps.\n\n## Beta\n\nmore text\n"
+    root = write_project(tmp_path / "p", {"a.md": text})
+    uri = (root / "a.md").as_uri()
+    with RawServer(root) as srv:
+        srv.initialize()
+        item = {"uri": uri, "languageId": "markdown", "version": 1, "text": text}
+        srv.notify("textDocument/didOpen", {"textDocument": item})
+
+        def outline(msg_id: int) -> list[str]:
+            srv.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}}, msg_id)
+            reply = srv.response(msg_id)
+            assert reply is not None and "result" in reply, reply
+            names = []
+            for sym in reply["result"]:
+                names += [sym["name"]] + [c["name"] for c in sym.get("children") or []]
+            return names
+
+        def change(version: int, start: tuple[int, int], end: tuple[int, int], new: str) -> None:
+            rng = {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}}
+            doc = {"uri": uri, "version": version}
+            srv.notify("textDocument/didChange", {"textDocument": doc, "contentChanges": [{"range": rng, "text": new}]})
+
+        change(2, (4, 3), (4, 7), "Gamma")  # `## Beta` -> `## Gamma`
+        assert outline(10) == ["Alpha", "Gamma"]
+        change(3, (99, 0), (99, 0), "# Zeta\n")  # past the end: the buffer cannot be trusted
+        assert outline(11) == ["Alpha", "Beta"]  # (the file on disk)
+        change(4, (0, 0), (0, 1), "#")  # a change to a dropped buffer is ignored, the server still answers
+        assert outline(12) == ["Alpha", "Beta"]
+        assert "Traceback" not in srv.stderr()

@@ -21,12 +21,15 @@ import re
 import stat
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, BinaryIO
+from urllib.parse import unquote
 
 import cattrs
+from lsprotocol import types
 from lsprotocol.types import ResponseError
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+from pygls.protocol.language_server import lsp_method
 
 from ..errors import InvalidRequest, SaiplingError
 from ..jsonrpc_salvage import is_request_id, salvage_id
@@ -98,6 +101,33 @@ class SaiplingProtocol(LanguageServerProtocol):
         if message is not _REJECTED:
             super().handle_message(message)
 
+    # -- document sync -----------------------------------------------------------------------------------
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> Any:
+        """The buffer copy hover, definition, the outline and name diagnostics read. pygls applies a change with a
+        range (a client that ignores the Full sync the server announced) as the whole new text: the buffer became
+        the typed fragment, and quick fixes were computed on it. Such a change is applied in place when its range
+        lies in the text; one that does not (past the end, end before start) leaves the buffer untrustworthy: it
+        is dropped, and the features read the file on disk until the next didOpen."""
+        uri = params.text_document.uri
+        for change in params.content_changes:
+            doc = self.workspace.text_documents.get(unquote(uri))
+            if doc is None:  # (never opened, or dropped below)
+                log.debug("didChange for %s, which is not open: ignored", uri)
+                return
+            rng = getattr(change, "range", None)
+            if rng is None:
+                doc._source = change.text
+            elif _fits(rng, len(doc.lines)):
+                doc._apply_incremental_change(change)
+            else:
+                log.warning("didChange of %s with a range outside the text: its buffer is dropped", uri)
+                self.workspace.remove_text_document(uri)
+                return
+            doc.version = params.text_document.version
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
     # -- conformance -------------------------------------------------------------------------------------
     initialize_received = False
 
@@ -162,6 +192,15 @@ class SaiplingProtocol(LanguageServerProtocol):
         if type(data) is JsonRPCResponseMessage:  # a custom request's result is plain JSON already
             return {"id": data.id, "jsonrpc": data.jsonrpc, "result": data.result}
         return super()._serialize_message(data)
+
+
+def _fits(rng: Any, lines: int) -> bool:
+    """A change's range lies in a text of `lines` lines (the line after the last one included: an edit at the very
+    end) and does not end before it starts."""
+    start, end = rng.start, rng.end
+    if not (0 <= start.line <= end.line <= lines and start.character >= 0 and end.character >= 0):
+        return False
+    return start.line < end.line or start.character <= end.character
 
 
 def watchable(stdin: BinaryIO, stdout: BinaryIO) -> bool:
