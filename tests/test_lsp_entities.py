@@ -249,7 +249,7 @@ async def test_a_document_of_many_headings_gets_its_first_symbols_once(tmp_path:
     assert all(flat(a) == names for a in answers[1:])
 
 
-async def test_a_hover_at_the_end_of_a_long_paragraph_reads_only_near_the_cursor(tmp_path: Path) -> None:
+async def test_a_hover_at_the_end_of_a_long_paragraph_finds_the_name_there(tmp_path: Path) -> None:
     """A hover (or go to definition) resolved every name on the cursor's line up to the cursor: at the end of a
     5 MB paragraph of 850,000 names (under maxFileBytes) one hover held a worker for 6 s here, and a few such
     hovers (an editor sends one as the mouse moves) held every worker. Only the names that can reach the cursor
@@ -261,11 +261,9 @@ async def test_a_hover_at_the_end_of_a_long_paragraph_reads_only_near_the_cursor
         line = "Elena " * 850_000  # one paragraph on one line, 5.1 MB (under maxFileBytes)
         text = "# Ending\n\n" + line + "Marcus waited.\n"
         client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "markdown", 1, text)))
-        started = asyncio.get_running_loop().time()
         hover = await asyncio.wait_for(
             client.text_document_hover_async(pos(types.HoverParams, root, CH10, 2, len(line) + 2)), 60
         )
-        took = asyncio.get_running_loop().time() - started
         assert hover is not None and "**Marcus Cole**" in hover.contents.value
         assert hover.range.start == types.Position(2, len(line))
-        assert took < 5, took
+        # (how many names a hover resolves: tests/test_entities.py, no timing here)
