@@ -105,7 +105,9 @@ def test_a_connection_that_fails_says_the_project_files_password_was_left_out(tm
 
 # a password with a character a URL must percent-encode, as people type it: the character ends the URL's user part,
 # so urllib and libpq read the rest of the password as the host, port, path, query or fragment
-UNENCODED = ["Sup3r/Secret9", "Sup3r#Secret9", "Sup3r?Secret9", "p@ss/w#rd-Secret9"]
+# (`Sup3r@Secret9`: libpq's user part ends at the first `@`, its host was `Secret9@127.0.0.1`; `2024?k=Secret9`: urllib
+# read a port and a query, libpq the password; both were shown whole)
+UNENCODED = ["Sup3r/Secret9", "Sup3r#Secret9", "Sup3r?Secret9", "p@ss/w#rd-Secret9", "Sup3r@Secret9", "2024?k=Secret9"]
 
 
 @pytest.mark.parametrize("password", UNENCODED)

@@ -68,6 +68,13 @@ def unencoded_userinfo(url: str) -> bool:
         parts = urlsplit(text)
     except ValueError:
         return True
+    # libpq takes the user part up to the first `@` before any `/` (urllib: up to the last `@` before any `/`, `?`
+    # or `#`): where the two differ (`user:p@ss@host`: libpq's host `ss@host`; `user:2024?k=v@host`: urllib's
+    # port 2024 and query `k=v@host`), part of the password is shown as a host, port or query value
+    head = text.partition("://")[2].partition("/")[0]
+    libpq_user = head.partition("@")[0] if "@" in head else None
+    if libpq_user != (parts.netloc.rpartition("@")[0] if "@" in parts.netloc else None):
+        return True
     if "@" in parts.netloc:
         return "@" in parts.path or "@" in parts.fragment  # (`user:p@ss/w@host`: the first `@` ends too soon)
     if "@" in parts.path or "@" in parts.fragment:
