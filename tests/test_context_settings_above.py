@@ -42,3 +42,22 @@ def test_a_folder_above_that_is_no_project_changes_nothing(tmp_path: Path) -> No
     with open_project(inner) as project:
         project.index()
         assert [r["filePath"] for r in project.search({"query": "zanzibarite"})["results"]] == ["a.md"]
+
+
+def test_the_settings_of_a_folder_served_apart_stay_one_object_while_nothing_changes(tmp_path: Path) -> None:
+    """Without a settings file of its own, the folder's settings were a new object every call once a project above
+    applied: the caches keyed by them (the entity index, mentions, status's report over every indexed path) were
+    worked out again on every request. A settings file written later still counts."""
+    from saipling.files.context_settings import load_context_settings
+
+    (tmp_path / ".saipling").mkdir()
+    (tmp_path / ".context_settings.json").write_text(json.dumps({"notes/diary/": "exclude"}), encoding="utf-8")
+    inner = tmp_path / "notes"
+    inner.mkdir()
+    first = load_context_settings(inner)
+    assert first.mode_for("diary/a.md") == "exclude" and first.mode_for("private/a.md") == "auto"
+    assert load_context_settings(inner) is first
+    (inner / ".context_settings.json").write_text(json.dumps({"private/": "exclude"}), encoding="utf-8")
+    later = load_context_settings(inner)
+    assert later.mode_for("private/a.md") == "exclude" and later.mode_for("diary/a.md") == "exclude"
+    assert load_context_settings(inner) is later

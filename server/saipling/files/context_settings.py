@@ -151,11 +151,13 @@ class ContextSettings:
         ]
 
 
-_cache: dict[str, tuple[tuple[int, int, int] | None, ContextSettings]] = {}
+_cache: dict[str, tuple[tuple[int, ...] | None, ContextSettings]] = {}
+_MISSING = (-1,)  # the stamp of a settings file that does not exist
 _last_good: dict[str, _Parsed] = {}  # per settings file: its last reading that parsed
 
 
-_combined: dict[str, tuple[tuple[int, ...], ContextSettings]] = {}  # per root: (its and outer ids, the settings)
+# per root: (its settings and the outer ones it was made of, held: an id could be a freed object's; the settings)
+_combined: dict[str, tuple[tuple[ContextSettings, ...], ContextSettings]] = {}
 
 
 def load_context_settings(root: Path) -> ContextSettings:
@@ -173,9 +175,9 @@ def load_context_settings(root: Path) -> ContextSettings:
                 outer.append((here.relative_to(above).as_posix() + "/", found))
     if not outer:
         return cs
-    key = (id(cs), *(id(o) for _, o in outer))
+    key = (cs, *(o for _, o in outer))
     hit = _combined.get(str(here))
-    if hit is None or hit[0] != key:
+    if hit is None or len(hit[0]) != len(key) or any(a is not b for a, b in zip(hit[0], key, strict=True)):
         notes = [w for w in (cs.warning, *(o.warning for _, o in outer)) if w]
         combined = ContextSettings(
             dict(cs.modes),
@@ -197,7 +199,13 @@ def _load(root: Path) -> ContextSettings:
         st = path.stat()
     except FileNotFoundError:
         if not os.path.lexists(path):
-            return ContextSettings()  # no settings file: nothing excluded
+            # no settings file: nothing excluded; the same object each time (the caches keyed by the settings
+            # object, the entity index, mentions, status's report, lasted a call when an outer project's applied)
+            hit = _cache.get(str(path))
+            if hit is not None and hit[0] == _MISSING:
+                return hit[1]
+            _cache[str(path)] = (_MISSING, ContextSettings())
+            return _cache[str(path)][1]
         st = None  # a link to nothing: settings that exist but cannot be read
     except OSError:
         st = None  # (a link loop, a folder that cannot be searched)
