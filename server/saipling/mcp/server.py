@@ -422,11 +422,14 @@ class McpFace:
             out = {**out, "degraded": self._agent_degraded(out["degraded"])}
         return _present(out)
 
-    def _agent_degraded(self, text: str) -> str:
+    def _agent_degraded(self, text: str) -> str | None:
         """`degraded` with the agent's own counts: "N of M chunks have no embeddings" counts every chunk of the index
         (M: its size, private and excluded files included; N: a private note written a moment ago), and "N file(s)
-        changed" every file saved."""
+        changed" every file saved. None when every chunk it may see has its embedding ("0 of 1 chunks have no
+        embeddings" told it that a file it may not see was written a moment ago)."""
         seen = self._what_it_sees()
+        if _CHUNKS_COUNTED.search(text) and seen.chunks - seen.embedded <= 0:
+            return None
         text = _CHUNKS_COUNTED.sub(f"{seen.chunks - seen.embedded} of {seen.chunks} chunks", text)
         return _FILES_COUNTED.sub("files changed", text)
 
