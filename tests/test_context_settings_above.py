@@ -61,3 +61,34 @@ def test_the_settings_of_a_folder_served_apart_stay_one_object_while_nothing_cha
     later = load_context_settings(inner)
     assert later.mode_for("private/a.md") == "exclude" and later.mode_for("diary/a.md") == "exclude"
     assert load_context_settings(inner) is later
+
+
+def test_a_folder_served_through_a_link_keeps_the_exclusions_of_the_project_it_is_linked_into(tmp_path: Path) -> None:
+    """`PROJECT/notes` a link to a folder elsewhere: the project opens it resolved, outside PROJECT, and the walk up
+    from there never met PROJECT's `.context_settings.json` (the review of attacker pass 6's fix). The folders
+    above the path it was opened by count too."""
+    elsewhere = make_project(
+        tmp_path,
+        {"pub.md": "# Pub\n\nThe harbor.\n", "diary/a.md": "# Diary\n\nMy zanzibarite affair.\n"},
+        name="elsewhere",
+    )
+    outer = make_project(tmp_path, {".context_settings.json": json.dumps({"notes/diary/": "exclude"})}, name="proj")
+    (outer / ".saipling").mkdir()
+    (outer / "notes").symlink_to(elsewhere, target_is_directory=True)
+    with open_project(outer / "notes") as project:
+        project.index()
+        assert project.root == elsewhere.resolve()
+        assert project.search({"query": "zanzibarite"})["results"] == []
+        assert [r["filePath"] for r in project.search({"query": "harbor"})["results"]] == ["pub.md"]
+
+
+def test_an_outer_settings_file_that_links_to_nothing_fails_closed(tmp_path: Path) -> None:
+    """A project above whose `.context_settings.json` is a dangling link cannot be read: everything is excluded (as
+    for the project's own file), not nothing."""
+    from saipling.files.context_settings import load_context_settings
+
+    (tmp_path / ".saipling").mkdir()
+    (tmp_path / ".context_settings.json").symlink_to(tmp_path / "gone.json")
+    inner = tmp_path / "notes"
+    inner.mkdir()
+    assert load_context_settings(inner).mode_for("pub.md") == "exclude"

@@ -17,6 +17,7 @@ from .embeddings import Provider, create_provider
 from .embeddings.base import EmbeddingProvider
 from .embeddings.fallback import ProviderFallback
 from .errors import DiskFull, ProviderError, SaiplingError, StorageUnavailable
+from .files.context_settings import remember_spelling
 from .live import unindexable
 from .redact import shown_url
 from .status import RunState
@@ -181,7 +182,8 @@ class Project:
     ) -> Project:
         """Open a project; with create=False a folder never indexed gets an empty in-memory index (no files written).
         verify=False skips the full integrity check of the index file (storage.open_store): for one-shot readers."""
-        root = Path(root).resolve()
+        given, root = Path(root), Path(root).resolve()
+        remember_spelling(root, given)  # (the folders above a root opened through a link: their exclusions apply)
         warnings: list[str] = []
         if settings is None:
             settings, warnings = load_settings(root, env, init_options, workspace_config, overrides)

@@ -160,6 +160,20 @@ _last_good: dict[str, _Parsed] = {}  # per settings file: its last reading that 
 _combined: dict[str, tuple[tuple[ContextSettings, ...], ContextSettings]] = {}
 
 
+_spellings: dict[str, tuple[Path, ...]] = {}  # a resolved root -> the paths it was opened by (links on the way)
+
+
+def remember_spelling(resolved: Path, given: Path) -> None:
+    """`given` (absolute, not resolved) names the project at `resolved`: the folders above it count for
+    `load_context_settings` too (a project opened as `PROJECT/notes`, where `notes` links to a folder elsewhere,
+    lies inside PROJECT for its author)."""
+    given = Path(os.path.abspath(given))
+    if given != resolved:
+        known = _spellings.get(str(resolved), ())
+        if given not in known:
+            _spellings[str(resolved)] = (*known, given)
+
+
 def load_context_settings(root: Path) -> ContextSettings:
     """The project's settings (`_load`), with the exclusions of every indexed project it lies inside (a folder
     above it holding `.saipling/`): `saipling mcp PROJECT/notes` made an index of its own for `notes/` and read
@@ -168,11 +182,15 @@ def load_context_settings(root: Path) -> ContextSettings:
     cs = _load(root)
     outer = []
     here = Path(root)
-    for above in here.parents:
-        if (above / FILE_NAME).exists() and os.path.isdir(above / INDEX_DIR):
-            found = _load(above)
-            if found.has("exclude"):
-                outer.append((here.relative_to(above).as_posix() + "/", found))
+    # (the folders above the root as it was given too: `PROJECT/notes` may be a link to a folder elsewhere, and
+    # the project opens it resolved, outside PROJECT)
+    for spelt in (here, *_spellings.get(str(here), ())):
+        for above in spelt.parents:
+            # (lexists: a settings file that is a link to nothing fails closed in `_load`, it is not absent)
+            if os.path.lexists(above / FILE_NAME) and os.path.isdir(above / INDEX_DIR):
+                found = _load(above)
+                if found.has("exclude"):
+                    outer.append((spelt.relative_to(above).as_posix() + "/", found))
     if not outer:
         return cs
     key = (cs, *(o for _, o in outer))
