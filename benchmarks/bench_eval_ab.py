@@ -67,7 +67,9 @@ def run_side(
 ) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(tree / "server"))
     args = [sys.executable, "-c", CHILD, str(dataset), split, mode, str(workdir), provider, str(limit)]
-    out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(args, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"the side at {tree} failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -75,6 +77,8 @@ def paired(old: dict[str, float], new: dict[str, float], seed: int = 1) -> dict[
     """Mean of each side over the queries both have, the mean difference (new - old), its 95% bootstrap interval
     and the share of resamples where new >= old."""
     qs = sorted(set(old) & set(new))
+    if not qs:
+        raise SystemExit("the two sides share no query")
     d = [new[q] - old[q] for q in qs]
     rng = random.Random(seed)
     means = sorted(sum(rng.choice(d) for _ in d) / len(d) for _ in range(RESAMPLES))
@@ -103,6 +107,8 @@ def main() -> None:
     p.add_argument("--provider", default=None, help="local (default when installed) or none")
     p.add_argument("--json", default=None, help="also write both sides' per-query figures and the summary here")
     args = p.parse_args()
+    if Path(args.old_workdir).resolve() == Path(args.new_workdir).resolve():
+        raise SystemExit("--old-workdir and --new-workdir must differ: each side indexes its own copy")
     dataset = Path(args.scifact)
     if not bu.need_shared(dataset / "corpus.jsonl", "the BEIR dataset"):
         return
