@@ -532,3 +532,49 @@ def test_chunks_a_worker_made_are_stored_with_their_previews(
         assert summary.chunk_workers == 1
         stored = [c for p in sorted(project.store.file_states()) for c in project.store.chunks_for_path(p)]
     assert stored and all(c.preview and c.preview == make_preview(c.text) for c in stored)
+
+
+@pytest.mark.parametrize("how", ["select-only", "read-only-sessions"])
+def test_a_role_that_may_only_read_searches_the_workspace_as_it_is(tmp_path: Path, pg_server, how: str) -> None:
+    """A role granted SELECT only (or one whose sessions are read-only: `default_transaction_read_only`, a hot
+    standby) opens the workspace read-only: a search after an edit tried to re-read the file, failed ("could not be
+    indexed: permission denied", on every search), `index` said "permission denied for table workspaces" and
+    `saipling mcp` could not start."""
+    import uuid
+
+    import psycopg
+
+    from saipling.storage.postgres.store import split_location
+
+    root = saipling_project(tmp_path)
+    url = pg_server.url()
+    done = _cli("index", str(root), store=url)
+    assert done.returncode == 0, done.stderr
+    role = f"reader_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(split_location(url)[0], autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        if how == "select-only":
+            conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+        else:
+            conn.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+            conn.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
+            conn.execute(f"ALTER ROLE {role} SET default_transaction_read_only = on")
+    reader = url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+    assert reader != url
+    scene = root / "books" / "book-01" / "phase-5-bloom" / "ch-01" / "scene-01.md"
+    scene.write_text(scene.read_text() + "\nA new line the reader cannot index.\n")
+    done = _cli("search", "harbor", "--root", str(root), "--mode", "lexical", "--json", store=reader)
+    assert done.returncode == 0, done.stderr
+    assert "could not be indexed" not in done.stderr and "permission denied" not in done.stderr, done.stderr
+    assert "world/places/harbor.md" in [r["filePath"] for r in json.loads(done.stdout)["results"]]
+    status = _cli("status", str(root), "--json", store=reader)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["readOnly"] is True
+    done = _cli("index", str(root), store=reader)
+    assert done.returncode == 1 and "is read-only: it cannot be changed" in done.stderr, done.stderr
+    # a workspace it cannot create is named as such, not as one `saipling index` would create
+    done = _cli("index", str(root), store=reader.replace("workspace=", "workspace=new", 1))
+    assert done.returncode == 1 and "may not write the database" in done.stderr, done.stderr
+    with psycopg.connect(split_location(url)[0]) as conn:  # nothing the reader did changed the workspace
+        assert conn.execute("SELECT count(*) FROM workspaces WHERE name LIKE 'new%'").fetchone()[0] == 0

@@ -26,7 +26,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from ...embeddings.base import usable_vector
-from ...errors import IndexBusy, IndexCancelled, IndexCorrupted, StorageError, StorageUnavailable
+from ...errors import IndexBusy, IndexCancelled, IndexCorrupted, StorageError, StorageReadOnly, StorageUnavailable
 from ...lazy import np
 from ...redact import REDACTED, remember, unencoded_userinfo, without_userinfo
 from ..base import (
@@ -307,12 +307,19 @@ class PostgresStore:
                     raise IndexCorrupted(f"the PostgreSQL store {redacted(conninfo)}: {exc}") from exc
                 register(conn)
                 vectorio_ready = True
-                if create:
+                # a session that may not write (a role granted SELECT only, default_transaction_read_only, a hot
+                # standby) opens the store read-only: a search then tried to re-read every edited file, failed
+                # on each ("could not be indexed", every search) and `mcp`/`serve` could not start at all
+                writable = not readonly and _can_write(conn)
+                if create and writable:
                     conn.execute("INSERT INTO workspaces(name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
                 row = conn.execute("SELECT id FROM workspaces WHERE name = %s", (name,)).fetchone()
                 if row is None:
                     others = [r[0] for r in conn.execute("SELECT name FROM workspaces ORDER BY name LIMIT 21")]
+                    if create and not readonly:  # (a role that cannot create it: `saipling index` cannot either)
+                        raise StorageReadOnly(_no_workspace(name, redacted(conninfo), others, creatable=False))
                     raise StorageError(_no_workspace(name, redacted(conninfo), others))
+                readonly = not writable
                 ws = row[0]
             except psycopg.Error as exc:
                 hint = "" if vectorio_ready else " (the server needs pgvector >= 0.8: CREATE EXTENSION vector)"
@@ -1771,14 +1778,32 @@ class PostgresStore:
         return True
 
 
-def _no_workspace(name: str, where: str, others: list[str]) -> str:
+def _no_workspace(name: str, where: str, others: list[str], creatable: bool = True) -> str:
     from ...config.settings import did_you_mean
 
     has = f"its workspaces: {', '.join(others[:20])}{', ...' if len(others) > 20 else ''}" if others else "it has none"
-    return (
-        f"the PostgreSQL store {where} has no workspace {name!r}{did_you_mean(name, others)} ({has}); "
+    how = (
         "`saipling index` creates it"
+        if creatable
+        else "this connection may not write the database (read-only): connect as a role that may write to create it"
     )
+    return f"the PostgreSQL store {where} has no workspace {name!r}{did_you_mean(name, others)} ({has}); {how}"
+
+
+# the tables an index run, a refresh or `clear` writes (a role that lacks a write on one of them cannot keep the index)
+WRITTEN_TABLES = ("workspaces", "files", "chunks", "chunk_vectors", "chunk_terms", "file_terms", "meta")
+
+
+def _can_write(conn: psycopg.Connection) -> bool:
+    """Whether this session may write a workspace: not a read-only session (`default_transaction_read_only` set
+    for the role or the database, a hot standby) and a role with INSERT, UPDATE and DELETE on the index's tables."""
+    row = conn.execute(
+        "SELECT current_setting('transaction_read_only') = 'off' AND bool_and("
+        "has_table_privilege(t, 'INSERT') AND has_table_privilege(t, 'UPDATE') AND has_table_privilege(t, 'DELETE'))"
+        " FROM unnest(%s::text[]) AS t",
+        (list(WRITTEN_TABLES),),
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _levels(flt: Any) -> list[str] | None:
