@@ -402,3 +402,12 @@ def test_an_index_deleted_while_a_run_writes_it_is_said_not_reported_done(
     monkeypatch.setattr(Project, "index", real_index)
     assert run("index", str(project)).exit_code == 0  # and the next run builds it again
     assert [r["filePath"] for r in search_json(project, "quorvath")["results"]] == ["chapters/03.md"]
+
+
+def test_a_path_filter_with_dot_dot_is_read_from_the_root(project: Path) -> None:
+    """`--path ../` (a folder outside the root) found "no indexed file is under that folder", exit 0, where the same
+    folder given absolute is refused; `--path notes/../chapters` (chapters/) filtered to nothing."""
+    outside = run("search", "harbour", "--root", str(project), "--path", "../")
+    assert outside.exit_code == 2 and "filter.pathPrefix" in outside.stderr and "outside" in outside.stderr
+    found = search_json(project, "harbour lighthouse", "--path", "nothing/../chapters")["results"]
+    assert found and all(r["filePath"].startswith("chapters/") for r in found)

@@ -377,7 +377,11 @@ def root_relative_prefix(root: Path, prefix: str) -> str | None:
     InvalidRequest (`filter.pathPrefix`) for a folder outside the root."""
     prefix = str(Path.cwd()) if prefix.rstrip("/") == "." else from_cwd(root, prefix)
     if not os.path.isabs(prefix):
-        return prefix
+        if ".." not in prefix.replace("\\", "/").split("/"):
+            return prefix
+        # (`--path ../` was taken as a prefix no path has: "no indexed file is under that folder", exit 0, where
+        # the same folder given absolute is refused; `notes/../chapters` filtered to nothing)
+        prefix = os.path.join(root, prefix)
     try:
         rel = Path(prefix).resolve().relative_to(Path(root).resolve()).as_posix()
     except ValueError:
