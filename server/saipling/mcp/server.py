@@ -513,12 +513,18 @@ class McpFace:
 
         flt = build_filter(self.project, SearchRequest(query="", role=self.role, respect_context_settings=True))
         store = self.project.store
-        # (a count over every chunk: 0.1 s at 56k chunks; asked again only when the index or the filter changed)
+        # (a count over every chunk: 0.2 s at 56k chunks; asked again only when the index or the filter changed)
         key = (id(store), store.index_version(), repr(flt))
         if self._seen is None or self._seen[0] != key:
             counts = store.entity_type_counts(flt)
-            ids = [int(i) for i in store.filtered_ids(flt)] if counts else []
-            embedded = len(ids) - len(store.without_vectors(ids)) if ids and store.embedded_count() else 0
+            ids = store.filtered_ids(flt) if counts else ()
+            whole = store.stats()
+            if not len(ids) or not whole.embedded_chunks:
+                embedded = 0
+            elif whole.embedded_chunks >= whole.total_chunks:  # (every chunk has its vector: no need to look)
+                embedded = len(ids)
+            else:  # (a run is embedding: which of the agent's chunks have theirs)
+                embedded = len(ids) - len(store.without_vectors([int(i) for i in ids]))
             types = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
             self._seen = (key, _Seen(types, sum(counts.values()), len(ids), embedded))
         return self._seen[1]
