@@ -68,3 +68,23 @@ def test_degraded_counts_the_agents_own_chunks_without_embeddings(tmp_path: Path
 
         said = McpFace(project).call("status", {})["degraded"]
     assert said.startswith("1 of 2 chunks have no embeddings") and not re.search(r"\b[89]\b", said), said
+
+
+def test_while_a_run_writes_the_agent_s_counts_stand_a_few_seconds(tmp_path: Path) -> None:
+    """Every status poll during a run is a new index state: the counts (seconds of a worker's time on a large index)
+    are taken again at most every SEEN_WHILE_INDEXING seconds then, and at once when no run is going."""
+    from saipling.mcp.server import McpFace
+
+    root = make_project(tmp_path, {"notes/a.md": "# A\n\nThe harbor.\n"})
+    with open_project(root) as project:
+        project.index()
+        face = McpFace(project)
+        assert face.call("status", {})["totalFiles"] == 1
+        write_file(root, "notes/b.md", "# B\n\nA ship.\n")
+        project.index()
+        project.state.is_indexing = True  # (what a run going on says)
+        try:
+            assert face.call("status", {})["totalFiles"] == 1  # (counted a moment ago: it stands)
+        finally:
+            project.state.is_indexing = False
+        assert face.call("status", {})["totalFiles"] == 2

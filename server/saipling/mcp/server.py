@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -372,7 +373,7 @@ class McpFace:
         # agent got their private notes)
         self.role = project.settings.mcp_role
         # what the agent may see (entityTypes, files, chunks, embedded chunks), by index state and filter
-        self._seen: tuple[tuple[Any, ...], _Seen] | None = None
+        self._seen: tuple[tuple[Any, ...], _Seen, float] | None = None  # (key, counts, when)
 
     # -- index life cycle ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -515,7 +516,17 @@ class McpFace:
         store = self.project.store
         # (a count over every chunk: 0.2 s at 56k chunks; asked again only when the index or the filter changed)
         key = (id(store), store.index_version(), repr(flt))
-        if self._seen is None or self._seen[0] != key:
+        # while a run writes, every poll is a new index state: counted again at most every SEEN_WHILE_INDEXING s
+        # (a count over a large index is seconds of a worker's time, and the figures move under it anyway)
+        fresh = self._seen is not None and (
+            self._seen[0] == key
+            or (
+                self._seen[0][2] == key[2]
+                and (self.project.state.is_indexing or self.indexing_in_background)
+                and time.monotonic() - self._seen[2] < SEEN_WHILE_INDEXING
+            )
+        )
+        if not fresh:
             counts = store.entity_type_counts(flt)
             ids = store.filtered_ids(flt) if counts else ()
             whole = store.stats()
@@ -526,10 +537,11 @@ class McpFace:
             else:  # (a run is embedding: which of the agent's chunks have theirs)
                 embedded = len(ids) - len(store.without_vectors([int(i) for i in ids]))
             types = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-            self._seen = (key, _Seen(types, sum(counts.values()), len(ids), embedded))
+            self._seen = (key, _Seen(types, sum(counts.values()), len(ids), embedded), time.monotonic())
         return self._seen[1]
 
 
+SEEN_WHILE_INDEXING = 5.0  # seconds: how long the agent's counts stand while a run changes the index
 # what status.degraded and search.partly_embedded count over the whole index
 _CHUNKS_COUNTED = re.compile(r"\b\d+ of \d+ chunks\b")
 _FILES_COUNTED = re.compile(r"\b\d+ file\(s\) changed\b")
