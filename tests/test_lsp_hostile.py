@@ -249,3 +249,17 @@ def test_a_change_with_a_range_is_applied_in_place_or_drops_the_buffer(tmp_path:
         change(4, (0, 0), (0, 1), "#")  # a change to a dropped buffer is ignored, the server still answers
         assert outline(12) == ["Alpha", "Beta"]
         assert "Traceback" not in srv.stderr()
+
+
+def test_a_progress_cancel_with_a_token_that_is_not_a_string_or_an_integer_is_ignored(tmp_path: Path) -> None:
+    """A token that is an object or a list cannot be one of the server's: pygls looked it up in its table and
+    logged an ERROR with a traceback (unhashable type: 'dict'). It is ignored with one line (attacker pass 7)."""
+    root = write_project(tmp_path / "proj", STORY)
+    with RawServer(root) as srv:
+        srv.initialize()
+        for token in ({"a": 1}, [1, 2], None):
+            srv.notify("window/workDoneProgress/cancel", {"token": token})
+        srv.request("saipling/status", {}, 2)
+        assert "result" in (srv.response(2) or {})
+        err = srv.stderr()
+        assert "unhashable" not in err and "Traceback" not in err and "ERROR" not in err, err[-2000:]

@@ -128,6 +128,16 @@ class SaiplingProtocol(LanguageServerProtocol):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
             yield handler, (params,), None
 
+    # -- progress ----------------------------------------------------------------------------------------
+    @lsp_method(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def lsp_work_done_progress_cancel(self, params: types.WorkDoneProgressCancelParams) -> Any:
+        """A token that is not a string or an integer (an object, a list) is none of the server's: ignored with
+        one line. pygls looked it up in its table of tokens and logged an ERROR (unhashable type: 'dict')."""
+        if not isinstance(params.token, (str, int)):
+            log.warning("window/workDoneProgress/cancel with a token that is not a string or an integer: ignored")
+            return
+        yield from super().lsp_work_done_progress_cancel(params)
+
     # -- conformance -------------------------------------------------------------------------------------
     initialize_received = False
 
