@@ -263,3 +263,27 @@ def test_a_progress_cancel_with_a_token_that_is_not_a_string_or_an_integer_is_ig
         assert "result" in (srv.response(2) or {})
         err = srv.stderr()
         assert "unhashable" not in err and "Traceback" not in err and "ERROR" not in err, err[-2000:]
+
+
+async def test_a_document_outside_every_folder_by_dot_dot_segments_gets_empty_answers(tmp_path: Path) -> None:
+    """A document URI whose `..` (or `%2e%2e`) segments lead out of the workspace folder was read anyway: the
+    outline and hover of a file outside the project (any file the server can read). Its path is normalised
+    first: outside every folder, the answer is empty; a `..` that stays inside reads the file it names
+    (attacker pass 7)."""
+    root = write_project(tmp_path / "proj", STORY)
+    write_project(tmp_path / "outside", {"secret.md": "# Outside Secret\n\nAlice Marsh reads the letters.\n"})
+    async with lsp_session(root) as client:
+        await wait_for_index(client)
+        base = root.as_uri()
+        for uri in (
+            f"{base}/../outside/secret.md",
+            f"{base}/%2e%2e/outside/secret.md",
+            f"{base}/notes/%2E%2E/%2E%2E/outside/secret.md",
+        ):
+            doc = {"uri": uri}
+            assert await raw_request(client, "textDocument/documentSymbol", {"textDocument": doc}) == [], uri
+            at = {"textDocument": doc, "position": {"line": 2, "character": 2}}  # on `Alice Marsh`
+            assert await raw_request(client, "textDocument/hover", at) is None, uri
+        inside = {"uri": f"{base}/notes/../chapters/ch01.md"}
+        got = await raw_request(client, "textDocument/documentSymbol", {"textDocument": inside})
+        assert [s["name"] for s in got] == ["Chapter 1: The Dragon Wakes"]
