@@ -188,3 +188,25 @@ async def test_a_home_folder_opened_as_a_workspace_folder_is_not_indexed(tmp_pat
         assert (project / ".saipling").is_dir() and not (home / ".saipling").exists()
         found = await request(client, "saipling/search", {"query": "dragon", "mode": "lexical"})
         assert {r["filePath"] for r in found["results"]} == {"saga.md"}  # the project is served, home is not
+
+
+async def test_a_folder_removed_by_another_spelling_of_its_uri_is_closed(tmp_path: Path) -> None:
+    """The editor may spell a folder's URI another way when it removes it (a trailing `/`, a character
+    percent-encoded, lower-case escapes): the folder stayed open and indexed (attacker pass 7)."""
+    keep = write_project(tmp_path / "keep", B)
+    accented = write_project(tmp_path / "b é", A)  # as_uri: .../b%20%C3%A9
+    plain = write_project(tmp_path / "cc", {"c.md": "# C\n\nA dragon.\n"})
+    nested = write_project(keep / "inner", {"i.md": "# I\n\nAn inner dragon.\n"})
+    async with lsp_session([keep, accented, plain, nested], OPTIONS) as client:
+        await wait_for_index(client, runs=3)
+        removed = [
+            types.WorkspaceFolder(uri=accented.as_uri().replace("%C3%A9", "%c3%a9") + "/", name="b é"),
+            types.WorkspaceFolder(uri=plain.as_uri()[:-1] + "%63", name="cc"),  # cc spelt c%63
+            types.WorkspaceFolder(uri=nested.as_uri() + "/", name="inner"),  # (served by keep's index)
+        ]
+        change = types.WorkspaceFoldersChangeEvent(added=[], removed=removed)
+        client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(change))
+        st = await wait_for_status(client, lambda s: s["workspaceFolder"] == keep.as_uri() and "folders" not in s)
+        assert st["totalFiles"] == 2
+        with pytest.raises(JsonRpcException):  # the nested folder is gone too
+            await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": "inner"})

@@ -247,9 +247,32 @@ async def close_folder(ls: SaiplingServer, uri: str) -> None:
         await ls.call(folder.project.close)
 
 
+def known_uri(ls: SaiplingServer, uri: str) -> str:
+    """The URI an open or nested folder was added under that names the same folder as `uri`, else `uri`. An
+    editor may spell it another way when it removes it (a trailing `/`, a character percent-encoded, escapes in
+    lower case): the folder stayed open and indexed. Compared as the add path compares them: resolved paths."""
+    if uri in ls.folders or uri in ls.covered:
+        return uri
+    wanted = resolved(uri)
+    if wanted is not None:
+        for known in [*ls.folders, *ls.covered]:
+            if resolved(known) == wanted:
+                return known
+    return uri
+
+
+def resolved(uri: str) -> Path | None:
+    path = convert.uri_to_path(uri)
+    try:
+        return path.resolve() if path is not None else None
+    except (OSError, RuntimeError):  # (a symlink loop)
+        return None
+
+
 async def remove_folders(ls: SaiplingServer, uris: list[str]) -> list[Folder]:
-    """Close workspace folders. Folders they held that stay in the workspace are opened on their own again
-    (returned, to be indexed). Callers hold `folders_lock`."""
+    """Close workspace folders (however their URIs are spelt). Folders they held that stay in the workspace are
+    opened on their own again (returned, to be indexed). Callers hold `folders_lock`."""
+    uris = [known_uri(ls, uri) for uri in uris]
     gone = set(uris)
     for uri in uris:
         ls.covered.pop(uri, None)
