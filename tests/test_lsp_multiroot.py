@@ -210,3 +210,18 @@ async def test_a_folder_removed_by_another_spelling_of_its_uri_is_closed(tmp_pat
         assert st["totalFiles"] == 2
         with pytest.raises(JsonRpcException):  # the nested folder is gone too
             await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": "inner"})
+
+
+async def test_a_name_two_folders_share_is_refused_naming_both(tmp_path: Path) -> None:
+    """`workspaceFolder: "proj"` with /x/proj and /y/proj open searched both; it names both and asks for the
+    URI, which picks one (attacker pass 7)."""
+    x = write_project(tmp_path / "x" / "proj", A)
+    y = write_project(tmp_path / "y" / "proj", B)
+    async with lsp_session([x, y], OPTIONS) as client:
+        await wait_for_index(client, runs=2)
+        with pytest.raises(JsonRpcException) as info:
+            await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": "proj"})
+        assert info.value.code == -32602
+        assert x.as_uri() in info.value.message and y.as_uri() in info.value.message
+        found = await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": y.as_uri()})
+        assert [r["filePath"] for r in found["results"]] == ["notes.md"]

@@ -311,12 +311,20 @@ def covered_by(ls: SaiplingServer, wanted: str) -> tuple[Folder, str] | None:
 
 def folders_for(ls: SaiplingServer, p: dict[str, Any], *, with_filter: bool = True) -> list[Folder]:
     """The folder named by `workspaceFolder` (uri or name), else every folder. A nested folder is served by
-    its enclosing one, scoped by a `filter.pathPrefix` when `with_filter` (search) and by relative paths."""
+    its enclosing one, scoped by a `filter.pathPrefix` when `with_filter` (search) and by relative paths. A name
+    two folders share (/a/proj and /b/proj) is refused, naming their URIs: it searched both."""
     if not ls.folders:
         raise request_failed("no workspace folder is open")
     wanted = p.pop("workspaceFolder", None)
     if wanted is None:
         return list(ls.folders.values())
+    if wanted not in ls.folders and wanted not in ls.covered:
+        named = [f.uri for f in list(ls.folders.values()) if f.name == wanted]
+        named += [uri for uri, (name, _) in list(ls.covered.items()) if name == wanted]
+        if len(named) > 1:
+            raise params.invalid(
+                "workspaceFolder", f"{wanted!r} names {len(named)} workspace folders ({', '.join(named)}): give its URI"
+            )
     found = [f for f in list(ls.folders.values()) if wanted in (f.uri, f.name)]
     if not found and (held := covered_by(ls, wanted)) is not None:
         outer, rel = held  # a nested folder: its enclosing folder's index, limited to its files
