@@ -370,6 +370,20 @@ def test_the_filesystem_root_and_an_unchosen_home_folder_are_never_indexed(tmp_p
     assert (home / ".saipling").is_dir()
 
 
+def test_a_home_at_the_filesystem_root_refuses_no_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some containers set HOME=/: every folder then holds the home folder, and the rule that refuses a folder
+    holding it (`/home`) must not refuse every project opened without a name."""
+    from saipling.paths import too_broad
+
+    monkeypatch.setenv("HOME", "/")
+    assert too_broad(tmp_path) is None
+    assert too_broad(Path("/"))  # (the filesystem root itself: still never)
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    (tmp_path / "me").mkdir()
+    assert "holds your home folder" in (too_broad(tmp_path) or "")
+    assert too_broad(tmp_path, explicit=True) is None
+
+
 # -- what a new user reads (issue 36) ------------------------------------------------------------------------
 def _messy_project(tmp_path: Path) -> Path:
     """Markdown to index, and files that are skipped: by rule (an image, a hidden note, a TOML) or because
