@@ -597,3 +597,30 @@ def test_only_additive_tokenizers_use_the_word_memo() -> None:
     seq.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
     seq.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     assert not is_additive(seq)
+
+
+def test_the_local_model_writes_nothing_outside_the_project(tmp_path: Path) -> None:
+    """ONNX Runtime 1.2x writes a device id and an event store under ~/.cache/Microsoft/DeveloperTools/ on its
+    first session, unless ORT_DISABLE_TELEMETRY is set: an index and a semantic search, in a fresh process with a
+    home of its own, leave that home as it was (the first-hour Neovim trial found the files)."""
+    import os
+    import subprocess
+    import sys
+
+    from fixtures import need_local_model
+
+    need_local_model()
+    home, root = tmp_path / "home", tmp_path / "novel"
+    home.mkdir()
+    root.mkdir()
+    (root / "a.md").write_text("# Harbor\n\nThe ship came in at dawn.\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    env |= {"HOME": str(home)}
+    code = (
+        "import sys; from saipling.project import Project; p = Project.open(sys.argv[1], overrides={'provider': "
+        "'local'}); p.index(); r = p.search({'query': 'a ship arriving', 'mode': 'semantic'}); p.close(); "
+        "assert r['results'], r"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(root)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []

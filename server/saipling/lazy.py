@@ -43,3 +43,14 @@ class LazyPattern:
         value = getattr(re.compile(*self._args), attr)
         setattr(self, attr, value)
         return value
+
+
+def onnxruntime() -> Any:
+    """`import onnxruntime`, with its telemetry off: ONNX Runtime 1.2x on Linux writes a device id and an event
+    store under `~/.cache/Microsoft/DeveloperTools/.onnxruntime/` on its first session (`disable_telemetry_events()`
+    does not stop it), outside the project, which saipling never writes. ORT_DISABLE_TELEMETRY does; a value the
+    user set is kept. Raises ImportError like the import."""
+    import os
+
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    return importlib.import_module("onnxruntime")

@@ -328,7 +328,9 @@ class LocalProvider(EmbeddingProvider):
 
     def _load(self, files: ModelFiles) -> _Loaded:
         try:
-            import onnxruntime as ort
+            from ..lazy import onnxruntime
+
+            ort = onnxruntime()
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise ProviderError(f"local provider needs onnxruntime and tokenizers ({exc}); {INSTALL_HINT}") from exc

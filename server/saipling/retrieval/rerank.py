@@ -241,7 +241,9 @@ class LocalReranker(Reranker):
         with self._lock:
             if self._state is None:
                 try:
-                    import onnxruntime as ort
+                    from ..lazy import onnxruntime
+
+                    ort = onnxruntime()
                     from tokenizers import Tokenizer
                 except ImportError as exc:
                     raise ProviderError(f"the local reranker needs onnxruntime and tokenizers ({exc})") from exc
