@@ -964,3 +964,20 @@ def test_a_heading_alone_between_two_passages_keeps_them_apart() -> None:
     merged = _merge([a, b], lines, None, [(1, 3, "Mina > Habits"), (7, 8, "Mina > Habits")])
     assert [(s.start, s.end) for s in merged] == [(3, 3), (8, 8)]
     assert not any("betrays" in s.text for s in merged)
+
+
+def test_a_paragraph_on_one_line_given_whole_does_not_come_again_as_its_pieces(tmp_path: Path) -> None:
+    """Dracula, chapter 8, line 26 (135 words on one line): the agent's context held the whole paragraph, then
+    under the same `(line 26)` header one of its windows again ("She seemed, even in her sleep, ..."), text the
+    agent had just read: a window of a line already given whole adds nothing."""
+    line = _para("Sentence {} tells how Lucy walked in her sleep along the cliff at night.", 10)
+    root = make_project(tmp_path, {"whitby.md": "# Whitby\n\n" + line + "\n", "other.md": "# Other\n\nNothing.\n"})
+    with open_project(root, chunking=SMALL_WINDOWS) as p:
+        p.index()
+        assert len(p.store.chunks_for_path("whitby.md")) >= 2  # (the line was split: the test's premise)
+        got = p.enrich({"query": "Lucy walked in her sleep along the cliff", "skillConfig": ALWAYS, "maxResults": 5})
+    context = got["contextBlock"]
+    assert "Sentence 0 tells" in context and "Sentence 9 tells" in context  # the paragraph, whole
+    for i in range(10):
+        assert context.count(f"Sentence {i} tells") == 1, context
+    assert len(re.findall(r"^--- .* ---$", context, re.M)) == 1, context

@@ -354,6 +354,10 @@ def _merge(
         parts = {part.strip() for h in own for part in h.split(" > ")}
         return all(h in parts for h in heads) and estimate_tokens("\n".join(gap)) <= GAP_TOKENS
 
+    # A piece of a long line (a window of a paragraph written on one line) inside lines another passage gives
+    # whole is text the context holds already: Dracula's chapter 8 line 26 came whole, then its second half again.
+    wholes = [(x.start, x.end) for x in spans if x.whole_lines]
+    spans = [x for x in spans if x.whole_lines or not any(a <= x.start and x.end <= b for a, b in wholes)]
     out: list[_Span] = []
     for sp in sorted(spans, key=lambda x: (x.start, x.end)):
         prev = out[-1] if out else None
