@@ -357,6 +357,10 @@ def test_an_excluded_file_is_searched_with_the_bang_and_an_empty_filter_says_why
     assert "excluded files too" in found["prompt"], msg
     notes = [n["msg"] for n in searches["nowhere"]["notes"]]
     assert any(n.startswith("saipling: no results: ") and "path" in n for n in notes), msg
+    # docs/configuration.md: status and :checkhealth count the files the settings exclude (both said nothing)
+    status = "\n".join(n["msg"] for n in result["status_notes"])
+    assert "excluded: 1 file(s)" in status, msg
+    assert any("excluded: 1 file(s)" in line for line in result["health"]), msg
 
 
 def test_search_completion(novel_run: tuple[dict, str, Path]) -> None:

@@ -65,6 +65,15 @@ T.run(function()
       all_files = search("quillwort", true), -- :SaiplingSearch! reads excluded files too
       nowhere = search("path:nowhere/ sister"), -- a filter that leaves nothing says why
     }
+    -- what :SaiplingStatus and :checkhealth say of the files kept out
+    local before = #r.notifications
+    vim.cmd("SaiplingStatus")
+    vim.wait(10000, function()
+      return #r.notifications > before
+    end, 20)
+    r.status_notes = vim.list_slice(r.notifications, before + 1)
+    vim.cmd("checkhealth saipling")
+    r.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)
     return
   end
   if os.getenv("NVIMTEST_QUICK") == "1" then

@@ -107,6 +107,10 @@ local function report_index(health, client)
     state = state .. ", read-only"
   end
   health.info(("index state: %s"):format(state))
+  local excluded = val(s.excludedFiles)
+  if excluded and excluded ~= 0 then
+    health.info(("excluded: %s file(s) kept out by .context_settings.json (:SaiplingSearch! reads them)"):format(excluded))
+  end
   if val(s.degraded) then
     health.warn("degraded: " .. tostring(s.degraded))
   end

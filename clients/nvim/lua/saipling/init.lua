@@ -384,6 +384,10 @@ function M.format_status(s)
   if pending and pending ~= 0 then
     lines[#lines + 1] = ("pending:  %s"):format(type(pending) == "table" and #pending or tostring(pending))
   end
+  local excluded = val(s.excludedFiles)
+  if excluded and excluded ~= 0 then
+    lines[#lines + 1] = ("excluded: %s file(s) (.context_settings.json; :SaiplingSearch! reads them)"):format(excluded)
+  end
   if val(s.degraded) then
     lines[#lines + 1] = ("degraded: %s"):format(tostring(s.degraded))
   end
