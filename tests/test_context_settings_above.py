@@ -92,3 +92,43 @@ def test_an_outer_settings_file_that_links_to_nothing_fails_closed(tmp_path: Pat
     inner = tmp_path / "notes"
     inner.mkdir()
     assert load_context_settings(inner).mode_for("pub.md") == "exclude"
+
+
+@pytest.mark.parametrize("spelt_by", ["argument", "working folder"])
+def test_the_cli_keeps_the_exclusions_of_the_project_a_linked_root_is_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelt_by: str
+) -> None:
+    """`saipling index PROJECT/notes` (or run from `cd PROJECT/notes`, $PWD spelling the link): the CLI resolved the
+    root before `Project.open` saw it, so the path through the link was never remembered and the diary PROJECT
+    excludes was indexed and found (each command is its own process: the spellings start empty)."""
+    from click.testing import CliRunner
+
+    from saipling.cli.main import main
+    from saipling.files import context_settings
+
+    elsewhere = make_project(
+        tmp_path,
+        {"pub.md": "# Pub\n\nThe harbor.\n", "diary/a.md": "# Diary\n\nMy zanzibarite affair.\n"},
+        name="elsewhere",
+    )
+    outer = make_project(tmp_path, {".context_settings.json": json.dumps({"notes/diary/": "exclude"})}, name="proj")
+    (outer / ".saipling").mkdir()
+    (outer / "notes").symlink_to(elsewhere, target_is_directory=True)
+    linked = outer / "notes"
+    root = [str(linked)] if spelt_by == "argument" else []
+    if spelt_by == "working folder":
+        monkeypatch.chdir(linked)
+        monkeypatch.setenv("PWD", str(linked))
+
+    def run(*args: str) -> dict:
+        monkeypatch.setattr(context_settings, "_spellings", {})
+        done = CliRunner().invoke(main, list(args), catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        return json.loads(done.stdout)
+
+    run("index", *root, "--provider", "none", "--json")
+    found = run("search", "zanzibarite", *(["--root", str(linked)] if root else []), "--json")
+    assert found["results"] == []
+    assert [
+        r["filePath"] for r in run("search", "harbor", *(["--root", str(linked)] if root else []), "--json")["results"]
+    ] == ["pub.md"]

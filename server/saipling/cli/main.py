@@ -60,7 +60,25 @@ def _setup_logging(verbose: int) -> None:
 
 
 def _root(root: str | None) -> Path:
-    return Path(root).resolve() if root else find_root(Path.cwd())
+    """The project's folder, resolved; the path it was named by is remembered (`remember_spelling`): a folder
+    reached through a link (`PROJECT/notes` -> elsewhere) keeps the exclusions of the project it is linked into.
+    Without a root, the shell's working folder as it spells it ($PWD, when it names the working folder)."""
+    from ..files.context_settings import remember_spelling
+
+    if root:
+        found = Path(root).resolve()
+        remember_spelling(found, Path(root))
+        return found
+    cwd = Path.cwd()
+    found = find_root(cwd)
+    logical = os.environ.get("PWD")
+    if found == cwd.resolve() and logical and os.path.isabs(logical):
+        try:
+            if os.path.samefile(logical, cwd):
+                remember_spelling(found, Path(logical))
+        except OSError:
+            pass
+    return found
 
 
 def _open(
