@@ -578,3 +578,37 @@ def test_a_role_that_may_only_read_searches_the_workspace_as_it_is(tmp_path: Pat
     assert done.returncode == 1 and "may not write the database" in done.stderr, done.stderr
     with psycopg.connect(split_location(url)[0]) as conn:  # nothing the reader did changed the workspace
         assert conn.execute("SELECT count(*) FROM workspaces WHERE name LIKE 'new%'").fetchone()[0] == 0
+
+
+def test_a_role_that_may_write_only_some_tables_opens_read_only_and_says_why(tmp_path: Path, pg_server) -> None:
+    """A role granted INSERT, UPDATE and DELETE on the tables `_can_write` looked at (workspaces, files, chunks...)
+    but not on the others a run writes (mentions, writer_runs, embedding_cache...) was taken for a writer: a search
+    after an edit re-read the file and failed on it ("permission denied for table ..."), and `index` failed part
+    way. It opens read-only, and `index` names what the role may not do."""
+    import uuid
+
+    import psycopg
+
+    from saipling.storage.postgres.store import split_location
+
+    root = saipling_project(tmp_path)
+    url = pg_server.url()
+    done = _cli("index", str(root), store=url)
+    assert done.returncode == 0, done.stderr
+    role = f"partial_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(split_location(url)[0], autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+        conn.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
+        for table in ("workspaces", "files", "chunks", "chunk_vectors", "chunk_terms", "file_terms", "meta"):
+            conn.execute(f"GRANT INSERT, UPDATE, DELETE ON {table} TO {role}")
+    partial = url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+    scene = root / "books" / "book-01" / "phase-5-bloom" / "ch-01" / "scene-01.md"
+    scene.write_text(scene.read_text() + "\nA new line about Mina at the harbor.\n")
+    done = _cli("search", "harbor", "--root", str(root), "--mode", "lexical", "--json", store=partial)
+    assert done.returncode == 0, done.stderr
+    assert "could not be indexed" not in done.stderr and "permission denied" not in done.stderr, done.stderr
+    done = _cli("index", str(root), store=partial)
+    assert done.returncode == 1 and "read-only" in done.stderr, done.stderr
+    assert "permission denied" not in done.stderr and "INSERT" in done.stderr, done.stderr

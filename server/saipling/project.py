@@ -450,7 +450,10 @@ class Project:
         if self.store.disk_full:
             raise DiskFull(self.store.disk_full)
         if self.store.readonly:
-            raise SaiplingError(f"the index {self.store.path} is read-only: it cannot be changed")
+            why = getattr(self.store, "readonly_reason", None)
+            raise SaiplingError(
+                f"the index {self.store.path} is read-only: it cannot be changed{f' ({why})' if why else ''}"
+            )
 
     def clear(self, timeout: float | None = 10.0, on_wait: Callable[[int | None], None] | None = None) -> None:
         """Empty the index, holding the writer lock: a run in another process is waited for (up to `timeout`

@@ -241,6 +241,7 @@ class PostgresStore:
         self.path = f"{redacted(url)}#{workspace}"  # what messages and status call the index
         self.rebuilt: str | None = None
         self.readonly = False
+        self.readonly_reason: str | None = None  # why a store opened to write is read-only (`_cannot_write`)
         self.shared = True  # a workspace: every copy of the project with this `workspace` writes it
         # this copy of the project (host and folder), written with each file (`origin`); None: opened without a
         # project (tools, tests), whose writes and checks are those of a project's own index
@@ -310,14 +311,15 @@ class PostgresStore:
                 # a session that may not write (a role granted SELECT only, default_transaction_read_only, a hot
                 # standby) opens the store read-only: a search then tried to re-read every edited file, failed
                 # on each ("could not be indexed", every search) and `mcp`/`serve` could not start at all
-                writable = not readonly and _can_write(conn)
+                why = None if readonly else _cannot_write(conn)
+                writable = not readonly and why is None
                 if create and writable:
                     conn.execute("INSERT INTO workspaces(name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
                 row = conn.execute("SELECT id FROM workspaces WHERE name = %s", (name,)).fetchone()
                 if row is None:
                     others = [r[0] for r in conn.execute("SELECT name FROM workspaces ORDER BY name LIMIT 21")]
                     if create and not readonly:  # (a role that cannot create it: `saipling index` cannot either)
-                        raise StorageReadOnly(_no_workspace(name, redacted(conninfo), others, creatable=False))
+                        raise StorageReadOnly(_no_workspace(name, redacted(conninfo), others, creatable=why))
                     raise StorageError(_no_workspace(name, redacted(conninfo), others))
                 readonly = not writable
                 ws = row[0]
@@ -331,6 +333,7 @@ class PostgresStore:
             raise
         store = cls(conn, conninfo, name, int(ws), pool_size(location))
         store.readonly = readonly
+        store.readonly_reason = why
         store._ann_dims = store._existing_ann_dims()
         return store
 
@@ -1778,32 +1781,61 @@ class PostgresStore:
         return True
 
 
-def _no_workspace(name: str, where: str, others: list[str], creatable: bool = True) -> str:
+def _no_workspace(name: str, where: str, others: list[str], creatable: bool | str = True) -> str:
     from ...config.settings import did_you_mean
 
     has = f"its workspaces: {', '.join(others[:20])}{', ...' if len(others) > 20 else ''}" if others else "it has none"
     how = (
         "`saipling index` creates it"
-        if creatable
-        else "this connection may not write the database (read-only): connect as a role that may write to create it"
+        if creatable is True
+        else "this connection may not write the database (read-only"
+        + (f": {creatable}" if isinstance(creatable, str) else "")
+        + "): connect as a role that may write to create it"
     )
     return f"the PostgreSQL store {where} has no workspace {name!r}{did_you_mean(name, others)} ({has}); {how}"
 
 
-# the tables an index run, a refresh or `clear` writes (a role that lacks a write on one of them cannot keep the index)
-WRITTEN_TABLES = ("workspaces", "files", "chunks", "chunk_vectors", "chunk_terms", "file_terms", "meta")
+# the tables an index run, a refresh or `clear` writes (a role that lacks a write on one of them cannot keep the
+# index: a refresh after an edit failed on `mentions`, every search), and the logs, which it only appends to
+WRITTEN_TABLES = (
+    "workspaces",
+    "files",
+    "chunks",
+    "chunk_vectors",
+    "chunk_terms",
+    "file_terms",
+    "meta",
+    "mentions",
+    "mention_files",
+    "embedding_cache",
+    "writer_runs",
+)
+LOG_TABLES = ("embedding_log", "search_log")
 
 
-def _can_write(conn: psycopg.Connection) -> bool:
-    """Whether this session may write a workspace: not a read-only session (`default_transaction_read_only` set
-    for the role or the database, a hot standby) and a role with INSERT, UPDATE and DELETE on the index's tables."""
-    row = conn.execute(
-        "SELECT current_setting('transaction_read_only') = 'off' AND bool_and("
-        "has_table_privilege(t, 'INSERT') AND has_table_privilege(t, 'UPDATE') AND has_table_privilege(t, 'DELETE'))"
-        " FROM unnest(%s::text[]) AS t",
-        (list(WRITTEN_TABLES),),
-    ).fetchone()
-    return bool(row and row[0])
+def _cannot_write(conn: psycopg.Connection) -> str | None:
+    """Why this session may not write a workspace, or None: a read-only session (`default_transaction_read_only`
+    set for the role or the database, a hot standby), or a role without INSERT, UPDATE and DELETE on the index's
+    tables (INSERT on its logs) or without USAGE on their sequences; the privileges it lacks are named."""
+    if conn.execute("SELECT current_setting('transaction_read_only')").fetchone()[0] != "off":
+        return "its sessions are read-only (default_transaction_read_only, or a hot standby)"
+    lacks = [
+        f"{p} on {t}"
+        for t, p in conn.execute(
+            "SELECT t, p FROM unnest(%s::text[]) AS t CROSS JOIN unnest(ARRAY['INSERT', 'UPDATE', 'DELETE']) AS p"
+            " WHERE NOT has_table_privilege(t, p)"
+            " UNION ALL SELECT t, 'INSERT' FROM unnest(%s::text[]) AS t WHERE NOT has_table_privilege(t, 'INSERT')"
+            " UNION ALL SELECT s.oid::regclass::text, 'USAGE' FROM pg_depend d JOIN pg_class s ON s.oid = d.objid"
+            " WHERE s.relkind = 'S' AND d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass"
+            " AND d.refobjid = ANY(%s::regclass[])"
+            " AND NOT CASE WHEN s.relkind = 'S' THEN has_sequence_privilege(s.oid, 'USAGE') ELSE true END",
+            (list(WRITTEN_TABLES), list(LOG_TABLES), [*WRITTEN_TABLES, *LOG_TABLES]),
+        )
+    ]
+    if not lacks:
+        return None
+    shown = ", ".join(lacks[:6]) + (f" and {len(lacks) - 6} more" if len(lacks) > 6 else "")
+    return f"the role {conn.info.user} lacks {shown}"
 
 
 def _levels(flt: Any) -> list[str] | None:
