@@ -981,3 +981,21 @@ def test_a_paragraph_on_one_line_given_whole_does_not_come_again_as_its_pieces(t
     for i in range(10):
         assert context.count(f"Sentence {i} tells") == 1, context
     assert len(re.findall(r"^--- .* ---$", context, re.M)) == 1, context
+
+
+def test_a_piece_of_a_long_line_stays_when_the_passage_over_that_line_begins_after_it() -> None:
+    """A passage of whole lines may begin inside its first line (from the sentence its chunk starts at:
+    `_FileView.sentence_start`): a window of that line's first half lies within its line range, but not within its
+    text. It was dropped as "given whole already", and the hit's text left the context."""
+    from saipling.retrieval.enrich import _merge, _Span
+
+    first_half = "Lucy rose at midnight and walked to the cliff in her sleep."
+    second_half = "Mina followed her with a shawl."
+    lines = [f"{first_half} {second_half}", "They came home at dawn.", "Nobody spoke of it."]
+    piece = _Span(1, 1, first_half, ["Whitby"], False)
+    later = _Span(1, 3, "\n".join([second_half, *lines[1:]]), ["Whitby"], True)
+    merged = _merge([piece, later], lines)
+    assert any(first_half in s.text for s in merged), merged
+    # (a piece the whole passage does hold still goes)
+    whole = _Span(1, 3, "\n".join(lines), ["Whitby"], True)
+    assert [(s.start, s.end, s.whole_lines) for s in _merge([piece, whole], lines)] == [(1, 3, True)]

@@ -356,8 +356,14 @@ def _merge(
 
     # A piece of a long line (a window of a paragraph written on one line) inside lines another passage gives
     # whole is text the context holds already: Dracula's chapter 8 line 26 came whole, then its second half again.
-    wholes = [(x.start, x.end) for x in spans if x.whole_lines]
-    spans = [x for x in spans if x.whole_lines or not any(a <= x.start and x.end <= b for a, b in wholes)]
+    # (by text too: a passage of whole lines may begin inside its first line, from its chunk's first sentence, and
+    # a piece of that line before it lies within its lines but not its text)
+    wholes = [(x.start, x.end, " ".join(x.text.split())) for x in spans if x.whole_lines]
+    spans = [
+        x
+        for x in spans
+        if x.whole_lines or not any(a <= x.start and x.end <= b and " ".join(x.text.split()) in t for a, b, t in wholes)
+    ]
     out: list[_Span] = []
     for sp in sorted(spans, key=lambda x: (x.start, x.end)):
         prev = out[-1] if out else None
