@@ -287,3 +287,23 @@ async def test_a_document_outside_every_folder_by_dot_dot_segments_gets_empty_an
         inside = {"uri": f"{base}/notes/../chapters/ch01.md"}
         got = await raw_request(client, "textDocument/documentSymbol", {"textDocument": inside})
         assert [s["name"] for s in got] == ["Chapter 1: The Dragon Wakes"]
+
+
+def test_dot_dot_after_a_link_is_applied_as_the_filesystem_applies_it(tmp_path: Path) -> None:
+    """`root/link/../x.md`, `link` a folder elsewhere, is the file beside that folder, outside the root: the
+    lexical normalisation made it `root/x.md`, another file (its outline, hover and the buffer's text given for it);
+    and `root/inner/link/../x.md`, the link to a folder deeper in the root, is that folder's parent's `x.md`."""
+    from saipling.lsp.convert import relative_to
+
+    root, outside = tmp_path / "proj", tmp_path / "elsewhere"
+    (outside / "deep").mkdir(parents=True)
+    (root / "inner" / "a" / "b").mkdir(parents=True)
+    (root / "link").symlink_to(outside / "deep", target_is_directory=True)
+    (root / "inner" / "deep").symlink_to(root / "inner" / "a" / "b", target_is_directory=True)
+    for p in (outside / "x.md", root / "x.md", root / "inner" / "a" / "x.md"):
+        p.write_text("# X\n", encoding="utf-8")
+    root = root.resolve()
+    assert relative_to(root, root / "link" / ".." / "x.md") is None
+    assert relative_to(root, root / "inner" / "deep" / ".." / "x.md") == "inner/a/x.md"
+    assert relative_to(root, root / "notes" / ".." / "x.md") == "x.md"
+    assert relative_to(root, root / ".." / "elsewhere" / "x.md") is None

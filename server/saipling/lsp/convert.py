@@ -44,8 +44,10 @@ def path_to_uri(path: Path | str) -> str:
 def relative_to(root: Path, path: Path) -> str | None:
     """`path` relative to `root` in POSIX form, or None when it is not inside. Its `..` segments are applied
     first: `root/../x` (a document URI spelt so, `%2e%2e` too) is outside, never `../x` inside (the outline and
-    hover of any file the server could read)."""
-    path = Path(os.path.normpath(path))
+    hover of any file the server could read). They are applied as the filesystem applies them (links first):
+    `root/link/../x`, `link` a folder elsewhere, is that folder's parent's `x`, not `root/x`."""
+    if ".." in path.parts:
+        path = Path(os.path.realpath(path))
     try:
         return path.relative_to(root).as_posix()
     except ValueError:
