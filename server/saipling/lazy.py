@@ -53,4 +53,6 @@ def onnxruntime() -> Any:
     import os
 
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    return importlib.import_module("onnxruntime")
+    import onnxruntime as ort
+
+    return ort
