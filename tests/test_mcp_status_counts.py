@@ -70,10 +70,13 @@ def test_degraded_counts_the_agents_own_chunks_without_embeddings(tmp_path: Path
     assert said.startswith("1 of 2 chunks have no embeddings") and not re.search(r"\b[89]\b", said), said
 
 
-def test_while_a_run_writes_the_agent_s_counts_stand_a_few_seconds(tmp_path: Path) -> None:
+def test_while_a_run_writes_the_agent_s_counts_stand_a_few_seconds(tmp_path: Path, monkeypatch) -> None:
     """Every status poll during a run is a new index state: the counts (seconds of a worker's time on a large index)
     are taken again at most every SEEN_WHILE_INDEXING seconds then, and at once when no run is going."""
+    from saipling.mcp import server
     from saipling.mcp.server import McpFace
+
+    monkeypatch.setattr(server, "SEEN_WHILE_INDEXING", 3600.0)  # (however slow the machine: no clock in the test)
 
     root = make_project(tmp_path, {"notes/a.md": "# A\n\nThe harbor.\n"})
     with open_project(root) as project:
