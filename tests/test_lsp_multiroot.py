@@ -17,7 +17,6 @@ from lsp_client import (
     status,
     wait_for_index,
     wait_for_status,
-    wait_until,
     write_project,
 )
 
@@ -226,20 +225,3 @@ async def test_a_name_two_folders_share_is_refused_naming_both(tmp_path: Path) -
         assert x.as_uri() in info.value.message and y.as_uri() in info.value.message
         found = await request(client, "saipling/search", {"query": "dragon", "workspaceFolder": y.as_uri()})
         assert [r["filePath"] for r in found["results"]] == ["notes.md"]
-
-
-async def test_a_folder_holding_the_home_folder_is_not_indexed(tmp_path: Path) -> None:
-    """`/home` (HOME=/home/x) was indexed, the whole home folder with it, where home itself is refused."""
-    users = write_project(tmp_path / "users", {"top.md": "# Top\n\nA dragon upstairs.\n"})
-    home = write_project(users / "x", B)
-    project = write_project(tmp_path / "novel", A)
-    async with lsp_session([project], OPTIONS, env={"HOME": str(home)}) as client:
-        await wait_for_index(client)
-        client.workspace_did_change_workspace_folders(folders_change([users], []))
-        shown = await wait_until(
-            lambda: [m.message for m in client.messages if m.type == types.MessageType.Error and "users" in m.message]
-        )
-        assert "not indexed" in shown[0] and "holds your home folder" in shown[0], shown
-        st = await status(client)
-        assert st["workspaceFolder"] == project.as_uri() and "folders" not in st
-        assert not (users / ".saipling").exists() and not (home / ".saipling").exists()

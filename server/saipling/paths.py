@@ -419,10 +419,9 @@ def resolve_inside(root: Path, path: str) -> tuple[Path, str]:
 
 def too_broad(root: Path, explicit: bool = False) -> str | None:
     """Why `root` must not be indexed as a project, or None. Never the filesystem root (every markdown file of
-    the machine, its index written at `/.saipling`); nor the home folder, or a folder holding it (`/home`: the
-    home folder and more), unless someone chose it: named on the command line (`explicit`), or indexed before
-    (it holds `.saipling/`). An app that starts `saipling mcp` from `/` or `~`, or an editor opened on them,
-    gets this reason instead of a run over the whole disk."""
+    the machine, its index written at `/.saipling`); nor the home folder unless someone chose it: named on the
+    command line (`explicit`), or indexed before (it holds `.saipling/`). An app that starts `saipling mcp` from
+    `/` or `~`, or an editor opened on them, gets this reason instead of a run over the whole disk."""
     root = root.resolve()
     if root.parent == root:
         return f"{root} is the filesystem root: open or name your project's folder instead"
@@ -430,10 +429,9 @@ def too_broad(root: Path, explicit: bool = False) -> str | None:
         home = Path.home().resolve()
     except (RuntimeError, KeyError, OSError):  # no home (no HOME, no passwd entry)
         return None
-    if explicit or (root / ".saipling").is_dir() or not home.is_relative_to(root):
-        return None
-    what = "is your home folder" if root == home else f"holds your home folder ({home})"
-    return (
-        f"{root} {what}: open or name your project's folder instead "
-        f"(`saipling index {root}` indexes all of it on purpose)"
-    )
+    if root == home and not explicit and not (root / ".saipling").is_dir():
+        return (
+            f"{root} is your home folder: open or name your project's folder instead "
+            f"(`saipling index {root}` indexes all of it on purpose)"
+        )
+    return None
