@@ -370,18 +370,21 @@ def test_the_filesystem_root_and_an_unchosen_home_folder_are_never_indexed(tmp_p
     assert (home / ".saipling").is_dir()
 
 
-def test_a_home_at_the_filesystem_root_refuses_no_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Some containers set HOME=/: every folder then holds the home folder, and the rule that refuses a folder
-    holding it (`/home`) must not refuse every project opened without a name."""
+def test_a_home_at_the_filesystem_root_or_inside_the_project_refuses_no_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the home folder itself (and the filesystem root) is refused unless named: not every folder when a
+    container sets HOME=/, nor a project whose sandbox keeps HOME inside it (`HOME=$PROJECT/.home`). A rule that
+    also refused a folder holding home (`/home`) was tried and reverted for that second case."""
     from saipling.paths import too_broad
 
     monkeypatch.setenv("HOME", "/")
     assert too_broad(tmp_path) is None
     assert too_broad(Path("/"))  # (the filesystem root itself: still never)
-    monkeypatch.setenv("HOME", str(tmp_path / "me"))
-    (tmp_path / "me").mkdir()
-    assert "holds your home folder" in (too_broad(tmp_path) or "")
-    assert too_broad(tmp_path, explicit=True) is None
+    (tmp_path / ".home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / ".home"))
+    assert too_broad(tmp_path) is None
+    assert "is your home folder" in (too_broad(tmp_path / ".home") or "")
 
 
 # -- what a new user reads (issue 36) ------------------------------------------------------------------------
