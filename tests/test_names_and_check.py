@@ -204,3 +204,43 @@ def test_names_reads_visibility_from_the_text_it_reads(tmp_path: Path) -> None:
         write_file(root, "notes/plan.md", secret)  # (not indexed again: the row still says public)
         found = names.request(p, {"drift": True, "unknown": True, "minCount": 2})
         assert "Zorgath" not in json.dumps(found) and "notes/plan.md" not in json.dumps(found)
+
+
+def test_check_passage_keeps_profile_facts_and_cjk_text_within_the_budget(tmp_path: Path) -> None:
+    """The profile's facts are evidence too: a 3,000-word `backstory` came whole with `maxTokens: 10` (the budget
+    counted only the profile's text and passages); a CJK profile's text was cut at 4 characters a token (a token a
+    character: 4 times over)."""
+    from saipling.embeddings.base import estimate_tokens
+
+    backstory = " ".join(f"fact{i}" for i in range(3000))
+    root = tmp_path / "p"
+    write_file(
+        root,
+        "characters/marcus.md",
+        f"---\nname: Marcus Cole\ntype: character\nbackstory: {backstory}\n---\n# Marcus Cole\n\nA sailor.\n",
+    )
+    write_file(
+        root, "characters/mei.md", "---\nname: Mei Lin\ntype: character\n---\n# Mei Lin\n\n" + "梅林是一位画家" * 200
+    )
+    write_file(root, "ch1.md", "# Chapter 1\n\nMarcus Cole met Mei Lin at the harbor.\n")
+
+    def evidence(e: dict) -> int:
+        facts = e["profile"]["facts"]
+        return (
+            sum(estimate_tokens(f"{k}: " + (v if isinstance(v, str) else json.dumps(v))) for k, v in facts.items())
+            + (estimate_tokens(e["profile"]["text"]) if e["profile"]["text"] else 0)
+            + sum(estimate_tokens(h["text"]) for h in e["passages"])
+        )
+
+    with open_project(root) as p:
+        p.index()
+        for text, budget in [("Marcus Cole met Mei Lin.", 10), ("Marcus Cole waved.", 10), ("Mei Lin waved.", 40)]:
+            r = continuity.check_passage(p, {"text": text, "maxTokens": budget})
+            assert r["entities"], text
+            assert r["tokensUsed"] <= budget
+            assert sum(evidence(e) for e in r["entities"]) <= budget, r
+        r = continuity.check_passage(p, {"text": "Marcus Cole waved.", "maxTokens": 4000})
+        facts = r["entities"][0]["profile"]["facts"]
+        assert (
+            facts["name"] == "Marcus Cole" and facts["backstory"].startswith("fact0 fact1") and r["tokensUsed"] <= 4000
+        )

@@ -10,6 +10,7 @@ alone without embeddings) with the passage's lines that name it as the query, li
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..config.visibility import role_levels, visible
@@ -26,11 +27,57 @@ def _facts(fm: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fm.items() if isinstance(v, str | int | float | bool | list) and k != "aliases"}
 
 
+def _cost(text: str) -> int:
+    return estimate_tokens(text) if text else 0
+
+
 def _cut(text: str, tokens: int) -> str:
-    if estimate_tokens(text) <= tokens:
+    """`text` within `tokens` (as estimate_tokens counts them), cut at a word and marked ` …`; "" when not even the
+    mark fits. (Cut at 4 characters a token before: CJK text, a token a character, came 4 times over the budget,
+    and the mark on top of a cut that filled it.)"""
+    if _cost(text) <= tokens:
         return text
-    out = text[: max(0, tokens * 4)]
-    return out.rsplit(" ", 1)[0] + " …"
+    if tokens < 1:
+        return ""
+    lo, hi = 0, len(text)  # the longest start of the text that fits with the mark
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid] + " …") <= tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    out = text[:lo]
+    return (out.rsplit(" ", 1)[0] if " " in out else out) + " …"
+
+
+def _facts_within(facts: dict[str, Any], tokens: int) -> tuple[dict[str, Any], int]:
+    """The profile's facts that fit `tokens` (in order; a long text cut, a list's first items), and their cost:
+    they were given whole, outside the budget (a frontmatter `backstory` of 3,000 words came with `maxTokens: 10`)."""
+    out: dict[str, Any] = {}
+    used = 0
+    for key, value in facts.items():
+        left = tokens - used - _cost(f"{key}: ")
+        if left < 1:
+            break
+        if isinstance(value, str):
+            value = _cut(value, left)
+            if not value.strip(" …"):
+                continue
+        elif isinstance(value, list):
+            kept: list[Any] = []
+            for item in value:
+                if _cost(json.dumps([*kept, item], ensure_ascii=False, default=str)) > left:
+                    break
+                kept.append(item)
+            if not kept and value:
+                continue
+            value = kept
+        cost = _cost(f"{key}: " + (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)))
+        if used + cost > tokens:
+            continue
+        out[key] = value
+        used += cost
+    return out, used
 
 
 def check_passage(project: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -59,10 +106,12 @@ def check_passage(project: Any, params: dict[str, Any]) -> dict[str, Any]:
         if text and not visible(extract_metadata(e.path, text).visibility, levels):
             text = ""  # made invisible to this role on disk since it was indexed: its facts are not given
         fm, body_start, _ = split_frontmatter(text)
+        facts, cost = _facts_within(_facts(fm), left)  # (part of the evidence: within the budget too)
+        left -= cost
         # (as of the passage's chapter: a profile's sections headed for a later one are no evidence yet)
         body = body_as_of("\n".join(text.split("\n")[max(0, body_start - 1) :]), req.chapter).strip()
         profile_text = _cut(body, max(0, left // 3))
-        left -= estimate_tokens(profile_text)
+        left -= _cost(profile_text)
         query = " ".join(" ".join(said).split())[:QUERY_MAX_CHARS]
         flt: dict[str, Any] = {"knownBy": e.path}
         if req.chapter is not None:
@@ -105,7 +154,7 @@ def check_passage(project: Any, params: dict[str, Any]) -> dict[str, Any]:
             {
                 "entity": {"name": e.name, "path": e.path, "type": e.entity_type, "aliases": list(e.aliases)},
                 "said": said,
-                "profile": {"facts": _facts(fm), "text": profile_text},
+                "profile": {"facts": facts, "text": profile_text},
                 "passages": passages,
             }
         )
