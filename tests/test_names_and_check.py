@@ -223,18 +223,28 @@ def test_check_passage_keeps_profile_facts_and_cjk_text_within_the_budget(tmp_pa
         root, "characters/mei.md", "---\nname: Mei Lin\ntype: character\n---\n# Mei Lin\n\n" + "梅林是一位画家" * 200
     )
     write_file(root, "ch1.md", "# Chapter 1\n\nMarcus Cole met Mei Lin at the harbor.\n")
+    dates = ", ".join(f"2020-01-{d:02d}" for d in range(1, 29))  # (YAML dates: not JSON as they are)
+    write_file(root, "characters/ann.md", f"---\nname: Ann Vale\ntype: character\nseen: [{dates}]\n---\n# Ann\n")
 
     def evidence(e: dict) -> int:
         facts = e["profile"]["facts"]
         return (
-            sum(estimate_tokens(f"{k}: " + (v if isinstance(v, str) else json.dumps(v))) for k, v in facts.items())
+            sum(
+                estimate_tokens(f"{k}: " + (v if isinstance(v, str) else json.dumps(v, default=str)))
+                for k, v in facts.items()
+            )
             + (estimate_tokens(e["profile"]["text"]) if e["profile"]["text"] else 0)
             + sum(estimate_tokens(h["text"]) for h in e["passages"])
         )
 
     with open_project(root) as p:
         p.index()
-        for text, budget in [("Marcus Cole met Mei Lin.", 10), ("Marcus Cole waved.", 10), ("Mei Lin waved.", 40)]:
+        for text, budget in [
+            ("Marcus Cole met Mei Lin.", 10),
+            ("Marcus Cole waved.", 10),
+            ("Mei Lin waved.", 40),
+            ("Ann Vale", 30),
+        ]:
             r = continuity.check_passage(p, {"text": text, "maxTokens": budget})
             assert r["entities"], text
             assert r["tokensUsed"] <= budget

@@ -65,14 +65,18 @@ def _facts_within(facts: dict[str, Any], tokens: int) -> tuple[dict[str, Any], i
                 continue
         elif isinstance(value, list):
             kept: list[Any] = []
+            spent = 1  # (the brackets; each item with its separator counted on its own: never under the whole)
             for item in value:
-                if _cost(json.dumps([*kept, item], ensure_ascii=False, default=str)) > left:
+                spent += _cost(json.dumps(item, ensure_ascii=False, default=str) + ", ")
+                if spent > left:
                     break
                 kept.append(item)
             if not kept and value:
                 continue
             value = kept
-        cost = _cost(f"{key}: " + (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)))
+        cost = _cost(
+            f"{key}: " + (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+        )
         if used + cost > tokens:
             continue
         out[key] = value
