@@ -82,3 +82,19 @@ async def test_list_settings_take_text_only_and_a_role_a_list_of_levels(tmp_path
         found = await request(client, "saipling/search", {"query": "dragon"})
         paths = {r["filePath"] for r in found["results"]}
         assert "chapters/ch01.md" in paths and "notes/secret.md" not in paths
+
+
+async def test_unchanged_settings_do_not_restart_the_first_index(tmp_path: Path) -> None:
+    """VS Code's client sends `didChangeConfiguration` right after `initialized` with the settings the server just
+    read: that cancelled the first index run and started it again ("Indexing: cancelled ... left: 40 files to read",
+    then "Reindexing"; the status bar went 0..97% and back to 13%). Settings that did not change leave it running."""
+    files = {**STORY, **{f"notes/n{i}.md": f"# Note {i}\n\nThe ferry leaves at {i} o'clock.\n" for i in range(40)}}
+    root = write_project(tmp_path / "story", files)
+    configuration = {"provider": "none", "watch": False}
+    async with lsp_session(root, configuration, configuration=configuration) as client:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await wait_for_index(client)
+        await request(client, "saipling/status", {})
+        ends = [r.message or "" for reports in client.progress_reports.values() for r in reports if r.kind == "end"]
+        assert len(ends) == 1 and "cancelled" not in ends[0], ends
+        assert (await status(client))["totalFiles"] == len(files)

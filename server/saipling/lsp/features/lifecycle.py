@@ -150,6 +150,8 @@ async def reconfigure(ls: SaiplingServer, pushed: Any) -> None:
 
 
 async def apply_settings(ls: SaiplingServer, folder: Folder, settings: Any) -> None:
+    if settings == folder.project.settings:  # (VS Code pushes its settings once after `initialized`)
+        return  # nothing to switch: a running index pass goes on
     was_full = folder.live.running_full
     interrupted = folder.live.cancel_run()  # never switch providers under a running pass
     async with folder.lock:
