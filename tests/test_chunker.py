@@ -729,6 +729,36 @@ def test_html_comments_and_link_definitions_are_not_indexed_but_stay_covered() -
     assert "Tests a user's permissions" in access.text and access.start_line == 9
 
 
+MYST_LIKE = """(requirements-file-format)=
+
+# Requirements File Format
+
+Requirements files serve as a list of items to be installed by pip, when using `pip install -r`.
+
+(Fixing conflicting dependencies)=
+(conflicts)=
+## Fixing conflicting dependencies
+
+Loosen the range of package versions you depend on, and let pip find a version that works.
+
+See (this paragraph) for more = a sentence that only looks like a label.
+"""
+
+
+def test_myst_targets_are_not_indexed_but_stay_covered() -> None:
+    """A MyST target (`(config-file)=`, a label above the heading it names, in Sphinx docs written in markdown) was
+    a chunk of its own with no section, the top row of a search for the page's subject (pip's docs: 14 of 40 files
+    open with one; the VS Code trial)."""
+    chunks = chunk_document(MYST_LIKE, None)
+    lines = MYST_LIKE.split("\n")
+    assert chunks and all(")=" not in c.text and ")=" not in c.embed_text for c in chunks), [c.text for c in chunks]
+    covered = {n for c in chunks for n in range(c.start_line, c.end_line + 1)}
+    assert covered >= {n for n, ln in enumerate(lines, 1) if ln.strip()}
+    first = min(chunks, key=lambda c: c.start_line)
+    assert first.section_heading == "# Requirements File Format" and "installed by pip" in first.text
+    assert any("only looks like a label" in c.text for c in chunks)  # (prose with `)=` in it is kept)
+
+
 def test_comment_only_section_folds_into_the_next() -> None:
     text = "# Guide\n\n## Old part\n\n<!-- removed for now -->\n\n## New part\n\nThe new part has its words here.\n"
     chunks = chunk_document(text, None)

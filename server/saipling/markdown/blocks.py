@@ -22,6 +22,8 @@ _EMBED_RE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
 _WIKI_RE = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")
 # characters that can start inline markup in a heading (emphasis, code, links, HTML, escapes, entities)
 _INLINE_MARKUP_RE = re.compile(r"[*_`\[<\\&!]")
+# a MyST target (`(config-file)=` on its own line, above the heading it names: Sphinx docs written in markdown)
+_MYST_TARGET_RE = re.compile(r"[ \t]{0,3}\([^()\n]+\)=[ \t]*")
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,9 @@ class MarkdownBlocks:
     keep_whole: frozenset[int]  # blank lines inside code, HTML and frontmatter blocks: never a paragraph break
     code_lines: frozenset[int]  # lines of fenced/indented code blocks and frontmatter: wiki-links left alone
     lines: list[str]  # the file's lines as a reader sees them: wiki-links shown as their display text, embeds dropped
-    # lines that carry no meaning for a reader: HTML blocks made only of comments (`<!-- YAML ... -->` changelogs)
-    # and link-reference definitions (`[fs]: fs.md`); not embedded nor keyword-indexed (`indexed_lines`)
+    # lines that carry no meaning for a reader: HTML blocks made only of comments (`<!-- YAML ... -->` changelogs),
+    # link-reference definitions (`[fs]: fs.md`) and MyST targets (`(config-file)=`); not embedded nor
+    # keyword-indexed (`indexed_lines`)
     noise_lines: frozenset[int] = frozenset()
 
 
@@ -132,6 +135,12 @@ def _parsed(text: str, lines: list[str]) -> MarkdownBlocks:
             covered = max(covered, b)
         if tok.type == "html_block" and "<!--" in tok.content and not strip_comments(tok.content).strip():
             noise.update(range(a, min(b, len(lines)) + 1))
+        if (
+            tok.type == "paragraph_open"
+            and i + 1 < len(tokens)
+            and all(_MYST_TARGET_RE.fullmatch(line) for line in tokens[i + 1].content.split("\n"))
+        ):  # (a label line for cross-references: as a chunk of its own it was a search's top row, no section)
+            noise.update(range(a, min(b, len(lines)) + 1))
         if tok.type == "heading_open" and tok.level == 0:
             raw = tokens[i + 1].content if i + 1 < len(tokens) else ""
             title = heading_text(raw)
@@ -210,6 +219,8 @@ def _plain_blocks(lines: list[str]) -> tuple[list[Heading], set[int], set[int]] 
             if _ORDERED_RE.match(body):
                 return None
             continue
+        if c == "(" and _MYST_TARGET_RE.fullmatch(line):
+            return None  # (a MyST target: the block parse marks it as noise)
         if c not in _PROSE_START:
             continue
         after = body[1:2]

@@ -37,7 +37,8 @@ from .terms import identifier_words
 # read one or more lines off); windows stay in file order (an overlap reaching before the window before is left
 # out); a heading's text is cut to 300 characters (markdown.blocks.MAX_HEADING_CHARS).
 # 8: a piece with no letter or digit (a long table delimiter row cut into windows) is no chunk (`_drop_wordless`).
-CHUNKER_VERSION = 8
+# 9: a MyST target line (`(config-file)=`, Sphinx docs in markdown) is noise like a link-reference definition.
+CHUNKER_VERSION = 9
 MIN_CHUNK_CHARS = 20
 # a sentence ends at . ! ? … (and the quotes or brackets closing it, straight or typographic: group 1) before
 # whitespace; CJK full stops need no space after them
