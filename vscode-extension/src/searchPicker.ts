@@ -89,8 +89,15 @@ export function showSearchPicker(session: Session, initialQuery?: string): vscod
         : client.sendRequest<SearchResponse>(Methods.search, params, token);
     },
     onResult: (_value, response) => {
-      picker.items =
+      const items =
         response === undefined ? [] : toPickItems(response, root, keywordOnlyByChoice(config.get('provider')));
+      picker.items = items;
+      // Enter opens the first result, not the notice row above it (indexing, degraded): VS Code makes the first
+      // row active, and Enter on a notice did nothing.
+      const first = items.find((item) => item.result !== undefined);
+      if (first !== undefined) {
+        picker.activeItems = [first];
+      }
     },
     onError: (_value, error) => {
       if (error instanceof FilterError) {

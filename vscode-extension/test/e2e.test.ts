@@ -365,6 +365,31 @@ describe('extension against the real saipling server', { timeout: 180000 }, () =
     }
   });
 
+  it('Search Project: with a notice row above the results, Enter opens the first result', async () => {
+    const client = runningClient(session);
+    const original = client.sendRequest.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    (client as unknown as { sendRequest: (...args: unknown[]) => Promise<unknown> }).sendRequest = async (...args) => {
+      const out = await original(...args);
+      // (as while a run is going or embeddings are pending: a notice row goes first)
+      return args[0] === Methods.search ? { ...(out as SearchResponse), indexing: true } : out;
+    };
+    try {
+      const before = stub.shownDocuments.length;
+      await vscode.commands.executeCommand('saipling.searchProject', 'lighthouse');
+      const picker = stub.quickPicks.at(-1);
+      assert.ok(picker);
+      await waitFor('results in the quick pick', () =>
+        picker.items.find((i) => (i as { result?: SearchResult }).result !== undefined));
+      assert.match(picker.items[0].label, /indexing in progress/);
+      picker.accept(); // Enter on the active row
+      const shown = await waitFor('the first result opened', () => stub.shownDocuments[before]);
+      assert.equal(shown.uri.fsPath, path.join(root, EXPECTED_FILE));
+      assert.ok(picker.disposed, 'the picker closes on Enter');
+    } finally {
+      (client as unknown as { sendRequest: unknown }).sendRequest = original;
+    }
+  });
+
   it('Search Project with a query argument searches at once, and shows why a search found nothing', async () => {
     await vscode.commands.executeCommand('saipling.searchProject', 'harbour');
     const picker = stub.quickPicks.at(-1);
