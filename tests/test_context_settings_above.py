@@ -63,10 +63,8 @@ def test_the_settings_of_a_folder_served_apart_stay_one_object_while_nothing_cha
     assert load_context_settings(inner) is later
 
 
-def test_a_folder_served_through_a_link_keeps_the_exclusions_of_the_project_it_is_linked_into(tmp_path: Path) -> None:
-    """`PROJECT/notes` a link to a folder elsewhere: the project opens it resolved, outside PROJECT, and the walk up
-    from there never met PROJECT's `.context_settings.json` (the review of attacker pass 6's fix). The folders
-    above the path it was opened by count too."""
+def _notes_linked_into_a_project(tmp_path: Path) -> tuple[Path, Path]:
+    """(the project `proj`, whose `notes` links to a folder `elsewhere` holding a diary `proj` excludes; elsewhere)."""
     elsewhere = make_project(
         tmp_path,
         {"pub.md": "# Pub\n\nThe harbor.\n", "diary/a.md": "# Diary\n\nMy zanzibarite affair.\n"},
@@ -75,6 +73,14 @@ def test_a_folder_served_through_a_link_keeps_the_exclusions_of_the_project_it_i
     outer = make_project(tmp_path, {".context_settings.json": json.dumps({"notes/diary/": "exclude"})}, name="proj")
     (outer / ".saipling").mkdir()
     (outer / "notes").symlink_to(elsewhere, target_is_directory=True)
+    return outer, elsewhere
+
+
+def test_a_folder_served_through_a_link_keeps_the_exclusions_of_the_project_it_is_linked_into(tmp_path: Path) -> None:
+    """`PROJECT/notes` a link to a folder elsewhere: the project opens it resolved, outside PROJECT, and the walk up
+    from there never met PROJECT's `.context_settings.json` (the review of attacker pass 6's fix). The folders
+    above the path it was opened by count too."""
+    outer, elsewhere = _notes_linked_into_a_project(tmp_path)
     with open_project(outer / "notes") as project:
         project.index()
         assert project.root == elsewhere.resolve()
@@ -106,14 +112,7 @@ def test_the_cli_keeps_the_exclusions_of_the_project_a_linked_root_is_in(
     from saipling.cli.main import main
     from saipling.files import context_settings
 
-    elsewhere = make_project(
-        tmp_path,
-        {"pub.md": "# Pub\n\nThe harbor.\n", "diary/a.md": "# Diary\n\nMy zanzibarite affair.\n"},
-        name="elsewhere",
-    )
-    outer = make_project(tmp_path, {".context_settings.json": json.dumps({"notes/diary/": "exclude"})}, name="proj")
-    (outer / ".saipling").mkdir()
-    (outer / "notes").symlink_to(elsewhere, target_is_directory=True)
+    outer, elsewhere = _notes_linked_into_a_project(tmp_path)
     linked = outer / "notes"
     root = [str(linked)] if spelt_by == "argument" else []
     if spelt_by == "working folder":

@@ -30,14 +30,19 @@ def test_status_totals_leave_out_what_the_agent_may_not_see(tmp_path: Path) -> N
     assert not {"totalTokens", "estimatedReindexCostUsd", "indexBytes", "excludedFiles"} & set(status)
 
 
+def _harbor_with_a_diary(tmp_path: Path) -> Path:
+    """A public note and six excluded diary entries, all of them about the harbor."""
+    files: dict[str, str | bytes] = {"notes/a.md": "# A\n\nThe harbor at dawn.\n"}
+    files |= {f"diary/d{i}.md": f"# D{i}\n\nSecret harbor entry {i}.\n" for i in range(6)}
+    files[".context_settings.json"] = json.dumps({"diary/": "exclude"})
+    return make_project(tmp_path, files)
+
+
 def test_degraded_counts_only_the_chunks_the_agent_may_see(tmp_path: Path) -> None:
     """`degraded` said '2 of 9 chunks have no embeddings' to an agent that may see one chunk, embedded: the index's
     size, and that a private note was written a moment ago."""
     need_local_model()
-    files: dict[str, str | bytes] = {"notes/a.md": "# A\n\nThe harbor at dawn.\n"}
-    files |= {f"diary/d{i}.md": f"# D{i}\n\nSecret harbor entry {i}.\n" for i in range(6)}
-    files[".context_settings.json"] = json.dumps({"diary/": "exclude"})
-    root = make_project(tmp_path, files)
+    root = _harbor_with_a_diary(tmp_path)
     with open_project(root, "local") as project:
         project.index()
         write_file(root, "notes/p.md", "---\nvisibility: private\n---\n# P\n\nPrivate harbor.\n")
@@ -55,10 +60,7 @@ def test_degraded_counts_only_the_chunks_the_agent_may_see(tmp_path: Path) -> No
 
 def test_degraded_counts_the_agents_own_chunks_without_embeddings(tmp_path: Path) -> None:
     need_local_model()
-    files: dict[str, str | bytes] = {"notes/a.md": "# A\n\nThe harbor at dawn.\n"}
-    files |= {f"diary/d{i}.md": f"# D{i}\n\nSecret harbor entry {i}.\n" for i in range(6)}
-    files[".context_settings.json"] = json.dumps({"diary/": "exclude"})
-    root = make_project(tmp_path, files)
+    root = _harbor_with_a_diary(tmp_path)
     with open_project(root, "local") as project:
         project.index()
         write_file(root, "notes/b.md", "# B\n\nThe harbor at dusk.\n")

@@ -181,6 +181,25 @@ def test_another_process_sees_edits_by_the_next_search(tmp_path: Path, pg_url: s
         assert [r["filePath"] for r in results] == ["notes/new.md"]
 
 
+def _role_url(url: str, prefix: str, *grants: str) -> str:
+    """`url` as a new login role (`prefix_<random>`) that may use the schema and has `grants` (`{role}` in each)."""
+    import uuid
+
+    import psycopg
+
+    from saipling.storage.postgres.store import split_location
+
+    role = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(split_location(url)[0], autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        for grant in grants:
+            conn.execute(grant.format(role=role))
+    out = url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+    assert out != url
+    return out
+
+
 def _cli(*args: str, store: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "SAIPLING_STORE": store, "SAIPLING_PROVIDER": "none"}
     cli = Path(sys.executable).parent / "saipling"
@@ -540,8 +559,6 @@ def test_a_role_that_may_only_read_searches_the_workspace_as_it_is(tmp_path: Pat
     standby) opens the workspace read-only: a search after an edit tried to re-read the file, failed ("could not be
     indexed: permission denied", on every search), `index` said "permission denied for table workspaces" and
     `saipling mcp` could not start."""
-    import uuid
-
     import psycopg
 
     from saipling.storage.postgres.store import split_location
@@ -550,17 +567,16 @@ def test_a_role_that_may_only_read_searches_the_workspace_as_it_is(tmp_path: Pat
     url = pg_server.url()
     done = _cli("index", str(root), store=url)
     assert done.returncode == 0, done.stderr
-    role = f"reader_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(split_location(url)[0], autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {role} LOGIN")
-        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
-        if how == "select-only":
-            conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
-        else:
-            conn.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
-            conn.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
-            conn.execute(f"ALTER ROLE {role} SET default_transaction_read_only = on")
-    reader = url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+    if how == "select-only":
+        reader = _role_url(url, "reader", "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    else:
+        reader = _role_url(
+            url,
+            "reader",
+            "GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}",
+            "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}",
+            "ALTER ROLE {role} SET default_transaction_read_only = on",
+        )
     assert reader != url
     scene = root / "books" / "book-01" / "phase-5-bloom" / "ch-01" / "scene-01.md"
     scene.write_text(scene.read_text() + "\nA new line the reader cannot index.\n")
@@ -585,25 +601,18 @@ def test_a_role_that_may_write_only_some_tables_opens_read_only_and_says_why(tmp
     but not on the others a run writes (mentions, writer_runs, embedding_cache...) was taken for a writer: a search
     after an edit re-read the file and failed on it ("permission denied for table ..."), and `index` failed part
     way. It opens read-only, and `index` names what the role may not do."""
-    import uuid
-
-    import psycopg
-
-    from saipling.storage.postgres.store import split_location
-
     root = saipling_project(tmp_path)
     url = pg_server.url()
     done = _cli("index", str(root), store=url)
     assert done.returncode == 0, done.stderr
-    role = f"partial_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(split_location(url)[0], autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {role} LOGIN")
-        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
-        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
-        conn.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
-        for table in ("workspaces", "files", "chunks", "chunk_vectors", "chunk_terms", "file_terms", "meta"):
-            conn.execute(f"GRANT INSERT, UPDATE, DELETE ON {table} TO {role}")
-    partial = url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+    tables = ("workspaces", "files", "chunks", "chunk_vectors", "chunk_terms", "file_terms", "meta")
+    partial = _role_url(
+        url,
+        "partial",
+        "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}",
+        "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}",
+        *(f"GRANT INSERT, UPDATE, DELETE ON {table} TO {{role}}" for table in tables),
+    )
     scene = root / "books" / "book-01" / "phase-5-bloom" / "ch-01" / "scene-01.md"
     scene.write_text(scene.read_text() + "\nA new line about Mina at the harbor.\n")
     done = _cli("search", "harbor", "--root", str(root), "--mode", "lexical", "--json", store=partial)
