@@ -577,7 +577,6 @@ def test_a_role_that_may_only_read_searches_the_workspace_as_it_is(tmp_path: Pat
             "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}",
             "ALTER ROLE {role} SET default_transaction_read_only = on",
         )
-    assert reader != url
     scene = root / "books" / "book-01" / "phase-5-bloom" / "ch-01" / "scene-01.md"
     scene.write_text(scene.read_text() + "\nA new line the reader cannot index.\n")
     done = _cli("search", "harbor", "--root", str(root), "--mode", "lexical", "--json", store=reader)
